@@ -1,0 +1,79 @@
+"""Driver micro-benchmarks: host cost of one eager launch, and per kernel inside a replayed graph.
+
+    python -m foxc.bench driver [--backend auto|cuda|reference] [--launches N] [--json FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from .. import vec
+from ..driver import BACKENDS, open_runtime
+from .report import table, write_json
+
+GRAPH_KERNELS = 100
+
+
+def bench_eager(rt, launches: int) -> dict:
+    x = rt.device_array(256, np.float32, "x")
+    plan = vec.plan_elementwise(rt, vec.FILL_F32, x, 1.0, 256)
+    for _ in range(min(1000, launches)):
+        plan.launch(rt.stream)
+    rt.stream.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(launches):
+        plan.launch(rt.stream)
+    host = time.perf_counter() - t0
+    rt.stream.synchronize()
+    wall = time.perf_counter() - t0
+    return {"what": "eager launch (fill_f32, 256 floats)", "count": launches,
+            "host_us_per_kernel": round(host / launches * 1e6, 3),
+            "wall_us_per_kernel": round(wall / launches * 1e6, 3)}
+
+
+def bench_graph(rt, replays: int) -> dict:
+    x = rt.device_array(256 * GRAPH_KERNELS, np.float32, "x")
+    plans = [vec.plan_elementwise(rt, vec.FILL_F32, x.at(256 * i), float(i), 256) for i in range(GRAPH_KERNELS)]
+    for p in plans:
+        p.launch(rt.stream)
+    with rt.capture(name="bench") as cap:
+        for p in plans:
+            p.launch(rt.stream)
+    graph = cap.graph
+    for _ in range(10):
+        graph.launch(rt.stream)
+    rt.stream.synchronize()
+    start, end = rt.event("start"), rt.event("end")
+    t0 = time.perf_counter()
+    start.record(rt.stream)
+    for _ in range(replays):
+        graph.launch(rt.stream)
+    end.record(rt.stream)
+    host = time.perf_counter() - t0
+    rt.stream.synchronize()
+    wall = time.perf_counter() - t0
+    gpu_ms = start.elapsed_ms(end)
+    n = replays * GRAPH_KERNELS
+    return {"what": f"graph of {GRAPH_KERNELS} kernels (fill_f32)", "count": n,
+            "host_us_per_kernel": round(host / n * 1e6, 3),
+            "wall_us_per_kernel": round(wall / n * 1e6, 3),
+            "gpu_us_per_kernel": round(gpu_ms * 1e3 / n, 3)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m foxc.bench driver", description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", choices=BACKENDS, default=None)
+    ap.add_argument("--launches", type=int, default=20000, help="eager launches timed (default 20000)")
+    ap.add_argument("--json", help="also write the results here")
+    args = ap.parse_args(argv)
+    rt = open_runtime(args.backend)
+    launches = args.launches if rt.backend == "cuda" else min(args.launches, 2000)
+    rows = [bench_eager(rt, launches), bench_graph(rt, max(1, launches // GRAPH_KERNELS))]
+    print(f"backend {rt.backend}: {rt.device_name}")
+    print(table(rows, ["what", "count", "host_us_per_kernel", "wall_us_per_kernel", "gpu_us_per_kernel"]))
+    write_json(args.json, "driver", rt, rows)
+    print(f"summary: eager launch {rows[0]['host_us_per_kernel']} us host, "
+          f"graph {rows[1]['wall_us_per_kernel']} us per kernel ({rt.backend})")
+    return 0

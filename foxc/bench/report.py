@@ -1,0 +1,37 @@
+"""Printing benchmark tables and writing their JSON."""
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+def table(rows: list[dict], columns: list[str]) -> str:
+    cells = [[str(r.get(c, "")) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths))
+    rule = "  ".join("-" * w for w in widths)
+    def cell(value: str, width: int, raw) -> str:
+        return value.rjust(width) if isinstance(raw, (int, float)) else value.ljust(width)
+    body = ["  ".join(cell(v, w, r.get(c)) for v, w, c in zip(row, widths, columns))
+            for row, r in zip(cells, rows)]
+    return "\n".join([line, rule, *body])
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent).stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def write_json(path: str | None, name: str, rt, rows: list[dict], extra: dict | None = None):
+    if not path:
+        return
+    record = {"benchmark": name, "backend": rt.backend, "device": rt.device_name,
+              "host": platform.node(), "commit": git_commit(),
+              "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": rows, **(extra or {})}
+    Path(path).write_text(json.dumps(record, indent=1) + "\n")

@@ -1,0 +1,19 @@
+"""The driver layer: CUDA through `cuda.bindings.driver`, or its numpy reference.
+
+    rt = open_runtime("auto")          # rt.backend, rt.reason
+    x = rt.device_array(n, np.float32, "x")
+    plan = rt.plan(FILL_F32, grid, block, (x, 1.0, n))
+    plan.launch(rt.stream)
+    with rt.capture() as cap: plan.launch(rt.stream)
+    cap.graph.launch(rt.stream)
+"""
+from .backend import BACKENDS, BackendChoice, open_runtime, probe_cuda, select_backend
+from .errors import CudaError, check
+from .kernel_spec import DevPtr, KernelSpec, f32, i32, i64, ptr, u32, u64
+from .reference.registry import LaunchInfo, RefMem, reference
+
+__all__ = [
+    "BACKENDS", "BackendChoice", "CudaError", "DevPtr", "KernelSpec", "LaunchInfo", "RefMem",
+    "check", "f32", "i32", "i64", "open_runtime", "probe_cuda", "ptr", "reference", "select_backend",
+    "u32", "u64",
+]

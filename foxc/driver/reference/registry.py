@@ -1,0 +1,89 @@
+"""Numpy implementations of the kernels, registered under the kernels' own names.
+
+A reference receives `(launch, *args)`: `launch` carries grid and block, a
+pointer argument arrives as a `RefMem` (a typed window onto the allocation it
+points into) and a scalar as the numpy scalar of its declared type, so float32
+arithmetic stays float32.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import CudaError
+from ..kernel_spec import KernelSpec
+
+_REFERENCES: dict[str, tuple[KernelSpec, object]] = {}
+
+
+@dataclass(frozen=True)
+class LaunchInfo:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int = 0
+
+    @property
+    def threads(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2] * self.block[0] * self.block[1] * self.block[2]
+
+
+class RefMem:
+    """What a device pointer resolves to on the reference backend."""
+
+    __slots__ = ("buf", "offset", "name")
+
+    def __init__(self, buf: np.ndarray, offset: int, name: str):
+        self.buf = buf  # the whole allocation, uint8
+        self.offset = offset
+        self.name = name
+
+    def view(self, dtype, count: int | None = None) -> np.ndarray:
+        """`count` elements of `dtype` from the pointer on; writable, no copy."""
+        dt = np.dtype(dtype)
+        avail = (self.buf.size - self.offset) // dt.itemsize
+        if count is None:
+            count = avail
+        if count > avail:
+            raise CudaError(f"reference kernel reads {count} {dt} from '{self.name}' at byte {self.offset}, "
+                            f"but only {avail} remain in the allocation")
+        return self.buf[self.offset:self.offset + count * dt.itemsize].view(dt)
+
+    def f32(self, count=None): return self.view(np.float32, count)
+    def f64(self, count=None): return self.view(np.float64, count)
+    def i32(self, count=None): return self.view(np.int32, count)
+    def u32(self, count=None): return self.view(np.uint32, count)
+    def i64(self, count=None): return self.view(np.int64, count)
+    def u64(self, count=None): return self.view(np.uint64, count)
+    def u8(self, count=None): return self.view(np.uint8, count)
+
+    def __add__(self, nbytes: int) -> "RefMem":
+        return RefMem(self.buf, self.offset + int(nbytes), self.name)
+
+
+def reference(spec: KernelSpec):
+    """Register the decorated function as the numpy implementation of `spec`."""
+    def register(fn):
+        arity = len(inspect.signature(fn).parameters)
+        if arity != len(spec.params) + 1:
+            raise TypeError(f"reference of {spec.name} takes {arity} parameters; "
+                            f"expected launch + {len(spec.params)}")
+        if spec.name in _REFERENCES and _REFERENCES[spec.name][0] != spec:
+            raise TypeError(f"kernel {spec.name} registered twice with different declarations")
+        _REFERENCES[spec.name] = (spec, fn)
+        return fn
+    return register
+
+
+def reference_for(spec: KernelSpec):
+    found = _REFERENCES.get(spec.name)
+    if found is None:
+        raise CudaError(f"kernel {spec.name} has no numpy reference registered; import the module that declares it")
+    if found[0] != spec:
+        raise CudaError(f"kernel {spec.name}: the launch uses a declaration that differs from its reference's")
+    return found[1]
+
+
+def registered_specs() -> list[KernelSpec]:
+    return [spec for spec, _ in _REFERENCES.values()]

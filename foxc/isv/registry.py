@@ -1,0 +1,78 @@
+"""The single source of truth for ISV slots: index, name, bootstrap value and why.
+
+Indices are append-only: checkpoints store the bus by index, and
+tests/golden/isv_slots.txt fails the suite when an existing slot moves or
+disappears. Add new slots at the end. The C header cuda/include/foxc/isv_slots.h
+is generated from this table (`python -m foxc.isv.header --write`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Slot:
+    index: int
+    name: str
+    bootstrap: float
+    doc: str
+
+    @property
+    def macro(self) -> str:
+        return "ISV_" + self.name.upper()
+
+
+# The step counter lives in two float slots because float32 counts integers
+# exactly only up to 2^24 (16.7M steps: hours at 2,000 steps/s).
+STEP_WRAP = 1 << 24
+
+_TABLE = [
+    ("step_lo", 0.0, "training steps modulo 2^24 (exact in float32); incremented on the device"),
+    ("step_hi", 0.0, "how many times step_lo wrapped at 2^24; step = step_hi * 2^24 + step_lo"),
+    ("lr_encoder", 3e-4, "AdamW learning rate of the encoder; Adam's usual 3e-4 for a small model"),
+    ("lr_q", 1e-4, "AdamW learning rate of the C51 Q head; lower than the encoder's, as bootstrapped targets move"),
+    ("lr_policy", 1e-4, "AdamW learning rate of the policy head; matches Q so actor and critic move together"),
+    ("lr_value", 3e-4, "AdamW learning rate of the value head (a plain regression)"),
+    ("lr_perception", 3e-4, "AdamW learning rate of the perception heads (supervised BCE)"),
+    ("gamma", 0.99, "discount per step; a 100-step effective horizon, the longest label horizon"),
+    ("tau", 0.005, "target network soft-update rate per step (200-step time constant)"),
+    ("n_step", 3.0, "n of the n-step return in use (1 to 8, at most the ring's allocated length)"),
+    ("per_alpha", 0.6, "PER priority exponent; 0.6 from the PER paper's proportional variant"),
+    ("per_beta", 0.4, "PER importance-sampling exponent, annealed towards 1 by the controller"),
+    ("reward_clamp_lo", -5.0, "lower reward clamp after PopArt scaling, in standard deviations"),
+    ("reward_clamp_hi", 5.0, "upper reward clamp after PopArt scaling, in standard deviations"),
+    ("reward_scale", 1.0, "multiplier on the raw reward before normalisation"),
+    ("popart_mean", 0.0, "PopArt running mean of the raw reward"),
+    ("popart_var", 1.0, "PopArt running variance of the raw reward; 1 so the first steps are unscaled"),
+    ("popart_rate", 1e-3, "PopArt EMA rate (about 1,000 steps of memory)"),
+    ("gate_threshold", 0.0, "confidence gate: entries need the policy's probability above this; 0 gates nothing"),
+    ("drawdown_penalty_rate", 0.01, "reward penalty per unit of normalised drawdown per step (penalty only)"),
+    ("stop_loss_threshold", 3.0, "normalised drawdown from peak equity that forces a flat exit"),
+    ("mean_abs_pnl_ema", 1.0, "EMA of |PnL| per closed trade: the drawdown normaliser; 1 until trades close"),
+    ("loss_ema_q", 0.0, "EMA of the C51 cross-entropy loss"),
+    ("loss_ema_pi", 0.0, "EMA of the policy loss"),
+    ("loss_ema_v", 0.0, "EMA of the value loss"),
+    ("loss_ema_bce", 0.0, "EMA of the perception BCE loss"),
+    ("c51_v_min", -10.0, "lowest atom of the C51 support, in normalised reward units"),
+    ("c51_v_max", 10.0, "highest atom of the C51 support; with gamma 0.99 and clamp 5, returns stay inside"),
+    ("entropy_coef", 0.01, "policy entropy bonus coefficient"),
+    ("grad_clip_norm", 1.0, "global gradient-norm clip per update"),
+    ("rl_to_encoder_lambda", 0.1, "scale of the RL heads' gradient on h added to the encoder's (grad_h_accumulate_scaled)"),
+    ("exploration_floor", 0.02, "minimum probability mixed into every action when sampling"),
+    ("loss_ema_rate", 0.01, "EMA rate of the loss EMAs (about 100 steps)"),
+]
+
+SLOTS: tuple[Slot, ...] = tuple(Slot(i, name, float(boot), doc) for i, (name, boot, doc) in enumerate(_TABLE))
+N_SLOTS = len(SLOTS)
+_BY_NAME = {s.name: s for s in SLOTS}
+
+
+def slot_index(name: str) -> int:
+    try:
+        return _BY_NAME[name].index
+    except KeyError:
+        raise KeyError(f"no ISV slot named '{name}'") from None
+
+
+def slot(name: str) -> Slot:
+    return SLOTS[slot_index(name)]

@@ -1,0 +1,143 @@
+"""The CUDA driver layer on a real GPU: kernels against their references, mapped memory, graphs, errors."""
+import numpy as np
+import pytest
+
+from foxc import vec
+from foxc.driver import CudaError, KernelSpec, f32, i32, ptr
+from foxc.isv import IsvBus
+from foxc.isv.kernels import plan_step_increment
+from foxc.isv.registry import STEP_WRAP
+from foxc.testing import assert_close, poisoned, run_kernel
+
+
+def both(cuda_rt, ref_rt, spec, grid, block, args):
+    return (run_kernel(cuda_rt, spec, grid, block, [a.copy() if isinstance(a, np.ndarray) else a for a in args]),
+            run_kernel(ref_rt, spec, grid, block, [a.copy() if isinstance(a, np.ndarray) else a for a in args]))
+
+
+@pytest.mark.parametrize("n", [1, 255, 257, 100_003, 3_000_000])
+def test_elementwise_kernels_match_reference(cuda_rt, ref_rt, rng, n):
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    a = float(rng.standard_normal())
+    g = vec.grid_for(n)
+    for spec, args in [
+        (vec.FILL_F32, [poisoned(n), a, n]),
+        (vec.FILL_U32, [poisoned(n, np.uint32), int(rng.integers(0, 2**32)), n]),
+        (vec.COPY_F32, [poisoned(n), x, n]),
+        (vec.SCALE_F32, [x, a, n]),
+        (vec.AXPY_F32, [y, a, x, n]),
+    ]:
+        got, want = both(cuda_rt, ref_rt, spec, g, vec.BLOCK, args)
+        for i, (o, w) in enumerate(zip(got, want)):
+            if o.dtype == np.float32:
+                assert not np.isnan(o).any(), f"{spec.name}: output {i} has unwritten elements"
+                assert_close(o, w, 1e-6, f"{spec.name} arg {i}")
+            else:
+                assert np.array_equal(o, w), spec.name
+
+
+def test_small_grid_covers_everything_by_striding(cuda_rt, rng):
+    n = 50_000
+    out, = run_kernel(cuda_rt, vec.FILL_F32, 3, 128, [poisoned(n), 4.0, n])
+    assert np.all(out == 4.0)
+
+
+def test_mapped_pinned_visible_both_ways(cuda_rt, rng):
+    n = 4096
+    m = cuda_rt.mapped_array(n, np.float32, "mapped")
+    d = cuda_rt.device_array(n, np.float32, "dev")
+    src = rng.standard_normal(n).astype(np.float32)
+    m.host[:] = src  # host writes, the kernel reads through the device pointer
+    vec.plan_elementwise(cuda_rt, vec.COPY_F32, d, m, n).launch(cuda_rt.stream)
+    cuda_rt.stream.synchronize()
+    assert np.array_equal(d.download(), src)
+    vec.plan_elementwise(cuda_rt, vec.SCALE_F32, m, 2.0, n).launch(cuda_rt.stream)  # the kernel writes
+    cuda_rt.stream.synchronize()
+    assert np.array_equal(m.host, src * np.float32(2.0))
+    m.close(); d.close()
+
+
+def test_graph_equals_eager_launches(cuda_rt, rng):
+    n, steps = 100_000, 25
+    x0 = rng.standard_normal(n).astype(np.float32)
+    y0 = rng.standard_normal(n).astype(np.float32)
+
+    def setup():
+        x = cuda_rt.device_array(n, np.float32, "x"); x.upload(x0)
+        y = cuda_rt.device_array(n, np.float32, "y"); y.upload(y0)
+        return y, [vec.plan_elementwise(cuda_rt, vec.AXPY_F32, y, 0.25, x, n),
+                   vec.plan_elementwise(cuda_rt, vec.SCALE_F32, y, 0.875, n),
+                   vec.plan_elementwise(cuda_rt, vec.AXPY_F32, x, -0.5, y, n)]
+
+    y_eager, plans = setup()
+    for _ in range(steps):
+        for p in plans:
+            p.launch(cuda_rt.stream)
+    y_graph, plans = setup()
+    with cuda_rt.capture(name="test") as cap:
+        for p in plans:
+            p.launch(cuda_rt.stream)
+    assert cap.graph.kernel_count == 3 and cap.graph.node_count() == 3
+    for _ in range(steps):
+        cap.graph.launch(cuda_rt.stream)
+    cuda_rt.stream.synchronize()
+    assert np.array_equal(y_eager.download(), y_graph.download())
+    cap.graph.close()
+    cap.graph.close()  # idempotent
+
+
+def test_step_counter_on_device(cuda_rt):
+    bus = IsvBus(cuda_rt)
+    plan = plan_step_increment(cuda_rt, bus)
+    for _ in range(7):
+        plan.launch(cuda_rt.stream)
+    cuda_rt.stream.synchronize()
+    assert bus.step == 7
+    bus["step_lo"] = STEP_WRAP - 1
+    plan.launch(cuda_rt.stream)
+    cuda_rt.stream.synchronize()
+    assert bus["step_lo"] == 0 and bus["step_hi"] == 1
+    bus.close()
+
+
+def test_wrong_declaration_rejected_at_load(cuda_rt):
+    narrow = KernelSpec("fill_f32", "vec/elementwise", (ptr("out"), f32("value"), i32("n")))
+    with pytest.raises(CudaError, match=r"kernel fill_f32 .*parameter 2 'n' declared i32 \(offset 12, size 4\).*offset 16, size 8"):
+        cuda_rt.kernel(narrow)
+    short = KernelSpec("axpy_f32", "vec/elementwise", (ptr("y"), f32("alpha"), ptr("x")))
+    with pytest.raises(CudaError, match="axpy_f32 .*has more"):
+        cuda_rt.kernel(short)
+
+
+def test_driver_error_surfaces_by_name(cuda_rt):
+    x = cuda_rt.device_array(16, np.float32, "x")
+    plan = cuda_rt.plan(vec.FILL_F32, 1, 32, (x, 1.0, 16), shared_bytes=1 << 20)  # more shared memory than exists
+    with pytest.raises(CudaError, match=r"cuLaunchKernel failed with CUDA_ERROR_INVALID_VALUE while launching fill_f32"):
+        plan.launch(cuda_rt.stream)
+    vec.plan_elementwise(cuda_rt, vec.FILL_F32, x, 2.0, 16).launch(cuda_rt.stream)  # the context survives
+    assert np.all(x.download() == 2.0)
+
+
+def test_events_time_device_work(cuda_rt):
+    x = cuda_rt.device_array(1 << 24, np.float32, "x")
+    plan = vec.plan_elementwise(cuda_rt, vec.FILL_F32, x, 1.0, x.size)
+    a, b = cuda_rt.event("a"), cuda_rt.event("b")
+    a.record(cuda_rt.stream)
+    for _ in range(5):
+        plan.launch(cuda_rt.stream)
+    b.record(cuda_rt.stream)
+    ms = a.elapsed_ms(b)
+    assert 0 < ms < 1000
+
+
+def test_dtod_copy_and_close_waits(cuda_rt, rng):
+    src = rng.standard_normal(1 << 20).astype(np.float32)
+    a = cuda_rt.device_array(src.size, np.float32, "a")
+    b = cuda_rt.device_array(src.size, np.float32, "b")
+    a.upload(src)
+    cuda_rt.copy_dtod(b.ptr, a.ptr, a.nbytes)
+    assert np.array_equal(b.download(), src)
+    a.close(); a.close()
+    with pytest.raises(ValueError, match="closed"):
+        a.ptr

@@ -1,0 +1,75 @@
+"""Prebuilt cubins: current with their sources, and exporting every declared kernel."""
+import importlib
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import build_cubins  # noqa: E402
+
+from foxc.driver.cubins import load_manifest, shipped_archs  # noqa: E402
+from foxc.driver.reference.registry import registered_specs  # noqa: E402
+
+# every module that declares kernels, so the registry below is complete
+KERNEL_MODULES = ["foxc.vec", "foxc.isv.kernels"]
+
+
+def test_cubins_are_current():
+    problems = build_cubins.stale_entries(load_manifest())
+    assert not problems, "stale cubins (run python3 tools/build_cubins.py):\n" + "\n".join(problems)
+
+
+def test_required_architectures_shipped():
+    assert {"sm_80", "sm_86", "sm_89", "sm_90"} <= set(shipped_archs())
+
+
+def test_every_declared_kernel_is_in_its_cubin():
+    for name in KERNEL_MODULES:
+        importlib.import_module(name)
+    sources = load_manifest()["sources"]
+    specs = registered_specs()
+    assert specs
+    for spec in specs:
+        assert spec.module in sources, f"{spec.name}: no cubin for module {spec.module}"
+        assert spec.name in sources[spec.module]["kernels"], f"{spec.name} not exported by {spec.module}"
+
+
+def test_kernel_names_read_from_elf():
+    image = (ROOT / "foxc/cubins/sm_90/vec/elementwise.cubin").read_bytes()
+    assert build_cubins.elf_kernel_names(image) == ["axpy_f32", "copy_f32", "fill_f32", "fill_u32", "scale_f32"]
+
+
+def test_check_reports_an_edited_source(tmp_path, monkeypatch):
+    """A source edited without a rebuild is named by --check."""
+    cuda = tmp_path / "cuda"
+    shutil.copytree(ROOT / "cuda", cuda)
+    monkeypatch.setattr(build_cubins, "CUDA_DIR", cuda)
+    monkeypatch.setattr(build_cubins, "INCLUDE_DIR", cuda / "include")
+    monkeypatch.setattr(build_cubins, "ROOT", tmp_path)
+    shutil.copytree(ROOT / "foxc" / "cubins", tmp_path / "cubins")
+    monkeypatch.setattr(build_cubins, "CUBIN_DIR", tmp_path / "cubins")
+    manifest = load_manifest()
+    assert build_cubins.stale_entries(manifest) == []
+    src = cuda / "vec" / "elementwise.cu"
+    src.write_text(src.read_text() + "\n// edited\n")
+    (tmp_path / "cubins" / "sm_86" / "isv" / "step_counter.cubin").unlink()
+    (cuda / "vec" / "extra.cu").write_text("extern \"C\" __global__ void k() {}\n")
+    problems = "\n".join(build_cubins.stale_entries(manifest))
+    assert "cuda/vec/elementwise.cu: source changed" in problems
+    assert "sm_86/isv/step_counter.cubin: missing" in problems
+    assert "cuda/vec/extra.cu: no cubin built" in problems
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_nvcc_output_is_deterministic(tmp_path):
+    src = ROOT / "cuda" / "isv" / "step_counter.cu"
+    build_cubins.CUBIN_DIR, saved = tmp_path / "cubins", build_cubins.CUBIN_DIR
+    try:
+        with build_cubins.staged_sources():
+            _, image = build_cubins.compile_one(shutil.which("nvcc"), src, "isv/step_counter", "sm_90")
+    finally:
+        build_cubins.CUBIN_DIR = saved
+    assert image == (ROOT / "foxc/cubins/sm_90/isv/step_counter.cubin").read_bytes()

@@ -1,0 +1,62 @@
+import math
+from pathlib import Path
+
+import numpy as np
+
+from foxc.isv import IsvBus, N_SLOTS, SLOTS, slot_index
+from foxc.isv import header
+from foxc.isv.kernels import plan_step_increment
+from foxc.isv.registry import STEP_WRAP
+
+GOLDEN = Path(__file__).parent / "golden" / "isv_slots.txt"
+
+
+def test_indices_are_dense_and_names_unique():
+    assert [s.index for s in SLOTS] == list(range(N_SLOTS))
+    assert len({s.name for s in SLOTS}) == N_SLOTS
+    assert all(s.doc and math.isfinite(s.bootstrap) for s in SLOTS)
+
+
+def test_golden_indices_are_append_only():
+    """Checkpoints store the bus by index: an existing slot may never move or vanish."""
+    golden = [line.split() for line in GOLDEN.read_text().splitlines() if line and not line.startswith("#")]
+    assert golden, "the golden list is empty"
+    for index, name in golden:
+        assert SLOTS[int(index)].name == name, f"slot {index} was '{name}' in the golden list"
+
+
+def test_generated_header_is_current():
+    assert header.is_current(), "cuda/include/foxc/isv_slots.h is stale: python -m foxc.isv.header --write"
+    text = header.render()
+    for s in SLOTS:
+        assert f"#define {s.macro}" in text
+
+
+def test_header_check_reports_stale_file(tmp_path):
+    stale = tmp_path / "isv_slots.h"
+    stale.write_text(header.render().replace("ISV_GAMMA", "ISV_GAMMA_OLD"))
+    assert not header.is_current(stale)
+    assert header.write(stale) and header.is_current(stale)
+
+
+def test_bus_bootstraps_and_reads_without_copy(ref_rt):
+    bus = IsvBus(ref_rt)
+    assert bus["gamma"] == np.float32(0.99)
+    bus["gamma"] = 0.5
+    assert bus.values[slot_index("gamma")] == 0.5
+    bus.reset()
+    assert np.array_equal(bus.values, np.array([s.bootstrap for s in SLOTS], np.float32))
+
+
+def test_step_counter_increments_and_carries(ref_rt):
+    bus = IsvBus(ref_rt)
+    plan = plan_step_increment(ref_rt, bus)
+    for _ in range(5):
+        plan.launch(ref_rt.stream)
+    assert bus.step == 5
+    bus["step_lo"] = STEP_WRAP - 2
+    plan.launch(ref_rt.stream)
+    plan.launch(ref_rt.stream)
+    assert bus["step_lo"] == 0 and bus["step_hi"] == 1 and bus.step == STEP_WRAP
+    plan.launch(ref_rt.stream)
+    assert bus.step == STEP_WRAP + 1

@@ -1,0 +1,67 @@
+import numpy as np
+import pytest
+
+from foxc.driver import CudaError, DevPtr, KernelSpec, f32, i32, i64, ptr, u32
+from foxc.driver.kernel_spec import convert_args, pack_slot, PTR, F32
+from foxc.driver.module import verify_params
+
+SPEC = KernelSpec("k", "m/k", (ptr("x"), i32("a"), i64("b"), f32("c"), u32("d"), ptr("y")))
+
+
+def test_layout_follows_natural_alignment():
+    assert SPEC.layout == ((0, 8), (8, 4), (16, 8), (24, 4), (28, 4), (32, 8))
+
+
+def test_verify_accepts_matching_cubin_layout():
+    verify_params(SPEC, lambda i: SPEC.layout[i] if i < len(SPEC.layout) else None)
+
+
+def test_verify_names_kernel_and_parameter_on_size_mismatch():
+    wrong = dict(enumerate(SPEC.layout))
+    wrong[2] = (16, 4)
+    with pytest.raises(CudaError, match=r"kernel k .*parameter 2 'b' declared i64"):
+        verify_params(SPEC, lambda i: wrong.get(i))
+
+
+def test_verify_rejects_fewer_and_more_parameters():
+    with pytest.raises(CudaError, match="only 3 parameters"):
+        verify_params(SPEC, lambda i: SPEC.layout[i] if i < 3 else None)
+    with pytest.raises(CudaError, match="has more"):
+        verify_params(SPEC, lambda i: SPEC.layout[i] if i < len(SPEC.layout) else (40, 8) if i == 6 else None)
+
+
+class _Buf:
+    def __init__(self, addr):
+        self.ptr = DevPtr(addr, self)
+
+
+def test_convert_args_types():
+    vals = convert_args(SPEC, (_Buf(0x1000), 3, 2**40, 1.5, 7, DevPtr(0x2000)))
+    assert vals[0].addr == 0x1000 and vals[5].addr == 0x2000
+    assert vals[1].dtype == np.int32 and vals[2].dtype == np.int64
+    assert vals[3].dtype == np.float32 and vals[4].dtype == np.uint32
+
+
+@pytest.mark.parametrize("index,value,message", [
+    (0, 0x1000, "plain ints are never taken as pointers"),
+    (1, True, "got a bool"),
+    (1, 2**31, "out of range"),
+    (4, -1, "out of range"),
+    (1, 1.5, "needs an integer"),
+    (3, "x", "got str"),
+])
+def test_convert_args_refuses(index, value, message):
+    args = [_Buf(0x1000), 3, 4, 1.0, 7, DevPtr(8)]
+    args[index] = value
+    with pytest.raises(CudaError, match=message):
+        convert_args(SPEC, args)
+
+
+def test_wrong_argument_count():
+    with pytest.raises(CudaError, match=r"takes 6 arguments \(x, a, b, c, d, y\), got 1"):
+        convert_args(SPEC, (1,))
+
+
+def test_pack_slot_little_endian():
+    assert pack_slot(PTR, DevPtr(0x0102030405060708)) == bytes.fromhex("0807060504030201")
+    assert pack_slot(F32, np.float32(1.0)) == bytes.fromhex("0000803f00000000")

@@ -1,0 +1,146 @@
+"""The reference backend's runtime: memory, copies, launches, capture and replay."""
+import numpy as np
+import pytest
+
+from foxc import vec
+from foxc.driver import CudaError, DevPtr
+
+
+def test_upload_download_roundtrip(ref_rt, rng):
+    x = rng.standard_normal(1000).astype(np.float32)
+    with ref_rt.device_array(1000, np.float32, "x") as d:
+        d.upload(x)
+        assert np.array_equal(d.download(), x)
+
+
+def test_uninitialised_device_memory_is_not_zero(ref_rt):
+    d = ref_rt.device_array(16, np.float32, "x")
+    assert not np.any(d.download() == 0)
+
+
+def test_upload_checks_dtype_and_size(ref_rt):
+    d = ref_rt.device_array(4, np.float32, "x")
+    with pytest.raises(TypeError, match="holds float32, got float64"):
+        d.upload(np.zeros(4))
+    with pytest.raises(ValueError, match="holds 16 bytes, got 32"):
+        d.upload(np.zeros(8, np.float32))
+    with pytest.raises(CudaError, match="only 16 remain"):
+        ref_rt.copy_htod(d.ptr, np.zeros(8, np.float32))
+
+
+def test_pointer_resolution_and_bounds(ref_rt):
+    a = ref_rt.device_array(10, np.float32, "a")
+    b = ref_rt.device_array(10, np.float32, "b")
+    mem = ref_rt.space.resolve(a.at(3).addr)
+    assert mem.offset == 12 and mem.name == "a"
+    with pytest.raises(CudaError, match="only 7 remain"):
+        mem.f32(8)
+    with pytest.raises(CudaError, match="ILLEGAL_ADDRESS"):
+        ref_rt.space.resolve(a.ptr.addr + 40 + 16)  # past the end, inside the guard gap
+    a.close()
+    with pytest.raises(CudaError, match="not inside any live allocation"):
+        ref_rt.space.resolve(a._addr)
+    assert ref_rt.space.resolve(b.ptr.addr).name == "b"
+
+
+def test_closed_array_has_no_pointer(ref_rt):
+    a = ref_rt.device_array(4, np.float32, "a")
+    a.close()
+    a.close()  # idempotent
+    with pytest.raises(ValueError, match="closed"):
+        a.ptr
+
+
+def test_mapped_array_is_shared_with_kernels(ref_rt):
+    m = ref_rt.mapped_array(64, np.float32, "m")
+    m.host[:] = 1.0
+    vec.plan_elementwise(ref_rt, vec.SCALE_F32, m, 3.0, 64).launch(ref_rt.stream)
+    assert np.all(m.host == 3.0)
+
+
+def test_dtod_copy(ref_rt, rng):
+    x = rng.standard_normal(33).astype(np.float32)
+    a = ref_rt.device_array(33, np.float32, "a")
+    b = ref_rt.device_array(33, np.float32, "b")
+    a.upload(x)
+    ref_rt.copy_dtod(b.ptr, a.ptr, a.nbytes)
+    assert np.array_equal(b.download(), x)
+
+
+def test_capture_records_instead_of_running(ref_rt):
+    x = ref_rt.device_array(8, np.float32, "x")
+    x.upload(np.ones(8, np.float32))
+    plan = vec.plan_elementwise(ref_rt, vec.SCALE_F32, x, 2.0, 8)
+    with ref_rt.capture(name="double") as cap:
+        plan.launch(ref_rt.stream)
+        plan.launch(ref_rt.stream)
+    assert np.all(x.download() == 1.0)  # nothing ran during capture
+    assert cap.graph.kernel_count == 2
+    cap.graph.launch(ref_rt.stream)
+    cap.graph.launch(ref_rt.stream)
+    assert np.all(x.download() == 16.0)
+
+
+def test_graph_replay_equals_eager(ref_rt, rng):
+    n = 1000
+    x0 = rng.standard_normal(n).astype(np.float32)
+    y0 = rng.standard_normal(n).astype(np.float32)
+
+    def build():
+        x = ref_rt.device_array(n, np.float32, "x"); x.upload(x0)
+        y = ref_rt.device_array(n, np.float32, "y"); y.upload(y0)
+        plans = [vec.plan_elementwise(ref_rt, vec.AXPY_F32, y, 0.5, x, n),
+                 vec.plan_elementwise(ref_rt, vec.SCALE_F32, y, 0.9, n)]
+        return y, plans
+
+    y_eager, plans = build()
+    for _ in range(10):
+        for p in plans:
+            p.launch(ref_rt.stream)
+    y_graph, plans = build()
+    with ref_rt.capture() as cap:
+        for p in plans:
+            p.launch(ref_rt.stream)
+    for _ in range(10):
+        cap.graph.launch(ref_rt.stream)
+    assert np.array_equal(y_eager.download(), y_graph.download())
+
+
+def test_captured_htod_copy_uses_capture_time_values(ref_rt):
+    d = ref_rt.device_array(4, np.float32, "d")
+    host = np.ones(4, np.float32)
+    with ref_rt.capture() as cap:
+        ref_rt.copy_htod(d.ptr, host)
+    host[:] = 5
+    cap.graph.launch(ref_rt.stream)
+    assert np.all(d.download() == 1)
+
+
+def test_set_arg_patches_plan(ref_rt):
+    x = ref_rt.device_array(4, np.float32, "x")
+    plan = vec.plan_elementwise(ref_rt, vec.FILL_F32, x, 1.0, 4)
+    plan.launch(ref_rt.stream)
+    plan.set_arg(1, 7.0)
+    plan.launch(ref_rt.stream)
+    assert np.all(x.download() == 7.0)
+
+
+def test_events_time_host_work(ref_rt):
+    a, b = ref_rt.event("a"), ref_rt.event("b")
+    a.record(ref_rt.stream)
+    b.record(ref_rt.stream)
+    assert b.query() and a.elapsed_ms(b) >= 0
+    with pytest.raises(CudaError, match="never recorded"):
+        ref_rt.event("c").elapsed_ms(a)
+
+
+def test_block_too_large_is_refused(ref_rt):
+    x = ref_rt.device_array(4, np.float32, "x")
+    with pytest.raises(CudaError, match="more than 1024 threads"):
+        ref_rt.plan(vec.FILL_F32, 1, 2048, (x, 1.0, 4))
+
+
+def test_missing_reference_is_named(ref_rt):
+    from foxc.driver import KernelSpec, ptr
+    with pytest.raises(CudaError, match="no numpy reference registered"):
+        ref_rt.kernel(KernelSpec("not_registered", "x/y", (ptr("a"),)))
