@@ -1,5 +1,6 @@
 """Prebuilt cubins: current with their sources, and exporting every declared kernel."""
 import importlib
+import pkgutil
 import shutil
 import sys
 from pathlib import Path
@@ -13,8 +14,14 @@ import build_cubins  # noqa: E402
 from foxc.driver.cubins import load_manifest, shipped_archs  # noqa: E402
 from foxc.driver.reference.registry import registered_specs  # noqa: E402
 
-# every module that declares kernels, so the registry below is complete
-KERNEL_MODULES = ["foxc.vec", "foxc.isv.kernels"]
+import foxc  # noqa: E402
+
+
+def import_all_foxc_modules():
+    """Import every foxc module, so every kernel declared with a reference is registered."""
+    for info in pkgutil.walk_packages(foxc.__path__, "foxc."):
+        if not info.name.endswith("__main__"):
+            importlib.import_module(info.name)
 
 
 def test_cubins_are_current():
@@ -27,8 +34,7 @@ def test_required_architectures_shipped():
 
 
 def test_every_declared_kernel_is_in_its_cubin():
-    for name in KERNEL_MODULES:
-        importlib.import_module(name)
+    import_all_foxc_modules()
     sources = load_manifest()["sources"]
     specs = registered_specs()
     assert specs

@@ -12,8 +12,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=cs
 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs 2>&1 | tee "$out/gpu_tests.log"
 tests_rc=${PIPESTATUS[0]}
 
+benches=${FOXC_BENCHES:-$(python3 -m foxc.bench --list)}
 bench_rc=0
-for bench in ${FOXC_BENCHES:-driver}; do
+for bench in $benches; do
   python3 -m foxc.bench "$bench" --backend cuda --json "$out/bench_$bench.json" 2>&1 | tee "$out/bench_$bench.log" \
     || bench_rc=1
 done
@@ -21,7 +22,7 @@ done
 echo
 echo "== device check =="
 grep -E "^[0-9]+ (passed|failed)|passed|failed" "$out/gpu_tests.log" | tail -1
-for bench in ${FOXC_BENCHES:-driver}; do
+for bench in $benches; do
   grep '^summary:' "$out/bench_$bench.log" | sed "s/^summary:/$bench:/"
 done
 [ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ]
