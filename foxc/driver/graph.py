@@ -1,9 +1,11 @@
 """Stream capture into a CUDA graph: capture, instantiate, upload, launch, destroy."""
 from __future__ import annotations
 
+import gc
 import weakref
 
 from .errors import CudaError, check
+from .release import capture_opened, capture_closed, release
 
 
 def _driver():
@@ -11,14 +13,9 @@ def _driver():
     return driver
 
 
-def _quiet_destroy(exec_handle, graph_handle):
-    try:
-        drv = _driver()
-        drv.cuCtxSynchronize()
-        drv.cuGraphExecDestroy(exec_handle)
-        drv.cuGraphDestroy(graph_handle)
-    except Exception:
-        pass
+def _release_graph(exec_handle, graph_handle):
+    release("cuGraphExecDestroy", exec_handle)
+    release("cuGraphDestroy", graph_handle)
 
 
 class Graph:
@@ -30,7 +27,7 @@ class Graph:
         self.plans = plans
         self.name = name
         self._closed = False
-        self._finalizer = weakref.finalize(self, _quiet_destroy, exec_handle, graph_handle)
+        self._finalizer = weakref.finalize(self, _release_graph, exec_handle, graph_handle)
         self._launch = _driver().cuGraphLaunch
 
     @property
@@ -82,8 +79,10 @@ class Capture:
         drv = _driver()
         if self.stream.capture_log is not None:
             raise CudaError(f"stream '{self.stream.name}' is already capturing")
+        gc.collect()  # run pending finalizers now rather than inside the capture
         check(drv.cuStreamBeginCapture(self.stream.handle, drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
               "cuStreamBeginCapture", f"starting capture of '{self.name}' on stream '{self.stream.name}'")
+        capture_opened()
         self.stream.capture_log = []
         return self
 
@@ -91,6 +90,7 @@ class Capture:
         drv = _driver()
         plans, self.stream.capture_log = self.stream.capture_log, None
         err, graph = drv.cuStreamEndCapture(self.stream.handle)
+        capture_closed()
         if exc_type is not None:
             if not err:
                 drv.cuGraphDestroy(graph)

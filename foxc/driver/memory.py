@@ -11,6 +11,7 @@ import numpy as np
 
 from .arrays import ArrayBase, checked_host
 from .errors import check
+from .release import release
 
 
 def _driver():
@@ -18,22 +19,25 @@ def _driver():
     return driver
 
 
-def _quiet_free(free_fn_name: str, handle):
-    """Finalizer body: wait for the device, then free; silent at interpreter shutdown."""
-    try:
+class _PinnedBlock:
+    """Owns one cuMemHostAlloc block. Both the MappedArray and every numpy view of it hold the
+    block (not each other), so the memory lives while either does and no reference cycle
+    leaves its release to the cyclic garbage collector."""
+
+    def __init__(self, nbytes: int, name: str):
         drv = _driver()
-        drv.cuCtxSynchronize()
-        getattr(drv, free_fn_name)(handle)
-    except Exception:
-        pass
+        flags = drv.CU_MEMHOSTALLOC_DEVICEMAP | drv.CU_MEMHOSTALLOC_PORTABLE
+        self.addr = int(check(drv.cuMemHostAlloc(max(nbytes, 1), flags), "cuMemHostAlloc",
+                              f"allocating {nbytes} mapped-pinned bytes for '{name}'"))
+        self.finalizer = weakref.finalize(self, release, "cuMemFreeHost", self.addr)
 
 
 class _HostView:
-    """Exposes a host address as an array interface; numpy arrays made from it keep its owner alive."""
+    """An array interface over a pinned block; numpy arrays made from it keep the block alive."""
 
-    def __init__(self, owner, addr: int, shape, dtype):
-        self.owner = owner
-        self.__array_interface__ = {"data": (addr, False), "shape": shape,
+    def __init__(self, block: _PinnedBlock, shape, dtype):
+        self.block = block
+        self.__array_interface__ = {"data": (block.addr, False), "shape": shape,
                                     "typestr": np.dtype(dtype).str, "version": 3}
 
 
@@ -50,7 +54,7 @@ class DeviceArray(ArrayBase):
         self._handle = check(drv.cuMemAlloc(max(self.nbytes, 1)), "cuMemAlloc",
                              f"allocating {self.nbytes} bytes for '{name}'")
         self._addr = int(self._handle)
-        self._finalizer = weakref.finalize(self, _quiet_free, "cuMemFree", self._handle)
+        self._finalizer = weakref.finalize(self, release, "cuMemFree", self._handle)
 
     def upload(self, host: np.ndarray, stream=None):
         """Copy `host` (same dtype, at most this many bytes) into the array."""
@@ -84,24 +88,20 @@ class MappedArray(ArrayBase):
 
     def __init__(self, rt, shape, dtype, name: str):
         super().__init__(shape, dtype, name)
-        drv = _driver()
         self._ctx = rt.ctx
-        flags = drv.CU_MEMHOSTALLOC_DEVICEMAP | drv.CU_MEMHOSTALLOC_PORTABLE
-        self._host_addr = int(check(drv.cuMemHostAlloc(max(self.nbytes, 1), flags), "cuMemHostAlloc",
-                                    f"allocating {self.nbytes} mapped-pinned bytes for '{name}'"))
-        self._finalizer = weakref.finalize(self, _quiet_free, "cuMemFreeHost", self._host_addr)
-        dev = check(drv.cuMemHostGetDevicePointer(self._host_addr, 0), "cuMemHostGetDevicePointer",
+        self._block = _PinnedBlock(self.nbytes, name)
+        dev = check(_driver().cuMemHostGetDevicePointer(self._block.addr, 0), "cuMemHostGetDevicePointer",
                     f"mapping '{name}' into the device")
         self._addr = int(dev)
-        self.host = np.asarray(_HostView(self, self._host_addr, self.shape, self.dtype))
+        self.host = np.asarray(_HostView(self._block, self.shape, self.dtype))
 
     def close(self):
         if self._closed:
             return
         self._closed = True
-        self._finalizer.detach()
+        self._block.finalizer.detach()
         self._ctx.synchronize(f"waiting for the device before freeing '{self.name}'")
-        check(_driver().cuMemFreeHost(self._host_addr), "cuMemFreeHost", f"freeing '{self.name}'")
+        check(_driver().cuMemFreeHost(self._block.addr), "cuMemFreeHost", f"freeing '{self.name}'")
 
 
 def copy_htod(dst, host: np.ndarray, stream, doing: str):

@@ -5,18 +5,12 @@ import weakref
 
 from .errors import CudaError, check
 from .kernel_spec import KernelSpec
+from .release import release
 
 
 def _driver():
     from cuda.bindings import driver
     return driver
-
-
-def _quiet_unload(handle):
-    try:
-        _driver().cuModuleUnload(handle)
-    except Exception:
-        pass
 
 
 class Module:
@@ -26,7 +20,7 @@ class Module:
         self.label = label
         self.handle = check(_driver().cuModuleLoadData(image), "cuModuleLoadData", f"loading cubin {label}")
         self._closed = False
-        self._finalizer = weakref.finalize(self, _quiet_unload, self.handle)
+        self._finalizer = weakref.finalize(self, release, "cuModuleUnload", self.handle)
 
     def kernel(self, spec: KernelSpec) -> "Kernel":
         handle = check(_driver().cuModuleGetFunction(self.handle, spec.name.encode()), "cuModuleGetFunction",

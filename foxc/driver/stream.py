@@ -4,21 +4,12 @@ from __future__ import annotations
 import weakref
 
 from .errors import check
+from .release import release
 
 
 def _driver():
     from cuda.bindings import driver
     return driver
-
-
-def _quiet_destroy(fn_name: str, handle, sync_fn_name: str | None):
-    try:
-        drv = _driver()
-        if sync_fn_name:
-            getattr(drv, sync_fn_name)(handle)
-        getattr(drv, fn_name)(handle)
-    except Exception:
-        pass
 
 
 class Stream:
@@ -31,8 +22,7 @@ class Stream:
                             f"creating stream '{name}'")
         self.capture_log = None
         self._closed = False
-        self._finalizer = weakref.finalize(self, _quiet_destroy, "cuStreamDestroy", self.handle,
-                                           "cuStreamSynchronize")
+        self._finalizer = weakref.finalize(self, release, "cuStreamDestroy", self.handle)
 
     def synchronize(self, doing: str | None = None):
         check(_driver().cuStreamSynchronize(self.handle), "cuStreamSynchronize",
@@ -62,8 +52,7 @@ class Event:
         self.handle = check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate",
                             f"creating event '{name}'")
         self._closed = False
-        self._finalizer = weakref.finalize(self, _quiet_destroy, "cuEventDestroy", self.handle,
-                                           "cuEventSynchronize")
+        self._finalizer = weakref.finalize(self, release, "cuEventDestroy", self.handle)
 
     def record(self, stream):
         check(_driver().cuEventRecord(self.handle, stream.handle), "cuEventRecord",

@@ -87,6 +87,26 @@ def test_graph_equals_eager_launches(cuda_rt, rng):
     cap.graph.close()  # idempotent
 
 
+def test_finalizer_during_capture_is_deferred(cuda_rt):
+    """A buffer collected while a capture is open is freed after it, not inside it."""
+    import gc
+    from foxc.driver import release
+    x = cuda_rt.device_array(1024, np.float32, "x")
+    plan = vec.plan_elementwise(cuda_rt, vec.FILL_F32, x, 3.0, 1024)
+    plan.launch(cuda_rt.stream)
+    holder = [cuda_rt.device_array(1024, np.float32, "doomed")]
+    holder[0]._cycle = holder[0]  # only the cyclic collector can free it
+    with cuda_rt.capture(name="gc") as cap:
+        plan.launch(cuda_rt.stream)
+        holder.clear()
+        gc.collect()
+        assert release._deferred, "the collected buffer should wait for the capture to end"
+        plan.launch(cuda_rt.stream)
+    assert not release._deferred
+    cap.graph.launch(cuda_rt.stream)
+    assert np.all(x.download() == 3.0)
+
+
 def test_step_counter_on_device(cuda_rt):
     bus = IsvBus(cuda_rt)
     plan = plan_step_increment(cuda_rt, bus)
