@@ -39,6 +39,14 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 sys.path.insert(0, str(ROOT))
 
 
+def generated_headers():
+    """(path, is_current, write) for each header generated from Python: regenerated before a build."""
+    from foxc.data import record
+    from foxc.isv import header as isv_header
+    return [(isv_header.HEADER_PATH, isv_header.is_current, isv_header.write),
+            (record.HEADER_PATH, record.header_is_current, record.write_header)]
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -115,9 +123,9 @@ def stale_entries(manifest: dict, archs: list[str] | None = None) -> list[str]:
     problems = []
     entries = manifest.get("sources", {})
     archs = archs or manifest.get("archs", DEFAULT_ARCHS)
-    from foxc.isv import header as isv_header
-    if not isv_header.is_current():
-        problems.append(f"{rel(isv_header.HEADER_PATH)}: out of date with foxc/isv/registry.py")
+    for path, is_current, _ in generated_headers():
+        if not is_current():
+            problems.append(f"{rel(path)}: out of date with the Python that generates it")
     for module, path in sources().items():
         entry = entries.get(module)
         if entry is None:
@@ -172,9 +180,9 @@ def build(archs: list[str], force: bool, jobs: int) -> int:
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         raise SystemExit("nvcc not found on PATH: install the CUDA toolkit (13.0) to build cubins")
-    from foxc.isv import header as isv_header
-    if isv_header.write():
-        print(f"regenerated {rel(isv_header.HEADER_PATH)}")
+    for path, _, write in generated_headers():
+        if write():
+            print(f"regenerated {rel(path)}")
     old = load_manifest()
     version = nvcc_version(nvcc)
     same_tool = old.get("nvcc_version") == version and old.get("flags") == FLAGS

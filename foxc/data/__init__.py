@@ -1,0 +1,1 @@
+"""Market data: the snapshot record, readers, validation, labels and the synthetic default."""

@@ -1,0 +1,115 @@
+"""The snapshot record: one packed MBP-10 book snapshot, shared by numpy and CUDA.
+
+Defined once here as a numpy structured dtype; the C struct in
+cuda/include/foxc/snapshot.h is generated from it (`python -m foxc.data.record --write`,
+also run by tools/build_cubins.py) with static_asserts on every offset, so nvcc
+refuses to build against a layout that disagrees.
+
+Prices are int64 fixed point with 9 decimals (price × 1e9), Databento's own
+representation: Databento prices pass through unchanged, LOBSTER's (price × 1e4)
+are multiplied by 100,000 exactly, and float prices are rounded to the nearest
+1e-9. Integer prices keep every tick exact whatever the instrument's magnitude
+(float32 cannot tell 60000.00 from 60000.01). An empty level has price
+PRICE_UNDEF (2^63 − 1, Databento's UNDEF_PRICE) and size 0.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+LEVELS = 10
+PRICE_SCALE = 1_000_000_000  # price units per 1.0 of price
+PRICE_UNDEF = np.iinfo(np.int64).max
+
+SNAPSHOT_FIELDS = [
+    ("ts_ns", np.int64, (), "event time, ns since the Unix epoch (LOBSTER: since midnight of the file's date)"),
+    ("prev_ts_ns", np.int64, (), "the previous snapshot's ts_ns in the same segment (its own ts_ns for the first)"),
+    ("bid_px", np.int64, (LEVELS,), "bid prices × 1e9, best first; PRICE_UNDEF when the level is empty"),
+    ("ask_px", np.int64, (LEVELS,), "ask prices × 1e9, best first; PRICE_UNDEF when the level is empty"),
+    ("bid_sz", np.uint32, (LEVELS,), "displayed size at each bid level; 0 when empty"),
+    ("ask_sz", np.uint32, (LEVELS,), "displayed size at each ask level; 0 when empty"),
+    ("bid_ct", np.uint32, (LEVELS,), "orders at each bid level; 0 when the source does not say"),
+    ("ask_ct", np.uint32, (LEVELS,), "orders at each ask level; 0 when the source does not say"),
+    ("trade_count", np.uint32, (), "trades since the previous snapshot"),
+    ("segment", np.uint32, (), "contiguous segment (file or session) this snapshot belongs to; windows never cross"),
+    ("instrument_id", np.uint32, (), "the source's instrument id (0 when unknown)"),
+    ("flags", np.uint32, (), "source flags (Databento's flags byte; 0 otherwise)"),
+]
+
+SNAPSHOT_DTYPE = np.dtype([(name, dt, shape) for name, dt, shape, _ in SNAPSHOT_FIELDS], align=True)
+SNAPSHOT_BYTES = SNAPSHOT_DTYPE.itemsize
+
+HEADER_PATH = Path(__file__).resolve().parents[2] / "cuda" / "include" / "foxc" / "snapshot.h"
+_C_TYPES = {np.dtype(np.int64): "long long", np.dtype(np.uint32): "unsigned int"}
+
+
+def render_header() -> str:
+    lines = [
+        "// Generated from foxc/data/record.py by `python -m foxc.data.record --write`. Do not edit.",
+        "#ifndef FOXC_SNAPSHOT_H",
+        "#define FOXC_SNAPSHOT_H",
+        "",
+        "#include <cstddef>",
+        "#ifndef __CUDACC__",
+        "#define __align__(n) alignas(n)  // lets a host compiler check the layout too",
+        "#endif",
+        "",
+        f"#define FOXC_LEVELS {LEVELS}",
+        f"#define FOXC_PRICE_SCALE {PRICE_SCALE}LL  // price units per 1.0",
+        "#define FOXC_PRICE_UNDEF 0x7FFFFFFFFFFFFFFFLL  // an empty level",
+        "",
+        "// One MBP-10 snapshot; the layout of numpy's SNAPSHOT_DTYPE.",
+        "struct __align__(8) FoxcSnapshot {",
+    ]
+    for name, dt, shape, doc in SNAPSHOT_FIELDS:
+        dims = "".join(f"[{'FOXC_LEVELS' if d == LEVELS else d}]" for d in shape)
+        lines.append(f"    {_C_TYPES[np.dtype(dt)]} {name}{dims};  // {doc}")
+    lines += ["};", "", f"static_assert(sizeof(FoxcSnapshot) == {SNAPSHOT_BYTES}, \"FoxcSnapshot size\");"]
+    for name, *_ in SNAPSHOT_FIELDS:
+        lines.append(f"static_assert(offsetof(FoxcSnapshot, {name}) == {SNAPSHOT_DTYPE.fields[name][1]}, "
+                     f"\"FoxcSnapshot.{name} offset\");")
+    lines += ["", "#endif  // FOXC_SNAPSHOT_H", ""]
+    return "\n".join(lines)
+
+
+def header_is_current(path: Path = HEADER_PATH) -> bool:
+    return path.is_file() and path.read_text() == render_header()
+
+
+def write_header(path: Path = HEADER_PATH) -> bool:
+    if header_is_current(path):
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_header())
+    return True
+
+
+def empty_snapshots(n: int) -> np.ndarray:
+    """n records with every level empty and every other field zero."""
+    out = np.zeros(n, SNAPSHOT_DTYPE)
+    out["bid_px"] = PRICE_UNDEF
+    out["ask_px"] = PRICE_UNDEF
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m foxc.data.record",
+                                 description="Generate cuda/include/foxc/snapshot.h from the record dtype.")
+    group = ap.add_mutually_exclusive_group(required=True)
+    group.add_argument("--write", action="store_true")
+    group.add_argument("--check", action="store_true")
+    args = ap.parse_args(argv)
+    if args.write:
+        print(f"{HEADER_PATH}: {'written' if write_header() else 'already current'}")
+        return 0
+    if header_is_current():
+        return 0
+    print(f"{HEADER_PATH} is out of date: run python -m foxc.data.record --write", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
