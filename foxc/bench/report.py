@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 from datetime import datetime, timezone
@@ -21,6 +22,9 @@ def table(rows: list[dict], columns: list[str]) -> str:
 
 
 def git_commit() -> str:
+    """$FOXC_COMMIT when set (a copied tree without .git), else git's short HEAD."""
+    if os.environ.get("FOXC_COMMIT"):
+        return os.environ["FOXC_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               cwd=Path(__file__).parent).stdout.strip() or "unknown"
