@@ -41,10 +41,12 @@ sys.path.insert(0, str(ROOT))
 
 def generated_headers():
     """(path, is_current, write) for each header generated from Python: regenerated before a build."""
+    from foxc.agent import layout
     from foxc.data import record
     from foxc.isv import header as isv_header
     return [(isv_header.HEADER_PATH, isv_header.is_current, isv_header.write),
-            (record.HEADER_PATH, record.header_is_current, record.write_header)]
+            (record.HEADER_PATH, record.header_is_current, record.write_header),
+            (layout.HEADER_PATH, layout.header_is_current, layout.write_header)]
 
 
 def sha256(path: Path) -> str:

@@ -2,41 +2,65 @@
 #ifndef FOXC_ISV_SLOTS_H
 #define FOXC_ISV_SLOTS_H
 
-#define ISV_N_SLOTS 33
+#define ISV_N_SLOTS 57
 #define ISV_STEP_WRAP 16777216.0f
 
-#define ISV_STEP_LO                 0  // training steps modulo 2^24 (exact in float32); incremented on the device
-#define ISV_STEP_HI                 1  // how many times step_lo wrapped at 2^24; step = step_hi * 2^24 + step_lo
-#define ISV_LR_ENCODER              2  // AdamW learning rate of the encoder; Adam's usual 3e-4 for a small model
-#define ISV_LR_Q                    3  // AdamW learning rate of the C51 Q head; lower than the encoder's, as bootstrapped targets move
-#define ISV_LR_POLICY               4  // AdamW learning rate of the policy head; matches Q so actor and critic move together
-#define ISV_LR_VALUE                5  // AdamW learning rate of the value head (a plain regression)
-#define ISV_LR_PERCEPTION           6  // AdamW learning rate of the perception heads (supervised BCE)
-#define ISV_GAMMA                   7  // discount per step; a 100-step effective horizon, the longest label horizon
-#define ISV_TAU                     8  // target network soft-update rate per step (200-step time constant)
-#define ISV_N_STEP                  9  // n of the n-step return in use (1 to 8, at most the ring's allocated length)
-#define ISV_PER_ALPHA              10  // PER priority exponent; 0.6 from the PER paper's proportional variant
-#define ISV_PER_BETA               11  // PER importance-sampling exponent, annealed towards 1 by the controller
-#define ISV_REWARD_CLAMP_LO        12  // lower reward clamp after PopArt scaling, in standard deviations
-#define ISV_REWARD_CLAMP_HI        13  // upper reward clamp after PopArt scaling, in standard deviations
-#define ISV_REWARD_SCALE           14  // multiplier on the raw reward before normalisation
-#define ISV_POPART_MEAN            15  // PopArt running mean of the raw reward
-#define ISV_POPART_VAR             16  // PopArt running variance of the raw reward; 1 so the first steps are unscaled
-#define ISV_POPART_RATE            17  // PopArt EMA rate (about 1,000 steps of memory)
-#define ISV_GATE_THRESHOLD         18  // confidence gate: entries need the policy's probability above this; 0 gates nothing
-#define ISV_DRAWDOWN_PENALTY_RATE  19  // reward penalty per unit of normalised drawdown per step (penalty only)
-#define ISV_STOP_LOSS_THRESHOLD    20  // normalised drawdown from peak equity that forces a flat exit
-#define ISV_MEAN_ABS_PNL_EMA       21  // EMA of |PnL| per closed trade: the drawdown normaliser; 1 until trades close
-#define ISV_LOSS_EMA_Q             22  // EMA of the C51 cross-entropy loss
-#define ISV_LOSS_EMA_PI            23  // EMA of the policy loss
-#define ISV_LOSS_EMA_V             24  // EMA of the value loss
-#define ISV_LOSS_EMA_BCE           25  // EMA of the perception BCE loss
-#define ISV_C51_V_MIN              26  // lowest atom of the C51 support, in normalised reward units
-#define ISV_C51_V_MAX              27  // highest atom of the C51 support; with gamma 0.99 and clamp 5, returns stay inside
-#define ISV_ENTROPY_COEF           28  // policy entropy bonus coefficient
-#define ISV_GRAD_CLIP_NORM         29  // global gradient-norm clip per update
-#define ISV_RL_TO_ENCODER_LAMBDA   30  // scale of the RL heads' gradient on h added to the encoder's (grad_h_accumulate_scaled)
-#define ISV_EXPLORATION_FLOOR      31  // minimum probability mixed into every action when sampling
-#define ISV_LOSS_EMA_RATE          32  // EMA rate of the loss EMAs (about 100 steps)
+#define ISV_STEP_LO                  0  // training steps modulo 2^24 (exact in float32); incremented on the device
+#define ISV_STEP_HI                  1  // how many times step_lo wrapped at 2^24; step = step_hi * 2^24 + step_lo
+#define ISV_LR_ENCODER               2  // AdamW learning rate of the encoder; Adam's usual 3e-4 for a small model
+#define ISV_LR_Q                     3  // AdamW learning rate of the C51 Q head; lower than the encoder's, as bootstrapped targets move
+#define ISV_LR_POLICY                4  // AdamW learning rate of the policy head; matches Q so actor and critic move together
+#define ISV_LR_VALUE                 5  // AdamW learning rate of the value head (a plain regression)
+#define ISV_LR_PERCEPTION            6  // AdamW learning rate of the perception heads (supervised BCE)
+#define ISV_GAMMA                    7  // discount per step; a 100-step effective horizon, the longest label horizon
+#define ISV_TAU                      8  // target network soft-update rate per step (200-step time constant)
+#define ISV_N_STEP                   9  // n of the n-step return in use (1 to 8, at most the ring's allocated length)
+#define ISV_PER_ALPHA               10  // PER priority exponent; 0.6 from the PER paper's proportional variant
+#define ISV_PER_BETA                11  // PER importance-sampling exponent, annealed towards 1 by the controller
+#define ISV_REWARD_CLAMP_LO         12  // lower reward clamp after PopArt scaling, in standard deviations
+#define ISV_REWARD_CLAMP_HI         13  // upper reward clamp after PopArt scaling, in standard deviations
+#define ISV_REWARD_SCALE            14  // multiplier on the raw reward before normalisation
+#define ISV_POPART_MEAN             15  // PopArt running mean of the raw reward
+#define ISV_POPART_VAR              16  // PopArt running variance of the raw reward; 1 so the first steps are unscaled
+#define ISV_POPART_RATE             17  // PopArt EMA rate (about 1,000 steps of memory)
+#define ISV_GATE_THRESHOLD          18  // confidence gate: entries need the policy's probability above this; 0 gates nothing
+#define ISV_DRAWDOWN_PENALTY_RATE   19  // reward penalty per unit of normalised drawdown per step (penalty only)
+#define ISV_STOP_LOSS_THRESHOLD     20  // normalised drawdown from peak equity that forces a flat exit
+#define ISV_MEAN_ABS_PNL_EMA        21  // EMA of |PnL| per closed trade: the drawdown normaliser; 1 until trades close
+#define ISV_LOSS_EMA_Q              22  // EMA of the C51 cross-entropy loss
+#define ISV_LOSS_EMA_PI             23  // EMA of the policy loss
+#define ISV_LOSS_EMA_V              24  // EMA of the value loss
+#define ISV_LOSS_EMA_BCE            25  // EMA of the perception BCE loss
+#define ISV_C51_V_MIN               26  // lowest atom of the C51 support, in normalised reward units
+#define ISV_C51_V_MAX               27  // highest atom of the C51 support; with gamma 0.99 and clamp 5, returns stay inside
+#define ISV_ENTROPY_COEF            28  // policy entropy bonus coefficient
+#define ISV_GRAD_CLIP_NORM          29  // global gradient-norm clip per update
+#define ISV_RL_TO_ENCODER_LAMBDA    30  // scale of the RL heads' gradient on h added to the encoder's (grad_h_accumulate_scaled)
+#define ISV_EXPLORATION_FLOOR       31  // minimum probability mixed into every action when sampling
+#define ISV_LOSS_EMA_RATE           32  // EMA rate of the loss EMAs (about 100 steps)
+#define ISV_LR_MIN                  33  // floor of every plateau-decayed learning rate
+#define ISV_LR_DECAY_FACTOR         34  // learning-rate multiplier when a head's loss plateaus
+#define ISV_LR_PLATEAU_PATIENCE     35  // steps without improvement before a head's learning rate decays
+#define ISV_LR_PLATEAU_IMPROVEMENT  36  // a loss EMA below best x this counts as an improvement (0.5 %)
+#define ISV_LR_WARMUP_STEPS         37  // steps before plateau detection starts (losses are noisy while the buffer fills)
+#define ISV_BEST_LOSS_Q             38  // plateau controller: best C51 loss EMA seen
+#define ISV_PLATEAU_COUNT_Q         39  // plateau controller: steps since the C51 loss improved
+#define ISV_BEST_LOSS_PI            40  // plateau controller: best policy loss EMA seen
+#define ISV_PLATEAU_COUNT_PI        41  // plateau controller: steps since the policy loss improved
+#define ISV_BEST_LOSS_V             42  // plateau controller: best value loss EMA seen
+#define ISV_PLATEAU_COUNT_V         43  // plateau controller: steps since the value loss improved
+#define ISV_BEST_LOSS_BCE           44  // plateau controller: best perception loss EMA seen
+#define ISV_PLATEAU_COUNT_BCE       45  // plateau controller: steps since the perception loss improved
+#define ISV_PER_BETA_ANNEAL_STEPS   46  // steps over which PER beta rises linearly to 1 (full IS correction)
+#define ISV_ENTROPY_TARGET          47  // target action entropy in nats (uniform over 5 actions is 1.609)
+#define ISV_ENTROPY_COEF_RATE       48  // log-space step of the entropy coefficient towards the target entropy
+#define ISV_ENTROPY_COEF_MIN        49  // lower bound of the adaptive entropy coefficient
+#define ISV_ENTROPY_COEF_MAX        50  // upper bound of the adaptive entropy coefficient
+#define ISV_ACTION_ENTROPY_EMA      51  // EMA of the sampling distribution's entropy (rate loss_ema_rate)
+#define ISV_REWARD_CLIP_FRAC_EMA    52  // EMA of the fraction of scaled rewards that hit a clamp bound (rate loss_ema_rate)
+#define ISV_REWARD_CLIP_TARGET      53  // adaptive clamp: widen when more than 1 % of rewards clip, narrow below 0.25 %
+#define ISV_REWARD_CLAMP_RATE       54  // relative step of the adaptive clamp bounds per step
+#define ISV_REWARD_CLAMP_MIN        55  // the adaptive clamp never narrows below +-2 standard deviations
+#define ISV_REWARD_CLAMP_MAX        56  // the adaptive clamp never widens beyond +-10 standard deviations
 
 #endif  // FOXC_ISV_SLOTS_H

@@ -1,0 +1,30 @@
+// Generated from foxc/agent/layout.py by `python -m foxc.agent.layout --write`. Do not edit.
+#ifndef FOXC_AGENT_H
+#define FOXC_AGENT_H
+
+#define AGENT_N_ACTIONS 5
+#define ACTION_HOLD 0
+#define ACTION_LONG 1
+#define ACTION_SHORT 2
+#define ACTION_FLAT_FROM_LONG 3
+#define ACTION_FLAT_FROM_SHORT 4
+#define AGENT_FLAG_GATED 1
+#define AGENT_FLAG_STOPPED 2
+#define AGENT_STATS_BLOCK 256
+
+#define AGENT_N_STATS 13
+#define STAT_N 0  // backtests reduced (B)
+#define STAT_ENTROPY_MEAN 1  // mean entropy of the sampling distribution, nats
+#define STAT_HOLD_FRAC 2  // fraction of backtests whose executed action is HOLD
+#define STAT_GATED_FRAC 3  // fraction of entries turned into HOLD by the confidence gate
+#define STAT_STOPPED_FRAC 4  // fraction of backtests forced flat by the stop-loss
+#define STAT_REWARD_RAW_MEAN 5  // mean raw reward
+#define STAT_REWARD_RAW_SQ_MEAN 6  // mean squared raw reward
+#define STAT_REWARD_SCALED_MEAN 7  // mean reward after PopArt scaling and the clamp
+#define STAT_CLIPPED_FRAC 8  // fraction of scaled rewards that hit a clamp bound
+#define STAT_CLOSED_TRADES 9  // trades closed this step
+#define STAT_CLOSED_ABS_PNL_SUM 10  // sum of |PnL| of the trades closed this step
+#define STAT_CLOSED_WINS 11  // closed trades with positive PnL this step
+#define STAT_CLOSED_PNL_SUM 12  // sum of PnL of the trades closed this step
+
+#endif  // FOXC_AGENT_H

@@ -1,0 +1,81 @@
+"""Shared constants of the agent kernels, and the step-statistics vector they reduce into.
+
+cuda/include/foxc/agent.h is generated from this module (`python -m foxc.agent.layout --write`,
+also run by tools/build_cubins.py).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+N_ACTIONS = 5
+HOLD, LONG, SHORT, FLAT_FROM_LONG, FLAT_FROM_SHORT = range(N_ACTIONS)
+ACTION_NAMES = ("HOLD", "LONG", "SHORT", "FLAT_FROM_LONG", "FLAT_FROM_SHORT")
+FLAG_GATED = 1  # an entry the confidence gate turned into HOLD
+FLAG_STOPPED = 2  # the stop-loss forced a flat exit
+STATS_BLOCK = 256  # threads of the single-block reductions
+
+# One float64 per field, written by agent_step_stats each step.
+STAT_FIELDS = [
+    ("n", "backtests reduced (B)"),
+    ("entropy_mean", "mean entropy of the sampling distribution, nats"),
+    ("hold_frac", "fraction of backtests whose executed action is HOLD"),
+    ("gated_frac", "fraction of entries turned into HOLD by the confidence gate"),
+    ("stopped_frac", "fraction of backtests forced flat by the stop-loss"),
+    ("reward_raw_mean", "mean raw reward"),
+    ("reward_raw_sq_mean", "mean squared raw reward"),
+    ("reward_scaled_mean", "mean reward after PopArt scaling and the clamp"),
+    ("clipped_frac", "fraction of scaled rewards that hit a clamp bound"),
+    ("closed_trades", "trades closed this step"),
+    ("closed_abs_pnl_sum", "sum of |PnL| of the trades closed this step"),
+    ("closed_wins", "closed trades with positive PnL this step"),
+    ("closed_pnl_sum", "sum of PnL of the trades closed this step"),
+]
+N_STATS = len(STAT_FIELDS)
+STAT_INDEX = {name: i for i, (name, _) in enumerate(STAT_FIELDS)}
+
+HEADER_PATH = Path(__file__).resolve().parents[2] / "cuda" / "include" / "foxc" / "agent.h"
+
+
+def render_header() -> str:
+    lines = ["// Generated from foxc/agent/layout.py by `python -m foxc.agent.layout --write`. Do not edit.",
+             "#ifndef FOXC_AGENT_H", "#define FOXC_AGENT_H", "",
+             f"#define AGENT_N_ACTIONS {N_ACTIONS}"]
+    lines += [f"#define ACTION_{name} {i}" for i, name in enumerate(ACTION_NAMES)]
+    lines += [f"#define AGENT_FLAG_GATED {FLAG_GATED}", f"#define AGENT_FLAG_STOPPED {FLAG_STOPPED}",
+              f"#define AGENT_STATS_BLOCK {STATS_BLOCK}", "", f"#define AGENT_N_STATS {N_STATS}"]
+    lines += [f"#define STAT_{name.upper()} {i}  // {doc}" for i, (name, doc) in enumerate(STAT_FIELDS)]
+    lines += ["", "#endif  // FOXC_AGENT_H", ""]
+    return "\n".join(lines)
+
+
+def header_is_current(path: Path = HEADER_PATH) -> bool:
+    return path.is_file() and path.read_text() == render_header()
+
+
+def write_header(path: Path = HEADER_PATH) -> bool:
+    if header_is_current(path):
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_header())
+    return True
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m foxc.agent.layout", description="Generate cuda/include/foxc/agent.h.")
+    group = ap.add_mutually_exclusive_group(required=True)
+    group.add_argument("--write", action="store_true")
+    group.add_argument("--check", action="store_true")
+    args = ap.parse_args(argv)
+    if args.write:
+        print(f"{HEADER_PATH}: {'written' if write_header() else 'already current'}")
+        return 0
+    if header_is_current():
+        return 0
+    print(f"{HEADER_PATH} is out of date: run python -m foxc.agent.layout --write", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""Random inputs for the agent kernels, shared by the CPU and GPU tests."""
+import numpy as np
+
+from foxc.agent.layout import N_ACTIONS
+from foxc.isv.registry import N_SLOTS, SLOTS, slot_index
+from foxc.rng import seed_states
+
+
+def isv_values(**overrides) -> np.ndarray:
+    v = np.array([s.bootstrap for s in SLOTS], np.float32)
+    for name, value in overrides.items():
+        v[slot_index(name)] = value
+    return v
+
+
+def act_inputs(rng, B):
+    logits = (rng.standard_normal((B, N_ACTIONS)) * 2).astype(np.float32)
+    state = seed_states(int(rng.integers(1 << 30)), B)
+    lots = rng.integers(-3, 4, B).astype(np.int32)
+    drawdown = np.abs(rng.standard_normal(B) * 3).astype(np.float32)
+    isv = isv_values(gate_threshold=0.25, exploration_floor=0.03, stop_loss_threshold=2.5, mean_abs_pnl_ema=0.8)
+    return logits, state, lots, drawdown, isv
+
+
+def reward_inputs(rng, B):
+    pnl = (rng.standard_normal(B) * 4).astype(np.float32)
+    drawdown = np.abs(rng.standard_normal(B) * 2).astype(np.float32)
+    isv = isv_values(popart_var=2.0, reward_clamp_lo=-2.0, reward_clamp_hi=2.5, drawdown_penalty_rate=0.1)
+    return pnl, drawdown, isv
+
+
+assert N_SLOTS == len(isv_values())

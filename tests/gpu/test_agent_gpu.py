@@ -1,0 +1,61 @@
+"""The agent kernels on the GPU against their numpy references."""
+import numpy as np
+import pytest
+
+from agent_cases import act_inputs, isv_values, reward_inputs
+from foxc.agent import kernels as K
+from foxc.agent.layout import N_ACTIONS, N_STATS
+from foxc.testing import assert_close, poisoned, run_kernel
+from test_agent_reference import stats_inputs, stats_vector
+
+
+def both(cuda_rt, ref_rt, spec, grid, block, args):
+    copy = lambda: [a.copy() if isinstance(a, np.ndarray) else a for a in args]  # noqa: E731
+    return run_kernel(cuda_rt, spec, grid, block, copy()), run_kernel(ref_rt, spec, grid, block, copy())
+
+
+@pytest.mark.parametrize("B", [1, 1000, 65536])
+def test_act_matches_reference(cuda_rt, ref_rt, rng, B):
+    inputs = act_inputs(rng, B)
+    args = [*inputs, poisoned(B, np.int32), poisoned(B), poisoned((B, N_ACTIONS)), poisoned(B, np.uint32), B]
+    got, want = both(cuda_rt, ref_rt, K.AGENT_ACT, K.per_backtest_grid(B), K.BLOCK, args)
+    assert np.array_equal(got[1], want[1]), "rng states differ"
+    assert_close(got[7], want[7], 1e-6, "probs")
+    u = (want[1] >> 8).astype(np.float64) / 16777216.0
+    near = np.min(np.abs(np.cumsum(want[7].astype(np.float64), axis=1) - u[:, None]), axis=1) < 1e-5
+    same = got[5] == want[5]
+    assert np.all(same | near), f"{np.sum(~same & ~near)} actions differ away from a CDF boundary"
+    assert np.array_equal(got[8][same], want[8][same])
+    assert_close(got[6][same], want[6][same], 1e-6, "log_prob")
+
+
+def test_reward_matches_reference(cuda_rt, ref_rt, rng):
+    B = 65536
+    pnl, dd, isv = reward_inputs(rng, B)
+    got, want = both(cuda_rt, ref_rt, K.AGENT_REWARD, K.per_backtest_grid(B), K.BLOCK,
+                     [pnl, dd, isv, poisoned(B), poisoned(B), poisoned(B, np.uint32), B])
+    assert_close(got[3], want[3], 1e-6, "raw")
+    assert_close(got[4], want[4], 1e-6, "scaled")
+    assert np.mean(got[5] != want[5]) < 1e-4  # only rewards within an ulp of a bound may differ
+
+
+@pytest.mark.parametrize("B", [1, 300, 65536])
+def test_step_stats_match_reference_and_repeat_bitwise(cuda_rt, ref_rt, rng, B):
+    ins = stats_inputs(rng, B)
+    args = [*ins, poisoned(N_STATS, np.float64), B]
+    got, want = both(cuda_rt, ref_rt, K.AGENT_STEP_STATS, 1, 256, args)
+    assert_close(got[8], want[8], 1e-6, "stats")
+    again = run_kernel(cuda_rt, K.AGENT_STEP_STATS, 1, 256, args)
+    assert np.array_equal(again[8], got[8]), "two runs gave different bits"
+
+
+@pytest.mark.parametrize("spec,second", [
+    (K.AGENT_REWARD_CONTROLLER, stats_vector(reward_raw_mean=0.3, reward_raw_sq_mean=2.0, clipped_frac=0.2,
+                                             closed_trades=5, closed_abs_pnl_sum=7.0)),
+    (K.AGENT_LR_PLATEAU, np.array([1.0, 2.0, np.nan, 0.5], np.float32)),
+    (K.AGENT_FUSED_CONTROLLERS, stats_vector(entropy_mean=0.7)),
+])
+def test_controllers_match_reference(cuda_rt, ref_rt, spec, second):
+    isv = isv_values(step_lo=5000, plateau_count_q=1999, best_loss_q=0.5, lr_warmup_steps=10)
+    got, want = both(cuda_rt, ref_rt, spec, 1, 1, [isv, second])
+    assert_close(got[0], want[0], 1e-6, f"{spec.name} isv")
