@@ -1,0 +1,44 @@
+// Replay layout shared by cuda/replay/*.cu; foxc/replay/layout.py mirrors it and a test checks they agree.
+#ifndef FOXC_REPLAY_H
+#define FOXC_REPLAY_H
+
+#define REPLAY_HIDDEN_DIM 128    // floats per encoder output h; also the block size of row copies
+#define REPLAY_N_STEP_MAX 8      // the longest n-step ring a buffer may allocate
+
+// Columns of one n-step ring entry (float32 row per entry).
+#define RING_ACTION     0        // action as a float (exact: small integers)
+#define RING_REWARD     1        // scaled reward
+#define RING_REWARD_RAW 2        // raw reward
+#define RING_DONE       3        // 1 when the episode ended at this step
+#define RING_LOG_PI     4        // log pi_old of the action
+#define RING_COLS       5
+
+// Columns of one stored transition (float32 row per transition).
+#define TR_ACTION     0          // action as a float
+#define TR_RETURN     1          // n-step return of scaled rewards
+#define TR_RETURN_RAW 2          // n-step return of raw rewards
+#define TR_DONE       3          // 1 when the episode ended inside the window: no bootstrap
+#define TR_LOG_PI     4          // log pi_old of the first action
+#define TR_GAMMA_N    5          // gamma^m, m = steps in the window
+#define TR_STEPS      6          // m, as a float
+#define TR_COLS       8          // padded to 32 bytes
+
+// Device counters of a buffer (uint32).
+#define CTR_WRITE_HEAD  0        // next slot to write
+#define CTR_LENGTH      1        // filled slots, at most capacity
+#define CTR_FLUSH_BASE  2        // write head before the latest flush
+#define CTR_FLUSH_TOTAL 3        // transitions emitted by the latest flush (may exceed capacity)
+#define CTR_COUNT       4
+
+#define REPLAY_PRIORITY_EPS 1e-6f  // added to |TD| so no stored transition has priority 0
+#define REPLAY_REDUCE_BLOCK 1024   // block of the single-block scan, weight and priority kernels
+
+__device__ __forceinline__ unsigned int replay_xorshift32(unsigned int x)
+{
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return x;
+}
+
+#endif  // FOXC_REPLAY_H

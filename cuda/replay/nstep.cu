@@ -1,0 +1,180 @@
+// The n-step ring per backtest and its flush into the replay storage.
+//
+// One step: replay_ring_push appends this step's entry to each backtest's ring
+// and decides how many transitions leave it; replay_flush_scan gives them
+// consecutive slots (a serial exclusive prefix sum, so slot order is the same
+// on every run); replay_flush_write copies them out. Stream order is the only
+// barrier between the three: no spin-waits, no atomics.
+//
+// Ring of backtest b: entries start..start+count-1 (mod n_max) of ring_h and
+// ring_rows; ring_pos[2b] = start, ring_pos[2b+1] = count. Entry i (0 = oldest)
+// with window end j = min(i + n, count) becomes the transition
+//   h_t = h of entry i, action and log pi of entry i,
+//   return = sum_{q=i}^{j-1} gamma^(q-i) r_q, gamma_n = gamma^(j-i),
+//   h_tp1 = h of entry j if j < count, else this step's next-state h_tp1,
+//   done = done of the newest entry if j == count, else 0.
+// It leaves the ring when its window is complete (i + n <= count), or for every
+// entry when the newest one is done.
+#include "foxc/isv_slots.h"
+#include "foxc/replay.h"
+
+__device__ __forceinline__ int replay_n_step(const float* isv, int n_max)
+{
+    // fmaxf first, so a NaN slot reads as 1.
+    return (int)fminf(fmaxf(isv[ISV_N_STEP], 1.0f), (float)n_max);
+}
+
+// replay_ring_push — grid (n_envs), block (REPLAY_HIDDEN_DIM).
+// Reads h_t[n_envs*H], action, reward, reward_raw, done, log_pi [n_envs],
+// isv[ISV_N_STEP], ring_pos. Writes the new entry into ring_h / ring_rows,
+// ring_pos count += 1, flush[2b] = transitions to emit, flush[2b+1] = n used.
+extern "C" __global__ void replay_ring_push(
+    float* __restrict__ ring_h, float* __restrict__ ring_rows, unsigned int* __restrict__ ring_pos,
+    int* __restrict__ flush,
+    const float* __restrict__ h_t, const int* __restrict__ action, const float* __restrict__ reward,
+    const float* __restrict__ reward_raw, const float* __restrict__ done, const float* __restrict__ log_pi,
+    const float* __restrict__ isv, int n_envs, int n_max)
+{
+    const int b = blockIdx.x;
+    const int t = threadIdx.x;
+    if (b >= n_envs) return;
+    const unsigned int start = ring_pos[2 * b];
+    const unsigned int count = ring_pos[2 * b + 1];
+    const unsigned int slot = (start + count) % (unsigned int)n_max;
+    const long long entry = (long long)b * n_max + slot;
+    ring_h[entry * REPLAY_HIDDEN_DIM + t] = h_t[(long long)b * REPLAY_HIDDEN_DIM + t];
+    __syncthreads();  // every thread has read ring_pos before thread 0 advances it
+    if (t == 0) {
+        float* row = ring_rows + entry * RING_COLS;
+        const float d = done[b];
+        row[RING_ACTION] = (float)action[b];
+        row[RING_REWARD] = reward[b];
+        row[RING_REWARD_RAW] = reward_raw[b];
+        row[RING_DONE] = d;
+        row[RING_LOG_PI] = log_pi[b];
+        const int held = (int)count + 1;
+        const int n = replay_n_step(isv, n_max);
+        const int emit = d > 0.5f ? held : max(0, held - n + 1);
+        ring_pos[2 * b + 1] = (unsigned int)held;
+        flush[2 * b] = emit;
+        flush[2 * b + 1] = n;
+    }
+}
+
+// replay_flush_scan — grid (1), block (REPLAY_REDUCE_BLOCK).
+// Reads flush[2b] for b < n_envs and counters. Writes offsets[b] = exclusive
+// prefix sum of the emit counts, counters: FLUSH_BASE = write head before,
+// FLUSH_TOTAL = emitted, WRITE_HEAD advanced mod capacity, LENGTH grown up to
+// capacity. The block stages the counts in shared memory coalesced; thread 0
+// alone adds them up, in backtest order.
+extern "C" __global__ void replay_flush_scan(
+    const int* __restrict__ flush, unsigned int* __restrict__ offsets, unsigned int* __restrict__ counters,
+    int n_envs, int capacity)
+{
+    __shared__ unsigned int chunk[REPLAY_REDUCE_BLOCK];
+    __shared__ unsigned int running;
+    const int t = threadIdx.x;
+    if (t == 0) running = 0u;
+    for (int first = 0; first < n_envs; first += REPLAY_REDUCE_BLOCK) {
+        const int b = first + t;
+        __syncthreads();  // the previous chunk is written out and `running` is set
+        chunk[t] = b < n_envs ? (unsigned int)flush[2 * b] : 0u;
+        __syncthreads();
+        if (t == 0) {
+            unsigned int total = running;
+#pragma unroll 16
+            for (int i = 0; i < REPLAY_REDUCE_BLOCK; ++i) {
+                const unsigned int c = chunk[i];
+                chunk[i] = total;
+                total += c;
+            }
+            running = total;
+        }
+        __syncthreads();
+        if (b < n_envs) offsets[b] = chunk[t];
+    }
+    __syncthreads();
+    if (t == 0) {
+        const unsigned int total = running;
+        const unsigned int base = counters[CTR_WRITE_HEAD];
+        const unsigned int cap = (unsigned int)capacity;
+        counters[CTR_FLUSH_BASE] = base;
+        counters[CTR_FLUSH_TOTAL] = total;
+        counters[CTR_WRITE_HEAD] = (base + total) & (cap - 1u);
+        const unsigned int len = counters[CTR_LENGTH];
+        counters[CTR_LENGTH] = total >= cap - len ? cap : len + total;
+    }
+}
+
+// replay_flush_write — grid (n_envs), block (REPLAY_HIDDEN_DIM).
+// Block b copies the transitions leaving its ring: for each, thread k copies
+// float k of h_t and h_tp1 (coalesced 512-byte rows), thread 0 computes the
+// n-step returns, writes the transition row and sets the leaf to the running
+// max priority. Then thread 0 drops the emitted entries from the ring.
+// Reads ring_*, flush, offsets, counters, h_tp1[n_envs*H], isv[ISV_GAMMA],
+// max_priority[0]. Writes store_h_t, store_h_tp1 [capacity*H], store_rows
+// [capacity*TR_COLS], tree[capacity + slot] (float64), ring_pos.
+// When one flush emits more than capacity transitions, only the last capacity
+// are written, so no two blocks write the same slot.
+extern "C" __global__ void replay_flush_write(
+    const float* __restrict__ ring_h, const float* __restrict__ ring_rows, unsigned int* __restrict__ ring_pos,
+    const int* __restrict__ flush, const unsigned int* __restrict__ offsets,
+    const unsigned int* __restrict__ counters, const float* __restrict__ h_tp1,
+    const float* __restrict__ isv, const float* __restrict__ max_priority,
+    float* __restrict__ store_h_t, float* __restrict__ store_h_tp1, float* __restrict__ store_rows,
+    double* __restrict__ tree, int n_envs, int n_max, int capacity)
+{
+    const int b = blockIdx.x;
+    const int t = threadIdx.x;
+    if (b >= n_envs) return;
+    const int emit = flush[2 * b];
+    if (emit == 0) return;
+    const int n = flush[2 * b + 1];
+    const unsigned int start = ring_pos[2 * b];
+    const int count = (int)ring_pos[2 * b + 1];
+    const unsigned int cap = (unsigned int)capacity;
+    const unsigned int base = counters[CTR_FLUSH_BASE];
+    const unsigned int total = counters[CTR_FLUSH_TOTAL];
+    const unsigned int first = offsets[b];
+    const long long ring0 = (long long)b * n_max;
+    const float gamma = isv[ISV_GAMMA];
+    const float newest_done = ring_rows[(ring0 + (start + count - 1) % (unsigned int)n_max) * RING_COLS + RING_DONE];
+
+    for (int i = 0; i < emit; ++i) {
+        const unsigned int o = first + (unsigned int)i;
+        if (total - o > cap) continue;  // overwritten later in this same flush
+        const unsigned int slot = (base + o) & (cap - 1u);
+        const int j = min(i + n, count);
+        const long long entry_i = ring0 + (start + i) % (unsigned int)n_max;
+        const float h_next = j < count
+            ? ring_h[(ring0 + (start + j) % (unsigned int)n_max) * REPLAY_HIDDEN_DIM + t]
+            : h_tp1[(long long)b * REPLAY_HIDDEN_DIM + t];
+        store_h_t[(long long)slot * REPLAY_HIDDEN_DIM + t] = ring_h[entry_i * REPLAY_HIDDEN_DIM + t];
+        store_h_tp1[(long long)slot * REPLAY_HIDDEN_DIM + t] = h_next;
+        if (t == 0) {
+            float ret = 0.0f, ret_raw = 0.0f, gamma_n = 1.0f;
+            for (int q = j - 1; q >= i; --q) {  // Horner from the newest reward back
+                const float* row = ring_rows + (ring0 + (start + q) % (unsigned int)n_max) * RING_COLS;
+                ret = fmaf(gamma, ret, row[RING_REWARD]);
+                ret_raw = fmaf(gamma, ret_raw, row[RING_REWARD_RAW]);
+                gamma_n *= gamma;
+            }
+            const float* first_row = ring_rows + entry_i * RING_COLS;
+            float* out = store_rows + (long long)slot * TR_COLS;
+            out[TR_ACTION] = first_row[RING_ACTION];
+            out[TR_RETURN] = ret;
+            out[TR_RETURN_RAW] = ret_raw;
+            out[TR_DONE] = j == count && newest_done > 0.5f ? 1.0f : 0.0f;
+            out[TR_LOG_PI] = first_row[RING_LOG_PI];
+            out[TR_GAMMA_N] = gamma_n;
+            out[TR_STEPS] = (float)(j - i);
+            out[TR_COLS - 1] = 0.0f;
+            tree[capacity + slot] = (double)max_priority[0];
+        }
+    }
+    __syncthreads();  // every thread has read ring_pos and the ring before thread 0 moves it
+    if (t == 0) {
+        ring_pos[2 * b] = (start + (unsigned int)emit) % (unsigned int)n_max;
+        ring_pos[2 * b + 1] = (unsigned int)(count - emit);
+    }
+}

@@ -1,0 +1,176 @@
+"""GPU prioritized replay: one push+flush+sample+update+rebuild step, eager and graph; sampling vs a peer.
+
+    python -m foxc.bench replay [--backend auto|cuda|reference] [--envs B] [--capacity C] [--json FILE]
+
+The peer is TorchRL's PrioritizedReplayBuffer on the GPU when torch and torchrl
+import, else the numpy sum-tree below; both are timed in the same run, on the
+same capacity, batch and priorities, gathering h_t and h_tp1 like ours does.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from ..driver import BACKENDS, open_runtime
+from ..isv import IsvBus
+from ..replay import HIDDEN_DIM, ReplayBuffer
+from .report import table, write_json
+
+GOAL_GRAPH_US = 60.0
+
+
+class NumpySumTree:
+    """A plain proportional PER sum-tree in numpy (float64, stratified draws, vectorised walk)."""
+
+    def __init__(self, capacity: int, seed: int = 0):
+        self.capacity = capacity
+        self.tree = np.zeros(2 * capacity)
+        self.h_t = np.zeros((capacity, HIDDEN_DIM), np.float32)
+        self.h_tp1 = np.zeros((capacity, HIDDEN_DIM), np.float32)
+        self.rng = np.random.default_rng(seed)
+
+    def set_priorities(self, index: np.ndarray, priority: np.ndarray):
+        self.tree[self.capacity + index] = priority
+        first = self.capacity // 2
+        while first >= 1:
+            self.tree[first:2 * first] = self.tree[2 * first:4 * first:2] + self.tree[2 * first + 1:4 * first:2]
+            first //= 2
+
+    def sample(self, batch: int, beta: float):
+        root = self.tree[1]
+        u = (np.arange(batch) + self.rng.random(batch)) * (root / batch)
+        node = np.ones(batch, np.int64)
+        while node[0] < self.capacity:
+            left = self.tree[2 * node]
+            right = u >= left
+            u = np.where(right, u - left, u)
+            node = 2 * node + right
+        index = node - self.capacity
+        prob = self.tree[node] / root
+        weight = (prob.min() / prob) ** beta
+        return index, weight, self.h_t[index], self.h_tp1[index]
+
+
+def _fill(rb: ReplayBuffer, rng, steps: int):
+    for _ in range(steps):
+        e, s = rb.n_envs, rb.batch
+        rb.inputs["h_t"].upload(rng.standard_normal((e, HIDDEN_DIM)).astype(np.float32))
+        rb.inputs["h_tp1"].upload(rng.standard_normal((e, HIDDEN_DIM)).astype(np.float32))
+        rb.inputs["reward"].upload(rng.standard_normal(e).astype(np.float32))
+        rb.inputs["done"].upload((rng.random(e) < 0.01).astype(np.float32))
+        rb.inputs["td"].upload(rng.standard_normal(s).astype(np.float32))
+        rb.step()
+    rb.rt.stream.synchronize()
+
+
+def _timed(rt, launch, reps: int) -> tuple[float, float]:
+    """(device us, wall us) per repetition."""
+    launch()
+    rt.stream.synchronize()
+    start, end = rt.event("start"), rt.event("end")
+    t0 = time.perf_counter()
+    start.record(rt.stream)
+    for _ in range(reps):
+        launch()
+    end.record(rt.stream)
+    rt.stream.synchronize()
+    wall = time.perf_counter() - t0
+    return start.elapsed_ms(end) * 1e3 / reps, wall * 1e6 / reps
+
+
+def _torchrl_peer(capacity: int, batch: int, priorities: np.ndarray, reps: int):
+    """Samples/s of TorchRL's PrioritizedReplayBuffer on the GPU, or raise why it cannot run."""
+    import torch
+    from tensordict import TensorDict
+    from torchrl.data import LazyTensorStorage, PrioritizedReplayBuffer
+    if not torch.cuda.is_available():
+        raise RuntimeError("torch sees no GPU")
+    dev = torch.device("cuda")
+    rb = PrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=LazyTensorStorage(capacity, device=dev),
+                                 batch_size=batch)
+    data = TensorDict({"h_t": torch.randn(capacity, HIDDEN_DIM, device=dev),
+                       "h_tp1": torch.randn(capacity, HIDDEN_DIM, device=dev)}, batch_size=[capacity])
+    rb.extend(data)
+    rb.update_priority(torch.arange(capacity), torch.as_tensor(priorities))
+    for _ in range(3):
+        rb.sample()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        rb.sample()
+    torch.cuda.synchronize()
+    return batch * reps / (time.perf_counter() - t0)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m foxc.bench replay", description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", choices=BACKENDS, default=None)
+    ap.add_argument("--envs", type=int, default=None, help="backtests pushing per step (default 1024; 32 on reference)")
+    ap.add_argument("--capacity", type=int, default=None, help="transitions held (default 65536; 512 on reference)")
+    ap.add_argument("--reps", type=int, default=None, help="timed repetitions (default 500; 5 on reference)")
+    ap.add_argument("--peer", choices=("auto", "numpy"), default="auto", help="auto tries TorchRL first")
+    ap.add_argument("--json", help="also write the results here")
+    args = ap.parse_args(argv)
+    rt = open_runtime(args.backend)
+    cuda = rt.backend == "cuda"
+    envs = args.envs or (1024 if cuda else 32)
+    capacity = args.capacity or (65_536 if cuda else 512)
+    reps = args.reps or (500 if cuda else 5)
+    batch = envs
+    isv = IsvBus(rt)
+    rb = ReplayBuffer(rt, isv, capacity=capacity, n_envs=envs, batch=batch, seed=0)
+    rng = np.random.default_rng(0)
+    _fill(rb, rng, capacity // envs + 2 + int(isv["n_step"]))  # full before capture (DESIGN §9)
+    filled = rb.length()
+
+    eager_dev, eager_wall = _timed(rt, rb.step, reps)
+    with rt.capture(name="replay step") as cap:
+        rb.step()
+    graph_dev, graph_wall = _timed(rt, lambda: cap.graph.launch(rt.stream), reps)
+    with rt.capture(name="replay sample") as cap_sample:
+        rb.sample()
+    sample_dev, sample_wall = _timed(rt, lambda: cap_sample.graph.launch(rt.stream), reps)
+    ours = batch / (sample_wall * 1e-6)
+
+    leaves = rb.export_state()["tree"][capacity:]
+    peer_name, peer_note = "numpy sum-tree", ""
+    peer = None
+    if args.peer == "auto" and cuda:
+        try:
+            peer = _torchrl_peer(capacity, batch, leaves, reps)
+            peer_name = "TorchRL PrioritizedReplayBuffer (cuda)"
+        except Exception as e:  # any import or runtime failure falls back, with the reason printed
+            peer_note = f" (TorchRL not used: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+    if peer is None:
+        tree = NumpySumTree(capacity)
+        tree.set_priorities(np.arange(capacity), leaves)
+        tree.sample(batch, 0.4)
+        t0 = time.perf_counter()
+        peer_reps = max(3, reps // 10)
+        for _ in range(peer_reps):
+            tree.sample(batch, 0.4)
+        peer = batch * peer_reps / (time.perf_counter() - t0)
+    ratio = ours / peer
+
+    rows = [
+        {"what": f"step eager ({rb.launches_per_step} launches)", "count": reps,
+         "device_us": round(eager_dev, 2), "wall_us": round(eager_wall, 2)},
+        {"what": "step as a graph", "count": reps, "device_us": round(graph_dev, 2), "wall_us": round(graph_wall, 2)},
+        {"what": "sample + weights (graph)", "count": reps, "device_us": round(sample_dev, 2),
+         "wall_us": round(sample_wall, 2), "samples_per_s": round(ours)},
+        {"what": f"peer: {peer_name}", "count": "", "samples_per_s": round(peer)},
+    ]
+    print(f"backend {rt.backend}: {rt.device_name}")
+    print(f"B={envs} backtests, batch {batch}, capacity {capacity} ({filled} filled), n_step {int(isv['n_step'])}")
+    print(table(rows, ["what", "count", "device_us", "wall_us", "samples_per_s"]))
+    write_json(args.json, "replay", rt, rows, {"envs": envs, "batch": batch, "capacity": capacity,
+                                               "peer": peer_name, "sampling_ratio": ratio})
+    goal = "meets" if graph_wall <= GOAL_GRAPH_US else "misses"
+    print(f"summary: replay step {graph_wall:.1f} us as a graph ({goal} the {GOAL_GRAPH_US:.0f} us goal), "
+          f"{eager_wall:.1f} us eager; sampling {ratio:.2f}x {peer_name}{peer_note} ({rt.backend})")
+    cap.graph.close()
+    cap_sample.graph.close()
+    rb.close()
+    return 0

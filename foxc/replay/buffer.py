@@ -1,0 +1,209 @@
+"""`ReplayBuffer`: the device arrays and launch plans of GPU prioritized replay.
+
+    rb = ReplayBuffer(rt, isv, capacity=65536, n_envs=1024, batch=1024, seed=7)
+    rb.inputs["h_t"].upload(...)         # or pass other components' arrays as `inputs=`
+    rb.push(); rb.flush(); rb.sample()   # rb.sampled["h_t"], ["weight"], ["index"], ...
+    rb.inputs["td"] <- |TD| of the batch; rb.update_priorities(); rb.rebuild()
+
+Every method only launches prebuilt plans on the stream: no allocation, no
+host reads and no host branches on device data, so a whole step can be
+captured into a graph. Write head, length, running max priority and the
+samplers' generator states all live on the device.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import vec
+from .layout import (CTR_COUNT, HIDDEN_DIM, MAX_BATCH, MAX_CAPACITY, MAX_ENVS, N_STEP_MAX, REDUCE_BLOCK,
+                     RING_COLS, TR_COLS)
+from .nstep import FLUSH_SCAN, FLUSH_WRITE, RING_PUSH
+from .priority import UPDATE_PRIORITIES, level_plans
+from .sampling import IS_WEIGHTS, SAMPLE
+
+# name -> (shape given capacity C, envs E, batch S, ring length N; dtype)
+_STATE = {
+    "ring_h": (lambda C, E, S, N: (E, N, HIDDEN_DIM), np.float32),
+    "ring_rows": (lambda C, E, S, N: (E, N, RING_COLS), np.float32),
+    "ring_pos": (lambda C, E, S, N: (E, 2), np.uint32),
+    "counters": (lambda C, E, S, N: (CTR_COUNT,), np.uint32),
+    "store_h_t": (lambda C, E, S, N: (C, HIDDEN_DIM), np.float32),
+    "store_h_tp1": (lambda C, E, S, N: (C, HIDDEN_DIM), np.float32),
+    "store_rows": (lambda C, E, S, N: (C, TR_COLS), np.float32),
+    "tree": (lambda C, E, S, N: (2 * C,), np.float64),
+    "max_priority": (lambda C, E, S, N: (1,), np.float32),
+    "rng": (lambda C, E, S, N: (S,), np.uint32),
+}
+_SCRATCH = {
+    "flush": (lambda C, E, S, N: (E, 2), np.int32),
+    "offsets": (lambda C, E, S, N: (E,), np.uint32),
+}
+INPUTS = {
+    "h_t": (lambda E, S: (E, HIDDEN_DIM), np.float32),
+    "action": (lambda E, S: (E,), np.int32),
+    "reward": (lambda E, S: (E,), np.float32),
+    "reward_raw": (lambda E, S: (E,), np.float32),
+    "done": (lambda E, S: (E,), np.float32),
+    "log_pi": (lambda E, S: (E,), np.float32),
+    "h_tp1": (lambda E, S: (E, HIDDEN_DIM), np.float32),
+    "td": (lambda E, S: (S,), np.float32),
+}
+SAMPLED = {
+    "h_t": ((HIDDEN_DIM,), np.float32), "h_tp1": ((HIDDEN_DIM,), np.float32), "action": ((), np.int32),
+    "return": ((), np.float32), "return_raw": ((), np.float32), "done": ((), np.float32),
+    "log_pi": ((), np.float32), "gamma_n": ((), np.float32), "index": ((), np.int32),
+    "prob": ((), np.float64), "weight": ((), np.float32),
+}
+STATE_NAMES = tuple(_STATE)
+
+
+def initial_rng_states(seed: int, batch: int) -> np.ndarray:
+    """Nonzero xorshift32 states, one per sample slot, from `seed`."""
+    states = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5EED])).integers(
+        1, 2**32, size=batch, dtype=np.uint64)
+    return states.astype(np.uint32)
+
+
+class ReplayBuffer:
+    def __init__(self, rt, isv, *, capacity: int, n_envs: int, batch: int, n_max: int = N_STEP_MAX,
+                 seed: int = 0, inputs: dict | None = None, name: str = "replay"):
+        if capacity < 2 or capacity > MAX_CAPACITY or capacity & (capacity - 1):
+            raise ValueError(f"capacity must be a power of two in [2, {MAX_CAPACITY}], got {capacity}")
+        if not 1 <= n_envs <= MAX_ENVS:
+            raise ValueError(f"n_envs must be in [1, {MAX_ENVS}], got {n_envs}")
+        if not 1 <= batch <= MAX_BATCH:
+            raise ValueError(f"batch must be in [1, {MAX_BATCH}], got {batch}")
+        if not 1 <= n_max <= N_STEP_MAX:
+            raise ValueError(f"n_max (the ring's length) must be in [1, {N_STEP_MAX}], got {n_max}")
+        unknown = set(inputs or {}) - set(INPUTS)
+        if unknown:
+            raise ValueError(f"unknown replay inputs {sorted(unknown)}; known: {', '.join(INPUTS)}")
+        self.rt, self.isv, self.name, self.seed = rt, isv, name, int(seed)
+        self.capacity, self.n_envs, self.batch, self.n_max = int(capacity), int(n_envs), int(batch), int(n_max)
+        dims = (self.capacity, self.n_envs, self.batch, self.n_max)
+        self.state = {k: rt.device_array(shape(*dims), dt, f"{name}.{k}") for k, (shape, dt) in _STATE.items()}
+        self.scratch = {k: rt.device_array(shape(*dims), dt, f"{name}.{k}") for k, (shape, dt) in _SCRATCH.items()}
+        given = inputs or {}
+        self._owned_inputs = {k: rt.device_array(shape(self.n_envs, self.batch), dt, f"{name}.in.{k}")
+                              for k, (shape, dt) in INPUTS.items() if given.get(k) is None}
+        self.inputs = {k: given[k] if given.get(k) is not None else self._owned_inputs[k] for k in INPUTS}
+        self.sampled = {k: rt.device_array((self.batch, *shape), dt, f"{name}.out.{k}")
+                        for k, (shape, dt) in SAMPLED.items()}
+        self._build_plans()
+        self.reset()
+
+    # --- plans ---------------------------------------------------------------
+    def _build_plans(self):
+        rt, s, x, i, o = self.rt, self.state, self.scratch, self.inputs, self.sampled
+        E, S, N, C = self.n_envs, self.batch, self.n_max, self.capacity
+        self.push_plans = [rt.plan(RING_PUSH, E, HIDDEN_DIM, (
+            s["ring_h"], s["ring_rows"], s["ring_pos"], x["flush"], i["h_t"], i["action"], i["reward"],
+            i["reward_raw"], i["done"], i["log_pi"], self.isv, E, N))]
+        self.flush_plans = [
+            rt.plan(FLUSH_SCAN, 1, REDUCE_BLOCK, (x["flush"], x["offsets"], s["counters"], E, C)),
+            rt.plan(FLUSH_WRITE, E, HIDDEN_DIM, (
+                s["ring_h"], s["ring_rows"], s["ring_pos"], x["flush"], x["offsets"], s["counters"], i["h_tp1"],
+                self.isv, s["max_priority"], s["store_h_t"], s["store_h_tp1"], s["store_rows"], s["tree"],
+                E, N, C)),
+        ]
+        self.sample_plans = [
+            rt.plan(SAMPLE, S, HIDDEN_DIM, (
+                s["tree"], s["counters"], s["store_h_t"], s["store_h_tp1"], s["store_rows"], s["rng"],
+                o["h_t"], o["h_tp1"], o["action"], o["return"], o["return_raw"], o["done"], o["log_pi"],
+                o["gamma_n"], o["index"], o["prob"], S, C)),
+            rt.plan(IS_WEIGHTS, 1, REDUCE_BLOCK, (o["prob"], self.isv, o["weight"], S)),
+        ]
+        self.update_plans = [rt.plan(UPDATE_PRIORITIES, 1, REDUCE_BLOCK, (
+            s["tree"], o["index"], i["td"], self.isv, s["max_priority"], S, C))]
+        self.rebuild_plans = level_plans(rt, s["tree"], C)
+
+    def _run(self, plans, stream):
+        stream = stream or self.rt.stream
+        for plan in plans:
+            plan.launch(stream)
+
+    # --- one step, in the trainer's order ---------------------------------------
+    def push(self, stream=None):
+        """Append inputs h_t, action, reward, reward_raw, done, log_pi to every backtest's ring."""
+        self._run(self.push_plans, stream)
+
+    def flush(self, stream=None):
+        """Move completed n-step transitions (h_tp1 = input h_tp1) into storage at the running max priority."""
+        self._run(self.flush_plans, stream)
+
+    def sample(self, stream=None):
+        """Draw `batch` transitions into `sampled`, with importance weights."""
+        self._run(self.sample_plans, stream)
+
+    def update_priorities(self, stream=None):
+        """Set the sampled leaves' priorities from input td (|TD error|)."""
+        self._run(self.update_plans, stream)
+
+    def rebuild(self, stream=None):
+        """Recompute the tree's internal sums, one level per launch."""
+        self._run(self.rebuild_plans, stream)
+
+    def step(self, stream=None):
+        """push, flush, sample, update_priorities, rebuild: what a training step launches (TD comes from outside)."""
+        for part in (self.push, self.flush, self.sample, self.update_priorities, self.rebuild):
+            part(stream)
+
+    @property
+    def launches_per_step(self) -> int:
+        return sum(len(p) for p in (self.push_plans, self.flush_plans, self.sample_plans, self.update_plans,
+                                    self.rebuild_plans))
+
+    # --- state outside a step -----------------------------------------------------
+    def reset(self):
+        """Empty rings and storage, max priority 1, generator states from the seed; zeroes the inputs it owns."""
+        rt, stream = self.rt, self.rt.stream
+        for arr in (*self.state.values(), *self.scratch.values(), *self._owned_inputs.values()):
+            words = arr.nbytes // 4
+            vec.plan_elementwise(rt, vec.FILL_U32, arr, 0, words).launch(stream)
+        vec.plan_elementwise(rt, vec.FILL_F32, self.state["max_priority"], 1.0, 1).launch(stream)
+        self.state["rng"].upload(initial_rng_states(self.seed, self.batch), stream)
+        stream.synchronize()
+
+    def length(self) -> int:
+        """Filled slots (reads the device: not for use inside a step)."""
+        from .layout import CTR_LENGTH
+        return int(self.state["counters"].download()[CTR_LENGTH])
+
+    def config(self) -> np.ndarray:
+        return np.array([self.capacity, self.n_envs, self.batch, self.n_max, HIDDEN_DIM], np.int64)
+
+    def export_state(self) -> dict[str, np.ndarray]:
+        """Every array needed to resume exactly, as numpy (plus `config`); synchronizes the stream."""
+        self.rt.stream.synchronize()
+        out = {k: arr.download() for k, arr in self.state.items()}
+        out["config"] = self.config()
+        return out
+
+    def import_state(self, state: dict[str, np.ndarray]):
+        """Restore what export_state returned; shapes, dtypes and config must match this buffer."""
+        missing = (set(_STATE) | {"config"}) - set(state)
+        if missing:
+            raise ValueError(f"replay state lacks {sorted(missing)}")
+        if not np.array_equal(np.asarray(state["config"]), self.config()):
+            raise ValueError(f"replay state was saved with (capacity, n_envs, batch, n_max, hidden) = "
+                             f"{tuple(int(v) for v in state['config'])}, this buffer has {tuple(self.config())}")
+        for k, arr in self.state.items():
+            host = np.asarray(state[k])
+            if host.shape != arr.shape or host.dtype != arr.dtype:
+                raise ValueError(f"replay state '{k}': expected {arr.shape} {arr.dtype}, got {host.shape} {host.dtype}")
+        for k, arr in self.state.items():
+            arr.upload(np.asarray(state[k]), self.rt.stream)
+        self.rt.stream.synchronize()
+
+    def close(self):
+        for group in (self.state, self.scratch, self.sampled):
+            for arr in group.values():
+                arr.close()
+        for arr in self._owned_inputs.values():
+            arr.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,139 @@
+"""The n-step ring and its flush into storage (cuda/replay/nstep.cu) with numpy references.
+
+Semantics (see the .cu header): entry i of a ring holding `count` entries, with
+window end j = min(i + n, count), is the transition (h of i, action of i,
+sum_{q=i}^{j-1} gamma^(q-i) r_q, gamma^(j-i), h of j or this step's h_tp1,
+done of the newest entry when j == count). It leaves when i + n <= count, or
+every entry leaves when the newest is done.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..driver import KernelSpec, i32, ptr, reference
+from ..isv.registry import slot_index
+from .layout import (CTR_FLUSH_BASE, CTR_FLUSH_TOTAL, CTR_LENGTH, CTR_WRITE_HEAD, HIDDEN_DIM, RING_ACTION,
+                     RING_COLS, RING_DONE, RING_LOG_PI, RING_REWARD, RING_REWARD_RAW, TR_ACTION, TR_COLS, TR_DONE,
+                     TR_GAMMA_N, TR_LOG_PI, TR_RETURN, TR_RETURN_RAW, TR_STEPS)
+
+MODULE = "replay/nstep"
+
+RING_PUSH = KernelSpec(
+    "replay_ring_push", MODULE,
+    (ptr("ring_h"), ptr("ring_rows"), ptr("ring_pos"), ptr("flush"), ptr("h_t"), ptr("action"), ptr("reward"),
+     ptr("reward_raw"), ptr("done"), ptr("log_pi"), ptr("isv"), i32("n_envs"), i32("n_max")),
+    doc="append this step's entry to every ring; flush[2b] = transitions leaving, flush[2b+1] = n; "
+        "grid n_envs, block HIDDEN_DIM")
+FLUSH_SCAN = KernelSpec(
+    "replay_flush_scan", MODULE,
+    (ptr("flush"), ptr("offsets"), ptr("counters"), i32("n_envs"), i32("capacity")),
+    doc="exclusive prefix sum of the emit counts by one thread; advances write head and length; grid 1, block 1024")
+FLUSH_WRITE = KernelSpec(
+    "replay_flush_write", MODULE,
+    (ptr("ring_h"), ptr("ring_rows"), ptr("ring_pos"), ptr("flush"), ptr("offsets"), ptr("counters"),
+     ptr("h_tp1"), ptr("isv"), ptr("max_priority"), ptr("store_h_t"), ptr("store_h_tp1"), ptr("store_rows"),
+     ptr("tree"), i32("n_envs"), i32("n_max"), i32("capacity")),
+    doc="copy the leaving transitions into their slots at the running max priority; grid n_envs, block HIDDEN_DIM")
+
+_GAMMA = slot_index("gamma")
+_N_STEP = slot_index("n_step")
+
+
+def n_step_of(isv_values: np.ndarray, n_max: int) -> int:
+    """The n in use: the ISV slot clamped to [1, n_max], NaN read as 1 (as fminf(fmaxf(.)) does)."""
+    return int(np.fmin(np.fmax(np.float32(isv_values[_N_STEP]), np.float32(1.0)), np.float32(n_max)))
+
+
+def _fma32(a, b, c) -> np.float32:
+    """fmaf: float64 holds a*b exactly, so this is one rounding up to rare double-rounding ties."""
+    return np.float32(np.float64(a) * np.float64(b) + np.float64(c))
+
+
+@reference(RING_PUSH)
+def _ring_push(launch, ring_h, ring_rows, ring_pos, flush, h_t, action, reward, reward_raw, done, log_pi, isv,
+               n_envs, n_max):
+    nb, nm = int(n_envs), int(n_max)
+    pos = ring_pos.u32(2 * nb).reshape(nb, 2)
+    ring = ring_h.f32(nb * nm * HIDDEN_DIM).reshape(nb, nm, HIDDEN_DIM)
+    rows = ring_rows.f32(nb * nm * RING_COLS).reshape(nb, nm, RING_COLS)
+    count = pos[:, 1].astype(np.int64)
+    slot = (pos[:, 0].astype(np.int64) + count) % nm
+    b = np.arange(nb)
+    ring[b, slot] = h_t.f32(nb * HIDDEN_DIM).reshape(nb, HIDDEN_DIM)
+    d = done.f32(nb)
+    rows[b, slot, RING_ACTION] = action.i32(nb).astype(np.float32)
+    rows[b, slot, RING_REWARD] = reward.f32(nb)
+    rows[b, slot, RING_REWARD_RAW] = reward_raw.f32(nb)
+    rows[b, slot, RING_DONE] = d
+    rows[b, slot, RING_LOG_PI] = log_pi.f32(nb)
+    held = count + 1
+    n = n_step_of(isv.f32(), nm)
+    out = flush.i32(2 * nb).reshape(nb, 2)
+    out[:, 0] = np.where(d > np.float32(0.5), held, np.maximum(0, held - n + 1))
+    out[:, 1] = n
+    pos[:, 1] = held
+
+
+@reference(FLUSH_SCAN)
+def _flush_scan(launch, flush, offsets, counters, n_envs, capacity):
+    nb, cap = int(n_envs), int(capacity)
+    emit = flush.i32(2 * nb)[0::2].astype(np.int64)
+    offsets.u32(nb)[:] = (np.cumsum(emit) - emit).astype(np.uint32)
+    total = int(emit.sum())
+    ctr = counters.u32(4)
+    base, length = int(ctr[CTR_WRITE_HEAD]), int(ctr[CTR_LENGTH])
+    ctr[CTR_FLUSH_BASE] = base
+    ctr[CTR_FLUSH_TOTAL] = total
+    ctr[CTR_WRITE_HEAD] = (base + total) & (cap - 1)
+    ctr[CTR_LENGTH] = min(cap, length + total)
+
+
+@reference(FLUSH_WRITE)
+def _flush_write(launch, ring_h, ring_rows, ring_pos, flush, offsets, counters, h_tp1, isv, max_priority,
+                 store_h_t, store_h_tp1, store_rows, tree, n_envs, n_max, capacity):
+    nb, nm, cap = int(n_envs), int(n_max), int(capacity)
+    pos = ring_pos.u32(2 * nb).reshape(nb, 2)
+    ring = ring_h.f32(nb * nm * HIDDEN_DIM).reshape(nb, nm, HIDDEN_DIM)
+    rows = ring_rows.f32(nb * nm * RING_COLS).reshape(nb, nm, RING_COLS)
+    fl = flush.i32(2 * nb).reshape(nb, 2)
+    first_offset = offsets.u32(nb)
+    ctr = counters.u32(4)
+    base, total = int(ctr[CTR_FLUSH_BASE]), int(ctr[CTR_FLUSH_TOTAL])
+    nxt = h_tp1.f32(nb * HIDDEN_DIM).reshape(nb, HIDDEN_DIM)
+    gamma = isv.f32()[_GAMMA]
+    priority = np.float64(max_priority.f32(1)[0])
+    out_h_t = store_h_t.f32(cap * HIDDEN_DIM).reshape(cap, HIDDEN_DIM)
+    out_h_tp1 = store_h_tp1.f32(cap * HIDDEN_DIM).reshape(cap, HIDDEN_DIM)
+    out_rows = store_rows.f32(cap * TR_COLS).reshape(cap, TR_COLS)
+    leaves = tree.f64(2 * cap)[cap:]
+    for b in np.flatnonzero(fl[:, 0]):
+        emit, n = int(fl[b, 0]), int(fl[b, 1])
+        start, count = int(pos[b, 0]), int(pos[b, 1])
+        entry = [(start + q) % nm for q in range(count)]
+        newest_done = rows[b, entry[-1], RING_DONE] > np.float32(0.5)
+        for i in range(emit):
+            o = int(first_offset[b]) + i
+            if total - o > cap:
+                continue
+            slot = (base + o) & (cap - 1)
+            j = min(i + n, count)
+            out_h_t[slot] = ring[b, entry[i]]
+            out_h_tp1[slot] = ring[b, entry[j]] if j < count else nxt[b]
+            ret = ret_raw = np.float32(0.0)
+            gamma_n = np.float32(1.0)
+            for q in range(j - 1, i - 1, -1):
+                ret = _fma32(gamma, ret, rows[b, entry[q], RING_REWARD])
+                ret_raw = _fma32(gamma, ret_raw, rows[b, entry[q], RING_REWARD_RAW])
+                gamma_n = np.float32(gamma_n * gamma)
+            row = out_rows[slot]
+            row[TR_ACTION] = rows[b, entry[i], RING_ACTION]
+            row[TR_RETURN] = ret
+            row[TR_RETURN_RAW] = ret_raw
+            row[TR_DONE] = 1.0 if j == count and newest_done else 0.0
+            row[TR_LOG_PI] = rows[b, entry[i], RING_LOG_PI]
+            row[TR_GAMMA_N] = gamma_n
+            row[TR_STEPS] = j - i
+            row[TR_COLS - 1] = 0.0
+            leaves[slot] = priority
+        pos[b, 0] = (start + emit) % nm
+        pos[b, 1] = count - emit

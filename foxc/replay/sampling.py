@@ -1,0 +1,84 @@
+"""Stratified proportional sampling and importance weights (cuda/replay/sample.cu) with numpy references."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..driver import KernelSpec, i32, ptr, reference
+from ..isv.registry import slot_index
+from .layout import (CTR_LENGTH, HIDDEN_DIM, TR_ACTION, TR_COLS, TR_DONE, TR_GAMMA_N, TR_LOG_PI, TR_RETURN,
+                     TR_RETURN_RAW, xorshift32)
+
+MODULE = "replay/sample"
+
+SAMPLE = KernelSpec(
+    "replay_sample", MODULE,
+    (ptr("tree"), ptr("counters"), ptr("store_h_t"), ptr("store_h_tp1"), ptr("store_rows"), ptr("rng"),
+     ptr("out_h_t"), ptr("out_h_tp1"), ptr("out_action"), ptr("out_return"), ptr("out_return_raw"),
+     ptr("out_done"), ptr("out_log_pi"), ptr("out_gamma_n"), ptr("out_index"), ptr("out_prob"),
+     i32("batch"), i32("capacity")),
+    doc="one stratified proportional draw per block, then a coalesced gather; grid batch, block HIDDEN_DIM")
+IS_WEIGHTS = KernelSpec(
+    "replay_is_weights", MODULE, (ptr("prob"), ptr("isv"), ptr("weight"), i32("batch")),
+    doc="w = (P_min / P)^beta, i.e. (N P)^-beta normalised by the batch maximum; grid 1, block 1024")
+
+_BETA = slot_index("per_beta")
+
+
+def tree_walk(tree: np.ndarray, u: np.ndarray, capacity: int) -> np.ndarray:
+    """Leaf reached by each u (float64), as replay_sample walks: never into a subtree whose sum is 0."""
+    u = np.array(u, np.float64)
+    node = np.ones(u.shape, np.int64)
+    while capacity > 1 and node.size and node[0] < capacity:
+        left, right = tree[2 * node], tree[2 * node + 1]
+        go_left = ((u < left) & (left > 0.0)) | ~(right > 0.0)
+        u = np.where(go_left, u, u - left)
+        node = 2 * node + (~go_left).astype(np.int64)
+    return node - capacity
+
+
+@reference(SAMPLE)
+def _sample(launch, tree, counters, store_h_t, store_h_tp1, store_rows, rng, out_h_t, out_h_tp1, out_action,
+            out_return, out_return_raw, out_done, out_log_pi, out_gamma_n, out_index, out_prob, batch, capacity):
+    nb, cap = int(batch), int(capacity)
+    t = tree.f64(2 * cap)
+    length = int(counters.u32(4)[CTR_LENGTH])
+    root = t[1]
+    h_t = out_h_t.f32(nb * HIDDEN_DIM).reshape(nb, HIDDEN_DIM)
+    h_tp1 = out_h_tp1.f32(nb * HIDDEN_DIM).reshape(nb, HIDDEN_DIM)
+    outs = [(out_return, TR_RETURN), (out_return_raw, TR_RETURN_RAW), (out_done, TR_DONE),
+            (out_log_pi, TR_LOG_PI), (out_gamma_n, TR_GAMMA_N)]
+    if length == 0 or not root > 0.0:
+        h_t[:] = 0.0
+        h_tp1[:] = 0.0
+        out_action.i32(nb)[:] = 0
+        for arr, _ in outs:
+            arr.f32(nb)[:] = 0.0
+        out_index.i32(nb)[:] = -1
+        out_prob.f64(nb)[:] = 0.0
+        return
+    state = rng.u32(nb)
+    x = xorshift32(state)
+    state[:] = x
+    frac = (x >> np.uint32(8)).astype(np.float64) * 2.0 ** -24
+    u = (np.arange(nb, dtype=np.float64) + frac) * (root / np.float64(nb))
+    leaf = np.minimum(tree_walk(t, u, cap), length - 1)
+    rows = store_rows.f32(cap * TR_COLS).reshape(cap, TR_COLS)[leaf]
+    out_action.i32(nb)[:] = rows[:, TR_ACTION].astype(np.int32)
+    for arr, col in outs:
+        arr.f32(nb)[:] = rows[:, col]
+    out_index.i32(nb)[:] = leaf
+    out_prob.f64(nb)[:] = t[cap + leaf] / root
+    h_t[:] = store_h_t.f32(cap * HIDDEN_DIM).reshape(cap, HIDDEN_DIM)[leaf]
+    h_tp1[:] = store_h_tp1.f32(cap * HIDDEN_DIM).reshape(cap, HIDDEN_DIM)[leaf]
+
+
+@reference(IS_WEIGHTS)
+def _is_weights(launch, prob, isv, weight, batch):
+    nb = int(batch)
+    p = prob.f64(nb)
+    positive = p > 0.0
+    p_min = p[positive].min() if positive.any() else np.inf
+    beta = isv.f32()[_BETA]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = (p_min / np.where(positive, p, 1.0)).astype(np.float32)
+    weight.f32(nb)[:] = np.where(positive, np.power(ratio, beta), np.float32(0.0))

@@ -1,0 +1,240 @@
+"""Replay kernels on a real GPU: each against its reference with poisoned outputs, chi-square, graph vs eager."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from foxc.isv import IsvBus  # noqa: E402
+from foxc.replay import STATE_NAMES, ReplayBuffer  # noqa: E402
+from foxc.replay.layout import CTR_LENGTH, CTR_WRITE_HEAD, HIDDEN_DIM, REDUCE_BLOCK, RING_COLS, TR_COLS  # noqa: E402
+from foxc.replay.nstep import FLUSH_SCAN, FLUSH_WRITE, RING_PUSH  # noqa: E402
+from foxc.replay.priority import LEVEL_BLOCK, TREE_LEVEL, UPDATE_PRIORITIES  # noqa: E402
+from foxc.replay.sampling import IS_WEIGHTS, SAMPLE  # noqa: E402
+from foxc.testing import assert_close, poisoned, run_kernel  # noqa: E402
+from replay_helpers import chi_square_sf, random_step, upload_step  # noqa: E402
+
+
+def isv_host(rt, **slots):
+    bus = IsvBus(rt)
+    for k, v in slots.items():
+        bus[k] = v
+    return bus.values.copy()
+
+
+def both(cuda_rt, ref_rt, spec, grid, block, args):
+    copy = lambda: [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    return run_kernel(cuda_rt, spec, grid, block, copy()), run_kernel(ref_rt, spec, grid, block, copy())
+
+
+def same(got, want, what, rtol=0.0):
+    for i, (g, w) in enumerate(zip(got, want)):
+        exact = np.array_equal(g, w, equal_nan=g.dtype.kind == "f")
+        if rtol and g.dtype.kind == "f" and not exact:
+            assert_close(g, w, rtol, f"{what} arg {i}")
+        else:
+            assert exact, f"{what} arg {i}"
+
+
+def ring_state(rng, n_envs, n_max):
+    count = rng.integers(0, n_max, n_envs)  # at most n_max - 1 held between steps
+    start = rng.integers(0, n_max, n_envs)
+    pos = np.stack([start, count], 1).astype(np.uint32)
+    ring_h = rng.standard_normal((n_envs, n_max, HIDDEN_DIM)).astype(np.float32)
+    rows = rng.standard_normal((n_envs, n_max, RING_COLS)).astype(np.float32)
+    rows[..., 3] = 0.0  # entries held between steps are never done
+    return ring_h, rows, pos
+
+
+@pytest.mark.parametrize("n_envs,n_max,n", [(1, 1, 1), (1000, 8, 3), (4099, 8, 8), (333, 5, 2)])
+def test_push_scan_write_match_reference(cuda_rt, ref_rt, rng, n_envs, n_max, n):
+    cap = 1 << 12
+    isv = isv_host(ref_rt, n_step=n, gamma=0.97)
+    ring_h, rows, pos = ring_state(rng, n_envs, n_max)
+    s = random_step(rng, n_envs, 1, done_rate=0.2)
+    push_args = [ring_h, rows, pos, poisoned((n_envs, 2), np.int32), s["h_t"], s["action"], s["reward"],
+                 s["reward_raw"], s["done"], s["log_pi"], isv, n_envs, n_max]
+    got, want = both(cuda_rt, ref_rt, RING_PUSH, n_envs, HIDDEN_DIM, push_args)
+    same(got, want, "replay_ring_push")
+    ring_h, rows, pos, flush = want[:4]
+
+    counters = np.array([rng.integers(0, cap), rng.integers(0, cap + 1), 7, 7], np.uint32)
+    counters[CTR_WRITE_HEAD] = counters[CTR_WRITE_HEAD] % cap
+    got, want = both(cuda_rt, ref_rt, FLUSH_SCAN, 1, REDUCE_BLOCK,
+                     [flush, poisoned(n_envs, np.uint32), counters, n_envs, cap])
+    same(got, want, "replay_flush_scan")
+    offsets, counters = want[1], want[2]
+
+    store_h = poisoned((cap, HIDDEN_DIM))
+    tree = poisoned(2 * cap, np.float64)
+    got, want = both(cuda_rt, ref_rt, FLUSH_WRITE, n_envs, HIDDEN_DIM, [
+        ring_h, rows, pos, flush, offsets, counters, s["h_tp1"], isv, np.array([2.5], np.float32),
+        store_h, store_h.copy(), poisoned((cap, TR_COLS)), tree, n_envs, n_max, cap])
+    same(got, want, "replay_flush_write", rtol=1e-6)
+    assert np.array_equal(np.isnan(got[11]), np.isnan(want[11]))
+
+
+def filled_store(rng, cap, length, leaves):
+    tree = np.zeros(2 * cap)
+    tree[cap:] = leaves
+    first = cap // 2
+    while first >= 1:
+        tree[first:2 * first] = tree[2 * first:4 * first:2] + tree[2 * first + 1:4 * first:2]
+        first //= 2
+    counters = np.array([length % cap, length, 0, 0], np.uint32)
+    return (tree, counters, rng.standard_normal((cap, HIDDEN_DIM)).astype(np.float32),
+            rng.standard_normal((cap, HIDDEN_DIM)).astype(np.float32),
+            rng.standard_normal((cap, TR_COLS)).astype(np.float32))
+
+
+@pytest.mark.parametrize("cap,length,batch", [(2, 1, 1), (1 << 10, 700, 1024), (1 << 16, 1 << 16, 4096),
+                                              (1 << 12, 0, 64)])
+def test_sample_and_weights_match_reference(cuda_rt, ref_rt, rng, cap, length, batch):
+    leaves = np.zeros(cap)
+    leaves[:length] = 10.0 ** rng.uniform(-3, 3, length)
+    leaves[:length][rng.random(length) < 0.2] = 0.0
+    if length:
+        leaves[0] = 1.0
+    tree, counters, h_t, h_tp1, rows = filled_store(rng, cap, length, leaves)
+    state = rng.integers(1, 2**32, batch, dtype=np.uint64).astype(np.uint32)
+    outs = [poisoned((batch, HIDDEN_DIM)), poisoned((batch, HIDDEN_DIM)), poisoned(batch, np.int32),
+            *[poisoned(batch) for _ in range(5)], poisoned(batch, np.int32), poisoned(batch, np.float64)]
+    got, want = both(cuda_rt, ref_rt, SAMPLE, batch, HIDDEN_DIM,
+                     [tree, counters, h_t, h_tp1, rows, state, *outs, batch, cap])
+    same(got, want, "replay_sample")  # the walk is exact IEEE float64 on both
+    prob = want[15]
+    isv = isv_host(ref_rt, per_beta=0.55)
+    got, want = both(cuda_rt, ref_rt, IS_WEIGHTS, 1, REDUCE_BLOCK, [prob, isv, poisoned(batch), batch])
+    same(got, want, "replay_is_weights", rtol=1e-6)
+
+
+@pytest.mark.parametrize("cap,batch", [(1 << 10, 1024), (1 << 16, 65_536), (1 << 8, 3000)])
+def test_update_priorities_matches_reference(cuda_rt, ref_rt, rng, cap, batch):
+    index = np.sort(rng.integers(-1, cap, batch)).astype(np.int32)
+    td = (rng.standard_normal(batch) * 10.0 ** rng.uniform(-4, 2, batch)).astype(np.float32)
+    td[rng.random(batch) < 0.01] = np.inf
+    tree = rng.random(2 * cap)
+    isv = isv_host(ref_rt, per_alpha=0.6)
+    got, want = both(cuda_rt, ref_rt, UPDATE_PRIORITIES, 1, REDUCE_BLOCK,
+                     [tree, index, td, isv, np.array([0.75], np.float32), batch, cap])
+    same(got, want, "replay_update_priorities", rtol=1e-6)
+
+
+@pytest.mark.parametrize("cap", [2, 1 << 10, 1 << 20])
+def test_tree_levels_match_reference(cuda_rt, ref_rt, rng, cap):
+    tree = np.full(2 * cap, np.nan)
+    tree[cap:] = rng.random(cap) * 10.0 ** rng.uniform(-20, 20, cap)
+    first = cap // 2
+    while first >= 1:
+        grid = max(1, min((first + LEVEL_BLOCK - 1) // LEVEL_BLOCK, 1024))
+        got, want = both(cuda_rt, ref_rt, TREE_LEVEL, grid, LEVEL_BLOCK, [tree, first, first])
+        same(got, want, f"replay_tree_level first={first}")  # float64 adds: bit-identical
+        tree = want[0]
+        first //= 2
+    assert not np.isnan(tree[1:]).any()
+
+
+def test_chi_square_on_gpu_and_same_draws_as_reference(cuda_rt, ref_rt):
+    cap, length, batch, rounds = 64, 50, 1000, 100
+    r = np.random.default_rng(12345)
+    leaves = np.zeros(cap)
+    leaves[:length] = r.uniform(0.05, 3.0, length) ** 2
+    leaves[[3, 17]] = 0.0
+    counts = np.zeros(cap, np.int64)
+    draws = []
+    for rt in (cuda_rt, ref_rt):
+        rb = ReplayBuffer(rt, IsvBus(rt), capacity=cap, n_envs=1, batch=batch, seed=99)
+        rb.state["tree"].upload(np.concatenate([np.zeros(cap), leaves]))
+        rb.state["counters"].upload(np.array([length, length, 0, 0], np.uint32))
+        rb.rebuild()
+        seen = []
+        for _ in range(rounds if not draws else 3):
+            rb.sample()
+            seen.append(rb.sampled["index"].download())
+        draws.append(seen)
+        rb.close()
+    for idx in draws[0]:
+        counts += np.bincount(idx, minlength=cap)
+    for a, b in zip(draws[0], draws[1]):
+        assert np.array_equal(a, b)
+    assert counts[length:].sum() == 0 and counts[3] == 0 and counts[17] == 0
+    positive = leaves > 0
+    expected = leaves[positive] / leaves.sum() * counts.sum()
+    stat = float(((counts[positive] - expected) ** 2 / expected).sum())
+    assert chi_square_sf(stat, int(positive.sum()) - 1) > 1e-3, stat
+
+
+def test_float64_tree_at_2_20_never_yields_unfilled_or_zero_leaves(cuda_rt):
+    cap, batch = 1 << 20, 65_536
+    r = np.random.default_rng(2)
+    length = cap - 12_345
+    leaves = np.zeros(cap)
+    leaves[:length] = 10.0 ** r.uniform(-30, 30, length)
+    leaves[:length][r.random(length) < 0.25] = 0.0
+    leaves[length - 1] = 0.0
+    rb = ReplayBuffer(cuda_rt, IsvBus(cuda_rt), capacity=cap, n_envs=1, batch=batch, seed=5)
+    rb.state["tree"].upload(np.concatenate([np.zeros(cap), leaves]))
+    rb.state["counters"].upload(np.array([length, length, 0, 0], np.uint32))
+    rb.rebuild()
+    for _ in range(20):
+        rb.sample()
+        idx = rb.sampled["index"].download()
+        assert idx.min() >= 0 and idx.max() < length
+        assert np.all(leaves[idx] > 0)
+        assert np.all(np.diff(idx) >= 0)
+    rb.close()
+
+
+def test_buffer_push_flush_matches_reference_over_steps(cuda_rt, ref_rt):
+    kw = dict(capacity=256, n_envs=100, batch=64, n_max=8, seed=3)
+    bufs = []
+    for rt in (cuda_rt, ref_rt):
+        bus = IsvBus(rt)
+        bus["n_step"] = 4
+        bufs.append(ReplayBuffer(rt, bus, **kw))
+    r = np.random.default_rng(8)
+    for t in range(12):
+        s = random_step(r, 100, 64, done_rate=0.1)
+        for rb in bufs:
+            upload_step(rb, s)
+            rb.push()
+            rb.flush()
+    a, b = (rb.export_state() for rb in bufs)
+    for k in STATE_NAMES:
+        if a[k].dtype.kind == "f":
+            assert_close(a[k], b[k], 1e-6, k)
+        else:
+            assert np.array_equal(a[k], b[k]), k
+    assert int(a["counters"][CTR_LENGTH]) == 256
+    for rb in bufs:
+        rb.close()
+
+
+def test_graph_step_equals_eager_step(cuda_rt):
+    kw = dict(capacity=1 << 12, n_envs=1024, batch=1024, n_max=8, seed=21)
+    eager = ReplayBuffer(cuda_rt, IsvBus(cuda_rt), **kw)
+    graphed = ReplayBuffer(cuda_rt, IsvBus(cuda_rt), **kw)
+    steps = [random_step(np.random.default_rng(t), 1024, 1024) for t in range(12)]
+    upload_step(graphed, steps[0])
+    graphed.step()  # warm up on the capture stream
+    with cuda_rt.capture(name="replay step") as cap:
+        graphed.step()
+    assert cap.graph.kernel_count == graphed.launches_per_step
+    graphed.reset()
+    for s in steps:
+        upload_step(eager, s)
+        eager.step()
+        upload_step(graphed, s)
+        cap.graph.launch(cuda_rt.stream)
+    cuda_rt.stream.synchronize()
+    se, sg = eager.export_state(), graphed.export_state()
+    for k in STATE_NAMES:
+        assert np.array_equal(se[k], sg[k]), k
+    for k in eager.sampled:
+        assert np.array_equal(eager.sampled[k].download(), graphed.sampled[k].download()), k
+    assert eager.length() > 1024
+    cap.graph.close()
+    eager.close()
+    graphed.close()

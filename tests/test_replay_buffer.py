@@ -1,0 +1,93 @@
+"""ReplayBuffer: layout vs header, validation, export/import resume, graph vs eager (reference backend)."""
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from foxc.isv import IsvBus
+from foxc.replay import STATE_NAMES, ReplayBuffer
+from foxc.replay.layout import HEADER_MACROS
+from replay_helpers import random_step, upload_step
+
+HEADER = Path(__file__).resolve().parent.parent / "cuda" / "include" / "foxc" / "replay.h"
+
+
+def test_layout_matches_header():
+    found = dict(re.findall(r"^#define\s+(\w+)\s+([-+\d.eE]+)f?\b", HEADER.read_text(), re.M))
+    for name, value in HEADER_MACROS.items():
+        assert name in found, f"{name} missing from {HEADER.name}"
+        assert float(found[name]) == pytest.approx(value), name
+
+
+@pytest.mark.parametrize("kw", [dict(capacity=48), dict(capacity=1 << 21), dict(n_max=9), dict(n_max=0),
+                                dict(batch=0), dict(n_envs=70_000)])
+def test_bad_sizes_rejected(ref_rt, kw):
+    args = dict(capacity=64, n_envs=4, batch=8) | kw
+    with pytest.raises(ValueError):
+        ReplayBuffer(ref_rt, IsvBus(ref_rt), **args)
+
+
+def run_steps(rb, r, steps):
+    out = []
+    for _ in range(steps):
+        upload_step(rb, random_step(r, rb.n_envs, rb.batch))
+        rb.step()
+        out.append(rb.sampled["index"].download())
+        out.append(rb.sampled["weight"].download())
+    return out
+
+
+def test_export_import_resumes_exactly(ref_rt):
+    kw = dict(capacity=32, n_envs=6, batch=8, n_max=4, seed=11)
+    a = ReplayBuffer(ref_rt, IsvBus(ref_rt), **kw)
+    run_steps(a, np.random.default_rng(1), 10)
+    saved = a.export_state()
+    assert set(saved) == set(STATE_NAMES) | {"config"}
+    tail_a = run_steps(a, np.random.default_rng(2), 10)
+    b = ReplayBuffer(ref_rt, IsvBus(ref_rt), **(kw | {"seed": 999}))
+    b.import_state(saved)
+    tail_b = run_steps(b, np.random.default_rng(2), 10)
+    for x, y in zip(tail_a, tail_b):
+        assert np.array_equal(x, y)
+    other = ReplayBuffer(ref_rt, IsvBus(ref_rt), **(kw | {"capacity": 64}))
+    with pytest.raises(ValueError, match="capacity"):
+        other.import_state(saved)
+    bad = dict(saved, tree=saved["tree"].astype(np.float32))
+    with pytest.raises(ValueError, match="tree"):
+        b.import_state(bad)
+
+
+def test_graph_replay_equals_eager(ref_rt):
+    kw = dict(capacity=64, n_envs=5, batch=8, n_max=3, seed=4)
+    eager = ReplayBuffer(ref_rt, IsvBus(ref_rt), **kw)
+    graphed = ReplayBuffer(ref_rt, IsvBus(ref_rt), **kw)
+    steps = [random_step(np.random.default_rng(t), 5, 8) for t in range(15)]
+    upload_step(graphed, steps[0])
+    with ref_rt.capture(name="replay step") as cap:
+        graphed.step()
+    assert cap.graph.kernel_count == graphed.launches_per_step == 1 + 2 + 2 + 1 + 6
+    for s in steps:
+        upload_step(eager, s)
+        eager.step()
+        upload_step(graphed, s)
+        cap.graph.launch(ref_rt.stream)
+    se, sg = eager.export_state(), graphed.export_state()
+    for k in STATE_NAMES:
+        assert np.array_equal(se[k], sg[k]), k
+    for k in eager.sampled:
+        assert np.array_equal(eager.sampled[k].download(), graphed.sampled[k].download()), k
+
+
+def test_external_inputs_are_used(ref_rt):
+    h = ref_rt.device_array((3, 128), np.float32, "encoder.h")
+    h.upload(np.full((3, 128), 2.5, np.float32))
+    isv = IsvBus(ref_rt)
+    isv["n_step"] = 1
+    rb = ReplayBuffer(ref_rt, isv, capacity=8, n_envs=3, batch=2, inputs={"h_t": h})
+    assert rb.inputs["h_t"] is h
+    rb.push()
+    rb.flush()
+    assert np.all(rb.export_state()["store_h_t"][:3] == 2.5)
+    with pytest.raises(ValueError, match="unknown"):
+        ReplayBuffer(ref_rt, isv, capacity=8, n_envs=3, batch=2, inputs={"hidden": h})

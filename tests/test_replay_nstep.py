@@ -1,0 +1,71 @@
+"""The n-step ring and flush on the reference backend against a naive model."""
+import numpy as np
+import pytest
+
+from foxc.isv import IsvBus
+from foxc.replay import ReplayBuffer
+from foxc.replay.layout import (CTR_LENGTH, CTR_WRITE_HEAD, TR_ACTION, TR_DONE, TR_GAMMA_N, TR_LOG_PI, TR_RETURN,
+                                TR_RETURN_RAW, TR_STEPS)
+from foxc.replay.nstep import n_step_of
+from replay_helpers import NaiveNStep, random_step, upload_step
+
+
+def check_storage(rb, naive):
+    st = rb.export_state()
+    assert int(st["counters"][CTR_WRITE_HEAD]) == naive.head
+    assert int(st["counters"][CTR_LENGTH]) == naive.length
+    assert len(naive.slots) == naive.length
+    for slot, tr in naive.slots.items():
+        row = st["store_rows"][slot]
+        assert np.array_equal(st["store_h_t"][slot], tr["h_t"]), slot
+        assert np.array_equal(st["store_h_tp1"][slot], tr["h_tp1"]), slot
+        assert row[TR_ACTION] == tr["action"] and row[TR_STEPS] == tr["steps"] and row[TR_DONE] == tr["done"]
+        assert row[TR_LOG_PI] == np.float32(tr["log_pi"])
+        for col, key in ((TR_RETURN, "return"), (TR_RETURN_RAW, "return_raw"), (TR_GAMMA_N, "gamma_n")):
+            assert abs(row[col] - tr[key]) <= 1e-5 * (1 + abs(tr[key])), (slot, key, row[col], tr[key])
+        assert st["tree"][rb.capacity + slot] == 1.0  # inserted at the running max priority
+
+
+@pytest.mark.parametrize("n_max,n_seq,done_rate", [
+    (8, [3], 0.15), (1, [1], 0.1), (8, [8], 0.05), (4, [4, 2, 1, 3], 0.2), (8, [6, 2], 0.0), (3, [3], 1.0)])
+def test_nstep_returns_match_naive_across_dones(ref_rt, rng, n_max, n_seq, done_rate):
+    n_envs, capacity = 7, 1024
+    isv = IsvBus(ref_rt)
+    isv["gamma"] = 0.9
+    rb = ReplayBuffer(ref_rt, isv, capacity=capacity, n_envs=n_envs, batch=4, n_max=n_max, seed=1)
+    naive = NaiveNStep(n_envs, capacity)
+    for phase, n in enumerate(n_seq):
+        isv["n_step"] = n
+        for _ in range(12):
+            s = random_step(rng, n_envs, 4, done_rate)
+            upload_step(rb, s)
+            rb.push()
+            rb.flush()
+            naive.step(s, min(n, n_max), float(np.float32(0.9)))
+            check_storage(rb, naive)
+
+
+def test_write_head_wraps_and_oversized_flush_keeps_the_last(ref_rt, rng):
+    n_envs, capacity = 9, 8  # a done-everywhere step emits more than the capacity at once
+    isv = IsvBus(ref_rt)
+    isv["n_step"] = 2
+    rb = ReplayBuffer(ref_rt, isv, capacity=capacity, n_envs=n_envs, batch=4, n_max=4, seed=1)
+    naive = NaiveNStep(n_envs, capacity)
+    heads = []
+    for t in range(25):
+        s = random_step(rng, n_envs, 4, done_rate=1.0 if t % 5 == 4 else 0.1)
+        upload_step(rb, s)
+        rb.push()
+        rb.flush()
+        naive.step(s, 2, float(np.float32(isv["gamma"])))
+        check_storage(rb, naive)
+        heads.append(naive.head)
+    assert naive.length == capacity and len(set(heads)) > 1
+
+
+def test_n_step_slot_is_clamped_to_ring():
+    v = np.zeros(64, np.float32)
+    from foxc.isv.registry import slot_index
+    for value, want in [(0.0, 1), (-3.0, 1), (3.7, 3), (12.0, 5), (np.nan, 1)]:
+        v[slot_index("n_step")] = value
+        assert n_step_of(v, 5) == want
