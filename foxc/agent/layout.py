@@ -35,6 +35,17 @@ STAT_FIELDS = [
 N_STATS = len(STAT_FIELDS)
 STAT_INDEX = {name: i for i, (name, _) in enumerate(STAT_FIELDS)}
 
+# The diagnostics frame (float64 fields) written each step into a mapped-pinned ring:
+# a header, the step statistics, the losses, chosen ISV slots and extras from other components.
+LOSS_NAMES = ("l_q", "l_pi", "l_v", "l_bce")
+FRAME_ISV = ("lr_q", "lr_policy", "lr_value", "lr_perception", "lr_encoder", "entropy_coef", "per_beta",
+             "popart_mean", "popart_var", "reward_clamp_lo", "reward_clamp_hi", "mean_abs_pnl_ema")
+N_FRAME_EXTRAS = 8  # slots for other components' counters (e.g. the simulator's skipped snapshots)
+FRAME_FIELDS = (["seq", "step"] + [name for name, _ in STAT_FIELDS] + list(LOSS_NAMES) + list(FRAME_ISV)
+                + [f"extra{i}" for i in range(N_FRAME_EXTRAS)])
+FRAME_LEN = len(FRAME_FIELDS)
+FRAME_INDEX = {name: i for i, name in enumerate(FRAME_FIELDS)}
+
 HEADER_PATH = Path(__file__).resolve().parents[2] / "cuda" / "include" / "foxc" / "agent.h"
 
 
@@ -46,6 +57,13 @@ def render_header() -> str:
     lines += [f"#define AGENT_FLAG_GATED {FLAG_GATED}", f"#define AGENT_FLAG_STOPPED {FLAG_STOPPED}",
               f"#define AGENT_STATS_BLOCK {STATS_BLOCK}", "", f"#define AGENT_N_STATS {N_STATS}"]
     lines += [f"#define STAT_{name.upper()} {i}  // {doc}" for i, (name, doc) in enumerate(STAT_FIELDS)]
+    lines += ["", f"#define FRAME_LEN {FRAME_LEN}  // float64 fields per diagnostics frame",
+              f"#define FRAME_SEQ 0  // step + 1, written last: a frame is complete when it matches",
+              f"#define FRAME_STEP 1", f"#define FRAME_STATS 2  // AGENT_N_STATS fields from here",
+              f"#define FRAME_LOSSES {FRAME_INDEX['l_q']}  // {len(LOSS_NAMES)} losses from here",
+              f"#define FRAME_N_LOSSES {len(LOSS_NAMES)}",
+              f"#define FRAME_ISV_FIELDS {FRAME_INDEX[FRAME_ISV[0]]}  // {len(FRAME_ISV)} ISV slots from here",
+              f"#define FRAME_EXTRAS {FRAME_INDEX['extra0']}", f"#define FRAME_N_EXTRAS {N_FRAME_EXTRAS}"]
     lines += ["", "#endif  // FOXC_AGENT_H", ""]
     return "\n".join(lines)
 

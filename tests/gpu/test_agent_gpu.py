@@ -59,3 +59,26 @@ def test_controllers_match_reference(cuda_rt, ref_rt, spec, second):
     isv = isv_values(step_lo=5000, plateau_count_q=1999, best_loss_q=0.5, lr_warmup_steps=10)
     got, want = both(cuda_rt, ref_rt, spec, 1, 1, [isv, second])
     assert_close(got[0], want[0], 1e-6, f"{spec.name} isv")
+
+
+def test_diagnostics_frames_on_device(cuda_rt, rng):
+    from foxc.agent.diagnostics import DiagnosticsRing
+    from foxc.isv import IsvBus
+    from foxc.isv.kernels import plan_step_increment
+    bus = IsvBus(cuda_rt)
+    stats = cuda_rt.device_array(N_STATS, np.float64, "stats")
+    values = rng.standard_normal(N_STATS)
+    stats.upload(values)
+    losses = cuda_rt.mapped_array(4, np.float32, "losses")
+    losses.host[:] = [0.5, 1.5, 2.5, 3.5]
+    ring = DiagnosticsRing(cuda_rt, bus, stats, losses, ring_len=16)
+    step = plan_step_increment(cuda_rt, bus)
+    with cuda_rt.capture(name="diag") as cap:
+        ring.launch(cuda_rt.stream)
+        step.launch(cuda_rt.stream)
+    for _ in range(12):
+        cap.graph.launch(cuda_rt.stream)
+    cuda_rt.stream.synchronize()
+    frames = ring.poll()
+    assert [f["step"] for f in frames] == list(range(12))
+    assert frames[5]["l_v"] == 2.5 and frames[5]["entropy_mean"] == values[1]

@@ -27,4 +27,14 @@
 #define STAT_CLOSED_WINS 11  // closed trades with positive PnL this step
 #define STAT_CLOSED_PNL_SUM 12  // sum of PnL of the trades closed this step
 
+#define FRAME_LEN 39  // float64 fields per diagnostics frame
+#define FRAME_SEQ 0  // step + 1, written last: a frame is complete when it matches
+#define FRAME_STEP 1
+#define FRAME_STATS 2  // AGENT_N_STATS fields from here
+#define FRAME_LOSSES 15  // 4 losses from here
+#define FRAME_N_LOSSES 4
+#define FRAME_ISV_FIELDS 19  // 12 ISV slots from here
+#define FRAME_EXTRAS 31
+#define FRAME_N_EXTRAS 8
+
 #endif  // FOXC_AGENT_H
