@@ -253,3 +253,61 @@ class Optimizer:
 def launch_all(plans, stream):
     for p in plans:
         p.launch(stream)
+
+
+class Learner:
+    """A whole learning step over device inputs it owns: encoder forward on a window batch,
+    perception loss, RL losses on a replayed batch (h_t, h_tp1 and transition scalars), all
+    backward passes, gradient clipping, AdamW with ISV learning rates and the target update.
+
+    Inputs to fill before a step (device arrays): `features` [K, B, F], `labels`/`mask` [B, 9],
+    `h_t`/`h_tp1` [B, D], `action` (i32), `ret`, `gamma_n`, `done`, `weight`, `logp_old` [B].
+    `forward_backward` and `update` are plan lists; `step` = both, capturable into one graph.
+    """
+
+    def __init__(self, rt, isv, batch: int, window: int, n_features: int, hidden: int = HIDDEN_DIM,
+                 precision: str = "f32"):
+        B, K = batch, window
+        self.rt, self.batch, self.window = rt, B, K
+        self.params = Parameters(rt, n_features, hidden)
+        D = hidden
+        arr = lambda shape, name, dt=np.float32: rt.device_array(shape, dt, name)  # noqa: E731
+        self.features = arr((K, B, n_features), "features")
+        self.labels, self.mask = arr((B, N_PERCEPTION), "labels"), arr((B, N_PERCEPTION), "label_mask")
+        self.h_t, self.h_tp1 = arr((B, D), "replay_h_t"), arr((B, D), "replay_h_tp1")
+        self.action = arr(B, "replay_action", np.int32)
+        self.ret, self.gamma_n, self.done = arr(B, "replay_ret"), arr(B, "replay_gamma_n"), arr(B, "replay_done")
+        self.weight, self.logp_old = arr(B, "replay_weight"), arr(B, "replay_logp_old")
+        self.encoder = Encoder(rt, self.params, B, K, self.features, precision)
+        self.perception = PerceptionHead(rt, self.params, self.encoder.h, self.encoder.dh, self.labels, self.mask,
+                                         B, precision)
+        self.rl = RlHeads(rt, self.params, self.h_t, self.h_tp1, self.action, self.ret, self.gamma_n, self.done,
+                          self.weight, self.logp_old, isv, B, precision)
+        self.optimizer = Optimizer(rt, self.params, isv)
+        self.forward_backward = [*self.encoder.forward, *self.perception.forward, *self.rl.forward,
+                                 *self.perception.backward, *self.rl.backward, *self.rl.into_encoder(self.encoder.dh),
+                                 *self.encoder.backward]
+        self.update = self.optimizer.update
+        self.step = self.forward_backward + self.update
+
+    def load_inputs(self, inputs: dict[str, np.ndarray]):
+        for name, value in inputs.items():
+            getattr(self, name).upload(value)
+
+    def random_inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """A synthetic batch with every input in its valid range (tests and benchmarks)."""
+        B, K, F, D = self.batch, self.window, self.params.n_features, self.params.hidden
+        f32 = np.float32
+        return {
+            "features": rng.standard_normal((K, B, F)).astype(f32),
+            "labels": (rng.random((B, N_PERCEPTION)) < 0.5).astype(f32),
+            "mask": (rng.random((B, N_PERCEPTION)) < 0.9).astype(f32),
+            "h_t": np.tanh(rng.standard_normal((B, D))).astype(f32),
+            "h_tp1": np.tanh(rng.standard_normal((B, D))).astype(f32),
+            "action": rng.integers(0, N_ACTIONS, B).astype(np.int32),
+            "ret": rng.standard_normal(B).astype(f32),
+            "gamma_n": np.full(B, 0.99 ** 3, f32),
+            "done": (rng.random(B) < 0.05).astype(f32),
+            "weight": rng.uniform(0.3, 1.0, B).astype(f32),
+            "logp_old": np.log(rng.uniform(0.1, 0.5, B)).astype(f32),
+        }
