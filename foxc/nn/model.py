@@ -234,6 +234,23 @@ class RlHeads:
         return [optim.plan_grad_h_accumulate(self.rt, dh_encoder, self.dh, self.isv, self.batch * self.hidden)]
 
 
+class Actor:
+    """What the action sampler reads, from the encoder's h: the policy's probabilities and log
+    probabilities, and the online C51 distribution with its Q values (forward only)."""
+
+    def __init__(self, rt, params: Parameters, h, isv, batch: int, precision="f32"):
+        B, D = batch, params.hidden
+        arr = lambda shape, name: rt.device_array(shape, np.float32, name)  # noqa: E731
+        self.pi_logits, self.pi_probs, self.pi_log_probs = (arr((B, N_ACTIONS), n) for n in
+                                                            ("act_pi_logits", "act_pi_probs", "act_pi_log_probs"))
+        self.q_logits = arr((B, Q_OUTPUTS), "act_q_logits")
+        self.q_probs, self.q = arr((B, N_ACTIONS, C51_ATOMS), "act_q_probs"), arr((B, N_ACTIONS), "act_q")
+        pi = Linear(rt, params, "policy_w", "policy_b", h, self.pi_logits, B, D, N_ACTIONS, precision=precision)
+        q = Linear(rt, params, "dqn_w", "dqn_b", h, self.q_logits, B, D, Q_OUTPUTS, precision=precision)
+        self.forward = [*pi.forward, heads.plan_policy_softmax(rt, self.pi_probs, self.pi_log_probs, self.pi_logits, B),
+                        *q.forward, heads.plan_c51_distribution(rt, self.q_probs, self.q, self.q_logits, isv, B)]
+
+
 class Optimizer:
     """Clip the global gradient norm, bump Adam's step counts, AdamW each tensor with its ISV
     learning rate, then soft-update the C51 target with tau from the ISV."""
