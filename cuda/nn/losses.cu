@@ -1,0 +1,167 @@
+// Losses and their gradients with respect to the heads' outputs. Every per-sample gradient is
+// already divided by the batch size B: the batch loss is the mean of the per-sample losses.
+#include "foxc/isv_slots.h"
+#include "foxc/nn.h"
+
+// c51_loss — 1-D grid over B threads (256-thread blocks), one per sample.
+// Target: the next state's target distribution next_probs[B,5,51] under its greedy action
+// (argmax of next_q[B,5], first on ties), atoms moved to ret + gamma_n (1 - done) z_j, clipped to
+// [v_min, v_max] (ISV) and split onto the two neighbouring atoms: m[51].
+// Online: logits[B,5,51] of the taken action[b]. Writes loss[b] = -sum m log p,
+// td_error[b] = |E_m[z] - E_p[z]| (for the priorities) and grad_logits[B,5,51] =
+// weight[b] (p - m) / B on the taken action, 0 on the others (weight: PER importance weights).
+extern "C" __global__ void __launch_bounds__(256)
+c51_loss(float* __restrict__ grad_logits, float* __restrict__ loss, float* __restrict__ td_error,
+         const float* __restrict__ logits, const float* __restrict__ next_probs, const float* __restrict__ next_q,
+         const int* __restrict__ action, const float* __restrict__ ret, const float* __restrict__ gamma_n,
+         const float* __restrict__ done, const float* __restrict__ weight, const float* __restrict__ isv, int B)
+{
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= B) return;
+    const float v_min = isv[ISV_C51_V_MIN], v_max = isv[ISV_C51_V_MAX];
+    const float dz = (v_max - v_min) / (float)(NN_C51_ATOMS - 1);
+
+    int best = 0;
+    float best_q = next_q[(long long)b * NN_N_ACTIONS];
+    for (int a = 1; a < NN_N_ACTIONS; ++a) {
+        const float qa = next_q[(long long)b * NN_N_ACTIONS + a];
+        if (qa > best_q) { best_q = qa; best = a; }
+    }
+    const float* pn = next_probs + ((long long)b * NN_N_ACTIONS + best) * NN_C51_ATOMS;
+    float m[NN_C51_ATOMS];
+    for (int j = 0; j < NN_C51_ATOMS; ++j) m[j] = 0.0f;
+    const float shift = gamma_n[b] * (1.0f - done[b]);
+    const float r = ret[b];
+    for (int j = 0; j < NN_C51_ATOMS; ++j) {
+        const float tz = fminf(fmaxf(r + shift * (v_min + (float)j * dz), v_min), v_max);
+        const float bj = fminf(fmaxf((tz - v_min) / dz, 0.0f), (float)(NN_C51_ATOMS - 1));
+        const float lo = floorf(bj), hi = ceilf(bj);
+        const int l = (int)lo, h = (int)hi;
+        if (l == h) {
+            m[l] += pn[j];
+        } else {
+            m[l] += pn[j] * (hi - bj);
+            m[h] += pn[j] * (bj - lo);
+        }
+    }
+
+    const int act = min(max(action[b], 0), NN_N_ACTIONS - 1);
+    for (int a = 0; a < NN_N_ACTIONS; ++a) {
+        if (a == act) continue;
+        float* g = grad_logits + ((long long)b * NN_N_ACTIONS + a) * NN_C51_ATOMS;
+        for (int j = 0; j < NN_C51_ATOMS; ++j) g[j] = 0.0f;
+    }
+    const float* l = logits + ((long long)b * NN_N_ACTIONS + act) * NN_C51_ATOMS;
+    float* g = grad_logits + ((long long)b * NN_N_ACTIONS + act) * NN_C51_ATOMS;
+    float mx = l[0];
+    for (int j = 1; j < NN_C51_ATOMS; ++j) mx = fmaxf(mx, l[j]);
+    float sum = 0.0f;
+    for (int j = 0; j < NN_C51_ATOMS; ++j) sum += expf(l[j] - mx);
+    const float lse = mx + logf(sum);
+    const float scale = weight[b] / (float)B;
+    float ce = 0.0f, e_p = 0.0f, e_m = 0.0f;
+    for (int j = 0; j < NN_C51_ATOMS; ++j) {
+        const float lp = l[j] - lse;
+        const float p = expf(lp);
+        const float zj = v_min + (float)j * dz;
+        ce -= m[j] * lp;
+        e_p += p * zj;
+        e_m += m[j] * zj;
+        g[j] = scale * (p - m[j]);
+    }
+    loss[b] = ce;
+    td_error[b] = fabsf(e_m - e_p);
+}
+
+// value_loss — 1-D grid over B threads. Target y = ret + gamma_n (1 - done) v_next (v_next held
+// constant). Reads v[B], v_next[B], ret, gamma_n, done; writes loss[b] = (v - y)^2,
+// advantage[b] = y - v (the policy's baseline-corrected return) and grad_v[b] = 2 (v - y) / B.
+extern "C" __global__ void __launch_bounds__(256)
+value_loss(float* __restrict__ grad_v, float* __restrict__ loss, float* __restrict__ advantage,
+           const float* __restrict__ v, const float* __restrict__ v_next, const float* __restrict__ ret,
+           const float* __restrict__ gamma_n, const float* __restrict__ done, int B)
+{
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= B) return;
+    const float y = ret[b] + gamma_n[b] * (1.0f - done[b]) * v_next[b];
+    const float adv = y - v[b];
+    loss[b] = adv * adv;
+    advantage[b] = adv;
+    grad_v[b] = -2.0f * adv / (float)B;
+}
+
+// policy_loss — 1-D grid over B threads. Reads logits[B,5], action[B], advantage[B] (constant),
+// logp_old[B] (log pi of the action when it was taken) and isv[ISV_ENTROPY_COEF] = beta.
+// With rho = min(1, pi(a)/pi_old(a)) held constant (a truncated importance ratio for replayed
+// actions), writes loss[b] = -rho A log pi(a) - beta H(pi) and its gradient
+// grad_logits[b,k] = (-rho A (1[k=a] - p_k) + beta p_k (log p_k + H)) / B.
+extern "C" __global__ void __launch_bounds__(256)
+policy_loss(float* __restrict__ grad_logits, float* __restrict__ loss, const float* __restrict__ logits,
+            const int* __restrict__ action, const float* __restrict__ advantage, const float* __restrict__ logp_old,
+            const float* __restrict__ isv, int B)
+{
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= B) return;
+    const float* l = logits + (long long)b * NN_N_ACTIONS;
+    const int act = min(max(action[b], 0), NN_N_ACTIONS - 1);
+    float mx = l[0];
+    for (int k = 1; k < NN_N_ACTIONS; ++k) mx = fmaxf(mx, l[k]);
+    float sum = 0.0f;
+    for (int k = 0; k < NN_N_ACTIONS; ++k) sum += expf(l[k] - mx);
+    const float lse = mx + logf(sum);
+    float lp[NN_N_ACTIONS], p[NN_N_ACTIONS];
+    float entropy = 0.0f;
+    for (int k = 0; k < NN_N_ACTIONS; ++k) {
+        lp[k] = l[k] - lse;
+        p[k] = expf(lp[k]);
+        entropy -= p[k] * lp[k];
+    }
+    const float beta = isv[ISV_ENTROPY_COEF];
+    const float rho = fminf(1.0f, expf(lp[act] - logp_old[b]));
+    const float ra = rho * advantage[b];
+    const float inv_b = 1.0f / (float)B;
+    for (int k = 0; k < NN_N_ACTIONS; ++k) {
+        const float onehot = k == act ? 1.0f : 0.0f;
+        grad_logits[(long long)b * NN_N_ACTIONS + k] = (-ra * (onehot - p[k]) + beta * p[k] * (lp[k] + entropy)) * inv_b;
+    }
+    loss[b] = -ra * lp[act] - beta * entropy;
+}
+
+// bce_masked — 1-D grid-stride over rows*cols elements (256-thread blocks). Reads logits, labels
+// and mask [rows, cols]; where mask is 0 writes 0 (labels there may be NaN), elsewhere
+// loss = mask (max(x,0) - x y + log1p(exp(-|x|))) and grad = mask (sigmoid(x) - y) / rows.
+extern "C" __global__ void bce_masked(float* __restrict__ grad, float* __restrict__ loss,
+                                      const float* __restrict__ logits, const float* __restrict__ labels,
+                                      const float* __restrict__ mask, int rows, int cols)
+{
+    const long long n = (long long)rows * cols;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const float mk = mask[i];
+        if (mk == 0.0f) {
+            grad[i] = 0.0f;
+            loss[i] = 0.0f;
+            continue;
+        }
+        const float x = logits[i], y = labels[i];
+        loss[i] = mk * (fmaxf(x, 0.0f) - x * y + log1pf(expf(-fabsf(x))));
+        grad[i] = mk * (nn_sigmoid(x) - y) / (float)rows;
+    }
+}
+
+// loss_mean — grid 1, block 256. out[0] = (sum of x[0..n)) / n: thread t adds x[t], x[t+256], ...
+// in order, then a fixed shared-memory tree. Reads x; writes out[0].
+extern "C" __global__ void __launch_bounds__(256)
+loss_mean(float* __restrict__ out, const float* __restrict__ x, int n)
+{
+    __shared__ float part[256];
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < n; i += 256) s += x[i];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = 128; w > 0; w >>= 1) {
+        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[0] = part[0] / (float)n;
+}

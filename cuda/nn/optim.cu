@@ -1,0 +1,121 @@
+// Optimizer and parameter updates: AdamW, gradient-norm clipping (deterministic two-stage
+// reduction), target soft update, and the RL heads' gradient on h added to the encoder's.
+// Everything a step needs that changes between steps (learning rates, clip norm, tau, lambda,
+// Adam's step count) is read on the device, so a captured graph replays the right values.
+#include "foxc/isv_slots.h"
+#include "foxc/nn.h"
+
+#define REDUCE_THREADS 256
+
+// adam_steps_increment — grid 1, block 32: steps[i] += 1 for i < n (Adam step counts, one per
+// tensor; launched once per update before the adamw_step launches).
+extern "C" __global__ void adam_steps_increment(int* __restrict__ steps, int n)
+{
+    for (int i = threadIdx.x; i < n; i += blockDim.x) steps[i] += 1;
+}
+
+__device__ __forceinline__ void adamw_update(float* __restrict__ theta, const float* __restrict__ grad,
+                                             float* __restrict__ m, float* __restrict__ v, float scale, int step,
+                                             long long n, float lr, float beta1, float beta2, float eps, float wd)
+{
+    const float bc1 = 1.0f - powf(beta1, (float)step);
+    const float bc2 = 1.0f - powf(beta2, (float)step);
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const float g = grad[i] * scale;
+        const float mi = beta1 * m[i] + (1.0f - beta1) * g;
+        const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        const float m_hat = mi / fmaxf(bc1, 1e-12f);
+        const float v_hat = vi / fmaxf(bc2, 1e-12f);
+        theta[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + wd * theta[i]);
+    }
+}
+
+// adamw_step — 1-D grid-stride over n (256-thread blocks). Reads grad[n], clip[0] (the gradient
+// scale from grad_clip_scale) and step[0] (this tensor's count, already incremented); updates
+// theta, m, v in place: decoupled weight decay, bias-corrected moments.
+extern "C" __global__ void adamw_step(float* __restrict__ theta, const float* __restrict__ grad, float* __restrict__ m,
+                                      float* __restrict__ v, const float* __restrict__ clip,
+                                      const int* __restrict__ step, long long n, float lr, float beta1, float beta2,
+                                      float eps, float wd)
+{
+    adamw_update(theta, grad, m, v, clip[0], step[0], n, lr, beta1, beta2, eps, wd);
+}
+
+// adamw_step_isv_lr — adamw_step with the learning rate read from isv[lr_slot] on the device.
+extern "C" __global__ void adamw_step_isv_lr(float* __restrict__ theta, const float* __restrict__ grad,
+                                             float* __restrict__ m, float* __restrict__ v,
+                                             const float* __restrict__ clip, const int* __restrict__ step, long long n,
+                                             const float* __restrict__ isv, int lr_slot, float beta1, float beta2,
+                                             float eps, float wd)
+{
+    adamw_update(theta, grad, m, v, clip[0], step[0], n, isv[lr_slot], beta1, beta2, eps, wd);
+}
+
+// grad_sumsq_partial — grid G, block 256. Block k adds grad[i]^2 over i in chunks of 256 starting
+// at k*256 and striding G*256 (each thread in order), then a fixed shared-memory tree; writes
+// partials[k]. The grid size is part of the result's definition: keep it fixed.
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
+grad_sumsq_partial(float* __restrict__ partials, const float* __restrict__ grad, long long n)
+{
+    __shared__ float part[REDUCE_THREADS];
+    float s = 0.0f;
+    for (long long i = blockIdx.x * (long long)REDUCE_THREADS + threadIdx.x; i < n;
+         i += (long long)gridDim.x * REDUCE_THREADS)
+        s += grad[i] * grad[i];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = REDUCE_THREADS / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partials[blockIdx.x] = part[0];
+}
+
+// grad_clip_scale — grid 1, block 256. Adds partials[0..n_partials) (thread t: t, t+256, ... then
+// a fixed tree), norm = sqrt(sum); writes clip[0] = clip_norm / norm when norm exceeds
+// clip_norm = isv[ISV_GRAD_CLIP_NORM] > 0, else 1; clip[1] = norm (for diagnostics).
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
+grad_clip_scale(float* __restrict__ clip, const float* __restrict__ partials, int n_partials,
+                const float* __restrict__ isv)
+{
+    __shared__ float part[REDUCE_THREADS];
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < n_partials; i += REDUCE_THREADS) s += partials[i];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = REDUCE_THREADS / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        const float norm = sqrtf(part[0]);
+        const float limit = isv[ISV_GRAD_CLIP_NORM];
+        clip[0] = (limit > 0.0f && norm > limit) ? limit / norm : 1.0f;
+        clip[1] = norm;
+    }
+}
+
+// soft_update — 1-D grid-stride over n: target += tau (online - target), tau = isv[ISV_TAU].
+extern "C" __global__ void soft_update(float* __restrict__ target, const float* __restrict__ online,
+                                       const float* __restrict__ isv, long long n)
+{
+    const float tau = isv[ISV_TAU];
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        target[i] += tau * (online[i] - target[i]);
+}
+
+// grad_h_accumulate_scaled — 1-D grid-stride over n: grad_encoder[i] += lambda grad_heads[i],
+// lambda = isv[ISV_RL_TO_ENCODER_LAMBDA] (the RL heads' gradient on h joins the encoder's).
+extern "C" __global__ void grad_h_accumulate_scaled(float* __restrict__ grad_encoder,
+                                                    const float* __restrict__ grad_heads,
+                                                    const float* __restrict__ isv, long long n)
+{
+    const float lambda = isv[ISV_RL_TO_ENCODER_LAMBDA];
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        grad_encoder[i] += lambda * grad_heads[i];
+}

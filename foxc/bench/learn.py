@@ -1,0 +1,115 @@
+"""Learning kernels: forward + backward of the encoder and heads, FP32 vs TF32, TFLOP/s against a measured GEMM peak.
+
+    python -m foxc.bench learn [--backend auto|cuda|reference] [--batch 1024] [--window 32]
+                               [--features 40] [--iters 50] [--json FILE]
+
+Each part (encoder, heads, optimizer, the whole step) is captured into a CUDA graph and
+replayed; times are CUDA-event times per replay. The peak is this repository's own best GEMM
+(linear_fwd_<precision>) on a square problem (4096^3 on a GPU); FLOPs count the matrix
+products only (2 M N K each), not the scan, softmaxes or losses.
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from ..driver import BACKENDS, open_runtime
+from ..isv import IsvBus
+from ..nn import matmul, model
+from ..nn.heads import N_ACTIONS, N_PERCEPTION, Q_OUTPUTS
+from .report import table, write_json
+
+
+def encoder_flops(B, K, F, D) -> float:
+    rows = K * B
+    return 2.0 * (2 * rows * F * 4 * D + 3 * B * D * D)  # fwd + dW of the input projection; out fwd, dW, dX
+
+
+def heads_flops(B, D) -> float:
+    fwd = 2 * B * D * (2 * Q_OUTPUTS + N_ACTIONS + 2 + N_PERCEPTION)  # q, q_next, pi, v, v_next, perception
+    bwd = 2 * 2 * B * D * (Q_OUTPUTS + N_ACTIONS + 1 + N_PERCEPTION)  # dW and dh of the trained heads
+    return float(fwd + bwd)
+
+
+def time_plans(rt, plans, iters: int) -> tuple[float, int]:
+    """(milliseconds per run of `plans`, kernels in it): a captured graph replayed `iters` times."""
+    for p in plans:
+        p.launch(rt.stream)
+    with rt.capture(name="bench") as cap:
+        for p in plans:
+            p.launch(rt.stream)
+    graph = cap.graph
+    graph.launch(rt.stream)
+    rt.stream.synchronize()
+    start, end = rt.event("start"), rt.event("end")
+    start.record(rt.stream)
+    for _ in range(iters):
+        graph.launch(rt.stream)
+    end.record(rt.stream)
+    end.synchronize()
+    ms = start.elapsed_ms(end) / iters
+    kernels = graph.kernel_count
+    graph.close()
+    return ms, kernels
+
+
+def peak_tflops(rt, precision: str, n: int, iters: int) -> float:
+    rng = np.random.default_rng(0)
+    x = rt.device_array((n, n), np.float32, "peak_x")
+    w = rt.device_array((n, n), np.float32, "peak_w")
+    b = rt.device_array(n, np.float32, "peak_b")
+    y = rt.device_array((n, n), np.float32, "peak_y")
+    x.upload(rng.standard_normal((n, n)).astype(np.float32))
+    w.upload(rng.standard_normal((n, n)).astype(np.float32))
+    b.upload(np.zeros(n, np.float32))
+    ms, _ = time_plans(rt, [matmul.plan_linear(rt, y, x, w, b, n, n, n, matmul.ACT_IDENTITY, precision)], iters)
+    for a in (x, w, b, y):
+        a.close()
+    return 2.0 * n ** 3 / (ms * 1e-3) / 1e12
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m foxc.bench learn", description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", choices=BACKENDS, default=None)
+    ap.add_argument("--batch", type=int, default=1024)
+    ap.add_argument("--window", type=int, default=32)
+    ap.add_argument("--features", type=int, default=40)
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--json", help="also write the results here")
+    args = ap.parse_args(argv)
+    rt = open_runtime(args.backend)
+    if rt.backend == "cuda":
+        B, K, F, D, iters, peak_n = args.batch, args.window, args.features, model.HIDDEN_DIM, args.iters, 4096
+    else:  # numpy: tiny shapes, a smoke run
+        B, K, F, D, iters, peak_n = 8, 4, 6, 16, 2, 64
+    isv = IsvBus(rt)
+    rows, peaks = [], {}
+    for precision in matmul.PRECISIONS:
+        peaks[precision] = peak_tflops(rt, precision, peak_n, iters)
+        learner = model.Learner(rt, isv, B, K, F, D, precision)
+        learner.params.init(np.random.default_rng(1))
+        learner.load_inputs(learner.random_inputs(np.random.default_rng(2)))
+        enc = learner.encoder
+        head_plans = [*learner.perception.forward, *learner.rl.forward, *learner.perception.backward,
+                      *learner.rl.backward, *learner.rl.into_encoder(enc.dh)]
+        parts = [("encoder fwd+bwd", enc.forward + enc.backward, encoder_flops(B, K, F, D)),
+                 ("heads fwd+bwd", head_plans, heads_flops(B, D)),
+                 ("optimizer", learner.update, 0.0),
+                 ("whole step", learner.step, encoder_flops(B, K, F, D) + heads_flops(B, D))]
+        for what, plans, flops in parts:
+            ms, kernels = time_plans(rt, plans, iters)
+            tflops = flops / (ms * 1e-3) / 1e12 if flops else 0.0
+            rows.append({"precision": precision, "what": what, "kernels": kernels, "ms": round(ms, 4),
+                         "gflop": round(flops / 1e9, 3), "tflops": round(tflops, 3),
+                         "pct_of_peak": round(100 * tflops / peaks[precision], 1) if flops else ""})
+    print(f"backend {rt.backend}: {rt.device_name}; B={B} K={K} F={F} D={D}")
+    print("measured peak (own GEMM, %d^3): " % peak_n
+          + ", ".join(f"{p} {v:.2f} TFLOP/s" for p, v in peaks.items()))
+    print(table(rows, ["precision", "what", "kernels", "ms", "gflop", "tflops", "pct_of_peak"]))
+    write_json(args.json, "learn", rt, rows, {"peak_tflops": peaks, "shape": {"B": B, "K": K, "F": F, "D": D}})
+    step = {r["precision"]: r for r in rows if r["what"] == "whole step"}
+    print(f"summary: step fp32 {step['f32']['ms']} ms, tf32 {step['tf32']['ms']} ms "
+          f"({step['f32']['ms'] / max(step['tf32']['ms'], 1e-9):.2f}x); peak fp32 {peaks['f32']:.1f}, "
+          f"tf32 {peaks['tf32']:.1f} TFLOP/s ({rt.backend})")
+    return 0

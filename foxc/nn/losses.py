@@ -1,0 +1,117 @@
+"""Losses and their gradients (cuda/nn/losses.cu): C51 cross-entropy, value MSE, policy gradient, masked BCE.
+
+Per-sample losses are written out (the C51 one also a |TD| for the priorities); the gradients
+are those of the batch mean, so they already carry the 1/B. `loss_mean` reduces a per-sample
+loss to its mean in a fixed order.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..driver import KernelSpec, i32, ptr, reference
+from ..isv.registry import slot_index
+from . import functional as F
+from .heads import N_ACTIONS, Q_OUTPUTS, isv_support
+
+MODULE = "nn/losses"
+BLOCK = 256
+
+C51_LOSS = KernelSpec("c51_loss", MODULE, (
+    ptr("grad_logits"), ptr("loss"), ptr("td_error"), ptr("logits"), ptr("next_probs"), ptr("next_q"),
+    ptr("action"), ptr("ret"), ptr("gamma_n"), ptr("done"), ptr("weight"), ptr("isv"), i32("B")),
+    doc="C51 projection of the n-step target, cross-entropy, |TD|, importance-weighted gradient")
+VALUE_LOSS = KernelSpec("value_loss", MODULE, (
+    ptr("grad_v"), ptr("loss"), ptr("advantage"), ptr("v"), ptr("v_next"), ptr("ret"), ptr("gamma_n"), ptr("done"),
+    i32("B")), doc="(v - y)^2 with y = ret + gamma_n (1 - done) v_next; advantage = y - v")
+POLICY_LOSS = KernelSpec("policy_loss", MODULE, (
+    ptr("grad_logits"), ptr("loss"), ptr("logits"), ptr("action"), ptr("advantage"), ptr("logp_old"), ptr("isv"),
+    i32("B")), doc="-rho A log pi(a) - beta H(pi), rho = min(1, pi/pi_old), beta = ISV entropy_coef")
+BCE_MASKED = KernelSpec("bce_masked", MODULE, (
+    ptr("grad"), ptr("loss"), ptr("logits"), ptr("labels"), ptr("mask"), i32("rows"), i32("cols")),
+    doc="mask * BCE-with-logits and its gradient / rows")
+LOSS_MEAN = KernelSpec("loss_mean", MODULE, (ptr("out"), ptr("x"), i32("n")), doc="out[0] = mean of x[0..n)")
+
+
+@reference(C51_LOSS)
+def _c51_loss(launch, grad_logits, loss, td_error, logits, next_probs, next_q, action, ret, gamma_n, done, weight,
+              isv, B):
+    B = int(B)
+    v_min, v_max = isv_support(isv)
+    m = F.c51_project(next_probs.f32(B * Q_OUTPUTS).reshape(B, N_ACTIONS, -1),
+                      next_q.f32(B * N_ACTIONS).reshape(B, N_ACTIONS),
+                      ret.f32(B), gamma_n.f32(B), done.f32(B), v_min, v_max)
+    act = np.clip(action.i32(B), 0, N_ACTIONS - 1)
+    lb, td, g = F.c51_loss_grad(logits.f32(B * Q_OUTPUTS).reshape(B, Q_OUTPUTS), m, act, weight.f32(B),
+                                F.c51_support(v_min, v_max))
+    loss.f32(B)[:] = lb
+    td_error.f32(B)[:] = td
+    grad_logits.f32(B * Q_OUTPUTS)[:] = g.ravel()
+
+
+@reference(VALUE_LOSS)
+def _value_loss(launch, grad_v, loss, advantage, v, v_next, ret, gamma_n, done, B):
+    B = int(B)
+    y = F.value_target(v_next.f32(B), ret.f32(B), gamma_n.f32(B), done.f32(B))
+    adv = y - v.f32(B)
+    loss.f32(B)[:] = adv * adv
+    advantage.f32(B)[:] = adv
+    grad_v.f32(B)[:] = np.float32(-2) * adv / np.float32(B)
+
+
+@reference(POLICY_LOSS)
+def _policy_loss(launch, grad_logits, loss, logits, action, advantage, logp_old, isv, B):
+    B = int(B)
+    beta = isv.f32()[slot_index("entropy_coef")]
+    lg = logits.f32(B * N_ACTIONS).reshape(B, N_ACTIONS)
+    act = np.clip(action.i32(B), 0, N_ACTIONS - 1)
+    adv = advantage.f32(B)
+    lb, rho = F.policy_loss(lg, act, adv, logp_old.f32(B), beta)
+    logp = F.log_softmax(lg)
+    p = np.exp(logp)
+    entropy = -(p * logp).sum(axis=-1, keepdims=True)
+    onehot = np.eye(N_ACTIONS, dtype=np.float32)[act]
+    ra = (rho * adv)[:, None]
+    g = (-ra * (onehot - p) + beta * p * (logp + entropy)) / np.float32(B)
+    loss.f32(B)[:] = lb
+    grad_logits.f32(B * N_ACTIONS)[:] = g.ravel()
+
+
+@reference(BCE_MASKED)
+def _bce_masked(launch, grad, loss, logits, labels, mask, rows, cols):
+    n = int(rows) * int(cols)
+    x, y, mk = logits.f32(n), labels.f32(n), mask.f32(n)
+    on = mk != 0
+    with np.errstate(invalid="ignore"):
+        loss.f32(n)[:] = np.where(on, F.bce_masked(x, y, mk), np.float32(0))
+        grad.f32(n)[:] = np.where(on, mk * (F.sigmoid(x) - y) / np.float32(rows), np.float32(0))
+
+
+@reference(LOSS_MEAN)
+def _loss_mean(launch, out, x, n):
+    out.f32(1)[0] = x.f32(int(n)).sum(dtype=np.float64) / int(n)
+
+
+def grid_for(threads: int) -> int:
+    return max(1, -(-threads // BLOCK))
+
+
+def plan_c51_loss(rt, grad_logits, loss, td_error, logits, next_probs, next_q, action, ret, gamma_n, done, weight,
+                  isv, B: int):
+    return rt.plan(C51_LOSS, grid_for(B), BLOCK, (grad_logits, loss, td_error, logits, next_probs, next_q, action,
+                                                  ret, gamma_n, done, weight, isv, B))
+
+
+def plan_value_loss(rt, grad_v, loss, advantage, v, v_next, ret, gamma_n, done, B: int):
+    return rt.plan(VALUE_LOSS, grid_for(B), BLOCK, (grad_v, loss, advantage, v, v_next, ret, gamma_n, done, B))
+
+
+def plan_policy_loss(rt, grad_logits, loss, logits, action, advantage, logp_old, isv, B: int):
+    return rt.plan(POLICY_LOSS, grid_for(B), BLOCK, (grad_logits, loss, logits, action, advantage, logp_old, isv, B))
+
+
+def plan_bce_masked(rt, grad, loss, logits, labels, mask, rows: int, cols: int):
+    return rt.plan(BCE_MASKED, min(grid_for(rows * cols), 4096), BLOCK, (grad, loss, logits, labels, mask, rows, cols))
+
+
+def plan_loss_mean(rt, out, x, n: int):
+    return rt.plan(LOSS_MEAN, 1, BLOCK, (out, x, n))

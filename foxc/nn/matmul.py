@@ -1,0 +1,175 @@
+"""Matrix products (cuda/nn/matmul.cu) in FP32 and TF32, the bias gradient and activation backward.
+
+Row-major throughout: a linear layer is Y[M,N] = act(X[M,K] . W[K,N] + b[N]); its backward is
+dX = dY . W^T (`matmul_nt`), dW = X^T . dY (`matmul_tn`, split over rows, partials added in split
+order by `reduce_splits`) and db = column sums of dY (`column_sum_partial`, same split scheme).
+The references compute products in float64 and round once to float32; TF32 references first
+round the operands the way the tensor cores do (cvt.rna.tf32: nearest, ties away, 10-bit mantissa).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..driver import KernelSpec, i32, i64, ptr, reference
+from . import functional as F
+
+MODULE = "nn/matmul"
+TILE = 64
+GEMM_THREADS = 256
+ELEMENTWISE_BLOCK = 256
+MAX_BLOCKS = 4096
+SPLIT_TARGET_BLOCKS = 264  # two waves of an H200's 132 SMs
+
+ACT_IDENTITY, ACT_RELU, ACT_TANH, ACT_SIGMOID = 0, 1, 2, 3
+ACTIVATIONS = {"identity": ACT_IDENTITY, "relu": ACT_RELU, "tanh": ACT_TANH, "sigmoid": ACT_SIGMOID}
+
+
+def _linear_spec(name):
+    return KernelSpec(name, MODULE, (ptr("Y"), ptr("X"), ptr("W"), ptr("bias"), i32("M"), i32("K"), i32("N"),
+                                     i32("act")), doc="Y[M,N] = act(X[M,K] . W[K,N] + bias[N])")
+
+
+def _nt_spec(name):
+    return KernelSpec(name, MODULE, (ptr("C"), ptr("A"), ptr("B"), i32("M"), i32("K"), i32("N"), i32("accumulate")),
+                      doc="C[M,N] (+)= A[M,K] . B[N,K]^T")
+
+
+def _tn_spec(name):
+    return KernelSpec(name, MODULE, (ptr("C"), ptr("A"), ptr("B"), i32("R"), i32("M"), i32("N"), i32("r_chunk")),
+                      doc="C[z][M,N] = sum over rows r of split z of A[r,m] B[r,n]; grid.z = splits")
+
+
+LINEAR_FWD = {"f32": _linear_spec("linear_fwd_f32"), "tf32": _linear_spec("linear_fwd_tf32")}
+MATMUL_NT = {"f32": _nt_spec("matmul_nt_f32"), "tf32": _nt_spec("matmul_nt_tf32")}
+MATMUL_TN = {"f32": _tn_spec("matmul_tn_f32"), "tf32": _tn_spec("matmul_tn_tf32")}
+REDUCE_SPLITS = KernelSpec("reduce_splits", MODULE, (ptr("out"), ptr("partials"), i32("splits"), i64("n")),
+                           doc="out[i] = sum over z in order of partials[z][i]")
+COLUMN_SUM_PARTIAL = KernelSpec("column_sum_partial", MODULE,
+                                (ptr("partials"), ptr("X"), i32("R"), i32("N"), i32("r_chunk")),
+                                doc="partials[z][n] = sum of X[r][n] over the rows of split z")
+ACT_BWD = KernelSpec("act_bwd", MODULE, (ptr("dx"), ptr("dy"), ptr("y"), i64("n"), i32("act")),
+                     doc="dx = dy * act'(y), through the activation's output")
+PRECISIONS = ("f32", "tf32")
+
+
+def gemm_grid(M: int, N: int, splits: int = 1) -> tuple[int, int, int]:
+    return (-(-N // TILE), -(-M // TILE), splits)
+
+
+def elementwise_grid(n: int) -> int:
+    return max(1, min(-(-int(n) // ELEMENTWISE_BLOCK), MAX_BLOCKS))
+
+
+def row_split(R: int, tiles: int) -> tuple[int, int]:
+    """(splits, r_chunk) for a reduction over R rows when the output has `tiles` blocks' worth of work:
+    enough splits to fill about two waves, chunks a multiple of 16 rows and at least 64 long."""
+    want = max(1, min(-(-SPLIT_TARGET_BLOCKS // max(tiles, 1)), -(-R // 64)))
+    chunk = -(-R // want)
+    chunk = -(-chunk // 16) * 16
+    return -(-R // chunk), chunk
+
+
+def _operand(x: np.ndarray, precision: str) -> np.ndarray:
+    return F.round_tf32(x) if precision == "tf32" else x
+
+
+def _register_linear(precision):
+    @reference(LINEAR_FWD[precision])
+    def _linear(launch, Y, X, W, bias, M, K, N, act):
+        M, K, N = int(M), int(K), int(N)
+        x = _operand(X.f32(M * K).reshape(M, K), precision)
+        w = _operand(W.f32(K * N).reshape(K, N), precision)
+        z = F.matmul32(x, w) + bias.f32(N)
+        Y.f32(M * N).reshape(M, N)[...] = F.activate(z, int(act))
+
+    @reference(MATMUL_NT[precision])
+    def _nt(launch, C, A, B, M, K, N, accumulate):
+        M, K, N = int(M), int(K), int(N)
+        a = _operand(A.f32(M * K).reshape(M, K), precision)
+        b = _operand(B.f32(N * K).reshape(N, K), precision)
+        prod = F.matmul32(a, b.T)
+        c = C.f32(M * N).reshape(M, N)
+        c[...] = c + prod if accumulate else prod
+
+    @reference(MATMUL_TN[precision])
+    def _tn(launch, C, A, B, R, M, N, r_chunk):
+        R, M, N, chunk = int(R), int(M), int(N), int(r_chunk)
+        splits = launch.grid[2]
+        a = _operand(A.f32(R * M).reshape(R, M), precision)
+        b = _operand(B.f32(R * N).reshape(R, N), precision)
+        c = C.f32(splits * M * N).reshape(splits, M, N)
+        for z in range(splits):
+            rows = slice(z * chunk, min(R, (z + 1) * chunk))
+            c[z] = F.matmul32(a[rows].T, b[rows])
+
+    return _linear, _nt, _tn
+
+
+for _p in PRECISIONS:
+    _register_linear(_p)
+
+
+@reference(REDUCE_SPLITS)
+def _reduce_splits(launch, out, partials, splits, n):
+    n, splits = int(n), int(splits)
+    p = partials.f32(splits * n).reshape(splits, n)
+    s = p[0].copy()
+    for z in range(1, splits):
+        s += p[z]
+    out.f32(n)[:] = s
+
+
+@reference(COLUMN_SUM_PARTIAL)
+def _column_sum_partial(launch, partials, X, R, N, r_chunk):
+    R, N, chunk = int(R), int(N), int(r_chunk)
+    splits = launch.grid[1]
+    x = X.f32(R * N).reshape(R, N)
+    out = partials.f32(splits * N).reshape(splits, N)
+    for z in range(splits):
+        out[z] = x[z * chunk:min(R, (z + 1) * chunk)].sum(axis=0, dtype=np.float64)
+
+
+@reference(ACT_BWD)
+def _act_bwd(launch, dx, dy, y, n, act):
+    n = int(n)
+    dx.f32(n)[:] = dy.f32(n) * F.activate_grad(y.f32(n), int(act))
+
+
+class RowReduction:
+    """dW = A^T . B (matmul_tn) or db = column sums of B, over R rows, split for parallelism.
+
+    Owns its partials workspace (allocated here, before any capture) and the plans that fill
+    `out` deterministically: one kernel when a single split suffices, else the split kernel
+    then reduce_splits.
+    """
+
+    def __init__(self, rt, out, B, R: int, N: int, A=None, M: int = 1, precision: str = "f32", name: str = "dW"):
+        tiles = gemm_grid(M, N)[0] * gemm_grid(M, N)[1] if A is not None else -(-N // 32)
+        self.splits, chunk = row_split(R, tiles)
+        size = (M if A is not None else 1) * N
+        self.partials = rt.device_array(self.splits * size, np.float32, f"{name}_partials") if self.splits > 1 else None
+        target = self.partials if self.partials is not None else out
+        if A is not None:
+            first = rt.plan(MATMUL_TN[precision], gemm_grid(M, N, self.splits), GEMM_THREADS, (target, A, B, R, M, N, chunk))
+        else:
+            first = rt.plan(COLUMN_SUM_PARTIAL, (-(-N // 32), self.splits), (32, 8), (target, B, R, N, chunk))
+        self.plans = [first]
+        if self.partials is not None:
+            self.plans.append(rt.plan(REDUCE_SPLITS, elementwise_grid(size), ELEMENTWISE_BLOCK,
+                                      (out, self.partials, self.splits, size)))
+
+    def launch(self, stream):
+        for p in self.plans:
+            p.launch(stream)
+
+
+def plan_linear(rt, Y, X, W, bias, M: int, K: int, N: int, act: int = ACT_IDENTITY, precision: str = "f32"):
+    return rt.plan(LINEAR_FWD[precision], gemm_grid(M, N), GEMM_THREADS, (Y, X, W, bias, M, K, N, act))
+
+
+def plan_matmul_nt(rt, C, A, B, M: int, K: int, N: int, accumulate: bool = False, precision: str = "f32"):
+    return rt.plan(MATMUL_NT[precision], gemm_grid(M, N), GEMM_THREADS, (C, A, B, M, K, N, int(accumulate)))
+
+
+def plan_act_bwd(rt, dx, dy, y, n: int, act: int):
+    return rt.plan(ACT_BWD, elementwise_grid(n), ELEMENTWISE_BLOCK, (dx, dy, y, n, act))

@@ -1,0 +1,330 @@
+"""The model: named parameter tensors in flat device buffers, and the launch plans of its passes.
+
+    params = Parameters(rt, n_features=F); params.init(rng)
+    enc = Encoder(rt, params, batch=B, window=K, features=x_dev)    # x: [K, B, F] time-major
+    perc = PerceptionHead(rt, params, enc.h, labels, mask, batch=B)
+    rl = RlHeads(rt, params, h_t, h_tp1, transition arrays..., isv, batch=B)
+    opt = Optimizer(rt, params, isv)
+    for plan in enc.forward + perc.forward + perc.backward + rl.forward + rl.backward
+                + rl.into_encoder(enc.dh) + enc.backward + opt.update: plan.launch(stream)
+
+Every buffer is allocated at construction and every plan built once, so a whole training step
+can be captured into one graph. Parameters, gradients and both Adam moments share one layout
+(`Parameters.LAYOUT` order, each tensor 64-float aligned), so gradient clipping is one
+reduction over one buffer and the checkpoint writer sees named tensors.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import heads, losses, matmul, optim, ssm
+from .heads import C51_ATOMS, N_ACTIONS, N_PERCEPTION, Q_OUTPUTS
+from .matmul import ACT_IDENTITY, ACT_TANH, RowReduction, plan_act_bwd, plan_linear, plan_matmul_nt
+
+HIDDEN_DIM = 128
+ALIGN = 64  # floats: 256-byte aligned tensors
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    shape: tuple[int, ...]
+    offset: int
+    lr_slot: str  # the ISV slot holding this tensor's learning rate
+    fan_in: int   # for initialisation; 0: a bias, initialised to zero
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+
+def layout(n_features: int, hidden: int = HIDDEN_DIM) -> tuple[list[Tensor], int]:
+    """The trained tensors in buffer order, and the buffer's length in floats."""
+    D = hidden
+    spec = [
+        ("enc_w_in", (n_features, ssm.PARTS * D), "lr_encoder", n_features),
+        ("enc_b_in", (ssm.PARTS * D,), "lr_encoder", 0),
+        ("enc_w_out", (D, D), "lr_encoder", D),
+        ("enc_b_out", (D,), "lr_encoder", 0),
+        ("perception_w", (D, N_PERCEPTION), "lr_perception", D),
+        ("perception_b", (N_PERCEPTION,), "lr_perception", 0),
+        ("dqn_w", (D, Q_OUTPUTS), "lr_q", D),
+        ("dqn_b", (Q_OUTPUTS,), "lr_q", 0),
+        ("policy_w", (D, N_ACTIONS), "lr_policy", D),
+        ("policy_b", (N_ACTIONS,), "lr_policy", 0),
+        ("value_w", (D, 1), "lr_value", D),
+        ("value_b", (1,), "lr_value", 0),
+    ]
+    tensors, offset = [], 0
+    for name, shape, lr_slot, fan_in in spec:
+        tensors.append(Tensor(name, shape, offset, lr_slot, fan_in))
+        offset += -(-int(np.prod(shape)) // ALIGN) * ALIGN
+    return tensors, offset
+
+
+TARGET_TENSORS = ("dqn_w", "dqn_b")  # copied into the target network, soft-updated with tau
+
+
+class Parameters:
+    """theta, grad, Adam m and v (one layout), Adam step counts, and the C51 target copy."""
+
+    def __init__(self, rt, n_features: int, hidden: int = HIDDEN_DIM):
+        self.rt = rt
+        self.n_features, self.hidden = n_features, hidden
+        self.tensors, self.size = layout(n_features, hidden)
+        self.by_name = {t.name: t for t in self.tensors}
+        self.theta = rt.device_array(self.size, np.float32, "theta")
+        self.grad = rt.device_array(self.size, np.float32, "grad")
+        self.adam_m = rt.device_array(self.size, np.float32, "adam_m")
+        self.adam_v = rt.device_array(self.size, np.float32, "adam_v")
+        self.adam_steps = rt.device_array(len(self.tensors), np.int32, "adam_steps")
+        t0, t1 = self.by_name[TARGET_TENSORS[0]], self.by_name[TARGET_TENSORS[-1]]
+        self.target_offset = t0.offset
+        self.target_size = t1.offset + t1.size - t0.offset
+        self.target = rt.device_array(self.target_size, np.float32, "dqn_target")
+
+    def ptr(self, name: str, buffer: str = "theta"):
+        """Device address of tensor `name` in theta, grad, adam_m or adam_v; 'target' for dqn_w/dqn_b_target."""
+        if name.endswith("_target"):
+            return self.target.at(self.by_name[name[:-len("_target")]].offset - self.target_offset)
+        return getattr(self, buffer).at(self.by_name[name].offset)
+
+    def init(self, rng: np.random.Generator):
+        """Uniform(+-1/sqrt(fan_in)) weights, zero biases, zero moments and steps; the target copies online."""
+        theta = np.zeros(self.size, np.float32)
+        for t in self.tensors:
+            if t.fan_in:
+                bound = 1.0 / np.sqrt(t.fan_in)
+                theta[t.offset:t.offset + t.size] = rng.uniform(-bound, bound, t.size)
+        self.load(theta)
+
+    def load(self, theta: np.ndarray):
+        self.theta.upload(theta.astype(np.float32))
+        self.grad.upload(np.zeros(self.size, np.float32))
+        self.adam_m.upload(np.zeros(self.size, np.float32))
+        self.adam_v.upload(np.zeros(self.size, np.float32))
+        self.adam_steps.upload(np.zeros(len(self.tensors), np.int32))
+        self.target.upload(theta[self.target_offset:self.target_offset + self.target_size].astype(np.float32))
+
+    def host(self, buffer: str = "theta") -> dict[str, np.ndarray]:
+        """Named host copies of one buffer (synchronizes through the download)."""
+        flat = getattr(self, buffer).download()
+        return {t.name: flat[t.offset:t.offset + t.size].reshape(t.shape) for t in self.tensors}
+
+    def close(self):
+        for a in (self.theta, self.grad, self.adam_m, self.adam_v, self.adam_steps, self.target):
+            a.close()
+
+
+class Linear:
+    """Plans of one linear layer Y = act(X W + b) over given buffers, and of its backward.
+
+    backward: dpre = act'(dY) (in place over dY when act is not identity), dW = X^T dpre,
+    db = colsum(dpre) and, when dX is given, dX (+)= dpre W^T.
+    """
+
+    def __init__(self, rt, params, w: str, b: str, X, Y, rows: int, n_in: int, n_out: int, act=ACT_IDENTITY,
+                 precision="f32", dY=None, dX=None, accumulate_dX=False, target=False):
+        sfx = "_target" if target else ""
+        W = params.ptr(w + sfx)
+        self.forward = [plan_linear(rt, Y, X, W, params.ptr(b + sfx), rows, n_in, n_out, act, precision)]
+        self.backward = []
+        if dY is None:
+            return
+        if act != ACT_IDENTITY:
+            self.backward.append(plan_act_bwd(rt, dY, dY, Y, rows * n_out, act))
+        self.backward.append(RowReduction(rt, params.ptr(w, "grad"), dY, rows, n_out, A=X, M=n_in,
+                                          precision=precision, name=f"d{w}"))
+        self.backward.append(RowReduction(rt, params.ptr(b, "grad"), dY, rows, n_out, name=f"d{b}"))
+        if dX is not None:
+            self.backward.append(plan_matmul_nt(rt, dX, dY, W, rows, n_out, n_in, accumulate_dX, precision))
+
+
+class Encoder:
+    """features x[K, B, F] -> z = x W_in + b_in [K, B, 4D] -> selective scan -> y[B, D]
+    -> h = tanh(y W_out + b_out). backward reads dh (written by the heads) and fills the
+    encoder's gradients; dh is overwritten."""
+
+    def __init__(self, rt, params: Parameters, batch: int, window: int, features, precision="f32"):
+        B, K, F, D = batch, window, params.n_features, params.hidden
+        self.batch, self.window = B, K
+        self.z = rt.device_array((K, B, ssm.PARTS * D), np.float32, "enc_z")
+        self.states = rt.device_array((K, B, D), np.float32, "enc_states")
+        self.y = rt.device_array((B, D), np.float32, "enc_y")
+        self.h = rt.device_array((B, D), np.float32, "h")
+        self.dh = rt.device_array((B, D), np.float32, "dh")
+        self.dy = rt.device_array((B, D), np.float32, "enc_dy")
+        self.dz = rt.device_array((K, B, ssm.PARTS * D), np.float32, "enc_dz")
+        inp = Linear(rt, params, "enc_w_in", "enc_b_in", features, self.z, K * B, F, ssm.PARTS * D,
+                     precision=precision, dY=self.dz)
+        out = Linear(rt, params, "enc_w_out", "enc_b_out", self.y, self.h, B, D, D, ACT_TANH, precision,
+                     dY=self.dh, dX=self.dy)
+        self.forward = [*inp.forward, ssm.plan_scan_fwd(rt, self.states, self.y, self.z, K, B, D), *out.forward]
+        self.backward = [*out.backward, ssm.plan_scan_bwd(rt, self.dz, self.z, self.states, self.dy, K, B, D),
+                         *inp.backward]
+
+
+class PerceptionHead:
+    """logits = h Wp + bp [B, 9]; masked BCE against labels; backward writes dh (not accumulated)."""
+
+    def __init__(self, rt, params: Parameters, h, dh, labels, mask, batch: int, precision="f32"):
+        B, D = batch, params.hidden
+        self.logits = rt.device_array((B, N_PERCEPTION), np.float32, "perception_logits")
+        self.dlogits = rt.device_array((B, N_PERCEPTION), np.float32, "perception_dlogits")
+        self.loss = rt.device_array((B, N_PERCEPTION), np.float32, "perception_loss")
+        self.loss_mean = rt.device_array(1, np.float32, "perception_loss_mean")
+        lin = Linear(rt, params, "perception_w", "perception_b", h, self.logits, B, D, N_PERCEPTION,
+                     precision=precision, dY=self.dlogits, dX=dh)
+        self.forward = [*lin.forward,
+                        losses.plan_bce_masked(rt, self.dlogits, self.loss, self.logits, labels, mask, B, N_PERCEPTION),
+                        losses.plan_loss_mean(rt, self.loss_mean, self.loss, B * N_PERCEPTION)]
+        self.backward = lin.backward
+
+
+class RlHeads:
+    """C51 Q (online and target), policy and value on replayed h_t / h_tp1, their losses and backward.
+
+    Transition arrays (device, [B]): action i32, ret (n-step return), gamma_n, done, weight (PER
+    importance weights), logp_old. backward leaves dQ/dπ/dV gradients in params.grad and the heads'
+    summed gradient on h_t in `dh`; `into_encoder(dh_enc)` adds lambda * dh to the encoder's dh.
+    """
+
+    def __init__(self, rt, params: Parameters, h, h_next, action, ret, gamma_n, done, weight, logp_old, isv,
+                 batch: int, precision="f32"):
+        B, D = batch, params.hidden
+        self.rt, self.isv, self.batch, self.hidden = rt, isv, B, D
+        arr = lambda shape, name, dt=np.float32: rt.device_array(shape, dt, name)  # noqa: E731
+        self.q_logits, self.dq_logits = arr((B, Q_OUTPUTS), "q_logits"), arr((B, Q_OUTPUTS), "dq_logits")
+        self.next_logits = arr((B, Q_OUTPUTS), "q_next_logits")
+        self.next_probs, self.next_q = arr((B, N_ACTIONS, C51_ATOMS), "q_next_probs"), arr((B, N_ACTIONS), "q_next")
+        self.pi_logits, self.dpi_logits = arr((B, N_ACTIONS), "pi_logits"), arr((B, N_ACTIONS), "dpi_logits")
+        self.v, self.v_next, self.dv = arr((B, 1), "v"), arr((B, 1), "v_next"), arr((B, 1), "dv")
+        self.advantage = arr(B, "advantage")
+        self.loss_q, self.td_error = arr(B, "loss_q"), arr(B, "td_error")
+        self.loss_pi, self.loss_v = arr(B, "loss_pi"), arr(B, "loss_v")
+        self.loss_means = arr(3, "rl_loss_means")  # q, pi, v
+        self.dh = arr((B, D), "dh_rl")
+        q = Linear(rt, params, "dqn_w", "dqn_b", h, self.q_logits, B, D, Q_OUTPUTS, precision=precision,
+                   dY=self.dq_logits, dX=self.dh)
+        q_next = Linear(rt, params, "dqn_w", "dqn_b", h_next, self.next_logits, B, D, Q_OUTPUTS,
+                        precision=precision, target=True)
+        pi = Linear(rt, params, "policy_w", "policy_b", h, self.pi_logits, B, D, N_ACTIONS, precision=precision,
+                    dY=self.dpi_logits, dX=self.dh, accumulate_dX=True)
+        v = Linear(rt, params, "value_w", "value_b", h, self.v, B, D, 1, precision=precision, dY=self.dv,
+                   dX=self.dh, accumulate_dX=True)
+        v_next = Linear(rt, params, "value_w", "value_b", h_next, self.v_next, B, D, 1, precision=precision)
+        self.forward = [
+            *q.forward, *q_next.forward, *pi.forward, *v.forward, *v_next.forward,
+            heads.plan_c51_distribution(rt, self.next_probs, self.next_q, self.next_logits, isv, B),
+            losses.plan_c51_loss(rt, self.dq_logits, self.loss_q, self.td_error, self.q_logits, self.next_probs,
+                                 self.next_q, action, ret, gamma_n, done, weight, isv, B),
+            losses.plan_value_loss(rt, self.dv, self.loss_v, self.advantage, self.v, self.v_next, ret, gamma_n,
+                                   done, B),
+            losses.plan_policy_loss(rt, self.dpi_logits, self.loss_pi, self.pi_logits, action, self.advantage,
+                                    logp_old, isv, B),
+            losses.plan_loss_mean(rt, self.loss_means.at(0), self.loss_q, B),
+            losses.plan_loss_mean(rt, self.loss_means.at(1), self.loss_pi, B),
+            losses.plan_loss_mean(rt, self.loss_means.at(2), self.loss_v, B),
+        ]
+        self.backward = [*q.backward, *pi.backward, *v.backward]
+
+    def into_encoder(self, dh_encoder) -> list:
+        return [optim.plan_grad_h_accumulate(self.rt, dh_encoder, self.dh, self.isv, self.batch * self.hidden)]
+
+
+class Actor:
+    """What the action sampler reads, from the encoder's h: the policy's probabilities and log
+    probabilities, and the online C51 distribution with its Q values (forward only)."""
+
+    def __init__(self, rt, params: Parameters, h, isv, batch: int, precision="f32"):
+        B, D = batch, params.hidden
+        arr = lambda shape, name: rt.device_array(shape, np.float32, name)  # noqa: E731
+        self.pi_logits, self.pi_probs, self.pi_log_probs = (arr((B, N_ACTIONS), n) for n in
+                                                            ("act_pi_logits", "act_pi_probs", "act_pi_log_probs"))
+        self.q_logits = arr((B, Q_OUTPUTS), "act_q_logits")
+        self.q_probs, self.q = arr((B, N_ACTIONS, C51_ATOMS), "act_q_probs"), arr((B, N_ACTIONS), "act_q")
+        pi = Linear(rt, params, "policy_w", "policy_b", h, self.pi_logits, B, D, N_ACTIONS, precision=precision)
+        q = Linear(rt, params, "dqn_w", "dqn_b", h, self.q_logits, B, D, Q_OUTPUTS, precision=precision)
+        self.forward = [*pi.forward, heads.plan_policy_softmax(rt, self.pi_probs, self.pi_log_probs, self.pi_logits, B),
+                        *q.forward, heads.plan_c51_distribution(rt, self.q_probs, self.q, self.q_logits, isv, B)]
+
+
+class Optimizer:
+    """Clip the global gradient norm, bump Adam's step counts, AdamW each tensor with its ISV
+    learning rate, then soft-update the C51 target with tau from the ISV."""
+
+    def __init__(self, rt, params: Parameters, isv):
+        self.clip = optim.GradClip(rt, params.grad, params.size, isv)
+        self.update = [self.clip, optim.plan_steps_increment(rt, params.adam_steps, len(params.tensors))]
+        for i, t in enumerate(params.tensors):
+            self.update.append(optim.plan_adamw(
+                rt, params.ptr(t.name), params.ptr(t.name, "grad"), params.ptr(t.name, "adam_m"),
+                params.ptr(t.name, "adam_v"), self.clip.clip, params.adam_steps.at(i), t.size, isv=isv,
+                lr_slot=t.lr_slot))
+        self.update.append(optim.plan_soft_update(rt, params.target, params.theta.at(params.target_offset), isv,
+                                                  params.target_size))
+
+
+def launch_all(plans, stream):
+    for p in plans:
+        p.launch(stream)
+
+
+class Learner:
+    """A whole learning step over device inputs it owns: encoder forward on a window batch,
+    perception loss, RL losses on a replayed batch (h_t, h_tp1 and transition scalars), all
+    backward passes, gradient clipping, AdamW with ISV learning rates and the target update.
+
+    Inputs to fill before a step (device arrays): `features` [K, B, F], `labels`/`mask` [B, 9],
+    `h_t`/`h_tp1` [B, D], `action` (i32), `ret`, `gamma_n`, `done`, `weight`, `logp_old` [B].
+    `forward_backward` and `update` are plan lists; `step` = both, capturable into one graph.
+    """
+
+    def __init__(self, rt, isv, batch: int, window: int, n_features: int, hidden: int = HIDDEN_DIM,
+                 precision: str = "f32"):
+        B, K = batch, window
+        self.rt, self.batch, self.window = rt, B, K
+        self.params = Parameters(rt, n_features, hidden)
+        D = hidden
+        arr = lambda shape, name, dt=np.float32: rt.device_array(shape, dt, name)  # noqa: E731
+        self.features = arr((K, B, n_features), "features")
+        self.labels, self.mask = arr((B, N_PERCEPTION), "labels"), arr((B, N_PERCEPTION), "label_mask")
+        self.h_t, self.h_tp1 = arr((B, D), "replay_h_t"), arr((B, D), "replay_h_tp1")
+        self.action = arr(B, "replay_action", np.int32)
+        self.ret, self.gamma_n, self.done = arr(B, "replay_ret"), arr(B, "replay_gamma_n"), arr(B, "replay_done")
+        self.weight, self.logp_old = arr(B, "replay_weight"), arr(B, "replay_logp_old")
+        self.encoder = Encoder(rt, self.params, B, K, self.features, precision)
+        self.perception = PerceptionHead(rt, self.params, self.encoder.h, self.encoder.dh, self.labels, self.mask,
+                                         B, precision)
+        self.rl = RlHeads(rt, self.params, self.h_t, self.h_tp1, self.action, self.ret, self.gamma_n, self.done,
+                          self.weight, self.logp_old, isv, B, precision)
+        self.optimizer = Optimizer(rt, self.params, isv)
+        self.forward_backward = [*self.encoder.forward, *self.perception.forward, *self.rl.forward,
+                                 *self.perception.backward, *self.rl.backward, *self.rl.into_encoder(self.encoder.dh),
+                                 *self.encoder.backward]
+        self.update = self.optimizer.update
+        self.step = self.forward_backward + self.update
+
+    def load_inputs(self, inputs: dict[str, np.ndarray]):
+        for name, value in inputs.items():
+            getattr(self, name).upload(value)
+
+    def random_inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """A synthetic batch with every input in its valid range (tests and benchmarks)."""
+        B, K, F, D = self.batch, self.window, self.params.n_features, self.params.hidden
+        f32 = np.float32
+        return {
+            "features": rng.standard_normal((K, B, F)).astype(f32),
+            "labels": (rng.random((B, N_PERCEPTION)) < 0.5).astype(f32),
+            "mask": (rng.random((B, N_PERCEPTION)) < 0.9).astype(f32),
+            "h_t": np.tanh(rng.standard_normal((B, D))).astype(f32),
+            "h_tp1": np.tanh(rng.standard_normal((B, D))).astype(f32),
+            "action": rng.integers(0, N_ACTIONS, B).astype(np.int32),
+            "ret": rng.standard_normal(B).astype(f32),
+            "gamma_n": np.full(B, 0.99 ** 3, f32),
+            "done": (rng.random(B) < 0.05).astype(f32),
+            "weight": rng.uniform(0.3, 1.0, B).astype(f32),
+            "logp_old": np.log(rng.uniform(0.1, 0.5, B)).astype(f32),
+        }

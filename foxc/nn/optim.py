@@ -1,0 +1,137 @@
+"""AdamW, gradient-norm clipping, target soft update and the RL-to-encoder gradient (cuda/nn/optim.cu).
+
+Graph-safe by construction: the learning rate (`adamw_step_isv_lr`), clip norm, tau and lambda
+are read from the ISV on the device, Adam's step counts live in a device array bumped by
+`adam_steps_increment`, and the clip scale is computed on the device and read by every
+`adamw_step` launch. The norm is a two-stage reduction with a fixed grid, so it is bit-stable.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..driver import KernelSpec, f32, i32, i64, ptr, reference
+from ..isv.registry import slot_index
+
+MODULE = "nn/optim"
+BLOCK = 256
+MAX_BLOCKS = 1024
+SUMSQ_BLOCKS = 128  # part of the norm's definition (the order of its additions): keep fixed
+ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD = 0.9, 0.999, 1e-8, 0.01
+
+ADAM_STEPS_INCREMENT = KernelSpec("adam_steps_increment", MODULE, (ptr("steps"), i32("n")),
+                                  doc="steps[i] += 1 for i < n; grid 1, block 32")
+ADAMW_STEP = KernelSpec("adamw_step", MODULE, (
+    ptr("theta"), ptr("grad"), ptr("m"), ptr("v"), ptr("clip"), ptr("step"), i64("n"),
+    f32("lr"), f32("beta1"), f32("beta2"), f32("eps"), f32("wd")), doc="AdamW with decoupled weight decay")
+ADAMW_STEP_ISV_LR = KernelSpec("adamw_step_isv_lr", MODULE, (
+    ptr("theta"), ptr("grad"), ptr("m"), ptr("v"), ptr("clip"), ptr("step"), i64("n"),
+    ptr("isv"), i32("lr_slot"), f32("beta1"), f32("beta2"), f32("eps"), f32("wd")),
+    doc="adamw_step with lr = isv[lr_slot]")
+GRAD_SUMSQ_PARTIAL = KernelSpec("grad_sumsq_partial", MODULE, (ptr("partials"), ptr("grad"), i64("n")),
+                                doc="partials[k] = sum of grad^2 over block k's chunks")
+GRAD_CLIP_SCALE = KernelSpec("grad_clip_scale", MODULE, (ptr("clip"), ptr("partials"), i32("n_partials"), ptr("isv")),
+                             doc="clip[0] = min(1, grad_clip_norm / norm), clip[1] = norm")
+SOFT_UPDATE = KernelSpec("soft_update", MODULE, (ptr("target"), ptr("online"), ptr("isv"), i64("n")),
+                         doc="target += tau (online - target)")
+GRAD_H_ACCUMULATE_SCALED = KernelSpec("grad_h_accumulate_scaled", MODULE,
+                                      (ptr("grad_encoder"), ptr("grad_heads"), ptr("isv"), i64("n")),
+                                      doc="grad_encoder += rl_to_encoder_lambda * grad_heads")
+
+
+def _adamw(theta, grad, m, v, clip, step, n, lr, beta1, beta2, eps, wd):
+    n = int(n)
+    one = np.float32(1)
+    t = np.float32(step.i32(1)[0])
+    bc1 = max(one - np.power(beta1, t), np.float32(1e-12))
+    bc2 = max(one - np.power(beta2, t), np.float32(1e-12))
+    g = grad.f32(n) * clip.f32(1)[0]
+    mv, vv, th = m.f32(n), v.f32(n), theta.f32(n)
+    mv[:] = beta1 * mv + (one - beta1) * g
+    vv[:] = beta2 * vv + (one - beta2) * g * g
+    th -= lr * ((mv / bc1) / (np.sqrt(vv / bc2) + eps) + wd * th)
+
+
+@reference(ADAM_STEPS_INCREMENT)
+def _adam_steps_increment(launch, steps, n):
+    steps.i32(int(n))[:] += 1
+
+
+@reference(ADAMW_STEP)
+def _adamw_step(launch, theta, grad, m, v, clip, step, n, lr, beta1, beta2, eps, wd):
+    _adamw(theta, grad, m, v, clip, step, n, lr, beta1, beta2, eps, wd)
+
+
+@reference(ADAMW_STEP_ISV_LR)
+def _adamw_step_isv_lr(launch, theta, grad, m, v, clip, step, n, isv, lr_slot, beta1, beta2, eps, wd):
+    _adamw(theta, grad, m, v, clip, step, n, isv.f32()[int(lr_slot)], beta1, beta2, eps, wd)
+
+
+@reference(GRAD_SUMSQ_PARTIAL)
+def _grad_sumsq_partial(launch, partials, grad, n):
+    blocks = launch.grid[0]
+    g = grad.f32(int(n)).astype(np.float64)
+    owner = (np.arange(g.size) // BLOCK) % blocks
+    partials.f32(blocks)[:] = np.bincount(owner, weights=g * g, minlength=blocks)
+
+
+@reference(GRAD_CLIP_SCALE)
+def _grad_clip_scale(launch, clip, partials, n_partials, isv):
+    norm = np.float32(np.sqrt(partials.f32(int(n_partials)).sum(dtype=np.float64)))
+    limit = isv.f32()[slot_index("grad_clip_norm")]
+    out = clip.f32(2)
+    out[0] = limit / norm if (limit > 0 and norm > limit) else np.float32(1)
+    out[1] = norm
+
+
+@reference(SOFT_UPDATE)
+def _soft_update(launch, target, online, isv, n):
+    n = int(n)
+    tau = isv.f32()[slot_index("tau")]
+    t = target.f32(n)
+    t += tau * (online.f32(n) - t)
+
+
+@reference(GRAD_H_ACCUMULATE_SCALED)
+def _grad_h_accumulate_scaled(launch, grad_encoder, grad_heads, isv, n):
+    n = int(n)
+    lam = isv.f32()[slot_index("rl_to_encoder_lambda")]
+    grad_encoder.f32(n)[:] += lam * grad_heads.f32(n)
+
+
+def grid_for(n: int) -> int:
+    return max(1, min(-(-int(n) // BLOCK), MAX_BLOCKS))
+
+
+def plan_adamw(rt, theta, grad, m, v, clip, step, n: int, isv=None, lr_slot: str | None = None, lr: float = 3e-4,
+               beta1=ADAM_BETA1, beta2=ADAM_BETA2, eps=ADAM_EPS, wd=ADAM_WD):
+    """AdamW on n elements; with `isv` and `lr_slot` (a slot name) the learning rate is read on the device."""
+    if isv is not None:
+        return rt.plan(ADAMW_STEP_ISV_LR, grid_for(n), BLOCK,
+                       (theta, grad, m, v, clip, step, n, isv, slot_index(lr_slot), beta1, beta2, eps, wd))
+    return rt.plan(ADAMW_STEP, grid_for(n), BLOCK, (theta, grad, m, v, clip, step, n, lr, beta1, beta2, eps, wd))
+
+
+class GradClip:
+    """The global gradient norm of a flat gradient buffer and the scale AdamW applies: two launches."""
+
+    def __init__(self, rt, grad, n: int, isv, name: str = "grad"):
+        self.partials = rt.device_array(SUMSQ_BLOCKS, np.float32, f"{name}_sumsq_partials")
+        self.clip = rt.device_array(2, np.float32, f"{name}_clip")  # [scale, norm]
+        self.plans = [rt.plan(GRAD_SUMSQ_PARTIAL, SUMSQ_BLOCKS, BLOCK, (self.partials, grad, n)),
+                      rt.plan(GRAD_CLIP_SCALE, 1, BLOCK, (self.clip, self.partials, SUMSQ_BLOCKS, isv))]
+
+    def launch(self, stream):
+        for p in self.plans:
+            p.launch(stream)
+
+
+def plan_soft_update(rt, target, online, isv, n: int):
+    return rt.plan(SOFT_UPDATE, grid_for(n), BLOCK, (target, online, isv, n))
+
+
+def plan_grad_h_accumulate(rt, grad_encoder, grad_heads, isv, n: int):
+    return rt.plan(GRAD_H_ACCUMULATE_SCALED, grid_for(n), BLOCK, (grad_encoder, grad_heads, isv, n))
+
+
+def plan_steps_increment(rt, steps, n: int):
+    return rt.plan(ADAM_STEPS_INCREMENT, 1, 32, (steps, n))

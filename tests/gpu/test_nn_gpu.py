@@ -1,0 +1,222 @@
+"""The learning kernels on a GPU: each against its numpy reference at the model's shapes
+(B=1024, K=32, D=128), outputs poisoned before launch; bit-identical reruns; graph = eager."""
+import numpy as np
+import pytest
+
+from foxc.isv import IsvBus
+from foxc.isv.registry import SLOTS, slot_index
+from foxc.nn import heads, losses, matmul, model, optim, ssm
+from foxc.testing import assert_close, poisoned, rel_error, run_kernel
+
+B, K, D, F = 1024, 32, 128, 40
+
+
+def isv_values(**overrides):
+    v = np.array([s.bootstrap for s in SLOTS], np.float32)
+    for k, x in overrides.items():
+        v[slot_index(k)] = x
+    return v
+
+
+def compare(cuda_rt, ref_rt, spec, grid, block, args, rtol, what=None):
+    """Run on both backends on copies of args; every float32 output compared, no NaN left behind."""
+    copy = lambda: [a.copy() if isinstance(a, np.ndarray) else a for a in args]  # noqa: E731
+    got = run_kernel(cuda_rt, spec, grid, block, copy())
+    want = run_kernel(ref_rt, spec, grid, block, copy())
+    errs = []
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g.dtype == np.float32:
+            assert not np.isnan(g).any() or np.isnan(w).any(), f"{spec.name}: output {i} has unwritten elements"
+            errs.append(assert_close(g, w, rtol, f"{what or spec.name} arg {i}"))
+        else:
+            assert np.array_equal(g, w), f"{spec.name} arg {i}"
+    return got, max(errs) if errs else 0.0
+
+
+GEMM_SHAPES = [(K * B, F, 4 * D), (B, D, D), (B, D, heads.Q_OUTPUTS), (B, D, 1), (1000, 37, 67), (1, 5, 3)]
+
+
+@pytest.mark.parametrize("precision", matmul.PRECISIONS)
+@pytest.mark.parametrize("shape", GEMM_SHAPES)
+def test_linear_fwd(cuda_rt, ref_rt, rng, precision, shape):
+    M, Kd, N = shape
+    x = rng.standard_normal((M, Kd)).astype(np.float32)
+    w = (rng.standard_normal((Kd, N)) / np.sqrt(Kd)).astype(np.float32)
+    b = rng.standard_normal(N).astype(np.float32)
+    tol = 1e-5 if precision == "f32" else 2e-5  # the TF32 reference rounds operands as the tensor cores do
+    for act in (0, 2):
+        compare(cuda_rt, ref_rt, matmul.LINEAR_FWD[precision], matmul.gemm_grid(M, N), 256,
+                [poisoned((M, N)), x, w, b, M, Kd, N, act], tol)
+
+
+@pytest.mark.parametrize("precision", matmul.PRECISIONS)
+def test_tf32_within_tolerance_of_fp32(cuda_rt, rng, precision):
+    M, Kd, N = B, D, heads.Q_OUTPUTS
+    x = rng.standard_normal((M, Kd)).astype(np.float32)
+    w = rng.standard_normal((Kd, N)).astype(np.float32)
+    b = np.zeros(N, np.float32)
+    exact = x.astype(np.float64) @ w
+    y, *_ = run_kernel(cuda_rt, matmul.LINEAR_FWD[precision], matmul.gemm_grid(M, N), 256,
+                       [poisoned((M, N)), x, w, b, M, Kd, N, 0])
+    err = rel_error(y, exact)
+    print(f"{precision} vs float64: relative error {err:.2e}")
+    assert err < (1e-6 if precision == "f32" else 5e-4)
+
+
+@pytest.mark.parametrize("precision", matmul.PRECISIONS)
+@pytest.mark.parametrize("shape", [(B, D, heads.Q_OUTPUTS), (B, D, D), (777, 33, 65)])
+def test_matmul_nt(cuda_rt, ref_rt, rng, precision, shape):
+    M, Kd, N = shape
+    a = rng.standard_normal((M, Kd)).astype(np.float32)
+    b = rng.standard_normal((N, Kd)).astype(np.float32)
+    tol = 1e-5 if precision == "f32" else 2e-5
+    compare(cuda_rt, ref_rt, matmul.MATMUL_NT[precision], matmul.gemm_grid(M, N), 256,
+            [poisoned((M, N)), a, b, M, Kd, N, 0], tol)
+    c0 = rng.standard_normal((M, N)).astype(np.float32)
+    compare(cuda_rt, ref_rt, matmul.MATMUL_NT[precision], matmul.gemm_grid(M, N), 256, [c0, a, b, M, Kd, N, 1], tol)
+
+
+@pytest.mark.parametrize("precision", matmul.PRECISIONS)
+@pytest.mark.parametrize("shape", [(K * B, F, 4 * D), (B, D, heads.Q_OUTPUTS), (B, D, 1), (1001, 37, 67)])
+def test_matmul_tn_split_and_reduce(cuda_rt, ref_rt, rng, precision, shape):
+    R, M, N = shape
+    tiles = matmul.gemm_grid(M, N)[0] * matmul.gemm_grid(M, N)[1]
+    splits, chunk = matmul.row_split(R, tiles)
+    a = rng.standard_normal((R, M)).astype(np.float32)
+    b = rng.standard_normal((R, N)).astype(np.float32)
+    tol = 1e-5 if precision == "f32" else 2e-5
+    (parts, *_), _ = compare(cuda_rt, ref_rt, matmul.MATMUL_TN[precision], matmul.gemm_grid(M, N, splits), 256,
+                             [poisoned((splits, M, N)), a, b, R, M, N, chunk], tol)
+    compare(cuda_rt, ref_rt, matmul.REDUCE_SPLITS, matmul.elementwise_grid(M * N), 256,
+            [poisoned((M, N)), parts, splits, M * N], 1e-6)
+    cs, cchunk = matmul.row_split(R, -(-N // 32))
+    compare(cuda_rt, ref_rt, matmul.COLUMN_SUM_PARTIAL, (-(-N // 32), cs), (32, 8),
+            [poisoned((cs, N)), b, R, N, cchunk], 1e-5)
+
+
+def test_act_bwd(cuda_rt, ref_rt, rng):
+    n = B * D
+    dy = rng.standard_normal(n).astype(np.float32)
+    for act in range(4):
+        y = rng.uniform(-1, 1, n).astype(np.float32) if act != 3 else rng.random(n).astype(np.float32)
+        compare(cuda_rt, ref_rt, matmul.ACT_BWD, matmul.elementwise_grid(n), 256, [poisoned(n), dy, y, n, act], 1e-6)
+
+
+def test_ssm_scan(cuda_rt, ref_rt, rng):
+    z = rng.standard_normal((K, B, 4 * D)).astype(np.float32)
+    (states, y, _), _ = compare(cuda_rt, ref_rt, ssm.SSM_SCAN_FWD, ssm.scan_grid(B, D), ssm.BLOCK,
+                                [poisoned((K, B, D)), poisoned((B, D)), z, K, B, D], 1e-5)
+    dy = rng.standard_normal((B, D)).astype(np.float32)
+    compare(cuda_rt, ref_rt, ssm.SSM_SCAN_BWD, ssm.scan_grid(B, D), ssm.BLOCK,
+            [poisoned(z.shape), z, states, dy, K, B, D], 1e-5)
+
+
+def test_heads(cuda_rt, ref_rt, rng):
+    logits = (rng.standard_normal((B, heads.Q_OUTPUTS)) * 3).astype(np.float32)
+    isv = isv_values(c51_v_min=-7.0, c51_v_max=9.0)
+    compare(cuda_rt, ref_rt, heads.C51_DISTRIBUTION, heads.grid_for(B * 5), 256,
+            [poisoned((B, 5, 51)), poisoned((B, 5)), logits, isv, B], 1e-5)
+    pl = (rng.standard_normal((B, 5)) * 3).astype(np.float32)
+    compare(cuda_rt, ref_rt, heads.POLICY_SOFTMAX, heads.grid_for(B), 256,
+            [poisoned((B, 5)), poisoned((B, 5)), pl, B], 1e-5)
+
+
+def test_losses(cuda_rt, ref_rt, rng):
+    logits = rng.standard_normal((B, heads.Q_OUTPUTS)).astype(np.float32)
+    next_probs = rng.dirichlet(np.ones(51), (B, 5)).astype(np.float32)
+    next_q = rng.standard_normal((B, 5)).astype(np.float32)
+    action = rng.integers(0, 5, B).astype(np.int32)
+    ret = (rng.standard_normal(B) * 4).astype(np.float32)
+    gamma_n = rng.uniform(0.9, 1.0, B).astype(np.float32)
+    done = (rng.random(B) < 0.2).astype(np.float32)
+    weight = rng.uniform(0.2, 1.0, B).astype(np.float32)
+    isv = isv_values(entropy_coef=0.03)
+    compare(cuda_rt, ref_rt, losses.C51_LOSS, losses.grid_for(B), 256, [
+        poisoned((B, heads.Q_OUTPUTS)), poisoned(B), poisoned(B), logits, next_probs, next_q, action, ret, gamma_n,
+        done, weight, isv, B], 1e-4)
+    v, v_next = rng.standard_normal(B).astype(np.float32), rng.standard_normal(B).astype(np.float32)
+    (_, _, adv, *_), _ = compare(cuda_rt, ref_rt, losses.VALUE_LOSS, losses.grid_for(B), 256, [
+        poisoned(B), poisoned(B), poisoned(B), v, v_next, ret, gamma_n, done, B], 1e-5)
+    pl = rng.standard_normal((B, 5)).astype(np.float32)
+    logp_old = np.log(rng.uniform(0.05, 0.5, B)).astype(np.float32)
+    compare(cuda_rt, ref_rt, losses.POLICY_LOSS, losses.grid_for(B), 256, [
+        poisoned((B, 5)), poisoned(B), pl, action, adv, logp_old, isv, B], 1e-5)
+    x = (rng.standard_normal((B, 9)) * 3).astype(np.float32)
+    y = (rng.random((B, 9)) < 0.5).astype(np.float32)
+    mask = (rng.random((B, 9)) < 0.8).astype(np.float32)
+    y[mask == 0] = np.nan
+    compare(cuda_rt, ref_rt, losses.BCE_MASKED, losses.grid_for(B * 9), 256, [
+        poisoned((B, 9)), poisoned((B, 9)), x, y, mask, B, 9], 1e-5)
+    compare(cuda_rt, ref_rt, losses.LOSS_MEAN, 1, 256, [poisoned(1), ret, B], 1e-6)
+
+
+def test_optim(cuda_rt, ref_rt, rng):
+    n = 200_003
+    theta = rng.standard_normal(n).astype(np.float32)
+    grad = rng.standard_normal(n).astype(np.float32)
+    m = (rng.standard_normal(n) * 0.1).astype(np.float32)
+    v = (rng.random(n) * 0.1).astype(np.float32)
+    clip = np.array([0.7, 3.0], np.float32)
+    step = np.array([5], np.int32)
+    isv = isv_values(lr_value=2e-3, tau=0.1, rl_to_encoder_lambda=0.3, grad_clip_norm=10.0)
+    compare(cuda_rt, ref_rt, optim.ADAMW_STEP, optim.grid_for(n), 256,
+            [theta, grad, m, v, clip, step, n, 1e-3, 0.9, 0.999, 1e-8, 0.01], 1e-6)
+    compare(cuda_rt, ref_rt, optim.ADAMW_STEP_ISV_LR, optim.grid_for(n), 256,
+            [theta, grad, m, v, clip, step, n, isv, slot_index("lr_value"), 0.9, 0.999, 1e-8, 0.01], 1e-6)
+    compare(cuda_rt, ref_rt, optim.ADAM_STEPS_INCREMENT, 1, 32, [np.arange(40, dtype=np.int32), 40], 0)
+    (parts, _), _ = compare(cuda_rt, ref_rt, optim.GRAD_SUMSQ_PARTIAL, optim.SUMSQ_BLOCKS, 256,
+                            [poisoned(optim.SUMSQ_BLOCKS), grad, n], 1e-5)
+    (c, *_), _ = compare(cuda_rt, ref_rt, optim.GRAD_CLIP_SCALE, 1, 256, [poisoned(2), parts, optim.SUMSQ_BLOCKS, isv],
+                         1e-6)
+    assert abs(c[1] - np.linalg.norm(grad.astype(np.float64))) / c[1] < 1e-5 and c[0] < 1
+    compare(cuda_rt, ref_rt, optim.SOFT_UPDATE, optim.grid_for(n), 256, [theta, grad, isv, n], 1e-6)
+    compare(cuda_rt, ref_rt, optim.GRAD_H_ACCUMULATE_SCALED, optim.grid_for(n), 256, [theta, grad, isv, n], 1e-6)
+
+
+def make_learner(rt, precision, seed=7):
+    isv = IsvBus(rt)
+    learner = model.Learner(rt, isv, B, K, F, D, precision)
+    rng = np.random.default_rng(seed)
+    learner.params.init(rng)
+    learner.load_inputs(learner.random_inputs(rng))
+    return learner, isv
+
+
+def state(learner):
+    p = learner.params
+    return [p.theta.download(), p.adam_m.download(), p.adam_v.download(), p.target.download(),
+            learner.rl.td_error.download(), learner.encoder.h.download()]
+
+
+@pytest.mark.parametrize("precision", matmul.PRECISIONS)
+def test_learner_step_same_bits_twice_and_in_a_graph(cuda_rt, precision):
+    runs = []
+    for mode in ("eager", "eager", "graph"):
+        learner, isv = make_learner(cuda_rt, precision)
+        if mode == "eager":
+            for _ in range(3):
+                model.launch_all(learner.step, cuda_rt.stream)
+        else:
+            with cuda_rt.capture(name="learn") as cap:
+                model.launch_all(learner.step, cuda_rt.stream)
+            for _ in range(3):
+                cap.graph.launch(cuda_rt.stream)
+        cuda_rt.stream.synchronize()
+        runs.append(state(learner))
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("precision", matmul.PRECISIONS)
+def test_learner_gradients_match_reference(cuda_rt, ref_rt, precision):
+    got, _ = make_learner(cuda_rt, precision)
+    want, _ = make_learner(ref_rt, precision)
+    model.launch_all(got.forward_backward, cuda_rt.stream)
+    model.launch_all(want.forward_backward, ref_rt.stream)
+    cuda_rt.stream.synchronize()
+    g, w = got.params.host("grad"), want.params.host("grad")
+    for name in g:
+        err = rel_error(g[name], w[name])
+        print(f"{precision} grad {name}: relative error {err:.2e}")
+        assert err < (1e-4 if precision == "f32" else 1e-3), name

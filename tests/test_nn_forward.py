@@ -1,0 +1,260 @@
+"""The learning kernels' references against naive loop implementations or invariants."""
+import numpy as np
+import pytest
+
+from foxc.isv.registry import SLOTS, slot_index
+from foxc.nn import functional as F
+from foxc.nn import heads, losses, matmul, optim, ssm
+from foxc.testing import assert_close, poisoned, run_kernel
+
+
+def isv_values(**overrides):
+    v = np.array([s.bootstrap for s in SLOTS], np.float32)
+    for k, x in overrides.items():
+        v[slot_index(k)] = x
+    return v
+
+
+def naive_matmul(a, b):
+    out = np.zeros((a.shape[0], b.shape[1]))
+    for i in range(a.shape[0]):
+        for j in range(b.shape[1]):
+            out[i, j] = sum(float(a[i, k]) * float(b[k, j]) for k in range(a.shape[1]))
+    return out
+
+
+@pytest.mark.parametrize("precision", matmul.PRECISIONS)
+@pytest.mark.parametrize("act", [0, 1, 2, 3])
+def test_linear_forward(ref_rt, rng, precision, act):
+    M, K, N = 7, 5, 9
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    w = rng.standard_normal((K, N)).astype(np.float32)
+    b = rng.standard_normal(N).astype(np.float32)
+    y, *_ = run_kernel(ref_rt, matmul.LINEAR_FWD[precision], matmul.gemm_grid(M, N), 256,
+                       [poisoned((M, N)), x, w, b, M, K, N, act])
+    want = naive_matmul(x, w) + b
+    want = {0: want, 1: np.maximum(want, 0), 2: np.tanh(want), 3: 1 / (1 + np.exp(-want))}[act]
+    assert_close(y, want, 1e-6 if precision == "f32" else 2e-3)
+
+
+def test_tf32_rounding_is_nearest_ties_away():
+    one = np.float32(1.0)
+    ulp = np.float32(2.0 ** -10)
+    x = np.array([one + ulp / 2, one + ulp / 4, -(one + ulp / 2), np.inf, 3.0], np.float32)
+    got = F.round_tf32(x)
+    assert got[0] == one + ulp and got[1] == one and got[2] == -(one + ulp)
+    assert got[3] == np.inf and got[4] == 3.0
+
+
+def test_matmul_nt_and_accumulate(ref_rt, rng):
+    M, K, N = 6, 4, 5
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((N, K)).astype(np.float32)
+    c0 = rng.standard_normal((M, N)).astype(np.float32)
+    c, *_ = run_kernel(ref_rt, matmul.MATMUL_NT["f32"], matmul.gemm_grid(M, N), 256, [poisoned((M, N)), a, b, M, K, N, 0])
+    assert_close(c, naive_matmul(a, b.T), 1e-6)
+    c, *_ = run_kernel(ref_rt, matmul.MATMUL_NT["f32"], matmul.gemm_grid(M, N), 256, [c0.copy(), a, b, M, K, N, 1])
+    assert_close(c, c0 + naive_matmul(a, b.T), 1e-6)
+
+
+def test_matmul_tn_splits_and_column_sums(ref_rt, rng):
+    R, M, N = 300, 4, 6
+    a = rng.standard_normal((R, M)).astype(np.float32)
+    b = rng.standard_normal((R, N)).astype(np.float32)
+    dW = ref_rt.device_array((M, N), np.float32, "dW")
+    db = ref_rt.device_array(N, np.float32, "db")
+    A = ref_rt.device_array((R, M), np.float32, "A"); A.upload(a)
+    B = ref_rt.device_array((R, N), np.float32, "B"); B.upload(b)
+    red_w = matmul.RowReduction(ref_rt, dW, B, R, N, A=A, M=M)
+    red_b = matmul.RowReduction(ref_rt, db, B, R, N)
+    assert red_w.splits > 1 and red_b.splits > 1  # the split path and reduce_splits are exercised
+    red_w.launch(ref_rt.stream); red_b.launch(ref_rt.stream)
+    assert_close(dW.download(), naive_matmul(a.T, b), 1e-6)
+    assert_close(db.download(), b.astype(np.float64).sum(axis=0), 1e-6)
+
+
+def test_row_split_covers_every_row():
+    for R in [1, 15, 64, 1000, 32768, 524288]:
+        for tiles in [1, 8, 300]:
+            splits, chunk = matmul.row_split(R, tiles)
+            assert chunk % 16 == 0 and splits * chunk >= R and (splits - 1) * chunk < R
+
+
+def naive_scan(z, D):
+    K, B, _ = z.shape
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    states = np.zeros((K, B, D))
+    y = np.zeros((B, D))
+    for b in range(B):
+        for d in range(D):
+            s = 0.0
+            for t in range(K):
+                s = sig(z[t, b, D + d]) * s + sig(z[t, b, 2 * D + d]) * np.tanh(z[t, b, d])
+                states[t, b, d] = s
+            y[b, d] = sig(z[K - 1, b, 3 * D + d]) * s
+    return states, y
+
+
+def test_ssm_scan_forward(ref_rt, rng):
+    K, B, D = 5, 3, 4
+    z = rng.standard_normal((K, B, 4 * D)).astype(np.float32)
+    states, y, _ = run_kernel(ref_rt, ssm.SSM_SCAN_FWD, ssm.scan_grid(B, D), ssm.BLOCK,
+                              [poisoned((K, B, D)), poisoned((B, D)), z, K, B, D])
+    ws, wy = naive_scan(z.astype(np.float64), D)
+    assert_close(states, ws, 1e-6)
+    assert_close(y, wy, 1e-6)
+
+
+def test_c51_distribution(ref_rt, rng):
+    B = 3
+    logits = rng.standard_normal((B, heads.Q_OUTPUTS)).astype(np.float32) * 3
+    isv = isv_values(c51_v_min=-4.0, c51_v_max=6.0)
+    probs, q, *_ = run_kernel(ref_rt, heads.C51_DISTRIBUTION, 1, 256,
+                              [poisoned((B, 5, 51)), poisoned((B, 5)), logits, isv, B])
+    z = np.linspace(-4.0, 6.0, 51)
+    for b in range(B):
+        for a in range(5):
+            e = np.exp(logits[b, a * 51:(a + 1) * 51].astype(np.float64))
+            p = e / e.sum()
+            assert_close(probs[b, a], p, 1e-6)
+            assert abs(q[b, a] - (p * z).sum()) < 1e-5
+    assert np.allclose(probs.sum(-1), 1, atol=1e-6)
+
+
+def test_policy_softmax(ref_rt, rng):
+    B = 6
+    logits = rng.standard_normal((B, 5)).astype(np.float32) * 5
+    probs, logp, _ = run_kernel(ref_rt, heads.POLICY_SOFTMAX, 1, 256, [poisoned((B, 5)), poisoned((B, 5)), logits, B])
+    e = np.exp(logits.astype(np.float64))
+    assert_close(probs, e / e.sum(1, keepdims=True), 1e-6)
+    assert_close(logp, np.log(e / e.sum(1, keepdims=True)), 1e-6)
+
+
+def naive_projection(next_probs, next_q, ret, gamma_n, done, v_min, v_max):
+    B = next_probs.shape[0]
+    dz = (v_max - v_min) / 50
+    m = np.zeros((B, 51))
+    for b in range(B):
+        a = int(np.argmax(next_q[b]))
+        for j in range(51):
+            tz = min(max(ret[b] + gamma_n[b] * (1 - done[b]) * (v_min + j * dz), v_min), v_max)
+            pos = (tz - v_min) / dz
+            lo, hi = int(np.floor(pos)), int(np.ceil(pos))
+            if lo == hi:
+                m[b, lo] += next_probs[b, a, j]
+            else:
+                m[b, lo] += next_probs[b, a, j] * (hi - pos)
+                m[b, hi] += next_probs[b, a, j] * (pos - lo)
+    return m
+
+
+def c51_inputs(rng, B):
+    logits = rng.standard_normal((B, heads.Q_OUTPUTS)).astype(np.float32)
+    next_probs = rng.dirichlet(np.ones(51), (B, 5)).astype(np.float32)
+    next_q = rng.standard_normal((B, 5)).astype(np.float32)
+    action = rng.integers(0, 5, B).astype(np.int32)
+    ret = (rng.standard_normal(B) * 4).astype(np.float32)
+    gamma_n = rng.uniform(0.9, 1.0, B).astype(np.float32)
+    done = (rng.random(B) < 0.3).astype(np.float32)
+    weight = rng.uniform(0.2, 1.0, B).astype(np.float32)
+    return logits, next_probs, next_q, action, ret, gamma_n, done, weight
+
+
+def test_c51_projection_and_loss(ref_rt, rng):
+    B = 8
+    logits, next_probs, next_q, action, ret, gamma_n, done, weight = c51_inputs(rng, B)
+    ret[0] = 100.0  # clipped at v_max
+    ret[1] = -100.0
+    isv = isv_values(c51_v_min=-10.0, c51_v_max=10.0)
+    m = F.c51_project(next_probs, next_q, ret, gamma_n, done, np.float32(-10), np.float32(10))
+    assert_close(m, naive_projection(next_probs, next_q, ret, gamma_n, done, -10.0, 10.0), 1e-5)
+    assert np.allclose(m.sum(1), 1, atol=1e-5) and m[0, 50] > 0.999 and m[1, 0] > 0.999
+    grad, loss, td, *_ = run_kernel(ref_rt, losses.C51_LOSS, 1, 256, [
+        poisoned((B, heads.Q_OUTPUTS)), poisoned(B), poisoned(B), logits, next_probs, next_q, action, ret,
+        gamma_n, done, weight, isv, B])
+    z = np.linspace(-10, 10, 51)
+    for b in range(B):
+        lg = logits[b].reshape(5, 51)[action[b]].astype(np.float64)
+        p = np.exp(lg - lg.max()); p /= p.sum()
+        assert abs(loss[b] + (m[b] * np.log(p)).sum()) < 1e-4
+        assert abs(td[b] - abs((m[b] * z).sum() - (p * z).sum())) < 1e-4
+        g = grad[b].reshape(5, 51)
+        assert np.all(np.delete(g, action[b], axis=0) == 0)
+
+
+def test_bce_masked_ignores_masked_nan_labels(ref_rt, rng):
+    rows, cols = 4, 9
+    x = rng.standard_normal((rows, cols)).astype(np.float32) * 4
+    y = (rng.random((rows, cols)) < 0.5).astype(np.float32)
+    mask = (rng.random((rows, cols)) < 0.7).astype(np.float32)
+    y[mask == 0] = np.nan
+    grad, loss, *_ = run_kernel(ref_rt, losses.BCE_MASKED, 1, 256, [poisoned((rows, cols)), poisoned((rows, cols)),
+                                                                    x, y, mask, rows, cols])
+    assert np.all(np.isfinite(grad)) and np.all(np.isfinite(loss))
+    on = mask == 1
+    p = 1 / (1 + np.exp(-x[on].astype(np.float64)))
+    want = -(y[on] * np.log(p) + (1 - y[on]) * np.log(1 - p))
+    assert_close(loss[on], want, 1e-5)
+    assert np.all(loss[~on] == 0) and np.all(grad[~on] == 0)
+
+
+def test_loss_mean(ref_rt, rng):
+    x = rng.standard_normal(1000).astype(np.float32)
+    out, _ = run_kernel(ref_rt, losses.LOSS_MEAN, 1, 256, [poisoned(1), x, 1000])
+    assert abs(out[0] - x.astype(np.float64).mean()) < 1e-6
+
+
+def test_adamw_matches_formula_and_isv_lr(ref_rt, rng):
+    n = 300
+    theta = rng.standard_normal(n).astype(np.float32)
+    grad = rng.standard_normal(n).astype(np.float32)
+    m = rng.standard_normal(n).astype(np.float32) * 0.1
+    v = rng.random(n).astype(np.float32) * 0.1
+    clip = np.array([0.5, 2.0], np.float32)
+    step = np.array([3], np.int32)
+    lr, b1, b2, eps, wd = 1e-3, 0.9, 0.999, 1e-8, 0.01
+    got = run_kernel(ref_rt, optim.ADAMW_STEP, optim.grid_for(n), 256,
+                     [theta.copy(), grad, m.copy(), v.copy(), clip, step, n, lr, b1, b2, eps, wd])
+    g = grad.astype(np.float64) * 0.5
+    m2 = b1 * m + (1 - b1) * g
+    v2 = b2 * v + (1 - b2) * g * g
+    th = theta - lr * ((m2 / (1 - b1 ** 3)) / (np.sqrt(v2 / (1 - b2 ** 3)) + eps) + wd * theta)
+    assert_close(got[0], th, 1e-6)
+    assert_close(got[2], m2, 1e-6)
+    assert_close(got[3], v2, 1e-6)
+    isv = isv_values(lr_q=lr)
+    got2 = run_kernel(ref_rt, optim.ADAMW_STEP_ISV_LR, optim.grid_for(n), 256,
+                      [theta.copy(), grad, m.copy(), v.copy(), clip, step, n, isv, slot_index("lr_q"), b1, b2, eps, wd])
+    assert np.array_equal(got2[0], got[0])
+
+
+def test_adam_steps_increment(ref_rt):
+    steps, = run_kernel(ref_rt, optim.ADAM_STEPS_INCREMENT, 1, 32, [np.arange(12, dtype=np.int32), 12])
+    assert np.array_equal(steps, np.arange(12) + 1)
+
+
+@pytest.mark.parametrize("limit", [0.0, 1.0, 1e9])
+def test_grad_clip(ref_rt, rng, limit):
+    n = 70_001
+    g = rng.standard_normal(n).astype(np.float32)
+    grad = ref_rt.device_array(n, np.float32, "grad")
+    grad.upload(g)
+    isv = ref_rt.device_array(len(SLOTS), np.float32, "isv")
+    isv.upload(isv_values(grad_clip_norm=limit))
+    clip = optim.GradClip(ref_rt, grad, n, isv)
+    clip.launch(ref_rt.stream)
+    scale, norm = clip.clip.download()
+    true = np.linalg.norm(g.astype(np.float64))
+    assert abs(norm - true) / true < 1e-6
+    assert scale == (np.float32(limit) / norm if 0 < limit < true else 1.0)
+
+
+def test_soft_update_and_grad_h_accumulate(ref_rt, rng):
+    n = 500
+    t = rng.standard_normal(n).astype(np.float32)
+    o = rng.standard_normal(n).astype(np.float32)
+    isv = isv_values(tau=0.25, rl_to_encoder_lambda=0.5)
+    got, *_ = run_kernel(ref_rt, optim.SOFT_UPDATE, 2, 256, [t.copy(), o, isv, n])
+    assert_close(got, t + 0.25 * (o.astype(np.float64) - t), 1e-6)
+    got, *_ = run_kernel(ref_rt, optim.GRAD_H_ACCUMULATE_SCALED, 2, 256, [t.copy(), o, isv, n])
+    assert_close(got, t + 0.5 * o.astype(np.float64), 1e-6)

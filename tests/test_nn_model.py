@@ -1,0 +1,96 @@
+"""The model-level API on the reference backend: a whole step is deterministic, a captured graph
+gives the same bits as eager launches, the learner fits a fixed batch, TF32 stays within its tolerance."""
+import numpy as np
+import pytest
+
+from foxc.isv import IsvBus
+from foxc.nn import matmul, model
+from foxc.testing import rel_error, run_kernel
+
+
+def make_learner(rt, seed, precision="f32", hidden=16, B=8, K=4, F=6):
+    isv = IsvBus(rt)
+    learner = model.Learner(rt, isv, B, K, F, hidden, precision)
+    rng = np.random.default_rng(seed)
+    learner.params.init(rng)
+    learner.load_inputs(learner.random_inputs(rng))
+    return learner, isv
+
+
+def test_layout_is_aligned_and_disjoint():
+    tensors, size = model.layout(40)
+    end = 0
+    for t in tensors:
+        assert t.offset % model.ALIGN == 0 and t.offset >= end
+        end = t.offset + t.size
+    assert end <= size
+    assert [t.name for t in tensors][:2] == ["enc_w_in", "enc_b_in"]
+
+
+def test_two_runs_same_bits_and_graph_equals_eager(ref_rt, rng):
+    seed = int(rng.integers(2**31))
+    a, _ = make_learner(ref_rt, seed)
+    b, _ = make_learner(ref_rt, seed)
+    for _ in range(3):
+        model.launch_all(a.step, ref_rt.stream)
+    with ref_rt.capture(name="learn") as cap:
+        model.launch_all(b.step, ref_rt.stream)
+    for _ in range(3):
+        cap.graph.launch(ref_rt.stream)
+    for buf in ("theta", "adam_m", "adam_v", "target"):
+        assert np.array_equal(getattr(a.params, buf).download(), getattr(b.params, buf).download()), buf
+    assert np.array_equal(a.params.adam_steps.download(), np.full(len(a.params.tensors), 3))
+
+
+def test_learner_fits_a_fixed_batch(ref_rt, rng):
+    learner, isv = make_learner(ref_rt, int(rng.integers(2**31)))
+    isv["lr_encoder"] = isv["lr_perception"] = 1e-2
+    first = None
+    for _ in range(30):
+        model.launch_all(learner.step, ref_rt.stream)
+        loss = float(learner.perception.loss_mean.download()[0])
+        first = loss if first is None else first
+    assert loss < 0.8 * first, (first, loss)
+    scale, norm = learner.optimizer.clip.clip.download()
+    assert norm > 0 and 0 < scale <= 1
+
+
+def test_tf32_against_fp32(ref_rt, rng):
+    M, K, N = 64, 128, 96
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    w = rng.standard_normal((K, N)).astype(np.float32)
+    b = np.zeros(N, np.float32)
+    y32, *_ = run_kernel(ref_rt, matmul.LINEAR_FWD["f32"], matmul.gemm_grid(M, N), 256, [np.zeros((M, N), np.float32), x, w, b, M, K, N, 0])
+    y19, *_ = run_kernel(ref_rt, matmul.LINEAR_FWD["tf32"], matmul.gemm_grid(M, N), 256, [np.zeros((M, N), np.float32), x, w, b, M, K, N, 0])
+    err = rel_error(y19, y32)
+    print(f"tf32 vs fp32 relative error {err:.2e}")
+    assert 1e-5 < err < 5e-4
+
+
+@pytest.mark.parametrize("precision", ["f32", "tf32"])
+def test_tf32_learner_tracks_fp32(ref_rt, rng, precision):
+    seed = int(rng.integers(2**31))
+    a, _ = make_learner(ref_rt, seed, "f32")
+    b, _ = make_learner(ref_rt, seed, precision)
+    model.launch_all(a.forward_backward, ref_rt.stream)
+    model.launch_all(b.forward_backward, ref_rt.stream)
+    err = rel_error(b.params.grad.download(), a.params.grad.download())
+    print(f"{precision} gradient vs fp32: relative error {err:.2e}")
+    assert err < (1e-7 if precision == "f32" else 5e-3)
+
+
+def test_actor_reads_the_trained_heads(ref_rt, rng):
+    learner, isv = make_learner(ref_rt, int(rng.integers(2**31)))
+    actor = model.Actor(ref_rt, learner.params, learner.encoder.h, isv, learner.batch)
+    model.launch_all(learner.encoder.forward + actor.forward, ref_rt.stream)
+    th = {k: v.astype(np.float64) for k, v in learner.params.host().items()}
+    h = learner.encoder.h.download().astype(np.float64)
+    logits = h @ th["policy_w"] + th["policy_b"]
+    want = np.exp(logits - logits.max(1, keepdims=True))
+    want /= want.sum(1, keepdims=True)
+    assert rel_error(actor.pi_probs.download(), want) < 1e-5
+    assert np.allclose(np.exp(actor.pi_log_probs.download()), actor.pi_probs.download(), atol=1e-6)
+    probs, q = actor.q_probs.download(), actor.q.download()
+    assert np.allclose(probs.sum(-1), 1, atol=1e-5)
+    z = np.linspace(isv["c51_v_min"], isv["c51_v_max"], 51)
+    assert rel_error(q, (probs * z).sum(-1)) < 1e-5
