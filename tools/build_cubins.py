@@ -43,8 +43,10 @@ def generated_headers():
     """(path, is_current, write) for each header generated from Python: regenerated before a build."""
     from foxc.data import record
     from foxc.isv import header as isv_header
+    from foxc.lobsim import layout as lobsim_layout
     return [(isv_header.HEADER_PATH, isv_header.is_current, isv_header.write),
-            (record.HEADER_PATH, record.header_is_current, record.write_header)]
+            (record.HEADER_PATH, record.header_is_current, record.write_header),
+            (lobsim_layout.HEADER_PATH, lobsim_layout.header_is_current, lobsim_layout.write_header)]
 
 
 def sha256(path: Path) -> str:
