@@ -41,12 +41,14 @@ sys.path.insert(0, str(ROOT))
 
 def generated_headers():
     """(path, is_current, write) for each header generated from Python: regenerated before a build."""
-    from foxc.agent import layout
+    from foxc.agent import layout as agent_layout
     from foxc.data import record
     from foxc.isv import header as isv_header
+    from foxc.lobsim import layout as lobsim_layout
     return [(isv_header.HEADER_PATH, isv_header.is_current, isv_header.write),
             (record.HEADER_PATH, record.header_is_current, record.write_header),
-            (layout.HEADER_PATH, layout.header_is_current, layout.write_header)]
+            (agent_layout.HEADER_PATH, agent_layout.header_is_current, agent_layout.write_header),
+            (lobsim_layout.HEADER_PATH, lobsim_layout.header_is_current, lobsim_layout.write_header)]
 
 
 def sha256(path: Path) -> str:

@@ -1,0 +1,102 @@
+"""LOB simulator throughput: environment steps per second (book + fill + PnL + cursors), eager and as a graph.
+
+    python -m foxc.bench lobsim [--backend auto|cuda|reference] [--n-backtests B] [--steps S] [--json FILE]
+
+Every backtest gets a fresh random action each step (copied on the device from a
+pool of ACTION_POOL random action arrays), so fills happen often: a stress case,
+not a steady state. A graph holds ACTION_POOL whole steps and is replayed.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from ..driver import BACKENDS, open_runtime
+from ..lobsim.books import random_books
+from ..lobsim.env import LobEnv
+from .report import table, write_json
+
+SIZES = (1024, 16384, 65536)
+ACTION_POOL = 8
+SNAPSHOTS = 50_000
+EPISODE_LEN = 2_000
+
+
+def _timed(rt, run, steps: int) -> tuple[float, float]:
+    """(wall seconds, device seconds) of `run(steps)` after the stream is idle."""
+    rt.stream.synchronize()
+    start, end = rt.event("start"), rt.event("end")
+    t0 = time.perf_counter()
+    start.record(rt.stream)
+    run(steps)
+    end.record(rt.stream)
+    rt.stream.synchronize()
+    wall = time.perf_counter() - t0
+    return wall, start.elapsed_ms(end) / 1e3
+
+
+def bench_size(rt, snaps, n: int, steps: int, rng) -> list[dict]:
+    env = LobEnv(snaps, n, episode_len=EPISODE_LEN, rt=rt, fee_per_lot=5_000_000, lots_per_entry=5)
+    env.reset(1)
+    pool = rt.device_array((ACTION_POOL, n), np.int32, "bench.actions")
+    pool.upload(rng.integers(0, 5, (ACTION_POOL, n)).astype(np.int32))
+    nbytes = n * 4
+
+    def one_round():
+        for k in range(ACTION_POOL):
+            rt.copy_dtod(env.sim.actions.ptr, pool.at(k * n), nbytes)
+            env.launch_step(rt.stream)
+
+    rounds = max(1, steps // ACTION_POOL)
+    one_round()  # warm up on the stream that captures
+    with rt.capture(name=f"lobsim B={n}") as cap:
+        one_round()
+    graph = cap.graph
+    graph.launch(rt.stream)
+    rows = []
+    for mode, run in (("eager", lambda r: [one_round() for _ in range(r)]),
+                      ("graph", lambda r: [graph.launch(rt.stream) for _ in range(r)])):
+        wall, dev = _timed(rt, run, rounds)
+        done = rounds * ACTION_POOL
+        rows.append({"B": n, "mode": mode, "steps": done,
+                     "us_per_step": round(wall / done * 1e6, 2),
+                     "gpu_us_per_step": round(dev / done * 1e6, 2) if rt.backend == "cuda" else "",
+                     "env_steps_per_s": f"{n * done / wall:.3e}"})
+    stats = env.sim.stats()
+    rows[-1]["trades"] = stats["trades"]
+    graph.close()
+    pool.close()
+    env.close()
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m foxc.bench lobsim", description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", choices=BACKENDS, default=None)
+    ap.add_argument("--n-backtests", type=int, action="append",
+                    help=f"backtests per run (repeatable; default {', '.join(map(str, SIZES))})")
+    ap.add_argument("--steps", type=int, default=800, help="steps timed per size and mode (default 800)")
+    ap.add_argument("--json", help="also write the results here")
+    args = ap.parse_args(argv)
+    rt = open_runtime(args.backend)
+    sizes = args.n_backtests or list(SIZES)
+    steps = args.steps
+    n_snaps = SNAPSHOTS
+    if rt.backend != "cuda":  # numpy runs every backtest on the CPU: keep the smoke test small
+        sizes = [min(s, 256) for s in sizes]
+        steps = min(steps, 2 * ACTION_POOL)
+        n_snaps = 5_000
+    rng = np.random.default_rng(0)
+    snaps = random_books(n_snaps, rng, segments=4, bad_frac=0.001)
+    print(f"backend {rt.backend}: {rt.device_name}")
+    rows = []
+    for n in sizes:
+        rows += bench_size(rt, snaps, n, steps, rng)
+    print(table(rows, ["B", "mode", "steps", "us_per_step", "gpu_us_per_step", "env_steps_per_s", "trades"]))
+    write_json(args.json, "lobsim", rt, rows, {"snapshots": n_snaps, "episode_len": EPISODE_LEN})
+    best = max(rows, key=lambda r: float(r["env_steps_per_s"]))
+    print(f"summary: best {best['env_steps_per_s']} env steps/s at B={best['B']} ({best['mode']}, {rt.backend}); "
+          f"4 kernels per step, random actions every step")
+    return 0

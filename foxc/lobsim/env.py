@@ -1,0 +1,112 @@
+"""A vectorised trading environment over the simulator: `reset(seed)`, `step(actions)`, no learner needed.
+
+    env = LobEnv(snapshots, n_backtests=1024, episode_len=500, fee_per_lot=...)
+    obs = env.reset(seed=7)                  # the snapshot each backtest acts on, [B] SNAPSHOT_DTYPE
+    rewards, dones, info = env.step(actions) # actions: int [B] in HOLD..FLAT_FROM_SHORT
+
+One step of backtest b at cursor t (its observation is snapshot t):
+1. book_update applies snapshot t to b's book (unusable snapshots are skipped and counted);
+2. submit_market turns the action into a target position and fills it on that book
+   (at the episode's last snapshot the target is forced flat);
+3. pnl_track marks the position to the mid of snapshot t+1 (the mid it is held
+   through; the current book's mid at the episode's end) and returns the reward;
+4. episode_advance moves the cursor to t+1, or draws a new episode where done.
+
+Reward: the change of mark-to-mid equity over the step, net of fees, times
+`reward_scale` (default 1e-9, so price units per lot): the position's price move
+from t to t+1, minus the spread crossed and the fees of the step's fills. Summed
+over an episode it is exactly the episode's PnL net of fees (up to float32 rounding
+per step). `done` is 1 on an episode's last step; the position is then flat.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..data.record import SNAPSHOT_DTYPE
+from ..driver import open_runtime
+from .books import segment_bounds
+from .kernels import EPISODE_ADVANCE
+from .sim import BLOCK, LobSim, LobSimConfig
+
+
+class LobEnv:
+    def __init__(self, snapshots: np.ndarray, n_backtests: int, *, episode_len: int = 0, rt=None,
+                 backend: str | None = None, **config):
+        """`snapshots`: SNAPSHOT_DTYPE records, segments contiguous; `episode_len`: snapshots per episode
+        (0: a whole segment); `config`: the other LobSimConfig fields (fee_per_lot, lots_per_entry, ...)."""
+        if snapshots.dtype != SNAPSHOT_DTYPE or snapshots.ndim != 1 or snapshots.size < 2:
+            raise ValueError("snapshots must be a 1-D array of at least 2 SNAPSHOT_DTYPE records")
+        if episode_len < 0:
+            raise ValueError(f"episode_len must be >= 0, got {episode_len}")
+        self.rt = rt if rt is not None else open_runtime(backend)
+        self.host_snapshots = np.ascontiguousarray(snapshots)
+        first, last = segment_bounds(self.host_snapshots)
+        if (last - first + 1 >= 2**32).any() or first.size >= 2**31:
+            raise ValueError("segments must be shorter than 2^32 snapshots and fewer than 2^31")
+        self.n, self.episode_len = n_backtests, int(episode_len)
+        dev = self.rt.device_array
+        self.snapshots = dev(snapshots.size, SNAPSHOT_DTYPE, "env.snapshots")
+        self.snapshots.upload(self.host_snapshots)
+        self.cursor = dev(n_backtests, np.int64, "env.cursor")
+        self.episode_end = dev(n_backtests, np.int64, "env.episode_end")
+        self.rng = dev(n_backtests, np.uint32, "env.rng")
+        self.seg_first = dev(first.size, np.int64, "env.seg_first")
+        self.seg_last = dev(last.size, np.int64, "env.seg_last")
+        self.seg_first.upload(first)
+        self.seg_last.upload(last)
+        for arr in (self.cursor, self.episode_end, self.rng):
+            arr.upload(np.zeros(arr.shape, arr.dtype))
+        self.sim = LobSim(self.rt, LobSimConfig(n_backtests=n_backtests, **config), self.snapshots,
+                          self.cursor, self.episode_end)
+        self.advance_plan = self.rt.plan(
+            EPISODE_ADVANCE, (n_backtests + BLOCK - 1) // BLOCK, BLOCK,
+            (self.cursor, self.episode_end, self.sim.dones, self.rng, self.seg_first, self.seg_last,
+             self.episode_len, first.size, n_backtests))
+
+    def reset(self, seed: int) -> np.ndarray:
+        """Fresh accounts and a new episode for every backtest, drawn from `seed`; returns the observation."""
+        self.sim.reset_state()
+        states = np.random.default_rng(seed).integers(1, 2**32, self.n, dtype=np.uint32)  # xorshift32: never 0
+        self.rng.upload(states)
+        self.sim.dones.upload(np.ones(self.n, np.float32))
+        self.advance_plan.launch(self.rt.stream)
+        return self.observation()
+
+    def launch_step(self, stream):
+        """The whole step on the device (capturable): book, fill, PnL, then the cursors."""
+        self.sim.launch_step(stream)
+        self.advance_plan.launch(stream)
+
+    def step(self, actions, stop_loss=None):
+        """Apply `actions` (int [B]); `stop_loss` (bool [B], optional) forces open positions flat.
+
+        Returns (rewards float32 [B], dones float32 [B], info dict of per-backtest arrays)."""
+        actions = np.asarray(actions)
+        if actions.shape != (self.n,):
+            raise ValueError(f"actions must have shape ({self.n},), got {actions.shape}")
+        self.sim.actions.upload(actions.astype(np.int32))
+        stops = np.zeros(self.n, np.uint32) if stop_loss is None else np.asarray(stop_loss).astype(np.uint32)
+        self.sim.stop_loss.upload(stops)
+        self.launch_step(self.rt.stream)
+        self.rt.stream.synchronize()
+        pos = self.sim.positions()
+        info = {name: pos[name].copy() for name in ("lots", "equity", "unrealized_pnl", "realized_pnl", "fees_paid",
+                                                     "peak_equity", "trades", "wins", "pnl_sum", "last_episode_pnl")}
+        info["cursor"] = self.cursor.download()
+        return self.sim.rewards.download(), self.sim.dones.download(), info
+
+    def observation(self) -> np.ndarray:
+        """The snapshot each backtest acts on next (host copy)."""
+        self.rt.stream.synchronize()
+        return self.host_snapshots[self.cursor.download()]
+
+    def close(self):
+        self.sim.close()
+        for arr in (self.snapshots, self.cursor, self.episode_end, self.rng, self.seg_first, self.seg_last):
+            arr.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

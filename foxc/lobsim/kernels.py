@@ -1,0 +1,277 @@
+"""The simulator's kernels (cuda/lobsim/*.cu) and their numpy references.
+
+Every reference computes exactly what its kernel computes: integer money is
+exact on both backends, and the one float update (the ATR EMA) uses the same
+float32 operations in the same order (the kernel forbids FMA contraction).
+One thread per backtest, so the references vectorize over backtests.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..data.record import LEVELS, PRICE_UNDEF, SNAPSHOT_DTYPE
+from ..driver import KernelSpec, f32, i32, i64, ptr, reference
+from .layout import (FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG, POSITION_DTYPE, REASON_EPISODE_END,
+                     REASON_SIGNAL, REASON_STOP_LOSS, SHORT, TRADE_DTYPE)
+
+BOOK_OK, BOOK_UNREASONABLE, BOOK_CROSSED = range(3)
+
+BOOK_UPDATE = KernelSpec(
+    "book_update", "lobsim/book",
+    (ptr("snaps"), ptr("cursor"), ptr("bid_px"), ptr("ask_px"), ptr("bid_sz"), ptr("ask_sz"),
+     ptr("book_ts"), ptr("book_idx"), ptr("mid_x2"), ptr("atr_ema"), ptr("skip_range"), ptr("skip_crossed"),
+     i64("min_px"), i64("max_px"), f32("atr_alpha"), i32("n")),
+    doc="apply snaps[cursor[b]] to backtest b's book, or skip and count it")
+
+SUBMIT_MARKET = KernelSpec(
+    "submit_market", "lobsim/fill",
+    (ptr("actions"), ptr("stop_loss"), ptr("cursor"), ptr("episode_end"),
+     ptr("bid_px"), ptr("ask_px"), ptr("bid_sz"), ptr("ask_sz"), ptr("book_ts"), ptr("mid_x2"),
+     ptr("fee_per_lot"), ptr("pos"), ptr("trade_log"), i32("trade_cap"), i32("lots_per_entry"), i32("n")),
+    doc="actions -> target positions -> market orders walking the book")
+
+PNL_TRACK = KernelSpec(
+    "pnl_track", "lobsim/pnl",
+    (ptr("snaps"), ptr("cursor"), ptr("episode_end"), ptr("mid_x2"), ptr("pos"), ptr("trade_log"),
+     ptr("rewards"), ptr("dones"), i64("min_px"), i64("max_px"), f32("reward_scale"), i32("trade_cap"), i32("n")),
+    doc="mark to mid, rewards, closed-trade statistics, episode ends")
+
+EPISODE_ADVANCE = KernelSpec(
+    "episode_advance", "lobsim/episode",
+    (ptr("cursor"), ptr("episode_end"), ptr("dones"), ptr("rng"), ptr("seg_first"), ptr("seg_last"),
+     i64("episode_len"), i32("n_segments"), i32("n")),
+    doc="cursor += 1, or a new episode drawn where dones[b] != 0")
+
+
+def tdiv(a, b):
+    """C's truncating integer division, elementwise (b != 0)."""
+    a = np.asarray(a, np.int64)
+    b = np.asarray(b, np.int64)
+    q = np.abs(a) // np.abs(b)
+    return np.where((a < 0) != (b < 0), -q, q)
+
+
+def scaled_cost(cost, k, held):
+    """trunc(cost * k / held) for 0 < k <= held without the overflowing product (as the kernel)."""
+    q = tdiv(cost, held)
+    r = cost - q * held
+    return q * k + tdiv(r * k, held)
+
+
+def snapshot_verdicts(s: np.ndarray, min_px, max_px) -> np.ndarray:
+    """BOOK_OK / BOOK_UNREASONABLE / BOOK_CROSSED for each snapshot record, as snapshot_verdict() in C."""
+    bid, ask = s["bid_px"], s["ask_px"]
+    empty_best = ((bid[:, 0] == PRICE_UNDEF) | (ask[:, 0] == PRICE_UNDEF)
+                  | (s["bid_sz"][:, 0] == 0) | (s["ask_sz"][:, 0] == 0))
+    def in_range(px):
+        return ((px == PRICE_UNDEF) | ((px >= min_px) & (px <= max_px))).all(axis=1)
+    bad = empty_best | ~(in_range(bid) & in_range(ask))
+    return np.where(bad, BOOK_UNREASONABLE, np.where(bid[:, 0] >= ask[:, 0], BOOK_CROSSED, BOOK_OK))
+
+
+def _levels(mem, dtype, n):
+    return mem.view(dtype, LEVELS * n).reshape(LEVELS, n)
+
+
+@reference(BOOK_UPDATE)
+def _book_update(launch, snaps, cursor, bid_px, ask_px, bid_sz, ask_sz, book_ts, book_idx, mid_x2, atr_ema,
+                 skip_range, skip_crossed, min_px, max_px, atr_alpha, n):
+    n = int(n)
+    c = cursor.i64(n).copy()
+    s = snaps.view(SNAPSHOT_DTYPE)[c]
+    prev_idx = book_idx.i64(n).copy()
+    book_idx.i64(n)[:] = c
+    verdict = snapshot_verdicts(s, min_px, max_px)
+    skip_range.u32(n)[verdict == BOOK_UNREASONABLE] += np.uint32(1)
+    skip_crossed.u32(n)[verdict == BOOK_CROSSED] += np.uint32(1)
+    ok = np.flatnonzero(verdict == BOOK_OK)
+    s = s[ok]
+    for mem, field, dt in ((bid_px, "bid_px", np.int64), (ask_px, "ask_px", np.int64),
+                           (bid_sz, "bid_sz", np.uint32), (ask_sz, "ask_sz", np.uint32)):
+        _levels(mem, dt, n)[:, ok] = s[field].T
+    mid = s["bid_px"][:, 0] + s["ask_px"][:, 0]
+    mids = mid_x2.i64(n)
+    prev_mid = mids[ok]
+    follow = (prev_idx[ok] + 1 == c[ok]) & (prev_mid != 0)
+    d = np.abs(mid - prev_mid)[follow]
+    x = (d.astype(np.float64) * 5e-10).astype(np.float32)
+    ema = atr_ema.f32(n)
+    at = ok[follow]
+    ema[at] = ema[at] + atr_alpha * (x - ema[at])  # float32 throughout, no fused multiply-add
+    mids[ok] = mid
+    book_ts.i64(n)[ok] = s["ts_ns"]
+
+
+def _fill(p, side, q, px, fee, ts, reason, ring, rows, cap):
+    """Fill q[i] lots at px[i] into records p[i] (a structured copy), as fill() in fill.cu; q may be 0."""
+    lots = p["lots"].astype(np.int64)
+    held = np.abs(lots)
+    reducing = (lots != 0) & ((lots > 0) != (side > 0))
+    closing = np.where(reducing, np.minimum(q, held), 0)
+    opening = q - closing
+    fee_q = fee * q
+    p["cash"] -= side * q * px + fee_q
+    p["fees_paid"] += fee_q
+    c = np.flatnonzero(closing > 0)
+    if c.size:
+        sc, kc, pxc = side[c], closing[c], px[c]
+        removed = scaled_cost(p["cost"][c], kc, held[c])
+        p["realized_pnl"][c] += -sc * kc * pxc - removed
+        p["cost"][c] -= removed
+        p["lots"][c] += (sc * kc).astype(np.int32)
+        p["close_notional"][c] += kc * pxc
+        p["close_lots"][c] += kc.astype(np.int32)
+        p["trade_fees"][c] += fee[c] * kc
+        done = c[p["lots"][c] == 0]
+        if done.size:
+            r = p[done]
+            t = np.zeros(done.size, TRADE_DTYPE)
+            t["open_ts"] = r["entry_ts"]
+            t["close_ts"] = ts[done]
+            open_lots = r["open_lots"].astype(np.int64)
+            t["entry_px"] = np.where(open_lots > 0, tdiv(r["open_notional"], np.maximum(open_lots, 1)), 0)
+            t["exit_px"] = tdiv(r["close_notional"], r["close_lots"])
+            t["side"] = -side[done]
+            t["pnl"] = t["side"].astype(np.int64) * (r["close_notional"] - r["open_notional"]) - r["trade_fees"]
+            t["fees"] = r["trade_fees"]
+            t["lots"] = r["open_lots"]
+            t["reason"] = reason[done]
+            ring[rows[done] * cap + r["trades"].astype(np.int64) % cap] = t
+            p["closed_pending"][done] = 1
+            p["cost"][done] = 0
+    o = np.flatnonzero(opening > 0)
+    if o.size:
+        new = o[p["lots"][o] == 0]
+        p["entry_ts"][new] = ts[new]
+        for field in ("open_notional", "close_notional", "trade_fees", "open_lots", "close_lots", "trail_hwm"):
+            p[field][new] = 0
+        so, ko, pxo = side[o], opening[o], px[o]
+        p["cost"][o] += so * ko * pxo
+        p["lots"][o] += (so * ko).astype(np.int32)
+        p["open_notional"][o] += ko * pxo
+        p["open_lots"][o] += ko.astype(np.int32)
+        p["trade_fees"][o] += fee[o] * ko
+
+
+@reference(SUBMIT_MARKET)
+def _submit_market(launch, actions, stop_loss, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, mid_x2,
+                   fee_per_lot, pos, trade_log, trade_cap, lots_per_entry, n):
+    n, cap, per_entry = int(n), int(trade_cap), int(lots_per_entry)
+    P = pos.view(POSITION_DTYPE, n)
+    lots = P["lots"].astype(np.int64)
+    act = actions.i32(n)
+    at_end = cursor.i64(n) >= episode_end.i64(n)
+    stop = ~at_end & (stop_loss.u32(n) != 0) & (lots != 0)
+    signal = ~at_end & ~stop
+    target = lots.copy()
+    target[signal & (act == LONG)] = per_entry
+    target[signal & (act == SHORT)] = -per_entry
+    target[signal & (act == FLAT_FROM_LONG) & (lots > 0)] = 0
+    target[signal & (act == FLAT_FROM_SHORT) & (lots < 0)] = 0
+    target[at_end | stop] = 0
+    invalid = signal & ((act < HOLD) | (act > FLAT_FROM_SHORT))
+    P["invalid_actions"][invalid] += np.uint32(1)
+    rows = np.flatnonzero(target != lots)
+    if rows.size == 0:
+        return
+    reason = np.where(at_end, REASON_EPISODE_END, np.where(stop, REASON_STOP_LOSS, REASON_SIGNAL))[rows].astype(np.uint32)
+    p = P[rows].copy()
+    side = np.where(target[rows] > lots[rows], 1, -1).astype(np.int64)
+    remaining = np.abs(target[rows] - lots[rows])
+    buy = side > 0
+    px_book = np.where(buy, _levels(ask_px, np.int64, n)[:, rows], _levels(bid_px, np.int64, n)[:, rows])
+    sz_book = np.where(buy, _levels(ask_sz, np.uint32, n)[:, rows], _levels(bid_sz, np.uint32, n)[:, rows])
+    fee = fee_per_lot.i64(n)[rows].copy()
+    ts = book_ts.i64(n)[rows].copy()
+    ring = trade_log.view(TRADE_DTYPE, n * cap)
+    last_px = np.zeros(rows.size, np.int64)
+    for level in range(LEVELS):
+        lp, ls = px_book[level], sz_book[level].astype(np.int64)
+        take = (remaining > 0) & (lp != PRICE_UNDEF) & (ls != 0)
+        q = np.where(take, np.minimum(remaining, ls), 0)
+        _fill(p, side, q, np.where(take, lp, 0), fee, ts, reason, ring, rows, cap)
+        last_px = np.where(take, lp, last_px)
+        remaining -= q
+    end_rows = at_end[rows]
+    forced = (remaining > 0) & end_rows
+    if forced.any():
+        forced_px = np.where(last_px != 0, last_px, mid_x2.i64(n)[rows] >> 1)
+        q = np.where(forced, remaining, 0)
+        _fill(p, side, q, np.where(forced, forced_px, 0), fee, ts, reason, ring, rows, cap)
+        p["forced_lots"] += q.astype(np.uint32)
+    p["unfilled_lots"] += np.where(~end_rows, remaining, 0).astype(np.uint32)
+    p["vwap_px"] = np.where(p["lots"] != 0, tdiv(p["cost"], np.where(p["lots"] != 0, p["lots"], 1)), 0)
+    p["last_reason"] = reason
+    P[rows] = p
+
+
+@reference(PNL_TRACK)
+def _pnl_track(launch, snaps, cursor, episode_end, mid_x2, pos, trade_log, rewards, dones,
+               min_px, max_px, reward_scale, trade_cap, n):
+    n, cap = int(n), int(trade_cap)
+    c = cursor.i64(n)
+    at_end = c >= episode_end.i64(n)
+    mark = mid_x2.i64(n).copy()
+    go_on = np.flatnonzero(~at_end)
+    nxt = snaps.view(SNAPSHOT_DTYPE)[c[go_on] + 1]
+    usable = snapshot_verdicts(nxt, min_px, max_px) == BOOK_OK
+    mark[go_on[usable]] = nxt["bid_px"][usable, 0] + nxt["ask_px"][usable, 0]
+    P = pos.view(POSITION_DTYPE, n)
+    lots = P["lots"].astype(np.int64)
+    value = (lots * mark) >> 1
+    equity = P["cash"] + value
+    unrealized = value - P["cost"]
+    rewards.f32(n)[:] = ((equity - P["equity"]).astype(np.float64) * np.float64(reward_scale)).astype(np.float32)
+    peak = np.maximum(P["peak_equity"], equity)
+    P["equity"] = equity
+    P["unrealized_pnl"] = unrealized
+    P["trail_hwm"] = np.where(lots == 0, 0, np.maximum(P["trail_hwm"], unrealized))
+    pending = np.flatnonzero(P["closed_pending"] != 0)
+    if pending.size:
+        k = P["trades"][pending].astype(np.int64)
+        net = trade_log.view(TRADE_DTYPE, n * cap)["pnl"][pending * cap + k % cap]
+        P["trades"][pending] += np.uint32(1)
+        P["wins"][pending] += (net > 0).astype(np.uint32)
+        P["pnl_sum"][pending] += net
+        P["closed_pending"][pending] = 0
+    end = np.flatnonzero(at_end)
+    P["episodes"][end] += np.uint32(1)
+    P["last_episode_pnl"][end] = equity[end] - P["episode_equity0"][end]
+    P["episode_equity0"][end] = equity[end]
+    peak[end] = equity[end]
+    P["peak_equity"] = peak
+    dones.f32(n)[:] = at_end.astype(np.float32)
+
+
+def xorshift32(s: np.ndarray) -> np.ndarray:
+    """Advance uint32 states in place (as the kernel); returns the new states."""
+    s ^= s << np.uint32(13)
+    s ^= s >> np.uint32(17)
+    s ^= s << np.uint32(5)
+    return s
+
+
+@reference(EPISODE_ADVANCE)
+def _episode_advance(launch, cursor, episode_end, dones, rng, seg_first, seg_last, episode_len, n_segments, n):
+    n, n_seg, ep_len = int(n), int(n_segments), int(episode_len)
+    cur, end = cursor.i64(n), episode_end.i64(n)
+    redraw = np.flatnonzero(dones.f32(n) != 0)
+    go_on = np.flatnonzero(dones.f32(n) == 0)
+    cur[go_on] += 1
+    if redraw.size == 0:
+        return
+    s = rng.u32(n)[redraw].copy()
+    seg = ((xorshift32(s).astype(np.uint64) * np.uint64(n_seg)) >> np.uint64(32)).astype(np.int64)
+    first, last = seg_first.i64()[seg], seg_last.i64()[seg]
+    span = last - first + 1
+    start, stop = first.copy(), last.copy()
+    if ep_len > 0:
+        long = np.flatnonzero(span > ep_len)
+        s_long = s[long].copy()
+        windows = (span[long] - ep_len + 1).astype(np.uint64)
+        start[long] = first[long] + ((xorshift32(s_long).astype(np.uint64) * windows) >> np.uint64(32)).astype(np.int64)
+        stop[long] = start[long] + ep_len - 1
+        s[long] = s_long
+    rng.u32(n)[redraw] = s
+    cur[redraw] = start
+    end[redraw] = stop

@@ -1,0 +1,146 @@
+"""The simulator's records: the position record and the trade-log entry, shared by numpy and CUDA.
+
+Defined once here as numpy structured dtypes; cuda/include/foxc/lobsim.h is
+generated from them (`python -m foxc.lobsim.layout --write`, also run by
+tools/build_cubins.py) with static_asserts on every offset, so nvcc refuses to
+build against a layout that disagrees.
+
+Money is int64 in price units × lots: a fill of q lots at price p (int64, ×1e9)
+moves cash by exactly q·p. Integer money keeps every conservation law exact and
+every result independent of summation order; it overflows only past 9.2e9 of
+notional (in the instrument's price currency per lot), far beyond a backtest.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ..data.record import LEVELS
+
+# Actions: what the policy asks for; the simulator turns each into a target position.
+HOLD, LONG, SHORT, FLAT_FROM_LONG, FLAT_FROM_SHORT = range(5)
+ACTION_NAMES = ("HOLD", "LONG", "SHORT", "FLAT_FROM_LONG", "FLAT_FROM_SHORT")
+# Why a trade closed (FoxcTrade.reason).
+REASON_SIGNAL, REASON_STOP_LOSS, REASON_EPISODE_END = range(3)
+REASON_NAMES = ("signal", "stop_loss", "episode_end")
+
+POSITION_FIELDS = [
+    # hot: read or written by pnl_track every step (kept in the first 64 bytes)
+    ("cash", np.int64, "money: −Σ signed fills × price − fees, since the simulator's reset"),
+    ("cost", np.int64, "signed cost basis of the open lots: Σ signed lots × price (0 when flat)"),
+    ("equity", np.int64, "cash + lots × mid at the last mark (net of every fee paid)"),
+    ("peak_equity", np.int64, "highest equity of the current episode"),
+    ("unrealized_pnl", np.int64, "lots × mid − cost at the last mark"),
+    ("trail_hwm", np.int64, "trailing high-water mark: best unrealized PnL of the open trade (0 at entry)"),
+    ("lots", np.int32, "signed position in lots: > 0 long, < 0 short"),
+    ("closed_pending", np.uint32, "1 when submit_market closed a trade that pnl_track has not logged yet"),
+    ("trades", np.uint32, "closed trades logged (the trade-log ring's head)"),
+    ("wins", np.uint32, "closed trades with positive PnL net of fees"),
+    # touched when an order fills
+    ("realized_pnl", np.int64, "gross PnL realized by reducing fills since the reset (fees not included)"),
+    ("fees_paid", np.int64, "fees paid since the reset (never negative)"),
+    ("vwap_px", np.int64, "volume-weighted entry price of the open lots, cost / lots truncated; 0 when flat"),
+    ("entry_ts", np.int64, "ts_ns of the open trade's first fill"),
+    ("open_notional", np.int64, "open trade: Σ lots × price of its opening fills"),
+    ("close_notional", np.int64, "open trade: Σ lots × price of its closing fills"),
+    ("trade_fees", np.int64, "open trade: fees of its fills"),
+    ("pnl_sum", np.int64, "Σ PnL net of fees of the closed trades"),
+    ("episode_equity0", np.int64, "equity when the current episode began"),
+    ("last_episode_pnl", np.int64, "equity change over the last finished episode"),
+    ("open_lots", np.int32, "open trade: lots bought (long) or sold (short) to open or add"),
+    ("close_lots", np.int32, "open trade: lots of its reducing fills"),
+    ("unfilled_lots", np.uint32, "lots of targets the displayed book could not fill (counted, not carried)"),
+    ("forced_lots", np.uint32, "lots closed beyond the displayed size at an episode end, at the worst level's price"),
+    ("episodes", np.uint32, "episodes finished"),
+    ("invalid_actions", np.uint32, "actions outside 0..4, taken as HOLD"),
+    ("last_reason", np.uint32, "reason of the last order that filled (REASON_*)"),
+    ("reserved", np.uint32, "padding to a multiple of 16 bytes"),
+]
+
+TRADE_FIELDS = [
+    ("open_ts", np.int64, "ts_ns of the first opening fill"),
+    ("close_ts", np.int64, "ts_ns of the fill that made the position flat"),
+    ("entry_px", np.int64, "VWAP of the opening fills (price × 1e9, truncated)"),
+    ("exit_px", np.int64, "VWAP of the closing fills (price × 1e9, truncated)"),
+    ("pnl", np.int64, "PnL of the round trip net of its fees (money units)"),
+    ("fees", np.int64, "fees of the trade's fills"),
+    ("side", np.int32, "+1 long, −1 short"),
+    ("lots", np.int32, "lots opened over the trade's life"),
+    ("reason", np.uint32, "REASON_SIGNAL, REASON_STOP_LOSS or REASON_EPISODE_END"),
+    ("pad", np.uint32, "padding to 64 bytes"),
+]
+
+POSITION_DTYPE = np.dtype([(name, dt) for name, dt, _ in POSITION_FIELDS], align=True)
+TRADE_DTYPE = np.dtype([(name, dt) for name, dt, _ in TRADE_FIELDS], align=True)
+POSITION_BYTES = POSITION_DTYPE.itemsize
+TRADE_BYTES = TRADE_DTYPE.itemsize
+
+HEADER_PATH = Path(__file__).resolve().parents[2] / "cuda" / "include" / "foxc" / "lobsim.h"
+_C_TYPES = {np.dtype(np.int64): "long long", np.dtype(np.int32): "int", np.dtype(np.uint32): "unsigned int"}
+
+
+def _struct(name: str, fields, dtype: np.dtype, doc: str) -> list[str]:
+    lines = [f"// {doc}", f"struct __align__(16) {name} {{"]
+    lines += [f"    {_C_TYPES[np.dtype(dt)]} {field};  // {text}" for field, dt, text in fields]
+    lines += ["};", f"static_assert(sizeof({name}) == {dtype.itemsize}, \"{name} size\");"]
+    lines += [f"static_assert(offsetof({name}, {field}) == {dtype.fields[field][1]}, \"{name}.{field} offset\");"
+              for field, *_ in fields]
+    return lines + [""]
+
+
+def render_header() -> str:
+    lines = [
+        "// Generated from foxc/lobsim/layout.py by `python -m foxc.lobsim.layout --write`. Do not edit.",
+        "#ifndef FOXC_LOBSIM_H",
+        "#define FOXC_LOBSIM_H",
+        "",
+        "#include <cstddef>",
+        "#ifndef __CUDACC__",
+        "#define __align__(n) alignas(n)  // lets a host compiler check the layout too",
+        "#endif",
+        "",
+        f"#define FOXC_LOBSIM_LEVELS {LEVELS}",
+    ]
+    lines += [f"#define FOXC_ACTION_{name} {i}" for i, name in enumerate(ACTION_NAMES)]
+    lines += [f"#define FOXC_REASON_{name.upper()} {i}" for i, name in enumerate(REASON_NAMES)]
+    lines.append("")
+    lines += _struct("FoxcPosition", POSITION_FIELDS, POSITION_DTYPE,
+                     "One backtest's position, accounts and outcome statistics; numpy's POSITION_DTYPE.")
+    lines += _struct("FoxcTrade", TRADE_FIELDS, TRADE_DTYPE, "One closed trade in the log ring; numpy's TRADE_DTYPE.")
+    lines += ["#endif  // FOXC_LOBSIM_H", ""]
+    return "\n".join(lines)
+
+
+def header_is_current(path: Path = HEADER_PATH) -> bool:
+    return path.is_file() and path.read_text() == render_header()
+
+
+def write_header(path: Path = HEADER_PATH) -> bool:
+    if header_is_current(path):
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_header())
+    return True
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m foxc.lobsim.layout",
+                                 description="Generate cuda/include/foxc/lobsim.h from the simulator's dtypes.")
+    group = ap.add_mutually_exclusive_group(required=True)
+    group.add_argument("--write", action="store_true")
+    group.add_argument("--check", action="store_true")
+    args = ap.parse_args(argv)
+    if args.write:
+        print(f"{HEADER_PATH}: {'written' if write_header() else 'already current'}")
+        return 0
+    if header_is_current():
+        return 0
+    print(f"{HEADER_PATH} is out of date: run python -m foxc.lobsim.layout --write", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""N parallel LOB backtests on the device: their state, the raw pointer table and the step's launch plans.
+
+    sim = LobSim(rt, LobSimConfig(n_backtests=B, fee_per_lot=...), snapshots, cursor, episode_end)
+    sim.actions / sim.stop_loss     # device inputs the learner (or a host policy) writes
+    sim.launch_step(rt.stream)      # book_update -> submit_market -> pnl_track
+    sim.rewards / sim.dones         # device outputs
+
+The simulator owns everything per backtest except the market data and the
+cursors: `snapshots` (FoxcSnapshot records), `cursor[b]` (int64 index of b's
+current snapshot) and `episode_end[b]` (index of the last snapshot of b's
+episode) are given, so the trainer's dataset and the standalone `LobEnv` drive
+it alike. Hot per-step state is structure-of-arrays (the book is level-major,
+element (l, b) at l·B + b, so a warp's accesses coalesce); the position record
+is one 176-byte struct per backtest, read and written whole by the fill.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ..data.record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
+from ..driver import DevPtr
+from .kernels import BOOK_UPDATE, PNL_TRACK, SUBMIT_MARKET
+from .layout import POSITION_DTYPE, TRADE_DTYPE
+
+BLOCK = 128
+MAX_LOTS_PER_ENTRY = 1_000_000  # keeps |lots| × price × 2 well inside int64 for prices up to 1e6
+
+
+@dataclass(frozen=True)
+class LobSimConfig:
+    """Prices and money are integers ×1e9 (PRICE_SCALE): fee_per_lot=50_000_000 is 0.05 per lot per side."""
+
+    n_backtests: int
+    lots_per_entry: int = 1
+    fee_per_lot: int = 0
+    min_price: int = 1  # reasonable price range (×1e9); snapshots with a price outside are skipped
+    max_price: int = 10_000_000 * PRICE_SCALE
+    atr_alpha: float = 0.05  # EMA rate of the mid's ATR (about 20 snapshots)
+    reward_scale: float = 1.0 / PRICE_SCALE  # reward = Δequity × scale: price units per lot by default
+    trade_log_cap: int = 64
+
+    def __post_init__(self):
+        if not 1 <= self.n_backtests < 2**31:
+            raise ValueError(f"n_backtests must be 1 to 2^31 - 1, got {self.n_backtests}")
+        if not 1 <= self.lots_per_entry <= MAX_LOTS_PER_ENTRY:
+            raise ValueError(f"lots_per_entry must be 1 to {MAX_LOTS_PER_ENTRY}, got {self.lots_per_entry}")
+        if self.fee_per_lot < 0:
+            raise ValueError(f"fee_per_lot must not be negative, got {self.fee_per_lot}")
+        if not 0 < self.min_price <= self.max_price < PRICE_UNDEF:
+            raise ValueError(f"need 0 < min_price <= max_price < PRICE_UNDEF, got {self.min_price}, {self.max_price}")
+        if not 1 <= self.trade_log_cap <= 1 << 16:
+            raise ValueError(f"trade_log_cap must be 1 to 65536, got {self.trade_log_cap}")
+
+
+@dataclass(frozen=True)
+class LobSimRawPtrs:
+    """Every stable device pointer and kernel handle a simulator step needs, built once.
+
+    Each pointer is a DevPtr, which keeps its allocation alive for as long as the table
+    (and every launch plan made from it) lives. `as_struct()` packs the table into a
+    ctypes struct of u64s for code that wants the addresses as one block.
+    """
+
+    snapshots: DevPtr
+    cursor: DevPtr
+    episode_end: DevPtr
+    # book (book_update)
+    bid_px: DevPtr
+    ask_px: DevPtr
+    bid_sz: DevPtr
+    ask_sz: DevPtr
+    book_ts: DevPtr
+    book_idx: DevPtr
+    mid_x2: DevPtr
+    atr_ema: DevPtr
+    skip_range: DevPtr
+    skip_crossed: DevPtr
+    # orders (submit_market)
+    actions: DevPtr
+    stop_loss: DevPtr
+    fee_per_lot: DevPtr
+    pos: DevPtr
+    trade_log: DevPtr
+    # accounts (pnl_track)
+    rewards: DevPtr
+    dones: DevPtr
+    # kernels: the backend's verified kernel objects (`.handle` is the CUfunction on CUDA)
+    book_update_fn: object
+    submit_market_fn: object
+    pnl_track_fn: object
+    # dimensions
+    n_backtests: int
+    trade_log_cap: int
+    pos_bytes: int = POSITION_DTYPE.itemsize
+
+    def as_struct(self) -> ctypes.Structure:
+        names = [f.name for f in fields(self)]
+        cls = type("LobSimRawPtrsC", (ctypes.Structure,), {"_fields_": [(n, ctypes.c_uint64) for n in names]})
+        def word(value):
+            if isinstance(value, DevPtr):
+                return value.addr
+            if isinstance(value, int):
+                return value
+            handle = getattr(value, "handle", None)  # a CUfunction; the reference backend has none
+            return 0 if handle is None else int(handle)
+        return cls(*[word(getattr(self, n)) for n in names])
+
+
+class LobSim:
+    """The simulator's device state and its three step kernels' launch plans."""
+
+    def __init__(self, rt, config: LobSimConfig, snapshots, cursor, episode_end):
+        self.rt = rt
+        self.config = config
+        n = self.n = config.n_backtests
+        for what, arr in (("cursor", cursor), ("episode_end", episode_end)):
+            if arr.dtype != np.int64 or arr.size != n:
+                raise ValueError(f"{what} must be int64[{n}], got {arr.dtype}[{arr.size}]")
+        if snapshots.dtype != SNAPSHOT_DTYPE:
+            raise ValueError("snapshots must be a device array of SNAPSHOT_DTYPE records")
+        self.snapshots, self.cursor, self.episode_end = snapshots, cursor, episode_end
+        dev = rt.device_array
+        self.bid_px = dev((LEVELS, n), np.int64, "lobsim.bid_px")
+        self.ask_px = dev((LEVELS, n), np.int64, "lobsim.ask_px")
+        self.bid_sz = dev((LEVELS, n), np.uint32, "lobsim.bid_sz")
+        self.ask_sz = dev((LEVELS, n), np.uint32, "lobsim.ask_sz")
+        self.book_ts = dev(n, np.int64, "lobsim.book_ts")
+        self.book_idx = dev(n, np.int64, "lobsim.book_idx")
+        self.mid_x2 = dev(n, np.int64, "lobsim.mid_x2")
+        self.atr_ema = dev(n, np.float32, "lobsim.atr_ema")
+        self.skip_range = dev(n, np.uint32, "lobsim.skip_range")
+        self.skip_crossed = dev(n, np.uint32, "lobsim.skip_crossed")
+        self.actions = dev(n, np.int32, "lobsim.actions")
+        self.stop_loss = dev(n, np.uint32, "lobsim.stop_loss")
+        self.fee_per_lot = dev(n, np.int64, "lobsim.fee_per_lot")
+        self.pos = dev(n, POSITION_DTYPE, "lobsim.pos")
+        self.trade_log = dev((n, config.trade_log_cap), TRADE_DTYPE, "lobsim.trade_log")
+        self.rewards = dev(n, np.float32, "lobsim.rewards")
+        self.dones = dev(n, np.float32, "lobsim.dones")
+        self.reset_state()
+        self.ptrs = self._raw_ptrs()
+        self.plans = self._plans(self.ptrs)
+
+    def _raw_ptrs(self) -> LobSimRawPtrs:
+        arrays = {f.name: getattr(self, f.name).ptr for f in fields(LobSimRawPtrs)
+                  if f.type == "DevPtr"}
+        return LobSimRawPtrs(**arrays, book_update_fn=self.rt.kernel(BOOK_UPDATE),
+                             submit_market_fn=self.rt.kernel(SUBMIT_MARKET), pnl_track_fn=self.rt.kernel(PNL_TRACK),
+                             n_backtests=self.n, trade_log_cap=self.config.trade_log_cap)
+
+    def _plans(self, t: LobSimRawPtrs) -> list:
+        c, n = self.config, t.n_backtests
+        grid = (n + BLOCK - 1) // BLOCK
+        return [
+            self.rt.plan(BOOK_UPDATE, grid, BLOCK, (
+                t.snapshots, t.cursor, t.bid_px, t.ask_px, t.bid_sz, t.ask_sz, t.book_ts, t.book_idx, t.mid_x2,
+                t.atr_ema, t.skip_range, t.skip_crossed, c.min_price, c.max_price, c.atr_alpha, n)),
+            self.rt.plan(SUBMIT_MARKET, grid, BLOCK, (
+                t.actions, t.stop_loss, t.cursor, t.episode_end, t.bid_px, t.ask_px, t.bid_sz, t.ask_sz,
+                t.book_ts, t.mid_x2, t.fee_per_lot, t.pos, t.trade_log, t.trade_log_cap, c.lots_per_entry, n)),
+            self.rt.plan(PNL_TRACK, grid, BLOCK, (
+                t.snapshots, t.cursor, t.episode_end, t.mid_x2, t.pos, t.trade_log, t.rewards, t.dones,
+                c.min_price, c.max_price, c.reward_scale, t.trade_log_cap, n)),
+        ]
+
+    def reset_state(self, fee_per_lot: np.ndarray | None = None):
+        """Flat positions, empty books, zero counters (host uploads: call outside a capture)."""
+        n = self.n
+        self.bid_px.upload(np.full((LEVELS, n), PRICE_UNDEF, np.int64))
+        self.ask_px.upload(np.full((LEVELS, n), PRICE_UNDEF, np.int64))
+        for arr in (self.bid_sz, self.ask_sz, self.book_ts, self.mid_x2, self.atr_ema, self.skip_range,
+                    self.skip_crossed, self.actions, self.stop_loss, self.pos, self.trade_log, self.rewards,
+                    self.dones):
+            arr.upload(np.zeros(arr.shape, arr.dtype))
+        self.book_idx.upload(np.full(n, -2, np.int64))  # follows no cursor, so the first mid starts the ATR
+        fees = np.full(n, self.config.fee_per_lot, np.int64) if fee_per_lot is None else np.asarray(fee_per_lot)
+        if fees.shape != (n,) or fees.dtype != np.int64 or (fees < 0).any():
+            raise ValueError(f"fee_per_lot must be int64[{n}] and never negative")
+        self.fee_per_lot.upload(fees)
+
+    def launch_step(self, stream):
+        """book_update -> submit_market -> pnl_track on `stream` (capturable: no host work)."""
+        for plan in self.plans:
+            plan.launch(stream)
+
+    # --- host views (downloads: not for the hot path) -------------------
+    def positions(self) -> np.ndarray:
+        return self.pos.download()
+
+    def book(self) -> dict[str, np.ndarray]:
+        """The book per backtest: bid_px/ask_px/bid_sz/ask_sz as [n, LEVELS]."""
+        return {name: getattr(self, name).download().T.copy() for name in ("bid_px", "ask_px", "bid_sz", "ask_sz")}
+
+    def trades(self, b: int) -> np.ndarray:
+        """Backtest b's logged trades still in the ring, oldest first."""
+        logged = int(self.positions()["trades"][b])
+        ring = self.trade_log.download()[b]
+        cap = self.config.trade_log_cap
+        order = [(logged - k) % cap for k in range(min(logged, cap), 0, -1)]
+        return ring[order]
+
+    def stats(self) -> dict:
+        """Totals over all backtests, for reports."""
+        p = self.positions()
+        return {"trades": int(p["trades"].sum()), "wins": int(p["wins"].sum()),
+                "pnl_sum": int(p["pnl_sum"].sum()), "fees_paid": int(p["fees_paid"].sum()),
+                "unfilled_lots": int(p["unfilled_lots"].sum()), "forced_lots": int(p["forced_lots"].sum()),
+                "skipped_unreasonable": int(self.skip_range.download().sum()),
+                "skipped_crossed": int(self.skip_crossed.download().sum()),
+                "episodes": int(p["episodes"].sum())}
+
+    def close(self):
+        for name in ("bid_px", "ask_px", "bid_sz", "ask_sz", "book_ts", "book_idx", "mid_x2", "atr_ema", "skip_range",
+                     "skip_crossed", "actions", "stop_loss", "fee_per_lot", "pos", "trade_log", "rewards", "dones"):
+            getattr(self, name).close()
+        self.plans = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
