@@ -40,6 +40,8 @@ class AdamState:
         if not I32_MIN <= int(self.step) <= I32_MAX:
             raise ValueError(f"AdamState.step {self.step} does not fit the wire format's i32")
         self.step = int(self.step)
+        for label in ("lr", "beta1", "beta2", "eps", "wd"):  # float32 on the wire and on the device
+            setattr(self, label, float(np.float32(getattr(self, label))))
 
     @property
     def n(self) -> int:

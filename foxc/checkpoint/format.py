@@ -254,6 +254,11 @@ class Checkpoint:
         return name in self.sections
 
     @property
+    def n_sections(self) -> int:
+        """As the header counts them: the state sections, skipped ones, meta and checksum."""
+        return len(self.sections) + len(self.skipped) + 2
+
+    @property
     def config(self) -> dict:
         return self.meta["config"]
 

@@ -61,7 +61,7 @@ def section_rows(ckpt: Checkpoint) -> list[dict]:
 
 def summary(ckpt: Checkpoint, path: str) -> dict:
     return {"path": path, "magic": f"{MAGIC:#010x}", "version": VERSION, "step": ckpt.step,
-            "sections": len(ckpt.infos) + len(ckpt.skipped), "bytes": ckpt.size,
+            "sections": ckpt.n_sections, "bytes": ckpt.size,
             "foxc_version": ckpt.meta["foxc_version"], "data": ckpt.meta.get("data"), "skipped": ckpt.skipped}
 
 
@@ -97,7 +97,8 @@ def show(ckpt: Checkpoint, path: str, as_json: bool) -> int:
     if as_json:
         _dump({**head, "config": ckpt.config, "section_table": rows})
         return 0
-    print(f"{path}: FOXC v{VERSION}, step {ckpt.step}, {head['sections']} sections, {ckpt.size:,} bytes, "
+    print(f"{path}: FOXC v{VERSION}, step {ckpt.step}, {ckpt.n_sections} sections "
+          f"({len(ckpt.sections)} of state, meta, checksum), {ckpt.size:,} bytes, "
           f"written by foxc {head['foxc_version']}")
     if head["data"]:
         print("data: " + ", ".join(f"{k} {v}" for k, v in head["data"].items()))
@@ -161,10 +162,10 @@ def _array_diff(a: np.ndarray, b: np.ndarray) -> float:
     if a.tobytes() == b.tobytes():
         return 0.0
     x, y = a.astype(np.float64), b.astype(np.float64)
-    both_nan = np.isnan(x) & np.isnan(y)
-    with np.errstate(invalid="ignore"):
-        delta = np.where(both_nan, 0.0, np.abs(x - y))
-    delta = np.where(np.isnan(delta) | (np.isinf(x) != np.isinf(y)), np.inf, delta)
+    with np.errstate(invalid="ignore", over="ignore"):
+        delta = np.abs(x - y)
+    equal = (x == y) | (np.isnan(x) & np.isnan(y))
+    delta = np.where(equal, 0.0, np.where(np.isnan(delta), np.inf, delta))
     return float(delta.max()) if delta.size else 0.0
 
 
@@ -240,7 +241,7 @@ def main(argv=None) -> int:
 def _run(args) -> int:
     ckpt = _read(args.path)
     if args.verify:
-        _verdict(args, True, f"step {ckpt.step}, {len(ckpt.infos)} sections, {ckpt.size:,} bytes, "
+        _verdict(args, True, f"step {ckpt.step}, {ckpt.n_sections} sections, {ckpt.size:,} bytes, "
                              f"every sha256 verified", ckpt)
         return 0
     if args.isv:
