@@ -136,3 +136,13 @@ def test_tool_wrapper_prints_no_traceback(tmp_path):
                             capture_output=True, text=True)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip().startswith("foxc-ckpt-inspect:") and len(result.stderr.splitlines()) == 1
+
+
+def test_checkpoint_benchmark_runs_small(tmp_path, capsys):
+    from foxc.bench import checkpoint as bench
+    out_json = tmp_path / "bench.json"
+    assert bench.main(["--backend", "reference", "--batch", "8", "--per", "64", "--repeats", "1",
+                       "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1].startswith("summary: checkpoint of")
+    assert json.loads(out_json.read_text())["rows"][2]["what"].startswith("load")

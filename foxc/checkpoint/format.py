@@ -285,13 +285,13 @@ def read_checkpoint(path, expected: dict | None = None) -> Checkpoint:
             info = os.fstat(f.fileno())
             if not stat.S_ISREG(info.st_mode):
                 raise CheckpointError(f"{path} is not a regular file")
-            data = bytearray(info.st_size)
+            data = np.empty(info.st_size, np.uint8)  # not zero-filled: every byte is read into
             filled = 0
             with memoryview(data) as view:
-                while filled < len(data):
+                while filled < data.size:
                     got = f.readinto(view[filled:])
                     if not got:
-                        raise CheckpointError(f"{path} shrank while being read ({filled} of {len(data)} bytes)")
+                        raise CheckpointError(f"{path} shrank while being read ({filled} of {data.size} bytes)")
                     filled += got
             if f.read(1):
                 raise CheckpointError(f"{path} grew while being read")
