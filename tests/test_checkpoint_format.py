@@ -396,3 +396,14 @@ def test_config_differences():
         "per.alpha: 0.6 in the checkpoint, 0.7 now",
     ]
     assert config_differences(saved, saved) == []
+
+
+def test_isv_from_an_older_registry():
+    """Slots are append-only: a checkpoint written before a slot existed restores the rest by name."""
+    old_slots = [s.name for s in SLOTS[:-2]]
+    isv = np.arange(len(old_slots), dtype=np.float32)
+    doc = meta_doc(sections={"isv": meta_entry("<f4", [len(old_slots)], isv.tobytes())}, isv_slots=old_slots)
+    ckpt = parse_checkpoint(container([("meta", packed(doc)), ("isv", isv.tobytes())]))
+    values, added = ckpt.isv_for()
+    assert added == [s.name for s in SLOTS[-2:]]
+    assert np.array_equal(values[:-2], isv) and values[-1] == np.float32(SLOTS[-1].bootstrap)

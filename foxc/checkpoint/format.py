@@ -272,6 +272,13 @@ class Checkpoint:
             raise CheckpointError("the checkpoint has no 'isv' section")
         return {name: float(value) for name, value in zip(self.isv_slots, self.sections["isv"])}
 
+    def isv_for(self, slots=SLOTS) -> tuple[np.ndarray, list[str]]:
+        """The bus laid out for `slots` (today's registry): each slot the file names takes its saved
+        value, a slot added since keeps its bootstrap value; also the names of those added slots."""
+        saved = self.isv()
+        values = np.array([saved.get(s.name, s.bootstrap) for s in slots], np.float32)
+        return values, [s.name for s in slots if s.name not in saved]
+
 
 def read_checkpoint(path, expected: dict | None = None) -> Checkpoint:
     """Read and verify a checkpoint file; see parse_checkpoint for `expected`.
