@@ -162,6 +162,7 @@ def test_encoding_is_deterministic(rng):
     ({"isv": np.zeros(3, np.float32)}, None, ValueError, "isv"),
     ({}, {"step": 3}, ValueError, "filled in by the writer"),
     ({}, {"config": [1]}, ValueError, "config"),
+    ({}, {"data": "file.parquet"}, ValueError, "data"),
     ({}, {"thing": object()}, TypeError, "meta cannot hold"),
 ])
 def test_writer_refuses_bad_input(state, meta, error, fragment):
@@ -407,3 +408,9 @@ def test_isv_from_an_older_registry():
     values, added = ckpt.isv_for()
     assert added == [s.name for s in SLOTS[-2:]]
     assert np.array_equal(values[:-2], isv) and values[-1] == np.float32(SLOTS[-1].bootstrap)
+
+
+def test_bool_sections_hold_only_zero_and_one():
+    data = bytes([0, 1, 2])
+    doc = meta_doc(sections={"flags": meta_entry("|b1", [3], data)})
+    refused(container([("meta", packed(doc)), ("flags", data)]), "other than 0 and 1", "section 'flags'")

@@ -191,6 +191,8 @@ def encode_checkpoint(step: int, sections: dict, meta: dict | None = None) -> En
            "config": meta.pop("config", {}), "data": meta.pop("data", None), **meta, "sections": entries}
     if not isinstance(doc["config"], dict):
         raise ValueError(f"meta['config'] must be a dict, got {type(doc['config']).__name__}")
+    if doc["data"] is not None and not isinstance(doc["data"], dict):
+        raise ValueError(f"meta['data'] must be a dict or None, got {type(doc['data']).__name__}")
     meta_bytes = encode_meta(doc)
     payloads = {META: ([meta_bytes], len(meta_bytes), hashlib.sha256(meta_bytes).digest()), **payloads}
 
@@ -374,4 +376,7 @@ def _decode(view: memoryview, info: SectionInfo, span: SectionSpan):
     dtype = np.dtype(info.dtype)
     if info.nbytes == 0:
         return np.zeros(info.shape, dtype)
+    if dtype.kind == "b" and np.frombuffer(data, np.uint8).max() > 1:
+        raise CheckpointError("a bool section holds bytes other than 0 and 1", section=info.name,
+                              offset=span.data_offset)
     return np.frombuffer(data, dtype).astype(dtype.newbyteorder("="), copy=True).reshape(info.shape)
