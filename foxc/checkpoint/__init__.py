@@ -1,0 +1,20 @@
+"""FOXC v1 checkpoints: the file format, atomic saving, and the hostile reader.
+
+A trainer saves its state dict (numpy arrays, AdamState, bytes) with
+`CheckpointSaver(out_dir).save(step, state, meta)` and restores it with
+`read_checkpoint(path, expected_from(state)).sections`. docs/checkpoint-format.md
+describes the bytes.
+"""
+from .adamw import AdamState, pack_adamw, unpack_adamw
+from .errors import CheckpointError, CheckpointSaveError
+from .format import (CHECKSUM, MAGIC, META, VERSION, Checkpoint, encode_checkpoint, parse_checkpoint,
+                     parse_layout, read_checkpoint, write_checkpoint)
+from .meta import SectionInfo, config_differences, expected_from
+from .saver import CheckpointSaver, checkpoint_name, latest_checkpoint, list_checkpoints
+
+__all__ = [
+    "AdamState", "pack_adamw", "unpack_adamw", "CheckpointError", "CheckpointSaveError", "CHECKSUM", "MAGIC",
+    "META", "VERSION", "Checkpoint", "encode_checkpoint", "parse_checkpoint", "parse_layout", "read_checkpoint",
+    "write_checkpoint", "SectionInfo", "config_differences", "expected_from", "CheckpointSaver",
+    "checkpoint_name", "latest_checkpoint", "list_checkpoints",
+]

@@ -1,0 +1,102 @@
+"""Atomic file replacement: a reader sees the old file or the whole new one, never a part.
+
+Write a temporary file in the destination's directory, flush and fsync it,
+rename it over the destination, then fsync the directory so the rename itself
+survives a power cut. Temporary names start with a dot and end in
+`.tmp-<pid>-<random>`, so no scan for `checkpoint-<step>.foxc` can mistake one
+for a checkpoint.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno as errno_codes
+import os
+import re
+import secrets
+from pathlib import Path
+
+from .errors import CheckpointSaveError
+
+TEMP_RE = re.compile(r"\.(?P<target>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]+")
+
+
+def temp_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def write_all(f, chunk) -> None:
+    """One buffer to the file (the seam where tests inject a full disk)."""
+    f.write(chunk)
+
+
+def atomic_write(path: Path, chunks) -> None:
+    """Write the buffers in `chunks` to `path` atomically and durably, or raise CheckpointSaveError."""
+    path = Path(path)
+    tmp = temp_path(path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        raise _save_error(path, "create a temporary file", exc) from exc
+    try:
+        with open(fd, "wb") as f:
+            for chunk in chunks:
+                write_all(f, chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise _save_error(path, "write", exc) from exc
+        raise
+    try:
+        fsync_directory(path.parent)
+    except OSError as exc:
+        raise _save_error(path, "fsync the directory after renaming", exc) from exc
+
+
+def fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno_codes.EINVAL, errno_codes.ENOTSUP):  # filesystems without directory fsync
+            raise
+    finally:
+        os.close(fd)
+
+
+def _save_error(path: Path, what: str, exc: OSError) -> CheckpointSaveError:
+    code = errno_codes.errorcode.get(exc.errno, "") if exc.errno else ""
+    reason = f"{exc.strerror or exc}" + (f" [{code}]" if code else "")
+    return CheckpointSaveError(f"could not save {path}: {what} failed: {reason}; "
+                               f"earlier checkpoints are untouched", exc.errno)
+
+
+def remove_stale_temp_files(directory: Path, target: re.Pattern) -> list[Path]:
+    """Delete temporary files for names matching `target` left by a process that died mid-save.
+
+    Those of a live process (another save in progress) are left alone.
+    """
+    removed = []
+    for entry in Path(directory).iterdir():
+        match = TEMP_RE.fullmatch(entry.name)
+        if match is None or not target.fullmatch(match["target"]) or _alive(int(match["pid"])):
+            continue
+        with contextlib.suppress(OSError):
+            entry.unlink()
+            removed.append(entry)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True

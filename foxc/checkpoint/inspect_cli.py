@@ -1,0 +1,272 @@
+"""`foxc-ckpt-inspect PATH`: look inside a FOXC checkpoint (also tools/ckpt_inspect.py).
+
+    foxc-ckpt-inspect PATH                  header and a table of sections with statistics
+    foxc-ckpt-inspect PATH --isv            every ISV slot by name and value
+    foxc-ckpt-inspect PATH --section NAME   one section's values (--full: all of them)
+    foxc-ckpt-inspect PATH --diff OTHER     per-section max abs difference; `identical` when so
+    foxc-ckpt-inspect PATH --verify         exit 0 when valid, 1 with the reason when not
+    --json                                  machine-readable output of any of the above
+
+Exit status: 0 success (or identical), 1 not a valid checkpoint, 2 --diff found differences.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+from .adamw import AdamState
+from .errors import CheckpointError
+from .format import MAGIC, VERSION, Checkpoint, read_checkpoint
+from .meta import config_differences
+
+PROG = "foxc-ckpt-inspect"
+STAT_COLUMNS = ["name", "bytes", "dtype", "shape", "min", "max", "mean", "std", "nan", "inf"]
+
+
+def array_stats(values: np.ndarray) -> dict:
+    """min, max, mean, std over the finite values, and how many are NaN or infinite."""
+    stats = {"nan": 0, "inf": 0}
+    if np.issubdtype(values.dtype, np.floating):
+        stats["nan"] = int(np.count_nonzero(np.isnan(values)))
+        stats["inf"] = int(np.count_nonzero(np.isinf(values)))
+        if stats["nan"] or stats["inf"]:
+            values = values[np.isfinite(values)]
+    if values.size == 0:
+        return {**stats, "min": None, "max": None, "mean": None, "std": None}
+    return {**stats, "min": _num(values.min()), "max": _num(values.max()),
+            "mean": float(values.mean(dtype=np.float64)), "std": float(values.std(dtype=np.float64))}
+
+
+def _num(value):
+    return bool(value) if isinstance(value, np.bool_) else value.item()
+
+
+def section_rows(ckpt: Checkpoint) -> list[dict]:
+    rows = []
+    for name, value in ckpt.sections.items():
+        info = ckpt.infos[name]
+        base = {"name": name, "bytes": info.nbytes, "dtype": info.dtype, "shape": list(info.shape)}
+        if isinstance(value, AdamState):
+            rows.append({**base, "name": f"{name}.m", "dtype": f"adamw step {value.step}", **array_stats(value.m)})
+            rows.append({"name": f"{name}.v", "bytes": "", "dtype": "", "shape": "", **array_stats(value.v)})
+        elif isinstance(value, bytes):
+            rows.append(base)
+        else:
+            rows.append({**base, **array_stats(value)})
+    return rows
+
+
+def summary(ckpt: Checkpoint, path: str) -> dict:
+    return {"path": path, "magic": f"{MAGIC:#010x}", "version": VERSION, "step": ckpt.step,
+            "sections": ckpt.n_sections, "bytes": ckpt.size,
+            "foxc_version": ckpt.meta["foxc_version"], "data": ckpt.meta.get("data"), "skipped": ckpt.skipped}
+
+
+def print_table(rows: list[dict], columns: list[str]) -> None:
+    cells = [[_cell(row.get(c, "")) for c in columns] for row in rows]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
+    print("  ".join("-" * w for w in widths))
+    for row in cells:
+        print("  ".join(v.rjust(w) if _numeric(v) else v.ljust(w) for v, w in zip(row, widths)).rstrip())
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return str(value)
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def show(ckpt: Checkpoint, path: str, as_json: bool) -> int:
+    head, rows = summary(ckpt, path), section_rows(ckpt)
+    if as_json:
+        _dump({**head, "config": ckpt.config, "section_table": rows})
+        return 0
+    print(f"{path}: FOXC v{VERSION}, step {ckpt.step}, {ckpt.n_sections} sections "
+          f"({len(ckpt.sections)} of state, meta, checksum), {ckpt.size:,} bytes, "
+          f"written by foxc {head['foxc_version']}")
+    if head["data"]:
+        print("data: " + ", ".join(f"{k} {v}" for k, v in head["data"].items()))
+    print_table(rows, STAT_COLUMNS)
+    if ckpt.skipped:
+        print("skipped (not described by the meta): " + ", ".join(ckpt.skipped))
+    return 0
+
+
+def show_isv(ckpt: Checkpoint, as_json: bool) -> int:
+    values = ckpt.isv()
+    if as_json:
+        _dump({"step": ckpt.step, "isv": values})
+        return 0
+    print_table([{"index": i, "slot": name, "value": value} for i, (name, value) in enumerate(values.items())],
+                ["index", "slot", "value"])
+    return 0
+
+
+def show_section(ckpt: Checkpoint, name: str, as_json: bool, full: bool) -> int:
+    if name not in ckpt.sections:
+        raise CheckpointError(f"no section '{name}' (the file has: {', '.join(ckpt.sections)})")
+    value, info = ckpt.sections[name], ckpt.infos[name]
+    if as_json:
+        body = ({**value.settings, "m": _json_values(value.m), "v": _json_values(value.v)}
+                if isinstance(value, AdamState) else
+                {"hex": value.hex()} if isinstance(value, bytes) else {"values": _json_values(value)})
+        _dump({"name": name, "dtype": info.dtype, "shape": list(info.shape), **body})
+        return 0
+    print(f"section '{name}': {info.dtype} {list(info.shape)}, {info.nbytes:,} bytes, sha256 {info.sha256}")
+    threshold = sys.maxsize if full else 1000
+    with np.printoptions(threshold=threshold, linewidth=120):
+        if isinstance(value, AdamState):
+            print(", ".join(f"{k} {v:.9g}" for k, v in value.settings.items()))
+            print("m =", np.array2string(value.m))
+            print("v =", np.array2string(value.v))
+        elif isinstance(value, bytes):
+            shown = value if full else value[:256]
+            print(shown.hex(" ", 4) + ("" if len(shown) == len(value) else f" … ({len(value) - len(shown)} more)"))
+        else:
+            print(np.array2string(value))
+    return 0
+
+
+def max_abs_diff(a, b) -> float | str:
+    """0.0 when bit-identical; the largest |a - b| (NaN against NaN counts as equal); or why not comparable."""
+    if isinstance(a, AdamState) or isinstance(b, AdamState):
+        if not (isinstance(a, AdamState) and isinstance(b, AdamState)) or a.n != b.n:
+            return "types differ" if type(a) is not type(b) else f"n {a.n} vs {b.n}"
+        settings = [k for k in a.settings if a.settings[k] != b.settings[k]]
+        moments = max(_array_diff(a.m, b.m), _array_diff(a.v, b.v))
+        return moments if not settings else f"{moments:.6g}; settings differ: {', '.join(settings)}"
+    if isinstance(a, bytes) or isinstance(b, bytes):
+        return 0.0 if a == b else "bytes differ"
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return f"{a.dtype} {list(a.shape)} vs {b.dtype} {list(b.shape)}"
+    return _array_diff(a, b)
+
+
+def _array_diff(a: np.ndarray, b: np.ndarray) -> float:
+    if a.tobytes() == b.tobytes():
+        return 0.0
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        delta = np.abs(x - y)
+    equal = (x == y) | (np.isnan(x) & np.isnan(y))
+    delta = np.where(equal, 0.0, np.where(np.isnan(delta), np.inf, delta))
+    return float(delta.max()) if delta.size else 0.0
+
+
+def show_diff(ckpt: Checkpoint, other: Checkpoint, path: str, other_path: str, as_json: bool) -> int:
+    rows = []
+    for name in list(ckpt.sections) + [n for n in other.sections if n not in ckpt.sections]:
+        if name not in other.sections or name not in ckpt.sections:
+            rows.append({"name": name, "max_abs_diff": f"only in {path if name in ckpt.sections else other_path}"})
+        else:
+            rows.append({"name": name, "max_abs_diff": max_abs_diff(ckpt.sections[name], other.sections[name])})
+    differing = [r["name"] for r in rows if r["max_abs_diff"] != 0.0]
+    identical = not differing and ckpt.step == other.step
+    config = config_differences(ckpt.config, other.config)
+    if as_json:
+        _dump({"identical": identical, "steps": [ckpt.step, other.step], "sections": rows,
+               "differing": differing, "config_differences": config})
+    else:
+        if ckpt.step != other.step:
+            print(f"step: {ckpt.step} vs {other.step}")
+        print_table(rows, ["name", "max_abs_diff"])
+        for line in config:
+            print(f"config {line}")
+        print("identical" if identical else
+              f"differs: {len(differing)} of {len(rows)} sections" + ("" if ckpt.step == other.step else ", step"))
+    return 0 if identical else 2
+
+
+def _json_values(array: np.ndarray):
+    if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
+        return np.vectorize(lambda x: x if np.isfinite(x) else str(x), otypes=[object])(array).tolist()
+    return array.tolist()
+
+
+def _dump(record: dict) -> None:
+    print(json.dumps(record, indent=1, default=_json_default, allow_nan=False))
+
+
+def _json_default(value):
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog=PROG, description="Inspect, verify and compare FOXC checkpoints.",
+                                 epilog="exit status: 0 ok or identical, 1 invalid checkpoint, 2 --diff differs")
+    ap.add_argument("path", help="a checkpoint-<step>.foxc file")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--isv", action="store_true", help="every ISV slot by name and value")
+    mode.add_argument("--section", metavar="NAME", help="the values of one section")
+    mode.add_argument("--diff", metavar="OTHER", help="per-section max abs difference against OTHER")
+    mode.add_argument("--verify", action="store_true", help="exit 0 when valid, 1 with the reason when not")
+    ap.add_argument("--full", action="store_true", help="with --section: print every value, not a summary")
+    ap.add_argument("--json", action="store_true", help="machine-readable output")
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(args)
+    except CheckpointError as exc:
+        if args.verify:
+            _verdict(args, False, str(exc))
+        else:
+            print(f"{PROG}: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 0
+
+
+def _run(args) -> int:
+    ckpt = _read(args.path)
+    if args.verify:
+        _verdict(args, True, f"step {ckpt.step}, {ckpt.n_sections} sections, {ckpt.size:,} bytes, "
+                             f"every sha256 verified", ckpt)
+        return 0
+    if args.isv:
+        return show_isv(ckpt, args.json)
+    if args.section is not None:
+        return show_section(ckpt, args.section, args.json, args.full)
+    if args.diff is not None:
+        return show_diff(ckpt, _read(args.diff), args.path, args.diff, args.json)
+    return show(ckpt, args.path, args.json)
+
+
+def _read(path: str) -> Checkpoint:
+    try:
+        return read_checkpoint(path)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{path}: {exc}") from None
+
+
+def _verdict(args, valid: bool, reason: str, ckpt: Checkpoint | None = None) -> None:
+    if args.json:
+        _dump({"path": args.path, "valid": valid, "reason": reason,
+               **({"step": ckpt.step} if ckpt is not None else {})})
+    else:
+        print(f"valid: {args.path}: {reason}" if valid else f"invalid: {reason}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""Periodic checkpoints in a run directory: `checkpoint-<step>.foxc`, the newest few kept."""
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+from .atomic import remove_stale_temp_files
+from .errors import CheckpointError, CheckpointSaveError
+from .format import read_checkpoint, write_checkpoint
+
+CHECKPOINT_RE = re.compile(r"checkpoint-(\d+)\.foxc")
+
+
+def checkpoint_name(step: int) -> str:
+    return f"checkpoint-{int(step)}.foxc"
+
+
+def list_checkpoints(out_dir) -> list[tuple[int, Path]]:
+    """(step, path) of every `checkpoint-<step>.foxc` in `out_dir`, oldest step first.
+
+    Temporary files of a save in progress (or of one killed midway) never match.
+    """
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        return []
+    found = []
+    for entry in out_dir.iterdir():
+        match = CHECKPOINT_RE.fullmatch(entry.name)
+        if match and entry.is_file():
+            found.append((int(match[1]), entry))
+    return sorted(found)
+
+
+def latest_checkpoint(out_dir, verify: bool = True) -> Path | None:
+    """The newest checkpoint in `out_dir` (the newest that reads and verifies, with `verify`)."""
+    for _, path in reversed(list_checkpoints(out_dir)):
+        if not verify:
+            return path
+        try:
+            read_checkpoint(path)
+        except CheckpointError as exc:
+            warnings.warn(f"skipping {path}: {exc}", stacklevel=2)
+            continue
+        return path
+    return None
+
+
+class CheckpointSaver:
+    """Saves `checkpoint-<step>.foxc` atomically into `out_dir` and keeps the newest `keep`.
+
+    A trainer calls `save(step, state, meta)` with its state dict (numpy arrays,
+    AdamState, bytes). Older checkpoints are removed only after a new one is safely
+    on disk; a failed save raises CheckpointSaveError and changes nothing.
+    "Newest" is by step number; the checkpoint just written is always kept.
+    """
+
+    def __init__(self, out_dir, keep: int = 2):
+        if keep < 1:
+            raise ValueError(f"keep must be at least 1, got {keep}")
+        self.out_dir = Path(out_dir)
+        self.keep = keep
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            remove_stale_temp_files(self.out_dir, CHECKPOINT_RE)
+        except OSError as exc:
+            raise CheckpointSaveError(f"cannot use checkpoint directory {self.out_dir}: {exc.strerror or exc}",
+                                      exc.errno) from exc
+
+    def path_for(self, step: int) -> Path:
+        return self.out_dir / checkpoint_name(step)
+
+    def save(self, step: int, sections: dict, meta: dict | None = None) -> Path:
+        path = write_checkpoint(self.path_for(step), step, sections, meta)
+        self.prune(path)
+        return path
+
+    def prune(self, newest: Path | None = None) -> list[Path]:
+        """Remove all but the newest `keep` checkpoints (never `newest`); a failed removal only warns."""
+        found = [p for _, p in list_checkpoints(self.out_dir)]
+        kept = {newest} if newest is not None else set()
+        for path in reversed(found):
+            if len(kept) >= self.keep:
+                break
+            kept.add(path)
+        removed = []
+        for path in found:
+            if path in kept:
+                continue
+            try:
+                path.unlink()
+                removed.append(path)
+            except OSError as exc:
+                warnings.warn(f"could not remove old checkpoint {path}: {exc.strerror or exc}", stacklevel=2)
+        return removed
+
+    def checkpoints(self) -> list[Path]:
+        return [p for _, p in list_checkpoints(self.out_dir)]
+
+    def latest(self, verify: bool = True) -> Path | None:
+        return latest_checkpoint(self.out_dir, verify)
+
+
+__all__ = ["CHECKPOINT_RE", "CheckpointSaver", "checkpoint_name", "latest_checkpoint", "list_checkpoints"]

@@ -1,0 +1,148 @@
+"""foxc-ckpt-inspect: tables, ISV, sections, diffs, verification, JSON, and one clean line for bad files."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from checkpoint_helpers import sample_state
+from foxc.checkpoint import write_checkpoint
+from foxc.checkpoint.inspect_cli import array_stats, main, max_abs_diff
+from foxc.isv.registry import SLOTS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def saved(tmp_path, rng):
+    state = sample_state(rng)
+    state["dqn_w"][0, 0] = np.nan
+    state["dqn_w"][1, 1] = -np.inf
+    path = write_checkpoint(tmp_path / "checkpoint-7.foxc", 7, state,
+                            {"config": {"batch": 8}, "data": {"source": "book.parquet", "sha256": "ab" * 32}})
+    return path, state
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_table(saved, capsys):
+    path, state = saved
+    code, out, _ = run(capsys, path)
+    assert code == 0
+    assert f"{path}: FOXC v1, step 7, 10 sections" in out and "data: source book.parquet" in out
+    lines = {line.split()[0]: line.split() for line in out.splitlines()[3:]}
+    assert lines["dqn_w"][1:4] == ["96", "<f4", "[4,"] and lines["dqn_w"][-2:] == ["1", "1"]
+    assert lines["adam_dqn_w.m"][2:5] == ["adamw", "step", "17"] and "adam_dqn_w.v" in lines
+    assert lines["empty"][-6:] == ["-", "-", "-", "-", "0", "0"]
+
+
+def test_json_table(saved, capsys):
+    path, state = saved
+    code, out, _ = run(capsys, path, "--json")
+    record = json.loads(out)
+    assert code == 0 and record["step"] == 7 and record["config"] == {"batch": 8}
+    rows = {row["name"]: row for row in record["section_table"]}
+    finite = state["dqn_w"][np.isfinite(state["dqn_w"])]
+    assert rows["dqn_w"]["nan"] == 1 and rows["dqn_w"]["inf"] == 1
+    assert rows["dqn_w"]["min"] == pytest.approx(float(finite.min()))
+    assert rows["dqn_w"]["std"] == pytest.approx(float(finite.astype(np.float64).std()))
+    assert rows["prng"]["max"] == int(state["prng"].max())
+
+
+def test_array_stats():
+    stats = array_stats(np.array([1.0, np.nan, np.inf, 3.0], np.float32))
+    assert stats == {"nan": 1, "inf": 1, "min": 1.0, "max": 3.0, "mean": 2.0, "std": 1.0}
+    assert array_stats(np.array([True, False]))["max"] is True
+
+
+def test_isv(saved, capsys):
+    path, _ = saved
+    code, out, _ = run(capsys, path, "--isv")
+    assert code == 0 and len(out.splitlines()) == 2 + len(SLOTS)
+    assert out.splitlines()[2 + 7].split() == ["7", "gamma", "0.99"]
+    values = json.loads(run(capsys, path, "--isv", "--json")[1])["isv"]
+    assert values["gamma"] == pytest.approx(0.99) and list(values) == [s.name for s in SLOTS]
+
+
+def test_section(saved, capsys):
+    path, state = saved
+    code, out, _ = run(capsys, path, "--section", "adam_dqn_w")
+    assert code == 0 and "step 17" in out and out.count("=") == 2
+    record = json.loads(run(capsys, path, "--section", "dqn_w", "--json")[1])
+    assert record["shape"] == [4, 6] and record["values"][0][0] == "nan" and record["values"][1][1] == "-inf"
+    assert record["values"][2] == pytest.approx(state["dqn_w"][2].tolist())
+    assert json.loads(run(capsys, path, "--section", "blob", "--json")[1])["hex"] == state["blob"].hex()
+    code, _, err = run(capsys, path, "--section", "nope")
+    assert code == 1 and "no section 'nope'" in err
+
+
+def test_diff(saved, tmp_path, capsys, rng):
+    path, state = saved
+    code, out, _ = run(capsys, path, "--diff", path)
+    assert code == 0 and out.splitlines()[-1] == "identical"
+    changed = dict(state, dqn_b=state["dqn_b"] + np.float32(0.5), prng=state["prng"][:2])
+    del changed["blob"]
+    other = write_checkpoint(tmp_path / "other.foxc", 8, changed, {"config": {"batch": 16}})
+    code, out, _ = run(capsys, path, "--diff", other)
+    assert code == 2 and out.splitlines()[-1] == "differs: 3 of 8 sections, step"
+    assert "config batch: 8 in the checkpoint, 16 now" in out
+    record = json.loads(run(capsys, path, "--diff", other, "--json")[1])
+    rows = {row["name"]: row["max_abs_diff"] for row in record["sections"]}
+    assert not record["identical"] and rows["dqn_b"] == pytest.approx(0.5) and rows["dqn_w"] == 0.0
+    assert rows["blob"].startswith("only in") and rows["prng"].startswith("uint32 [3, 4] vs")
+
+
+def test_max_abs_diff_treats_matching_nans_as_equal():
+    a = np.array([np.nan, 1.0, np.inf], np.float32)
+    assert max_abs_diff(a, a.copy()) == 0.0
+    assert max_abs_diff(a, np.array([np.nan, 1.5, np.inf], np.float32)) == 0.5
+    assert max_abs_diff(a, np.array([0.0, 1.0, np.inf], np.float32)) == np.inf
+    assert max_abs_diff(np.zeros(2, np.float32), np.zeros(2, np.float64)).startswith("float32")
+
+
+def test_verify(saved, tmp_path, capsys):
+    path, _ = saved
+    code, out, _ = run(capsys, path, "--verify")
+    assert code == 0 and out.startswith(f"valid: {path}: step 7")
+    damaged = tmp_path / "damaged.foxc"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    damaged.write_bytes(bytes(data))
+    code, out, _ = run(capsys, damaged, "--verify")
+    assert code == 1 and out.startswith(f"invalid: {damaged}: ") and len(out.splitlines()) == 1
+    record = json.loads(run(capsys, damaged, "--verify", "--json")[1])
+    assert record["valid"] is False and "section" in record["reason"]
+
+
+@pytest.mark.parametrize("content", [b"", b"not a checkpoint at all", None])
+def test_invalid_file_is_one_clean_line(tmp_path, capsys, content):
+    path = tmp_path / "bad.foxc"
+    if content is not None:
+        path.write_bytes(content)
+    code, out, err = run(capsys, path)
+    assert code == 1 and out == "" and len(err.splitlines()) == 1 and err.startswith("foxc-ckpt-inspect: ")
+
+
+def test_tool_wrapper_prints_no_traceback(tmp_path):
+    bad = tmp_path / "bad.foxc"
+    bad.write_bytes(b"FOXC" * 10)
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "ckpt_inspect.py"), str(bad)],
+                            capture_output=True, text=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().startswith("foxc-ckpt-inspect:") and len(result.stderr.splitlines()) == 1
+
+
+def test_checkpoint_benchmark_runs_small(tmp_path, capsys):
+    from foxc.bench import checkpoint as bench
+    out_json = tmp_path / "bench.json"
+    assert bench.main(["--backend", "reference", "--batch", "8", "--per", "64", "--repeats", "1",
+                       "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1].startswith("summary: checkpoint of")
+    assert json.loads(out_json.read_text())["rows"][2]["what"].startswith("load")
