@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
 from .validate import DataError
 
-BATCH_ROWS = 1 << 20
+BATCH_ROWS = 1 << 16  # a batch's records (23 MB) stay in cache while its columns land
 SIDES = ("bid", "ask")
 
 
@@ -59,31 +59,34 @@ def _ints(col: pa.Array) -> np.ndarray:
     return col.to_numpy(zero_copy_only=False)
 
 
-def _prices(col: pa.Array, out: np.ndarray, bad: np.ndarray):
-    """Into `out` (int64 units), marking non-finite floats in `bad`."""
-    if pa.types.is_floating(col.type):
-        x = col.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-        empty = np.isnan(x)
-        bad |= np.isinf(x)
-        finite = np.where(np.isfinite(x), x, 0.0)
-        out[:] = np.where(empty, PRICE_UNDEF, np.rint(finite * PRICE_SCALE).astype(np.int64))
-    else:
-        x = _ints(col)
-        if col.null_count:
-            x = np.where(col.is_null().to_numpy(zero_copy_only=False), PRICE_UNDEF, x)
-        out[:] = x
+def _fill_prices(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray):
+    """Into out (int64 [m, LEVELS], price units); non-finite floats flagged in `bad`."""
+    for lvl, c in enumerate(cols):
+        if pa.types.is_floating(c.type):
+            x = c.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+            finite = np.isfinite(x)
+            bad |= np.isinf(x)
+            out[:, lvl] = np.where(finite, np.rint(np.where(finite, x, 0.0) * PRICE_SCALE), 0)
+            out[~finite, lvl] = PRICE_UNDEF
+        else:
+            out[:, lvl] = _ints(c)
+            if c.null_count:
+                out[c.is_null().to_numpy(zero_copy_only=False), lvl] = PRICE_UNDEF
 
 
-def _sizes(col: pa.Array, out: np.ndarray, bad: np.ndarray, empty: np.ndarray):
-    if pa.types.is_floating(col.type):
-        x = col.to_numpy(zero_copy_only=False)
-        ok = np.isfinite(x)
-        bad |= ~ok & ~empty
-        x = np.where(ok, x, 0)
-    else:
-        x = _ints(col)
-    x = np.where(empty, 0, x)
-    out[:] = np.clip(x, 0, 2**32 - 1)
+def _fill_sizes(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray, empty: np.ndarray | None):
+    """Into out (uint32 [m, LEVELS]); 0 at empty levels; non-finite floats at set levels flagged in `bad`."""
+    for lvl, c in enumerate(cols):
+        x = c.to_numpy(zero_copy_only=False) if pa.types.is_floating(c.type) else _ints(c)
+        if x.dtype.kind == "f":
+            ok = np.isfinite(x)
+            bad |= ~ok & (empty is None or ~empty[:, lvl])
+            x = np.where(ok, x, 0)
+        if x.dtype != np.uint32:
+            x = np.clip(x, 0, 2**32 - 1)
+        out[:, lvl] = x
+    if empty is not None:
+        out[empty] = 0
 
 
 def read_parquet(path) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -97,7 +100,7 @@ def read_parquet(path) -> tuple[np.ndarray, np.ndarray, dict]:
     n = pf.metadata.num_rows
     if n == 0:
         raise DataError(path, "the file holds no rows")
-    rec = np.zeros(n, SNAPSHOT_DTYPE)
+    rec = np.empty(n, SNAPSHOT_DTYPE)
     bad = np.zeros(n, bool)
     meta = {"instrument": "", "instrument_id": 0, "notes": []}
     has_ct = all(c in columns for c in COUNT_COLUMNS)
@@ -107,32 +110,36 @@ def read_parquet(path) -> tuple[np.ndarray, np.ndarray, dict]:
         meta["notes"].append("no action column: trade_count is 0")
     row = 0
     try:
-        batches = pf.iter_batches(batch_size=BATCH_ROWS, columns=columns, use_threads=True)
-        for batch in batches:
+        for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=columns, use_threads=True):
             m = batch.num_rows
             part, part_bad = rec[row:row + m], bad[row:row + m]
             get = batch.column
             part["ts_ns"] = _ints(get("ts_event"))
+            part["prev_ts_ns"] = 0
             for side in SIDES:
-                px, sz = part[f"{side}_px"], part[f"{side}_sz"]
-                for lvl in range(LEVELS):
-                    _prices(get(f"{side}_px_{lvl:02d}"), px[:, lvl], part_bad)
-                for lvl in range(LEVELS):
-                    _sizes(get(f"{side}_sz_{lvl:02d}"), sz[:, lvl], part_bad, px[:, lvl] == PRICE_UNDEF)
-                    if has_ct:
-                        _sizes(get(f"{side}_ct_{lvl:02d}"), part[f"{side}_ct"][:, lvl], part_bad,
-                               px[:, lvl] == PRICE_UNDEF)
+                px = part[f"{side}_px"]
+                _fill_prices([get(f"{side}_px_{lvl:02d}") for lvl in range(LEVELS)], px, part_bad)
+                empty = px == PRICE_UNDEF
+                empty = empty if empty.any() else None
+                _fill_sizes([get(f"{side}_sz_{lvl:02d}") for lvl in range(LEVELS)], part[f"{side}_sz"],
+                            part_bad, empty)
+                if has_ct:
+                    _fill_sizes([get(f"{side}_ct_{lvl:02d}") for lvl in range(LEVELS)], part[f"{side}_ct"],
+                                part_bad, empty)
+                else:
+                    part[f"{side}_ct"] = 0
+            part["trade_count"] = 0
             if "action" in columns:
                 action = get("action")
+                if pa.types.is_dictionary(action.type):
+                    action = action.cast(action.type.value_type)
                 if pa.types.is_string(action.type) or pa.types.is_large_string(action.type):
-                    part["trade_count"] = pc.equal(action, "T").fill_null(False).to_numpy(
-                        zero_copy_only=False)
+                    part["trade_count"] = pc.equal(action, "T").fill_null(False).to_numpy(zero_copy_only=False)
                 elif pa.types.is_integer(action.type):
                     part["trade_count"] = _ints(action) == ord("T")
-            if "flags" in columns:
-                part["flags"] = _ints(get("flags"))
-            if "instrument_id" in columns:
-                part["instrument_id"] = _ints(get("instrument_id"))
+            part["segment"] = 0
+            part["flags"] = _ints(get("flags")) if "flags" in columns else 0
+            part["instrument_id"] = _ints(get("instrument_id")) if "instrument_id" in columns else 0
             if row == 0 and "symbol" in columns and m:
                 meta["instrument"] = str(get("symbol")[0].as_py() or "")
             row += m
@@ -140,8 +147,7 @@ def read_parquet(path) -> tuple[np.ndarray, np.ndarray, dict]:
         raise DataError(path, f"unreadable Parquet data after row {row} ({str(e).splitlines()[0]})") from None
     if row != n:
         raise DataError(path, f"truncated: metadata promises {n} rows, read {row}", row=row)
-    if n:
-        meta["instrument_id"] = int(rec["instrument_id"][0])
+    meta["instrument_id"] = int(rec["instrument_id"][0])
     return rec, bad, meta
 
 
@@ -173,4 +179,4 @@ def write_parquet(path, rec: np.ndarray, symbol: str = "SYNTH", publisher_id: in
         for side in SIDES:
             cols[f"{side}_ct_{lvl:02d}"] = pa.array(rec[f"{side}_ct"][:, lvl])
     cols["symbol"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([symbol]))
-    pq.write_table(pa.table(cols), path, compression=compression, row_group_size=BATCH_ROWS)
+    pq.write_table(pa.table(cols), path, compression=compression, row_group_size=1 << 20)
