@@ -39,6 +39,15 @@ def bench_parquet(rows: int) -> dict:
             "ms": round(best * 1e3, 2), "rate": f"{rows / best / 1e6:.2f} M snapshots/s"}
 
 
+def bench_synthetic(rows: int) -> dict:
+    generate(1000, seed=0)
+    t0 = time.perf_counter()
+    generate(rows, seed=1)
+    dt = time.perf_counter() - t0
+    return {"what": "synthetic generator (one core)", "count": rows, "ms": round(dt * 1e3, 2),
+            "rate": f"{rows / dt / 1e6:.2f} M snapshots/s"}
+
+
 def hbm_bytes_per_s(rt) -> float | None:
     """Peak memory bandwidth from the device's clock and bus width (None on the reference backend)."""
     if rt.backend != "cuda":
@@ -91,10 +100,10 @@ def main(argv=None) -> int:
     rows = min(args.rows, 200_000) if small else args.rows
     B = min(args.backtests, 64) if small else args.backtests
     launches = min(args.launches, 5) if small else args.launches
-    results = [bench_parquet(rows), bench_gather(rt, B, args.window, launches)]
+    results = [bench_parquet(rows), bench_synthetic(rows), bench_gather(rt, B, args.window, launches)]
     print(f"backend {rt.backend}: {rt.device_name}")
     print(table(results, ["what", "count", "ms", "us", "rate", "hbm"]))
     write_json(args.json, "data", rt, results)
-    print(f"summary: parquet {results[0]['rate']}, gather {results[1]['us']} us "
-          f"({results[1].get('hbm', results[1]['rate'])}) on {rt.backend}")
+    print(f"summary: parquet {results[0]['rate']}, gather {results[2]['us']} us "
+          f"({results[2].get('hbm', results[2]['rate'])}) on {rt.backend}")
     return 0
