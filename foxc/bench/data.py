@@ -1,0 +1,109 @@
+"""Market data: Parquet read throughput on the CPU, and the window gather kernel on the device.
+
+    python -m foxc.bench data [--backend auto|cuda|reference] [--rows N] [--backtests B] [--window K]
+                              [--launches N] [--json FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..data.device import DeviceDataset
+from ..data.features import FEATURES, HORIZONS, LABEL_PLANES
+from ..data.labels import compute_labels
+from ..data.parquet import read_parquet, write_parquet
+from ..data.record import SNAPSHOT_BYTES
+from ..data.synthetic import generate, synthetic_data
+from ..driver import BACKENDS, open_runtime
+from .report import table, write_json
+
+
+def bench_parquet(rows: int) -> dict:
+    rec = generate(rows, seed=1)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.parquet"
+        write_parquet(path, rec)
+        read_parquet(path)  # warm the page cache
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            got, _, _ = read_parquet(path)
+            best = min(best, time.perf_counter() - t0)
+        size = path.stat().st_size
+    assert len(got) == rows
+    return {"what": f"read Databento MBP-10 Parquet ({size / 2**20:.0f} MiB zstd)", "count": rows,
+            "ms": round(best * 1e3, 2), "rate": f"{rows / best / 1e6:.2f} M snapshots/s"}
+
+
+def bench_synthetic(rows: int) -> dict:
+    generate(1000, seed=0)
+    t0 = time.perf_counter()
+    generate(rows, seed=1)
+    dt = time.perf_counter() - t0
+    return {"what": "synthetic generator (one core)", "count": rows, "ms": round(dt * 1e3, 2),
+            "rate": f"{rows / dt / 1e6:.2f} M snapshots/s"}
+
+
+def hbm_bytes_per_s(rt) -> float | None:
+    """Peak memory bandwidth from the device's clock and bus width (None on the reference backend)."""
+    if rt.backend != "cuda":
+        return None
+    from cuda.bindings import driver as drv
+    from ..driver import check
+    attr = drv.CUdevice_attribute
+    khz = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, rt.ctx.device),
+                "cuDeviceGetAttribute", "reading the memory clock")
+    bits = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, rt.ctx.device),
+                 "cuDeviceGetAttribute", "reading the memory bus width")
+    return 2.0 * khz * 1e3 * bits / 8 if khz and bits else None
+
+
+def bench_gather(rt, B: int, K: int, launches: int) -> dict:
+    data = synthetic_data(max(200_000, 4 * B * K), seed=2, n_segments=4)
+    labels = compute_labels(data.records, data.tick)
+    with DeviceDataset(rt, data, labels, B, K, seed=3) as ds:
+        for _ in range(3):
+            ds.gather()
+            ds.advance()
+        rt.stream.synchronize()
+        start, end = rt.event("start"), rt.event("end")
+        start.record(rt.stream)
+        for _ in range(launches):
+            ds.gather()
+        end.record(rt.stream)
+        end.synchronize()
+        us = start.elapsed_ms(end) * 1e3 / launches
+    moved = B * K * SNAPSHOT_BYTES + B * K * FEATURES * 4 + 2 * LABEL_PLANES * B * HORIZONS * 4
+    row = {"what": f"gpu_sample_and_gather B={B} K={K}", "count": launches, "us": round(us, 2),
+           "rate": f"{moved / (us * 1e-6) / 1e9:.1f} GB/s"}
+    peak = hbm_bytes_per_s(rt)
+    if peak:
+        row["hbm"] = f"{moved / (us * 1e-6) / peak:.1%} of {peak / 1e12:.2f} TB/s"
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m foxc.bench data", description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", choices=BACKENDS, default=None)
+    ap.add_argument("--rows", type=int, default=2_000_000, help="snapshots in the Parquet file (default 2M)")
+    ap.add_argument("--backtests", type=int, default=1024, help="B (default 1024)")
+    ap.add_argument("--window", type=int, default=32, help="K (default 32)")
+    ap.add_argument("--launches", type=int, default=1000, help="timed gather launches (default 1000)")
+    ap.add_argument("--json", help="also write the results here")
+    args = ap.parse_args(argv)
+    rt = open_runtime(args.backend)
+    small = rt.backend != "cuda"
+    rows = min(args.rows, 200_000) if small else args.rows
+    B = min(args.backtests, 64) if small else args.backtests
+    launches = min(args.launches, 5) if small else args.launches
+    results = [bench_parquet(rows), bench_synthetic(rows), bench_gather(rt, B, args.window, launches)]
+    print(f"backend {rt.backend}: {rt.device_name}")
+    print(table(results, ["what", "count", "ms", "us", "rate", "hbm"]))
+    write_json(args.json, "data", rt, results)
+    print(f"summary: parquet {results[0]['rate']}, gather {results[2]['us']} us "
+          f"({results[2].get('hbm', results[2]['rate'])}) on {rt.backend}")
+    return 0

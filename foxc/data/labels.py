@@ -1,0 +1,84 @@
+"""Labels for the perception heads: the five label sources at each horizon, plus two weights.
+
+For snapshot i and horizon h (in snapshots), with j = i + h in the same segment:
+  mid_up      1 when the mid at j is above the mid at i, else 0 (BCE target)
+  long_win    1 when a long bought at ask_0[i] and sold at bid_0[j] gains after paying the fee
+              per lot on both sides: bid_0[j] − ask_0[i] − 2·fee > 0
+  short_win   the same for a short sold at bid_0[i] and bought back at ask_0[j]
+  long_size   tanh(pnl_long / (size_scale_ticks · tick)): the outcome's size, normalised to (−1, 1)
+  short_size  the same for the short
+  mid_weight  1 when mid_up is meaningful: j is in the segment and |Δmid| > dead_band_ticks · tick
+  outcome_weight  1 when j is in the segment
+Masked entries (weight 0) hold 0. Layout: float32 [N_PLANES, n_horizons, n], planes in the
+order of PLANES; the device dataset uploads it as is.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .record import PRICE_SCALE
+
+PLANES = ("mid_up", "long_win", "short_win", "long_size", "short_size", "mid_weight", "outcome_weight")
+N_SOURCES = 5
+N_PLANES = len(PLANES)
+DEFAULT_HORIZONS = (10, 50, 100)
+
+
+@dataclass(frozen=True)
+class LabelConfig:
+    horizons: tuple[int, ...] = DEFAULT_HORIZONS
+    dead_band_ticks: float = 0.0  # |Δmid| at or below this many ticks is masked for mid_up
+    fee_per_lot: float = 0.0  # in price (currency per unit), paid on each side
+    size_scale_ticks: float = 4.0
+
+    def __post_init__(self):
+        if len(self.horizons) != 3 or any(int(h) < 1 for h in self.horizons):
+            raise ValueError(f"three horizons >= 1 are needed, got {self.horizons}")
+
+    @property
+    def fee_units(self) -> float:
+        return self.fee_per_lot * PRICE_SCALE
+
+
+def compute_labels(rec: np.ndarray, tick: int, cfg: LabelConfig = LabelConfig()) -> np.ndarray:
+    """float32 [N_PLANES, len(horizons), n]; O(n) per horizon, no Python loop over rows."""
+    n = len(rec)
+    out = np.zeros((N_PLANES, len(cfg.horizons), n), np.float32)
+    bid, ask, seg = rec["bid_px"][:, 0], rec["ask_px"][:, 0], rec["segment"]
+    mid2 = bid + ask  # twice the mid, exact in int64
+    fee2 = 2.0 * cfg.fee_units
+    scale = cfg.size_scale_ticks * tick
+    for k, h in enumerate(cfg.horizons):
+        m = n - h
+        if m <= 0:
+            continue
+        i, j = slice(0, m), slice(h, n)
+        valid = seg[j] == seg[i]
+        dmid2 = mid2[j] - mid2[i]
+        pnl_long = (bid[j] - ask[i]).astype(np.float64) - fee2
+        pnl_short = (bid[i] - ask[j]).astype(np.float64) - fee2
+        out[0, k, :m] = valid & (dmid2 > 0)
+        out[1, k, :m] = valid & (pnl_long > 0)
+        out[2, k, :m] = valid & (pnl_short > 0)
+        out[3, k, :m] = np.where(valid, np.tanh(pnl_long / scale), 0.0)
+        out[4, k, :m] = np.where(valid, np.tanh(pnl_short / scale), 0.0)
+        out[5, k, :m] = valid & (np.abs(dmid2) > 2.0 * cfg.dead_band_ticks * tick)
+        out[6, k, :m] = valid
+    return out
+
+
+def balance(labels: np.ndarray, horizons) -> list[dict]:
+    """Per horizon: labelled fraction and the share of ups / profitable longs / shorts among them."""
+    rows = []
+    for k, h in enumerate(horizons):
+        w_mid, w_out = labels[5, k] > 0, labels[6, k] > 0
+        rows.append({
+            "horizon": int(h),
+            "mid_labelled": float(w_mid.mean()) if w_mid.size else 0.0,
+            "mid_up": float(labels[0, k][w_mid].mean()) if w_mid.any() else float("nan"),
+            "long_win": float(labels[1, k][w_out].mean()) if w_out.any() else float("nan"),
+            "short_win": float(labels[2, k][w_out].mean()) if w_out.any() else float("nan"),
+        })
+    return rows

@@ -1,0 +1,182 @@
+"""Databento MBP-10 as Parquet/Arrow: read (memory-mapped, column-projected, batch by batch) and write.
+
+Columns read: `ts_event`, `bid_px_00..09`, `ask_px_00..09`, `bid_sz_..`, `ask_sz_..`, and when
+present `bid_ct_..`, `ask_ct_..`, `action` (trades counted from 'T'), `instrument_id`, `flags`,
+`symbol`. Prices are int64 fixed point (1e-9, UNDEF_PRICE = 2^63 - 1 for an empty level) or
+float (NaN for an empty level, as Databento's `pretty_px` exports). `ts_event` is uint64/int64
+ns or a timestamp column. Each batch is converted with numpy into the record array; no row
+ever becomes a Python object.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
+from .validate import DataError
+
+BATCH_ROWS = 1 << 16  # a batch's records (23 MB) stay in cache while its columns land
+SIDES = ("bid", "ask")
+
+
+def level_columns(kind: str) -> list[str]:
+    return [f"{side}_{kind}_{lvl:02d}" for side in SIDES for lvl in range(LEVELS)]
+
+
+PRICE_COLUMNS = level_columns("px")
+SIZE_COLUMNS = level_columns("sz")
+COUNT_COLUMNS = level_columns("ct")
+REQUIRED = ["ts_event", *PRICE_COLUMNS, *SIZE_COLUMNS]
+OPTIONAL = [*COUNT_COLUMNS, "action", "instrument_id", "flags", "symbol"]
+
+
+def _check_schema(path, schema: pa.Schema) -> list[str]:
+    names = set(schema.names)
+    missing = [c for c in REQUIRED if c not in names]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise DataError(path, f"missing column{more}; not Databento MBP-10 layout", column=missing[0])
+    for c in ["ts_event", *PRICE_COLUMNS]:
+        t = schema.field(c).type
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t) or (c == "ts_event" and pa.types.is_timestamp(t))):
+            raise DataError(path, f"wrong type {t} (expected integer or float)", column=c)
+    for c in SIZE_COLUMNS + [c for c in COUNT_COLUMNS if c in names]:
+        t = schema.field(c).type
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+            raise DataError(path, f"wrong type {t} (expected integer)", column=c)
+    return [c for c in REQUIRED + OPTIONAL if c in names]
+
+
+def _ints(col: pa.Array) -> np.ndarray:
+    if pa.types.is_timestamp(col.type):
+        col = col.cast(pa.int64())
+    if col.null_count:
+        col = col.fill_null(0)
+    return col.to_numpy(zero_copy_only=False)
+
+
+def _fill_prices(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray):
+    """Into out (int64 [m, LEVELS], price units); non-finite floats flagged in `bad`."""
+    for lvl, c in enumerate(cols):
+        if pa.types.is_floating(c.type):
+            x = c.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+            finite = np.isfinite(x)
+            bad |= np.isinf(x)
+            out[:, lvl] = np.where(finite, np.rint(np.where(finite, x, 0.0) * PRICE_SCALE), 0)
+            out[~finite, lvl] = PRICE_UNDEF
+        else:
+            out[:, lvl] = _ints(c)
+            if c.null_count:
+                out[c.is_null().to_numpy(zero_copy_only=False), lvl] = PRICE_UNDEF
+
+
+def _fill_sizes(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray, empty: np.ndarray | None):
+    """Into out (uint32 [m, LEVELS]); 0 at empty levels; non-finite floats at set levels flagged in `bad`."""
+    for lvl, c in enumerate(cols):
+        x = c.to_numpy(zero_copy_only=False) if pa.types.is_floating(c.type) else _ints(c)
+        if x.dtype.kind == "f":
+            ok = np.isfinite(x)
+            bad |= ~ok & (empty is None or ~empty[:, lvl])
+            x = np.where(ok, x, 0)
+        if x.dtype != np.uint32:
+            x = np.clip(x, 0, 2**32 - 1)
+        out[:, lvl] = x
+    if empty is not None:
+        out[empty] = 0
+
+
+def read_parquet(path) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(records, bad-float mask, metadata) for one Databento MBP-10 Parquet file."""
+    path = Path(path)
+    try:
+        pf = pq.ParquetFile(path, memory_map=True)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise DataError(path, f"not a Parquet file ({str(e).splitlines()[0]})") from None
+    columns = _check_schema(path, pf.schema_arrow)
+    n = pf.metadata.num_rows
+    if n == 0:
+        raise DataError(path, "the file holds no rows")
+    rec = np.empty(n, SNAPSHOT_DTYPE)
+    bad = np.zeros(n, bool)
+    meta = {"instrument": "", "instrument_id": 0, "notes": []}
+    has_ct = all(c in columns for c in COUNT_COLUMNS)
+    if not has_ct:
+        meta["notes"].append("no bid_ct/ask_ct columns: order counts are 0")
+    if "action" not in columns:
+        meta["notes"].append("no action column: trade_count is 0")
+    row = 0
+    try:
+        for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=columns, use_threads=True):
+            m = batch.num_rows
+            part, part_bad = rec[row:row + m], bad[row:row + m]
+            get = batch.column
+            part["ts_ns"] = _ints(get("ts_event"))
+            part["prev_ts_ns"] = 0
+            for side in SIDES:
+                px = part[f"{side}_px"]
+                _fill_prices([get(f"{side}_px_{lvl:02d}") for lvl in range(LEVELS)], px, part_bad)
+                empty = px == PRICE_UNDEF
+                empty = empty if empty.any() else None
+                _fill_sizes([get(f"{side}_sz_{lvl:02d}") for lvl in range(LEVELS)], part[f"{side}_sz"],
+                            part_bad, empty)
+                if has_ct:
+                    _fill_sizes([get(f"{side}_ct_{lvl:02d}") for lvl in range(LEVELS)], part[f"{side}_ct"],
+                                part_bad, empty)
+                else:
+                    part[f"{side}_ct"] = 0
+            part["trade_count"] = 0
+            if "action" in columns:
+                action = get("action")
+                if pa.types.is_dictionary(action.type):
+                    action = action.cast(action.type.value_type)
+                if pa.types.is_string(action.type) or pa.types.is_large_string(action.type):
+                    part["trade_count"] = pc.equal(action, "T").fill_null(False).to_numpy(zero_copy_only=False)
+                elif pa.types.is_integer(action.type):
+                    part["trade_count"] = _ints(action) == ord("T")
+            part["segment"] = 0
+            part["flags"] = _ints(get("flags")) if "flags" in columns else 0
+            part["instrument_id"] = _ints(get("instrument_id")) if "instrument_id" in columns else 0
+            if row == 0 and "symbol" in columns and m:
+                meta["instrument"] = str(get("symbol")[0].as_py() or "")
+            row += m
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
+        raise DataError(path, f"unreadable Parquet data after row {row} ({str(e).splitlines()[0]})") from None
+    if row != n:
+        raise DataError(path, f"truncated: metadata promises {n} rows, read {row}", row=row)
+    meta["instrument_id"] = int(rec["instrument_id"][0])
+    return rec, bad, meta
+
+
+def write_parquet(path, rec: np.ndarray, symbol: str = "SYNTH", publisher_id: int = 1,
+                  compression: str = "zstd"):
+    """Write records in the Databento MBP-10 Parquet layout (fixed-point prices, uint64 ns times)."""
+    n = len(rec)
+    trade = rec["trade_count"] > 0
+    cols: dict[str, pa.Array] = {
+        "ts_recv": pa.array(rec["ts_ns"].astype(np.uint64)),
+        "ts_event": pa.array(rec["ts_ns"].astype(np.uint64)),
+        "rtype": pa.array(np.full(n, 10, np.uint8)),
+        "publisher_id": pa.array(np.full(n, publisher_id, np.uint16)),
+        "instrument_id": pa.array(rec["instrument_id"]),
+        "action": pa.array(np.where(trade, "T", "A")),
+        "side": pa.array(np.full(n, "N")),
+        "depth": pa.array(np.zeros(n, np.uint8)),
+        "price": pa.array(np.where(trade, rec["bid_px"][:, 0], PRICE_UNDEF)),
+        "size": pa.array(trade.astype(np.uint32)),
+        "flags": pa.array(rec["flags"].astype(np.uint8)),
+        "ts_in_delta": pa.array(np.zeros(n, np.int32)),
+        "sequence": pa.array(np.arange(n, dtype=np.uint32)),
+    }
+    for lvl in range(LEVELS):
+        for side in SIDES:
+            cols[f"{side}_px_{lvl:02d}"] = pa.array(rec[f"{side}_px"][:, lvl])
+        for side in SIDES:
+            cols[f"{side}_sz_{lvl:02d}"] = pa.array(rec[f"{side}_sz"][:, lvl])
+        for side in SIDES:
+            cols[f"{side}_ct_{lvl:02d}"] = pa.array(rec[f"{side}_ct"][:, lvl])
+    cols["symbol"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([symbol]))
+    pq.write_table(pa.table(cols), path, compression=compression, row_group_size=1 << 20)

@@ -1,0 +1,154 @@
+"""The embedded default: a seeded synthetic 10-level book with a weak, learnable order-flow signal.
+
+The process, per snapshot t (all of it vectorised; about a few million snapshots/s on one core):
+  latent imbalance  x_t = φ·x_{t−1} + √(1−φ²)·ε_t, ε ~ N(0,1), x_0 ~ N(0,1): a stationary AR(1)
+                    with unit variance, so the volume imbalance mean-reverts
+  touch sizes       bid_sz_0 = ⌈s·e^{κ·x_t}⌉, ask_sz_0 = ⌈s·e^{−κ·x_t}⌉: the level-1 imbalance
+                    (b−a)/(b+a) ≈ tanh(κ·x_t) reveals x_t up to rounding
+  price             the best bid moves by one tick between t and t+1 with probability q, up with
+                    probability σ(β·x_t) (σ the logistic function): the weak order-flow signal
+  spread            kept from t to t+1 with probability 1−r, else redrawn from π over 1, 2, 3 ticks
+  depth             level l sits l ticks behind the touch (a full tick grid); its size is
+                    s·(1 + d·l) times uniform noise in [0.5, 1.5); order counts ≈ size / 4
+  trades            a trade is reported with probability 0.5 when the price moves, 0.05 otherwise
+  time              exponential gaps with mean `mean_gap_us`
+
+Best achievable accuracy. The mid moves from t to t+1 by Δmid = Δbid + (spread_{t+1} − spread_t)/2;
+labels with Δmid = 0 are masked. Given x_t and spread_t (both visible in snapshot t), the
+probabilities of up and down follow exactly from (q, β, r, π); the best any predictor can do on
+the unmasked labels is E[max(P_up, P_down)] / E[P_up + P_down], the expectation over x ~ N(0, 1)
+and spread ~ π (independent in the stationary process). `best_accuracy_h1` computes it with
+Gauss-Hermite quadrature; a learner reading the book approaches it from below (rounding of the
+sizes hides a little of x_t).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .record import LEVELS, PRICE_SCALE, SNAPSHOT_DTYPE
+from .source import MarketData, from_records
+from .validate import ValidationReport
+
+START_NS = 1_704_205_800 * 10**9  # 2024-01-02 14:30 UTC
+AR_BLOCK = 256
+
+
+@dataclass(frozen=True)
+class SynthParams:
+    tick: float = 0.25
+    start_price: float = 4000.0
+    phi: float = 0.97           # persistence of the latent imbalance
+    kappa: float = 0.5          # how strongly the touch sizes show it
+    q_move: float = 0.25        # probability that the touch moves one tick per snapshot
+    beta: float = 0.5           # σ(β·x): the weak signal (best accuracy at horizon 1 ≈ 0.599)
+    r_spread: float = 0.1       # probability that the spread is redrawn
+    spread_probs: tuple[float, float, float] = (0.6, 0.3, 0.1)  # over 1, 2, 3 ticks
+    touch_size: float = 20.0
+    depth_slope: float = 0.25
+    mean_gap_us: float = 1000.0
+    instrument_id: int = 1
+
+    @property
+    def tick_units(self) -> int:
+        return int(round(self.tick * PRICE_SCALE))
+
+
+def ar1(eps: np.ndarray, phi: float) -> np.ndarray:
+    """x_t = φ·x_{t−1} + eps_t with x_{−1} = 0, in blocks: cumulative sums inside, a carry between."""
+    n = len(eps)
+    m = -(-n // AR_BLOCK)
+    e = np.zeros(m * AR_BLOCK)
+    e[:n] = eps
+    e = e.reshape(m, AR_BLOCK)
+    pw = phi ** np.arange(AR_BLOCK, dtype=np.float64)
+    local = np.cumsum(e / pw, axis=1) * pw  # Σ_{s≤i} φ^{i−s} e[s] within each block
+    carry_in = np.zeros(m)
+    decay = phi ** AR_BLOCK
+    ends = local[:, -1]
+    for j in range(1, m):
+        carry_in[j] = ends[j - 1] + decay * carry_in[j - 1]
+    x = local + carry_in[:, None] * (pw * phi)[None, :]
+    return x.reshape(-1)[:n]
+
+
+def generate(n: int, seed: int = 0, params: SynthParams = SynthParams(), n_segments: int = 1) -> np.ndarray:
+    """n snapshot records (validated by construction); segment ids split the rows evenly."""
+    p = params
+    rng = np.random.default_rng(seed)
+    eps = rng.standard_normal(n) * np.sqrt(1.0 - p.phi ** 2)
+    eps[0] = rng.standard_normal()
+    x = ar1(eps, p.phi)
+
+    u = rng.random((3, n))
+    move = u[0] < p.q_move
+    up = u[1] < 1.0 / (1.0 + np.exp(-p.beta * x))
+    step = np.where(move, np.where(up, 1, -1), 0).astype(np.int64)
+    bid_ticks = int(round(p.start_price / p.tick)) + np.concatenate([[0], np.cumsum(step[:-1])])
+
+    redraw = u[2] < p.r_spread
+    redraw[0] = True
+    fresh = rng.choice(np.arange(1, 4), size=n, p=np.asarray(p.spread_probs) / sum(p.spread_probs))
+    last = np.maximum.accumulate(np.where(redraw, np.arange(n), 0))
+    spread = fresh[last]
+
+    rec = np.zeros(n, SNAPSHOT_DTYPE)
+    tick = p.tick_units
+    lv = np.arange(LEVELS, dtype=np.int64)
+    rec["bid_px"] = (bid_ticks[:, None] - lv) * tick
+    rec["ask_px"] = (bid_ticks[:, None] + spread[:, None] + lv) * tick
+    profile = (p.touch_size * (1.0 + p.depth_slope * lv)).astype(np.float32)
+    noise = rng.random((2, n, LEVELS), dtype=np.float32) + np.float32(0.5)
+    bid_sz = np.ceil(profile * noise[0]).astype(np.uint32)
+    ask_sz = np.ceil(profile * noise[1]).astype(np.uint32)
+    bid_sz[:, 0] = np.ceil(p.touch_size * np.exp(p.kappa * x))
+    ask_sz[:, 0] = np.ceil(p.touch_size * np.exp(-p.kappa * x))
+    rec["bid_sz"] = bid_sz
+    rec["ask_sz"] = ask_sz
+    rec["bid_ct"] = bid_sz // 4 + 1
+    rec["ask_ct"] = ask_sz // 4 + 1
+    rec["trade_count"] = rng.random(n, dtype=np.float32) < np.where(move, np.float32(0.5), np.float32(0.05))
+    gaps = 1 + (rng.exponential(p.mean_gap_us * 1000.0, n)).astype(np.int64)
+    rec["ts_ns"] = START_NS + np.cumsum(gaps)
+    rec["instrument_id"] = p.instrument_id
+    rec["segment"] = (np.arange(n, dtype=np.int64) * n_segments // max(n, 1)).astype(np.uint32)
+    return rec
+
+
+def synthetic_data(n: int, seed: int = 0, params: SynthParams = SynthParams(), n_segments: int = 1) -> MarketData:
+    rec = generate(n, seed, params, n_segments)
+    report = ValidationReport()
+    report.add("<synthetic>", n, {}, [f"seed {seed}, {params}"])
+    return from_records(rec, "synthetic", "SYNTH", params.tick_units, report)
+
+
+def h1_move_probs(x: np.ndarray, spread: int, p: SynthParams) -> tuple[np.ndarray, np.ndarray]:
+    """P(mid up), P(mid down) from t to t+1 given the latent x_t and the spread at t (in ticks)."""
+    probs = np.asarray(p.spread_probs, np.float64) / sum(p.spread_probs)
+    p_up_move = p.q_move / (1.0 + np.exp(-p.beta * x))
+    step_probs = {1: p_up_move, -1: p.q_move - p_up_move, 0: np.full_like(x, 1.0 - p.q_move)}
+    up = np.zeros_like(x)
+    down = np.zeros_like(x)
+    for s_next in (1, 2, 3):
+        p_s = p.r_spread * probs[s_next - 1] + (1.0 - p.r_spread) * (s_next == spread)
+        for d, p_d in step_probs.items():
+            half_ticks = 2 * d + (s_next - spread)
+            if half_ticks > 0:
+                up += p_s * p_d
+            elif half_ticks < 0:
+                down += p_s * p_d
+    return up, down
+
+
+def best_accuracy_h1(p: SynthParams = SynthParams(), nodes: int = 96) -> float:
+    """The Bayes accuracy of the mid direction at horizon 1 on unmasked labels (dead band 0)."""
+    z, w = np.polynomial.hermite_e.hermegauss(nodes)  # ∫ f(z) e^{−z²/2} dz
+    w = w / w.sum()
+    probs = np.asarray(p.spread_probs, np.float64) / sum(p.spread_probs)
+    best = labelled = 0.0
+    for spread in (1, 2, 3):
+        up, down = h1_move_probs(z, spread, p)
+        best += probs[spread - 1] * np.sum(w * np.maximum(up, down))
+        labelled += probs[spread - 1] * np.sum(w * (up + down))
+    return float(best / labelled)

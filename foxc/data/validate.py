@@ -1,0 +1,144 @@
+"""Validation of snapshot records: what is skipped (counted per reason) and what rejects a file.
+
+A row that cannot be a usable book (crossed, one-sided, absurd price, time going
+backwards, NaN) is skipped and counted under the first reason it fails, in the
+order of SKIP_REASONS. A file that cannot be data at all (missing columns, wrong
+types, empty, truncated, not the format it claims) raises DataError with one line
+naming the file, the row or column, and the reason. Nothing is dropped silently.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .record import PRICE_SCALE, PRICE_UNDEF
+
+SKIP_REASONS = (
+    "nan_or_inf",          # a NaN or infinite price or size in a float source
+    "empty_book",          # no bid and no ask at level 0
+    "one_sided",           # one side empty at level 0
+    "nonpositive_price",   # a non-empty level priced at or below zero
+    "price_out_of_range",  # a non-empty level outside [min_price, max_price]
+    "crossed",             # best bid above best ask
+    "locked",              # best bid equal to best ask
+    "unsorted_levels",     # bids not strictly falling or asks not strictly rising with depth
+    "non_monotonic_ts",    # an event time earlier than the previous kept row's
+)
+
+
+class DataError(Exception):
+    """A file that cannot be read as market data; str() is the one line shown to the user."""
+
+    def __init__(self, path, reason: str, row: int | None = None, column: str | None = None):
+        where = str(path)
+        if row is not None:
+            where += f", row {row}"
+        if column is not None:
+            where += f", column '{column}'"
+        super().__init__(f"{where}: {reason}")
+        self.path, self.row, self.column, self.reason = str(path), row, column, reason
+
+
+@dataclass(frozen=True)
+class ValidationConfig:
+    """Bounds of a reasonable price (in price units, i.e. the instrument's own currency)."""
+
+    min_price: float = 1e-6
+    max_price: float = 1e7
+
+    @property
+    def min_units(self) -> int:
+        return int(round(self.min_price * PRICE_SCALE))
+
+    @property
+    def max_units(self) -> int:
+        return int(round(self.max_price * PRICE_SCALE))
+
+
+@dataclass
+class ValidationReport:
+    """Rows read and skipped per file and per reason."""
+
+    files: dict[str, dict] = field(default_factory=dict)
+
+    def add(self, path, rows_read: int, skipped: dict[str, int], notes: list[str] | None = None):
+        self.files[str(path)] = {"rows_read": int(rows_read),
+                                 "rows_kept": int(rows_read - sum(skipped.values())),
+                                 "skipped": {k: int(v) for k, v in skipped.items() if v},
+                                 "notes": list(notes or [])}
+
+    @property
+    def rows_read(self) -> int:
+        return sum(f["rows_read"] for f in self.files.values())
+
+    @property
+    def rows_kept(self) -> int:
+        return sum(f["rows_kept"] for f in self.files.values())
+
+    def skipped(self) -> dict[str, int]:
+        total = {r: 0 for r in SKIP_REASONS}
+        for f in self.files.values():
+            for reason, n in f["skipped"].items():
+                total[reason] = total.get(reason, 0) + n
+        return {r: n for r, n in total.items() if n}
+
+    def summary(self) -> str:
+        skipped = self.skipped()
+        lines = [f"validation: {self.rows_read} rows read, {self.rows_kept} kept, "
+                 f"{self.rows_read - self.rows_kept} skipped in {len(self.files)} file(s)"]
+        lines += [f"  skipped {n:>10}  {reason}" for reason, n in skipped.items()]
+        for path, f in self.files.items():
+            lines += [f"  note {path}: {note}" for note in f["notes"]]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {"rows_read": self.rows_read, "rows_kept": self.rows_kept, "skipped": self.skipped(),
+                "files": self.files}
+
+    def write_json(self, run_dir, name: str = "data_validation.json") -> Path:
+        path = Path(run_dir) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        return path
+
+
+def skip_reasons(rec: np.ndarray, bad_float: np.ndarray | None, cfg: ValidationConfig) -> np.ndarray:
+    """Per row: 0 when kept, else 1 + the index in SKIP_REASONS of the first reason it fails."""
+    n = len(rec)
+    bid, ask = rec["bid_px"], rec["ask_px"]
+    bid_set, ask_set = bid != PRICE_UNDEF, ask != PRICE_UNDEF
+    checks = []
+    checks.append(bad_float if bad_float is not None else np.zeros(n, bool))
+    checks.append(~bid_set[:, 0] & ~ask_set[:, 0])
+    checks.append(bid_set[:, 0] != ask_set[:, 0])
+    checks.append(((bid <= 0) & bid_set).any(1) | ((ask <= 0) & ask_set).any(1))
+    lo, hi = cfg.min_units, cfg.max_units
+    checks.append((((bid < lo) | (bid > hi)) & bid_set).any(1) | (((ask < lo) | (ask > hi)) & ask_set).any(1))
+    checks.append(bid[:, 0] > ask[:, 0])
+    checks.append(bid[:, 0] == ask[:, 0])
+    # an empty level may only be followed by empty levels; set levels strictly move away from the touch
+    bid_bad = (bid_set[:, 1:] & ~bid_set[:, :-1]) | (bid_set[:, 1:] & (bid[:, 1:] >= bid[:, :-1]))
+    ask_bad = (ask_set[:, 1:] & ~ask_set[:, :-1]) | (ask_set[:, 1:] & (ask[:, 1:] <= ask[:, :-1]))
+    checks.append(bid_bad.any(1) | ask_bad.any(1))
+    code = np.zeros(n, np.uint8)
+    for i in range(len(checks) - 1, -1, -1):  # the earliest reason wins
+        code[checks[i]] = i + 1
+    # time order among rows that pass everything else
+    ok = np.flatnonzero(code == 0)
+    if len(ok) > 1:
+        ts = rec["ts_ns"][ok]
+        prior_max = np.maximum.accumulate(ts)[:-1]
+        late = np.concatenate([[False], ts[1:] < prior_max])
+        code[ok[late]] = SKIP_REASONS.index("non_monotonic_ts") + 1
+    return code
+
+
+def apply(rec: np.ndarray, bad_float: np.ndarray | None, cfg: ValidationConfig) -> tuple[np.ndarray, dict[str, int]]:
+    """The rows kept and the skip count per reason."""
+    code = skip_reasons(rec, bad_float, cfg)
+    counts = np.bincount(code, minlength=len(SKIP_REASONS) + 1)
+    skipped = {reason: int(counts[i + 1]) for i, reason in enumerate(SKIP_REASONS)}
+    return (rec if counts[0] == len(rec) else rec[code == 0]), skipped

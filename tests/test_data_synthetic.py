@@ -1,0 +1,87 @@
+"""The synthetic default: seeded, a plausible book, and a weak signal a simple learner finds."""
+import numpy as np
+
+from foxc.data import validate
+from foxc.data.labels import LabelConfig, compute_labels
+from foxc.data.synthetic import SynthParams, ar1, best_accuracy_h1, generate, h1_move_probs, synthetic_data
+
+
+def test_seeded_and_deterministic():
+    a, b, c = generate(5000, 7), generate(5000, 7), generate(5000, 8)
+    assert a.tobytes() == b.tobytes() and a.tobytes() != c.tobytes()
+
+
+def test_ar1_matches_the_recursion(rng):
+    eps = rng.standard_normal(1000)
+    want, x = np.zeros(1000), 0.0
+    for i, e in enumerate(eps):
+        x = 0.93 * x + e
+        want[i] = x
+    np.testing.assert_allclose(ar1(eps, 0.93), want, rtol=1e-9, atol=1e-9)
+
+
+def test_plausible_book():
+    p = SynthParams()
+    rec = generate(50_000, 1)
+    kept, skipped = validate.apply(rec, None, validate.ValidationConfig())
+    assert len(kept) == len(rec)
+    tick = p.tick_units
+    assert np.all(rec["bid_px"] % tick == 0) and np.all(rec["ask_px"] % tick == 0)
+    spread = (rec["ask_px"][:, 0] - rec["bid_px"][:, 0]) // tick
+    share = np.bincount(spread, minlength=4)[1:4] / len(rec)
+    assert share.sum() == 1.0 and share[0] > 0.5 and share[2] < 0.2
+    depth = rec["bid_sz"][:, 1:].mean(0)
+    assert np.all(np.diff(depth) > 0)  # the depth profile grows away from the touch
+    imb = (rec["bid_sz"][:, 0].astype(float) - rec["ask_sz"][:, 0]) / (rec["bid_sz"][:, 0] + rec["ask_sz"][:, 0])
+    lag1 = np.corrcoef(imb[:-1], imb[1:])[0, 1]
+    assert 0.8 < lag1 < 0.995 and abs(imb.mean()) < 0.1  # persistent and mean-reverting around zero
+    assert np.all(np.diff(rec["ts_ns"]) > 0)
+
+
+def test_best_accuracy_matches_monte_carlo_of_the_true_model():
+    """The Bayes rule from the process's own probabilities, applied to generated data."""
+    p = SynthParams()
+    n = 400_000
+    rng = np.random.default_rng(11)
+    x = ar1(np.r_[rng.standard_normal(), rng.standard_normal(n - 1) * np.sqrt(1 - p.phi ** 2)], p.phi)
+    rec = generate(n, 11, p)  # the same draws: generate() starts with exactly these normals
+    spread = (rec["ask_px"][:, 0] - rec["bid_px"][:, 0]) // p.tick_units
+    up, down = np.zeros(n), np.zeros(n)
+    for s in (1, 2, 3):
+        sel = spread == s
+        up[sel], down[sel] = h1_move_probs(x[sel], s, p)
+    mid2 = rec["bid_px"][:, 0] + rec["ask_px"][:, 0]
+    move = np.sign(mid2[1:] - mid2[:-1])
+    labelled = move != 0
+    correct = np.where(up[:-1] > down[:-1], move > 0, move < 0)[labelled]
+    best = best_accuracy_h1(p)
+    se = np.sqrt(best * (1 - best) / labelled.sum())
+    assert abs(correct.mean() - best) < 4 * se
+    assert 0.55 < best < 0.65
+
+
+def logistic_fit(x, y, iters=25):
+    X = np.stack([np.ones_like(x), x], 1)
+    w = np.zeros(2)
+    for _ in range(iters):  # Newton's method on the log-likelihood
+        p = 1 / (1 + np.exp(-X @ w))
+        g = X.T @ (y - p)
+        H = (X * (p * (1 - p))[:, None]).T @ X
+        w += np.linalg.solve(H + 1e-9 * np.eye(2), g)
+    return w
+
+
+def test_logistic_on_imbalance_beats_chance():
+    data = synthetic_data(200_000, seed=5)
+    rec = data.records
+    labels = compute_labels(rec, data.tick, LabelConfig((1, 10, 50)))
+    imb = (rec["bid_sz"][:, 0].astype(float) - rec["ask_sz"][:, 0]) / (rec["bid_sz"][:, 0] + rec["ask_sz"][:, 0])
+    w_mask = labels[5, 0] > 0
+    half = len(rec) // 2
+    train, test = np.flatnonzero(w_mask[:half]), half + np.flatnonzero(w_mask[half:])
+    w = logistic_fit(imb[train], labels[0, 0, train])
+    acc = np.mean(((w[0] + w[1] * imb[test]) > 0) == (labels[0, 0, test] > 0.5))
+    best = best_accuracy_h1()
+    se = np.sqrt(0.25 / len(test))
+    assert w[1] > 0 and acc > 0.5 + 10 * se  # beats a coin clearly
+    assert acc < best + 4 * se  # and never the Bayes bound

@@ -1,0 +1,102 @@
+"""Validation: every skip reason counted, the first reason wins, the report prints and writes JSON."""
+import json
+
+import numpy as np
+import pytest
+
+from foxc.data import validate
+from foxc.data.parquet import write_parquet
+from foxc.data.record import PRICE_UNDEF
+from foxc.data.source import load
+from foxc.data.synthetic import generate
+from foxc.data.validate import SKIP_REASONS, DataError, ValidationConfig
+
+CFG = ValidationConfig(min_price=1.0, max_price=100_000.0)
+
+
+def break_row(rec, i, reason):
+    r = rec[i:i + 1].copy()
+    if reason == "empty_book":
+        r["bid_px"] = PRICE_UNDEF; r["ask_px"] = PRICE_UNDEF
+    elif reason == "one_sided":
+        r["ask_px"] = PRICE_UNDEF
+    elif reason == "nonpositive_price":
+        r["bid_px"][0, 9] = -5
+    elif reason == "price_out_of_range":
+        r["ask_px"][0, 9] = 10**15  # 1,000,000 > max_price
+    elif reason == "crossed":
+        r["bid_px"][0, :] = r["ask_px"][0, 0] + 1_000_000_000 - np.arange(10) * 250_000_000
+    elif reason == "locked":
+        r["bid_px"][0, :] = r["ask_px"][0, 0] - np.arange(10) * 250_000_000
+    elif reason == "unsorted_levels":
+        r["ask_px"][0, 3], r["ask_px"][0, 4] = r["ask_px"][0, 4], r["ask_px"][0, 3]
+    elif reason == "non_monotonic_ts":
+        r["ts_ns"] = rec["ts_ns"][i - 1] - 5
+    rec[i:i + 1] = r
+
+
+@pytest.mark.parametrize("reason", [r for r in SKIP_REASONS if r != "nan_or_inf"])
+def test_each_reason_is_counted_and_skipped(reason):
+    rec = generate(200, seed=3)
+    rows = [17, 90, 151]
+    for i in rows:
+        break_row(rec, i, reason)
+    kept, skipped = validate.apply(rec, None, CFG)
+    assert skipped[reason] == 3 and sum(skipped.values()) == 3
+    assert len(kept) == 197 and not np.isin(kept["ts_ns"], rec["ts_ns"][rows]).any()
+
+
+def test_nan_or_inf_from_float_flags():
+    rec = generate(50, seed=1)
+    bad = np.zeros(50, bool)
+    bad[[3, 4]] = True
+    kept, skipped = validate.apply(rec, bad, CFG)
+    assert skipped["nan_or_inf"] == 2 and len(kept) == 48
+
+
+def test_first_reason_wins_and_gaps_in_levels():
+    rec = generate(20, seed=2)
+    rec["ask_px"][5] = PRICE_UNDEF  # one-sided and, with a negative bid, non-positive too
+    rec["bid_px"][5, 2] = -1
+    rec["bid_px"][8, 3] = PRICE_UNDEF  # a hole in the middle of the book
+    rec["bid_sz"][8, 3] = 0
+    codes = validate.skip_reasons(rec, None, CFG)
+    assert SKIP_REASONS[codes[5] - 1] == "one_sided"
+    assert SKIP_REASONS[codes[8] - 1] == "unsorted_levels"
+    assert (codes != 0).sum() == 2
+
+
+def test_a_time_jump_back_skips_only_the_late_rows():
+    rec = generate(10, seed=2)
+    rec["ts_ns"][4:6] = rec["ts_ns"][3] - 10
+    kept, skipped = validate.apply(rec, None, CFG)
+    assert skipped["non_monotonic_ts"] == 2 and np.all(np.diff(kept["ts_ns"]) >= 0)
+
+
+def test_report_summary_and_json(tmp_path):
+    rec = generate(300, seed=3)
+    break_row(rec, 10, "crossed")
+    break_row(rec, 20, "locked")
+    break_row(rec, 30, "locked")
+    write_parquet(tmp_path / "x.parquet", rec)
+    data = load(tmp_path / "x.parquet", CFG)
+    assert data.report.skipped() == {"crossed": 1, "locked": 2} and len(data.records) == 297
+    text = data.report.summary()
+    assert "300 rows read, 297 kept, 3 skipped" in text and "locked" in text
+    written = json.loads(data.report.write_json(tmp_path / "run").read_text())
+    assert written["skipped"] == {"crossed": 1, "locked": 2}
+    assert written["files"][str(tmp_path / "x.parquet")]["rows_kept"] == 297
+
+
+def test_a_file_with_nothing_usable_is_rejected(tmp_path):
+    rec = generate(30, seed=3)
+    rec["ask_px"] = PRICE_UNDEF
+    write_parquet(tmp_path / "x.parquet", rec)
+    with pytest.raises(DataError, match="no usable rows: all 30 skipped \\(30 one_sided\\)"):
+        load(tmp_path / "x.parquet")
+
+
+def test_data_error_is_one_line():
+    e = DataError("/d/f.parquet", "wrong type string (expected integer)", row=None, column="bid_px_00")
+    assert str(e) == "/d/f.parquet, column 'bid_px_00': wrong type string (expected integer)"
+    assert str(DataError("f.dbn", "truncated", row=12)) == "f.dbn, row 12: truncated"
