@@ -3,7 +3,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import zstandard
+
 
 from data_files import SHARED_DATA, dbn_bytes, write_lobster
 from foxc.data.dbn import read_dbn
@@ -57,6 +57,7 @@ def test_dbn_round_trip(tmp_path, version, ts_out):
     same_book(got, rec)
     assert meta["instrument"] == "ESZ4" and meta["dbn"]["ts_out"] == ts_out
     zpath = tmp_path / "x.dbn.zst"
+    zstandard = pytest.importorskip("zstandard")
     zpath.write_bytes(zstandard.ZstdCompressor().compress(path.read_bytes()))
     same_book(read_dbn(zpath)[0], rec)
 
@@ -92,6 +93,7 @@ def test_dbn_bad_files_raise_one_line(tmp_path, damage, message):
 
 def test_corrupt_zstd(tmp_path):
     path = tmp_path / "bad.dbn.zst"
+    zstandard = pytest.importorskip("zstandard")
     path.write_bytes(zstandard.ZstdCompressor().compress(dbn_bytes(generate(10)))[:-20])
     with pytest.raises(DataError, match="zstd|truncated"):
         read_dbn(path)

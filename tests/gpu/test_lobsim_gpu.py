@@ -67,7 +67,8 @@ def test_submit_market_matches_reference(cuda_rt, ref_rt, rng, n):
             st["mid_x2"], st["fee_per_lot"], pos, trade_log, st["trade_log"].shape[1], 7, n]
     got, want = both(cuda_rt, ref_rt, SUBMIT_MARKET, n, args)
     assert_identical(got, want, SUBMIT_MARKET)
-    assert not np.array_equal(got[11], st["pos"]), "no order filled: the test exercised nothing"
+    if n > 1:  # one backtest may draw HOLD; with many, some order always fills
+        assert not np.array_equal(got[11], st["pos"]), "no order filled: the test exercised nothing"
 
 
 @pytest.mark.parametrize("n", [1, 129, 3000])
