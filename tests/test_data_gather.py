@@ -63,7 +63,7 @@ def test_gather_matches_naive_loop(ref_rt, rng):
         window = rec[c - K + 1:c + 1]
         assert len(set(window["segment"])) == 1  # never across a segment
         for k in range(K):
-            np.testing.assert_allclose(feats[b, k], naive_feature_row(window[k], data.tick, window[-1]),
+            np.testing.assert_allclose(feats[k, b], naive_feature_row(window[k], data.tick, window[-1]),
                                        rtol=1e-6, atol=1e-6)
         np.testing.assert_array_equal(lab[:, b, :], labels[:, :, c])
 

@@ -57,8 +57,8 @@ __device__ float snapshot_feature(const FoxcSnapshot& s, int f, long long tick, 
 // valid_cursors[xorshift32(rng[b]) % n_valid] (every valid cursor has K - 1 snapshots before it in its
 // segment and one after) and clears episode_steps[b] and done[b]. Writes last[b] = 1 when the snapshot
 // at the cursor is the episode's final one (segment end, or max_episode_steps > 0 reached).
-// Stages records[cursor-K+1 .. cursor] in shared memory and writes features[b][k][f] (FOXC_FEATURES
-// per snapshot, oldest first) and labels_out[p][b][h] = labels[p][h][cursor] for the FOXC_LABEL_PLANES.
+// Stages records[cursor-K+1 .. cursor] in shared memory and writes features[k][b][f] (time-major, as
+// the encoder reads them; FOXC_FEATURES per snapshot, k = 0 the oldest) and labels_out[p][b][h] = labels[p][h][cursor] for the FOXC_LABEL_PLANES.
 // Reads: records, labels, segment_end, valid_cursors. Reads and writes: cursors, episode_steps, done,
 // rng. Writes: last, features, labels_out.
 extern "C" __global__ void __launch_bounds__(FOXC_GATHER_BLOCK) gpu_sample_and_gather(
@@ -101,10 +101,9 @@ extern "C" __global__ void __launch_bounds__(FOXC_GATHER_BLOCK) gpu_sample_and_g
     const FoxcSnapshot& newest = window[K - 1];
     const long long mid2_newest = newest.bid_px[0] != FOXC_PRICE_UNDEF && newest.ask_px[0] != FOXC_PRICE_UNDEF
                                       ? newest.bid_px[0] + newest.ask_px[0] : 0;
-    float* out = features + (size_t)b * K * FOXC_FEATURES;
     for (int e = threadIdx.x; e < K * FOXC_FEATURES; e += blockDim.x) {
-        const int k = e / FOXC_FEATURES;
-        out[e] = snapshot_feature(window[k], e - k * FOXC_FEATURES, tick, mid2_newest);
+        const int k = e / FOXC_FEATURES, f = e - k * FOXC_FEATURES;
+        features[((size_t)k * B + b) * FOXC_FEATURES + f] = snapshot_feature(window[k], f, tick, mid2_newest);
     }
     for (int e = threadIdx.x; e < FOXC_LABEL_PLANES * FOXC_HORIZONS; e += blockDim.x) {
         const int p = e / FOXC_HORIZONS, h = e - p * FOXC_HORIZONS;

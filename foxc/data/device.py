@@ -1,7 +1,7 @@
 """The device dataset: records and labels uploaded once, per-backtest cursors, and the gather plans.
 
     ds = DeviceDataset(rt, data, labels, n_backtests=1024, window=32, seed=7)
-    ds.gather(stream)   # features [B, K, F] and labels_out [planes, B, H] at each cursor
+    ds.gather(stream)   # features [K, B, F] (time-major) and labels_out [planes, B, H] at each cursor
     ...                 # the simulator reads records[cursors[b]] and flattens where last[b]
     ds.advance(stream)  # cursor += 1, or done = 1 after an episode's last snapshot
 
@@ -60,7 +60,7 @@ class DeviceDataset:
         self.done = rt.device_array(self.B, np.int32, "done")
         self.last = rt.device_array(self.B, np.int32, "last")
         self.rng = rt.device_array(self.B, np.uint32, "cursor_rng")
-        self.features = rt.device_array((self.B, self.K, FEATURES), np.float32, "features")
+        self.features = rt.device_array((self.K, self.B, FEATURES), np.float32, "features")
         self.labels_out = rt.device_array((LABEL_PLANES, self.B, HORIZONS), np.float32, "labels_out")
         self.records.upload(data.records)
         self.labels.upload(labels)

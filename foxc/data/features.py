@@ -1,6 +1,7 @@
 """The per-snapshot feature layout (mirrors cuda/include/foxc/data.h) and its numpy computation.
 
-features: float32 [B, K, FEATURES], the K snapshots of each backtest's window oldest first.
+features: float32 [K, B, FEATURES] on the device (time-major, as the encoder reads them); window_features
+below returns [B, K, FEATURES], the K snapshots of each window oldest first.
 Prices are relative to the snapshot's own mid in ticks, sizes log1p, spread in ticks, level-1
 and ten-level volume imbalance, the mid relative to the window's newest mid in ticks, log1p of
 the microseconds since the previous snapshot, log1p of the trade count. Empty levels give 0.

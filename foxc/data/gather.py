@@ -16,7 +16,7 @@ SAMPLE_AND_GATHER = KernelSpec(
      ptr("cursors"), ptr("episode_steps"), ptr("done"), ptr("last"), ptr("rng"),
      ptr("features"), ptr("labels_out"),
      i32("n_records"), i32("n_valid"), i32("B"), i32("K"), i64("tick"), i32("max_episode_steps")),
-    doc="redraw finished cursors, gather [B,K,F] window features and the label planes at the cursor; "
+    doc="redraw finished cursors, gather time-major [K,B,F] window features and the label planes at the cursor; "
         "grid B, block 128, shared K*352 bytes")
 ADVANCE_CURSORS = KernelSpec(
     "gpu_advance_cursors", MODULE,
@@ -52,7 +52,8 @@ def _sample_and_gather(launch, records, labels, segment_end, valid_cursors, curs
     c = cur.astype(np.int64)
     end = segment_end.i32()[rec["segment"][c]]
     lst[:] = (c + 1 >= end) | ((max_episode_steps > 0) & (steps + 1 >= max_episode_steps))
-    features.f32(nb * k * FEATURES)[:] = window_features(rec, c, k, int(tick)).reshape(-1)
+    features.f32(k * nb * FEATURES).reshape(k, nb, FEATURES)[:] = \
+        window_features(rec, c, k, int(tick)).transpose(1, 0, 2)
     planes = labels.f32(LABEL_PLANES * HORIZONS * n).reshape(LABEL_PLANES, HORIZONS, n)
     labels_out.f32(LABEL_PLANES * nb * HORIZONS).reshape(LABEL_PLANES, nb, HORIZONS)[:] = \
         planes[:, :, c].transpose(0, 2, 1)

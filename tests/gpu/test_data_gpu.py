@@ -24,7 +24,7 @@ def gather_args(data, labels, B, K, rng, cursors, done, max_steps=0):
     return [data.records, labels, ends.astype(np.int32), valid,
             cursors.astype(np.int32), rng.integers(0, 7, B).astype(np.int32), done.astype(np.int32),
             poisoned(B, np.int32), seed_states(int(rng.integers(1 << 30)), B),
-            poisoned((B, K, FEATURES)), poisoned((LABEL_PLANES, B, HORIZONS)),
+            poisoned((K, B, FEATURES)), poisoned((LABEL_PLANES, B, HORIZONS)),
             len(data.records), len(valid), B, K, data.tick, max_steps]
 
 

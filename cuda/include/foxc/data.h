@@ -2,7 +2,8 @@
 #ifndef FOXC_DATA_H
 #define FOXC_DATA_H
 
-// features: float32 [B][K][FOXC_FEATURES], one row per snapshot of a backtest's window, oldest first.
+// features: float32 [K][B][FOXC_FEATURES] (time-major, as the encoder reads them): row (k, b) is
+// snapshot k of backtest b's window, k = 0 the oldest.
 #define FOXC_F_BID_PX      0   // 10: (bid_px[l] - mid) / tick; 0 for an empty level
 #define FOXC_F_ASK_PX      10  // 10: (ask_px[l] - mid) / tick; 0 for an empty level
 #define FOXC_F_BID_SZ      20  // 10: log1p(bid_sz[l])
