@@ -47,12 +47,12 @@ def run_act(rt, logits, state, lots, drawdown, isv):
     B = len(lots)
     return run_kernel(rt, K.AGENT_ACT, K.per_backtest_grid(B), K.BLOCK,
                       [logits, state, lots, drawdown, isv, poisoned(B, np.int32), poisoned(B),
-                       poisoned((B, N_ACTIONS)), poisoned(B, np.uint32), B])
+                       poisoned((B, N_ACTIONS)), poisoned(B, np.uint32), poisoned(B, np.uint32), B])
 
 
 def test_act_matches_naive(ref_rt, rng):
     inputs = act_inputs(rng, 300)
-    _, state, _, _, _, actions, logp, probs, flags = run_act(ref_rt, *inputs)
+    _, state, _, _, _, actions, logp, probs, flags, _ = run_act(ref_rt, *inputs)
     naive = naive_act(*inputs)
     for b, (a, lp, flag, s, u, p) in enumerate(naive):
         assert state[b] == s
@@ -66,7 +66,8 @@ def test_act_matches_naive(ref_rt, rng):
 def test_act_invariants(ref_rt, rng):
     inputs = act_inputs(rng, 2000)
     logits, _, lots, drawdown, isv = inputs
-    _, _, _, _, _, actions, logp, probs, flags = run_act(ref_rt, *inputs)
+    _, _, _, _, _, actions, logp, probs, flags, stop = run_act(ref_rt, *inputs)
+    assert np.array_equal(stop.astype(bool), (flags & FLAG_STOPPED) != 0)
     assert np.all(probs >= isv[S("exploration_floor")] - 1e-7)
     assert np.allclose(probs.sum(axis=1), 1, atol=1e-6)
     assert np.allclose(logp, np.log(probs[np.arange(len(actions)), actions]))
@@ -82,7 +83,7 @@ def test_act_invariants(ref_rt, rng):
 def test_exits_are_never_gated(ref_rt, rng):
     logits, state, lots, drawdown, isv = act_inputs(rng, 1000)
     isv[S("gate_threshold")] = 1.0  # gate every entry
-    _, _, _, _, _, actions, _, _, flags = run_act(ref_rt, logits, state, np.zeros_like(lots), drawdown, isv)
+    _, _, _, _, _, actions, _, _, flags, _ = run_act(ref_rt, logits, state, np.zeros_like(lots), drawdown, isv)
     assert not np.any(np.isin(actions, [LONG, SHORT]))
     assert np.any(np.isin(actions, [FLAT_FROM_LONG, FLAT_FROM_SHORT]))  # exits pass the gate
 
@@ -92,7 +93,7 @@ def test_sampling_frequencies_follow_probs(ref_rt, rng):
     logits = np.tile(np.array([[0.5, -1.0, 0.2, 1.0, -0.3]], np.float32), (B, 1))
     _, state, _, drawdown, isv = act_inputs(rng, B)
     isv[S("gate_threshold")] = 0.0
-    _, _, _, _, _, actions, _, probs, _ = run_act(ref_rt, logits, state, np.zeros(B, np.int32), drawdown, isv)
+    _, _, _, _, _, actions, _, probs, _, _ = run_act(ref_rt, logits, state, np.zeros(B, np.int32), drawdown, isv)
     counts = np.bincount(actions, minlength=N_ACTIONS)
     expected = probs[0] * B
     chi2 = float(np.sum((counts - expected) ** 2 / expected))

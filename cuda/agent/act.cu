@@ -6,7 +6,8 @@
 
 // agent_act — grid ceil(B / 256), block 256; one thread per backtest b.
 // Reads  policy_logits[b, 0..5), rng_state[b], position_lots[b], drawdown[b], isv.
-// Writes rng_state[b] (advanced once), actions[b], log_prob[b], probs[b, 0..5), flags[b].
+// Writes rng_state[b] (advanced once), actions[b], log_prob[b], probs[b, 0..5), flags[b], and
+//        stop_loss[b] = 1 when the stop-loss fired (the simulator logs that exit as a stop-loss).
 //   probs   = (1 - 5 eps) * softmax(logits) + eps, eps = isv[EXPLORATION_FLOOR] in [0, 0.2]
 //   sample  by inverse CDF in action order with u = uniform24(xorshift32(state))
 //   gate    an entry (LONG, SHORT) whose probability is below isv[GATE_THRESHOLD] becomes HOLD;
@@ -24,6 +25,7 @@ extern "C" __global__ void agent_act(
     float* __restrict__ log_prob,
     float* __restrict__ probs,
     unsigned int* __restrict__ flags,
+    unsigned int* __restrict__ stop_loss,
     int B)
 {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
@@ -70,4 +72,5 @@ extern "C" __global__ void agent_act(
     actions[b] = action;
     log_prob[b] = logf(p[action]);
     flags[b] = flag;
+    stop_loss[b] = (flag & AGENT_FLAG_STOPPED) ? 1u : 0u;
 }

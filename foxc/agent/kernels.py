@@ -13,7 +13,7 @@ F = np.float32
 
 AGENT_ACT = KernelSpec("agent_act", "agent/act", (
     ptr("policy_logits"), ptr("rng_state"), ptr("position_lots"), ptr("drawdown"), ptr("isv"),
-    ptr("actions"), ptr("log_prob"), ptr("probs"), ptr("flags"), i32("B")))
+    ptr("actions"), ptr("log_prob"), ptr("probs"), ptr("flags"), ptr("stop_loss"), i32("B")))
 AGENT_REWARD = KernelSpec("agent_reward", "agent/reward", (
     ptr("pnl_delta"), ptr("drawdown"), ptr("isv"), ptr("reward_raw"), ptr("reward_scaled"), ptr("clipped"),
     i32("B")))
@@ -32,7 +32,8 @@ def per_backtest_grid(B: int) -> int:
 
 
 @reference(AGENT_ACT)
-def _agent_act(launch, policy_logits, rng_state, position_lots, drawdown, isv, actions, log_prob, probs, flags, B):
+def _agent_act(launch, policy_logits, rng_state, position_lots, drawdown, isv, actions, log_prob, probs, flags,
+               stop_loss, B):
     B = int(B)
     v = isv.f32()
     logits = policy_logits.f32(B * N_ACTIONS).reshape(B, N_ACTIONS)
@@ -68,6 +69,7 @@ def _agent_act(launch, policy_logits, rng_state, position_lots, drawdown, isv, a
     actions.i32(B)[:] = action
     log_prob.f32(B)[:] = np.log(p[np.arange(B), action])
     flags.u32(B)[:] = flag
+    stop_loss.u32(B)[:] = (flag & FLAG_STOPPED) != 0
 
 
 @reference(AGENT_REWARD)

@@ -273,22 +273,40 @@ def launch_all(plans, stream):
 
 
 class Learner:
+    INPUTS = ("features", "labels", "mask", "h_t", "h_tp1", "action", "ret", "gamma_n", "done", "weight", "logp_old")
+
     """A whole learning step over device inputs it owns: encoder forward on a window batch,
     perception loss, RL losses on a replayed batch (h_t, h_tp1 and transition scalars), all
     backward passes, gradient clipping, AdamW with ISV learning rates and the target update.
 
     Inputs to fill before a step (device arrays): `features` [K, B, F], `labels`/`mask` [B, 9],
     `h_t`/`h_tp1` [B, D], `action` (i32), `ret`, `gamma_n`, `done`, `weight`, `logp_old` [B].
-    `forward_backward` and `update` are plan lists; `step` = both, capturable into one graph.
+    `inputs` may hand in any of them as another component's arrays (the trainer passes the
+    dataset's features and the replay's sampled batch), so nothing is copied.
+    `forward_backward` and `update` are plan lists; `step` = both, capturable into one graph;
+    `learn` is `forward_backward` without the encoder's forward, for a caller that runs that first.
     """
 
     def __init__(self, rt, isv, batch: int, window: int, n_features: int, hidden: int = HIDDEN_DIM,
-                 precision: str = "f32"):
+                 precision: str = "f32", inputs: dict | None = None):
         B, K = batch, window
         self.rt, self.batch, self.window = rt, B, K
         self.params = Parameters(rt, n_features, hidden)
         D = hidden
-        arr = lambda shape, name, dt=np.float32: rt.device_array(shape, dt, name)  # noqa: E731
+        given = dict(inputs or {})
+        unknown = set(given) - set(self.INPUTS)
+        if unknown:
+            raise ValueError(f"unknown learner inputs: {', '.join(sorted(unknown))}")
+
+        def arr(shape, name, dt=np.float32):
+            key = name.removeprefix("replay_").replace("label_mask", "mask")
+            if key in given:
+                found = given[key]
+                if tuple(found.shape) != tuple(shape) or found.dtype != np.dtype(dt):
+                    raise ValueError(f"learner input '{key}' must be {np.dtype(dt)} {tuple(shape)}, "
+                                     f"got {found.dtype} {tuple(found.shape)}")
+                return found
+            return rt.device_array(shape, dt, name)
         self.features = arr((K, B, n_features), "features")
         self.labels, self.mask = arr((B, N_PERCEPTION), "labels"), arr((B, N_PERCEPTION), "label_mask")
         self.h_t, self.h_tp1 = arr((B, D), "replay_h_t"), arr((B, D), "replay_h_tp1")
@@ -301,9 +319,9 @@ class Learner:
         self.rl = RlHeads(rt, self.params, self.h_t, self.h_tp1, self.action, self.ret, self.gamma_n, self.done,
                           self.weight, self.logp_old, isv, B, precision)
         self.optimizer = Optimizer(rt, self.params, isv)
-        self.forward_backward = [*self.encoder.forward, *self.perception.forward, *self.rl.forward,
-                                 *self.perception.backward, *self.rl.backward, *self.rl.into_encoder(self.encoder.dh),
-                                 *self.encoder.backward]
+        self.learn = [*self.perception.forward, *self.rl.forward, *self.perception.backward, *self.rl.backward,
+                      *self.rl.into_encoder(self.encoder.dh), *self.encoder.backward]
+        self.forward_backward = [*self.encoder.forward, *self.learn]
         self.update = self.optimizer.update
         self.step = self.forward_backward + self.update
 

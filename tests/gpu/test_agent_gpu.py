@@ -17,7 +17,8 @@ def both(cuda_rt, ref_rt, spec, grid, block, args):
 @pytest.mark.parametrize("B", [1, 1000, 65536])
 def test_act_matches_reference(cuda_rt, ref_rt, rng, B):
     inputs = act_inputs(rng, B)
-    args = [*inputs, poisoned(B, np.int32), poisoned(B), poisoned((B, N_ACTIONS)), poisoned(B, np.uint32), B]
+    args = [*inputs, poisoned(B, np.int32), poisoned(B), poisoned((B, N_ACTIONS)), poisoned(B, np.uint32),
+            poisoned(B, np.uint32), B]
     got, want = both(cuda_rt, ref_rt, K.AGENT_ACT, K.per_backtest_grid(B), K.BLOCK, args)
     assert np.array_equal(got[1], want[1]), "rng states differ"
     assert_close(got[7], want[7], 1e-6, "probs")
@@ -26,6 +27,7 @@ def test_act_matches_reference(cuda_rt, ref_rt, rng, B):
     same = got[5] == want[5]
     assert np.all(same | near), f"{np.sum(~same & ~near)} actions differ away from a CDF boundary"
     assert np.array_equal(got[8][same], want[8][same])
+    assert np.array_equal(got[9][same], want[9][same])
     assert_close(got[6][same], want[6][same], 1e-6, "log_prob")
 
 
