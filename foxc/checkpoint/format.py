@@ -282,8 +282,8 @@ class Checkpoint:
         return values, [s.name for s in slots if s.name not in saved]
 
 
-def read_checkpoint(path, expected: dict | None = None) -> Checkpoint:
-    """Read and verify a checkpoint file; see parse_checkpoint for `expected`.
+def read_checkpoint(path, expected: dict | None = None, check_meta_first=None) -> Checkpoint:
+    """Read and verify a checkpoint file; see parse_checkpoint for `expected` and `check_meta_first`.
 
     The file is read whole into one buffer of exactly its size (not mapped: a map
     of a file that another process truncates would fault), then parsed.
@@ -306,22 +306,24 @@ def read_checkpoint(path, expected: dict | None = None) -> Checkpoint:
                 raise CheckpointError(f"{path} grew while being read")
     except OSError as exc:
         raise CheckpointError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return parse_checkpoint(data, expected)
+    return parse_checkpoint(data, expected, check_meta_first)
 
 
-def parse_checkpoint(buf, expected: dict | None = None) -> Checkpoint:
+def parse_checkpoint(buf, expected: dict | None = None, check_meta_first=None) -> Checkpoint:
     """Verify a whole checkpoint held in `buf` and decode its sections.
 
     `expected` maps section names to (dtype, shape) — a numpy dtype, "adamw" or
     "bytes"; shape None accepts any — as the model holds them (expected_from(state)
     builds it). Each must be present with exactly that type and shape; other
     sections are skipped and listed in `Checkpoint.skipped`. Without `expected`,
-    every section the meta describes is decoded.
+    every section the meta describes is decoded. `check_meta_first(meta)`, when given, runs
+    once the file is verified and before the sections are matched against `expected`, so a
+    caller can refuse a different configuration by name rather than by a section's shape.
     """
-    return _parse(_byte_view(buf), expected)
+    return _parse(_byte_view(buf), expected, check_meta_first)
 
 
-def _parse(view: memoryview, expected: dict | None) -> Checkpoint:
+def _parse(view: memoryview, expected: dict | None, check_meta_first=None) -> Checkpoint:
     layout = parse_layout(view)
     meta_span = layout.find(META)
     if meta_span is None:
@@ -347,6 +349,8 @@ def _parse(view: memoryview, expected: dict | None) -> Checkpoint:
         raise CheckpointError("file checksum mismatch: the header, a section header or the meta was altered "
                               "(every section's data matches its sha256)", section=CHECKSUM, offset=last.offset)
 
+    if check_meta_first is not None:
+        check_meta_first(doc)
     wanted = infos if expected is None else _match_expected(infos, expected)
     sections = {name: _decode(view, infos[name], layout.find(name)) for name in wanted}
     skipped = [s.name for s in layout.sections if s.name not in sections and s.name not in (META, CHECKSUM)]

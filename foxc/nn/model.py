@@ -302,7 +302,8 @@ class Learner:
             key = name.removeprefix("replay_").replace("label_mask", "mask")
             if key in given:
                 found = given[key]
-                if tuple(found.shape) != tuple(shape) or found.dtype != np.dtype(dt):
+                shape = (shape,) if isinstance(shape, int) else tuple(shape)
+                if tuple(found.shape) != shape or found.dtype != np.dtype(dt):
                     raise ValueError(f"learner input '{key}' must be {np.dtype(dt)} {tuple(shape)}, "
                                      f"got {found.dtype} {tuple(found.shape)}")
                 return found

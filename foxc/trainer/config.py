@@ -1,0 +1,85 @@
+"""The training configuration: every setting of a run, its defaults per backend, and its checks."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+
+# What `python -m foxc.train` runs when a setting is not given. The reference backend runs the
+# same pipeline at a size a CPU finishes in about a minute.
+DEFAULTS = {
+    "cuda": dict(n_backtests=1024, n_steps=5000, seq_len=32, per_capacity=65536, synthetic_rows=2_000_000),
+    "reference": dict(n_backtests=32, n_steps=150, seq_len=8, per_capacity=1024, synthetic_rows=200_000),
+}
+
+
+class ConfigError(ValueError):
+    """A setting is out of range; the message names the flag."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    n_backtests: int
+    n_steps: int
+    seq_len: int
+    per_capacity: int
+    synthetic_rows: int
+    data: str | None = None  # a file, directory or glob; None: the embedded synthetic data
+    n_step: int = 3
+    seed: int = 0
+    precision: str = "f32"
+    lots_per_entry: int = 1
+    fee_per_lot: float = 0.0  # in price units per lot per side
+    episode_steps: int = 2000  # 0: episodes run to the end of their segment
+    horizons: tuple[int, ...] = (10, 50, 100)
+    graph: str = "auto"
+    log_every: int = 50
+    checkpoint_every: int = 5000
+
+    def __post_init__(self):
+        checks = [
+            (1 <= self.n_backtests <= 65536, "--n-backtests must be 1 to 65536"),
+            (self.n_steps >= 0, "--n-steps must be >= 0"),
+            (1 <= self.seq_len <= 128, "--seq-len must be 1 to 128"),
+            (2 <= self.per_capacity <= 1 << 20 and not self.per_capacity & (self.per_capacity - 1),
+             "--per-capacity must be a power of two from 2 to 2^20"),
+            (1 <= self.n_step <= 8, "--n-step must be 1 to 8"),
+            (self.precision in ("f32", "tf32"), "--precision must be f32 or tf32"),
+            (self.lots_per_entry >= 1, "--lots must be >= 1"),
+            (self.fee_per_lot >= 0, "--fee must be >= 0"),
+            (self.episode_steps >= 0, "--episode-steps must be >= 0"),
+            (len(self.horizons) == 3 and all(h >= 1 for h in self.horizons), "--horizons needs three positive values"),
+            (self.graph in ("auto", "on", "off"), "--graph must be auto, on or off"),
+            (self.log_every >= 1, "--log-every must be >= 1"),
+            (self.checkpoint_every >= 0, "--checkpoint-every must be >= 0"),
+            (self.synthetic_rows >= 1000, "--synthetic-rows must be >= 1000"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(f"{message} (got {self._value_for(message)})")
+
+    def _value_for(self, message: str):
+        flag = message.split()[0].lstrip("-").replace("-", "_")
+        aliases = {"lots": "lots_per_entry", "fee": "fee_per_lot"}
+        return getattr(self, aliases.get(flag, flag), "?")
+
+    @classmethod
+    def for_backend(cls, backend: str, **given) -> "TrainConfig":
+        """Defaults of `backend` overridden by every setting in `given` that is not None."""
+        settings = dict(DEFAULTS[backend])
+        settings.update({k: v for k, v in given.items() if v is not None})
+        return cls(**settings)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["horizons"] = list(self.horizons)
+        return d
+
+    def with_(self, **changes) -> "TrainConfig":
+        return replace(self, **changes)
+
+    # settings that define the state's shapes and meaning: a resume must match them
+    SHAPE_KEYS = ("n_backtests", "seq_len", "per_capacity", "n_step", "precision", "horizons", "lots_per_entry",
+                  "fee_per_lot", "episode_steps", "data", "synthetic_rows", "seed")
+
+    @staticmethod
+    def field_names() -> list[str]:
+        return [f.name for f in fields(TrainConfig)]

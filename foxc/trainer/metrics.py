@@ -1,0 +1,71 @@
+"""Per-interval metrics from the diagnostics frames: metrics.jsonl records and the progress line."""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+
+
+def _mean(frames, key):
+    vals = [f[key] for f in frames if math.isfinite(f[key])]
+    return sum(vals) / len(vals) if vals else None
+
+
+def interval_record(frames: list[dict], seconds: float, steps: int) -> dict:
+    """One metrics.jsonl record over the frames of an interval of `steps` steps."""
+    trades = sum(f["closed_trades"] for f in frames)
+    wins = sum(f["closed_wins"] for f in frames)
+    last = frames[-1]
+    return {
+        "step": int(last["step"]) + 1,
+        "sps": round(steps / seconds, 2) if seconds > 0 else None,
+        "l_q": _mean(frames, "l_q"), "l_pi": _mean(frames, "l_pi"), "l_v": _mean(frames, "l_v"),
+        "l_bce": _mean(frames, "l_bce"),
+        "wr": wins / trades if trades else None,
+        "trades": int(trades),
+        "pnl": sum(f["closed_pnl_sum"] for f in frames),
+        "hold_frac": _mean(frames, "hold_frac"),
+        "entropy": _mean(frames, "entropy_mean"),
+        "reward": _mean(frames, "reward_raw_mean"),
+        "stopped_frac": _mean(frames, "stopped_frac"),
+        "gated_frac": _mean(frames, "gated_frac"),
+        "lr_q": last["lr_q"], "lr_policy": last["lr_policy"], "lr_value": last["lr_value"],
+        "lr_perception": last["lr_perception"], "lr_encoder": last["lr_encoder"],
+        "entropy_coef": last["entropy_coef"], "per_beta": last["per_beta"],
+    }
+
+
+class MetricsLog:
+    """Appends records to metrics.jsonl and shows progress: a bar on a terminal, plain lines otherwise."""
+
+    def __init__(self, path, total_steps: int, stream=sys.stdout):
+        self.path = path
+        self.total = total_steps
+        self.stream = stream
+        self.tty = hasattr(stream, "isatty") and stream.isatty()
+        self.file = open(path, "a", buffering=1)
+        self.t0 = time.perf_counter()
+
+    def write(self, record: dict):
+        self.file.write(json.dumps(record) + "\n")
+        self.show(record)
+
+    def show(self, record: dict):
+        fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
+        text = (f"step {record['step']}/{self.total}  {fmt(record['sps'], '.1f')} steps/s  "
+                f"wr {fmt(record['wr'], '.3f')}  l_q {fmt(record['l_q'], '.4f')}  l_pi {fmt(record['l_pi'], '.4f')}  "
+                f"l_v {fmt(record['l_v'], '.4f')}  l_bce {fmt(record['l_bce'], '.4f')}  "
+                f"hold {fmt(record['hold_frac'], '.2f')}")
+        if self.tty:
+            width = 24
+            done = int(width * min(record["step"], self.total) / max(self.total, 1))
+            self.stream.write(f"\r[{'#' * done}{'.' * (width - done)}] {text}")
+            self.stream.flush()
+        else:
+            print(text, file=self.stream, flush=True)
+
+    def close(self):
+        if self.tty:
+            self.stream.write("\n")
+        self.file.close()

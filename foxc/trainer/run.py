@@ -1,0 +1,145 @@
+"""The training loop: eager warm-up, the mega-graph, metrics, checkpoints and resume."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from ..checkpoint import CheckpointSaver, config_differences, expected_from, read_checkpoint
+from .config import TrainConfig
+from .metrics import MetricsLog, interval_record
+from .state import export_state, import_state
+from .step import TrainStep
+
+
+class ResumeError(ValueError):
+    """A checkpoint that does not fit this run's configuration; the message names the setting."""
+
+
+class Trainer:
+    """Runs TrainStep: eagerly until the replay buffer is full, then (graph mode) one captured graph per step.
+
+    A graph captured on a near-empty buffer would bake in empty-buffer behaviour, so capture
+    waits `per_capacity / B + 2` steps. What the graph bakes in: every buffer address, grid
+    size and scalar argument of the step; it is captured again whenever those change (a new
+    TrainStep, e.g. another batch size). Loading a checkpoint uploads into the same buffers and
+    needs no new capture.
+    """
+
+    def __init__(self, rt, cfg: TrainConfig, market, labels, out_dir=None, data_meta: dict | None = None):
+        self.rt, self.cfg = rt, cfg
+        self.ts = TrainStep(rt, cfg, market, labels)
+        self.use_graph = cfg.graph == "on" or (cfg.graph == "auto" and rt.backend == "cuda")
+        self.capture_after = cfg.per_capacity // cfg.n_backtests + 2
+        self.graph = None
+        self.graph_step = None  # the step at which the graph was captured
+        self.steps_done = 0
+        self.out_dir = Path(out_dir) if out_dir else None
+        self.data_meta = data_meta or {}
+        self.saver = CheckpointSaver(self.out_dir) if self.out_dir else None
+
+    # --- one step ----------------------------------------------------------
+    def step(self):
+        stream = self.rt.stream
+        if self.graph is None and self.use_graph and self.steps_done >= self.capture_after:
+            self.capture()
+        if self.graph is not None:
+            self.graph.launch(stream)
+        else:
+            for entry in self.ts.launches(first=self.steps_done == 0):
+                entry.launch(stream)
+        self.steps_done += 1
+
+    def capture(self):
+        """Capture the whole step into one graph (replayed from now on); warm-up has run on this stream."""
+        with self.rt.capture(name="train_step") as cap:
+            for entry in self.ts.launches():
+                entry.launch(self.rt.stream)
+        self.graph = cap.graph
+        self.graph_step = self.steps_done
+
+    def release_graph(self):
+        """Drop the captured graph (the next steps run eagerly until a new capture)."""
+        if self.graph is not None:
+            self.graph.close()
+            self.graph = None
+
+    # --- checkpoints -------------------------------------------------------
+    def meta(self) -> dict:
+        return {"config": self.cfg.as_dict(), "data": self.data_meta}
+
+    def save(self):
+        return self.saver.save(self.steps_done, export_state(self.ts), self.meta())
+
+    def resume(self, path):
+        """Restore every persistent array and continue from the checkpoint's step.
+
+        A checkpoint saved with another configuration is refused naming each setting that
+        differs, before any section is compared with this run's shapes.
+        """
+        def same_config(meta):
+            saved, now, keys = meta.get("config", {}), self.cfg.as_dict(), TrainConfig.SHAPE_KEYS
+            problems = config_differences({k: saved.get(k) for k in keys}, {k: now.get(k) for k in keys})
+            if problems:
+                raise ResumeError(f"{path} was saved with a different configuration: " + "; ".join(problems))
+
+        ckpt = read_checkpoint(path, expected_from(export_state(self.ts)), check_meta_first=same_config)
+        import_state(self.ts, ckpt.sections)
+        self.steps_done = ckpt.step
+        self.ts.diagnostics.start_at(ckpt.step)
+        return ckpt.step
+
+    # --- the loop ------------------------------------------------------------
+    def train(self, n_steps: int, metrics: MetricsLog | None = None, checkpoint_every: int = 0) -> dict:
+        ring = self.ts.diagnostics
+        target = self.steps_done + n_steps
+        t_start = t_log = time.perf_counter()
+        steps_at_log = self.steps_done
+        frames_all, interval = [], []
+        last_record = None
+        while self.steps_done < target:
+            self.step()
+            at_log = self.steps_done % self.cfg.log_every == 0 or self.steps_done == target
+            if checkpoint_every and self.saver and self.steps_done % checkpoint_every == 0:
+                self.save()
+            if at_log:
+                if self.steps_done == target:
+                    self.rt.stream.synchronize()  # the last frames, complete
+                got = ring.poll()
+                interval += got
+                frames_all += got
+                now = time.perf_counter()
+                if interval:
+                    record = interval_record(interval, now - t_log, self.steps_done - steps_at_log)
+                    last_record = record
+                    if metrics:
+                        metrics.write(record)
+                    interval = []
+                t_log, steps_at_log = now, self.steps_done
+        self.rt.stream.synchronize()
+        frames_all += ring.poll()
+        seconds = time.perf_counter() - t_start
+        return self.summary(frames_all, seconds, n_steps, last_record)
+
+    def summary(self, frames, seconds, n_steps, last_record) -> dict:
+        trades = sum(f["closed_trades"] for f in frames)
+        wins = sum(f["closed_wins"] for f in frames)
+        sim = self.ts.sim.stats()
+        return {
+            "steps": self.steps_done, "steps_this_run": n_steps, "seconds": round(seconds, 3),
+            "sps": round(n_steps / seconds, 2) if seconds > 0 else None,
+            "backend": self.rt.backend, "device": self.rt.device_name,
+            "graph": self.graph is not None, "graph_captured_at_step": self.graph_step,
+            "kernels_per_step": sum(1 for e in self.ts.launches() if hasattr(e, "kernel")),
+            "trades": int(trades), "win_rate": wins / trades if trades else None,
+            "pnl": sum(f["closed_pnl_sum"] for f in frames),
+            "frames_dropped": self.ts.diagnostics.dropped,
+            "last": last_record, "simulator": sim, "isv": self.ts.isv.as_dict(),
+        }
+
+    def close(self):
+        self.release_graph()
+
+
+def write_json(path: Path, doc: dict):
+    path.write_text(json.dumps(doc, indent=1, default=str) + "\n")

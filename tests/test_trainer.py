@@ -1,0 +1,108 @@
+"""The integrated trainer on the reference backend: the step, graph identity, resume identity, the CLI."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from foxc.trainer.config import ConfigError, TrainConfig
+from foxc.trainer.run import ResumeError
+from trainer_cases import assert_same_state, config, market, state, trainer
+
+DATA = market()
+
+
+def run(rt, cfg, steps, out=None):
+    t = trainer(rt, cfg, DATA, out)
+    t.train(steps)
+    return t
+
+
+def test_steps_run_and_fill_the_replay(ref_rt):
+    cfg = config()
+    t = run(ref_rt, cfg, 8)
+    assert t.ts.step == 8 and t.steps_done == 8
+    counters = t.ts.replay.state["counters"].download()
+    assert counters[1] > 0, "nothing reached the replay buffer"
+    frames = t.ts.diagnostics.poll()  # the loop polled them already: nothing new
+    assert frames == []
+    assert np.isfinite(t.ts.losses.host).all()
+
+
+def test_graph_replay_equals_eager(ref_rt):
+    """Same seed: N eager steps and N steps of which the last are graph replays end bit-identical."""
+    eager = run(ref_rt, config(graph="off"), 9)
+    graphed = run(ref_rt, config(graph="on"), 9)
+    assert graphed.graph is not None and graphed.graph_step == graphed.capture_after == 64 // 16 + 2
+    assert eager.graph is None
+    assert_same_state(state(eager), state(graphed))
+
+
+def test_resume_matches_uninterrupted_run(ref_rt, tmp_path):
+    cfg = config(graph="on")
+    straight = run(ref_rt, cfg, 12)
+    first = run(ref_rt, cfg, 5, tmp_path)
+    path = first.save()
+    resumed = trainer(ref_rt, cfg, DATA, tmp_path / "b")
+    assert resumed.resume(path) == 5
+    resumed.train(7)
+    assert resumed.steps_done == 12
+    assert_same_state(state(straight), state(resumed))
+
+
+def test_resume_with_another_configuration_names_the_setting(ref_rt, tmp_path):
+    first = run(ref_rt, config(), 2, tmp_path)
+    path = first.save()
+    other = trainer(ref_rt, config(n_step=2), DATA, tmp_path / "b")
+    with pytest.raises(ResumeError, match="n_step: 3 in the checkpoint, 2 now"):
+        other.resume(path)
+
+
+def test_same_seed_same_bits_other_seed_differs(ref_rt):
+    a, b = run(ref_rt, config(), 4), run(ref_rt, config(), 4)
+    assert_same_state(state(a), state(b))
+    c = trainer(ref_rt, config(seed=1), market(seed=1))
+    c.train(4)
+    assert state(c)["dqn_w"].tobytes() != state(a)["dqn_w"].tobytes()
+
+
+def test_config_errors_name_the_flag():
+    with pytest.raises(ConfigError, match=r"--per-capacity must be a power of two.*\(got 1000\)"):
+        config(per_capacity=1000)
+    with pytest.raises(ConfigError, match=r"--n-step must be 1 to 8 \(got 9\)"):
+        config(n_step=9)
+    assert TrainConfig.for_backend("reference", n_steps=None).n_steps == 150
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "foxc.train", "--backend", "reference", *args],
+                          capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_cli_writes_the_run_directory(tmp_path):
+    out = tmp_path / "run"
+    done = cli("--n-steps", "12", "--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64",
+               "--synthetic-rows", "20000", "--log-every", "4", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "backend reference" in done.stdout and "done: 12 steps" in done.stdout
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [4, 8, 12]
+    for key in ("step", "sps", "l_q", "l_pi", "l_v", "l_bce", "wr", "pnl", "hold_frac", "entropy", "lr_q"):
+        assert key in records[-1]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 12 and (out / "checkpoint-12.foxc").is_file()
+    assert json.loads((out / "config.json").read_text())["config"]["n_backtests"] == 8
+    assert (out / "data_validation.json").is_file()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--per-capacity", "1000"], "--per-capacity must be a power of two"),
+    (["--data", "/nonexistent/file.parquet"], "/nonexistent/file.parquet"),
+    (["--resume-from", "/nonexistent.foxc", "--n-steps", "1"], "/nonexistent.foxc"),
+])
+def test_cli_errors_are_one_line(tmp_path, args, message):
+    done = cli(*args, "--out", str(tmp_path / "r"))
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
