@@ -54,6 +54,7 @@ extern "C" __global__ void replay_sample(
         int leaf = -1;
         if (length > 0u && root > 0.0) {  // the same in every lane: the warp walks in step
             const unsigned int x = replay_xorshift32(rng[s]);
+            __syncwarp();  // every lane has read the old state before lane 0 stores the new one
             if (t == 0) rng[s] = x;
             const double frac = (double)(x >> 8) * 0x1p-24;
             double u = ((double)s + frac) * (root / (double)batch);
