@@ -4,13 +4,14 @@ import pytest
 
 from foxc.isv import IsvBus
 from foxc.replay import ReplayBuffer
-from foxc.replay.layout import CTR_LENGTH, CTR_WRITE_HEAD, PRIORITY_EPS
+from foxc.replay.layout import CTR_LENGTH, CTR_WRITE_HEAD, PRIORITY_EPS, SUBTREE_SPAN, WALK_DEPTH
+from foxc.replay.priority import subtree_sums
 from foxc.replay.sampling import tree_walk
 from replay_helpers import chi_square_sf, random_step, upload_step
 
 
 def build_tree(leaves: np.ndarray, dtype=np.float64) -> np.ndarray:
-    """Internal sums level by level, as replay_tree_level computes them."""
+    """Internal sums level by level: tree[k] = tree[2k] + tree[2k+1], the adds replay_tree_subtrees does."""
     cap = leaves.size
     tree = np.zeros(2 * cap, dtype)
     tree[cap:] = leaves
@@ -56,7 +57,75 @@ def test_rebuild_kernel_matches_naive_sums(ref_rt, rng):
     tree = rb.export_state()["tree"]
     assert np.array_equal(tree, np.concatenate([[0.0], build_tree(leaves)[1:]]))
     assert abs(tree[1] - leaves.sum()) <= 1e-12 * leaves.sum()
-    assert len(rb.rebuild_plans) == 9
+    assert len(rb.rebuild_plans) == 1
+
+
+@pytest.mark.parametrize("cap", [2048, 1 << 14, 1 << 20])
+def test_two_launch_rebuild_has_the_level_by_level_bits(ref_rt, rng, cap):
+    """Subtrees of SUBTREE_SPAN leaves, then their top: every node bit-identical to the one-level-per-launch sums."""
+    leaves = rng.random(cap) * 10.0 ** rng.uniform(-20, 20, cap)
+    leaves[rng.random(cap) < 0.1] = 0.0
+    rb = ReplayBuffer(ref_rt, IsvBus(ref_rt), capacity=cap, n_envs=1, batch=1)
+    rb.state["tree"].upload(np.concatenate([np.full(cap, np.nan), leaves]))
+    rb.rebuild()
+    got = rb.state["tree"].download()
+    assert len(rb.rebuild_plans) == 2
+    assert np.isnan(got[0]) and np.array_equal(got[1:], build_tree(leaves)[1:])
+    rb.close()
+
+
+def test_subtree_sums_cover_only_their_blocks(rng):
+    """A partial grid writes exactly the subtrees of its blocks, and nothing at or above their level."""
+    level, span, blocks = 64, 16, 3
+    tree = np.full(2 * level, np.nan)
+    tree[level:] = rng.random(level)
+    subtree_sums(tree, level, span, blocks)
+    full = build_tree(tree[level:])
+    written = ~np.isnan(tree[:level])
+    want = np.zeros(level, bool)
+    for w in (8, 4, 2, 1):
+        top = level // span
+        want[top * w:(top + blocks) * w] = True
+    assert np.array_equal(written, want)
+    assert np.array_equal(tree[:level][want], full[:level][want])
+
+
+def lookahead_walk(tree, u, cap):
+    """replay_sample's walk written out per u: WALK_DEPTH levels staged at a time in heap order, then walked."""
+    out = []
+    for v in u:
+        node, levels = 1, cap.bit_length() - 1
+        while levels > 0:
+            r = min(levels, WALK_DEPTH)
+            below = np.full(2 << r, np.nan)
+            for j in range(2, 2 << r):  # what lane j - 2 loads
+                d = j.bit_length() - 1
+                below[j] = tree[(node << d) + (j - (1 << d))]
+            j = 1
+            for _ in range(r):
+                left, right = below[2 * j], below[2 * j + 1]
+                if (v < left and left > 0.0) or not right > 0.0:
+                    j = 2 * j
+                else:
+                    v -= left
+                    j = 2 * j + 1
+            node = (node << r) + (j - (1 << r))
+            levels -= r
+        out.append(node - cap)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("cap", [2, 4, 16, 32, 1 << 9, 1 << 16, 1 << 17])
+def test_lookahead_walk_reaches_the_same_leaf(rng, cap):
+    """The kernel's staged walk makes the same float64 compares and subtractions as the one-level walk."""
+    leaves = rng.random(cap) * 10.0 ** rng.uniform(-8, 8, cap)
+    leaves[rng.random(cap) < 0.3] = 0.0
+    leaves[: cap // 4] = 0.0 if cap >= 8 else leaves[: cap // 4]
+    tree = build_tree(leaves)
+    root = tree[1]
+    u = np.concatenate([rng.random(300) * root, np.cumsum(leaves)[rng.integers(0, cap, 100)],
+                        [0.0, root, np.nextafter(root, 0)]])
+    assert np.array_equal(lookahead_walk(tree, u, cap), tree_walk(tree, u, cap))
 
 
 def test_sampling_frequencies_match_priorities_chi_square(ref_rt):

@@ -2,8 +2,8 @@
 //
 // One step: replay_ring_push appends this step's entry to each backtest's ring
 // and decides how many transitions leave it; replay_flush_scan gives them
-// consecutive slots (a serial exclusive prefix sum, so slot order is the same
-// on every run); replay_flush_write copies them out. Stream order is the only
+// consecutive slots (an exclusive prefix sum in backtest order: integer sums,
+// so slot order is the same on every run); replay_flush_write copies them out. Stream order is the only
 // barrier between the three: no spin-waits, no atomics.
 //
 // Ring of backtest b: entries start..start+count-1 (mod n_max) of ring_h and
@@ -61,39 +61,49 @@ extern "C" __global__ void replay_ring_push(
     }
 }
 
-// replay_flush_scan — grid (1), block (REPLAY_REDUCE_BLOCK).
+// replay_flush_scan — grid (1), block (REPLAY_REDUCE_BLOCK = 32 warps).
 // Reads flush[2b] for b < n_envs and counters. Writes offsets[b] = exclusive
 // prefix sum of the emit counts, counters: FLUSH_BASE = write head before,
 // FLUSH_TOTAL = emitted, WRITE_HEAD advanced mod capacity, LENGTH grown up to
-// capacity. The block stages the counts in shared memory coalesced; thread 0
-// alone adds them up, in backtest order.
+// capacity. Per chunk of 1,024 backtests: a shuffle scan inside each warp, a
+// scan of the 32 warp totals by warp 0, then every thread adds its warp's base
+// and the running total of earlier chunks. Unsigned integer sums are exact, so
+// the offsets are the same as a serial scan's whatever the order of the adds.
 extern "C" __global__ void replay_flush_scan(
     const int* __restrict__ flush, unsigned int* __restrict__ offsets, unsigned int* __restrict__ counters,
     int n_envs, int capacity)
 {
-    __shared__ unsigned int chunk[REPLAY_REDUCE_BLOCK];
-    __shared__ unsigned int running;
+    __shared__ unsigned int warp_total[REPLAY_REDUCE_BLOCK / 32];
     const int t = threadIdx.x;
-    if (t == 0) running = 0u;
+    const int lane = t & 31;
+    const int warp = t >> 5;
+    unsigned int running = 0u;  // the same in every thread: emits of the chunks before this one
     for (int first = 0; first < n_envs; first += REPLAY_REDUCE_BLOCK) {
         const int b = first + t;
-        __syncthreads();  // the previous chunk is written out and `running` is set
-        chunk[t] = b < n_envs ? (unsigned int)flush[2 * b] : 0u;
+        const unsigned int own = b < n_envs ? (unsigned int)flush[2 * b] : 0u;
+        unsigned int inclusive = own;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const unsigned int below = __shfl_up_sync(0xffffffffu, inclusive, d);
+            if (lane >= d) inclusive += below;
+        }
+        if (lane == 31) warp_total[warp] = inclusive;
         __syncthreads();
-        if (t == 0) {
-            unsigned int total = running;
-#pragma unroll 16
-            for (int i = 0; i < REPLAY_REDUCE_BLOCK; ++i) {
-                const unsigned int c = chunk[i];
-                chunk[i] = total;
-                total += c;
+        if (warp == 0) {
+            unsigned int sum = warp_total[lane];
+#pragma unroll
+            for (int d = 1; d < 32; d <<= 1) {
+                const unsigned int below = __shfl_up_sync(0xffffffffu, sum, d);
+                if (lane >= d) sum += below;
             }
-            running = total;
+            warp_total[lane] = sum;  // now inclusive over warps
         }
         __syncthreads();
-        if (b < n_envs) offsets[b] = chunk[t];
+        const unsigned int warp_base = warp > 0 ? warp_total[warp - 1] : 0u;
+        if (b < n_envs) offsets[b] = running + warp_base + inclusive - own;
+        running += warp_total[REPLAY_REDUCE_BLOCK / 32 - 1];
+        __syncthreads();  // every thread has read warp_total before the next chunk rewrites it
     }
-    __syncthreads();
     if (t == 0) {
         const unsigned int total = running;
         const unsigned int base = counters[CTR_WRITE_HEAD];

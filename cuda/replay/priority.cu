@@ -34,14 +34,37 @@ extern "C" __global__ void replay_update_priorities(
     if (t == 0) max_priority[0] = fmaxf(max_priority[0], largest[0]);
 }
 
-// replay_tree_level — grid (ceil(count / 256), capped), block (256), grid-stride.
-// tree[k] = tree[2k] + tree[2k+1] for k in [first, first + count): one tree
-// level. The host launches it log2(capacity) times, leaves' parents first; stream
-// order makes each level complete before the next reads it.
-extern "C" __global__ void replay_tree_level(double* __restrict__ tree, int first, int count)
+// replay_tree_subtrees — grid (level / span), block (REPLAY_SUBTREE_BLOCK).
+// The `level` nodes tree[level .. 2*level) (the leaves when level == capacity)
+// are cut into runs of `span` (a power of two, 2 <= span <= REPLAY_SUBTREE_SPAN,
+// dividing level); block g sums run g up to its own root, writing every node
+// of that subtree as tree[k] = tree[2k] + tree[2k+1]: the one float64 add per
+// node of a level-by-level rebuild, so the tree's bits do not depend on how it
+// is cut into launches. The subtree is held in shared memory in heap order
+// (local node j has children 2j and 2j+1, the run sits at [span, 2*span)), with
+// one __syncthreads() per level; local node w + t of the level w wide is global
+// node (level/span + g) * w + t.
+// The host launches it twice per rebuild (priority.py: rebuild_plans): runs of
+// REPLAY_SUBTREE_SPAN leaves, which writes every node at or below level
+// capacity / REPLAY_SUBTREE_SPAN, then one block over those nodes, up to the root;
+// once when capacity <= REPLAY_SUBTREE_SPAN. Stream order orders the two.
+// Reads tree[level + g*span .. + span). Writes the internal nodes of block g's subtree.
+extern "C" __global__ void replay_tree_subtrees(double* __restrict__ tree, int level, int span)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
-        const int k = first + i;
-        tree[k] = tree[2 * k] + tree[2 * k + 1];
+    __shared__ double node[2 * REPLAY_SUBTREE_SPAN];
+    const int t = threadIdx.x;
+    const int g = blockIdx.x;
+    if (span < 2 || span > REPLAY_SUBTREE_SPAN || g >= level / span) return;
+    const long long first = (long long)level + (long long)g * span;
+    for (int i = t; i < span; i += REPLAY_SUBTREE_BLOCK) node[span + i] = tree[first + i];
+    __syncthreads();
+    const long long root = level / span + g;
+    for (int w = span / 2; w >= 1; w >>= 1) {
+        if (t < w) {
+            const double sum = node[2 * (w + t)] + node[2 * (w + t) + 1];
+            node[w + t] = sum;
+            tree[root * w + t] = sum;
+        }
+        __syncthreads();
     }
 }

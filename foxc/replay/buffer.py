@@ -18,8 +18,8 @@ from .. import vec
 from .layout import (CTR_COUNT, HIDDEN_DIM, MAX_BATCH, MAX_CAPACITY, MAX_ENVS, N_STEP_MAX, REDUCE_BLOCK,
                      RING_COLS, TR_COLS)
 from .nstep import FLUSH_SCAN, FLUSH_WRITE, RING_PUSH
-from .priority import UPDATE_PRIORITIES, level_plans
-from .sampling import IS_WEIGHTS, SAMPLE
+from .priority import UPDATE_PRIORITIES, rebuild_plans
+from .sampling import SAMPLE
 
 # name -> (shape given capacity C, envs E, batch S, ring length N; dtype)
 _STATE = {
@@ -37,6 +37,7 @@ _STATE = {
 _SCRATCH = {
     "flush": (lambda C, E, S, N: (E, 2), np.int32),
     "offsets": (lambda C, E, S, N: (E,), np.uint32),
+    "ticket": (lambda C, E, S, N: (1,), np.uint32),  # replay_sample's finished-block count: 0 between launches
 }
 INPUTS = {
     "h_t": (lambda E, S: (E, HIDDEN_DIM), np.float32),
@@ -106,16 +107,13 @@ class ReplayBuffer:
                 self.isv, s["max_priority"], s["store_h_t"], s["store_h_tp1"], s["store_rows"], s["tree"],
                 E, N, C)),
         ]
-        self.sample_plans = [
-            rt.plan(SAMPLE, S, HIDDEN_DIM, (
-                s["tree"], s["counters"], s["store_h_t"], s["store_h_tp1"], s["store_rows"], s["rng"],
-                o["h_t"], o["h_tp1"], o["action"], o["return"], o["return_raw"], o["done"], o["log_pi"],
-                o["gamma_n"], o["index"], o["prob"], S, C)),
-            rt.plan(IS_WEIGHTS, 1, REDUCE_BLOCK, (o["prob"], self.isv, o["weight"], S)),
-        ]
+        self.sample_plans = [rt.plan(SAMPLE, S, HIDDEN_DIM, (
+            s["tree"], s["counters"], s["store_h_t"], s["store_h_tp1"], s["store_rows"], s["rng"], self.isv,
+            o["h_t"], o["h_tp1"], o["action"], o["return"], o["return_raw"], o["done"], o["log_pi"],
+            o["gamma_n"], o["index"], o["prob"], o["weight"], x["ticket"], S, C))]
         self.update_plans = [rt.plan(UPDATE_PRIORITIES, 1, REDUCE_BLOCK, (
             s["tree"], o["index"], i["td"], self.isv, s["max_priority"], S, C))]
-        self.rebuild_plans = level_plans(rt, s["tree"], C)
+        self.rebuild_plans = rebuild_plans(rt, s["tree"], C)
 
     def _run(self, plans, stream):
         stream = stream or self.rt.stream
@@ -132,7 +130,7 @@ class ReplayBuffer:
         self._run(self.flush_plans, stream)
 
     def sample(self, stream=None):
-        """Draw `batch` transitions into `sampled`, with importance weights."""
+        """Draw `batch` transitions into `sampled`, with importance weights (one launch)."""
         self._run(self.sample_plans, stream)
 
     def update_priorities(self, stream=None):
@@ -140,7 +138,7 @@ class ReplayBuffer:
         self._run(self.update_plans, stream)
 
     def rebuild(self, stream=None):
-        """Recompute the tree's internal sums, one level per launch."""
+        """Recompute the tree's internal sums: subtrees of SUBTREE_SPAN leaves, then their top (two launches)."""
         self._run(self.rebuild_plans, stream)
 
     def step(self, stream=None):

@@ -27,7 +27,7 @@ RING_PUSH = KernelSpec(
 FLUSH_SCAN = KernelSpec(
     "replay_flush_scan", MODULE,
     (ptr("flush"), ptr("offsets"), ptr("counters"), i32("n_envs"), i32("capacity")),
-    doc="exclusive prefix sum of the emit counts by one thread; advances write head and length; grid 1, block 1024")
+    doc="exclusive prefix sum of the emit counts (warp-shuffle scan); advances write head and length; grid 1, block 1024")
 FLUSH_WRITE = KernelSpec(
     "replay_flush_write", MODULE,
     (ptr("ring_h"), ptr("ring_rows"), ptr("ring_pos"), ptr("flush"), ptr("offsets"), ptr("counters"),

@@ -1,23 +1,22 @@
-"""Priority updates and the per-level sum-tree rebuild (cuda/replay/priority.cu) with numpy references."""
+"""Priority updates and the sum-tree rebuild in shared-memory subtrees (cuda/replay/priority.cu) with numpy references."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..driver import KernelSpec, i32, ptr, reference
 from ..isv.registry import slot_index
-from .layout import PRIORITY_EPS
+from .layout import PRIORITY_EPS, SUBTREE_BLOCK, SUBTREE_SPAN
 
 MODULE = "replay/priority"
-LEVEL_BLOCK = 256
-LEVEL_MAX_BLOCKS = 1024
 
 UPDATE_PRIORITIES = KernelSpec(
     "replay_update_priorities", MODULE,
     (ptr("tree"), ptr("index"), ptr("td"), ptr("isv"), ptr("max_priority"), i32("batch"), i32("capacity")),
     doc="leaf = (|td| + eps)^alpha, last of each run of equal indices writes; running max; grid 1, block 1024")
-TREE_LEVEL = KernelSpec(
-    "replay_tree_level", MODULE, (ptr("tree"), i32("first"), i32("count")),
-    doc="tree[k] = tree[2k] + tree[2k+1] for k in [first, first+count); block 256, grid-stride")
+TREE_SUBTREES = KernelSpec(
+    "replay_tree_subtrees", MODULE, (ptr("tree"), i32("level"), i32("span")),
+    doc="block g sums nodes [level + g*span, +span) up to their subtree root in shared memory; "
+        "grid level/span, block SUBTREE_BLOCK")
 
 _ALPHA = slot_index("per_alpha")
 
@@ -45,18 +44,34 @@ def _update_priorities(launch, tree, index, td, isv, max_priority, batch, capaci
     mp[0] = np.fmax(mp[0], largest)
 
 
-@reference(TREE_LEVEL)
-def _tree_level(launch, tree, first, count):
-    f, c = int(first), int(count)
-    t = tree.f64(2 * (f + c))
-    t[f:f + c] = t[2 * f:2 * (f + c):2] + t[2 * f + 1:2 * (f + c):2]
+def subtree_sums(tree: np.ndarray, level: int, span: int, blocks: int | None = None):
+    """What `blocks` blocks of replay_tree_subtrees write (all level // span by default), level by level.
+
+    Every node is tree[2k] + tree[2k+1], computed once: the same bits as any other
+    bottom-up order of the same adds.
+    """
+    top = level // span
+    blocks = top if blocks is None else min(int(blocks), top)
+    w = span // 2
+    while w >= 1:
+        lo, hi = top * w, (top + blocks) * w
+        tree[lo:hi] = tree[2 * lo:2 * hi:2] + tree[2 * lo + 1:2 * hi:2]
+        w //= 2
 
 
-def level_plans(rt, tree, capacity: int) -> list:
-    """log2(capacity) launches, the leaves' parents first: stream order is the barrier between levels."""
-    plans, first = [], capacity // 2
-    while first >= 1:
-        grid = max(1, min((first + LEVEL_BLOCK - 1) // LEVEL_BLOCK, LEVEL_MAX_BLOCKS))
-        plans.append(rt.plan(TREE_LEVEL, grid, LEVEL_BLOCK, (tree, first, first)))
-        first //= 2
+@reference(TREE_SUBTREES)
+def _tree_subtrees(launch, tree, level, span):
+    lv, sp = int(level), int(span)
+    if sp < 2 or sp > SUBTREE_SPAN:
+        return
+    subtree_sums(tree.f64(2 * lv), lv, sp, launch.grid[0])
+
+
+def rebuild_plans(rt, tree, capacity: int) -> list:
+    """The subtrees of SUBTREE_SPAN leaves, then (when capacity exceeds that) one block over their roots."""
+    span = min(capacity, SUBTREE_SPAN)
+    plans = [rt.plan(TREE_SUBTREES, capacity // span, SUBTREE_BLOCK, (tree, capacity, span))]
+    top = capacity // span
+    if top > 1:
+        plans.append(rt.plan(TREE_SUBTREES, 1, SUBTREE_BLOCK, (tree, top, top)))
     return plans

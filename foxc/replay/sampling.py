@@ -1,4 +1,4 @@
-"""Stratified proportional sampling and importance weights (cuda/replay/sample.cu) with numpy references."""
+"""Stratified proportional sampling with importance weights, one kernel (cuda/replay/sample.cu), and its numpy reference."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,14 +12,12 @@ MODULE = "replay/sample"
 
 SAMPLE = KernelSpec(
     "replay_sample", MODULE,
-    (ptr("tree"), ptr("counters"), ptr("store_h_t"), ptr("store_h_tp1"), ptr("store_rows"), ptr("rng"),
+    (ptr("tree"), ptr("counters"), ptr("store_h_t"), ptr("store_h_tp1"), ptr("store_rows"), ptr("rng"), ptr("isv"),
      ptr("out_h_t"), ptr("out_h_tp1"), ptr("out_action"), ptr("out_return"), ptr("out_return_raw"),
      ptr("out_done"), ptr("out_log_pi"), ptr("out_gamma_n"), ptr("out_index"), ptr("out_prob"),
-     i32("batch"), i32("capacity")),
-    doc="one stratified proportional draw per block, then a coalesced gather; grid batch, block HIDDEN_DIM")
-IS_WEIGHTS = KernelSpec(
-    "replay_is_weights", MODULE, (ptr("prob"), ptr("isv"), ptr("weight"), i32("batch")),
-    doc="w = (P_min / P)^beta, i.e. (N P)^-beta normalised by the batch maximum; grid 1, block 1024")
+     ptr("out_weight"), ptr("ticket"), i32("batch"), i32("capacity")),
+    doc="one stratified proportional draw per block, a coalesced gather; the last block (integer ticket) "
+        "writes the weights (P_min / P)^beta; grid batch, block HIDDEN_DIM")
 
 _BETA = slot_index("per_beta")
 
@@ -37,8 +35,9 @@ def tree_walk(tree: np.ndarray, u: np.ndarray, capacity: int) -> np.ndarray:
 
 
 @reference(SAMPLE)
-def _sample(launch, tree, counters, store_h_t, store_h_tp1, store_rows, rng, out_h_t, out_h_tp1, out_action,
-            out_return, out_return_raw, out_done, out_log_pi, out_gamma_n, out_index, out_prob, batch, capacity):
+def _sample(launch, tree, counters, store_h_t, store_h_tp1, store_rows, rng, isv, out_h_t, out_h_tp1, out_action,
+            out_return, out_return_raw, out_done, out_log_pi, out_gamma_n, out_index, out_prob, out_weight, ticket,
+            batch, capacity):
     nb, cap = int(batch), int(capacity)
     t = tree.f64(2 * cap)
     length = int(counters.u32(4)[CTR_LENGTH])
@@ -55,6 +54,7 @@ def _sample(launch, tree, counters, store_h_t, store_h_tp1, store_rows, rng, out
             arr.f32(nb)[:] = 0.0
         out_index.i32(nb)[:] = -1
         out_prob.f64(nb)[:] = 0.0
+        out_weight.f32(nb)[:] = 0.0
         return
     state = rng.u32(nb)
     x = xorshift32(state)
@@ -70,15 +70,13 @@ def _sample(launch, tree, counters, store_h_t, store_h_tp1, store_rows, rng, out
     out_prob.f64(nb)[:] = t[cap + leaf] / root
     h_t[:] = store_h_t.f32(cap * HIDDEN_DIM).reshape(cap, HIDDEN_DIM)[leaf]
     h_tp1[:] = store_h_tp1.f32(cap * HIDDEN_DIM).reshape(cap, HIDDEN_DIM)[leaf]
+    out_weight.f32(nb)[:] = is_weights(out_prob.f64(nb), isv.f32()[_BETA])
 
 
-@reference(IS_WEIGHTS)
-def _is_weights(launch, prob, isv, weight, batch):
-    nb = int(batch)
-    p = prob.f64(nb)
-    positive = p > 0.0
-    p_min = p[positive].min() if positive.any() else np.inf
-    beta = isv.f32()[_BETA]
+def is_weights(prob: np.ndarray, beta) -> np.ndarray:
+    """(P_min / P)^beta in float32 over the positive probs, 0 where prob is 0: the last block's arithmetic."""
+    positive = prob > 0.0
+    p_min = prob[positive].min() if positive.any() else np.inf
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = (p_min / np.where(positive, p, 1.0)).astype(np.float32)
-    weight.f32(nb)[:] = np.where(positive, np.power(ratio, beta), np.float32(0.0))
+        ratio = (p_min / np.where(positive, prob, 1.0)).astype(np.float32)
+    return np.where(positive, np.power(ratio, np.float32(beta)), np.float32(0.0))

@@ -9,10 +9,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from foxc.isv import IsvBus  # noqa: E402
 from foxc.replay import STATE_NAMES, ReplayBuffer  # noqa: E402
-from foxc.replay.layout import CTR_LENGTH, CTR_WRITE_HEAD, HIDDEN_DIM, REDUCE_BLOCK, RING_COLS, TR_COLS  # noqa: E402
+from foxc.replay.layout import (CTR_LENGTH, CTR_WRITE_HEAD, HIDDEN_DIM, REDUCE_BLOCK, RING_COLS,  # noqa: E402
+                                SUBTREE_BLOCK, SUBTREE_SPAN, TR_COLS)
 from foxc.replay.nstep import FLUSH_SCAN, FLUSH_WRITE, RING_PUSH  # noqa: E402
-from foxc.replay.priority import LEVEL_BLOCK, TREE_LEVEL, UPDATE_PRIORITIES  # noqa: E402
-from foxc.replay.sampling import IS_WEIGHTS, SAMPLE  # noqa: E402
+from foxc.replay.priority import TREE_SUBTREES, UPDATE_PRIORITIES  # noqa: E402
+from foxc.replay.sampling import SAMPLE, is_weights  # noqa: E402
 from foxc.testing import assert_close, poisoned, run_kernel  # noqa: E402
 from replay_helpers import chi_square_sf, random_step, upload_step  # noqa: E402
 
@@ -76,13 +77,20 @@ def test_push_scan_write_match_reference(cuda_rt, ref_rt, rng, n_envs, n_max, n)
     assert np.array_equal(np.isnan(got[11]), np.isnan(want[11]))
 
 
-def filled_store(rng, cap, length, leaves):
+def level_sums(leaves):
+    """The tree summed one level at a time, the plain way."""
+    cap = leaves.size
     tree = np.zeros(2 * cap)
     tree[cap:] = leaves
     first = cap // 2
     while first >= 1:
         tree[first:2 * first] = tree[2 * first:4 * first:2] + tree[2 * first + 1:4 * first:2]
         first //= 2
+    return tree
+
+
+def filled_store(rng, cap, length, leaves):
+    tree = level_sums(leaves)
     counters = np.array([length % cap, length, 0, 0], np.uint32)
     return (tree, counters, rng.standard_normal((cap, HIDDEN_DIM)).astype(np.float32),
             rng.standard_normal((cap, HIDDEN_DIM)).astype(np.float32),
@@ -90,8 +98,8 @@ def filled_store(rng, cap, length, leaves):
 
 
 @pytest.mark.parametrize("cap,length,batch", [(2, 1, 1), (1 << 10, 700, 1024), (1 << 16, 1 << 16, 4096),
-                                              (1 << 12, 0, 64)])
-def test_sample_and_weights_match_reference(cuda_rt, ref_rt, rng, cap, length, batch):
+                                              (1 << 12, 0, 64), (1 << 17, 100_000, 1000), (32, 20, 5000)])
+def test_sample_with_weights_matches_reference(cuda_rt, ref_rt, rng, cap, length, batch):
     leaves = np.zeros(cap)
     leaves[:length] = 10.0 ** rng.uniform(-3, 3, length)
     leaves[:length][rng.random(length) < 0.2] = 0.0
@@ -99,15 +107,49 @@ def test_sample_and_weights_match_reference(cuda_rt, ref_rt, rng, cap, length, b
         leaves[0] = 1.0
     tree, counters, h_t, h_tp1, rows = filled_store(rng, cap, length, leaves)
     state = rng.integers(1, 2**32, batch, dtype=np.uint64).astype(np.uint32)
-    outs = [poisoned((batch, HIDDEN_DIM)), poisoned((batch, HIDDEN_DIM)), poisoned(batch, np.int32),
-            *[poisoned(batch) for _ in range(5)], poisoned(batch, np.int32), poisoned(batch, np.float64)]
-    got, want = both(cuda_rt, ref_rt, SAMPLE, batch, HIDDEN_DIM,
-                     [tree, counters, h_t, h_tp1, rows, state, *outs, batch, cap])
-    same(got, want, "replay_sample")  # the walk is exact IEEE float64 on both
-    prob = want[15]
     isv = isv_host(ref_rt, per_beta=0.55)
-    got, want = both(cuda_rt, ref_rt, IS_WEIGHTS, 1, REDUCE_BLOCK, [prob, isv, poisoned(batch), batch])
-    same(got, want, "replay_is_weights", rtol=1e-6)
+    outs = [poisoned((batch, HIDDEN_DIM)), poisoned((batch, HIDDEN_DIM)), poisoned(batch, np.int32),
+            *[poisoned(batch) for _ in range(5)], poisoned(batch, np.int32), poisoned(batch, np.float64),
+            poisoned(batch)]
+    ticket = np.zeros(1, np.uint32)
+    got, want = both(cuda_rt, ref_rt, SAMPLE, batch, HIDDEN_DIM,
+                     [tree, counters, h_t, h_tp1, rows, state, isv, *outs, ticket, batch, cap])
+    weight = 17  # the walk is exact IEEE float64 on both; powf is not numpy's power
+    same(got[:weight] + got[weight + 1:], want[:weight] + want[weight + 1:], "replay_sample")
+    assert_close(got[weight], want[weight], 1e-6, "replay_sample weights")
+    assert got[18][0] == 0, "the last block resets the ticket"
+    if length:
+        assert got[weight].max() == 1.0 and got[weight].min() > 0.0
+
+
+def test_sample_weights_every_launch_of_a_buffer(cuda_rt, ref_rt):
+    """The ticket returns to 0 after each launch: weights are written again on every sample()."""
+    cap, length, batch = 1 << 12, 3000, 1024
+    r = np.random.default_rng(31)
+    leaves = np.zeros(cap)
+    leaves[:length] = r.uniform(0.01, 5.0, length)
+    bufs = []
+    for rt in (cuda_rt, ref_rt):
+        bus = IsvBus(rt)
+        bus["per_beta"] = 0.4
+        rb = ReplayBuffer(rt, bus, capacity=cap, n_envs=1, batch=batch, seed=17)
+        rb.state["tree"].upload(np.concatenate([np.zeros(cap), leaves]))
+        rb.state["counters"].upload(np.array([length, length, 0, 0], np.uint32))
+        rb.rebuild()
+        bufs.append(rb)
+    for _ in range(4):
+        for rb in bufs:
+            rb.sampled["weight"].upload(poisoned(batch))
+            rb.sample()
+        g, w = (rb.sampled for rb in bufs)
+        assert np.array_equal(g["index"].download(), w["index"].download())
+        assert np.array_equal(g["prob"].download(), w["prob"].download())
+        weight = g["weight"].download()
+        assert_close(weight, w["weight"].download(), 1e-6, "weight")
+        assert_close(weight, is_weights(g["prob"].download(), 0.4), 1e-6, "weight from prob")
+        assert bufs[0].scratch["ticket"].download()[0] == 0
+    for rb in bufs:
+        rb.close()
 
 
 @pytest.mark.parametrize("cap,batch", [(1 << 10, 1024), (1 << 16, 65_536), (1 << 8, 3000)])
@@ -122,18 +164,31 @@ def test_update_priorities_matches_reference(cuda_rt, ref_rt, rng, cap, batch):
     same(got, want, "replay_update_priorities", rtol=1e-6)
 
 
-@pytest.mark.parametrize("cap", [2, 1 << 10, 1 << 20])
-def test_tree_levels_match_reference(cuda_rt, ref_rt, rng, cap):
+@pytest.mark.parametrize("cap", [2, 1 << 10, 1 << 11, 1 << 16, 1 << 20])
+def test_tree_subtrees_match_reference(cuda_rt, ref_rt, rng, cap):
+    """Both rebuild launches against the reference on a NaN-poisoned tree; the result has the level-sum bits."""
     tree = np.full(2 * cap, np.nan)
     tree[cap:] = rng.random(cap) * 10.0 ** rng.uniform(-20, 20, cap)
-    first = cap // 2
-    while first >= 1:
-        grid = max(1, min((first + LEVEL_BLOCK - 1) // LEVEL_BLOCK, 1024))
-        got, want = both(cuda_rt, ref_rt, TREE_LEVEL, grid, LEVEL_BLOCK, [tree, first, first])
-        same(got, want, f"replay_tree_level first={first}")  # float64 adds: bit-identical
+    tree[cap:][rng.random(cap) < 0.1] = 0.0
+    span = min(cap, SUBTREE_SPAN)
+    got, want = both(cuda_rt, ref_rt, TREE_SUBTREES, cap // span, SUBTREE_BLOCK, [tree, cap, span])
+    same(got, want, "replay_tree_subtrees over the leaves")  # float64 adds: bit-identical
+    top = cap // span
+    assert np.isnan(want[0][:top]).all() and not np.isnan(want[0][top:]).any()
+    tree = want[0]
+    if top > 1:
+        got, want = both(cuda_rt, ref_rt, TREE_SUBTREES, 1, SUBTREE_BLOCK, [tree, top, top])
+        same(got, want, "replay_tree_subtrees over the subtree roots")
         tree = want[0]
-        first //= 2
-    assert not np.isnan(tree[1:]).any()
+    assert np.isnan(tree[0]) and np.array_equal(tree[1:], level_sums(tree[cap:])[1:])
+
+
+@pytest.mark.parametrize("level,span,grid", [(64, 16, 4), (64, 16, 2), (4096, 512, 8), (8, 2, 4)])
+def test_tree_subtrees_other_spans_match_reference(cuda_rt, ref_rt, rng, level, span, grid):
+    tree = np.full(2 * level, np.nan)
+    tree[level:] = rng.random(level)
+    got, want = both(cuda_rt, ref_rt, TREE_SUBTREES, grid, SUBTREE_BLOCK, [tree, level, span])
+    same(got, want, f"replay_tree_subtrees level={level} span={span} grid={grid}")
 
 
 def test_chi_square_on_gpu_and_same_draws_as_reference(cuda_rt, ref_rt):
