@@ -130,7 +130,7 @@ class Trainer:
             "sps": round(n_steps / seconds, 2) if seconds > 0 else None,
             "backend": self.rt.backend, "device": self.rt.device_name,
             "graph": self.graph is not None, "graph_captured_at_step": self.graph_step,
-            "kernels_per_step": sum(1 for e in self.ts.launches() if hasattr(e, "kernel")),
+            "kernels_per_step": self.ts.kernel_count(),
             "trades": int(trades), "win_rate": wins / trades if trades else None,
             "pnl": sum(f["closed_pnl_sum"] for f in frames),
             "frames_dropped": self.ts.diagnostics.dropped,

@@ -141,6 +141,10 @@ class TrainStep:
         """The step's entries in order; `first` leaves out what needs a previous step."""
         return [entry for name, entries in self.phases if not (first and name in self.skip_first) for entry in entries]
 
+    def kernel_count(self) -> int:
+        """Kernel launches in one (non-first) step; composite entries count their plans."""
+        return sum(len(e.plans) if hasattr(e, "plans") else int(hasattr(e, "kernel")) for e in self.launches())
+
     def reset(self, seed: int):
         """A fresh run: bootstrap ISV, initial weights, empty replay, flat simulator, drawn cursors."""
         self.isv.reset()
