@@ -106,3 +106,11 @@ def test_cli_errors_are_one_line(tmp_path, args, message):
     assert done.returncode == 2
     assert message in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_expected_sections_describe_the_export(ref_rt):
+    from foxc.checkpoint import expected_from
+    from foxc.trainer.state import expected_sections, export_state
+    t = trainer(ref_rt, config(), DATA)
+    t.train(2)
+    assert expected_sections(t.ts) == expected_from(export_state(t.ts))

@@ -7,12 +7,15 @@ Per batch size B: a trainer on synthetic data runs its eager warm-up until the r
 full (per_capacity / B + 2 steps), timing the last `steps` eager steps; then the step is
 captured once and `steps` graph replays are timed with events. GPU busy = event time over wall
 time of the replays; host-bound share (eager) = 1 - graph GPU time per step / eager wall per step,
-the part of an eager step the GPU spends waiting for Python and the driver.
+the part of an eager step the GPU spends waiting for Python and the driver. The checkpoint of
+the B=1,024 trainer is saved and loaded once and timed.
 """
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
+from pathlib import Path
 
 from ..data.labels import LabelConfig, compute_labels
 from ..data.synthetic import synthetic_data
@@ -22,10 +25,11 @@ from ..trainer.run import Trainer
 from .report import table, write_json
 
 
-def bench_one(rt, market, labels, B: int, steps: int, K: int, capacity: int, precision: str) -> dict:
+def bench_one(rt, market, labels, B: int, steps: int, K: int, capacity: int, precision: str,
+              checkpoint_dir=None) -> dict:
     cfg = TrainConfig(n_backtests=B, n_steps=0, seq_len=K, per_capacity=capacity, synthetic_rows=len(market.records),
                       precision=precision, graph="on", log_every=10**9, checkpoint_every=0)
-    t = Trainer(rt, cfg, market, labels)
+    t = Trainer(rt, cfg, market, labels, checkpoint_dir)
     stream = rt.stream
     warm = t.capture_after
     timed = min(steps, max(warm - 1, 1))
@@ -66,6 +70,14 @@ def bench_one(rt, market, labels, B: int, steps: int, K: int, capacity: int, pre
         "host_bound_share_eager": round(max(0.0, 1 - gpu / eager_wall), 3),
         "env_steps_per_s": round(B / graph_wall),
     }
+    if checkpoint_dir is not None:
+        t0 = time.perf_counter()
+        path = t.save()
+        row["ckpt_save_ms"] = round((time.perf_counter() - t0) * 1e3, 1)
+        row["ckpt_mb"] = round(path.stat().st_size / 1e6, 1)
+        t0 = time.perf_counter()
+        t.resume(path)
+        row["ckpt_load_ms"] = round((time.perf_counter() - t0) * 1e3, 1)
     t.close()
     t.ts.diagnostics.ring.close()
     return row
@@ -89,10 +101,16 @@ def main(argv=None) -> int:
     capacity = args.per_capacity or (64 if small else 65536)
     market = synthetic_data(20_000 if small else 1_000_000, seed=0)
     labels = compute_labels(market.records, market.tick, LabelConfig())
-    rows = [bench_one(rt, market, labels, B, steps, K, capacity, args.precision) for B in sizes]
+    with tempfile.TemporaryDirectory() as tmp:  # the checkpoint of the B=1,024 run (or the first) is timed too
+        timed_ckpt = 1024 if 1024 in sizes else sizes[0]
+        rows = [bench_one(rt, market, labels, B, steps, K, capacity, args.precision,
+                          Path(tmp) / str(B) if B == timed_ckpt else None) for B in sizes]
     print(f"backend {rt.backend}: {rt.device_name}; K={K}, PER {capacity}, {args.precision}, {steps} timed steps")
     print(table(rows, ["B", "kernels", "eager_sps", "graph_sps", "speedup", "gpu_ms_per_step", "gpu_busy",
                        "host_us_per_step", "host_bound_share_eager", "env_steps_per_s"]))
+    ck = next(r for r in rows if "ckpt_mb" in r)
+    print(f"checkpoint at B={ck['B']}, PER {capacity}: {ck['ckpt_mb']} MB, save {ck['ckpt_save_ms']} ms "
+          f"(device -> mapped-pinned -> file, atomic), load {ck['ckpt_load_ms']} ms (verify, upload)")
     write_json(args.json, "train", rt, rows, {"K": K, "per_capacity": capacity, "precision": args.precision})
     best = max(rows, key=lambda r: r["graph_sps"])
     at = next((r for r in rows if r["B"] == 1024), rows[0])

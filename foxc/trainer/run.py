@@ -5,10 +5,10 @@ import json
 import time
 from pathlib import Path
 
-from ..checkpoint import CheckpointSaver, config_differences, expected_from, read_checkpoint
+from ..checkpoint import CheckpointSaver, config_differences, read_checkpoint
 from .config import TrainConfig
 from .metrics import MetricsLog, interval_record
-from .state import export_state, import_state
+from .state import Staging, expected_sections, export_state, import_state
 from .step import TrainStep
 
 
@@ -37,6 +37,7 @@ class Trainer:
         self.out_dir = Path(out_dir) if out_dir else None
         self.data_meta = data_meta or {}
         self.saver = CheckpointSaver(self.out_dir) if self.out_dir else None
+        self.staging = Staging(rt)
 
     # --- one step ----------------------------------------------------------
     def step(self):
@@ -69,7 +70,7 @@ class Trainer:
         return {"config": self.cfg.as_dict(), "data": self.data_meta}
 
     def save(self):
-        return self.saver.save(self.steps_done, export_state(self.ts), self.meta())
+        return self.saver.save(self.steps_done, export_state(self.ts, self.staging), self.meta())
 
     def resume(self, path):
         """Restore every persistent array and continue from the checkpoint's step.
@@ -83,7 +84,7 @@ class Trainer:
             if problems:
                 raise ResumeError(f"{path} was saved with a different configuration: " + "; ".join(problems))
 
-        ckpt = read_checkpoint(path, expected_from(export_state(self.ts)), check_meta_first=same_config)
+        ckpt = read_checkpoint(path, expected_sections(self.ts), check_meta_first=same_config)
         import_state(self.ts, ckpt.sections)
         self.steps_done = ckpt.step
         self.ts.diagnostics.start_at(ckpt.step)
@@ -139,6 +140,7 @@ class Trainer:
 
     def close(self):
         self.release_graph()
+        self.staging.close()
 
 
 def write_json(path: Path, doc: dict):

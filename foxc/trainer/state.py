@@ -25,32 +25,79 @@ def persistent_arrays(ts) -> dict:
     return arrays
 
 
+class Staging:
+    """Device arrays come to the host through one mapped-pinned buffer (device -> pinned -> numpy):
+    one DMA per array into memory the host reads directly, allocated once and reused."""
+
+    def __init__(self, rt):
+        self.rt, self.buffer = rt, None
+
+    def fetch(self, arr) -> np.ndarray:
+        if self.buffer is None or self.buffer.nbytes < arr.nbytes:
+            if self.buffer is not None:
+                self.buffer.close()
+            self.buffer = self.rt.mapped_array(max(arr.nbytes, 1 << 20), np.uint8, "checkpoint_staging")
+        self.rt.copy_dtod(self.buffer.ptr, arr.ptr, arr.nbytes)
+        self.rt.stream.synchronize()
+        return self.buffer.host[:arr.nbytes].view(arr.dtype).reshape(arr.shape).copy()
+
+    def close(self):
+        if self.buffer is not None:
+            self.buffer.close()
+            self.buffer = None
+
+
 def _plain(host: np.ndarray) -> np.ndarray:
     """Structured records travel as raw bytes (the format holds plain numeric dtypes)."""
     return host.reshape(-1).view(np.uint8) if host.dtype.fields else host
 
 
-def export_state(ts) -> dict:
+def export_state(ts, staging: Staging | None = None) -> dict:
     """The state dict of a TrainStep (synchronizes the stream)."""
     ts.rt.stream.synchronize()
+    stage = staging or Staging(ts.rt)
     params, isv = ts.learner.params, ts.isv
     state = {"isv": isv.values.copy()}
-    theta, m, v = params.host("theta"), params.host("adam_m"), params.host("adam_v")
-    steps = params.adam_steps.download()
+
+    def named(buffer: str) -> dict:
+        flat = stage.fetch(getattr(params, buffer))
+        return {t.name: flat[t.offset:t.offset + t.size].reshape(t.shape) for t in params.tensors}
+    theta, m, v = named("theta"), named("adam_m"), named("adam_v")
+    steps = stage.fetch(params.adam_steps)
     for i, t in enumerate(params.tensors):
         state[t.name] = theta[t.name]
         state[f"adam_{t.name}"] = AdamState(m[t.name].reshape(-1), v[t.name].reshape(-1), int(steps[i]),
                                             isv[t.lr_slot], ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD)
-    target = params.target.download()
+    target = stage.fetch(params.target)
     for name in ("dqn_w", "dqn_b"):
         t = params.by_name[name]
         start = t.offset - params.target_offset
         state[f"{name}_target"] = target[start:start + t.size].reshape(t.shape)
-    replay = ts.replay.export_state()
-    state.update({f"replay.{k}": np.asarray(a) for k, a in replay.items()})
+    state.update({f"replay.{k}": stage.fetch(a) for k, a in ts.replay.state.items()})
+    state["replay.config"] = np.asarray(ts.replay.config())
     for name, arr in persistent_arrays(ts).items():
-        state[name] = _plain(arr.download())
+        state[name] = _plain(stage.fetch(arr))
+    if staging is None:
+        stage.close()
     return state
+
+
+def expected_sections(ts) -> dict:
+    """(dtype, shape) of every section export_state writes, from the arrays' metadata (no download)."""
+    from ..checkpoint.meta import ADAMW, canonical_dtype
+    params = ts.learner.params
+    out = {"isv": (canonical_dtype(np.float32), tuple(ts.isv.values.shape))}
+    for t in params.tensors:
+        out[t.name] = (canonical_dtype(np.float32), tuple(t.shape))
+        out[f"adam_{t.name}"] = (ADAMW, (t.size,))
+    for name in ("dqn_w", "dqn_b"):
+        out[f"{name}_target"] = (canonical_dtype(np.float32), tuple(params.by_name[name].shape))
+    out.update({f"replay.{k}": (canonical_dtype(a.dtype), tuple(a.shape)) for k, a in ts.replay.state.items()})
+    out["replay.config"] = (canonical_dtype(np.int64), (len(ts.replay.config()),))
+    for name, arr in persistent_arrays(ts).items():
+        plain = (np.dtype(np.uint8), (arr.nbytes,)) if arr.dtype.fields else (arr.dtype, tuple(arr.shape))
+        out[name] = (canonical_dtype(plain[0]), plain[1])
+    return out
 
 
 def import_state(ts, sections: dict):
