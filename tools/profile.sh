@@ -4,8 +4,8 @@
 #   bash tools/profile.sh --profile-steps 50:60 --graph off --n-steps 70 ...
 # Every argument goes to `python -m foxc.train`; --profile-steps is added when absent.
 # Environment: STEPS (200:210), REPORT (report path without extension; default
-# $OUT or ./profile, then foxc_steps_A-B), GRAPH_TRACE (graph: one range per graph launch;
-# node: every kernel of the graph on the timeline, at some overhead).
+# $OUT or ./runs/profile, then foxc_steps_A-B), GRAPH_TRACE (node, the default: every kernel of a
+# graph replay on the timeline and in the kernel summary; graph: one block per replay, less overhead).
 # After recording it prints nsys's kernel and NVTX summaries of the window.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,12 +24,12 @@ prev=
 for arg in "$@"; do [ "$prev" = --profile-steps ] && steps=$arg; prev=$arg; done
 [ "$has_window" -eq 1 ] || set -- --profile-steps "$steps" "$@"
 
-out=${OUT:-$PWD/profile}
+out=${OUT:-$PWD/runs/profile}
 mkdir -p "$out"
 report=${REPORT:-$out/foxc_steps_${steps/:/-}}
 
 nsys profile --capture-range=cudaProfilerApi --capture-range-end=stop -t cuda,nvtx \
-  --cuda-graph-trace="${GRAPH_TRACE:-graph}" --force-overwrite=true -o "$report" \
+  --cuda-graph-trace="${GRAPH_TRACE:-node}" --force-overwrite=true -o "$report" \
   python3 -m foxc.train "$@"
 
 echo
