@@ -138,7 +138,8 @@ def vec_step(rt, n=5000):
     plans = [vec.plan_elementwise(rt, vec.FILL_F32, x, 1.5, n),
              vec.plan_elementwise(rt, vec.FILL_F32, y, 0.0, n),
              vec.plan_elementwise(rt, vec.AXPY_F32, y, 2.0, x, n),
-             Pair([vec.plan_elementwise(rt, vec.SCALE_F32, y, 0.5, n), vec.plan_elementwise(rt, vec.SCALE_F32, x, 2.0, n)]),
+             Pair([vec.plan_elementwise(rt, vec.SCALE_F32, y, 0.5, n),
+                   vec.plan_elementwise(rt, vec.SCALE_F32, x, 2.0, n)]),
              vec.plan_elementwise(rt, vec.COPY_F32, x, y, n)]
     return plans, x, y
 
