@@ -2,11 +2,17 @@
 
     python -m foxc.bench learn [--backend auto|cuda|reference] [--batch 1024] [--window 32]
                                [--features 40] [--iters 50] [--json FILE]
+    python -m foxc.bench learn --profile [--profile-steps A:B] [--precision f32|tf32] [--out DIR]
 
 Each part (encoder, heads, optimizer, the whole step) is captured into a CUDA graph and
 replayed; times are CUDA-event times per replay. The peak is this repository's own best GEMM
 (linear_fwd_<precision>) on a square problem (4096^3 on a GPU); FLOPs count the matrix
 products only (2 M N K each), not the scan, softmaxes or losses.
+
+With --profile and/or --profile-steps it runs the learner's step eagerly instead, steps
+0..B: --profile-steps opens the cuProfilerStart/Stop window on steps A..B (for nsys and
+ncu, see tools/ncu_kernel.sh), --profile prints the per-kernel event table of those steps
+and writes DIR/profile.json.
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from ..driver import BACKENDS, open_runtime
 from ..isv import IsvBus
 from ..nn import matmul, model
 from ..nn.heads import N_ACTIONS, N_PERCEPTION, Q_OUTPUTS
+from ..profile import KernelProfiler, ProfilerWindow, add_profile_args, profile_window
 from .report import table, write_json
 
 
@@ -77,6 +84,9 @@ def main(argv=None) -> int:
     ap.add_argument("--features", type=int, default=40)
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--json", help="also write the results here")
+    add_profile_args(ap)
+    ap.add_argument("--precision", choices=matmul.PRECISIONS, default="f32", help="the profiled step's precision")
+    ap.add_argument("--out", default=".", help="where --profile writes profile.json (default: here)")
     args = ap.parse_args(argv)
     rt = open_runtime(args.backend)
     if rt.backend == "cuda":
@@ -84,6 +94,8 @@ def main(argv=None) -> int:
     else:  # numpy: tiny shapes, a smoke run
         B, K, F, D, iters, peak_n = 8, 4, 6, 16, 2, 64
     isv = IsvBus(rt)
+    if args.profile or args.profile_steps:
+        return profile_step(rt, isv, args, B, K, F, D)
     rows, peaks = [], {}
     for precision in matmul.PRECISIONS:
         peaks[precision] = peak_tflops(rt, precision, peak_n, iters)
@@ -112,4 +124,37 @@ def main(argv=None) -> int:
     print(f"summary: step fp32 {step['f32']['ms']} ms, tf32 {step['tf32']['ms']} ms "
           f"({step['f32']['ms'] / max(step['tf32']['ms'], 1e-9):.2f}x); peak fp32 {peaks['f32']:.1f}, "
           f"tf32 {peaks['tf32']:.1f} TFLOP/s ({rt.backend})")
+    return 0
+
+
+def profile_step(rt, isv, args, B, K, F, D) -> int:
+    """Eager learner steps 0..B with the profiler window and/or the kernel table on the requested steps."""
+    learner = model.Learner(rt, isv, B, K, F, D, args.precision)
+    learner.params.init(np.random.default_rng(1))
+    learner.load_inputs(learner.random_inputs(np.random.default_rng(2)))
+    timed = profile_window(args)
+    window = ProfilerWindow(rt, args.profile_steps)
+    last = max(w.last for w in (timed, args.profile_steps) if w is not None)
+    print(f"backend {rt.backend}: {rt.device_name}; B={B} K={K} F={F} D={D} {args.precision}; "
+          f"eager learner steps 0..{last}")
+    with KernelProfiler(rt, timed) as profiler:
+        for step in range(last + 1):
+            window.before_step(step)
+            if timed is not None:
+                profiler.launch(step, learner.step)
+            else:
+                for plan in learner.step:
+                    plan.launch(rt.stream)
+            window.after_step(step)
+        window.close()
+        rt.synchronize()
+        if timed is None:
+            print(f"summary: {last + 1} eager learner steps, profiler window {args.profile_steps} ({rt.backend})")
+            return 0
+        profiler.report(args.out)
+        s, top = profiler.summary(), profiler.rows()[0]
+        rows = s["kernels"]
+    write_json(args.json, "learn-profile", rt, rows, {k: v for k, v in s.items() if k != "kernels"})
+    print(f"summary: learner step ({args.precision}) {s['gpu_ms_per_step']:.3f} ms over {s['steps']} profiled steps, "
+          f"{s['launches_per_step']} launches; top {top['kernel']} {100 * top['share']:.1f}% ({rt.backend})")
     return 0
