@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import __version__
 from .driver import BACKENDS, CudaError, open_runtime
+from .profile import KernelProfiler, add_profile_args, profile_window
 
 
 def parse_args(argv=None):
@@ -43,6 +44,7 @@ def parse_args(argv=None):
     add("--checkpoint-every", type=int, default=None, help="steps between checkpoints; 0: only the final one (default 5000)")
     add("--resume-from", metavar="PATH", help="continue from a checkpoint (same configuration)")
     add("--out", help="run directory (default runs/<UTC time>)")
+    add_profile_args(ap)
     return ap.parse_args(argv)
 
 
@@ -82,7 +84,8 @@ def main(argv=None) -> int:
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     try:
         rt = open_runtime(args.backend)
-        settings = {k: v for k, v in vars(args).items() if k not in ("backend", "resume_from", "out")}
+        settings = {k: v for k, v in vars(args).items()
+                    if k not in ("backend", "resume_from", "out", "profile", "profile_steps")}
         cfg = TrainConfig.for_backend(rt.backend, **settings)
         log(f"foxc {__version__}: backend {rt.backend} — {rt.reason}")
         out = Path(args.out or Path("runs") / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"))
@@ -93,6 +96,8 @@ def main(argv=None) -> int:
         if args.resume_from:
             step = trainer.resume(args.resume_from)
             log(f"resumed from {args.resume_from} at step {step}")
+        kernels = KernelProfiler(rt, profile_window(args)) if args.profile else None
+        trainer.set_profiling(args.profile_steps, kernels)
         write_json(out / "config.json", {"foxc_version": __version__, "backend": rt.backend, "reason": rt.reason,
                                          "device": rt.device_name, "config": cfg.as_dict(), "data": source,
                                          "resumed_from": args.resume_from})
@@ -106,6 +111,11 @@ def main(argv=None) -> int:
             metrics.close()
         final = trainer.save()
         summary["checkpoint"] = str(final)
+        if kernels is not None:
+            if kernels.steps:
+                kernels.report(out)
+            else:
+                log(f"--profile: no step of the run fell in the window {profile_window(args)}")
         write_json(out / "summary.json", summary)
         wr = summary["win_rate"]
         log(f"done: {summary['steps_this_run']} steps in {summary['seconds']:.1f} s ({summary['sps']} steps/s, "

@@ -114,3 +114,24 @@ def test_expected_sections_describe_the_export(ref_rt):
     t = trainer(ref_rt, config(), DATA)
     t.train(2)
     assert expected_sections(t.ts) == expected_from(export_state(t.ts))
+
+
+def test_cli_profile_table_and_window(tmp_path):
+    out = tmp_path / "prof"
+    done = cli("--n-steps", "10", "--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64",
+               "--synthetic-rows", "20000", "--profile", "--profile-steps", "3:6", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    profile = json.loads((out / "profile.json").read_text())
+    names = {row["kernel"] for row in profile["kernels"]}
+    assert {"gpu_sample_and_gather", "agent_act", "submit_market", "replay_sample", "copy_h"} <= names
+    assert all(row["launches"] % 4 == 0 for row in profile["kernels"])  # four profiled steps
+
+
+def test_profiler_window_brackets_the_steps(ref_rt):
+    calls = []
+    ref_rt.profiler_start = lambda: calls.append(("start", t.steps_done))
+    ref_rt.profiler_stop = lambda: calls.append(("stop", t.steps_done))
+    t = trainer(ref_rt, config(), DATA)
+    t.set_profiling("2:4")
+    t.train(7)
+    assert calls == [("start", 2), ("stop", 5)]  # before step 2 runs, after step 4 ran

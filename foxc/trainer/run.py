@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from ..checkpoint import CheckpointSaver, config_differences, read_checkpoint
+from ..profile import KernelProfiler, ProfilerWindow, nvtx_range
 from .config import TrainConfig
 from .metrics import MetricsLog, interval_record
 from .state import Staging, expected_sections, export_state, import_state
@@ -38,18 +39,34 @@ class Trainer:
         self.data_meta = data_meta or {}
         self.saver = CheckpointSaver(self.out_dir) if self.out_dir else None
         self.staging = Staging(rt)
+        self.window = ProfilerWindow(rt, None)  # --profile-steps: cuProfilerStart/Stop around steps A..B
+        self.kernels = None  # --profile: a KernelProfiler timing every launch of its window's steps
+
+    def set_profiling(self, window_spec=None, kernels: KernelProfiler | None = None):
+        self.window = ProfilerWindow(self.rt, window_spec)
+        self.kernels = kernels
 
     # --- one step ----------------------------------------------------------
     def step(self):
-        stream = self.rt.stream
-        if self.graph is None and self.use_graph and self.steps_done >= self.capture_after:
+        stream, step = self.rt.stream, self.steps_done
+        self.window.before_step(step)
+        if self.graph is None and self.use_graph and step >= self.capture_after:
             self.capture()
-        if self.graph is not None:
-            self.graph.launch(stream)
+        first = step == 0
+        if self.kernels is not None and self.kernels.wants(step):
+            self.kernels.profile_step(self.ts.launches(first))  # eager: one event per launch
+        elif self.graph is not None:
+            with nvtx_range("step"):
+                self.graph.launch(stream)
         else:
-            for entry in self.ts.launches(first=self.steps_done == 0):
-                entry.launch(stream)
+            for name, entries in self.ts.phases:
+                if first and name in self.ts.skip_first:
+                    continue
+                with nvtx_range(name):
+                    for entry in entries:
+                        entry.launch(stream)
         self.steps_done += 1
+        self.window.after_step(step)
 
     def capture(self):
         """Capture the whole step into one graph (replayed from now on); warm-up has run on this stream."""
@@ -70,7 +87,8 @@ class Trainer:
         return {"config": self.cfg.as_dict(), "data": self.data_meta}
 
     def save(self):
-        return self.saver.save(self.steps_done, export_state(self.ts, self.staging), self.meta())
+        with nvtx_range("checkpoint.save"):
+            return self.saver.save(self.steps_done, export_state(self.ts, self.staging), self.meta())
 
     def resume(self, path):
         """Restore every persistent array and continue from the checkpoint's step.
@@ -118,6 +136,7 @@ class Trainer:
                     interval = []
                 t_log, steps_at_log = now, self.steps_done
         self.rt.stream.synchronize()
+        self.window.close()
         frames_all += ring.poll()
         seconds = time.perf_counter() - t_start
         return self.summary(frames_all, seconds, n_steps, last_record)
@@ -139,6 +158,7 @@ class Trainer:
         }
 
     def close(self):
+        self.window.close()
         self.release_graph()
         self.staging.close()
 
