@@ -112,6 +112,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=None, help="timed repetitions (default 500; 5 on reference)")
     ap.add_argument("--peer", choices=("auto", "numpy"), default="auto", help="auto tries TorchRL first")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--profile", action="store_true",
+                    help="also time each kernel of the step with CUDA events (eager) and print the table")
     args = ap.parse_args(argv)
     rt = open_runtime(args.backend)
     cuda = rt.backend == "cuda"
@@ -126,6 +128,13 @@ def main(argv=None) -> int:
     filled = rb.length()
 
     eager_dev, eager_wall = _timed(rt, rb.step, reps)
+    if args.profile:
+        from ..profile import KernelProfiler
+        plans = rb.push_plans + rb.flush_plans + rb.sample_plans + rb.update_plans + rb.rebuild_plans
+        with KernelProfiler(rt) as kernels:
+            for _ in range(min(reps, 100)):
+                kernels.profile_step(plans)
+            print(kernels.table())
     with rt.capture(name="replay step") as cap:
         rb.step()
     graph_dev, graph_wall = _timed(rt, lambda: cap.graph.launch(rt.stream), reps)
