@@ -60,3 +60,18 @@ def test_step_counter_increments_and_carries(ref_rt):
     assert bus["step_lo"] == 0 and bus["step_hi"] == 1 and bus.step == STEP_WRAP
     plan.launch(ref_rt.stream)
     assert bus.step == STEP_WRAP + 1
+
+
+def test_device_resident_bus_publishes_to_the_host_view(ref_rt):
+    bus = IsvBus(ref_rt, device_resident=True)
+    assert bus.ptr.addr == bus.device.ptr.addr != bus.array.ptr.addr
+    step = plan_step_increment(ref_rt, bus)
+    publish = bus.publish_plan()
+    step.launch(ref_rt.stream)
+    assert bus.step == 0  # the host view waits for the publish
+    publish.launch(ref_rt.stream)
+    assert bus.step == 1
+    bus["gamma"] = 0.5  # host writes reach the device copy
+    assert bus.device.download()[slot_index("gamma")] == np.float32(0.5)
+    bus.load(np.zeros(N_SLOTS, np.float32))
+    assert not bus.device.download().any() and not bus.values.any()

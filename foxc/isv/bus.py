@@ -1,34 +1,65 @@
-"""The ISV bus in mapped-pinned memory: kernels address it, the host reads it with no copy."""
+"""The ISV bus in mapped-pinned memory: kernels address it, the host reads it with no copy.
+
+Kernels reach mapped-pinned memory over PCIe, one transaction per warp and read, uncached.
+For a step of many kernels that read the ISV in every block, `device_resident=True` keeps the
+working copy in device memory (what `ptr` points to), and the step ends with `publish_plan`
+copying it into the mapped-pinned view the host reads; host writes (`bus[name] = v`,
+`load`) wait for the stream and upload. Without it, kernels use the mapped memory directly.
+"""
 from __future__ import annotations
 
 import numpy as np
 
+from .. import vec
 from .registry import N_SLOTS, SLOTS, STEP_WRAP, slot_index
 
 
 class IsvBus:
-    def __init__(self, rt, name: str = "isv"):
+    def __init__(self, rt, name: str = "isv", device_resident: bool = False):
+        self.rt = rt
         self.array = rt.mapped_array((N_SLOTS,), np.float32, name)
+        self.device = rt.device_array((N_SLOTS,), np.float32, f"{name}_device") if device_resident else None
         self.reset()
 
     @property
     def ptr(self):
-        return self.array.ptr
+        """What kernels read and write: the device copy when resident, else the mapped memory."""
+        return (self.device if self.device is not None else self.array).ptr
 
     @property
     def values(self) -> np.ndarray:
-        """The live slots (host view of mapped-pinned memory; synchronize before reading device writes)."""
+        """The slots as the host sees them (live mapped memory; with a device copy, as of the last publish).
+        Synchronize before reading device writes; write through `bus[name] = v` or `load`."""
         return self.array.host
+
+    def publish_plan(self):
+        """The launch that copies the device-resident slots into the host's view (end of a step)."""
+        if self.device is None:
+            raise ValueError("publish_plan needs an IsvBus made with device_resident=True")
+        return vec.plan_elementwise(self.rt, vec.COPY_F32, self.array, self.device, N_SLOTS)
+
+    def load(self, values):
+        """Set every slot (the stream is synchronized first when a device copy is in use)."""
+        values = np.asarray(values, np.float32)
+        if values.shape != (N_SLOTS,):
+            raise ValueError(f"the ISV holds {N_SLOTS} slots, got {values.shape}")
+        if self.device is not None:
+            self.rt.stream.synchronize()
+        self.array.host[:] = values
+        if self.device is not None:
+            self.device.upload(values)
 
     def reset(self):
         """Every slot to its bootstrap value."""
-        self.array.host[:] = np.array([s.bootstrap for s in SLOTS], np.float32)
+        self.load([s.bootstrap for s in SLOTS])
 
     def __getitem__(self, name: str) -> float:
         return float(self.array.host[slot_index(name)])
 
     def __setitem__(self, name: str, value: float):
-        self.array.host[slot_index(name)] = value
+        values = self.array.host.copy()
+        values[slot_index(name)] = value
+        self.load(values)
 
     @property
     def step(self) -> int:
@@ -39,3 +70,5 @@ class IsvBus:
 
     def close(self):
         self.array.close()
+        if self.device is not None:
+            self.device.close()

@@ -103,7 +103,7 @@ def expected_sections(ts) -> dict:
 def import_state(ts, sections: dict):
     """Load a state dict written by export_state into a TrainStep built with the same configuration."""
     params = ts.learner.params
-    ts.isv.values[:] = sections["isv"]
+    ts.isv.load(sections["isv"])
     theta = np.zeros(params.size, np.float32)
     m, v = np.zeros_like(theta), np.zeros_like(theta)
     steps = np.zeros(len(params.tensors), np.int32)

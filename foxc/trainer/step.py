@@ -14,7 +14,7 @@ The step, top to bottom (each line one phase; `phases` holds them in this order)
   update       gradient clip, AdamW (learning rates from the ISV), target soft update
   priorities   |TD| of the batch into the tree, tree rebuild
   control      step statistics, reward/PopArt, learning-rate plateau and fused controllers
-  diagnostics  the step's frame into the mapped-pinned ring, the step counter
+  diagnostics  the step's frame into the mapped-pinned ring, the step counter, the ISV published to the host
   advance      cursors move on
 
 Nothing here reads the host or allocates once built, so the whole list can be captured into one
@@ -57,7 +57,7 @@ class TrainStep:
         self.rt, self.cfg = rt, cfg
         B, K, D = cfg.n_backtests, cfg.seq_len, HIDDEN_DIM
         dev = rt.device_array
-        self.isv = IsvBus(rt)
+        self.isv = IsvBus(rt, device_resident=True)  # kernels use device memory; the host view is published
         self.isv["n_step"] = cfg.n_step
 
         self.data = DeviceDataset(rt, market, labels, B, K, seed=cfg.seed, max_episode_steps=cfg.episode_steps)
@@ -131,7 +131,7 @@ class TrainStep:
                 one(agent.AGENT_REWARD_CONTROLLER, self.isv, self.stats),
                 one(agent.AGENT_LR_PLATEAU, self.isv, self.losses),
                 one(agent.AGENT_FUSED_CONTROLLERS, self.isv, self.stats)]),
-            ("diagnostics", [self.diagnostics.plan, plan_step_increment(rt, self.isv)]),
+            ("diagnostics", [self.diagnostics.plan, plan_step_increment(rt, self.isv), self.isv.publish_plan()]),
             ("advance", [self.data.advance_plan]),
         ]
         self.skip_first = {"replay_push"}
