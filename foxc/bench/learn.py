@@ -93,7 +93,7 @@ def main(argv=None) -> int:
         B, K, F, D, iters, peak_n = args.batch, args.window, args.features, model.HIDDEN_DIM, args.iters, 4096
     else:  # numpy: tiny shapes, a smoke run
         B, K, F, D, iters, peak_n = 8, 4, 6, 16, 2, 64
-    isv = IsvBus(rt)
+    isv = IsvBus(rt, device_resident=True)  # as in the trainer: kernels read device memory
     if args.profile or args.profile_steps:
         return profile_step(rt, isv, args, B, K, F, D)
     rows, peaks = [], {}

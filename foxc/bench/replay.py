@@ -121,7 +121,7 @@ def main(argv=None) -> int:
     capacity = args.capacity or (65_536 if cuda else 512)
     reps = args.reps or (500 if cuda else 5)
     batch = envs
-    isv = IsvBus(rt)
+    isv = IsvBus(rt, device_resident=True)  # as in the trainer: kernels read device memory
     rb = ReplayBuffer(rt, isv, capacity=capacity, n_envs=envs, batch=batch, seed=0)
     rng = np.random.default_rng(0)
     _fill(rb, rng, capacity // envs + 2 + int(isv["n_step"]))  # full before capture (DESIGN §9)
