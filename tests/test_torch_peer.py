@@ -108,5 +108,24 @@ def test_main_cpu_smoke(peer, tmp_path, capsys):
     assert peer.main(["--device", "cpu", "--steps", "2", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert text.strip().splitlines()[-1].startswith("summary:")
-    assert "finite weights: True" in text
+    assert "state sane: True" in text
     assert out.exists() and '"torch_peer"' in out.read_text()
+
+
+def state_addresses(ts):
+    """Every tensor the step keeps between steps: its own attributes, the weights, the optimizer's state."""
+    found = {k: v.data_ptr() for k, v in vars(ts).items() if isinstance(v, torch.Tensor)}
+    found.update({f"param{i}": p.data_ptr() for i, p in enumerate(ts.params)})
+    for i, st in enumerate(ts.optimizer.state.values()):
+        found.update({f"opt{i}.{k}": v.data_ptr() for k, v in st.items() if isinstance(v, torch.Tensor)})
+    return found
+
+
+def test_step_updates_its_state_in_place(peer, tiny_market):
+    """What a captured graph needs: a step writes into the same tensors, never rebinds one."""
+    ts = peer.TorchStep(torch, peer.PeerConfig(B=8, K=4, capacity=64), tiny_market, "cpu")
+    run = peer.Peer(ts)
+    run.eager(ts.cfg.n_step + 1)  # the optimizer's state exists, the rings emit from the next step
+    before = state_addresses(ts)
+    ts.step()                     # what the graph captures
+    assert state_addresses(ts) == before
