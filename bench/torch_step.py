@@ -201,9 +201,8 @@ class TorchStep:
                   ([m.perception.weight, m.perception.bias], "lr_perception"),
                   ([m.dqn.weight, m.dqn.bias], "lr_q"), ([m.policy.weight, m.policy.bias], "lr_policy"),
                   ([m.value.weight, m.value.bias], "lr_value")]
-        opt_kw = dict(betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=ADAM_WD)
-        if cuda:
-            opt_kw.update(fused=True, capturable=True)
+        # fused on either device (the CPU smoke run goes through the same call); capturable on CUDA only
+        opt_kw = dict(betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=ADAM_WD, fused=True, capturable=cuda)
         self.optimizer = torch.optim.AdamW([{"params": p, "lr": isv(lr)} for p, lr in groups], **opt_kw)
         self.params = [q for ps, _ in groups for q in ps]
 
