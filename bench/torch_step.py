@@ -623,6 +623,24 @@ COLUMNS = ["B", "foxc_eager_sps", "foxc_graph_sps", "torch_eager_sps", "torch_gr
            "foxc_over_torch_eager", "torch_graph_speedup", "foxc_gpu_busy", "torch_gpu_busy"]
 
 
+def summary(at: dict, device: str) -> str:
+    """The last line: foxc against torch at B=1,024 (or the first size run)."""
+    parts = [f"at B={at['B']}"]
+    if "foxc_graph_sps" in at:
+        parts.append(f"foxc's graph step {at['foxc_graph_sps']} steps/s")
+    if "torch_graph_sps" in at:
+        parts.append(f"torch {at['torch_graph_sps']} as a CUDA graph, {at['torch_eager_sps']} eager")
+    else:
+        note = "graph capture failed" if "torch_graph_error" in at else f"no graph on the {device}"
+        parts.append(f"torch {at['torch_eager_sps']} eager ({note})")
+    if "foxc_over_torch_graph" in at:
+        parts.append(f"foxc/torch-graph {at['foxc_over_torch_graph']}x")
+    if "foxc_over_torch_eager" in at:
+        parts.append(f"foxc/torch-eager {at['foxc_over_torch_eager']}x")
+    parts.append(f"torch state sane: {at['torch_ok']}")
+    return "; ".join(parts)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python bench/torch_step.py", description=__doc__.splitlines()[0])
     ap.add_argument("--n-backtests", default=None, help="comma-separated batch sizes (default 256,1024,4096; cpu 8)")
@@ -695,16 +713,7 @@ def main(argv=None) -> int:
             "K": K, "per_capacity": capacity, "precision": args.precision, "steps": steps, "rows": results},
             indent=1) + "\n")
     at = next((r for r in results if r["B"] == 1024), results[0])
-    if "foxc_over_torch_graph" in at:
-        print(f"summary: at B={at['B']} foxc's graph step runs {at['foxc_graph_sps']} steps/s, torch "
-              f"{at['torch_graph_sps']} as a CUDA graph and {at['torch_eager_sps']} eager: foxc/torch-graph "
-              f"{at['foxc_over_torch_graph']}x, foxc/torch-eager {at['foxc_over_torch_eager']}x")
-    elif "torch_graph_sps" in at:
-        print(f"summary: torch step at B={at['B']}: {at['torch_graph_sps']} steps/s as a CUDA graph, "
-              f"{at['torch_eager_sps']} eager (foxc not run)")
-    else:
-        print(f"summary: torch step at B={at['B']} on the {args.device}: {at['torch_eager_sps']} steps/s eager "
-              f"(smoke run, state sane: {at['torch_ok']})")
+    print("summary: " + summary(at, args.device))
     return 0
 
 
