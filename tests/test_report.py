@@ -58,3 +58,12 @@ def test_without_matplotlib_plots_are_skipped_with_a_message(tmp_path, monkeypat
 def test_report_cli_refuses_an_empty_directory(tmp_path):
     assert report_cli.main([str(tmp_path)]) == 2
     assert report_cli.main([str(tmp_path / "nope")]) == 2
+
+
+def test_evaluate_bench_smoke(tmp_path, capsys):
+    from foxc.bench import evaluate as bench
+    out = tmp_path / "e.json"
+    assert bench.main(["--backend", "reference", "--rows", "1000", "--chunks", "8", "--json", str(out)]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("summary: evaluation at")
+    record = json.loads(out.read_text())
+    assert record["benchmark"] == "evaluate" and record["rows"][0]["snapshots"] == 1000
