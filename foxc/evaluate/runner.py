@@ -150,5 +150,6 @@ def evaluate(policy, records: np.ndarray, config: EvalConfig = EvalConfig(), *, 
     if metrics["net_pnl"] != metrics["final_equity"]:
         raise RuntimeError(f"the trades' net PnL {metrics['net_pnl']} differs from the final equity "
                            f"{metrics['final_equity']}: a chunk did not end flat or a trade was lost")
-    return Evaluation(getattr(policy, "name", type(policy).__name__), bool(getattr(policy, "is_baseline", True)),
+    name = getattr(policy, "name", None) or getattr(policy, "__name__", None) or type(policy).__name__
+    return Evaluation(name, bool(getattr(policy, "is_baseline", True)),
                       metrics, chunks, trades_arr, np.cumsum(delta), actions, probs_at, sim)
