@@ -1,0 +1,134 @@
+"""A BASELINE fold trainer, not the RL agent: a logistic regression of the mid's direction on the book's imbalance.
+
+It exists so that the walk-forward pipeline (windows, folds, evaluation, reports, scale-out)
+runs end to end before the integrated trainer does, and as a yardstick for the agent later.
+Every report names it "baseline: logistic imbalance (not the RL agent)".
+
+Fit (numpy, on the training window): features of each snapshot x = (1, level-1 imbalance,
+ten-level imbalance, spread in ticks); label y = 1 when the mid `horizon` snapshots later (same
+segment) is above the current mid, 0 when below, no label when equal; Newton's method (IRLS)
+with a small L2 penalty, at most `steps` iterations (it converges in a handful). The margin m
+is the `hold_target` quantile of |p − 1/2| on the training window, so about that fraction of
+snapshots are below it.
+
+Policy: p = σ(w·x). Greedy: HOLD where |p − 1/2| < m (the position is kept), else LONG where
+p > 1/2 and SHORT where p < 1/2. Sampled: from the distribution P(HOLD) = σ((m − |p − 1/2|)/T),
+T = m/4, the rest split between LONG and SHORT as p : 1 − p (its entropy is the policy entropy).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..checkpoint import CheckpointSaver, read_checkpoint
+from ..data.features import F_DEPTH_IMB, F_IMBALANCE, F_SPREAD, snapshot_features
+from ..lobsim.layout import HOLD, LONG, SHORT
+
+NAME = "baseline: logistic imbalance (not the RL agent)"
+FEATURE_NAMES = ("bias", "imbalance", "depth_imbalance", "spread_ticks")
+DEFAULTS = {"horizon": 10, "hold_target": 0.5, "l2": 1e-3}
+
+
+def features(records: np.ndarray, tick: int) -> np.ndarray:
+    """float64 [n, 4]: bias, level-1 imbalance, ten-level imbalance, spread in ticks."""
+    f = snapshot_features(records, tick, np.zeros(len(records), np.int64))
+    return np.column_stack([np.ones(len(records)), f[:, F_IMBALANCE], f[:, F_DEPTH_IMB], f[:, F_SPREAD]]
+                           ).astype(np.float64)
+
+
+def direction_labels(records: np.ndarray, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows with a label, label 0/1): the mid `horizon` snapshots later in the same segment, up or down."""
+    mid2 = records["bid_px"][:, 0] + records["ask_px"][:, 0]
+    n = len(records) - horizon
+    if n <= 0:
+        return np.zeros(0, np.int64), np.zeros(0)
+    d = mid2[horizon:] - mid2[:n]
+    ok = (records["segment"][horizon:] == records["segment"][:n]) & (d != 0)
+    rows = np.flatnonzero(ok)
+    return rows, (d[rows] > 0).astype(np.float64)
+
+
+def sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-np.clip(z, -60.0, 60.0)))
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float, max_iter: int) -> tuple[np.ndarray, int]:
+    """Newton's method on the mean log-loss + l2/2·|w|² (bias included); (weights, iterations)."""
+    w = np.zeros(x.shape[1])
+    it = 0
+    for it in range(1, max(1, max_iter) + 1):
+        p = sigmoid(x @ w)
+        grad = x.T @ (p - y) / len(y) + l2 * w
+        hess = (x * (p * (1 - p))[:, None]).T @ x / len(y) + l2 * np.eye(len(w))
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-10:
+            break
+    return w, it
+
+
+class LogisticImbalancePolicy:
+    name = NAME
+    is_baseline = True
+
+    def __init__(self, w: np.ndarray, margin: float):
+        self.w = np.asarray(w, np.float64)
+        self.margin = float(margin)
+
+    def distribution(self, p: np.ndarray) -> np.ndarray:
+        conf = np.abs(p - 0.5)
+        temp = max(self.margin / 4, 1e-9)
+        hold = sigmoid((self.margin - conf) / temp)
+        probs = np.zeros((len(p), 5))
+        probs[:, HOLD] = hold
+        probs[:, LONG] = (1 - hold) * p
+        probs[:, SHORT] = (1 - hold) * (1 - p)
+        return probs
+
+    def __call__(self, ctx):
+        p = sigmoid(features(ctx.obs, ctx.tick) @ self.w)
+        probs = self.distribution(p)
+        if ctx.greedy:
+            actions = np.where(np.abs(p - 0.5) < self.margin, HOLD, np.where(p > 0.5, LONG, SHORT))
+        else:
+            u = ctx.rng.random(len(p))
+            actions = (u[:, None] > np.cumsum(probs, axis=1)).sum(axis=1).clip(0, 4)
+        return actions.astype(np.int32), probs
+
+
+class LogisticImbalanceTrainer:
+    """The fold trainer (see foxc.evaluate.trainers); `config['baseline']` may override DEFAULTS."""
+
+    name = NAME
+    is_baseline = True
+
+    def train(self, window, steps: int, out_dir: Path, config: dict) -> Path:
+        opts = {**DEFAULTS, **config.get("baseline", {})}
+        x = features(window.records, window.tick)
+        rows, y = direction_labels(window.records, int(opts["horizon"]))
+        if len(rows) < 10 or y.min() == y.max():
+            raise ValueError(f"the training window has too few mid moves to fit the baseline ({len(rows)} labelled)")
+        w, iters = fit_logistic(x[rows], y, float(opts["l2"]), steps)
+        p = sigmoid(x @ w)
+        margin = float(np.quantile(np.abs(p - 0.5), float(opts["hold_target"])))
+        py = p[rows]
+        fit = {"policy": NAME, "labelled": int(len(rows)), "iterations": iters,
+               "train_accuracy": float(((py > 0.5) == (y > 0.5)).mean()),
+               "train_log_loss": float(-(y * np.log(py + 1e-12) + (1 - y) * np.log(1 - py + 1e-12)).mean()),
+               "weights": dict(zip(FEATURE_NAMES, map(float, w))), "margin": margin, **opts}
+        out_dir = Path(out_dir)
+        saver = CheckpointSaver(out_dir)
+        path = saver.save(iters, {"baseline_w": w, "baseline_margin": np.array([margin])},
+                          {"config": {**config, "baseline": opts}, "policy": NAME,
+                           "features": list(FEATURE_NAMES)})
+        (out_dir / "train.json").write_text(json.dumps(fit, indent=2) + "\n")
+        return path
+
+    def load_policy(self, checkpoint: Path, config: dict) -> LogisticImbalancePolicy:
+        ckpt = read_checkpoint(checkpoint)
+        return LogisticImbalancePolicy(ckpt["baseline_w"], float(ckpt["baseline_margin"][0]))
+
+
+TRAINER = LogisticImbalanceTrainer()

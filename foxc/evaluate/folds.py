@@ -1,0 +1,150 @@
+"""One walk-forward fold: train on window i, evaluate on window i+1; the same code in every worker.
+
+    result = run_fold(spec, train_records, eval_records)   # in process, a subprocess or a Ray task
+
+A fold writes into its directory (on the machine that runs it): the trainer's checkpoint(s) and
+`metrics.jsonl` if it writes one, `train.json` from the baseline, `eval.json` (the figures),
+`equity.npy` (int64 equity after each snapshot of the evaluation window) and `trades.npy`. It
+returns a JSON-able record (figures, a downsampled equity curve, where its files are), so results
+gather the same way from processes and machines. As a subprocess:
+`python -m foxc.evaluate.folds FOLD.json` reads the records from the memory-mapped `data_npy`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..data.source import MarketData
+from ..driver import open_runtime
+from .runner import EvalConfig, evaluate
+from .trainers import resolve_trainer
+
+CURVE_POINTS = 1000
+
+
+@dataclass
+class FoldSpec:
+    fold: int
+    train: tuple[int, int]         # [start, stop) rows of the whole data
+    eval: tuple[int, int]
+    steps: int
+    out_dir: str
+    trainer: str = "baseline"
+    config: dict = field(default_factory=dict)   # passed to the trainer (train_args, backend, seed, fold, ...)
+    eval_config: dict = field(default_factory=dict)
+    tick: int = 1
+    source: str = ""
+    data_npy: str = ""             # for subprocess workers: the whole data as a .npy file (memory-mapped)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "FoldSpec":
+        d = json.loads(text)
+        d["train"], d["eval"] = tuple(d["train"]), tuple(d["eval"])
+        return cls(**d)
+
+
+def describe_window(records: np.ndarray, start: int, stop: int) -> dict:
+    r = records if len(records) == stop - start else records[start:stop]
+    return {"start": int(start), "stop": int(stop), "rows": int(stop - start),
+            "first_ts_ns": int(r["ts_ns"][0]), "last_ts_ns": int(r["ts_ns"][-1]),
+            "segments": int(len(np.unique(r["segment"])))}
+
+
+def equity_points(equity: np.ndarray, ts_ns: np.ndarray, points: int = CURVE_POINTS) -> list[list[int]]:
+    """[[ts_ns, equity], ...] at up to `points` evenly spaced snapshots (first and last included)."""
+    if len(equity) == 0:
+        return []
+    idx = np.unique(np.linspace(0, len(equity) - 1, min(points, len(equity))).round().astype(np.int64))
+    return [[int(ts_ns[i]), int(equity[i])] for i in idx]
+
+
+def run_fold(spec: FoldSpec, train_records: np.ndarray, eval_records: np.ndarray) -> dict:
+    """Train, then evaluate with learning off; returns the fold's record (raises on failure)."""
+    out = Path(spec.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    trainer = resolve_trainer(spec.trainer)
+    window = MarketData(np.ascontiguousarray(train_records), "", 0, spec.source, [], spec.tick)
+    config = {**spec.config, "fold": spec.fold}
+    t0 = time.perf_counter()
+    checkpoint = Path(trainer.train(window, spec.steps, out, config))
+    t1 = time.perf_counter()
+    policy = trainer.load_policy(checkpoint, config)
+    ecfg = EvalConfig(**spec.eval_config)
+    rt = open_runtime(ecfg.backend)
+    ev = evaluate(policy, np.ascontiguousarray(eval_records), ecfg, tick=spec.tick, rt=rt)
+    t2 = time.perf_counter()
+    np.save(out / "equity.npy", ev.equity)
+    np.save(out / "trades.npy", ev.trades)
+    record = {
+        "fold": spec.fold,
+        "trainer": trainer.name,
+        "is_baseline": bool(trainer.is_baseline),
+        "policy": ev.policy,
+        "train_window": describe_window(train_records, *spec.train),
+        "eval_window": describe_window(eval_records, *spec.eval),
+        "steps": spec.steps,
+        "checkpoint": str(checkpoint),
+        "fold_dir": str(out),
+        "host": socket.gethostname(),
+        "backend": rt.backend,
+        "device": getattr(rt, "device_name", rt.backend),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "train_seconds": t1 - t0,
+        "eval_seconds": t2 - t1,
+        "metrics": ev.metrics,
+        "sim": ev.sim,
+        "equity_curve": equity_points(ev.equity, eval_records["ts_ns"]),
+    }
+    fit = out / "train.json"
+    if fit.is_file():
+        record["train_fit"] = json.loads(fit.read_text())
+    (out / "eval.json").write_text(json.dumps({k: v for k, v in record.items() if k != "equity_curve"}, indent=2)
+                                   + "\n")
+    return record
+
+
+def failed_record(spec: FoldSpec, error: str) -> dict:
+    return {"fold": spec.fold, "error": error, "fold_dir": spec.out_dir, "host": socket.gethostname()}
+
+
+def run_fold_safely(spec: FoldSpec, train_records, eval_records) -> dict:
+    """run_fold, with a failure turned into a record that names it (a report still comes out)."""
+    try:
+        return run_fold(spec, train_records, eval_records)
+    except Exception:
+        return failed_record(spec, traceback.format_exc(limit=8))
+
+
+def records_of(spec: FoldSpec) -> tuple[np.ndarray, np.ndarray]:
+    data = np.load(spec.data_npy, mmap_mode="r")
+    return data[spec.train[0]:spec.train[1]], data[spec.eval[0]:spec.eval[1]]
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m foxc.evaluate.folds FOLD.json (written by foxc.walkforward)", file=sys.stderr)
+        return 2
+    spec = FoldSpec.from_json(Path(argv[0]).read_text())
+    record = run_fold_safely(spec, *records_of(spec))
+    Path(spec.out_dir).mkdir(parents=True, exist_ok=True)
+    (Path(spec.out_dir) / "result.json").write_text(json.dumps(record) + "\n")
+    if "error" in record:
+        print(record["error"], file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""PNG plots with matplotlib (the optional extra `foxc[plots]`): training curves and walk-forward folds.
+
+Every function returns the paths it wrote, or raises PlotsUnavailable (with the install hint)
+when matplotlib is missing; callers print that and carry on.
+"""
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..data.record import PRICE_SCALE
+
+# Panels in this order when present; any other numeric field of metrics.jsonl follows.
+CURVE_FIELDS = ("l_q", "l_pi", "l_v", "l_bce", "wr", "pnl", "hold_frac", "entropy", "lr_q", "sps")
+LOG_SCALE = ("lr_q", "lr_encoder", "lr_policy", "lr_value", "lr_perception")
+
+
+class PlotsUnavailable(RuntimeError):
+    pass
+
+
+def _pyplot():
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise PlotsUnavailable("plots skipped: matplotlib is not installed (pip install 'foxc[plots]')") from None
+    return plt
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """The records of a metrics.jsonl; a torn last line (a run still writing) is ignored."""
+    records = []
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def training_curves(metrics_path: Path, out_png: Path, title: str = "") -> list[Path]:
+    """One panel per numeric field of metrics.jsonl against `step`."""
+    records = [r for r in read_metrics(metrics_path) if isinstance(r.get("step"), (int, float))]
+    if not records:
+        raise ValueError(f"{metrics_path}: no records with a 'step'")
+    numeric = {k for r in records for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    names = [k for k in CURVE_FIELDS if k in numeric] + sorted(numeric - set(CURVE_FIELDS) - {"step"})
+    plt = _pyplot()
+    cols = 4
+    rows = max(1, math.ceil(len(names) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), squeeze=False)
+    for ax, name in zip(axes.flat, names):
+        pts = [(r["step"], r[name]) for r in records if isinstance(r.get(name), (int, float))]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=1)
+        ax.set_title(name, fontsize=9)
+        ax.tick_params(labelsize=7)
+        if name in LOG_SCALE and all(p[1] > 0 for p in pts):
+            ax.set_yscale("log")
+    for ax in list(axes.flat)[len(names):]:
+        ax.axis("off")
+    fig.suptitle(title or f"training curves: {metrics_path}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=100)
+    plt.close(fig)
+    return [Path(out_png)]
+
+
+def _when(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns / 1e9, timezone.utc)
+
+
+def walkforward_plots(report: dict, run_dir: Path) -> list[Path]:
+    """equity.png (each fold's out-of-sample equity curve over time) and win_rate.png (per fold, with the bar)."""
+    plt = _pyplot()
+    run_dir = Path(run_dir)
+    folds = [f for f in report["folds"] if "error" not in f]
+    label = report.get("trainer", "")
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for f in folds:
+        pts = f.get("equity_curve") or []
+        ax.plot([_when(t) for t, _ in pts], [e / PRICE_SCALE for _, e in pts], lw=1, label=f"fold {f['fold']}")
+    ax.axhline(0, color="grey", lw=0.5)
+    ax.set_ylabel("equity (price units per lot)")
+    ax.set_title(f"out-of-sample equity per fold: {label}", fontsize=10)
+    if folds:
+        ax.legend(fontsize=8)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    equity_png = run_dir / "equity.png"
+    fig.savefig(equity_png, dpi=100)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    idx = [f["fold"] for f in folds]
+    wr = [f["metrics"]["win_rate"] or 0.0 for f in folds]
+    colors = ["tab:green" if f["criteria"]["win_rate"]["pass"] else "tab:red" for f in folds]
+    ax.bar([str(i) for i in idx], wr, color=colors)
+    ax.axhline(report["criteria"]["min_win_rate"], color="black", ls="--", lw=1, label="criterion")
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("fold")
+    ax.set_ylabel("win rate")
+    ax.set_title(f"win rate per fold: {label}", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    wr_png = run_dir / "win_rate.png"
+    fig.savefig(wr_png, dpi=100)
+    plt.close(fig)
+    return [equity_png, wr_png]

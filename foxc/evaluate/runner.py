@@ -1,0 +1,155 @@
+"""Evaluation of a policy over a data window with learning off, on the LOB simulator.
+
+    ev = evaluate(policy, records, EvalConfig(n_backtests=16, fee_per_lot=5_000_000), tick=tick)
+    ev.metrics["win_rate"], ev.metrics["net_pnl"], ev.equity, ev.trades
+
+The window is cut into at most `n_backtests` consecutive chunks (never across a segment) and
+each chunk is one backtest's episode, walked once from its first snapshot to its last: every
+snapshot of the window is acted on exactly once, and each chunk ends flat (the simulator closes
+a position at an episode's end, reason `episode_end`, counted as a trade). Fewer chunks means
+fewer forced closes; more means more parallel backtests. The equity curve is the running sum,
+in snapshot order, of each step's change of mark-to-mid equity net of fees (exact int64 money):
+the account of one trader who trades the chunks one after another. Its final value equals the
+net PnL of the trades, which `evaluate` checks.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..data.record import SNAPSHOT_DTYPE
+from ..driver import open_runtime
+from ..lobsim.books import segment_bounds
+from ..lobsim.env import LobEnv
+from ..lobsim.kernels import BOOK_OK, snapshot_verdicts
+from ..lobsim.layout import HOLD, TRADE_DTYPE
+from .metrics import summarize
+from .policy import PolicyContext, split_decision
+
+EVAL_TRADE_DTYPE = np.dtype(TRADE_DTYPE.descr[:-1] + [("chunk", np.uint32)])
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    n_backtests: int = 16          # chunks of the window evaluated side by side
+    fee_per_lot: int = 0           # per lot per side, money units (×1e9)
+    lots_per_entry: int = 1
+    greedy: bool = True            # most probable action, else sampled from the policy's distribution
+    seed: int = 0                  # the sampling stream of a non-greedy policy
+    trade_log_cap: int = 64
+    backend: str | None = None     # auto | cuda | reference (None: $FOXC_BACKEND or auto)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Evaluation:
+    policy: str
+    is_baseline: bool
+    metrics: dict
+    chunks: np.ndarray         # int64 [C, 2]: [start, stop) row ranges of the window
+    trades: np.ndarray         # EVAL_TRADE_DTYPE, time order
+    equity: np.ndarray         # int64 [n]: equity after acting on each snapshot of the window
+    actions: np.ndarray        # int32 [n]: the action taken at each snapshot
+    probs: np.ndarray | None   # float64 [n, 5] or None
+    sim: dict = field(default_factory=dict)
+
+    def summary(self) -> str:
+        m = self.metrics
+        wr = "n/a" if m["win_rate"] is None else f"{m['win_rate']:.3f}"
+        return (f"{self.policy}: {m['trades']} trades, win rate {wr}, net PnL {m['net_pnl'] / 1e9:.4f} "
+                f"(fees {m['fees'] / 1e9:.4f}), max drawdown {m['max_drawdown'] / 1e9:.4f}, "
+                f"hold {m['hold_frac']:.3f}, action entropy {m['action_entropy']:.3f}")
+
+
+def chunk_bounds(records: np.ndarray, n_chunks: int) -> np.ndarray:
+    """[start, stop) of up to `n_chunks` consecutive pieces of about equal length, cut at every segment end."""
+    n = len(records)
+    length = -(-n // max(1, n_chunks))
+    first, last = segment_bounds(records)
+    out = []
+    for a, b in zip(first, last + 1):
+        for s in range(int(a), int(b), length):
+            out.append((s, min(s + length, int(b))))
+    return np.asarray(out, np.int64).reshape(-1, 2)
+
+
+def _harvest(ring: np.ndarray, counts: np.ndarray, taken: np.ndarray, cap: int, out: list):
+    for b in np.flatnonzero(counts > taken):
+        ks = np.arange(taken[b], counts[b])
+        rows = ring[b, ks % cap]
+        t = np.zeros(rows.size, EVAL_TRADE_DTYPE)
+        for name in TRADE_DTYPE.names:
+            if name != "pad":
+                t[name] = rows[name]
+        t["chunk"] = b
+        out.append(t)
+        taken[b] = counts[b]
+
+
+def evaluate(policy, records: np.ndarray, config: EvalConfig = EvalConfig(), *, tick: int = 1, rt=None) -> Evaluation:
+    """Run `policy` once over every snapshot of `records` (learning off) and compute the figures."""
+    if records.dtype != SNAPSHOT_DTYPE or len(records) < 2:
+        raise ValueError("records must be at least 2 SNAPSHOT_DTYPE records")
+    records = np.ascontiguousarray(records)
+    chunks = chunk_bounds(records, config.n_backtests)
+    start, lens = chunks[:, 0], chunks[:, 1] - chunks[:, 0]
+    B, n, cap = len(chunks), len(records), config.trade_log_cap
+    rt = rt if rt is not None else open_runtime(config.backend)
+    env = LobEnv(records, B, rt=rt, fee_per_lot=config.fee_per_lot, lots_per_entry=config.lots_per_entry,
+                 trade_log_cap=cap)
+    delta = np.zeros(n, np.int64)
+    actions = np.full(n, -1, np.int32)
+    probs_at = None
+    in_position = np.zeros(n, bool)
+    trades: list[np.ndarray] = []
+    taken = np.zeros(B, np.int64)
+    try:
+        env.reset(config.seed)
+        env.cursor.upload(start)              # each backtest walks its own chunk, once
+        env.episode_end.upload(chunks[:, 1] - 1)
+        equity = np.zeros(B, np.int64)
+        lots = np.zeros(B, np.int32)
+        rng = np.random.default_rng(config.seed)
+        for t in range(int(lens.max())):
+            active = t < lens
+            cursor = start + np.minimum(t, lens - 1)
+            ctx = PolicyContext(records, cursor, active, lots, t, tick, config.greedy, rng)
+            act, probs = split_decision(policy(ctx), B)
+            act = np.where(active, act, HOLD).astype(np.int32)
+            on_device = env.cursor.download()
+            if not (on_device[active] == cursor[active]).all():
+                raise RuntimeError("the simulator's cursors left their chunks")
+            _, _, info = env.step(act)
+            at = cursor[active]
+            actions[at] = act[active]
+            if probs is not None:
+                probs_at = np.zeros((n, 5)) if probs_at is None else probs_at
+                probs_at[at] = probs[active]
+            delta[at] = info["equity"][active] - equity[active]
+            equity = info["equity"]
+            lots = info["lots"]
+            in_position[at] = lots[active] != 0
+            counts = info["trades"].astype(np.int64)
+            if (counts - taken).max() >= cap // 2:
+                _harvest(env.sim.trade_log.download(), counts, taken, cap, trades)
+        _harvest(env.sim.trade_log.download(), env.sim.positions()["trades"].astype(np.int64), taken, cap, trades)
+        pos = env.sim.positions()
+        sim = {"unfilled_lots": int(pos["unfilled_lots"].sum()), "forced_lots": int(pos["forced_lots"].sum()),
+               "invalid_actions": int(pos["invalid_actions"].sum())}
+    finally:
+        env.close()
+    trades_arr = np.concatenate(trades) if trades else np.zeros(0, EVAL_TRADE_DTYPE)
+    trades_arr = trades_arr[np.argsort(trades_arr["chunk"], kind="stable")]
+    verdicts = snapshot_verdicts(records, env.sim.config.min_price, env.sim.config.max_price)
+    sim["skipped_snapshots"] = int((verdicts != BOOK_OK).sum())
+    metrics = summarize(trades_arr, delta, records["ts_ns"], actions, probs_at, in_position)
+    metrics["chunks"] = B
+    if metrics["net_pnl"] != metrics["final_equity"]:
+        raise RuntimeError(f"the trades' net PnL {metrics['net_pnl']} differs from the final equity "
+                           f"{metrics['final_equity']}: a chunk did not end flat or a trade was lost")
+    name = getattr(policy, "name", None) or getattr(policy, "__name__", None) or type(policy).__name__
+    return Evaluation(name, bool(getattr(policy, "is_baseline", True)),
+                      metrics, chunks, trades_arr, np.cumsum(delta), actions, probs_at, sim)

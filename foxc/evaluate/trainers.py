@@ -1,0 +1,49 @@
+"""The pluggable training step of a walk-forward fold.
+
+A fold trainer is an object with
+
+    name: str            shown in every report ("baseline: ..." for anything not the RL agent)
+    is_baseline: bool    True unless it trains the RL agent
+    train(window, steps, out_dir, config) -> Path
+        trains on `window` (foxc.data.MarketData: the fold's training records, tick, source)
+        for `steps` steps, writes its checkpoint(s) and, when it has them, `metrics.jsonl`
+        (training curves, see foxc.report) into `out_dir`; returns the checkpoint to evaluate
+    load_policy(checkpoint, config) -> policy
+        the policy (see foxc.evaluate.policy) that checkpoint holds, for evaluation with learning off
+
+`config` is a plain dict (JSON-able, so it crosses process and machine boundaries): the
+walk-forward's `train_args` (training flags it did not recognise, passed through verbatim),
+`backend`, `seed` and `fold`. Trainers are named by a spec string, resolved in every worker
+process: a short name from TRAINERS or "package.module:attribute".
+"""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Protocol
+
+TRAINERS = {
+    "baseline": "foxc.evaluate.baseline:TRAINER",
+}
+
+
+class FoldTrainer(Protocol):
+    name: str
+    is_baseline: bool
+
+    def train(self, window, steps: int, out_dir: Path, config: dict) -> Path: ...
+
+    def load_policy(self, checkpoint: Path, config: dict): ...
+
+
+def resolve_trainer(spec: str) -> FoldTrainer:
+    """The trainer named by `spec` (a TRAINERS key or "module:attribute")."""
+    target = TRAINERS.get(spec, spec)
+    if ":" not in target:
+        raise ValueError(f"unknown trainer '{spec}': use one of {', '.join(TRAINERS)} or 'package.module:attribute'")
+    module, attr = target.split(":", 1)
+    trainer = getattr(importlib.import_module(module), attr)
+    for need in ("name", "is_baseline", "train", "load_policy"):
+        if not hasattr(trainer, need):
+            raise TypeError(f"trainer '{spec}' has no '{need}' (see foxc.evaluate.trainers.FoldTrainer)")
+    return trainer

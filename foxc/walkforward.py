@@ -1,0 +1,221 @@
+"""Walk-forward validation: `python -m foxc.walkforward --data … --folds F --steps-per-fold N [training flags]`.
+
+The data (in time order) is cut into F+1 consecutive windows, disjoint and covering every row;
+fold i trains on window i and evaluates on window i+1 with learning off (foxc.evaluate). Each
+fold gets a directory `OUT/fold-<i>/` (checkpoints, figures, equity curve); the run gets
+`report.json` (a `folds` list, one record per fold with its figures and the verdict on each
+success criterion), `report.md` (the same as a table) and plots (equity.png, win_rate.png).
+
+Training is pluggable (`--trainer`, see foxc.evaluate.trainers): flags this command does not
+know are passed to the trainer verbatim (config["train_args"]). Until the integrated trainer
+lands the default is the logistic-imbalance BASELINE, and every output says so.
+
+Folds run one after another (`--parallel none`), one process per visible GPU of this machine
+(`--parallel local`, or per worker on the reference backend) or one Ray task per fold with one
+GPU each across a Ray cluster (`--parallel ray`, `--ray-address`, optional extra `foxc[ray]`).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from .data.record import PRICE_SCALE
+from .data.source import MarketData
+from .evaluate import scaleout
+from .evaluate.folds import FoldSpec, describe_window
+from .evaluate.plots import PlotsUnavailable, walkforward_plots
+from .evaluate.reporting import Criteria, assemble, write
+from .evaluate.runner import EvalConfig
+from .evaluate.trainers import resolve_trainer
+
+SPLITS = ("auto", "segments", "rows")
+MIN_WINDOW_ROWS = 2
+
+
+def split_windows(records: np.ndarray, k: int, how: str = "auto") -> tuple[list[tuple[int, int]], str]:
+    """k consecutive [start, stop) windows covering the records, and whether cut at 'segments' or 'rows'.
+
+    'segments' cuts only where a segment begins (the cut nearest each i·n/k that leaves every
+    window non-empty; needs at least k segments); 'rows' cuts at round(i·n/k) wherever it falls;
+    'auto' takes segments when there are at least k of them, else rows."""
+    n = len(records)
+    if k < 2:
+        raise ValueError(f"need at least 2 windows (1 fold), got {k}")
+    if how not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got '{how}'")
+    seg = records["segment"]
+    seg_starts = np.flatnonzero(seg[1:] != seg[:-1]) + 1  # where a new segment begins (row 0 excluded)
+    if how == "auto":
+        how = "segments" if len(seg_starts) + 1 >= k else "rows"
+    if how == "segments":
+        if len(seg_starts) + 1 < k:
+            raise ValueError(f"{len(seg_starts) + 1} segments cannot make {k} windows at segment boundaries")
+        cuts, lo = [], 0
+        for i in range(1, k):
+            # keep k-1-i boundaries after this cut for the later windows
+            options = seg_starts[lo:len(seg_starts) - (k - 1 - i)]
+            j = lo + int(np.abs(options - i * n / k).argmin())
+            cuts.append(int(seg_starts[j]))
+            lo = j + 1
+    else:
+        cuts = [int(round(i * n / k)) for i in range(1, k)]
+    bounds = list(zip([0] + cuts, cuts + [n]))
+    small = [b for b in bounds if b[1] - b[0] < MIN_WINDOW_ROWS]
+    if small:
+        raise ValueError(f"{n} rows cannot make {k} windows of at least {MIN_WINDOW_ROWS} rows")
+    return bounds, how
+
+
+def load_data(spec: str, rows: int, seed: int, segments: int) -> MarketData:
+    if spec == "synthetic":
+        from .data.synthetic import synthetic_data
+        return synthetic_data(rows, seed=seed, n_segments=segments)
+    from .data.source import load
+    return load(spec)
+
+
+def fold_specs(data: MarketData, windows, steps: int, out: Path, trainer: str, config: dict,
+               eval_config: EvalConfig) -> list[FoldSpec]:
+    return [FoldSpec(fold=i, train=windows[i], eval=windows[i + 1], steps=steps, out_dir=str(out / f"fold-{i}"),
+                     trainer=trainer, config=config, eval_config=eval_config.to_dict(), tick=int(data.tick),
+                     source=data.source)
+            for i in range(len(windows) - 1)]
+
+
+def walk_forward(data: MarketData, *, folds: int, steps: int, out: Path, trainer: str = "baseline",
+                 train_args: list[str] | None = None, split: str = "auto", eval_config: EvalConfig = EvalConfig(),
+                 criteria: Criteria = Criteria(), parallel: str = "none", workers: int | None = None,
+                 ray_address: str | None = None, ray_init: dict | None = None, gpus_per_fold: float = 1,
+                 seed: int = 0, plots: bool = True, keep_data: bool = False, log=print) -> dict:
+    """Run every fold and write the report; returns it."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    named = resolve_trainer(trainer)  # fail before any work when the trainer does not resolve
+    windows, how = split_windows(data.records, folds + 1, split)
+    config = {"train_args": list(train_args or []), "backend": eval_config.backend, "seed": seed}
+    specs = fold_specs(data, windows, steps, out, trainer, config, eval_config)
+    log(f"walk-forward: {named.name}; {len(data.records)} rows in {folds + 1} windows (split at {how}), "
+        f"{folds} folds of {steps} steps, runner {parallel}")
+    t0 = time.perf_counter()
+    if parallel == "none":
+        results = scaleout.run_sequential(specs, data.records)
+    elif parallel == "local":
+        slots = _local_slots(eval_config.backend, workers, folds)
+        data_npy = out / "data.npy"
+        np.save(data_npy, data.records)
+        try:
+            specs = [FoldSpec(**{**asdict(s), "data_npy": str(data_npy)}) for s in specs]
+            env = {"FOXC_BACKEND": eval_config.backend} if eval_config.backend else {}
+            log(f"local workers: {len(slots)} ({'GPUs ' + ','.join(slots) if slots[0] is not None else 'CPU'})")
+            results = scaleout.run_local(specs, slots, env)
+        finally:
+            if not keep_data:
+                data_npy.unlink(missing_ok=True)
+    elif parallel == "ray":
+        results = scaleout.run_ray(specs, data.records, address=ray_address, num_gpus=gpus_per_fold,
+                                   init_kwargs=ray_init)
+    else:
+        raise ValueError(f"parallel must be none, local or ray, got '{parallel}'")
+    run = {"trainer": named.name, "trainer_spec": trainer, "train_args": config["train_args"],
+           "data": {"source": data.source, "files": data.files, "instrument": data.instrument,
+                    "rows": int(len(data.records)), "tick": int(data.tick)},
+           "split": how, "windows": [describe_window(data.records[a:b], a, b) for a, b in windows],
+           "steps_per_fold": steps, "parallel": parallel, "eval_config": eval_config.to_dict(),
+           "seconds": time.perf_counter() - t0}
+    report = assemble(results, criteria, run)
+    if plots:
+        try:
+            report["plots"] = [str(p) for p in walkforward_plots(report, out)]
+        except PlotsUnavailable as e:
+            log(str(e))
+    json_path, md_path = write(report, out)
+    for f in report["folds"]:
+        if "error" in f:
+            log(f"fold {f['fold']}: FAILED\n{f['error']}")
+        else:
+            m = f["metrics"]
+            wr = "n/a" if m["win_rate"] is None else f"{m['win_rate']:.3f}"
+            log(f"fold {f['fold']}: {m['trades']} trades, win rate {wr}, net PnL {m['net_pnl'] / PRICE_SCALE:.4f}, "
+                f"hold {m['hold_frac']:.3f}: {'pass' if f['passed'] else 'fail'}")
+    log(f"{'all folds pass' if report['all_passed'] else 'not every fold passes'}; wrote {json_path}, {md_path}")
+    return report
+
+
+def _local_slots(backend: str | None, workers: int | None, folds: int) -> list[str | None]:
+    """GPU ids for one process each, or CPU worker slots on the reference backend."""
+    backend = backend or os.environ.get("FOXC_BACKEND") or "auto"
+    gpus = [] if backend == "reference" else scaleout.visible_gpus()
+    if gpus:
+        return gpus[:workers] if workers else gpus
+    if backend == "cuda":
+        raise RuntimeError("--parallel local with --backend cuda: no visible GPU")
+    return [None] * max(1, min(folds, workers or os.cpu_count() or 1))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m foxc.walkforward", allow_abbrev=False,
+                                 description=__doc__.split("\n")[0],
+                                 epilog="Flags not listed here are passed to the trainer.")
+    ap.add_argument("--data", default="synthetic", help="a file, directory or glob of market data, or 'synthetic'")
+    ap.add_argument("--synthetic-rows", type=int, default=200_000, help="rows of the synthetic default")
+    ap.add_argument("--synthetic-segments", type=int, default=1)
+    ap.add_argument("--folds", type=int, default=3)
+    ap.add_argument("--steps-per-fold", type=int, default=25_000)
+    ap.add_argument("--out", type=Path, default=None, help="run directory (default runs/walkforward-<time>)")
+    ap.add_argument("--trainer", default="baseline", help="a name (baseline) or package.module:attribute")
+    ap.add_argument("--split", choices=SPLITS, default="auto")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--backend", choices=("auto", "cuda", "reference"), default=None)
+    ap.add_argument("--parallel", choices=("none", "local", "ray"), default="none")
+    ap.add_argument("--workers", type=int, default=None, help="local: at most this many processes (GPUs)")
+    ap.add_argument("--ray-address", default=None, help="ray: the cluster to join (default: start a local one)")
+    ap.add_argument("--gpus-per-fold", type=float, default=1.0, help="ray: GPUs each fold's task asks for")
+    ev = ap.add_argument_group("evaluation")
+    ev.add_argument("--eval-backtests", type=int, default=16, help="chunks of the window evaluated side by side")
+    ev.add_argument("--fee", type=float, default=0.0, help="fee per lot per side, in price units (e.g. 0.005)")
+    ev.add_argument("--lots", type=int, default=1, help="lots per entry")
+    ev.add_argument("--sampled", action="store_true", help="sample actions from the policy (default: greedy)")
+    cr = ap.add_argument_group("success criteria")
+    cr.add_argument("--min-win-rate", type=float, default=Criteria.min_win_rate)
+    cr.add_argument("--hold-min", type=float, default=Criteria.hold_min)
+    cr.add_argument("--hold-max", type=float, default=Criteria.hold_max)
+    cr.add_argument("--entropy-min", type=float, default=Criteria.entropy_min)
+    cr.add_argument("--entropy-stability", type=float, default=Criteria.entropy_stability)
+    ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--keep-data", action="store_true", help="local: keep OUT/data.npy the workers read")
+    return ap
+
+
+def main(argv=None) -> int:
+    args, train_args = build_parser().parse_known_args(argv)
+    from .data.validate import DataError
+    try:
+        data = load_data(args.data, args.synthetic_rows, args.seed, args.synthetic_segments)
+    except DataError as e:
+        print(e, file=sys.stderr)
+        return 2
+    out = args.out or Path("runs") / time.strftime("walkforward-%Y%m%d-%H%M%S")
+    eval_config = EvalConfig(n_backtests=args.eval_backtests, fee_per_lot=int(round(args.fee * PRICE_SCALE)),
+                             lots_per_entry=args.lots, greedy=not args.sampled, seed=args.seed, backend=args.backend)
+    criteria = Criteria(args.min_win_rate, args.hold_min, args.hold_max, args.entropy_min, args.entropy_stability)
+    try:
+        report = walk_forward(data, folds=args.folds, steps=args.steps_per_fold, out=out, trainer=args.trainer,
+                              train_args=train_args, split=args.split, eval_config=eval_config, criteria=criteria,
+                              parallel=args.parallel, workers=args.workers, ray_address=args.ray_address,
+                              gpus_per_fold=args.gpus_per_fold, seed=args.seed, plots=not args.no_plots,
+                              keep_data=args.keep_data)
+    except (ValueError, RuntimeError) as e:
+        print(f"walk-forward: {e}", file=sys.stderr)
+        return 2
+    return 0 if all("error" not in f for f in report["folds"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

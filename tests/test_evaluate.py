@@ -1,0 +1,111 @@
+"""Evaluation: a scripted policy on a hand-made 20-snapshot book gives the hand-computed figures."""
+import math
+
+import numpy as np
+import pytest
+
+from foxc.data.record import LEVELS, PRICE_SCALE, SNAPSHOT_DTYPE
+from foxc.driver.reference.runtime import ReferenceRuntime
+from foxc.evaluate import EvalConfig, ScriptedPolicy, evaluate
+from foxc.evaluate import metrics as M
+from foxc.lobsim import FLAT_FROM_LONG, HOLD, LONG, SHORT
+
+CENT = PRICE_SCALE // 100
+MONEY = CENT // 10          # the figures below are in units of 0.001 (1e6 money units)
+DAY0 = 1_704_067_200 * 10**9  # 2024-01-01 00:00 UTC
+# best bid per snapshot, in cents above 100.00; the ask is one cent above; 5 lots at each level
+BID = [0, 0, 1, 2, 3, 4, 4, 3, 2, 1, 0, 0, -1, -1, 0, 1, 2, 2, 1, 1]
+DAY = [0] * 7 + [1] * 7 + [2] * 6
+SCRIPT = [HOLD] * 20
+SCRIPT[2], SCRIPT[5], SCRIPT[7], SCRIPT[10], SCRIPT[13], SCRIPT[15] = LONG, FLAT_FROM_LONG, SHORT, LONG, FLAT_FROM_LONG, SHORT
+FEE = MONEY  # 0.001 per lot per side
+
+
+def hand_book() -> np.ndarray:
+    rec = np.zeros(20, SNAPSHOT_DTYPE)
+    lv = np.arange(LEVELS, dtype=np.int64)
+    for t, b in enumerate(BID):
+        rec["bid_px"][t] = 100 * PRICE_SCALE + (b - lv) * CENT
+        rec["ask_px"][t] = 100 * PRICE_SCALE + (b + 1 + lv) * CENT
+        rec["ts_ns"][t] = DAY0 + DAY[t] * M.NS_PER_DAY + 14 * 3600 * 10**9 + t * 10**9  # one second apart
+    rec["bid_sz"] = rec["ask_sz"] = 5
+    rec["bid_ct"] = rec["ask_ct"] = 1
+    rec["prev_ts_ns"] = np.r_[rec["ts_ns"][:1], rec["ts_ns"][:-1]]
+    return rec
+
+
+def test_scripted_policy_on_a_hand_made_book_gives_the_hand_computed_figures():
+    ev = evaluate(ScriptedPolicy(SCRIPT), hand_book(), EvalConfig(n_backtests=1, fee_per_lot=FEE),
+                  rt=ReferenceRuntime("test"))
+    m = ev.metrics
+    # trades (entry -> exit, cents): long 2->4 (+2), short 3->1 (+2), long 1->-1 (-2),
+    # short 1->2 closed by the episode end at the ask of the last snapshot (-1); fees 2 x 0.001 each
+    assert [t for t in ev.trades["pnl"] // MONEY] == [18, 18, -22, -12]
+    assert list(ev.trades["fees"] // MONEY) == [2, 2, 2, 2]
+    assert list(ev.trades["side"]) == [1, -1, 1, -1]
+    assert list(ev.trades["reason"]) == [0, 0, 0, 2]
+    assert m["trades"] == 4 and m["wins"] == 2 and m["win_rate"] == 0.5
+    assert m["gross_pnl"] == 10 * MONEY and m["fees"] == 8 * MONEY and m["net_pnl"] == 2 * MONEY
+    # equity after each snapshot: cash + lots x mid of the next snapshot, net of fees
+    assert list(ev.equity // MONEY) == [0, 0, 4, 14, 24, 18, 18, 22, 32, 42, 30, 20, 20, 14, 14, -2, -2, 8, 8, 2]
+    assert m["max_drawdown"] == 44 * MONEY            # from 42 (snapshot 9) to -2 (snapshot 15)
+    assert m["max_drawdown_frac"] == pytest.approx(44 / 42)
+    # per-trade net PnL 18, 18, -22, -12: mean 0.5, sample variance 1275 / 3 = 425
+    assert m["sharpe_per_trade"] == pytest.approx(0.5 / math.sqrt(425))
+    assert m["trade_t_stat"] == pytest.approx(0.5 / math.sqrt(425) * 2)
+    # daily PnL: day 1 ends at 18, day 2 at 14, day 3 at 2 -> 18, -4, -12
+    daily = np.array([18.0, -4.0, -12.0])
+    assert m["days"] == 3
+    assert m["sharpe_per_day"] == pytest.approx(daily.mean() / daily.std(ddof=1))
+    assert m["sharpe_annual"] == pytest.approx(daily.mean() / daily.std(ddof=1) * math.sqrt(252))
+    # actions: 14 HOLD, 2 LONG, 2 SHORT, 2 FLAT_FROM_LONG
+    assert m["steps"] == 20 and m["action_counts"] == [14, 2, 2, 2, 0]
+    assert m["hold_frac"] == 0.7
+    assert m["action_entropy"] == pytest.approx(-(0.7 * math.log(0.7) + 3 * 0.1 * math.log(0.1)))
+    assert m["policy_entropy"] is None
+    # held 3 s, 3 s, 3 s, 4 s; open after snapshots 2-4, 7-9, 10-12, 15-18: 13 of 20
+    assert m["mean_holding_s"] == pytest.approx(3.25)
+    assert m["exposure"] == 0.65 and m["mean_holding_steps"] == 3.25
+    assert m["final_equity"] == m["net_pnl"]
+    assert ev.sim["forced_lots"] == 0 and ev.sim["unfilled_lots"] == 0
+
+
+def test_chunks_end_flat_and_cover_every_snapshot_once(rng):
+    from foxc.lobsim.books import random_books
+    snaps = random_books(300, rng, segments=3)
+    script = rng.integers(0, 5, 300)
+    ev = evaluate(ScriptedPolicy(script), snaps, EvalConfig(n_backtests=7, fee_per_lot=2 * MONEY),
+                  rt=ReferenceRuntime("test"))
+    assert (ev.actions == script).all()                       # every snapshot acted on exactly once
+    assert ev.chunks[0, 0] == 0 and ev.chunks[-1, 1] == 300 and (ev.chunks[1:, 0] == ev.chunks[:-1, 1]).all()
+    seg = snaps["segment"]
+    assert all(seg[a] == seg[b - 1] for a, b in ev.chunks)   # no chunk crosses a segment
+    m = ev.metrics
+    assert m["net_pnl"] == int(ev.trades["pnl"].sum()) == int(ev.equity[-1])
+    assert m["gross_pnl"] - m["fees"] == m["net_pnl"]
+    assert (np.diff(ev.trades["close_ts"].astype(np.int64)) >= 0).all()  # time order
+
+
+def test_metric_functions_by_hand():
+    assert M.max_drawdown([5, 3, 8, 1, 4]) == 7
+    assert M.max_drawdown([-3, -1]) == 3          # the curve starts from 0
+    assert M.max_drawdown([1, 2, 3]) == 0
+    assert M.sharpe([1.0]) is None and M.sharpe([2.0, 2.0]) is None
+    assert M.sharpe([1.0, 3.0]) == pytest.approx(2.0 / math.sqrt(2.0))
+    assert M.entropy([1, 1, 0, 0, 0]) == pytest.approx(math.log(2))
+    assert M.entropy([0, 0, 0, 0, 0]) == 0.0
+    assert M.row_entropies([[0.5, 0.5, 0, 0, 0], [1, 0, 0, 0, 0]]) == pytest.approx([math.log(2), 0.0])
+    days, pnl = M.daily_pnl([1, 2, 3], [0, M.NS_PER_DAY - 1, M.NS_PER_DAY])
+    assert list(days) == [0, 1] and list(pnl) == [3.0, 3.0]
+    assert M.quarter_entropies([0, 0, 1, 1, 0, 1, 0, 1]) == pytest.approx([0.0, 0.0, math.log(2), math.log(2)])
+    f = M.trade_figures([], [], [], [])
+    assert f["trades"] == 0 and f["win_rate"] is None and f["sharpe_per_trade"] is None
+
+
+def test_policy_output_is_checked():
+    snaps = hand_book()
+    with pytest.raises(ValueError, match="integer actions"):
+        evaluate(lambda ctx: np.zeros(3, np.int32), snaps, EvalConfig(n_backtests=1), rt=ReferenceRuntime("t"))
+    with pytest.raises(ValueError, match="probs"):
+        evaluate(lambda ctx: (np.zeros(1, np.int32), np.ones((1, 4))), snaps, EvalConfig(n_backtests=1),
+                 rt=ReferenceRuntime("t"))

@@ -1,0 +1,69 @@
+"""Plots: training curves from metrics.jsonl, walk-forward plots, and the message without matplotlib."""
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from foxc import report as report_cli
+from foxc.data.synthetic import synthetic_data
+from foxc.evaluate.plots import read_metrics
+from foxc.evaluate.runner import EvalConfig
+from foxc.walkforward import walk_forward
+
+FIXTURE = Path(__file__).parent / "fixtures" / "metrics.jsonl"
+
+
+def test_read_metrics_skips_a_torn_last_line():
+    records = read_metrics(FIXTURE)
+    assert len(records) == 20 and records[-1]["step"] == 10_000
+    assert {"step", "sps", "l_q", "l_pi", "l_v", "l_bce", "wr", "pnl", "hold_frac", "entropy", "lr_q"} <= set(records[0])
+
+
+def test_training_curves_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    shutil.copy(FIXTURE, tmp_path / "metrics.jsonl")
+    assert report_cli.main([str(tmp_path)]) == 0
+    png = tmp_path / "training.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_walkforward_plots_and_report_cli(tmp_path):
+    pytest.importorskip("matplotlib")
+    data = synthetic_data(8_000, seed=4)
+    report = walk_forward(data, folds=2, steps=5, out=tmp_path, eval_config=EvalConfig(4, backend="reference"),
+                          log=lambda *a: None)
+    assert {Path(p).name for p in report["plots"]} == {"equity.png", "win_rate.png"}
+    shutil.copy(FIXTURE, tmp_path / "fold-1" / "metrics.jsonl")  # a fold whose trainer wrote curves
+    (tmp_path / "equity.png").unlink()
+    assert report_cli.main([str(tmp_path)]) == 0
+    assert (tmp_path / "equity.png").is_file() and (tmp_path / "fold-1" / "training.png").is_file()
+    assert "![equity](equity.png)" in (tmp_path / "report.md").read_text()
+
+
+def test_without_matplotlib_plots_are_skipped_with_a_message(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    shutil.copy(FIXTURE, tmp_path / "metrics.jsonl")
+    assert report_cli.main([str(tmp_path)]) == 1
+    assert "pip install 'foxc[plots]'" in capsys.readouterr().err
+    data = synthetic_data(8_000, seed=4)
+    messages = []
+    report = walk_forward(data, folds=2, steps=5, out=tmp_path / "wf", eval_config=EvalConfig(4, backend="reference"),
+                          log=messages.append)
+    assert "plots" not in report and any("matplotlib is not installed" in m for m in messages)
+    assert json.loads((tmp_path / "wf" / "report.json").read_text())["folds"]
+
+
+def test_report_cli_refuses_an_empty_directory(tmp_path):
+    assert report_cli.main([str(tmp_path)]) == 2
+    assert report_cli.main([str(tmp_path / "nope")]) == 2
+
+
+def test_evaluate_bench_smoke(tmp_path, capsys):
+    from foxc.bench import evaluate as bench
+    out = tmp_path / "e.json"
+    assert bench.main(["--backend", "reference", "--rows", "1000", "--chunks", "8", "--json", str(out)]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("summary: evaluation at")
+    record = json.loads(out.read_text())
+    assert record["benchmark"] == "evaluate" and record["rows"][0]["snapshots"] == 1000
