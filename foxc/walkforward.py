@@ -7,8 +7,9 @@ fold gets a directory `OUT/fold-<i>/` (checkpoints, figures, equity curve); the 
 success criterion), `report.md` (the same as a table) and plots (equity.png, win_rate.png).
 
 Training is pluggable (`--trainer`, see foxc.evaluate.trainers): flags this command does not
-know are passed to the trainer verbatim (config["train_args"]). Until the integrated trainer
-lands the default is the logistic-imbalance BASELINE, and every output says so.
+know are passed to the trainer verbatim (config["train_args"]): by default the integrated RL trainer
+(`--trainer rl`, its flags as for `python -m foxc.train`); `--trainer baseline` is a logistic-imbalance
+yardstick, and every output says so.
 
 Folds run one after another (`--parallel none`), one process per visible GPU of this machine
 (`--parallel local`, or per worker on the reference backend) or one Ray task per fold with one
@@ -89,7 +90,7 @@ def fold_specs(data: MarketData, windows, steps: int, out: Path, trainer: str, c
             for i in range(len(windows) - 1)]
 
 
-def walk_forward(data: MarketData, *, folds: int, steps: int, out: Path, trainer: str = "baseline",
+def walk_forward(data: MarketData, *, folds: int, steps: int, out: Path, trainer: str = "rl",
                  train_args: list[str] | None = None, split: str = "auto", eval_config: EvalConfig = EvalConfig(),
                  criteria: Criteria = Criteria(), parallel: str = "none", workers: int | None = None,
                  ray_address: str | None = None, ray_init: dict | None = None, gpus_per_fold: float = 1,
@@ -169,7 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--folds", type=int, default=3)
     ap.add_argument("--steps-per-fold", type=int, default=25_000)
     ap.add_argument("--out", type=Path, default=None, help="run directory (default runs/walkforward-<time>)")
-    ap.add_argument("--trainer", default="baseline", help="a name (baseline) or package.module:attribute")
+    ap.add_argument("--trainer", default="rl",
+                    help="rl (the integrated trainer, default), baseline (a logistic imbalance yardstick, "
+                         "not the RL agent) or package.module:attribute")
     ap.add_argument("--split", choices=SPLITS, default="auto")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--backend", choices=("auto", "cuda", "reference"), default=None)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 TRAINERS = {
+    "rl": "foxc.trainer.fold:TRAINER",
     "baseline": "foxc.evaluate.baseline:TRAINER",
 }
 
