@@ -61,7 +61,8 @@ def test_uneven_segments_and_refusals():
 
 def test_walk_forward_in_process_writes_the_report(tmp_path):
     data = synthetic_data(12_000, seed=3)
-    report = walk_forward(data, folds=2, steps=10, out=tmp_path, train_args=["--lr-q", "1e-4"], eval_config=EVAL,
+    report = walk_forward(data, folds=2, steps=10, out=tmp_path, trainer="baseline", train_args=["--lr-q", "1e-4"],
+                          eval_config=EVAL,
                           plots=False, log=lambda *a: None)
     saved = json.loads((tmp_path / "report.json").read_text())
     assert saved["folds"] and len(saved["folds"]) == 2 and saved["is_baseline"]
@@ -97,7 +98,7 @@ def test_criteria_are_configurable():
 
 def test_local_workers_give_the_same_figures_as_in_process(tmp_path):
     data = synthetic_data(9_000, seed=5)
-    kw = dict(folds=2, steps=10, eval_config=EVAL, plots=False, log=lambda *a: None)
+    kw = dict(folds=2, steps=10, trainer="baseline", eval_config=EVAL, plots=False, log=lambda *a: None)
     a = walk_forward(data, out=tmp_path / "seq", **kw)
     b = walk_forward(data, out=tmp_path / "local", parallel="local", workers=2, **kw)
     assert [f["metrics"] for f in a["folds"]] == [f["metrics"] for f in b["folds"]]
@@ -109,7 +110,7 @@ def test_a_failing_fold_is_reported(tmp_path):
     data = synthetic_data(6_000, seed=2)
     data.records["bid_px"][:2000] = data.records["bid_px"][0]  # window 0: the mid never moves
     data.records["ask_px"][:2000] = data.records["ask_px"][0]
-    report = walk_forward(data, folds=2, steps=10, out=tmp_path, eval_config=EVAL, plots=False,
+    report = walk_forward(data, folds=2, steps=10, out=tmp_path, trainer="baseline", eval_config=EVAL, plots=False,
                           log=lambda *a: None)
     assert "too few mid moves" in report["folds"][0]["error"] and "error" not in report["folds"][1]
     assert not report["all_passed"]
@@ -118,8 +119,9 @@ def test_a_failing_fold_is_reported(tmp_path):
 def test_trainer_resolution():
     assert resolve_trainer("baseline").is_baseline
     assert resolve_trainer("foxc.evaluate.baseline:TRAINER").name.startswith("baseline")
+    assert not resolve_trainer("rl").is_baseline  # the integrated trainer, the default
     with pytest.raises(ValueError, match="unknown trainer"):
-        resolve_trainer("rl")
+        resolve_trainer("nope")
     with pytest.raises(TypeError, match="has no"):
         resolve_trainer("foxc.evaluate.baseline:NAME")
 
@@ -127,7 +129,7 @@ def test_trainer_resolution():
 def test_cli(tmp_path, capsys):
     rc = main(["--data", "synthetic", "--synthetic-rows", "8000", "--folds", "2", "--steps-per-fold", "5",
                "--backend", "reference", "--eval-backtests", "4", "--fee", "0.01", "--out", str(tmp_path),
-               "--no-plots", "--hold-min", "0.1", "--some-trainer-flag", "7"])
+               "--no-plots", "--hold-min", "0.1", "--trainer", "baseline", "--some-trainer-flag", "7"])
     assert rc == 0
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["criteria"]["hold_min"] == 0.1 and report["train_args"] == ["--some-trainer-flag", "7"]
@@ -141,7 +143,7 @@ def test_ray_one_task_per_fold_on_logical_gpus(tmp_path):
     ray = pytest.importorskip("ray")
     data = synthetic_data(9_000, seed=7)
     try:
-        report = walk_forward(data, folds=2, steps=10, out=tmp_path, eval_config=EVAL, parallel="ray",
+        report = walk_forward(data, folds=2, steps=10, out=tmp_path, trainer="baseline", eval_config=EVAL, parallel="ray",
                               ray_init={"num_cpus": 2, "num_gpus": 2, "include_dashboard": False,
                                         "log_to_driver": False}, plots=False, log=lambda *a: None)
     finally:
@@ -149,6 +151,6 @@ def test_ray_one_task_per_fold_on_logical_gpus(tmp_path):
     folds = report["folds"]
     assert [f["fold"] for f in folds] == [0, 1] and all("error" not in f for f in folds)
     assert {f["cuda_visible_devices"] for f in folds} <= {"0", "1"}  # Ray gave each task one (logical) GPU
-    seq = walk_forward(data, folds=2, steps=10, out=tmp_path / "seq", eval_config=EVAL, plots=False,
-                       log=lambda *a: None)
+    seq = walk_forward(data, folds=2, steps=10, out=tmp_path / "seq", trainer="baseline", eval_config=EVAL,
+                       plots=False, log=lambda *a: None)
     assert [f["metrics"] for f in folds] == [f["metrics"] for f in seq["folds"]]

@@ -42,7 +42,7 @@ def test_baseline_policy_gpu_matches_reference(cuda_rt, ref_rt, tmp_path):
 
 def test_walk_forward_folds_in_gpu_worker_processes(cuda_rt, tmp_path):
     data = synthetic_data(60_000, seed=12)
-    kw = dict(folds=3, steps=10, plots=False, log=lambda *a: None)
+    kw = dict(folds=3, steps=10, trainer="baseline", plots=False, log=lambda *a: None)  # deterministic on both
     gpu = walk_forward(data, out=tmp_path / "gpu", parallel="local",
                        eval_config=EvalConfig(n_backtests=32, backend="cuda"), **kw)
     ref = walk_forward(data, out=tmp_path / "ref", eval_config=EvalConfig(n_backtests=32, backend="reference"), **kw)
