@@ -94,6 +94,56 @@ def test_matmul_tn_split_and_reduce(cuda_rt, ref_rt, rng, precision, shape):
             [poisoned((cs, N)), b, R, N, cchunk], 1e-5)
 
 
+SMALL_SHAPES = [(B, D, heads.Q_OUTPUTS), (B, D, D), (B, D, 5), (B, D, 1), (1000, 37, 67), (33, 17, 31), (1, 5, 3)]
+
+
+@pytest.mark.parametrize("shape", SMALL_SHAPES)
+def test_t32_kernels_match_reference_and_64_tiles(cuda_rt, ref_rt, rng, shape):
+    """The 32x32-tile FP32 kernels against the reference, and bit-identical to the 64x64 ones."""
+    M, Kd, N = shape
+    x = rng.standard_normal((M, Kd)).astype(np.float32)
+    w = (rng.standard_normal((Kd, N)) / np.sqrt(Kd)).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float32)
+    grid32 = matmul.gemm_grid(M, N, 1, matmul.SMALL_TILE)
+    (y32, *_), _ = compare(cuda_rt, ref_rt, matmul.LINEAR_FWD_T32, grid32, matmul.SMALL_THREADS,
+                           [poisoned((M, N)), x, w, bias, M, Kd, N, 2], 1e-5)
+    y64, *_ = run_kernel(cuda_rt, matmul.LINEAR_FWD["f32"], matmul.gemm_grid(M, N), 256,
+                         [poisoned((M, N)), x, w, bias, M, Kd, N, 2])
+    assert np.array_equal(y32, y64)
+    wt = rng.standard_normal((N, Kd)).astype(np.float32)
+    c0 = rng.standard_normal((M, N)).astype(np.float32)
+    for acc, c in ((0, poisoned((M, N))), (1, c0)):
+        (c32, *_), _ = compare(cuda_rt, ref_rt, matmul.MATMUL_NT_T32, grid32, matmul.SMALL_THREADS,
+                               [c, x, wt, M, Kd, N, acc], 1e-5)
+        c64, *_ = run_kernel(cuda_rt, matmul.MATMUL_NT["f32"], matmul.gemm_grid(M, N), 256,
+                             [c.copy(), x, wt, M, Kd, N, acc])
+        assert np.array_equal(c32, c64)
+
+
+@pytest.mark.parametrize("shape", [(K * B, F, 4 * D), (B, D, heads.Q_OUTPUTS), (B, D, D), (B, D, 9), (B, D, 1),
+                                   (1001, 37, 67), (70, 3, 5)])
+@pytest.mark.parametrize("tile", [matmul.TILE, matmul.SMALL_TILE])
+def test_matmul_tn_ones_and_reduce_two(cuda_rt, ref_rt, rng, shape, tile):
+    """dW with the bias gradient as the extra row, split and reduced into two outputs; and the
+    plain split kernel at the same tiling."""
+    R, M, N = shape
+    threads = matmul.GEMM_THREADS if tile == matmul.TILE else matmul.SMALL_THREADS
+    splits = max(1, min(7, -(-R // 64)))
+    chunk = -(-(-(-R // splits)) // 16) * 16
+    splits = -(-R // chunk)
+    a = rng.standard_normal((R, M)).astype(np.float32)
+    b = rng.standard_normal((R, N)).astype(np.float32)
+    (parts, *_), _ = compare(cuda_rt, ref_rt, matmul.MATMUL_TN_ONES[tile], matmul.gemm_grid(M + 1, N, splits, tile),
+                             threads, [poisoned((splits, M + 1, N)), a, b, R, M, N, chunk], 1e-5)
+    (dw, db, _), _ = compare(cuda_rt, ref_rt, matmul.REDUCE_SPLITS_TWO, matmul.elementwise_grid((M + 1) * N), 256,
+                             [poisoned((M, N)), poisoned(N), parts, splits, (M + 1) * N, M * N], 1e-6)
+    assert_close(dw, a.astype(np.float64).T @ b, 1e-5)
+    assert_close(db, b.astype(np.float64).sum(axis=0), 1e-5)
+    if tile == matmul.SMALL_TILE:
+        compare(cuda_rt, ref_rt, matmul.MATMUL_TN_T32, matmul.gemm_grid(M, N, splits, tile), threads,
+                [poisoned((splits, M, N)), a, b, R, M, N, chunk], 1e-5)
+
+
 def test_act_bwd(cuda_rt, ref_rt, rng):
     n = B * D
     dy = rng.standard_normal(n).astype(np.float32)
