@@ -164,8 +164,9 @@ def test_ssm_scan(cuda_rt, ref_rt, rng):
 def test_heads(cuda_rt, ref_rt, rng):
     logits = (rng.standard_normal((B, heads.Q_OUTPUTS)) * 3).astype(np.float32)
     isv = isv_values(c51_v_min=-7.0, c51_v_max=9.0)
-    compare(cuda_rt, ref_rt, heads.C51_DISTRIBUTION, heads.grid_for(B * 5), 256,
-            [poisoned((B, 5, 51)), poisoned((B, 5)), logits, isv, B], 1e-5)
+    for grid in (heads.c51_distribution_grid(B), 7):  # the plan's warp per row; a small grid striding
+        compare(cuda_rt, ref_rt, heads.C51_DISTRIBUTION, grid, 256,
+                [poisoned((B, 5, 51)), poisoned((B, 5)), logits, isv, B], 1e-5)
     pl = (rng.standard_normal((B, 5)) * 3).astype(np.float32)
     compare(cuda_rt, ref_rt, heads.POLICY_SOFTMAX, heads.grid_for(B), 256,
             [poisoned((B, 5)), poisoned((B, 5)), pl, B], 1e-5)
@@ -181,9 +182,18 @@ def test_losses(cuda_rt, ref_rt, rng):
     done = (rng.random(B) < 0.2).astype(np.float32)
     weight = rng.uniform(0.2, 1.0, B).astype(np.float32)
     isv = isv_values(entropy_coef=0.03)
-    compare(cuda_rt, ref_rt, losses.C51_LOSS, losses.grid_for(B), 256, [
-        poisoned((B, heads.Q_OUTPUTS)), poisoned(B), poisoned(B), logits, next_probs, next_q, action, ret, gamma_n,
-        done, weight, isv, B], 1e-4)
+    done[:8] = 1.0  # targets exactly on atoms (both neighbours the same atom)
+    ret[:8] = np.float32(isv[slot_index("c51_v_min")])
+    ret[8:16] = np.float32(isv[slot_index("c51_v_max")]) + 1.0
+    for grid, block in ((losses.c51_loss_grid(B), losses.C51_BLOCK), (3, 256)):  # warp per sample; striding
+        got, _ = compare(cuda_rt, ref_rt, losses.C51_LOSS, grid, block, [
+            poisoned((B, heads.Q_OUTPUTS)), poisoned(B), poisoned(B), logits, next_probs, next_q, action, ret,
+            gamma_n, done, weight, isv, B], 1e-4)
+        again = run_kernel(cuda_rt, losses.C51_LOSS, grid, block, [
+            poisoned((B, heads.Q_OUTPUTS)), poisoned(B), poisoned(B), logits, next_probs, next_q, action, ret,
+            gamma_n, done, weight, isv, B])
+        for a, b in zip(got[:3], again[:3]):
+            assert np.array_equal(a, b)
     v, v_next = rng.standard_normal(B).astype(np.float32), rng.standard_normal(B).astype(np.float32)
     (_, _, adv, *_), _ = compare(cuda_rt, ref_rt, losses.VALUE_LOSS, losses.grid_for(B), 256, [
         poisoned(B), poisoned(B), poisoned(B), v, v_next, ret, gamma_n, done, B], 1e-5)
