@@ -152,7 +152,9 @@ def test_act_bwd(cuda_rt, ref_rt, rng):
         compare(cuda_rt, ref_rt, matmul.ACT_BWD, matmul.elementwise_grid(n), 256, [poisoned(n), dy, y, n, act], 1e-6)
 
 
-def test_ssm_scan(cuda_rt, ref_rt, rng):
+@pytest.mark.parametrize("shape", [(K, B, D), (13, 37, 24), (1, 5, 8), (9, 3, 128)])
+def test_ssm_scan(cuda_rt, ref_rt, rng, shape):
+    K, B, D = shape  # noqa: N806 (windows not a multiple of the kernel's 8-step load chunk too)
     z = rng.standard_normal((K, B, 4 * D)).astype(np.float32)
     (states, y, _), _ = compare(cuda_rt, ref_rt, ssm.SSM_SCAN_FWD, ssm.scan_grid(B, D), ssm.BLOCK,
                                 [poisoned((K, B, D)), poisoned((B, D)), z, K, B, D], 1e-5)
