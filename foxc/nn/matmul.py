@@ -207,7 +207,9 @@ class RowReduction:
         if self.fused:
             if A is None or precision != "f32":
                 raise ValueError("a fused bias gradient needs A and FP32")
-            tile = f32_tile(M + 1, N)
+            grid64 = gemm_grid(M + 1, N)
+            # 64x64 tiles (less staging per product) when splitting the rows alone fills the GPU
+            tile = TILE if grid64[0] * grid64[1] * max(1, R // 64) >= FILL_BLOCKS else f32_tile(M + 1, N)
             threads = GEMM_THREADS if tile == TILE else SMALL_THREADS
             grid = gemm_grid(M + 1, N, 1, tile)
             per_split = grid[0] * grid[1] * threads // 32
