@@ -73,6 +73,27 @@ def test_matmul_tn_splits_and_column_sums(ref_rt, rng):
     assert_close(db.download(), b.astype(np.float64).sum(axis=0), 1e-6)
 
 
+def test_fused_bias_row_reduction(ref_rt, rng):
+    for R, M, N in [(300, 4, 6), (1000, 37, 67), (40, 3, 1)]:
+        a = rng.standard_normal((R, M)).astype(np.float32)
+        b = rng.standard_normal((R, N)).astype(np.float32)
+        dW = ref_rt.device_array((M, N), np.float32, "dW")
+        db = ref_rt.device_array(N, np.float32, "db")
+        A = ref_rt.device_array((R, M), np.float32, "A"); A.upload(a)
+        B = ref_rt.device_array((R, N), np.float32, "B"); B.upload(b)
+        red = matmul.RowReduction(ref_rt, dW, B, R, N, A=A, M=M, bias_out=db)
+        assert len(red.plans) == 2 and (red.splits > 1 or R <= 64)
+        red.launch(ref_rt.stream)
+        assert_close(dW.download(), naive_matmul(a.T, b), 1e-6)
+        assert_close(db.download(), b.astype(np.float64).sum(axis=0), 1e-6)
+
+
+def test_gemm_kernel_choice():
+    assert matmul.gemm_kernel("linear", 32768, 512, "f32")[1] == 64
+    assert matmul.gemm_kernel("linear", 1024, 255, "f32")[1] == 32
+    assert matmul.gemm_kernel("linear", 1024, 255, "tf32")[1] == 64
+
+
 def test_row_split_covers_every_row():
     for R in [1, 15, 64, 1000, 32768, 524288]:
         for tiles in [1, 8, 300]:

@@ -4,32 +4,38 @@
 #include "foxc/isv_slots.h"
 #include "foxc/nn.h"
 
-// c51_distribution — 1-D grid over B*5 threads (256-thread blocks), one per (b, action).
-// Reads logits[B, 5, 51] and the support bounds isv[ISV_C51_V_MIN], isv[ISV_C51_V_MAX];
-// writes probs[B, 5, 51] (softmax over the atoms) and q[B, 5] = sum_j p_j z_j,
-// with z_j = v_min + j (v_max - v_min) / 50.
+// c51_distribution — one warp per (b, action) row, warp-strided over the B*5 rows (any 1-D
+// launch of 32-multiple blocks works; plans use 256-thread blocks, one row per warp). Lane l holds
+// atoms l and l + 32 (< 51). Reads logits[B, 5, 51] and the support bounds isv[ISV_C51_V_MIN],
+// isv[ISV_C51_V_MAX]; writes probs[B, 5, 51] (softmax over the atoms) and q[B, 5] = sum_j p_j z_j,
+// with z_j = v_min + j (v_max - v_min) / 50. Sums are fixed butterfly reductions.
 extern "C" __global__ void __launch_bounds__(256)
 c51_distribution(float* __restrict__ probs, float* __restrict__ q, const float* __restrict__ logits,
                  const float* __restrict__ isv, int B)
 {
-    const int idx = blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= B * NN_N_ACTIONS) return;
-    const float* l = logits + (long long)idx * NN_C51_ATOMS;
-    float* p = probs + (long long)idx * NN_C51_ATOMS;
+    const int lane = threadIdx.x & 31;
+    const int warps = (gridDim.x * blockDim.x) >> 5;
     const float v_min = isv[ISV_C51_V_MIN];
     const float dz = (isv[ISV_C51_V_MAX] - v_min) / (float)(NN_C51_ATOMS - 1);
-    float mx = l[0];
-    for (int j = 1; j < NN_C51_ATOMS; ++j) mx = fmaxf(mx, l[j]);
-    float sum = 0.0f;
-    for (int j = 0; j < NN_C51_ATOMS; ++j) sum += expf(l[j] - mx);
-    const float inv = 1.0f / sum;
-    float expect = 0.0f;
-    for (int j = 0; j < NN_C51_ATOMS; ++j) {
-        const float pj = expf(l[j] - mx) * inv;
-        p[j] = pj;
-        expect += pj * (v_min + (float)j * dz);
+    const int j1 = lane + 32;
+    const bool has1 = j1 < NN_C51_ATOMS;
+    for (int row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < B * NN_N_ACTIONS; row += warps) {
+        const float* l = logits + (long long)row * NN_C51_ATOMS;
+        float* p = probs + (long long)row * NN_C51_ATOMS;
+        const float l0 = l[lane];
+        const float l1 = has1 ? l[j1] : -INFINITY;
+        const float mx = nn_warp_max(fmaxf(l0, l1));
+        const float e0 = expf(l0 - mx);
+        const float e1 = has1 ? expf(l1 - mx) : 0.0f;
+        const float inv = 1.0f / nn_warp_sum(e0 + e1);
+        const float p0 = e0 * inv, p1 = e1 * inv;
+        p[lane] = p0;
+        if (has1) p[j1] = p1;
+        float part = p0 * (v_min + (float)lane * dz);
+        if (has1) part += p1 * (v_min + (float)j1 * dz);
+        const float expect = nn_warp_sum(part);
+        if (lane == 0) q[row] = expect;
     }
-    q[idx] = expect;
 }
 
 // policy_softmax — 1-D grid over B threads (256-thread blocks), one per window.

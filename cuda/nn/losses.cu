@@ -3,74 +3,90 @@
 #include "foxc/isv_slots.h"
 #include "foxc/nn.h"
 
-// c51_loss — 1-D grid over B threads (256-thread blocks), one per sample.
+// c51_loss — one warp per sample, warp-strided over B (any 1-D launch of 32-multiple blocks;
+// plans use 128-thread blocks, one sample per warp). Lane l owns atoms l and l + 32 (< 51).
 // Target: the next state's target distribution next_probs[B,5,51] under its greedy action
 // (argmax of next_q[B,5], first on ties), atoms moved to ret + gamma_n (1 - done) z_j, clipped to
-// [v_min, v_max] (ISV) and split onto the two neighbouring atoms: m[51].
+// [v_min, v_max] (ISV) and split onto the two neighbouring atoms: m[51]. Every lane walks the 51
+// source atoms in order and adds the pieces that land on its own atoms (the serial order per atom).
 // Online: logits[B,5,51] of the taken action[b]. Writes loss[b] = -sum m log p,
 // td_error[b] = |E_m[z] - E_p[z]| (for the priorities) and grad_logits[B,5,51] =
 // weight[b] (p - m) / B on the taken action, 0 on the others (weight: PER importance weights).
+// Sums over atoms are fixed butterfly warp reductions.
 extern "C" __global__ void __launch_bounds__(256)
 c51_loss(float* __restrict__ grad_logits, float* __restrict__ loss, float* __restrict__ td_error,
          const float* __restrict__ logits, const float* __restrict__ next_probs, const float* __restrict__ next_q,
          const int* __restrict__ action, const float* __restrict__ ret, const float* __restrict__ gamma_n,
          const float* __restrict__ done, const float* __restrict__ weight, const float* __restrict__ isv, int B)
 {
-    const int b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= B) return;
+    const int lane = threadIdx.x & 31;
+    const int warps = (gridDim.x * blockDim.x) >> 5;
     const float v_min = isv[ISV_C51_V_MIN], v_max = isv[ISV_C51_V_MAX];
     const float dz = (v_max - v_min) / (float)(NN_C51_ATOMS - 1);
+    const int i0 = lane, i1 = lane + 32;
+    const bool has1 = i1 < NN_C51_ATOMS;
+    for (int b = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; b < B; b += warps) {
+        int best = 0;
+        float best_q = next_q[(long long)b * NN_N_ACTIONS];
+        for (int a = 1; a < NN_N_ACTIONS; ++a) {
+            const float qa = next_q[(long long)b * NN_N_ACTIONS + a];
+            if (qa > best_q) { best_q = qa; best = a; }
+        }
+        const float* pn = next_probs + ((long long)b * NN_N_ACTIONS + best) * NN_C51_ATOMS;
+        const float pn0 = pn[i0];
+        const float pn1 = has1 ? pn[i1] : 0.0f;
+        const float shift = gamma_n[b] * (1.0f - done[b]);
+        const float r = ret[b];
+        float m0 = 0.0f, m1 = 0.0f;
+        for (int j = 0; j < NN_C51_ATOMS; ++j) {
+            const float pj = __shfl_sync(0xffffffffu, j < 32 ? pn0 : pn1, j & 31);
+            const float tz = fminf(fmaxf(r + shift * (v_min + (float)j * dz), v_min), v_max);
+            const float bj = fminf(fmaxf((tz - v_min) / dz, 0.0f), (float)(NN_C51_ATOMS - 1));
+            const float lo = floorf(bj), hi = ceilf(bj);
+            const int l = (int)lo, h = (int)hi;
+            if (l == h) {
+                if (l == i0) m0 += pj;
+                else if (l == i1) m1 += pj;
+            } else {
+                const float wl = pj * (hi - bj), wh = pj * (bj - lo);
+                if (l == i0) m0 += wl;
+                else if (l == i1) m1 += wl;
+                if (h == i0) m0 += wh;
+                else if (h == i1) m1 += wh;
+            }
+        }
 
-    int best = 0;
-    float best_q = next_q[(long long)b * NN_N_ACTIONS];
-    for (int a = 1; a < NN_N_ACTIONS; ++a) {
-        const float qa = next_q[(long long)b * NN_N_ACTIONS + a];
-        if (qa > best_q) { best_q = qa; best = a; }
-    }
-    const float* pn = next_probs + ((long long)b * NN_N_ACTIONS + best) * NN_C51_ATOMS;
-    float m[NN_C51_ATOMS];
-    for (int j = 0; j < NN_C51_ATOMS; ++j) m[j] = 0.0f;
-    const float shift = gamma_n[b] * (1.0f - done[b]);
-    const float r = ret[b];
-    for (int j = 0; j < NN_C51_ATOMS; ++j) {
-        const float tz = fminf(fmaxf(r + shift * (v_min + (float)j * dz), v_min), v_max);
-        const float bj = fminf(fmaxf((tz - v_min) / dz, 0.0f), (float)(NN_C51_ATOMS - 1));
-        const float lo = floorf(bj), hi = ceilf(bj);
-        const int l = (int)lo, h = (int)hi;
-        if (l == h) {
-            m[l] += pn[j];
-        } else {
-            m[l] += pn[j] * (hi - bj);
-            m[h] += pn[j] * (bj - lo);
+        const int act = min(max(action[b], 0), NN_N_ACTIONS - 1);
+        float* gb = grad_logits + (long long)b * NN_N_ACTIONS * NN_C51_ATOMS;
+        for (int e = lane; e < NN_N_ACTIONS * NN_C51_ATOMS; e += 32)
+            if (e / NN_C51_ATOMS != act) gb[e] = 0.0f;
+        const float* l = logits + ((long long)b * NN_N_ACTIONS + act) * NN_C51_ATOMS;
+        float* g = gb + act * NN_C51_ATOMS;
+        const float l0 = l[i0];
+        const float l1 = has1 ? l[i1] : -INFINITY;
+        const float mx = nn_warp_max(fmaxf(l0, l1));
+        const float e0 = expf(l0 - mx);
+        const float e1 = has1 ? expf(l1 - mx) : 0.0f;
+        const float lse = mx + logf(nn_warp_sum(e0 + e1));
+        const float scale = weight[b] / (float)B;
+        const float lp0 = l0 - lse, p0 = expf(lp0), z0 = v_min + (float)i0 * dz;
+        float ce = -(m0 * lp0), e_p = p0 * z0, e_m = m0 * z0;
+        g[i0] = scale * (p0 - m0);
+        if (has1) {
+            const float lp1 = l1 - lse, p1 = expf(lp1), z1 = v_min + (float)i1 * dz;
+            ce -= m1 * lp1;
+            e_p += p1 * z1;
+            e_m += m1 * z1;
+            g[i1] = scale * (p1 - m1);
+        }
+        ce = nn_warp_sum(ce);
+        e_p = nn_warp_sum(e_p);
+        e_m = nn_warp_sum(e_m);
+        if (lane == 0) {
+            loss[b] = ce;
+            td_error[b] = fabsf(e_m - e_p);
         }
     }
-
-    const int act = min(max(action[b], 0), NN_N_ACTIONS - 1);
-    for (int a = 0; a < NN_N_ACTIONS; ++a) {
-        if (a == act) continue;
-        float* g = grad_logits + ((long long)b * NN_N_ACTIONS + a) * NN_C51_ATOMS;
-        for (int j = 0; j < NN_C51_ATOMS; ++j) g[j] = 0.0f;
-    }
-    const float* l = logits + ((long long)b * NN_N_ACTIONS + act) * NN_C51_ATOMS;
-    float* g = grad_logits + ((long long)b * NN_N_ACTIONS + act) * NN_C51_ATOMS;
-    float mx = l[0];
-    for (int j = 1; j < NN_C51_ATOMS; ++j) mx = fmaxf(mx, l[j]);
-    float sum = 0.0f;
-    for (int j = 0; j < NN_C51_ATOMS; ++j) sum += expf(l[j] - mx);
-    const float lse = mx + logf(sum);
-    const float scale = weight[b] / (float)B;
-    float ce = 0.0f, e_p = 0.0f, e_m = 0.0f;
-    for (int j = 0; j < NN_C51_ATOMS; ++j) {
-        const float lp = l[j] - lse;
-        const float p = expf(lp);
-        const float zj = v_min + (float)j * dz;
-        ce -= m[j] * lp;
-        e_p += p * zj;
-        e_m += m[j] * zj;
-        g[j] = scale * (p - m[j]);
-    }
-    loss[b] = ce;
-    td_error[b] = fabsf(e_m - e_p);
 }
 
 // value_loss — 1-D grid over B threads. Target y = ret + gamma_n (1 - done) v_next (v_next held

@@ -7,8 +7,9 @@
 // order; split reductions write per-split partials that reduce_splits adds in split order.
 // No atomics, so every kernel here gives the same bits on every run.
 //
-// GEMM kernels: grid (ceil(N/64), ceil(M/64), splits), block 256, static shared memory
-// (FP32: 8.5 KB, TF32: 26 KB). Each block computes a 64x64 tile of C.
+// GEMM kernels: grid (ceil(N/T), ceil(M/T), splits) with T = 64 (block 256; static shared memory
+// FP32 8.5 KB, TF32 26 KB) or, for the *_t32 FP32 kernels, T = 32 (block 64, 4.5 KB). Each block
+// computes a T x T tile of C.
 #include <mma.h>
 #include "foxc/nn.h"
 
@@ -17,7 +18,7 @@ using namespace nvcuda;
 #define TILE_M 64
 #define TILE_N 64
 #define TILE_K 16
-#define TILE_PAD 4   // keeps wmma pointers 32-byte aligned and ldm a multiple of 4
+#define TILE_PAD 4   // keeps wmma pointers 32-byte aligned, float4 rows 16-byte aligned
 #define GEMM_THREADS 256
 
 struct GemmShape {
@@ -30,10 +31,37 @@ struct GemmShape {
     int k_chunk;        // block z sums k in [z*k_chunk, min(K, (z+1)*k_chunk)) into C + z*M*N
     int act;
     int accumulate;     // 1: C += result
+    int a_rows;         // rows of op(A) that exist (= M, or M - 1 with a ones row)
+    int ones;           // 1: op(A) row a_rows is all ones (C row a_rows = column sums of op(B))
 };
 
-// Stage op(A)[m0.., k0..] as As[k][m] and op(B)[k0.., n0..] as Bs[k][n]; zero outside the
-// matrices and past k_end, so padded products add exact zeros.
+// The element of op(A) at (m, k), or 0 outside (a ones row gives 1 for k < k_end).
+template <bool TA>
+__device__ __forceinline__ float load_a(const GemmShape& g, int m, int k, int k_end)
+{
+    if (k >= k_end) return 0.0f;
+    if (m < g.a_rows) return TA ? g.A[(long long)k * g.lda + m] : g.A[(long long)m * g.lda + k];
+    return (g.ones && m == g.a_rows) ? 1.0f : 0.0f;
+}
+
+template <bool TB>
+__device__ __forceinline__ float load_b(const GemmShape& g, int n, int k, int k_end)
+{
+    if (n >= g.N || k >= k_end) return 0.0f;
+    return TB ? g.B[(long long)n * g.ldb + k] : g.B[(long long)k * g.ldb + n];
+}
+
+// Element e of a BM x TILE_K (A) or TILE_K x BN (B) stage: (row in the tile, k in the tile),
+// neighbours walking the stored matrix's contiguous index.
+template <bool T, int W>
+__device__ __forceinline__ void stage_index(int e, int& w, int& kk)
+{
+    if (T) { kk = e / W; w = e % W; }        // stored [K][W]: neighbours walk w
+    else   { w = e / TILE_K; kk = e % TILE_K; }  // stored [W][K]: neighbours walk k
+}
+
+// Stage op(A)[m0.., k0..] as As[k][m] and op(B)[k0.., n0..] as Bs[k][n] (TF32 path, 64x64, 256
+// threads); zero outside the matrices and past k_end, so padded products add exact zeros.
 template <bool TA, bool TB, bool TF32>
 __device__ __forceinline__ void stage_tiles(const GemmShape& g, int m0, int n0, int k0, int k_end,
                                             float (*As)[TILE_M + TILE_PAD], float (*Bs)[TILE_N + TILE_PAD])
@@ -41,26 +69,16 @@ __device__ __forceinline__ void stage_tiles(const GemmShape& g, int m0, int n0, 
     const int tid = threadIdx.x;
 #pragma unroll
     for (int r = 0; r < (TILE_M * TILE_K) / GEMM_THREADS; ++r) {
-        const int e = tid + r * GEMM_THREADS;
         int mm, kk;
-        if (TA) { kk = e / TILE_M; mm = e % TILE_M; }  // stored [K][M]: neighbours walk m
-        else    { mm = e / TILE_K; kk = e % TILE_K; }  // stored [M][K]: neighbours walk k
-        const int m = m0 + mm, k = k0 + kk;
-        float v = 0.0f;
-        if (m < g.M && k < k_end)
-            v = TA ? g.A[(long long)k * g.lda + m] : g.A[(long long)m * g.lda + k];
+        stage_index<TA, TILE_M>(tid + r * GEMM_THREADS, mm, kk);
+        const float v = load_a<TA>(g, m0 + mm, k0 + kk, k_end);
         As[kk][mm] = TF32 ? wmma::__float_to_tf32(v) : v;
     }
 #pragma unroll
     for (int r = 0; r < (TILE_N * TILE_K) / GEMM_THREADS; ++r) {
-        const int e = tid + r * GEMM_THREADS;
         int nn, kk;
-        if (TB) { nn = e / TILE_K; kk = e % TILE_K; }  // stored [N][K]
-        else    { kk = e / TILE_N; nn = e % TILE_N; }  // stored [K][N]
-        const int n = n0 + nn, k = k0 + kk;
-        float v = 0.0f;
-        if (n < g.N && k < k_end)
-            v = TB ? g.B[(long long)n * g.ldb + k] : g.B[(long long)k * g.ldb + n];
+        stage_index<!TB, TILE_N>(tid + r * GEMM_THREADS, nn, kk);
+        const float v = load_b<TB>(g, n0 + nn, k0 + kk, k_end);
         Bs[kk][nn] = TF32 ? wmma::__float_to_tf32(v) : v;
     }
 }
@@ -76,32 +94,84 @@ __device__ __forceinline__ void store_out(const GemmShape& g, int m, int n, floa
     *c = v;
 }
 
-// FP32: 16x16 threads, each owning rows ty+16i and columns tx+16j (i, j < 4) of the tile.
-template <bool TA, bool TB>
+// FP32, a BM x BN tile per block of (BM/4)(BN/4) threads: thread (tx, ty) owns rows ty*4+i and
+// columns tx*4+j (i, j < 4) and reads them from shared memory as float4. The next k-stage is
+// loaded into registers while the current one is multiplied (one shared buffer, two barriers per
+// stage). Every output is one fmaf chain over k in increasing order, whatever BM and BN are.
+template <int BM, int BN>
+struct F32Tile {
+    static constexpr int THREADS = (BM / 4) * (BN / 4);
+    static constexpr int A_PER = BM * TILE_K / THREADS;
+    static constexpr int B_PER = BN * TILE_K / THREADS;
+};
+
+template <bool TA, bool TB, int BM, int BN>
 __device__ __forceinline__ void gemm_f32(const GemmShape& g)
 {
-    __shared__ float As[TILE_K][TILE_M + TILE_PAD];
-    __shared__ float Bs[TILE_K][TILE_N + TILE_PAD];
-    const int m0 = blockIdx.y * TILE_M, n0 = blockIdx.x * TILE_N;
+    using T = F32Tile<BM, BN>;
+    static_assert((BM * TILE_K) % T::THREADS == 0 && (BN * TILE_K) % T::THREADS == 0, "stage split");
+    __shared__ __align__(16) float As[TILE_K][BM + TILE_PAD];
+    __shared__ __align__(16) float Bs[TILE_K][BN + TILE_PAD];
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     const int k_begin = blockIdx.z * g.k_chunk;
     const int k_end = min(g.K, k_begin + g.k_chunk);
-    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int tid = threadIdx.x;
+    const int tx = tid % (BN / 4), ty = tid / (BN / 4);
     float acc[4][4];
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
 
+    float ra[T::A_PER], rb[T::B_PER];
+#pragma unroll
+    for (int r = 0; r < T::A_PER; ++r) {
+        int mm, kk;
+        stage_index<TA, BM>(tid + r * T::THREADS, mm, kk);
+        ra[r] = load_a<TA>(g, m0 + mm, k_begin + kk, k_end);
+    }
+#pragma unroll
+    for (int r = 0; r < T::B_PER; ++r) {
+        int nn, kk;
+        stage_index<!TB, BN>(tid + r * T::THREADS, nn, kk);
+        rb[r] = load_b<TB>(g, n0 + nn, k_begin + kk, k_end);
+    }
+
     for (int k0 = k_begin; k0 < k_end; k0 += TILE_K) {
-        stage_tiles<TA, TB, false>(g, m0, n0, k0, k_end, As, Bs);
+#pragma unroll
+        for (int r = 0; r < T::A_PER; ++r) {
+            int mm, kk;
+            stage_index<TA, BM>(tid + r * T::THREADS, mm, kk);
+            As[kk][mm] = ra[r];
+        }
+#pragma unroll
+        for (int r = 0; r < T::B_PER; ++r) {
+            int nn, kk;
+            stage_index<!TB, BN>(tid + r * T::THREADS, nn, kk);
+            Bs[kk][nn] = rb[r];
+        }
         __syncthreads();
+        const int k1 = k0 + TILE_K;
+        if (k1 < k_end) {  // prefetch the next stage; its loads fly while this one is multiplied
+#pragma unroll
+            for (int r = 0; r < T::A_PER; ++r) {
+                int mm, kk;
+                stage_index<TA, BM>(tid + r * T::THREADS, mm, kk);
+                ra[r] = load_a<TA>(g, m0 + mm, k1 + kk, k_end);
+            }
+#pragma unroll
+            for (int r = 0; r < T::B_PER; ++r) {
+                int nn, kk;
+                stage_index<!TB, BN>(tid + r * T::THREADS, nn, kk);
+                rb[r] = load_b<TB>(g, n0 + nn, k1 + kk, k_end);
+            }
+        }
 #pragma unroll
         for (int kk = 0; kk < TILE_K; ++kk) {
-            float a[4], b[4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) a[i] = As[kk][ty + 16 * i];
-#pragma unroll
-            for (int j = 0; j < 4; ++j) b[j] = Bs[kk][tx + 16 * j];
+            const float4 a4 = *reinterpret_cast<const float4*>(&As[kk][ty * 4]);
+            const float4 b4 = *reinterpret_cast<const float4*>(&Bs[kk][tx * 4]);
+            const float a[4] = {a4.x, a4.y, a4.z, a4.w};
+            const float b[4] = {b4.x, b4.y, b4.z, b4.w};
 #pragma unroll
             for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -112,7 +182,7 @@ __device__ __forceinline__ void gemm_f32(const GemmShape& g)
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) store_out(g, m0 + ty + 16 * i, n0 + tx + 16 * j, acc[i][j]);
+        for (int j = 0; j < 4; ++j) store_out(g, m0 + ty * 4 + i, n0 + tx * 4 + j, acc[i][j]);
 }
 
 // TF32: 8 warps; warp w owns rows (w%4)*16.. and columns (w/4)*32.. (two 16x16 accumulators).
@@ -159,56 +229,69 @@ __device__ __forceinline__ void gemm_tf32(const GemmShape& g)
 }
 
 // linear_fwd_* — Y[M,N] = act(X[M,K] . W[K,N] + bias[N]). Reads X, W, bias; writes Y.
-extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
-linear_fwd_f32(float* __restrict__ Y, const float* __restrict__ X, const float* __restrict__ W,
-               const float* __restrict__ bias, int M, int K, int N, int act)
-{
-    const GemmShape g{Y, X, W, bias, M, N, K, K, N, K, act, 0};
-    gemm_f32<false, false>(g);
+// linear_fwd_f32 / _tf32: 64x64 tiles, block 256; linear_fwd_f32_t32: 32x32 tiles, block 64
+// (for shapes with few 64x64 tiles). Same bits from every FP32 tiling.
+#define F32_KERNELS(SUFFIX, BM, BN, MINB)                                                                             \
+extern "C" __global__ void __launch_bounds__(F32Tile<BM, BN>::THREADS, MINB)                                      \
+linear_fwd_f32##SUFFIX(float* __restrict__ Y, const float* __restrict__ X, const float* __restrict__ W,        \
+                       const float* __restrict__ bias, int M, int K, int N, int act)                           \
+{                                                                                                              \
+    const GemmShape g{Y, X, W, bias, M, N, K, K, N, K, act, 0, M, 0};                                          \
+    gemm_f32<false, false, BM, BN>(g);                                                                         \
+}                                                                                                              \
+extern "C" __global__ void __launch_bounds__(F32Tile<BM, BN>::THREADS, MINB)                                      \
+matmul_nt_f32##SUFFIX(float* __restrict__ C, const float* __restrict__ A, const float* __restrict__ B,          \
+                      int M, int K, int N, int accumulate)                                                     \
+{                                                                                                              \
+    const GemmShape g{C, A, B, nullptr, M, N, K, K, K, K, NN_ACT_IDENTITY, accumulate, M, 0};                  \
+    gemm_f32<false, true, BM, BN>(g);                                                                          \
+}                                                                                                              \
+extern "C" __global__ void __launch_bounds__(F32Tile<BM, BN>::THREADS, MINB)                                      \
+matmul_tn_f32##SUFFIX(float* __restrict__ C, const float* __restrict__ A, const float* __restrict__ B,          \
+                      int R, int M, int N, int r_chunk)                                                        \
+{                                                                                                              \
+    const GemmShape g{C, A, B, nullptr, M, N, R, M, N, r_chunk, NN_ACT_IDENTITY, 0, M, 0};                     \
+    gemm_f32<true, false, BM, BN>(g);                                                                          \
+}                                                                                                              \
+extern "C" __global__ void __launch_bounds__(F32Tile<BM, BN>::THREADS, MINB)                                      \
+matmul_tn_ones_f32##SUFFIX(float* __restrict__ C, const float* __restrict__ A, const float* __restrict__ B,     \
+                           int R, int M, int N, int r_chunk)                                                   \
+{                                                                                                              \
+    const GemmShape g{C, A, B, nullptr, M + 1, N, R, M, N, r_chunk, NN_ACT_IDENTITY, 0, M, 1};                 \
+    gemm_f32<true, false, BM, BN>(g);                                                                          \
 }
+
+F32_KERNELS(, 64, 64, 2)
+F32_KERNELS(_t32, 32, 32, 6)
 
 extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
 linear_fwd_tf32(float* __restrict__ Y, const float* __restrict__ X, const float* __restrict__ W,
                 const float* __restrict__ bias, int M, int K, int N, int act)
 {
-    const GemmShape g{Y, X, W, bias, M, N, K, K, N, K, act, 0};
+    const GemmShape g{Y, X, W, bias, M, N, K, K, N, K, act, 0, M, 0};
     gemm_tf32<false, false>(g);
 }
 
 // matmul_nt_* — C[M,N] (+)= A[M,K] . B[N,K]^T (dX = dY . W^T). Reads A, B (and C when
-// accumulate is 1); writes C. C must not alias A or B.
-extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
-matmul_nt_f32(float* __restrict__ C, const float* __restrict__ A, const float* __restrict__ B,
-              int M, int K, int N, int accumulate)
-{
-    const GemmShape g{C, A, B, nullptr, M, N, K, K, K, K, NN_ACT_IDENTITY, accumulate};
-    gemm_f32<false, true>(g);
-}
-
+// accumulate is 1); writes C. C must not alias A or B. Tilings as linear_fwd_*.
 extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
 matmul_nt_tf32(float* __restrict__ C, const float* __restrict__ A, const float* __restrict__ B,
                int M, int K, int N, int accumulate)
 {
-    const GemmShape g{C, A, B, nullptr, M, N, K, K, K, K, NN_ACT_IDENTITY, accumulate};
+    const GemmShape g{C, A, B, nullptr, M, N, K, K, K, K, NN_ACT_IDENTITY, accumulate, M, 0};
     gemm_tf32<false, true>(g);
 }
 
 // matmul_tn_* — C[z][M,N] = sum over r in split z of A[r,m] * B[r,n] (dW = X^T . dY), where
 // split z covers rows [z*r_chunk, min(R, (z+1)*r_chunk)) and grid.z is the number of splits.
 // With one split C is the product itself; otherwise reduce_splits adds the partials in order.
-extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
-matmul_tn_f32(float* __restrict__ C, const float* __restrict__ A, const float* __restrict__ B,
-              int R, int M, int N, int r_chunk)
-{
-    const GemmShape g{C, A, B, nullptr, M, N, R, M, N, r_chunk, NN_ACT_IDENTITY, 0};
-    gemm_f32<true, false>(g);
-}
-
+// matmul_tn_ones_f32(_t32): the same with A given a column of ones: C[z] is (M+1) x N and its
+// last row holds the split's column sums of B (the bias gradient in the same pass).
 extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
 matmul_tn_tf32(float* __restrict__ C, const float* __restrict__ A, const float* __restrict__ B,
                int R, int M, int N, int r_chunk)
 {
-    const GemmShape g{C, A, B, nullptr, M, N, R, M, N, r_chunk, NN_ACT_IDENTITY, 0};
+    const GemmShape g{C, A, B, nullptr, M, N, R, M, N, r_chunk, NN_ACT_IDENTITY, 0, M, 0};
     gemm_tf32<true, false>(g);
 }
 
@@ -221,6 +304,21 @@ extern "C" __global__ void reduce_splits(float* out, const float* partials, int 
         float s = partials[i];
         for (int z = 1; z < splits; ++z) s += partials[(long long)z * n + i];
         out[i] = s;
+    }
+}
+
+// reduce_splits_two — reduce_splits whose result goes to two places: element i < n_main to
+// out[i], the rest to tail[i - n_main] (a weight gradient and its bias gradient).
+extern "C" __global__ void reduce_splits_two(float* __restrict__ out, float* __restrict__ tail,
+                                             const float* __restrict__ partials, int splits, long long n,
+                                             long long n_main)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        float s = partials[i];
+        for (int z = 1; z < splits; ++z) s += partials[(long long)z * n + i];
+        if (i < n_main) out[i] = s;
+        else tail[i - n_main] = s;
     }
 }
 

@@ -50,8 +50,13 @@ def grid_for(threads: int) -> int:
     return max(1, -(-threads // BLOCK))
 
 
+def c51_distribution_grid(B: int) -> int:
+    """One warp per (b, action) row."""
+    return grid_for(B * N_ACTIONS * 32)
+
+
 def plan_c51_distribution(rt, probs, q, logits, isv, B: int):
-    return rt.plan(C51_DISTRIBUTION, grid_for(B * N_ACTIONS), BLOCK, (probs, q, logits, isv, B))
+    return rt.plan(C51_DISTRIBUTION, c51_distribution_grid(B), BLOCK, (probs, q, logits, isv, B))
 
 
 def plan_policy_softmax(rt, probs, log_probs, logits, B: int):

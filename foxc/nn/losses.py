@@ -95,9 +95,16 @@ def grid_for(threads: int) -> int:
     return max(1, -(-threads // BLOCK))
 
 
+C51_BLOCK = 128  # c51_loss: one warp per sample
+
+
+def c51_loss_grid(B: int) -> int:
+    return max(1, -(-B * 32 // C51_BLOCK))
+
+
 def plan_c51_loss(rt, grad_logits, loss, td_error, logits, next_probs, next_q, action, ret, gamma_n, done, weight,
                   isv, B: int):
-    return rt.plan(C51_LOSS, grid_for(B), BLOCK, (grad_logits, loss, td_error, logits, next_probs, next_q, action,
+    return rt.plan(C51_LOSS, c51_loss_grid(B), C51_BLOCK, (grad_logits, loss, td_error, logits, next_probs, next_q, action,
                                                   ret, gamma_n, done, weight, isv, B))
 
 

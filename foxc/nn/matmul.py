@@ -16,9 +16,12 @@ from . import functional as F
 MODULE = "nn/matmul"
 TILE = 64
 GEMM_THREADS = 256
+SMALL_TILE, SMALL_THREADS = 32, 64  # the *_t32 FP32 kernels
 ELEMENTWISE_BLOCK = 256
 MAX_BLOCKS = 4096
 SPLIT_TARGET_BLOCKS = 264  # two waves of an H200's 132 SMs
+FILL_BLOCKS = 264  # fewer 64x64 tiles than this: FP32 GEMMs use 32x32 tiles
+SPLIT_TARGET_WARPS = 132 * 32  # split reductions (fused path): about 32 resident warps per SM
 
 ACT_IDENTITY, ACT_RELU, ACT_TANH, ACT_SIGMOID = 0, 1, 2, 3
 ACTIVATIONS = {"identity": ACT_IDENTITY, "relu": ACT_RELU, "tanh": ACT_TANH, "sigmoid": ACT_SIGMOID}
@@ -42,6 +45,18 @@ def _tn_spec(name):
 LINEAR_FWD = {"f32": _linear_spec("linear_fwd_f32"), "tf32": _linear_spec("linear_fwd_tf32")}
 MATMUL_NT = {"f32": _nt_spec("matmul_nt_f32"), "tf32": _nt_spec("matmul_nt_tf32")}
 MATMUL_TN = {"f32": _tn_spec("matmul_tn_f32"), "tf32": _tn_spec("matmul_tn_tf32")}
+# FP32 kernels with 32x32 tiles (block 64), same results as the 64x64 ones: for small outputs.
+LINEAR_FWD_T32 = _linear_spec("linear_fwd_f32_t32")
+MATMUL_NT_T32 = _nt_spec("matmul_nt_f32_t32")
+MATMUL_TN_T32 = _tn_spec("matmul_tn_f32_t32")
+# dW and db in one pass: A gets a column of ones, so C[z] is (M+1) x N with the column sums last.
+MATMUL_TN_ONES = {TILE: KernelSpec("matmul_tn_ones_f32", MODULE, MATMUL_TN["f32"].params,
+                                   doc="C[z][M+1,N]: X^T dY over split z's rows, then dY's column sums"),
+                  SMALL_TILE: KernelSpec("matmul_tn_ones_f32_t32", MODULE, MATMUL_TN["f32"].params,
+                                         doc="matmul_tn_ones_f32 with 32x32 tiles")}
+REDUCE_SPLITS_TWO = KernelSpec("reduce_splits_two", MODULE, (ptr("out"), ptr("tail"), ptr("partials"), i32("splits"),
+                                                             i64("n"), i64("n_main")),
+                               doc="reduce_splits writing i < n_main to out[i], the rest to tail[i - n_main]")
 REDUCE_SPLITS = KernelSpec("reduce_splits", MODULE, (ptr("out"), ptr("partials"), i32("splits"), i64("n")),
                            doc="out[i] = sum over z in order of partials[z][i]")
 COLUMN_SUM_PARTIAL = KernelSpec("column_sum_partial", MODULE,
@@ -52,8 +67,22 @@ ACT_BWD = KernelSpec("act_bwd", MODULE, (ptr("dx"), ptr("dy"), ptr("y"), i64("n"
 PRECISIONS = ("f32", "tf32")
 
 
-def gemm_grid(M: int, N: int, splits: int = 1) -> tuple[int, int, int]:
-    return (-(-N // TILE), -(-M // TILE), splits)
+def gemm_grid(M: int, N: int, splits: int = 1, tile: int = TILE) -> tuple[int, int, int]:
+    return (-(-N // tile), -(-M // tile), splits)
+
+
+def f32_tile(M: int, N: int) -> int:
+    """The FP32 tiling for an M x N output: 64 when that gives enough blocks to fill the GPU, else 32."""
+    grid = gemm_grid(M, N)
+    return TILE if grid[0] * grid[1] >= FILL_BLOCKS else SMALL_TILE
+
+
+def gemm_kernel(kind: str, M: int, N: int, precision: str):
+    """(spec, tile, threads) of the linear/nt/tn kernel for an M x N output."""
+    tile = f32_tile(M, N) if precision == "f32" else TILE
+    if tile == SMALL_TILE:
+        return {"linear": LINEAR_FWD_T32, "nt": MATMUL_NT_T32, "tn": MATMUL_TN_T32}[kind], tile, SMALL_THREADS
+    return {"linear": LINEAR_FWD, "nt": MATMUL_NT, "tn": MATMUL_TN}[kind][precision], tile, GEMM_THREADS
 
 
 def elementwise_grid(n: int) -> int:
@@ -105,8 +134,36 @@ def _register_linear(precision):
     return _linear, _nt, _tn
 
 
-for _p in PRECISIONS:
-    _register_linear(_p)
+_F32_REFS = _register_linear("f32")
+_register_linear("tf32")
+for _spec, _fn in zip((LINEAR_FWD_T32, MATMUL_NT_T32, MATMUL_TN_T32), _F32_REFS):
+    reference(_spec)(_fn)  # the tiling does not change the result
+
+
+def _tn_ones(launch, C, A, B, R, M, N, r_chunk):
+    R, M, N, chunk = int(R), int(M), int(N), int(r_chunk)
+    splits = launch.grid[2]
+    a = np.concatenate([A.f32(R * M).reshape(R, M), np.ones((R, 1), np.float32)], axis=1)
+    b = B.f32(R * N).reshape(R, N)
+    c = C.f32(splits * (M + 1) * N).reshape(splits, M + 1, N)
+    for z in range(splits):
+        rows = slice(z * chunk, min(R, (z + 1) * chunk))
+        c[z] = F.matmul32(a[rows].T, b[rows])
+
+
+for _spec in MATMUL_TN_ONES.values():
+    reference(_spec)(_tn_ones)
+
+
+@reference(REDUCE_SPLITS_TWO)
+def _reduce_splits_two(launch, out, tail, partials, splits, n, n_main):
+    n, splits, n_main = int(n), int(splits), int(n_main)
+    p = partials.f32(splits * n).reshape(splits, n)
+    s = p[0].copy()
+    for z in range(1, splits):
+        s += p[z]
+    out.f32(n_main)[:] = s[:n_main]
+    tail.f32(n - n_main)[:] = s[n_main:]
 
 
 @reference(REDUCE_SPLITS)
@@ -140,17 +197,45 @@ class RowReduction:
 
     Owns its partials workspace (allocated here, before any capture) and the plans that fill
     `out` deterministically: one kernel when a single split suffices, else the split kernel
-    then reduce_splits.
+    then reduce_splits. With `bias_out` (FP32 only) the bias gradient comes from the same pass:
+    matmul_tn_ones gives A a column of ones, and reduce_splits_two sends the last row to bias_out.
     """
 
-    def __init__(self, rt, out, B, R: int, N: int, A=None, M: int = 1, precision: str = "f32", name: str = "dW"):
-        tiles = gemm_grid(M, N)[0] * gemm_grid(M, N)[1] if A is not None else -(-N // 32)
-        self.splits, chunk = row_split(R, tiles)
+    def __init__(self, rt, out, B, R: int, N: int, A=None, M: int = 1, precision: str = "f32", name: str = "dW",
+                 bias_out=None):
+        self.fused = bias_out is not None
+        if self.fused:
+            if A is None or precision != "f32":
+                raise ValueError("a fused bias gradient needs A and FP32")
+            grid64 = gemm_grid(M + 1, N)
+            # 64x64 tiles (less staging per product) when splitting the rows alone fills the GPU
+            tile = TILE if grid64[0] * grid64[1] * max(1, R // 64) >= FILL_BLOCKS else f32_tile(M + 1, N)
+            threads = GEMM_THREADS if tile == TILE else SMALL_THREADS
+            grid = gemm_grid(M + 1, N, 1, tile)
+            per_split = grid[0] * grid[1] * threads // 32
+            want = max(1, min(-(-SPLIT_TARGET_WARPS // per_split), -(-R // 64)))
+            rows_per_split = -(-R // want)
+            chunk = -(-rows_per_split // 16) * 16
+            self.splits = -(-R // chunk)
+            size = (M + 1) * N
+            self.partials = rt.device_array(self.splits * size, np.float32, f"{name}_partials")
+            self.plans = [rt.plan(MATMUL_TN_ONES[tile], gemm_grid(M + 1, N, self.splits, tile), threads,
+                                  (self.partials, A, B, R, M, N, chunk)),
+                          rt.plan(REDUCE_SPLITS_TWO, elementwise_grid(size), ELEMENTWISE_BLOCK,
+                                  (out, bias_out, self.partials, self.splits, size, M * N))]
+            return
+        if A is not None:
+            spec, tile, threads = gemm_kernel("tn", M, N, precision)
+            grid = gemm_grid(M, N, 1, tile)
+            tiles = grid[0] * grid[1] * threads // GEMM_THREADS
+        else:
+            tiles = -(-N // 32)
+        self.splits, chunk = row_split(R, max(tiles, 1))
         size = (M if A is not None else 1) * N
         self.partials = rt.device_array(self.splits * size, np.float32, f"{name}_partials") if self.splits > 1 else None
         target = self.partials if self.partials is not None else out
         if A is not None:
-            first = rt.plan(MATMUL_TN[precision], gemm_grid(M, N, self.splits), GEMM_THREADS, (target, A, B, R, M, N, chunk))
+            first = rt.plan(spec, gemm_grid(M, N, self.splits, tile), threads, (target, A, B, R, M, N, chunk))
         else:
             first = rt.plan(COLUMN_SUM_PARTIAL, (-(-N // 32), self.splits), (32, 8), (target, B, R, N, chunk))
         self.plans = [first]
@@ -164,11 +249,13 @@ class RowReduction:
 
 
 def plan_linear(rt, Y, X, W, bias, M: int, K: int, N: int, act: int = ACT_IDENTITY, precision: str = "f32"):
-    return rt.plan(LINEAR_FWD[precision], gemm_grid(M, N), GEMM_THREADS, (Y, X, W, bias, M, K, N, act))
+    spec, tile, threads = gemm_kernel("linear", M, N, precision)
+    return rt.plan(spec, gemm_grid(M, N, 1, tile), threads, (Y, X, W, bias, M, K, N, act))
 
 
 def plan_matmul_nt(rt, C, A, B, M: int, K: int, N: int, accumulate: bool = False, precision: str = "f32"):
-    return rt.plan(MATMUL_NT[precision], gemm_grid(M, N), GEMM_THREADS, (C, A, B, M, K, N, int(accumulate)))
+    spec, tile, threads = gemm_kernel("nt", M, N, precision)
+    return rt.plan(spec, gemm_grid(M, N, 1, tile), threads, (C, A, B, M, K, N, int(accumulate)))
 
 
 def plan_act_bwd(rt, dx, dy, y, n: int, act: int):

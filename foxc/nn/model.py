@@ -135,9 +135,13 @@ class Linear:
             return
         if act != ACT_IDENTITY:
             self.backward.append(plan_act_bwd(rt, dY, dY, Y, rows * n_out, act))
-        self.backward.append(RowReduction(rt, params.ptr(w, "grad"), dY, rows, n_out, A=X, M=n_in,
-                                          precision=precision, name=f"d{w}"))
-        self.backward.append(RowReduction(rt, params.ptr(b, "grad"), dY, rows, n_out, name=f"d{b}"))
+        if precision == "f32":  # dW and db in one pass (matmul_tn_ones)
+            self.backward.append(RowReduction(rt, params.ptr(w, "grad"), dY, rows, n_out, A=X, M=n_in,
+                                              precision=precision, name=f"d{w}", bias_out=params.ptr(b, "grad")))
+        else:
+            self.backward.append(RowReduction(rt, params.ptr(w, "grad"), dY, rows, n_out, A=X, M=n_in,
+                                              precision=precision, name=f"d{w}"))
+            self.backward.append(RowReduction(rt, params.ptr(b, "grad"), dY, rows, n_out, name=f"d{b}"))
         if dX is not None:
             self.backward.append(plan_matmul_nt(rt, dX, dY, W, rows, n_out, n_in, accumulate_dX, precision))
 

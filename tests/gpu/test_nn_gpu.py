@@ -94,6 +94,56 @@ def test_matmul_tn_split_and_reduce(cuda_rt, ref_rt, rng, precision, shape):
             [poisoned((cs, N)), b, R, N, cchunk], 1e-5)
 
 
+SMALL_SHAPES = [(B, D, heads.Q_OUTPUTS), (B, D, D), (B, D, 5), (B, D, 1), (1000, 37, 67), (33, 17, 31), (1, 5, 3)]
+
+
+@pytest.mark.parametrize("shape", SMALL_SHAPES)
+def test_t32_kernels_match_reference_and_64_tiles(cuda_rt, ref_rt, rng, shape):
+    """The 32x32-tile FP32 kernels against the reference, and bit-identical to the 64x64 ones."""
+    M, Kd, N = shape
+    x = rng.standard_normal((M, Kd)).astype(np.float32)
+    w = (rng.standard_normal((Kd, N)) / np.sqrt(Kd)).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float32)
+    grid32 = matmul.gemm_grid(M, N, 1, matmul.SMALL_TILE)
+    (y32, *_), _ = compare(cuda_rt, ref_rt, matmul.LINEAR_FWD_T32, grid32, matmul.SMALL_THREADS,
+                           [poisoned((M, N)), x, w, bias, M, Kd, N, 2], 1e-5)
+    y64, *_ = run_kernel(cuda_rt, matmul.LINEAR_FWD["f32"], matmul.gemm_grid(M, N), 256,
+                         [poisoned((M, N)), x, w, bias, M, Kd, N, 2])
+    assert np.array_equal(y32, y64)
+    wt = rng.standard_normal((N, Kd)).astype(np.float32)
+    c0 = rng.standard_normal((M, N)).astype(np.float32)
+    for acc, c in ((0, poisoned((M, N))), (1, c0)):
+        (c32, *_), _ = compare(cuda_rt, ref_rt, matmul.MATMUL_NT_T32, grid32, matmul.SMALL_THREADS,
+                               [c, x, wt, M, Kd, N, acc], 1e-5)
+        c64, *_ = run_kernel(cuda_rt, matmul.MATMUL_NT["f32"], matmul.gemm_grid(M, N), 256,
+                             [c.copy(), x, wt, M, Kd, N, acc])
+        assert np.array_equal(c32, c64)
+
+
+@pytest.mark.parametrize("shape", [(K * B, F, 4 * D), (B, D, heads.Q_OUTPUTS), (B, D, D), (B, D, 9), (B, D, 1),
+                                   (1001, 37, 67), (70, 3, 5)])
+@pytest.mark.parametrize("tile", [matmul.TILE, matmul.SMALL_TILE])
+def test_matmul_tn_ones_and_reduce_two(cuda_rt, ref_rt, rng, shape, tile):
+    """dW with the bias gradient as the extra row, split and reduced into two outputs; and the
+    plain split kernel at the same tiling."""
+    R, M, N = shape
+    threads = matmul.GEMM_THREADS if tile == matmul.TILE else matmul.SMALL_THREADS
+    splits = max(1, min(7, -(-R // 64)))
+    chunk = -(-(-(-R // splits)) // 16) * 16
+    splits = -(-R // chunk)
+    a = rng.standard_normal((R, M)).astype(np.float32)
+    b = rng.standard_normal((R, N)).astype(np.float32)
+    (parts, *_), _ = compare(cuda_rt, ref_rt, matmul.MATMUL_TN_ONES[tile], matmul.gemm_grid(M + 1, N, splits, tile),
+                             threads, [poisoned((splits, M + 1, N)), a, b, R, M, N, chunk], 1e-5)
+    (dw, db, _), _ = compare(cuda_rt, ref_rt, matmul.REDUCE_SPLITS_TWO, matmul.elementwise_grid((M + 1) * N), 256,
+                             [poisoned((M, N)), poisoned(N), parts, splits, (M + 1) * N, M * N], 1e-6)
+    assert_close(dw, a.astype(np.float64).T @ b, 1e-5)
+    assert_close(db, b.astype(np.float64).sum(axis=0), 1e-5)
+    if tile == matmul.SMALL_TILE:
+        compare(cuda_rt, ref_rt, matmul.MATMUL_TN_T32, matmul.gemm_grid(M, N, splits, tile), threads,
+                [poisoned((splits, M, N)), a, b, R, M, N, chunk], 1e-5)
+
+
 def test_act_bwd(cuda_rt, ref_rt, rng):
     n = B * D
     dy = rng.standard_normal(n).astype(np.float32)
@@ -102,7 +152,9 @@ def test_act_bwd(cuda_rt, ref_rt, rng):
         compare(cuda_rt, ref_rt, matmul.ACT_BWD, matmul.elementwise_grid(n), 256, [poisoned(n), dy, y, n, act], 1e-6)
 
 
-def test_ssm_scan(cuda_rt, ref_rt, rng):
+@pytest.mark.parametrize("shape", [(K, B, D), (13, 37, 24), (1, 5, 8), (9, 3, 128)])
+def test_ssm_scan(cuda_rt, ref_rt, rng, shape):
+    K, B, D = shape  # noqa: N806 (windows not a multiple of the kernel's 8-step load chunk too)
     z = rng.standard_normal((K, B, 4 * D)).astype(np.float32)
     (states, y, _), _ = compare(cuda_rt, ref_rt, ssm.SSM_SCAN_FWD, ssm.scan_grid(B, D), ssm.BLOCK,
                                 [poisoned((K, B, D)), poisoned((B, D)), z, K, B, D], 1e-5)
@@ -114,8 +166,9 @@ def test_ssm_scan(cuda_rt, ref_rt, rng):
 def test_heads(cuda_rt, ref_rt, rng):
     logits = (rng.standard_normal((B, heads.Q_OUTPUTS)) * 3).astype(np.float32)
     isv = isv_values(c51_v_min=-7.0, c51_v_max=9.0)
-    compare(cuda_rt, ref_rt, heads.C51_DISTRIBUTION, heads.grid_for(B * 5), 256,
-            [poisoned((B, 5, 51)), poisoned((B, 5)), logits, isv, B], 1e-5)
+    for grid in (heads.c51_distribution_grid(B), 7):  # the plan's warp per row; a small grid striding
+        compare(cuda_rt, ref_rt, heads.C51_DISTRIBUTION, grid, 256,
+                [poisoned((B, 5, 51)), poisoned((B, 5)), logits, isv, B], 1e-5)
     pl = (rng.standard_normal((B, 5)) * 3).astype(np.float32)
     compare(cuda_rt, ref_rt, heads.POLICY_SOFTMAX, heads.grid_for(B), 256,
             [poisoned((B, 5)), poisoned((B, 5)), pl, B], 1e-5)
@@ -131,9 +184,18 @@ def test_losses(cuda_rt, ref_rt, rng):
     done = (rng.random(B) < 0.2).astype(np.float32)
     weight = rng.uniform(0.2, 1.0, B).astype(np.float32)
     isv = isv_values(entropy_coef=0.03)
-    compare(cuda_rt, ref_rt, losses.C51_LOSS, losses.grid_for(B), 256, [
-        poisoned((B, heads.Q_OUTPUTS)), poisoned(B), poisoned(B), logits, next_probs, next_q, action, ret, gamma_n,
-        done, weight, isv, B], 1e-4)
+    done[:8] = 1.0  # targets exactly on atoms (both neighbours the same atom)
+    ret[:8] = np.float32(isv[slot_index("c51_v_min")])
+    ret[8:16] = np.float32(isv[slot_index("c51_v_max")]) + 1.0
+    for grid, block in ((losses.c51_loss_grid(B), losses.C51_BLOCK), (3, 256)):  # warp per sample; striding
+        got, _ = compare(cuda_rt, ref_rt, losses.C51_LOSS, grid, block, [
+            poisoned((B, heads.Q_OUTPUTS)), poisoned(B), poisoned(B), logits, next_probs, next_q, action, ret,
+            gamma_n, done, weight, isv, B], 1e-4)
+        again = run_kernel(cuda_rt, losses.C51_LOSS, grid, block, [
+            poisoned((B, heads.Q_OUTPUTS)), poisoned(B), poisoned(B), logits, next_probs, next_q, action, ret,
+            gamma_n, done, weight, isv, B])
+        for a, b in zip(got[:3], again[:3]):
+            assert np.array_equal(a, b)
     v, v_next = rng.standard_normal(B).astype(np.float32), rng.standard_normal(B).astype(np.float32)
     (_, _, adv, *_), _ = compare(cuda_rt, ref_rt, losses.VALUE_LOSS, losses.grid_for(B), 256, [
         poisoned(B), poisoned(B), poisoned(B), v, v_next, ret, gamma_n, done, B], 1e-5)

@@ -37,4 +37,20 @@ __device__ __forceinline__ float nn_activate_grad(float y, int act)
     }
 }
 
+// Butterfly warp reductions over all 32 lanes: every lane ends with the same bits (each step adds
+// the same two values on both partner lanes), and the order is fixed, so results are deterministic.
+__device__ __forceinline__ float nn_warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float nn_warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
 #endif  // FOXC_NN_H
