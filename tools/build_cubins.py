@@ -45,10 +45,8 @@ def generated_headers():
     from foxc.data import record
     from foxc.isv import header as isv_header
     from foxc.lobsim import layout as lobsim_layout
-    return [(isv_header.HEADER_PATH, isv_header.is_current, isv_header.write),
-            (record.HEADER_PATH, record.header_is_current, record.write_header),
-            (agent_layout.HEADER_PATH, agent_layout.header_is_current, agent_layout.write_header),
-            (lobsim_layout.HEADER_PATH, lobsim_layout.header_is_current, lobsim_layout.write_header)]
+    return [(h.path, h.is_current, h.write)
+            for h in (isv_header.HEADER, record.HEADER, agent_layout.HEADER, lobsim_layout.HEADER)]
 
 
 def sha256(path: Path) -> str:

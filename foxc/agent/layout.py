@@ -5,9 +5,10 @@ also run by tools/build_cubins.py).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
+
+from ..cgen import GeneratedHeader
 
 N_ACTIONS = 5
 HOLD, LONG, SHORT, FLAT_FROM_LONG, FLAT_FROM_SHORT = range(N_ACTIONS)
@@ -68,32 +69,8 @@ def render_header() -> str:
     return "\n".join(lines)
 
 
-def header_is_current(path: Path = HEADER_PATH) -> bool:
-    return path.is_file() and path.read_text() == render_header()
-
-
-def write_header(path: Path = HEADER_PATH) -> bool:
-    if header_is_current(path):
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_header())
-    return True
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m foxc.agent.layout", description="Generate cuda/include/foxc/agent.h.")
-    group = ap.add_mutually_exclusive_group(required=True)
-    group.add_argument("--write", action="store_true")
-    group.add_argument("--check", action="store_true")
-    args = ap.parse_args(argv)
-    if args.write:
-        print(f"{HEADER_PATH}: {'written' if write_header() else 'already current'}")
-        return 0
-    if header_is_current():
-        return 0
-    print(f"{HEADER_PATH} is out of date: run python -m foxc.agent.layout --write", file=sys.stderr)
-    return 1
-
+HEADER = GeneratedHeader(HEADER_PATH, render_header, "foxc.agent.layout", "foxc/agent/layout.py")
+header_is_current, write_header, main = HEADER.is_current, HEADER.write, HEADER.main
 
 if __name__ == "__main__":
     sys.exit(main())

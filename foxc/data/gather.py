@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..driver import KernelSpec, i32, i64, ptr, reference
+from ..rng import xorshift32
 from .features import FEATURES, HORIZONS, LABEL_PLANES, window_features
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 
@@ -22,14 +23,6 @@ ADVANCE_CURSORS = KernelSpec(
     "gpu_advance_cursors", MODULE,
     (ptr("cursors"), ptr("episode_steps"), ptr("last"), ptr("done"), i32("B")),
     doc="cursor += 1 per backtest, or done = 1 at the episode's last snapshot; grid ceil(B/256), block 256")
-
-
-def xorshift32(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.uint32)
-    x ^= x << np.uint32(13)
-    x ^= x >> np.uint32(17)
-    x ^= x << np.uint32(5)
-    return x
 
 
 def shared_bytes(K: int) -> int:

@@ -14,11 +14,12 @@ PRICE_UNDEF (2^63 − 1, Databento's UNDEF_PRICE) and size 0.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from ..cgen import GeneratedHeader
 
 LEVELS = 10
 PRICE_SCALE = 1_000_000_000  # price units per 1.0 of price
@@ -75,18 +76,6 @@ def render_header() -> str:
     return "\n".join(lines)
 
 
-def header_is_current(path: Path = HEADER_PATH) -> bool:
-    return path.is_file() and path.read_text() == render_header()
-
-
-def write_header(path: Path = HEADER_PATH) -> bool:
-    if header_is_current(path):
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_header())
-    return True
-
-
 def empty_snapshots(n: int) -> np.ndarray:
     """n records with every level empty and every other field zero."""
     out = np.zeros(n, SNAPSHOT_DTYPE)
@@ -95,21 +84,8 @@ def empty_snapshots(n: int) -> np.ndarray:
     return out
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m foxc.data.record",
-                                 description="Generate cuda/include/foxc/snapshot.h from the record dtype.")
-    group = ap.add_mutually_exclusive_group(required=True)
-    group.add_argument("--write", action="store_true")
-    group.add_argument("--check", action="store_true")
-    args = ap.parse_args(argv)
-    if args.write:
-        print(f"{HEADER_PATH}: {'written' if write_header() else 'already current'}")
-        return 0
-    if header_is_current():
-        return 0
-    print(f"{HEADER_PATH} is out of date: run python -m foxc.data.record --write", file=sys.stderr)
-    return 1
-
+HEADER = GeneratedHeader(HEADER_PATH, render_header, "foxc.data.record", "foxc/data/record.py")
+header_is_current, write_header, main = HEADER.is_current, HEADER.write, HEADER.main
 
 if __name__ == "__main__":
     sys.exit(main())

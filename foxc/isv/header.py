@@ -5,10 +5,10 @@
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from ..cgen import GeneratedHeader
 from .registry import N_SLOTS, SLOTS, STEP_WRAP
 
 HEADER_PATH = Path(__file__).resolve().parents[2] / "cuda" / "include" / "foxc" / "isv_slots.h"
@@ -31,34 +31,11 @@ def render() -> str:
     return "\n".join(lines)
 
 
-def is_current(path: Path = HEADER_PATH) -> bool:
-    return path.is_file() and path.read_text() == render()
 
 
-def write(path: Path = HEADER_PATH) -> bool:
-    """Write the header if it differs; True when it changed."""
-    if is_current(path):
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render())
-    return True
 
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m foxc.isv.header", description=__doc__.splitlines()[0])
-    group = ap.add_mutually_exclusive_group(required=True)
-    group.add_argument("--write", action="store_true", help="regenerate the header")
-    group.add_argument("--check", action="store_true", help="exit 1 when the header is out of date")
-    args = ap.parse_args(argv)
-    if args.write:
-        print(f"{HEADER_PATH}: {'written' if write() else 'already current'}")
-        return 0
-    if is_current():
-        return 0
-    print(f"{HEADER_PATH} is out of date with foxc/isv/registry.py: run python -m foxc.isv.header --write",
-          file=sys.stderr)
-    return 1
-
+HEADER = GeneratedHeader(HEADER_PATH, render, "foxc.isv.header", "foxc/isv/registry.py")
+is_current, write, main = HEADER.is_current, HEADER.write, HEADER.main
 
 if __name__ == "__main__":
     sys.exit(main())
