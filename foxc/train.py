@@ -13,6 +13,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
+
 from . import __version__
 from .driver import BACKENDS, CudaError, open_runtime
 from .profile import KernelProfiler, add_profile_args, profile_window
@@ -57,7 +59,8 @@ def load_market(cfg, log):
     else:
         from .data.synthetic import synthetic_data
         market = synthetic_data(cfg.synthetic_rows, seed=cfg.seed)
-        source = {"source": "synthetic", "rows": cfg.synthetic_rows, "seed": cfg.seed}
+        source = {"source": "synthetic", "rows": cfg.synthetic_rows, "seed": cfg.seed,
+                  "sha256": hashlib.sha256(market.records.view(np.uint8)).hexdigest()}
     t0 = time.perf_counter()
     labels = compute_labels(market.records, market.tick, LabelConfig(horizons=cfg.horizons))
     log(f"data: {len(market.records):,} snapshots from {market.source} ({market.instrument or 'unnamed'}), "

@@ -135,3 +135,17 @@ def test_profiler_window_brackets_the_steps(ref_rt):
     t.set_profiling("2:4")
     t.train(7)
     assert calls == [("start", 2), ("stop", 5)]  # before step 2 runs, after step 4 ran
+
+
+def test_a_failed_periodic_save_is_reported_and_training_goes_on(ref_rt, tmp_path, monkeypatch, capsys):
+    from foxc.checkpoint import CheckpointSaveError
+    t = trainer(ref_rt, config(), DATA, tmp_path)
+    t.train(2, checkpoint_every=2)
+    kept = sorted(p.name for p in tmp_path.glob("*.foxc"))
+    def disk_full(*a, **k):
+        raise CheckpointSaveError("no space left on device", 28)
+    monkeypatch.setattr(t.saver, "save", disk_full)
+    summary = t.train(4, checkpoint_every=2)
+    assert t.steps_done == 6 and len(summary["checkpoint_errors"]) == 2
+    assert "not saved: no space left" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.glob("*.foxc")) == kept == ["checkpoint-2.foxc"]

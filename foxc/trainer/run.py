@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
-from ..checkpoint import CheckpointSaver, config_differences, read_checkpoint
+from ..checkpoint import CheckpointSaveError, CheckpointSaver, config_differences, read_checkpoint
 from ..profile import KernelProfiler, ProfilerWindow, nvtx_range
 from .config import TrainConfig
 from .metrics import MetricsLog, interval_record
@@ -39,6 +40,7 @@ class Trainer:
         self.data_meta = data_meta or {}
         self.saver = CheckpointSaver(self.out_dir) if self.out_dir else None
         self.staging = Staging(rt)
+        self.save_errors: list[str] = []
         self.window = ProfilerWindow(rt, None)  # --profile-steps: cuProfilerStart/Stop around steps A..B
         self.kernels = None  # --profile: a KernelProfiler timing every launch of its window's steps
 
@@ -120,7 +122,12 @@ class Trainer:
             self.step()
             at_log = self.steps_done % self.cfg.log_every == 0 or self.steps_done == target
             if checkpoint_every and self.saver and self.steps_done % checkpoint_every == 0:
-                self.save()
+                try:
+                    self.save()
+                except CheckpointSaveError as e:  # earlier checkpoints are intact: report and train on
+                    self.save_errors.append(f"step {self.steps_done}: {e}")
+                    print(f"foxc.train: warning: checkpoint at step {self.steps_done} not saved: {e}",
+                          file=sys.stderr, flush=True)
             if at_log:
                 if self.steps_done == target:
                     self.rt.stream.synchronize()  # the last frames, complete
@@ -153,7 +160,7 @@ class Trainer:
             "kernels_per_step": self.ts.kernel_count(),
             "trades": int(trades), "win_rate": wins / trades if trades else None,
             "pnl": sum(f["closed_pnl_sum"] for f in frames),
-            "frames_dropped": self.ts.diagnostics.dropped,
+            "frames_dropped": self.ts.diagnostics.dropped, "checkpoint_errors": self.save_errors,
             "last": last_record, "simulator": sim, "isv": self.ts.isv.as_dict(),
         }
 
