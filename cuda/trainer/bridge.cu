@@ -5,12 +5,24 @@
 
 #define PERCEPTION_LOGITS (3 * FOXC_HORIZONS)  // up/down, long wins, short wins at each horizon
 
+// The open trade's drawdown from its peak equity, in price units per lot: while a position is
+// held without fills its equity moves with its unrealized PnL, so the fall from the peak is
+// trail_hwm (the best unrealized PnL since entry) minus the unrealized PnL now; 0 when flat.
+// Earlier trades' losses do not count: they neither trip the stop-loss of a new trade nor
+// penalise holding no position.
+__device__ __forceinline__ float trade_drawdown(const FoxcPosition& p, float money_scale)
+{
+    if (p.lots == 0) return 0.0f;
+    const long long fall = p.trail_hwm - p.unrealized_pnl;
+    return (float)((double)(fall > 0 ? fall : 0) * (double)money_scale);
+}
+
 // bridge_before_act — grid ceil(B / 256), block 256; one thread per backtest b, after the gather.
 // Reads  cursors[b], last[b] (dataset), labels_out[7][B][3] (gathered label planes),
 //        pos[b] (the simulator's position after the previous step).
 // Writes sim_cursor[b] = cursor, sim_end[b] = cursor when this snapshot ends the episode, else
 //        cursor + 1 (the simulator's episode end test is cursor >= end); lots[b]; drawdown[b] =
-//        (peak equity - equity) * money_scale; the perception targets labels[b][9] and mask[b][9]:
+//        the open trade's drawdown (trade_drawdown); the perception targets labels[b][9] and mask[b][9]:
 //        mid up (weight: mid_weight), long wins and short wins (weight: outcome_weight) per horizon.
 extern "C" __global__ void bridge_before_act(
     const int* __restrict__ cursors, const int* __restrict__ last, const float* __restrict__ labels_out,
@@ -25,7 +37,7 @@ extern "C" __global__ void bridge_before_act(
     sim_end[b] = last[b] ? c : c + 1;
     const FoxcPosition p = pos[b];
     lots[b] = p.lots;
-    drawdown[b] = (float)((double)(p.peak_equity - p.equity) * (double)money_scale);
+    drawdown[b] = trade_drawdown(p, money_scale);
     for (int h = 0; h < FOXC_HORIZONS; ++h) {
         const float mid_w = labels_out[(5 * B + b) * FOXC_HORIZONS + h];
         const float out_w = labels_out[(6 * B + b) * FOXC_HORIZONS + h];
@@ -39,7 +51,7 @@ extern "C" __global__ void bridge_before_act(
 // bridge_after_sim — grid ceil(B / 256), block 256; one thread per backtest b, after pnl_track.
 // Reads  pos[b], trade_log[b][trade_cap], prev_trades[b] (trades logged before this step).
 // Writes closed[b] = trades closed this step, closed_pnl[b] = their net PnL * money_scale,
-//        prev_trades[b] = trades logged now, drawdown[b] = (peak equity - equity) * money_scale.
+//        prev_trades[b] = trades logged now, drawdown[b] = the open trade's drawdown after the step.
 extern "C" __global__ void bridge_after_sim(
     const FoxcPosition* __restrict__ pos, const FoxcTrade* __restrict__ trade_log,
     unsigned int* __restrict__ prev_trades, unsigned int* __restrict__ closed, float* __restrict__ closed_pnl,
@@ -57,5 +69,5 @@ extern "C" __global__ void bridge_after_sim(
     closed[b] = n;
     closed_pnl[b] = (float)((double)pnl * (double)money_scale);
     prev_trades[b] = now;
-    drawdown[b] = (float)((double)(p.peak_equity - p.equity) * (double)money_scale);
+    drawdown[b] = trade_drawdown(p, money_scale);
 }

@@ -23,7 +23,10 @@ def grid(B: int) -> int:
 
 
 def _drawdown(p, scale) -> np.ndarray:
-    return ((p["peak_equity"] - p["equity"]).astype(np.float64) * np.float64(np.float32(scale))).astype(np.float32)
+    """The open trade's fall from its peak: trail_hwm - unrealized PnL while holding, else 0."""
+    fall = np.maximum(p["trail_hwm"] - p["unrealized_pnl"], 0)
+    fall = np.where(p["lots"] != 0, fall, 0)
+    return (fall.astype(np.float64) * np.float64(np.float32(scale))).astype(np.float32)
 
 
 @reference(BRIDGE_BEFORE_ACT)

@@ -24,8 +24,8 @@
 #define ISV_POPART_VAR              16  // PopArt running variance of the raw reward; 1 so the first steps are unscaled
 #define ISV_POPART_RATE             17  // PopArt EMA rate (about 1,000 steps of memory)
 #define ISV_GATE_THRESHOLD          18  // confidence gate: entries need the policy's probability above this; 0 gates nothing
-#define ISV_DRAWDOWN_PENALTY_RATE   19  // reward penalty per unit of normalised drawdown per step (penalty only)
-#define ISV_STOP_LOSS_THRESHOLD     20  // normalised drawdown from peak equity that forces a flat exit
+#define ISV_DRAWDOWN_PENALTY_RATE   19  // reward penalty per unit of the open trade's normalised drawdown per step (penalty only)
+#define ISV_STOP_LOSS_THRESHOLD     20  // open trade's drawdown from its peak equity, over mean_abs_pnl_ema, that forces a flat exit
 #define ISV_MEAN_ABS_PNL_EMA        21  // EMA of |PnL| per closed trade: the drawdown normaliser; 1 until trades close
 #define ISV_LOSS_EMA_Q              22  // EMA of the C51 cross-entropy loss
 #define ISV_LOSS_EMA_PI             23  // EMA of the policy loss
