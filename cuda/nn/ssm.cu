@@ -10,6 +10,108 @@
 
 #define SCAN_CHUNK 8  // steps whose inputs are loaded together before the recurrence walks them
 
+// ssm_proj_scan_fwd's tiling (foxc/nn/ssm.py mirrors these).
+#define PS_CHANNELS 32                 // channels per block: one per lane
+#define PS_WINDOWS_PER_THREAD 4        // windows per thread
+#define PS_WARPS 8                     // block = 256 threads
+#define PS_WINDOWS (PS_WINDOWS_PER_THREAD * PS_WARPS)  // 32 windows per block
+#define PS_MAX_FEATURES 64             // W_in rows held in shared memory
+#define PS_X_PER_THREAD (PS_MAX_FEATURES * PS_WINDOWS / (PS_WARPS * 32))
+
+// ssm_proj_scan_fwd — the input projection fused into the forward scan (FP32).
+// grid (D/32, ceil(B/32)), block 256; D must be a multiple of 32 and F <= 64.
+// Block (cx, by), warp w, lane l owns channel d = cx*32 + l and windows b = by*32 + 4w + r (r < 4).
+// Shared memory: the W_in columns of its 32 channels (the 4 parts of a channel as one float4,
+// 32 KB) and the features of its 32 windows at one step, double buffered (16 KB); the next step's
+// features are loaded into registers while the current step is computed (one barrier a step).
+// Per step each thread computes z[t, b, p*D + d] = (sum over f in increasing order of
+// fmaf(x[t,b,f], W_in[f, p*D+d], .)) + b_in[p*D+d] — the same fmaf chain and bias add as
+// linear_fwd_f32, so z has the same bits — writes it (the backward reads z) and advances the
+// recurrence exactly as ssm_scan_fwd does. Reads x[K,B,F], W_in[F,4D], b_in[4D]; writes
+// z[K,B,4D], states[K,B,D], y[B,D]. Saves linear_fwd's z being read back by the scan (64 MB at
+// K=32, B=1024, D=128) and one launch.
+extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, 1)
+ssm_proj_scan_fwd(float* __restrict__ z, float* __restrict__ states, float* __restrict__ y,
+                  const float* __restrict__ x, const float* __restrict__ W, const float* __restrict__ bias,
+                  int K, int B, int D, int F)
+{
+    __shared__ __align__(16) float4 Ws[PS_MAX_FEATURES][PS_CHANNELS];
+    __shared__ __align__(16) float xs[2][PS_MAX_FEATURES][PS_WINDOWS];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, tid = threadIdx.x;
+    const int d = blockIdx.x * PS_CHANNELS + lane;
+    const int b0 = blockIdx.y * PS_WINDOWS;
+    const int D4 = NN_SSM_PARTS * D;
+    for (int e = tid; e < F * PS_CHANNELS; e += PS_WARPS * 32) {
+        const int f = e / PS_CHANNELS, c = blockIdx.x * PS_CHANNELS + e % PS_CHANNELS;
+        const float* wf = W + (long long)f * D4 + c;
+        Ws[f][e % PS_CHANNELS] = make_float4(wf[0], wf[D], wf[2 * D], wf[3 * D]);
+    }
+    const float bu = bias[d], ba = bias[D + d], bi = bias[2 * D + d], bg = bias[3 * D + d];
+    // Staging: element e = f*32 + window (consecutive threads: consecutive windows, conflict-free).
+    float rx[PS_X_PER_THREAD];
+    auto load_x = [&](int t) {
+#pragma unroll
+        for (int r = 0; r < PS_X_PER_THREAD; ++r) {
+            const int e = tid + r * PS_WARPS * 32, f = e / PS_WINDOWS, wb = e % PS_WINDOWS;
+            rx[r] = (f < F && b0 + wb < B) ? x[((long long)t * B + b0 + wb) * F + f] : 0.0f;
+        }
+    };
+    auto store_x = [&](int buf) {
+#pragma unroll
+        for (int r = 0; r < PS_X_PER_THREAD; ++r) {
+            const int e = tid + r * PS_WARPS * 32;
+            xs[buf][e / PS_WINDOWS][e % PS_WINDOWS] = rx[r];
+        }
+    };
+    load_x(0);
+    store_x(0);
+    __syncthreads();
+    float s[PS_WINDOWS_PER_THREAD];
+#pragma unroll
+    for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) s[r] = 0.0f;
+    const int wl = warp * PS_WINDOWS_PER_THREAD;  // this thread's first window in the block
+    for (int t = 0; t < K; ++t) {
+        const int buf = t & 1;
+        if (t + 1 < K) load_x(t + 1);
+        float acc[PS_WINDOWS_PER_THREAD][NN_SSM_PARTS];
+#pragma unroll
+        for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r)
+#pragma unroll
+            for (int p = 0; p < NN_SSM_PARTS; ++p) acc[r][p] = 0.0f;
+#pragma unroll 2
+        for (int f = 0; f < F; ++f) {
+            const float4 w4 = Ws[f][lane];
+            const float4 x4 = *reinterpret_cast<const float4*>(&xs[buf][f][wl]);
+            const float xv[PS_WINDOWS_PER_THREAD] = {x4.x, x4.y, x4.z, x4.w};
+            const float wv[NN_SSM_PARTS] = {w4.x, w4.y, w4.z, w4.w};
+#pragma unroll
+            for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r)
+#pragma unroll
+                for (int p = 0; p < NN_SSM_PARTS; ++p) acc[r][p] = fmaf(xv[r], wv[p], acc[r][p]);
+        }
+#pragma unroll
+        for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
+            const int b = b0 + wl + r;
+            const float zu = acc[r][0] + bu, za = acc[r][1] + ba, zi = acc[r][2] + bi, zg = acc[r][3] + bg;
+            const float u = tanhf(zu);
+            const float a = nn_sigmoid(za);
+            const float i = nn_sigmoid(zi);
+            s[r] = a * s[r] + i * u;
+            if (b < B) {
+                float* zt = z + ((long long)t * B + b) * D4 + d;
+                zt[0] = zu;
+                zt[D] = za;
+                zt[2 * D] = zi;
+                zt[3 * D] = zg;
+                states[((long long)t * B + b) * D + d] = s[r];
+                if (t == K - 1) y[(long long)b * D + d] = nn_sigmoid(zg) * s[r];
+            }
+        }
+        if (t + 1 < K) store_x(buf ^ 1);
+        __syncthreads();
+    }
+}
+
 // ssm_scan_fwd — 1-D grid over B*D threads (256-thread blocks), each running the K steps of
 // its (b, d) in order. The z values of SCAN_CHUNK steps are loaded before they are used, so the
 // loads overlap instead of each waiting on the recurrence. Reads z[K,B,4D]; writes

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..isv.registry import slot_index
 from . import heads, losses, matmul, optim, ssm
 from .heads import C51_ATOMS, N_ACTIONS, N_PERCEPTION, Q_OUTPUTS
 from .matmul import ACT_IDENTITY, ACT_TANH, RowReduction, plan_act_bwd, plan_linear, plan_matmul_nt
@@ -165,7 +166,12 @@ class Encoder:
                      precision=precision, dY=self.dz)
         out = Linear(rt, params, "enc_w_out", "enc_b_out", self.y, self.h, B, D, D, ACT_TANH, precision,
                      dY=self.dh, dX=self.dy)
-        self.forward = [*inp.forward, ssm.plan_scan_fwd(rt, self.states, self.y, self.z, K, B, D), *out.forward]
+        if precision == "f32" and ssm.proj_scan_fits(D, F):  # projection inside the scan: same z bits, one launch
+            scan = [ssm.plan_proj_scan_fwd(rt, self.z, self.states, self.y, features, params.ptr("enc_w_in"),
+                                           params.ptr("enc_b_in"), K, B, D, F)]
+        else:
+            scan = [*inp.forward, ssm.plan_scan_fwd(rt, self.states, self.y, self.z, K, B, D)]
+        self.forward = [*scan, *out.forward]
         self.backward = [*out.backward, ssm.plan_scan_bwd(rt, self.dz, self.z, self.states, self.dy, K, B, D),
                          *inp.backward]
 
@@ -256,19 +262,19 @@ class Actor:
 
 
 class Optimizer:
-    """Clip the global gradient norm, bump Adam's step counts, AdamW each tensor with its ISV
-    learning rate, then soft-update the C51 target with tau from the ISV."""
+    """Clip the global gradient norm and bump Adam's step counts (two launches), then AdamW on
+    every tensor with its ISV learning rate and the C51 target's soft update with tau from the
+    ISV, in one launch (`adamw_all`, driven by a per-tensor table of range and lr slot)."""
 
     def __init__(self, rt, params: Parameters, isv):
-        self.clip = optim.GradClip(rt, params.grad, params.size, isv)
-        self.update = [self.clip, optim.plan_steps_increment(rt, params.adam_steps, len(params.tensors))]
-        for i, t in enumerate(params.tensors):
-            self.update.append(optim.plan_adamw(
-                rt, params.ptr(t.name), params.ptr(t.name, "grad"), params.ptr(t.name, "adam_m"),
-                params.ptr(t.name, "adam_v"), self.clip.clip, params.adam_steps.at(i), t.size, isv=isv,
-                lr_slot=t.lr_slot))
-        self.update.append(optim.plan_soft_update(rt, params.target, params.theta.at(params.target_offset), isv,
-                                                  params.target_size))
+        n_tensors = len(params.tensors)
+        self.table = rt.device_array((n_tensors, 3), np.int32, "adam_table")  # begin, end, lr slot
+        self.table.upload(np.array([[t.offset, t.offset + t.size, slot_index(t.lr_slot)] for t in params.tensors],
+                                   np.int32))
+        self.clip = optim.GradClip(rt, params.grad, params.size, isv, steps=params.adam_steps, n_steps=n_tensors)
+        self.update = [self.clip, optim.plan_adamw_all(
+            rt, params.theta, params.grad, params.adam_m, params.adam_v, params.target, self.clip.clip,
+            params.adam_steps, self.table, n_tensors, isv, params.size, params.target_offset, params.target_size)]
 
 
 def launch_all(plans, stream):
