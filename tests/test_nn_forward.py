@@ -140,7 +140,29 @@ def test_ssm_proj_scan_forward_equals_projection_then_scan(ref_rt, rng):
     s2, y2, _ = run_kernel(ref_rt, ssm.SSM_SCAN_FWD, ssm.scan_grid(B, D), ssm.BLOCK,
                            [poisoned((K, B, D)), poisoned((B, D)), z2.reshape(K, B, 4 * D), K, B, D])
     assert np.array_equal(z.reshape(-1), z2.reshape(-1)) and np.array_equal(states, s2) and np.array_equal(y, y2)
-    assert ssm.proj_scan_fits(128, 46) and not ssm.proj_scan_fits(100, 46) and not ssm.proj_scan_fits(128, 65)
+    assert ssm.proj_scan_fits(128, 46) and not ssm.proj_scan_fits(100, 46) and not ssm.proj_scan_fits(128, 64)
+
+
+@pytest.mark.parametrize("B", [3, 40])
+def test_ssm_scan_bwd_dw_is_the_projections_weight_and_bias_gradient(ref_rt, rng, B):
+    """Partials per block of 32 windows; reduced they give x^T dz and the column sums of dz, with dz
+    from ssm_scan_bwd."""
+    K, D, nf = 4, 32, 6
+    x = rng.standard_normal((K, B, nf)).astype(np.float32)
+    z = rng.standard_normal((K, B, 4 * D)).astype(np.float32)
+    states, _, _ = run_kernel(ref_rt, ssm.SSM_SCAN_FWD, ssm.scan_grid(B, D), ssm.BLOCK,
+                              [poisoned((K, B, D)), poisoned((B, D)), z, K, B, D])
+    dy = rng.standard_normal((B, D)).astype(np.float32)
+    splits = ssm.bwd_dw_splits(B)
+    parts, *_ = run_kernel(ref_rt, ssm.SSM_SCAN_BWD_DW, ssm.proj_scan_grid(B, D), ssm.PS_THREADS,
+                           [poisoned((splits, nf + 1, 4 * D)), z, states, dy, x, K, B, D, nf])
+    dw, db, _ = run_kernel(ref_rt, matmul.REDUCE_SPLITS_TWO, 1, 256,
+                           [poisoned((nf, 4 * D)), poisoned(4 * D), parts, splits, (nf + 1) * 4 * D, nf * 4 * D])
+    dz, *_ = run_kernel(ref_rt, ssm.SSM_SCAN_BWD, ssm.scan_grid(B, D), ssm.BLOCK,
+                        [poisoned(z.shape), z, states, dy, K, B, D])
+    dz64 = dz.reshape(K * B, 4 * D).astype(np.float64)
+    assert_close(dw, x.reshape(K * B, nf).astype(np.float64).T @ dz64, 1e-5)
+    assert_close(db, dz64.sum(axis=0), 1e-5)
 
 
 def test_c51_distribution(ref_rt, rng):

@@ -258,5 +258,10 @@ def plan_matmul_nt(rt, C, A, B, M: int, K: int, N: int, accumulate: bool = False
     return rt.plan(spec, gemm_grid(M, N, 1, tile), threads, (C, A, B, M, K, N, int(accumulate)))
 
 
+def plan_reduce_splits_two(rt, out, tail, partials, splits: int, n: int, n_main: int):
+    """out[i] (i < n_main) / tail[i - n_main] = the sum of partials[z][i] over z in order."""
+    return rt.plan(REDUCE_SPLITS_TWO, elementwise_grid(n), ELEMENTWISE_BLOCK, (out, tail, partials, splits, n, n_main))
+
+
 def plan_act_bwd(rt, dx, dy, y, n: int, act: int):
     return rt.plan(ACT_BWD, elementwise_grid(n), ELEMENTWISE_BLOCK, (dx, dy, y, n, act))

@@ -161,19 +161,27 @@ class Encoder:
         self.h = rt.device_array((B, D), np.float32, "h")
         self.dh = rt.device_array((B, D), np.float32, "dh")
         self.dy = rt.device_array((B, D), np.float32, "enc_dy")
-        self.dz = rt.device_array((K, B, ssm.PARTS * D), np.float32, "enc_dz")
-        inp = Linear(rt, params, "enc_w_in", "enc_b_in", features, self.z, K * B, F, ssm.PARTS * D,
-                     precision=precision, dY=self.dz)
+        fused = precision == "f32" and ssm.proj_scan_fits(D, F)
         out = Linear(rt, params, "enc_w_out", "enc_b_out", self.y, self.h, B, D, D, ACT_TANH, precision,
                      dY=self.dh, dX=self.dy)
-        if precision == "f32" and ssm.proj_scan_fits(D, F):  # projection inside the scan: same z bits, one launch
-            scan = [ssm.plan_proj_scan_fwd(rt, self.z, self.states, self.y, features, params.ptr("enc_w_in"),
-                                           params.ptr("enc_b_in"), K, B, D, F)]
+        if fused:  # the projection inside the scans: z computed in the forward, dz never written
+            self.dz = None
+            splits = ssm.bwd_dw_splits(B)
+            size = (F + 1) * ssm.PARTS * D
+            self.dw_partials = rt.device_array(splits * size, np.float32, "enc_w_in_partials")
+            scan_fwd = [ssm.plan_proj_scan_fwd(rt, self.z, self.states, self.y, features, params.ptr("enc_w_in"),
+                                               params.ptr("enc_b_in"), K, B, D, F)]
+            scan_bwd = [ssm.plan_scan_bwd_dw(rt, self.dw_partials, self.z, self.states, self.dy, features, K, B, D, F),
+                        matmul.plan_reduce_splits_two(rt, params.ptr("enc_w_in", "grad"), params.ptr("enc_b_in", "grad"),
+                                                      self.dw_partials, splits, size, F * ssm.PARTS * D)]
         else:
-            scan = [*inp.forward, ssm.plan_scan_fwd(rt, self.states, self.y, self.z, K, B, D)]
-        self.forward = [*scan, *out.forward]
-        self.backward = [*out.backward, ssm.plan_scan_bwd(rt, self.dz, self.z, self.states, self.dy, K, B, D),
-                         *inp.backward]
+            self.dz = rt.device_array((K, B, ssm.PARTS * D), np.float32, "enc_dz")
+            inp = Linear(rt, params, "enc_w_in", "enc_b_in", features, self.z, K * B, F, ssm.PARTS * D,
+                         precision=precision, dY=self.dz)
+            scan_fwd = [*inp.forward, ssm.plan_scan_fwd(rt, self.states, self.y, self.z, K, B, D)]
+            scan_bwd = [ssm.plan_scan_bwd(rt, self.dz, self.z, self.states, self.dy, K, B, D), *inp.backward]
+        self.forward = [*scan_fwd, *out.forward]
+        self.backward = [*out.backward, *scan_bwd]
 
 
 class PerceptionHead:

@@ -163,7 +163,7 @@ def test_ssm_scan(cuda_rt, ref_rt, rng, shape):
             [poisoned(z.shape), z, states, dy, K, B, D], 1e-5)
 
 
-@pytest.mark.parametrize("shape", [(K, B, D, 46), (K, B, D, F), (13, 37, 32, 46), (1, 5, 32, 3), (9, 3, 128, 64),
+@pytest.mark.parametrize("shape", [(K, B, D, 46), (K, B, D, F), (13, 37, 32, 46), (1, 5, 32, 3), (9, 3, 128, 63),
                                    (8, 40, 64, 1)])
 def test_ssm_proj_scan_fwd(cuda_rt, ref_rt, rng, shape):
     """The projection fused into the scan against its reference (linear_fwd_f32 + ssm_scan_fwd), and z
@@ -179,6 +179,30 @@ def test_ssm_proj_scan_fwd(cuda_rt, ref_rt, rng, shape):
     z_gemm, *_ = run_kernel(cuda_rt, matmul.LINEAR_FWD["f32"], matmul.gemm_grid(M, N), matmul.GEMM_THREADS,
                             [poisoned((M, N)), x, w, bias, M, nf, N, matmul.ACT_IDENTITY])
     assert np.array_equal(z.reshape(M, N), z_gemm)
+
+
+@pytest.mark.parametrize("shape", [(K, B, D, 46), (K, B, D, F), (13, 37, 32, 46), (1, 5, 32, 3), (9, 3, 128, 63),
+                                   (8, 40, 64, 1)])
+def test_ssm_scan_bwd_dw(cuda_rt, ref_rt, rng, shape):
+    """The input projection's gradient partials summed in the reverse scan against the reference
+    (ssm_scan_bwd's dz, then [x, 1]^T dz per 32 windows), and reduced against float64."""
+    K_, B_, D_, nf = shape
+    x = rng.standard_normal((K_, B_, nf)).astype(np.float32)
+    z = rng.standard_normal((K_, B_, 4 * D_)).astype(np.float32)
+    states, _, _ = run_kernel(ref_rt, ssm.SSM_SCAN_FWD, ssm.scan_grid(B_, D_), ssm.BLOCK,
+                              [poisoned((K_, B_, D_)), poisoned((B_, D_)), z, K_, B_, D_])
+    dy = rng.standard_normal((B_, D_)).astype(np.float32)
+    splits = ssm.bwd_dw_splits(B_)
+    (parts, *_), _ = compare(cuda_rt, ref_rt, ssm.SSM_SCAN_BWD_DW, ssm.proj_scan_grid(B_, D_), ssm.PS_THREADS,
+                             [poisoned((splits, nf + 1, 4 * D_)), z, states, dy, x, K_, B_, D_, nf], 1e-5)
+    size = (nf + 1) * 4 * D_
+    (dw, db, _), _ = compare(cuda_rt, ref_rt, matmul.REDUCE_SPLITS_TWO, matmul.elementwise_grid(size), 256,
+                             [poisoned((nf, 4 * D_)), poisoned(4 * D_), parts, splits, size, nf * 4 * D_], 1e-6)
+    dz, *_ = run_kernel(ref_rt, ssm.SSM_SCAN_BWD, ssm.scan_grid(B_, D_), ssm.BLOCK,
+                        [poisoned(z.shape), z, states, dy, K_, B_, D_])
+    dz64 = dz.reshape(K_ * B_, 4 * D_).astype(np.float64)
+    assert_close(dw, x.reshape(K_ * B_, nf).astype(np.float64).T @ dz64, 1e-5)
+    assert_close(db, dz64.sum(axis=0), 1e-5)
 
 
 def test_heads(cuda_rt, ref_rt, rng):
