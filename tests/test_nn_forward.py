@@ -92,6 +92,8 @@ def test_gemm_kernel_choice():
     assert matmul.gemm_kernel("linear", 32768, 512, "f32")[1] == 64
     assert matmul.gemm_kernel("linear", 1024, 255, "f32")[1] == 32
     assert matmul.gemm_kernel("linear", 1024, 255, "tf32")[1] == 64
+    assert matmul.layer_precision(1024, 255, "tf32") == "f32" and matmul.layer_precision(1024, 255, "f32") == "f32"
+    assert matmul.layer_precision(32768, 512, "tf32") == "tf32"
 
 
 def test_row_split_covers_every_row():

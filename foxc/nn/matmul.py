@@ -77,6 +77,17 @@ def f32_tile(M: int, N: int) -> int:
     return TILE if grid[0] * grid[1] >= FILL_BLOCKS else SMALL_TILE
 
 
+def layer_precision(M: int, N: int, precision: str) -> str:
+    """The precision a layer with an M x N output runs at: "tf32" keeps the tensor cores only where
+    the 64x64 wmma grid fills the GPU; smaller layers run the FP32 32x32 kernels and the fused
+    dW+db pass, which are faster there (a few hundred blocks of a 33-MFLOP GEMM are bound by
+    staging and latency, not by FMA throughput) and exact FP32."""
+    if precision == "tf32":
+        grid = gemm_grid(M, N)
+        return "tf32" if grid[0] * grid[1] >= FILL_BLOCKS else "f32"
+    return precision
+
+
 def gemm_kernel(kind: str, M: int, N: int, precision: str):
     """(spec, tile, threads) of the linear/nt/tn kernel for an M x N output."""
     tile = f32_tile(M, N) if precision == "f32" else TILE

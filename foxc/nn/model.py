@@ -123,12 +123,14 @@ class Linear:
     """Plans of one linear layer Y = act(X W + b) over given buffers, and of its backward.
 
     backward: dpre = act'(dY) (in place over dY when act is not identity), dW = X^T dpre,
-    db = colsum(dpre) and, when dX is given, dX (+)= dpre W^T.
+    db = colsum(dpre) and, when dX is given, dX (+)= dpre W^T. precision "tf32" is applied per
+    layer by `matmul.layer_precision` (small layers run FP32).
     """
 
     def __init__(self, rt, params, w: str, b: str, X, Y, rows: int, n_in: int, n_out: int, act=ACT_IDENTITY,
                  precision="f32", dY=None, dX=None, accumulate_dX=False, target=False):
         sfx = "_target" if target else ""
+        precision = matmul.layer_precision(rows, n_out, precision)
         W = params.ptr(w + sfx)
         self.forward = [plan_linear(rt, Y, X, W, params.ptr(b + sfx), rows, n_in, n_out, act, precision)]
         self.backward = []
@@ -161,7 +163,9 @@ class Encoder:
         self.h = rt.device_array((B, D), np.float32, "h")
         self.dh = rt.device_array((B, D), np.float32, "dh")
         self.dy = rt.device_array((B, D), np.float32, "enc_dy")
-        fused = precision == "f32" and ssm.proj_scan_fits(D, F)
+        # FP32 in both precisions: with F ~ 46 inputs the projection is bound by moving z and dz,
+        # which the fused kernels avoid, not by FMA throughput
+        fused = ssm.proj_scan_fits(D, F)
         out = Linear(rt, params, "enc_w_out", "enc_b_out", self.y, self.h, B, D, D, ACT_TANH, precision,
                      dY=self.dh, dX=self.dy)
         if fused:  # the projection inside the scans: z computed in the forward, dz never written
