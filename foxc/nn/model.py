@@ -15,6 +15,7 @@ reduction over one buffer and the checkpoint writer sees named tensors.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -165,7 +166,8 @@ class Encoder:
         self.dy = rt.device_array((B, D), np.float32, "enc_dy")
         # FP32 in both precisions: with F ~ 46 inputs the projection is bound by moving z and dz,
         # which the fused kernels avoid, not by FMA throughput
-        fused = ssm.proj_scan_fits(D, F)
+        # (FOXC_SSM_FUSED=0 keeps linear_fwd + ssm_scan_fwd / ssm_scan_bwd + matmul_tn_ones, for A/B timing)
+        fused = ssm.proj_scan_fits(D, F) and os.environ.get("FOXC_SSM_FUSED", "1") != "0"
         out = Linear(rt, params, "enc_w_out", "enc_b_out", self.y, self.h, B, D, D, ACT_TANH, precision,
                      dY=self.dh, dX=self.dy)
         if fused:  # the projection inside the scans: z computed in the forward, dz never written
