@@ -92,6 +92,8 @@ def test_gemm_kernel_choice():
     assert matmul.gemm_kernel("linear", 32768, 512, "f32")[1] == 64
     assert matmul.gemm_kernel("linear", 1024, 255, "f32")[1] == 32
     assert matmul.gemm_kernel("linear", 1024, 255, "tf32")[1] == 64
+    assert matmul.layer_precision(1024, 255, "tf32") == "f32" and matmul.layer_precision(1024, 255, "f32") == "f32"
+    assert matmul.layer_precision(32768, 512, "tf32") == "tf32"
 
 
 def test_row_split_covers_every_row():
@@ -124,6 +126,45 @@ def test_ssm_scan_forward(ref_rt, rng):
     ws, wy = naive_scan(z.astype(np.float64), D)
     assert_close(states, ws, 1e-6)
     assert_close(y, wy, 1e-6)
+
+
+def test_ssm_proj_scan_forward_equals_projection_then_scan(ref_rt, rng):
+    """The fused projection + scan gives the bits of linear_fwd_f32 followed by ssm_scan_fwd."""
+    K, B, D, nf = 5, 3, 32, 7
+    x = rng.standard_normal((K, B, nf)).astype(np.float32)
+    w = rng.standard_normal((nf, 4 * D)).astype(np.float32)
+    bias = rng.standard_normal(4 * D).astype(np.float32)
+    z, states, y, *_ = run_kernel(ref_rt, ssm.SSM_PROJ_SCAN_FWD, ssm.proj_scan_grid(B, D), ssm.PS_THREADS,
+                                  [poisoned((K, B, 4 * D)), poisoned((K, B, D)), poisoned((B, D)), x, w, bias,
+                                   K, B, D, nf])
+    z2, *_ = run_kernel(ref_rt, matmul.LINEAR_FWD["f32"], (1, 1, 1), 256,
+                        [poisoned((K * B, 4 * D)), x, w, bias, K * B, nf, 4 * D, matmul.ACT_IDENTITY])
+    s2, y2, _ = run_kernel(ref_rt, ssm.SSM_SCAN_FWD, ssm.scan_grid(B, D), ssm.BLOCK,
+                           [poisoned((K, B, D)), poisoned((B, D)), z2.reshape(K, B, 4 * D), K, B, D])
+    assert np.array_equal(z.reshape(-1), z2.reshape(-1)) and np.array_equal(states, s2) and np.array_equal(y, y2)
+    assert ssm.proj_scan_fits(128, 46) and not ssm.proj_scan_fits(100, 46) and not ssm.proj_scan_fits(128, 64)
+
+
+@pytest.mark.parametrize("B", [3, 40])
+def test_ssm_scan_bwd_dw_is_the_projections_weight_and_bias_gradient(ref_rt, rng, B):
+    """Partials per block of 32 windows; reduced they give x^T dz and the column sums of dz, with dz
+    from ssm_scan_bwd."""
+    K, D, nf = 4, 32, 6
+    x = rng.standard_normal((K, B, nf)).astype(np.float32)
+    z = rng.standard_normal((K, B, 4 * D)).astype(np.float32)
+    states, _, _ = run_kernel(ref_rt, ssm.SSM_SCAN_FWD, ssm.scan_grid(B, D), ssm.BLOCK,
+                              [poisoned((K, B, D)), poisoned((B, D)), z, K, B, D])
+    dy = rng.standard_normal((B, D)).astype(np.float32)
+    splits = ssm.bwd_dw_splits(B)
+    parts, *_ = run_kernel(ref_rt, ssm.SSM_SCAN_BWD_DW, ssm.proj_scan_grid(B, D), ssm.PS_THREADS,
+                           [poisoned((splits, nf + 1, 4 * D)), z, states, dy, x, K, B, D, nf])
+    dw, db, _ = run_kernel(ref_rt, matmul.REDUCE_SPLITS_TWO, 1, 256,
+                           [poisoned((nf, 4 * D)), poisoned(4 * D), parts, splits, (nf + 1) * 4 * D, nf * 4 * D])
+    dz, *_ = run_kernel(ref_rt, ssm.SSM_SCAN_BWD, ssm.scan_grid(B, D), ssm.BLOCK,
+                        [poisoned(z.shape), z, states, dy, K, B, D])
+    dz64 = dz.reshape(K * B, 4 * D).astype(np.float64)
+    assert_close(dw, x.reshape(K * B, nf).astype(np.float64).T @ dz64, 1e-5)
+    assert_close(db, dz64.sum(axis=0), 1e-5)
 
 
 def test_c51_distribution(ref_rt, rng):
@@ -268,6 +309,31 @@ def test_grad_clip(ref_rt, rng, limit):
     true = np.linalg.norm(g.astype(np.float64))
     assert abs(norm - true) / true < 1e-6
     assert scale == (np.float32(limit) / norm if 0 < limit < true else 1.0)
+
+
+def test_adamw_all_equals_per_tensor_adamw_then_soft_update(ref_rt, rng):
+    """The fused optimizer's reference against the per-tensor kernels it replaces (same bits)."""
+    n, nt = 3000, 300
+    theta, grad = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    m, v = (rng.standard_normal(n) * 0.1).astype(np.float32), (rng.random(n) * 0.1).astype(np.float32)
+    target = rng.standard_normal(nt).astype(np.float32)
+    clip, steps = np.array([0.5, 2.0], np.float32), np.array([4, 9], np.int32)
+    isv = isv_values(lr_encoder=1e-3, lr_q=2e-3, tau=0.2)
+    table = np.array([[0, 1000, slot_index("lr_encoder")], [1024, 2990, slot_index("lr_q")]], np.int32)
+    got = run_kernel(ref_rt, optim.ADAMW_ALL, 3, 256, [theta.copy(), grad, m.copy(), v.copy(), target.copy(), clip,
+                                                       steps, table, 2, isv, n, 900, nt, 0.9, 0.999, 1e-8, 0.01])
+    th, mm, vv = theta.copy(), m.copy(), v.copy()
+    for j, (b, e, slot) in enumerate(table):
+        out = run_kernel(ref_rt, optim.ADAMW_STEP_ISV_LR, 1, 256, [th[b:e].copy(), grad[b:e], mm[b:e].copy(),
+                                                                   vv[b:e].copy(), clip, steps[j:j + 1], e - b, isv,
+                                                                   slot, 0.9, 0.999, 1e-8, 0.01])
+        th[b:e], mm[b:e], vv[b:e] = out[0], out[2], out[3]
+    tg, *_ = run_kernel(ref_rt, optim.SOFT_UPDATE, 1, 256, [target.copy(), th[900:900 + nt], isv, nt])
+    for a, b in zip(got[:5], (th, grad, mm, vv, tg)):
+        assert np.array_equal(a, b)
+    c, _, _, st = run_kernel(ref_rt, optim.GRAD_CLIP_SCALE_STEPS, 1, 256,
+                                   [np.zeros(2, np.float32), np.full(4, 0.25, np.float32), 4, isv, steps.copy(), 2])
+    assert np.array_equal(st, steps + 1) and c[1] == 1.0
 
 
 def test_soft_update_and_grad_h_accumulate(ref_rt, rng):

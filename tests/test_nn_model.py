@@ -94,3 +94,25 @@ def test_actor_reads_the_trained_heads(ref_rt, rng):
     assert np.allclose(probs.sum(-1), 1, atol=1e-5)
     z = np.linspace(isv["c51_v_min"], isv["c51_v_max"], 51)
     assert rel_error(q, (probs * z).sum(-1)) < 1e-5
+
+
+@pytest.mark.parametrize("precision", ["f32", "tf32"])
+def test_fused_projection_scan_matches_the_unfused_encoder(ref_rt, monkeypatch, precision):
+    """ssm_proj_scan_fwd / ssm_scan_bwd_dw (hidden a multiple of 32) against linear_fwd + the scans +
+    matmul_tn_ones: the same z, states and h bits; the input projection's gradients differ only by
+    their summation order; every other gradient has the same bits."""
+    runs = {}
+    for flag in ("1", "0"):
+        monkeypatch.setenv("FOXC_SSM_FUSED", flag)
+        learner, _ = make_learner(ref_rt, 11, precision, hidden=32, B=40, K=5, F=7)
+        assert len(learner.encoder.forward) == (2 if flag == "1" else 3)
+        model.launch_all(learner.forward_backward, ref_rt.stream)
+        runs[flag] = (learner.params.host("grad"), [a.download() for a in
+                                                    (learner.encoder.z, learner.encoder.states, learner.encoder.h)])
+    (g1, f1), (g0, f0) = runs["1"], runs["0"]
+    assert all(np.array_equal(a, b) for a, b in zip(f1, f0))
+    for name in g1:
+        if name in ("enc_w_in", "enc_b_in"):
+            assert rel_error(g1[name], g0[name]) < 1e-6, name
+        else:
+            assert np.array_equal(g1[name], g0[name]), name

@@ -6,6 +6,7 @@
 #include "foxc/nn.h"
 
 #define REDUCE_THREADS 256
+#define ADAMW_MAX_TENSORS 32  // adamw_all's table capacity (foxc/nn/optim.py: ADAMW_MAX_TENSORS)
 
 // adam_steps_increment — grid 1, block 32: steps[i] += 1 for i < n (Adam step counts, one per
 // tensor; launched once per update before the adamw_step launches).
@@ -74,12 +75,11 @@ grad_sumsq_partial(float* __restrict__ partials, const float* __restrict__ grad,
     if (threadIdx.x == 0) partials[blockIdx.x] = part[0];
 }
 
-// grad_clip_scale — grid 1, block 256. Adds partials[0..n_partials) (thread t: t, t+256, ... then
-// a fixed tree), norm = sqrt(sum); writes clip[0] = clip_norm / norm when norm exceeds
-// clip_norm = isv[ISV_GRAD_CLIP_NORM] > 0, else 1; clip[1] = norm (for diagnostics).
-extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
-grad_clip_scale(float* __restrict__ clip, const float* __restrict__ partials, int n_partials,
-                const float* __restrict__ isv)
+// The global norm from the sumsq partials (thread t adds t, t+256, ... then a fixed tree), and
+// clip[0] = clip_norm / norm when norm exceeds clip_norm = isv[ISV_GRAD_CLIP_NORM] > 0, else 1;
+// clip[1] = norm. Called by all REDUCE_THREADS threads of one block.
+__device__ __forceinline__ void clip_scale(float* __restrict__ clip, const float* __restrict__ partials,
+                                           int n_partials, const float* __restrict__ isv)
 {
     __shared__ float part[REDUCE_THREADS];
     float s = 0.0f;
@@ -95,6 +95,70 @@ grad_clip_scale(float* __restrict__ clip, const float* __restrict__ partials, in
         const float limit = isv[ISV_GRAD_CLIP_NORM];
         clip[0] = (limit > 0.0f && norm > limit) ? limit / norm : 1.0f;
         clip[1] = norm;
+    }
+}
+
+// grad_clip_scale — grid 1, block 256. Reads partials[0..n_partials) and the ISV; writes clip[0]
+// (the gradient scale) and clip[1] (the norm) as clip_scale above.
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
+grad_clip_scale(float* __restrict__ clip, const float* __restrict__ partials, int n_partials,
+                const float* __restrict__ isv)
+{
+    clip_scale(clip, partials, n_partials, isv);
+}
+
+// grad_clip_scale_steps — grid 1, block 256: grad_clip_scale, and steps[i] += 1 for i < n_steps
+// (Adam's per-tensor step counts; replaces a separate adam_steps_increment launch).
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
+grad_clip_scale_steps(float* __restrict__ clip, const float* __restrict__ partials, int n_partials,
+                      const float* __restrict__ isv, int* __restrict__ steps, int n_steps)
+{
+    clip_scale(clip, partials, n_partials, isv);
+    for (int i = threadIdx.x; i < n_steps; i += REDUCE_THREADS) steps[i] += 1;
+}
+
+// adamw_all — every trained tensor of the flat parameter buffer in one launch, then the target
+// soft update. 1-D grid-stride over i < n (256-thread blocks). table[3j..3j+2] = begin, end,
+// lr_slot of tensor j (j < n_tensors <= ADAMW_MAX_TENSORS, disjoint ranges): element i in
+// [begin_j, end_j) gets AdamW with lr = isv[lr_slot_j], step count steps[j] (already
+// incremented) and scale clip[0] — the same arithmetic as adamw_step; elements in no tensor
+// (alignment padding) are not touched. Then, for target_begin <= i < target_begin + target_n,
+// target[i - target_begin] += tau (theta[i] - target[..]), tau = isv[ISV_TAU], reading the theta
+// this thread has just updated (so the target follows the new online weights, as before).
+extern "C" __global__ void __launch_bounds__(256)
+adamw_all(float* __restrict__ theta, const float* __restrict__ grad, float* __restrict__ m, float* __restrict__ v,
+          float* __restrict__ target, const float* __restrict__ clip, const int* __restrict__ steps,
+          const int* __restrict__ table, int n_tensors, const float* __restrict__ isv, long long n,
+          long long target_begin, long long target_n, float beta1, float beta2, float eps, float wd)
+{
+    __shared__ int tab[3 * ADAMW_MAX_TENSORS];
+    for (int e = threadIdx.x; e < 3 * n_tensors; e += blockDim.x) tab[e] = table[e];
+    __syncthreads();
+    const float scale = clip[0];
+    const float tau = isv[ISV_TAU];
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        int j = -1;
+        for (int k = 0; k < n_tensors; ++k)
+            if (i >= tab[3 * k] && i < tab[3 * k + 1]) j = k;
+        if (j >= 0) {
+            const int step = steps[j];
+            const float lr = isv[tab[3 * j + 2]];
+            const float bc1 = 1.0f - powf(beta1, (float)step);
+            const float bc2 = 1.0f - powf(beta2, (float)step);
+            const float g = grad[i] * scale;
+            const float mi = beta1 * m[i] + (1.0f - beta1) * g;
+            const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+            m[i] = mi;
+            v[i] = vi;
+            const float m_hat = mi / fmaxf(bc1, 1e-12f);
+            const float v_hat = vi / fmaxf(bc2, 1e-12f);
+            theta[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + wd * theta[i]);
+        }
+        if (i >= target_begin && i < target_begin + target_n) {
+            float* t = target + (i - target_begin);
+            *t += tau * (theta[i] - *t);
+        }
     }
 }
 

@@ -10,6 +10,108 @@
 
 #define SCAN_CHUNK 8  // steps whose inputs are loaded together before the recurrence walks them
 
+// ssm_proj_scan_fwd's tiling (foxc/nn/ssm.py mirrors these).
+#define PS_CHANNELS 32                 // channels per block: one per lane
+#define PS_WINDOWS_PER_THREAD 4        // windows per thread
+#define PS_WARPS 8                     // block = 256 threads
+#define PS_WINDOWS (PS_WINDOWS_PER_THREAD * PS_WARPS)  // 32 windows per block
+#define PS_MAX_FEATURES 64             // W_in rows held in shared memory
+#define PS_X_PER_THREAD (PS_MAX_FEATURES * PS_WINDOWS / (PS_WARPS * 32))
+
+// ssm_proj_scan_fwd — the input projection fused into the forward scan (FP32).
+// grid (D/32, ceil(B/32)), block 256; D must be a multiple of 32 and F <= 64.
+// Block (cx, by), warp w, lane l owns channel d = cx*32 + l and windows b = by*32 + 4w + r (r < 4).
+// Shared memory: the W_in columns of its 32 channels (the 4 parts of a channel as one float4,
+// 32 KB) and the features of its 32 windows at one step, double buffered (16 KB); the next step's
+// features are loaded into registers while the current step is computed (one barrier a step).
+// Per step each thread computes z[t, b, p*D + d] = (sum over f in increasing order of
+// fmaf(x[t,b,f], W_in[f, p*D+d], .)) + b_in[p*D+d] — the same fmaf chain and bias add as
+// linear_fwd_f32, so z has the same bits — writes it (the backward reads z) and advances the
+// recurrence exactly as ssm_scan_fwd does. Reads x[K,B,F], W_in[F,4D], b_in[4D]; writes
+// z[K,B,4D], states[K,B,D], y[B,D]. Saves linear_fwd's z being read back by the scan (64 MB at
+// K=32, B=1024, D=128) and one launch.
+extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, 1)
+ssm_proj_scan_fwd(float* __restrict__ z, float* __restrict__ states, float* __restrict__ y,
+                  const float* __restrict__ x, const float* __restrict__ W, const float* __restrict__ bias,
+                  int K, int B, int D, int F)
+{
+    __shared__ __align__(16) float4 Ws[PS_MAX_FEATURES][PS_CHANNELS];
+    __shared__ __align__(16) float xs[2][PS_MAX_FEATURES][PS_WINDOWS];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, tid = threadIdx.x;
+    const int d = blockIdx.x * PS_CHANNELS + lane;
+    const int b0 = blockIdx.y * PS_WINDOWS;
+    const int D4 = NN_SSM_PARTS * D;
+    for (int e = tid; e < F * PS_CHANNELS; e += PS_WARPS * 32) {
+        const int f = e / PS_CHANNELS, c = blockIdx.x * PS_CHANNELS + e % PS_CHANNELS;
+        const float* wf = W + (long long)f * D4 + c;
+        Ws[f][e % PS_CHANNELS] = make_float4(wf[0], wf[D], wf[2 * D], wf[3 * D]);
+    }
+    const float bu = bias[d], ba = bias[D + d], bi = bias[2 * D + d], bg = bias[3 * D + d];
+    // Staging: element e = f*32 + window (consecutive threads: consecutive windows, conflict-free).
+    float rx[PS_X_PER_THREAD];
+    auto load_x = [&](int t) {
+#pragma unroll
+        for (int r = 0; r < PS_X_PER_THREAD; ++r) {
+            const int e = tid + r * PS_WARPS * 32, f = e / PS_WINDOWS, wb = e % PS_WINDOWS;
+            rx[r] = (f < F && b0 + wb < B) ? x[((long long)t * B + b0 + wb) * F + f] : 0.0f;
+        }
+    };
+    auto store_x = [&](int buf) {
+#pragma unroll
+        for (int r = 0; r < PS_X_PER_THREAD; ++r) {
+            const int e = tid + r * PS_WARPS * 32;
+            xs[buf][e / PS_WINDOWS][e % PS_WINDOWS] = rx[r];
+        }
+    };
+    load_x(0);
+    store_x(0);
+    __syncthreads();
+    float s[PS_WINDOWS_PER_THREAD];
+#pragma unroll
+    for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) s[r] = 0.0f;
+    const int wl = warp * PS_WINDOWS_PER_THREAD;  // this thread's first window in the block
+    for (int t = 0; t < K; ++t) {
+        const int buf = t & 1;
+        if (t + 1 < K) load_x(t + 1);
+        float acc[PS_WINDOWS_PER_THREAD][NN_SSM_PARTS];
+#pragma unroll
+        for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r)
+#pragma unroll
+            for (int p = 0; p < NN_SSM_PARTS; ++p) acc[r][p] = 0.0f;
+#pragma unroll 2
+        for (int f = 0; f < F; ++f) {
+            const float4 w4 = Ws[f][lane];
+            const float4 x4 = *reinterpret_cast<const float4*>(&xs[buf][f][wl]);
+            const float xv[PS_WINDOWS_PER_THREAD] = {x4.x, x4.y, x4.z, x4.w};
+            const float wv[NN_SSM_PARTS] = {w4.x, w4.y, w4.z, w4.w};
+#pragma unroll
+            for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r)
+#pragma unroll
+                for (int p = 0; p < NN_SSM_PARTS; ++p) acc[r][p] = fmaf(xv[r], wv[p], acc[r][p]);
+        }
+#pragma unroll
+        for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
+            const int b = b0 + wl + r;
+            const float zu = acc[r][0] + bu, za = acc[r][1] + ba, zi = acc[r][2] + bi, zg = acc[r][3] + bg;
+            const float u = tanhf(zu);
+            const float a = nn_sigmoid(za);
+            const float i = nn_sigmoid(zi);
+            s[r] = a * s[r] + i * u;
+            if (b < B) {
+                float* zt = z + ((long long)t * B + b) * D4 + d;
+                zt[0] = zu;
+                zt[D] = za;
+                zt[2 * D] = zi;
+                zt[3 * D] = zg;
+                states[((long long)t * B + b) * D + d] = s[r];
+                if (t == K - 1) y[(long long)b * D + d] = nn_sigmoid(zg) * s[r];
+            }
+        }
+        if (t + 1 < K) store_x(buf ^ 1);
+        __syncthreads();
+    }
+}
+
 // ssm_scan_fwd — 1-D grid over B*D threads (256-thread blocks), each running the K steps of
 // its (b, d) in order. The z values of SCAN_CHUNK steps are loaded before they are used, so the
 // loads overlap instead of each waiting on the recurrence. Reads z[K,B,4D]; writes
@@ -95,6 +197,137 @@ ssm_scan_bwd(float* __restrict__ dz, const float* __restrict__ z, const float* _
                 if (t < K - 1) dzt[3 * D] = 0.0f;
                 ds *= a;
             }
+        }
+    }
+}
+
+// ssm_scan_bwd_dw — the reverse scan with the input projection's weight and bias gradients summed
+// inside it (FP32), so dz is never written. grid (D/32, ceil(B/32)), block 256; D a multiple of 32,
+// F <= 63. Block (cx, by), warp w, lane l: channel d = cx*32 + l and windows b = by*32 + 4w + r
+// (r < 4), as in ssm_proj_scan_fwd. Step n = 0..K-1 walks t = K-1-n:
+//   phase A: each thread turns its 4 windows' ds into dz[t, b, p*D + d] (p < 4; the arithmetic
+//     of ssm_scan_bwd; zero for windows >= B) and puts them in shared dzs[n&1]; the block stages
+//     x[t, b, f] of its 32 windows, with a ones column at f = F, in xs[n&1]. The next step's z,
+//     states and x are then loaded into registers, and one barrier follows.
+//   phase B: warp w, lane l keeps the sums for features f = w + 8j (j < 8, f <= F) and columns
+//     p*D + d (p < 4) and adds x[t, b, f] * dz[t, b, p*D + d] over the block's 32 windows in order.
+// So each partial is one fmaf chain over (t descending, window ascending). Reads z[K,B,4D] (value,
+// decay, input-gate parts; output gate at K-1), states[K,B,D], dy[B,D], x[K,B,F]; writes
+// partials[ceil(B/32)][F+1][4D] (row F: column sums of dz = the bias gradient), which
+// reduce_splits_two adds in split order into dW_in and db_in. Shared memory: 16 KB + 32 KB.
+extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, 1)
+ssm_scan_bwd_dw(float* __restrict__ partials, const float* __restrict__ z, const float* __restrict__ states,
+                const float* __restrict__ dy, const float* __restrict__ x, int K, int B, int D, int F)
+{
+    __shared__ __align__(16) float xs[2][PS_MAX_FEATURES][PS_WINDOWS];
+    __shared__ __align__(16) float4 dzs[2][PS_WINDOWS][PS_CHANNELS];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, tid = threadIdx.x;
+    const int d = blockIdx.x * PS_CHANNELS + lane;
+    const int b0 = blockIdx.y * PS_WINDOWS;
+    const int wl0 = warp * PS_WINDOWS_PER_THREAD;  // this thread's first window in the block
+    const int D4 = NN_SSM_PARTS * D;
+    const long long zstep = (long long)B * D4, sstep = (long long)B * D;
+    int bc[PS_WINDOWS_PER_THREAD];  // window index clamped into range for loads (results masked)
+    float ds[PS_WINDOWS_PER_THREAD], dzg[PS_WINDOWS_PER_THREAD];
+#pragma unroll
+    for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
+        bc[r] = min(b0 + wl0 + r, B - 1);
+        const float g = nn_sigmoid(z[(K - 1) * zstep + (long long)bc[r] * D4 + 3 * D + d]);
+        const float dyv = dy[(long long)bc[r] * D + d];
+        ds[r] = dyv * g;
+        dzg[r] = dyv * states[(K - 1) * sstep + (long long)bc[r] * D + d] * g * (1.0f - g);
+    }
+    float pu[PS_WINDOWS_PER_THREAD], pa[PS_WINDOWS_PER_THREAD], pi[PS_WINDOWS_PER_THREAD],
+        ps[PS_WINDOWS_PER_THREAD];
+    auto load_z = [&](int t) {
+#pragma unroll
+        for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
+            const float* zt = z + t * zstep + (long long)bc[r] * D4 + d;
+            pu[r] = zt[0];
+            pa[r] = zt[D];
+            pi[r] = zt[2 * D];
+            ps[r] = t > 0 ? states[(t - 1) * sstep + (long long)bc[r] * D + d] : 0.0f;
+        }
+    };
+    float rx[PS_X_PER_THREAD];
+    auto load_x = [&](int t) {
+#pragma unroll
+        for (int r = 0; r < PS_X_PER_THREAD; ++r) {
+            const int e = tid + r * PS_WARPS * 32, f = e / PS_WINDOWS, wb = e % PS_WINDOWS;
+            float v = 0.0f;
+            if (b0 + wb < B) v = f < F ? x[((long long)t * B + b0 + wb) * F + f] : (f == F ? 1.0f : 0.0f);
+            rx[r] = v;
+        }
+    };
+    float acc[PS_MAX_FEATURES / PS_WARPS][NN_SSM_PARTS];
+#pragma unroll
+    for (int j = 0; j < PS_MAX_FEATURES / PS_WARPS; ++j)
+#pragma unroll
+        for (int p = 0; p < NN_SSM_PARTS; ++p) acc[j][p] = 0.0f;
+    load_z(K - 1);
+    load_x(K - 1);
+    for (int n = 0; n < K; ++n) {
+        const int t = K - 1 - n, buf = n & 1;
+#pragma unroll
+        for (int r = 0; r < PS_X_PER_THREAD; ++r) {
+            const int e = tid + r * PS_WARPS * 32;
+            xs[buf][e / PS_WINDOWS][e % PS_WINDOWS] = rx[r];
+        }
+#pragma unroll
+        for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
+            const float u = tanhf(pu[r]);
+            const float a = nn_sigmoid(pa[r]);
+            const float i = nn_sigmoid(pi[r]);
+            float4 g4;
+            g4.x = ds[r] * i * (1.0f - u * u);
+            g4.y = ds[r] * ps[r] * a * (1.0f - a);
+            g4.z = ds[r] * u * i * (1.0f - i);
+            g4.w = t == K - 1 ? dzg[r] : 0.0f;
+            ds[r] *= a;
+            if (b0 + wl0 + r >= B) g4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            dzs[buf][wl0 + r][lane] = g4;
+        }
+        if (t > 0) {  // the next step's inputs fly while this one is reduced
+            load_z(t - 1);
+            load_x(t - 1);
+        }
+        __syncthreads();
+#pragma unroll 2
+        for (int wg = 0; wg < PS_WINDOWS; wg += 4) {
+            const float4 g0 = dzs[buf][wg][lane], g1 = dzs[buf][wg + 1][lane];
+            const float4 g2 = dzs[buf][wg + 2][lane], g3 = dzs[buf][wg + 3][lane];
+#pragma unroll
+            for (int j = 0; j < PS_MAX_FEATURES / PS_WARPS; ++j) {
+                const int f = warp + PS_WARPS * j;
+                if (f <= F) {  // warp-uniform
+                    const float4 x4 = *reinterpret_cast<const float4*>(&xs[buf][f][wg]);
+                    acc[j][0] = fmaf(x4.x, g0.x, acc[j][0]);
+                    acc[j][1] = fmaf(x4.x, g0.y, acc[j][1]);
+                    acc[j][2] = fmaf(x4.x, g0.z, acc[j][2]);
+                    acc[j][3] = fmaf(x4.x, g0.w, acc[j][3]);
+                    acc[j][0] = fmaf(x4.y, g1.x, acc[j][0]);
+                    acc[j][1] = fmaf(x4.y, g1.y, acc[j][1]);
+                    acc[j][2] = fmaf(x4.y, g1.z, acc[j][2]);
+                    acc[j][3] = fmaf(x4.y, g1.w, acc[j][3]);
+                    acc[j][0] = fmaf(x4.z, g2.x, acc[j][0]);
+                    acc[j][1] = fmaf(x4.z, g2.y, acc[j][1]);
+                    acc[j][2] = fmaf(x4.z, g2.z, acc[j][2]);
+                    acc[j][3] = fmaf(x4.z, g2.w, acc[j][3]);
+                    acc[j][0] = fmaf(x4.w, g3.x, acc[j][0]);
+                    acc[j][1] = fmaf(x4.w, g3.y, acc[j][1]);
+                    acc[j][2] = fmaf(x4.w, g3.z, acc[j][2]);
+                    acc[j][3] = fmaf(x4.w, g3.w, acc[j][3]);
+                }
+            }
+        }
+    }
+    float* out = partials + (long long)blockIdx.y * (F + 1) * D4 + d;
+#pragma unroll
+    for (int j = 0; j < PS_MAX_FEATURES / PS_WARPS; ++j) {
+        const int f = warp + PS_WARPS * j;
+        if (f <= F) {
+#pragma unroll
+            for (int p = 0; p < NN_SSM_PARTS; ++p) out[(long long)f * D4 + p * D] = acc[j][p];
         }
     }
 }

@@ -77,6 +77,17 @@ def f32_tile(M: int, N: int) -> int:
     return TILE if grid[0] * grid[1] >= FILL_BLOCKS else SMALL_TILE
 
 
+def layer_precision(M: int, N: int, precision: str) -> str:
+    """The precision a layer with an M x N output runs at: "tf32" keeps the tensor cores only where
+    the 64x64 wmma grid fills the GPU; smaller layers run the FP32 32x32 kernels and the fused
+    dW+db pass, which are faster there (a few hundred blocks of a 33-MFLOP GEMM are bound by
+    staging and latency, not by FMA throughput) and exact FP32."""
+    if precision == "tf32":
+        grid = gemm_grid(M, N)
+        return "tf32" if grid[0] * grid[1] >= FILL_BLOCKS else "f32"
+    return precision
+
+
 def gemm_kernel(kind: str, M: int, N: int, precision: str):
     """(spec, tile, threads) of the linear/nt/tn kernel for an M x N output."""
     tile = f32_tile(M, N) if precision == "f32" else TILE
@@ -256,6 +267,11 @@ def plan_linear(rt, Y, X, W, bias, M: int, K: int, N: int, act: int = ACT_IDENTI
 def plan_matmul_nt(rt, C, A, B, M: int, K: int, N: int, accumulate: bool = False, precision: str = "f32"):
     spec, tile, threads = gemm_kernel("nt", M, N, precision)
     return rt.plan(spec, gemm_grid(M, N, 1, tile), threads, (C, A, B, M, K, N, int(accumulate)))
+
+
+def plan_reduce_splits_two(rt, out, tail, partials, splits: int, n: int, n_main: int):
+    """out[i] (i < n_main) / tail[i - n_main] = the sum of partials[z][i] over z in order."""
+    return rt.plan(REDUCE_SPLITS_TWO, elementwise_grid(n), ELEMENTWISE_BLOCK, (out, tail, partials, splits, n, n_main))
 
 
 def plan_act_bwd(rt, dx, dy, y, n: int, act: int):

@@ -15,10 +15,12 @@ reduction over one buffer and the checkpoint writer sees named tensors.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..isv.registry import slot_index
 from . import heads, losses, matmul, optim, ssm
 from .heads import C51_ATOMS, N_ACTIONS, N_PERCEPTION, Q_OUTPUTS
 from .matmul import ACT_IDENTITY, ACT_TANH, RowReduction, plan_act_bwd, plan_linear, plan_matmul_nt
@@ -122,12 +124,14 @@ class Linear:
     """Plans of one linear layer Y = act(X W + b) over given buffers, and of its backward.
 
     backward: dpre = act'(dY) (in place over dY when act is not identity), dW = X^T dpre,
-    db = colsum(dpre) and, when dX is given, dX (+)= dpre W^T.
+    db = colsum(dpre) and, when dX is given, dX (+)= dpre W^T. precision "tf32" is applied per
+    layer by `matmul.layer_precision` (small layers run FP32).
     """
 
     def __init__(self, rt, params, w: str, b: str, X, Y, rows: int, n_in: int, n_out: int, act=ACT_IDENTITY,
                  precision="f32", dY=None, dX=None, accumulate_dX=False, target=False):
         sfx = "_target" if target else ""
+        precision = matmul.layer_precision(rows, n_out, precision)
         W = params.ptr(w + sfx)
         self.forward = [plan_linear(rt, Y, X, W, params.ptr(b + sfx), rows, n_in, n_out, act, precision)]
         self.backward = []
@@ -160,14 +164,30 @@ class Encoder:
         self.h = rt.device_array((B, D), np.float32, "h")
         self.dh = rt.device_array((B, D), np.float32, "dh")
         self.dy = rt.device_array((B, D), np.float32, "enc_dy")
-        self.dz = rt.device_array((K, B, ssm.PARTS * D), np.float32, "enc_dz")
-        inp = Linear(rt, params, "enc_w_in", "enc_b_in", features, self.z, K * B, F, ssm.PARTS * D,
-                     precision=precision, dY=self.dz)
+        # FP32 in both precisions: with F ~ 46 inputs the projection is bound by moving z and dz,
+        # which the fused kernels avoid, not by FMA throughput
+        # (FOXC_SSM_FUSED=0 keeps linear_fwd + ssm_scan_fwd / ssm_scan_bwd + matmul_tn_ones, for A/B timing)
+        fused = ssm.proj_scan_fits(D, F) and os.environ.get("FOXC_SSM_FUSED", "1") != "0"
         out = Linear(rt, params, "enc_w_out", "enc_b_out", self.y, self.h, B, D, D, ACT_TANH, precision,
                      dY=self.dh, dX=self.dy)
-        self.forward = [*inp.forward, ssm.plan_scan_fwd(rt, self.states, self.y, self.z, K, B, D), *out.forward]
-        self.backward = [*out.backward, ssm.plan_scan_bwd(rt, self.dz, self.z, self.states, self.dy, K, B, D),
-                         *inp.backward]
+        if fused:  # the projection inside the scans: z computed in the forward, dz never written
+            self.dz = None
+            splits = ssm.bwd_dw_splits(B)
+            size = (F + 1) * ssm.PARTS * D
+            self.dw_partials = rt.device_array(splits * size, np.float32, "enc_w_in_partials")
+            scan_fwd = [ssm.plan_proj_scan_fwd(rt, self.z, self.states, self.y, features, params.ptr("enc_w_in"),
+                                               params.ptr("enc_b_in"), K, B, D, F)]
+            scan_bwd = [ssm.plan_scan_bwd_dw(rt, self.dw_partials, self.z, self.states, self.dy, features, K, B, D, F),
+                        matmul.plan_reduce_splits_two(rt, params.ptr("enc_w_in", "grad"), params.ptr("enc_b_in", "grad"),
+                                                      self.dw_partials, splits, size, F * ssm.PARTS * D)]
+        else:
+            self.dz = rt.device_array((K, B, ssm.PARTS * D), np.float32, "enc_dz")
+            inp = Linear(rt, params, "enc_w_in", "enc_b_in", features, self.z, K * B, F, ssm.PARTS * D,
+                         precision=precision, dY=self.dz)
+            scan_fwd = [*inp.forward, ssm.plan_scan_fwd(rt, self.states, self.y, self.z, K, B, D)]
+            scan_bwd = [ssm.plan_scan_bwd(rt, self.dz, self.z, self.states, self.dy, K, B, D), *inp.backward]
+        self.forward = [*scan_fwd, *out.forward]
+        self.backward = [*out.backward, *scan_bwd]
 
 
 class PerceptionHead:
@@ -256,19 +276,19 @@ class Actor:
 
 
 class Optimizer:
-    """Clip the global gradient norm, bump Adam's step counts, AdamW each tensor with its ISV
-    learning rate, then soft-update the C51 target with tau from the ISV."""
+    """Clip the global gradient norm and bump Adam's step counts (two launches), then AdamW on
+    every tensor with its ISV learning rate and the C51 target's soft update with tau from the
+    ISV, in one launch (`adamw_all`, driven by a per-tensor table of range and lr slot)."""
 
     def __init__(self, rt, params: Parameters, isv):
-        self.clip = optim.GradClip(rt, params.grad, params.size, isv)
-        self.update = [self.clip, optim.plan_steps_increment(rt, params.adam_steps, len(params.tensors))]
-        for i, t in enumerate(params.tensors):
-            self.update.append(optim.plan_adamw(
-                rt, params.ptr(t.name), params.ptr(t.name, "grad"), params.ptr(t.name, "adam_m"),
-                params.ptr(t.name, "adam_v"), self.clip.clip, params.adam_steps.at(i), t.size, isv=isv,
-                lr_slot=t.lr_slot))
-        self.update.append(optim.plan_soft_update(rt, params.target, params.theta.at(params.target_offset), isv,
-                                                  params.target_size))
+        n_tensors = len(params.tensors)
+        self.table = rt.device_array((n_tensors, 3), np.int32, "adam_table")  # begin, end, lr slot
+        self.table.upload(np.array([[t.offset, t.offset + t.size, slot_index(t.lr_slot)] for t in params.tensors],
+                                   np.int32))
+        self.clip = optim.GradClip(rt, params.grad, params.size, isv, steps=params.adam_steps, n_steps=n_tensors)
+        self.update = [self.clip, optim.plan_adamw_all(
+            rt, params.theta, params.grad, params.adam_m, params.adam_v, params.target, self.clip.clip,
+            params.adam_steps, self.table, n_tensors, isv, params.size, params.target_offset, params.target_size)]
 
 
 def launch_all(plans, stream):

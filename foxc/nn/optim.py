@@ -31,6 +31,14 @@ GRAD_SUMSQ_PARTIAL = KernelSpec("grad_sumsq_partial", MODULE, (ptr("partials"), 
                                 doc="partials[k] = sum of grad^2 over block k's chunks")
 GRAD_CLIP_SCALE = KernelSpec("grad_clip_scale", MODULE, (ptr("clip"), ptr("partials"), i32("n_partials"), ptr("isv")),
                              doc="clip[0] = min(1, grad_clip_norm / norm), clip[1] = norm")
+GRAD_CLIP_SCALE_STEPS = KernelSpec("grad_clip_scale_steps", MODULE, (
+    ptr("clip"), ptr("partials"), i32("n_partials"), ptr("isv"), ptr("steps"), i32("n_steps")),
+    doc="grad_clip_scale and steps[i] += 1 for i < n_steps")
+ADAMW_ALL = KernelSpec("adamw_all", MODULE, (
+    ptr("theta"), ptr("grad"), ptr("m"), ptr("v"), ptr("target"), ptr("clip"), ptr("steps"), ptr("table"),
+    i32("n_tensors"), ptr("isv"), i64("n"), i64("target_begin"), i64("target_n"),
+    f32("beta1"), f32("beta2"), f32("eps"), f32("wd")),
+    doc="AdamW on every tensor of a flat buffer (table: begin, end, lr_slot), then the target soft update")
 SOFT_UPDATE = KernelSpec("soft_update", MODULE, (ptr("target"), ptr("online"), ptr("isv"), i64("n")),
                          doc="target += tau (online - target)")
 GRAD_H_ACCUMULATE_SCALED = KernelSpec("grad_h_accumulate_scaled", MODULE,
@@ -38,14 +46,21 @@ GRAD_H_ACCUMULATE_SCALED = KernelSpec("grad_h_accumulate_scaled", MODULE,
                                       doc="grad_encoder += rl_to_encoder_lambda * grad_heads")
 
 
+ADAMW_MAX_TENSORS = 32  # adamw_all's table capacity (cuda/nn/optim.cu)
+
+
 def _adamw(theta, grad, m, v, clip, step, n, lr, beta1, beta2, eps, wd):
     n = int(n)
+    _adamw_np(theta.f32(n), grad.f32(n), m.f32(n), v.f32(n), clip.f32(1)[0], step.i32(1)[0], lr, beta1, beta2, eps, wd)
+
+
+def _adamw_np(th, grad, mv, vv, scale, step, lr, beta1, beta2, eps, wd):
+    """AdamW in place on float32 views th, mv, vv (what adamw_update does per element)."""
     one = np.float32(1)
-    t = np.float32(step.i32(1)[0])
+    t = np.float32(step)
     bc1 = max(one - np.power(beta1, t), np.float32(1e-12))
     bc2 = max(one - np.power(beta2, t), np.float32(1e-12))
-    g = grad.f32(n) * clip.f32(1)[0]
-    mv, vv, th = m.f32(n), v.f32(n), theta.f32(n)
+    g = grad * scale
     mv[:] = beta1 * mv + (one - beta1) * g
     vv[:] = beta2 * vv + (one - beta2) * g * g
     th -= lr * ((mv / bc1) / (np.sqrt(vv / bc2) + eps) + wd * th)
@@ -83,6 +98,28 @@ def _grad_clip_scale(launch, clip, partials, n_partials, isv):
     out[1] = norm
 
 
+@reference(GRAD_CLIP_SCALE_STEPS)
+def _grad_clip_scale_steps(launch, clip, partials, n_partials, isv, steps, n_steps):
+    _grad_clip_scale(launch, clip, partials, n_partials, isv)
+    steps.i32(int(n_steps))[:] += 1
+
+
+@reference(ADAMW_ALL)
+def _adamw_all(launch, theta, grad, m, v, target, clip, steps, table, n_tensors, isv, n, target_begin, target_n,
+               beta1, beta2, eps, wd):
+    n, n_tensors = int(n), int(n_tensors)
+    tab = table.i32(3 * n_tensors).reshape(n_tensors, 3)
+    th, g, mv, vv = theta.f32(n), grad.f32(n), m.f32(n), v.f32(n)
+    lrs, scale, st = isv.f32(), clip.f32(1)[0], steps.i32(n_tensors)
+    for j, (begin, end, lr_slot) in enumerate(tab):
+        sl = slice(int(begin), int(end))
+        _adamw_np(th[sl], g[sl], mv[sl], vv[sl], scale, st[j], lrs[int(lr_slot)], beta1, beta2, eps, wd)
+    b0, tn = int(target_begin), int(target_n)
+    tau = isv.f32()[slot_index("tau")]
+    t = target.f32(tn)
+    t += tau * (th[b0:b0 + tn] - t)
+
+
 @reference(SOFT_UPDATE)
 def _soft_update(launch, target, online, isv, n):
     n = int(n)
@@ -112,17 +149,32 @@ def plan_adamw(rt, theta, grad, m, v, clip, step, n: int, isv=None, lr_slot: str
 
 
 class GradClip:
-    """The global gradient norm of a flat gradient buffer and the scale AdamW applies: two launches."""
+    """The global gradient norm of a flat gradient buffer and the scale AdamW applies: two launches.
+    With `steps` (Adam's device step counts, n_steps of them) the second launch also bumps them."""
 
-    def __init__(self, rt, grad, n: int, isv, name: str = "grad"):
+    def __init__(self, rt, grad, n: int, isv, name: str = "grad", steps=None, n_steps: int = 0):
         self.partials = rt.device_array(SUMSQ_BLOCKS, np.float32, f"{name}_sumsq_partials")
         self.clip = rt.device_array(2, np.float32, f"{name}_clip")  # [scale, norm]
-        self.plans = [rt.plan(GRAD_SUMSQ_PARTIAL, SUMSQ_BLOCKS, BLOCK, (self.partials, grad, n)),
-                      rt.plan(GRAD_CLIP_SCALE, 1, BLOCK, (self.clip, self.partials, SUMSQ_BLOCKS, isv))]
+        if steps is None:
+            scale = rt.plan(GRAD_CLIP_SCALE, 1, BLOCK, (self.clip, self.partials, SUMSQ_BLOCKS, isv))
+        else:
+            scale = rt.plan(GRAD_CLIP_SCALE_STEPS, 1, BLOCK,
+                            (self.clip, self.partials, SUMSQ_BLOCKS, isv, steps, n_steps))
+        self.plans = [rt.plan(GRAD_SUMSQ_PARTIAL, SUMSQ_BLOCKS, BLOCK, (self.partials, grad, n)), scale]
 
     def launch(self, stream):
         for p in self.plans:
             p.launch(stream)
+
+
+def plan_adamw_all(rt, theta, grad, m, v, target, clip, steps, table, n_tensors: int, isv, n: int,
+                   target_begin: int, target_n: int, beta1=ADAM_BETA1, beta2=ADAM_BETA2, eps=ADAM_EPS, wd=ADAM_WD):
+    """AdamW over every tensor of the flat buffers (table: int32 [n_tensors, 3] of begin, end, ISV lr
+    slot), then target[0:target_n] soft-updated from the new theta[target_begin:]; one launch."""
+    if not 0 < n_tensors <= ADAMW_MAX_TENSORS:
+        raise ValueError(f"adamw_all takes 1..{ADAMW_MAX_TENSORS} tensors, got {n_tensors}")
+    return rt.plan(ADAMW_ALL, grid_for(n), BLOCK, (theta, grad, m, v, target, clip, steps, table, n_tensors, isv, n,
+                                                   target_begin, target_n, beta1, beta2, eps, wd))
 
 
 def plan_soft_update(rt, target, online, isv, n: int):

@@ -1,11 +1,17 @@
 """The encoder's selective scan (cuda/nn/ssm.cu): forward and reverse-scan backward.
 
 z[K, B, 4D] (time-major, from the input projection) -> states[K, B, D] and y[B, D];
-see `functional.ssm_scan` for the recurrence.
+see `functional.ssm_scan` for the recurrence. `ssm_proj_scan_fwd` computes the FP32 input
+projection inside the forward scan (z still written, for the backward), replacing linear_fwd_f32
++ ssm_scan_fwd with one launch and one fewer pass over z; `ssm_scan_bwd_dw` sums the input
+projection's weight and bias gradients inside the reverse scan (dz never written), replacing
+ssm_scan_bwd + matmul_tn_ones_f32 (reduce_splits_two still adds its per-block partials).
 """
 from __future__ import annotations
 
 from ..driver import KernelSpec, i32, ptr, reference
+import numpy as np
+
 from . import functional as F
 
 MODULE = "nn/ssm"
@@ -17,6 +23,32 @@ SSM_SCAN_FWD = KernelSpec("ssm_scan_fwd", MODULE, (ptr("states"), ptr("y"), ptr(
 SSM_SCAN_BWD = KernelSpec("ssm_scan_bwd", MODULE,
                           (ptr("dz"), ptr("z"), ptr("states"), ptr("dy"), i32("K"), i32("B"), i32("D")),
                           doc="dz[K,B,4D] from dy[B,D] by the reverse scan; one thread per (b, d)")
+
+
+SSM_PROJ_SCAN_FWD = KernelSpec(
+    "ssm_proj_scan_fwd", MODULE,
+    (ptr("z"), ptr("states"), ptr("y"), ptr("x"), ptr("W"), ptr("bias"), i32("K"), i32("B"), i32("D"), i32("F")),
+    doc="z = x W_in + b_in [K,B,4D] computed in the scan (same bits as linear_fwd_f32), states, y")
+SSM_SCAN_BWD_DW = KernelSpec(
+    "ssm_scan_bwd_dw", MODULE,
+    (ptr("partials"), ptr("z"), ptr("states"), ptr("dy"), ptr("x"), i32("K"), i32("B"), i32("D"), i32("F")),
+    doc="partials[ceil(B/32)][F+1][4D] of [x, 1]^T dz summed in the reverse scan (dz never written)")
+PS_CHANNELS, PS_WINDOWS, PS_THREADS, PS_MAX_FEATURES = 32, 32, 256, 64  # cuda/nn/ssm.cu: PS_*
+
+
+def proj_scan_fits(D: int, F: int) -> bool:
+    """Whether ssm_proj_scan_fwd / ssm_scan_bwd_dw take these shapes (channels in whole lanes,
+    W_in or the features plus a ones column in shared memory)."""
+    return D % PS_CHANNELS == 0 and 0 < F < PS_MAX_FEATURES
+
+
+def bwd_dw_splits(B: int) -> int:
+    """Partials of ssm_scan_bwd_dw: one per block row of 32 windows."""
+    return -(-B // PS_WINDOWS)
+
+
+def proj_scan_grid(B: int, D: int) -> tuple[int, int, int]:
+    return D // PS_CHANNELS, -(-B // PS_WINDOWS), 1
 
 
 def scan_grid(B: int, D: int) -> int:
@@ -31,6 +63,33 @@ def _ssm_scan_fwd(launch, states, y, z, K, B, D):
     y.f32(B * D).reshape(B, D)[...] = out
 
 
+@reference(SSM_PROJ_SCAN_FWD)
+def _ssm_proj_scan_fwd(launch, z, states, y, x, W, bias, K, B, D, n_features):
+    """linear_fwd_f32's reference (identity activation), then ssm_scan_fwd's."""
+    K, B, D, nf = int(K), int(B), int(D), int(n_features)
+    N = PARTS * D
+    zz = F.matmul32(x.f32(K * B * nf).reshape(K * B, nf), W.f32(nf * N).reshape(nf, N)) + bias.f32(N)
+    z.f32(K * B * N)[...] = zz.reshape(-1)
+    s, out = F.ssm_scan(zz.reshape(K, B, N), D)
+    states.f32(K * B * D).reshape(K, B, D)[...] = s
+    y.f32(B * D).reshape(B, D)[...] = out
+
+
+@reference(SSM_SCAN_BWD_DW)
+def _ssm_scan_bwd_dw(launch, partials, z, states, dy, x, K, B, D, n_features):
+    """ssm_scan_bwd's dz, then per block of 32 windows [x, 1]^T dz over all its rows (t, b)."""
+    K, B, D, nf = int(K), int(B), int(D), int(n_features)
+    N = PARTS * D
+    dz = F.ssm_scan_grad(z.f32(K * B * N).reshape(K, B, N), states.f32(K * B * D).reshape(K, B, D),
+                         dy.f32(B * D).reshape(B, D), D)
+    xa = np.concatenate([x.f32(K * B * nf).reshape(K, B, nf), np.ones((K, B, 1), np.float32)], axis=2)
+    splits = bwd_dw_splits(B)
+    out = partials.f32(splits * (nf + 1) * N).reshape(splits, nf + 1, N)
+    for s in range(splits):
+        w = slice(s * PS_WINDOWS, min(B, (s + 1) * PS_WINDOWS))
+        out[s] = F.matmul32(xa[:, w].reshape(-1, nf + 1).T, dz[:, w].reshape(-1, N))
+
+
 @reference(SSM_SCAN_BWD)
 def _ssm_scan_bwd(launch, dz, z, states, dy, K, B, D):
     K, B, D = int(K), int(B), int(D)
@@ -41,6 +100,18 @@ def _ssm_scan_bwd(launch, dz, z, states, dy, K, B, D):
 
 def plan_scan_fwd(rt, states, y, z, K: int, B: int, D: int):
     return rt.plan(SSM_SCAN_FWD, scan_grid(B, D), BLOCK, (states, y, z, K, B, D))
+
+
+def plan_proj_scan_fwd(rt, z, states, y, x, W, bias, K: int, B: int, D: int, F: int):
+    if not proj_scan_fits(D, F):
+        raise ValueError(f"ssm_proj_scan_fwd needs D % {PS_CHANNELS} == 0 and F <= {PS_MAX_FEATURES} (D={D}, F={F})")
+    return rt.plan(SSM_PROJ_SCAN_FWD, proj_scan_grid(B, D), PS_THREADS, (z, states, y, x, W, bias, K, B, D, F))
+
+
+def plan_scan_bwd_dw(rt, partials, z, states, dy, x, K: int, B: int, D: int, F: int):
+    if not proj_scan_fits(D, F):
+        raise ValueError(f"ssm_scan_bwd_dw needs D % {PS_CHANNELS} == 0 and F < {PS_MAX_FEATURES} (D={D}, F={F})")
+    return rt.plan(SSM_SCAN_BWD_DW, proj_scan_grid(B, D), PS_THREADS, (partials, z, states, dy, x, K, B, D, F))
 
 
 def plan_scan_bwd(rt, dz, z, states, dy, K: int, B: int, D: int):

@@ -163,6 +163,48 @@ def test_ssm_scan(cuda_rt, ref_rt, rng, shape):
             [poisoned(z.shape), z, states, dy, K, B, D], 1e-5)
 
 
+@pytest.mark.parametrize("shape", [(K, B, D, 46), (K, B, D, F), (13, 37, 32, 46), (1, 5, 32, 3), (9, 3, 128, 63),
+                                   (8, 40, 64, 1)])
+def test_ssm_proj_scan_fwd(cuda_rt, ref_rt, rng, shape):
+    """The projection fused into the scan against its reference (linear_fwd_f32 + ssm_scan_fwd), and z
+    bit-identical to linear_fwd_f32's on the GPU; window counts not a multiple of the block's 32 too."""
+    K_, B_, D_, nf = shape
+    x = rng.standard_normal((K_, B_, nf)).astype(np.float32)
+    w = (rng.standard_normal((nf, 4 * D_)) / np.sqrt(nf)).astype(np.float32)
+    bias = rng.standard_normal(4 * D_).astype(np.float32)
+    (z, states, y, *_), _ = compare(cuda_rt, ref_rt, ssm.SSM_PROJ_SCAN_FWD, ssm.proj_scan_grid(B_, D_),
+                                    ssm.PS_THREADS, [poisoned((K_, B_, 4 * D_)), poisoned((K_, B_, D_)),
+                                                     poisoned((B_, D_)), x, w, bias, K_, B_, D_, nf], 1e-5)
+    M, N = K_ * B_, 4 * D_
+    z_gemm, *_ = run_kernel(cuda_rt, matmul.LINEAR_FWD["f32"], matmul.gemm_grid(M, N), matmul.GEMM_THREADS,
+                            [poisoned((M, N)), x, w, bias, M, nf, N, matmul.ACT_IDENTITY])
+    assert np.array_equal(z.reshape(M, N), z_gemm)
+
+
+@pytest.mark.parametrize("shape", [(K, B, D, 46), (K, B, D, F), (13, 37, 32, 46), (1, 5, 32, 3), (9, 3, 128, 63),
+                                   (8, 40, 64, 1)])
+def test_ssm_scan_bwd_dw(cuda_rt, ref_rt, rng, shape):
+    """The input projection's gradient partials summed in the reverse scan against the reference
+    (ssm_scan_bwd's dz, then [x, 1]^T dz per 32 windows), and reduced against float64."""
+    K_, B_, D_, nf = shape
+    x = rng.standard_normal((K_, B_, nf)).astype(np.float32)
+    z = rng.standard_normal((K_, B_, 4 * D_)).astype(np.float32)
+    states, _, _ = run_kernel(ref_rt, ssm.SSM_SCAN_FWD, ssm.scan_grid(B_, D_), ssm.BLOCK,
+                              [poisoned((K_, B_, D_)), poisoned((B_, D_)), z, K_, B_, D_])
+    dy = rng.standard_normal((B_, D_)).astype(np.float32)
+    splits = ssm.bwd_dw_splits(B_)
+    (parts, *_), _ = compare(cuda_rt, ref_rt, ssm.SSM_SCAN_BWD_DW, ssm.proj_scan_grid(B_, D_), ssm.PS_THREADS,
+                             [poisoned((splits, nf + 1, 4 * D_)), z, states, dy, x, K_, B_, D_, nf], 1e-5)
+    size = (nf + 1) * 4 * D_
+    (dw, db, _), _ = compare(cuda_rt, ref_rt, matmul.REDUCE_SPLITS_TWO, matmul.elementwise_grid(size), 256,
+                             [poisoned((nf, 4 * D_)), poisoned(4 * D_), parts, splits, size, nf * 4 * D_], 1e-6)
+    dz, *_ = run_kernel(ref_rt, ssm.SSM_SCAN_BWD, ssm.scan_grid(B_, D_), ssm.BLOCK,
+                        [poisoned(z.shape), z, states, dy, K_, B_, D_])
+    dz64 = dz.reshape(K_ * B_, 4 * D_).astype(np.float64)
+    assert_close(dw, x.reshape(K_ * B_, nf).astype(np.float64).T @ dz64, 1e-5)
+    assert_close(db, dz64.sum(axis=0), 1e-5)
+
+
 def test_heads(cuda_rt, ref_rt, rng):
     logits = (rng.standard_normal((B, heads.Q_OUTPUTS)) * 3).astype(np.float32)
     isv = isv_values(c51_v_min=-7.0, c51_v_max=9.0)
@@ -233,6 +275,30 @@ def test_optim(cuda_rt, ref_rt, rng):
     assert abs(c[1] - np.linalg.norm(grad.astype(np.float64))) / c[1] < 1e-5 and c[0] < 1
     compare(cuda_rt, ref_rt, optim.SOFT_UPDATE, optim.grid_for(n), 256, [theta, grad, isv, n], 1e-6)
     compare(cuda_rt, ref_rt, optim.GRAD_H_ACCUMULATE_SCALED, optim.grid_for(n), 256, [theta, grad, isv, n], 1e-6)
+
+
+def test_fused_optimizer_kernels(cuda_rt, ref_rt, rng):
+    """grad_clip_scale_steps and adamw_all (every tensor of a flat buffer, then the target soft
+    update from the new theta) against their references; padding between tensors untouched."""
+    n = 70_000
+    theta = rng.standard_normal(n).astype(np.float32)
+    grad = rng.standard_normal(n).astype(np.float32)
+    m = (rng.standard_normal(n) * 0.1).astype(np.float32)
+    v = (rng.random(n) * 0.1).astype(np.float32)
+    target = rng.standard_normal(5000).astype(np.float32)
+    clip = np.array([0.7, 3.0], np.float32)
+    steps = np.array([3, 1, 7, 2], np.int32)
+    slots = [slot_index(s) for s in ("lr_encoder", "lr_q", "lr_policy", "lr_value")]
+    table = np.array([[0, 23000, slots[0]], [23040, 60000, slots[1]], [60032, 60033, slots[2]],
+                      [60096, 69999, slots[3]]], np.int32)
+    isv = isv_values(lr_encoder=1e-3, lr_q=2e-3, lr_policy=3e-4, lr_value=5e-4, tau=0.1, grad_clip_norm=10.0)
+    (th, _, _, _, tg, *_), _ = compare(
+        cuda_rt, ref_rt, optim.ADAMW_ALL, optim.grid_for(n), 256,
+        [theta, grad, m, v, target, clip, steps, table, 4, isv, n, 23010, 5000, 0.9, 0.999, 1e-8, 0.01], 1e-6)
+    assert np.array_equal(th[23000:23040], theta[23000:23040]) and th[69999] == theta[69999]
+    parts = (rng.random(optim.SUMSQ_BLOCKS) * 10).astype(np.float32)
+    compare(cuda_rt, ref_rt, optim.GRAD_CLIP_SCALE_STEPS, 1, 256,
+            [poisoned(2), parts, optim.SUMSQ_BLOCKS, isv, np.arange(300, dtype=np.int32), 300], 1e-6)
 
 
 def make_learner(rt, precision, seed=7):
