@@ -71,16 +71,6 @@ def main(argv=None) -> int:
     rt = open_runtime(args.backend)
     launches = args.launches if rt.backend == "cuda" else min(args.launches, 2000)
     rows = [bench_eager(rt, launches), bench_graph(rt, max(1, launches // GRAPH_KERNELS))]
-    if rt.backend == "cuda":
-        from ..driver import launch as launch_mod
-        saved, launch_mod._DIRECT = launch_mod._DIRECT, None  # the same launches through the bindings
-        try:
-            row = bench_eager(rt, launches)
-        finally:
-            launch_mod._DIRECT = saved
-        row["what"] = "eager launch via cuda.bindings (FOXC_LAUNCH=bindings)"
-        rows.insert(1, row)
-        rows[0]["what"] += " via " + ("libcuda directly" if saved is not None else "cuda.bindings")
     print(f"backend {rt.backend}: {rt.device_name}")
     print(table(rows, ["what", "count", "host_us_per_kernel", "wall_us_per_kernel", "gpu_us_per_kernel"]))
     write_json(args.json, "driver", rt, rows)

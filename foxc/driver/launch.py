@@ -2,33 +2,11 @@
 from __future__ import annotations
 
 import ctypes
-import os
 
 from .errors import CudaError, raise_for
 from .kernel_spec import convert_args, pack_slot
 
 MAX_THREADS_PER_BLOCK = 1024
-
-
-def _direct_launcher():
-    """libcuda's own cuLaunchKernel through ctypes, or None.
-
-    The same driver entry point the bindings call, minus their per-call argument wrapping
-    (about half of an eager launch's host cost). FOXC_LAUNCH=bindings keeps every launch on
-    cuda.bindings.driver.cuLaunchKernel.
-    """
-    if os.environ.get("FOXC_LAUNCH") == "bindings":
-        return None
-    try:
-        fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_DIRECT = _direct_launcher()
 
 
 def launch_dims(dims, what: str, kernel_name: str) -> tuple[int, int, int]:
@@ -82,8 +60,6 @@ class LaunchPlan:
         self._launch = driver.cuLaunchKernel
         self._func = kernel.handle
         self._dims = (*self.grid, *self.block, self.shared_bytes)
-        self._direct = _DIRECT
-        self._func_addr = int(kernel.handle)
 
     def set_arg(self, index: int, value):
         self.args.set(index, value)
@@ -93,10 +69,7 @@ class LaunchPlan:
         if log is not None:
             log.append(self)
         gx, gy, gz, bx, by, bz, shm = self._dims
-        if self._direct is not None:
-            err = self._direct(self._func_addr, gx, gy, gz, bx, by, bz, shm, stream.addr, self.args.address, None)
-        else:
-            (err,) = self._launch(self._func, gx, gy, gz, bx, by, bz, shm, stream.handle, self.args.address, 0)
+        (err,) = self._launch(self._func, gx, gy, gz, bx, by, bz, shm, stream.handle, self.args.address, 0)
         if err:
             raise_for(err, "cuLaunchKernel",
                       f"launching {self.name} with grid {self.grid}, block {self.block}, "

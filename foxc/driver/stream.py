@@ -20,7 +20,6 @@ class Stream:
         self.name = name
         self.handle = check(drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate",
                             f"creating stream '{name}'")
-        self.addr = int(self.handle)  # the raw CUstream, for launches that bypass the bindings
         self.capture_log = None
         self._closed = False
         self._finalizer = weakref.finalize(self, release, "cuStreamDestroy", self.handle)

@@ -161,27 +161,3 @@ def test_dtod_copy_and_close_waits(cuda_rt, rng):
     a.close(); a.close()
     with pytest.raises(ValueError, match="closed"):
         a.ptr
-
-
-def test_direct_and_bindings_launches_agree(cuda_rt, rng, monkeypatch):
-    """Plans launch through libcuda directly by default; FOXC_LAUNCH=bindings keeps cuda.bindings."""
-    from foxc.driver import launch as launch_mod
-    assert launch_mod._DIRECT is not None, "libcuda's cuLaunchKernel could not be bound through ctypes"
-    n = 10_000
-    x = rng.standard_normal(n).astype(np.float32)
-    outs = []
-    for direct in (launch_mod._DIRECT, None):
-        monkeypatch.setattr(launch_mod, "_DIRECT", direct)
-        y = cuda_rt.device_array(n, np.float32, "y")
-        y.upload(x)
-        plan = vec.plan_elementwise(cuda_rt, vec.SCALE_F32, y, 3.0, n)
-        assert (plan._direct is None) == (direct is None)
-        with cuda_rt.capture(name="direct" if direct else "bindings") as cap:
-            plan.launch(cuda_rt.stream)
-        plan.launch(cuda_rt.stream)
-        cap.graph.launch(cuda_rt.stream)
-        outs.append(y.download())
-        bad = cuda_rt.plan(vec.FILL_F32, 1, 32, (y, 1.0, n), shared_bytes=1 << 20)
-        with pytest.raises(CudaError, match="CUDA_ERROR_INVALID_VALUE while launching fill_f32"):
-            bad.launch(cuda_rt.stream)
-    assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], x * np.float32(9.0))
