@@ -116,3 +116,11 @@ def test_fused_projection_scan_matches_the_unfused_encoder(ref_rt, monkeypatch, 
             assert rel_error(g1[name], g0[name]) < 1e-6, name
         else:
             assert np.array_equal(g1[name], g0[name]), name
+
+
+def test_fused_encoder_only_where_it_fills_the_gpu(ref_rt, monkeypatch):
+    from foxc.nn import ssm
+    assert not ssm.proj_scan_fills_gpu(256, 128) and ssm.proj_scan_fills_gpu(1024, 128)
+    monkeypatch.delenv("FOXC_SSM_FUSED", raising=False)
+    small, _ = make_learner(ref_rt, 3, "f32", hidden=32, B=40, K=5, F=7)
+    assert len(small.encoder.forward) == 3  # 2 blocks of 32 windows x 1 of 32 channels: unfused

@@ -166,8 +166,10 @@ class Encoder:
         self.dy = rt.device_array((B, D), np.float32, "enc_dy")
         # FP32 in both precisions: with F ~ 46 inputs the projection is bound by moving z and dz,
         # which the fused kernels avoid, not by FMA throughput
-        # (FOXC_SSM_FUSED=0 keeps linear_fwd + ssm_scan_fwd / ssm_scan_bwd + matmul_tn_ones, for A/B timing)
-        fused = ssm.proj_scan_fits(D, F) and os.environ.get("FOXC_SSM_FUSED", "1") != "0"
+        # FOXC_SSM_FUSED: 0 keeps linear_fwd + ssm_scan_fwd / ssm_scan_bwd + matmul_tn_ones (A/B timing),
+        # 1 takes the fused kernels whenever the shapes fit, unset (auto) only when they also fill the GPU
+        fused = ssm.proj_scan_fits(D, F) and {"0": False, "1": True}.get(
+            os.environ.get("FOXC_SSM_FUSED", ""), ssm.proj_scan_fills_gpu(B, D))
         out = Linear(rt, params, "enc_w_out", "enc_b_out", self.y, self.h, B, D, D, ACT_TANH, precision,
                      dY=self.dh, dX=self.dy)
         if fused:  # the projection inside the scans: z computed in the forward, dz never written
