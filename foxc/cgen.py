@@ -6,6 +6,37 @@ import argparse
 import sys
 from pathlib import Path
 
+import numpy as np
+
+C_TYPES = {np.dtype(np.int64): "long long", np.dtype(np.int32): "int", np.dtype(np.uint32): "unsigned int"}
+
+# Lets a host compiler (the layout tests use g++) check a struct's static_asserts too.
+HOST_CHECKABLE = ["#include <cstddef>", "#ifndef __CUDACC__",
+                  "#define __align__(n) alignas(n)  // lets a host compiler check the layout too", "#endif", ""]
+
+
+def header_text(guard: str, module: str, source: str, body: list[str]) -> str:
+    """A generated header: the provenance line, the include guard around `body`."""
+    return "\n".join([f"// Generated from {source} by `python -m {module} --write`. Do not edit.",
+                      f"#ifndef {guard}", f"#define {guard}", "", *body, "", f"#endif  // {guard}", ""])
+
+
+def c_struct(name: str, fields, dtype: np.dtype, doc: str, align: int, dim_names: dict | None = None) -> list[str]:
+    """The C struct mirroring a numpy structured dtype, with static_asserts on its size and every offset.
+
+    `fields`: (name, dtype, doc) or (name, dtype, shape, doc); `dim_names` spells array sizes by macro."""
+    dim_names = dim_names or {}
+    lines = [f"// {doc}", f"struct __align__({align}) {name} {{"]
+    for field in fields:
+        fname, dt, *rest = field
+        shape, text = (rest[0], rest[1]) if len(rest) == 2 else ((), rest[0])
+        dims = "".join(f"[{dim_names.get(d, d)}]" for d in shape)
+        lines.append(f"    {C_TYPES[np.dtype(dt)]} {fname}{dims};  // {text}")
+    lines += ["};", f"static_assert(sizeof({name}) == {dtype.itemsize}, \"{name} size\");"]
+    lines += [f"static_assert(offsetof({name}, {f[0]}) == {dtype.fields[f[0]][1]}, \"{name}.{f[0]} offset\");"
+              for f in fields]
+    return lines
+
 
 class GeneratedHeader:
     def __init__(self, path: Path, render, module: str, source: str):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..cgen import GeneratedHeader
+from ..cgen import GeneratedHeader, header_text
 
 N_ACTIONS = 5
 HOLD, LONG, SHORT, FLAT_FROM_LONG, FLAT_FROM_SHORT = range(N_ACTIONS)
@@ -51,9 +51,7 @@ HEADER_PATH = Path(__file__).resolve().parents[2] / "cuda" / "include" / "foxc" 
 
 
 def render_header() -> str:
-    lines = ["// Generated from foxc/agent/layout.py by `python -m foxc.agent.layout --write`. Do not edit.",
-             "#ifndef FOXC_AGENT_H", "#define FOXC_AGENT_H", "",
-             f"#define AGENT_N_ACTIONS {N_ACTIONS}"]
+    lines = [f"#define AGENT_N_ACTIONS {N_ACTIONS}"]
     lines += [f"#define ACTION_{name} {i}" for i, name in enumerate(ACTION_NAMES)]
     lines += [f"#define AGENT_FLAG_GATED {FLAG_GATED}", f"#define AGENT_FLAG_STOPPED {FLAG_STOPPED}",
               f"#define AGENT_STATS_BLOCK {STATS_BLOCK}", "", f"#define AGENT_N_STATS {N_STATS}"]
@@ -65,8 +63,7 @@ def render_header() -> str:
               f"#define FRAME_N_LOSSES {len(LOSS_NAMES)}",
               f"#define FRAME_ISV_FIELDS {FRAME_INDEX[FRAME_ISV[0]]}  // {len(FRAME_ISV)} ISV slots from here",
               f"#define FRAME_EXTRAS {FRAME_INDEX['extra0']}", f"#define FRAME_N_EXTRAS {N_FRAME_EXTRAS}"]
-    lines += ["", "#endif  // FOXC_AGENT_H", ""]
-    return "\n".join(lines)
+    return header_text("FOXC_AGENT_H", "foxc.agent.layout", "foxc/agent/layout.py", lines)
 
 
 HEADER = GeneratedHeader(HEADER_PATH, render_header, "foxc.agent.layout", "foxc/agent/layout.py")

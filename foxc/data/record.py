@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cgen import GeneratedHeader
+from ..cgen import HOST_CHECKABLE, GeneratedHeader, c_struct, header_text
 
 LEVELS = 10
 PRICE_SCALE = 1_000_000_000  # price units per 1.0 of price
@@ -44,36 +44,17 @@ SNAPSHOT_DTYPE = np.dtype([(name, dt, shape) for name, dt, shape, _ in SNAPSHOT_
 SNAPSHOT_BYTES = SNAPSHOT_DTYPE.itemsize
 
 HEADER_PATH = Path(__file__).resolve().parents[2] / "cuda" / "include" / "foxc" / "snapshot.h"
-_C_TYPES = {np.dtype(np.int64): "long long", np.dtype(np.uint32): "unsigned int"}
 
 
 def render_header() -> str:
-    lines = [
-        "// Generated from foxc/data/record.py by `python -m foxc.data.record --write`. Do not edit.",
-        "#ifndef FOXC_SNAPSHOT_H",
-        "#define FOXC_SNAPSHOT_H",
-        "",
-        "#include <cstddef>",
-        "#ifndef __CUDACC__",
-        "#define __align__(n) alignas(n)  // lets a host compiler check the layout too",
-        "#endif",
-        "",
-        f"#define FOXC_LEVELS {LEVELS}",
-        f"#define FOXC_PRICE_SCALE {PRICE_SCALE}LL  // price units per 1.0",
-        "#define FOXC_PRICE_UNDEF 0x7FFFFFFFFFFFFFFFLL  // an empty level",
-        "",
-        "// One MBP-10 snapshot; the layout of numpy's SNAPSHOT_DTYPE.",
-        "struct __align__(8) FoxcSnapshot {",
-    ]
-    for name, dt, shape, doc in SNAPSHOT_FIELDS:
-        dims = "".join(f"[{'FOXC_LEVELS' if d == LEVELS else d}]" for d in shape)
-        lines.append(f"    {_C_TYPES[np.dtype(dt)]} {name}{dims};  // {doc}")
-    lines += ["};", "", f"static_assert(sizeof(FoxcSnapshot) == {SNAPSHOT_BYTES}, \"FoxcSnapshot size\");"]
-    for name, *_ in SNAPSHOT_FIELDS:
-        lines.append(f"static_assert(offsetof(FoxcSnapshot, {name}) == {SNAPSHOT_DTYPE.fields[name][1]}, "
-                     f"\"FoxcSnapshot.{name} offset\");")
-    lines += ["", "#endif  // FOXC_SNAPSHOT_H", ""]
-    return "\n".join(lines)
+    body = [*HOST_CHECKABLE,
+            f"#define FOXC_LEVELS {LEVELS}",
+            f"#define FOXC_PRICE_SCALE {PRICE_SCALE}LL  // price units per 1.0",
+            "#define FOXC_PRICE_UNDEF 0x7FFFFFFFFFFFFFFFLL  // an empty level",
+            "",
+            *c_struct("FoxcSnapshot", SNAPSHOT_FIELDS, SNAPSHOT_DTYPE,
+                      "One MBP-10 snapshot; the layout of numpy's SNAPSHOT_DTYPE.", 8, {LEVELS: "FOXC_LEVELS"})]
+    return header_text("FOXC_SNAPSHOT_H", "foxc.data.record", "foxc/data/record.py", body)
 
 
 def empty_snapshots(n: int) -> np.ndarray:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..cgen import GeneratedHeader
+from ..cgen import GeneratedHeader, header_text
 from .registry import N_SLOTS, SLOTS, STEP_WRAP
 
 HEADER_PATH = Path(__file__).resolve().parents[2] / "cuda" / "include" / "foxc" / "isv_slots.h"
@@ -16,19 +16,9 @@ HEADER_PATH = Path(__file__).resolve().parents[2] / "cuda" / "include" / "foxc" 
 
 def render() -> str:
     width = max(len(s.macro) for s in SLOTS)
-    lines = [
-        "// Generated from foxc/isv/registry.py by `python -m foxc.isv.header --write`. Do not edit.",
-        "#ifndef FOXC_ISV_SLOTS_H",
-        "#define FOXC_ISV_SLOTS_H",
-        "",
-        f"#define ISV_N_SLOTS {N_SLOTS}",
-        f"#define ISV_STEP_WRAP {STEP_WRAP}.0f",
-        "",
-    ]
-    for s in SLOTS:
-        lines.append(f"#define {s.macro:<{width}} {s.index:>3}  // {s.doc}")
-    lines += ["", "#endif  // FOXC_ISV_SLOTS_H", ""]
-    return "\n".join(lines)
+    lines = [f"#define ISV_N_SLOTS {N_SLOTS}", f"#define ISV_STEP_WRAP {STEP_WRAP}.0f", ""]
+    lines += [f"#define {s.macro:<{width}} {s.index:>3}  // {s.doc}" for s in SLOTS]
+    return header_text("FOXC_ISV_SLOTS_H", "foxc.isv.header", "foxc/isv/registry.py", lines)
 
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cgen import GeneratedHeader
+from ..cgen import HOST_CHECKABLE, GeneratedHeader, c_struct, header_text
 from ..data.record import LEVELS
 
 # Actions: what the policy asks for; the simulator turns each into a target position.
@@ -79,39 +79,17 @@ POSITION_BYTES = POSITION_DTYPE.itemsize
 TRADE_BYTES = TRADE_DTYPE.itemsize
 
 HEADER_PATH = Path(__file__).resolve().parents[2] / "cuda" / "include" / "foxc" / "lobsim.h"
-_C_TYPES = {np.dtype(np.int64): "long long", np.dtype(np.int32): "int", np.dtype(np.uint32): "unsigned int"}
-
-
-def _struct(name: str, fields, dtype: np.dtype, doc: str) -> list[str]:
-    lines = [f"// {doc}", f"struct __align__(16) {name} {{"]
-    lines += [f"    {_C_TYPES[np.dtype(dt)]} {field};  // {text}" for field, dt, text in fields]
-    lines += ["};", f"static_assert(sizeof({name}) == {dtype.itemsize}, \"{name} size\");"]
-    lines += [f"static_assert(offsetof({name}, {field}) == {dtype.fields[field][1]}, \"{name}.{field} offset\");"
-              for field, *_ in fields]
-    return lines + [""]
 
 
 def render_header() -> str:
-    lines = [
-        "// Generated from foxc/lobsim/layout.py by `python -m foxc.lobsim.layout --write`. Do not edit.",
-        "#ifndef FOXC_LOBSIM_H",
-        "#define FOXC_LOBSIM_H",
-        "",
-        "#include <cstddef>",
-        "#ifndef __CUDACC__",
-        "#define __align__(n) alignas(n)  // lets a host compiler check the layout too",
-        "#endif",
-        "",
-        f"#define FOXC_LOBSIM_LEVELS {LEVELS}",
-    ]
-    lines += [f"#define FOXC_ACTION_{name} {i}" for i, name in enumerate(ACTION_NAMES)]
-    lines += [f"#define FOXC_REASON_{name.upper()} {i}" for i, name in enumerate(REASON_NAMES)]
-    lines.append("")
-    lines += _struct("FoxcPosition", POSITION_FIELDS, POSITION_DTYPE,
-                     "One backtest's position, accounts and outcome statistics; numpy's POSITION_DTYPE.")
-    lines += _struct("FoxcTrade", TRADE_FIELDS, TRADE_DTYPE, "One closed trade in the log ring; numpy's TRADE_DTYPE.")
-    lines += ["#endif  // FOXC_LOBSIM_H", ""]
-    return "\n".join(lines)
+    body = [*HOST_CHECKABLE, f"#define FOXC_LOBSIM_LEVELS {LEVELS}"]
+    body += [f"#define FOXC_ACTION_{name} {i}" for i, name in enumerate(ACTION_NAMES)]
+    body += [f"#define FOXC_REASON_{name.upper()} {i}" for i, name in enumerate(REASON_NAMES)]
+    body += ["", *c_struct("FoxcPosition", POSITION_FIELDS, POSITION_DTYPE,
+                           "One backtest's position, accounts and outcome statistics; numpy's POSITION_DTYPE.", 16),
+             "", *c_struct("FoxcTrade", TRADE_FIELDS, TRADE_DTYPE,
+                           "One closed trade in the log ring; numpy's TRADE_DTYPE.", 16)]
+    return header_text("FOXC_LOBSIM_H", "foxc.lobsim.layout", "foxc/lobsim/layout.py", body)
 
 
 HEADER = GeneratedHeader(HEADER_PATH, render_header, "foxc.lobsim.layout", "foxc/lobsim/layout.py")

@@ -26,7 +26,6 @@ struct __align__(8) FoxcSnapshot {
     unsigned int instrument_id;  // the source's instrument id (0 when unknown)
     unsigned int flags;  // source flags (Databento's flags byte; 0 otherwise)
 };
-
 static_assert(sizeof(FoxcSnapshot) == 352, "FoxcSnapshot size");
 static_assert(offsetof(FoxcSnapshot, ts_ns) == 0, "FoxcSnapshot.ts_ns offset");
 static_assert(offsetof(FoxcSnapshot, prev_ts_ns) == 8, "FoxcSnapshot.prev_ts_ns offset");
