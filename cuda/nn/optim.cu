@@ -15,6 +15,23 @@ extern "C" __global__ void adam_steps_increment(int* __restrict__ steps, int n)
     for (int i = threadIdx.x; i < n; i += blockDim.x) steps[i] += 1;
 }
 
+// One parameter's AdamW update (bias corrections bc1, bc2 of the tensor's step already formed):
+// decoupled weight decay, bias-corrected moments. Every AdamW kernel goes through it.
+__device__ __forceinline__ void adamw_element(float* __restrict__ theta, const float* __restrict__ grad,
+                                              float* __restrict__ m, float* __restrict__ v, long long i, float scale,
+                                              float bc1, float bc2, float lr, float beta1, float beta2, float eps,
+                                              float wd)
+{
+    const float g = grad[i] * scale;
+    const float mi = beta1 * m[i] + (1.0f - beta1) * g;
+    const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    const float m_hat = mi / fmaxf(bc1, 1e-12f);
+    const float v_hat = vi / fmaxf(bc2, 1e-12f);
+    theta[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + wd * theta[i]);
+}
+
 __device__ __forceinline__ void adamw_update(float* __restrict__ theta, const float* __restrict__ grad,
                                              float* __restrict__ m, float* __restrict__ v, float scale, int step,
                                              long long n, float lr, float beta1, float beta2, float eps, float wd)
@@ -22,16 +39,8 @@ __device__ __forceinline__ void adamw_update(float* __restrict__ theta, const fl
     const float bc1 = 1.0f - powf(beta1, (float)step);
     const float bc2 = 1.0f - powf(beta2, (float)step);
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) {
-        const float g = grad[i] * scale;
-        const float mi = beta1 * m[i] + (1.0f - beta1) * g;
-        const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        const float m_hat = mi / fmaxf(bc1, 1e-12f);
-        const float v_hat = vi / fmaxf(bc2, 1e-12f);
-        theta[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + wd * theta[i]);
-    }
+         i += (long long)gridDim.x * blockDim.x)
+        adamw_element(theta, grad, m, v, i, scale, bc1, bc2, lr, beta1, beta2, eps, wd);
 }
 
 // adamw_step — 1-D grid-stride over n (256-thread blocks). Reads grad[n], clip[0] (the gradient
@@ -143,17 +152,8 @@ adamw_all(float* __restrict__ theta, const float* __restrict__ grad, float* __re
             if (i >= tab[3 * k] && i < tab[3 * k + 1]) j = k;
         if (j >= 0) {
             const int step = steps[j];
-            const float lr = isv[tab[3 * j + 2]];
-            const float bc1 = 1.0f - powf(beta1, (float)step);
-            const float bc2 = 1.0f - powf(beta2, (float)step);
-            const float g = grad[i] * scale;
-            const float mi = beta1 * m[i] + (1.0f - beta1) * g;
-            const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-            m[i] = mi;
-            v[i] = vi;
-            const float m_hat = mi / fmaxf(bc1, 1e-12f);
-            const float v_hat = vi / fmaxf(bc2, 1e-12f);
-            theta[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + wd * theta[i]);
+            adamw_element(theta, grad, m, v, i, scale, 1.0f - powf(beta1, (float)step),
+                          1.0f - powf(beta2, (float)step), isv[tab[3 * j + 2]], beta1, beta2, eps, wd);
         }
         if (i >= target_begin && i < target_begin + target_n) {
             float* t = target + (i - target_begin);
