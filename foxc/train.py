@@ -6,25 +6,33 @@ sized for that backend (a minute or so on a CPU), and a run directory under runs
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import sys
-import time
 from datetime import datetime, timezone
 from pathlib import Path
-
-import numpy as np
 
 from . import __version__
 from .driver import BACKENDS, CudaError, open_runtime
 from .profile import KernelProfiler, add_profile_args, profile_window
 
 
+def isv_setting(text: str) -> tuple[str, float]:
+    """NAME=VALUE of --set (the name and the value's range are checked with the configuration)."""
+    name, sep, value = text.partition("=")
+    try:
+        if not sep or not name:
+            raise ValueError
+        return name.strip(), float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE with a number, got '{text}'") from None
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python -m foxc.train", description="Train foxc's trading agent on one GPU.")
     add = ap.add_argument
     add("--data", help="MBP-10 data: a file, directory or glob (Databento Parquet/DBN, LOBSTER CSV); "
-                       "default: the embedded synthetic data")
+                       "default: the synthetic market named by --synthetic")
+    add("--synthetic", default=None, metavar="MARKET",
+        help="the named synthetic market to train on without --data: easy, default (the default), null, noisy")
     add("--backend", choices=BACKENDS, default=None,
         help="auto (default; $FOXC_BACKEND overrides): CUDA when a usable GPU is present, else the numpy reference")
     add("--n-backtests", type=int, help="parallel backtests B, also the learning batch (default 1024 on CUDA, 32 on the reference)")
@@ -34,8 +42,11 @@ def parse_args(argv=None):
     add("--n-step", type=int, default=None, help="n of the n-step return, 1 to 8 (default 3)")
     add("--seed", type=int, default=None, help="seed of everything: data, weights, sampling (default 0)")
     add("--precision", choices=("f32", "tf32"), default=None, help="matrix products in FP32 (default) or TF32 tensor cores")
+    add("--actor", choices=("q", "policy"), default=None,
+        help="who acts: the C51 head's means (q, default) or the policy head distilled from it")
     add("--lots", dest="lots_per_entry", type=int, default=None, help="lots per entry (default 1)")
-    add("--fee", dest="fee_per_lot", type=float, default=None, help="fee per lot per side, in price units (default 0)")
+    add("--fee", dest="fee_per_lot", type=float, default=None,
+        help="fee per lot per side, in price units (default: the synthetic market's own, else 0)")
     add("--episode-steps", type=int, default=None, help="steps per episode before a flat exit; 0: to the segment's end (default 2000)")
     add("--horizons", type=lambda s: tuple(int(x) for x in s.split(",")), default=None,
         help="label horizons in snapshots, three comma-separated (default 10,50,100)")
@@ -44,37 +55,27 @@ def parse_args(argv=None):
         help="capture the whole step as one CUDA graph after warm-up: auto (default) = on with CUDA")
     add("--log-every", type=int, default=None, help="steps between metrics records (default 50)")
     add("--checkpoint-every", type=int, default=None, help="steps between checkpoints; 0: only the final one (default 5000)")
+    add("--eval-every", type=int, default=None,
+        help="steps between greedy evaluations on held-out rows (default 1000 on CUDA, 0 on the reference: "
+             "only the final one)")
+    add("--eval-rows", type=int, default=None, help="held-out snapshots each evaluation walks")
+    add("--holdout", dest="holdout_frac", type=float, default=None,
+        help="with --data: the last fraction of the rows, held out of training for the evaluations (default 0.1)")
+    add("--set", dest="isv", action="append", type=isv_setting, default=None, metavar="NAME=VALUE",
+        help="set an ISV slot (hyperparameter) at the start, e.g. --set lr_q=3e-4; repeatable")
     add("--resume-from", metavar="PATH", help="continue from a checkpoint (same configuration)")
     add("--out", help="run directory (default runs/<UTC time>)")
     add_profile_args(ap)
     return ap.parse_args(argv)
 
 
-def load_market(cfg, log):
-    from .data.labels import LabelConfig, compute_labels
-    if cfg.data:
-        from .data.source import load
-        market = load(cfg.data)
-        source = {"source": cfg.data, "files": market.files, "sha256": files_digest(market.files)}
-    else:
-        from .data.synthetic import synthetic_data
-        market = synthetic_data(cfg.synthetic_rows, seed=cfg.seed)
-        source = {"source": "synthetic", "rows": cfg.synthetic_rows, "seed": cfg.seed,
-                  "sha256": hashlib.sha256(market.records.view(np.uint8)).hexdigest()}
-    t0 = time.perf_counter()
-    labels = compute_labels(market.records, market.tick, LabelConfig(horizons=cfg.horizons))
-    log(f"data: {len(market.records):,} snapshots from {market.source} ({market.instrument or 'unnamed'}), "
-        f"tick {market.tick / 1e9:g}, {market.n_segments} segment(s); labels in {time.perf_counter() - t0:.1f} s")
-    return market, labels, source
-
-
-def files_digest(files) -> str:
-    h = hashlib.sha256()
-    for f in files:
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
+def describe_evaluation(e: dict) -> str:
+    wr = "-" if e["eval_wr"] is None else f"{e['eval_wr']:.3f}"
+    text = (f"{e['eval_pnl']:+.4f} ticks per snapshot over {e['eval_rows']:,} snapshots, {e['eval_trades']} trades, "
+            f"win rate {wr}, in the market {e['eval_time_in_market']:.2f}")
+    if e.get("eval_opt_frac") is not None:
+        text += f"; {e['eval_opt_frac']:.2f} of the market's optimum"
+    return text
 
 
 def main(argv=None) -> int:
@@ -84,6 +85,7 @@ def main(argv=None) -> int:
     from .trainer.config import ConfigError, TrainConfig
     from .trainer.metrics import MetricsLog
     from .trainer.run import ResumeError, Trainer, write_json
+    from .trainer.session import run_data
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     try:
         rt = open_runtime(args.backend)
@@ -93,9 +95,11 @@ def main(argv=None) -> int:
         log(f"foxc {__version__}: backend {rt.backend} — {rt.reason}")
         out = Path(args.out or Path("runs") / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"))
         out.mkdir(parents=True, exist_ok=True)
-        market, labels, source = load_market(cfg, log)
-        market.report.write_json(out)
-        trainer = Trainer(rt, cfg, market, labels, out, data_meta=source)
+        data = run_data(cfg, log)
+        data.market.report.write_json(out)
+        source = data.source
+        trainer = Trainer(rt, cfg, data.market, data.labels, out, data_meta=source, held=data.held,
+                          optimum=data.optimum)
         if args.resume_from:
             step = trainer.resume(args.resume_from)
             log(f"resumed from {args.resume_from} at step {step}")
@@ -124,6 +128,8 @@ def main(argv=None) -> int:
         log(f"done: {summary['steps_this_run']} steps in {summary['seconds']:.1f} s ({summary['sps']} steps/s, "
             f"{'graph' if summary['graph'] else 'eager'}); {summary['trades']} trades, win rate "
             f"{'-' if wr is None else f'{wr:.3f}'}; checkpoint {final}; metrics {out / 'metrics.jsonl'}")
+        if summary["evaluation"]:
+            log("held-out (greedy): " + describe_evaluation(summary["evaluation"]))
         trainer.close()
         return 0
     except (CudaError, ConfigError, DataError, CheckpointError, CheckpointSaveError, ResumeError, ValueError,

@@ -1,7 +1,7 @@
 """Random inputs for the agent kernels, shared by the CPU and GPU tests."""
 import numpy as np
 
-from foxc.agent.layout import N_ACTIONS
+from foxc.agent.layout import N_ACTIONS, Q_INVALID, valid_actions
 from foxc.isv.registry import N_SLOTS, SLOTS, slot_index
 from foxc.rng import seed_states
 
@@ -14,12 +14,17 @@ def isv_values(**overrides) -> np.ndarray:
 
 
 def act_inputs(rng, B):
+    """(q, policy_logits, rng states, explore, lots, drawdown, isv): q masked as c51_distribution leaves it;
+    some backtests in an exploration segment."""
+    lots = rng.integers(-3, 4, B).astype(np.int32)
+    q = np.where(valid_actions(np.sign(lots)), rng.standard_normal((B, N_ACTIONS)) * 2, Q_INVALID).astype(np.float32)
     logits = (rng.standard_normal((B, N_ACTIONS)) * 2).astype(np.float32)
     state = seed_states(int(rng.integers(1 << 30)), B)
-    lots = rng.integers(-3, 4, B).astype(np.int32)
     drawdown = np.abs(rng.standard_normal(B) * 3).astype(np.float32)
-    isv = isv_values(gate_threshold=0.25, exploration_floor=0.03, stop_loss_threshold=2.5, mean_abs_pnl_ema=0.8)
-    return logits, state, lots, drawdown, isv
+    explore = np.where(rng.random(B) < 0.3, rng.integers(1, 4, B), 0).astype(np.int32)
+    isv = isv_values(gate_threshold=0.25, stop_loss_threshold=2.5, mean_abs_pnl_ema=0.8, explore_eps_start=0.9,
+                     explore_eps_end=0.1, explore_eps_steps=1000, step_lo=400, explore_hold_steps=4)
+    return q, logits, state, explore, lots, drawdown, isv
 
 
 def reward_inputs(rng, B):

@@ -5,18 +5,19 @@ import math
 
 import numpy as np
 
-from foxc.replay.layout import HIDDEN_DIM
+WIDTH = 132  # floats per state row: the trainer's width, not a multiple of the 128-thread copy block
+
 
 
 def random_step(rng, n_envs: int, batch: int, done_rate: float = 0.1) -> dict[str, np.ndarray]:
     return {
-        "h_t": rng.standard_normal((n_envs, HIDDEN_DIM)).astype(np.float32),
+        "h_t": rng.standard_normal((n_envs, WIDTH)).astype(np.float32),
         "action": rng.integers(0, 5, n_envs).astype(np.int32),
         "reward": rng.standard_normal(n_envs).astype(np.float32),
         "reward_raw": (rng.standard_normal(n_envs) * 10).astype(np.float32),
         "done": (rng.random(n_envs) < done_rate).astype(np.float32),
         "log_pi": (-rng.random(n_envs) * 3).astype(np.float32),
-        "h_tp1": rng.standard_normal((n_envs, HIDDEN_DIM)).astype(np.float32),
+        "h_tp1": rng.standard_normal((n_envs, WIDTH)).astype(np.float32),
         "td": rng.standard_normal(batch).astype(np.float32),
     }
 

@@ -5,6 +5,7 @@ Each test prints the relative error it measured (`pytest -s` shows them).
 import numpy as np
 import pytest
 
+from foxc.agent.layout import HOLD, LONG, POS_INDEX, Q_INVALID, SHORT, valid_actions
 from foxc.nn import functional as F
 from foxc.nn import losses, matmul, model, ssm
 from foxc.nn.gradcheck import check, numeric_grad
@@ -113,20 +114,24 @@ def test_value_loss_gradient(ref_rt, rng):
     check("value MSE dv", grad, numeric_grad(lambda u: float(F.value_loss(u, y).mean()), v), RTOL)
 
 
-def test_policy_loss_gradient(ref_rt, rng):
-    B = 4
+def test_policy_distillation_gradient(ref_rt, rng):
+    B = 6
     logits = rng.standard_normal((B, 5)).astype(np.float32)
-    action = rng.integers(0, 5, B).astype(np.int32)
-    adv = rng.standard_normal(B).astype(np.float32)
-    logp_old = (F.log_softmax(logits.astype(np.float64))[np.arange(B), action]
-                + rng.uniform(-0.5, 0.5, B)).astype(np.float32)  # some ratios clipped at 1, some not
-    isv = isv_values(entropy_coef=0.05)
-    grad, loss, *_ = run_kernel(ref_rt, losses.POLICY_LOSS, 1, 256, [
-        poisoned((B, 5)), poisoned(B), logits, action, adv, logp_old, isv, B])
-    base, rho = F.policy_loss(logits.astype(np.float64), action, adv, logp_old, 0.05)
-    assert np.allclose(loss, base, atol=1e-5)
-    num = numeric_grad(lambda v: float(F.policy_loss_with_rho(v, action, adv, rho, 0.05).mean()), logits)
-    check("policy gradient + entropy dlogits", grad, num, RTOL)
+    side = np.array([-1, 0, 1, 1, 0, -1])
+    q = np.where(valid_actions(side), rng.standard_normal((B, 5)), Q_INVALID).astype(np.float32)
+    isv = isv_values(distill_temperature=0.3)
+    grad, loss, *_ = run_kernel(ref_rt, losses.POLICY_LOSS, 1, 256, [poisoned((B, 5)), poisoned(B), logits, q, isv, B])
+    t = np.exp(q.astype(np.float64) / 0.3 - (q.astype(np.float64) / 0.3).max(1, keepdims=True))
+    t = np.where(valid_actions(side), t, 0)
+    t /= t.sum(1, keepdims=True)
+    pi = np.where(valid_actions(side), np.exp(logits.astype(np.float64)), 0)
+    pi /= pi.sum(1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kl = np.where(t > 0, t * (np.log(t) - np.log(pi)), 0).sum(1)  # an independent KL over the valid actions
+    assert np.allclose(loss, kl, atol=1e-5) and np.all(kl > 0)
+    num = numeric_grad(lambda v: float(F.distill_loss(v, q.astype(np.float64), 0.3).mean()), logits)
+    check("policy distillation dlogits", grad, num, RTOL)
+    assert np.all(grad[~valid_actions(side)] == 0), "the logits of invalid actions get no gradient"
 
 
 def test_bce_gradient(ref_rt, rng):
@@ -141,37 +146,48 @@ def test_bce_gradient(ref_rt, rng):
 
 
 def test_rl_heads_backward_end_to_end(ref_rt, rng):
-    """The RL heads' gradients on their weights and on h, with the targets (next state, advantage,
-    importance ratio) held constant as the losses define them."""
-    B, D = 3, 4
-    p = small_params(ref_rt, rng, 3, D)
-    h = rng.standard_normal((B, D)).astype(np.float32)
-    h_next = rng.standard_normal((B, D)).astype(np.float32)
+    """The RL heads' gradients on their weights, with the targets (the target network's next-state
+    distribution under its best valid action, the value target, the distillation target) held
+    constant as the losses define them; only the C51 loss reaches the shared layer."""
+    B, D, R = 4, 4, 6
+    p = model.Parameters(ref_rt, 3, D, rl_hidden=R)
+    p.init(rng)
+    S = p.state_dim
+    side_col = D + POS_INDEX["side"]
+
+    def states():
+        s = rng.standard_normal((B, S)).astype(np.float32)
+        s[:, side_col] = [-1, 0, 1, 0]
+        return s
+    s_t, s_next = states(), states()
     _, _, _, action, ret, gamma_n, done, weight = c51_inputs(rng, B)
-    logp_old = np.log(rng.uniform(0.1, 0.4, B)).astype(np.float32)
-    isv_host = isv_values(c51_v_min=-3.0, c51_v_max=3.0, entropy_coef=0.05)
-    arrays = [dev(ref_rt, a, n) for a, n in [(h, "h"), (h_next, "h_next"), (action, "action"), (ret, "ret"),
+    action = np.array([HOLD, LONG, SHORT, SHORT], np.int32)  # valid for each state's side
+    isv_host = isv_values(c51_v_min=-3.0, c51_v_max=3.0, distill_temperature=0.5)
+    arrays = [dev(ref_rt, a, n) for a, n in [(s_t, "s_t"), (s_next, "s_next"), (action, "action"), (ret, "ret"),
                                              (gamma_n, "gamma_n"), (done, "done"), (weight, "weight"),
-                                             (logp_old, "logp_old"), (isv_host, "isv")]]
+                                             (isv_host, "isv")]]
     rl = model.RlHeads(ref_rt, p, *arrays, batch=B)
     model.launch_all(rl.forward + rl.backward, ref_rt.stream)
     th = {k: v.astype(np.float64) for k, v in p.host().items()}
     grads = p.host("grad")
-    # constants of the losses, from the base point
-    next_probs, next_q = F.c51_distribution(F.linear(h_next, th["dqn_w"], th["dqn_b"]), -3.0, 3.0)
+    side = lambda s: s[:, side_col]  # noqa: E731
+    z = lambda s, t: F.linear(s, t["rl_w"], t["rl_b"], F.ACT_RELU)  # noqa: E731
+    # constants of the losses, from the base point (the target network equals the online one after init)
+    next_probs, next_q = F.c51_distribution(F.linear(z(s_next, th), th["dqn_w"], th["dqn_b"]), -3.0, 3.0)
+    next_q = np.where(valid_actions(side(s_next)), next_q, Q_INVALID)
     m = F.c51_project(next_probs, next_q, ret.astype(np.float64), gamma_n, done, -3.0, 3.0)
-    y = F.value_target(F.linear(h_next, th["value_w"], th["value_b"])[:, 0], ret, gamma_n, done)
-    adv = y - F.linear(h.astype(np.float64), th["value_w"], th["value_b"])[:, 0]
-    _, rho = F.policy_loss(F.linear(h.astype(np.float64), th["policy_w"], th["policy_b"]), action, adv, logp_old, 0.05)
+    y = F.value_target(F.linear(z(s_next, th), th["value_w"], th["value_b"])[:, 0], ret, gamma_n, done)
+    _, q_now = F.c51_distribution(F.linear(z(s_t, th), th["dqn_w"], th["dqn_b"]), -3.0, 3.0)
+    q_now = np.where(valid_actions(side(s_t)), q_now, Q_INVALID)
+    z_fixed = z(s_t.astype(np.float64), th)
 
-    def total(hh, **over):
+    def total(**over):
         t = dict(th, **over)
-        q = (weight * F.c51_cross_entropy(F.linear(hh, t["dqn_w"], t["dqn_b"]), m, action)).mean()
-        pi = F.policy_loss_with_rho(F.linear(hh, t["policy_w"], t["policy_b"]), action, adv, rho, 0.05).mean()
-        v = F.value_loss(F.linear(hh, t["value_w"], t["value_b"])[:, 0], y).mean()
+        zz = z(s_t.astype(np.float64), t)
+        q = (weight * F.c51_cross_entropy(F.linear(zz, t["dqn_w"], t["dqn_b"]), m, action)).mean()
+        pi = F.distill_loss(F.linear(z_fixed, t["policy_w"], t["policy_b"]), q_now, 0.5).mean()
+        v = F.value_loss(F.linear(z_fixed, t["value_w"], t["value_b"])[:, 0], y).mean()
         return float(q + pi + v)
 
-    h64 = h.astype(np.float64)
-    check("rl heads dh", rl.dh.download(), numeric_grad(total, h64), RTOL)
-    for name in ("dqn_w", "dqn_b", "policy_w", "policy_b", "value_w", "value_b"):
-        check(f"rl heads {name}", grads[name], numeric_grad(lambda v, n=name: total(h64, **{n: v}), th[name]), RTOL)
+    for name in ("rl_w", "rl_b", "dqn_w", "dqn_b", "policy_w", "policy_b", "value_w", "value_b"):
+        check(f"rl heads {name}", grads[name], numeric_grad(lambda v, n=name: total(**{n: v}), th[name]), RTOL)

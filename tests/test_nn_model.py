@@ -79,23 +79,6 @@ def test_tf32_learner_tracks_fp32(ref_rt, rng, precision):
     assert err < (1e-7 if precision == "f32" else 5e-3)
 
 
-def test_actor_reads_the_trained_heads(ref_rt, rng):
-    learner, isv = make_learner(ref_rt, int(rng.integers(2**31)))
-    actor = model.Actor(ref_rt, learner.params, learner.encoder.h, isv, learner.batch)
-    model.launch_all(learner.encoder.forward + actor.forward, ref_rt.stream)
-    th = {k: v.astype(np.float64) for k, v in learner.params.host().items()}
-    h = learner.encoder.h.download().astype(np.float64)
-    logits = h @ th["policy_w"] + th["policy_b"]
-    want = np.exp(logits - logits.max(1, keepdims=True))
-    want /= want.sum(1, keepdims=True)
-    assert rel_error(actor.pi_probs.download(), want) < 1e-5
-    assert np.allclose(np.exp(actor.pi_log_probs.download()), actor.pi_probs.download(), atol=1e-6)
-    probs, q = actor.q_probs.download(), actor.q.download()
-    assert np.allclose(probs.sum(-1), 1, atol=1e-5)
-    z = np.linspace(isv["c51_v_min"], isv["c51_v_max"], 51)
-    assert rel_error(q, (probs * z).sum(-1)) < 1e-5
-
-
 @pytest.mark.parametrize("precision", ["f32", "tf32"])
 def test_fused_projection_scan_matches_the_unfused_encoder(ref_rt, monkeypatch, precision):
     """ssm_proj_scan_fwd / ssm_scan_bwd_dw (hidden a multiple of 32) against linear_fwd + the scans +

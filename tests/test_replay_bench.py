@@ -4,6 +4,7 @@ import json
 import numpy as np
 
 from foxc.bench import replay
+from foxc.nn.model import STATE_DIM
 
 
 def test_replay_bench_smoke(tmp_path, capsys):
@@ -22,4 +23,4 @@ def test_numpy_peer_samples_proportionally():
     index, weight, h_t, _ = tree.sample(4000, 0.5)
     counts = np.bincount(index, minlength=8)
     assert counts[[0, 2, 4, 5, 7]].sum() == 0
-    assert abs(counts[6] / 4000 - 0.5) < 0.02 and weight.max() == 1.0 and h_t.shape == (4000, 128)
+    assert abs(counts[6] / 4000 - 0.5) < 0.02 and weight.max() == 1.0 and h_t.shape == (4000, STATE_DIM)

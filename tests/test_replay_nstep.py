@@ -7,7 +7,7 @@ from foxc.replay import ReplayBuffer
 from foxc.replay.layout import (CTR_LENGTH, CTR_WRITE_HEAD, TR_ACTION, TR_DONE, TR_GAMMA_N, TR_LOG_PI, TR_RETURN,
                                 TR_RETURN_RAW, TR_STEPS)
 from foxc.replay.nstep import n_step_of
-from replay_helpers import NaiveNStep, random_step, upload_step
+from replay_helpers import WIDTH, NaiveNStep, random_step, upload_step
 
 
 def check_storage(rb, naive):
@@ -32,7 +32,7 @@ def test_nstep_returns_match_naive_across_dones(ref_rt, rng, n_max, n_seq, done_
     n_envs, capacity = 7, 1024
     isv = IsvBus(ref_rt)
     isv["gamma"] = 0.9
-    rb = ReplayBuffer(ref_rt, isv, capacity=capacity, n_envs=n_envs, batch=4, n_max=n_max, seed=1)
+    rb = ReplayBuffer(ref_rt, isv, capacity=capacity, width=WIDTH, n_envs=n_envs, batch=4, n_max=n_max, seed=1)
     naive = NaiveNStep(n_envs, capacity)
     for phase, n in enumerate(n_seq):
         isv["n_step"] = n
@@ -49,7 +49,7 @@ def test_write_head_wraps_and_oversized_flush_keeps_the_last(ref_rt, rng):
     n_envs, capacity = 9, 8  # a done-everywhere step emits more than the capacity at once
     isv = IsvBus(ref_rt)
     isv["n_step"] = 2
-    rb = ReplayBuffer(ref_rt, isv, capacity=capacity, n_envs=n_envs, batch=4, n_max=4, seed=1)
+    rb = ReplayBuffer(ref_rt, isv, capacity=capacity, width=WIDTH, n_envs=n_envs, batch=4, n_max=4, seed=1)
     naive = NaiveNStep(n_envs, capacity)
     heads = []
     for t in range(25):

@@ -1,23 +1,63 @@
-// Acting: sample each backtest's action from the policy, then the confidence gate,
-// then the hard stop-loss, before the simulator steps.
+// Acting: each backtest's action from the C51 head's means (or the distilled policy), the
+// exploration schedule, the confidence gate and the hard stop-loss, before the simulator steps.
 #include "foxc/agent.h"
 #include "foxc/isv_slots.h"
 #include "foxc/rng.h"
 
+// epsilon of the behaviour policy at the ISV's step: explore_eps_start falling linearly to
+// explore_eps_end over explore_eps_steps steps, held in [0, 1]. Multiply and add are rounded
+// separately (no contraction), so the numpy reference reproduces it bit for bit.
+__device__ __forceinline__ float agent_epsilon(const float* isv)
+{
+    const float steps = isv[ISV_EXPLORE_EPS_STEPS];
+    const float step = isv[ISV_STEP_HI] * ISV_STEP_WRAP + isv[ISV_STEP_LO];
+    const float left = steps > 0.0f ? fmaxf(1.0f - step / steps, 0.0f) : 0.0f;
+    const float start = isv[ISV_EXPLORE_EPS_START], end = isv[ISV_EXPLORE_EPS_END];
+    return fminf(fmaxf(__fadd_rn(end, __fmul_rn(start - end, left)), 0.0f), 1.0f);
+}
+
+// The position (-1, 0, +1) action a leads to from side s, and the action that reaches target t from s.
+__device__ __forceinline__ int agent_target(int a, int s)
+{
+    return a == ACTION_LONG ? 1 : a == ACTION_SHORT ? -1 : a == ACTION_HOLD ? s : 0;
+}
+
+__device__ __forceinline__ int agent_action_to(int t, int s)
+{
+    return t == s ? ACTION_HOLD : t > 0 ? ACTION_LONG : t < 0 ? ACTION_SHORT
+         : s > 0 ? ACTION_FLAT_FROM_LONG : ACTION_FLAT_FROM_SHORT;
+}
+
 // agent_act — grid ceil(B / 256), block 256; one thread per backtest b.
-// Reads  policy_logits[b, 0..5), rng_state[b], position_lots[b], drawdown[b], isv.
-// Writes rng_state[b] (advanced once), actions[b], log_prob[b], probs[b, 0..5), flags[b], and
-//        stop_loss[b] = 1 when the stop-loss fired (the simulator logs that exit as a stop-loss).
-//   probs   = (1 - 5 eps) * softmax(logits) + eps, eps = isv[EXPLORATION_FLOOR] in [0, 0.2]
-//   sample  by inverse CDF in action order with u = uniform24(xorshift32(state))
-//   gate    an entry (LONG, SHORT) whose probability is below isv[GATE_THRESHOLD] becomes HOLD;
-//           exits are never gated
-//   stop    when holding and drawdown / max(isv[MEAN_ABS_PNL_EMA], 1e-6) > isv[STOP_LOSS_THRESHOLD],
-//           the action becomes FLAT_FROM_LONG / FLAT_FROM_SHORT, overriding everything
-//   log_prob is log probs[executed action].
+// Reads  q[b, 0..5) (the online C51 head's means on the agent's state; AGENT_Q_INVALID for an
+//        action that changes nothing), policy_logits[b, 0..5) (read when actor is
+//        AGENT_ACTOR_POLICY), rng_state[b], explore[b], position_lots[b], drawdown[b], isv.
+// Writes rng_state[b] (advanced twice: u1, u2), explore[b], actions[b], log_prob[b], probs[b, 0..5)
+//        (the distribution the action was drawn from), flags[b], stop_loss[b] = 1 when the
+//        stop-loss fired.
+//   valid   the actions that change something for the position's side (agent_action_valid)
+//   best    the valid action with the highest score (q, or the policy's logits), first on ties
+//   greedy  best, probs 1 on it; explore[] is left alone.
+//   explore temporally extended epsilon-greedy: exploration holds a random position for a random
+//           time, so the replay sees what holding through the market's moves earns, not only one
+//           random step that the greedy policy undoes at once. explore[b] = 0 when acting
+//           greedily, else 2 + the position (-1, 0, +1) being held. While exploring, the segment
+//           ends with probability 1 / explore_hold_steps (u1; that step acts greedily), else the
+//           action keeps (or restores) that position, probs 1 on it. Otherwise, with probability
+//           eps = agent_epsilon(isv) (u1 < eps) a segment starts on the valid action
+//           floor(u2 * n_valid) in action order; its position becomes explore[b]. probs are then
+//           eps / n_valid on each valid action plus 1 - eps on best (actor q) or times the
+//           softmax of the logits over the valid actions (actor policy, sampled by inverse CDF
+//           with u2 when not exploring).
+//   gate    an entry (LONG, SHORT) whose probability is below isv[GATE_THRESHOLD] becomes HOLD
+//   stop    when holding, isv[STOP_LOSS_THRESHOLD] > 0 and drawdown / max(isv[MEAN_ABS_PNL_EMA],
+//           1e-6) exceeds it, the action becomes FLAT_FROM_LONG / FLAT_FROM_SHORT, overriding all
+//   log_prob is log probs[chosen action] (before the gate and the stop-loss).
 extern "C" __global__ void agent_act(
+    const float* __restrict__ q,
     const float* __restrict__ policy_logits,
     unsigned int* __restrict__ rng_state,
+    int* __restrict__ explore,
     const int* __restrict__ position_lots,
     const float* __restrict__ drawdown,
     const float* __restrict__ isv,
@@ -26,51 +66,83 @@ extern "C" __global__ void agent_act(
     float* __restrict__ probs,
     unsigned int* __restrict__ flags,
     unsigned int* __restrict__ stop_loss,
-    int B)
+    int actor, int greedy, int B)
 {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
 
-    float p[AGENT_N_ACTIONS];
-    float m = policy_logits[b * AGENT_N_ACTIONS];
-    for (int a = 1; a < AGENT_N_ACTIONS; ++a) m = fmaxf(m, policy_logits[b * AGENT_N_ACTIONS + a]);
-    float sum = 0.0f;
+    const int lots = position_lots[b];
+    const int side = lots > 0 ? 1 : (lots < 0 ? -1 : 0);
+    const float* score = (actor == AGENT_ACTOR_POLICY ? policy_logits : q) + (long long)b * AGENT_N_ACTIONS;
+    bool valid[AGENT_N_ACTIONS];
+    int n_valid = 0, best = ACTION_HOLD;
+    float best_score = score[ACTION_HOLD];
     for (int a = 0; a < AGENT_N_ACTIONS; ++a) {
-        p[a] = expf(policy_logits[b * AGENT_N_ACTIONS + a] - m);
-        sum += p[a];
+        valid[a] = agent_action_valid(a, side);
+        n_valid += valid[a] ? 1 : 0;
+        if (valid[a] && score[a] > best_score) {
+            best_score = score[a];
+            best = a;
+        }
     }
-    const float eps = fminf(fmaxf(isv[ISV_EXPLORATION_FLOOR], 0.0f), 0.2f);
-    const float keep = 1.0f - AGENT_N_ACTIONS * eps;
-    for (int a = 0; a < AGENT_N_ACTIONS; ++a) {
-        p[a] = keep * (p[a] / sum) + eps;
-        probs[b * AGENT_N_ACTIONS + a] = p[a];
-    }
+    const unsigned int x1 = xorshift32(rng_state[b]), x2 = xorshift32(x1);
+    rng_state[b] = x2;
+    const float u1 = uniform24(x1), u2 = uniform24(x2);
 
-    const unsigned int state = xorshift32(rng_state[b]);
-    rng_state[b] = state;
-    const float u = uniform24(state);
-    int action = AGENT_N_ACTIONS - 1;
-    float cdf = 0.0f;
-    for (int a = 0; a < AGENT_N_ACTIONS; ++a) {
-        cdf += p[a];
-        if (u < cdf) { action = a; break; }
+    float p[AGENT_N_ACTIONS];
+    int action = best;
+    int segment = greedy ? 0 : explore[b];
+    if (segment != 0 && u1 < 1.0f / fmaxf(isv[ISV_EXPLORE_HOLD_STEPS], 1.0f)) segment = 0;  // it ends
+    if (greedy) {
+        for (int a = 0; a < AGENT_N_ACTIONS; ++a) p[a] = a == best ? 1.0f : 0.0f;
+    } else if (segment != 0) {  // an exploration segment goes on
+        action = agent_action_to(segment - 2, side);
+        for (int a = 0; a < AGENT_N_ACTIONS; ++a) p[a] = a == action ? 1.0f : 0.0f;
+    } else {
+        const float eps = agent_epsilon(isv);
+        const float uniform = eps / (float)n_valid;
+        if (actor == AGENT_ACTOR_POLICY) {
+            float e[AGENT_N_ACTIONS], sum = 0.0f;
+            for (int a = 0; a < AGENT_N_ACTIONS; ++a) {
+                e[a] = valid[a] ? expf(score[a] - best_score) : 0.0f;
+                sum += e[a];
+            }
+            for (int a = 0; a < AGENT_N_ACTIONS; ++a)
+                p[a] = valid[a] ? __fadd_rn(__fmul_rn(1.0f - eps, e[a] / sum), uniform) : 0.0f;
+        } else {
+            for (int a = 0; a < AGENT_N_ACTIONS; ++a)
+                p[a] = !valid[a] ? 0.0f : (a == best ? (1.0f - eps) + uniform : uniform);
+        }
+        if (explore[b] == 0 && u1 < eps) {  // a segment starts (not on the step one ended)
+            int k = min((int)(u2 * (float)n_valid), n_valid - 1);
+            for (int a = 0; a < AGENT_N_ACTIONS; ++a)
+                if (valid[a] && k-- == 0) { action = a; break; }
+            segment = agent_target(action, side) + 2;
+        } else if (actor == AGENT_ACTOR_POLICY) {  // the softmax part, sampled with u2
+            float cdf = 0.0f, total = 0.0f;
+            for (int a = 0; a < AGENT_N_ACTIONS; ++a) total += valid[a] ? p[a] - uniform : 0.0f;
+            for (int a = 0; a < AGENT_N_ACTIONS; ++a) {
+                cdf += valid[a] ? p[a] - uniform : 0.0f;
+                if (valid[a] && u2 * total < cdf) { action = a; break; }
+            }
+        }
     }
+    if (!greedy) explore[b] = segment;
+    for (int a = 0; a < AGENT_N_ACTIONS; ++a) probs[(long long)b * AGENT_N_ACTIONS + a] = p[a];
+    const float p_action = p[action];
 
     unsigned int flag = 0;
-    if ((action == ACTION_LONG || action == ACTION_SHORT) && p[action] < isv[ISV_GATE_THRESHOLD]) {
+    if ((action == ACTION_LONG || action == ACTION_SHORT) && p_action < isv[ISV_GATE_THRESHOLD]) {
         action = ACTION_HOLD;
         flag |= AGENT_FLAG_GATED;
     }
-    const int lots = position_lots[b];
-    if (lots != 0) {
-        const float scale = fmaxf(isv[ISV_MEAN_ABS_PNL_EMA], 1e-6f);
-        if (drawdown[b] / scale > isv[ISV_STOP_LOSS_THRESHOLD]) {
-            action = lots > 0 ? ACTION_FLAT_FROM_LONG : ACTION_FLAT_FROM_SHORT;
-            flag |= AGENT_FLAG_STOPPED;
-        }
+    const float threshold = isv[ISV_STOP_LOSS_THRESHOLD];
+    if (lots != 0 && threshold > 0.0f && drawdown[b] / fmaxf(isv[ISV_MEAN_ABS_PNL_EMA], 1e-6f) > threshold) {
+        action = lots > 0 ? ACTION_FLAT_FROM_LONG : ACTION_FLAT_FROM_SHORT;
+        flag |= AGENT_FLAG_STOPPED;
     }
     actions[b] = action;
-    log_prob[b] = logf(p[action]);
+    log_prob[b] = logf(p_action);
     flags[b] = flag;
     stop_loss[b] = (flag & AGENT_FLAG_STOPPED) ? 1u : 0u;
 }

@@ -94,9 +94,7 @@ extern "C" __global__ void agent_lr_plateau(float* __restrict__ isv, const float
 
 // agent_fused_controllers — grid 1, block 1. Reads stats and isv; writes isv.
 //   per_beta rises linearly to 1 at per_beta_anneal_steps: beta += (1 - beta) / steps_left.
-//   action_entropy_ema follows the sampling entropy (rate loss_ema_rate), and entropy_coef moves
-//     in log space towards the target: coef *= exp(entropy_coef_rate * (target - entropy_ema)),
-//     within [entropy_coef_min, entropy_coef_max]: too little entropy raises the bonus.
+//   action_entropy_ema follows the behaviour distribution's entropy (rate loss_ema_rate).
 //   gamma, tau and per_alpha are held inside their valid ranges, so a bad setting cannot
 //     poison training.
 extern "C" __global__ void agent_fused_controllers(float* __restrict__ isv, const double* __restrict__ stats)
@@ -108,8 +106,6 @@ extern "C" __global__ void agent_fused_controllers(float* __restrict__ isv, cons
 
     const float h = ema(isv[ISV_ACTION_ENTROPY_EMA], (float)stats[STAT_ENTROPY_MEAN], isv[ISV_LOSS_EMA_RATE]);
     isv[ISV_ACTION_ENTROPY_EMA] = h;
-    const float coef = isv[ISV_ENTROPY_COEF] * expf(isv[ISV_ENTROPY_COEF_RATE] * (isv[ISV_ENTROPY_TARGET] - h));
-    isv[ISV_ENTROPY_COEF] = fminf(fmaxf(coef, isv[ISV_ENTROPY_COEF_MIN]), isv[ISV_ENTROPY_COEF_MAX]);
 
     isv[ISV_GAMMA] = fminf(fmaxf(isv[ISV_GAMMA], 0.0f), 0.9999f);
     isv[ISV_TAU] = fminf(fmaxf(isv[ISV_TAU], 0.0f), 1.0f);

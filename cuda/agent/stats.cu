@@ -2,12 +2,13 @@
 #include "foxc/agent.h"
 
 // agent_step_stats — grid 1, block AGENT_STATS_BLOCK (256).
-// Reads  probs[B, 5], actions[B], flags[B], reward_raw[B], reward_scaled[B], clipped[B],
-//        closed[B] (trades closed this step by backtest b), closed_pnl[B] (their summed PnL).
+// Reads  probs[B, 5] (the behaviour distribution; its entropy counts p > 0 only), actions[B], flags[B], reward_raw[B], reward_scaled[B], clipped[B],
+//        closed[B] (trades closed this step by backtest b), closed_pnl[B] (their summed PnL),
+//        lots[B] (the position each backtest acted from).
 // Writes stats[AGENT_N_STATS] (float64).
 // Deterministic: thread t sums b = t, t + 256, ... in order, then a fixed shared-memory tree;
 // no atomics, so the same inputs give the same bits on every run.
-#define N_SUMS 12
+#define N_SUMS 13
 extern "C" __global__ void agent_step_stats(
     const float* __restrict__ probs,
     const int* __restrict__ actions,
@@ -17,6 +18,7 @@ extern "C" __global__ void agent_step_stats(
     const unsigned int* __restrict__ clipped,
     const unsigned int* __restrict__ closed,
     const float* __restrict__ closed_pnl,
+    const int* __restrict__ lots,
     double* __restrict__ stats,
     int B)
 {
@@ -28,7 +30,7 @@ extern "C" __global__ void agent_step_stats(
         float h = 0.0f;
         for (int a = 0; a < AGENT_N_ACTIONS; ++a) {
             const float p = probs[b * AGENT_N_ACTIONS + a];
-            h -= p * logf(p);
+            if (p > 0.0f) h -= p * logf(p);  // invalid actions have probability 0
         }
         const int action = actions[b];
         const unsigned int flag = flags[b];
@@ -47,6 +49,7 @@ extern "C" __global__ void agent_step_stats(
         acc[9] += n_closed ? fabs(pnl) : 0.0;
         acc[10] += (n_closed && pnl > 0.0) ? 1.0 : 0.0;
         acc[11] += n_closed ? pnl : 0.0;
+        acc[12] += lots[b] != 0 ? 1.0 : 0.0;
     }
     for (int k = 0; k < N_SUMS; ++k) sums[k][t] = acc[k];
     __syncthreads();
@@ -70,4 +73,5 @@ extern "C" __global__ void agent_step_stats(
     stats[STAT_CLOSED_ABS_PNL_SUM] = sums[9][0];
     stats[STAT_CLOSED_WINS] = sums[10][0];
     stats[STAT_CLOSED_PNL_SUM] = sums[11][0];
+    stats[STAT_IN_MARKET_FRAC] = sums[12][0] / n;
 }

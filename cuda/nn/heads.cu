@@ -1,17 +1,21 @@
 // Distributions of the heads on h. The head matrices themselves (C51 Q, policy, value,
 // perception) are linear layers (linear_fwd_* in matmul.cu); these kernels turn their logits
 // into what the losses and the action sampler read.
+#include "foxc/agent.h"
 #include "foxc/isv_slots.h"
 #include "foxc/nn.h"
 
 // c51_distribution — one warp per (b, action) row, warp-strided over the B*5 rows (any 1-D
 // launch of 32-multiple blocks works; plans use 256-thread blocks, one row per warp). Lane l holds
-// atoms l and l + 32 (< 51). Reads logits[B, 5, 51] and the support bounds isv[ISV_C51_V_MIN],
-// isv[ISV_C51_V_MAX]; writes probs[B, 5, 51] (softmax over the atoms) and q[B, 5] = sum_j p_j z_j,
-// with z_j = v_min + j (v_max - v_min) / 50. Sums are fixed butterfly reductions.
+// atoms l and l + 32 (< 51). Reads logits[B, 5, 51], the support bounds isv[ISV_C51_V_MIN],
+// isv[ISV_C51_V_MAX] and side[b * side_stride] (the sign of b's position, the state's side
+// feature); writes probs[B, 5, 51] (softmax over the atoms) and q[B, 5] = sum_j p_j z_j, with
+// z_j = v_min + j (v_max - v_min) / 50, or AGENT_Q_INVALID for an action that changes nothing
+// for that side (agent_action_valid): an argmax over q (acting, the C51 target) never picks one.
+// Sums are fixed butterfly reductions.
 extern "C" __global__ void __launch_bounds__(256)
 c51_distribution(float* __restrict__ probs, float* __restrict__ q, const float* __restrict__ logits,
-                 const float* __restrict__ isv, int B)
+                 const float* __restrict__ isv, const float* __restrict__ side, int side_stride, int B)
 {
     const int lane = threadIdx.x & 31;
     const int warps = (gridDim.x * blockDim.x) >> 5;
@@ -34,7 +38,11 @@ c51_distribution(float* __restrict__ probs, float* __restrict__ q, const float* 
         float part = p0 * (v_min + (float)lane * dz);
         if (has1) part += p1 * (v_min + (float)j1 * dz);
         const float expect = nn_warp_sum(part);
-        if (lane == 0) q[row] = expect;
+        if (lane == 0) {
+            const float s = side[(long long)(row / NN_N_ACTIONS) * side_stride];
+            const int sign = s > 0.0f ? 1 : (s < 0.0f ? -1 : 0);
+            q[row] = agent_action_valid(row % NN_N_ACTIONS, sign) ? expect : AGENT_Q_INVALID;
+        }
     }
 }
 

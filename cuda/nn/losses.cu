@@ -1,5 +1,6 @@
 // Losses and their gradients with respect to the heads' outputs. Every per-sample gradient is
 // already divided by the batch size B: the batch loss is the mean of the per-sample losses.
+#include "foxc/agent.h"
 #include "foxc/isv_slots.h"
 #include "foxc/nn.h"
 
@@ -106,41 +107,50 @@ value_loss(float* __restrict__ grad_v, float* __restrict__ loss, float* __restri
     grad_v[b] = -2.0f * adv / (float)B;
 }
 
-// policy_loss — 1-D grid over B threads. Reads logits[B,5], action[B], advantage[B] (constant),
-// logp_old[B] (log pi of the action when it was taken) and isv[ISV_ENTROPY_COEF] = beta.
-// With rho = min(1, pi(a)/pi_old(a)) held constant (a truncated importance ratio for replayed
-// actions), writes loss[b] = -rho A log pi(a) - beta H(pi) and its gradient
-// grad_logits[b,k] = (-rho A (1[k=a] - p_k) + beta p_k (log p_k + H)) / B.
+// policy_loss — 1-D grid over B threads: the policy head distilled from the C51 head.
+// Reads logits[B,5] (the policy's), q[B,5] (the online C51 means on the same states, held
+// constant; AGENT_Q_INVALID where an action changes nothing) and isv[ISV_DISTILL_TEMPERATURE] = T.
+// Over the valid actions, target t = softmax(q / T) and pi = softmax(logits); writes
+// loss[b] = KL(t || pi) = sum t (log t - log pi) and grad_logits[b,k] = (pi_k - t_k) / B (0 on
+// invalid actions, whose logits the policy never uses).
 extern "C" __global__ void __launch_bounds__(256)
 policy_loss(float* __restrict__ grad_logits, float* __restrict__ loss, const float* __restrict__ logits,
-            const int* __restrict__ action, const float* __restrict__ advantage, const float* __restrict__ logp_old,
-            const float* __restrict__ isv, int B)
+            const float* __restrict__ q, const float* __restrict__ isv, int B)
 {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
     const float* l = logits + (long long)b * NN_N_ACTIONS;
-    const int act = min(max(action[b], 0), NN_N_ACTIONS - 1);
-    float mx = l[0];
-    for (int k = 1; k < NN_N_ACTIONS; ++k) mx = fmaxf(mx, l[k]);
-    float sum = 0.0f;
-    for (int k = 0; k < NN_N_ACTIONS; ++k) sum += expf(l[k] - mx);
-    const float lse = mx + logf(sum);
-    float lp[NN_N_ACTIONS], p[NN_N_ACTIONS];
-    float entropy = 0.0f;
+    const float* qb = q + (long long)b * NN_N_ACTIONS;
+    const float inv_t = 1.0f / fmaxf(isv[ISV_DISTILL_TEMPERATURE], 1e-6f);
+    bool valid[NN_N_ACTIONS];
+    float l_max = -INFINITY, s_max = -INFINITY;
     for (int k = 0; k < NN_N_ACTIONS; ++k) {
-        lp[k] = l[k] - lse;
-        p[k] = expf(lp[k]);
-        entropy -= p[k] * lp[k];
+        valid[k] = qb[k] > 0.5f * AGENT_Q_INVALID;
+        if (valid[k]) {
+            l_max = fmaxf(l_max, l[k]);
+            s_max = fmaxf(s_max, qb[k] * inv_t);
+        }
     }
-    const float beta = isv[ISV_ENTROPY_COEF];
-    const float rho = fminf(1.0f, expf(lp[act] - logp_old[b]));
-    const float ra = rho * advantage[b];
+    float l_sum = 0.0f, s_sum = 0.0f;
+    for (int k = 0; k < NN_N_ACTIONS; ++k)
+        if (valid[k]) {
+            l_sum += expf(l[k] - l_max);
+            s_sum += expf(qb[k] * inv_t - s_max);
+        }
+    const float l_lse = l_max + logf(l_sum), s_lse = s_max + logf(s_sum);
     const float inv_b = 1.0f / (float)B;
+    float kl = 0.0f;
     for (int k = 0; k < NN_N_ACTIONS; ++k) {
-        const float onehot = k == act ? 1.0f : 0.0f;
-        grad_logits[(long long)b * NN_N_ACTIONS + k] = (-ra * (onehot - p[k]) + beta * p[k] * (lp[k] + entropy)) * inv_b;
+        float g = 0.0f;
+        if (valid[k]) {
+            const float log_t = qb[k] * inv_t - s_lse, log_pi = l[k] - l_lse;
+            const float t = expf(log_t);
+            kl += t * (log_t - log_pi);
+            g = (expf(log_pi) - t) * inv_b;
+        }
+        grad_logits[(long long)b * NN_N_ACTIONS + k] = g;
     }
-    loss[b] = -ra * lp[act] - beta * entropy;
+    loss[b] = kl;
 }
 
 // bce_masked — 1-D grid-stride over rows*cols elements (256-thread blocks). Reads logits, labels

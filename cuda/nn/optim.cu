@@ -1,7 +1,7 @@
 // Optimizer and parameter updates: AdamW, gradient-norm clipping (deterministic two-stage
-// reduction), target soft update, and the RL heads' gradient on h added to the encoder's.
-// Everything a step needs that changes between steps (learning rates, clip norm, tau, lambda,
-// Adam's step count) is read on the device, so a captured graph replays the right values.
+// reduction) and the target soft update. Everything a step needs that changes between steps
+// (learning rates, clip norm, tau, Adam's step count) is read on the device, so a captured
+// graph replays the right values.
 #include "foxc/isv_slots.h"
 #include "foxc/nn.h"
 
@@ -170,16 +170,4 @@ extern "C" __global__ void soft_update(float* __restrict__ target, const float* 
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x)
         target[i] += tau * (online[i] - target[i]);
-}
-
-// grad_h_accumulate_scaled — 1-D grid-stride over n: grad_encoder[i] += lambda grad_heads[i],
-// lambda = isv[ISV_RL_TO_ENCODER_LAMBDA] (the RL heads' gradient on h joins the encoder's).
-extern "C" __global__ void grad_h_accumulate_scaled(float* __restrict__ grad_encoder,
-                                                    const float* __restrict__ grad_heads,
-                                                    const float* __restrict__ isv, long long n)
-{
-    const float lambda = isv[ISV_RL_TO_ENCODER_LAMBDA];
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x)
-        grad_encoder[i] += lambda * grad_heads[i];
 }

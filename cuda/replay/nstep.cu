@@ -24,8 +24,8 @@ __device__ __forceinline__ int replay_n_step(const float* isv, int n_max)
     return (int)fminf(fmaxf(isv[ISV_N_STEP], 1.0f), (float)n_max);
 }
 
-// replay_ring_push — grid (n_envs), block (REPLAY_HIDDEN_DIM).
-// Reads h_t[n_envs*H], action, reward, reward_raw, done, log_pi [n_envs],
+// replay_ring_push — grid (n_envs), block (REPLAY_ROW_BLOCK).
+// Reads h_t[n_envs*width] (the agent's state rows), action, reward, reward_raw, done, log_pi [n_envs],
 // isv[ISV_N_STEP], ring_pos. Writes the new entry into ring_h / ring_rows,
 // ring_pos count += 1, flush[2b] = transitions to emit, flush[2b+1] = n used.
 extern "C" __global__ void replay_ring_push(
@@ -33,7 +33,7 @@ extern "C" __global__ void replay_ring_push(
     int* __restrict__ flush,
     const float* __restrict__ h_t, const int* __restrict__ action, const float* __restrict__ reward,
     const float* __restrict__ reward_raw, const float* __restrict__ done, const float* __restrict__ log_pi,
-    const float* __restrict__ isv, int n_envs, int n_max)
+    const float* __restrict__ isv, int n_envs, int n_max, int width)
 {
     const int b = blockIdx.x;
     const int t = threadIdx.x;
@@ -42,7 +42,8 @@ extern "C" __global__ void replay_ring_push(
     const unsigned int count = ring_pos[2 * b + 1];
     const unsigned int slot = (start + count) % (unsigned int)n_max;
     const long long entry = (long long)b * n_max + slot;
-    ring_h[entry * REPLAY_HIDDEN_DIM + t] = h_t[(long long)b * REPLAY_HIDDEN_DIM + t];
+    for (int k = t; k < width; k += blockDim.x)
+        ring_h[entry * width + k] = h_t[(long long)b * width + k];
     __syncthreads();  // every thread has read ring_pos before thread 0 advances it
     if (t == 0) {
         float* row = ring_rows + entry * RING_COLS;
@@ -116,13 +117,13 @@ extern "C" __global__ void replay_flush_scan(
     }
 }
 
-// replay_flush_write — grid (n_envs), block (REPLAY_HIDDEN_DIM).
+// replay_flush_write — grid (n_envs), block (REPLAY_ROW_BLOCK).
 // Block b copies the transitions leaving its ring: for each, thread k copies
-// float k of h_t and h_tp1 (coalesced 512-byte rows), thread 0 computes the
+// floats k, k + block, ... of h_t and h_tp1 (coalesced rows), thread 0 computes the
 // n-step returns, writes the transition row and sets the leaf to the running
 // max priority. Then thread 0 drops the emitted entries from the ring.
-// Reads ring_*, flush, offsets, counters, h_tp1[n_envs*H], isv[ISV_GAMMA],
-// max_priority[0]. Writes store_h_t, store_h_tp1 [capacity*H], store_rows
+// Reads ring_*, flush, offsets, counters, h_tp1[n_envs*width], isv[ISV_GAMMA],
+// max_priority[0]. Writes store_h_t, store_h_tp1 [capacity*width], store_rows
 // [capacity*TR_COLS], tree[capacity + slot] (float64), ring_pos.
 // When one flush emits more than capacity transitions, only the last capacity
 // are written, so no two blocks write the same slot.
@@ -132,7 +133,7 @@ extern "C" __global__ void replay_flush_write(
     const unsigned int* __restrict__ counters, const float* __restrict__ h_tp1,
     const float* __restrict__ isv, const float* __restrict__ max_priority,
     float* __restrict__ store_h_t, float* __restrict__ store_h_tp1, float* __restrict__ store_rows,
-    double* __restrict__ tree, int n_envs, int n_max, int capacity)
+    double* __restrict__ tree, int n_envs, int n_max, int capacity, int width)
 {
     const int b = blockIdx.x;
     const int t = threadIdx.x;
@@ -156,11 +157,12 @@ extern "C" __global__ void replay_flush_write(
         const unsigned int slot = (base + o) & (cap - 1u);
         const int j = min(i + n, count);
         const long long entry_i = ring0 + (start + i) % (unsigned int)n_max;
-        const float h_next = j < count
-            ? ring_h[(ring0 + (start + j) % (unsigned int)n_max) * REPLAY_HIDDEN_DIM + t]
-            : h_tp1[(long long)b * REPLAY_HIDDEN_DIM + t];
-        store_h_t[(long long)slot * REPLAY_HIDDEN_DIM + t] = ring_h[entry_i * REPLAY_HIDDEN_DIM + t];
-        store_h_tp1[(long long)slot * REPLAY_HIDDEN_DIM + t] = h_next;
+        const float* next = j < count ? ring_h + (ring0 + (start + j) % (unsigned int)n_max) * width
+                                      : h_tp1 + (long long)b * width;
+        for (int k = t; k < width; k += blockDim.x) {
+            store_h_t[(long long)slot * width + k] = ring_h[entry_i * width + k];
+            store_h_tp1[(long long)slot * width + k] = next[k];
+        }
         if (t == 0) {
             float ret = 0.0f, ret_raw = 0.0f, gamma_n = 1.0f;
             for (int q = j - 1; q >= i; --q) {  // Horner from the newest reward back

@@ -10,7 +10,7 @@
 #include "foxc/isv_slots.h"
 #include "foxc/replay.h"
 
-// replay_sample — grid (batch), block (REPLAY_HIDDEN_DIM); one launch per sample().
+// replay_sample — grid (batch), block (REPLAY_ROW_BLOCK); one launch per sample().
 // Sample s draws u uniformly in stratum s of [0, root): u = (s + frac) * root / batch,
 // frac from its own xorshift32 state rng[s] (advanced and stored). Warp 0 walks
 // the tree REPLAY_WALK_DEPTH levels per round: its lanes load the 30 nodes of
@@ -18,8 +18,8 @@
 // round instead of one per level), then every lane walks those levels in
 // shared memory with the same float64 compares and `u -= left` as a one-level
 // walk, so the leaf is the same. Lane 0 clamps the leaf to the filled range
-// [0, length) and unpacks the scalars; all threads then copy float k of h_t and
-// h_tp1 (coalesced). Leaves are non-decreasing in s, so duplicates in a batch
+// [0, length) and unpacks the scalars; all threads then copy floats k, k + block, ...
+// of the width-float rows h_t and h_tp1 (coalesced). Leaves are non-decreasing in s, so duplicates in a batch
 // are adjacent (the priority update relies on that).
 // Importance weights, w_s = (length * P_s)^-beta / max_s' (length * P_s')^-beta
 // = (P_min / P_s)^beta, beta = isv[ISV_PER_BETA], P_min the smallest positive
@@ -28,7 +28,7 @@
 // ticket batch - 1 reads every prob, takes the min (exact, so any order gives
 // the same value), writes all weights and sets ticket[0] back to 0. Which block
 // is last does not change any value. Prob 0 (empty buffer) gives weight 0.
-// Reads tree, counters[CTR_LENGTH], store_*, isv. Writes rng[s], out_* [batch(*H)],
+// Reads tree, counters[CTR_LENGTH], store_*, isv. Writes rng[s], out_* [batch(*width)],
 // out_index (-1 when the buffer is empty), out_prob = leaf / root (0 when
 // empty), out_weight [batch]; ticket[0] is 0 before and after.
 extern "C" __global__ void replay_sample(
@@ -39,10 +39,10 @@ extern "C" __global__ void replay_sample(
     float* __restrict__ out_return, float* __restrict__ out_return_raw, float* __restrict__ out_done,
     float* __restrict__ out_log_pi, float* __restrict__ out_gamma_n, int* __restrict__ out_index,
     double* __restrict__ out_prob, float* __restrict__ out_weight, unsigned int* __restrict__ ticket,
-    int batch, int capacity)
+    int batch, int capacity, int width)
 {
     __shared__ double below[2 << REPLAY_WALK_DEPTH];  // local heap nodes 2 .. 2^(depth+1) - 1
-    __shared__ double smallest[REPLAY_HIDDEN_DIM];
+    __shared__ double smallest[REPLAY_ROW_BLOCK];
     __shared__ int s_leaf;
     __shared__ bool s_last;
     const int s = blockIdx.x;
@@ -109,14 +109,11 @@ extern "C" __global__ void replay_sample(
     }
     __syncthreads();
     const int leaf = s_leaf;
-    const long long dst = (long long)s * REPLAY_HIDDEN_DIM + t;
-    if (leaf >= 0) {
-        const long long src = (long long)leaf * REPLAY_HIDDEN_DIM + t;
-        out_h_t[dst] = store_h_t[src];
-        out_h_tp1[dst] = store_h_tp1[src];
-    } else {
-        out_h_t[dst] = 0.0f;
-        out_h_tp1[dst] = 0.0f;
+    for (int k = t; k < width; k += REPLAY_ROW_BLOCK) {
+        const long long dst = (long long)s * width + k;
+        const long long src = (long long)leaf * width + k;
+        out_h_t[dst] = leaf >= 0 ? store_h_t[src] : 0.0f;
+        out_h_tp1[dst] = leaf >= 0 ? store_h_tp1[src] : 0.0f;
     }
 
     if (t == 0) {
@@ -128,19 +125,19 @@ extern "C" __global__ void replay_sample(
     __syncthreads();
     if (!s_last) return;
     double m = 1.0 / 0.0;
-    for (int i = t; i < batch; i += REPLAY_HIDDEN_DIM) {
+    for (int i = t; i < batch; i += REPLAY_ROW_BLOCK) {
         const double p = __ldcg(out_prob + i);  // from L2: written by other blocks of this launch
         if (p > 0.0 && p < m) m = p;
     }
     smallest[t] = m;
     __syncthreads();
-    for (int half = REPLAY_HIDDEN_DIM / 2; half > 0; half >>= 1) {
+    for (int half = REPLAY_ROW_BLOCK / 2; half > 0; half >>= 1) {
         if (t < half) smallest[t] = fmin(smallest[t], smallest[t + half]);
         __syncthreads();
     }
     const double p_min = smallest[0];
     const float beta = isv[ISV_PER_BETA];
-    for (int i = t; i < batch; i += REPLAY_HIDDEN_DIM) {
+    for (int i = t; i < batch; i += REPLAY_ROW_BLOCK) {
         const double p = __ldcg(out_prob + i);
         out_weight[i] = p > 0.0 ? powf((float)(p_min / p), beta) : 0.0f;
     }

@@ -2,42 +2,26 @@
 // learner, so each component keeps its own layout.
 #include "foxc/data.h"
 #include "foxc/lobsim.h"
+#include "foxc/position.h"
 
 #define PERCEPTION_LOGITS (3 * FOXC_HORIZONS)  // up/down, long wins, short wins at each horizon
 
-// The open trade's drawdown from its peak equity, in price units per lot: while a position is
-// held without fills its equity moves with its unrealized PnL, so the fall from the peak is
-// trail_hwm (the best unrealized PnL since entry) minus the unrealized PnL now; 0 when flat.
-// Earlier trades' losses do not count: they neither trip the stop-loss of a new trade nor
-// penalise holding no position.
-__device__ __forceinline__ float trade_drawdown(const FoxcPosition& p, float money_scale)
-{
-    if (p.lots == 0) return 0.0f;
-    const long long fall = p.trail_hwm - p.unrealized_pnl;
-    return (float)((double)(fall > 0 ? fall : 0) * (double)money_scale);
-}
-
 // bridge_before_act — grid ceil(B / 256), block 256; one thread per backtest b, after the gather.
-// Reads  cursors[b], last[b] (dataset), labels_out[7][B][3] (gathered label planes),
-//        pos[b] (the simulator's position after the previous step).
+// Reads  cursors[b], last[b] (dataset), labels_out[7][B][3] (gathered label planes).
 // Writes sim_cursor[b] = cursor, sim_end[b] = cursor when this snapshot ends the episode, else
-//        cursor + 1 (the simulator's episode end test is cursor >= end); lots[b]; drawdown[b] =
-//        the open trade's drawdown (trade_drawdown); the perception targets labels[b][9] and mask[b][9]:
-//        mid up (weight: mid_weight), long wins and short wins (weight: outcome_weight) per horizon.
+//        cursor + 1 (the simulator's episode end test is cursor >= end); the perception targets
+//        labels[b][9] and mask[b][9]: mid up (weight: mid_weight), long wins and short wins
+//        (weight: outcome_weight) per horizon.
 extern "C" __global__ void bridge_before_act(
     const int* __restrict__ cursors, const int* __restrict__ last, const float* __restrict__ labels_out,
-    const FoxcPosition* __restrict__ pos, long long* __restrict__ sim_cursor, long long* __restrict__ sim_end,
-    int* __restrict__ lots, float* __restrict__ drawdown, float* __restrict__ labels, float* __restrict__ mask,
-    float money_scale, int B)
+    long long* __restrict__ sim_cursor, long long* __restrict__ sim_end, float* __restrict__ labels,
+    float* __restrict__ mask, int B)
 {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
     const long long c = cursors[b];
     sim_cursor[b] = c;
     sim_end[b] = last[b] ? c : c + 1;
-    const FoxcPosition p = pos[b];
-    lots[b] = p.lots;
-    drawdown[b] = trade_drawdown(p, money_scale);
     for (int h = 0; h < FOXC_HORIZONS; ++h) {
         const float mid_w = labels_out[(5 * B + b) * FOXC_HORIZONS + h];
         const float out_w = labels_out[(6 * B + b) * FOXC_HORIZONS + h];

@@ -3,23 +3,31 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..driver import KernelSpec, i32, ptr, reference
+from ..data.features import F_SPREAD, FEATURES
+from ..driver import KernelSpec, f32, i32, i64, ptr, reference
+from ..lobsim.layout import POSITION_DTYPE
 from ..isv.registry import STEP_WRAP, slot_index as S
 from ..rng import uniform24, xorshift32
-from .layout import (FLAG_GATED, FLAG_STOPPED, FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG, N_ACTIONS,
-                     N_STATS, SHORT, STAT_INDEX, STATS_BLOCK)
+from .layout import (ACTOR_POLICY, FLAG_GATED, FLAG_STOPPED, FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG,
+                     N_ACTIONS, N_POSITION_FEATURES, N_STATS, POS_INDEX, SHORT, SPREAD_CAP_TICKS, STAT_INDEX,
+                     STATS_BLOCK, TIME_SCALE_STEPS, UNREALIZED_SCALE_TICKS, valid_actions)
 
 F = np.float32
 
+AGENT_STATE = KernelSpec("agent_state", "agent/state", (
+    ptr("h"), ptr("pos"), ptr("features"), ptr("trade_steps"), ptr("prev_lots"), ptr("state"), ptr("lots"),
+    ptr("drawdown"), i64("tick"), f32("money_scale"), i32("D"), i32("K"), i32("B")),
+    doc="state[b] = h[b] then the position features, lots and the open trade's drawdown; grid B, block STATE_BLOCK")
 AGENT_ACT = KernelSpec("agent_act", "agent/act", (
-    ptr("policy_logits"), ptr("rng_state"), ptr("position_lots"), ptr("drawdown"), ptr("isv"),
-    ptr("actions"), ptr("log_prob"), ptr("probs"), ptr("flags"), ptr("stop_loss"), i32("B")))
+    ptr("q"), ptr("policy_logits"), ptr("rng_state"), ptr("explore"), ptr("position_lots"), ptr("drawdown"), ptr("isv"),
+    ptr("actions"), ptr("log_prob"), ptr("probs"), ptr("flags"), ptr("stop_loss"), i32("actor"), i32("greedy"),
+    i32("B")))
 AGENT_REWARD = KernelSpec("agent_reward", "agent/reward", (
     ptr("pnl_delta"), ptr("drawdown"), ptr("isv"), ptr("reward_raw"), ptr("reward_scaled"), ptr("clipped"),
     i32("B")))
 AGENT_STEP_STATS = KernelSpec("agent_step_stats", "agent/stats", (
     ptr("probs"), ptr("actions"), ptr("flags"), ptr("reward_raw"), ptr("reward_scaled"), ptr("clipped"),
-    ptr("closed"), ptr("closed_pnl"), ptr("stats"), i32("B")))
+    ptr("closed"), ptr("closed_pnl"), ptr("lots"), ptr("stats"), i32("B")))
 AGENT_REWARD_CONTROLLER = KernelSpec("agent_reward_controller", "agent/controllers", (ptr("isv"), ptr("stats")))
 AGENT_LR_PLATEAU = KernelSpec("agent_lr_plateau", "agent/controllers", (ptr("isv"), ptr("losses")))
 AGENT_FUSED_CONTROLLERS = KernelSpec("agent_fused_controllers", "agent/controllers", (ptr("isv"), ptr("stats")))
@@ -31,43 +39,146 @@ def per_backtest_grid(B: int) -> int:
     return max(1, (int(B) + BLOCK - 1) // BLOCK)
 
 
+def sign(x):
+    return np.where(x > 0, 1, np.where(x < 0, -1, 0))
+
+
+def trade_drawdown(p, scale) -> np.ndarray:
+    """The open trade's fall from its peak: trail_hwm - unrealized PnL while holding, else 0 (position.h)."""
+    fall = np.maximum(p["trail_hwm"] - p["unrealized_pnl"], 0)
+    fall = np.where(p["lots"] != 0, fall, 0)
+    return (fall.astype(np.float64) * np.float64(np.float32(scale))).astype(np.float32)
+
+
+@reference(AGENT_STATE)
+def _agent_state(launch, h, pos, features, trade_steps, prev_lots, state, lots, drawdown, tick, money_scale, D, K, B):
+    B, D, K = int(B), int(D), int(K)
+    row = state.f32(B * (D + N_POSITION_FEATURES)).reshape(B, D + N_POSITION_FEATURES)
+    row[:, :D] = h.f32(B * D).reshape(B, D)
+    p = pos.view(POSITION_DTYPE, B)
+    held_lots = p["lots"].astype(np.int64)
+    side = sign(held_lots)
+    steps = trade_steps.i32(B)
+    prev = prev_lots.i32(B)
+    steps[:] = np.where(side == 0, 0, np.where(side == sign(prev), steps + 1, 1))
+    prev[:] = p["lots"]
+    lots.i32(B)[:] = p["lots"]
+    drawdown.f32(B)[:] = trade_drawdown(p, money_scale)
+    held = np.where(side == 0, 1, np.abs(held_lots)).astype(np.float64)
+    unrealized = np.where(side == 0, 0.0, p["unrealized_pnl"].astype(np.float64) / (held * float(tick))).astype(F)
+    spread = features.f32(K * B * FEATURES).reshape(K, B, FEATURES)[K - 1, :, F_SPREAD]
+    row[:, D + POS_INDEX["side"]] = side
+    row[:, D + POS_INDEX["unrealized"]] = np.tanh(unrealized / F(UNREALIZED_SCALE_TICKS))
+    row[:, D + POS_INDEX["time_in_trade"]] = np.tanh(steps.astype(F) / F(TIME_SCALE_STEPS))
+    row[:, D + POS_INDEX["spread"]] = np.minimum(spread, F(SPREAD_CAP_TICKS))
+
+
+def epsilon(v) -> np.float32:
+    """agent_epsilon: the behaviour policy's epsilon at the ISV's step, in the kernel's float32 order."""
+    steps = v[S("explore_eps_steps")]
+    left = max(F(F(1) - F(F(_step(v)) / steps)), F(0)) if steps > 0 else F(0)
+    start, end = v[S("explore_eps_start")], v[S("explore_eps_end")]
+    return F(min(max(F(end + F(F(start - end) * left)), F(0)), F(1)))
+
+
+def mixture(score: np.ndarray, valid: np.ndarray, best: np.ndarray, actor: int, eps) -> np.ndarray:
+    """The epsilon mixture over the valid actions agent_act writes as probs when not exploring (float32)."""
+    B = len(score)
+    onehot = np.arange(N_ACTIONS)[None, :] == best[:, None]
+    uniform = (F(eps) / valid.sum(axis=1).astype(F)).astype(F)[:, None]
+    if actor == ACTOR_POLICY:
+        with np.errstate(invalid="ignore", over="ignore"):
+            e = np.where(valid, np.exp((score - score[np.arange(B), best][:, None]).astype(F)), F(0)).astype(F)
+        total = np.zeros(B, F)
+        for a in range(N_ACTIONS):  # the kernel's summation order
+            total = (total + e[:, a]).astype(F)
+        p = (F(1) - F(eps)) * (e / total[:, None]).astype(F) + uniform
+    else:
+        p = np.where(onehot, (F(1) - F(eps)) + uniform, uniform)
+    return np.where(valid, p, F(0)).astype(F)
+
+
+def best_valid(score: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """The valid action with the highest score, first on ties (NaN scores never win)."""
+    best = np.full(len(score), HOLD, np.int64)
+    best_score = score[:, HOLD].copy()
+    for a in range(1, N_ACTIONS):
+        better = valid[:, a] & (score[:, a] > best_score)
+        best[better], best_score[better] = a, score[better, a]
+    return best
+
+
+def target_of(action, side):
+    """The position (-1, 0, +1) an action leads to from `side` (agent_target)."""
+    return np.where(action == LONG, 1, np.where(action == SHORT, -1, np.where(action == HOLD, side, 0)))
+
+
+def action_to(target, side):
+    """The action that reaches `target` from `side` (agent_action_to)."""
+    return np.where(target == side, HOLD, np.where(target > 0, LONG, np.where(target < 0, SHORT,
+                    np.where(side > 0, FLAT_FROM_LONG, FLAT_FROM_SHORT))))
+
+
 @reference(AGENT_ACT)
-def _agent_act(launch, policy_logits, rng_state, position_lots, drawdown, isv, actions, log_prob, probs, flags,
-               stop_loss, B):
-    B = int(B)
+def _agent_act(launch, q, policy_logits, rng_state, explore, position_lots, drawdown, isv, actions, log_prob, probs,
+               flags, stop_loss, actor, greedy, B):
+    B, actor, greedy = int(B), int(actor), bool(greedy)
     v = isv.f32()
-    logits = policy_logits.f32(B * N_ACTIONS).reshape(B, N_ACTIONS)
-    e = np.exp(logits - logits.max(axis=1, keepdims=True))
-    s = np.zeros(B, F)
-    for a in range(N_ACTIONS):  # the kernel's summation order
-        s += e[:, a]
-    eps = F(min(max(v[S("exploration_floor")], F(0)), F(0.2)))
-    keep = F(1) - F(N_ACTIONS) * eps
-    p = (keep * (e / s[:, None]) + eps).astype(F)
+    lots = position_lots.i32(B)
+    side = sign(lots)
+    valid = valid_actions(side)
+    score = (policy_logits if actor == ACTOR_POLICY else q).f32(B * N_ACTIONS).reshape(B, N_ACTIONS)
+    best = best_valid(score, valid)
+    x1 = xorshift32(rng_state.u32(B))
+    x2 = xorshift32(x1)
+    rng_state.u32(B)[:] = x2
+    u1, u2 = uniform24(x1), uniform24(x2)
+    action = best.copy()
+    held = explore.i32(B).copy()
+    segment = np.zeros(B, np.int64) if greedy else held.astype(np.int64)
+    segment[(segment != 0) & (u1 < F(F(1) / max(v[S("explore_hold_steps")], F(1))))] = 0  # the segment ends
+    if greedy:
+        p = (np.arange(N_ACTIONS)[None, :] == best[:, None]).astype(F)
+    else:
+        eps = epsilon(v)
+        p = mixture(score, valid, best, actor, eps)
+        going = segment != 0
+        action[going] = action_to(segment[going] - 2, side[going])
+        p[going] = (np.arange(N_ACTIONS)[None, :] == action[going][:, None]).astype(F)
+        start = ~going & (held == 0) & (u1 < eps)
+        n_valid = valid.sum(axis=1)
+        k = np.minimum((u2 * n_valid.astype(F)).astype(np.int64), n_valid - 1)
+        nth = np.argmax(np.cumsum(valid, axis=1) > k[:, None], axis=1)  # the k-th valid action
+        action[start] = nth[start]
+        segment[start] = target_of(action[start], side[start]) + 2
+        if actor == ACTOR_POLICY:
+            sample = ~going & ~start
+            uniform = (F(eps) / n_valid.astype(F)).astype(F)
+            part = np.where(valid, (p - uniform[:, None]).astype(F), F(0))
+            total, cdf = np.zeros(B, F), np.zeros(B, F)
+            for a in range(N_ACTIONS):
+                total = (total + part[:, a]).astype(F)
+            chosen = np.zeros(B, bool)
+            for a in range(N_ACTIONS):
+                cdf = (cdf + part[:, a]).astype(F)
+                hit = sample & ~chosen & valid[:, a] & ((u2 * total).astype(F) < cdf)
+                action[hit] = a
+                chosen |= hit
+        explore.i32(B)[:] = segment
     probs.f32(B * N_ACTIONS)[:] = p.reshape(-1)
-    state = xorshift32(rng_state.u32(B))
-    rng_state.u32(B)[:] = state
-    u = uniform24(state)
-    action = np.full(B, N_ACTIONS - 1, np.int32)
-    cdf = np.zeros(B, F)
-    chosen = np.zeros(B, bool)
-    for a in range(N_ACTIONS):
-        cdf = (cdf + p[:, a]).astype(F)
-        hit = ~chosen & (u < cdf)
-        action[hit] = a
-        chosen |= hit
-    flag = np.zeros(B, np.uint32)
     p_taken = p[np.arange(B), action]
+    flag = np.zeros(B, np.uint32)
     gated = ((action == LONG) | (action == SHORT)) & (p_taken < v[S("gate_threshold")])
     action[gated] = HOLD
     flag[gated] |= FLAG_GATED
-    lots = position_lots.i32(B)
+    threshold = v[S("stop_loss_threshold")]
     scale = F(max(v[S("mean_abs_pnl_ema")], F(1e-6)))
-    stop = (lots != 0) & ((drawdown.f32(B) / scale) > v[S("stop_loss_threshold")])
+    stop = (lots != 0) & (threshold > 0) & ((drawdown.f32(B) / scale) > threshold)
     action[stop] = np.where(lots[stop] > 0, FLAT_FROM_LONG, FLAT_FROM_SHORT)
     flag[stop] |= FLAG_STOPPED
     actions.i32(B)[:] = action
-    log_prob.f32(B)[:] = np.log(p[np.arange(B), action])
+    with np.errstate(divide="ignore"):
+        log_prob.f32(B)[:] = np.log(p_taken)
     flags.u32(B)[:] = flag
     stop_loss.u32(B)[:] = (flag & FLAG_STOPPED) != 0
 
@@ -102,12 +213,14 @@ def block_reduce(values: np.ndarray) -> float:
 
 
 @reference(AGENT_STEP_STATS)
-def _agent_step_stats(launch, probs, actions, flags, reward_raw, reward_scaled, clipped, closed, closed_pnl, stats, B):
+def _agent_step_stats(launch, probs, actions, flags, reward_raw, reward_scaled, clipped, closed, closed_pnl, lots, stats,
+                      B):
     B = int(B)
     p = probs.f32(B * N_ACTIONS).reshape(B, N_ACTIONS)
     h = np.zeros(B, F)
     for a in range(N_ACTIONS):
-        h = (h - p[:, a] * np.log(p[:, a])).astype(F)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            h = np.where(p[:, a] > 0, h - p[:, a] * np.log(p[:, a]), h).astype(F)
     act, flag = actions.i32(B), flags.u32(B)
     raw = reward_raw.f32(B).astype(np.float64)
     n_closed = closed.u32(B)
@@ -127,6 +240,7 @@ def _agent_step_stats(launch, probs, actions, flags, reward_raw, reward_scaled, 
     out[STAT_INDEX["closed_abs_pnl_sum"]] = block_reduce(np.where(n_closed != 0, np.abs(pnl), 0.0))
     out[STAT_INDEX["closed_wins"]] = block_reduce((n_closed != 0) & (pnl > 0))
     out[STAT_INDEX["closed_pnl_sum"]] = block_reduce(np.where(n_closed != 0, pnl, 0.0))
+    out[STAT_INDEX["in_market_frac"]] = block_reduce(lots.i32(B) != 0) / n
 
 
 def _ema(prev, obs, rate):
@@ -199,8 +313,6 @@ def _agent_fused_controllers(launch, isv, stats):
     v[S("per_beta")] = min(F(beta + (F(1) - beta) / steps_left), F(1))
     h = _ema(v[S("action_entropy_ema")], st[STAT_INDEX["entropy_mean"]], v[S("loss_ema_rate")])
     v[S("action_entropy_ema")] = h
-    coef = F(v[S("entropy_coef")] * np.exp(F(v[S("entropy_coef_rate")] * F(v[S("entropy_target")] - h))))
-    v[S("entropy_coef")] = min(max(coef, v[S("entropy_coef_min")]), v[S("entropy_coef_max")])
     v[S("gamma")] = min(max(v[S("gamma")], F(0)), F(0.9999))
     v[S("tau")] = min(max(v[S("tau")], F(0)), F(1))
     v[S("per_alpha")] = min(max(v[S("per_alpha")], F(0)), F(1))

@@ -16,12 +16,47 @@ ACTION_NAMES = ("HOLD", "LONG", "SHORT", "FLAT_FROM_LONG", "FLAT_FROM_SHORT")
 FLAG_GATED = 1  # an entry the confidence gate turned into HOLD
 FLAG_STOPPED = 2  # the stop-loss forced a flat exit
 STATS_BLOCK = 256  # threads of the single-block reductions
+STATE_BLOCK = 128  # threads of agent_state (one block per backtest copies its h row)
+
+# Who acts: the C51 head (argmax of its mean, epsilon-greedy while training) or the policy head
+# distilled from it (softmax over the valid actions).
+ACTOR_Q, ACTOR_POLICY = 0, 1
+ACTORS = {"q": ACTOR_Q, "policy": ACTOR_POLICY}
+Q_INVALID = -1e30  # the Q value given to an action that changes nothing in a state (never chosen)
+
+# The agent's state: the encoder's h, then these features of the backtest's own position, written
+# by agent_state each step (cuda/agent/state.cu). The RL heads read the whole row; the replay
+# stores it as the transition's state, so Q, V and pi tell flat from long.
+POSITION_FEATURES = (
+    ("side", "sign of the position: -1 short, 0 flat, +1 long"),
+    ("unrealized", "tanh(unrealized PnL per lot, in ticks, at the current mid / UNREALIZED_SCALE_TICKS); 0 flat"),
+    ("time_in_trade", "tanh(steps the position has been held / TIME_SCALE_STEPS); 0 flat"),
+    ("spread", "the current snapshot's spread in ticks, at most SPREAD_CAP_TICKS"),
+)
+N_POSITION_FEATURES = len(POSITION_FEATURES)
+POS_INDEX = {name: i for i, (name, _) in enumerate(POSITION_FEATURES)}
+UNREALIZED_SCALE_TICKS = 4.0
+TIME_SCALE_STEPS = 64.0
+SPREAD_CAP_TICKS = 8.0
+
+
+def valid_actions(side):
+    """bool [..., 5]: which actions change something for a position of sign `side` (numpy, any shape).
+
+    HOLD always; LONG and SHORT unless already on that side (LONG while short reverses); each
+    exit only from its own side. The others are no-ops the simulator would take as HOLD, so the
+    agent neither acts on nor bootstraps from them: three choices in every state."""
+    import numpy as np
+    side = np.asarray(side)[..., None]
+    a = np.arange(N_ACTIONS)
+    return ((a == HOLD) | ((a == LONG) & (side <= 0)) | ((a == SHORT) & (side >= 0))
+            | ((a == FLAT_FROM_LONG) & (side > 0)) | ((a == FLAT_FROM_SHORT) & (side < 0)))
 
 # One float64 per field, written by agent_step_stats each step.
 STAT_FIELDS = [
     ("n", "backtests reduced (B)"),
     ("entropy_mean", "mean entropy of the sampling distribution, nats"),
-    ("hold_frac", "fraction of backtests whose executed action is HOLD"),
+    ("hold_frac", "fraction of backtests whose executed action is HOLD (keeps the position, flat or not)"),
     ("gated_frac", "fraction of entries turned into HOLD by the confidence gate"),
     ("stopped_frac", "fraction of backtests forced flat by the stop-loss"),
     ("reward_raw_mean", "mean raw reward"),
@@ -32,6 +67,7 @@ STAT_FIELDS = [
     ("closed_abs_pnl_sum", "sum of |PnL| of the trades closed this step"),
     ("closed_wins", "closed trades with positive PnL this step"),
     ("closed_pnl_sum", "sum of PnL of the trades closed this step"),
+    ("in_market_frac", "fraction of backtests holding a position when they act (time in the market)"),
 ]
 N_STATS = len(STAT_FIELDS)
 STAT_INDEX = {name: i for i, (name, _) in enumerate(STAT_FIELDS)}
@@ -54,7 +90,20 @@ def render_header() -> str:
     lines = [f"#define AGENT_N_ACTIONS {N_ACTIONS}"]
     lines += [f"#define ACTION_{name} {i}" for i, name in enumerate(ACTION_NAMES)]
     lines += [f"#define AGENT_FLAG_GATED {FLAG_GATED}", f"#define AGENT_FLAG_STOPPED {FLAG_STOPPED}",
-              f"#define AGENT_STATS_BLOCK {STATS_BLOCK}", "", f"#define AGENT_N_STATS {N_STATS}"]
+              f"#define AGENT_STATS_BLOCK {STATS_BLOCK}", f"#define AGENT_STATE_BLOCK {STATE_BLOCK}",
+              f"#define AGENT_ACTOR_Q {ACTOR_Q}", f"#define AGENT_ACTOR_POLICY {ACTOR_POLICY}",
+              f"#define AGENT_Q_INVALID {Q_INVALID:.0e}f", "",
+              f"#define AGENT_N_POSITION_FEATURES {N_POSITION_FEATURES}"]
+    lines += [f"#define POS_{name.upper()} {i}  // {doc}" for i, (name, doc) in enumerate(POSITION_FEATURES)]
+    lines += [f"#define AGENT_UNREALIZED_SCALE_TICKS {UNREALIZED_SCALE_TICKS!r}f",
+              f"#define AGENT_TIME_SCALE_STEPS {TIME_SCALE_STEPS!r}f",
+              f"#define AGENT_SPREAD_CAP_TICKS {SPREAD_CAP_TICKS!r}f", "",
+              "// Whether action a changes anything for a position of sign `side` (valid_actions in layout.py).",
+              "__device__ __forceinline__ bool agent_action_valid(int a, int side)",
+              "{",
+              "    return a == ACTION_HOLD || (a == ACTION_LONG && side <= 0) || (a == ACTION_SHORT && side >= 0)",
+              "        || (a == ACTION_FLAT_FROM_LONG && side > 0) || (a == ACTION_FLAT_FROM_SHORT && side < 0);",
+              "}", "", f"#define AGENT_N_STATS {N_STATS}"]
     lines += [f"#define STAT_{name.upper()} {i}  // {doc}" for i, (name, doc) in enumerate(STAT_FIELDS)]
     lines += ["", f"#define FRAME_LEN {FRAME_LEN}  // float64 fields per diagnostics frame",
               f"#define FRAME_SEQ 0  // step + 1, written last: a frame is complete when it matches",

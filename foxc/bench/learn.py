@@ -20,6 +20,7 @@ import argparse
 
 import numpy as np
 
+from ..agent.layout import N_POSITION_FEATURES
 from ..driver import BACKENDS, open_runtime
 from ..isv import IsvBus
 from ..nn import matmul, model
@@ -33,9 +34,13 @@ def encoder_flops(B, K, F, D) -> float:
     return 2.0 * (2 * rows * F * 4 * D + 3 * B * D * D)  # fwd + dW of the input projection; out fwd, dW, dX
 
 
-def heads_flops(B, D) -> float:
-    fwd = 2 * B * D * (2 * Q_OUTPUTS + N_ACTIONS + 2 + N_PERCEPTION)  # q, q_next, pi, v, v_next, perception
-    bwd = 2 * 2 * B * D * (Q_OUTPUTS + N_ACTIONS + 1 + N_PERCEPTION)  # dW and dh of the trained heads
+def heads_flops(B, D, R=model.RL_HIDDEN) -> float:
+    """The perception head on h, and the RL heads on the state: the shared layer three times (s_t, and
+    s_tp1 online and target), then q, q_next, pi, v, v_next; backward: dW of every trained head,
+    dz of the shared layer from Q, dh of the perception head."""
+    S = D + N_POSITION_FEATURES
+    fwd = 2 * B * (D * N_PERCEPTION + 3 * S * R + R * (2 * Q_OUTPUTS + N_ACTIONS + 2))
+    bwd = 2 * B * (2 * D * N_PERCEPTION + S * R + R * (2 * Q_OUTPUTS + N_ACTIONS + 1))
     return float(fwd + bwd)
 
 
@@ -104,7 +109,7 @@ def main(argv=None) -> int:
         learner.load_inputs(learner.random_inputs(np.random.default_rng(2)))
         enc = learner.encoder
         head_plans = [*learner.perception.forward, *learner.rl.forward, *learner.perception.backward,
-                      *learner.rl.backward, *learner.rl.into_encoder(enc.dh)]
+                      *learner.rl.backward]
         parts = [("encoder fwd+bwd", enc.forward + enc.backward, encoder_flops(B, K, F, D)),
                  ("heads fwd+bwd", head_plans, heads_flops(B, D)),
                  ("optimizer", learner.update, 0.0),

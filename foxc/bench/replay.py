@@ -15,7 +15,8 @@ import numpy as np
 
 from ..driver import BACKENDS, open_runtime
 from ..isv import IsvBus
-from ..replay import HIDDEN_DIM, ReplayBuffer
+from ..nn.model import STATE_DIM
+from ..replay import ReplayBuffer
 from .report import table, write_json
 
 GOAL_GRAPH_US = 60.0
@@ -27,8 +28,8 @@ class NumpySumTree:
     def __init__(self, capacity: int, seed: int = 0):
         self.capacity = capacity
         self.tree = np.zeros(2 * capacity)
-        self.h_t = np.zeros((capacity, HIDDEN_DIM), np.float32)
-        self.h_tp1 = np.zeros((capacity, HIDDEN_DIM), np.float32)
+        self.h_t = np.zeros((capacity, STATE_DIM), np.float32)
+        self.h_tp1 = np.zeros((capacity, STATE_DIM), np.float32)
         self.rng = np.random.default_rng(seed)
 
     def set_priorities(self, index: np.ndarray, priority: np.ndarray):
@@ -56,8 +57,8 @@ class NumpySumTree:
 def _fill(rb: ReplayBuffer, rng, steps: int):
     for _ in range(steps):
         e, s = rb.n_envs, rb.batch
-        rb.inputs["h_t"].upload(rng.standard_normal((e, HIDDEN_DIM)).astype(np.float32))
-        rb.inputs["h_tp1"].upload(rng.standard_normal((e, HIDDEN_DIM)).astype(np.float32))
+        rb.inputs["h_t"].upload(rng.standard_normal((e, STATE_DIM)).astype(np.float32))
+        rb.inputs["h_tp1"].upload(rng.standard_normal((e, STATE_DIM)).astype(np.float32))
         rb.inputs["reward"].upload(rng.standard_normal(e).astype(np.float32))
         rb.inputs["done"].upload((rng.random(e) < 0.01).astype(np.float32))
         rb.inputs["td"].upload(rng.standard_normal(s).astype(np.float32))
@@ -90,8 +91,8 @@ def _torchrl_peer(capacity: int, batch: int, priorities: np.ndarray, reps: int):
     dev = torch.device("cuda")
     rb = PrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=LazyTensorStorage(capacity, device=dev),
                                  batch_size=batch)
-    data = TensorDict({"h_t": torch.randn(capacity, HIDDEN_DIM, device=dev),
-                       "h_tp1": torch.randn(capacity, HIDDEN_DIM, device=dev)}, batch_size=[capacity])
+    data = TensorDict({"h_t": torch.randn(capacity, STATE_DIM, device=dev),
+                       "h_tp1": torch.randn(capacity, STATE_DIM, device=dev)}, batch_size=[capacity])
     rb.extend(data)
     rb.update_priority(torch.arange(capacity), torch.as_tensor(priorities))
     for _ in range(3):
@@ -122,7 +123,7 @@ def main(argv=None) -> int:
     reps = args.reps or (500 if cuda else 5)
     batch = envs
     isv = IsvBus(rt, device_resident=True)  # as in the trainer: kernels read device memory
-    rb = ReplayBuffer(rt, isv, capacity=capacity, n_envs=envs, batch=batch, seed=0)
+    rb = ReplayBuffer(rt, isv, capacity=capacity, n_envs=envs, batch=batch, width=STATE_DIM, seed=0)
     rng = np.random.default_rng(0)
     _fill(rb, rng, capacity // envs + 2 + int(isv["n_step"]))  # full before capture (DESIGN §9)
     filled = rb.length()

@@ -73,13 +73,22 @@ def ar1(eps: np.ndarray, phi: float) -> np.ndarray:
     return x.reshape(-1)[:n]
 
 
+def _latent(rng: np.random.Generator, n: int, phi: float) -> np.ndarray:
+    eps = rng.standard_normal(n) * np.sqrt(1.0 - phi ** 2)
+    eps[0] = rng.standard_normal()
+    return ar1(eps, phi)
+
+
+def latent(n: int, seed: int = 0, params: SynthParams = SynthParams()) -> np.ndarray:
+    """The latent imbalance x_t that `generate(n, seed, params)` uses (its first draws; both share `_latent`)."""
+    return _latent(np.random.default_rng(seed), n, params.phi)
+
+
 def generate(n: int, seed: int = 0, params: SynthParams = SynthParams(), n_segments: int = 1) -> np.ndarray:
     """n snapshot records (validated by construction); segment ids split the rows evenly."""
     p = params
     rng = np.random.default_rng(seed)
-    eps = rng.standard_normal(n) * np.sqrt(1.0 - p.phi ** 2)
-    eps[0] = rng.standard_normal()
-    x = ar1(eps, p.phi)
+    x = _latent(rng, n, p.phi)
 
     u = rng.random((3, n))
     move = u[0] < p.q_move

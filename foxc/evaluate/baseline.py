@@ -126,7 +126,7 @@ class LogisticImbalanceTrainer:
         (out_dir / "train.json").write_text(json.dumps(fit, indent=2) + "\n")
         return path
 
-    def load_policy(self, checkpoint: Path, config: dict) -> LogisticImbalancePolicy:
+    def load_policy(self, checkpoint: Path, config: dict, rt=None) -> LogisticImbalancePolicy:
         ckpt = read_checkpoint(checkpoint)
         return LogisticImbalancePolicy(ckpt["baseline_w"], float(ckpt["baseline_margin"][0]))
 

@@ -25,6 +25,7 @@ class PolicyContext:
     tick: int             # price units per tick
     greedy: bool
     rng: np.random.Generator
+    sim: object = None    # the simulator's device state (foxc.lobsim.LobSim): what a device policy reads
 
     @property
     def obs(self) -> np.ndarray:

@@ -76,6 +76,19 @@ def chunk_bounds(records: np.ndarray, n_chunks: int) -> np.ndarray:
     return np.asarray(out, np.int64).reshape(-1, 2)
 
 
+def chunk_standard_error(delta: np.ndarray, chunks: np.ndarray) -> float | None:
+    """The standard error of the PnL per snapshot (money), from the chunks' totals s_i over lengths l_i:
+    separate backtests walk them, so they are (nearly) independent draws; the ratio estimator's
+    sqrt(sum (s_i - m l_i)^2 / (C (C - 1))) / mean(l), m = sum s / sum l. None for one chunk."""
+    C = len(chunks)
+    if C < 2:
+        return None
+    sums = np.add.reduceat(delta.astype(np.float64), chunks[:, 0])
+    lens = (chunks[:, 1] - chunks[:, 0]).astype(np.float64)
+    m = sums.sum() / lens.sum()
+    return float(np.sqrt(np.sum((sums - m * lens) ** 2) / (C * (C - 1))) / lens.mean())
+
+
 def _harvest(ring: np.ndarray, counts: np.ndarray, taken: np.ndarray, cap: int, out: list):
     for b in np.flatnonzero(counts > taken):
         ks = np.arange(taken[b], counts[b])
@@ -89,24 +102,36 @@ def _harvest(ring: np.ndarray, counts: np.ndarray, taken: np.ndarray, cap: int, 
         taken[b] = counts[b]
 
 
-def evaluate(policy, records: np.ndarray, config: EvalConfig = EvalConfig(), *, tick: int = 1, rt=None) -> Evaluation:
-    """Run `policy` once over every snapshot of `records` (learning off) and compute the figures."""
-    if records.dtype != SNAPSHOT_DTYPE or len(records) < 2:
-        raise ValueError("records must be at least 2 SNAPSHOT_DTYPE records")
-    records = np.ascontiguousarray(records)
-    chunks = chunk_bounds(records, config.n_backtests)
-    start, lens = chunks[:, 0], chunks[:, 1] - chunks[:, 0]
-    B, n, cap = len(chunks), len(records), config.trade_log_cap
-    rt = rt if rt is not None else open_runtime(config.backend)
-    env = LobEnv(records, B, rt=rt, fee_per_lot=config.fee_per_lot, lots_per_entry=config.lots_per_entry,
-                 trade_log_cap=cap)
-    delta = np.zeros(n, np.int64)
-    actions = np.full(n, -1, np.int32)
-    probs_at = None
-    in_position = np.zeros(n, bool)
-    trades: list[np.ndarray] = []
-    taken = np.zeros(B, np.int64)
-    try:
+class Evaluator:
+    """One evaluation window on the simulator, built once and run for as many policies (or as many
+    times) as wanted: the records are uploaded once, each `run` starts from fresh accounts."""
+
+    def __init__(self, records: np.ndarray, config: EvalConfig = EvalConfig(), *, tick: int = 1, rt=None):
+        if records.dtype != SNAPSHOT_DTYPE or len(records) < 2:
+            raise ValueError("records must be at least 2 SNAPSHOT_DTYPE records")
+        if int(tick) != tick or tick < 1:
+            raise ValueError(f"tick must be the integer price units per tick (price × 1e9, e.g. "
+                             f"SynthParams.tick_units), got {tick!r}")
+        self.records = np.ascontiguousarray(records)
+        self.config, self.tick = config, int(tick)
+        self.chunks = chunk_bounds(self.records, config.n_backtests)
+        self.rt = rt if rt is not None else open_runtime(config.backend)
+        self.env = LobEnv(self.records, len(self.chunks), rt=self.rt, fee_per_lot=config.fee_per_lot,
+                          lots_per_entry=config.lots_per_entry, trade_log_cap=config.trade_log_cap)
+        self.verdicts = snapshot_verdicts(self.records, self.env.sim.config.min_price, self.env.sim.config.max_price)
+
+    def run(self, policy) -> Evaluation:
+        """Run `policy` once over every snapshot of the window (learning off) and compute the figures."""
+        records, config, env, cap = self.records, self.config, self.env, self.config.trade_log_cap
+        chunks = self.chunks
+        start, lens = chunks[:, 0], chunks[:, 1] - chunks[:, 0]
+        B, n = len(chunks), len(records)
+        delta = np.zeros(n, np.int64)
+        actions = np.full(n, -1, np.int32)
+        probs_at = None
+        in_position = np.zeros(n, bool)
+        trades: list[np.ndarray] = []
+        taken = np.zeros(B, np.int64)
         env.reset(config.seed)
         env.cursor.upload(start)              # each backtest walks its own chunk, once
         env.episode_end.upload(chunks[:, 1] - 1)
@@ -116,7 +141,7 @@ def evaluate(policy, records: np.ndarray, config: EvalConfig = EvalConfig(), *, 
         for t in range(int(lens.max())):
             active = t < lens
             cursor = start + np.minimum(t, lens - 1)
-            ctx = PolicyContext(records, cursor, active, lots, t, tick, config.greedy, rng)
+            ctx = PolicyContext(records, cursor, active, lots, t, self.tick, config.greedy, rng, env.sim)
             act, probs = split_decision(policy(ctx), B)
             act = np.where(active, act, HOLD).astype(np.int32)
             on_device = env.cursor.download()
@@ -138,18 +163,35 @@ def evaluate(policy, records: np.ndarray, config: EvalConfig = EvalConfig(), *, 
         _harvest(env.sim.trade_log.download(), env.sim.positions()["trades"].astype(np.int64), taken, cap, trades)
         pos = env.sim.positions()
         sim = {"unfilled_lots": int(pos["unfilled_lots"].sum()), "forced_lots": int(pos["forced_lots"].sum()),
-               "invalid_actions": int(pos["invalid_actions"].sum())}
-    finally:
-        env.close()
-    trades_arr = np.concatenate(trades) if trades else np.zeros(0, EVAL_TRADE_DTYPE)
-    trades_arr = trades_arr[np.argsort(trades_arr["chunk"], kind="stable")]
-    verdicts = snapshot_verdicts(records, env.sim.config.min_price, env.sim.config.max_price)
-    sim["skipped_snapshots"] = int((verdicts != BOOK_OK).sum())
-    metrics = summarize(trades_arr, delta, records["ts_ns"], actions, probs_at, in_position)
-    metrics["chunks"] = B
-    if metrics["net_pnl"] != metrics["final_equity"]:
-        raise RuntimeError(f"the trades' net PnL {metrics['net_pnl']} differs from the final equity "
-                           f"{metrics['final_equity']}: a chunk did not end flat or a trade was lost")
-    name = getattr(policy, "name", None) or getattr(policy, "__name__", None) or type(policy).__name__
-    return Evaluation(name, bool(getattr(policy, "is_baseline", True)),
-                      metrics, chunks, trades_arr, np.cumsum(delta), actions, probs_at, sim)
+               "invalid_actions": int(pos["invalid_actions"].sum()),
+               "skipped_snapshots": int((self.verdicts != BOOK_OK).sum())}
+        trades_arr = np.concatenate(trades) if trades else np.zeros(0, EVAL_TRADE_DTYPE)
+        trades_arr = trades_arr[np.argsort(trades_arr["chunk"], kind="stable")]
+        metrics = summarize(trades_arr, delta, records["ts_ns"], actions, probs_at, in_position)
+        metrics["chunks"] = B
+        # every snapshot is acted on once (by one chunk): net PnL per snapshot, in ticks per lot, is
+        # comparable with a synthetic market's optimum (foxc.evaluate.optimum)
+        metrics["pnl_ticks"] = metrics["net_pnl"] / self.tick / n / config.lots_per_entry
+        se = chunk_standard_error(delta, chunks)
+        metrics["pnl_ticks_se"] = None if se is None else se / self.tick / config.lots_per_entry
+        if metrics["net_pnl"] != metrics["final_equity"]:
+            raise RuntimeError(f"the trades' net PnL {metrics['net_pnl']} differs from the final equity "
+                               f"{metrics['final_equity']}: a chunk did not end flat or a trade was lost")
+        name = getattr(policy, "name", None) or getattr(policy, "__name__", None) or type(policy).__name__
+        return Evaluation(name, bool(getattr(policy, "is_baseline", True)),
+                          metrics, chunks, trades_arr, np.cumsum(delta), actions, probs_at, sim)
+
+    def close(self):
+        self.env.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def evaluate(policy, records: np.ndarray, config: EvalConfig = EvalConfig(), *, tick: int = 1, rt=None) -> Evaluation:
+    """Run `policy` once over every snapshot of `records` (learning off) and compute the figures."""
+    with Evaluator(records, config, tick=tick, rt=rt) as ev:
+        return ev.run(policy)

@@ -8,8 +8,9 @@ A fold trainer is an object with
         trains on `window` (foxc.data.MarketData: the fold's training records, tick, source)
         for `steps` steps, writes its checkpoint(s) and, when it has them, `metrics.jsonl`
         (training curves, see foxc.report) into `out_dir`; returns the checkpoint to evaluate
-    load_policy(checkpoint, config) -> policy
+    load_policy(checkpoint, config, rt) -> policy
         the policy (see foxc.evaluate.policy) that checkpoint holds, for evaluation with learning off
+        on runtime `rt` (where the evaluation's simulator runs: a policy may run on the device too)
 
 `config` is a plain dict (JSON-able, so it crosses process and machine boundaries): the
 walk-forward's `train_args` (training flags it did not recognise, passed through verbatim),
@@ -34,7 +35,7 @@ class FoldTrainer(Protocol):
 
     def train(self, window, steps: int, out_dir: Path, config: dict) -> Path: ...
 
-    def load_policy(self, checkpoint: Path, config: dict): ...
+    def load_policy(self, checkpoint: Path, config: dict, rt): ...
 
 
 def resolve_trainer(spec: str) -> FoldTrainer:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..agent.layout import Q_INVALID
+
 ACT_IDENTITY, ACT_RELU, ACT_TANH, ACT_SIGMOID = 0, 1, 2, 3
 N_ACTIONS = 5
 C51_ATOMS = 51
@@ -158,23 +160,25 @@ def value_loss(v, y):
     return (v - y) ** 2
 
 
-def policy_loss(logits, action, advantage, logp_old, entropy_coef):
-    """Per-sample -rho A log pi(a) - beta H(pi) with rho = min(1, pi(a)/pi_old(a)) held constant."""
-    B = logits.shape[0]
-    logp = log_softmax(logits)
-    p = np.exp(logp)
-    logp_a = logp[np.arange(B), action]
-    rho = np.minimum(1, np.exp(logp_a - logp_old))
-    entropy = -(p * logp).sum(axis=-1)
-    return -rho * advantage * logp_a - entropy_coef * entropy, rho
+def distill_target(q, temperature):
+    """softmax(q / T) over the valid actions (q above Q_INVALID / 2), 0 on the others."""
+    valid = q > 0.5 * Q_INVALID
+    z = np.where(valid, q / temperature, -np.inf)
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.where(valid, np.exp(z), 0)
+    return e / e.sum(axis=-1, keepdims=True), valid
 
 
-def policy_loss_with_rho(logits, action, advantage, rho, entropy_coef):
-    """policy_loss with the importance ratio given: what a gradient check differences."""
-    B = logits.shape[0]
-    logp = log_softmax(logits)
-    p = np.exp(logp)
-    return -rho * advantage * logp[np.arange(B), action] + entropy_coef * (p * logp).sum(axis=-1)
+def distill_loss(logits, q, temperature):
+    """Per-sample KL(softmax(q / T) || pi) over the valid actions, pi the softmax of the logits there:
+    the policy head learns the Boltzmann policy of the C51 head's means (held constant)."""
+    t, valid = distill_target(q, temperature)
+    z = np.where(valid, logits, -np.inf)
+    log_pi = z - z.max(axis=-1, keepdims=True)
+    log_pi = log_pi - np.log(np.where(valid, np.exp(log_pi), 0).sum(axis=-1, keepdims=True))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(valid, t * (np.log(np.where(valid, t, 1)) - np.where(valid, log_pi, 0)), 0)
+    return terms.sum(axis=-1)
 
 
 def bce_masked(logits, labels, mask):

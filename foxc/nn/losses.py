@@ -1,4 +1,4 @@
-"""Losses and their gradients (cuda/nn/losses.cu): C51 cross-entropy, value MSE, policy gradient, masked BCE.
+"""Losses and their gradients (cuda/nn/losses.cu): C51 cross-entropy, value MSE, policy distillation, masked BCE.
 
 Per-sample losses are written out (the C51 one also a |TD| for the priorities); the gradients
 are those of the batch mean, so they already carry the 1/B. `loss_mean` reduces a per-sample
@@ -24,8 +24,8 @@ VALUE_LOSS = KernelSpec("value_loss", MODULE, (
     ptr("grad_v"), ptr("loss"), ptr("advantage"), ptr("v"), ptr("v_next"), ptr("ret"), ptr("gamma_n"), ptr("done"),
     i32("B")), doc="(v - y)^2 with y = ret + gamma_n (1 - done) v_next; advantage = y - v")
 POLICY_LOSS = KernelSpec("policy_loss", MODULE, (
-    ptr("grad_logits"), ptr("loss"), ptr("logits"), ptr("action"), ptr("advantage"), ptr("logp_old"), ptr("isv"),
-    i32("B")), doc="-rho A log pi(a) - beta H(pi), rho = min(1, pi/pi_old), beta = ISV entropy_coef")
+    ptr("grad_logits"), ptr("loss"), ptr("logits"), ptr("q"), ptr("isv"), i32("B")),
+    doc="KL(softmax(q / T) || pi) over the valid actions (q > Q_INVALID / 2), T = ISV distill_temperature")
 BCE_MASKED = KernelSpec("bce_masked", MODULE, (
     ptr("grad"), ptr("loss"), ptr("logits"), ptr("labels"), ptr("mask"), i32("rows"), i32("cols")),
     doc="mask * BCE-with-logits and its gradient / rows")
@@ -59,21 +59,17 @@ def _value_loss(launch, grad_v, loss, advantage, v, v_next, ret, gamma_n, done, 
 
 
 @reference(POLICY_LOSS)
-def _policy_loss(launch, grad_logits, loss, logits, action, advantage, logp_old, isv, B):
+def _policy_loss(launch, grad_logits, loss, logits, q, isv, B):
     B = int(B)
-    beta = isv.f32()[slot_index("entropy_coef")]
+    T = max(isv.f32()[slot_index("distill_temperature")], np.float32(1e-6))
     lg = logits.f32(B * N_ACTIONS).reshape(B, N_ACTIONS)
-    act = np.clip(action.i32(B), 0, N_ACTIONS - 1)
-    adv = advantage.f32(B)
-    lb, rho = F.policy_loss(lg, act, adv, logp_old.f32(B), beta)
-    logp = F.log_softmax(lg)
-    p = np.exp(logp)
-    entropy = -(p * logp).sum(axis=-1, keepdims=True)
-    onehot = np.eye(N_ACTIONS, dtype=np.float32)[act]
-    ra = (rho * adv)[:, None]
-    g = (-ra * (onehot - p) + beta * p * (logp + entropy)) / np.float32(B)
-    loss.f32(B)[:] = lb
-    grad_logits.f32(B * N_ACTIONS)[:] = g.ravel()
+    qv = q.f32(B * N_ACTIONS).reshape(B, N_ACTIONS)
+    target, valid = F.distill_target(qv, T)
+    z = np.where(valid, lg, -np.inf)
+    pi = np.exp(z - z.max(axis=1, keepdims=True))
+    pi = pi / pi.sum(axis=1, keepdims=True)
+    loss.f32(B)[:] = F.distill_loss(lg, qv, T)
+    grad_logits.f32(B * N_ACTIONS)[:] = np.where(valid, (pi - target) / np.float32(B), 0).astype(np.float32).ravel()
 
 
 @reference(BCE_MASKED)
@@ -112,8 +108,8 @@ def plan_value_loss(rt, grad_v, loss, advantage, v, v_next, ret, gamma_n, done, 
     return rt.plan(VALUE_LOSS, grid_for(B), BLOCK, (grad_v, loss, advantage, v, v_next, ret, gamma_n, done, B))
 
 
-def plan_policy_loss(rt, grad_logits, loss, logits, action, advantage, logp_old, isv, B: int):
-    return rt.plan(POLICY_LOSS, grid_for(B), BLOCK, (grad_logits, loss, logits, action, advantage, logp_old, isv, B))
+def plan_policy_loss(rt, grad_logits, loss, logits, q, isv, B: int):
+    return rt.plan(POLICY_LOSS, grid_for(B), BLOCK, (grad_logits, loss, logits, q, isv, B))
 
 
 def plan_bce_masked(rt, grad, loss, logits, labels, mask, rows: int, cols: int):

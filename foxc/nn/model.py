@@ -3,10 +3,10 @@
     params = Parameters(rt, n_features=F); params.init(rng)
     enc = Encoder(rt, params, batch=B, window=K, features=x_dev)    # x: [K, B, F] time-major
     perc = PerceptionHead(rt, params, enc.h, labels, mask, batch=B)
-    rl = RlHeads(rt, params, h_t, h_tp1, transition arrays..., isv, batch=B)
+    rl = RlHeads(rt, params, s_t, s_tp1, transition arrays..., isv, batch=B)   # s: the agent's states
     opt = Optimizer(rt, params, isv)
     for plan in enc.forward + perc.forward + perc.backward + rl.forward + rl.backward
-                + rl.into_encoder(enc.dh) + enc.backward + opt.update: plan.launch(stream)
+                + enc.backward + opt.update: plan.launch(stream)
 
 Every buffer is allocated at construction and every plan built once, so a whole training step
 can be captured into one graph. Parameters, gradients and both Adam moments share one layout
@@ -20,12 +20,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..agent.layout import N_POSITION_FEATURES, POS_INDEX
 from ..isv.registry import slot_index
 from . import heads, losses, matmul, optim, ssm
 from .heads import C51_ATOMS, N_ACTIONS, N_PERCEPTION, Q_OUTPUTS
-from .matmul import ACT_IDENTITY, ACT_TANH, RowReduction, plan_act_bwd, plan_linear, plan_matmul_nt
+from .matmul import ACT_IDENTITY, ACT_RELU, ACT_TANH, RowReduction, plan_act_bwd, plan_linear, plan_matmul_nt
 
 HIDDEN_DIM = 128
+# The RL heads read the agent's state: h followed by the backtest's position features (foxc.agent.layout).
+STATE_DIM = HIDDEN_DIM + N_POSITION_FEATURES
+SIDE_COLUMN = HIDDEN_DIM + POS_INDEX["side"]  # where a state row holds the sign of its position
+# The RL heads share one ReLU layer on the state: a linear head could not make the value of
+# holding depend on the product of the position's side and the market signal.
+RL_HIDDEN = 256
 ALIGN = 64  # floats: 256-byte aligned tensors
 
 
@@ -42,9 +49,9 @@ class Tensor:
         return int(np.prod(self.shape))
 
 
-def layout(n_features: int, hidden: int = HIDDEN_DIM) -> tuple[list[Tensor], int]:
+def layout(n_features: int, hidden: int = HIDDEN_DIM, rl_hidden: int = RL_HIDDEN) -> tuple[list[Tensor], int]:
     """The trained tensors in buffer order, and the buffer's length in floats."""
-    D = hidden
+    D, S, R = hidden, hidden + N_POSITION_FEATURES, rl_hidden
     spec = [
         ("enc_w_in", (n_features, ssm.PARTS * D), "lr_encoder", n_features),
         ("enc_b_in", (ssm.PARTS * D,), "lr_encoder", 0),
@@ -52,11 +59,13 @@ def layout(n_features: int, hidden: int = HIDDEN_DIM) -> tuple[list[Tensor], int
         ("enc_b_out", (D,), "lr_encoder", 0),
         ("perception_w", (D, N_PERCEPTION), "lr_perception", D),
         ("perception_b", (N_PERCEPTION,), "lr_perception", 0),
-        ("dqn_w", (D, Q_OUTPUTS), "lr_q", D),
+        ("rl_w", (S, R), "lr_q", S),
+        ("rl_b", (R,), "lr_q", 0),
+        ("dqn_w", (R, Q_OUTPUTS), "lr_q", R),
         ("dqn_b", (Q_OUTPUTS,), "lr_q", 0),
-        ("policy_w", (D, N_ACTIONS), "lr_policy", D),
+        ("policy_w", (R, N_ACTIONS), "lr_policy", R),
         ("policy_b", (N_ACTIONS,), "lr_policy", 0),
-        ("value_w", (D, 1), "lr_value", D),
+        ("value_w", (R, 1), "lr_value", R),
         ("value_b", (1,), "lr_value", 0),
     ]
     tensors, offset = [], 0
@@ -66,16 +75,17 @@ def layout(n_features: int, hidden: int = HIDDEN_DIM) -> tuple[list[Tensor], int
     return tensors, offset
 
 
-TARGET_TENSORS = ("dqn_w", "dqn_b")  # copied into the target network, soft-updated with tau
+TARGET_TENSORS = ("rl_w", "rl_b", "dqn_w", "dqn_b")  # the target network (contiguous), soft-updated with tau
 
 
 class Parameters:
     """theta, grad, Adam m and v (one layout), Adam step counts, and the C51 target copy."""
 
-    def __init__(self, rt, n_features: int, hidden: int = HIDDEN_DIM):
+    def __init__(self, rt, n_features: int, hidden: int = HIDDEN_DIM, rl_hidden: int = RL_HIDDEN):
         self.rt = rt
-        self.n_features, self.hidden = n_features, hidden
-        self.tensors, self.size = layout(n_features, hidden)
+        self.n_features, self.hidden, self.state_dim = n_features, hidden, hidden + N_POSITION_FEATURES
+        self.rl_hidden = rl_hidden
+        self.tensors, self.size = layout(n_features, hidden, rl_hidden)
         self.by_name = {t.name: t for t in self.tensors}
         self.theta = rt.device_array(self.size, np.float32, "theta")
         self.grad = rt.device_array(self.size, np.float32, "grad")
@@ -88,7 +98,7 @@ class Parameters:
         self.target = rt.device_array(self.target_size, np.float32, "dqn_target")
 
     def ptr(self, name: str, buffer: str = "theta"):
-        """Device address of tensor `name` in theta, grad, adam_m or adam_v; 'target' for dqn_w/dqn_b_target."""
+        """Device address of tensor `name` in theta, grad, adam_m or adam_v; '<name>_target' for the target copy."""
         if name.endswith("_target"):
             return self.target.at(self.by_name[name[:-len("_target")]].offset - self.target_offset)
         return getattr(self, buffer).at(self.by_name[name].offset)
@@ -210,19 +220,28 @@ class PerceptionHead:
 
 
 class RlHeads:
-    """C51 Q (online and target), policy and value on replayed h_t / h_tp1, their losses and backward.
+    """The RL heads on replayed states: a shared ReLU layer z = relu(s W_rl + b_rl), then C51 Q (online
+    and target), the policy and the value on z; their losses and backward.
 
-    Transition arrays (device, [B]): action i32, ret (n-step return), gamma_n, done, weight (PER
-    importance weights), logp_old. backward leaves dQ/dπ/dV gradients in params.grad and the heads'
-    summed gradient on h_t in `dh`; `into_encoder(dh_enc)` adds lambda * dh to the encoder's dh.
+    States s_t / s_tp1 [B, state_dim] are the agent's (h and the position features). Transition
+    arrays (device, [B]): action i32, ret (n-step return), gamma_n, done, weight (PER importance
+    weights). The C51 target takes the next state's best *valid* action from the target network
+    (target copies of the shared layer and the Q head); the policy learns the Boltzmann policy of the
+    online Q means (distillation); V regresses the n-step target. Only the C51 loss trains the shared
+    layer (the policy and value heads read it as fixed features). backward leaves the gradients in
+    params.grad. The heads do not train the encoder: a replayed state's h came from windows the
+    encoder is not processing in this step.
     """
 
-    def __init__(self, rt, params: Parameters, h, h_next, action, ret, gamma_n, done, weight, logp_old, isv,
+    def __init__(self, rt, params: Parameters, s_t, s_tp1, action, ret, gamma_n, done, weight, isv,
                  batch: int, precision="f32"):
-        B, D = batch, params.hidden
-        self.rt, self.isv, self.batch, self.hidden = rt, isv, B, D
+        B, S, R = batch, params.state_dim, params.rl_hidden
+        self.rt, self.isv, self.batch = rt, isv, B
         arr = lambda shape, name, dt=np.float32: rt.device_array(shape, dt, name)  # noqa: E731
+        self.z, self.dz = arr((B, R), "rl_z"), arr((B, R), "rl_dz")
+        self.z_next, self.z_next_target = arr((B, R), "rl_z_next"), arr((B, R), "rl_z_next_target")
         self.q_logits, self.dq_logits = arr((B, Q_OUTPUTS), "q_logits"), arr((B, Q_OUTPUTS), "dq_logits")
+        self.q_probs, self.q = arr((B, N_ACTIONS, C51_ATOMS), "q_probs"), arr((B, N_ACTIONS), "q_online")
         self.next_logits = arr((B, Q_OUTPUTS), "q_next_logits")
         self.next_probs, self.next_q = arr((B, N_ACTIONS, C51_ATOMS), "q_next_probs"), arr((B, N_ACTIONS), "q_next")
         self.pi_logits, self.dpi_logits = arr((B, N_ACTIONS), "pi_logits"), arr((B, N_ACTIONS), "dpi_logits")
@@ -231,50 +250,31 @@ class RlHeads:
         self.loss_q, self.td_error = arr(B, "loss_q"), arr(B, "td_error")
         self.loss_pi, self.loss_v = arr(B, "loss_pi"), arr(B, "loss_v")
         self.loss_means = arr(3, "rl_loss_means")  # q, pi, v
-        self.dh = arr((B, D), "dh_rl")
-        q = Linear(rt, params, "dqn_w", "dqn_b", h, self.q_logits, B, D, Q_OUTPUTS, precision=precision,
-                   dY=self.dq_logits, dX=self.dh)
-        q_next = Linear(rt, params, "dqn_w", "dqn_b", h_next, self.next_logits, B, D, Q_OUTPUTS,
-                        precision=precision, target=True)
-        pi = Linear(rt, params, "policy_w", "policy_b", h, self.pi_logits, B, D, N_ACTIONS, precision=precision,
-                    dY=self.dpi_logits, dX=self.dh, accumulate_dX=True)
-        v = Linear(rt, params, "value_w", "value_b", h, self.v, B, D, 1, precision=precision, dY=self.dv,
-                   dX=self.dh, accumulate_dX=True)
-        v_next = Linear(rt, params, "value_w", "value_b", h_next, self.v_next, B, D, 1, precision=precision)
+        lin = lambda *a, **k: Linear(rt, params, *a, precision=precision, **k)  # noqa: E731
+        trunk = lin("rl_w", "rl_b", s_t, self.z, B, S, R, ACT_RELU, dY=self.dz)
+        trunk_next = lin("rl_w", "rl_b", s_tp1, self.z_next, B, S, R, ACT_RELU)
+        trunk_target = lin("rl_w", "rl_b", s_tp1, self.z_next_target, B, S, R, ACT_RELU, target=True)
+        q = lin("dqn_w", "dqn_b", self.z, self.q_logits, B, R, Q_OUTPUTS, dY=self.dq_logits, dX=self.dz)
+        q_next = lin("dqn_w", "dqn_b", self.z_next_target, self.next_logits, B, R, Q_OUTPUTS, target=True)
+        pi = lin("policy_w", "policy_b", self.z, self.pi_logits, B, R, N_ACTIONS, dY=self.dpi_logits)
+        v = lin("value_w", "value_b", self.z, self.v, B, R, 1, dY=self.dv)
+        v_next = lin("value_w", "value_b", self.z_next, self.v_next, B, R, 1)
+        side = params.hidden + POS_INDEX["side"]  # the side feature's column in a state row
         self.forward = [
+            *trunk.forward, *trunk_next.forward, *trunk_target.forward,
             *q.forward, *q_next.forward, *pi.forward, *v.forward, *v_next.forward,
-            heads.plan_c51_distribution(rt, self.next_probs, self.next_q, self.next_logits, isv, B),
+            heads.plan_c51_distribution(rt, self.next_probs, self.next_q, self.next_logits, isv, s_tp1.at(side), S, B),
+            heads.plan_c51_distribution(rt, self.q_probs, self.q, self.q_logits, isv, s_t.at(side), S, B),
             losses.plan_c51_loss(rt, self.dq_logits, self.loss_q, self.td_error, self.q_logits, self.next_probs,
                                  self.next_q, action, ret, gamma_n, done, weight, isv, B),
             losses.plan_value_loss(rt, self.dv, self.loss_v, self.advantage, self.v, self.v_next, ret, gamma_n,
                                    done, B),
-            losses.plan_policy_loss(rt, self.dpi_logits, self.loss_pi, self.pi_logits, action, self.advantage,
-                                    logp_old, isv, B),
+            losses.plan_policy_loss(rt, self.dpi_logits, self.loss_pi, self.pi_logits, self.q, isv, B),
             losses.plan_loss_mean(rt, self.loss_means.at(0), self.loss_q, B),
             losses.plan_loss_mean(rt, self.loss_means.at(1), self.loss_pi, B),
             losses.plan_loss_mean(rt, self.loss_means.at(2), self.loss_v, B),
         ]
-        self.backward = [*q.backward, *pi.backward, *v.backward]
-
-    def into_encoder(self, dh_encoder) -> list:
-        return [optim.plan_grad_h_accumulate(self.rt, dh_encoder, self.dh, self.isv, self.batch * self.hidden)]
-
-
-class Actor:
-    """What the action sampler reads, from the encoder's h: the policy's probabilities and log
-    probabilities, and the online C51 distribution with its Q values (forward only)."""
-
-    def __init__(self, rt, params: Parameters, h, isv, batch: int, precision="f32"):
-        B, D = batch, params.hidden
-        arr = lambda shape, name: rt.device_array(shape, np.float32, name)  # noqa: E731
-        self.pi_logits, self.pi_probs, self.pi_log_probs = (arr((B, N_ACTIONS), n) for n in
-                                                            ("act_pi_logits", "act_pi_probs", "act_pi_log_probs"))
-        self.q_logits = arr((B, Q_OUTPUTS), "act_q_logits")
-        self.q_probs, self.q = arr((B, N_ACTIONS, C51_ATOMS), "act_q_probs"), arr((B, N_ACTIONS), "act_q")
-        pi = Linear(rt, params, "policy_w", "policy_b", h, self.pi_logits, B, D, N_ACTIONS, precision=precision)
-        q = Linear(rt, params, "dqn_w", "dqn_b", h, self.q_logits, B, D, Q_OUTPUTS, precision=precision)
-        self.forward = [*pi.forward, heads.plan_policy_softmax(rt, self.pi_probs, self.pi_log_probs, self.pi_logits, B),
-                        *q.forward, heads.plan_c51_distribution(rt, self.q_probs, self.q, self.q_logits, isv, B)]
+        self.backward = [*q.backward, *trunk.backward, *pi.backward, *v.backward]
 
 
 class Optimizer:
@@ -299,26 +299,27 @@ def launch_all(plans, stream):
 
 
 class Learner:
-    INPUTS = ("features", "labels", "mask", "h_t", "h_tp1", "action", "ret", "gamma_n", "done", "weight", "logp_old")
+    INPUTS = ("features", "labels", "mask", "h_t", "h_tp1", "action", "ret", "gamma_n", "done", "weight")
 
     """A whole learning step over device inputs it owns: encoder forward on a window batch,
-    perception loss, RL losses on a replayed batch (h_t, h_tp1 and transition scalars), all
+    perception loss, RL losses on a replayed batch (states and transition scalars), all
     backward passes, gradient clipping, AdamW with ISV learning rates and the target update.
 
     Inputs to fill before a step (device arrays): `features` [K, B, F], `labels`/`mask` [B, 9],
-    `h_t`/`h_tp1` [B, D], `action` (i32), `ret`, `gamma_n`, `done`, `weight`, `logp_old` [B].
-    `inputs` may hand in any of them as another component's arrays (the trainer passes the
-    dataset's features and the replay's sampled batch), so nothing is copied.
-    `forward_backward` and `update` are plan lists; `step` = both, capturable into one graph;
-    `learn` is `forward_backward` without the encoder's forward, for a caller that runs that first.
+    `h_t`/`h_tp1` [B, state_dim] (the agent's states: h then the position features), `action`
+    (i32), `ret`, `gamma_n`, `done`, `weight` [B]. `inputs` may hand in any of them as another
+    component's arrays (the trainer passes the dataset's features and the replay's sampled
+    batch), so nothing is copied. `forward_backward` and `update` are plan lists; `step` = both,
+    capturable into one graph; `learn` is `forward_backward` without the encoder's forward, for a
+    caller that runs that first.
     """
 
     def __init__(self, rt, isv, batch: int, window: int, n_features: int, hidden: int = HIDDEN_DIM,
-                 precision: str = "f32", inputs: dict | None = None):
+                 precision: str = "f32", inputs: dict | None = None, rl_hidden: int = RL_HIDDEN):
         B, K = batch, window
         self.rt, self.batch, self.window = rt, B, K
-        self.params = Parameters(rt, n_features, hidden)
-        D = hidden
+        self.params = Parameters(rt, n_features, hidden, rl_hidden)
+        S = self.params.state_dim
         given = dict(inputs or {})
         unknown = set(given) - set(self.INPUTS)
         if unknown:
@@ -336,18 +337,18 @@ class Learner:
             return rt.device_array(shape, dt, name)
         self.features = arr((K, B, n_features), "features")
         self.labels, self.mask = arr((B, N_PERCEPTION), "labels"), arr((B, N_PERCEPTION), "label_mask")
-        self.h_t, self.h_tp1 = arr((B, D), "replay_h_t"), arr((B, D), "replay_h_tp1")
+        self.h_t, self.h_tp1 = arr((B, S), "replay_h_t"), arr((B, S), "replay_h_tp1")
         self.action = arr(B, "replay_action", np.int32)
         self.ret, self.gamma_n, self.done = arr(B, "replay_ret"), arr(B, "replay_gamma_n"), arr(B, "replay_done")
-        self.weight, self.logp_old = arr(B, "replay_weight"), arr(B, "replay_logp_old")
+        self.weight = arr(B, "replay_weight")
         self.encoder = Encoder(rt, self.params, B, K, self.features, precision)
         self.perception = PerceptionHead(rt, self.params, self.encoder.h, self.encoder.dh, self.labels, self.mask,
                                          B, precision)
         self.rl = RlHeads(rt, self.params, self.h_t, self.h_tp1, self.action, self.ret, self.gamma_n, self.done,
-                          self.weight, self.logp_old, isv, B, precision)
+                          self.weight, isv, B, precision)
         self.optimizer = Optimizer(rt, self.params, isv)
         self.learn = [*self.perception.forward, *self.rl.forward, *self.perception.backward, *self.rl.backward,
-                      *self.rl.into_encoder(self.encoder.dh), *self.encoder.backward]
+                      *self.encoder.backward]
         self.forward_backward = [*self.encoder.forward, *self.learn]
         self.update = self.optimizer.update
         self.step = self.forward_backward + self.update
@@ -360,16 +361,21 @@ class Learner:
         """A synthetic batch with every input in its valid range (tests and benchmarks)."""
         B, K, F, D = self.batch, self.window, self.params.n_features, self.params.hidden
         f32 = np.float32
+
+        def states():
+            s = rng.uniform(-1, 1, (B, self.params.state_dim)).astype(f32)
+            s[:, :D] = np.tanh(rng.standard_normal((B, D)))
+            s[:, D + POS_INDEX["side"]] = rng.integers(-1, 2, B)
+            return s
         return {
             "features": rng.standard_normal((K, B, F)).astype(f32),
             "labels": (rng.random((B, N_PERCEPTION)) < 0.5).astype(f32),
             "mask": (rng.random((B, N_PERCEPTION)) < 0.9).astype(f32),
-            "h_t": np.tanh(rng.standard_normal((B, D))).astype(f32),
-            "h_tp1": np.tanh(rng.standard_normal((B, D))).astype(f32),
+            "h_t": states(),
+            "h_tp1": states(),
             "action": rng.integers(0, N_ACTIONS, B).astype(np.int32),
             "ret": rng.standard_normal(B).astype(f32),
             "gamma_n": np.full(B, 0.99 ** 3, f32),
             "done": (rng.random(B) < 0.05).astype(f32),
             "weight": rng.uniform(0.3, 1.0, B).astype(f32),
-            "logp_old": np.log(rng.uniform(0.1, 0.5, B)).astype(f32),
         }

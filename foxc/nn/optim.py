@@ -1,6 +1,6 @@
-"""AdamW, gradient-norm clipping, target soft update and the RL-to-encoder gradient (cuda/nn/optim.cu).
+"""AdamW, gradient-norm clipping and the target soft update (cuda/nn/optim.cu).
 
-Graph-safe by construction: the learning rate (`adamw_step_isv_lr`), clip norm, tau and lambda
+Graph-safe by construction: the learning rate (`adamw_step_isv_lr`), clip norm and tau
 are read from the ISV on the device, Adam's step counts live in a device array bumped by
 `adam_steps_increment`, and the clip scale is computed on the device and read by every
 `adamw_step` launch. The norm is a two-stage reduction with a fixed grid, so it is bit-stable.
@@ -41,9 +41,6 @@ ADAMW_ALL = KernelSpec("adamw_all", MODULE, (
     doc="AdamW on every tensor of a flat buffer (table: begin, end, lr_slot), then the target soft update")
 SOFT_UPDATE = KernelSpec("soft_update", MODULE, (ptr("target"), ptr("online"), ptr("isv"), i64("n")),
                          doc="target += tau (online - target)")
-GRAD_H_ACCUMULATE_SCALED = KernelSpec("grad_h_accumulate_scaled", MODULE,
-                                      (ptr("grad_encoder"), ptr("grad_heads"), ptr("isv"), i64("n")),
-                                      doc="grad_encoder += rl_to_encoder_lambda * grad_heads")
 
 
 ADAMW_MAX_TENSORS = 32  # adamw_all's table capacity (cuda/nn/optim.cu)
@@ -128,13 +125,6 @@ def _soft_update(launch, target, online, isv, n):
     t += tau * (online.f32(n) - t)
 
 
-@reference(GRAD_H_ACCUMULATE_SCALED)
-def _grad_h_accumulate_scaled(launch, grad_encoder, grad_heads, isv, n):
-    n = int(n)
-    lam = isv.f32()[slot_index("rl_to_encoder_lambda")]
-    grad_encoder.f32(n)[:] += lam * grad_heads.f32(n)
-
-
 def grid_for(n: int) -> int:
     return max(1, min(-(-int(n) // BLOCK), MAX_BLOCKS))
 
@@ -179,10 +169,6 @@ def plan_adamw_all(rt, theta, grad, m, v, target, clip, steps, table, n_tensors:
 
 def plan_soft_update(rt, target, online, isv, n: int):
     return rt.plan(SOFT_UPDATE, grid_for(n), BLOCK, (target, online, isv, n))
-
-
-def plan_grad_h_accumulate(rt, grad_encoder, grad_heads, isv, n: int):
-    return rt.plan(GRAD_H_ACCUMULATE_SCALED, grid_for(n), BLOCK, (grad_encoder, grad_heads, isv, n))
 
 
 def plan_steps_increment(rt, steps, n: int):

@@ -1,13 +1,15 @@
 """`ReplayBuffer`: the device arrays and launch plans of GPU prioritized replay.
 
-    rb = ReplayBuffer(rt, isv, capacity=65536, n_envs=1024, batch=1024, seed=7)
+    rb = ReplayBuffer(rt, isv, capacity=65536, n_envs=1024, batch=1024, width=132, seed=7)
     rb.inputs["h_t"].upload(...)         # or pass other components' arrays as `inputs=`
     rb.push(); rb.flush(); rb.sample()   # rb.sampled["h_t"], ["weight"], ["index"], ...
     rb.inputs["td"] <- |TD| of the batch; rb.update_priorities(); rb.rebuild()
 
 Every method only launches prebuilt plans on the stream: no allocation, no
 host reads and no host branches on device data, so a whole step can be
-captured into a graph. Write head, length, running max priority and the
+captured into a graph. A transition's states (`h_t`, `h_tp1`) are rows of `width`
+floats: the buffer does not care what they hold (the trainer stores the agent's state,
+the encoder's h followed by the backtest's position features). Write head, length, running max priority and the
 samplers' generator states all live on the device.
 """
 from __future__ import annotations
@@ -15,42 +17,42 @@ from __future__ import annotations
 import numpy as np
 
 from .. import vec
-from .layout import (CTR_COUNT, HIDDEN_DIM, MAX_BATCH, MAX_CAPACITY, MAX_ENVS, N_STEP_MAX, REDUCE_BLOCK,
-                     RING_COLS, TR_COLS)
+from .layout import (CTR_COUNT, MAX_BATCH, MAX_CAPACITY, MAX_ENVS, MAX_WIDTH, N_STEP_MAX, REDUCE_BLOCK,
+                     RING_COLS, ROW_BLOCK, TR_COLS)
 from .nstep import FLUSH_SCAN, FLUSH_WRITE, RING_PUSH
 from .priority import UPDATE_PRIORITIES, rebuild_plans
 from .sampling import SAMPLE
 
-# name -> (shape given capacity C, envs E, batch S, ring length N; dtype)
+# name -> (shape given capacity C, envs E, batch S, ring length N, row width W; dtype)
 _STATE = {
-    "ring_h": (lambda C, E, S, N: (E, N, HIDDEN_DIM), np.float32),
-    "ring_rows": (lambda C, E, S, N: (E, N, RING_COLS), np.float32),
-    "ring_pos": (lambda C, E, S, N: (E, 2), np.uint32),
-    "counters": (lambda C, E, S, N: (CTR_COUNT,), np.uint32),
-    "store_h_t": (lambda C, E, S, N: (C, HIDDEN_DIM), np.float32),
-    "store_h_tp1": (lambda C, E, S, N: (C, HIDDEN_DIM), np.float32),
-    "store_rows": (lambda C, E, S, N: (C, TR_COLS), np.float32),
-    "tree": (lambda C, E, S, N: (2 * C,), np.float64),
-    "max_priority": (lambda C, E, S, N: (1,), np.float32),
-    "rng": (lambda C, E, S, N: (S,), np.uint32),
+    "ring_h": (lambda C, E, S, N, W: (E, N, W), np.float32),
+    "ring_rows": (lambda C, E, S, N, W: (E, N, RING_COLS), np.float32),
+    "ring_pos": (lambda C, E, S, N, W: (E, 2), np.uint32),
+    "counters": (lambda C, E, S, N, W: (CTR_COUNT,), np.uint32),
+    "store_h_t": (lambda C, E, S, N, W: (C, W), np.float32),
+    "store_h_tp1": (lambda C, E, S, N, W: (C, W), np.float32),
+    "store_rows": (lambda C, E, S, N, W: (C, TR_COLS), np.float32),
+    "tree": (lambda C, E, S, N, W: (2 * C,), np.float64),
+    "max_priority": (lambda C, E, S, N, W: (1,), np.float32),
+    "rng": (lambda C, E, S, N, W: (S,), np.uint32),
 }
 _SCRATCH = {
-    "flush": (lambda C, E, S, N: (E, 2), np.int32),
-    "offsets": (lambda C, E, S, N: (E,), np.uint32),
-    "ticket": (lambda C, E, S, N: (1,), np.uint32),  # replay_sample's finished-block count: 0 between launches
+    "flush": (lambda C, E, S, N, W: (E, 2), np.int32),
+    "offsets": (lambda C, E, S, N, W: (E,), np.uint32),
+    "ticket": (lambda C, E, S, N, W: (1,), np.uint32),  # replay_sample's finished-block count: 0 between launches
 }
 INPUTS = {
-    "h_t": (lambda E, S: (E, HIDDEN_DIM), np.float32),
-    "action": (lambda E, S: (E,), np.int32),
-    "reward": (lambda E, S: (E,), np.float32),
-    "reward_raw": (lambda E, S: (E,), np.float32),
-    "done": (lambda E, S: (E,), np.float32),
-    "log_pi": (lambda E, S: (E,), np.float32),
-    "h_tp1": (lambda E, S: (E, HIDDEN_DIM), np.float32),
-    "td": (lambda E, S: (S,), np.float32),
+    "h_t": (lambda E, S, W: (E, W), np.float32),
+    "action": (lambda E, S, W: (E,), np.int32),
+    "reward": (lambda E, S, W: (E,), np.float32),
+    "reward_raw": (lambda E, S, W: (E,), np.float32),
+    "done": (lambda E, S, W: (E,), np.float32),
+    "log_pi": (lambda E, S, W: (E,), np.float32),
+    "h_tp1": (lambda E, S, W: (E, W), np.float32),
+    "td": (lambda E, S, W: (S,), np.float32),
 }
-SAMPLED = {
-    "h_t": ((HIDDEN_DIM,), np.float32), "h_tp1": ((HIDDEN_DIM,), np.float32), "action": ((), np.int32),
+SAMPLED = {  # per sample; "row": width floats
+    "h_t": (("row",), np.float32), "h_tp1": (("row",), np.float32), "action": ((), np.int32),
     "return": ((), np.float32), "return_raw": ((), np.float32), "done": ((), np.float32),
     "log_pi": ((), np.float32), "gamma_n": ((), np.float32), "index": ((), np.int32),
     "prob": ((), np.float64), "weight": ((), np.float32),
@@ -66,7 +68,7 @@ def initial_rng_states(seed: int, batch: int) -> np.ndarray:
 
 
 class ReplayBuffer:
-    def __init__(self, rt, isv, *, capacity: int, n_envs: int, batch: int, n_max: int = N_STEP_MAX,
+    def __init__(self, rt, isv, *, capacity: int, n_envs: int, batch: int, width: int, n_max: int = N_STEP_MAX,
                  seed: int = 0, inputs: dict | None = None, name: str = "replay"):
         if capacity < 2 or capacity > MAX_CAPACITY or capacity & (capacity - 1):
             raise ValueError(f"capacity must be a power of two in [2, {MAX_CAPACITY}], got {capacity}")
@@ -74,6 +76,8 @@ class ReplayBuffer:
             raise ValueError(f"n_envs must be in [1, {MAX_ENVS}], got {n_envs}")
         if not 1 <= batch <= MAX_BATCH:
             raise ValueError(f"batch must be in [1, {MAX_BATCH}], got {batch}")
+        if not 1 <= width <= MAX_WIDTH:
+            raise ValueError(f"width (floats per state row) must be in [1, {MAX_WIDTH}], got {width}")
         if not 1 <= n_max <= N_STEP_MAX:
             raise ValueError(f"n_max (the ring's length) must be in [1, {N_STEP_MAX}], got {n_max}")
         unknown = set(inputs or {}) - set(INPUTS)
@@ -81,36 +85,37 @@ class ReplayBuffer:
             raise ValueError(f"unknown replay inputs {sorted(unknown)}; known: {', '.join(INPUTS)}")
         self.rt, self.isv, self.name, self.seed = rt, isv, name, int(seed)
         self.capacity, self.n_envs, self.batch, self.n_max = int(capacity), int(n_envs), int(batch), int(n_max)
-        dims = (self.capacity, self.n_envs, self.batch, self.n_max)
+        self.width = int(width)
+        dims = (self.capacity, self.n_envs, self.batch, self.n_max, self.width)
         self.state = {k: rt.device_array(shape(*dims), dt, f"{name}.{k}") for k, (shape, dt) in _STATE.items()}
         self.scratch = {k: rt.device_array(shape(*dims), dt, f"{name}.{k}") for k, (shape, dt) in _SCRATCH.items()}
         given = inputs or {}
-        self._owned_inputs = {k: rt.device_array(shape(self.n_envs, self.batch), dt, f"{name}.in.{k}")
+        self._owned_inputs = {k: rt.device_array(shape(self.n_envs, self.batch, self.width), dt, f"{name}.in.{k}")
                               for k, (shape, dt) in INPUTS.items() if given.get(k) is None}
         self.inputs = {k: given[k] if given.get(k) is not None else self._owned_inputs[k] for k in INPUTS}
-        self.sampled = {k: rt.device_array((self.batch, *shape), dt, f"{name}.out.{k}")
-                        for k, (shape, dt) in SAMPLED.items()}
+        self.sampled = {k: rt.device_array((self.batch, *(self.width if d == "row" else d for d in shape)), dt,
+                                           f"{name}.out.{k}") for k, (shape, dt) in SAMPLED.items()}
         self._build_plans()
         self.reset()
 
     # --- plans ---------------------------------------------------------------
     def _build_plans(self):
         rt, s, x, i, o = self.rt, self.state, self.scratch, self.inputs, self.sampled
-        E, S, N, C = self.n_envs, self.batch, self.n_max, self.capacity
-        self.push_plans = [rt.plan(RING_PUSH, E, HIDDEN_DIM, (
+        E, S, N, C, W = self.n_envs, self.batch, self.n_max, self.capacity, self.width
+        self.push_plans = [rt.plan(RING_PUSH, E, ROW_BLOCK, (
             s["ring_h"], s["ring_rows"], s["ring_pos"], x["flush"], i["h_t"], i["action"], i["reward"],
-            i["reward_raw"], i["done"], i["log_pi"], self.isv, E, N))]
+            i["reward_raw"], i["done"], i["log_pi"], self.isv, E, N, W))]
         self.flush_plans = [
             rt.plan(FLUSH_SCAN, 1, REDUCE_BLOCK, (x["flush"], x["offsets"], s["counters"], E, C)),
-            rt.plan(FLUSH_WRITE, E, HIDDEN_DIM, (
+            rt.plan(FLUSH_WRITE, E, ROW_BLOCK, (
                 s["ring_h"], s["ring_rows"], s["ring_pos"], x["flush"], x["offsets"], s["counters"], i["h_tp1"],
                 self.isv, s["max_priority"], s["store_h_t"], s["store_h_tp1"], s["store_rows"], s["tree"],
-                E, N, C)),
+                E, N, C, W)),
         ]
-        self.sample_plans = [rt.plan(SAMPLE, S, HIDDEN_DIM, (
+        self.sample_plans = [rt.plan(SAMPLE, S, ROW_BLOCK, (
             s["tree"], s["counters"], s["store_h_t"], s["store_h_tp1"], s["store_rows"], s["rng"], self.isv,
             o["h_t"], o["h_tp1"], o["action"], o["return"], o["return_raw"], o["done"], o["log_pi"],
-            o["gamma_n"], o["index"], o["prob"], o["weight"], x["ticket"], S, C))]
+            o["gamma_n"], o["index"], o["prob"], o["weight"], x["ticket"], S, C, W))]
         self.update_plans = [rt.plan(UPDATE_PRIORITIES, 1, REDUCE_BLOCK, (
             s["tree"], o["index"], i["td"], self.isv, s["max_priority"], S, C))]
         self.rebuild_plans = rebuild_plans(rt, s["tree"], C)
@@ -168,7 +173,7 @@ class ReplayBuffer:
         return int(self.state["counters"].download()[CTR_LENGTH])
 
     def config(self) -> np.ndarray:
-        return np.array([self.capacity, self.n_envs, self.batch, self.n_max, HIDDEN_DIM], np.int64)
+        return np.array([self.capacity, self.n_envs, self.batch, self.n_max, self.width], np.int64)
 
     def export_state(self) -> dict[str, np.ndarray]:
         """Every array needed to resume exactly, as numpy (plus `config`); synchronizes the stream."""
@@ -183,7 +188,7 @@ class ReplayBuffer:
         if missing:
             raise ValueError(f"replay state lacks {sorted(missing)}")
         if not np.array_equal(np.asarray(state["config"]), self.config()):
-            raise ValueError(f"replay state was saved with (capacity, n_envs, batch, n_max, hidden) = "
+            raise ValueError(f"replay state was saved with (capacity, n_envs, batch, n_max, width) = "
                              f"{tuple(int(v) for v in state['config'])}, this buffer has {tuple(self.config())}")
         for k, arr in self.state.items():
             host = np.asarray(state[k])

@@ -1,7 +1,7 @@
 """The replay layout: constants mirrored from cuda/include/foxc/replay.h (a test checks they agree)."""
 from __future__ import annotations
 
-HIDDEN_DIM = 128
+ROW_BLOCK = 128  # threads of the kernels that copy state rows (rows may be any width)
 N_STEP_MAX = 8
 
 RING_ACTION, RING_REWARD, RING_REWARD_RAW, RING_DONE, RING_LOG_PI = range(5)
@@ -22,9 +22,10 @@ WALK_DEPTH = 4
 MAX_CAPACITY = 1 << 20
 MAX_ENVS = 65_536
 MAX_BATCH = 65_536
+MAX_WIDTH = 4096  # floats per state row
 
 HEADER_MACROS = {
-    "REPLAY_HIDDEN_DIM": HIDDEN_DIM, "REPLAY_N_STEP_MAX": N_STEP_MAX,
+    "REPLAY_ROW_BLOCK": ROW_BLOCK, "REPLAY_N_STEP_MAX": N_STEP_MAX,
     "RING_ACTION": RING_ACTION, "RING_REWARD": RING_REWARD, "RING_REWARD_RAW": RING_REWARD_RAW,
     "RING_DONE": RING_DONE, "RING_LOG_PI": RING_LOG_PI, "RING_COLS": RING_COLS,
     "TR_ACTION": TR_ACTION, "TR_RETURN": TR_RETURN, "TR_RETURN_RAW": TR_RETURN_RAW, "TR_DONE": TR_DONE,

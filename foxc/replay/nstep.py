@@ -12,7 +12,7 @@ import numpy as np
 
 from ..driver import KernelSpec, i32, ptr, reference
 from ..isv.registry import slot_index
-from .layout import (CTR_FLUSH_BASE, CTR_FLUSH_TOTAL, CTR_LENGTH, CTR_WRITE_HEAD, HIDDEN_DIM, RING_ACTION,
+from .layout import (CTR_FLUSH_BASE, CTR_FLUSH_TOTAL, CTR_LENGTH, CTR_WRITE_HEAD, RING_ACTION,
                      RING_COLS, RING_DONE, RING_LOG_PI, RING_REWARD, RING_REWARD_RAW, TR_ACTION, TR_COLS, TR_DONE,
                      TR_GAMMA_N, TR_LOG_PI, TR_RETURN, TR_RETURN_RAW, TR_STEPS)
 
@@ -21,9 +21,9 @@ MODULE = "replay/nstep"
 RING_PUSH = KernelSpec(
     "replay_ring_push", MODULE,
     (ptr("ring_h"), ptr("ring_rows"), ptr("ring_pos"), ptr("flush"), ptr("h_t"), ptr("action"), ptr("reward"),
-     ptr("reward_raw"), ptr("done"), ptr("log_pi"), ptr("isv"), i32("n_envs"), i32("n_max")),
-    doc="append this step's entry to every ring; flush[2b] = transitions leaving, flush[2b+1] = n; "
-        "grid n_envs, block HIDDEN_DIM")
+     ptr("reward_raw"), ptr("done"), ptr("log_pi"), ptr("isv"), i32("n_envs"), i32("n_max"), i32("width")),
+    doc="append this step's entry (a width-float state row and its scalars) to every ring; flush[2b] = "
+        "transitions leaving, flush[2b+1] = n; grid n_envs, block ROW_BLOCK")
 FLUSH_SCAN = KernelSpec(
     "replay_flush_scan", MODULE,
     (ptr("flush"), ptr("offsets"), ptr("counters"), i32("n_envs"), i32("capacity")),
@@ -32,8 +32,8 @@ FLUSH_WRITE = KernelSpec(
     "replay_flush_write", MODULE,
     (ptr("ring_h"), ptr("ring_rows"), ptr("ring_pos"), ptr("flush"), ptr("offsets"), ptr("counters"),
      ptr("h_tp1"), ptr("isv"), ptr("max_priority"), ptr("store_h_t"), ptr("store_h_tp1"), ptr("store_rows"),
-     ptr("tree"), i32("n_envs"), i32("n_max"), i32("capacity")),
-    doc="copy the leaving transitions into their slots at the running max priority; grid n_envs, block HIDDEN_DIM")
+     ptr("tree"), i32("n_envs"), i32("n_max"), i32("capacity"), i32("width")),
+    doc="copy the leaving transitions into their slots at the running max priority; grid n_envs, block ROW_BLOCK")
 
 _GAMMA = slot_index("gamma")
 _N_STEP = slot_index("n_step")
@@ -51,15 +51,15 @@ def _fma32(a, b, c) -> np.float32:
 
 @reference(RING_PUSH)
 def _ring_push(launch, ring_h, ring_rows, ring_pos, flush, h_t, action, reward, reward_raw, done, log_pi, isv,
-               n_envs, n_max):
-    nb, nm = int(n_envs), int(n_max)
+               n_envs, n_max, width):
+    nb, nm, w = int(n_envs), int(n_max), int(width)
     pos = ring_pos.u32(2 * nb).reshape(nb, 2)
-    ring = ring_h.f32(nb * nm * HIDDEN_DIM).reshape(nb, nm, HIDDEN_DIM)
+    ring = ring_h.f32(nb * nm * w).reshape(nb, nm, w)
     rows = ring_rows.f32(nb * nm * RING_COLS).reshape(nb, nm, RING_COLS)
     count = pos[:, 1].astype(np.int64)
     slot = (pos[:, 0].astype(np.int64) + count) % nm
     b = np.arange(nb)
-    ring[b, slot] = h_t.f32(nb * HIDDEN_DIM).reshape(nb, HIDDEN_DIM)
+    ring[b, slot] = h_t.f32(nb * w).reshape(nb, w)
     d = done.f32(nb)
     rows[b, slot, RING_ACTION] = action.i32(nb).astype(np.float32)
     rows[b, slot, RING_REWARD] = reward.f32(nb)
@@ -90,20 +90,20 @@ def _flush_scan(launch, flush, offsets, counters, n_envs, capacity):
 
 @reference(FLUSH_WRITE)
 def _flush_write(launch, ring_h, ring_rows, ring_pos, flush, offsets, counters, h_tp1, isv, max_priority,
-                 store_h_t, store_h_tp1, store_rows, tree, n_envs, n_max, capacity):
-    nb, nm, cap = int(n_envs), int(n_max), int(capacity)
+                 store_h_t, store_h_tp1, store_rows, tree, n_envs, n_max, capacity, width):
+    nb, nm, cap, w = int(n_envs), int(n_max), int(capacity), int(width)
     pos = ring_pos.u32(2 * nb).reshape(nb, 2)
-    ring = ring_h.f32(nb * nm * HIDDEN_DIM).reshape(nb, nm, HIDDEN_DIM)
+    ring = ring_h.f32(nb * nm * w).reshape(nb, nm, w)
     rows = ring_rows.f32(nb * nm * RING_COLS).reshape(nb, nm, RING_COLS)
     fl = flush.i32(2 * nb).reshape(nb, 2)
     first_offset = offsets.u32(nb)
     ctr = counters.u32(4)
     base, total = int(ctr[CTR_FLUSH_BASE]), int(ctr[CTR_FLUSH_TOTAL])
-    nxt = h_tp1.f32(nb * HIDDEN_DIM).reshape(nb, HIDDEN_DIM)
+    nxt = h_tp1.f32(nb * w).reshape(nb, w)
     gamma = isv.f32()[_GAMMA]
     priority = np.float64(max_priority.f32(1)[0])
-    out_h_t = store_h_t.f32(cap * HIDDEN_DIM).reshape(cap, HIDDEN_DIM)
-    out_h_tp1 = store_h_tp1.f32(cap * HIDDEN_DIM).reshape(cap, HIDDEN_DIM)
+    out_h_t = store_h_t.f32(cap * w).reshape(cap, w)
+    out_h_tp1 = store_h_tp1.f32(cap * w).reshape(cap, w)
     out_rows = store_rows.f32(cap * TR_COLS).reshape(cap, TR_COLS)
     leaves = tree.f64(2 * cap)[cap:]
     for b in np.flatnonzero(fl[:, 0]):

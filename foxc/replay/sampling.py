@@ -5,7 +5,7 @@ import numpy as np
 
 from ..driver import KernelSpec, i32, ptr, reference
 from ..isv.registry import slot_index
-from .layout import (CTR_LENGTH, HIDDEN_DIM, TR_ACTION, TR_COLS, TR_DONE, TR_GAMMA_N, TR_LOG_PI, TR_RETURN,
+from .layout import (CTR_LENGTH, TR_ACTION, TR_COLS, TR_DONE, TR_GAMMA_N, TR_LOG_PI, TR_RETURN,
                      TR_RETURN_RAW, xorshift32)
 
 MODULE = "replay/sample"
@@ -15,9 +15,9 @@ SAMPLE = KernelSpec(
     (ptr("tree"), ptr("counters"), ptr("store_h_t"), ptr("store_h_tp1"), ptr("store_rows"), ptr("rng"), ptr("isv"),
      ptr("out_h_t"), ptr("out_h_tp1"), ptr("out_action"), ptr("out_return"), ptr("out_return_raw"),
      ptr("out_done"), ptr("out_log_pi"), ptr("out_gamma_n"), ptr("out_index"), ptr("out_prob"),
-     ptr("out_weight"), ptr("ticket"), i32("batch"), i32("capacity")),
+     ptr("out_weight"), ptr("ticket"), i32("batch"), i32("capacity"), i32("width")),
     doc="one stratified proportional draw per block, a coalesced gather; the last block (integer ticket) "
-        "writes the weights (P_min / P)^beta; grid batch, block HIDDEN_DIM")
+        "writes the weights (P_min / P)^beta; grid batch, block ROW_BLOCK")
 
 _BETA = slot_index("per_beta")
 
@@ -37,13 +37,13 @@ def tree_walk(tree: np.ndarray, u: np.ndarray, capacity: int) -> np.ndarray:
 @reference(SAMPLE)
 def _sample(launch, tree, counters, store_h_t, store_h_tp1, store_rows, rng, isv, out_h_t, out_h_tp1, out_action,
             out_return, out_return_raw, out_done, out_log_pi, out_gamma_n, out_index, out_prob, out_weight, ticket,
-            batch, capacity):
-    nb, cap = int(batch), int(capacity)
+            batch, capacity, width):
+    nb, cap, w = int(batch), int(capacity), int(width)
     t = tree.f64(2 * cap)
     length = int(counters.u32(4)[CTR_LENGTH])
     root = t[1]
-    h_t = out_h_t.f32(nb * HIDDEN_DIM).reshape(nb, HIDDEN_DIM)
-    h_tp1 = out_h_tp1.f32(nb * HIDDEN_DIM).reshape(nb, HIDDEN_DIM)
+    h_t = out_h_t.f32(nb * w).reshape(nb, w)
+    h_tp1 = out_h_tp1.f32(nb * w).reshape(nb, w)
     outs = [(out_return, TR_RETURN), (out_return_raw, TR_RETURN_RAW), (out_done, TR_DONE),
             (out_log_pi, TR_LOG_PI), (out_gamma_n, TR_GAMMA_N)]
     if length == 0 or not root > 0.0:
@@ -68,8 +68,8 @@ def _sample(launch, tree, counters, store_h_t, store_h_tp1, store_rows, rng, isv
         arr.f32(nb)[:] = rows[:, col]
     out_index.i32(nb)[:] = leaf
     out_prob.f64(nb)[:] = t[cap + leaf] / root
-    h_t[:] = store_h_t.f32(cap * HIDDEN_DIM).reshape(cap, HIDDEN_DIM)[leaf]
-    h_tp1[:] = store_h_tp1.f32(cap * HIDDEN_DIM).reshape(cap, HIDDEN_DIM)[leaf]
+    h_t[:] = store_h_t.f32(cap * w).reshape(cap, w)[leaf]
+    h_tp1[:] = store_h_tp1.f32(cap * w).reshape(cap, w)[leaf]
     out_weight.f32(nb)[:] = is_weights(out_prob.f64(nb), isv.f32()[_BETA])
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.features import HORIZONS, LABEL_PLANES
+from ..agent.kernels import trade_drawdown
 from ..driver import KernelSpec, f32, i32, ptr, reference
 from ..lobsim.layout import POSITION_DTYPE, TRADE_DTYPE
 
@@ -11,8 +12,8 @@ BLOCK = 256
 PERCEPTION_LOGITS = 3 * HORIZONS
 
 BRIDGE_BEFORE_ACT = KernelSpec("bridge_before_act", "trainer/bridge", (
-    ptr("cursors"), ptr("last"), ptr("labels_out"), ptr("pos"), ptr("sim_cursor"), ptr("sim_end"), ptr("lots"),
-    ptr("drawdown"), ptr("labels"), ptr("mask"), f32("money_scale"), i32("B")))
+    ptr("cursors"), ptr("last"), ptr("labels_out"), ptr("sim_cursor"), ptr("sim_end"), ptr("labels"), ptr("mask"),
+    i32("B")))
 BRIDGE_AFTER_SIM = KernelSpec("bridge_after_sim", "trainer/bridge", (
     ptr("pos"), ptr("trade_log"), ptr("prev_trades"), ptr("closed"), ptr("closed_pnl"), ptr("drawdown"),
     f32("money_scale"), i32("trade_cap"), i32("B")))
@@ -22,23 +23,12 @@ def grid(B: int) -> int:
     return max(1, (int(B) + BLOCK - 1) // BLOCK)
 
 
-def _drawdown(p, scale) -> np.ndarray:
-    """The open trade's fall from its peak: trail_hwm - unrealized PnL while holding, else 0."""
-    fall = np.maximum(p["trail_hwm"] - p["unrealized_pnl"], 0)
-    fall = np.where(p["lots"] != 0, fall, 0)
-    return (fall.astype(np.float64) * np.float64(np.float32(scale))).astype(np.float32)
-
-
 @reference(BRIDGE_BEFORE_ACT)
-def _bridge_before_act(launch, cursors, last, labels_out, pos, sim_cursor, sim_end, lots, drawdown, labels, mask,
-                       money_scale, B):
+def _bridge_before_act(launch, cursors, last, labels_out, sim_cursor, sim_end, labels, mask, B):
     B = int(B)
     c = cursors.i32(B).astype(np.int64)
     sim_cursor.i64(B)[:] = c
     sim_end.i64(B)[:] = np.where(last.i32(B) != 0, c, c + 1)
-    p = pos.view(POSITION_DTYPE, B)
-    lots.i32(B)[:] = p["lots"]
-    drawdown.f32(B)[:] = _drawdown(p, money_scale)
     planes = labels_out.f32(LABEL_PLANES * B * HORIZONS).reshape(LABEL_PLANES, B, HORIZONS)
     lab = labels.f32(B * PERCEPTION_LOGITS).reshape(B, 3, HORIZONS)
     msk = mask.f32(B * PERCEPTION_LOGITS).reshape(B, 3, HORIZONS)
@@ -64,4 +54,4 @@ def _bridge_after_sim(launch, pos, trade_log, prev_trades, closed, closed_pnl, d
     closed.u32(B)[:] = n
     closed_pnl.f32(B)[:] = (pnl.astype(np.float64) * np.float64(np.float32(money_scale))).astype(np.float32)
     prev[:] = now
-    drawdown.f32(B)[:] = _drawdown(p, money_scale)
+    drawdown.f32(B)[:] = trade_drawdown(p, money_scale)

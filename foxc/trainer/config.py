@@ -1,14 +1,21 @@
 """The training configuration: every setting of a run, its defaults per backend, and its checks."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+import math
+from dataclasses import asdict, dataclass, fields
+
+from ..agent.layout import ACTORS
+from ..isv.registry import SLOTS
 
 # What `python -m foxc.train` runs when a setting is not given. The reference backend runs the
 # same pipeline at a size a CPU finishes in about a minute.
 DEFAULTS = {
-    "cuda": dict(n_backtests=1024, n_steps=5000, seq_len=32, per_capacity=65536, synthetic_rows=2_000_000),
-    "reference": dict(n_backtests=32, n_steps=150, seq_len=8, per_capacity=1024, synthetic_rows=200_000),
+    "cuda": dict(n_backtests=1024, n_steps=5000, seq_len=32, per_capacity=65536, synthetic_rows=2_000_000,
+                 eval_every=1000, eval_rows=262_144),
+    "reference": dict(n_backtests=32, n_steps=150, seq_len=8, per_capacity=1024, synthetic_rows=200_000,
+                      eval_every=0, eval_rows=8_192),
 }
+ISV_NAMES = {s.name for s in SLOTS}
 
 
 class ConfigError(ValueError):
@@ -22,17 +29,23 @@ class TrainConfig:
     seq_len: int
     per_capacity: int
     synthetic_rows: int
-    data: str | None = None  # a file, directory or glob; None: the embedded synthetic data
+    data: str | None = None  # a file, directory or glob; None: the synthetic market named by `synthetic`
+    synthetic: str = "default"  # a named synthetic market (foxc.data.markets)
     n_step: int = 3
     seed: int = 0
     precision: str = "f32"
+    actor: str = "q"  # who acts: the C51 head (q) or the policy head distilled from it (policy)
     lots_per_entry: int = 1
-    fee_per_lot: float = 0.0  # in price units per lot per side
+    fee_per_lot: float | None = None  # in price units per lot per side; None: the synthetic market's own, else 0
     episode_steps: int = 2000  # 0: episodes run to the end of their segment
     horizons: tuple[int, ...] = (10, 50, 100)
     graph: str = "auto"
     log_every: int = 50
     checkpoint_every: int = 5000
+    eval_every: int = 0  # steps between greedy evaluations on held-out rows; 0: only at the end
+    eval_rows: int = 8_192  # held-out snapshots each evaluation walks
+    holdout_frac: float = 0.1  # real data: the last fraction of the rows, held out for the evaluations
+    isv: tuple[tuple[str, float], ...] = ()  # ISV slots set at the start of the run (name, value)
 
     def __post_init__(self):
         checks = [
@@ -43,22 +56,34 @@ class TrainConfig:
              "--per-capacity must be a power of two from 2 to 2^20"),
             (1 <= self.n_step <= 8, "--n-step must be 1 to 8"),
             (self.precision in ("f32", "tf32"), "--precision must be f32 or tf32"),
+            (self.actor in ACTORS, f"--actor must be {' or '.join(ACTORS)}"),
             (self.lots_per_entry >= 1, "--lots must be >= 1"),
-            (self.fee_per_lot >= 0, "--fee must be >= 0"),
+            (self.fee_per_lot is None or self.fee_per_lot >= 0, "--fee must be >= 0"),
             (self.episode_steps >= 0, "--episode-steps must be >= 0"),
             (len(self.horizons) == 3 and all(h >= 1 for h in self.horizons), "--horizons needs three positive values"),
             (self.graph in ("auto", "on", "off"), "--graph must be auto, on or off"),
             (self.log_every >= 1, "--log-every must be >= 1"),
             (self.checkpoint_every >= 0, "--checkpoint-every must be >= 0"),
+            (self.eval_every >= 0, "--eval-every must be >= 0"),
+            (self.eval_rows >= 1000, "--eval-rows must be >= 1000"),
+            (0.0 < self.holdout_frac < 1.0, "--holdout must be between 0 and 1"),
             (self.synthetic_rows >= 1000, "--synthetic-rows must be >= 1000"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ConfigError(f"{message} (got {self._value_for(message)})")
+        from ..data.markets import MARKETS
+        if self.synthetic not in MARKETS:
+            raise ConfigError(f"--synthetic must be one of {', '.join(MARKETS)} (got '{self.synthetic}')")
+        for name, value in self.isv:
+            if name not in ISV_NAMES:
+                raise ConfigError(f"--set: no ISV slot named '{name}' (python -m foxc.isv lists them)")
+            if not math.isfinite(value):
+                raise ConfigError(f"--set {name}: the value must be finite (got {value})")
 
     def _value_for(self, message: str):
         flag = message.split()[0].lstrip("-").replace("-", "_")
-        aliases = {"lots": "lots_per_entry", "fee": "fee_per_lot"}
+        aliases = {"lots": "lots_per_entry", "fee": "fee_per_lot", "holdout": "holdout_frac"}
         return getattr(self, aliases.get(flag, flag), "?")
 
     @classmethod
@@ -66,19 +91,32 @@ class TrainConfig:
         """Defaults of `backend` overridden by every setting in `given` that is not None."""
         settings = dict(DEFAULTS[backend])
         settings.update({k: v for k, v in given.items() if v is not None})
+        if "isv" in settings:
+            settings["isv"] = tuple((str(k), float(v)) for k, v in settings["isv"])
         return cls(**settings)
+
+    @property
+    def fee(self) -> float:
+        """The fee per lot per side in price units: the flag's, else the synthetic market's own, else 0."""
+        if self.fee_per_lot is not None:
+            return self.fee_per_lot
+        if self.data is None:
+            from ..data.markets import MARKETS
+            return MARKETS[self.synthetic].fee_per_lot
+        return 0.0
+
+    def isv_overrides(self) -> tuple[tuple[str, float], ...]:
+        return self.isv
 
     def as_dict(self) -> dict:
         d = asdict(self)
         d["horizons"] = list(self.horizons)
+        d["isv"] = [list(kv) for kv in self.isv]
         return d
-
-    def with_(self, **changes) -> "TrainConfig":
-        return replace(self, **changes)
 
     # settings that define the state's shapes and meaning: a resume must match them
     SHAPE_KEYS = ("n_backtests", "seq_len", "per_capacity", "n_step", "precision", "horizons", "lots_per_entry",
-                  "fee_per_lot", "episode_steps", "data", "synthetic_rows", "seed")
+                  "fee_per_lot", "episode_steps", "data", "synthetic", "synthetic_rows", "seed", "actor")
 
     @staticmethod
     def field_names() -> list[str]:

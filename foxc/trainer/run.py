@@ -9,6 +9,7 @@ from pathlib import Path
 from ..checkpoint import CheckpointSaveError, CheckpointSaver, config_differences, read_checkpoint
 from ..profile import KernelProfiler, ProfilerWindow, nvtx_range
 from .config import TrainConfig
+from .heldout import HeldOutEvaluation
 from .metrics import MetricsLog, interval_record
 from .state import Staging, expected_sections, export_state, import_state
 from .step import TrainStep
@@ -28,9 +29,15 @@ class Trainer:
     needs no new capture.
     """
 
-    def __init__(self, rt, cfg: TrainConfig, market, labels, out_dir=None, data_meta: dict | None = None):
+    def __init__(self, rt, cfg: TrainConfig, market, labels, out_dir=None, data_meta: dict | None = None,
+                 held=None, optimum: float | None = None):
+        """`held`: held-out MarketData for the greedy evaluations (None: none); `optimum`: the
+        synthetic market's optimal PnL per snapshot in ticks, for their fraction of it."""
         self.rt, self.cfg = rt, cfg
         self.ts = TrainStep(rt, cfg, market, labels)
+        self.heldout = HeldOutEvaluation(rt, self.ts, held, cfg, optimum) if held is not None else None
+        self.last_eval = None
+        self.eval_history: list[tuple[int, dict]] = []  # (step, the metrics record that carries the evaluation)
         self.use_graph = cfg.graph == "on" or (cfg.graph == "auto" and rt.backend == "cuda")
         self.capture_after = cfg.per_capacity // cfg.n_backtests + 2
         self.graph = None
@@ -118,6 +125,9 @@ class Trainer:
         steps_at_log = self.steps_done
         frames_all, interval = [], []
         last_record = None
+        eval_every, next_eval = self.cfg.eval_every, None
+        if self.heldout is not None and eval_every:
+            next_eval = (self.steps_done // eval_every + 1) * eval_every
         while self.steps_done < target:
             self.step()
             at_log = self.steps_done % self.cfg.log_every == 0 or self.steps_done == target
@@ -134,9 +144,19 @@ class Trainer:
                 got = ring.poll()
                 interval += got
                 frames_all += got
+                evaluation, spent = {}, 0.0
+                final = self.steps_done == target and self.heldout is not None
+                if final or (next_eval is not None and self.steps_done >= next_eval):
+                    evaluation = self.evaluate_heldout()
+                    spent = evaluation["eval_seconds"]
+                    while next_eval is not None and next_eval <= self.steps_done:
+                        next_eval += eval_every
                 now = time.perf_counter()
                 if interval:
-                    record = interval_record(interval, now - t_log, self.steps_done - steps_at_log)
+                    record = interval_record(interval, now - t_log - spent, self.steps_done - steps_at_log)
+                    record.update(evaluation)
+                    if evaluation:
+                        self.eval_history.append((self.steps_done, record))
                     last_record = record
                     if metrics:
                         metrics.write(record)
@@ -147,6 +167,12 @@ class Trainer:
         frames_all += ring.poll()
         seconds = time.perf_counter() - t_start
         return self.summary(frames_all, seconds, n_steps, last_record)
+
+    def evaluate_heldout(self) -> dict:
+        """A greedy pass over the held-out rows with the weights as they stand now (between steps)."""
+        with nvtx_range("evaluate"):
+            self.last_eval = {"step": self.steps_done, **self.heldout.run()}
+        return {k: v for k, v in self.last_eval.items() if k != "step"}
 
     def summary(self, frames, seconds, n_steps, last_record) -> dict:
         trades = sum(f["closed_trades"] for f in frames)
@@ -161,13 +187,15 @@ class Trainer:
             "trades": int(trades), "win_rate": wins / trades if trades else None,
             "pnl": sum(f["closed_pnl_sum"] for f in frames),
             "frames_dropped": self.ts.diagnostics.dropped, "checkpoint_errors": self.save_errors,
-            "last": last_record, "simulator": sim, "isv": self.ts.isv.as_dict(),
+            "last": last_record, "evaluation": self.last_eval, "simulator": sim, "isv": self.ts.isv.as_dict(),
         }
 
     def close(self):
         self.window.close()
         self.release_graph()
         self.staging.close()
+        if self.heldout is not None:
+            self.heldout.close()
 
 
 def write_json(path: Path, doc: dict):

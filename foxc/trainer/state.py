@@ -9,12 +9,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..checkpoint import AdamState
+from ..nn.model import TARGET_TENSORS
 from ..nn.optim import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD
 
 DATA_STATE = ("cursors", "episode_steps", "done", "last", "rng")
 SIM_STATE = ("bid_px", "ask_px", "bid_sz", "ask_sz", "book_ts", "book_idx", "mid_x2", "atr_ema", "skip_range",
              "skip_crossed", "actions", "stop_loss", "fee_per_lot", "pos", "trade_log", "dones")
-AGENT_STATE = ("act_rng", "prev_trades", "h_saved", "reward_scaled", "reward_raw", "log_prob")
+AGENT_STATE = ("prev_trades", "reward_scaled", "reward_raw")
 
 
 def persistent_arrays(ts) -> dict:
@@ -22,6 +23,7 @@ def persistent_arrays(ts) -> dict:
     arrays = {f"data.{k}": getattr(ts.data, k) for k in DATA_STATE}
     arrays.update({f"sim.{k}": getattr(ts.sim, k) for k in SIM_STATE})
     arrays.update({f"agent.{k}": getattr(ts, k) for k in AGENT_STATE})
+    arrays.update({f"actor.{k}": getattr(ts.actor, k) for k in ts.actor.PERSISTENT})
     return arrays
 
 
@@ -69,7 +71,7 @@ def export_state(ts, staging: Staging | None = None) -> dict:
         state[f"adam_{t.name}"] = AdamState(m[t.name].reshape(-1), v[t.name].reshape(-1), int(steps[i]),
                                             isv[t.lr_slot], ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD)
     target = stage.fetch(params.target)
-    for name in ("dqn_w", "dqn_b"):
+    for name in TARGET_TENSORS:
         t = params.by_name[name]
         start = t.offset - params.target_offset
         state[f"{name}_target"] = target[start:start + t.size].reshape(t.shape)
@@ -90,7 +92,7 @@ def expected_sections(ts) -> dict:
     for t in params.tensors:
         out[t.name] = (canonical_dtype(np.float32), tuple(t.shape))
         out[f"adam_{t.name}"] = (ADAMW, (t.size,))
-    for name in ("dqn_w", "dqn_b"):
+    for name in TARGET_TENSORS:
         out[f"{name}_target"] = (canonical_dtype(np.float32), tuple(params.by_name[name].shape))
     out.update({f"replay.{k}": (canonical_dtype(a.dtype), tuple(a.shape)) for k, a in ts.replay.state.items()})
     out["replay.config"] = (canonical_dtype(np.int64), (len(ts.replay.config()),))
@@ -113,7 +115,7 @@ def import_state(ts, sections: dict):
         m[t.offset:t.offset + t.size], v[t.offset:t.offset + t.size] = adam.m, adam.v
         steps[i] = adam.step
     target = np.zeros(params.target_size, np.float32)
-    for name in ("dqn_w", "dqn_b"):
+    for name in TARGET_TENSORS:
         t = params.by_name[name]
         start = t.offset - params.target_offset
         target[start:start + t.size] = np.asarray(sections[f"{name}_target"]).reshape(-1)

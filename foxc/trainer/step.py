@@ -3,12 +3,14 @@
 The step, top to bottom (each line one phase; `phases` holds them in this order):
 
   gather       dataset: redraw finished cursors, gather windows [K, B, F] and label planes
-  bridge       simulator cursors, position view (lots, drawdown), perception targets
+  bridge       simulator cursors, perception targets
   encode       encoder forward: h_t for every backtest
-  replay_push  the previous step's transitions enter the n-step rings; h_t is their next state
-  act          policy logits on h_t, then sampling, the confidence gate and the stop-loss
+  replay_push  the previous step's transition (its state, action, reward) enters the n-step rings
+  state        the agent's state s_t = [h_t | position features] (and lots, the open trade's drawdown)
+  replay_flush completed n-step transitions into storage; s_t is the next state of the newest
+  act          the online C51 head on s_t, epsilon-greedy over the valid actions, gate, stop-loss
   simulate     book update, market fills, PnL; then closed trades and drawdown
-  reward       equity change, drawdown penalty, PopArt scale, clamp
+  reward       equity change in ticks, drawdown penalty, PopArt scale, clamp
   replay_sample  a prioritized batch of stored transitions
   learn        perception and RL losses, every backward, the RL gradient into the encoder
   update       gradient clip, AdamW (learning rates from the ISV), target soft update
@@ -18,7 +20,8 @@ The step, top to bottom (each line one phase; `phases` holds them in this order)
   advance      cursors move on
 
 Nothing here reads the host or allocates once built, so the whole list can be captured into one
-CUDA graph. The first step skips `replay_push` (there is no previous step); `skip_first` names it.
+CUDA graph. The first step skips `replay_push` and `replay_flush` (there is no previous step);
+`skip_first` names them.
 """
 from __future__ import annotations
 
@@ -26,20 +29,18 @@ import numpy as np
 
 from .. import vec
 from ..agent import kernels as agent
+from ..agent.actor import MONEY_SCALE, Actor
 from ..agent.diagnostics import DiagnosticsRing
-from ..agent.layout import N_ACTIONS, N_STATS
+from ..agent.layout import N_STATS
 from ..data.device import DeviceDataset
 from ..data.features import FEATURES
 from ..isv import IsvBus
 from ..isv.kernels import plan_step_increment
 from ..lobsim.sim import LobSim, LobSimConfig
-from ..nn.model import HIDDEN_DIM, Learner, Linear
 from ..nn.heads import N_PERCEPTION
+from ..nn.model import STATE_DIM, Learner
 from ..replay import ReplayBuffer
-from ..rng import seed_states
 from . import bridge
-
-MONEY_SCALE = 1e-9  # the simulator's money (price × 1e9 × lots) in price units per lot
 
 
 class DeviceCopy:
@@ -55,48 +56,46 @@ class DeviceCopy:
 class TrainStep:
     def __init__(self, rt, cfg, market, labels):
         self.rt, self.cfg = rt, cfg
-        B, K, D = cfg.n_backtests, cfg.seq_len, HIDDEN_DIM
+        B, K = cfg.n_backtests, cfg.seq_len
         dev = rt.device_array
         self.isv = IsvBus(rt, device_resident=True)  # kernels use device memory; the host view is published
-        self.isv["n_step"] = cfg.n_step
-
         self.data = DeviceDataset(rt, market, labels, B, K, seed=cfg.seed, max_episode_steps=cfg.episode_steps)
         self.sim_cursor, self.sim_end = dev(B, np.int64, "sim_cursor"), dev(B, np.int64, "sim_end")
-        fee = int(round(cfg.fee_per_lot / MONEY_SCALE))
+        fee = int(round(cfg.fee / MONEY_SCALE))
+        # rewards in ticks per lot: a scale that holds still across instruments and training
         self.sim = LobSim(rt, LobSimConfig(n_backtests=B, lots_per_entry=cfg.lots_per_entry, fee_per_lot=fee,
-                                           reward_scale=MONEY_SCALE), self.data.records, self.sim_cursor, self.sim_end)
+                                           reward_scale=1.0 / market.tick), self.data.records, self.sim_cursor,
+                          self.sim_end)
 
-        # the agent's per-backtest arrays
-        self.lots, self.drawdown = dev(B, np.int32, "agent_lots"), dev(B, np.float32, "agent_drawdown")
+        # per-backtest arrays of the step
         self.labels, self.mask = dev((B, N_PERCEPTION), np.float32, "labels"), dev((B, N_PERCEPTION), np.float32, "mask")
-        self.act_logits = dev((B, N_ACTIONS), np.float32, "act_logits")
-        self.act_rng = dev(B, np.uint32, "act_rng")
-        self.log_prob, self.probs = dev(B, np.float32, "log_prob"), dev((B, N_ACTIONS), np.float32, "act_probs")
-        self.flags = dev(B, np.uint32, "act_flags")
         self.reward_raw, self.reward_scaled = dev(B, np.float32, "reward_raw"), dev(B, np.float32, "reward_scaled")
         self.clipped = dev(B, np.uint32, "reward_clipped")
         self.prev_trades, self.closed = dev(B, np.uint32, "prev_trades"), dev(B, np.uint32, "closed")
         self.closed_pnl = dev(B, np.float32, "closed_pnl")
-        self.h_saved = dev((B, D), np.float32, "h_saved")  # h of the previous step, then of this one
         self.td = dev(B, np.float32, "replay_td")
         self.stats = dev(N_STATS, np.float64, "step_stats")
         self.losses = rt.mapped_array(4, np.float32, "losses")  # l_q, l_pi, l_v, l_bce
 
         # replay: the previous step's entries are the simulator's and the agent's arrays as they stand
-        # when replay_push runs (before this step's act and simulate overwrite them)
-        self.replay = ReplayBuffer(rt, self.isv, capacity=cfg.per_capacity, n_envs=B, batch=B, n_max=cfg.n_step,
-                                   seed=cfg.seed, inputs={
-                                       "h_t": self.h_saved, "action": self.sim.actions, "reward": self.reward_scaled,
-                                       "reward_raw": self.reward_raw, "done": self.sim.dones, "log_pi": self.log_prob,
-                                       "h_tp1": self.h_saved, "td": self.td})
+        # when replay_push runs (before this step's state, act and simulate overwrite them); the flush
+        # after `state` reads this step's state as the newest transitions' next state
+        state, log_prob = dev((B, STATE_DIM), np.float32, "agent_state"), dev(B, np.float32, "log_prob")
+        self.replay = ReplayBuffer(rt, self.isv, capacity=cfg.per_capacity, n_envs=B, batch=B, width=STATE_DIM,
+                                   n_max=cfg.n_step, seed=cfg.seed, inputs={
+                                       "h_t": state, "action": self.sim.actions, "reward": self.reward_scaled,
+                                       "reward_raw": self.reward_raw, "done": self.sim.dones, "log_pi": log_prob,
+                                       "h_tp1": state, "td": self.td})
         s = self.replay.sampled
         self.learner = Learner(rt, self.isv, B, K, FEATURES, precision=cfg.precision, inputs={
             "features": self.data.features, "labels": self.labels, "mask": self.mask, "h_t": s["h_t"],
             "h_tp1": s["h_tp1"], "action": s["action"], "ret": s["return"], "gamma_n": s["gamma_n"],
-            "done": s["done"], "weight": s["weight"], "logp_old": s["log_pi"]})
+            "done": s["done"], "weight": s["weight"]})
         enc, rl, perception = self.learner.encoder, self.learner.rl, self.learner.perception
-        self.policy = Linear(rt, self.learner.params, "policy_w", "policy_b", enc.h, self.act_logits, B, D, N_ACTIONS,
-                             precision=cfg.precision)
+        self.actor = act = Actor(rt, self.learner.params, self.isv, h=enc.h, pos=self.sim.pos,
+                                 features=self.data.features, batch=B, window=K, tick=market.tick, actor=cfg.actor,
+                                 state=state, log_prob=log_prob, actions=self.sim.actions,
+                                 stop_loss=self.sim.stop_loss, precision=cfg.precision)
         self.diagnostics = DiagnosticsRing(rt, self.isv, self.stats, self.losses)
 
         g = bridge.grid(B)
@@ -104,19 +103,18 @@ class TrainStep:
         self.phases = [
             ("gather", [self.data.gather_plan]),
             ("bridge", [rt.plan(bridge.BRIDGE_BEFORE_ACT, g, bridge.BLOCK, (
-                self.data.cursors, self.data.last, self.data.labels_out, self.sim.pos, self.sim_cursor, self.sim_end,
-                self.lots, self.drawdown, self.labels, self.mask, MONEY_SCALE, B))]),
+                self.data.cursors, self.data.last, self.data.labels_out, self.sim_cursor, self.sim_end, self.labels,
+                self.mask, B))]),
             ("encode", enc.forward),
-            ("replay_push", [*self.replay.push_plans,
-                             DeviceCopy(rt, self.h_saved, enc.h, enc.h.nbytes, "copy_h"), *self.replay.flush_plans]),
-            ("act", [*self.policy.forward, rt.plan(agent.AGENT_ACT, agent.per_backtest_grid(B), agent.BLOCK, (
-                self.act_logits, self.act_rng, self.lots, self.drawdown, self.isv, self.sim.actions, self.log_prob,
-                self.probs, self.flags, self.sim.stop_loss, B))]),
+            ("replay_push", self.replay.push_plans),
+            ("state", act.state_plans),
+            ("replay_flush", self.replay.flush_plans),
+            ("act", act.act_plans),
             ("simulate", [*self.sim.plans, rt.plan(bridge.BRIDGE_AFTER_SIM, g, bridge.BLOCK, (
-                self.sim.pos, self.sim.trade_log, self.prev_trades, self.closed, self.closed_pnl, self.drawdown,
+                self.sim.pos, self.sim.trade_log, self.prev_trades, self.closed, self.closed_pnl, act.drawdown,
                 MONEY_SCALE, self.sim.config.trade_log_cap, B))]),
             ("reward", [rt.plan(agent.AGENT_REWARD, agent.per_backtest_grid(B), agent.BLOCK, (
-                self.sim.rewards, self.drawdown, self.isv, self.reward_raw, self.reward_scaled, self.clipped, B))]),
+                self.sim.rewards, act.drawdown, self.isv, self.reward_raw, self.reward_scaled, self.clipped, B))]),
             ("replay_sample", self.replay.sample_plans),
             ("learn", self.learner.learn),
             ("update", self.learner.update),
@@ -126,15 +124,15 @@ class TrainStep:
                 vec.plan_elementwise(rt, vec.COPY_F32, self.losses, rl.loss_means, 3),
                 vec.plan_elementwise(rt, vec.COPY_F32, self.losses.at(3), perception.loss_mean, 1),
                 rt.plan(agent.AGENT_STEP_STATS, 1, 256, (
-                    self.probs, self.sim.actions, self.flags, self.reward_raw, self.reward_scaled, self.clipped,
-                    self.closed, self.closed_pnl, self.stats, B)),
+                    act.probs, self.sim.actions, act.flags, self.reward_raw, self.reward_scaled, self.clipped,
+                    self.closed, self.closed_pnl, act.lots, self.stats, B)),
                 one(agent.AGENT_REWARD_CONTROLLER, self.isv, self.stats),
                 one(agent.AGENT_LR_PLATEAU, self.isv, self.losses),
                 one(agent.AGENT_FUSED_CONTROLLERS, self.isv, self.stats)]),
             ("diagnostics", [self.diagnostics.plan, plan_step_increment(rt, self.isv), self.isv.publish_plan()]),
             ("advance", [self.data.advance_plan]),
         ]
-        self.skip_first = {"replay_push"}
+        self.skip_first = {"replay_push", "replay_flush"}
         self.reset(cfg.seed)
 
     def launches(self, first: bool = False) -> list:
@@ -145,16 +143,21 @@ class TrainStep:
         """Kernel launches in one (non-first) step; composite entries count their plans."""
         return sum(len(e.plans) if hasattr(e, "plans") else int(hasattr(e, "kernel")) for e in self.launches())
 
-    def reset(self, seed: int):
-        """A fresh run: bootstrap ISV, initial weights, empty replay, flat simulator, drawn cursors."""
+    def apply_isv(self):
+        """Bootstrap values, then the run's settings (n-step, the configuration's ISV overrides)."""
         self.isv.reset()
         self.isv["n_step"] = self.cfg.n_step
+        for name, value in self.cfg.isv_overrides():
+            self.isv[name] = value
+
+    def reset(self, seed: int):
+        """A fresh run: bootstrap ISV, initial weights, empty replay, flat simulator, drawn cursors."""
+        self.apply_isv()
         self.learner.params.init(np.random.default_rng([seed, 1]))
-        self.act_rng.upload(seed_states(seed, self.cfg.n_backtests, stream=2))
+        self.actor.reset(seed)
         zero = lambda a: a.upload(np.zeros(a.shape, a.dtype))  # noqa: E731
-        for a in (self.prev_trades, self.h_saved, self.reward_raw, self.reward_scaled, self.log_prob, self.lots,
-                  self.drawdown, self.flags, self.clipped, self.closed, self.closed_pnl, self.td, self.stats,
-                  self.probs):
+        for a in (self.prev_trades, self.reward_raw, self.reward_scaled, self.clipped, self.closed, self.closed_pnl,
+                  self.td, self.stats):
             zero(a)
         self.losses.host[:] = 0.0
         self.data.reset(seed)

@@ -4,9 +4,9 @@ import pytest
 
 from agent_cases import act_inputs, isv_values, reward_inputs
 from foxc.agent import kernels as K
-from foxc.agent.layout import N_ACTIONS, N_STATS
+from foxc.agent.layout import ACTOR_POLICY, ACTOR_Q, N_ACTIONS, N_POSITION_FEATURES, N_STATS, STATE_BLOCK
 from foxc.testing import assert_close, poisoned, run_kernel
-from test_agent_reference import stats_inputs, stats_vector
+from test_agent_reference import state_inputs, stats_inputs, stats_vector
 
 
 def both(cuda_rt, ref_rt, spec, grid, block, args):
@@ -14,21 +14,37 @@ def both(cuda_rt, ref_rt, spec, grid, block, args):
     return run_kernel(cuda_rt, spec, grid, block, copy()), run_kernel(ref_rt, spec, grid, block, copy())
 
 
+@pytest.mark.parametrize("actor,greedy", [(ACTOR_Q, 0), (ACTOR_Q, 1), (ACTOR_POLICY, 0)])
 @pytest.mark.parametrize("B", [1, 1000, 65536])
-def test_act_matches_reference(cuda_rt, ref_rt, rng, B):
-    inputs = act_inputs(rng, B)
-    args = [*inputs, poisoned(B, np.int32), poisoned(B), poisoned((B, N_ACTIONS)), poisoned(B, np.uint32),
-            poisoned(B, np.uint32), B]
+def test_act_matches_reference(cuda_rt, ref_rt, rng, B, actor, greedy):
+    q, logits, state, explore, lots, drawdown, isv = act_inputs(rng, B)
+    args = [q, logits, state, explore, lots, drawdown, isv, poisoned(B, np.int32), poisoned(B),
+            poisoned((B, N_ACTIONS)), poisoned(B, np.uint32), poisoned(B, np.uint32), actor, greedy, B]
     got, want = both(cuda_rt, ref_rt, K.AGENT_ACT, K.per_backtest_grid(B), K.BLOCK, args)
-    assert np.array_equal(got[1], want[1]), "rng states differ"
-    assert_close(got[7], want[7], 1e-6, "probs")
-    u = (want[1] >> 8).astype(np.float64) / 16777216.0
-    near = np.min(np.abs(np.cumsum(want[7].astype(np.float64), axis=1) - u[:, None]), axis=1) < 1e-5
-    same = got[5] == want[5]
+    assert np.array_equal(got[2], want[2]), "rng states differ"
+    assert_close(got[9], want[9], 1e-6, "probs")
+    # the policy actor's softmax (expf on the device, exp in numpy) may move a CDF boundary by an ulp
+    u2 = (want[2] >> 8).astype(np.float64) / 16777216.0
+    near = np.min(np.abs(np.cumsum(want[9].astype(np.float64), axis=1) - u2[:, None]), axis=1) < 1e-5
+    same = got[7] == want[7]
     assert np.all(same | near), f"{np.sum(~same & ~near)} actions differ away from a CDF boundary"
-    assert np.array_equal(got[8][same], want[8][same])
-    assert np.array_equal(got[9][same], want[9][same])
-    assert_close(got[6][same], want[6][same], 1e-6, "log_prob")
+    assert np.array_equal(got[3][same], want[3][same]), "exploration segments"
+    assert np.array_equal(got[10][same], want[10][same])
+    assert np.array_equal(got[11][same], want[11][same])
+    assert_close(got[8][same], want[8][same], 1e-6, "log_prob")
+
+
+def test_state_matches_reference(cuda_rt, ref_rt, rng):
+    B, D, W = 65536, 128, 32
+    h, pos, features, steps, prev = state_inputs(rng, B, D, W)
+    args = [h, pos.view(np.uint8), features, steps, prev, poisoned((B, D + N_POSITION_FEATURES)), poisoned(B, np.int32),
+            poisoned(B), 250_000_000, 1e-9, D, W, B]
+    got, want = both(cuda_rt, ref_rt, K.AGENT_STATE, B, STATE_BLOCK, args)
+    for i in (3, 4, 6):
+        assert np.array_equal(got[i], want[i]), f"agent_state output {i}"
+    assert np.array_equal(got[5][:, :D], want[5][:, :D]), "h copied exactly"
+    assert_close(got[5][:, D:], want[5][:, D:], 1e-6, "position features")  # tanhf vs numpy tanh
+    assert_close(got[7], want[7], 1e-6, "drawdown")
 
 
 def test_reward_matches_reference(cuda_rt, ref_rt, rng):
@@ -46,9 +62,9 @@ def test_step_stats_match_reference_and_repeat_bitwise(cuda_rt, ref_rt, rng, B):
     ins = stats_inputs(rng, B)
     args = [*ins, poisoned(N_STATS, np.float64), B]
     got, want = both(cuda_rt, ref_rt, K.AGENT_STEP_STATS, 1, 256, args)
-    assert_close(got[8], want[8], 1e-6, "stats")
+    assert_close(got[9], want[9], 1e-6, "stats")
     again = run_kernel(cuda_rt, K.AGENT_STEP_STATS, 1, 256, args)
-    assert np.array_equal(again[8], got[8]), "two runs gave different bits"
+    assert np.array_equal(again[9], got[9]), "two runs gave different bits"
 
 
 @pytest.mark.parametrize("spec,second", [

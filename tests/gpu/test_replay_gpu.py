@@ -9,13 +9,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from foxc.isv import IsvBus  # noqa: E402
 from foxc.replay import STATE_NAMES, ReplayBuffer  # noqa: E402
-from foxc.replay.layout import (CTR_LENGTH, CTR_WRITE_HEAD, HIDDEN_DIM, REDUCE_BLOCK, RING_COLS,  # noqa: E402
+from foxc.replay.layout import (CTR_LENGTH, CTR_WRITE_HEAD, ROW_BLOCK, REDUCE_BLOCK, RING_COLS,  # noqa: E402
                                 SUBTREE_BLOCK, SUBTREE_SPAN, TR_COLS)
 from foxc.replay.nstep import FLUSH_SCAN, FLUSH_WRITE, RING_PUSH  # noqa: E402
 from foxc.replay.priority import TREE_SUBTREES, UPDATE_PRIORITIES  # noqa: E402
 from foxc.replay.sampling import SAMPLE, is_weights  # noqa: E402
 from foxc.testing import assert_close, poisoned, run_kernel  # noqa: E402
-from replay_helpers import chi_square_sf, random_step, upload_step  # noqa: E402
+from replay_helpers import WIDTH, chi_square_sf, random_step, upload_step  # noqa: E402
 
 
 def isv_host(rt, **slots):
@@ -43,7 +43,7 @@ def ring_state(rng, n_envs, n_max):
     count = rng.integers(0, n_max, n_envs)  # at most n_max - 1 held between steps
     start = rng.integers(0, n_max, n_envs)
     pos = np.stack([start, count], 1).astype(np.uint32)
-    ring_h = rng.standard_normal((n_envs, n_max, HIDDEN_DIM)).astype(np.float32)
+    ring_h = rng.standard_normal((n_envs, n_max, WIDTH)).astype(np.float32)
     rows = rng.standard_normal((n_envs, n_max, RING_COLS)).astype(np.float32)
     rows[..., 3] = 0.0  # entries held between steps are never done
     return ring_h, rows, pos
@@ -56,8 +56,8 @@ def test_push_scan_write_match_reference(cuda_rt, ref_rt, rng, n_envs, n_max, n)
     ring_h, rows, pos = ring_state(rng, n_envs, n_max)
     s = random_step(rng, n_envs, 1, done_rate=0.2)
     push_args = [ring_h, rows, pos, poisoned((n_envs, 2), np.int32), s["h_t"], s["action"], s["reward"],
-                 s["reward_raw"], s["done"], s["log_pi"], isv, n_envs, n_max]
-    got, want = both(cuda_rt, ref_rt, RING_PUSH, n_envs, HIDDEN_DIM, push_args)
+                 s["reward_raw"], s["done"], s["log_pi"], isv, n_envs, n_max, WIDTH]
+    got, want = both(cuda_rt, ref_rt, RING_PUSH, n_envs, ROW_BLOCK, push_args)
     same(got, want, "replay_ring_push")
     ring_h, rows, pos, flush = want[:4]
 
@@ -68,11 +68,11 @@ def test_push_scan_write_match_reference(cuda_rt, ref_rt, rng, n_envs, n_max, n)
     same(got, want, "replay_flush_scan")
     offsets, counters = want[1], want[2]
 
-    store_h = poisoned((cap, HIDDEN_DIM))
+    store_h = poisoned((cap, WIDTH))
     tree = poisoned(2 * cap, np.float64)
-    got, want = both(cuda_rt, ref_rt, FLUSH_WRITE, n_envs, HIDDEN_DIM, [
+    got, want = both(cuda_rt, ref_rt, FLUSH_WRITE, n_envs, ROW_BLOCK, [
         ring_h, rows, pos, flush, offsets, counters, s["h_tp1"], isv, np.array([2.5], np.float32),
-        store_h, store_h.copy(), poisoned((cap, TR_COLS)), tree, n_envs, n_max, cap])
+        store_h, store_h.copy(), poisoned((cap, TR_COLS)), tree, n_envs, n_max, cap, WIDTH])
     same(got, want, "replay_flush_write", rtol=1e-6)
     assert np.array_equal(np.isnan(got[11]), np.isnan(want[11]))
 
@@ -92,8 +92,8 @@ def level_sums(leaves):
 def filled_store(rng, cap, length, leaves):
     tree = level_sums(leaves)
     counters = np.array([length % cap, length, 0, 0], np.uint32)
-    return (tree, counters, rng.standard_normal((cap, HIDDEN_DIM)).astype(np.float32),
-            rng.standard_normal((cap, HIDDEN_DIM)).astype(np.float32),
+    return (tree, counters, rng.standard_normal((cap, WIDTH)).astype(np.float32),
+            rng.standard_normal((cap, WIDTH)).astype(np.float32),
             rng.standard_normal((cap, TR_COLS)).astype(np.float32))
 
 
@@ -108,12 +108,12 @@ def test_sample_with_weights_matches_reference(cuda_rt, ref_rt, rng, cap, length
     tree, counters, h_t, h_tp1, rows = filled_store(rng, cap, length, leaves)
     state = rng.integers(1, 2**32, batch, dtype=np.uint64).astype(np.uint32)
     isv = isv_host(ref_rt, per_beta=0.55)
-    outs = [poisoned((batch, HIDDEN_DIM)), poisoned((batch, HIDDEN_DIM)), poisoned(batch, np.int32),
+    outs = [poisoned((batch, WIDTH)), poisoned((batch, WIDTH)), poisoned(batch, np.int32),
             *[poisoned(batch) for _ in range(5)], poisoned(batch, np.int32), poisoned(batch, np.float64),
             poisoned(batch)]
     ticket = np.zeros(1, np.uint32)
-    got, want = both(cuda_rt, ref_rt, SAMPLE, batch, HIDDEN_DIM,
-                     [tree, counters, h_t, h_tp1, rows, state, isv, *outs, ticket, batch, cap])
+    got, want = both(cuda_rt, ref_rt, SAMPLE, batch, ROW_BLOCK,
+                     [tree, counters, h_t, h_tp1, rows, state, isv, *outs, ticket, batch, cap, WIDTH])
     weight = 17  # the walk is exact IEEE float64 on both; powf is not numpy's power
     same(got[:weight] + got[weight + 1:], want[:weight] + want[weight + 1:], "replay_sample")
     assert_close(got[weight], want[weight], 1e-6, "replay_sample weights")
@@ -132,7 +132,7 @@ def test_sample_weights_every_launch_of_a_buffer(cuda_rt, ref_rt):
     for rt in (cuda_rt, ref_rt):
         bus = IsvBus(rt)
         bus["per_beta"] = 0.4
-        rb = ReplayBuffer(rt, bus, capacity=cap, n_envs=1, batch=batch, seed=17)
+        rb = ReplayBuffer(rt, bus, capacity=cap, width=WIDTH, n_envs=1, batch=batch, seed=17)
         rb.state["tree"].upload(np.concatenate([np.zeros(cap), leaves]))
         rb.state["counters"].upload(np.array([length, length, 0, 0], np.uint32))
         rb.rebuild()
@@ -243,7 +243,7 @@ def test_float64_tree_at_2_20_never_yields_unfilled_or_zero_leaves(cuda_rt):
 
 
 def test_buffer_push_flush_matches_reference_over_steps(cuda_rt, ref_rt):
-    kw = dict(capacity=256, n_envs=100, batch=64, n_max=8, seed=3)
+    kw = dict(width=WIDTH, capacity=256, n_envs=100, batch=64, n_max=8, seed=3)
     bufs = []
     for rt in (cuda_rt, ref_rt):
         bus = IsvBus(rt)
@@ -268,7 +268,7 @@ def test_buffer_push_flush_matches_reference_over_steps(cuda_rt, ref_rt):
 
 
 def test_graph_step_equals_eager_step(cuda_rt):
-    kw = dict(capacity=1 << 12, n_envs=1024, batch=1024, n_max=8, seed=21)
+    kw = dict(width=WIDTH, capacity=1 << 12, n_envs=1024, batch=1024, n_max=8, seed=21)
     eager = ReplayBuffer(cuda_rt, IsvBus(cuda_rt), **kw)
     graphed = ReplayBuffer(cuda_rt, IsvBus(cuda_rt), **kw)
     steps = [random_step(np.random.default_rng(t), 1024, 1024) for t in range(12)]

@@ -11,11 +11,31 @@
 #define AGENT_FLAG_GATED 1
 #define AGENT_FLAG_STOPPED 2
 #define AGENT_STATS_BLOCK 256
+#define AGENT_STATE_BLOCK 128
+#define AGENT_ACTOR_Q 0
+#define AGENT_ACTOR_POLICY 1
+#define AGENT_Q_INVALID -1e+30f
 
-#define AGENT_N_STATS 13
+#define AGENT_N_POSITION_FEATURES 4
+#define POS_SIDE 0  // sign of the position: -1 short, 0 flat, +1 long
+#define POS_UNREALIZED 1  // tanh(unrealized PnL per lot, in ticks, at the current mid / UNREALIZED_SCALE_TICKS); 0 flat
+#define POS_TIME_IN_TRADE 2  // tanh(steps the position has been held / TIME_SCALE_STEPS); 0 flat
+#define POS_SPREAD 3  // the current snapshot's spread in ticks, at most SPREAD_CAP_TICKS
+#define AGENT_UNREALIZED_SCALE_TICKS 4.0f
+#define AGENT_TIME_SCALE_STEPS 64.0f
+#define AGENT_SPREAD_CAP_TICKS 8.0f
+
+// Whether action a changes anything for a position of sign `side` (valid_actions in layout.py).
+__device__ __forceinline__ bool agent_action_valid(int a, int side)
+{
+    return a == ACTION_HOLD || (a == ACTION_LONG && side <= 0) || (a == ACTION_SHORT && side >= 0)
+        || (a == ACTION_FLAT_FROM_LONG && side > 0) || (a == ACTION_FLAT_FROM_SHORT && side < 0);
+}
+
+#define AGENT_N_STATS 14
 #define STAT_N 0  // backtests reduced (B)
 #define STAT_ENTROPY_MEAN 1  // mean entropy of the sampling distribution, nats
-#define STAT_HOLD_FRAC 2  // fraction of backtests whose executed action is HOLD
+#define STAT_HOLD_FRAC 2  // fraction of backtests whose executed action is HOLD (keeps the position, flat or not)
 #define STAT_GATED_FRAC 3  // fraction of entries turned into HOLD by the confidence gate
 #define STAT_STOPPED_FRAC 4  // fraction of backtests forced flat by the stop-loss
 #define STAT_REWARD_RAW_MEAN 5  // mean raw reward
@@ -26,15 +46,16 @@
 #define STAT_CLOSED_ABS_PNL_SUM 10  // sum of |PnL| of the trades closed this step
 #define STAT_CLOSED_WINS 11  // closed trades with positive PnL this step
 #define STAT_CLOSED_PNL_SUM 12  // sum of PnL of the trades closed this step
+#define STAT_IN_MARKET_FRAC 13  // fraction of backtests holding a position when they act (time in the market)
 
-#define FRAME_LEN 39  // float64 fields per diagnostics frame
+#define FRAME_LEN 40  // float64 fields per diagnostics frame
 #define FRAME_SEQ 0  // step + 1, written last: a frame is complete when it matches
 #define FRAME_STEP 1
 #define FRAME_STATS 2  // AGENT_N_STATS fields from here
-#define FRAME_LOSSES 15  // 4 losses from here
+#define FRAME_LOSSES 16  // 4 losses from here
 #define FRAME_N_LOSSES 4
-#define FRAME_ISV_FIELDS 19  // 12 ISV slots from here
-#define FRAME_EXTRAS 31
+#define FRAME_ISV_FIELDS 20  // 12 ISV slots from here
+#define FRAME_EXTRAS 32
 #define FRAME_N_EXTRAS 8
 
 #endif  // FOXC_AGENT_H

@@ -2,7 +2,7 @@
 #ifndef FOXC_ISV_SLOTS_H
 #define FOXC_ISV_SLOTS_H
 
-#define ISV_N_SLOTS 57
+#define ISV_N_SLOTS 62
 #define ISV_STEP_WRAP 16777216.0f
 
 #define ISV_STEP_LO                  0  // training steps modulo 2^24 (exact in float32); incremented on the device
@@ -17,26 +17,26 @@
 #define ISV_N_STEP                   9  // n of the n-step return in use (1 to 8, at most the ring's allocated length)
 #define ISV_PER_ALPHA               10  // PER priority exponent; 0.6 from the PER paper's proportional variant
 #define ISV_PER_BETA                11  // PER importance-sampling exponent, annealed towards 1 by the controller
-#define ISV_REWARD_CLAMP_LO         12  // lower reward clamp after PopArt scaling, in standard deviations
-#define ISV_REWARD_CLAMP_HI         13  // upper reward clamp after PopArt scaling, in standard deviations
-#define ISV_REWARD_SCALE            14  // multiplier on the raw reward before normalisation
+#define ISV_REWARD_CLAMP_LO         12  // lower reward clamp after PopArt scaling (ticks while PopArt is frozen at var 1)
+#define ISV_REWARD_CLAMP_HI         13  // upper reward clamp after PopArt scaling (ticks while PopArt is frozen at var 1)
+#define ISV_REWARD_SCALE            14  // multiplier on the raw reward (the equity change in ticks per lot) before normalisation
 #define ISV_POPART_MEAN             15  // PopArt running mean of the raw reward
 #define ISV_POPART_VAR              16  // PopArt running variance of the raw reward; 1 so the first steps are unscaled
-#define ISV_POPART_RATE             17  // PopArt EMA rate (about 1,000 steps of memory)
-#define ISV_GATE_THRESHOLD          18  // confidence gate: entries need the policy's probability above this; 0 gates nothing
-#define ISV_DRAWDOWN_PENALTY_RATE   19  // reward penalty per unit of the open trade's normalised drawdown per step (penalty only)
-#define ISV_STOP_LOSS_THRESHOLD     20  // open trade's drawdown from its peak equity, over mean_abs_pnl_ema, that forces a flat exit
+#define ISV_POPART_RATE             17  // PopArt EMA rate; 0 (frozen at var 1): rewards are in ticks, a scale that holds still, and a moving scale would move every target under the C51 support
+#define ISV_GATE_THRESHOLD          18  // confidence gate: entries need the behaviour probability above this; 0 gates nothing
+#define ISV_DRAWDOWN_PENALTY_RATE   19  // reward penalty per unit of the open trade's normalised drawdown per step (penalty only); 0: off, it taxes holding, where the edge is
+#define ISV_STOP_LOSS_THRESHOLD     20  // open trade's drawdown from its peak equity, over mean_abs_pnl_ema, that forces a flat exit; 0: off
 #define ISV_MEAN_ABS_PNL_EMA        21  // EMA of |PnL| per closed trade: the drawdown normaliser; 1 until trades close
 #define ISV_LOSS_EMA_Q              22  // EMA of the C51 cross-entropy loss
 #define ISV_LOSS_EMA_PI             23  // EMA of the policy loss
 #define ISV_LOSS_EMA_V              24  // EMA of the value loss
 #define ISV_LOSS_EMA_BCE            25  // EMA of the perception BCE loss
-#define ISV_C51_V_MIN               26  // lowest atom of the C51 support, in normalised reward units
-#define ISV_C51_V_MAX               27  // highest atom of the C51 support; with gamma 0.99 and clamp 5, returns stay inside
-#define ISV_ENTROPY_COEF            28  // policy entropy bonus coefficient
+#define ISV_C51_V_MIN               26  // lowest atom of the C51 support, in ticks (the reward's unit)
+#define ISV_C51_V_MAX               27  // highest atom of the C51 support, in ticks: discounted returns of one lot over ~100 snapshots
+#define ISV_ENTROPY_COEF            28  // not read: the policy head is distilled from Q and has no entropy bonus (kept for the slot index)
 #define ISV_GRAD_CLIP_NORM          29  // global gradient-norm clip per update
-#define ISV_RL_TO_ENCODER_LAMBDA    30  // scale of the RL heads' gradient on h added to the encoder's (grad_h_accumulate_scaled)
-#define ISV_EXPLORATION_FLOOR       31  // minimum probability mixed into every action when sampling
+#define ISV_RL_TO_ENCODER_LAMBDA    30  // not read: replayed states are not the rows the encoder just encoded, so the RL heads do not train the encoder (kept for the slot index)
+#define ISV_EXPLORATION_FLOOR       31  // not read: exploration is the epsilon schedule explore_eps_* (kept for the slot index)
 #define ISV_LOSS_EMA_RATE           32  // EMA rate of the loss EMAs (about 100 steps)
 #define ISV_LR_MIN                  33  // floor of every plateau-decayed learning rate
 #define ISV_LR_DECAY_FACTOR         34  // learning-rate multiplier when a head's loss plateaus
@@ -52,15 +52,20 @@
 #define ISV_BEST_LOSS_BCE           44  // plateau controller: best perception loss EMA seen
 #define ISV_PLATEAU_COUNT_BCE       45  // plateau controller: steps since the perception loss improved
 #define ISV_PER_BETA_ANNEAL_STEPS   46  // steps over which PER beta rises linearly to 1 (full IS correction)
-#define ISV_ENTROPY_TARGET          47  // target action entropy in nats (uniform over 5 actions is 1.609)
-#define ISV_ENTROPY_COEF_RATE       48  // log-space step of the entropy coefficient towards the target entropy
-#define ISV_ENTROPY_COEF_MIN        49  // lower bound of the adaptive entropy coefficient
-#define ISV_ENTROPY_COEF_MAX        50  // upper bound of the adaptive entropy coefficient
+#define ISV_ENTROPY_TARGET          47  // not read (no entropy controller: see entropy_coef)
+#define ISV_ENTROPY_COEF_RATE       48  // not read (no entropy controller: see entropy_coef)
+#define ISV_ENTROPY_COEF_MIN        49  // not read (no entropy controller: see entropy_coef)
+#define ISV_ENTROPY_COEF_MAX        50  // not read (no entropy controller: see entropy_coef)
 #define ISV_ACTION_ENTROPY_EMA      51  // EMA of the sampling distribution's entropy (rate loss_ema_rate)
 #define ISV_REWARD_CLIP_FRAC_EMA    52  // EMA of the fraction of scaled rewards that hit a clamp bound (rate loss_ema_rate)
 #define ISV_REWARD_CLIP_TARGET      53  // adaptive clamp: widen when more than 1 % of rewards clip, narrow below 0.25 %
 #define ISV_REWARD_CLAMP_RATE       54  // relative step of the adaptive clamp bounds per step
-#define ISV_REWARD_CLAMP_MIN        55  // the adaptive clamp never narrows below +-2 standard deviations
-#define ISV_REWARD_CLAMP_MAX        56  // the adaptive clamp never widens beyond +-10 standard deviations
+#define ISV_REWARD_CLAMP_MIN        55  // the adaptive clamp never narrows below +-5 (ticks): a reversal across a wide spread costs several
+#define ISV_REWARD_CLAMP_MAX        56  // the adaptive clamp never widens beyond +-10 (ticks)
+#define ISV_EXPLORE_EPS_START       57  // probability per step that an exploration segment starts (a random valid action, its position then held), at step 0
+#define ISV_EXPLORE_EPS_END         58  // that probability after explore_eps_steps; greedy evaluation never explores
+#define ISV_EXPLORE_EPS_STEPS       59  // steps over which epsilon falls linearly from explore_eps_start to explore_eps_end
+#define ISV_DISTILL_TEMPERATURE     60  // the policy head learns softmax(Q / this) over the valid actions, Q in ticks
+#define ISV_EXPLORE_HOLD_STEPS      61  // mean length of an exploration segment in steps (geometric): about the signal's persistence, so exploring shows what holding earns
 
 #endif  // FOXC_ISV_SLOTS_H

@@ -2,7 +2,7 @@
 #ifndef FOXC_REPLAY_H
 #define FOXC_REPLAY_H
 
-#define REPLAY_HIDDEN_DIM 128    // floats per encoder output h; also the block size of row copies
+#define REPLAY_ROW_BLOCK 128     // threads of the kernels that copy state rows (any row width)
 #define REPLAY_N_STEP_MAX 8      // the longest n-step ring a buffer may allocate
 
 // Columns of one n-step ring entry (float32 row per entry).

@@ -1,0 +1,90 @@
+"""The acting path on the device: the agent's state, the head it acts on, and agent_act.
+
+    actor = Actor(rt, params, isv, h=encoder.h, pos=sim.pos, features=data.features, batch=B,
+                  window=K, tick=tick, actor="q", greedy=False, actions=sim.actions, stop_loss=sim.stop_loss)
+    actor.state_plans   # state = [h | position features] (and lots, the open trade's drawdown)
+    actor.act_plans     # the online C51 head (or the policy) on the state, then agent_act
+
+One definition of what the agent sees and how it picks an action, used by the training step
+(epsilon-greedy behaviour, actions written straight into the simulator's inputs) and by
+evaluation (greedy). The state's position features come from the simulator's position
+records (`pos`), so they are the same in both.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..data.record import PRICE_SCALE
+from ..nn.heads import C51_ATOMS, N_ACTIONS, Q_OUTPUTS, plan_c51_distribution
+from ..nn.matmul import ACT_RELU
+from ..nn.model import Linear
+from ..rng import seed_states
+from . import kernels
+from .layout import ACTORS, POS_INDEX, STATE_BLOCK
+
+MONEY_SCALE = 1.0 / PRICE_SCALE  # the simulator's money (price x 1e9 x lots) in price units per lot
+
+
+class Actor:
+    def __init__(self, rt, params, isv, *, h, pos, features, batch: int, window: int, tick: int, actor: str = "q",
+                 greedy: bool = False, state=None, log_prob=None, actions=None, stop_loss=None,
+                 precision: str = "f32"):
+        """`state`, `log_prob`, `actions`, `stop_loss`: other components' arrays to write into (the
+        replay reads the first two, the simulator the last two); allocated here when not given."""
+        if actor not in ACTORS:
+            raise ValueError(f"actor must be one of {', '.join(ACTORS)}, got '{actor}'")
+        self.rt, self.batch = rt, int(batch)
+        B, S, D, R = self.batch, params.state_dim, params.hidden, params.rl_hidden
+        self._owned = []
+
+        def dev(shape, dtype, name):
+            a = rt.device_array(shape, dtype, name)
+            self._owned.append(a)
+            return a
+        self.state = state if state is not None else dev((B, S), np.float32, "agent_state")
+        self.trade_steps = dev(B, np.int32, "agent_trade_steps")
+        self.prev_lots = dev(B, np.int32, "agent_prev_lots")
+        self.lots = dev(B, np.int32, "agent_lots")
+        self.drawdown = dev(B, np.float32, "agent_drawdown")
+        self.z = dev((B, R), np.float32, "act_rl_z")
+        self.q_logits = dev((B, Q_OUTPUTS), np.float32, "act_q_logits")
+        self.q_probs = dev((B, N_ACTIONS, C51_ATOMS), np.float32, "act_q_probs")
+        self.q = dev((B, N_ACTIONS), np.float32, "act_q")
+        self.rng = dev(B, np.uint32, "act_rng")
+        self.explore = dev(B, np.int32, "act_explore")  # 0, or 2 + the position an exploration segment holds
+        self.actions = actions if actions is not None else dev(B, np.int32, "actions")
+        self.stop_loss = stop_loss if stop_loss is not None else dev(B, np.uint32, "stop_loss")
+        self.log_prob = log_prob if log_prob is not None else dev(B, np.float32, "log_prob")
+        self.probs = dev((B, N_ACTIONS), np.float32, "act_probs")
+        self.flags = dev(B, np.uint32, "act_flags")
+        side = self.state.at(D + POS_INDEX["side"])
+        trunk = Linear(rt, params, "rl_w", "rl_b", self.state, self.z, B, S, R, ACT_RELU, precision=precision)
+        q = Linear(rt, params, "dqn_w", "dqn_b", self.z, self.q_logits, B, R, Q_OUTPUTS, precision=precision)
+        heads = [*trunk.forward, *q.forward,
+                 plan_c51_distribution(rt, self.q_probs, self.q, self.q_logits, isv, side, S, B)]
+        self.policy_logits = None
+        if actor == "policy":
+            self.policy_logits = dev((B, N_ACTIONS), np.float32, "act_policy_logits")
+            heads += Linear(rt, params, "policy_w", "policy_b", self.z, self.policy_logits, B, R, N_ACTIONS,
+                            precision=precision).forward
+        self.state_plans = [rt.plan(kernels.AGENT_STATE, B, STATE_BLOCK, (
+            h, pos, features, self.trade_steps, self.prev_lots, self.state, self.lots, self.drawdown, int(tick),
+            MONEY_SCALE, D, int(window), B))]
+        self.act_plans = heads + [rt.plan(kernels.AGENT_ACT, kernels.per_backtest_grid(B), kernels.BLOCK, (
+            self.q, self.policy_logits if self.policy_logits is not None else self.q, self.rng, self.explore, self.lots,
+            self.drawdown, isv, self.actions, self.log_prob, self.probs, self.flags, self.stop_loss, ACTORS[actor],
+            int(greedy), B))]
+
+    def reset(self, seed: int):
+        """No position history, fresh sampling states (host uploads: call outside a capture)."""
+        for a in (self.state, self.trade_steps, self.prev_lots, self.explore, self.lots, self.drawdown, self.log_prob,
+                  self.probs, self.flags):
+            a.upload(np.zeros(a.shape, a.dtype))
+        self.rng.upload(seed_states(seed, self.batch, stream=2))
+
+    # what carries from one step to the next (the checkpoint's agent.* sections)
+    PERSISTENT = ("state", "trade_steps", "prev_lots", "rng", "explore", "log_prob")
+
+    def close(self):
+        for a in self._owned:
+            a.close()

@@ -1,0 +1,135 @@
+"""Learning: the agent trained on each named synthetic market, as a fraction of that market's exact optimum.
+
+    python -m foxc.bench edge [--markets easy,default,null,noisy] [--seeds 3] [--steps easy=2000,...]
+                              [--backend auto|cuda|reference] [--n-backtests B] [--seq-len K]
+                              [--eval-rows N] [--set NAME=VALUE ...] [--actor q|policy] [--json FILE]
+
+For each market and seed: train from scratch (the trainer's defaults for the backend, the market's
+own fee), then walk held-out rows drawn with another seed greedily (the trainer's final evaluation)
+and report net PnL in ticks per snapshot against the market's exact optimum (foxc.evaluate.optimum:
+an agent that sees the latent imbalance exactly), trades, win rate and time in the market.
+
+Goals (the learning issue's, on a GPU at B=1,024, K=32): easy >= 0.90 of the optimum within 2,000
+steps, default >= 0.70 within 20,000, null at most 1 trade per 2,000 snapshots per backtest and
+|PnL| within 3 standard errors of 0. Every seed must meet its market's goal; noisy has none (it is
+reported). On the reference backend the same pipeline runs at the CPU sizes with fewer steps: a
+smoke run whose fractions are not the goals'.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+from ..driver import BACKENDS, open_runtime
+from .report import table, write_json
+
+MARKETS = ("easy", "default", "null", "noisy")
+STEPS = {"cuda": {"easy": 2000, "default": 20000, "null": 20000, "noisy": 20000},
+         "reference": {"easy": 3000, "default": 3000, "null": 1000, "noisy": 1000}}
+EVAL_ROWS = {"cuda": 524_288, "reference": 32_768}
+GOALS = {"easy": 0.90, "default": 0.70}
+NULL_TRADES_PER_2000 = 1.0
+
+
+def parse_steps(text: str) -> dict[str, int]:
+    out = {}
+    for part in filter(None, text.split(",")):
+        name, _, value = part.partition("=")
+        if name not in MARKETS or not value.isdigit():
+            raise argparse.ArgumentTypeError(f"--steps takes MARKET=STEPS pairs over {', '.join(MARKETS)}, got '{part}'")
+        out[name] = int(value)
+    return out
+
+
+def verdict(market: str, row: dict) -> str:
+    if market in GOALS:
+        return "pass" if row["opt_frac"] >= GOALS[market] else "fail"
+    if market == "null":
+        quiet = row["trades_per_2000"] <= NULL_TRADES_PER_2000
+        flat = abs(row["pnl_ticks"]) <= 3 * (row["pnl_se"] or 0.0) + 1e-12
+        return "pass" if quiet and flat else "fail"
+    return "-"
+
+
+def run_one(rt, market: str, seed: int, steps: int, **settings) -> dict:
+    """Train on `market` with `seed` for `steps` (other TrainConfig settings as given, None: the
+    backend's default), evaluate greedily on held-out rows; one table row."""
+    from ..trainer.config import TrainConfig
+    from ..trainer.run import Trainer
+    from ..trainer.session import run_data
+    given = dict(log_every=max(1, steps // 10), checkpoint_every=0, **settings)
+    given.update(synthetic=market, seed=seed, n_steps=steps)
+    cfg = TrainConfig.for_backend(rt.backend, **given)
+    data = run_data(cfg)
+    t0 = time.perf_counter()
+    trainer = Trainer(rt, cfg, data.market, data.labels, held=data.held, optimum=data.optimum)
+    try:
+        summary = trainer.train(cfg.n_steps)
+        history = [(r, v) for r, v in trainer.eval_history]
+    finally:
+        trainer.close()
+    e = summary["evaluation"]
+    row = {"market": market, "seed": seed, "steps": steps, "opt_frac": e.get("eval_opt_frac"),
+           "pnl_ticks": e["eval_pnl"], "pnl_se": e["eval_pnl_se"], "optimum": data.optimum,
+           "trades": e["eval_trades"], "trades_per_2000": e["eval_trades"] * 2000 / e["eval_rows"],
+           "win_rate": e["eval_wr"], "in_market": e["eval_time_in_market"], "eval_rows": e["eval_rows"],
+           "train_sps": summary["sps"], "seconds": round(time.perf_counter() - t0, 1),
+           "l_v_first": history[0][1].get("l_v") if history else None,
+           "l_v_last": history[-1][1].get("l_v") if history else None,
+           "curve": [[s, v.get("eval_opt_frac")] for s, v in history]}
+    row["goal"] = verdict(market, row)
+    return row
+
+
+def fmt(row: dict) -> dict:
+    r = dict(row)
+    for k, digits in (("opt_frac", 3), ("pnl_ticks", 5), ("pnl_se", 5), ("optimum", 5), ("trades_per_2000", 3),
+                      ("win_rate", 3), ("in_market", 3)):
+        if isinstance(r.get(k), float):
+            r[k] = round(r[k], digits)
+    return r
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m foxc.bench edge", description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", choices=BACKENDS, default=None)
+    ap.add_argument("--markets", default=",".join(MARKETS), help="comma-separated named markets")
+    ap.add_argument("--seeds", type=int, default=3, help="seeds per market (0, 1, ...)")
+    ap.add_argument("--steps", type=parse_steps, default={}, help="MARKET=STEPS,... (default: the goals' budgets)")
+    ap.add_argument("--n-backtests", type=int, default=None)
+    ap.add_argument("--seq-len", type=int, default=None)
+    ap.add_argument("--eval-rows", type=int, default=None, help="held-out snapshots of the final evaluation")
+    ap.add_argument("--eval-every", type=int, default=0, help="also evaluate every N steps (the learning curve)")
+    ap.add_argument("--actor", choices=("q", "policy"), default=None)
+    from ..train import isv_setting
+    ap.add_argument("--set", dest="isv", action="append", type=isv_setting, default=None, metavar="NAME=VALUE")
+    ap.add_argument("--json", help="also write the results here")
+    args = ap.parse_args(argv)
+    markets = [m for m in args.markets.split(",") if m]
+    unknown = [m for m in markets if m not in MARKETS]
+    if unknown:
+        ap.error(f"--markets: unknown {', '.join(unknown)} (known: {', '.join(MARKETS)})")
+    rt = open_runtime(args.backend)
+    steps = {**STEPS[rt.backend], **args.steps}
+    args.eval_rows = args.eval_rows or EVAL_ROWS[rt.backend]
+    rows = []
+    for market in markets:
+        for seed in range(args.seeds):
+            rows.append(run_one(rt, market, seed, steps[market], eval_every=args.eval_every, eval_rows=args.eval_rows,
+                                n_backtests=args.n_backtests, seq_len=args.seq_len, actor=args.actor, isv=args.isv))
+            print(f"  {market} seed {seed}: {fmt(rows[-1])['opt_frac']} of the optimum, goal {rows[-1]['goal']}",
+                  flush=True)
+    print(f"backend {rt.backend}: {rt.device_name}; settings {args.isv or 'defaults'}")
+    print(table([fmt(r) for r in rows], ["market", "seed", "steps", "opt_frac", "pnl_ticks", "pnl_se", "optimum",
+                                         "trades_per_2000", "win_rate", "in_market", "train_sps", "seconds", "goal"]))
+    write_json(args.json, "edge", rt, rows, {"settings": args.isv, "steps": steps})
+    met = [r for r in rows if r["goal"] != "-"]
+    print(f"summary: {sum(r['goal'] == 'pass' for r in met)}/{len(met)} runs meet their goal; "
+          + ", ".join(f"{m} " + "/".join(f"{r['opt_frac']:.2f}" if r["opt_frac"] is not None
+                                          else f"{r['trades_per_2000']:.2f}t" for r in rows if r["market"] == m)
+                      for m in markets) + f" ({rt.backend})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,107 @@
+"""The trained agent as an evaluation policy, run on the device with the training step's own kernels.
+
+    policy = AgentPolicy(rt, params, isv, window=K)              # live weights (training's periodic eval)
+    policy = AgentPolicy.from_checkpoint(rt, read_checkpoint(p))  # a saved agent (folds, benchmarks)
+    ev = evaluate(policy, records, EvalConfig(...), tick=tick, rt=rt)
+
+Each call gathers the windows ending at the backtests' cursors, encodes them, builds the agent's
+state from the evaluation simulator's positions (`agent_state`) and acts greedily with the
+training step's `agent_act`: the same state features and action rules as in training, so an
+evaluation measures the agent that was trained. A backtest whose cursor has fewer than K − 1
+earlier snapshots in its segment holds (there is no full window to act on).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..agent.actor import Actor
+from ..agent.layout import HOLD
+from ..data.device import DeviceDataset
+from ..data.features import HORIZONS, LABEL_PLANES
+from ..data.source import MarketData
+from ..isv import IsvBus
+from ..nn.model import Encoder, Parameters
+
+NAME = "rl: foxc agent (greedy)"
+
+
+class AgentPolicy:
+    name = NAME
+    is_baseline = False
+
+    def __init__(self, rt, params: Parameters, isv, window: int, actor: str = "q", precision: str = "f32"):
+        """`params`, `isv`: the agent's weights and ISV on this runtime (shared, read only)."""
+        self.rt, self.params, self.isv = rt, params, isv
+        self.window, self.actor_kind, self.precision = int(window), actor, precision
+        self._bound = None  # (records, sim) the device parts below were built for
+        self._parts = []
+
+    @classmethod
+    def from_checkpoint(cls, rt, ckpt) -> "AgentPolicy":
+        """The agent a checkpoint holds (weights and ISV), on runtime `rt`."""
+        from ..data.features import FEATURES
+        from ..nn.model import HIDDEN_DIM
+        params = Parameters(rt, FEATURES, HIDDEN_DIM)
+        theta = np.zeros(params.size, np.float32)
+        for t in params.tensors:
+            theta[t.offset:t.offset + t.size] = np.asarray(ckpt[t.name], np.float32).reshape(-1)
+        params.load(theta)
+        isv = IsvBus(rt)
+        isv.load(np.asarray(ckpt["isv"], np.float32))
+        config = ckpt.config
+        return cls(rt, params, isv, config["seq_len"], config.get("actor", "q"), config.get("precision", "f32"))
+
+    def _bind(self, ctx):
+        """Build the gather, encoder and actor for this window and simulator (once per pair)."""
+        self._close_parts()
+        records, sim, B, K = ctx.records, ctx.sim, len(ctx.cursor), self.window
+        if sim is None:
+            raise ValueError("AgentPolicy runs on the device: it needs the evaluation's simulator (ctx.sim)")
+        seg = records["segment"].astype(np.int64)
+        market = MarketData(records, "", 0, "evaluation", [], ctx.tick)
+        starts, _ = market.segment_bounds()
+        self._first_ok = starts[seg - seg[0]] + K - 1 if len(records) else np.zeros(0, np.int64)
+        labels = np.zeros((LABEL_PLANES, HORIZONS, len(records)), np.float32)  # the gather's input; unused here
+        self.data = DeviceDataset(self.rt, _renumbered(market), labels, B, K)
+        self.data.done.upload(np.zeros(B, np.int32))
+        self.encoder = Encoder(self.rt, self.params, B, K, self.data.features, self.precision)
+        self.actor = Actor(self.rt, self.params, self.isv, h=self.encoder.h, pos=sim.pos,
+                           features=self.data.features, batch=B, window=K, tick=ctx.tick, actor=self.actor_kind,
+                           greedy=True, precision=self.precision)
+        self.actor.reset(0)
+        self.plans = [self.data.gather_plan, *self.encoder.forward, *self.actor.state_plans, *self.actor.act_plans]
+        self._parts = [self.data, self.actor]
+        self._bound = (id(records), id(sim))
+
+    def __call__(self, ctx):
+        if self._bound != (id(ctx.records), id(ctx.sim)):
+            self._bind(ctx)
+        elif ctx.step == 0:  # a new run over the same window: no position history
+            self.actor.reset(0)
+        cursor = np.asarray(ctx.cursor, np.int64)
+        ok = cursor >= self._first_ok[cursor]
+        self.data.cursors.upload(np.where(ok, cursor, self._first_ok[cursor]).astype(np.int32))
+        for plan in self.plans:
+            plan.launch(self.rt.stream)
+        actions = self.actor.actions.download()
+        probs = self.actor.probs.download().astype(np.float64)
+        actions[~ok] = HOLD
+        probs[~ok] = np.eye(probs.shape[1])[HOLD]
+        return actions, probs
+
+    def _close_parts(self):
+        for part in self._parts:
+            part.close()
+        self._parts, self._bound = [], None
+
+    def close(self):
+        self._close_parts()
+
+
+def _renumbered(market: MarketData) -> MarketData:
+    """The window with segment ids from 0 (a window cut from the middle of a file starts mid-way)."""
+    records = market.records
+    if len(records) and records["segment"][0] != 0:
+        records = records.copy()
+        records["segment"] -= records["segment"][0]
+    return MarketData(records, market.instrument, market.instrument_id, market.source, market.files, market.tick)

@@ -1,0 +1,94 @@
+"""The exact optimal average PnL per snapshot on a synthetic market: the yardstick for a learner.
+
+The agent of this yardstick holds −1, 0 or +1 lot and, at each snapshot t, sees the latent
+imbalance x_t EXACTLY and the spread s_t (in ticks): an upper bound for any agent, which sees x_t
+only through the rounded touch sizes. It is the average-reward MDP of `generate()`'s process:
+  state     (x_t, s_t, p_{t−1}): latent imbalance, spread ∈ {1, 2, 3}, the position held into t
+  action    p_t ∈ {−1, 0, +1}, the target position, filled by market orders on snapshot t's book
+  reward    p_t·E[Δmid | x_t, s_t] − |p_t − p_{t−1}|·(s_t/2 + fee), in ticks: the position is marked
+            from mid_t to mid_{t+1} (as the simulator does) and each lot traded crosses half the
+            spread from the mid and pays the fee per lot per side
+  dynamics  x_{t+1} = φ·x_t + √(1−φ²)·ε; the bid moves ±1 tick with prob. q, up with prob. σ(β·x_t);
+            s_{t+1} is redrawn from π with prob. r, else kept; Δmid = Δbid + (s_{t+1} − s_t)/2
+so E[Δmid | x, s] = q·(2σ(β·x) − 1) + r·(E_π[s] − s)/2 (a wide spread tends to narrow from the ask).
+x is discretised on a Tauchen grid (`grid` points over ±5 sd, transition probabilities from normal
+cdf differences) and the gain g (ticks per snapshot per lot) is found by relative value iteration.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..data.markets import Market
+from ..data.synthetic import SynthParams
+
+POSITIONS = np.array([-1, 0, 1])
+SPREADS = np.array([1, 2, 3])
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def normal_cdf(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + _erf(np.asarray(z, np.float64) / math.sqrt(2.0)).astype(np.float64))
+
+
+@dataclass(frozen=True, eq=False)
+class Optimum:
+    pnl_per_snapshot: float   # the gain g: ticks per snapshot per lot
+    policy: np.ndarray        # int8 [G, 3, 3]: the target position at (x_i, spread 1..3, held −1..+1)
+    x: np.ndarray             # float64 [G]: the grid of the latent imbalance (uniform)
+    iterations: int           # of the relative value iteration
+
+    def action(self, x, spread_ticks, position) -> np.ndarray:
+        """The optimal target position (−1, 0, +1) at latent x (nearest grid point), spread and held position
+        (only its sign counts; spreads outside 1..3 ticks are clipped)."""
+        h = self.x[1] - self.x[0]
+        i = np.clip(np.rint((np.asarray(x, np.float64) - self.x[0]) / h), 0, len(self.x) - 1).astype(np.int64)
+        s = np.clip(np.asarray(spread_ticks, np.int64), 1, 3) - 1
+        return self.policy[i, s, np.sign(np.asarray(position)).astype(np.int64) + 1]
+
+
+def tauchen(phi: float, grid: int, width: float = 5.0) -> tuple[np.ndarray, np.ndarray]:
+    """The grid over ±width sd and the transition matrix [G, G] of the unit-variance AR(1)."""
+    x = np.linspace(-width, width, grid)
+    h = x[1] - x[0]
+    sigma = math.sqrt(1.0 - phi ** 2)
+    edges = np.concatenate([[-np.inf], x[:-1] + h / 2, [np.inf]])  # the cell of each grid point
+    cdf = normal_cdf((edges[None, :] - phi * x[:, None]) / sigma)
+    P = np.diff(cdf, axis=1)
+    return x, P / P.sum(axis=1, keepdims=True)
+
+
+def optimal_pnl(params: SynthParams = SynthParams(), fee_ticks: float = 0.0, grid: int = 201,
+                tol: float = 1e-10, max_iter: int = 200_000) -> Optimum:
+    """The optimal average PnL per snapshot (ticks, one lot) of an agent that sees x exactly."""
+    p = params
+    x, P = tauchen(p.phi, grid)
+    pi = np.asarray(p.spread_probs, np.float64) / sum(p.spread_probs)
+    S = p.r_spread * pi[None, :] + (1.0 - p.r_spread) * np.eye(3)        # spread s -> s'
+    drift = p.q_move * np.tanh(p.beta * x / 2.0)                          # q·(2σ(βx) − 1)
+    m = drift[:, None] + (S @ SPREADS - SPREADS)[None, :] / 2.0           # E[Δmid | x, s]: [G, 3]
+    cost = SPREADS / 2.0 + fee_ticks                                      # per lot traded
+    turn = np.abs(POSITIONS[None, :] - POSITIONS[:, None])                # |p − p_prev|: [prev, p]
+    R = POSITIONS * m[:, :, None, None] - turn * cost[None, :, None, None]  # [G, s, prev, p]
+    V = np.zeros((grid, 3, 3))                                            # [G, s, prev]
+    for it in range(1, max_iter + 1):
+        # E[V(x', s', p) | x, s] for each chosen p (the next state's "prev" is p)
+        W = np.einsum("st,itp->isp", S, (P @ V.reshape(grid, 9)).reshape(grid, 3, 3))
+        Q = R + W[:, :, None, :]
+        V_new = Q.max(axis=-1)
+        diff = V_new - V
+        lo, hi = diff.min(), diff.max()
+        V = V_new - V_new[grid // 2, 0, 1]  # relative to a reference state, so V stays bounded
+        if hi - lo < tol:
+            break
+    else:
+        raise RuntimeError(f"relative value iteration did not converge in {max_iter} iterations (span {hi - lo:.3g})")
+    policy = POSITIONS[Q.argmax(axis=-1)].astype(np.int8)
+    return Optimum(float((lo + hi) / 2.0), policy, x, it)
+
+
+def market_optimum(market: Market, grid: int = 201) -> float:
+    """A named market's optimum, ticks per snapshot per lot (its fee converted to ticks)."""
+    return optimal_pnl(market.params, market.fee_per_lot / market.params.tick, grid).pnl_per_snapshot

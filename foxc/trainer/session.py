@@ -1,0 +1,65 @@
+"""What a run trains and is evaluated on, from its configuration: one path for the CLI and the benchmarks.
+
+    data = run_data(cfg, log)   # data.market (training rows), data.labels, data.held, data.optimum, data.source
+    trainer = Trainer(rt, cfg, data.market, data.labels, out, data.source, data.held, data.optimum)
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .heldout import holdout_market
+
+
+@dataclass
+class RunData:
+    market: object          # MarketData: the rows training draws from
+    labels: np.ndarray      # their label planes
+    held: object | None     # MarketData of held-out rows for the greedy evaluations, or None
+    optimum: float | None   # the synthetic market's optimal PnL, ticks per snapshot per lot; None on real data
+    source: dict            # what the checkpoint meta and config.json record about the data
+
+
+def files_digest(files) -> str:
+    h = hashlib.sha256()
+    for f in files:
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def run_data(cfg, log=lambda msg: None) -> RunData:
+    """Load (or generate) the data, hold out the evaluation rows, label the training rows.
+
+    Synthetic markets are always evaluated (on a fresh draw); real data only with --eval-every,
+    since its held-out tail is taken from training."""
+    from ..data.labels import LabelConfig, compute_labels
+    optimum = None
+    if cfg.data:
+        from ..data.source import load
+        market = load(cfg.data)
+        source = {"source": cfg.data, "files": market.files, "sha256": files_digest(market.files)}
+    else:
+        from ..data.markets import MARKETS
+        from ..data.synthetic import synthetic_data
+        from ..evaluate.optimum import optimal_pnl
+        named = MARKETS[cfg.synthetic]
+        market = synthetic_data(cfg.synthetic_rows, seed=cfg.seed, params=named.params)
+        optimum = optimal_pnl(named.params, cfg.fee / named.params.tick).pnl_per_snapshot  # at the run's fee
+        source = {"source": "synthetic", "market": cfg.synthetic, "rows": cfg.synthetic_rows, "seed": cfg.seed,
+                  "optimum_ticks_per_snapshot": optimum,
+                  "sha256": hashlib.sha256(market.records.view(np.uint8)).hexdigest()}
+    held = None
+    if cfg.data is None or cfg.eval_every:
+        market, held = holdout_market(cfg, market)
+    t0 = time.perf_counter()
+    labels = compute_labels(market.records, market.tick, LabelConfig(horizons=cfg.horizons))
+    log(f"data: {len(market.records):,} snapshots from {market.source} ({market.instrument or 'unnamed'}), "
+        f"tick {market.tick / 1e9:g}, {market.n_segments} segment(s); labels in {time.perf_counter() - t0:.1f} s"
+        + (f"; {len(held.records):,} held-out snapshots for evaluation" if held is not None else "")
+        + (f"; optimum {optimum:.4f} ticks per snapshot" if optimum is not None else ""))
+    return RunData(market, labels, held, optimum, source)
