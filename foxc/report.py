@@ -3,7 +3,7 @@
 - RUN_DIR/metrics.jsonl (a training run; one JSON record per line with at least `step` and the
   trainer's figures: sps, l_q, l_pi, l_v, l_bce, wr, pnl, hold_frac, entropy, lr_q) ->
   training.png, one panel per field against the step;
-- RUN_DIR/report.json (a walk-forward) -> equity.png and win_rate.png, and training.png in each
+- RUN_DIR/report.json (a walk-forward) -> equity.png and net_pnl.png, and training.png in each
   fold directory that has a metrics.jsonl.
 Needs matplotlib (`pip install 'foxc[plots]'`); without it, it says so and exits 1.
 """

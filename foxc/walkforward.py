@@ -4,7 +4,7 @@ The data (in time order) is cut into F+1 consecutive windows, disjoint and cover
 fold i trains on window i and evaluates on window i+1 with learning off (foxc.evaluate). Each
 fold gets a directory `OUT/fold-<i>/` (checkpoints, figures, equity curve); the run gets
 `report.json` (a `folds` list, one record per fold with its figures and the verdict on each
-success criterion), `report.md` (the same as a table) and plots (equity.png, win_rate.png).
+success criterion), `report.md` (the same as a table) and plots (equity.png, net_pnl.png).
 
 Training is pluggable (`--trainer`, see foxc.evaluate.trainers): flags this command does not
 know are passed to the trainer verbatim (config["train_args"]): by default the integrated RL trainer
@@ -32,7 +32,7 @@ from .data.source import MarketData
 from .evaluate import scaleout
 from .evaluate.folds import FoldSpec, describe_window
 from .evaluate.plots import PlotsUnavailable, walkforward_plots
-from .evaluate.reporting import Criteria, assemble, write
+from .evaluate.reporting import RULES, Criteria, assemble, write
 from .evaluate.runner import EvalConfig
 from .evaluate.trainers import resolve_trainer
 
@@ -74,10 +74,12 @@ def split_windows(records: np.ndarray, k: int, how: str = "auto") -> tuple[list[
     return bounds, how
 
 
-def load_data(spec: str, rows: int, seed: int, segments: int) -> MarketData:
+def load_data(spec: str, rows: int, seed: int, segments: int, market: str = "default") -> MarketData:
+    """`spec` 'synthetic': `rows` of the named synthetic market; else a file, directory or glob."""
     if spec == "synthetic":
+        from .data.markets import market as named
         from .data.synthetic import synthetic_data
-        return synthetic_data(rows, seed=seed, n_segments=segments)
+        return synthetic_data(rows, seed=seed, params=named(market).params, n_segments=segments)
     from .data.source import load
     return load(spec)
 
@@ -94,8 +96,10 @@ def walk_forward(data: MarketData, *, folds: int, steps: int, out: Path, trainer
                  train_args: list[str] | None = None, split: str = "auto", eval_config: EvalConfig = EvalConfig(),
                  criteria: Criteria = Criteria(), parallel: str = "none", workers: int | None = None,
                  ray_address: str | None = None, ray_init: dict | None = None, gpus_per_fold: float = 1,
-                 seed: int = 0, plots: bool = True, keep_data: bool = False, log=print) -> dict:
-    """Run every fold and write the report; returns it."""
+                 seed: int = 0, plots: bool = True, keep_data: bool = False, market: str | None = None,
+                 log=print) -> dict:
+    """Run every fold and write the report; returns it. `market`: the named synthetic market the data
+    was drawn from (its exact optimum is the edge rule's yardstick), None for real data."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     named = resolve_trainer(trainer)  # fail before any work when the trainer does not resolve
@@ -124,9 +128,15 @@ def walk_forward(data: MarketData, *, folds: int, steps: int, out: Path, trainer
                                    init_kwargs=ray_init)
     else:
         raise ValueError(f"parallel must be none, local or ray, got '{parallel}'")
+    optimum = None
+    if market is not None:
+        from .data.markets import market as named_market
+        from .evaluate.optimum import optimal_pnl
+        params = named_market(market).params
+        optimum = optimal_pnl(params, eval_config.fee_per_lot / PRICE_SCALE / params.tick).pnl_per_snapshot
     run = {"trainer": named.name, "trainer_spec": trainer, "train_args": config["train_args"],
-           "data": {"source": data.source, "files": data.files, "instrument": data.instrument,
-                    "rows": int(len(data.records)), "tick": int(data.tick)},
+           "data": {"source": data.source, "files": data.files, "instrument": data.instrument, "market": market,
+                    "rows": int(len(data.records)), "tick": int(data.tick)}, "optimum": optimum,
            "split": how, "windows": [describe_window(data.records[a:b], a, b) for a, b in windows],
            "steps_per_fold": steps, "parallel": parallel, "eval_config": eval_config.to_dict(),
            "seconds": time.perf_counter() - t0}
@@ -143,9 +153,19 @@ def walk_forward(data: MarketData, *, folds: int, steps: int, out: Path, trainer
         else:
             m = f["metrics"]
             wr = "n/a" if m["win_rate"] is None else f"{m['win_rate']:.3f}"
-            log(f"fold {f['fold']}: {m['trades']} trades, win rate {wr}, net PnL {m['net_pnl'] / PRICE_SCALE:.4f}, "
-                f"hold {m['hold_frac']:.3f}: {'pass' if f['passed'] else 'fail'}")
-    log(f"{'all folds pass' if report['all_passed'] else 'not every fold passes'}; wrote {json_path}, {md_path}")
+            frac = f["criteria"]["edge"].get("opt_frac", {}).get("value")
+            log(f"fold {f['fold']}: {m['trades']} trades, win rate {wr}, net PnL {m['net_pnl'] / PRICE_SCALE:.4f} "
+                f"({m['pnl_ticks']:+.5f} ticks per snapshot" + (f", {frac:.2f} of the optimum" if frac is not None
+                                                                  else "") + f"), in the market "
+                f"{m['exposure']:.2f}: edge rule {'pass' if f['passed_by']['edge'] else 'fail'}, seed rule "
+                f"{'pass' if f['passed_by']['seed'] else 'fail'}")
+    pooled = report["run_criteria"].get("pooled_t_stat")
+    if pooled:
+        t = "n/a" if pooled["value"] is None else f"{pooled['value']:.2f}"
+        log(f"pooled per-trade t-statistic {t} over {pooled['trades']} trades: "
+            f"{'an edge' if pooled['pass'] else 'no edge shown'} (needs > {criteria.min_t_stat})")
+    log(f"{'all folds pass' if report['all_passed'] else 'not every fold passes'} ({criteria.rule} rule); "
+        f"wrote {json_path}, {md_path}")
     return report
 
 
@@ -165,10 +185,14 @@ def build_parser() -> argparse.ArgumentParser:
                                  description=__doc__.split("\n")[0],
                                  epilog="Flags not listed here are passed to the trainer.")
     ap.add_argument("--data", default="synthetic", help="a file, directory or glob of market data, or 'synthetic'")
-    ap.add_argument("--synthetic-rows", type=int, default=200_000, help="rows of the synthetic default")
+    ap.add_argument("--synthetic", default="default", metavar="MARKET",
+                    help="the named synthetic market of --data synthetic: easy, default, null, noisy")
+    ap.add_argument("--synthetic-rows", type=int, default=None,
+                    help="rows of synthetic data (default 2,000,000 with CUDA, 200,000 on the reference backend)")
     ap.add_argument("--synthetic-segments", type=int, default=1)
     ap.add_argument("--folds", type=int, default=3)
-    ap.add_argument("--steps-per-fold", type=int, default=25_000)
+    ap.add_argument("--steps-per-fold", type=int, default=None,
+                    help="training steps per fold (default 25,000 with CUDA, 1,500 on the reference backend)")
     ap.add_argument("--out", type=Path, default=None, help="run directory (default runs/walkforward-<time>)")
     ap.add_argument("--trainer", default="rl",
                     help="rl (the integrated trainer, default), baseline (a logistic imbalance yardstick, "
@@ -181,11 +205,19 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--ray-address", default=None, help="ray: the cluster to join (default: start a local one)")
     ap.add_argument("--gpus-per-fold", type=float, default=1.0, help="ray: GPUs each fold's task asks for")
     ev = ap.add_argument_group("evaluation")
-    ev.add_argument("--eval-backtests", type=int, default=16, help="chunks of the window evaluated side by side")
-    ev.add_argument("--fee", type=float, default=0.0, help="fee per lot per side, in price units (e.g. 0.005)")
+    ev.add_argument("--eval-backtests", type=int, default=None,
+                    help="chunks of the window evaluated side by side (default 1,024 with CUDA, 64 on the reference)")
+    ev.add_argument("--fee", type=float, default=None,
+                    help="fee per lot per side, in price units (e.g. 0.005; default: the synthetic market's own, else 0)")
     ev.add_argument("--lots", type=int, default=1, help="lots per entry")
     ev.add_argument("--sampled", action="store_true", help="sample actions from the policy (default: greedy)")
     cr = ap.add_argument_group("success criteria")
+    cr.add_argument("--criteria", choices=RULES, default="edge",
+                    help="which rule decides: edge (default: a fraction of the optimum on synthetic markets; net PnL, "
+                         "the yardstick and a pooled t-statistic on real data) or seed (the Rust team's rule); "
+                         "both are reported")
+    cr.add_argument("--min-opt-frac", type=float, default=Criteria.min_opt_frac)
+    cr.add_argument("--min-t-stat", type=float, default=Criteria.min_t_stat)
     cr.add_argument("--min-win-rate", type=float, default=Criteria.min_win_rate)
     cr.add_argument("--hold-min", type=float, default=Criteria.hold_min)
     cr.add_argument("--hold-max", type=float, default=Criteria.hold_max)
@@ -196,24 +228,42 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+# What a walk-forward runs when a setting is not given, per backend (a CPU finishes in minutes).
+DEFAULTS = {"cuda": dict(synthetic_rows=2_000_000, steps_per_fold=25_000, eval_backtests=1024),
+            "reference": dict(synthetic_rows=200_000, steps_per_fold=1_500, eval_backtests=64)}
+
+
 def main(argv=None) -> int:
     args, train_args = build_parser().parse_known_args(argv)
+    from .data.markets import MARKETS
     from .data.validate import DataError
+    from .driver import select_backend
     try:
-        data = load_data(args.data, args.synthetic_rows, args.seed, args.synthetic_segments)
-    except DataError as e:
-        print(e, file=sys.stderr)
-        return 2
-    out = args.out or Path("runs") / time.strftime("walkforward-%Y%m%d-%H%M%S")
-    eval_config = EvalConfig(n_backtests=args.eval_backtests, fee_per_lot=int(round(args.fee * PRICE_SCALE)),
-                             lots_per_entry=args.lots, greedy=not args.sampled, seed=args.seed, backend=args.backend)
-    criteria = Criteria(args.min_win_rate, args.hold_min, args.hold_max, args.entropy_min, args.entropy_stability)
-    try:
+        backend = select_backend(args.backend).name
+        for name, value in DEFAULTS[backend].items():
+            if getattr(args, name) is None:
+                setattr(args, name, value)
+        synthetic = args.data == "synthetic"
+        if synthetic and args.synthetic not in MARKETS:
+            raise ValueError(f"--synthetic must be one of {', '.join(MARKETS)} (got '{args.synthetic}')")
+        data = load_data(args.data, args.synthetic_rows, args.seed, args.synthetic_segments, args.synthetic)
+        fee = args.fee if args.fee is not None else (MARKETS[args.synthetic].fee_per_lot if synthetic else 0.0)
+        if synthetic and args.trainer == "rl":  # the agent trains on the same market, at the same fee
+            train_args = ["--synthetic", args.synthetic, "--fee", repr(fee), *train_args]
+        out = args.out or Path("runs") / time.strftime("walkforward-%Y%m%d-%H%M%S")
+        eval_config = EvalConfig(n_backtests=args.eval_backtests, fee_per_lot=int(round(fee * PRICE_SCALE)),
+                                 lots_per_entry=args.lots, greedy=not args.sampled, seed=args.seed,
+                                 backend=args.backend)
+        criteria = Criteria(args.criteria, args.min_opt_frac, args.min_t_stat, args.min_win_rate, args.hold_min,
+                            args.hold_max, args.entropy_min, args.entropy_stability)
         report = walk_forward(data, folds=args.folds, steps=args.steps_per_fold, out=out, trainer=args.trainer,
                               train_args=train_args, split=args.split, eval_config=eval_config, criteria=criteria,
                               parallel=args.parallel, workers=args.workers, ray_address=args.ray_address,
                               gpus_per_fold=args.gpus_per_fold, seed=args.seed, plots=not args.no_plots,
-                              keep_data=args.keep_data)
+                              keep_data=args.keep_data, market=args.synthetic if synthetic else None)
+    except DataError as e:
+        print(e, file=sys.stderr)
+        return 2
     except (ValueError, RuntimeError) as e:
         print(f"walk-forward: {e}", file=sys.stderr)
         return 2

@@ -34,7 +34,7 @@ def test_walkforward_plots_and_report_cli(tmp_path):
     data = synthetic_data(8_000, seed=4)
     report = walk_forward(data, folds=2, steps=5, out=tmp_path, eval_config=EvalConfig(4, backend="reference"),
                           log=lambda *a: None)
-    assert {Path(p).name for p in report["plots"]} == {"equity.png", "win_rate.png"}
+    assert {Path(p).name for p in report["plots"]} == {"equity.png", "net_pnl.png"}
     shutil.copy(FIXTURE, tmp_path / "fold-1" / "metrics.jsonl")  # a fold whose trainer wrote curves
     (tmp_path / "equity.png").unlink()
     assert report_cli.main([str(tmp_path)]) == 0

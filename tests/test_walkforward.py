@@ -71,8 +71,10 @@ def test_walk_forward_in_process_writes_the_report(tmp_path):
     for i, fold in enumerate(saved["folds"]):
         assert fold["fold"] == i
         assert fold["train_window"] == saved["windows"][i] and fold["eval_window"] == saved["windows"][i + 1]
-        assert set(fold["criteria"]) == {"win_rate", "hold_frac", "entropy_stable"}
-        assert fold["passed"] == all(c["pass"] for c in fold["criteria"].values())
+        assert set(fold["criteria"]) == {"edge", "seed"}
+        assert set(fold["criteria"]["seed"]) == {"win_rate", "hold_frac", "entropy_stable"}
+        assert set(fold["criteria"]["edge"]) == {"net_pnl", "beats_yardstick"}  # no market: the real-data rule
+        assert fold["passed"] == all(c["pass"] for c in fold["criteria"]["edge"].values())
         m = fold["metrics"]
         assert m["steps"] == fold["eval_window"]["rows"] and m["net_pnl"] == m["final_equity"]
         fold_dir = Path(fold["fold_dir"])
@@ -96,61 +98,38 @@ def test_criteria_are_configurable():
     assert not report["all_passed"] and "boom" in markdown(report)
 
 
-def test_local_workers_give_the_same_figures_as_in_process(tmp_path):
-    data = synthetic_data(9_000, seed=5)
-    kw = dict(folds=2, steps=10, trainer="baseline", eval_config=EVAL, plots=False, log=lambda *a: None)
-    a = walk_forward(data, out=tmp_path / "seq", **kw)
-    b = walk_forward(data, out=tmp_path / "local", parallel="local", workers=2, **kw)
-    assert [f["metrics"] for f in a["folds"]] == [f["metrics"] for f in b["folds"]]
-    assert not (tmp_path / "local" / "data.npy").exists()
-    assert all((tmp_path / "local" / f"fold-{i}" / "worker.log").is_file() for i in range(2))
+def fold_record(fold, pnl_ticks, net_pnl, trade_pnls, yardstick=None):
+    t = np.asarray(trade_pnls, float)
+    m = {"pnl_ticks": pnl_ticks, "net_pnl": net_pnl, "trades": len(t), "mean_trade_pnl": t.mean(),
+         "trade_pnl_std": t.std(ddof=1), "win_rate": 0.5, "hold_frac": 0.9, "entropy_quarters": [0.5] * 4}
+    return {"fold": fold, "metrics": m, "is_baseline": False, "yardstick": yardstick}
 
 
-def test_a_failing_fold_is_reported(tmp_path):
-    data = synthetic_data(6_000, seed=2)
-    data.records["bid_px"][:2000] = data.records["bid_px"][0]  # window 0: the mid never moves
-    data.records["ask_px"][:2000] = data.records["ask_px"][0]
-    report = walk_forward(data, folds=2, steps=10, out=tmp_path, trainer="baseline", eval_config=EVAL, plots=False,
-                          log=lambda *a: None)
-    assert "too few mid moves" in report["folds"][0]["error"] and "error" not in report["folds"][1]
-    assert not report["all_passed"]
+def test_edge_rule_on_a_synthetic_market_is_a_fraction_of_its_optimum():
+    folds = [fold_record(0, 0.020, 1, [1, 2]), fold_record(1, 0.012, 1, [1, 2])]
+    report = assemble(folds, Criteria(), {"trainer": "t", "optimum": 0.028})
+    fracs = [f["criteria"]["edge"]["opt_frac"]["value"] for f in report["folds"]]
+    assert fracs == pytest.approx([0.020 / 0.028, 0.012 / 0.028])
+    assert [f["passed"] for f in report["folds"]] == [True, False] and not report["all_passed"]
+    assert not any(f["passed_by"]["seed"] for f in report["folds"])  # reported beside it, win rate 0.5
+    assert not assemble(folds[:1], Criteria(rule="seed"), {"optimum": 0.028})["all_passed"]
+    flat = assemble([fold_record(0, 0.0, 0, [])], Criteria(), {"optimum": 0.028})
+    assert not flat["all_passed"], "a policy that never trades fails"
 
 
-def test_trainer_resolution():
-    assert resolve_trainer("baseline").is_baseline
-    assert resolve_trainer("foxc.evaluate.baseline:TRAINER").name.startswith("baseline")
-    assert not resolve_trainer("rl").is_baseline  # the integrated trainer, the default
-    with pytest.raises(ValueError, match="unknown trainer"):
-        resolve_trainer("nope")
-    with pytest.raises(TypeError, match="has no"):
-        resolve_trainer("foxc.evaluate.baseline:NAME")
-
-
-def test_cli(tmp_path, capsys):
-    rc = main(["--data", "synthetic", "--synthetic-rows", "8000", "--folds", "2", "--steps-per-fold", "5",
-               "--backend", "reference", "--eval-backtests", "4", "--fee", "0.01", "--out", str(tmp_path),
-               "--no-plots", "--hold-min", "0.1", "--trainer", "baseline", "--some-trainer-flag", "7"])
-    assert rc == 0
-    report = json.loads((tmp_path / "report.json").read_text())
-    assert report["criteria"]["hold_min"] == 0.1 and report["train_args"] == ["--some-trainer-flag", "7"]
-    assert report["eval_config"]["fee_per_lot"] == 10_000_000
-    assert all(f["metrics"]["fees"] == 2 * 10_000_000 * f["metrics"]["trades"] for f in report["folds"])
-    assert main(["--data", str(tmp_path / "missing.parquet"), "--out", str(tmp_path / "x")]) == 2
-    assert "walk-forward: baseline" in capsys.readouterr().out
-
-
-def test_ray_one_task_per_fold_on_logical_gpus(tmp_path):
-    ray = pytest.importorskip("ray")
-    data = synthetic_data(9_000, seed=7)
-    try:
-        report = walk_forward(data, folds=2, steps=10, out=tmp_path, trainer="baseline", eval_config=EVAL, parallel="ray",
-                              ray_init={"num_cpus": 2, "num_gpus": 2, "include_dashboard": False,
-                                        "log_to_driver": False}, plots=False, log=lambda *a: None)
-    finally:
-        ray.shutdown()
-    folds = report["folds"]
-    assert [f["fold"] for f in folds] == [0, 1] and all("error" not in f for f in folds)
-    assert {f["cuda_visible_devices"] for f in folds} <= {"0", "1"}  # Ray gave each task one (logical) GPU
-    seq = walk_forward(data, folds=2, steps=10, out=tmp_path / "seq", trainer="baseline", eval_config=EVAL,
-                       plots=False, log=lambda *a: None)
-    assert [f["metrics"] for f in folds] == [f["metrics"] for f in seq["folds"]]
+def test_edge_rule_on_real_data_needs_profit_the_yardstick_and_a_pooled_t_stat():
+    rng = np.random.default_rng(0)
+    trades = [rng.normal(1.0, 2.0, n) for n in (300, 400, 500)]
+    good = [fold_record(i, 0.01, 10**9, t, {"net_pnl": 10**8}) for i, t in enumerate(trades)]
+    report = assemble(good, Criteria(), {"optimum": None})
+    pooled = report["run_criteria"]["pooled_t_stat"]
+    every = np.concatenate(trades)  # pooling from per-fold counts, means and deviations = over all trades
+    assert pooled["trades"] == 1200
+    assert pooled["value"] == pytest.approx(every.mean() / every.std(ddof=1) * np.sqrt(every.size), rel=1e-9)
+    assert report["all_passed"]
+    noise = [fold_record(i, 0.01, 10**9, rng.normal(0.0, 2.0, 400), {"net_pnl": 10**8}) for i in range(3)]
+    assert not assemble(noise, Criteria(), {"optimum": None})["all_passed"], "no edge: t-stat near 0"
+    behind = [dict(f, yardstick={"net_pnl": 2 * 10**9}) for f in good]
+    assert not assemble(behind, Criteria(), {"optimum": None})["all_passed"], "beaten by the yardstick"
+    losing = [fold_record(0, -0.01, -5, trades[0], {"net_pnl": -10})] + good[1:]
+    assert not assemble(losing, Criteria(), {"optimum": None})["all_passed"]

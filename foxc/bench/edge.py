@@ -76,7 +76,7 @@ def run_one(rt, market: str, seed: int, steps: int, **settings) -> dict:
            "train_sps": summary["sps"], "seconds": round(time.perf_counter() - t0, 1),
            "l_v_first": history[0][1].get("l_v") if history else None,
            "l_v_last": history[-1][1].get("l_v") if history else None,
-           "curve": [[s, v.get("eval_opt_frac")] for s, v in history]}
+           "curve": [[s, v.get("eval_opt_frac"), v.get("l_v")] for s, v in history]}  # step, of optimum, l_v
     row["goal"] = verdict(market, row)
     return row
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..data.source import MarketData
 from ..driver import open_runtime
-from .runner import EvalConfig, evaluate
+from .runner import EvalConfig, Evaluator
 from .trainers import resolve_trainer
 
 CURVE_POINTS = 1000
@@ -82,8 +82,10 @@ def run_fold(spec: FoldSpec, train_records: np.ndarray, eval_records: np.ndarray
     ecfg = EvalConfig(**spec.eval_config)
     rt = open_runtime(ecfg.backend)
     policy = trainer.load_policy(checkpoint, config, rt)
-    ev = evaluate(policy, np.ascontiguousarray(eval_records), ecfg, tick=spec.tick, rt=rt)
-    t2 = time.perf_counter()
+    with Evaluator(np.ascontiguousarray(eval_records), ecfg, tick=spec.tick, rt=rt) as evaluator:
+        ev = evaluator.run(policy)
+        t2 = time.perf_counter()
+        yardstick = None if trainer.is_baseline else _yardstick(window, evaluator, out, config)
     np.save(out / "equity.npy", ev.equity)
     np.save(out / "trades.npy", ev.trades)
     record = {
@@ -106,12 +108,26 @@ def run_fold(spec: FoldSpec, train_records: np.ndarray, eval_records: np.ndarray
         "sim": ev.sim,
         "equity_curve": equity_points(ev.equity, eval_records["ts_ns"]),
     }
+    if yardstick is not None:
+        record["yardstick"] = yardstick
     fit = out / "train.json"
     if fit.is_file():
         record["train_fit"] = json.loads(fit.read_text())
     (out / "eval.json").write_text(json.dumps({k: v for k, v in record.items() if k != "equity_curve"}, indent=2)
                                    + "\n")
     return record
+
+
+def _yardstick(window, evaluator, out: Path, config: dict) -> dict:
+    """The logistic-imbalance baseline trained on the same window and evaluated on the same rows: the
+    yardstick an agent must beat on real data (a fold's figures say when it could not be fitted)."""
+    from .baseline import TRAINER as BASELINE
+    try:
+        ckpt = BASELINE.train(window, 50, out / "yardstick", config)
+        m = evaluator.run(BASELINE.load_policy(ckpt, config)).metrics
+    except ValueError as e:
+        return {"error": str(e), "net_pnl": None}
+    return {k: m[k] for k in ("net_pnl", "trades", "win_rate", "pnl_ticks", "trade_t_stat", "exposure")}
 
 
 def failed_record(spec: FoldSpec, error: str) -> dict:

@@ -7,7 +7,8 @@ the ratios are floats. Definitions (a figure that cannot be formed is None):
 - trades: closed round trips (the simulator's trade log, forced closes at a chunk's end included);
 - win_rate: trades with net PnL > 0 / trades (the simulator's own rule for `wins`);
 - gross_pnl = Σ (net PnL + fees) per trade; fees = Σ fees; net_pnl = Σ net PnL = gross − fees;
-- sharpe_per_trade = mean / std (ddof 1) of the per-trade net PnL (not annualised);
+- sharpe_per_trade = mean / std (ddof 1) of the per-trade net PnL (not annualised; the std is
+  trade_pnl_std);
   trade_t_stat = sharpe_per_trade × √trades (how many standard errors the mean is from 0);
 - sharpe_per_day = mean / std (ddof 1) of the daily net PnL (the equity change summed over the
   snapshots of each UTC calendar day that has data); sharpe_annual = sharpe_per_day × √252;
@@ -108,6 +109,7 @@ def trade_figures(pnl, fees, open_ts, close_ts) -> dict:
         "fees": int(fees.sum()),
         "net_pnl": int(pnl.sum()),
         "mean_trade_pnl": float(pnl.mean()) if n else None,
+        "trade_pnl_std": float(pnl.std(ddof=1)) if n > 1 else None,
         "sharpe_per_trade": s,
         "trade_t_stat": s * math.sqrt(n) if s is not None else None,
         "mean_holding_s": float(held.mean()) if n else None,

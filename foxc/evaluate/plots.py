@@ -77,7 +77,7 @@ def _when(ns: int) -> datetime:
 
 
 def walkforward_plots(report: dict, run_dir: Path) -> list[Path]:
-    """equity.png (each fold's out-of-sample equity curve over time) and win_rate.png (per fold, with the bar)."""
+    """equity.png (each fold's out-of-sample equity curve over time) and net_pnl.png (per fold, beside the yardstick)."""
     plt = _pyplot()
     run_dir = Path(run_dir)
     folds = [f for f in report["folds"] if "error" not in f]
@@ -99,17 +99,21 @@ def walkforward_plots(report: dict, run_dir: Path) -> list[Path]:
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     idx = [f["fold"] for f in folds]
-    wr = [f["metrics"]["win_rate"] or 0.0 for f in folds]
-    colors = ["tab:green" if f["criteria"]["win_rate"]["pass"] else "tab:red" for f in folds]
-    ax.bar([str(i) for i in idx], wr, color=colors)
-    ax.axhline(report["criteria"]["min_win_rate"], color="black", ls="--", lw=1, label="criterion")
-    ax.set_ylim(0, 1)
+    pnl = [f["metrics"]["net_pnl"] / PRICE_SCALE for f in folds]
+    colors = ["tab:green" if f["passed_by"]["edge"] else "tab:red" for f in folds]
+    ax.bar([str(i) for i in idx], pnl, color=colors, label="agent")
+    yard = [(f.get("yardstick") or {}).get("net_pnl") for f in folds]
+    if any(y is not None for y in yard):
+        ax.scatter([str(i) for i, y in zip(idx, yard) if y is not None],
+                   [y / PRICE_SCALE for y in yard if y is not None], color="black", marker="_", s=400,
+                   label="logistic yardstick")
+    ax.axhline(0, color="black", lw=0.8)
     ax.set_xlabel("fold")
-    ax.set_ylabel("win rate")
-    ax.set_title(f"win rate per fold: {label}", fontsize=10)
+    ax.set_ylabel("net PnL (price units per lot)")
+    ax.set_title(f"net PnL per fold (green: edge rule passed): {label}", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    wr_png = run_dir / "win_rate.png"
+    wr_png = run_dir / "net_pnl.png"
     fig.savefig(wr_png, dpi=100)
     plt.close(fig)
     return [equity_png, wr_png]

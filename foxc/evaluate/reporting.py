@@ -1,34 +1,50 @@
 """The walk-forward report: success criteria per fold, `report.json` and `report.md`.
 
-Criteria (configurable; defaults are the Rust team's bar), each judged on a fold's evaluation
-window (out of sample):
-- win_rate: win rate > min_win_rate (0.55);
-- hold_frac: hold_min ≤ hold fraction ≤ hold_max (0.30–0.70);
-- entropy_stable: no collapse and no drift: the entropy (the policy's distribution where the
-  policy gives one, else of the actions taken) is ≥ entropy_min (0.05 nats) in every quarter of
-  the evaluation, and the lowest quarter is ≥ entropy_stability (0.5) × the highest.
-A fold passes when every criterion does; the walk-forward passes when every fold does.
+Two rules are judged on every fold's evaluation window (out of sample) and both are reported;
+`Criteria.rule` says which one decides whether the walk-forward passes:
+
+- "edge" (the default), what a good agent can meet:
+  - on a named synthetic market: net PnL per snapshot >= `min_opt_frac` (0.5) of the market's
+    exact optimum (foxc.evaluate.optimum) in every fold;
+  - on real data: net PnL > 0 after fees in every fold, better than the logistic-imbalance
+    yardstick evaluated on the same window, and a pooled per-trade t-statistic over all folds'
+    trades > `min_t_stat` (2).
+- "seed", the Rust team's bar: win rate > 0.55; hold fraction 0.30–0.70; entropy stable (the
+  entropy, the policy's where it gives one, else of the actions taken, is >= 0.05 nats in every
+  quarter of the evaluation, and the lowest quarter is >= 0.5 x the highest). A good agent on
+  these markets fails it: the optimum wins 53–54 % of its trades and holds its position most of
+  the time (HOLD keeps a position).
 """
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ..data.record import PRICE_SCALE
 
+RULES = ("edge", "seed")
+
 
 @dataclass(frozen=True)
 class Criteria:
+    rule: str = "edge"
+    min_opt_frac: float = 0.5
+    min_t_stat: float = 2.0
     min_win_rate: float = 0.55
     hold_min: float = 0.30
     hold_max: float = 0.70
     entropy_min: float = 0.05
     entropy_stability: float = 0.5
 
+    def __post_init__(self):
+        if self.rule not in RULES:
+            raise ValueError(f"criteria must be one of {', '.join(RULES)}, got '{self.rule}'")
+
     def judge(self, m: dict) -> dict:
-        """{criterion: {"value", "rule", "pass"}} for one fold's figures."""
+        """The seed rule's verdicts for one fold's figures: {criterion: {"value", "rule", "pass"}}."""
         wr, hold, quarters = m.get("win_rate"), m.get("hold_frac"), m.get("entropy_quarters") or []
         lo, hi = (min(quarters), max(quarters)) if quarters else (None, None)
         return {
@@ -43,22 +59,67 @@ class Criteria:
                                and lo >= self.entropy_stability * hi},
         }
 
+    def judge_edge(self, m: dict, fold: dict, optimum: float | None) -> dict:
+        """The edge rule's per-fold verdicts (the pooled t-statistic is judged over the run)."""
+        if optimum is not None:
+            frac = m["pnl_ticks"] / optimum if optimum > 0 else None
+            return {"opt_frac": {"value": frac, "rule": f">= {self.min_opt_frac} of the optimum {optimum:.5f}",
+                                 "pass": frac is not None and frac >= self.min_opt_frac}}
+        yard = (fold.get("yardstick") or {}).get("net_pnl")
+        return {
+            "net_pnl": {"value": m["net_pnl"], "rule": "> 0 after fees", "pass": m["net_pnl"] > 0},
+            "beats_yardstick": {"value": yard, "rule": "net PnL > the logistic-imbalance yardstick's",
+                                "pass": yard is not None and m["net_pnl"] > yard},
+        }
+
+
+def pooled_t_stat(folds: list[dict]) -> tuple[float | None, int]:
+    """The t-statistic of the mean per-trade net PnL over every fold's trades, from each fold's
+    count, mean and standard deviation (exact pooling); (None, n) with fewer than 2 trades."""
+    n = total = sq = 0.0
+    for f in folds:
+        m = f["metrics"]
+        k = m["trades"]
+        if not k:
+            continue
+        mean, sd = m["mean_trade_pnl"], m.get("trade_pnl_std") or 0.0
+        n += k
+        total += k * mean
+        sq += (k - 1) * sd * sd + k * mean * mean
+    if n < 2:
+        return None, int(n)
+    mean = total / n
+    var = (sq - n * mean * mean) / (n - 1)
+    return (mean / math.sqrt(var / n) if var > 0 else None), int(n)
+
 
 def assemble(results: list[dict], criteria: Criteria, run: dict) -> dict:
-    """The report: `run` (trainer, data, windows, settings) plus a `folds` list with verdicts."""
+    """The report: `run` (trainer, data, windows, settings, the market's optimum when synthetic) plus a
+    `folds` list with both rules' verdicts; `all_passed` by the rule chosen."""
+    optimum = run.get("optimum")
     folds = []
     for r in sorted(results, key=lambda r: r["fold"]):
         r = dict(r)
         if "error" in r:
-            r["criteria"], r["passed"] = {}, False
+            r["criteria"], r["passed"] = {"edge": {}, "seed": {}}, False
         else:
-            r["criteria"] = criteria.judge(r["metrics"])
-            r["passed"] = all(c["pass"] for c in r["criteria"].values())
+            r["criteria"] = {"edge": criteria.judge_edge(r["metrics"], r, optimum), "seed": criteria.judge(r["metrics"])}
+            r["passed_by"] = {rule: all(c["pass"] for c in v.values()) for rule, v in r["criteria"].items()}
+            r["passed"] = r["passed_by"][criteria.rule]
         folds.append(r)
-    baseline = any(r.get("is_baseline", True) for r in folds if "error" not in r)
+    ok = [f for f in folds if "error" not in f]
+    t, n = pooled_t_stat(ok)
+    run_level = {}
+    if optimum is None:
+        run_level["pooled_t_stat"] = {"value": t, "trades": n, "rule": f"> {criteria.min_t_stat} (edge rule)",
+                                      "pass": t is not None and t > criteria.min_t_stat}
+    needs_run_level = criteria.rule == "edge" and optimum is None
+    baseline = any(r.get("is_baseline", True) for r in ok)
+    all_passed = bool(folds) and all(f["passed"] for f in folds) and \
+        (not needs_run_level or run_level["pooled_t_stat"]["pass"])
     return {**run, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "is_baseline": baseline, "criteria": asdict(criteria), "folds": folds,
-            "all_passed": bool(folds) and all(f["passed"] for f in folds)}
+            "is_baseline": baseline, "criteria": asdict(criteria), "run_criteria": run_level, "folds": folds,
+            "all_passed": all_passed}
 
 
 def _fmt(value, digits=3) -> str:
@@ -73,42 +134,53 @@ def _money(value) -> str:
     return "–" if value is None else f"{value / PRICE_SCALE:.4f}"
 
 
-def _mark(verdict: dict) -> str:
-    return "✓" if verdict.get("pass") else "✗"
+def _mark(verdicts: dict) -> str:
+    return "✓" if verdicts and all(v["pass"] for v in verdicts.values()) else "✗"
 
 
 def markdown(report: dict) -> str:
+    c = report["criteria"]
     lines = [f"# Walk-forward report: {report.get('trainer', '?')}", ""]
     if report.get("is_baseline"):
         lines += ["**These folds were trained by a baseline, not by the RL agent.**", ""]
-    lines += [f"- data: {report.get('data', {}).get('source', '?')} ({report.get('data', {}).get('rows', '?')} rows, "
-              f"tick {report.get('data', {}).get('tick', '?')}), split at {str(report.get('split', '?')).rstrip('s')} boundaries "
-              f"into {len(report.get('windows', []))} windows",
+    data = report.get("data", {})
+    optimum = report.get("optimum")
+    edge_rule = (f"net PnL per snapshot ≥ {c['min_opt_frac']} of the market's optimum ({optimum:.5f} ticks)"
+                 if optimum is not None else
+                 f"net PnL > 0 after fees and above the logistic-imbalance yardstick in every fold, pooled per-trade "
+                 f"t-statistic > {c['min_t_stat']}")
+    lines += [f"- data: {data.get('source', '?')}" + (f" (market `{data['market']}`)" if data.get("market") else "")
+              + f" ({data.get('rows', '?')} rows, tick {_money(data.get('tick'))}), split at "
+              f"{str(report.get('split', '?')).rstrip('s')} boundaries into {len(report.get('windows', []))} windows",
               f"- steps per fold: {report.get('steps_per_fold', '?')}; runner: {report.get('parallel', '?')}",
-              f"- criteria: win rate > {report['criteria']['min_win_rate']}, hold fraction "
-              f"{report['criteria']['hold_min']}–{report['criteria']['hold_max']}, entropy stable "
-              f"(every quarter ≥ {report['criteria']['entropy_min']} nats, lowest ≥ "
-              f"{report['criteria']['entropy_stability']} × highest)",
-              f"- money in price units per lot (prices ×1e9 shown /1e9); result: "
+              f"- edge rule: {edge_rule}",
+              f"- seed rule: win rate > {c['min_win_rate']}, hold fraction {c['hold_min']}–{c['hold_max']}, entropy "
+              f"stable (every quarter ≥ {c['entropy_min']} nats, lowest ≥ {c['entropy_stability']} × highest)",
+              f"- money in price units per lot; the walk-forward is judged by the **{c['rule']}** rule: "
               f"**{'all folds pass' if report['all_passed'] else 'not every fold passes'}**", ""]
-    head = ["fold", "train rows", "eval rows", "trades", "win rate", "gross PnL", "fees", "net PnL",
-            "Sharpe/trade", "Sharpe/day", "max DD", "hold", "action H", "policy H", "hold time (s)",
-            "wr ✓", "hold ✓", "H ✓", "pass"]
+    pooled = report.get("run_criteria", {}).get("pooled_t_stat")
+    if pooled:
+        lines += [f"- pooled per-trade t-statistic over {pooled['trades']} trades: {_fmt(pooled['value'], 2)} "
+                  f"({'above' if pooled['pass'] else 'not above'} {c['min_t_stat']})", ""]
+    head = ["fold", "train rows", "eval rows", "trades", "win rate", "net PnL", "ticks/snapshot", "of optimum",
+            "yardstick net", "t/trade", "max DD", "hold", "in market", "edge ✓", "seed ✓", "pass"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for f in report["folds"]:
         if "error" in f:
             lines.append(f"| {f['fold']} | failed: {f['error'].strip().splitlines()[-1]} |" + " |" * (len(head) - 2))
             continue
-        m, c = f["metrics"], f["criteria"]
+        m, cr = f["metrics"], f["criteria"]
+        frac = cr["edge"].get("opt_frac", {}).get("value")
         row = [f["fold"], f["train_window"]["rows"], f["eval_window"]["rows"], m["trades"], _fmt(m["win_rate"]),
-               _money(m["gross_pnl"]), _money(m["fees"]), _money(m["net_pnl"]), _fmt(m["sharpe_per_trade"]),
-               _fmt(m["sharpe_per_day"]), _money(m["max_drawdown"]), _fmt(m["hold_frac"]),
-               _fmt(m["action_entropy"]), _fmt(m["policy_entropy"]), _fmt(m["mean_holding_s"], 4),
-               _mark(c["win_rate"]), _mark(c["hold_frac"]), _mark(c["entropy_stable"]),
-               "**pass**" if f["passed"] else "fail"]
+               _money(m["net_pnl"]), _fmt(m.get("pnl_ticks"), 5), _fmt(frac),
+               _money((f.get("yardstick") or {}).get("net_pnl")), _fmt(m["trade_t_stat"], 2),
+               _money(m["max_drawdown"]), _fmt(m["hold_frac"]), _fmt(m.get("exposure")),
+               _mark(cr["edge"]), _mark(cr["seed"]), "**pass**" if f["passed"] else "fail"]
         lines.append("| " + " | ".join(str(x) for x in row) + " |")
-    lines += ["", "Sharpe/trade: mean/std of per-trade net PnL; Sharpe/day: mean/std of daily net PnL ('–' with "
-              "fewer than 2 days); max DD: largest fall of the evaluation's equity curve; H: entropy in nats.", ""]
+    lines += ["", "ticks/snapshot: net PnL per snapshot of the evaluation window in ticks per lot; t/trade: mean/std "
+              "of per-trade net PnL × √trades; yardstick: the logistic-imbalance baseline trained and evaluated on "
+              "the same windows; max DD: largest fall of the evaluation's equity curve; hold: steps whose action "
+              "is HOLD (keeps the position); in market: steps that end holding a position.", ""]
     if report.get("plots"):
         lines += [f"![{Path(p).stem}]({Path(p).name})" for p in report["plots"]] + [""]
     return "\n".join(lines)

@@ -26,6 +26,7 @@ def interval_record(frames: list[dict], seconds: float, steps: int) -> dict:
         "trades": int(trades),
         "pnl": sum(f["closed_pnl_sum"] for f in frames),
         "hold_frac": _mean(frames, "hold_frac"),
+        "in_market": _mean(frames, "in_market_frac"),
         "entropy": _mean(frames, "entropy_mean"),
         "reward": _mean(frames, "reward_raw_mean"),
         "stopped_frac": _mean(frames, "stopped_frac"),
@@ -56,7 +57,11 @@ class MetricsLog:
         text = (f"step {record['step']}/{self.total}  {fmt(record['sps'], '.1f')} steps/s  "
                 f"wr {fmt(record['wr'], '.3f')}  l_q {fmt(record['l_q'], '.4f')}  l_pi {fmt(record['l_pi'], '.4f')}  "
                 f"l_v {fmt(record['l_v'], '.4f')}  l_bce {fmt(record['l_bce'], '.4f')}  "
-                f"hold {fmt(record['hold_frac'], '.2f')}")
+                f"in market {fmt(record['in_market'], '.2f')}")
+        if "eval_pnl" in record:  # a greedy evaluation on held-out rows ended at this record
+            text += f"  | held-out {record['eval_pnl']:+.4f} ticks/snapshot, {record['eval_trades']} trades"
+            if record.get("eval_opt_frac") is not None:
+                text += f", {record['eval_opt_frac']:.2f} of optimum"
         if self.tty:
             width = 24
             done = int(width * min(record["step"], self.total) / max(self.total, 1))

@@ -125,6 +125,7 @@ class Trainer:
         steps_at_log = self.steps_done
         frames_all, interval = [], []
         last_record = None
+        eval_seconds = 0.0
         eval_every, next_eval = self.cfg.eval_every, None
         if self.heldout is not None and eval_every:
             next_eval = (self.steps_done // eval_every + 1) * eval_every
@@ -149,6 +150,7 @@ class Trainer:
                 if final or (next_eval is not None and self.steps_done >= next_eval):
                     evaluation = self.evaluate_heldout()
                     spent = evaluation["eval_seconds"]
+                    eval_seconds += spent
                     while next_eval is not None and next_eval <= self.steps_done:
                         next_eval += eval_every
                 now = time.perf_counter()
@@ -165,8 +167,10 @@ class Trainer:
         self.rt.stream.synchronize()
         self.window.close()
         frames_all += ring.poll()
-        seconds = time.perf_counter() - t_start
-        return self.summary(frames_all, seconds, n_steps, last_record)
+        seconds = time.perf_counter() - t_start - eval_seconds  # training only: evaluations are timed apart
+        summary = self.summary(frames_all, seconds, n_steps, last_record)
+        summary["eval_seconds"] = round(eval_seconds, 3)
+        return summary
 
     def evaluate_heldout(self) -> dict:
         """A greedy pass over the held-out rows with the weights as they stand now (between steps)."""

@@ -200,7 +200,7 @@ def test_chi_square_on_gpu_and_same_draws_as_reference(cuda_rt, ref_rt):
     counts = np.zeros(cap, np.int64)
     draws = []
     for rt in (cuda_rt, ref_rt):
-        rb = ReplayBuffer(rt, IsvBus(rt), capacity=cap, n_envs=1, batch=batch, seed=99)
+        rb = ReplayBuffer(rt, IsvBus(rt), capacity=cap, width=WIDTH, n_envs=1, batch=batch, seed=99)
         rb.state["tree"].upload(np.concatenate([np.zeros(cap), leaves]))
         rb.state["counters"].upload(np.array([length, length, 0, 0], np.uint32))
         rb.rebuild()
@@ -229,7 +229,7 @@ def test_float64_tree_at_2_20_never_yields_unfilled_or_zero_leaves(cuda_rt):
     leaves[:length] = 10.0 ** r.uniform(-30, 30, length)
     leaves[:length][r.random(length) < 0.25] = 0.0
     leaves[length - 1] = 0.0
-    rb = ReplayBuffer(cuda_rt, IsvBus(cuda_rt), capacity=cap, n_envs=1, batch=batch, seed=5)
+    rb = ReplayBuffer(cuda_rt, IsvBus(cuda_rt), capacity=cap, width=WIDTH, n_envs=1, batch=batch, seed=5)
     rb.state["tree"].upload(np.concatenate([np.zeros(cap), leaves]))
     rb.state["counters"].upload(np.array([length, length, 0, 0], np.uint32))
     rb.rebuild()
