@@ -100,8 +100,9 @@ def test_criteria_are_configurable():
 
 def fold_record(fold, pnl_ticks, net_pnl, trade_pnls, yardstick=None):
     t = np.asarray(trade_pnls, float)
-    m = {"pnl_ticks": pnl_ticks, "net_pnl": net_pnl, "trades": len(t), "mean_trade_pnl": t.mean(),
-         "trade_pnl_std": t.std(ddof=1), "win_rate": 0.5, "hold_frac": 0.9, "entropy_quarters": [0.5] * 4}
+    m = {"pnl_ticks": pnl_ticks, "net_pnl": net_pnl, "trades": len(t), "mean_trade_pnl": t.mean() if t.size else None,
+         "trade_pnl_std": t.std(ddof=1) if t.size > 1 else None, "win_rate": 0.5, "hold_frac": 0.9,
+         "entropy_quarters": [0.5] * 4}
     return {"fold": fold, "metrics": m, "is_baseline": False, "yardstick": yardstick}
 
 
