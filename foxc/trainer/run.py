@@ -173,7 +173,9 @@ class Trainer:
         return summary
 
     def evaluate_heldout(self) -> dict:
-        """A greedy pass over the held-out rows with the weights as they stand now (between steps)."""
+        """A greedy pass over the held-out rows with the weights as they stand now (between steps).
+        The steps queued before it finish first, so its time (`eval_seconds`) is its own."""
+        self.rt.stream.synchronize()
         with nvtx_range("evaluate"):
             self.last_eval = {"step": self.steps_done, **self.heldout.run()}
         return {k: v for k, v in self.last_eval.items() if k != "step"}
