@@ -24,3 +24,19 @@ def test_agent_stays_out_of_a_market_without_edge():
     print(f"null: {row['trades_per_2000']:.3f} trades per 2,000 snapshots, PnL {row['pnl_ticks']:.5f} ticks")
     assert row["trades_per_2000"] <= 1.0
     assert abs(row["pnl_ticks"]) <= 3 * row["pnl_se"] + 1e-12
+
+
+def test_edge_benchmark_cli_smoke(tmp_path, capsys):
+    """`python -m foxc.bench edge` on the reference backend: a table, a JSON, a verdict per run."""
+    import json
+
+    from foxc.bench import edge
+    out = tmp_path / "edge.json"
+    assert edge.main(["--backend", "reference", "--markets", "null,easy", "--seeds", "1", "--steps",
+                      "null=20,easy=20", "--n-backtests", "8", "--seq-len", "4", "--eval-rows", "2048",
+                      "--set", "lr_q=2e-4", "--json", str(out)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1].startswith("summary:") and "settings [('lr_q', 0.0002)]" in "\n".join(lines)
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["market"] for r in rows] == ["null", "easy"] and all(r["goal"] in ("pass", "fail") for r in rows)
+    assert rows[1]["optimum"] > 0.19 and rows[0]["optimum"] == 0.0
