@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from foxc.trainer.config import ConfigError, TrainConfig
-from foxc.trainer.run import ResumeError
+from foxc.trainer.run import ResumeError, Trainer
 from trainer_cases import assert_same_state, config, market, state, trainer
 
 DATA = market()
@@ -149,3 +149,35 @@ def test_a_failed_periodic_save_is_reported_and_training_goes_on(ref_rt, tmp_pat
     assert t.steps_done == 6 and len(summary["checkpoint_errors"]) == 2
     assert "not saved: no space left" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.glob("*.foxc")) == kept == ["checkpoint-2.foxc"]
+
+
+class SlowLog:
+    """A metrics reader that keeps every record and takes its time over each (a slow terminal)."""
+
+    def __init__(self, delay: float = 0.0):
+        self.records, self.delay = [], delay
+
+    def write(self, record):
+        import time
+        time.sleep(self.delay)
+        self.records.append(record)
+
+
+def check_every_frame_once(summary, records, first_step, n_steps, every):
+    assert summary["frames_dropped"] == 0 and summary["frames"] == n_steps
+    ends = [r["step"] for r in records]
+    want = list(range(first_step + every, first_step + n_steps + 1, every))
+    assert ends == want + ([first_step + n_steps] if n_steps % every else [])
+    assert all(r["steps"] == every for r in records[:n_steps // every])
+    assert sum(r["steps"] for r in records) == n_steps
+
+
+def test_back_pressure_never_drops_a_frame(ref_rt):
+    """A ring of 8 frames read only every 20 steps: the trainer reads ahead of the writer so that
+    no frame is lost, and every record covers exactly log_every steps of completed frames."""
+    m, labels = market(20_000)
+    t = Trainer(ref_rt, config(log_every=20), m, labels, ring_len=8)
+    log = SlowLog()
+    summary = t.train(50, log)
+    check_every_frame_once(summary, log.records, 0, 50, 20)
+    assert all(r["sps"] is not None and r["sps"] > 0 for r in log.records)

@@ -2,6 +2,8 @@
 without synchronising the step (cuda/agent/diagnostics.cu)."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ..driver import KernelSpec, i32, ptr, reference
@@ -26,15 +28,17 @@ def _agent_diagnostics_frame(launch, stats, losses, isv, extras, isv_slots, n_is
     frame[at:at + int(n_isv)] = v[isv_slots.i32(int(n_isv))]
     at = FRAME_INDEX["extra0"]
     frame[at:at + N_FRAME_EXTRAS] = extras.f64(N_FRAME_EXTRAS)
+    frame[FRAME_INDEX["t_ns"]] = float(time.monotonic_ns())  # this backend's device clock is the host's
     frame[FRAME_INDEX["seq"]] = step + 1.0
 
 
 class DiagnosticsRing:
     """Owns the ring and the frame kernel's plan; `poll()` returns the frames completed since the last call.
 
-    The host never waits for the device: a frame counts once its sequence number (written
-    last, after a system-wide fence) reads step + 1; frames overwritten before the host got
-    to them are counted in `dropped`.
+    `poll` never waits for the device: a frame counts once its sequence number (written last,
+    after a system-wide fence) reads step + 1. A writer that launches no step more than
+    `lead_limit` steps past `next_step` (the trainer's back-pressure) can never lap the reader;
+    frames overwritten before the host got to them would be counted in `dropped`.
     """
 
     def __init__(self, rt, isv, stats, losses, ring_len: int = 1024, extras=None):
@@ -48,6 +52,7 @@ class DiagnosticsRing:
         self.plan = rt.plan(AGENT_DIAGNOSTICS_FRAME, 1, 1,
                             (stats, losses, isv, self.extras, self._slots, len(FRAME_ISV), self.ring, ring_len))
         self.ring_len = ring_len
+        self.lead_limit = ring_len // 2  # steps the host may launch past the next unread frame
         self.next_step = 0
         self.dropped = 0
 

@@ -73,13 +73,14 @@ N_STATS = len(STAT_FIELDS)
 STAT_INDEX = {name: i for i, (name, _) in enumerate(STAT_FIELDS)}
 
 # The diagnostics frame (float64 fields) written each step into a mapped-pinned ring:
-# a header, the step statistics, the losses, chosen ISV slots and extras from other components.
+# a header, the step statistics, the losses, chosen ISV slots, extras from other components and
+# the device's clock when the frame was written (rates come from it, not from the host's clock).
 LOSS_NAMES = ("l_q", "l_pi", "l_v", "l_bce")
 FRAME_ISV = ("lr_q", "lr_policy", "lr_value", "lr_perception", "lr_encoder", "entropy_coef", "per_beta",
              "popart_mean", "popart_var", "reward_clamp_lo", "reward_clamp_hi", "mean_abs_pnl_ema")
 N_FRAME_EXTRAS = 8  # slots for other components' counters (e.g. the simulator's skipped snapshots)
 FRAME_FIELDS = (["seq", "step"] + [name for name, _ in STAT_FIELDS] + list(LOSS_NAMES) + list(FRAME_ISV)
-                + [f"extra{i}" for i in range(N_FRAME_EXTRAS)])
+                + [f"extra{i}" for i in range(N_FRAME_EXTRAS)] + ["t_ns"])
 FRAME_LEN = len(FRAME_FIELDS)
 FRAME_INDEX = {name: i for i, name in enumerate(FRAME_FIELDS)}
 
@@ -111,7 +112,8 @@ def render_header() -> str:
               f"#define FRAME_LOSSES {FRAME_INDEX['l_q']}  // {len(LOSS_NAMES)} losses from here",
               f"#define FRAME_N_LOSSES {len(LOSS_NAMES)}",
               f"#define FRAME_ISV_FIELDS {FRAME_INDEX[FRAME_ISV[0]]}  // {len(FRAME_ISV)} ISV slots from here",
-              f"#define FRAME_EXTRAS {FRAME_INDEX['extra0']}", f"#define FRAME_N_EXTRAS {N_FRAME_EXTRAS}"]
+              f"#define FRAME_EXTRAS {FRAME_INDEX['extra0']}", f"#define FRAME_N_EXTRAS {N_FRAME_EXTRAS}",
+              f"#define FRAME_T_NS {FRAME_INDEX['t_ns']}  // the device clock (ns) when the frame was written"]
     return header_text("FOXC_AGENT_H", "foxc.agent.layout", "foxc/agent/layout.py", lines)
 
 

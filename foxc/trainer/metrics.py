@@ -12,14 +12,21 @@ def _mean(frames, key):
     return sum(vals) / len(vals) if vals else None
 
 
-def interval_record(frames: list[dict], seconds: float, steps: int) -> dict:
-    """One metrics.jsonl record over the frames of an interval of `steps` steps."""
+def device_span(frames: list[dict]) -> float:
+    """Seconds of device time from the first frame to the last: len(frames) - 1 steps."""
+    return (frames[-1]["t_ns"] - frames[0]["t_ns"]) * 1e-9 if len(frames) > 1 else 0.0
+
+
+def interval_record(frames: list[dict]) -> dict:
+    """One metrics.jsonl record over the frames of a block of consecutive steps. steps/s come from
+    the frames' device time stamps (the rate the device completed them at, whatever the host did)."""
     trades = sum(f["closed_trades"] for f in frames)
     wins = sum(f["closed_wins"] for f in frames)
-    last = frames[-1]
+    last, span = frames[-1], device_span(frames)
     return {
         "step": int(last["step"]) + 1,
-        "sps": round(steps / seconds, 2) if seconds > 0 else None,
+        "steps": len(frames),
+        "sps": round((len(frames) - 1) / span, 2) if span > 0 else None,
         "l_q": _mean(frames, "l_q"), "l_pi": _mean(frames, "l_pi"), "l_v": _mean(frames, "l_v"),
         "l_bce": _mean(frames, "l_bce"),
         "wr": wins / trades if trades else None,
@@ -35,6 +42,30 @@ def interval_record(frames: list[dict], seconds: float, steps: int) -> dict:
         "lr_perception": last["lr_perception"], "lr_encoder": last["lr_encoder"],
         "entropy_coef": last["entropy_coef"], "per_beta": last["per_beta"],
     }
+
+
+class FrameBlocks:
+    """Completed diagnostics frames cut into blocks of `every` consecutive steps (the last block ends
+    at `end`): each block becomes one metrics record once all its frames have arrived, however far
+    the host ran ahead of the device."""
+
+    def __init__(self, end: int, every: int):
+        self.end, self.every = int(end), int(every)
+        self.frames: list[dict] = []
+
+    def add(self, frames: list[dict]):
+        self.frames += frames
+
+    def complete(self) -> list[list[dict]]:
+        out = []
+        while self.frames:
+            first = int(self.frames[0]["step"])
+            n = min((first // self.every + 1) * self.every, self.end) - first
+            if len(self.frames) < n:
+                break
+            out.append(self.frames[:n])
+            self.frames = self.frames[n:]
+        return out
 
 
 class MetricsLog:

@@ -10,9 +10,9 @@ from ..checkpoint import CheckpointSaveError, CheckpointSaver, config_difference
 from ..profile import KernelProfiler, ProfilerWindow, nvtx_range
 from .config import TrainConfig
 from .heldout import HeldOutEvaluation
-from .metrics import MetricsLog, interval_record
+from .metrics import FrameBlocks, MetricsLog, device_span, interval_record
 from .state import Staging, expected_sections, export_state, import_state
-from .step import TrainStep
+from .step import RING_LEN, TrainStep
 
 
 class ResumeError(ValueError):
@@ -30,11 +30,12 @@ class Trainer:
     """
 
     def __init__(self, rt, cfg: TrainConfig, market, labels, out_dir=None, data_meta: dict | None = None,
-                 held=None, optimum: float | None = None):
+                 held=None, optimum: float | None = None, ring_len: int = RING_LEN):
         """`held`: held-out MarketData for the greedy evaluations (None: none); `optimum`: the
-        synthetic market's optimal PnL per snapshot in ticks, for their fraction of it."""
+        synthetic market's optimal PnL per snapshot in ticks, for their fraction of it; `ring_len`:
+        the diagnostics ring's frames."""
         self.rt, self.cfg = rt, cfg
-        self.ts = TrainStep(rt, cfg, market, labels)
+        self.ts = TrainStep(rt, cfg, market, labels, ring_len)
         self.heldout = HeldOutEvaluation(rt, self.ts, held, cfg, optimum) if held is not None else None
         self.last_eval = None
         self.eval_history: list[tuple[int, dict]] = []  # (step, the metrics record that carries the evaluation)
@@ -119,56 +120,64 @@ class Trainer:
 
     # --- the loop ------------------------------------------------------------
     def train(self, n_steps: int, metrics: MetricsLog | None = None, checkpoint_every: int = 0) -> dict:
-        ring = self.ts.diagnostics
+        """Run `n_steps` steps. Back-pressure: the host never runs more than `ring.lead_limit` steps
+        ahead of the frames it has read, so the diagnostics ring is never lapped and every step's
+        frame arrives once; records are cut from completed frames, `log_every` steps each."""
+        ring, every = self.ts.diagnostics, self.cfg.log_every
         target = self.steps_done + n_steps
-        t_start = t_log = time.perf_counter()
-        steps_at_log = self.steps_done
-        frames_all, interval = [], []
-        last_record = None
+        blocks = FrameBlocks(target, every)
+        t_start = time.perf_counter()
+        frames_all, records, evals = [], [], {}
         eval_seconds = 0.0
         eval_every, next_eval = self.cfg.eval_every, None
         if self.heldout is not None and eval_every:
             next_eval = (self.steps_done // eval_every + 1) * eval_every
+
+        def read(wait: bool = False):
+            if wait:
+                self.rt.stream.synchronize()
+            got = ring.poll()
+            frames_all.extend(got)
+            blocks.add(got)
+
+        def emit():
+            for block in blocks.complete():
+                record = interval_record(block)
+                record.update(evals.pop(record["step"], {}))
+                records.append(record)
+                if "eval_pnl" in record:
+                    self.eval_history.append((record["step"], record))
+                if metrics:
+                    metrics.write(record)
+
         while self.steps_done < target:
+            if self.steps_done - ring.next_step >= ring.lead_limit:  # back-pressure
+                read()
+                if self.steps_done - ring.next_step >= ring.lead_limit:
+                    read(wait=True)
             self.step()
-            at_log = self.steps_done % self.cfg.log_every == 0 or self.steps_done == target
-            if checkpoint_every and self.saver and self.steps_done % checkpoint_every == 0:
+            step = self.steps_done
+            if checkpoint_every and self.saver and step % checkpoint_every == 0:
                 try:
                     self.save()
                 except CheckpointSaveError as e:  # earlier checkpoints are intact: report and train on
-                    self.save_errors.append(f"step {self.steps_done}: {e}")
-                    print(f"foxc.train: warning: checkpoint at step {self.steps_done} not saved: {e}",
+                    self.save_errors.append(f"step {step}: {e}")
+                    print(f"foxc.train: warning: checkpoint at step {step} not saved: {e}",
                           file=sys.stderr, flush=True)
-            if at_log:
-                if self.steps_done == target:
-                    self.rt.stream.synchronize()  # the last frames, complete
-                got = ring.poll()
-                interval += got
-                frames_all += got
-                evaluation, spent = {}, 0.0
-                final = self.steps_done == target and self.heldout is not None
-                if final or (next_eval is not None and self.steps_done >= next_eval):
-                    evaluation = self.evaluate_heldout()
-                    spent = evaluation["eval_seconds"]
-                    eval_seconds += spent
-                    while next_eval is not None and next_eval <= self.steps_done:
+            if step % every == 0 or step == target:
+                final = step == target and self.heldout is not None
+                if final or (next_eval is not None and step >= next_eval):
+                    evals[step] = self.evaluate_heldout()
+                    eval_seconds += evals[step]["eval_seconds"]
+                    while next_eval is not None and next_eval <= step:
                         next_eval += eval_every
-                now = time.perf_counter()
-                if interval:
-                    record = interval_record(interval, now - t_log - spent, self.steps_done - steps_at_log)
-                    record.update(evaluation)
-                    if evaluation:
-                        self.eval_history.append((self.steps_done, record))
-                    last_record = record
-                    if metrics:
-                        metrics.write(record)
-                    interval = []
-                t_log, steps_at_log = now, self.steps_done
-        self.rt.stream.synchronize()
+                read()
+                emit()
+        read(wait=True)
+        emit()
         self.window.close()
-        frames_all += ring.poll()
         seconds = time.perf_counter() - t_start - eval_seconds  # training only: evaluations are timed apart
-        summary = self.summary(frames_all, seconds, n_steps, last_record)
+        summary = self.summary(frames_all, seconds, n_steps, records)
         summary["eval_seconds"] = round(eval_seconds, 3)
         return summary
 
@@ -180,21 +189,36 @@ class Trainer:
             self.last_eval = {"step": self.steps_done, **self.heldout.run()}
         return {k: v for k, v in self.last_eval.items() if k != "step"}
 
-    def summary(self, frames, seconds, n_steps, last_record) -> dict:
+    def summary(self, frames, seconds, n_steps, records) -> dict:
+        """What a run did. steps/s: the device's rate over the records' frames (the gaps between
+        records, where evaluations and checkpoints ran, left out); `seconds`: host wall time of
+        training, evaluations excluded."""
         trades = sum(f["closed_trades"] for f in frames)
         wins = sum(f["closed_wins"] for f in frames)
         sim = self.ts.sim.stats()
+        span = sum(device_span(r) for r in self._record_frames(records, frames))
+        timed = sum(max(len(r) - 1, 0) for r in self._record_frames(records, frames))
         return {
             "steps": self.steps_done, "steps_this_run": n_steps, "seconds": round(seconds, 3),
-            "sps": round(n_steps / seconds, 2) if seconds > 0 else None,
+            "sps": round(timed / span, 2) if span > 0 else None,
+            "frames": len(frames),
             "backend": self.rt.backend, "device": self.rt.device_name,
             "graph": self.graph is not None, "graph_captured_at_step": self.graph_step,
             "kernels_per_step": self.ts.kernel_count(),
             "trades": int(trades), "win_rate": wins / trades if trades else None,
             "pnl": sum(f["closed_pnl_sum"] for f in frames),
             "frames_dropped": self.ts.diagnostics.dropped, "checkpoint_errors": self.save_errors,
-            "last": last_record, "evaluation": self.last_eval, "simulator": sim, "isv": self.ts.isv.as_dict(),
+            "last": records[-1] if records else None, "evaluation": self.last_eval, "simulator": sim,
+            "isv": self.ts.isv.as_dict(),
         }
+
+    @staticmethod
+    def _record_frames(records, frames):
+        """The frames of each record, in order (records cover consecutive frames)."""
+        at = 0
+        for r in records:
+            yield frames[at:at + r["steps"]]
+            at += r["steps"]
 
     def close(self):
         self.window.close()

@@ -53,8 +53,11 @@ class DeviceCopy:
         self.rt.copy_dtod(self.dst.ptr, self.src.ptr, self.nbytes, stream)
 
 
+RING_LEN = 1024  # diagnostics frames the mapped-pinned ring holds (the host reads them asynchronously)
+
+
 class TrainStep:
-    def __init__(self, rt, cfg, market, labels):
+    def __init__(self, rt, cfg, market, labels, ring_len: int = RING_LEN):
         self.rt, self.cfg = rt, cfg
         B, K = cfg.n_backtests, cfg.seq_len
         dev = rt.device_array
@@ -96,7 +99,7 @@ class TrainStep:
                                  features=self.data.features, batch=B, window=K, tick=market.tick, actor=cfg.actor,
                                  state=state, log_prob=log_prob, actions=self.sim.actions,
                                  stop_loss=self.sim.stop_loss, precision=cfg.precision)
-        self.diagnostics = DiagnosticsRing(rt, self.isv, self.stats, self.losses)
+        self.diagnostics = DiagnosticsRing(rt, self.isv, self.stats, self.losses, ring_len=ring_len)
 
         g = bridge.grid(B)
         one = lambda spec, *args: rt.plan(spec, 1, 1, args)  # noqa: E731

@@ -48,7 +48,7 @@ __device__ __forceinline__ bool agent_action_valid(int a, int side)
 #define STAT_CLOSED_PNL_SUM 12  // sum of PnL of the trades closed this step
 #define STAT_IN_MARKET_FRAC 13  // fraction of backtests holding a position when they act (time in the market)
 
-#define FRAME_LEN 40  // float64 fields per diagnostics frame
+#define FRAME_LEN 41  // float64 fields per diagnostics frame
 #define FRAME_SEQ 0  // step + 1, written last: a frame is complete when it matches
 #define FRAME_STEP 1
 #define FRAME_STATS 2  // AGENT_N_STATS fields from here
@@ -57,5 +57,6 @@ __device__ __forceinline__ bool agent_action_valid(int a, int side)
 #define FRAME_ISV_FIELDS 20  // 12 ISV slots from here
 #define FRAME_EXTRAS 32
 #define FRAME_N_EXTRAS 8
+#define FRAME_T_NS 40  // the device clock (ns) when the frame was written
 
 #endif  // FOXC_AGENT_H
