@@ -6,65 +6,29 @@ sized for that backend (a minute or so on a CPU), and a run directory under runs
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__
 from .driver import BACKENDS, CudaError, open_runtime
 from .profile import KernelProfiler, add_profile_args, profile_window
-
-
-def isv_setting(text: str) -> tuple[str, float]:
-    """NAME=VALUE of --set (the name and the value's range are checked with the configuration)."""
-    name, sep, value = text.partition("=")
-    try:
-        if not sep or not name:
-            raise ValueError
-        return name.strip(), float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE with a number, got '{text}'") from None
+from .trainer.config import add_config_arguments, config_settings
 
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python -m foxc.train", description="Train foxc's trading agent on one GPU.")
+    add_config_arguments(ap)
     add = ap.add_argument
-    add("--data", help="MBP-10 data: a file, directory or glob (Databento Parquet/DBN, LOBSTER CSV); "
-                       "default: the synthetic market named by --synthetic")
-    add("--synthetic", default=None, metavar="MARKET",
-        help="the named synthetic market to train on without --data: easy, default (the default), null, noisy")
     add("--backend", choices=BACKENDS, default=None,
         help="auto (default; $FOXC_BACKEND overrides): CUDA when a usable GPU is present, else the numpy reference")
-    add("--n-backtests", type=int, help="parallel backtests B, also the learning batch (default 1024 on CUDA, 32 on the reference)")
-    add("--n-steps", type=int, help="training steps (default 5000 on CUDA, 150 on the reference)")
-    add("--seq-len", type=int, help="window K of snapshots per observation (default 32 on CUDA, 8 on the reference)")
-    add("--per-capacity", type=int, help="replay capacity, a power of two (default 65536 on CUDA, 1024 on the reference)")
-    add("--n-step", type=int, default=None, help="n of the n-step return, 1 to 8 (default 3)")
-    add("--seed", type=int, default=None, help="seed of everything: data, weights, sampling (default 0)")
-    add("--precision", choices=("f32", "tf32"), default=None, help="matrix products in FP32 (default) or TF32 tensor cores")
-    add("--actor", choices=("q", "policy"), default=None,
-        help="who acts: the C51 head's means (q, default) or the policy head distilled from it")
-    add("--lots", dest="lots_per_entry", type=int, default=None, help="lots per entry (default 1)")
-    add("--fee", dest="fee_per_lot", type=float, default=None,
-        help="fee per lot per side, in price units (default: the synthetic market's own, else 0)")
-    add("--episode-steps", type=int, default=None, help="steps per episode before a flat exit; 0: to the segment's end (default 2000)")
-    add("--horizons", type=lambda s: tuple(int(x) for x in s.split(",")), default=None,
-        help="label horizons in snapshots, three comma-separated (default 10,50,100)")
-    add("--synthetic-rows", type=int, default=None, help="snapshots of synthetic data when --data is not given")
-    add("--graph", choices=("auto", "on", "off"), default=None,
-        help="capture the whole step as one CUDA graph after warm-up: auto (default) = on with CUDA")
-    add("--log-every", type=int, default=None, help="steps between metrics records (default 50)")
-    add("--checkpoint-every", type=int, default=None, help="steps between checkpoints; 0: only the final one (default 5000)")
-    add("--eval-every", type=int, default=None,
-        help="steps between greedy evaluations on held-out rows (default 1000 on CUDA, 0 on the reference: "
-             "only the final one)")
-    add("--eval-rows", type=int, default=None, help="held-out snapshots each evaluation walks")
-    add("--holdout", dest="holdout_frac", type=float, default=None,
-        help="with --data: the last fraction of the rows, held out of training for the evaluations (default 0.1)")
-    add("--set", dest="isv", action="append", type=isv_setting, default=None, metavar="NAME=VALUE",
-        help="set an ISV slot (hyperparameter) at the start, e.g. --set lr_q=3e-4; repeatable")
-    add("--resume-from", metavar="PATH", help="continue from a checkpoint (same configuration)")
-    add("--out", help="run directory (default runs/<UTC time>)")
+    add("--resume-from", metavar="PATH",
+        help="continue from a checkpoint with its settings (only --n-steps, --log-every, --checkpoint-every, "
+             "--eval-every, --eval-rows and --graph may change; other flags given must agree)")
+    add("--out", help="run directory: new or empty (default runs/<UTC time>-<6 hex>; resuming: the checkpoint's)")
+    add("--overwrite", action="store_true", help="allow --out to name a directory that holds another run")
+    add("--checkpoint-on-exit", action="store_true",
+        help="on Ctrl-C or SIGTERM, also save a checkpoint of the step reached (the run stops cleanly either way)")
     add_profile_args(ap)
     return ap.parse_args(argv)
 
@@ -84,38 +48,53 @@ def main(argv=None) -> int:
     from .data import DataError
     from .trainer.config import ConfigError, TrainConfig
     from .trainer.metrics import MetricsLog
-    from .trainer.run import ResumeError, Trainer, write_json
+    from .trainer.run import Trainer, write_json
+    from .trainer.rundir import (ResumeError, RunDir, RunDirError, check_same_data, checkpoint_meta,
+                                 resume_settings)
     from .trainer.session import run_data
     log = lambda msg: print(msg, flush=True)  # noqa: E731
+    run_dir, trainer = None, None
     try:
         rt = open_runtime(args.backend)
-        settings = {k: v for k, v in vars(args).items()
-                    if k not in ("backend", "resume_from", "out", "profile", "profile_steps")}
+        given = config_settings(args)
+        resume = Path(args.resume_from) if args.resume_from else None
+        saved = checkpoint_meta(resume) if resume else None
+        settings = resume_settings(resume, saved.get("config", {}), given) if resume else given
         cfg = TrainConfig.for_backend(rt.backend, **settings)
         log(f"foxc {__version__}: backend {rt.backend} — {rt.reason}")
-        out = Path(args.out or Path("runs") / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S"))
-        out.mkdir(parents=True, exist_ok=True)
+        run_dir = RunDir.open(args.out, resuming=resume, overwrite=args.overwrite)
+        out = run_dir.path
         data = run_data(cfg, log)
+        for line in data.market.report.summary().splitlines():
+            log(line)
+        if resume:
+            check_same_data(resume, saved.get("data", {}), data.source)
         data.market.report.write_json(out)
-        source = data.source
-        trainer = Trainer(rt, cfg, data.market, data.labels, out, data_meta=source, held=data.held,
+        trainer = Trainer(rt, cfg, data.market, data.labels, out, data_meta=data.source, held=data.held,
                           optimum=data.optimum)
-        if args.resume_from:
-            step = trainer.resume(args.resume_from)
-            log(f"resumed from {args.resume_from} at step {step}")
+        if resume:
+            step = trainer.resume(resume)
+            log(f"resumed from {resume} at step {step}")
         kernels = KernelProfiler(rt, profile_window(args)) if args.profile else None
         trainer.set_profiling(args.profile_steps, kernels)
         write_json(out / "config.json", {"foxc_version": __version__, "backend": rt.backend, "reason": rt.reason,
-                                         "device": rt.device_name, "config": cfg.as_dict(), "data": source,
+                                         "device": rt.device_name, "config": cfg.as_dict(), "data": data.source,
                                          "resumed_from": args.resume_from})
         mode = (f"graph after {trainer.capture_after} eager warm-up steps" if trainer.use_graph else "eager")
         log(f"training: {cfg.n_steps} steps, B={cfg.n_backtests}, K={cfg.seq_len}, PER {cfg.per_capacity}, "
             f"n-step {cfg.n_step}, {cfg.precision}, {mode}; run directory {out}")
         metrics = MetricsLog(out / "metrics.jsonl", trainer.steps_done + cfg.n_steps)
-        try:
-            summary = trainer.train(cfg.n_steps, metrics, cfg.checkpoint_every)
-        finally:
-            metrics.close()
+        with StopOnSignal() as stop:
+            try:
+                summary = trainer.train(cfg.n_steps, metrics, cfg.checkpoint_every, stop=stop)
+            finally:
+                metrics.close()
+        if stop.requested and not args.checkpoint_on_exit:
+            write_json(out / "summary.json", summary)
+            print(f"foxc.train: stopped by {stop.requested} at step {trainer.steps_done}; the last checkpoint is "
+                  f"the newest in {out} (--checkpoint-on-exit also saves the step reached)", file=sys.stderr)
+            trainer.close()
+            return 130
         final = trainer.save()
         summary["checkpoint"] = str(final)
         if kernels is not None:
@@ -124,6 +103,11 @@ def main(argv=None) -> int:
             else:
                 log(f"--profile: no step of the run fell in the window {profile_window(args)}")
         write_json(out / "summary.json", summary)
+        if stop.requested:
+            print(f"foxc.train: stopped by {stop.requested} at step {trainer.steps_done}; checkpoint {final}",
+                  file=sys.stderr)
+            trainer.close()
+            return 130
         wr = summary["win_rate"]
         log(f"done: {summary['steps_this_run']} steps in {summary['seconds']:.1f} s ({summary['sps']} steps/s, "
             f"{'graph' if summary['graph'] else 'eager'}); {summary['trades']} trades, win rate "
@@ -132,13 +116,44 @@ def main(argv=None) -> int:
             log("held-out (greedy): " + describe_evaluation(summary["evaluation"]))
         trainer.close()
         return 0
-    except (CudaError, ConfigError, DataError, CheckpointError, CheckpointSaveError, ResumeError, ValueError,
-            OSError) as e:
+    except (CudaError, ConfigError, DataError, CheckpointError, CheckpointSaveError, ResumeError, RunDirError,
+            ValueError, OSError) as e:
+        if run_dir is not None and (trainer is None or trainer.steps_done == 0):
+            run_dir.discard()
         print(f"foxc.train: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        if run_dir is not None and (trainer is None or trainer.steps_done == 0):
+            run_dir.discard()
         print("foxc.train: interrupted", file=sys.stderr)
         return 130
+
+
+class StopOnSignal:
+    """Ctrl-C and SIGTERM request a clean stop at the next step boundary (the training loop checks
+    `requested`); a second signal interrupts at once."""
+
+    def __init__(self):
+        self.requested = None
+        self._previous = {}
+
+    def _handler(self, signum, frame):
+        self.requested = signal.Signals(signum).name
+        for sig, old in self._previous.items():  # a second signal: the default behaviour
+            signal.signal(sig, old)
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, old in self._previous.items():
+            signal.signal(sig, old)
+        return False
+
+    def __bool__(self):
+        return self.requested is not None
 
 
 if __name__ == "__main__":

@@ -247,6 +247,9 @@ def main(argv=None) -> int:
             raise ValueError(f"--synthetic must be one of {', '.join(MARKETS)} (got '{args.synthetic}')")
         data = load_data(args.data, args.synthetic_rows, args.seed, args.synthetic_segments, args.synthetic)
         fee = args.fee if args.fee is not None else (MARKETS[args.synthetic].fee_per_lot if synthetic else 0.0)
+        if args.trainer == "rl":
+            from .trainer.config import parse_settings
+            parse_settings(train_args, "training flags")  # an unknown flag fails here, before any fold
         if synthetic and args.trainer == "rl":  # the agent trains on the same market, at the same fee
             train_args = ["--synthetic", args.synthetic, "--fee", repr(fee), *train_args]
         out = args.out or Path("runs") / time.strftime("walkforward-%Y%m%d-%H%M%S")

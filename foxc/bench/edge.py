@@ -101,7 +101,7 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-rows", type=int, default=None, help="held-out snapshots of the final evaluation")
     ap.add_argument("--eval-every", type=int, default=0, help="also evaluate every N steps (the learning curve)")
     ap.add_argument("--actor", choices=("q", "policy"), default=None)
-    from ..train import isv_setting
+    from ..trainer.config import isv_setting
     ap.add_argument("--set", dest="isv", action="append", type=isv_setting, default=None, metavar="NAME=VALUE")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args(argv)

@@ -1,6 +1,7 @@
 """The training configuration: every setting of a run, its defaults per backend, and its checks."""
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import asdict, dataclass, fields
 
@@ -55,6 +56,7 @@ class TrainConfig:
             (2 <= self.per_capacity <= 1 << 20 and not self.per_capacity & (self.per_capacity - 1),
              "--per-capacity must be a power of two from 2 to 2^20"),
             (1 <= self.n_step <= 8, "--n-step must be 1 to 8"),
+            (0 <= self.seed < 2**63, "--seed must be 0 to 2^63 - 1"),
             (self.precision in ("f32", "tf32"), "--precision must be f32 or tf32"),
             (self.actor in ACTORS, f"--actor must be {' or '.join(ACTORS)}"),
             (self.lots_per_entry >= 1, "--lots must be >= 1"),
@@ -121,3 +123,75 @@ class TrainConfig:
     @staticmethod
     def field_names() -> list[str]:
         return [f.name for f in fields(TrainConfig)]
+
+
+def isv_setting(text: str) -> tuple[str, float]:
+    """NAME=VALUE of --set (the name and the value's range are checked with the configuration)."""
+    name, sep, value = text.partition("=")
+    try:
+        if not sep or not name:
+            raise ValueError
+        return name.strip(), float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE with a number, got '{text}'") from None
+
+
+def horizons_setting(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected three comma-separated integers, got '{text}'") from None
+
+
+def add_config_arguments(ap: argparse.ArgumentParser):
+    """The flags of every TrainConfig setting (`python -m foxc.train`, and the training flags a
+    walk-forward passes to its folds); each defaults to None: the backend's default."""
+    add = ap.add_argument
+    add("--data", help="MBP-10 data: a file, directory or glob (Databento Parquet/DBN, LOBSTER CSV); "
+                       "default: the synthetic market named by --synthetic")
+    add("--synthetic", metavar="MARKET",
+        help="the named synthetic market to train on without --data: easy, default (the default), null, noisy")
+    add("--n-backtests", type=int, help="parallel backtests B, also the learning batch (default 1024 on CUDA, 32 on the reference)")
+    add("--n-steps", type=int, help="training steps (default 5000 on CUDA, 150 on the reference)")
+    add("--seq-len", type=int, help="window K of snapshots per observation (default 32 on CUDA, 8 on the reference)")
+    add("--per-capacity", type=int, help="replay capacity, a power of two (default 65536 on CUDA, 1024 on the reference)")
+    add("--n-step", type=int, help="n of the n-step return, 1 to 8 (default 3)")
+    add("--seed", type=int, help="seed of everything: data, weights, sampling (default 0)")
+    add("--precision", choices=("f32", "tf32"), help="matrix products in FP32 (default) or TF32 tensor cores")
+    add("--actor", choices=tuple(ACTORS), help="who acts: the C51 head's means (q, default) or the policy head distilled from it")
+    add("--lots", dest="lots_per_entry", type=int, help="lots per entry (default 1)")
+    add("--fee", dest="fee_per_lot", type=float,
+        help="fee per lot per side, in price units (default: the synthetic market's own, else 0)")
+    add("--episode-steps", type=int, help="steps per episode before a flat exit; 0: to the segment's end (default 2000)")
+    add("--horizons", type=horizons_setting, help="label horizons in snapshots, three comma-separated (default 10,50,100)")
+    add("--synthetic-rows", type=int, help="snapshots of synthetic data when --data is not given")
+    add("--graph", choices=("auto", "on", "off"),
+        help="capture the whole step as one CUDA graph after warm-up: auto (default) = on with CUDA")
+    add("--log-every", type=int, help="steps between metrics records (default 50)")
+    add("--checkpoint-every", type=int, help="steps between checkpoints; 0: only the final one (default 5000)")
+    add("--eval-every", type=int, help="steps between greedy evaluations on held-out rows (default 1000 on CUDA, "
+                                       "0 on the reference: only the final one)")
+    add("--eval-rows", type=int, help="held-out snapshots each evaluation walks")
+    add("--holdout", dest="holdout_frac", type=float,
+        help="with --data: the last fraction of the rows, held out of training for the evaluations (default 0.1)")
+    add("--set", dest="isv", action="append", type=isv_setting, metavar="NAME=VALUE",
+        help="set an ISV slot (hyperparameter) at the start, e.g. --set lr_q=3e-4; repeatable")
+
+
+def config_settings(namespace) -> dict:
+    """The TrainConfig settings a parsed namespace gives (those not given are left out)."""
+    names = set(TrainConfig.field_names())
+    return {k: v for k, v in vars(namespace).items() if k in names and v is not None}
+
+
+class _Refusing(argparse.ArgumentParser):
+    def error(self, message):
+        raise ConfigError(f"{self.prog}: {message}")
+
+
+def parse_settings(argv: list[str], prog: str = "training flags") -> dict:
+    """The TrainConfig settings of a list of training flags; an unknown flag or a bad value raises
+    ConfigError naming it (no exit: the caller may be a walk-forward worker)."""
+    ap = _Refusing(prog=prog, add_help=False)
+    add_config_arguments(ap)
+    return config_settings(ap.parse_args(argv))

@@ -8,7 +8,7 @@ from ..checkpoint import read_checkpoint
 from ..data.labels import LabelConfig, compute_labels
 from ..driver import open_runtime
 from ..evaluate.agent import AgentPolicy
-from .config import TrainConfig
+from .config import TrainConfig, parse_settings
 from .metrics import MetricsLog
 from .run import Trainer
 
@@ -20,11 +20,9 @@ class RlFoldTrainer:
     is_baseline = False
 
     def train(self, window, steps: int, out_dir: Path, config: dict) -> Path:
-        from ..train import parse_args
-        args = parse_args(list(config.get("train_args", [])))
-        rt = open_runtime(config.get("backend") or args.backend)
-        given = {k: v for k, v in vars(args).items()
-                 if k not in ("backend", "resume_from", "out", "profile", "profile_steps", "data")}
+        given = parse_settings(list(config.get("train_args", [])), "walk-forward training flags")
+        given.pop("data", None)  # a fold trains on its window
+        rt = open_runtime(config.get("backend"))
         given.update(n_steps=int(steps), seed=int(config.get("seed", 0)) + int(config.get("fold", 0)))
         cfg = TrainConfig.for_backend(rt.backend, **given)
         labels = compute_labels(window.records, window.tick, LabelConfig(horizons=cfg.horizons))

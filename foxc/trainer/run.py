@@ -10,13 +10,10 @@ from ..checkpoint import CheckpointSaveError, CheckpointSaver, config_difference
 from ..profile import KernelProfiler, ProfilerWindow, nvtx_range
 from .config import TrainConfig
 from .heldout import HeldOutEvaluation
+from .rundir import ResumeError
 from .metrics import FrameBlocks, MetricsLog, device_span, interval_record
 from .state import Staging, expected_sections, export_state, import_state
 from .step import RING_LEN, TrainStep
-
-
-class ResumeError(ValueError):
-    """A checkpoint that does not fit this run's configuration; the message names the setting."""
 
 
 class Trainer:
@@ -119,10 +116,12 @@ class Trainer:
         return ckpt.step
 
     # --- the loop ------------------------------------------------------------
-    def train(self, n_steps: int, metrics: MetricsLog | None = None, checkpoint_every: int = 0) -> dict:
-        """Run `n_steps` steps. Back-pressure: the host never runs more than `ring.lead_limit` steps
-        ahead of the frames it has read, so the diagnostics ring is never lapped and every step's
-        frame arrives once; records are cut from completed frames, `log_every` steps each."""
+    def train(self, n_steps: int, metrics: MetricsLog | None = None, checkpoint_every: int = 0, stop=None) -> dict:
+        """Run `n_steps` steps, or until `stop` (anything with a truth value) turns true between two
+        steps (`summary["stopped_at"]` says so). Back-pressure: the host never runs more than
+        `ring.lead_limit` steps ahead of the frames it has read, so the diagnostics ring is never
+        lapped and every step's frame arrives once; records are cut from completed frames,
+        `log_every` steps each."""
         ring, every = self.ts.diagnostics, self.cfg.log_every
         target = self.steps_done + n_steps
         blocks = FrameBlocks(target, every)
@@ -150,7 +149,7 @@ class Trainer:
                 if metrics:
                     metrics.write(record)
 
-        while self.steps_done < target:
+        while self.steps_done < target and not stop:
             if self.steps_done - ring.next_step >= ring.lead_limit:  # back-pressure
                 read()
                 if self.steps_done - ring.next_step >= ring.lead_limit:
@@ -174,11 +173,14 @@ class Trainer:
                 read()
                 emit()
         read(wait=True)
+        if self.steps_done < target:  # stopped early: the partial block ends here
+            blocks.end = self.steps_done
         emit()
         self.window.close()
         seconds = time.perf_counter() - t_start - eval_seconds  # training only: evaluations are timed apart
-        summary = self.summary(frames_all, seconds, n_steps, records)
+        summary = self.summary(frames_all, seconds, n_steps - (target - self.steps_done), records)
         summary["eval_seconds"] = round(eval_seconds, 3)
+        summary["stopped_at"] = self.steps_done if self.steps_done < target else None
         return summary
 
     def evaluate_heldout(self) -> dict:

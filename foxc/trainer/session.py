@@ -42,7 +42,8 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
     if cfg.data:
         from ..data.source import load
         market = load(cfg.data)
-        source = {"source": cfg.data, "files": market.files, "sha256": files_digest(market.files)}
+        source = {"source": cfg.data, "files": market.files, "rows": len(market.records),
+                  "sha256": files_digest(market.files)}
     else:
         from ..data.markets import MARKETS
         from ..data.synthetic import synthetic_data

@@ -1,0 +1,105 @@
+"""Run directories and resuming: never overwrite or mix runs, and resume with one flag.
+
+- A new run gets a directory of its own: `--out DIR` must be new or empty (or the run being
+  resumed, or `--overwrite` is given); the default `runs/<UTC time>-<6 hex>` is unique. A run
+  that fails before its first step removes the directory it created.
+- `--resume-from CKPT` takes every setting from the checkpoint; a setting given beside it must
+  agree (each that does not is named), except the ones in RESUME_FREE. The data is identified by
+  its content (sha256 and rows), not its path: a different file is refused naming both hashes.
+"""
+from __future__ import annotations
+
+import secrets
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..checkpoint import read_checkpoint
+from ..checkpoint.meta import config_differences
+
+# settings a resumed run may change: how long, how often it logs, saves and evaluates, how it runs
+RESUME_FREE = ("n_steps", "log_every", "checkpoint_every", "eval_every", "eval_rows", "graph")
+
+
+class RunDirError(ValueError):
+    """A run directory that cannot be used; the message names it."""
+
+
+class ResumeError(ValueError):
+    """A checkpoint that does not fit this run; the message names the setting, file or hash."""
+
+
+class RunDir:
+    def __init__(self, path: Path, created: bool):
+        self.path, self.created = Path(path), created
+
+    @classmethod
+    def open(cls, out: str | None, *, resuming: Path | None = None, overwrite: bool = False) -> "RunDir":
+        """The run's directory: `out`, else (resuming) the checkpoint's own, else a new unique one."""
+        if out is None and resuming is not None:
+            return cls(resuming.parent, False)
+        if out is None:
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+            for _ in range(100):
+                path = Path("runs") / f"{stamp}-{secrets.token_hex(3)}"
+                try:
+                    path.mkdir(parents=True)
+                    return cls(path, True)
+                except FileExistsError:
+                    continue
+                except OSError as e:
+                    raise RunDirError(f"--out {path}: cannot create the run directory: {e.strerror or e}") from None
+        path = Path(out)
+        if path.exists() and not path.is_dir():
+            raise RunDirError(f"--out {path}: exists and is not a directory")
+        same = resuming is not None and resuming.resolve().parent == path.resolve()
+        if path.is_dir() and any(path.iterdir()) and not (same or overwrite):
+            raise RunDirError(f"--out {path}: the directory holds another run (give a new directory, resume that "
+                              "run with --resume-from DIR/checkpoint-<step>.foxc, or --overwrite)")
+        created = not path.exists()
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise RunDirError(f"--out {path}: cannot create the run directory: {e.strerror or e}") from None
+        return cls(path, created)
+
+    def discard(self):
+        """Remove the directory if this run created it (a run that failed before its first step)."""
+        if self.created:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+def checkpoint_meta(path) -> dict:
+    """The meta (configuration, data) of a checkpoint, verified; errors name the file."""
+    return read_checkpoint(path, expected={}).meta
+
+
+def resume_settings(path, saved: dict, given: dict) -> dict:
+    """The settings of a run resumed from `path`: the checkpoint's configuration `saved`, with the
+    settings in RESUME_FREE that are given taken from `given` (the others keep the checkpoint's,
+    `n_steps` included: another run as long); any other setting given must agree with the saved one.
+    `data` is compared by content later (check_same_data), not by path."""
+    conflicts = config_differences({k: saved.get(k) for k in given if k not in RESUME_FREE and k != "data"},
+                                   {k: v for k, v in given.items() if k not in RESUME_FREE and k != "data"})
+    if conflicts:
+        raise ResumeError(f"{path}: settings given beside --resume-from differ from the checkpoint's: "
+                          + "; ".join(conflicts) + " (leave them out to keep the checkpoint's)")
+    settings = dict(saved)
+    settings.update({k: given[k] for k in RESUME_FREE if k in given})
+    if "data" in given:
+        settings["data"] = given["data"]  # the same data at another path: checked by content
+    if "horizons" in settings:
+        settings["horizons"] = tuple(settings["horizons"])
+    return settings
+
+
+def check_same_data(path, saved_data: dict, now: dict):
+    """Refuse a resume whose data differs in content from the checkpoint's (by sha256, then rows)."""
+    want, got = saved_data.get("sha256"), now.get("sha256")
+    if want is None:
+        raise ResumeError(f"{path}: the checkpoint does not record its data's sha256, so the data cannot be checked")
+    if want != got:
+        raise ResumeError(f"{path}: the data differs from the checkpoint's (sha256 {got} now, {want} in the "
+                          f"checkpoint; {now.get('source')})")
+    if saved_data.get("rows") is not None and now.get("rows") is not None and saved_data["rows"] != now["rows"]:
+        raise ResumeError(f"{path}: the data has {now['rows']} rows, the checkpoint's had {saved_data['rows']}")

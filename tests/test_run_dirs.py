@@ -1,0 +1,101 @@
+"""Runs a user can trust: run directories are never mixed, resume needs one flag, signals stop cleanly."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from foxc.checkpoint import read_checkpoint
+
+SMALL = ["--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64", "--synthetic-rows", "20000",
+         "--log-every", "4", "--eval-rows", "2000"]
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "foxc.train", "--backend", "reference", *args],
+                          capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def one_line_error(done, *words):
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    for w in words:
+        assert w in done.stderr, (w, done.stderr)
+
+
+def test_out_holding_another_run_is_refused_and_untouched(tmp_path):
+    out = tmp_path / "run"
+    assert cli("--n-steps", "8", *SMALL, "--out", str(out)).returncode == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    one_line_error(cli("--n-steps", "4", *SMALL, "--out", str(out)), str(out), "--overwrite")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before, "a refused run changed the directory"
+    assert cli("--n-steps", "4", *SMALL, "--out", str(out), "--overwrite").returncode == 0
+
+
+def test_default_run_directories_are_unique_and_a_failed_run_leaves_none(tmp_path):
+    runs = [subprocess.Popen([sys.executable, "-m", "foxc.train", "--backend", "reference", "--n-steps", "2",
+                              *SMALL], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for _ in range(2)]
+    assert all(p.wait(timeout=300) == 0 for p in runs)
+    made = sorted((tmp_path / "runs").iterdir())
+    assert len(made) == 2 and all((d / "checkpoint-2.foxc").is_file() for d in made)
+    done = cli("--n-steps", "2", *SMALL, "--resume-from", str(tmp_path / "nope.foxc"), "--out", str(tmp_path / "x"))
+    one_line_error(done, "nope.foxc")
+    done = cli("--n-steps", "2", *SMALL, "--data", str(tmp_path / "missing.parquet"), "--out", str(tmp_path / "y"))
+    one_line_error(done, "missing.parquet")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists(), "a failed run left its directory"
+
+
+def test_resume_needs_one_flag_and_matches_an_uninterrupted_run(tmp_path):
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    assert cli("--n-steps", "12", *SMALL, "--checkpoint-every", "0", "--out", str(straight)).returncode == 0
+    assert cli("--n-steps", "5", *SMALL, "--checkpoint-every", "0", "--out", str(split)).returncode == 0
+    done = cli("--resume-from", str(split / "checkpoint-5.foxc"), "--n-steps", "7")
+    assert done.returncode == 0, done.stderr
+    assert "resumed from" in done.stdout and (split / "checkpoint-12.foxc").is_file()
+    a, b = read_checkpoint(straight / "checkpoint-12.foxc"), read_checkpoint(split / "checkpoint-12.foxc")
+    for name in a.sections:
+        if name != "isv":  # the ISV holds no wall-clock figures: it must match too
+            assert _bytes(a[name]) == _bytes(b[name]), name
+    assert _bytes(a["isv"]) == _bytes(b["isv"])
+    steps = [json.loads(line)["step"] for line in (split / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [4, 5, 8, 12], "the resumed run's records continue the first's, on the same step grid"
+
+
+def _bytes(value):
+    return value.tobytes() if hasattr(value, "tobytes") else repr(value).encode()
+
+
+def test_flags_beside_resume_must_agree_and_data_is_checked_by_content(tmp_path):
+    run = tmp_path / "run"
+    assert cli("--n-steps", "4", *SMALL, "--out", str(run)).returncode == 0
+    ckpt = str(run / "checkpoint-4.foxc")
+    one_line_error(cli("--resume-from", ckpt, "--n-steps", "2", "--seq-len", "8"), "seq_len", "4", "8")
+    one_line_error(cli("--resume-from", ckpt, "--n-steps", "2", "--synthetic-rows", "30000"), "synthetic_rows")
+    one_line_error(cli("--resume-from", ckpt, "--n-steps", "2", "--out", str(tmp_path / "other"), "--seed", "5"),
+                   "seed")
+    assert not (tmp_path / "other").exists()
+    agreeing = cli("--resume-from", ckpt, "--n-steps", "2", "--seq-len", "4", "--log-every", "1")
+    assert agreeing.returncode == 0, agreeing.stderr
+
+
+def test_sigterm_stops_cleanly_and_checkpoint_on_exit_saves_the_step(tmp_path):
+    for extra, want_checkpoint in (([], False), (["--checkpoint-on-exit"], True)):
+        out = tmp_path / ("kept" if want_checkpoint else "plain")
+        proc = subprocess.Popen([sys.executable, "-m", "foxc.train", "--backend", "reference", "--n-steps", "100000",
+                                 *SMALL, "--checkpoint-every", "0", "--out", str(out), *extra],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while not (out / "metrics.jsonl").is_file() or not (out / "metrics.jsonl").read_text().strip():
+            assert time.time() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else "timeout"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130 and "stopped by SIGTERM" in err and "Traceback" not in err, err
+        summary = json.loads((out / "summary.json").read_text())
+        stopped = summary["stopped_at"]
+        assert stopped and summary["frames_dropped"] == 0 and summary["frames"] == stopped
+        ckpts = sorted(p.name for p in out.glob("checkpoint-*.foxc"))
+        assert ckpts == ([f"checkpoint-{stopped}.foxc"] if want_checkpoint else [])
+        assert not [p for p in os.listdir(out) if ".tmp-" in p], "a temporary file was left"
