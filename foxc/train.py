@@ -108,9 +108,10 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             trainer.close()
             return 130
-        wr = summary["win_rate"]
+        run = summary["this_run"]
+        wr = run["win_rate"]
         log(f"done: {summary['steps_this_run']} steps in {summary['seconds']:.1f} s ({summary['sps']} steps/s, "
-            f"{'graph' if summary['graph'] else 'eager'}); {summary['trades']} trades, win rate "
+            f"{'graph' if summary['graph'] else 'eager'}); exploring, {run['trades']} trades, win rate "
             f"{'-' if wr is None else f'{wr:.3f}'}; checkpoint {final}; metrics {out / 'metrics.jsonl'}")
         if summary["evaluation"]:
             log("held-out (greedy): " + describe_evaluation(summary["evaluation"]))

@@ -246,10 +246,12 @@ def main(argv=None) -> int:
         if synthetic and args.synthetic not in MARKETS:
             raise ValueError(f"--synthetic must be one of {', '.join(MARKETS)} (got '{args.synthetic}')")
         data = load_data(args.data, args.synthetic_rows, args.seed, args.synthetic_segments, args.synthetic)
+        print(data.report.summary(), flush=True)
         fee = args.fee if args.fee is not None else (MARKETS[args.synthetic].fee_per_lot if synthetic else 0.0)
-        if args.trainer == "rl":
-            from .trainer.config import parse_settings
-            parse_settings(train_args, "training flags")  # an unknown flag fails here, before any fold
+        if args.trainer == "rl":  # a bad training flag or setting fails here, before any fold
+            from .trainer.config import TrainConfig, parse_settings
+            TrainConfig.for_backend(backend, **{**parse_settings(train_args, "training flags"),
+                                                "n_steps": args.steps_per_fold})
         if synthetic and args.trainer == "rl":  # the agent trains on the same market, at the same fee
             train_args = ["--synthetic", args.synthetic, "--fee", repr(fee), *train_args]
         out = args.out or Path("runs") / time.strftime("walkforward-%Y%m%d-%H%M%S")

@@ -94,16 +94,20 @@ def test_diff(saved, tmp_path, capsys, rng):
     assert "config batch: 8 in the checkpoint, 16 now" in out
     record = json.loads(run(capsys, path, "--diff", other, "--json")[1])
     rows = {row["name"]: row["max_abs_diff"] for row in record["sections"]}
+    notes = {row["name"]: row["note"] for row in record["sections"]}
     assert not record["identical"] and rows["dqn_b"] == pytest.approx(0.5) and rows["dqn_w"] == 0.0
-    assert rows["blob"].startswith("only in") and rows["prng"].startswith("uint32 [3, 4] vs")
+    assert all(v is None or isinstance(v, float) for v in rows.values()), "max_abs_diff: a number or null"
+    assert rows["blob"] is None and notes["blob"].startswith("only in")
+    assert rows["prng"] is None and notes["prng"].startswith("uint32 [3, 4] vs")
 
 
 def test_max_abs_diff_treats_matching_nans_as_equal():
     a = np.array([np.nan, 1.0, np.inf], np.float32)
-    assert max_abs_diff(a, a.copy()) == 0.0
-    assert max_abs_diff(a, np.array([np.nan, 1.5, np.inf], np.float32)) == 0.5
-    assert max_abs_diff(a, np.array([0.0, 1.0, np.inf], np.float32)) == np.inf
-    assert max_abs_diff(np.zeros(2, np.float32), np.zeros(2, np.float64)).startswith("float32")
+    assert max_abs_diff(a, a.copy()) == (0.0, "")
+    assert max_abs_diff(a, np.array([np.nan, 1.5, np.inf], np.float32)) == (0.5, "")
+    assert max_abs_diff(a, np.array([0.0, 1.0, np.inf], np.float32)) == (np.inf, "")
+    diff, note = max_abs_diff(np.zeros(2, np.float32), np.zeros(2, np.float64))
+    assert diff is None and note.startswith("float32")
 
 
 def test_verify(saved, tmp_path, capsys):

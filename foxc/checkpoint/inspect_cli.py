@@ -143,19 +143,20 @@ def show_section(ckpt: Checkpoint, name: str, as_json: bool, full: bool) -> int:
     return 0
 
 
-def max_abs_diff(a, b) -> float | str:
-    """0.0 when bit-identical; the largest |a - b| (NaN against NaN counts as equal); or why not comparable."""
+def max_abs_diff(a, b) -> tuple[float | None, str]:
+    """(the largest |a - b|, 0.0 when bit-identical, NaN against NaN counting as equal; None when not
+    comparable) and a note saying why not, or what else differs ("" when nothing)."""
     if isinstance(a, AdamState) or isinstance(b, AdamState):
         if not (isinstance(a, AdamState) and isinstance(b, AdamState)) or a.n != b.n:
-            return "types differ" if type(a) is not type(b) else f"n {a.n} vs {b.n}"
+            return None, "types differ" if type(a) is not type(b) else f"n {a.n} vs {b.n}"
         settings = [k for k in a.settings if a.settings[k] != b.settings[k]]
         moments = max(_array_diff(a.m, b.m), _array_diff(a.v, b.v))
-        return moments if not settings else f"{moments:.6g}; settings differ: {', '.join(settings)}"
+        return moments, f"settings differ: {', '.join(settings)}" if settings else ""
     if isinstance(a, bytes) or isinstance(b, bytes):
-        return 0.0 if a == b else "bytes differ"
+        return (0.0, "") if a == b else (None, "bytes differ")
     if a.dtype != b.dtype or a.shape != b.shape:
-        return f"{a.dtype} {list(a.shape)} vs {b.dtype} {list(b.shape)}"
-    return _array_diff(a, b)
+        return None, f"{a.dtype} {list(a.shape)} vs {b.dtype} {list(b.shape)}"
+    return _array_diff(a, b), ""
 
 
 def _array_diff(a: np.ndarray, b: np.ndarray) -> float:
@@ -173,10 +174,11 @@ def show_diff(ckpt: Checkpoint, other: Checkpoint, path: str, other_path: str, a
     rows = []
     for name in list(ckpt.sections) + [n for n in other.sections if n not in ckpt.sections]:
         if name not in other.sections or name not in ckpt.sections:
-            rows.append({"name": name, "max_abs_diff": f"only in {path if name in ckpt.sections else other_path}"})
+            diff, note = None, f"only in {path if name in ckpt.sections else other_path}"
         else:
-            rows.append({"name": name, "max_abs_diff": max_abs_diff(ckpt.sections[name], other.sections[name])})
-    differing = [r["name"] for r in rows if r["max_abs_diff"] != 0.0]
+            diff, note = max_abs_diff(ckpt.sections[name], other.sections[name])
+        rows.append({"name": name, "max_abs_diff": diff, "note": note})
+    differing = [r["name"] for r in rows if r["max_abs_diff"] != 0.0 or r["note"]]
     identical = not differing and ckpt.step == other.step
     config = config_differences(ckpt.config, other.config)
     if as_json:
@@ -185,7 +187,8 @@ def show_diff(ckpt: Checkpoint, other: Checkpoint, path: str, other_path: str, a
     else:
         if ckpt.step != other.step:
             print(f"step: {ckpt.step} vs {other.step}")
-        print_table(rows, ["name", "max_abs_diff"])
+        print_table([{**r, "max_abs_diff": "–" if r["max_abs_diff"] is None else r["max_abs_diff"]} for r in rows],
+                    ["name", "max_abs_diff", "note"])
         for line in config:
             print(f"config {line}")
         print("identical" if identical else

@@ -33,9 +33,10 @@ def cmd_inspect(args) -> int:
     horizons = tuple(int(h) for h in args.horizons.split(","))
     labels = compute_labels(rec, data.tick, LabelConfig(horizons, args.dead_band, args.fee))
     print("labels      horizon  labelled  mid_up  long_win  short_win")
+    pct = lambda v, w: f"{'–':>{w}}" if v != v else f"{v:>{w}.1%}"  # noqa: E731  (NaN: nothing labelled)
     for row in balance(labels, horizons):
-        print(f"            {row['horizon']:>7}  {row['mid_labelled']:>8.1%}  {row['mid_up']:>6.1%}  "
-              f"{row['long_win']:>8.1%}  {row['short_win']:>9.1%}")
+        print(f"            {row['horizon']:>7}  {pct(row['mid_labelled'], 8)}  {pct(row['mid_up'], 6)}  "
+              f"{pct(row['long_win'], 8)}  {pct(row['short_win'], 9)}")
     if args.run_dir:
         print(f"validation summary written to {data.report.write_json(args.run_dir)}")
     return 0

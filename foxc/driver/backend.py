@@ -24,8 +24,8 @@ def probe_cuda(ordinal: int = 0) -> tuple[bool, str]:
         return False, f"cuda-python is not installed ({e})"
     try:
         (err,) = driver.cuInit(0)
-    except RuntimeError as e:  # cuda.bindings raises this when libcuda cannot be loaded
-        return False, f"no NVIDIA driver library (libcuda) could be loaded: {str(e).splitlines()[0]}"
+    except RuntimeError:  # cuda.bindings raises this when libcuda cannot be loaded
+        return False, "no NVIDIA driver library (libcuda.so) found"
     if err:
         return False, f"cuInit returned {result_name(err)}"
     err, count = driver.cuDeviceGetCount()

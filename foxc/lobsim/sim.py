@@ -202,8 +202,17 @@ class LobSim:
         order = [(logged - k) % cap for k in range(min(logged, cap), 0, -1)]
         return ring[order]
 
+    def accounts(self) -> dict:
+        """Totals over all backtests since the reset, money in price units per lot (`stats` keeps the raw
+        fixed-point integers)."""
+        t = self.stats()
+        return {"trades": t["trades"], "wins": t["wins"], "win_rate": t["wins"] / t["trades"] if t["trades"] else None,
+                "net_pnl": t["pnl_sum"] / PRICE_SCALE, "fees": t["fees_paid"] / PRICE_SCALE,
+                **{k: t[k] for k in ("unfilled_lots", "forced_lots", "skipped_unreasonable", "skipped_crossed",
+                                     "episodes")}}
+
     def stats(self) -> dict:
-        """Totals over all backtests, for reports."""
+        """Totals over all backtests, for reports (money as the simulator's integers: price x 1e9 x lots)."""
         p = self.positions()
         return {"trades": int(p["trades"].sum()), "wins": int(p["wins"].sum()),
                 "pnl_sum": int(p["pnl_sum"].sum()), "fees_paid": int(p["fees_paid"].sum()),

@@ -29,7 +29,7 @@ class RlFoldTrainer:
         out_dir = Path(out_dir)
         trainer = Trainer(rt, cfg, window, labels, out_dir, data_meta={"source": window.source,
                                                                        "fold": config.get("fold")})
-        metrics = MetricsLog(out_dir / "metrics.jsonl", cfg.n_steps)
+        metrics = MetricsLog(out_dir / "metrics.jsonl", cfg.n_steps, label=f"fold {config.get('fold')}")
         try:
             trainer.train(cfg.n_steps, metrics, cfg.checkpoint_every)
         finally:

@@ -71,8 +71,8 @@ class FrameBlocks:
 class MetricsLog:
     """Appends records to metrics.jsonl and shows progress: a bar on a terminal, plain lines otherwise."""
 
-    def __init__(self, path, total_steps: int, stream=sys.stdout):
-        self.path = path
+    def __init__(self, path, total_steps: int, stream=sys.stdout, label: str = ""):
+        self.path, self.label = path, label  # label: what the progress lines belong to (e.g. "fold 2")
         self.total = total_steps
         self.stream = stream
         self.tty = hasattr(stream, "isatty") and stream.isatty()
@@ -85,7 +85,7 @@ class MetricsLog:
 
     def show(self, record: dict):
         fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
-        text = (f"step {record['step']}/{self.total}  {fmt(record['sps'], '.1f')} steps/s  "
+        text = (f"{self.label + ': ' if self.label else ''}step {record['step']}/{self.total}  {fmt(record['sps'], '.1f')} steps/s  "
                 f"wr {fmt(record['wr'], '.3f')}  l_q {fmt(record['l_q'], '.4f')}  l_pi {fmt(record['l_pi'], '.4f')}  "
                 f"l_v {fmt(record['l_v'], '.4f')}  l_bce {fmt(record['l_bce'], '.4f')}  "
                 f"in market {fmt(record['in_market'], '.2f')}")

@@ -192,12 +192,13 @@ class Trainer:
         return {k: v for k, v in self.last_eval.items() if k != "step"}
 
     def summary(self, frames, seconds, n_steps, records) -> dict:
-        """What a run did. steps/s: the device's rate over the records' frames (the gaps between
+        """What a run did. `this_run`: the trades the behaviour policy closed in this run (from the
+        frames); `cumulative`: the simulator's accounts since step 0 (a resumed run included). Money in
+        price units per lot. steps/s: the device's rate over the records' frames (the gaps between
         records, where evaluations and checkpoints ran, left out); `seconds`: host wall time of
         training, evaluations excluded."""
         trades = sum(f["closed_trades"] for f in frames)
         wins = sum(f["closed_wins"] for f in frames)
-        sim = self.ts.sim.stats()
         span = sum(device_span(r) for r in self._record_frames(records, frames))
         timed = sum(max(len(r) - 1, 0) for r in self._record_frames(records, frames))
         return {
@@ -207,10 +208,11 @@ class Trainer:
             "backend": self.rt.backend, "device": self.rt.device_name,
             "graph": self.graph is not None, "graph_captured_at_step": self.graph_step,
             "kernels_per_step": self.ts.kernel_count(),
-            "trades": int(trades), "win_rate": wins / trades if trades else None,
-            "pnl": sum(f["closed_pnl_sum"] for f in frames),
+            "this_run": {"trades": int(trades), "wins": int(wins), "win_rate": wins / trades if trades else None,
+                         "net_pnl": float(sum(f["closed_pnl_sum"] for f in frames))},
+            "cumulative": self.ts.sim.accounts(),
             "frames_dropped": self.ts.diagnostics.dropped, "checkpoint_errors": self.save_errors,
-            "last": records[-1] if records else None, "evaluation": self.last_eval, "simulator": sim,
+            "last": records[-1] if records else None, "evaluation": self.last_eval,
             "isv": self.ts.isv.as_dict(),
         }
 
