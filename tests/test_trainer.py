@@ -34,7 +34,7 @@ def test_graph_replay_equals_eager(ref_rt):
     """Same seed: N eager steps and N steps of which the last are graph replays end bit-identical."""
     eager = run(ref_rt, config(graph="off"), 9)
     graphed = run(ref_rt, config(graph="on"), 9)
-    assert graphed.graph is not None and graphed.graph_step == graphed.capture_after == 64 // 16 + 2
+    assert graphed.graph is not None and graphed.graph_step == graphed.capture_after == 64 // 16 + 3
     assert eager.graph is None
     assert_same_state(state(eager), state(graphed))
 
@@ -181,3 +181,15 @@ def test_back_pressure_never_drops_a_frame(ref_rt):
     summary = t.train(50, log)
     check_every_frame_once(summary, log.records, 0, 50, 20)
     assert all(r["sps"] is not None and r["sps"] > 0 for r in log.records)
+
+
+@pytest.mark.parametrize("capacity,B,n_step", [(64, 16, 3), (64, 12, 1), (1024, 32, 3), (128, 16, 8)])
+def test_the_replay_buffer_is_full_when_the_graph_is_captured(ref_rt, capacity, B, n_step):
+    """Capture waits until the buffer holds `capacity` transitions (the seed's lesson: a graph
+    captured on a filling buffer bakes in its empty-buffer behaviour)."""
+    cfg = config(per_capacity=capacity, n_backtests=B, n_step=n_step, graph="on", episode_steps=10_000)
+    t = trainer(ref_rt, cfg, DATA)
+    held = []
+    t.capture = lambda orig=t.capture: (held.append(t.ts.replay.length()), orig())[1]
+    t.train(t.capture_after + 1)
+    assert held == [capacity] and t.graph_step == t.capture_after

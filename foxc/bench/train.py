@@ -4,7 +4,7 @@
                                [--seq-len K] [--per-capacity C] [--precision f32|tf32] [--json FILE]
 
 Per batch size B: a trainer on synthetic data runs its eager warm-up until the replay buffer is
-full (per_capacity / B + 2 steps), timing the last `steps` eager steps; then the step is
+full (ceil(per_capacity / B) + n_step steps), timing the last `steps` eager steps; then the step is
 captured once and `steps` graph replays are timed with events. GPU busy = event time over wall
 time of the replays; host-bound share (eager) = 1 - graph GPU time per step / eager wall per step,
 the part of an eager step the GPU spends waiting for Python and the driver. The checkpoint of

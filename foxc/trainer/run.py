@@ -20,7 +20,9 @@ class Trainer:
     """Runs TrainStep: eagerly until the replay buffer is full, then (graph mode) one captured graph per step.
 
     A graph captured on a near-empty buffer would bake in empty-buffer behaviour, so capture
-    waits `per_capacity / B + 2` steps. What the graph bakes in: every buffer address, grid
+    waits until the buffer holds `per_capacity` transitions (`capture_after` steps: a step pushes
+    the previous step's transition, and the n-step ring holds the newest n - 1 until their window
+    completes). What the graph bakes in: every buffer address, grid
     size and scalar argument of the step; it is captured again whenever those change (a new
     TrainStep, e.g. another batch size). Loading a checkpoint uploads into the same buffers and
     needs no new capture.
@@ -37,7 +39,8 @@ class Trainer:
         self.last_eval = None
         self.eval_history: list[tuple[int, dict]] = []  # (step, the metrics record that carries the evaluation)
         self.use_graph = cfg.graph == "on" or (cfg.graph == "auto" and rt.backend == "cuda")
-        self.capture_after = cfg.per_capacity // cfg.n_backtests + 2
+        # the buffer is full from here: step s stores (s - n_step + 1) * B transitions once s >= n_step
+        self.capture_after = -(-cfg.per_capacity // cfg.n_backtests) + cfg.n_step
         self.graph = None
         self.graph_step = None  # the step at which the graph was captured
         self.steps_done = 0
