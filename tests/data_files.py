@@ -1,60 +1,78 @@
-"""Writers of small market-data files for the data tests (DBN of any version, LOBSTER CSVs)."""
+"""Data-test helpers: the DBN fixtures, the shared sample files, DBN written by Databento's encoder, LOBSTER CSVs."""
 from __future__ import annotations
 
-import struct
+import importlib.util
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from foxc.data.dbn import MBP10_DTYPE, RTYPE_MBP10
 from foxc.data.record import LEVELS, PRICE_UNDEF
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+DBN_FIXTURES = sorted(p.name for p in FIXTURES.glob("*.dbn*"))  # written by tools/make_dbn_fixtures.py
+NEEDS_DBN = "needs Databento's encoder/decoder databento-dbn, a test extra: pip install -e '.[test]'"
+
 
 def _shared_data() -> Path:
     """../shared/data beside the checkout (a worktree one level deeper looks one more level up)."""
-    root = Path(__file__).resolve().parents[1]
-    for base in (root.parent, root.parent.parent):
+    for base in (ROOT.parent, ROOT.parent.parent):
         if (base / "shared" / "data").is_dir():
             return base / "shared" / "data"
-    return root.parent / "shared" / "data"
+    return ROOT.parent / "shared" / "data"
 
 
 SHARED_DATA = _shared_data()
 
 
+def shared_sample(name: str) -> Path:
+    """A sample file of ../shared/data: skips (saying where it looked) when that folder is absent,
+    fails when the folder is there but the file is not."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared sample data not on this machine (looked for {SHARED_DATA})")
+    path = SHARED_DATA / name
+    assert path.is_file(), f"{path} is missing from the shared sample data"
+    return path
+
+
+def dbn_tool():
+    """tools/make_dbn_fixtures.py as a module (skips where databento-dbn is not installed)."""
+    pytest.importorskip("databento_dbn", reason=NEEDS_DBN)
+    spec = importlib.util.spec_from_file_location("make_dbn_fixtures", ROOT / "tools" / "make_dbn_fixtures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def dbn_bytes(rec: np.ndarray, version: int = 2, symbol: str = "TEST", ts_out: bool = False) -> bytes:
-    """A DBN stream of MBP-10 records laid out as Databento's dbn crate writes it."""
-    cstr = 22 if version == 1 else 71
-    meta = b"GLBX.MDP3".ljust(16, b"\0") + struct.pack("<HQQQ", 2, 0, 2**64 - 1, 0)
-    if version == 1:
-        meta += struct.pack("<Q", len(rec))
-    meta += bytes([1, 1, int(ts_out)])
-    if version > 1:
-        meta += struct.pack("<H", cstr)
-    meta += b"\0" * (47 if version == 1 else 53)
-    meta += struct.pack("<I", 0)  # schema definition length
-    meta += struct.pack("<I", 1) + symbol.encode().ljust(cstr, b"\0")
-    meta += struct.pack("<III", 0, 0, 0)  # partial, not_found, mappings
-    stride = MBP10_DTYPE.itemsize + (8 if ts_out else 0)
-    raw = np.zeros(len(rec), MBP10_DTYPE)
-    raw["length"] = stride // 4
-    raw["rtype"] = RTYPE_MBP10
-    raw["instrument_id"] = rec["instrument_id"]
-    raw["ts_event"] = rec["ts_ns"]
-    raw["ts_recv"] = rec["ts_ns"]
-    raw["action"] = np.where(rec["trade_count"] > 0, b"T", b"A")
-    raw["flags"] = rec["flags"]
-    for name in ("bid_px", "ask_px", "bid_sz", "ask_sz", "bid_ct", "ask_ct"):
-        raw["levels"][name] = rec[name]
-    body = raw.tobytes()
-    if ts_out:
-        body = b"".join(raw[i].tobytes() + struct.pack("<Q", 7) for i in range(len(raw)))
-    return b"DBN" + bytes([version]) + struct.pack("<I", len(meta)) + meta + body
+    """Snapshots as a DBN stream of MBP-10 records, encoded by databento-dbn (not by foxc's dtype).
+
+    ts_event = ts_recv = ts_ns; action T where trade_count > 0, else A; skips without databento-dbn."""
+    dbn = pytest.importorskip("databento_dbn", reason=NEEDS_DBN)
+    meta = dbn.Metadata(dataset="GLBX.MDP3", start=int(rec["ts_ns"].min()), stype_in=dbn.SType.RAW_SYMBOL,
+                        stype_out=dbn.SType.INSTRUMENT_ID, schema=dbn.Schema.MBP_10, symbols=[symbol],
+                        ts_out=ts_out, version=version)
+    sides = ("bid_px", "ask_px", "bid_sz", "ask_sz", "bid_ct", "ask_ct")
+    cols = {k: rec[k].tolist() for k in sides}
+    body = []
+    for i, (ts, iid, flags, trades) in enumerate(zip(rec["ts_ns"].tolist(), rec["instrument_id"].tolist(),
+                                                      rec["flags"].tolist(), rec["trade_count"].tolist())):
+        levels = [dbn.BidAskPair(*(cols[k][i][lvl] for k in sides)) for lvl in range(LEVELS)]
+        body.append(bytes(dbn.MBP10Msg(
+            publisher_id=1, instrument_id=iid, ts_event=ts, price=levels[0].bid_px, size=1,
+            action=dbn.Action.TRADE if trades else dbn.Action.ADD, side=dbn.Side.BID, depth=0, ts_recv=ts,
+            flags=flags, levels=levels, **({"ts_out": ts + 7} if ts_out else {}))))
+    return meta.encode() + b"".join(body)
 
 
 def write_lobster(folder: Path, rec: np.ndarray, levels: int, ticker="AAPL", day="2012-06-21",
-                  message: bool = True) -> Path:
-    """orderbook_N.csv (+ message_N.csv) for the first `levels` levels of `rec` (prices in 1e-9 units)."""
-    base = f"{ticker}_{day}_34200000_57600000"
+                  message: bool = True, session: tuple[int, int] = (34_200_000, 57_600_000),
+                  seconds: list[str] | None = None) -> Path:
+    """orderbook_N.csv (+ message_N.csv) for the first `levels` levels of `rec` (prices in 1e-9 units),
+    named TICKER_DAY_<session start ms>_<end ms>_...; the message times are `seconds` (as written) after midnight
+    (New York time, as LOBSTER writes them), by default ts_ns modulo one day."""
+    base = f"{ticker}_{day}_{session[0]}_{session[1]}"
     cols = []
     for lvl in range(levels):
         ask, bid = rec["ask_px"][:, lvl], rec["bid_px"][:, lvl]
@@ -63,12 +81,14 @@ def write_lobster(folder: Path, rec: np.ndarray, levels: int, ticker="AAPL", day
     book = folder / f"{base}_orderbook_{levels}.csv"
     np.savetxt(book, np.stack(cols, 1).astype(np.int64), fmt="%d", delimiter=",")
     if message:
-        seconds = (rec["ts_ns"] % (86400 * 10**9)) / 1e9
+        if seconds is None:
+            seconds = [f"{s:.9f}" for s in (rec["ts_ns"] % (86400 * 10**9)) / 1e9]
         kinds = np.where(rec["trade_count"] > 0, 4, 1)
         with open(folder / f"{base}_message_{levels}.csv", "w") as fh:
             for s, k in zip(seconds, kinds):
-                fh.write(f"{s:.9f},{k},1,100,0,1\n")
+                fh.write(f"{s},{k},1,100,0,1\n")
     return book
 
 
-__all__ = ["LEVELS", "SHARED_DATA", "dbn_bytes", "write_lobster"]
+__all__ = ["DBN_FIXTURES", "FIXTURES", "LEVELS", "NEEDS_DBN", "SHARED_DATA", "dbn_bytes", "dbn_tool", "shared_sample",
+           "write_lobster"]

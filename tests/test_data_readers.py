@@ -1,11 +1,11 @@
-"""Readers: Databento DBN (real sample files and generated ones), Parquet, LOBSTER, directories and globs."""
+"""Readers: Databento DBN (the real samples, the fixtures; field-by-field oracle in test_data_dbn_oracle.py), Parquet, LOBSTER, directories and globs."""
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 
-from data_files import SHARED_DATA, dbn_bytes, write_lobster
+from data_files import FIXTURES, dbn_bytes, shared_sample, write_lobster
 from foxc.data.dbn import read_dbn
 from foxc.data.parquet import read_parquet, write_parquet
 from foxc.data.record import PRICE_SCALE, PRICE_UNDEF
@@ -22,12 +22,11 @@ def same_book(got, want, fields=BOOK_FIELDS):
 
 
 # ---- DBN --------------------------------------------------------------------------------------------
+# Field-by-field agreement with Databento's own decoder, on files written by its encoder: test_data_dbn_oracle.py.
 
 @pytest.mark.parametrize("name", ["test_data.mbp-10.dbn", "test_data.mbp-10.v3.dbn.zst"])
 def test_databento_sample_files(name):
-    path = SHARED_DATA / name
-    if not path.is_file():
-        pytest.skip(f"{path} not present")
+    path = shared_sample(name)
     rec, bad, meta = read_dbn(path)
     assert bad is None and len(rec) == 2
     assert meta["instrument"] == "ESH1" and meta["instrument_id"] == 5482
@@ -41,38 +40,21 @@ def test_databento_sample_files(name):
 
 
 def test_sample_files_agree_across_versions():
-    a, b = SHARED_DATA / "test_data.mbp-10.dbn", SHARED_DATA / "test_data.mbp-10.v3.dbn.zst"
-    if not (a.is_file() and b.is_file()):
-        pytest.skip("shared sample files not present")
+    a, b = shared_sample("test_data.mbp-10.dbn"), shared_sample("test_data.mbp-10.v3.dbn.zst")
     same_book(read_dbn(a)[0], read_dbn(b)[0])
 
 
-@pytest.mark.parametrize("version", [1, 2, 3])
-@pytest.mark.parametrize("ts_out", [False, True])
-def test_dbn_round_trip(tmp_path, version, ts_out):
-    rec = generate(300, seed=version)
-    path = tmp_path / "x.dbn"
-    path.write_bytes(dbn_bytes(rec, version, "ESZ4", ts_out))
-    got, _, meta = read_dbn(path)
-    same_book(got, rec)
-    assert meta["instrument"] == "ESZ4" and meta["dbn"]["ts_out"] == ts_out
-    zpath = tmp_path / "x.dbn.zst"
-    zstandard = pytest.importorskip("zstandard")
-    zpath.write_bytes(zstandard.ZstdCompressor().compress(path.read_bytes()))
-    same_book(read_dbn(zpath)[0], rec)
+def test_dbn_fixtures_read_the_same_compressed_or_not(tmp_path):
+    zstandard = pytest.importorskip("zstandard", reason="foxc's zstd dependency")
+    for name in ("mbp10.v1.dbn", "mbp10.v2.dbn", "mbp10.v3.dbn", "mixed.v3.ts_out.dbn"):
+        path = tmp_path / f"{name}.zst"
+        path.write_bytes(zstandard.ZstdCompressor().compress((FIXTURES / name).read_bytes()))
+        same_book(read_dbn(path)[0], read_dbn(FIXTURES / name)[0], BOOK_FIELDS + ("flags",))
 
 
-def test_dbn_mixed_record_types(tmp_path):
-    rec = generate(5, seed=1)
-    raw = dbn_bytes(rec)
-    head = raw[:8 + int.from_bytes(raw[4:8], "little")]
-    body = raw[len(head):]
-    other = bytes([6, 0x17]) + bytes(22)  # a 24-byte non-MBP record (system message type)
-    mixed = head + body[:368] + other + body[368:]
-    path = tmp_path / "m.dbn"
-    path.write_bytes(mixed)
-    got, _, meta = read_dbn(path)
-    same_book(got, rec)
+def test_dbn_mixed_record_types():
+    got, _, meta = read_dbn(FIXTURES / "mixed.v3.ts_out.dbn")  # Databento's live layout: ts_out, other records
+    assert len(got) == 16 and meta["dbn"]["ts_out"] and meta["dbn"]["schema"] == 0xFFFF
     assert "mixed record types" in meta["notes"][0]
 
 
@@ -81,11 +63,12 @@ def test_dbn_mixed_record_types(tmp_path):
     (lambda raw: b"XYZ" + raw[3:], "not a DBN file"),
     (lambda raw: raw[:3] + bytes([9]) + raw[4:], "version 9"),
     (lambda raw: raw[:20], "metadata"),
+    (lambda raw: raw[:8 + int.from_bytes(raw[4:8], "little")], "no records"),
     (lambda raw: b"", "empty"),
 ])
 def test_dbn_bad_files_raise_one_line(tmp_path, damage, message):
     path = tmp_path / "bad.dbn"
-    path.write_bytes(damage(dbn_bytes(generate(10))))
+    path.write_bytes(damage((FIXTURES / "mbp10.v2.dbn").read_bytes()))
     with pytest.raises(DataError) as err:
         read_dbn(path)
     assert message in str(err.value) and str(path) in str(err.value) and "\n" not in str(err.value)
@@ -93,8 +76,7 @@ def test_dbn_bad_files_raise_one_line(tmp_path, damage, message):
 
 def test_corrupt_zstd(tmp_path):
     path = tmp_path / "bad.dbn.zst"
-    zstandard = pytest.importorskip("zstandard")
-    path.write_bytes(zstandard.ZstdCompressor().compress(dbn_bytes(generate(10)))[:-20])
+    path.write_bytes((FIXTURES / "mbp10.v3.dbn.zst").read_bytes()[:-20])
     with pytest.raises(DataError, match="zstd|truncated"):
         read_dbn(path)
 
@@ -168,26 +150,19 @@ def test_parquet_not_data_and_truncated(tmp_path):
 
 # ---- LOBSTER ----------------------------------------------------------------------------------------
 
+NY_TZ_NOTE = "times: America/New_York local, stored as UTC ns"
+
+
+def utc_ns(stamp: str) -> int:
+    return int(np.datetime64(stamp, "ns").astype(np.int64))
+
+
 def lobster_records(n=400, seed=6):
     rec = generate(n, seed=seed)
     rec["ts_ns"] = rec["ts_ns"] - rec["ts_ns"] % (86400 * 10**9) + 34200 * 10**9 + np.arange(n) * 1_000_000
-    rec["ask_px"][5, 4:] = PRICE_UNDEF  # a thin book: empty levels carry the dummy prices
-    rec["ask_sz"][5, 4:] = 0
+    rec["ask_px"][n // 2, 4:] = PRICE_UNDEF  # a thin book: empty levels carry the dummy prices
+    rec["ask_sz"][n // 2, 4:] = 0
     return rec
-
-
-@pytest.mark.parametrize("levels", [1, 5, 10])
-def test_lobster_with_messages(tmp_path, levels):
-    rec = lobster_records()
-    book = write_lobster(tmp_path, rec, levels)
-    got, _, meta = read_lobster_file(book)
-    day = np.datetime64("2012-06-21", "ns").astype(np.int64)
-    assert np.array_equal(got["ts_ns"], day + rec["ts_ns"] % (86400 * 10**9))
-    assert meta["instrument"] == "AAPL" and meta["notes"] == []
-    for f in ("bid_px", "ask_px", "bid_sz", "ask_sz"):
-        assert np.array_equal(got[f][:, :levels], rec[f][:, :levels]), f
-    assert np.all(got["bid_px"][:, levels:] == PRICE_UNDEF) and np.all(got["ask_sz"][:, levels:] == 0)
-    assert np.array_equal(got["trade_count"], rec["trade_count"])
 
 
 def read_lobster_file(path):
@@ -195,13 +170,81 @@ def read_lobster_file(path):
     return read_lobster(path)
 
 
-def test_lobster_without_messages_uses_row_order(tmp_path):
-    book = write_lobster(tmp_path, lobster_records(), 10, message=False)
+@pytest.mark.parametrize("levels", [1, 5, 10])
+def test_lobster_with_messages(tmp_path, levels):
+    rec = lobster_records()
+    book = write_lobster(tmp_path, rec, levels)
     got, _, meta = read_lobster_file(book)
-    assert "no message file" in meta["notes"][0]
-    assert np.all(np.diff(got["ts_ns"]) == 1000)
+    midnight_new_york = utc_ns("2012-06-21T04:00")  # EDT, UTC-4
+    assert np.array_equal(got["ts_ns"], midnight_new_york + rec["ts_ns"] % (86400 * 10**9))
+    assert meta["instrument"] == "AAPL" and meta["notes"] == [NY_TZ_NOTE]
+    for f in ("bid_px", "ask_px", "bid_sz", "ask_sz"):
+        assert np.array_equal(got[f][:, :levels], rec[f][:, :levels]), f
+    assert np.all(got["bid_px"][:, levels:] == PRICE_UNDEF) and np.all(got["ask_sz"][:, levels:] == 0)
+    assert np.array_equal(got["trade_count"], rec["trade_count"])
+
+
+@pytest.mark.parametrize("day, open_utc", [
+    ("2012-06-21", "2012-06-21T13:30"),  # summer: EDT, UTC-4
+    ("2012-01-03", "2012-01-03T14:30"),  # winter: EST, UTC-5
+    ("2012-03-09", "2012-03-09T14:30"),  # the Friday before DST starts (Sunday 2012-03-11)
+    ("2012-03-12", "2012-03-12T13:30"),  # the Monday after
+    ("2012-11-02", "2012-11-02T13:30"),  # the Friday before DST ends (Sunday 2012-11-04)
+    ("2012-11-05", "2012-11-05T14:30"),  # the Monday after
+])
+def test_lobster_times_are_new_york_stored_as_utc(tmp_path, day, open_utc):
+    rec = lobster_records(4)
+    seconds = ["34200", "34200.004241176", "45296.123456789", "57599.999999999"]  # 09:30, 12:34:56.1.., 15:59:59.9..
+    got, _, meta = read_lobster_file(write_lobster(tmp_path, rec, 2, day=day, seconds=seconds))
+    t0 = utc_ns(open_utc)
+    assert list(got["ts_ns"]) == [t0, t0 + 4_241_176, t0 + 11_096_123_456_789, t0 + 23_399_999_999_999]
+    assert meta["notes"] == [NY_TZ_NOTE]
     data = load(tmp_path)
-    assert "no message file" in data.report.summary()
+    assert NY_TZ_NOTE in data.report.summary() and data.describe_time().startswith(open_utc)
+
+
+def test_new_york_to_utc_across_dst_changes():
+    from datetime import date
+    from foxc.data.lobster import new_york_to_utc_ns
+    h = 3600 * 10**9
+    spring = new_york_to_utc_ns(date(2012, 3, 11), np.array([h, 2 * h - 1, 3 * h, 9 * h + h // 2]))
+    assert list(spring) == [utc_ns(s) for s in ("2012-03-11T06:00", "2012-03-11T06:59:59.999999999",
+                                                "2012-03-11T07:00", "2012-03-11T13:30")]
+    autumn = new_york_to_utc_ns(date(2012, 11, 4), np.array([h // 2, 2 * h, 9 * h + h // 2]))
+    assert list(autumn) == [utc_ns(s) for s in ("2012-11-04T04:30", "2012-11-04T07:00", "2012-11-04T14:30")]
+
+
+@pytest.mark.parametrize("day, start_ms, first_utc", [
+    ("2012-06-21", 34_200_000, "2012-06-21T13:30"),
+    ("2012-01-03", 34_200_000, "2012-01-03T14:30"),
+    ("2012-01-03", 36_000_000, "2012-01-03T15:00"),  # a session from 10:00
+])
+def test_lobster_without_messages_numbers_rows_from_the_session_start(tmp_path, day, start_ms, first_utc):
+    book = write_lobster(tmp_path, lobster_records(), 10, day=day, message=False, session=(start_ms, 57_600_000))
+    got, _, meta = read_lobster_file(book)
+    assert got["ts_ns"][0] == utc_ns(first_utc) and np.all(np.diff(got["ts_ns"]) == 1000)
+    assert not got["trade_count"].any()
+    clock = f"{start_ms // 3_600_000:02d}:{start_ms // 60_000 % 60:02d}:00.000"
+    assert meta["notes"] == [NY_TZ_NOTE, f"no message file ({book.name.replace('orderbook', 'message')}): timestamps "
+                             f"are row order, 1 us apart from the session start {clock} America/New_York "
+                             f"({first_utc.replace('T', ' ')}:00 UTC; the name's session {clock}-16:00:00.000); "
+                             "no trades counted"]
+    summary = load(tmp_path).report.summary()
+    assert NY_TZ_NOTE in summary and "no message file" in summary and "session start" in summary
+
+
+def test_lobster_not_named_lobsters_way_keeps_ns_after_midnight(tmp_path):
+    rec = lobster_records(3)
+    write_lobster(tmp_path, rec, 1, seconds=["34200.5", "34201", "34202.000000001"])
+    for kind in ("orderbook", "message"):
+        src = next(tmp_path.glob(f"*_{kind}_1.csv"))
+        src.rename(tmp_path / f"plain_{kind}_1.csv")
+    got, _, meta = read_lobster_file(tmp_path / "plain_orderbook_1.csv")
+    assert list(got["ts_ns"]) == [34_200_500_000_000, 34_201_000_000_000, 34_202_000_000_001]
+    assert meta["instrument"] == "" and "no date or time zone" in meta["notes"][0] and len(meta["notes"]) == 1
+    (tmp_path / "plain_message_1.csv").unlink()
+    got, _, meta = read_lobster_file(tmp_path / "plain_orderbook_1.csv")
+    assert list(got["ts_ns"]) == [0, 1000, 2000] and "1 us apart from midnight" in meta["notes"][1]
 
 
 def test_lobster_bad_files(tmp_path):
@@ -214,6 +257,9 @@ def test_lobster_bad_files(tmp_path):
     (tmp_path / "Z_orderbook_1.csv").write_text("")
     with pytest.raises(DataError, match="empty"):
         load(tmp_path / "Z_orderbook_1.csv")
+    (tmp_path / "W_2012-02-30_1_2_orderbook_1.csv").write_text("1,2,3,4\n")
+    with pytest.raises(DataError, match="2012-02-30 in the file name is not a calendar date"):
+        load(tmp_path / "W_2012-02-30_1_2_orderbook_1.csv")
 
 
 # ---- directories, globs, segments -------------------------------------------------------------------
