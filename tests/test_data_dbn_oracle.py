@@ -37,10 +37,10 @@ def value(x):
 
 def expected_snapshots(records) -> dict[str, np.ndarray]:
     """foxc's snapshot fields as foxc defines them, from databento_dbn's record objects:
-    ts_ns = ts_event; levels as they are, except that an empty level (UNDEF_PRICE) has size and
+    ts_ns = ts_recv (Databento's index time); levels as they are, except that an empty level (UNDEF_PRICE) has size and
     count 0; trade_count = 1 for action T; prev_ts_ns and segment are 0 (load() fills them)."""
     n = len(records)
-    want = {"ts_ns": np.array([r.ts_event for r in records], np.int64),
+    want = {"ts_ns": np.array([r.ts_recv for r in records], np.int64),
             "prev_ts_ns": np.zeros(n, np.int64), "segment": np.zeros(n, np.uint32),
             "trade_count": np.array([value(r.action) == "T" for r in records], np.uint32),
             "instrument_id": np.array([r.instrument_id for r in records], np.uint32),
@@ -108,7 +108,7 @@ def test_fixtures_are_varied():
         schemas.add(value(meta.schema))
         rows.append(expected_snapshots(records) | {"action": [value(r.action) for r in records],
                                                    "side": [value(r.side) for r in records],
-                                                   "ts_recv": np.array([r.ts_recv for r in records], np.int64)})
+                                                   "ts_event": np.array([r.ts_event for r in records], np.int64)})
     cat = {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
     assert versions == {1, 2, 3} and ts_out == {False, True} and schemas == {"mbp-10", None}
     assert set(cat["action"]) == set("ACMTFRN") and set(cat["side"]) == set("ABN")
@@ -119,7 +119,7 @@ def test_fixtures_are_varied():
     assert ((cat["bid_px"] < 0) & bid_set).any()                      # negative prices (a spread)
     assert ((cat["bid_sz"] == 0) & bid_set).any()                     # size 0 on a set level
     assert (cat["ask_sz"] == 2**32 - 1).any() and (cat["bid_ct"] == 2**32 - 1).any()
-    assert (np.diff(cat["ts_ns"]) < 0).any() and (cat["ts_ns"] != cat["ts_recv"]).all()
+    assert (np.diff(cat["ts_event"]) < 0).any() and (cat["ts_ns"] != cat["ts_event"]).all()
     meta, records = oracle_decode(FIXTURES / "mbp10.v2.dbn")          # stale sizes on an empty level
     assert any(lv.bid_px == dbn.UNDEF_PRICE and lv.bid_sz > 0 for r in records for lv in r.levels)
 
@@ -197,7 +197,7 @@ def swapped_level(a: str, b: str) -> np.dtype:
 
 
 WRONG_LAYOUTS = {
-    "ts_event at ts_recv's offset": lambda d: moved(d, {"ts_event": d.fields["ts_recv"][1]}),
+    "ts_recv at ts_event's offset": lambda d: moved(d, {"ts_recv": d.fields["ts_event"][1]}),
     "instrument_id 4 bytes early": lambda d: moved(d, {"instrument_id": d.fields["instrument_id"][1] - 4}),
     "action one byte late": lambda d: moved(d, {"action": d.fields["action"][1] + 1}),
     "flags one byte late": lambda d: moved(d, {"flags": d.fields["flags"][1] + 1}),

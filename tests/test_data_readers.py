@@ -31,7 +31,7 @@ def test_databento_sample_files(name):
     assert bad is None and len(rec) == 2
     assert meta["instrument"] == "ESH1" and meta["instrument_id"] == 5482
     assert meta["dbn"]["dataset"] == "GLBX.MDP3" and meta["dbn"]["version"] == (3 if name.endswith("zst") else 2)
-    assert list(rec["ts_ns"]) == [1609160400000429831, 1609160400000435673]
+    assert list(rec["ts_ns"]) == [1609160400000704060, 1609160400000750544]  # ts_recv, Databento's index time
     assert rec["bid_px"][0, 0] == 3720250000000 and rec["ask_px"][0, 0] == 3720500000000
     assert (rec["bid_sz"][0, 0], rec["ask_sz"][0, 0], rec["bid_ct"][0, 0], rec["ask_ct"][0, 0]) == (24, 10, 15, 8)
     assert np.all(np.diff(rec["bid_px"][0]) == -250_000_000)  # ES trades in quarter points
@@ -91,9 +91,9 @@ def test_parquet_round_trip(tmp_path):
     assert not bad.any() and meta["instrument"] == "SYN"
 
 
-def databento_float_export(rec) -> pa.Table:
+def databento_float_export(rec, time="ts_recv") -> pa.Table:
     """Databento's pretty_px export: float prices with NaN for empty levels, a UTC timestamp index."""
-    cols = {"ts_event": pa.array(rec["ts_ns"].astype("datetime64[ns]")).cast(pa.timestamp("ns", "UTC"))}
+    cols = {time: pa.array(rec["ts_ns"].astype("datetime64[ns]")).cast(pa.timestamp("ns", "UTC"))}
     for side in ("bid", "ask"):
         for lvl in range(10):
             px = rec[f"{side}_px"][:, lvl]
@@ -110,6 +110,14 @@ def test_parquet_float_prices_and_timestamps(tmp_path):
     got, bad, meta = read_parquet(tmp_path / "f.parquet")
     same_book(got, rec, ("ts_ns", "bid_px", "ask_px", "bid_sz", "ask_sz"))
     assert not bad.any() and any("bid_ct" in n for n in meta["notes"])
+
+
+def test_parquet_without_ts_recv_uses_ts_event_and_says_so(tmp_path):
+    rec = generate(200, seed=6)
+    pq.write_table(databento_float_export(rec, time="ts_event"), tmp_path / "e.parquet")
+    got, bad, meta = read_parquet(tmp_path / "e.parquet")
+    assert np.array_equal(got["ts_ns"], rec["ts_ns"]) and not bad.any()
+    assert any("ts_event" in n for n in meta["notes"])
 
 
 def test_parquet_infinite_price_is_skipped(tmp_path):

@@ -147,7 +147,7 @@ def read_dbn(path) -> tuple[np.ndarray, None, dict]:
         src = np.stack([np.asarray(body[o:o + MBP10_BYTES]) for o in offsets]).reshape(-1).view(MBP10_DTYPE)
     n = len(src)
     rec = np.zeros(n, SNAPSHOT_DTYPE)
-    rec["ts_ns"] = src["ts_event"].astype(np.int64)
+    rec["ts_ns"] = src["ts_recv"].astype(np.int64)  # Databento's index time: records are in ts_recv order
     levels = src["levels"]
     for name in ("bid_px", "ask_px", "bid_sz", "ask_sz", "bid_ct", "ask_ct"):
         rec[name] = levels[name]

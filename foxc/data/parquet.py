@@ -1,10 +1,12 @@
 """Databento MBP-10 as Parquet/Arrow: read (memory-mapped, column-projected, batch by batch) and write.
 
-Columns read: `ts_event`, `bid_px_00..09`, `ask_px_00..09`, `bid_sz_..`, `ask_sz_..`, and when
-present `bid_ct_..`, `ask_ct_..`, `action` (trades counted from 'T'), `instrument_id`, `flags`,
-`symbol`. Prices are int64 fixed point (1e-9, UNDEF_PRICE = 2^63 - 1 for an empty level) or
-float (NaN for an empty level, as Databento's `pretty_px` exports). `ts_event` is uint64/int64
-ns or a timestamp column. Each batch is converted with numpy into the record array; no row
+Columns read: `ts_recv` (else `ts_event`), `bid_px_00..09`, `ask_px_00..09`, `bid_sz_..`,
+`ask_sz_..`, and when present `bid_ct_..`, `ask_ct_..`, `action` (trades counted from 'T'),
+`instrument_id`, `flags`, `symbol`. Prices are int64 fixed point (1e-9, UNDEF_PRICE = 2^63 - 1 for
+an empty level) or float (NaN for an empty level, as Databento's `pretty_px` exports). The time is
+`ts_recv`, Databento's index time (its files are sorted by it; `ts_event`, the exchange's time,
+can run backwards between records), or `ts_event` when a file has no `ts_recv` (the report says
+so); either is uint64/int64 ns or a timestamp column. Each batch is converted with numpy into the record array; no row
 ever becomes a Python object.
 """
 from __future__ import annotations
@@ -30,25 +32,28 @@ def level_columns(kind: str) -> list[str]:
 PRICE_COLUMNS = level_columns("px")
 SIZE_COLUMNS = level_columns("sz")
 COUNT_COLUMNS = level_columns("ct")
-REQUIRED = ["ts_event", *PRICE_COLUMNS, *SIZE_COLUMNS]
+TIME_COLUMNS = ("ts_recv", "ts_event")  # the first present is the snapshot's time
+REQUIRED = [*PRICE_COLUMNS, *SIZE_COLUMNS]
 OPTIONAL = [*COUNT_COLUMNS, "action", "instrument_id", "flags", "symbol"]
 
 
-def _check_schema(path, schema: pa.Schema) -> list[str]:
+def _check_schema(path, schema: pa.Schema) -> tuple[list[str], str]:
+    """(the columns to read, the time column)."""
     names = set(schema.names)
-    missing = [c for c in REQUIRED if c not in names]
+    time = next((c for c in TIME_COLUMNS if c in names), None)
+    missing = ([] if time else ["ts_recv"]) + [c for c in REQUIRED if c not in names]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise DataError(path, f"missing column{more}; not Databento MBP-10 layout", column=missing[0])
-    for c in ["ts_event", *PRICE_COLUMNS]:
+    for c in [time, *PRICE_COLUMNS]:
         t = schema.field(c).type
-        if not (pa.types.is_integer(t) or pa.types.is_floating(t) or (c == "ts_event" and pa.types.is_timestamp(t))):
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t) or (c == time and pa.types.is_timestamp(t))):
             raise DataError(path, f"wrong type {t} (expected integer or float)", column=c)
     for c in SIZE_COLUMNS + [c for c in COUNT_COLUMNS if c in names]:
         t = schema.field(c).type
         if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
             raise DataError(path, f"wrong type {t} (expected integer)", column=c)
-    return [c for c in REQUIRED + OPTIONAL if c in names]
+    return [time] + [c for c in REQUIRED + OPTIONAL if c in names], time
 
 
 def _ints(col: pa.Array) -> np.ndarray:
@@ -96,13 +101,15 @@ def read_parquet(path) -> tuple[np.ndarray, np.ndarray, dict]:
         pf = pq.ParquetFile(path, memory_map=True)
     except (pa.ArrowInvalid, OSError) as e:
         raise DataError(path, f"not a Parquet file ({str(e).splitlines()[0]})") from None
-    columns = _check_schema(path, pf.schema_arrow)
+    columns, time = _check_schema(path, pf.schema_arrow)
     n = pf.metadata.num_rows
     if n == 0:
         raise DataError(path, "the file holds no rows")
     rec = np.empty(n, SNAPSHOT_DTYPE)
     bad = np.zeros(n, bool)
     meta = {"instrument": "", "instrument_id": 0, "notes": []}
+    if time != "ts_recv":
+        meta["notes"].append("no ts_recv column: times are ts_event (the exchange's, which may run backwards)")
     has_ct = all(c in columns for c in COUNT_COLUMNS)
     if not has_ct:
         meta["notes"].append("no bid_ct/ask_ct columns: order counts are 0")
@@ -114,7 +121,7 @@ def read_parquet(path) -> tuple[np.ndarray, np.ndarray, dict]:
             m = batch.num_rows
             part, part_bad = rec[row:row + m], bad[row:row + m]
             get = batch.column
-            part["ts_ns"] = _ints(get("ts_event"))
+            part["ts_ns"] = _ints(get(time))
             part["prev_ts_ns"] = 0
             for side in SIDES:
                 px = part[f"{side}_px"]

@@ -26,7 +26,7 @@ PRICE_SCALE = 1_000_000_000  # price units per 1.0 of price
 PRICE_UNDEF = np.iinfo(np.int64).max
 
 SNAPSHOT_FIELDS = [
-    ("ts_ns", np.int64, (), "event time, ns since the Unix epoch (LOBSTER: since midnight of the file's date)"),
+    ("ts_ns", np.int64, (), "time, ns since the Unix epoch, UTC (Databento: ts_recv; LOBSTER: New York time stored as UTC)"),
     ("prev_ts_ns", np.int64, (), "the previous snapshot's ts_ns in the same segment (its own ts_ns for the first)"),
     ("bid_px", np.int64, (LEVELS,), "bid prices × 1e9, best first; PRICE_UNDEF when the level is empty"),
     ("ask_px", np.int64, (LEVELS,), "ask prices × 1e9, best first; PRICE_UNDEF when the level is empty"),
