@@ -144,3 +144,31 @@ def test_missing_reference_is_named(ref_rt):
     from foxc.driver import KernelSpec, ptr
     with pytest.raises(CudaError, match="no numpy reference registered"):
         ref_rt.kernel(KernelSpec("not_registered", "x/y", (ptr("a"),)))
+
+
+# ---- BLAS threads ------------------------------------------------------------------------------------
+
+_BLAS_PROBE = ("import json; from foxc.driver.reference.blas import blas_threads;"
+               "from foxc.driver.reference.runtime import ReferenceRuntime;"
+               "before = blas_threads(); rt = ReferenceRuntime();"
+               "print(json.dumps([before, blas_threads(), rt.device_name]))")
+
+
+def _blas_probe(**env_set):
+    """(BLAS threads before, after a ReferenceRuntime, its device name) in a fresh process."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from foxc.driver.reference.blas import USER_SETTINGS
+    env = {k: v for k, v in os.environ.items() if k not in USER_SETTINGS}
+    env.update(env_set)
+    out = subprocess.run([sys.executable, "-c", _BLAS_PROBE], env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def test_reference_runtime_pins_blas_to_one_thread_unless_the_user_chose():
+    _, after, name = _blas_probe()
+    assert after == [1] and "pinned" in name
+    before, after, name = _blas_probe(OPENBLAS_NUM_THREADS="2")
+    assert before == after == [2] and "OPENBLAS_NUM_THREADS=2" in name

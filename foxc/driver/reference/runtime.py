@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import CudaError
 from ..kernel_spec import PTR, KernelSpec, convert_args
 from ..launch import MAX_THREADS_PER_BLOCK, launch_dims
+from .blas import pin_blas_threads
 from .memory import AddressSpace, RefDeviceArray, RefMappedArray
 from .registry import LaunchInfo, reference_for
 
@@ -171,7 +172,8 @@ class ReferenceRuntime:
 
     def __init__(self, reason: str = "asked for"):
         self.reason = reason
-        self.device_name = "numpy reference (CPU)"
+        self.blas_threads = pin_blas_threads()
+        self.device_name = f"numpy reference (CPU, BLAS threads {self.blas_threads})"
         self.space = AddressSpace()
         self.stream = RefStream("main")
         self._kernels: dict[str, RefKernel] = {}
