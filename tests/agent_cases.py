@@ -22,8 +22,9 @@ def act_inputs(rng, B):
     state = seed_states(int(rng.integers(1 << 30)), B)
     drawdown = np.abs(rng.standard_normal(B) * 3).astype(np.float32)
     explore = np.where(rng.random(B) < 0.3, rng.integers(1, 4, B), 0).astype(np.int32)
-    isv = isv_values(gate_threshold=0.25, stop_loss_threshold=2.5, mean_abs_pnl_ema=0.8, explore_eps_start=0.9,
-                     explore_eps_end=0.1, explore_eps_steps=1000, step_lo=400, explore_hold_steps=4)
+    isv = isv_values(gate_enabled=1.0, gate_threshold=0.4, gate_warmup_steps=0, hold_frac_ema=0.5,
+                     stop_loss_threshold=2.5, mean_abs_pnl_ema=0.8, explore_eps_start=0.9, explore_eps_end=0.1,
+                     explore_eps_steps=1000, step_lo=400, explore_hold_steps=4, distill_temperature=0.5)
     return q, logits, state, explore, lots, drawdown, isv
 
 

@@ -64,8 +64,13 @@ def naive_act(q, logits, state, explore, lots, drawdown, isv, actor=ACTOR_Q, gre
                         a = i
                         break
         flag, lp = 0, math.log(p[a])
-        if a in (LONG, SHORT) and p[a] < isv[S("gate_threshold")]:
-            a, flag = HOLD, flag | FLAG_GATED
+        gate = (isv[S("gate_enabled")] >= 0.5 and step >= isv[S("gate_warmup_steps")]
+                and isv[S("hold_frac_ema")] <= isv[S("gate_max_hold_frac")])
+        if a in (LONG, SHORT) and gate:
+            temp = 1.0 if actor == ACTOR_POLICY else float(isv[S("distill_temperature")])
+            z = [math.exp((score[i] - score[best]) / temp) if valid[i] else 0.0 for i in range(N_ACTIONS)]
+            if z[a] / sum(z) < isv[S("gate_threshold")]:
+                a, flag = HOLD, flag | FLAG_GATED
         threshold = float(isv[S("stop_loss_threshold")])
         if lots[b] != 0 and threshold > 0 and drawdown[b] / max(float(isv[S("mean_abs_pnl_ema")]), 1e-6) > threshold:
             a, flag = (FLAT_FROM_LONG if lots[b] > 0 else FLAT_FROM_SHORT), flag | FLAG_STOPPED
@@ -231,7 +236,9 @@ def test_step_stats_against_numpy(ref_rt, rng, B):
             "reward_scaled_mean": scaled.mean(dtype=np.float64), "clipped_frac": clipped.mean(),
             "closed_trades": closed.sum(), "closed_abs_pnl_sum": np.abs(pnl[closed > 0]).astype(np.float64).sum(),
             "closed_wins": np.sum((closed > 0) & (pnl > 0)), "closed_pnl_sum": pnl[closed > 0].astype(np.float64).sum(),
-            "in_market_frac": np.mean(lots != 0)}
+            "in_market_frac": np.mean(lots != 0),
+            "reward_pos_mean": raw[raw > 0].astype(np.float64).mean() if (raw > 0).any() else 0.0,
+            "reward_neg_mean": -raw[raw < 0].astype(np.float64).mean() if (raw < 0).any() else 0.0}
     for name, value in want.items():
         assert stats[STAT_INDEX[name]] == pytest.approx(value, rel=1e-6, abs=1e-9), name
 
@@ -349,3 +356,46 @@ def test_state_matches_naive(ref_rt, rng):
         assert np.allclose(state[b, D:], want, rtol=1e-6, atol=1e-7), b
         fall = max(int(pos["trail_hwm"][b]) - int(pos["unrealized_pnl"][b]), 0) if n else 0
         assert drawdown[b] == pytest.approx(fall * 1e-9, rel=1e-6)
+
+
+def test_seed_loss_clamp_tracks_the_loss_to_win_ratio(ref_rt):
+    """Mode 1: wins clipped at reward_clamp_win, the loss side at clamp(1.1 x mean|loss| / mean win, 1, 3)."""
+    for pos, neg, want in ((0.5, 0.8, 1.1 * 0.8 / 0.5), (0.5, 0.2, 1.0), (0.2, 1.0, 3.0)):
+        isv = isv_values(reward_clamp_mode=1, reward_clamp_win=1.5)
+        for _ in range(2000):
+            isv = run_controller(ref_rt, K.AGENT_REWARD_CONTROLLER, isv,
+                                 stats_vector(reward_pos_mean=pos, reward_neg_mean=neg))
+        assert isv[S("reward_pos_ema")] == pytest.approx(pos, rel=1e-4)
+        assert isv[S("reward_clamp_hi")] == 1.5
+        assert isv[S("reward_clamp_lo")] == pytest.approx(-1.5 * want, rel=1e-4)
+    sym = run_controller(ref_rt, K.AGENT_REWARD_CONTROLLER, isv_values(),
+                         stats_vector(reward_pos_mean=0.5, reward_neg_mean=0.8))
+    assert sym[S("reward_clamp_hi")] == -sym[S("reward_clamp_lo")], "mode 0 stays symmetric"
+
+
+def test_gate_threshold_steers_the_hold_fraction(ref_rt):
+    """The threshold rises while the agent holds less than the target and falls while it holds more,
+    within [0.05, 0.95]; nothing moves while the gate is off."""
+    low = isv_values(gate_enabled=1, gate_threshold=0.5, gate_hold_target=0.6, gate_lambda=0.05)
+    for _ in range(500):
+        low = run_controller(ref_rt, K.AGENT_FUSED_CONTROLLERS, low, stats_vector(hold_frac=0.2))
+    assert low[S("hold_frac_ema")] == pytest.approx(0.2, rel=1e-4) and low[S("gate_threshold")] == pytest.approx(0.95)
+    high = isv_values(gate_enabled=1, gate_threshold=0.5, gate_hold_target=0.6, gate_lambda=0.05)
+    for _ in range(500):
+        high = run_controller(ref_rt, K.AGENT_FUSED_CONTROLLERS, high, stats_vector(hold_frac=0.95))
+    assert high[S("gate_threshold")] == pytest.approx(0.05)
+    off = run_controller(ref_rt, K.AGENT_FUSED_CONTROLLERS, isv_values(), stats_vector(hold_frac=0.95))
+    assert off[S("gate_threshold")] == isv_values()[S("gate_threshold")] and off[S("hold_frac_ema")] == 0.0
+
+
+def test_gate_waits_for_warm_up_and_opens_above_the_max_hold_fraction(ref_rt, rng):
+    q, logits, state, explore, lots, drawdown, isv = act_inputs(rng, 2000)
+    isv[S("gate_threshold")], isv[S("stop_loss_threshold")] = 0.95, 0.0
+    explore[:], lots[:] = 0, 0
+    gated = lambda v: (run_act(ref_rt, q, logits, state, explore, lots, drawdown, v)[OUT["flags"]]  # noqa: E731
+                       & FLAG_GATED).any()
+    assert gated(isv)
+    for slot, value in (("gate_warmup_steps", 10_000), ("hold_frac_ema", 0.9), ("gate_enabled", 0)):
+        closed = isv.copy()
+        closed[S(slot)] = value
+        assert not gated(closed), slot

@@ -16,6 +16,15 @@ __device__ __forceinline__ float agent_epsilon(const float* isv)
     return fminf(fmaxf(__fadd_rn(end, __fmul_rn(start - end, left)), 0.0f), 1.0f);
 }
 
+// Whether the seed's confidence gate acts this step: enabled, warmed up, and holding no more
+// than gate_max_hold_frac of the time (so at least the rest keeps trading).
+__device__ __forceinline__ bool agent_gate_open(const float* isv)
+{
+    const float step = isv[ISV_STEP_HI] * ISV_STEP_WRAP + isv[ISV_STEP_LO];
+    return isv[ISV_GATE_ENABLED] >= 0.5f && step >= isv[ISV_GATE_WARMUP_STEPS]
+        && isv[ISV_HOLD_FRAC_EMA] <= isv[ISV_GATE_MAX_HOLD_FRAC];
+}
+
 // The position (-1, 0, +1) action a leads to from side s, and the action that reaches target t from s.
 __device__ __forceinline__ int agent_target(int a, int s)
 {
@@ -49,7 +58,10 @@ __device__ __forceinline__ int agent_action_to(int t, int s)
 //           eps / n_valid on each valid action plus 1 - eps on best (actor q) or times the
 //           softmax of the logits over the valid actions (actor policy, sampled by inverse CDF
 //           with u2 when not exploring).
-//   gate    an entry (LONG, SHORT) whose probability is below isv[GATE_THRESHOLD] becomes HOLD
+//   gate    the seed's confidence gate, when agent_gate_open: an entry (LONG, SHORT; greedy or
+//           exploring) whose confidence, its probability under softmax(score / T) over the valid
+//           actions (T = distill_temperature for q, 1 for the policy's logits), is below
+//           isv[GATE_THRESHOLD] becomes HOLD; exits are never gated
 //   stop    when holding, isv[STOP_LOSS_THRESHOLD] > 0 and drawdown / max(isv[MEAN_ABS_PNL_EMA],
 //           1e-6) exceeds it, the action becomes FLAT_FROM_LONG / FLAT_FROM_SHORT, overriding all
 //   log_prob is log probs[chosen action] (before the gate and the stop-loss).
@@ -132,9 +144,17 @@ extern "C" __global__ void agent_act(
     const float p_action = p[action];
 
     unsigned int flag = 0;
-    if ((action == ACTION_LONG || action == ACTION_SHORT) && p_action < isv[ISV_GATE_THRESHOLD]) {
-        action = ACTION_HOLD;
-        flag |= AGENT_FLAG_GATED;
+    if ((action == ACTION_LONG || action == ACTION_SHORT) && agent_gate_open(isv)) {
+        // the head's confidence in this entry: its Boltzmann probability among the valid actions
+        const float temp = actor == AGENT_ACTOR_POLICY ? 1.0f : fmaxf(isv[ISV_DISTILL_TEMPERATURE], 1e-6f);
+        float sum = 0.0f;
+        for (int a = 0; a < AGENT_N_ACTIONS; ++a)
+            sum += valid[a] ? expf((score[a] - best_score) / temp) : 0.0f;
+        const float confidence = expf((score[action] - best_score) / temp) / sum;
+        if (confidence < isv[ISV_GATE_THRESHOLD]) {
+            action = ACTION_HOLD;
+            flag |= AGENT_FLAG_GATED;
+        }
     }
     const float threshold = isv[ISV_STOP_LOSS_THRESHOLD];
     if (lots != 0 && threshold > 0.0f && drawdown[b] / fmaxf(isv[ISV_MEAN_ABS_PNL_EMA], 1e-6f) > threshold) {

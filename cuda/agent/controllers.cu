@@ -15,12 +15,16 @@ __device__ __forceinline__ float isv_step(const float* isv)
 
 // agent_reward_controller — grid 1, block 1.
 // Reads stats (this step's), isv. Writes isv: popart_mean, popart_var, reward_clip_frac_ema,
-// reward_clamp_lo/hi, mean_abs_pnl_ema.
+// reward_pos_ema, reward_neg_ema, reward_clamp_lo/hi, mean_abs_pnl_ema.
 //   PopArt: EMA (rate popart_rate) of the batch mean and variance of the raw reward, mixing the
 //     two distributions exactly: var' = (1-r) var + r var_b + r (1-r) (mean_b - mean)^2.
-//   Adaptive clamp: when more than reward_clip_target of the scaled rewards clip (EMA), both
-//     bounds widen by reward_clamp_rate; below a quarter of it they narrow; |bound| stays
-//     within [reward_clamp_min, reward_clamp_max].
+//   reward_pos_ema / reward_neg_ema follow the step's mean positive and mean |negative| raw
+//     reward (rate loss_ema_rate; a step without any leaves its EMA alone).
+//   reward_clamp_mode 0, the adaptive symmetric clamp: when more than reward_clip_target of the
+//     scaled rewards clip (EMA), both bounds widen by reward_clamp_rate; below a quarter of it
+//     they narrow; |bound| stays within [reward_clamp_min, reward_clamp_max].
+//   reward_clamp_mode 1, the seed's asymmetric clamp: hi = reward_clamp_win, lo = -win x
+//     clamp(1.1 x reward_neg_ema / reward_pos_ema, 1, 3) once both EMAs are positive.
 //   mean_abs_pnl_ema: EMA (rate loss_ema_rate) of |PnL| per closed trade, when trades closed.
 extern "C" __global__ void agent_reward_controller(float* __restrict__ isv, const double* __restrict__ stats)
 {
@@ -36,12 +40,24 @@ extern "C" __global__ void agent_reward_controller(float* __restrict__ isv, cons
     const float clip = (1.0f - isv[ISV_LOSS_EMA_RATE]) * isv[ISV_REWARD_CLIP_FRAC_EMA]
                      + isv[ISV_LOSS_EMA_RATE] * (float)stats[STAT_CLIPPED_FRAC];
     isv[ISV_REWARD_CLIP_FRAC_EMA] = clip;
-    const float target = isv[ISV_REWARD_CLIP_TARGET];
-    const float factor = clip > target ? 1.0f + isv[ISV_REWARD_CLAMP_RATE]
-                       : clip < 0.25f * target ? 1.0f - isv[ISV_REWARD_CLAMP_RATE] : 1.0f;
-    const float lo_b = isv[ISV_REWARD_CLAMP_MIN], hi_b = isv[ISV_REWARD_CLAMP_MAX];
-    isv[ISV_REWARD_CLAMP_HI] = fminf(fmaxf(isv[ISV_REWARD_CLAMP_HI] * factor, lo_b), hi_b);
-    isv[ISV_REWARD_CLAMP_LO] = -fminf(fmaxf(-isv[ISV_REWARD_CLAMP_LO] * factor, lo_b), hi_b);
+    const float rate = isv[ISV_LOSS_EMA_RATE];
+    const float pos = (float)stats[STAT_REWARD_POS_MEAN], neg = (float)stats[STAT_REWARD_NEG_MEAN];
+    if (pos > 0.0f) isv[ISV_REWARD_POS_EMA] = ema(isv[ISV_REWARD_POS_EMA], pos, rate);
+    if (neg > 0.0f) isv[ISV_REWARD_NEG_EMA] = ema(isv[ISV_REWARD_NEG_EMA], neg, rate);
+    if (isv[ISV_REWARD_CLAMP_MODE] >= 0.5f) {  // the seed's: wins at the fixed bound, losses adaptive
+        const float win = isv[ISV_REWARD_CLAMP_WIN], pos_e = isv[ISV_REWARD_POS_EMA], neg_e = isv[ISV_REWARD_NEG_EMA];
+        isv[ISV_REWARD_CLAMP_HI] = win;
+        if (pos_e > 0.0f && neg_e > 0.0f)
+            isv[ISV_REWARD_CLAMP_LO] = -win * fmaxf(AGENT_LOSS_CLAMP_MIN,
+                                                    fminf(AGENT_LOSS_CLAMP_GAIN * (neg_e / pos_e), AGENT_LOSS_CLAMP_MAX));
+    } else {
+        const float target = isv[ISV_REWARD_CLIP_TARGET];
+        const float factor = clip > target ? 1.0f + isv[ISV_REWARD_CLAMP_RATE]
+                           : clip < 0.25f * target ? 1.0f - isv[ISV_REWARD_CLAMP_RATE] : 1.0f;
+        const float lo_b = isv[ISV_REWARD_CLAMP_MIN], hi_b = isv[ISV_REWARD_CLAMP_MAX];
+        isv[ISV_REWARD_CLAMP_HI] = fminf(fmaxf(isv[ISV_REWARD_CLAMP_HI] * factor, lo_b), hi_b);
+        isv[ISV_REWARD_CLAMP_LO] = -fminf(fmaxf(-isv[ISV_REWARD_CLAMP_LO] * factor, lo_b), hi_b);
+    }
 
     const double closed = stats[STAT_CLOSED_TRADES];
     if (closed > 0.0) {
@@ -95,6 +111,9 @@ extern "C" __global__ void agent_lr_plateau(float* __restrict__ isv, const float
 // agent_fused_controllers — grid 1, block 1. Reads stats and isv; writes isv.
 //   per_beta rises linearly to 1 at per_beta_anneal_steps: beta += (1 - beta) / steps_left.
 //   action_entropy_ema follows the behaviour distribution's entropy (rate loss_ema_rate).
+//   With gate_enabled: hold_frac_ema follows the HOLD fraction (rate 0.1) and gate_threshold moves
+//     by gate_lambda x (gate_hold_target - hold_frac_ema), within [0.05, 0.95]: holding less than
+//     the target raises the bar for entries, holding more lowers it.
 //   gamma, tau and per_alpha are held inside their valid ranges, so a bad setting cannot
 //     poison training.
 extern "C" __global__ void agent_fused_controllers(float* __restrict__ isv, const double* __restrict__ stats)
@@ -106,6 +125,14 @@ extern "C" __global__ void agent_fused_controllers(float* __restrict__ isv, cons
 
     const float h = ema(isv[ISV_ACTION_ENTROPY_EMA], (float)stats[STAT_ENTROPY_MEAN], isv[ISV_LOSS_EMA_RATE]);
     isv[ISV_ACTION_ENTROPY_EMA] = h;
+
+    if (isv[ISV_GATE_ENABLED] >= 0.5f) {  // the seed's gate: steer its threshold towards the HOLD target
+        const float hold = (1.0f - AGENT_GATE_HOLD_EMA_RATE) * isv[ISV_HOLD_FRAC_EMA]
+                         + AGENT_GATE_HOLD_EMA_RATE * (float)stats[STAT_HOLD_FRAC];
+        isv[ISV_HOLD_FRAC_EMA] = hold;
+        const float thr = isv[ISV_GATE_THRESHOLD] + isv[ISV_GATE_LAMBDA] * (isv[ISV_GATE_HOLD_TARGET] - hold);
+        isv[ISV_GATE_THRESHOLD] = fminf(fmaxf(thr, AGENT_GATE_THRESHOLD_MIN), AGENT_GATE_THRESHOLD_MAX);
+    }
 
     isv[ISV_GAMMA] = fminf(fmaxf(isv[ISV_GAMMA], 0.0f), 0.9999f);
     isv[ISV_TAU] = fminf(fmaxf(isv[ISV_TAU], 0.0f), 1.0f);

@@ -8,7 +8,7 @@
 // Writes stats[AGENT_N_STATS] (float64).
 // Deterministic: thread t sums b = t, t + 256, ... in order, then a fixed shared-memory tree;
 // no atomics, so the same inputs give the same bits on every run.
-#define N_SUMS 13
+#define N_SUMS 17
 extern "C" __global__ void agent_step_stats(
     const float* __restrict__ probs,
     const int* __restrict__ actions,
@@ -50,6 +50,10 @@ extern "C" __global__ void agent_step_stats(
         acc[10] += (n_closed && pnl > 0.0) ? 1.0 : 0.0;
         acc[11] += n_closed ? pnl : 0.0;
         acc[12] += lots[b] != 0 ? 1.0 : 0.0;
+        acc[13] += raw > 0.0 ? raw : 0.0;
+        acc[14] += raw > 0.0 ? 1.0 : 0.0;
+        acc[15] += raw < 0.0 ? -raw : 0.0;
+        acc[16] += raw < 0.0 ? 1.0 : 0.0;
     }
     for (int k = 0; k < N_SUMS; ++k) sums[k][t] = acc[k];
     __syncthreads();
@@ -74,4 +78,6 @@ extern "C" __global__ void agent_step_stats(
     stats[STAT_CLOSED_WINS] = sums[10][0];
     stats[STAT_CLOSED_PNL_SUM] = sums[11][0];
     stats[STAT_IN_MARKET_FRAC] = sums[12][0] / n;
+    stats[STAT_REWARD_POS_MEAN] = sums[14][0] > 0.0 ? sums[13][0] / sums[14][0] : 0.0;
+    stats[STAT_REWARD_NEG_MEAN] = sums[16][0] > 0.0 ? sums[15][0] / sums[16][0] : 0.0;
 }

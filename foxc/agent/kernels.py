@@ -8,7 +8,8 @@ from ..driver import KernelSpec, f32, i32, i64, ptr, reference
 from ..lobsim.layout import POSITION_DTYPE
 from ..isv.registry import STEP_WRAP, slot_index as S
 from ..rng import uniform24, xorshift32
-from .layout import (ACTOR_POLICY, FLAG_GATED, FLAG_STOPPED, FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG,
+from .layout import (ACTOR_POLICY, FLAG_GATED, GATE_HOLD_EMA_RATE, GATE_THRESHOLD_MAX, GATE_THRESHOLD_MIN,
+                     LOSS_CLAMP_GAIN, LOSS_CLAMP_MAX, LOSS_CLAMP_MIN, FLAG_STOPPED, FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG,
                      N_ACTIONS, N_POSITION_FEATURES, N_STATS, POS_INDEX, SHORT, SPREAD_CAP_TICKS, STAT_INDEX,
                      STATS_BLOCK, TIME_SCALE_STEPS, UNREALIZED_SCALE_TICKS, valid_actions)
 
@@ -119,6 +120,25 @@ def action_to(target, side):
                     np.where(side > 0, FLAT_FROM_LONG, FLAT_FROM_SHORT))))
 
 
+def gate_open(v) -> bool:
+    """agent_gate_open: enabled, warmed up and holding no more than gate_max_hold_frac."""
+    return bool(v[S("gate_enabled")] >= F(0.5) and F(_step(v)) >= v[S("gate_warmup_steps")]
+                and v[S("hold_frac_ema")] <= v[S("gate_max_hold_frac")])
+
+
+def confidence(score, valid, best, action, actor, v) -> np.ndarray:
+    """The head's Boltzmann probability of `action` among the valid actions (the gate's confidence)."""
+    B = len(score)
+    temp = F(1) if actor == ACTOR_POLICY else F(max(v[S("distill_temperature")], F(1e-6)))
+    top = score[np.arange(B), best]
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.where(valid, np.exp(((score - top[:, None]) / temp).astype(F)), F(0)).astype(F)
+        total = np.zeros(B, F)
+        for a in range(N_ACTIONS):  # the kernel's summation order
+            total = (total + e[:, a]).astype(F)
+        return (np.exp(((score[np.arange(B), action] - top) / temp).astype(F)) / total).astype(F)
+
+
 @reference(AGENT_ACT)
 def _agent_act(launch, q, policy_logits, rng_state, explore, position_lots, drawdown, isv, actions, log_prob, probs,
                flags, stop_loss, actor, greedy, B):
@@ -168,9 +188,11 @@ def _agent_act(launch, q, policy_logits, rng_state, explore, position_lots, draw
     probs.f32(B * N_ACTIONS)[:] = p.reshape(-1)
     p_taken = p[np.arange(B), action]
     flag = np.zeros(B, np.uint32)
-    gated = ((action == LONG) | (action == SHORT)) & (p_taken < v[S("gate_threshold")])
-    action[gated] = HOLD
-    flag[gated] |= FLAG_GATED
+    if gate_open(v):
+        gated = ((action == LONG) | (action == SHORT)) & (confidence(score, valid, best, action, actor, v)
+                                                          < v[S("gate_threshold")])
+        action[gated] = HOLD
+        flag[gated] |= FLAG_GATED
     threshold = v[S("stop_loss_threshold")]
     scale = F(max(v[S("mean_abs_pnl_ema")], F(1e-6)))
     stop = (lots != 0) & (threshold > 0) & ((drawdown.f32(B) / scale) > threshold)
@@ -241,6 +263,9 @@ def _agent_step_stats(launch, probs, actions, flags, reward_raw, reward_scaled, 
     out[STAT_INDEX["closed_wins"]] = block_reduce((n_closed != 0) & (pnl > 0))
     out[STAT_INDEX["closed_pnl_sum"]] = block_reduce(np.where(n_closed != 0, pnl, 0.0))
     out[STAT_INDEX["in_market_frac"]] = block_reduce(lots.i32(B) != 0) / n
+    pos_n, neg_n = block_reduce(raw > 0), block_reduce(raw < 0)
+    out[STAT_INDEX["reward_pos_mean"]] = block_reduce(np.where(raw > 0, raw, 0.0)) / pos_n if pos_n > 0 else 0.0
+    out[STAT_INDEX["reward_neg_mean"]] = block_reduce(np.where(raw < 0, -raw, 0.0)) / neg_n if neg_n > 0 else 0.0
 
 
 def _ema(prev, obs, rate):
@@ -264,11 +289,23 @@ def _agent_reward_controller(launch, isv, stats):
     rate = v[S("loss_ema_rate")]
     clip = F((F(1) - rate) * v[S("reward_clip_frac_ema")] + rate * F(st[STAT_INDEX["clipped_frac"]]))
     v[S("reward_clip_frac_ema")] = clip
-    target, step = v[S("reward_clip_target")], v[S("reward_clamp_rate")]
-    factor = F(1) + step if clip > target else F(1) - step if clip < F(0.25) * target else F(1)
-    lo_b, hi_b = v[S("reward_clamp_min")], v[S("reward_clamp_max")]
-    v[S("reward_clamp_hi")] = min(max(F(v[S("reward_clamp_hi")] * factor), lo_b), hi_b)
-    v[S("reward_clamp_lo")] = -min(max(F(-v[S("reward_clamp_lo")] * factor), lo_b), hi_b)
+    pos, neg = F(st[STAT_INDEX["reward_pos_mean"]]), F(st[STAT_INDEX["reward_neg_mean"]])
+    if pos > 0:
+        v[S("reward_pos_ema")] = _ema(v[S("reward_pos_ema")], pos, rate)
+    if neg > 0:
+        v[S("reward_neg_ema")] = _ema(v[S("reward_neg_ema")], neg, rate)
+    if v[S("reward_clamp_mode")] >= F(0.5):  # the seed's asymmetric clamp
+        win, pos_e, neg_e = v[S("reward_clamp_win")], v[S("reward_pos_ema")], v[S("reward_neg_ema")]
+        v[S("reward_clamp_hi")] = win
+        if pos_e > 0 and neg_e > 0:
+            ratio = F(F(LOSS_CLAMP_GAIN) * F(neg_e / pos_e))
+            v[S("reward_clamp_lo")] = -win * max(F(LOSS_CLAMP_MIN), min(ratio, F(LOSS_CLAMP_MAX)))
+    else:
+        target, step = v[S("reward_clip_target")], v[S("reward_clamp_rate")]
+        factor = F(1) + step if clip > target else F(1) - step if clip < F(0.25) * target else F(1)
+        lo_b, hi_b = v[S("reward_clamp_min")], v[S("reward_clamp_max")]
+        v[S("reward_clamp_hi")] = min(max(F(v[S("reward_clamp_hi")] * factor), lo_b), hi_b)
+        v[S("reward_clamp_lo")] = -min(max(F(-v[S("reward_clamp_lo")] * factor), lo_b), hi_b)
     closed = st[STAT_INDEX["closed_trades"]]
     if closed > 0:
         per_trade = F(st[STAT_INDEX["closed_abs_pnl_sum"]] / closed)
@@ -313,6 +350,12 @@ def _agent_fused_controllers(launch, isv, stats):
     v[S("per_beta")] = min(F(beta + (F(1) - beta) / steps_left), F(1))
     h = _ema(v[S("action_entropy_ema")], st[STAT_INDEX["entropy_mean"]], v[S("loss_ema_rate")])
     v[S("action_entropy_ema")] = h
+    if v[S("gate_enabled")] >= F(0.5):
+        hold = F((F(1) - F(GATE_HOLD_EMA_RATE)) * v[S("hold_frac_ema")]
+                 + F(GATE_HOLD_EMA_RATE) * F(st[STAT_INDEX["hold_frac"]]))
+        v[S("hold_frac_ema")] = hold
+        thr = F(v[S("gate_threshold")] + F(v[S("gate_lambda")] * F(v[S("gate_hold_target")] - hold)))
+        v[S("gate_threshold")] = min(max(thr, F(GATE_THRESHOLD_MIN)), F(GATE_THRESHOLD_MAX))
     v[S("gamma")] = min(max(v[S("gamma")], F(0)), F(0.9999))
     v[S("tau")] = min(max(v[S("tau")], F(0)), F(1))
     v[S("per_alpha")] = min(max(v[S("per_alpha")], F(0)), F(1))

@@ -36,6 +36,12 @@ POSITION_FEATURES = (
 N_POSITION_FEATURES = len(POSITION_FEATURES)
 POS_INDEX = {name: i for i, (name, _) in enumerate(POSITION_FEATURES)}
 UNREALIZED_SCALE_TICKS = 4.0
+# The seed's confidence gate: its threshold lives in [GATE_THRESHOLD_MIN, GATE_THRESHOLD_MAX] and
+# follows an EMA (rate GATE_HOLD_EMA_RATE) of the HOLD fraction.
+GATE_THRESHOLD_MIN, GATE_THRESHOLD_MAX, GATE_HOLD_EMA_RATE = 0.05, 0.95, 0.1
+# The seed's asymmetric loss clamp: the loss side at LOSS_CLAMP_GAIN x mean |loss| / mean win, in
+# [LOSS_CLAMP_MIN, LOSS_CLAMP_MAX] times the win side.
+LOSS_CLAMP_GAIN, LOSS_CLAMP_MIN, LOSS_CLAMP_MAX = 1.1, 1.0, 3.0
 TIME_SCALE_STEPS = 64.0
 SPREAD_CAP_TICKS = 8.0
 
@@ -68,6 +74,8 @@ STAT_FIELDS = [
     ("closed_wins", "closed trades with positive PnL this step"),
     ("closed_pnl_sum", "sum of PnL of the trades closed this step"),
     ("in_market_frac", "fraction of backtests holding a position when they act (time in the market)"),
+    ("reward_pos_mean", "mean of the positive raw rewards (0 when none)"),
+    ("reward_neg_mean", "mean magnitude of the negative raw rewards (0 when none)"),
 ]
 N_STATS = len(STAT_FIELDS)
 STAT_INDEX = {name: i for i, (name, _) in enumerate(STAT_FIELDS)}
@@ -98,7 +106,13 @@ def render_header() -> str:
     lines += [f"#define POS_{name.upper()} {i}  // {doc}" for i, (name, doc) in enumerate(POSITION_FEATURES)]
     lines += [f"#define AGENT_UNREALIZED_SCALE_TICKS {UNREALIZED_SCALE_TICKS!r}f",
               f"#define AGENT_TIME_SCALE_STEPS {TIME_SCALE_STEPS!r}f",
-              f"#define AGENT_SPREAD_CAP_TICKS {SPREAD_CAP_TICKS!r}f", "",
+              f"#define AGENT_SPREAD_CAP_TICKS {SPREAD_CAP_TICKS!r}f",
+              f"#define AGENT_GATE_THRESHOLD_MIN {GATE_THRESHOLD_MIN!r}f",
+              f"#define AGENT_GATE_THRESHOLD_MAX {GATE_THRESHOLD_MAX!r}f",
+              f"#define AGENT_GATE_HOLD_EMA_RATE {GATE_HOLD_EMA_RATE!r}f",
+              f"#define AGENT_LOSS_CLAMP_GAIN {LOSS_CLAMP_GAIN!r}f",
+              f"#define AGENT_LOSS_CLAMP_MIN {LOSS_CLAMP_MIN!r}f",
+              f"#define AGENT_LOSS_CLAMP_MAX {LOSS_CLAMP_MAX!r}f", "",
               "// Whether action a changes anything for a position of sign `side` (valid_actions in layout.py).",
               "__device__ __forceinline__ bool agent_action_valid(int a, int side)",
               "{",

@@ -45,7 +45,7 @@ _TABLE = [
     ("popart_mean", 0.0, "PopArt running mean of the raw reward"),
     ("popart_var", 1.0, "PopArt running variance of the raw reward; 1 so the first steps are unscaled"),
     ("popart_rate", 0.0, "PopArt EMA rate; 0 (frozen at var 1): rewards are in ticks, a scale that holds still, and a moving scale would move every target under the C51 support"),
-    ("gate_threshold", 0.0, "confidence gate: entries need the behaviour probability above this; 0 gates nothing"),
+    ("gate_threshold", 0.5, "confidence gate (gate_enabled): an entry whose Boltzmann probability is below this becomes HOLD; the controller keeps it in [0.05, 0.95]"),
     ("drawdown_penalty_rate", 0.0, "reward penalty per unit of the open trade's normalised drawdown per step (penalty only); 0: off, it taxes holding, where the edge is"),
     ("stop_loss_threshold", 0.0, "open trade's drawdown from its peak equity, over mean_abs_pnl_ema, that forces a flat exit; 0: off"),
     ("mean_abs_pnl_ema", 1.0, "EMA of |PnL| per closed trade: the drawdown normaliser; 1 until trades close"),
@@ -89,6 +89,16 @@ _TABLE = [
     ("explore_eps_steps", 1000.0, "steps over which epsilon falls linearly from explore_eps_start to explore_eps_end"),
     ("distill_temperature", 0.25, "the policy head learns softmax(Q / this) over the valid actions, Q in ticks"),
     ("explore_hold_steps", 32.0, "mean length of an exploration segment in steps (geometric): about the signal's persistence, so exploring shows what holding earns"),
+    ("gate_enabled", 0.0, "1: the seed's confidence gate acts (off by default: measured no better, BENCHMARKS.md)"),
+    ("gate_hold_target", 0.5, "the HOLD fraction the gate's threshold controller steers towards"),
+    ("gate_lambda", 0.01, "the gate threshold's step per unit of (target - HOLD fraction EMA) per step"),
+    ("gate_max_hold_frac", 0.85, "above this HOLD fraction EMA the gate lets every entry through (a 15 % floor of trading)"),
+    ("gate_warmup_steps", 1000.0, "steps before the gate acts"),
+    ("hold_frac_ema", 0.0, "EMA (rate 0.1) of the fraction of backtests whose action is HOLD"),
+    ("reward_clamp_mode", 0.0, "0: symmetric clamp widened and narrowed by the clip fraction; 1: the seed's asymmetric loss clamp"),
+    ("reward_clamp_win", 1.0, "the seed's clamp (mode 1): rewards above this are clipped; the loss side adapts as a multiple of it"),
+    ("reward_pos_ema", 0.0, "EMA (rate loss_ema_rate) of the mean positive raw reward"),
+    ("reward_neg_ema", 0.0, "EMA (rate loss_ema_rate) of the mean magnitude of the negative raw rewards"),
 ]
 
 SLOTS: tuple[Slot, ...] = tuple(Slot(i, name, float(boot), doc) for i, (name, boot, doc) in enumerate(_TABLE))

@@ -36,6 +36,8 @@ class TrainConfig:
     seed: int = 0
     precision: str = "f32"
     actor: str = "q"  # who acts: the C51 head (q) or the policy head distilled from it (policy)
+    gate: str = "off"  # the seed's confidence gate on entries (ISV gate_enabled)
+    loss_clamp: str = "symmetric"  # the reward clamp: symmetric adaptive, or the seed's asymmetric (ISV reward_clamp_mode)
     lots_per_entry: int = 1
     fee_per_lot: float | None = None  # in price units per lot per side; None: the synthetic market's own, else 0
     episode_steps: int = 2000  # 0: episodes run to the end of their segment
@@ -59,6 +61,8 @@ class TrainConfig:
             (0 <= self.seed < 2**63, "--seed must be 0 to 2^63 - 1"),
             (self.precision in ("f32", "tf32"), "--precision must be f32 or tf32"),
             (self.actor in ACTORS, f"--actor must be {' or '.join(ACTORS)}"),
+            (self.gate in ("on", "off"), "--gate must be on or off"),
+            (self.loss_clamp in ("symmetric", "seed"), "--loss-clamp must be symmetric or seed"),
             (self.lots_per_entry >= 1, "--lots must be >= 1"),
             (self.fee_per_lot is None or self.fee_per_lot >= 0, "--fee must be >= 0"),
             (self.episode_steps >= 0, "--episode-steps must be >= 0"),
@@ -108,7 +112,10 @@ class TrainConfig:
         return 0.0
 
     def isv_overrides(self) -> tuple[tuple[str, float], ...]:
-        return self.isv
+        """The ISV slots this configuration sets at the start of a run: the gate and clamp switches,
+        then every --set (which wins)."""
+        return (("gate_enabled", 1.0 if self.gate == "on" else 0.0),
+                ("reward_clamp_mode", 1.0 if self.loss_clamp == "seed" else 0.0), *self.isv)
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -159,6 +166,9 @@ def add_config_arguments(ap: argparse.ArgumentParser):
     add("--seed", type=int, help="seed of everything: data, weights, sampling (default 0)")
     add("--precision", choices=("f32", "tf32"), help="matrix products in FP32 (default) or TF32 tensor cores")
     add("--actor", choices=tuple(ACTORS), help="who acts: the C51 head's means (q, default) or the policy head distilled from it")
+    add("--gate", choices=("on", "off"), help="the seed's confidence gate on entries (default off)")
+    add("--loss-clamp", choices=("symmetric", "seed"),
+        help="the reward clamp: symmetric and adaptive (default) or the seed's asymmetric loss clamp")
     add("--lots", dest="lots_per_entry", type=int, help="lots per entry (default 1)")
     add("--fee", dest="fee_per_lot", type=float,
         help="fee per lot per side, in price units (default: the synthetic market's own, else 0)")

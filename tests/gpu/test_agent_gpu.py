@@ -71,10 +71,17 @@ def test_step_stats_match_reference_and_repeat_bitwise(cuda_rt, ref_rt, rng, B):
     (K.AGENT_REWARD_CONTROLLER, stats_vector(reward_raw_mean=0.3, reward_raw_sq_mean=2.0, clipped_frac=0.2,
                                              closed_trades=5, closed_abs_pnl_sum=7.0)),
     (K.AGENT_LR_PLATEAU, np.array([1.0, 2.0, np.nan, 0.5], np.float32)),
-    (K.AGENT_FUSED_CONTROLLERS, stats_vector(entropy_mean=0.7)),
+    (K.AGENT_FUSED_CONTROLLERS, stats_vector(entropy_mean=0.7, hold_frac=0.3)),
 ])
-def test_controllers_match_reference(cuda_rt, ref_rt, spec, second):
+@pytest.mark.parametrize("seed_modes", [False, True])
+def test_controllers_match_reference(cuda_rt, ref_rt, spec, second, seed_modes):
     isv = isv_values(step_lo=5000, plateau_count_q=1999, best_loss_q=0.5, lr_warmup_steps=10)
+    if seed_modes:  # the seed's gate controller and asymmetric loss clamp
+        isv = isv_values(step_lo=5000, gate_enabled=1, gate_threshold=0.3, hold_frac_ema=0.6, reward_clamp_mode=1,
+                         reward_pos_ema=0.4, reward_neg_ema=0.7)
+        second = second.copy()
+        if spec is K.AGENT_REWARD_CONTROLLER:
+            second[:] = stats_vector(reward_pos_mean=0.5, reward_neg_mean=0.9)
     got, want = both(cuda_rt, ref_rt, spec, 1, 1, [isv, second])
     assert_close(got[0], want[0], 1e-6, f"{spec.name} isv")
 

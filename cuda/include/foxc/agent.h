@@ -24,6 +24,12 @@
 #define AGENT_UNREALIZED_SCALE_TICKS 4.0f
 #define AGENT_TIME_SCALE_STEPS 64.0f
 #define AGENT_SPREAD_CAP_TICKS 8.0f
+#define AGENT_GATE_THRESHOLD_MIN 0.05f
+#define AGENT_GATE_THRESHOLD_MAX 0.95f
+#define AGENT_GATE_HOLD_EMA_RATE 0.1f
+#define AGENT_LOSS_CLAMP_GAIN 1.1f
+#define AGENT_LOSS_CLAMP_MIN 1.0f
+#define AGENT_LOSS_CLAMP_MAX 3.0f
 
 // Whether action a changes anything for a position of sign `side` (valid_actions in layout.py).
 __device__ __forceinline__ bool agent_action_valid(int a, int side)
@@ -32,7 +38,7 @@ __device__ __forceinline__ bool agent_action_valid(int a, int side)
         || (a == ACTION_FLAT_FROM_LONG && side > 0) || (a == ACTION_FLAT_FROM_SHORT && side < 0);
 }
 
-#define AGENT_N_STATS 14
+#define AGENT_N_STATS 16
 #define STAT_N 0  // backtests reduced (B)
 #define STAT_ENTROPY_MEAN 1  // mean entropy of the sampling distribution, nats
 #define STAT_HOLD_FRAC 2  // fraction of backtests whose executed action is HOLD (keeps the position, flat or not)
@@ -47,16 +53,18 @@ __device__ __forceinline__ bool agent_action_valid(int a, int side)
 #define STAT_CLOSED_WINS 11  // closed trades with positive PnL this step
 #define STAT_CLOSED_PNL_SUM 12  // sum of PnL of the trades closed this step
 #define STAT_IN_MARKET_FRAC 13  // fraction of backtests holding a position when they act (time in the market)
+#define STAT_REWARD_POS_MEAN 14  // mean of the positive raw rewards (0 when none)
+#define STAT_REWARD_NEG_MEAN 15  // mean magnitude of the negative raw rewards (0 when none)
 
-#define FRAME_LEN 41  // float64 fields per diagnostics frame
+#define FRAME_LEN 43  // float64 fields per diagnostics frame
 #define FRAME_SEQ 0  // step + 1, written last: a frame is complete when it matches
 #define FRAME_STEP 1
 #define FRAME_STATS 2  // AGENT_N_STATS fields from here
-#define FRAME_LOSSES 16  // 4 losses from here
+#define FRAME_LOSSES 18  // 4 losses from here
 #define FRAME_N_LOSSES 4
-#define FRAME_ISV_FIELDS 20  // 12 ISV slots from here
-#define FRAME_EXTRAS 32
+#define FRAME_ISV_FIELDS 22  // 12 ISV slots from here
+#define FRAME_EXTRAS 34
 #define FRAME_N_EXTRAS 8
-#define FRAME_T_NS 40  // the device clock (ns) when the frame was written
+#define FRAME_T_NS 42  // the device clock (ns) when the frame was written
 
 #endif  // FOXC_AGENT_H

@@ -2,7 +2,7 @@
 #ifndef FOXC_ISV_SLOTS_H
 #define FOXC_ISV_SLOTS_H
 
-#define ISV_N_SLOTS 62
+#define ISV_N_SLOTS 72
 #define ISV_STEP_WRAP 16777216.0f
 
 #define ISV_STEP_LO                  0  // training steps modulo 2^24 (exact in float32); incremented on the device
@@ -23,7 +23,7 @@
 #define ISV_POPART_MEAN             15  // PopArt running mean of the raw reward
 #define ISV_POPART_VAR              16  // PopArt running variance of the raw reward; 1 so the first steps are unscaled
 #define ISV_POPART_RATE             17  // PopArt EMA rate; 0 (frozen at var 1): rewards are in ticks, a scale that holds still, and a moving scale would move every target under the C51 support
-#define ISV_GATE_THRESHOLD          18  // confidence gate: entries need the behaviour probability above this; 0 gates nothing
+#define ISV_GATE_THRESHOLD          18  // confidence gate (gate_enabled): an entry whose Boltzmann probability is below this becomes HOLD; the controller keeps it in [0.05, 0.95]
 #define ISV_DRAWDOWN_PENALTY_RATE   19  // reward penalty per unit of the open trade's normalised drawdown per step (penalty only); 0: off, it taxes holding, where the edge is
 #define ISV_STOP_LOSS_THRESHOLD     20  // open trade's drawdown from its peak equity, over mean_abs_pnl_ema, that forces a flat exit; 0: off
 #define ISV_MEAN_ABS_PNL_EMA        21  // EMA of |PnL| per closed trade: the drawdown normaliser; 1 until trades close
@@ -67,5 +67,15 @@
 #define ISV_EXPLORE_EPS_STEPS       59  // steps over which epsilon falls linearly from explore_eps_start to explore_eps_end
 #define ISV_DISTILL_TEMPERATURE     60  // the policy head learns softmax(Q / this) over the valid actions, Q in ticks
 #define ISV_EXPLORE_HOLD_STEPS      61  // mean length of an exploration segment in steps (geometric): about the signal's persistence, so exploring shows what holding earns
+#define ISV_GATE_ENABLED            62  // 1: the seed's confidence gate acts (off by default: measured no better, BENCHMARKS.md)
+#define ISV_GATE_HOLD_TARGET        63  // the HOLD fraction the gate's threshold controller steers towards
+#define ISV_GATE_LAMBDA             64  // the gate threshold's step per unit of (target - HOLD fraction EMA) per step
+#define ISV_GATE_MAX_HOLD_FRAC      65  // above this HOLD fraction EMA the gate lets every entry through (a 15 % floor of trading)
+#define ISV_GATE_WARMUP_STEPS       66  // steps before the gate acts
+#define ISV_HOLD_FRAC_EMA           67  // EMA (rate 0.1) of the fraction of backtests whose action is HOLD
+#define ISV_REWARD_CLAMP_MODE       68  // 0: symmetric clamp widened and narrowed by the clip fraction; 1: the seed's asymmetric loss clamp
+#define ISV_REWARD_CLAMP_WIN        69  // the seed's clamp (mode 1): rewards above this are clipped; the loss side adapts as a multiple of it
+#define ISV_REWARD_POS_EMA          70  // EMA (rate loss_ema_rate) of the mean positive raw reward
+#define ISV_REWARD_NEG_EMA          71  // EMA (rate loss_ema_rate) of the mean magnitude of the negative raw rewards
 
 #endif  // FOXC_ISV_SLOTS_H

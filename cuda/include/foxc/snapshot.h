@@ -13,7 +13,7 @@
 
 // One MBP-10 snapshot; the layout of numpy's SNAPSHOT_DTYPE.
 struct __align__(8) FoxcSnapshot {
-    long long ts_ns;  // event time, ns since the Unix epoch (LOBSTER: since midnight of the file's date)
+    long long ts_ns;  // time, ns since the Unix epoch, UTC (Databento: ts_recv; LOBSTER: New York time stored as UTC)
     long long prev_ts_ns;  // the previous snapshot's ts_ns in the same segment (its own ts_ns for the first)
     long long bid_px[FOXC_LEVELS];  // bid prices × 1e9, best first; PRICE_UNDEF when the level is empty
     long long ask_px[FOXC_LEVELS];  // ask prices × 1e9, best first; PRICE_UNDEF when the level is empty
