@@ -5,16 +5,20 @@
   training.png, one panel per field against the step;
 - RUN_DIR/report.json (a walk-forward) -> equity.png and net_pnl.png, and training.png in each
   fold directory that has a metrics.jsonl.
-Needs matplotlib (`pip install 'foxc[plots]'`); without it, it says so and exits 1.
+Needs matplotlib (`pip install 'foxc[plots]'`); without it, it says so and exits 1. A missing or
+empty RUN_DIR, an unreadable or damaged metrics.jsonl or report.json, or a bad --out is one line,
+`foxc.report: error: ...`, exit status 2 (foxc.cli).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
+from .cli import ArgumentParser, UsageError, output_dir, run
 from .evaluate.plots import PlotsUnavailable, training_curves, walkforward_plots
+
+PROG = "foxc.report"
 
 
 def plot_run(run_dir: Path, out: Path | None = None) -> list[Path]:
@@ -27,7 +31,7 @@ def plot_run(run_dir: Path, out: Path | None = None) -> list[Path]:
         written += training_curves(run_dir / "metrics.jsonl", out / "training.png", f"training curves: {run_dir}")
     report_path = run_dir / "report.json"
     if report_path.is_file():
-        report = json.loads(report_path.read_text())
+        report = read_report(report_path)
         written += walkforward_plots(report, out)
         for fold in report["folds"]:
             metrics = Path(fold.get("fold_dir", "")) / "metrics.jsonl"
@@ -37,17 +41,69 @@ def plot_run(run_dir: Path, out: Path | None = None) -> list[Path]:
     return written
 
 
+def read_report(path: Path) -> dict:
+    """A walk-forward's report.json; one that is not JSON or lacks what the plots read is refused naming it."""
+    try:
+        report = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UsageError(f"{path}: not a walk-forward report (not JSON: {e})") from None
+    if not isinstance(report, dict) or not isinstance(report.get("folds"), list):
+        raise UsageError(f"{path}: not a walk-forward report (no 'folds' list)")
+    for i, fold in enumerate(report["folds"]):
+        ok = isinstance(fold, dict) and "fold" in fold and (
+            "error" in fold or (isinstance(fold.get("metrics"), dict) and "net_pnl" in fold["metrics"]
+                                and isinstance(fold.get("passed_by"), dict) and "edge" in fold["passed_by"]))
+        if not ok:
+            raise UsageError(f"{path}: not a walk-forward report (fold record {i} lacks fold, metrics.net_pnl "
+                             "or passed_by.edge)")
+    return report
+
+
+def check_metrics(path: Path) -> None:
+    """Refuse a metrics.jsonl without a record to plot, naming it. A line that is not JSON is skipped
+    (a run still writing leaves a torn last line), as the plot does."""
+    records = 0
+    try:
+        lines = path.read_text().splitlines()
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not a text file of JSON records") from None
+    for number, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line) if line.strip() else None
+        except json.JSONDecodeError:
+            continue
+        if record is None:
+            continue
+        if not isinstance(record, dict):
+            raise UsageError(f"{path}, line {number}: not a JSON object")
+        if isinstance(record.get("step"), (int, float)) and not isinstance(record["step"], bool):
+            records += 1
+    if not records:
+        raise UsageError(f"{path}: no records with a 'step' to plot")
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m foxc.report", description=__doc__.split("\n")[0])
+    ap = ArgumentParser(prog="python -m foxc.report", description=__doc__.split("\n")[0])
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--out", type=Path, default=None, help="where to write the PNGs (default: RUN_DIR)")
     args = ap.parse_args(argv)
+    return run(PROG, lambda: _main(args))
+
+
+def _main(args) -> int:
+    if not args.run_dir.exists():
+        raise UsageError(f"{args.run_dir}: no such directory")
     if not args.run_dir.is_dir():
-        print(f"{args.run_dir}: no such directory", file=sys.stderr)
-        return 2
-    if not ((args.run_dir / "metrics.jsonl").is_file() or (args.run_dir / "report.json").is_file()):
-        print(f"{args.run_dir}: neither metrics.jsonl nor report.json to plot", file=sys.stderr)
-        return 2
+        raise UsageError(f"{args.run_dir}: not a directory (give a run directory)")
+    metrics, report = args.run_dir / "metrics.jsonl", args.run_dir / "report.json"
+    if not (metrics.is_file() or report.is_file()):
+        raise UsageError(f"{args.run_dir}: neither metrics.jsonl nor report.json to plot")
+    if metrics.is_file():
+        check_metrics(metrics)
+    if report.is_file():
+        read_report(report)
+    if args.out is not None:
+        output_dir("--out", args.out)
     try:
         written = plot_run(args.run_dir, args.out)
     except PlotsUnavailable as e:

@@ -5,19 +5,25 @@ sized for that backend (a minute or so on a CPU), and a run directory under runs
 """
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 from pathlib import Path
 
 from . import __version__
+from .cli import ArgumentParser, describe, fail, output_dir, user_errors
 from .driver import BACKENDS, CudaError, open_runtime
 from .profile import KernelProfiler, add_profile_args, profile_window
 from .trainer.config import add_config_arguments, config_settings
 
+PROG = "foxc.train"
+# --graph on with the reference backend: there is no CUDA graph on the CPU; the reference runtime
+# records the captured step as a list of launches and replays it (same results, no speed-up).
+REFERENCE_GRAPH_NOTE = ("note: --graph on with the reference backend: the step is recorded as a list of launches "
+                        "and replayed on the CPU (no CUDA graph, no speed-up; same results as eager)")
+
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m foxc.train", description="Train foxc's trading agent on one GPU.")
+    ap = ArgumentParser(prog="python -m foxc.train", description="Train foxc's trading agent on one GPU.")
     add_config_arguments(ap)
     add = ap.add_argument
     add("--backend", choices=BACKENDS, default=None,
@@ -44,27 +50,28 @@ def describe_evaluation(e: dict) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from .checkpoint import CheckpointError, CheckpointSaveError
-    from .data import DataError
-    from .trainer.config import ConfigError, TrainConfig
-    from .trainer.metrics import MetricsLog
-    from .trainer.run import Trainer, write_json
-    from .trainer.rundir import (ResumeError, RunDir, RunDirError, check_same_data, checkpoint_meta,
-                                 resume_settings)
-    from .trainer.session import run_data
+    from .trainer.config import TrainConfig
+    from .trainer.rundir import RunDir, check_same_data, resume_settings
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     run_dir, trainer = None, None
     try:
         rt = open_runtime(args.backend)
         given = config_settings(args)
         resume = Path(args.resume_from) if args.resume_from else None
-        saved = checkpoint_meta(resume) if resume else None
+        saved = resume_meta(resume) if resume else None
         settings = resume_settings(resume, saved.get("config", {}), given) if resume else given
         cfg = TrainConfig.for_backend(rt.backend, **settings)
         log(f"foxc {__version__}: backend {rt.backend} — {rt.reason}")
+        if cfg.graph == "on" and rt.backend == "reference":
+            log(REFERENCE_GRAPH_NOTE)
+        if args.out is not None:
+            output_dir("--out", args.out)  # a file, or a folder that cannot be written: named before any work
         run_dir = RunDir.open(args.out, resuming=resume, overwrite=args.overwrite)
         out = run_dir.path
-        data = run_data(cfg, log)
+        from .trainer.metrics import MetricsLog  # the heavy imports, once the settings are known good
+        from .trainer.run import Trainer, write_json
+        from .trainer.session import run_data
+        data = load_run_data(cfg, log, run_data)
         for line in data.market.report.summary().splitlines():
             log(line)
         if resume:
@@ -117,17 +124,38 @@ def main(argv=None) -> int:
             log("held-out (greedy): " + describe_evaluation(summary["evaluation"]))
         trainer.close()
         return 0
-    except (CudaError, ConfigError, DataError, CheckpointError, CheckpointSaveError, ResumeError, RunDirError,
-            ValueError, OSError) as e:
+    except (*user_errors(), CudaError, ValueError, OSError) as e:
         if run_dir is not None and (trainer is None or trainer.steps_done == 0):
             run_dir.discard()
-        print(f"foxc.train: error: {e}", file=sys.stderr)
-        return 2
+        return fail(PROG, describe(e))
     except KeyboardInterrupt:
         if run_dir is not None and (trainer is None or trainer.steps_done == 0):
             run_dir.discard()
-        print("foxc.train: interrupted", file=sys.stderr)
+        print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+
+
+def load_run_data(cfg, log, run_data):
+    """run_data(cfg, log); a file of --data that cannot be read is refused naming the flag."""
+    from .data import DataError
+    from .cli import UsageError
+    try:
+        return run_data(cfg, log)
+    except DataError as e:
+        if not cfg.data:
+            raise
+        raise UsageError(f"--data {e}") from None
+
+
+def resume_meta(path: Path) -> dict:
+    """The meta of the checkpoint --resume-from names; a file that is not one is refused naming the flag."""
+    from .checkpoint import CheckpointError
+    from .cli import UsageError
+    from .trainer.rundir import checkpoint_meta
+    try:
+        return checkpoint_meta(path)
+    except CheckpointError as e:
+        raise UsageError(f"--resume-from {e}") from None
 
 
 class StopOnSignal:

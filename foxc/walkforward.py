@@ -17,7 +17,6 @@ GPU each across a Ray cluster (`--parallel ray`, `--ray-address`, optional extra
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -26,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .cli import (ArgumentParser, UsageError, finite_float, nonnegative_float, nonnegative_int, output_dir,
+                  positive_int, run as run_cli)
 from .data.record import PRICE_SCALE
 from .data.source import MarketData
 from .evaluate import scaleout
@@ -100,9 +101,9 @@ def walk_forward(data: MarketData, *, folds: int, steps: int, out: Path, trainer
     """Run every fold and write the report; returns it. `market`: the named synthetic market the data
     was drawn from (its exact optimum is the edge rule's yardstick), None for real data."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     named = resolve_trainer(trainer)  # fail before any work when the trainer does not resolve
     windows, how = split_windows(data.records, folds + 1, split)
+    out.mkdir(parents=True, exist_ok=True)
     config = {"train_args": list(train_args or []), "backend": eval_config.backend, "seed": seed}
     specs = fold_specs(data, windows, steps, out, trainer, config, eval_config)
     log(f"walk-forward: {named.name}; {len(data.records)} rows in {folds + 1} windows (split at {how}), "
@@ -179,49 +180,50 @@ def _local_slots(backend: str | None, workers: int | None, folds: int) -> list[s
     return [None] * max(1, min(folds, workers or os.cpu_count() or 1))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m foxc.walkforward", allow_abbrev=False,
-                                 description=__doc__.split("\n")[0],
-                                 epilog="Flags not listed here are passed to the trainer.")
+def build_parser() -> ArgumentParser:
+    ap = ArgumentParser(prog="python -m foxc.walkforward", allow_abbrev=False, description=__doc__.split("\n")[0],
+                        epilog="Flags not listed here are passed to the trainer.")
     ap.add_argument("--data", default="synthetic", help="a file, directory or glob of market data, or 'synthetic'")
     ap.add_argument("--synthetic", default="default", metavar="MARKET",
                     help="the named synthetic market of --data synthetic: easy, default, null, noisy")
-    ap.add_argument("--synthetic-rows", type=int, default=None,
+    ap.add_argument("--synthetic-rows", type=positive_int, default=None,
                     help="rows of synthetic data (default 2,000,000 with CUDA, 200,000 on the reference backend)")
-    ap.add_argument("--synthetic-segments", type=int, default=1)
-    ap.add_argument("--folds", type=int, default=3)
-    ap.add_argument("--steps-per-fold", type=int, default=None,
+    ap.add_argument("--synthetic-segments", type=positive_int, default=1)
+    ap.add_argument("--folds", type=positive_int, default=3)
+    ap.add_argument("--steps-per-fold", type=positive_int, default=None,
                     help="training steps per fold (default 25,000 with CUDA, 1,500 on the reference backend)")
-    ap.add_argument("--out", type=Path, default=None, help="run directory (default runs/walkforward-<time>)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="run directory: new or empty, unless --overwrite (default runs/walkforward-<time>)")
+    ap.add_argument("--overwrite", action="store_true", help="allow --out to name a directory that holds files")
     ap.add_argument("--trainer", default="rl",
                     help="rl (the integrated trainer, default), baseline (a logistic imbalance yardstick, "
                          "not the RL agent) or package.module:attribute")
     ap.add_argument("--split", choices=SPLITS, default="auto")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=nonnegative_int, default=0)
     ap.add_argument("--backend", choices=("auto", "cuda", "reference"), default=None)
     ap.add_argument("--parallel", choices=("none", "local", "ray"), default="none")
-    ap.add_argument("--workers", type=int, default=None, help="local: at most this many processes (GPUs)")
+    ap.add_argument("--workers", type=positive_int, default=None, help="local: at most this many processes (GPUs)")
     ap.add_argument("--ray-address", default=None, help="ray: the cluster to join (default: start a local one)")
-    ap.add_argument("--gpus-per-fold", type=float, default=1.0, help="ray: GPUs each fold's task asks for")
+    ap.add_argument("--gpus-per-fold", type=nonnegative_float, default=1.0, help="ray: GPUs each fold's task asks for")
     ev = ap.add_argument_group("evaluation")
-    ev.add_argument("--eval-backtests", type=int, default=None,
+    ev.add_argument("--eval-backtests", type=positive_int, default=None,
                     help="chunks of the window evaluated side by side (default 1,024 with CUDA, 64 on the reference)")
-    ev.add_argument("--fee", type=float, default=None,
+    ev.add_argument("--fee", type=nonnegative_float, default=None,
                     help="fee per lot per side, in price units (e.g. 0.005; default: the synthetic market's own, else 0)")
-    ev.add_argument("--lots", type=int, default=1, help="lots per entry")
+    ev.add_argument("--lots", type=positive_int, default=1, help="lots per entry")
     ev.add_argument("--sampled", action="store_true", help="sample actions from the policy (default: greedy)")
     cr = ap.add_argument_group("success criteria")
     cr.add_argument("--criteria", choices=RULES, default="edge",
                     help="which rule decides: edge (default: a fraction of the optimum on synthetic markets; net PnL, "
                          "the yardstick and a pooled t-statistic on real data) or seed (the Rust team's rule); "
                          "both are reported")
-    cr.add_argument("--min-opt-frac", type=float, default=Criteria.min_opt_frac)
-    cr.add_argument("--min-t-stat", type=float, default=Criteria.min_t_stat)
-    cr.add_argument("--min-win-rate", type=float, default=Criteria.min_win_rate)
-    cr.add_argument("--hold-min", type=float, default=Criteria.hold_min)
-    cr.add_argument("--hold-max", type=float, default=Criteria.hold_max)
-    cr.add_argument("--entropy-min", type=float, default=Criteria.entropy_min)
-    cr.add_argument("--entropy-stability", type=float, default=Criteria.entropy_stability)
+    cr.add_argument("--min-opt-frac", type=finite_float, default=Criteria.min_opt_frac)
+    cr.add_argument("--min-t-stat", type=finite_float, default=Criteria.min_t_stat)
+    cr.add_argument("--min-win-rate", type=finite_float, default=Criteria.min_win_rate)
+    cr.add_argument("--hold-min", type=finite_float, default=Criteria.hold_min)
+    cr.add_argument("--hold-max", type=finite_float, default=Criteria.hold_max)
+    cr.add_argument("--entropy-min", type=finite_float, default=Criteria.entropy_min)
+    cr.add_argument("--entropy-stability", type=finite_float, default=Criteria.entropy_stability)
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--keep-data", action="store_true", help="local: keep OUT/data.npy the workers read")
     return ap
@@ -232,45 +234,76 @@ DEFAULTS = {"cuda": dict(synthetic_rows=2_000_000, steps_per_fold=25_000, eval_b
             "reference": dict(synthetic_rows=200_000, steps_per_fold=1_500, eval_backtests=64)}
 
 
+def check_args(args, train_args: list[str]) -> None:
+    """Refuse a bad setting before any data is loaded or written, naming the flag."""
+    from .data.markets import MARKETS
+    if args.data == "synthetic":
+        if args.synthetic not in MARKETS:
+            raise UsageError(f"--synthetic must be one of {', '.join(MARKETS)} (got '{args.synthetic}')")
+        windows = args.folds + 1
+        if args.synthetic_rows is not None and args.synthetic_rows < windows * MIN_WINDOW_ROWS:
+            raise UsageError(f"--synthetic-rows {args.synthetic_rows}: too few for --folds {args.folds} "
+                             f"({windows} windows of at least {MIN_WINDOW_ROWS} rows)")
+        if args.split == "segments" and args.synthetic_segments < windows:
+            raise UsageError(f"--split segments: --synthetic-segments {args.synthetic_segments} cannot make "
+                             f"{windows} windows (--folds {args.folds})")
+    if args.hold_min > args.hold_max:
+        raise UsageError(f"--hold-min {args.hold_min:g} is above --hold-max {args.hold_max:g}")
+    try:
+        resolve_trainer(args.trainer)
+    except (ValueError, TypeError, ImportError, AttributeError) as e:
+        raise UsageError(f"--trainer {args.trainer}: {e}") from None
+    if args.trainer == "baseline" and train_args:
+        raise UsageError(f"unrecognized arguments: {' '.join(train_args)} (--trainer {args.trainer} takes no "
+                         "training flags)")
+    if args.out is not None:
+        output_dir("--out", args.out)
+        if args.out.is_dir() and any(args.out.iterdir()) and not args.overwrite:
+            raise UsageError(f"--out {args.out}: the directory holds files (give a new directory, or --overwrite)")
+
+
 def main(argv=None) -> int:
     args, train_args = build_parser().parse_known_args(argv)
+    return run_cli("foxc.walkforward", lambda: _main(args, train_args), also=(ValueError, RuntimeError))
+
+
+def _main(args, train_args: list[str]) -> int:
     from .data.markets import MARKETS
     from .data.validate import DataError
     from .driver import select_backend
+    check_args(args, train_args)
+    backend = select_backend(args.backend).name
+    for name, value in DEFAULTS[backend].items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    synthetic = args.data == "synthetic"
+    fee = args.fee if args.fee is not None else (MARKETS[args.synthetic].fee_per_lot if synthetic else 0.0)
+    if args.trainer == "rl":  # a bad training flag or setting fails here, before any fold
+        from .trainer.config import TrainConfig, parse_settings
+        TrainConfig.for_backend(backend, **{**parse_settings(train_args, "training flags"),
+                                            "n_steps": args.steps_per_fold})
     try:
-        backend = select_backend(args.backend).name
-        for name, value in DEFAULTS[backend].items():
-            if getattr(args, name) is None:
-                setattr(args, name, value)
-        synthetic = args.data == "synthetic"
-        if synthetic and args.synthetic not in MARKETS:
-            raise ValueError(f"--synthetic must be one of {', '.join(MARKETS)} (got '{args.synthetic}')")
         data = load_data(args.data, args.synthetic_rows, args.seed, args.synthetic_segments, args.synthetic)
-        print(data.report.summary(), flush=True)
-        fee = args.fee if args.fee is not None else (MARKETS[args.synthetic].fee_per_lot if synthetic else 0.0)
-        if args.trainer == "rl":  # a bad training flag or setting fails here, before any fold
-            from .trainer.config import TrainConfig, parse_settings
-            TrainConfig.for_backend(backend, **{**parse_settings(train_args, "training flags"),
-                                                "n_steps": args.steps_per_fold})
-        if synthetic and args.trainer == "rl":  # the agent trains on the same market, at the same fee
-            train_args = ["--synthetic", args.synthetic, "--fee", repr(fee), *train_args]
-        out = args.out or Path("runs") / time.strftime("walkforward-%Y%m%d-%H%M%S")
-        eval_config = EvalConfig(n_backtests=args.eval_backtests, fee_per_lot=int(round(fee * PRICE_SCALE)),
-                                 lots_per_entry=args.lots, greedy=not args.sampled, seed=args.seed,
-                                 backend=args.backend)
-        criteria = Criteria(args.criteria, args.min_opt_frac, args.min_t_stat, args.min_win_rate, args.hold_min,
-                            args.hold_max, args.entropy_min, args.entropy_stability)
-        report = walk_forward(data, folds=args.folds, steps=args.steps_per_fold, out=out, trainer=args.trainer,
-                              train_args=train_args, split=args.split, eval_config=eval_config, criteria=criteria,
-                              parallel=args.parallel, workers=args.workers, ray_address=args.ray_address,
-                              gpus_per_fold=args.gpus_per_fold, seed=args.seed, plots=not args.no_plots,
-                              keep_data=args.keep_data, market=args.synthetic if synthetic else None)
     except DataError as e:
-        print(e, file=sys.stderr)
-        return 2
-    except (ValueError, RuntimeError) as e:
-        print(f"walk-forward: {e}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--data {e}") from None
+    print(data.report.summary(), flush=True)
+    try:
+        split_windows(data.records, args.folds + 1, args.split)
+    except ValueError as e:
+        raise UsageError(f"--folds {args.folds} (--split {args.split}): {e}") from None
+    if synthetic and args.trainer == "rl":  # the agent trains on the same market, at the same fee
+        train_args = ["--synthetic", args.synthetic, "--fee", repr(fee), *train_args]
+    out = args.out or Path("runs") / time.strftime("walkforward-%Y%m%d-%H%M%S")
+    eval_config = EvalConfig(n_backtests=args.eval_backtests, fee_per_lot=int(round(fee * PRICE_SCALE)),
+                             lots_per_entry=args.lots, greedy=not args.sampled, seed=args.seed,
+                             backend=args.backend)
+    criteria = Criteria(args.criteria, args.min_opt_frac, args.min_t_stat, args.min_win_rate, args.hold_min,
+                        args.hold_max, args.entropy_min, args.entropy_stability)
+    report = walk_forward(data, folds=args.folds, steps=args.steps_per_fold, out=out, trainer=args.trainer,
+                          train_args=train_args, split=args.split, eval_config=eval_config, criteria=criteria,
+                          parallel=args.parallel, workers=args.workers, ray_address=args.ray_address,
+                          gpus_per_fold=args.gpus_per_fold, seed=args.seed, plots=not args.no_plots,
+                          keep_data=args.keep_data, market=args.synthetic if synthetic else None)
     return 0 if all("error" not in f for f in report["folds"]) else 1
 
 

@@ -147,7 +147,7 @@ def test_data_cli(tmp_path):
     done = subprocess.run([sys.executable, "-m", "foxc.data", "inspect", str(tmp_path / "bad.parquet")],
                           capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
-    assert done.stderr.startswith(f"error: {tmp_path / 'bad.parquet'}: not a Parquet file")
+    assert done.stderr.startswith(f"foxc.data inspect: error: {tmp_path / 'bad.parquet'}: not a Parquet file")
 
 
 def test_bench_runs_small_on_reference(capsys):

@@ -4,13 +4,13 @@
 """
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 
 from .. import vec
-from ..driver import BACKENDS, open_runtime
+from ..cli import ArgumentParser, open_runtime, output_file, positive_int, run as run_cli
+from ..driver import BACKENDS
 from .report import table, write_json
 
 GRAPH_KERNELS = 100
@@ -63,11 +63,17 @@ def bench_graph(rt, replays: int) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m foxc.bench driver", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m foxc.bench driver", description=__doc__.splitlines()[0])
     ap.add_argument("--backend", choices=BACKENDS, default=None)
-    ap.add_argument("--launches", type=int, default=20000, help="eager launches timed (default 20000)")
+    ap.add_argument("--launches", type=positive_int, default=20000, help="eager launches timed (default 20000)")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args(argv)
+    return run_cli(ap.prog, lambda: _main(args))
+
+
+def _main(args) -> int:
+    if args.json:
+        output_file("--json", args.json)
     rt = open_runtime(args.backend)
     launches = args.launches if rt.backend == "cuda" else min(args.launches, 2000)
     rows = [bench_eager(rt, launches), bench_graph(rt, max(1, launches // GRAPH_KERNELS))]

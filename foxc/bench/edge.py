@@ -20,7 +20,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..driver import BACKENDS, open_runtime
+from ..cli import ArgumentParser, nonnegative_int, open_runtime, output_file, positive_int, run as run_cli
+from ..driver import BACKENDS
 from .report import table, write_json
 
 MARKETS = ("easy", "default", "null", "noisy")
@@ -35,8 +36,9 @@ def parse_steps(text: str) -> dict[str, int]:
     out = {}
     for part in filter(None, text.split(",")):
         name, _, value = part.partition("=")
-        if name not in MARKETS or not value.isdigit():
-            raise argparse.ArgumentTypeError(f"--steps takes MARKET=STEPS pairs over {', '.join(MARKETS)}, got '{part}'")
+        if name not in MARKETS or not value.isdigit() or int(value) < 1:
+            raise argparse.ArgumentTypeError(f"expected MARKET=STEPS pairs over {', '.join(MARKETS)} with STEPS >= 1, "
+                                             f"got '{part}'")
         out[name] = int(value)
     return out
 
@@ -91,15 +93,16 @@ def fmt(row: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m foxc.bench edge", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m foxc.bench edge", description=__doc__.splitlines()[0])
     ap.add_argument("--backend", choices=BACKENDS, default=None)
     ap.add_argument("--markets", default=",".join(MARKETS), help="comma-separated named markets")
-    ap.add_argument("--seeds", type=int, default=3, help="seeds per market (0, 1, ...)")
+    ap.add_argument("--seeds", type=positive_int, default=3, help="seeds per market (0, 1, ...)")
     ap.add_argument("--steps", type=parse_steps, default={}, help="MARKET=STEPS,... (default: the goals' budgets)")
-    ap.add_argument("--n-backtests", type=int, default=None)
-    ap.add_argument("--seq-len", type=int, default=None)
-    ap.add_argument("--eval-rows", type=int, default=None, help="held-out snapshots of the final evaluation")
-    ap.add_argument("--eval-every", type=int, default=0, help="also evaluate every N steps (the learning curve)")
+    ap.add_argument("--n-backtests", type=positive_int, default=None)
+    ap.add_argument("--seq-len", type=positive_int, default=None)
+    ap.add_argument("--eval-rows", type=positive_int, default=None, help="held-out snapshots of the final evaluation")
+    ap.add_argument("--eval-every", type=nonnegative_int, default=0,
+                    help="also evaluate every N steps (the learning curve)")
     ap.add_argument("--actor", choices=("q", "policy"), default=None)
     from ..trainer.config import isv_setting
     ap.add_argument("--set", dest="isv", action="append", type=isv_setting, default=None, metavar="NAME=VALUE")
@@ -107,11 +110,21 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     markets = [m for m in args.markets.split(",") if m]
     unknown = [m for m in markets if m not in MARKETS]
-    if unknown:
-        ap.error(f"--markets: unknown {', '.join(unknown)} (known: {', '.join(MARKETS)})")
+    if unknown or not markets:
+        ap.error(f"--markets: unknown {', '.join(unknown) or 'none given'} (known: {', '.join(MARKETS)})")
+    return run_cli(ap.prog, lambda: _main(args, markets))
+
+
+def _main(args, markets: list[str]) -> int:
+    from ..trainer.config import TrainConfig
+    if args.json:
+        output_file("--json", args.json)
     rt = open_runtime(args.backend)
     steps = {**STEPS[rt.backend], **args.steps}
     args.eval_rows = args.eval_rows or EVAL_ROWS[rt.backend]
+    given = dict(n_backtests=args.n_backtests, seq_len=args.seq_len, eval_rows=args.eval_rows,
+                 eval_every=args.eval_every, actor=args.actor, isv=args.isv)
+    TrainConfig.for_backend(rt.backend, **given)  # a bad setting fails here, naming its flag, before any run
     rows = []
     for market in markets:
         for seed in range(args.seeds):

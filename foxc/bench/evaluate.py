@@ -11,7 +11,6 @@ shapes as a trained agent).
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import tempfile
 import time
@@ -20,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from ..data.synthetic import synthetic_data
-from ..driver import BACKENDS, open_runtime
+from ..cli import ArgumentParser, int_at_least, open_runtime, output_file, positive_int, run as run_cli
+from ..driver import BACKENDS
 from ..evaluate.baseline import TRAINER
 from ..data.features import FEATURES
 from ..evaluate.agent import AgentPolicy
@@ -31,16 +31,24 @@ from .report import table, write_json
 
 CHUNKS = (16, 256, 4096)
 ROWS = 400_000
+MIN_ROWS = 1_000  # the baseline fitted on as many rows needs enough mid moves
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m foxc.bench evaluate", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m foxc.bench evaluate", description=__doc__.splitlines()[0])
     ap.add_argument("--backend", choices=BACKENDS, default=None)
-    ap.add_argument("--rows", type=int, default=ROWS, help=f"snapshots in the evaluated window (default {ROWS})")
-    ap.add_argument("--chunks", type=int, action="append",
+    ap.add_argument("--rows", type=int_at_least(MIN_ROWS), default=ROWS,
+                    help=f"snapshots in the evaluated window, at least {MIN_ROWS:,} (default {ROWS:,})")
+    ap.add_argument("--chunks", type=positive_int, action="append",
                     help=f"backtests side by side (repeatable; default {', '.join(map(str, CHUNKS))})")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args(argv)
+    return run_cli(ap.prog, lambda: _main(args))
+
+
+def _main(args) -> int:
+    if args.json:
+        output_file("--json", args.json)
     rt = open_runtime(args.backend)
     rows_n, chunks = args.rows, args.chunks or list(CHUNKS)
     if rt.backend != "cuda":  # keep the reference smoke run small

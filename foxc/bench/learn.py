@@ -16,12 +16,11 @@ and writes DIR/profile.json.
 """
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 
 from ..agent.layout import N_POSITION_FEATURES
-from ..driver import BACKENDS, open_runtime
+from ..cli import ArgumentParser, open_runtime, output_dir, output_file, positive_int, run as run_cli
+from ..driver import BACKENDS
 from ..isv import IsvBus
 from ..nn import matmul, model
 from ..nn.heads import N_ACTIONS, N_PERCEPTION, Q_OUTPUTS
@@ -82,17 +81,25 @@ def peak_tflops(rt, precision: str, n: int, iters: int) -> float:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m foxc.bench learn", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m foxc.bench learn", description=__doc__.splitlines()[0])
     ap.add_argument("--backend", choices=BACKENDS, default=None)
-    ap.add_argument("--batch", type=int, default=1024)
-    ap.add_argument("--window", type=int, default=32)
-    ap.add_argument("--features", type=int, default=40)
-    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--batch", type=positive_int, default=1024)
+    ap.add_argument("--window", type=positive_int, default=32)
+    ap.add_argument("--features", type=positive_int, default=40)
+    ap.add_argument("--iters", type=positive_int, default=50)
     ap.add_argument("--json", help="also write the results here")
     add_profile_args(ap)
     ap.add_argument("--precision", choices=matmul.PRECISIONS, default="f32", help="the profiled step's precision")
     ap.add_argument("--out", default=".", help="where --profile writes profile.json (default: here)")
     args = ap.parse_args(argv)
+    return run_cli(ap.prog, lambda: _main(args))
+
+
+def _main(args) -> int:
+    if args.json:
+        output_file("--json", args.json)
+    if args.profile:
+        output_dir("--out", args.out)
     rt = open_runtime(args.backend)
     if rt.backend == "cuda":
         B, K, F, D, iters, peak_n = args.batch, args.window, args.features, model.HIDDEN_DIM, args.iters, 4096

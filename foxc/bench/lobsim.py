@@ -8,12 +8,12 @@ not a steady state. A graph holds ACTION_POOL whole steps and is replayed.
 """
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 
-from ..driver import BACKENDS, open_runtime
+from ..cli import ArgumentParser, int_at_least, open_runtime, output_file, positive_int, run as run_cli
+from ..driver import BACKENDS
 from ..lobsim.books import random_books
 from ..lobsim.env import LobEnv
 from .report import table, write_json
@@ -73,13 +73,19 @@ def bench_size(rt, snaps, n: int, steps: int, rng) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m foxc.bench lobsim", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m foxc.bench lobsim", description=__doc__.splitlines()[0])
     ap.add_argument("--backend", choices=BACKENDS, default=None)
-    ap.add_argument("--n-backtests", type=int, action="append",
+    ap.add_argument("--n-backtests", type=int_at_least(1, 2**31 - 1), action="append",
                     help=f"backtests per run (repeatable; default {', '.join(map(str, SIZES))})")
-    ap.add_argument("--steps", type=int, default=800, help="steps timed per size and mode (default 800)")
+    ap.add_argument("--steps", type=positive_int, default=800, help="steps timed per size and mode (default 800)")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args(argv)
+    return run_cli(ap.prog, lambda: _main(args))
+
+
+def _main(args) -> int:
+    if args.json:
+        output_file("--json", args.json)
     rt = open_runtime(args.backend)
     sizes = args.n_backtests or list(SIZES)
     steps = args.steps

@@ -12,14 +12,14 @@ the B=1,024 trainer is saved and loaded once and timed.
 """
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from pathlib import Path
 
 from ..data.labels import LabelConfig, compute_labels
 from ..data.synthetic import synthetic_data
-from ..driver import BACKENDS, open_runtime
+from ..cli import ArgumentParser, open_runtime, output_file, positive_int, positive_ints, run as run_cli
+from ..driver import BACKENDS
 from ..trainer.config import TrainConfig
 from ..trainer.run import Trainer
 from .report import table, write_json
@@ -84,21 +84,31 @@ def bench_one(rt, market, labels, B: int, steps: int, K: int, capacity: int, pre
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m foxc.bench train", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m foxc.bench train", description=__doc__.splitlines()[0])
     ap.add_argument("--backend", choices=BACKENDS, default=None)
-    ap.add_argument("--n-backtests", default=None, help="comma-separated batch sizes (default 256,1024,4096)")
-    ap.add_argument("--steps", type=int, default=None, help="timed steps per mode (default 200)")
-    ap.add_argument("--seq-len", type=int, default=None, help="window K (default 32)")
-    ap.add_argument("--per-capacity", type=int, default=None, help="replay capacity (default 65536)")
+    ap.add_argument("--n-backtests", type=positive_ints, default=None,
+                    help="comma-separated batch sizes (default 256,1024,4096)")
+    ap.add_argument("--steps", type=positive_int, default=None, help="timed steps per mode (default 200)")
+    ap.add_argument("--seq-len", type=positive_int, default=None, help="window K (default 32)")
+    ap.add_argument("--per-capacity", type=positive_int, default=None, help="replay capacity (default 65536)")
     ap.add_argument("--precision", choices=("f32", "tf32"), default="f32")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args(argv)
+    return run_cli(ap.prog, lambda: _main(args))
+
+
+def _main(args) -> int:
+    if args.json:
+        output_file("--json", args.json)
     rt = open_runtime(args.backend)
     small = rt.backend != "cuda"
-    sizes = [int(b) for b in (args.n_backtests or ("16" if small else "256,1024,4096")).split(",")]
+    sizes = args.n_backtests or ([16] if small else [256, 1024, 4096])
     steps = args.steps or (4 if small else 200)
     K = args.seq_len or (4 if small else 32)
     capacity = args.per_capacity or (64 if small else 65536)
+    for B in sizes:  # a bad size fails here, naming its flag, before any data is made
+        TrainConfig(n_backtests=B, n_steps=0, seq_len=K, per_capacity=capacity, synthetic_rows=20_000,
+                    precision=args.precision, graph="on")
     market = synthetic_data(20_000 if small else 1_000_000, seed=0)
     labels = compute_labels(market.records, market.tick, LabelConfig())
     with tempfile.TemporaryDirectory() as tmp:  # the checkpoint of the B=1,024 run (or the first) is timed too

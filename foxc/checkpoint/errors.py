@@ -5,22 +5,33 @@ from __future__ import annotations
 class CheckpointError(Exception):
     """A file that is not a valid FOXC checkpoint (or does not fit the model).
 
-    The message names the section and the byte offset where the reader stopped
-    trusting the file, whenever there is one.
+    The message names the file (`path`, whenever a file was read), then the section and the
+    byte offset where the reader stopped trusting it, whenever there is one:
+    `runs/a/checkpoint-5.foxc: section 'dqn_w' at byte 812: ...`.
     """
 
-    def __init__(self, reason: str, *, section: str | None = None, offset: int | None = None):
+    def __init__(self, reason: str, *, section: str | None = None, offset: int | None = None,
+                 path=None):
         self.reason = reason
         self.section = section
         self.offset = offset
+        self.path = None if path is None else str(path)
         super().__init__(self._render())
 
+    def with_path(self, path) -> "CheckpointError":
+        """The same error naming the file it was read from (unchanged when it already names one)."""
+        if self.path is not None:
+            return self
+        return CheckpointError(self.reason, section=self.section, offset=self.offset, path=path)
+
     def _render(self) -> str:
-        where = []
+        where = [] if self.path is None else [f"{self.path}:"]
         if self.section is not None:
             where.append(f"section '{self.section}'")
         if self.offset is not None:
             where.append(f"at byte {self.offset}")
+        if self.path is not None and len(where) == 1:
+            return f"{self.path}: {self.reason}"
         return f"{' '.join(where)}: {self.reason}" if where else self.reason
 
 

@@ -293,20 +293,25 @@ def read_checkpoint(path, expected: dict | None = None, check_meta_first=None) -
         with open(path, "rb") as f:
             info = os.fstat(f.fileno())
             if not stat.S_ISREG(info.st_mode):
-                raise CheckpointError(f"{path} is not a regular file")
+                raise CheckpointError("not a regular file", path=path)
             data = np.empty(info.st_size, np.uint8)  # not zero-filled: every byte is read into
             filled = 0
             with memoryview(data) as view:
                 while filled < data.size:
                     got = f.readinto(view[filled:])
                     if not got:
-                        raise CheckpointError(f"{path} shrank while being read ({filled} of {data.size} bytes)")
+                        raise CheckpointError(f"shrank while being read ({filled} of {data.size} bytes)", path=path)
                     filled += got
             if f.read(1):
-                raise CheckpointError(f"{path} grew while being read")
+                raise CheckpointError("grew while being read", path=path)
+    except IsADirectoryError:
+        raise CheckpointError("cannot read: a directory, not a checkpoint file", path=path) from None
     except OSError as exc:
-        raise CheckpointError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return parse_checkpoint(data, expected, check_meta_first)
+        raise CheckpointError(f"cannot read: {exc.strerror or exc}", path=path) from None
+    try:
+        return parse_checkpoint(data, expected, check_meta_first)
+    except CheckpointError as exc:  # every message names the file it came from
+        raise exc.with_path(path) from None
 
 
 def parse_checkpoint(buf, expected: dict | None = None, check_meta_first=None) -> Checkpoint:

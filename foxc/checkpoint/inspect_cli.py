@@ -7,22 +7,25 @@
     foxc-ckpt-inspect PATH --verify         exit 0 when valid, 1 with the reason when not
     --json                                  machine-readable output of any of the above
 
-Exit status: 0 success (or identical), 1 not a valid checkpoint, 2 --diff found differences.
+Exit status: 0 success (or identical), 1 not a valid checkpoint (one line on stderr,
+`foxc-ckpt-inspect: error: PATH: <reason>`), 2 --diff found differences or a bad flag (one line,
+`foxc-ckpt-inspect: error: argument ...`).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 import numpy as np
 
+from ..cli import ArgumentParser, fail
 from .adamw import AdamState
 from .errors import CheckpointError
 from .format import MAGIC, VERSION, Checkpoint, read_checkpoint
 from .meta import config_differences
 
 PROG = "foxc-ckpt-inspect"
+EXIT_INVALID = 1  # not a valid checkpoint: documented apart from 2 (--diff differs), so scripts can tell them apart
 STAT_COLUMNS = ["name", "bytes", "dtype", "shape", "min", "max", "mean", "std", "nan", "inf"]
 
 
@@ -213,8 +216,8 @@ def _json_default(value):
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(prog=PROG, description="Inspect, verify and compare FOXC checkpoints.",
-                                 epilog="exit status: 0 ok or identical, 1 invalid checkpoint, 2 --diff differs")
+    ap = ArgumentParser(prog=PROG, description="Inspect, verify and compare FOXC checkpoints.",
+                        epilog="exit status: 0 ok or identical, 1 invalid checkpoint, 2 --diff differs or a bad flag")
     ap.add_argument("path", help="a checkpoint-<step>.foxc file")
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--isv", action="store_true", help="every ISV slot by name and value")
@@ -233,9 +236,8 @@ def main(argv=None) -> int:
     except CheckpointError as exc:
         if args.verify:
             _verdict(args, False, str(exc))
-        else:
-            print(f"{PROG}: {exc}", file=sys.stderr)
-        return 1
+            return EXIT_INVALID
+        return fail(PROG, exc, EXIT_INVALID)
     except BrokenPipeError:
         sys.stderr.close()
         return 0
@@ -250,17 +252,17 @@ def _run(args) -> int:
     if args.isv:
         return show_isv(ckpt, args.json)
     if args.section is not None:
-        return show_section(ckpt, args.section, args.json, args.full)
+        try:
+            return show_section(ckpt, args.section, args.json, args.full)
+        except CheckpointError as exc:
+            raise exc.with_path(args.path) from None
     if args.diff is not None:
         return show_diff(ckpt, _read(args.diff), args.path, args.diff, args.json)
     return show(ckpt, args.path, args.json)
 
 
 def _read(path: str) -> Checkpoint:
-    try:
-        return read_checkpoint(path)
-    except CheckpointError as exc:
-        raise CheckpointError(f"{path}: {exc}") from None
+    return read_checkpoint(path)  # its errors name the file
 
 
 def _verdict(args, valid: bool, reason: str, ckpt: Checkpoint | None = None) -> None:

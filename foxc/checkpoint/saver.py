@@ -40,7 +40,7 @@ def latest_checkpoint(out_dir, verify: bool = True) -> Path | None:
         try:
             read_checkpoint(path)
         except CheckpointError as exc:
-            warnings.warn(f"skipping {path}: {exc}", stacklevel=2)
+            warnings.warn(f"skipping {exc}", stacklevel=2)
             continue
         return path
     return None

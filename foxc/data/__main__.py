@@ -1,22 +1,29 @@
 """`python -m foxc.data inspect PATH` and `python -m foxc.data synth --out FILE.parquet`.
 
-Errors in a user's file print one line (file, row or column, reason) and exit 2; never a traceback.
+A bad flag, a bad file or bad data prints one line, `foxc.data <command>: error: <message naming the
+flag, file, row or column>`, and exits 2; never a traceback (foxc.cli). `synth` never overwrites a
+file unless --overwrite is given.
 """
 from __future__ import annotations
 
-import argparse
+import os
 import sys
-from pathlib import Path
 
 import numpy as np
 
+from ..cli import ArgumentParser, UsageError, finite_float, nonnegative_float, nonnegative_int, output_dir, \
+    output_file, positive_float, positive_int, positive_ints, run
 from .labels import LabelConfig, balance, compute_labels
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF
-from .validate import DataError, ValidationConfig
+from .validate import ValidationConfig
 
 
 def cmd_inspect(args) -> int:
     from .source import load
+    if args.min_price < 0 or args.max_price <= args.min_price:
+        raise UsageError(f"--min-price {args.min_price:g} and --max-price {args.max_price:g}: need 0 <= min < max")
+    if args.run_dir:
+        output_dir("--run-dir", args.run_dir)
     cfg = ValidationConfig(args.min_price, args.max_price)
     data = load(args.path, cfg, tick=int(round(args.tick * PRICE_SCALE)) if args.tick else None)
     rec = data.records
@@ -30,7 +37,7 @@ def cmd_inspect(args) -> int:
     print("levels      " + " ".join(f"{l}:{min(b, a):.0%}" for l, (b, a) in enumerate(zip(bid_set, ask_set))))
     print(f"            (share of rows with both sides present, levels 0..{LEVELS - 1})")
     print(data.report.summary())
-    horizons = tuple(int(h) for h in args.horizons.split(","))
+    horizons = tuple(args.horizons)
     labels = compute_labels(rec, data.tick, LabelConfig(horizons, args.dead_band, args.fee))
     print("labels      horizon  labelled  mid_up  long_win  short_win")
     pct = lambda v, w: f"{'–':>{w}}" if v != v else f"{v:>{w}.1%}"  # noqa: E731  (NaN: nothing labelled)
@@ -45,44 +52,48 @@ def cmd_inspect(args) -> int:
 def cmd_synth(args) -> int:
     from .parquet import write_parquet
     from .synthetic import generate
-    if args.rows < 1:
-        raise DataError(args.out, f"--rows must be >= 1, got {args.rows}")
+    out = output_file("--out", args.out, suffixes=(".parquet",), overwrite=args.overwrite,
+                      overwrite_flag="--overwrite")
     rec = generate(args.rows, args.seed)
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_parquet(out, rec, symbol="SYNTH")
+    part = out.with_name(f".{out.name}.{os.getpid()}.part")  # written whole, then renamed over --out
+    try:
+        write_parquet(part, rec, symbol="SYNTH")
+        os.replace(part, out)
+    finally:
+        part.unlink(missing_ok=True)
     print(f"wrote {args.rows} synthetic MBP-10 snapshots (seed {args.seed}) to {out}")
     return 0
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(prog="python -m foxc.data", description="Inspect or generate MBP-10 market data.")
+    ap = ArgumentParser(prog="python -m foxc.data", description="Inspect or generate MBP-10 market data.")
     sub = ap.add_subparsers(dest="command", required=True)
     ins = sub.add_parser("inspect", help="rows, time range, instrument, levels, validation counts, label balance")
     ins.add_argument("path", help="a file, a directory or a glob: .parquet, .dbn, .dbn.zst, *_orderbook_N.csv")
-    ins.add_argument("--min-price", type=float, default=ValidationConfig.min_price,
+    ins.add_argument("--min-price", type=finite_float, default=ValidationConfig.min_price,
                      help="smallest reasonable price (default %(default)g)")
-    ins.add_argument("--max-price", type=float, default=ValidationConfig.max_price,
+    ins.add_argument("--max-price", type=finite_float, default=ValidationConfig.max_price,
                      help="largest reasonable price (default %(default)g)")
-    ins.add_argument("--tick", type=float, default=None, help="tick size (default: inferred from the prices)")
-    ins.add_argument("--horizons", default="10,50,100", help="three label horizons in snapshots (default 10,50,100)")
-    ins.add_argument("--dead-band", type=float, default=0.0, help="mid moves at or below this many ticks are masked")
-    ins.add_argument("--fee", type=float, default=0.0, help="fee per lot per side, in price (default 0)")
+    ins.add_argument("--tick", type=positive_float, default=None, help="tick size (default: inferred from the prices)")
+    ins.add_argument("--horizons", type=positive_ints, default=[10, 50, 100],
+                     help="label horizons in snapshots, comma-separated (default 10,50,100)")
+    ins.add_argument("--dead-band", type=nonnegative_float, default=0.0,
+                     help="mid moves at or below this many ticks are masked")
+    ins.add_argument("--fee", type=nonnegative_float, default=0.0, help="fee per lot per side, in price (default 0)")
     ins.add_argument("--run-dir", help="also write the validation summary as JSON here")
     syn = sub.add_parser("synth", help="write synthetic data in the Databento MBP-10 Parquet layout")
-    syn.add_argument("--out", required=True, help="the .parquet file to write")
-    syn.add_argument("--rows", type=int, default=1_000_000, help="snapshots (default 1,000,000)")
-    syn.add_argument("--seed", type=int, default=0)
+    syn.add_argument("--out", required=True, help="the .parquet file to write (a new file, unless --overwrite)")
+    syn.add_argument("--overwrite", action="store_true", help="replace --out when it exists")
+    syn.add_argument("--rows", type=positive_int, default=1_000_000, help="snapshots (default 1,000,000)")
+    syn.add_argument("--seed", type=nonnegative_int, default=0)
     return ap.parse_args(argv)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    try:
-        return cmd_inspect(args) if args.command == "inspect" else cmd_synth(args)
-    except (DataError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    command = cmd_inspect if args.command == "inspect" else cmd_synth
+    return run(f"foxc.data {args.command}", lambda: command(args), also=(ValueError,))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,17 @@ def files_digest(files) -> str:
     return h.hexdigest()
 
 
+def check_horizons(horizons, labels: np.ndarray, rows: int) -> None:
+    """Refuse a label horizon that leaves no labelled row (it reaches past the end of every segment)."""
+    from ..data.labels import PLANES
+    from .config import ConfigError
+    labelled = labels[PLANES.index("outcome_weight")]  # 1 where the row's horizon ends in its segment
+    empty = [h for k, h in enumerate(horizons) if not labelled[k].any()]
+    if empty:
+        raise ConfigError(f"--horizons {','.join(map(str, horizons))}: horizon {empty[0]} leaves no labelled row in "
+                          f"the {rows:,} training snapshots (each horizon must be shorter than a segment)")
+
+
 def run_data(cfg, log=lambda msg: None) -> RunData:
     """Load (or generate) the data, hold out the evaluation rows, label the training rows.
 
@@ -59,6 +70,7 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
         market, held = holdout_market(cfg, market)
     t0 = time.perf_counter()
     labels = compute_labels(market.records, market.tick, LabelConfig(horizons=cfg.horizons))
+    check_horizons(cfg.horizons, labels, len(market.records))
     log(f"data: {len(market.records):,} snapshots from {market.source} ({market.instrument or 'unnamed'}), "
         f"tick {market.tick / 1e9:g}, {market.n_segments} segment(s); labels in {time.perf_counter() - t0:.1f} s"
         + (f"; {len(held.records):,} held-out snapshots for evaluation" if held is not None else "")

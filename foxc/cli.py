@@ -1,0 +1,240 @@
+"""One error path for every foxc command line.
+
+A user's mistake — a flag's value, a file, market data, a checkpoint — ends the command with one
+line on stderr and exit status 2, never a traceback:
+
+    <prog>: error: <message naming the flag, file or value>
+
+`ArgumentParser` does it for argparse's own errors (a bad or missing flag: one line, not a usage
+block; `--help` works as usual); `run(prog, body)` does it for the errors a command raises while
+it runs (USER_ERRORS below, OSError named by its file). A command checks its outputs before any
+work (`output_file`, `output_dir`), so a refused run overwrites nothing. An unexpected internal
+error (a bug) is not caught: it shows its traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+EXIT_USAGE = 2
+
+
+class UsageError(ValueError):
+    """A user's mistake a command found itself; the message names the flag, file or value."""
+
+
+def name_of(prog: str) -> str:
+    """The name an error line starts with: the parser's prog without `python -m `."""
+    return prog[len("python -m "):] if prog.startswith("python -m ") else prog
+
+
+def one_line(message) -> str:
+    """A message on one line (a multi-line text joined with single spaces)."""
+    text = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    return text or (type(message).__name__ if isinstance(message, BaseException) else "")
+
+
+def fail(prog: str, message, status: int = EXIT_USAGE) -> int:
+    """Print `<prog>: error: <message>` as one line on stderr; returns `status` for main() to return."""
+    print(f"{name_of(prog)}: error: {one_line(message)}", file=sys.stderr, flush=True)
+    return status
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse for every foxc command: an error is one line naming the flag, exit status 2.
+
+    Subcommand parsers (add_subparsers) are of this class too."""
+
+    def error(self, message):
+        sys.exit(fail(self.prog, message))
+
+
+def describe(exc: BaseException) -> str:
+    """The message of a user error; an OSError names its file (`PATH: No such file or directory`)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        files = [str(f) for f in (exc.filename, exc.filename2) if f is not None]
+        return f"{' -> '.join(files)}: {exc.strerror}" if files else exc.strerror
+    return str(exc)
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions that report a user's mistake (each names its flag, file or value)."""
+    from .checkpoint.errors import CheckpointError, CheckpointSaveError
+    from .data.validate import DataError
+    from .trainer.config import ConfigError
+    from .trainer.rundir import ResumeError, RunDirError
+    return (UsageError, ConfigError, DataError, CheckpointError, CheckpointSaveError, ResumeError, RunDirError)
+
+
+def run(prog: str, body, *, also: tuple[type[BaseException], ...] = (), status: int = EXIT_USAGE,
+        on_error=None) -> int:
+    """`body()`'s exit status; a user error (USER_ERRORS, an OSError, any of `also`) prints one line
+    and returns `status`; Ctrl-C prints `<prog>: interrupted` and returns 130. `on_error()`, when
+    given, runs first on either (e.g. removing what the failed command created)."""
+    try:
+        return body()
+    except BrokenPipeError:
+        raise
+    except (*user_errors(), OSError, *also) as exc:
+        if on_error is not None:
+            on_error()
+        return fail(prog, describe(exc), status)
+    except KeyboardInterrupt:
+        if on_error is not None:
+            on_error()
+        print(f"{name_of(prog)}: interrupted", file=sys.stderr, flush=True)
+        return 130
+
+
+# ------------------------------------------------------------------------------------------------
+# argparse types: a bad value is refused by argparse, naming the flag ("argument --rows: ...").
+
+def int_at_least(minimum: int, maximum: int | None = None):
+    """An argparse type: an integer from minimum (to maximum, when given)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            bound = f">= {minimum}" if maximum is None else f"{minimum} to {maximum:,}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
+        return value
+    parse.__name__ = f"int >= {minimum}"
+    return parse
+
+
+positive_int = int_at_least(1)
+nonnegative_int = int_at_least(0)
+
+
+def power_of_two(maximum: int):
+    """An argparse type: a power of two from 2 to maximum."""
+    def parse(text: str) -> int:
+        value = int_at_least(2, maximum)(text)
+        if value & (value - 1):
+            raise argparse.ArgumentTypeError(f"must be a power of two, got {value}")
+        return value
+    parse.__name__ = "power of two"
+    return parse
+
+
+def positive_ints(text: str) -> list[int]:
+    """An argparse type: comma-separated integers >= 1 (e.g. 256,1024)."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'") from None
+    bad = [v for v in values if v < 1]
+    if bad:
+        raise argparse.ArgumentTypeError(f"every value must be >= 1, got {bad[0]} in '{text}'")
+    return values
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a finite number."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got '{text}'") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"must be finite, got {text}")
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    value = finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+# ------------------------------------------------------------------------------------------------
+# Outputs, checked before any work.
+
+def _writable_parent(flag: str, path: Path) -> None:
+    """The nearest existing folder above `path` must be a writable directory (the rest is created)."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {path}: {folder} is not a directory")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {path}: {folder} is not writable")
+
+
+def output_file(flag: str, path, *, suffixes: tuple[str, ...] = (), overwrite: bool = True,
+                overwrite_flag: str | None = None) -> Path:
+    """Check that the file `path` given by `flag` can be written: a file name (not a directory)
+    ending in one of `suffixes` when given, in a writable folder, and (without `overwrite`) not
+    an existing file. Returns it as a Path; raises UsageError naming the flag and the path."""
+    text = str(path)
+    if not text.strip():
+        raise UsageError(f"{flag}: an empty path")
+    p = Path(text)
+    if text.endswith(os.sep) or p.is_dir():
+        raise UsageError(f"{flag} {p}: is a directory (give a file name)")
+    if suffixes and not p.name.lower().endswith(suffixes):
+        raise UsageError(f"{flag} {p}: the file name must end in {' or '.join(suffixes)}")
+    if p.exists() or p.is_symlink():
+        if not overwrite:
+            hint = f" (give a new name, or {overwrite_flag})" if overwrite_flag else " (give a new name)"
+            raise UsageError(f"{flag} {p}: the file exists{hint}")
+        if not p.is_file():
+            raise UsageError(f"{flag} {p}: exists and is not a regular file")
+        if not os.access(p, os.W_OK):
+            raise UsageError(f"{flag} {p}: the file is not writable")
+    _writable_parent(flag, p)
+    return p
+
+
+def output_dir(flag: str, path) -> Path:
+    """Check that the directory `path` given by `flag` can be written into (or created)."""
+    text = str(path)
+    if not text.strip():
+        raise UsageError(f"{flag}: an empty path")
+    p = Path(text)
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"{flag} {p}: exists and is not a directory")
+    if p.is_dir():
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise UsageError(f"{flag} {p}: the directory is not writable")
+    else:
+        _writable_parent(flag, p)
+    return p
+
+
+def input_path(flag: str, path, *, kind: str = "file") -> Path:
+    """Check that `path` given by `flag` exists (kind 'file', 'dir' or 'any')."""
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{flag} {p}: no such {'directory' if kind == 'dir' else 'file'}")
+    if kind == "file" and p.is_dir():
+        raise UsageError(f"{flag} {p}: is a directory, not a file")
+    if kind == "dir" and not p.is_dir():
+        raise UsageError(f"{flag} {p}: not a directory")
+    return p
+
+
+def open_runtime(backend: str | None):
+    """The runtime of `--backend` (foxc.driver.open_runtime); a backend that cannot be opened (no
+    usable GPU with --backend cuda, a bad $FOXC_BACKEND) is a UsageError naming it."""
+    from .driver import CudaError, open_runtime as _open
+    try:
+        return _open(backend)
+    except CudaError as exc:
+        message = str(exc)
+        raise UsageError(message if message.startswith("--backend") else f"--backend {backend or 'auto'}: {message}") \
+            from None
+    except ValueError as exc:  # $FOXC_BACKEND names no backend
+        raise UsageError(f"$FOXC_BACKEND: {exc}") from None

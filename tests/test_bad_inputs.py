@@ -1,0 +1,298 @@
+"""Bad inputs to every CLI: one line on stderr naming the culprit, exit status 2, no traceback, nothing changed.
+
+Each case runs a CLI as a subprocess (`--backend reference` where it applies) in a directory of its
+own, holding the files the case needs; afterwards the directory must hold exactly the same files with
+the same bytes (a refused command overwrites nothing and leaves nothing behind). The cases run side
+by side once per module (most fail before any work), each test then checks its own.
+
+foxc-ckpt-inspect keeps its documented exit statuses: 1 for a file that is not a valid checkpoint
+(2 is "--diff found differences"), 2 for a bad flag; its error line has the same form.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+COMMANDS = {  # name: (argv before the case's, the name its error lines start with)
+    "train": (["-m", "foxc.train", "--backend", "reference"], "foxc.train"),
+    "walkforward": (["-m", "foxc.walkforward", "--backend", "reference"], "foxc.walkforward"),
+    "data": (["-m", "foxc.data"], "foxc.data"),
+    "bench": (["-m", "foxc.bench"], "foxc.bench"),
+    "report": (["-m", "foxc.report"], "foxc.report"),
+    "inspect": (["-m", "foxc.checkpoint.inspect_cli"], "foxc-ckpt-inspect"),
+    "ckpt_tool": ([str(ROOT / "tools" / "ckpt_inspect.py")], "foxc-ckpt-inspect"),
+}
+DIR = "<dir>"  # a file entry that is a directory
+METRICS = b'{"step": 4, "sps": 10.0, "l_q": 1.0}\n{"step": 8, "sps": 11.0, "l_q": 0.9}\n'
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    cmd: str
+    argv: tuple[str, ...]
+    names: tuple[str, ...]  # what the error line must name (flag, file or value)
+    files: dict = field(default_factory=dict)  # relative path -> bytes, DIR, or a fixture's name
+    code: int = 2
+
+
+def case(id, cmd, argv, *names, files=None, code=2):
+    return Case(id, cmd, tuple(argv), names, files or {}, code)
+
+
+SMALL = ["--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64", "--synthetic-rows", "20000"]
+OUT = ["--out", "{case}/run"]
+
+CASES = [
+    # ---------------------------------------------------------------------------- python -m foxc.train
+    case("train-seed-negative", "train", ["--seed", "-1", *OUT], "--seed", "-1"),
+    case("train-horizons-not-numbers", "train", ["--horizons", "a,b,c", *OUT], "--horizons", "a,b,c"),
+    case("train-horizons-two", "train", ["--horizons", "10,50", *OUT], "--horizons"),
+    case("train-horizon-past-200k-rows", "train", ["--horizons", "10,50,100000000", "--n-steps", "1", *OUT],
+         "--horizons", "100000000", "200,000"),
+    case("train-horizon-past-data-rows", "train", ["--data", "{parquet}", "--horizons", "10,50,5000", *OUT],
+         "--horizons", "5000", "3,000"),
+    case("train-n-backtests-zero", "train", ["--n-backtests", "0", *OUT], "--n-backtests", "0"),
+    case("train-per-capacity-not-pow2", "train", ["--per-capacity", "1000", *OUT], "--per-capacity", "1000"),
+    case("train-n-steps-negative", "train", ["--n-steps", "-5", *OUT], "--n-steps", "-5"),
+    case("train-synthetic-unknown", "train", ["--synthetic", "bogus", *OUT], "--synthetic", "bogus"),
+    case("train-set-no-value", "train", ["--set", "lr_q", *OUT], "--set", "lr_q"),
+    case("train-set-unknown-slot", "train", ["--set", "no_such_slot=1", *OUT], "--set", "no_such_slot"),
+    case("train-unknown-flag", "train", ["--n-stepz", "3", *OUT], "--n-stepz"),
+    case("train-profile-window", "train", ["--profile-steps", "9:4", *OUT], "--profile-steps"),
+    case("train-data-missing", "train", ["--data", "{case}/missing.parquet", *OUT], "--data", "missing.parquet"),
+    case("train-data-not-parquet", "train", ["--data", "{case}/bad.parquet", *OUT], "--data", "bad.parquet",
+         files={"bad.parquet": b"not parquet at all"}),
+    case("train-resume-damaged", "train", ["--resume-from", "{case}/damaged.foxc", *OUT],
+         "--resume-from", "damaged.foxc", files={"damaged.foxc": "damaged"}),
+    case("train-resume-short", "train", ["--resume-from", "{case}/short.foxc", *OUT],
+         "--resume-from", "short.foxc", "short file", files={"short.foxc": "truncated"}),
+    case("train-resume-not-foxc", "train", ["--resume-from", "{case}/notes.txt", *OUT],
+         "--resume-from", "notes.txt", files={"notes.txt": b"hello, not a checkpoint\n"}),
+    case("train-resume-differs", "train", ["--resume-from", "{case}/ck.foxc", "--n-backtests", "16"],
+         "ck.foxc", "n_backtests", files={"ck.foxc": "ckpt"}),
+    case("train-out-is-a-file", "train", [*SMALL, "--out", "{case}/taken.txt"], "--out", "taken.txt",
+         files={"taken.txt": b"keep me\n"}),
+    case("train-out-holds-a-run", "train", [*SMALL, "--out", "{case}/run"], "--out", "--overwrite",
+         files={"run": DIR, "run/metrics.jsonl": METRICS}),
+    case("train-out-under-a-file", "train", [*SMALL, "--out", "{case}/taken.txt/run"], "--out", "taken.txt",
+         files={"taken.txt": b"keep me\n"}),
+
+    # ------------------------------------------------------------------------ python -m foxc.walkforward
+    case("wf-folds-zero", "walkforward", ["--folds", "0"], "--folds", "0"),
+    case("wf-seed-negative", "walkforward", ["--seed", "-1"], "--seed", "-1"),
+    case("wf-synthetic-unknown", "walkforward", ["--synthetic", "bogus"], "--synthetic", "bogus"),
+    case("wf-too-few-rows", "walkforward", ["--synthetic-rows", "5", "--folds", "3"], "--synthetic-rows", "5"),
+    case("wf-trainer-unknown", "walkforward", ["--trainer", "nope"], "--trainer", "nope"),
+    case("wf-baseline-with-training-flags", "walkforward", ["--trainer", "baseline", "--n-step", "3"], "--n-step"),
+    case("wf-training-flag-value", "walkforward", ["--n-step", "9"], "--n-step", "9"),
+    case("wf-fee-negative", "walkforward", ["--fee", "-0.5"], "--fee", "-0.5"),
+    case("wf-hold-min-above-max", "walkforward", ["--hold-min", "0.9", "--hold-max", "0.1"], "--hold-min"),
+    case("wf-segments-split", "walkforward", ["--split", "segments", "--synthetic-segments", "2", "--folds", "3"],
+         "--split", "--synthetic-segments"),
+    case("wf-data-missing", "walkforward", ["--data", "{case}/missing.parquet"], "--data", "missing.parquet"),
+    case("wf-folds-past-data", "walkforward", ["--data", "{parquet}", "--folds", "5000", "--out", "{case}/wf"],
+         "--folds", "5000"),
+    case("wf-out-is-a-file", "walkforward", ["--out", "{case}/taken.txt"], "--out", "taken.txt",
+         files={"taken.txt": b"keep me\n"}),
+    case("wf-out-holds-files", "walkforward", ["--out", "{case}/wf", "--synthetic-rows", "5000"], "--out", "--overwrite",
+         files={"wf": DIR, "wf/report.json": b'{"folds": []}\n'}),
+
+    # ------------------------------------------------------------------------------ python -m foxc.data
+    case("data-synth-out-directory", "data", ["synth", "--out", "{case}/adir", "--rows", "100"], "--out", "adir",
+         files={"adir": DIR}),
+    case("data-synth-out-csv", "data", ["synth", "--out", "{case}/s.csv", "--rows", "100"], "--out", "s.csv",
+         ".parquet"),
+    case("data-synth-out-exists", "data", ["synth", "--out", "{case}/old.parquet", "--rows", "100"], "--out",
+         "old.parquet", "--overwrite", files={"old.parquet": b"PAR1 an existing file PAR1"}),
+    case("data-synth-out-under-a-file", "data", ["synth", "--out", "{case}/taken.txt/s.parquet"], "--out",
+         "taken.txt", files={"taken.txt": b"keep me\n"}),
+    case("data-synth-rows-zero", "data", ["synth", "--out", "{case}/s.parquet", "--rows", "0"], "--rows", "0"),
+    case("data-synth-seed-negative", "data", ["synth", "--out", "{case}/s.parquet", "--seed", "-1"], "--seed"),
+    case("data-inspect-missing", "data", ["inspect", "{case}/missing.parquet"], "missing.parquet"),
+    case("data-inspect-not-parquet", "data", ["inspect", "{case}/bad.parquet"], "bad.parquet",
+         files={"bad.parquet": b"nope"}),
+    case("data-inspect-unknown-format", "data", ["inspect", "{case}/book.xlsx"], "book.xlsx",
+         files={"book.xlsx": b"x"}),
+    case("data-inspect-horizons", "data", ["inspect", "{parquet}", "--horizons", "a,b"], "--horizons", "a,b"),
+    case("data-inspect-price-bounds", "data", ["inspect", "{parquet}", "--min-price", "5", "--max-price", "1"],
+         "--min-price", "--max-price"),
+    case("data-inspect-run-dir-is-a-file", "data", ["inspect", "{parquet}", "--run-dir", "{case}/taken.txt"],
+         "--run-dir", "taken.txt", files={"taken.txt": b"keep me\n"}),
+    case("data-unknown-command", "data", ["frobnicate"], "frobnicate"),
+
+    # ----------------------------------------------------------------------------- python -m foxc.bench
+    case("bench-unknown", "bench", ["nosuchbench"], "nosuchbench"),
+    case("bench-lobsim-n-backtests-zero", "bench", ["lobsim", "--backend", "reference", "--n-backtests", "0"],
+         "--n-backtests", "0"),
+    case("bench-lobsim-json-directory", "bench", ["lobsim", "--backend", "reference", "--json", "{case}/adir"],
+         "--json", "adir", files={"adir": DIR}),
+    case("bench-replay-capacity", "bench", ["replay", "--backend", "reference", "--capacity", "100"],
+         "--capacity", "100"),
+    case("bench-train-n-backtests", "bench", ["train", "--backend", "reference", "--n-backtests", "8,0"],
+         "--n-backtests", "8,0"),
+    case("bench-train-per-capacity", "bench", ["train", "--backend", "reference", "--per-capacity", "1000"],
+         "--per-capacity", "1000"),
+    case("bench-data-window", "bench", ["data", "--backend", "reference", "--window", "500"], "--window", "500"),
+    case("bench-driver-launches", "bench", ["driver", "--backend", "reference", "--launches", "-1"], "--launches"),
+    case("bench-driver-json-under-a-file", "bench", ["driver", "--backend", "reference", "--json",
+                                                     "{case}/taken.txt/out.json"], "--json", "taken.txt",
+         files={"taken.txt": b"keep me\n"}),
+    case("bench-checkpoint-repeats", "bench", ["checkpoint", "--backend", "reference", "--repeats", "0"],
+         "--repeats"),
+    case("bench-checkpoint-dir-holds-files", "bench", ["checkpoint", "--backend", "reference", "--dir",
+                                                       "{case}/ckpts"], "--dir", "ckpts",
+         files={"ckpts": DIR, "ckpts/checkpoint-1.foxc": "ckpt"}),
+    case("bench-evaluate-rows", "bench", ["evaluate", "--backend", "reference", "--rows", "10"], "--rows", "10"),
+    case("bench-learn-iters", "bench", ["learn", "--backend", "reference", "--iters", "0"], "--iters"),
+    case("bench-learn-profile-out-file", "bench", ["learn", "--backend", "reference", "--profile", "--out",
+                                                   "{case}/taken.txt"], "--out", "taken.txt",
+         files={"taken.txt": b"keep me\n"}),
+    case("bench-edge-markets", "bench", ["edge", "--backend", "reference", "--markets", "easy,moon"],
+         "--markets", "moon"),
+    case("bench-edge-steps", "bench", ["edge", "--backend", "reference", "--steps", "easy=x"], "--steps", "easy=x"),
+    case("bench-edge-n-backtests", "bench", ["edge", "--backend", "reference", "--n-backtests", "100000"],
+         "--n-backtests", "100000"),
+    case("bench-backend", "bench", ["lobsim", "--backend", "tpu"], "--backend", "tpu"),
+
+    # ---------------------------------------------------------------------------- python -m foxc.report
+    case("report-missing", "report", ["{case}/nope"], "nope"),
+    case("report-empty-dir", "report", ["{case}/empty"], "empty", "metrics.jsonl", files={"empty": DIR}),
+    case("report-a-file", "report", ["{case}/taken.txt"], "taken.txt", files={"taken.txt": b"keep me\n"}),
+    case("report-empty-metrics", "report", ["{case}/run"], "metrics.jsonl",
+         files={"run": DIR, "run/metrics.jsonl": b""}),
+    case("report-json-not-json", "report", ["{case}/run"], "report.json",
+         files={"run": DIR, "run/report.json": b"{not json"}),
+    case("report-json-no-folds", "report", ["{case}/run"], "report.json", "folds",
+         files={"run": DIR, "run/report.json": b'{"folds": 3}'}),
+    case("report-out-is-a-file", "report", ["{case}/run", "--out", "{case}/taken.txt"], "--out", "taken.txt",
+         files={"run": DIR, "run/metrics.jsonl": METRICS, "taken.txt": b"keep me\n"}),
+    case("report-no-run-dir", "report", [], "run_dir"),
+
+    # ---------------------------------------------------- foxc-ckpt-inspect (module and tools/ckpt_inspect.py)
+    case("inspect-missing", "inspect", ["{case}/gone.foxc"], "gone.foxc", code=1),
+    case("inspect-damaged", "inspect", ["{case}/damaged.foxc"], "damaged.foxc", "dqn_w",
+         files={"damaged.foxc": "damaged"}, code=1),
+    case("inspect-not-foxc", "inspect", ["{case}/notes.txt"], "notes.txt", "magic",
+         files={"notes.txt": b"hello, not a checkpoint at all\n"}, code=1),
+    case("inspect-directory", "inspect", ["{case}/adir"], "adir", files={"adir": DIR}, code=1),
+    case("inspect-no-such-section", "inspect", ["{case}/ck.foxc", "--section", "nope"], "ck.foxc", "nope",
+         files={"ck.foxc": "ckpt"}, code=1),
+    case("inspect-diff-damaged", "inspect", ["{case}/ck.foxc", "--diff", "{case}/damaged.foxc"], "damaged.foxc",
+         files={"ck.foxc": "ckpt", "damaged.foxc": "damaged"}, code=1),
+    case("inspect-modes-exclusive", "inspect", ["{case}/ck.foxc", "--isv", "--verify"], "--verify", "--isv",
+         files={"ck.foxc": "ckpt"}),
+    case("inspect-no-path", "inspect", [], "path"),
+    case("ckpt-tool-short", "ckpt_tool", ["{case}/short.foxc"], "short.foxc", "short file",
+         files={"short.foxc": "truncated"}, code=1),
+    case("ckpt-tool-empty", "ckpt_tool", ["{case}/empty.foxc"], "empty.foxc", files={"empty.foxc": b""}, code=1),
+    case("ckpt-tool-unknown-flag", "ckpt_tool", ["{case}/ck.foxc", "--sections"], "--sections",
+         files={"ck.foxc": "ckpt"}),
+]
+
+
+def shared_files(base: Path) -> dict:
+    """The fixtures the cases copy or read: a small checkpoint (whole, damaged, cut short) and 3,000 rows of data."""
+    from foxc.checkpoint import write_checkpoint
+    from foxc.data.parquet import write_parquet
+    from foxc.data.synthetic import generate
+    from foxc.isv.registry import SLOTS
+    state = {"isv": np.array([s.bootstrap for s in SLOTS], np.float32), "dqn_w": np.arange(24, dtype=np.float32)}
+    config = {"n_backtests": 8, "seq_len": 4, "per_capacity": 64, "synthetic_rows": 20000, "n_steps": 2}
+    ckpt = write_checkpoint(base / "ckpt.foxc", 2, state, {"config": config, "data": {"source": "synthetic"}})
+    whole = ckpt.read_bytes()
+    damaged = bytearray(whole)
+    damaged[-60] ^= 0xFF  # in the data of dqn_w, the last section before the checksum
+    parquet = base / "book.parquet"
+    write_parquet(parquet, generate(3000, 1))
+    return {"ckpt": whole, "damaged": bytes(damaged), "truncated": whole[:12], "parquet_path": parquet}
+
+
+def snapshot(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): (DIR if p.is_dir() else p.read_bytes()) for p in sorted(folder.rglob("*"))}
+
+
+def run_case(c: Case, folder: Path, shared: dict) -> tuple[subprocess.CompletedProcess, dict, dict]:
+    folder.mkdir()
+    for rel, content in c.files.items():
+        path = folder / rel
+        if content == DIR:
+            path.mkdir(parents=True, exist_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(shared[content] if isinstance(content, str) else content)
+    before = snapshot(folder)
+    prefix, _ = COMMANDS[c.cmd]
+    argv = [a.format(case=folder, parquet=shared["parquet_path"]) for a in c.argv]
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, *prefix, *argv], capture_output=True, text=True, cwd=folder, env=env,
+                          timeout=240)
+    return done, before, snapshot(folder)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    base = tmp_path_factory.mktemp("shared")
+    files = shared_files(base)
+    files["before"] = snapshot(base)
+    files["base"] = base
+    return files
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory, shared):
+    """Every case run once, side by side."""
+    base = tmp_path_factory.mktemp("cases")
+    with ThreadPoolExecutor(max_workers=max(2, min(8, (os.cpu_count() or 2) + 1))) as pool:
+        futures = {c.id: pool.submit(run_case, c, base / c.id, shared) for c in CASES}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def test_the_table_covers_every_cli():
+    per_cli = {}
+    for c in CASES:
+        per_cli[c.cmd] = per_cli.get(c.cmd, 0) + 1
+    assert set(per_cli) == set(COMMANDS) and min(per_cli.values()) >= 3, per_cli
+    assert len(CASES) >= 60 and len({c.id for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
+def test_bad_input_is_one_line_naming_it(c, outcomes):
+    done, before, after = outcomes[c.id]
+    err = done.stderr
+    assert "Traceback" not in err, err
+    assert done.returncode == c.code, (done.returncode, err, done.stdout[-2000:])
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    name = COMMANDS[c.cmd][1]
+    assert re.match(rf"{re.escape(name)}( \w+)?: error: \S", lines[0]), lines[0]
+    for word in c.names:
+        assert word in lines[0], (word, lines[0])
+    assert after == before, "a refused command changed its directory"
+
+
+def test_shared_fixtures_are_untouched(shared, outcomes):
+    assert snapshot(shared["base"]) == shared["before"]
+
+
+def test_help_still_works():
+    for prefix, _ in list(COMMANDS.values())[:3]:
+        done = subprocess.run([sys.executable, *prefix, "--help"], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert done.returncode == 0 and done.stdout.startswith("usage:") and not done.stderr
+
+
+def test_graph_on_the_reference_backend_says_how_it_runs():
+    from foxc.train import REFERENCE_GRAPH_NOTE
+    assert "reference backend" in REFERENCE_GRAPH_NOTE and "list of launches" in REFERENCE_GRAPH_NOTE
+    assert "\n" not in REFERENCE_GRAPH_NOTE
