@@ -14,5 +14,8 @@ def test_rl_folds_train_evaluate_and_report(tmp_path):
     assert [f["fold"] for f in report["folds"]] == [0, 1]
     for fold in report["folds"]:
         assert "error" not in fold or not fold["error"], fold
-        assert (out / f"fold-{fold['fold']}" / "metrics.jsonl").is_file()
+        records = [json.loads(line) for line in (out / f"fold-{fold['fold']}" / "metrics.jsonl").open()]
+        assert [r["steps"] for r in records if "steps" in r] == [6, 6]  # every record exactly --log-every steps
+        trained = fold["train_summary"]
+        assert trained["steps"] == 12 and trained["frames"] == 12 and trained["frames_dropped"] == 0
     assert "rl: foxc integrated trainer" in (out / "report.md").read_text()

@@ -69,6 +69,10 @@ def equity_points(equity: np.ndarray, ts_ns: np.ndarray, points: int = CURVE_POI
     return [[int(ts_ns[i]), int(equity[i])] for i in idx]
 
 
+TRAIN_SUMMARY_KEYS = ("steps", "sps", "frames", "frames_dropped", "graph", "kernels_per_step", "this_run",
+                      "checkpoint_errors")
+
+
 def run_fold(spec: FoldSpec, train_records: np.ndarray, eval_records: np.ndarray) -> dict:
     """Train, then evaluate with learning off; returns the fold's record (raises on failure)."""
     out = Path(spec.out_dir)
@@ -110,6 +114,10 @@ def run_fold(spec: FoldSpec, train_records: np.ndarray, eval_records: np.ndarray
     }
     if yardstick is not None:
         record["yardstick"] = yardstick
+    trained = out / "summary.json"  # a trainer's run summary (the RL trainer writes one)
+    if trained.is_file():
+        summary = json.loads(trained.read_text())
+        record["train_summary"] = {k: summary.get(k) for k in TRAIN_SUMMARY_KEYS}
     fit = out / "train.json"
     if fit.is_file():
         record["train_fit"] = json.loads(fit.read_text())

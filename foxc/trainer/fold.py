@@ -10,7 +10,7 @@ from ..driver import open_runtime
 from ..evaluate.agent import AgentPolicy
 from .config import TrainConfig, parse_settings
 from .metrics import MetricsLog
-from .run import Trainer
+from .run import Trainer, write_json
 
 NAME = "rl: foxc integrated trainer"
 
@@ -31,9 +31,10 @@ class RlFoldTrainer:
                                                                        "fold": config.get("fold")})
         metrics = MetricsLog(out_dir / "metrics.jsonl", cfg.n_steps, label=f"fold {config.get('fold')}")
         try:
-            trainer.train(cfg.n_steps, metrics, cfg.checkpoint_every)
+            summary = trainer.train(cfg.n_steps, metrics, cfg.checkpoint_every)
         finally:
             metrics.close()
+        write_json(out_dir / "summary.json", summary)  # the fold's record quotes its training (run_fold)
         path = trainer.save()
         trainer.close()
         return path
