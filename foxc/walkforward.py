@@ -18,6 +18,8 @@ GPU each across a Ray cluster (`--parallel ray`, `--ray-address`, optional extra
 from __future__ import annotations
 
 import os
+import secrets
+import shutil
 import sys
 import time
 from dataclasses import asdict
@@ -262,6 +264,19 @@ def check_args(args, train_args: list[str]) -> None:
             raise UsageError(f"--out {args.out}: the directory holds files (give a new directory, or --overwrite)")
 
 
+# what a walk-forward writes into its directory: --overwrite removes these (and nothing else) first
+OUTPUT_FILES = ("report.json", "report.md", "equity.png", "net_pnl.png", "data.npy", "data_validation.json")
+
+
+def remove_previous_outputs(out: Path):
+    """Remove an earlier walk-forward's outputs from `out` (its fold directories and OUTPUT_FILES)."""
+    for fold in out.glob("fold-*"):
+        if fold.is_dir():
+            shutil.rmtree(fold)
+    for name in OUTPUT_FILES:
+        (out / name).unlink(missing_ok=True)
+
+
 def main(argv=None) -> int:
     args, train_args = build_parser().parse_known_args(argv)
     return run_cli("foxc.walkforward", lambda: _main(args, train_args), also=(ValueError, RuntimeError))
@@ -293,7 +308,9 @@ def _main(args, train_args: list[str]) -> int:
         raise UsageError(f"--folds {args.folds} (--split {args.split}): {e}") from None
     if synthetic and args.trainer == "rl":  # the agent trains on the same market, at the same fee
         train_args = ["--synthetic", args.synthetic, "--fee", repr(fee), *train_args]
-    out = args.out or Path("runs") / time.strftime("walkforward-%Y%m%d-%H%M%S")
+    out = args.out or Path("runs") / f"walkforward-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    if args.overwrite and out.is_dir():
+        remove_previous_outputs(out)
     eval_config = EvalConfig(n_backtests=args.eval_backtests, fee_per_lot=int(round(fee * PRICE_SCALE)),
                              lots_per_entry=args.lots, greedy=not args.sampled, seed=args.seed,
                              backend=args.backend)

@@ -30,7 +30,12 @@ def test_out_holding_another_run_is_refused_and_untouched(tmp_path):
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     one_line_error(cli("--n-steps", "4", *SMALL, "--out", str(out)), str(out), "--overwrite")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before, "a refused run changed the directory"
+    (out / "notes.txt").write_text("mine")
     assert cli("--n-steps", "4", *SMALL, "--out", str(out), "--overwrite").returncode == 0
+    records = [json.loads(line) for line in (out / "metrics.jsonl").open()]
+    assert [r["step"] for r in records] == [4], "the old run's records were kept beside the new run's"
+    assert not (out / "checkpoint-8.foxc").exists() and (out / "checkpoint-4.foxc").is_file()
+    assert (out / "notes.txt").read_text() == "mine", "--overwrite removed a file no run writes"
 
 
 def test_default_run_directories_are_unique_and_a_failed_run_leaves_none(tmp_path):

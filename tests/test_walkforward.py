@@ -134,3 +134,15 @@ def test_edge_rule_on_real_data_needs_profit_the_yardstick_and_a_pooled_t_stat()
     assert not assemble(behind, Criteria(), {"optimum": None})["all_passed"], "beaten by the yardstick"
     losing = [fold_record(0, -0.01, -5, trades[0], {"net_pnl": -10})] + good[1:]
     assert not assemble(losing, Criteria(), {"optimum": None})["all_passed"]
+
+
+def test_overwrite_replaces_an_earlier_walk_forward_and_nothing_else(tmp_path):
+    args = ["--backend", "reference", "--trainer", "baseline", "--synthetic-rows", "12000",
+            "--steps-per-fold", "5", "--no-plots", "--out", str(tmp_path)]
+    assert main([*args, "--folds", "2"]) in (0, 1)
+    (tmp_path / "fold-7").mkdir()  # as a run with more folds would have left
+    (tmp_path / "notes.txt").write_text("mine")
+    assert main([*args, "--folds", "1", "--overwrite"]) in (0, 1)
+    assert sorted(p.name for p in tmp_path.glob("fold-*")) == ["fold-0"]
+    assert len(json.loads((tmp_path / "report.json").read_text())["folds"]) == 1
+    assert (tmp_path / "notes.txt").read_text() == "mine"

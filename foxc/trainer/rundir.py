@@ -1,7 +1,7 @@
 """Run directories and resuming: never overwrite or mix runs, and resume with one flag.
 
 - A new run gets a directory of its own: `--out DIR` must be new or empty (or the run being
-  resumed, or `--overwrite` is given); the default `runs/<UTC time>-<6 hex>` is unique. A run
+  resumed, or `--overwrite` is given: the old run's files, RUN_FILES, are removed first); the default `runs/<UTC time>-<6 hex>` is unique. A run
   that fails before its first step removes the directory it created.
 - `--resume-from CKPT` takes every setting from the checkpoint; a setting given beside it must
   agree (each that does not is named), except the ones in RESUME_FREE. The data is identified by
@@ -16,6 +16,10 @@ from pathlib import Path
 
 from ..checkpoint import read_checkpoint
 from ..checkpoint.meta import config_differences
+
+# what a run writes into its directory: --overwrite removes these (and nothing else) before a run
+RUN_FILES = ("config.json", "metrics.jsonl", "summary.json", "data_validation.json", "profile.json",
+             "checkpoint-*.foxc", ".checkpoint-*.foxc.tmp-*")
 
 # settings a resumed run may change: how long, how often it logs, saves and evaluates, how it runs
 RESUME_FREE = ("n_steps", "log_every", "checkpoint_every", "eval_every", "eval_rows", "graph")
@@ -56,6 +60,10 @@ class RunDir:
         if path.is_dir() and any(path.iterdir()) and not (same or overwrite):
             raise RunDirError(f"--out {path}: the directory holds another run (give a new directory, resume that "
                               "run with --resume-from DIR/checkpoint-<step>.foxc, or --overwrite)")
+        if path.is_dir() and overwrite and not same:
+            for pattern in RUN_FILES:  # the old run's records would otherwise mix with the new run's
+                for old in path.glob(pattern):
+                    old.unlink()
         created = not path.exists()
         try:
             path.mkdir(parents=True, exist_ok=True)
