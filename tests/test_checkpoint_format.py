@@ -269,12 +269,31 @@ def test_renamed_section(rng):
     refused(renamed, "describes section 'dqn_b', which the file lacks")
 
 
-def test_missing_meta():
-    refused(container([("w", b"1234")]), "no 'meta' section")
+def test_missing_meta_reads_with_notes_but_never_resumes():
+    """A sealed file without a meta (seed_layout): inspectable, its checksum verified, not resumable."""
+    ckpt = parse_checkpoint(container([("w", b"1234")]))
+    assert not ckpt.has_meta and ckpt.sealed and ckpt["w"].dtype == np.float32 and ckpt.n_sections == 2
+    assert any("no 'meta' section" in note for note in ckpt.notes)
+    assert any("'checksum' verified" in note for note in ckpt.notes)
+    for expected in ({}, {"w": (np.float32, (1,))}):
+        refused(container([("w", b"1234")]), "without a 'meta' section", "cannot resume", expected=expected)
+    damaged = bytearray(container([("w", b"1234")]))
+    damaged[20 + 11] ^= 1  # the first byte of the data of w
+    refused(bytes(damaged), "file checksum mismatch", "section 'checksum'")
 
 
-def test_missing_checksum():
-    refused(container([("meta", packed(meta_doc()))], seal=False), "no 'checksum' section")
+def test_missing_checksum_reads_with_a_note():
+    ckpt = parse_checkpoint(container([("meta", packed(meta_doc()))], seal=False))
+    assert ckpt.has_meta and not ckpt.sealed and ckpt.n_sections == 1
+    assert len(ckpt.notes) == 1 and "no 'checksum' section" in ckpt.notes[0] and "not sealed" in ckpt.notes[0]
+
+
+def test_without_a_checksum_an_undescribed_section_is_refused():
+    """A damaged checksum name must not leave a file that reads: nothing vouches for the section."""
+    weights = np.arange(4, dtype=np.float32).tobytes()
+    doc = meta_doc(sections={"w": meta_entry("<f4", [4], weights)})
+    data = container([("meta", packed(doc)), ("w", weights), ("checksuN", b"\0" * 32)], seal=False)
+    refused(data, "does not describe this section", "section 'checksuN'")
 
 
 def test_checksum_not_last():

@@ -55,6 +55,21 @@ def test_json_table(saved, capsys):
     assert rows["prng"]["max"] == int(state["prng"].max())
 
 
+def test_adamw_table(saved, capsys):
+    path, state = saved
+    code, out, _ = run(capsys, path)
+    lines = out.splitlines()
+    at = lines.index("AdamW states (wire format: n, step, lr, beta1, beta2, eps, wd; L2 norms of m and v):")
+    assert lines[at + 1].split() == ["name", "n", "step", "lr", "beta1", "beta2", "eps", "wd", "m_norm", "v_norm"]
+    assert lines[at + 3].split()[:8] == ["adam_dqn_w", "24", "17", "0.0001", "0.9", "0.999", "1e-08", "0.01"]
+    record = json.loads(run(capsys, path, "--json")[1])
+    assert record["has_meta"] is True and record["sealed"] is True and record["notes"] == []
+    (adam,) = record["adamw"]
+    assert adam["n"] == 24 and adam["m_norm"] == pytest.approx(float(np.linalg.norm(state["adam_dqn_w"].m)), rel=1e-6)
+    v_row = next(row for row in record["section_table"] if row["name"] == "adam_dqn_w.v")
+    assert v_row["bytes"] is None and v_row["shape"] is None, "a field is a number or null, never ''"
+
+
 def test_array_stats():
     stats = array_stats(np.array([1.0, np.nan, np.inf, 3.0], np.float32))
     assert stats == {"nan": 1, "inf": 1, "min": 1.0, "max": 3.0, "mean": 2.0, "std": 1.0}

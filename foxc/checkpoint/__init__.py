@@ -3,7 +3,9 @@
 A trainer saves its state dict (numpy arrays, AdamState, bytes) with
 `CheckpointSaver(out_dir).save(step, state, meta)` and restores it with
 `read_checkpoint(path, expected_from(state)).sections`. docs/checkpoint-format.md
-describes the bytes.
+describes the bytes. A FOXC v1 file from another writer (no `meta`, no `checksum`:
+the Rust trainer's layout, seed_layout.py) reads too, with `Checkpoint.notes`, but
+is refused for resuming.
 """
 from .adamw import AdamState, pack_adamw, unpack_adamw
 from .errors import CheckpointError, CheckpointSaveError

@@ -16,6 +16,13 @@ it, allocates nothing larger than the file, accounts for the last byte exactly,
 and answers every problem with one CheckpointError naming the section and byte
 offset. Sections the meta does not describe, or the caller did not ask for, are
 skipped and listed (forward compatibility).
+
+Other writers of FOXC v1 (the Rust trainer, see seed_layout.py) leave out `meta`,
+`checksum` or both. Such a file still reads, with `Checkpoint.notes` saying what
+cannot be known or verified; without a meta it can be inspected but never
+resumed from (a read with `expected` refuses it). Without a checksum, a section
+the meta does not describe is refused rather than skipped: nothing vouches for
+it, and it may be a damaged `checksum`.
 """
 from __future__ import annotations
 
@@ -30,6 +37,7 @@ import numpy as np
 
 from .. import __version__
 from ..isv.registry import SLOTS
+from . import seed_layout
 from .adamw import AdamState, adamw_chunks, unpack_adamw
 from .atomic import atomic_write
 from .errors import CheckpointError
@@ -46,6 +54,8 @@ SECTION_OVERHEAD = NAME_LEN.size + DATA_LEN.size
 META = "meta"
 CHECKSUM = "checksum"
 DIGEST_BYTES = 32
+NOT_RESUMABLE = ("written without a 'meta' section (the Rust trainer's layout?): foxc can inspect it "
+                 "(foxc-ckpt-inspect) but cannot resume from it — its configuration and data are unknown")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,13 +251,20 @@ def write_checkpoint(path, step: int, sections: dict, meta: dict | None = None) 
 
 @dataclass
 class Checkpoint:
-    """A checkpoint read and verified: typed sections by name, and what the meta says about them."""
+    """A checkpoint read and verified: typed sections by name, and what the meta says about them.
+
+    A file without a meta (`has_meta` false) has `meta` {} and inferred `infos`; one without a
+    checksum has `sealed` false; `notes` says what that leaves unknown or unverified.
+    """
     step: int
     sections: dict
     meta: dict
     infos: dict[str, SectionInfo]
     skipped: list[str] = field(default_factory=list)
     size: int = 0
+    notes: list[str] = field(default_factory=list)
+    has_meta: bool = True
+    sealed: bool = True
 
     def __getitem__(self, name: str):
         return self.sections[name]
@@ -258,25 +275,33 @@ class Checkpoint:
     @property
     def n_sections(self) -> int:
         """As the header counts them: the state sections, skipped ones, meta and checksum."""
-        return len(self.sections) + len(self.skipped) + 2
+        return len(self.sections) + len(self.skipped) + self.has_meta + self.sealed
 
     @property
     def config(self) -> dict:
+        if not self.has_meta:
+            raise CheckpointError(NOT_RESUMABLE)
         return self.meta["config"]
 
     @property
     def isv_slots(self) -> list[str]:
-        return self.meta["isv_slots"]
+        """The ISV slot names: the meta's, or for a file without one the seed's where it documents them."""
+        if self.has_meta:
+            return self.meta["isv_slots"]
+        isv = self.sections.get("isv")
+        return seed_layout.isv_slot_names(isv.size if isinstance(isv, np.ndarray) else 0)
 
     def isv(self) -> dict[str, float]:
         """The ISV bus by slot name, as the file names its slots."""
-        if "isv" not in self.sections:
-            raise CheckpointError("the checkpoint has no 'isv' section")
+        if "isv" not in self.sections or not isinstance(self.sections["isv"], np.ndarray):
+            raise CheckpointError("the checkpoint has no 'isv' section of float32 values")
         return {name: float(value) for name, value in zip(self.isv_slots, self.sections["isv"])}
 
     def isv_for(self, slots=SLOTS) -> tuple[np.ndarray, list[str]]:
         """The bus laid out for `slots` (today's registry): each slot the file names takes its saved
         value, a slot added since keeps its bootstrap value; also the names of those added slots."""
+        if not self.has_meta:  # the seed's slots are not foxc's: matching them by name would be a guess
+            raise CheckpointError(NOT_RESUMABLE)
         saved = self.isv()
         values = np.array([saved.get(s.name, s.bootstrap) for s in slots], np.float32)
         return values, [s.name for s in slots if s.name not in saved]
@@ -309,9 +334,12 @@ def read_checkpoint(path, expected: dict | None = None, check_meta_first=None) -
     except OSError as exc:
         raise CheckpointError(f"cannot read: {exc.strerror or exc}", path=path) from None
     try:
-        return parse_checkpoint(data, expected, check_meta_first)
+        ckpt = parse_checkpoint(data, expected, check_meta_first)
     except CheckpointError as exc:  # every message names the file it came from
         raise exc.with_path(path) from None
+    if not ckpt.has_meta and seed_layout.looks_like_seed(ckpt.sections):
+        ckpt.notes.append(seed_layout.encoder_note(path))
+    return ckpt
 
 
 def parse_checkpoint(buf, expected: dict | None = None, check_meta_first=None) -> Checkpoint:
@@ -324,42 +352,82 @@ def parse_checkpoint(buf, expected: dict | None = None, check_meta_first=None) -
     every section the meta describes is decoded. `check_meta_first(meta)`, when given, runs
     once the file is verified and before the sections are matched against `expected`, so a
     caller can refuse a different configuration by name rather than by a section's shape.
+
+    A file without a meta is decoded whole with inferred types (seed_layout.py) and refused
+    whenever `expected` is given: nothing in it says which run it continues.
     """
     return _parse(_byte_view(buf), expected, check_meta_first)
 
 
 def _parse(view: memoryview, expected: dict | None, check_meta_first=None) -> Checkpoint:
     layout = parse_layout(view)
+    seal = _seal_span(layout)
+    body = layout.sections[:-1] if seal is not None else layout.sections
+    digests = {s.name: hashlib.sha256(view[s.data_offset:s.end]).digest() for s in body}
+    intact = seal is None or _seal_matches(view, body, digests, seal)
     meta_span = layout.find(META)
     if meta_span is None:
-        raise CheckpointError("the file has no 'meta' section (not written by foxc, or damaged)")
-    last = layout.sections[-1]
-    if last.name != CHECKSUM:
-        seal = layout.find(CHECKSUM)
-        if seal is None:
-            raise CheckpointError("the file has no 'checksum' section (not written by foxc, or damaged)")
-        raise CheckpointError("must be the last section", section=CHECKSUM, offset=seal.offset)
-    if last.data_len != DIGEST_BYTES:
-        raise CheckpointError(f"holds {last.data_len} bytes, not a {DIGEST_BYTES}-byte sha256",
-                              section=CHECKSUM, offset=last.offset)
+        if not intact:
+            raise CheckpointError("file checksum mismatch: the file was altered or damaged (it has no meta to "
+                                  "name the section)", section=CHECKSUM, offset=seal.offset)
+        if expected is not None:
+            raise CheckpointError(NOT_RESUMABLE)
+        return _parse_without_meta(view, layout, body, digests, seal is not None)
 
-    digests = {s.name: hashlib.sha256(view[s.data_offset:s.end]).digest() for s in layout.sections[:-1]}
-    framed = [(bytes(view[s.offset:s.data_offset]), digests[s.name]) for s in layout.sections[:-1]]
-    sealed = _seal(bytes(view[:HEADER.size]), framed) == bytes(view[last.data_offset:last.end])
     spans = {s.name: (s.offset, s.data_len) for s in layout.sections}
     # The meta is checked first: its per-section digests name a damaged section precisely.
     doc = decode_meta(view[meta_span.data_offset:meta_span.end], meta_span.data_offset)
     infos = check_meta(doc, layout.step, spans, digests, meta_span.data_offset)
-    if not sealed:
+    if not intact:
         raise CheckpointError("file checksum mismatch: the header, a section header or the meta was altered "
-                              "(every section's data matches its sha256)", section=CHECKSUM, offset=last.offset)
+                              "(every section's data matches its sha256)", section=CHECKSUM, offset=seal.offset)
+    notes = []
+    if seal is None:
+        loose = next((s for s in body if s.name != META and s.name not in infos), None)
+        if loose is not None:
+            raise CheckpointError("the meta does not describe this section and there is no checksum to vouch for "
+                                  "it (a damaged 'checksum' section?)", section=loose.name, offset=loose.offset)
+        notes.append("no 'checksum' section: every section's data is verified against the meta's sha256, but the "
+                     "header, the section framing and the meta itself are not sealed (an altered configuration "
+                     "or data hash in the meta would go unnoticed)")
 
     if check_meta_first is not None:
         check_meta_first(doc)
     wanted = infos if expected is None else _match_expected(infos, expected)
     sections = {name: _decode(view, infos[name], layout.find(name)) for name in wanted}
     skipped = [s.name for s in layout.sections if s.name not in sections and s.name not in (META, CHECKSUM)]
-    return Checkpoint(layout.step, sections, doc, infos, skipped, layout.size)
+    return Checkpoint(layout.step, sections, doc, infos, skipped, layout.size, notes, True, seal is not None)
+
+
+def _seal_span(layout: Layout) -> SectionSpan | None:
+    """The `checksum` section, when there is one: it must be last and hold one sha256."""
+    seal = layout.find(CHECKSUM)
+    if seal is None:
+        return None
+    if seal is not layout.sections[-1]:
+        raise CheckpointError("must be the last section", section=CHECKSUM, offset=seal.offset)
+    if seal.data_len != DIGEST_BYTES:
+        raise CheckpointError(f"holds {seal.data_len} bytes, not a {DIGEST_BYTES}-byte sha256",
+                              section=CHECKSUM, offset=seal.offset)
+    return seal
+
+
+def _seal_matches(view: memoryview, body, digests: dict, seal: SectionSpan) -> bool:
+    framed = [(bytes(view[s.offset:s.data_offset]), digests[s.name]) for s in body]
+    return _seal(bytes(view[:HEADER.size]), framed) == bytes(view[seal.data_offset:seal.end])
+
+
+def _parse_without_meta(view: memoryview, layout: Layout, body, digests: dict, sealed: bool) -> Checkpoint:
+    """Every section decoded with an inferred type, and notes on what the missing meta leaves unknown."""
+    sections, infos, problems = {}, {}, []
+    for span in body:
+        value, info, problem = seed_layout.infer_section(span.name, view[span.data_offset:span.end], span.offset,
+                                                         span.data_offset, digests[span.name].hex())
+        sections[span.name], infos[span.name] = value, info
+        if problem is not None:
+            problems.append(problem)
+    notes = seed_layout.notes_without_meta(sections, sealed, problems)
+    return Checkpoint(layout.step, sections, {}, infos, [], layout.size, notes, False, sealed)
 
 
 def _match_expected(infos: dict[str, SectionInfo], expected: dict) -> list[str]:

@@ -10,6 +10,10 @@
 Exit status: 0 success (or identical), 1 not a valid checkpoint (one line on stderr,
 `foxc-ckpt-inspect: error: PATH: <reason>`), 2 --diff found differences or a bad flag (one line,
 `foxc-ckpt-inspect: error: argument ...`).
+
+A file written without `meta` or `checksum` (the Rust trainer's layout, seed_layout.py) is
+shown too: types inferred, the seed's sections described and its ISV slots named where its
+text gives their index, and `note:` lines saying what cannot be known or verified.
 """
 from __future__ import annotations
 
@@ -23,10 +27,12 @@ from .adamw import AdamState
 from .errors import CheckpointError
 from .format import MAGIC, VERSION, Checkpoint, read_checkpoint
 from .meta import config_differences
+from .seed_layout import SECTION_ABOUT, SLOT_ABOUT
 
 PROG = "foxc-ckpt-inspect"
 EXIT_INVALID = 1  # not a valid checkpoint: documented apart from 2 (--diff differs), so scripts can tell them apart
 STAT_COLUMNS = ["name", "bytes", "dtype", "shape", "min", "max", "mean", "std", "nan", "inf"]
+ADAMW_COLUMNS = ["name", "n", "step", "lr", "beta1", "beta2", "eps", "wd", "m_norm", "v_norm"]
 
 
 def array_stats(values: np.ndarray) -> dict:
@@ -48,24 +54,39 @@ def _num(value):
 
 
 def section_rows(ckpt: Checkpoint) -> list[dict]:
+    """One row per section (two for AdamW: m and v); `about` describes the seed's sections in a file
+    without a meta (None otherwise, and in every row of a foxc file)."""
     rows = []
     for name, value in ckpt.sections.items():
         info = ckpt.infos[name]
+        about = None if ckpt.has_meta else SECTION_ABOUT.get(name)
         base = {"name": name, "bytes": info.nbytes, "dtype": info.dtype, "shape": list(info.shape)}
         if isinstance(value, AdamState):
-            rows.append({**base, "name": f"{name}.m", "dtype": f"adamw step {value.step}", **array_stats(value.m)})
-            rows.append({"name": f"{name}.v", "bytes": "", "dtype": "", "shape": "", **array_stats(value.v)})
+            rows.append({**base, "name": f"{name}.m", "dtype": f"adamw step {value.step}", **array_stats(value.m),
+                         "about": about})
+            rows.append({"name": f"{name}.v", "bytes": None, "dtype": None, "shape": None, **array_stats(value.v),
+                         "about": None})
         elif isinstance(value, bytes):
-            rows.append(base)
+            rows.append({**base, "about": about})
         else:
-            rows.append({**base, **array_stats(value)})
+            rows.append({**base, **array_stats(value), "about": about})
     return rows
 
 
+def adamw_rows(ckpt: Checkpoint) -> list[dict]:
+    """Each AdamW section as the wire format holds it: n, step, settings, and the L2 norms of m and v."""
+    return [{"name": name, "n": value.n, **value.settings,
+             "m_norm": float(np.linalg.norm(value.m.astype(np.float64))),
+             "v_norm": float(np.linalg.norm(value.v.astype(np.float64)))}
+            for name, value in ckpt.sections.items() if isinstance(value, AdamState)]
+
+
 def summary(ckpt: Checkpoint, path: str) -> dict:
+    meta = ckpt.meta
     return {"path": path, "magic": f"{MAGIC:#010x}", "version": VERSION, "step": ckpt.step,
-            "sections": ckpt.n_sections, "bytes": ckpt.size,
-            "foxc_version": ckpt.meta["foxc_version"], "data": ckpt.meta.get("data"), "skipped": ckpt.skipped}
+            "sections": ckpt.n_sections, "bytes": ckpt.size, "has_meta": ckpt.has_meta, "sealed": ckpt.sealed,
+            "foxc_version": meta.get("foxc_version"), "data": meta.get("data"), "skipped": ckpt.skipped,
+            "notes": ckpt.notes}
 
 
 def print_table(rows: list[dict], columns: list[str]) -> None:
@@ -96,28 +117,46 @@ def _numeric(text: str) -> bool:
 
 
 def show(ckpt: Checkpoint, path: str, as_json: bool) -> int:
-    head, rows = summary(ckpt, path), section_rows(ckpt)
+    head, rows, adamw = summary(ckpt, path), section_rows(ckpt), adamw_rows(ckpt)
     if as_json:
-        _dump({**head, "config": ckpt.config, "section_table": rows})
+        _dump({**head, "config": ckpt.config if ckpt.has_meta else None, "section_table": rows, "adamw": adamw})
         return 0
-    print(f"{path}: FOXC v{VERSION}, step {ckpt.step}, {ckpt.n_sections} sections "
-          f"({len(ckpt.sections)} of state, meta, checksum), {ckpt.size:,} bytes, "
-          f"written by foxc {head['foxc_version']}")
+    framing = ", ".join([f"{len(ckpt.sections)} of state", "meta" if ckpt.has_meta else "no meta",
+                         "checksum" if ckpt.sealed else "no checksum"])
+    writer = f"written by foxc {head['foxc_version']}" if ckpt.has_meta else "writer unknown"
+    print(f"{path}: FOXC v{VERSION}, step {ckpt.step}, {ckpt.n_sections} sections ({framing}), "
+          f"{ckpt.size:,} bytes, {writer}")
     if head["data"]:
         print("data: " + ", ".join(f"{k} {v}" for k, v in head["data"].items()))
-    print_table(rows, STAT_COLUMNS)
+    columns = STAT_COLUMNS + (["about"] if any(row["about"] for row in rows) else [])
+    print_table([{k: "" if v is None and k in ("bytes", "dtype", "shape", "about") else v for k, v in row.items()}
+                 for row in rows], columns)
+    if adamw:
+        print("AdamW states (wire format: n, step, lr, beta1, beta2, eps, wd; L2 norms of m and v):")
+        print_table(adamw, ADAMW_COLUMNS)
     if ckpt.skipped:
         print("skipped (not described by the meta): " + ", ".join(ckpt.skipped))
+    print_notes(ckpt)
     return 0
+
+
+def print_notes(ckpt: Checkpoint) -> None:
+    for note in ckpt.notes:
+        print(f"note: {note}")
 
 
 def show_isv(ckpt: Checkpoint, as_json: bool) -> int:
     values = ckpt.isv()
     if as_json:
-        _dump({"step": ckpt.step, "isv": values})
+        _dump({"step": ckpt.step, "isv": values, "notes": ckpt.notes})
         return 0
-    print_table([{"index": i, "slot": name, "value": value} for i, (name, value) in enumerate(values.items())],
-                ["index", "slot", "value"])
+    rows = [{"index": i, "slot": name, "value": value} for i, (name, value) in enumerate(values.items())]
+    if ckpt.has_meta:
+        print_table(rows, ["index", "slot", "value"])
+    else:
+        print_table([{**row, "about": SLOT_ABOUT.get(row["index"], "")} for row in rows],
+                    ["index", "slot", "value", "about"])
+    print_notes(ckpt)
     return 0
 
 
@@ -131,7 +170,8 @@ def show_section(ckpt: Checkpoint, name: str, as_json: bool, full: bool) -> int:
                 {"hex": value.hex()} if isinstance(value, bytes) else {"values": _json_values(value)})
         _dump({"name": name, "dtype": info.dtype, "shape": list(info.shape), **body})
         return 0
-    print(f"section '{name}': {info.dtype} {list(info.shape)}, {info.nbytes:,} bytes, sha256 {info.sha256}")
+    checked = "" if ckpt.has_meta else " (computed: no meta to check it against)"
+    print(f"section '{name}': {info.dtype} {list(info.shape)}, {info.nbytes:,} bytes, sha256 {info.sha256}{checked}")
     threshold = sys.maxsize if full else 1000
     with np.printoptions(threshold=threshold, linewidth=120):
         if isinstance(value, AdamState):
@@ -183,7 +223,7 @@ def show_diff(ckpt: Checkpoint, other: Checkpoint, path: str, other_path: str, a
         rows.append({"name": name, "max_abs_diff": diff, "note": note})
     differing = [r["name"] for r in rows if r["max_abs_diff"] != 0.0 or r["note"]]
     identical = not differing and ckpt.step == other.step
-    config = config_differences(ckpt.config, other.config)
+    config = _config_differences(ckpt, other, path, other_path)
     if as_json:
         _dump({"identical": identical, "steps": [ckpt.step, other.step], "sections": rows,
                "differing": differing, "config_differences": config})
@@ -197,6 +237,13 @@ def show_diff(ckpt: Checkpoint, other: Checkpoint, path: str, other_path: str, a
         print("identical" if identical else
               f"differs: {len(differing)} of {len(rows)} sections" + ("" if ckpt.step == other.step else ", step"))
     return 0 if identical else 2
+
+
+def _config_differences(ckpt: Checkpoint, other: Checkpoint, path: str, other_path: str) -> list[str]:
+    unknown = [p for c, p in ((ckpt, path), (other, other_path)) if not c.has_meta]
+    if unknown:
+        return [f"unknown: {' and '.join(unknown)} {'has' if len(unknown) == 1 else 'have'} no meta"]
+    return config_differences(ckpt.config, other.config)
 
 
 def _json_values(array: np.ndarray):
@@ -247,7 +294,7 @@ def _run(args) -> int:
     ckpt = _read(args.path)
     if args.verify:
         _verdict(args, True, f"step {ckpt.step}, {ckpt.n_sections} sections, {ckpt.size:,} bytes, "
-                             f"every sha256 verified", ckpt)
+                             f"{_verified(ckpt)}", ckpt)
         return 0
     if args.isv:
         return show_isv(ckpt, args.json)
@@ -265,12 +312,22 @@ def _read(path: str) -> Checkpoint:
     return read_checkpoint(path)  # its errors name the file
 
 
+def _verified(ckpt: Checkpoint) -> str:
+    """What --verify could check: all of it only with both meta and checksum."""
+    if ckpt.has_meta:
+        return "every sha256 verified" if ckpt.sealed else "every section's sha256 verified, not sealed (no checksum)"
+    return ("the file checksum verified, no meta" if ckpt.sealed else
+            "framing verified; no meta and no checksum to verify the data against")
+
+
 def _verdict(args, valid: bool, reason: str, ckpt: Checkpoint | None = None) -> None:
     if args.json:
         _dump({"path": args.path, "valid": valid, "reason": reason,
-               **({"step": ckpt.step} if ckpt is not None else {})})
+               **({"step": ckpt.step} if ckpt is not None else {}), "notes": [] if ckpt is None else ckpt.notes})
     else:
         print(f"valid: {args.path}: {reason}" if valid else f"invalid: {reason}")
+        if ckpt is not None:
+            print_notes(ckpt)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ class AgentPolicy:
         """The agent a checkpoint holds (weights and ISV), on runtime `rt`."""
         from ..data.features import FEATURES
         from ..nn.model import HIDDEN_DIM
+        config = ckpt.config  # first: a file without foxc's meta (the seed's) is refused by name here
         params = Parameters(rt, FEATURES, HIDDEN_DIM)
         theta = np.zeros(params.size, np.float32)
         for t in params.tensors:
@@ -48,7 +49,6 @@ class AgentPolicy:
         params.load(theta)
         isv = IsvBus(rt)
         isv.load(np.asarray(ckpt["isv"], np.float32))
-        config = ckpt.config
         return cls(rt, params, isv, config["seq_len"], config.get("actor", "q"), config.get("precision", "f32"))
 
     def _bind(self, ctx):

@@ -1,0 +1,163 @@
+"""Reading a FOXC v1 file written without a `meta` section: the Rust trainer's ("the seed's") layout.
+
+The seed (`ml-alpha`, commits ba4bacd94c06d223 and be27fd34d2f0900f, text in
+shared/seeds/) writes FOXC v1 with no meta and no checksum: `isv` (f32 ×
+RL_SLOTS_END), 26 device buffers as raw f32 (`dqn_w`, ..., `outcome_b`), then
+20 `adam_<tensor>` sections in the AdamW wire format; the encoder goes to a
+sibling `<stem>.encoder` file in a format of its own.
+
+Without a meta nothing says what a section holds, so its type is inferred:
+`adam_*` sections are AdamW states when their bytes are exactly the wire format
+(only by name: a float array whose first bytes happened to read as a matching
+`n` must not turn into an optimizer); any other section with a length that is a
+multiple of 4 is float32, 1-D unless the seed's text states its shape; the
+rest are bytes. Everything here describes; nothing here makes a file resumable.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .adamw import unpack_adamw
+from .errors import CheckpointError
+from .meta import ADAMW, BYTES, SectionInfo
+
+SEED_COMMITS = ("ba4bacd94c06d223", "be27fd34d2f0900f")
+ISV_SLOTS_END = 588  # crates/ml-alpha/src/rl/isv_slots.rs: RL_SLOTS_END moved from 585 to 588 (both commits)
+ISV_SLOTS_END_BEFORE = 585
+ADAM_PREFIX = "adam_"
+ENCODER_SUFFIX = ".encoder"  # the seed's path.with_extension("encoder")
+MAX_PROBLEM_NOTES = 8  # a hostile file may hold a million odd sections; the notes stay readable
+
+# The ISV slots whose index the seed's text states: (index, constant, seed commit(s), file, what it holds).
+# Files are under crates/ml-alpha/; "ba4bacd9" and "be27fd34" are the commits of SEED_COMMITS.
+SEED_ISV_SLOTS = (
+    (400, "RL_GAMMA_INDEX", "ba4bacd9", "cuda/rl_per_push_flush.cu", "discount factor γ"),
+    (403, "RL_N_STEP_INDEX", "ba4bacd9", "cuda/rl_per_push_flush.cu", "n-step return length"),
+    (412, "RL_LR_BCE_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "learning rate, BCE head"),
+    (413, "RL_LR_Q_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "learning rate, Q (C51) head"),
+    (414, "RL_LR_PI_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "learning rate, policy head"),
+    (415, "RL_LR_V_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "learning rate, value head"),
+    (416, "RL_LR_AUX_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "learning rate, auxiliary heads"),
+    (423, "RL_MEAN_ABS_PNL_EMA_INDEX", "ba4bacd9, be27fd34", "cuda/rl_confidence_gate.cu",
+     "EMA of |PnL| (scales the stop-loss drawdown)"),
+    (455, "RL_IMPROVEMENT_THRESHOLD_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu",
+     "LR controller: an improvement is a loss EMA below best × this"),
+    (456, "RL_PLATEAU_PATIENCE_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu",
+     "LR controller: steps without improvement before the LR decays"),
+    (461, "RL_LR_WARMUP_STEPS_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "LR controller: warm-up steps"),
+    (462, "RL_LR_BOOTSTRAP_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "LR controller: bootstrap LR"),
+    (463, "RL_LR_MIN_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "LR controller: lowest LR"),
+    (464, "RL_LR_MAX_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "LR controller: highest LR"),
+    (465, "RL_LR_LOSS_EMA_ALPHA_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "LR controller: loss EMA α"),
+    (466, "RL_LR_DECAY_FACTOR_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu",
+     "LR controller: decay factor on a plateau"),
+    (575, "RL_HOLD_TARGET_FRAC_INDEX", "ba4bacd9, be27fd34", "cuda/rl_confidence_gate.cu",
+     "confidence gate: hold-fraction target"),
+    (576, "RL_HOLD_FRAC_EMA_INDEX", "ba4bacd9, be27fd34", "cuda/rl_confidence_gate.cu",
+     "confidence gate: EMA of the hold fraction"),
+    (583, "RL_ACTION_ENTROPY_EMA_INDEX", "ba4bacd9, be27fd34", "src/rl/isv_slots.rs", "EMA of the action entropy"),
+    (584, "RL_CONF_GATE_MAX_HOLD_FRAC_INDEX", "ba4bacd9, be27fd34", "src/rl/isv_slots.rs",
+     "confidence gate: highest hold fraction (bootstrap 0.85)"),
+    (586, "RL_DRAWDOWN_PENALTY_RATE_INDEX", "ba4bacd9, be27fd34", "src/rl/isv_slots.rs",
+     "per-step drawdown penalty rate (bootstrap 0.01)"),
+    (587, "RL_STOP_LOSS_THRESHOLD_INDEX", "ba4bacd9, be27fd34", "src/rl/isv_slots.rs",
+     "hard stop-loss threshold (bootstrap 2.0)"),
+)
+SLOT_NAMES = {index: name for index, name, *_ in SEED_ISV_SLOTS}
+SLOT_ABOUT = {index: about for index, _, _, _, about in SEED_ISV_SLOTS}
+
+# Shapes the seed's text states (docs/superpowers/specs/2026-05-27-alpha-rl-perf-checkpoint-walkforward.md:
+# "DQN weights (online) | W[128×231] + b[231]", "DQN weights (target) | Same"); every other section is 1-D.
+SEED_SHAPES = {"dqn_w": (128, 231), "dqn_b": (231,), "dqn_w_target": (128, 231), "dqn_b_target": (231,)}
+
+
+def _heads() -> dict[str, str]:
+    """The seed's device-buffer sections (save_checkpoint in src/trainer/integrated.rs, be27fd34), described."""
+    about = {"isv": f"the seed's ISV bus (f32 × RL_SLOTS_END, {ISV_SLOTS_END}; {ISV_SLOTS_END_BEFORE} before)",
+             "dqn_w": "the seed's C51/DQN head weights", "dqn_b": "the seed's C51/DQN head bias",
+             "policy_w": "the seed's policy head weights", "policy_b": "the seed's policy head bias",
+             "value_w": "the seed's value head weights", "value_b": "the seed's value head bias",
+             "iqn_w_embed": "the seed's IQN head, embedding weights",
+             "iqn_b_embed": "the seed's IQN head, embedding bias",
+             "iqn_w_out": "the seed's IQN head, output weights", "iqn_b_out": "the seed's IQN head, output bias",
+             "frd_w1": "the seed's FRD head, layer 1 weights", "frd_b1": "the seed's FRD head, layer 1 bias",
+             "frd_w2": "the seed's FRD head, layer 2 weights", "frd_b2": "the seed's FRD head, layer 2 bias",
+             "noisy_mu_w": "the seed's noisy exploration, weight means",
+             "noisy_sigma_w": "the seed's noisy exploration, weight noise scales",
+             "noisy_mu_b": "the seed's noisy exploration, bias means",
+             "noisy_sigma_b": "the seed's noisy exploration, bias noise scales",
+             "outcome_w": "the seed's outcome head weights", "outcome_b": "the seed's outcome head bias"}
+    for online in ("dqn_w", "dqn_b", "iqn_w_embed", "iqn_b_embed", "iqn_w_out", "iqn_b_out"):
+        about[f"{online}_target"] = f"target-network copy of {online}"
+    optimised = ("dqn_w", "dqn_b", "iqn_w_embed", "iqn_b_embed", "iqn_w_out", "iqn_b_out", "policy_w", "policy_b",
+                 "value_w", "value_b", "frd_w1", "frd_b1", "frd_w2", "frd_b2", "noisy_mu_w", "noisy_sigma_w",
+                 "noisy_mu_b", "noisy_sigma_b", "outcome_w", "outcome_b")
+    for tensor in optimised:
+        about[f"{ADAM_PREFIX}{tensor}"] = f"the seed's AdamW state of {tensor}"
+    return about
+
+
+SECTION_ABOUT = _heads()
+
+
+def isv_slot_names(n: int) -> list[str]:
+    """Names for an ISV of `n` slots: the seed's constant where its text states the index, else `slot_<i>`."""
+    return [SLOT_NAMES.get(i, f"slot_{i}") for i in range(n)]
+
+
+def looks_like_seed(names) -> bool:
+    """True when any section bears a name the seed writes (its descriptions then apply)."""
+    return any(name in SECTION_ABOUT for name in names)
+
+
+def infer_section(name: str, data: memoryview, span_offset: int, data_offset: int, sha256: str):
+    """(value, SectionInfo, problem or None) for one section of a file without a meta."""
+    nbytes = len(data)
+    problem = None
+    if name.startswith(ADAM_PREFIX):
+        try:
+            state = unpack_adamw(data, name, data_offset)
+        except CheckpointError as exc:
+            problem = f"'{name}' is named like an AdamW state but is not in its wire format ({exc.reason})"
+        else:
+            return state, SectionInfo(name, ADAMW, (state.n,), sha256, span_offset, nbytes), None
+    if nbytes % 4:
+        return bytes(data), SectionInfo(name, BYTES, (nbytes,), sha256, span_offset, nbytes), problem
+    values = np.frombuffer(data, "<f4").astype(np.float32)
+    shape = SEED_SHAPES.get(name)
+    if shape is not None and values.size != int(np.prod(shape)):
+        problem = (f"'{name}' holds {values.size} floats, the seed's text states {' × '.join(map(str, shape))}; "
+                   "read as 1-D")
+        shape = None
+    values = values.reshape(shape or (values.size,))
+    return values, SectionInfo(name, "<f4", values.shape, sha256, span_offset, nbytes), problem
+
+
+def notes_without_meta(sections: dict, sealed: bool, problems: list[str]) -> list[str]:
+    """What a reader of a file without a meta must know: what is unknown, what cannot be checked."""
+    notes = ["no 'meta' section: the writer, its configuration, the data it trained on and the sections' shapes "
+             "are unknown, and there are no per-section sha256 digests to check; types are inferred (adam_* as "
+             "AdamW, others as float32 or bytes)"]
+    notes.append("its 'checksum' verified: the file is as it was written" if sealed else
+                 "no 'checksum' section: damage to the file cannot be detected (only its framing is checked)")
+    if looks_like_seed(sections):
+        notes.append(f"sections bear the names the Rust trainer writes (the seed, commits {', '.join(SEED_COMMITS)}): "
+                     "their descriptions, the dqn shapes and the ISV slot names come from its text")
+        isv = sections.get("isv")
+        if isinstance(isv, np.ndarray) and isv.size != ISV_SLOTS_END:
+            was = " (the seed's layout before RL_SLOTS_END moved to 588)" if isv.size == ISV_SLOTS_END_BEFORE else ""
+            notes.append(f"'isv' holds {isv.size} slots, the seed's RL_SLOTS_END is {ISV_SLOTS_END}{was}")
+    shown = problems[:MAX_PROBLEM_NOTES]
+    more = len(problems) - len(shown)
+    return notes + shown + ([f"... and {more} more sections like these"] if more else [])
+
+
+def encoder_note(path) -> str:
+    """Where the seed keeps the encoder of the checkpoint at `path`, and whether it is there."""
+    sibling = Path(path).with_suffix(ENCODER_SUFFIX)
+    if sibling.is_file():
+        return (f"the seed keeps the encoder (perception trunk) beside it in its own format: {sibling} is present "
+                f"({sibling.stat().st_size:,} bytes), not read by foxc")
+    return f"the seed keeps the encoder (perception trunk) beside it in its own format: {sibling} is absent"
