@@ -4,8 +4,9 @@ import struct
 
 import msgpack
 import numpy as np
+import pytest
 
-from foxc.checkpoint import AdamState
+from foxc.checkpoint import AdamState, CheckpointError, parse_checkpoint
 from foxc.isv.registry import SLOTS
 
 MAGIC = 0x464F5843
@@ -80,3 +81,12 @@ def reseal(data: bytes) -> bytes:
     assert sections[-1][0] == "checksum"
     return container(sections[:-1], step=step, magic=struct.unpack_from("<I", data)[0],
                      version=struct.unpack_from("<I", data, 4)[0])
+
+
+def refused(data: bytes, *fragments, expected=None) -> CheckpointError:
+    """The CheckpointError parsing `data` raises; its message holds every fragment."""
+    with pytest.raises(CheckpointError) as info:
+        parse_checkpoint(data, expected)
+    for fragment in fragments:
+        assert fragment in str(info.value), f"'{fragment}' not in: {info.value}"
+    return info.value

@@ -6,7 +6,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from checkpoint_helpers import (container, meta_doc, meta_entry, packed, reseal, sample_state,
+from checkpoint_helpers import (container, meta_doc, meta_entry, packed, refused, reseal, sample_state,
                                 section_header, split_sections)
 from foxc.checkpoint import (AdamState, CheckpointError, config_differences, encode_checkpoint, expected_from,
                              pack_adamw, parse_checkpoint, read_checkpoint, unpack_adamw, write_checkpoint)
@@ -25,14 +25,6 @@ def same(a, b) -> bool:
         return a == b
     a = np.asarray(a)
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
-
-
-def refused(data: bytes, *fragments, expected=None) -> CheckpointError:
-    with pytest.raises(CheckpointError) as info:
-        parse_checkpoint(data, expected)
-    for fragment in fragments:
-        assert fragment in str(info.value), f"'{fragment}' not in: {info.value}"
-    return info.value
 
 
 # ---------------------------------------------------------------------------- layout and round trips

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from checkpoint_helpers import refused, split_sections
 from foxc.checkpoint import (AdamState, CheckpointError, encode_checkpoint, expected_from, parse_checkpoint,
                              read_checkpoint, write_checkpoint)
 from foxc.checkpoint.inspect_cli import main
@@ -175,14 +176,6 @@ def test_a_file_without_meta_has_no_configuration(seed):
 
 # ---------------------------------------------------------------------------- framing is still refused
 
-def refused(data: bytes, *fragments, expected=None) -> CheckpointError:
-    with pytest.raises(CheckpointError) as info:
-        parse_checkpoint(data, expected)
-    for fragment in fragments:
-        assert fragment in str(info.value), f"'{fragment}' not in: {info.value}"
-    return info.value
-
-
 def test_truncated_seed_files_are_refused(seed):
     data = seed[0]
     isv_data = 20 + 2 + 3 + 8
@@ -235,27 +228,13 @@ def test_damaged_seed_files_give_checkpoint_errors_only():
 
 # ---------------------------------------------------------------------------- meta without checksum
 
-def split(data: bytes) -> list[tuple[str, bytes]]:
-    """The sections of a well-formed file, parsed with struct alone."""
-    (count,) = struct.unpack_from("<I", data, 16)
-    pos, out = 20, []
-    for _ in range(count):
-        (name_len,) = struct.unpack_from("<H", data, pos)
-        name = data[pos + 2:pos + 2 + name_len].decode()
-        (data_len,) = struct.unpack_from("<Q", data, pos + 2 + name_len)
-        start = pos + 10 + name_len
-        out.append((name, data[start:start + data_len]))
-        pos = start + data_len
-    return out
-
-
 @pytest.fixture
 def unsealed(rng):
     """A foxc-written file with its checksum section cut off and n_sections lowered by one, by bytes."""
     state = {"dqn_w": rng.standard_normal((4, 6)).astype(np.float32),
              "adam_dqn_w": AdamState(np.ones(24, np.float32), np.ones(24, np.float32), 3, 1e-3, 0.9, 0.999, 1e-8, 0.0)}
     sealed = encode_checkpoint(9, state, {"config": {"batch": 8}}).to_bytes()
-    sections = split(sealed)
+    _, sections = split_sections(sealed)
     assert sections[-1][0] == "checksum"
     cut = len(sealed) - len(section("checksum", sections[-1][1]))
     data = sealed[:16] + struct.pack("<I", len(sections) - 1) + sealed[20:cut]
