@@ -173,7 +173,7 @@ def test_epsilon_schedule(ref_rt, rng):
 
 def test_exits_are_never_gated(ref_rt, rng):
     q, logits, state, explore, lots, drawdown, isv = act_inputs(rng, 1000)
-    isv[S("gate_threshold")] = 1.0  # gate every entry (outside an exploration segment, p < 1)
+    isv[S("gate_threshold")] = 2.0  # above any confidence (a softmax can round to exactly 1): gate every entry
     isv[S("stop_loss_threshold")] = 0.0
     explore[:] = 0
     out = run_act(ref_rt, q, logits, state, explore, lots, drawdown, isv)
