@@ -3,7 +3,7 @@
 # occupancy and registers, at the GPU's own clocks (--clock-control none).
 #   bash tools/ncu_kernel.sh NAME [command...]
 #   bash tools/ncu_kernel.sh linear_fwd_f32
-#   bash tools/ncu_kernel.sh adamw_step_isv_lr python3 -m foxc.train --profile-steps 300:300 --n-steps 301
+#   bash tools/ncu_kernel.sh adamw_all python3 -m foxc.train --profile-steps 300:300 --n-steps 301
 # NAME is a regular expression on kernel names. Only kernels launched inside a
 # cuProfilerStart/Stop window are profiled (--profile-from-start off), so the command must
 # open one (--profile-steps A:B); the default command is the learner benchmark's eager step
