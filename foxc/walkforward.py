@@ -178,7 +178,7 @@ def _local_slots(backend: str | None, workers: int | None, folds: int) -> list[s
     if gpus:
         return gpus[:workers] if workers else gpus
     if backend == "cuda":
-        raise RuntimeError("--parallel local with --backend cuda: no visible GPU")
+        raise UsageError("--parallel local with --backend cuda: no visible GPU")
     return [None] * max(1, min(folds, workers or os.cpu_count() or 1))
 
 
@@ -279,7 +279,7 @@ def remove_previous_outputs(out: Path):
 
 def main(argv=None) -> int:
     args, train_args = build_parser().parse_known_args(argv)
-    return run_cli("foxc.walkforward", lambda: _main(args, train_args), also=(ValueError, RuntimeError))
+    return run_cli("foxc.walkforward", lambda: _main(args, train_args), also=(ValueError, scaleout.ScaleoutError))
 
 
 def _main(args, train_args: list[str]) -> int:

@@ -24,6 +24,10 @@ import numpy as np
 
 from .folds import FoldSpec, failed_record, run_fold_safely
 
+
+class ScaleoutError(RuntimeError):
+    """A set-up the folds cannot run on (Ray missing, too few GPUs); the message says what to change."""
+
 POLL_S = 0.05
 
 
@@ -102,13 +106,13 @@ def run_ray(specs: list[FoldSpec], records: np.ndarray, *, address: str | None =
     try:
         import ray
     except ImportError:
-        raise RuntimeError("Ray is not installed: pip install 'foxc[ray]' (or run with --parallel local)") from None
+        raise ScaleoutError("Ray is not installed: pip install 'foxc[ray]' (or run with --parallel local)") from None
     if not ray.is_initialized():
         ray.init(address=address, **(init_kwargs or {}))
     have = ray.cluster_resources().get("GPU", 0)
     if num_gpus > have:
         # a task asking for more GPUs than the cluster has would wait for ever
-        raise RuntimeError(f"each fold asks for {num_gpus} GPU(s) but the Ray cluster has {have:g}; "
+        raise ScaleoutError(f"each fold asks for {num_gpus} GPU(s) but the Ray cluster has {have:g}; "
                            "use --gpus-per-fold 0 for CPU workers (reference backend)")
     task = ray.remote(num_gpus=num_gpus, num_cpus=num_cpus)(run_fold_safely)
     windows: dict[tuple[int, int], object] = {}
