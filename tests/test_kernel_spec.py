@@ -65,3 +65,62 @@ def test_wrong_argument_count():
 def test_pack_slot_little_endian():
     assert pack_slot(PTR, DevPtr(0x0102030405060708)) == bytes.fromhex("0807060504030201")
     assert pack_slot(F32, np.float32(1.0)) == bytes.fromhex("0000803f00000000")
+
+
+# ---- kernels bound by name ---------------------------------------------------------------------------
+
+def _all_specs():
+    """Every KernelSpec foxc declares: each is registered with its numpy reference."""
+    import importlib
+    import pkgutil
+
+    import foxc
+    from foxc.driver.reference.registry import registered_specs
+    for info in pkgutil.walk_packages(foxc.__path__, "foxc."):
+        if ".bench" not in info.name and not info.name.endswith("__main__"):
+            importlib.import_module(info.name)
+    return {spec.name: spec for spec in registered_specs()}
+
+
+def test_every_kernel_spec_matches_its_source_signature_by_name_and_type():
+    from foxc.driver.cubins import load_manifest
+    from foxc.driver.signatures import check_spec
+    specs = _all_specs()
+    for spec in specs.values():
+        check_spec(spec)
+    built = {k for e in load_manifest()["sources"].values() for k in e["kernels"]}
+    assert built == set(specs), f"kernels without a KernelSpec: {sorted(built - set(specs))}"
+
+
+def test_swapped_pointers_fail_at_load_with_their_names(ref_rt):
+    from dataclasses import replace
+
+    from foxc.nn.optim import ADAMW_ALL
+    params = list(ADAMW_ALL.params)
+    i, j = next((i, j) for i in range(len(params)) for j in range(i + 1, len(params))
+                if params[i].kind.name == params[j].kind.name == "ptr")
+    params[i], params[j] = params[j], params[i]
+    swapped = replace(ADAMW_ALL, params=tuple(params))
+    with pytest.raises(CudaError, match=rf"parameter {i} is ptr '{params[j].name}' in the source, "
+                                        rf"ptr '{params[i].name}' in the KernelSpec"):
+        ref_rt.kernel(swapped)
+
+
+@pytest.mark.parametrize("text, error", [
+    ('extern "C" __global__ void k(float* a, double b) {}', "parameter 'double b'"),
+    ('extern "C" __global__ void k(struct S s) {}', "parameter 'struct S s'"),
+])
+def test_unbindable_parameter_types_are_named(text, error):
+    from foxc.driver.signatures import parse_signatures
+    with pytest.raises(ValueError, match=error):
+        parse_signatures(text)
+
+
+def test_signatures_of_macro_generated_and_launch_bounded_kernels():
+    from foxc.driver.signatures import parse_signatures
+    text = ('#define K(SUFFIX, N) \\\nextern "C" __global__ void __launch_bounds__(T<N, 2>::X, 4) \\\n'
+            'f##SUFFIX(const float* __restrict__ a, long long n) {}\nK(_x, 8)\nK(_y, 16)\n'
+            '// extern "C" __global__ void commented(int a) {}\n'
+            'extern "C" __global__ void g(unsigned int s, int* __restrict__ c, float t) {}\n')
+    assert parse_signatures(text) == {"f_x": [["a", "ptr"], ["n", "i64"]], "f_y": [["a", "ptr"], ["n", "i64"]],
+                                      "g": [["s", "u32"], ["c", "ptr"], ["t", "f32"]]}

@@ -289,8 +289,7 @@ def test_graph_equals_eager_on_reference(ref_rt, rng):
 def test_raw_ptrs_table(ref_rt, rng):
     env = LobEnv(random_books(100, rng), 8, rt=ref_rt)
     t = env.sim.ptrs
-    s = t.as_struct()
-    assert s.pos == env.sim.pos.ptr.addr and s.snapshots == env.snapshots.ptr.addr and s.n_backtests == 8
+    assert t.pos.addr == env.sim.pos.ptr.addr and t.snapshots.addr == env.snapshots.ptr.addr and t.n_backtests == 8
     assert t.pos_bytes == POSITION_DTYPE.itemsize and t.trade_log_cap == 64
     # every simulator plan takes its pointers from the table
     addrs = {v.addr for v in vars(t).values() if hasattr(v, "addr")}

@@ -7,8 +7,10 @@
     python3 tools/build_cubins.py --arch sm_100 --arch sm_90   # other architectures
 
 The manifest (foxc/cubins/manifest.json) records, per source, the sha256 of the
-source and of every header it includes, the kernel names found in the cubin and
-the sha256 of each cubin, with the nvcc version and flags. The runtime never compiles.
+source and of every header it includes, the kernel names found in the cubin, each
+kernel's parameters by name and type as its source declares them (checked against its
+KernelSpec when a backend loads it: foxc/driver/signatures.py) and the sha256 of each
+cubin, with the nvcc version and flags. The runtime never compiles.
 """
 from __future__ import annotations
 
@@ -116,6 +118,11 @@ def header_hashes(source: Path) -> dict[str, str]:
     return {rel(h): sha256(h) for h in included_headers(source)}
 
 
+def kernel_signatures(source: Path) -> dict:
+    from foxc.driver.signatures import parse_signatures
+    return parse_signatures(source.read_text(), rel(source))
+
+
 def load_manifest() -> dict:
     return json.loads(MANIFEST.read_text()) if MANIFEST.is_file() else {}
 
@@ -137,6 +144,11 @@ def stale_entries(manifest: dict, archs: list[str] | None = None) -> list[str]:
             problems.append(f"{rel(path)}: source changed since its cubins were built")
         if entry["headers"] != header_hashes(path):
             problems.append(f"{rel(path)}: an included header changed since its cubins were built")
+        if entry.get("signatures") != kernel_signatures(path):
+            problems.append(f"{rel(path)}: the manifest's kernel signatures are not the source's")
+        elif set(entry["signatures"]) != set(entry["kernels"]):
+            problems.append(f"{rel(path)}: kernels in the cubin and in the source differ "
+                            f"({sorted(set(entry['signatures']) ^ set(entry['kernels']))})")
         for arch in archs:
             cubin = CUBIN_DIR / arch / f"{module}.cubin"
             if not cubin.is_file():
@@ -192,7 +204,8 @@ def build(archs: list[str], force: bool, jobs: int) -> int:
     work = []
     for module, path in sources().items():
         prev = old.get("sources", {}).get(module)
-        entry = {"source": rel(path), "sha256": sha256(path), "headers": header_hashes(path)}
+        entry = {"source": rel(path), "sha256": sha256(path), "headers": header_hashes(path),
+                 "signatures": kernel_signatures(path)}
         fresh = (not force and same_tool and prev is not None and prev["sha256"] == entry["sha256"]
                  and prev["headers"] == entry["headers"])
         entry["cubins"] = {}

@@ -45,23 +45,3 @@ c51_distribution(float* __restrict__ probs, float* __restrict__ q, const float* 
         }
     }
 }
-
-// policy_softmax — 1-D grid over B threads (256-thread blocks), one per window.
-// Reads logits[B, 5]; writes probs[B, 5] and log_probs[B, 5] (log-sum-exp form).
-extern "C" __global__ void __launch_bounds__(256)
-policy_softmax(float* __restrict__ probs, float* __restrict__ log_probs, const float* __restrict__ logits, int B)
-{
-    const int b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= B) return;
-    const float* l = logits + (long long)b * NN_N_ACTIONS;
-    float mx = l[0];
-    for (int k = 1; k < NN_N_ACTIONS; ++k) mx = fmaxf(mx, l[k]);
-    float sum = 0.0f;
-    for (int k = 0; k < NN_N_ACTIONS; ++k) sum += expf(l[k] - mx);
-    const float lse = mx + logf(sum);
-    for (int k = 0; k < NN_N_ACTIONS; ++k) {
-        const float lp = l[k] - lse;
-        log_probs[(long long)b * NN_N_ACTIONS + k] = lp;
-        probs[(long long)b * NN_N_ACTIONS + k] = expf(lp);
-    }
-}

@@ -8,15 +8,8 @@
 #define REDUCE_THREADS 256
 #define ADAMW_MAX_TENSORS 32  // adamw_all's table capacity (foxc/nn/optim.py: ADAMW_MAX_TENSORS)
 
-// adam_steps_increment — grid 1, block 32: steps[i] += 1 for i < n (Adam step counts, one per
-// tensor; launched once per update before the adamw_step launches).
-extern "C" __global__ void adam_steps_increment(int* __restrict__ steps, int n)
-{
-    for (int i = threadIdx.x; i < n; i += blockDim.x) steps[i] += 1;
-}
-
 // One parameter's AdamW update (bias corrections bc1, bc2 of the tensor's step already formed):
-// decoupled weight decay, bias-corrected moments. Every AdamW kernel goes through it.
+// decoupled weight decay, bias-corrected moments.
 __device__ __forceinline__ void adamw_element(float* __restrict__ theta, const float* __restrict__ grad,
                                               float* __restrict__ m, float* __restrict__ v, long long i, float scale,
                                               float bc1, float bc2, float lr, float beta1, float beta2, float eps,
@@ -30,38 +23,6 @@ __device__ __forceinline__ void adamw_element(float* __restrict__ theta, const f
     const float m_hat = mi / fmaxf(bc1, 1e-12f);
     const float v_hat = vi / fmaxf(bc2, 1e-12f);
     theta[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + wd * theta[i]);
-}
-
-__device__ __forceinline__ void adamw_update(float* __restrict__ theta, const float* __restrict__ grad,
-                                             float* __restrict__ m, float* __restrict__ v, float scale, int step,
-                                             long long n, float lr, float beta1, float beta2, float eps, float wd)
-{
-    const float bc1 = 1.0f - powf(beta1, (float)step);
-    const float bc2 = 1.0f - powf(beta2, (float)step);
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x)
-        adamw_element(theta, grad, m, v, i, scale, bc1, bc2, lr, beta1, beta2, eps, wd);
-}
-
-// adamw_step — 1-D grid-stride over n (256-thread blocks). Reads grad[n], clip[0] (the gradient
-// scale from grad_clip_scale) and step[0] (this tensor's count, already incremented); updates
-// theta, m, v in place: decoupled weight decay, bias-corrected moments.
-extern "C" __global__ void adamw_step(float* __restrict__ theta, const float* __restrict__ grad, float* __restrict__ m,
-                                      float* __restrict__ v, const float* __restrict__ clip,
-                                      const int* __restrict__ step, long long n, float lr, float beta1, float beta2,
-                                      float eps, float wd)
-{
-    adamw_update(theta, grad, m, v, clip[0], step[0], n, lr, beta1, beta2, eps, wd);
-}
-
-// adamw_step_isv_lr — adamw_step with the learning rate read from isv[lr_slot] on the device.
-extern "C" __global__ void adamw_step_isv_lr(float* __restrict__ theta, const float* __restrict__ grad,
-                                             float* __restrict__ m, float* __restrict__ v,
-                                             const float* __restrict__ clip, const int* __restrict__ step, long long n,
-                                             const float* __restrict__ isv, int lr_slot, float beta1, float beta2,
-                                             float eps, float wd)
-{
-    adamw_update(theta, grad, m, v, clip[0], step[0], n, isv[lr_slot], beta1, beta2, eps, wd);
 }
 
 // grad_sumsq_partial — grid G, block 256. Block k adds grad[i]^2 over i in chunks of 256 starting
@@ -130,10 +91,10 @@ grad_clip_scale_steps(float* __restrict__ clip, const float* __restrict__ partia
 // soft update. 1-D grid-stride over i < n (256-thread blocks). table[3j..3j+2] = begin, end,
 // lr_slot of tensor j (j < n_tensors <= ADAMW_MAX_TENSORS, disjoint ranges): element i in
 // [begin_j, end_j) gets AdamW with lr = isv[lr_slot_j], step count steps[j] (already
-// incremented) and scale clip[0] — the same arithmetic as adamw_step; elements in no tensor
+// incremented) and scale clip[0]; elements in no tensor
 // (alignment padding) are not touched. Then, for target_begin <= i < target_begin + target_n,
 // target[i - target_begin] += tau (theta[i] - target[..]), tau = isv[ISV_TAU], reading the theta
-// this thread has just updated (so the target follows the new online weights, as before).
+// this thread has just updated (so the target follows the new online weights).
 extern "C" __global__ void __launch_bounds__(256)
 adamw_all(float* __restrict__ theta, const float* __restrict__ grad, float* __restrict__ m, float* __restrict__ v,
           float* __restrict__ target, const float* __restrict__ clip, const int* __restrict__ steps,
@@ -160,14 +121,4 @@ adamw_all(float* __restrict__ theta, const float* __restrict__ grad, float* __re
             *t += tau * (theta[i] - *t);
         }
     }
-}
-
-// soft_update — 1-D grid-stride over n: target += tau (online - target), tau = isv[ISV_TAU].
-extern "C" __global__ void soft_update(float* __restrict__ target, const float* __restrict__ online,
-                                       const float* __restrict__ isv, long long n)
-{
-    const float tau = isv[ISV_TAU];
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x)
-        target[i] += tau * (online[i] - target[i]);
 }

@@ -44,9 +44,6 @@ class CudaRuntime:
         copy_dtod(dst, src, nbytes, stream or self.stream, f"copying {nbytes} B on the device")
 
     # --- execution --------------------------------------------------------
-    def new_stream(self, name: str) -> Stream:
-        return Stream(self.ctx, name)
-
     def event(self, name: str = "event") -> Event:
         return Event(name)
 

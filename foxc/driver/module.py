@@ -6,6 +6,7 @@ import weakref
 from .errors import CudaError, check
 from .kernel_spec import KernelSpec
 from .release import release
+from .signatures import check_spec
 
 
 def _driver():
@@ -23,6 +24,7 @@ class Module:
         self._finalizer = weakref.finalize(self, release, "cuModuleUnload", self.handle)
 
     def kernel(self, spec: KernelSpec) -> "Kernel":
+        check_spec(spec)  # by name and type; cuFuncGetParamInfo below checks offsets and sizes
         handle = check(_driver().cuModuleGetFunction(self.handle, spec.name.encode()), "cuModuleGetFunction",
                        f"looking up kernel {spec.name} in {self.label}")
         return Kernel(self, spec, handle)

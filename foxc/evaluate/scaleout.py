@@ -92,14 +92,6 @@ def run_local(specs: list[FoldSpec], slots: list[str | None], env: dict | None =
     return [results[s.fold] for s in specs]
 
 
-def ray_available() -> bool:
-    try:
-        import ray  # noqa: F401
-        return True
-    except ImportError:
-        return False
-
-
 def run_ray(specs: list[FoldSpec], records: np.ndarray, *, address: str | None = None, num_gpus: float = 1,
             num_cpus: float = 1, init_kwargs: dict | None = None) -> list[dict]:
     """One Ray task per fold (`num_gpus` each); connects to `address` (or starts a local Ray) if needed."""

@@ -15,7 +15,6 @@ is one 176-byte struct per backtest, read and written whole by the fill.
 """
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -60,8 +59,7 @@ class LobSimRawPtrs:
     """Every stable device pointer and kernel handle a simulator step needs, built once.
 
     Each pointer is a DevPtr, which keeps its allocation alive for as long as the table
-    (and every launch plan made from it) lives. `as_struct()` packs the table into a
-    ctypes struct of u64s for code that wants the addresses as one block.
+    (and every launch plan made from it) lives.
     """
 
     snapshots: DevPtr
@@ -95,18 +93,6 @@ class LobSimRawPtrs:
     n_backtests: int
     trade_log_cap: int
     pos_bytes: int = POSITION_DTYPE.itemsize
-
-    def as_struct(self) -> ctypes.Structure:
-        names = [f.name for f in fields(self)]
-        cls = type("LobSimRawPtrsC", (ctypes.Structure,), {"_fields_": [(n, ctypes.c_uint64) for n in names]})
-        def word(value):
-            if isinstance(value, DevPtr):
-                return value.addr
-            if isinstance(value, int):
-                return value
-            handle = getattr(value, "handle", None)  # a CUfunction; the reference backend has none
-            return 0 if handle is None else int(handle)
-        return cls(*[word(getattr(self, n)) for n in names])
 
 
 class LobSim:

@@ -1,9 +1,10 @@
 """AdamW, gradient-norm clipping and the target soft update (cuda/nn/optim.cu).
 
-Graph-safe by construction: the learning rate (`adamw_step_isv_lr`), clip norm and tau
-are read from the ISV on the device, Adam's step counts live in a device array bumped by
-`adam_steps_increment`, and the clip scale is computed on the device and read by every
-`adamw_step` launch. The norm is a two-stage reduction with a fixed grid, so it is bit-stable.
+Graph-safe by construction: the learning rates, clip norm and tau are read from the ISV on the
+device, Adam's step counts live in a device array bumped by `grad_clip_scale_steps`, and the clip
+scale is computed on the device and read by `adamw_all`, which updates every tensor of the flat
+parameter buffer and then the target in one launch. The norm is a two-stage reduction with a
+fixed grid, so it is bit-stable.
 """
 from __future__ import annotations
 
@@ -18,15 +19,6 @@ MAX_BLOCKS = 1024
 SUMSQ_BLOCKS = 128  # part of the norm's definition (the order of its additions): keep fixed
 ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD = 0.9, 0.999, 1e-8, 0.01
 
-ADAM_STEPS_INCREMENT = KernelSpec("adam_steps_increment", MODULE, (ptr("steps"), i32("n")),
-                                  doc="steps[i] += 1 for i < n; grid 1, block 32")
-ADAMW_STEP = KernelSpec("adamw_step", MODULE, (
-    ptr("theta"), ptr("grad"), ptr("m"), ptr("v"), ptr("clip"), ptr("step"), i64("n"),
-    f32("lr"), f32("beta1"), f32("beta2"), f32("eps"), f32("wd")), doc="AdamW with decoupled weight decay")
-ADAMW_STEP_ISV_LR = KernelSpec("adamw_step_isv_lr", MODULE, (
-    ptr("theta"), ptr("grad"), ptr("m"), ptr("v"), ptr("clip"), ptr("step"), i64("n"),
-    ptr("isv"), i32("lr_slot"), f32("beta1"), f32("beta2"), f32("eps"), f32("wd")),
-    doc="adamw_step with lr = isv[lr_slot]")
 GRAD_SUMSQ_PARTIAL = KernelSpec("grad_sumsq_partial", MODULE, (ptr("partials"), ptr("grad"), i64("n")),
                                 doc="partials[k] = sum of grad^2 over block k's chunks")
 GRAD_CLIP_SCALE = KernelSpec("grad_clip_scale", MODULE, (ptr("clip"), ptr("partials"), i32("n_partials"), ptr("isv")),
@@ -39,20 +31,13 @@ ADAMW_ALL = KernelSpec("adamw_all", MODULE, (
     i32("n_tensors"), ptr("isv"), i64("n"), i64("target_begin"), i64("target_n"),
     f32("beta1"), f32("beta2"), f32("eps"), f32("wd")),
     doc="AdamW on every tensor of a flat buffer (table: begin, end, lr_slot), then the target soft update")
-SOFT_UPDATE = KernelSpec("soft_update", MODULE, (ptr("target"), ptr("online"), ptr("isv"), i64("n")),
-                         doc="target += tau (online - target)")
 
 
 ADAMW_MAX_TENSORS = 32  # adamw_all's table capacity (cuda/nn/optim.cu)
 
 
-def _adamw(theta, grad, m, v, clip, step, n, lr, beta1, beta2, eps, wd):
-    n = int(n)
-    _adamw_np(theta.f32(n), grad.f32(n), m.f32(n), v.f32(n), clip.f32(1)[0], step.i32(1)[0], lr, beta1, beta2, eps, wd)
-
-
 def _adamw_np(th, grad, mv, vv, scale, step, lr, beta1, beta2, eps, wd):
-    """AdamW in place on float32 views th, mv, vv (what adamw_update does per element)."""
+    """AdamW in place on float32 views th, mv, vv (what adamw_element does per element)."""
     one = np.float32(1)
     t = np.float32(step)
     bc1 = max(one - np.power(beta1, t), np.float32(1e-12))
@@ -61,21 +46,6 @@ def _adamw_np(th, grad, mv, vv, scale, step, lr, beta1, beta2, eps, wd):
     mv[:] = beta1 * mv + (one - beta1) * g
     vv[:] = beta2 * vv + (one - beta2) * g * g
     th -= lr * ((mv / bc1) / (np.sqrt(vv / bc2) + eps) + wd * th)
-
-
-@reference(ADAM_STEPS_INCREMENT)
-def _adam_steps_increment(launch, steps, n):
-    steps.i32(int(n))[:] += 1
-
-
-@reference(ADAMW_STEP)
-def _adamw_step(launch, theta, grad, m, v, clip, step, n, lr, beta1, beta2, eps, wd):
-    _adamw(theta, grad, m, v, clip, step, n, lr, beta1, beta2, eps, wd)
-
-
-@reference(ADAMW_STEP_ISV_LR)
-def _adamw_step_isv_lr(launch, theta, grad, m, v, clip, step, n, isv, lr_slot, beta1, beta2, eps, wd):
-    _adamw(theta, grad, m, v, clip, step, n, isv.f32()[int(lr_slot)], beta1, beta2, eps, wd)
 
 
 @reference(GRAD_SUMSQ_PARTIAL)
@@ -117,25 +87,8 @@ def _adamw_all(launch, theta, grad, m, v, target, clip, steps, table, n_tensors,
     t += tau * (th[b0:b0 + tn] - t)
 
 
-@reference(SOFT_UPDATE)
-def _soft_update(launch, target, online, isv, n):
-    n = int(n)
-    tau = isv.f32()[slot_index("tau")]
-    t = target.f32(n)
-    t += tau * (online.f32(n) - t)
-
-
 def grid_for(n: int) -> int:
     return max(1, min(-(-int(n) // BLOCK), MAX_BLOCKS))
-
-
-def plan_adamw(rt, theta, grad, m, v, clip, step, n: int, isv=None, lr_slot: str | None = None, lr: float = 3e-4,
-               beta1=ADAM_BETA1, beta2=ADAM_BETA2, eps=ADAM_EPS, wd=ADAM_WD):
-    """AdamW on n elements; with `isv` and `lr_slot` (a slot name) the learning rate is read on the device."""
-    if isv is not None:
-        return rt.plan(ADAMW_STEP_ISV_LR, grid_for(n), BLOCK,
-                       (theta, grad, m, v, clip, step, n, isv, slot_index(lr_slot), beta1, beta2, eps, wd))
-    return rt.plan(ADAMW_STEP, grid_for(n), BLOCK, (theta, grad, m, v, clip, step, n, lr, beta1, beta2, eps, wd))
 
 
 class GradClip:
@@ -165,11 +118,3 @@ def plan_adamw_all(rt, theta, grad, m, v, target, clip, steps, table, n_tensors:
         raise ValueError(f"adamw_all takes 1..{ADAMW_MAX_TENSORS} tensors, got {n_tensors}")
     return rt.plan(ADAMW_ALL, grid_for(n), BLOCK, (theta, grad, m, v, target, clip, steps, table, n_tensors, isv, n,
                                                    target_begin, target_n, beta1, beta2, eps, wd))
-
-
-def plan_soft_update(rt, target, online, isv, n: int):
-    return rt.plan(SOFT_UPDATE, grid_for(n), BLOCK, (target, online, isv, n))
-
-
-def plan_steps_increment(rt, steps, n: int):
-    return rt.plan(ADAM_STEPS_INCREMENT, 1, 32, (steps, n))

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import CudaError
 from ..kernel_spec import KernelSpec
+from ..signatures import check_spec
 
 _REFERENCES: dict[str, tuple[KernelSpec, object]] = {}
 
@@ -80,6 +81,7 @@ def reference_for(spec: KernelSpec):
     found = _REFERENCES.get(spec.name)
     if found is None:
         raise CudaError(f"kernel {spec.name} has no numpy reference registered; import the module that declares it")
+    check_spec(spec)  # the declaration against the kernel's C signature, as the CUDA backend does
     if found[0] != spec:
         raise CudaError(f"kernel {spec.name}: the launch uses a declaration that differs from its reference's")
     return found[1]

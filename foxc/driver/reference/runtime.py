@@ -204,9 +204,6 @@ class ReferenceRuntime:
     def copy_dtod(self, dst, src, nbytes: int, stream=None):
         self._copy(dst, src, nbytes, stream)
 
-    def new_stream(self, name: str) -> RefStream:
-        return RefStream(name)
-
     def event(self, name: str = "event") -> RefEvent:
         return RefEvent(name)
 
