@@ -19,7 +19,7 @@ def act_inputs(rng, B):
     lots = rng.integers(-3, 4, B).astype(np.int32)
     q = np.where(valid_actions(np.sign(lots)), rng.standard_normal((B, N_ACTIONS)) * 2, Q_INVALID).astype(np.float32)
     logits = (rng.standard_normal((B, N_ACTIONS)) * 2).astype(np.float32)
-    state = seed_states(int(rng.integers(1 << 30)), B)
+    state = seed_states(int(rng.integers(1 << 30)), B, "actor")
     drawdown = np.abs(rng.standard_normal(B) * 3).astype(np.float32)
     explore = np.where(rng.random(B) < 0.3, rng.integers(1, 4, B), 0).astype(np.int32)
     isv = isv_values(gate_enabled=1.0, gate_threshold=0.4, gate_warmup_steps=0, hold_frac_ema=0.5,

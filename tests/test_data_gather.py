@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from foxc.data import features as F
-from foxc.data.device import DeviceDataset, seed_states, valid_cursors
-from foxc.data.gather import xorshift32
+from foxc.data.device import DeviceDataset, valid_cursors
+from foxc.rng import seed_states
+from foxc.rng import xorshift32
 from foxc.data.labels import LabelConfig, compute_labels
 from foxc.data.record import PRICE_UNDEF
 from foxc.data.synthetic import synthetic_data
@@ -71,7 +72,7 @@ def test_gather_matches_naive_loop(ref_rt, rng):
 def test_cursor_draws_follow_xorshift(ref_rt):
     data, labels, ds = make(ref_rt, B=32, K=8, seed=5)
     ds.gather()
-    states = xorshift32(seed_states(5, 32))
+    states = xorshift32(seed_states(5, 32, "data"))
     valid = valid_cursors(data, 8)
     np.testing.assert_array_equal(ds.cursors.download(), valid[states % np.uint32(len(valid))])
     np.testing.assert_array_equal(ds.rng.download(), states)

@@ -1,14 +1,7 @@
 // The device dataset's per-step kernels: window gather with fused labels, and the cursor advance.
 #include "foxc/snapshot.h"
 #include "foxc/data.h"
-
-__device__ __forceinline__ unsigned int xorshift32(unsigned int x)
-{
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    return x;
-}
+#include "foxc/rng.h"
 
 // One normalised feature f of snapshot s; mid2_newest is twice the mid of the window's newest snapshot.
 // Every quotient is formed in double from exact integers, then rounded once to float.

@@ -1,13 +1,6 @@
 // Episodes of the standalone environment: advance each backtest's cursor, or draw a new episode.
 #include "foxc/lobsim.h"
-
-__device__ __forceinline__ unsigned int xorshift32(unsigned int& s)
-{
-    s ^= s << 13;
-    s ^= s >> 17;
-    s ^= s << 5;
-    return s;
-}
+#include "foxc/rng.h"
 
 // episode_advance — 1-D grid of ceil(n / block) blocks, one thread per backtest b < n.
 // dones[b] == 0: cursor[b] += 1. Otherwise draws a new episode from rng[b] (xorshift32, never 0):
@@ -27,13 +20,13 @@ extern "C" __global__ void episode_advance(
         return;
     }
     unsigned int s = rng[b];
-    const unsigned int seg = (unsigned int)(((unsigned long long)xorshift32(s) * (unsigned int)n_segments) >> 32);
+    const unsigned int seg = (unsigned int)(((unsigned long long)(s = xorshift32(s)) * (unsigned int)n_segments) >> 32);
     const long long first = seg_first[seg], last = seg_last[seg];
     const long long span = last - first + 1;
     long long start = first, end = last;
     if (episode_len > 0 && span > episode_len) {
         const unsigned long long windows = (unsigned long long)(span - episode_len + 1);
-        start = first + (long long)(((unsigned long long)xorshift32(s) * windows) >> 32);
+        start = first + (long long)(((unsigned long long)(s = xorshift32(s)) * windows) >> 32);
         end = start + episode_len - 1;
     }
     rng[b] = s;

@@ -9,6 +9,7 @@
 // ends on a positive leaf whatever the rounding: unfilled leaves are 0.
 #include "foxc/isv_slots.h"
 #include "foxc/replay.h"
+#include "foxc/rng.h"
 
 // replay_sample — grid (batch), block (REPLAY_ROW_BLOCK); one launch per sample().
 // Sample s draws u uniformly in stratum s of [0, root): u = (s + frac) * root / batch,
@@ -53,7 +54,7 @@ extern "C" __global__ void replay_sample(
         const double root = tree[1];
         int leaf = -1;
         if (length > 0u && root > 0.0) {  // the same in every lane: the warp walks in step
-            const unsigned int x = replay_xorshift32(rng[s]);
+            const unsigned int x = xorshift32(rng[s]);
             __syncwarp();  // every lane has read the old state before lane 0 stores the new one
             if (t == 0) rng[s] = x;
             const double frac = (double)(x >> 8) * 0x1p-24;

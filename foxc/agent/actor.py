@@ -80,7 +80,7 @@ class Actor:
         for a in (self.state, self.trade_steps, self.prev_lots, self.explore, self.lots, self.drawdown, self.log_prob,
                   self.probs, self.flags):
             a.upload(np.zeros(a.shape, a.dtype))
-        self.rng.upload(seed_states(seed, self.batch, stream=2))
+        self.rng.upload(seed_states(seed, self.batch, "actor"))
 
     # what carries from one step to the next (the checkpoint's agent.* sections)
     PERSISTENT = ("state", "trade_steps", "prev_lots", "rng", "explore", "log_prob")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..rng import seed_states
 from . import gather
 from .features import FEATURES, GATHER_BLOCK, GATHER_MAX_K, HORIZONS, LABEL_PLANES
 from .record import SNAPSHOT_DTYPE
@@ -27,12 +28,6 @@ def valid_cursors(data: MarketData, window: int) -> np.ndarray:
     idx = np.arange(len(data.records), dtype=np.int64)
     ok = (idx - starts[seg] >= window - 1) & (idx + 1 < ends[seg])
     return np.flatnonzero(ok).astype(np.int32)
-
-
-def seed_states(seed: int, n: int) -> np.ndarray:
-    """n non-zero xorshift32 states from one seed."""
-    states = np.random.default_rng(seed).integers(1, 2**32, size=n, dtype=np.uint64).astype(np.uint32)
-    return states
 
 
 class DeviceDataset:
@@ -81,7 +76,7 @@ class DeviceDataset:
         self.cursors.upload(np.full(self.B, -1, np.int32))
         for a in (self.episode_steps, self.done, self.last):
             a.upload(np.zeros(self.B, np.int32))
-        self.rng.upload(seed_states(seed, self.B))
+        self.rng.upload(seed_states(seed, self.B, "data"))
 
     def gather(self, stream=None):
         self.gather_plan.launch(stream or self.rt.stream)

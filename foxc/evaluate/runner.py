@@ -24,6 +24,7 @@ from ..lobsim.books import segment_bounds
 from ..lobsim.env import LobEnv
 from ..lobsim.kernels import BOOK_OK, snapshot_verdicts
 from ..lobsim.layout import HOLD, TRADE_DTYPE
+from ..rng import generator
 from .metrics import summarize
 from .policy import PolicyContext, split_decision
 
@@ -137,7 +138,7 @@ class Evaluator:
         env.episode_end.upload(chunks[:, 1] - 1)
         equity = np.zeros(B, np.int64)
         lots = np.zeros(B, np.int32)
-        rng = np.random.default_rng(config.seed)
+        rng = generator(config.seed, "evaluation")
         for t in range(int(lens.max())):
             active = t < lens
             cursor = start + np.minimum(t, lens - 1)

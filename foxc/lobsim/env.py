@@ -24,6 +24,7 @@ import numpy as np
 
 from ..data.record import SNAPSHOT_DTYPE
 from ..driver import open_runtime
+from ..rng import seed_states
 from .books import segment_bounds
 from .kernels import EPISODE_ADVANCE
 from .sim import BLOCK, LobSim, LobSimConfig
@@ -66,8 +67,7 @@ class LobEnv:
     def reset(self, seed: int) -> np.ndarray:
         """Fresh accounts and a new episode for every backtest, drawn from `seed`; returns the observation."""
         self.sim.reset_state()
-        states = np.random.default_rng(seed).integers(1, 2**32, self.n, dtype=np.uint32)  # xorshift32: never 0
-        self.rng.upload(states)
+        self.rng.upload(seed_states(seed, self.n, "episodes"))
         self.sim.dones.upload(np.ones(self.n, np.float32))
         self.advance_plan.launch(self.rt.stream)
         return self.observation()

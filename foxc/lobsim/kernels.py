@@ -11,6 +11,7 @@ import numpy as np
 
 from ..data.record import LEVELS, PRICE_UNDEF, SNAPSHOT_DTYPE
 from ..driver import KernelSpec, f32, i32, i64, ptr, reference
+from ..rng import xorshift32
 from .layout import (FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG, POSITION_DTYPE, REASON_EPISODE_END,
                      REASON_SIGNAL, REASON_STOP_LOSS, SHORT, TRADE_DTYPE)
 
@@ -243,14 +244,6 @@ def _pnl_track(launch, snaps, cursor, episode_end, mid_x2, pos, trade_log, rewar
     dones.f32(n)[:] = at_end.astype(np.float32)
 
 
-def xorshift32(s: np.ndarray) -> np.ndarray:
-    """Advance uint32 states in place (as the kernel); returns the new states."""
-    s ^= s << np.uint32(13)
-    s ^= s >> np.uint32(17)
-    s ^= s << np.uint32(5)
-    return s
-
-
 @reference(EPISODE_ADVANCE)
 def _episode_advance(launch, cursor, episode_end, dones, rng, seg_first, seg_last, episode_len, n_segments, n):
     n, n_seg, ep_len = int(n), int(n_segments), int(episode_len)
@@ -260,16 +253,16 @@ def _episode_advance(launch, cursor, episode_end, dones, rng, seg_first, seg_las
     cur[go_on] += 1
     if redraw.size == 0:
         return
-    s = rng.u32(n)[redraw].copy()
-    seg = ((xorshift32(s).astype(np.uint64) * np.uint64(n_seg)) >> np.uint64(32)).astype(np.int64)
+    s = xorshift32(rng.u32(n)[redraw])
+    seg = ((s.astype(np.uint64) * np.uint64(n_seg)) >> np.uint64(32)).astype(np.int64)
     first, last = seg_first.i64()[seg], seg_last.i64()[seg]
     span = last - first + 1
     start, stop = first.copy(), last.copy()
     if ep_len > 0:
         long = np.flatnonzero(span > ep_len)
-        s_long = s[long].copy()
+        s_long = xorshift32(s[long])
         windows = (span[long] - ep_len + 1).astype(np.uint64)
-        start[long] = first[long] + ((xorshift32(s_long).astype(np.uint64) * windows) >> np.uint64(32)).astype(np.int64)
+        start[long] = first[long] + ((s_long.astype(np.uint64) * windows) >> np.uint64(32)).astype(np.int64)
         stop[long] = start[long] + ep_len - 1
         s[long] = s_long
     rng.u32(n)[redraw] = s

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import vec
+from ..rng import seed_states
 from .layout import (CTR_COUNT, MAX_BATCH, MAX_CAPACITY, MAX_ENVS, MAX_WIDTH, N_STEP_MAX, REDUCE_BLOCK,
                      RING_COLS, ROW_BLOCK, TR_COLS)
 from .nstep import FLUSH_SCAN, FLUSH_WRITE, RING_PUSH
@@ -58,13 +59,6 @@ SAMPLED = {  # per sample; "row": width floats
     "prob": ((), np.float64), "weight": ((), np.float32),
 }
 STATE_NAMES = tuple(_STATE)
-
-
-def initial_rng_states(seed: int, batch: int) -> np.ndarray:
-    """Nonzero xorshift32 states, one per sample slot, from `seed`."""
-    states = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5EED])).integers(
-        1, 2**32, size=batch, dtype=np.uint64)
-    return states.astype(np.uint32)
 
 
 class ReplayBuffer:
@@ -164,7 +158,7 @@ class ReplayBuffer:
             words = arr.nbytes // 4
             vec.plan_elementwise(rt, vec.FILL_U32, arr, 0, words).launch(stream)
         vec.plan_elementwise(rt, vec.FILL_F32, self.state["max_priority"], 1.0, 1).launch(stream)
-        self.state["rng"].upload(initial_rng_states(self.seed, self.batch), stream)
+        self.state["rng"].upload(seed_states(self.seed, self.batch, "replay"), stream)
         stream.synchronize()
 
     def length(self) -> int:

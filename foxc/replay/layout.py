@@ -35,13 +35,3 @@ HEADER_MACROS = {
     "REPLAY_PRIORITY_EPS": PRIORITY_EPS, "REPLAY_REDUCE_BLOCK": REDUCE_BLOCK,
     "REPLAY_SUBTREE_SPAN": SUBTREE_SPAN, "REPLAY_SUBTREE_BLOCK": SUBTREE_BLOCK, "REPLAY_WALK_DEPTH": WALK_DEPTH,
 }
-
-
-def xorshift32(x):
-    """One step of the samplers' generator on uint32 numpy values (vectorised)."""
-    import numpy as np
-    x = np.asarray(x, np.uint32).copy()
-    x ^= x << np.uint32(13)
-    x ^= x >> np.uint32(17)
-    x ^= x << np.uint32(5)
-    return x

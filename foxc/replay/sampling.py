@@ -5,8 +5,9 @@ import numpy as np
 
 from ..driver import KernelSpec, i32, ptr, reference
 from ..isv.registry import slot_index
+from ..rng import xorshift32
 from .layout import (CTR_LENGTH, TR_ACTION, TR_COLS, TR_DONE, TR_GAMMA_N, TR_LOG_PI, TR_RETURN,
-                     TR_RETURN_RAW, xorshift32)
+                     TR_RETURN_RAW)
 
 MODULE = "replay/sample"
 

@@ -40,6 +40,7 @@ from ..lobsim.sim import LobSim, LobSimConfig
 from ..nn.heads import N_PERCEPTION
 from ..nn.model import STATE_DIM, Learner
 from ..replay import ReplayBuffer
+from ..rng import generator
 from . import bridge
 
 
@@ -156,7 +157,7 @@ class TrainStep:
     def reset(self, seed: int):
         """A fresh run: bootstrap ISV, initial weights, empty replay, flat simulator, drawn cursors."""
         self.apply_isv()
-        self.learner.params.init(np.random.default_rng([seed, 1]))
+        self.learner.params.init(generator(seed, "weights"))
         self.actor.reset(seed)
         zero = lambda a: a.upload(np.zeros(a.shape, a.dtype))  # noqa: E731
         for a in (self.prev_trades, self.reward_raw, self.reward_scaled, self.clipped, self.closed, self.closed_pnl,

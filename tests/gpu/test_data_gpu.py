@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from foxc.data import gather
-from foxc.data.device import DeviceDataset, seed_states, valid_cursors
+from foxc.data.device import DeviceDataset, valid_cursors
+from foxc.rng import seed_states
 from foxc.data.features import FEATURES, GATHER_BLOCK, HORIZONS, LABEL_PLANES
 from foxc.data.labels import compute_labels
 from foxc.data.record import PRICE_UNDEF
@@ -23,7 +24,7 @@ def gather_args(data, labels, B, K, rng, cursors, done, max_steps=0):
     valid = valid_cursors(data, K)
     return [data.records, labels, ends.astype(np.int32), valid,
             cursors.astype(np.int32), rng.integers(0, 7, B).astype(np.int32), done.astype(np.int32),
-            poisoned(B, np.int32), seed_states(int(rng.integers(1 << 30)), B),
+            poisoned(B, np.int32), seed_states(int(rng.integers(1 << 30)), B, "data"),
             poisoned((K, B, FEATURES)), poisoned((LABEL_PLANES, B, HORIZONS)),
             len(data.records), len(valid), B, K, data.tick, max_steps]
 

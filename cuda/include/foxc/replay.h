@@ -36,12 +36,4 @@
 #define REPLAY_SUBTREE_BLOCK 512   // its block: one thread per node of the subtree's widest level
 #define REPLAY_WALK_DEPTH 4        // tree levels per lookahead round of replay_sample's walk (30 nodes, a warp)
 
-__device__ __forceinline__ unsigned int replay_xorshift32(unsigned int x)
-{
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    return x;
-}
-
 #endif  // FOXC_REPLAY_H

@@ -1,0 +1,24 @@
+"""One definition of each shared thing: a second copy is where the next bug hides."""
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _defining(pattern: str, paths) -> list[str]:
+    rx = re.compile(pattern, re.M)
+    return sorted(str(p.relative_to(ROOT)) for p in paths if rx.search(p.read_text()))
+
+
+def test_one_xorshift32_per_side():
+    device = _defining(r"^\s*__device__[^\n]*\w*xorshift\w*\s*\(", ROOT.glob("cuda/**/*.[ch]*"))
+    host = _defining(r"^\s*def \w*xorshift\w*\s*\(", ROOT.glob("foxc/**/*.py"))
+    assert device == ["cuda/include/foxc/rng.h"]
+    assert host == ["foxc/rng.py"]
+
+
+def test_one_seeding_of_generator_states():
+    # every xorshift32 state and host generator of a run comes from foxc.rng's (seed, stream)
+    seeding = _defining(r"default_rng\(|SeedSequence\(", ROOT.glob("foxc/**/*.py"))
+    allowed = {"foxc/rng.py", "foxc/data/synthetic.py"}  # synthetic.py: a market generator's own seed, not a run's
+    assert set(seeding) - allowed - {s for s in seeding if s.startswith("foxc/bench/")} == set()
