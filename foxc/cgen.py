@@ -38,6 +38,25 @@ def c_struct(name: str, fields, dtype: np.dtype, doc: str, align: int, dim_names
     return lines
 
 
+def c_literal(value) -> str:
+    """A macro's value: integers as written, floats as float literals (`1e-06f`)."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError("a header constant is an int or a float")
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    return f"{float(value)!r}f".replace("e-0", "e-").replace("e+0", "e+")
+
+
+def defines(entries) -> list[str]:
+    """`#define NAME VALUE  // why` lines from (name, value, why) (why may be empty), values aligned."""
+    width = max(len(name) for name, _, _ in entries) + 1
+    lines = []
+    for name, value, why in entries:
+        line = f"#define {name:<{width}}{c_literal(value)}"
+        lines.append(f"{line:<{width + 20}}// {why}" if why else line)
+    return lines
+
+
 class GeneratedHeader:
     def __init__(self, path: Path, render, module: str, source: str):
         self.path, self.render, self.module, self.source = Path(path), render, module, source
@@ -69,3 +88,14 @@ class GeneratedHeader:
             return 0
         print(f"{self.path} is out of date with {self.source}: run python -m {self.module} --write", file=sys.stderr)
         return 1
+
+
+def all_headers() -> list[GeneratedHeader]:
+    """Every header generated from Python (tools/build_cubins.py regenerates them before a build)."""
+    from .agent import layout as agent
+    from .data import features, record
+    from .isv import header as isv
+    from .lobsim import layout as lobsim
+    from .nn import layout as nn
+    from .replay import layout as replay
+    return [isv.HEADER, record.HEADER, features.HEADER, agent.HEADER, lobsim.HEADER, nn.HEADER, replay.HEADER]

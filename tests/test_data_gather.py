@@ -43,12 +43,7 @@ def make(rt, n=3000, segments=3, B=16, K=8, seed=1, max_steps=0):
     return data, labels, DeviceDataset(rt, data, labels, B, K, seed=seed, max_episode_steps=max_steps)
 
 
-def test_header_matches_python_constants():
-    c = F.header_constants()
-    for name in ("F_BID_PX", "F_ASK_PX", "F_BID_SZ", "F_ASK_SZ", "F_SPREAD", "F_IMBALANCE", "F_DEPTH_IMB",
-                 "F_MID_REL", "F_LOG_DT", "F_LOG_TRADES", "FEATURES", "HORIZONS", "LABEL_SOURCES",
-                 "LABEL_PLANES", "GATHER_BLOCK", "GATHER_MAX_K"):
-        assert c[name] == getattr(F, name), name
+def test_feature_names_cover_the_layout():
     assert len(F.FEATURE_NAMES) == F.FEATURES
 
 

@@ -22,3 +22,24 @@ def test_one_seeding_of_generator_states():
     seeding = _defining(r"default_rng\(|SeedSequence\(", ROOT.glob("foxc/**/*.py"))
     allowed = {"foxc/rng.py", "foxc/data/synthetic.py"}  # synthetic.py: a market generator's own seed, not a run's
     assert set(seeding) - allowed - {s for s in seeding if s.startswith("foxc/bench/")} == set()
+
+
+# Hand-written headers: device code only, no constant that Python also uses.
+HAND_WRITTEN = {"rng.h", "nn_math.cuh", "position.h", "lobsim_book.cuh"}
+
+
+def test_every_shared_header_is_generated_and_current():
+    from foxc.cgen import all_headers
+    generated = {h.path.name: h for h in all_headers()}
+    present = {p.name for p in (ROOT / "cuda" / "include" / "foxc").iterdir()}
+    assert present == set(generated) | HAND_WRITTEN
+    stale = [name for name, h in generated.items() if not h.is_current()]
+    assert not stale, f"stale generated headers {stale}: python tools/build_cubins.py regenerates them"
+    for name in HAND_WRITTEN:  # a hand-written header may define its guard only
+        text = (ROOT / "cuda" / "include" / "foxc" / name).read_text()
+        assert re.findall(r"^#define\s+(\w+)", text, re.M) == [re.findall(r"^#ifndef\s+(\w+)", text, re.M)[0]], name
+
+
+def test_one_definition_of_the_action_count():
+    hits = _defining(r"^N_ACTIONS\s*=", ROOT.glob("foxc/**/*.py"))
+    assert hits == ["foxc/lobsim/layout.py"]

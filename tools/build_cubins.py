@@ -43,12 +43,8 @@ sys.path.insert(0, str(ROOT))
 
 def generated_headers():
     """(path, is_current, write) for each header generated from Python: regenerated before a build."""
-    from foxc.agent import layout as agent_layout
-    from foxc.data import record
-    from foxc.isv import header as isv_header
-    from foxc.lobsim import layout as lobsim_layout
-    return [(h.path, h.is_current, h.write)
-            for h in (isv_header.HEADER, record.HEADER, agent_layout.HEADER, lobsim_layout.HEADER)]
+    from foxc.cgen import all_headers
+    return [(h.path, h.is_current, h.write) for h in all_headers()]
 
 
 def sha256(path: Path) -> str:

@@ -3,7 +3,7 @@
 // into what the losses and the action sampler read.
 #include "foxc/agent.h"
 #include "foxc/isv_slots.h"
-#include "foxc/nn.h"
+#include "foxc/nn_math.cuh"
 
 // c51_distribution — one warp per (b, action) row, warp-strided over the B*5 rows (any 1-D
 // launch of 32-multiple blocks works; plans use 256-thread blocks, one row per warp). Lane l holds

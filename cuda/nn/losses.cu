@@ -2,7 +2,7 @@
 // already divided by the batch size B: the batch loss is the mean of the per-sample losses.
 #include "foxc/agent.h"
 #include "foxc/isv_slots.h"
-#include "foxc/nn.h"
+#include "foxc/nn_math.cuh"
 
 // c51_loss — one warp per sample, warp-strided over B (any 1-D launch of 32-multiple blocks;
 // plans use 128-thread blocks, one sample per warp). Lane l owns atoms l and l + 32 (< 51).

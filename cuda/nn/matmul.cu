@@ -11,7 +11,7 @@
 // FP32 8.5 KB, TF32 26 KB) or, for the *_t32 FP32 kernels, T = 32 (block 64, 4.5 KB). Each block
 // computes a T x T tile of C.
 #include <mma.h>
-#include "foxc/nn.h"
+#include "foxc/nn_math.cuh"
 
 using namespace nvcuda;
 

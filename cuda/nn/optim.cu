@@ -3,10 +3,9 @@
 // (learning rates, clip norm, tau, Adam's step count) is read on the device, so a captured
 // graph replays the right values.
 #include "foxc/isv_slots.h"
-#include "foxc/nn.h"
+#include "foxc/nn_math.cuh"
 
 #define REDUCE_THREADS 256
-#define ADAMW_MAX_TENSORS 32  // adamw_all's table capacity (foxc/nn/optim.py: ADAMW_MAX_TENSORS)
 
 // One parameter's AdamW update (bias corrections bc1, bc2 of the tensor's step already formed):
 // decoupled weight decay, bias-corrected moments.
@@ -89,7 +88,7 @@ grad_clip_scale_steps(float* __restrict__ clip, const float* __restrict__ partia
 
 // adamw_all — every trained tensor of the flat parameter buffer in one launch, then the target
 // soft update. 1-D grid-stride over i < n (256-thread blocks). table[3j..3j+2] = begin, end,
-// lr_slot of tensor j (j < n_tensors <= ADAMW_MAX_TENSORS, disjoint ranges): element i in
+// lr_slot of tensor j (j < n_tensors <= NN_ADAMW_MAX_TENSORS, disjoint ranges): element i in
 // [begin_j, end_j) gets AdamW with lr = isv[lr_slot_j], step count steps[j] (already
 // incremented) and scale clip[0]; elements in no tensor
 // (alignment padding) are not touched. Then, for target_begin <= i < target_begin + target_n,
@@ -101,7 +100,7 @@ adamw_all(float* __restrict__ theta, const float* __restrict__ grad, float* __re
           const int* __restrict__ table, int n_tensors, const float* __restrict__ isv, long long n,
           long long target_begin, long long target_n, float beta1, float beta2, float eps, float wd)
 {
-    __shared__ int tab[3 * ADAMW_MAX_TENSORS];
+    __shared__ int tab[3 * NN_ADAMW_MAX_TENSORS];
     for (int e = threadIdx.x; e < 3 * n_tensors; e += blockDim.x) tab[e] = table[e];
     __syncthreads();
     const float scale = clip[0];

@@ -6,16 +6,16 @@
 // input gate depend on the snapshot, which is what makes the scan selective:
 //     s_t = a_t * s_{t-1} + i_t * u_t,  s_{-1} = 0,      y = g_{K-1} * s_{K-1}.
 // Each (window b, channel d) is an independent sequential recurrence: one thread per pair.
-#include "foxc/nn.h"
+#include "foxc/nn_math.cuh"
 
 #define SCAN_CHUNK 8  // steps whose inputs are loaded together before the recurrence walks them
 
-// ssm_proj_scan_fwd's tiling (foxc/nn/ssm.py mirrors these).
-#define PS_CHANNELS 32                 // channels per block: one per lane
-#define PS_WINDOWS_PER_THREAD 4        // windows per thread
-#define PS_WARPS 8                     // block = 256 threads
+// ssm_proj_scan_fwd's tiling (NN_PS_* in nn.h, from foxc/nn/layout.py).
+#define PS_CHANNELS NN_PS_CHANNELS
+#define PS_WINDOWS_PER_THREAD NN_PS_WINDOWS_PER_THREAD
+#define PS_WARPS NN_PS_WARPS
 #define PS_WINDOWS (PS_WINDOWS_PER_THREAD * PS_WARPS)  // 32 windows per block
-#define PS_MAX_FEATURES 64             // W_in rows held in shared memory
+#define PS_MAX_FEATURES NN_PS_MAX_FEATURES
 #define PS_X_PER_THREAD (PS_MAX_FEATURES * PS_WINDOWS / (PS_WARPS * 32))
 
 // ssm_proj_scan_fwd — the input projection fused into the forward scan (FP32).

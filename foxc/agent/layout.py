@@ -9,10 +9,8 @@ import sys
 from pathlib import Path
 
 from ..cgen import GeneratedHeader, header_text
+from ..lobsim.layout import ACTION_NAMES, FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG, N_ACTIONS, SHORT  # noqa: F401
 
-N_ACTIONS = 5
-HOLD, LONG, SHORT, FLAT_FROM_LONG, FLAT_FROM_SHORT = range(N_ACTIONS)
-ACTION_NAMES = ("HOLD", "LONG", "SHORT", "FLAT_FROM_LONG", "FLAT_FROM_SHORT")
 FLAG_GATED = 1  # an entry the confidence gate turned into HOLD
 FLAG_STOPPED = 2  # the stop-loss forced a flat exit
 STATS_BLOCK = 256  # threads of the single-block reductions

@@ -1,4 +1,5 @@
-"""The per-snapshot feature layout (mirrors cuda/include/foxc/data.h) and its numpy computation.
+"""The per-snapshot feature layout and its numpy computation; cuda/include/foxc/data.h is generated
+from it (`python -m foxc.data.features --write`, also run by tools/build_cubins.py).
 
 features: float32 [K, B, FEATURES] on the device (time-major, as the encoder reads them); window_features
 below returns [B, K, FEATURES], the K snapshots of each window oldest first.
@@ -8,12 +9,13 @@ the microseconds since the previous snapshot, log1p of the trade count. Empty le
 """
 from __future__ import annotations
 
-import re
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from .record import LEVELS, PRICE_UNDEF
+from ..cgen import GeneratedHeader, defines, header_text
+from .record import LEVELS, PRICE_UNDEF, SNAPSHOT_BYTES
 
 F_BID_PX = 0
 F_ASK_PX = 10
@@ -40,10 +42,33 @@ FEATURE_NAMES = ([f"bid_px_{l}" for l in range(LEVELS)] + [f"ask_px_{l}" for l i
                  + ["spread", "imbalance", "depth_imbalance", "mid_rel", "log_dt", "log_trades"])
 
 
-def header_constants(path: Path = HEADER_PATH) -> dict[str, int]:
-    """The FOXC_* integer #defines of data.h, without the prefix."""
-    found = re.findall(r"^#define FOXC_(\w+)\s+(\d+)", path.read_text(), re.M)
-    return {name: int(value) for name, value in found}
+def render_header() -> str:
+    body = ["// features: float32 [K][B][FOXC_FEATURES] (time-major, as the encoder reads them): row (k, b) is",
+            "// snapshot k of backtest b's window, k = 0 the oldest.", *defines([
+                ("FOXC_F_BID_PX", F_BID_PX, "10: (bid_px[l] - mid) / tick; 0 for an empty level"),
+                ("FOXC_F_ASK_PX", F_ASK_PX, "10: (ask_px[l] - mid) / tick; 0 for an empty level"),
+                ("FOXC_F_BID_SZ", F_BID_SZ, "10: log1p(bid_sz[l])"),
+                ("FOXC_F_ASK_SZ", F_ASK_SZ, "10: log1p(ask_sz[l])"),
+                ("FOXC_F_SPREAD", F_SPREAD, "(ask_px[0] - bid_px[0]) / tick"),
+                ("FOXC_F_IMBALANCE", F_IMBALANCE, "(bid_sz[0] - ask_sz[0]) / (bid_sz[0] + ask_sz[0]); 0 when both are 0"),
+                ("FOXC_F_DEPTH_IMB", F_DEPTH_IMB, "the same over all ten levels"),
+                ("FOXC_F_MID_REL", F_MID_REL, "(mid - mid of the window's newest snapshot) / tick"),
+                ("FOXC_F_LOG_DT", F_LOG_DT, "log1p(microseconds since the previous snapshot)"),
+                ("FOXC_F_LOG_TRADES", F_LOG_TRADES, "log1p(trade_count)"),
+                ("FOXC_FEATURES", FEATURES, "")]), "",
+            "// labels: float32 [FOXC_LABEL_PLANES][FOXC_HORIZONS][n_records] on the device (foxc/data/labels.py",
+            "// PLANES); gathered at each backtest's cursor into float32 [FOXC_LABEL_PLANES][B][FOXC_HORIZONS].",
+            *defines([
+                ("FOXC_HORIZONS", HORIZONS, ""),
+                ("FOXC_LABEL_SOURCES", LABEL_SOURCES, "mid_up, long_win, short_win, long_size, short_size"),
+                ("FOXC_LABEL_PLANES", LABEL_PLANES, "the five sources, then mid_weight, outcome_weight"),
+                ("FOXC_GATHER_BLOCK", GATHER_BLOCK, ""),
+                ("FOXC_GATHER_MAX_K", GATHER_MAX_K,
+                 f"the window is staged in shared memory: K * {SNAPSHOT_BYTES} bytes <= 48 KB")])]
+    return header_text("FOXC_DATA_H", "foxc.data.features", "foxc/data/features.py", body)
+
+
+HEADER = GeneratedHeader(HEADER_PATH, render_header, "foxc.data.features", "foxc/data/features.py")
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -88,3 +113,7 @@ def window_features(records: np.ndarray, cursors: np.ndarray, K: int, tick: int)
     touch = (newest["bid_px"][:, 0] != PRICE_UNDEF) & (newest["ask_px"][:, 0] != PRICE_UNDEF)
     mid2_newest = np.where(touch, newest["bid_px"][:, 0] + newest["ask_px"][:, 0], 0)
     return snapshot_features(window, tick, mid2_newest[:, None])
+
+
+if __name__ == "__main__":
+    sys.exit(HEADER.main())

@@ -30,7 +30,8 @@ import math
 
 import numpy as np
 
-N_ACTIONS = 5
+from ..lobsim.layout import N_ACTIONS
+
 NS_PER_DAY = 86_400 * 10**9
 TRADING_DAYS = 252
 

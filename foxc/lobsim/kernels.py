@@ -12,10 +12,8 @@ import numpy as np
 from ..data.record import LEVELS, PRICE_UNDEF, SNAPSHOT_DTYPE
 from ..driver import KernelSpec, f32, i32, i64, ptr, reference
 from ..rng import xorshift32
-from .layout import (FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG, POSITION_DTYPE, REASON_EPISODE_END,
-                     REASON_SIGNAL, REASON_STOP_LOSS, SHORT, TRADE_DTYPE)
-
-BOOK_OK, BOOK_UNREASONABLE, BOOK_CROSSED = range(3)
+from .layout import (BOOK_CROSSED, BOOK_OK, BOOK_UNREASONABLE, FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG,
+                     POSITION_DTYPE, REASON_EPISODE_END, REASON_SIGNAL, REASON_STOP_LOSS, SHORT, TRADE_DTYPE)
 
 BOOK_UPDATE = KernelSpec(
     "book_update", "lobsim/book",

@@ -17,12 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cgen import HOST_CHECKABLE, GeneratedHeader, c_struct, header_text
+from ..cgen import HOST_CHECKABLE, GeneratedHeader, c_struct, defines, header_text
 from ..data.record import LEVELS
 
 # Actions: what the policy asks for; the simulator turns each into a target position.
-HOLD, LONG, SHORT, FLAT_FROM_LONG, FLAT_FROM_SHORT = range(5)
 ACTION_NAMES = ("HOLD", "LONG", "SHORT", "FLAT_FROM_LONG", "FLAT_FROM_SHORT")
+N_ACTIONS = len(ACTION_NAMES)
+HOLD, LONG, SHORT, FLAT_FROM_LONG, FLAT_FROM_SHORT = range(N_ACTIONS)
+# What the simulator makes of a snapshot (snapshot_verdict in lobsim_book.cuh).
+BOOK_OK, BOOK_UNREASONABLE, BOOK_CROSSED = range(3)
 # Why a trade closed (FoxcTrade.reason).
 REASON_SIGNAL, REASON_STOP_LOSS, REASON_EPISODE_END = range(3)
 REASON_NAMES = ("signal", "stop_loss", "episode_end")
@@ -85,6 +88,10 @@ def render_header() -> str:
     body = [*HOST_CHECKABLE, f"#define FOXC_LOBSIM_LEVELS {LEVELS}"]
     body += [f"#define FOXC_ACTION_{name} {i}" for i, name in enumerate(ACTION_NAMES)]
     body += [f"#define FOXC_REASON_{name.upper()} {i}" for i, name in enumerate(REASON_NAMES)]
+    body += defines([("FOXC_BOOK_OK", BOOK_OK, "a usable snapshot"),
+                     ("FOXC_BOOK_UNREASONABLE", BOOK_UNREASONABLE,
+                      "an empty best level, or a price outside [min_px, max_px]"),
+                     ("FOXC_BOOK_CROSSED", BOOK_CROSSED, "best bid >= best ask")])
     body += ["", *c_struct("FoxcPosition", POSITION_FIELDS, POSITION_DTYPE,
                            "One backtest's position, accounts and outcome statistics; numpy's POSITION_DTYPE.", 16),
              "", *c_struct("FoxcTrade", TRADE_FIELDS, TRADE_DTYPE,

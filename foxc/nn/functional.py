@@ -9,10 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..agent.layout import Q_INVALID
+from .layout import ACT_IDENTITY, ACT_RELU, ACT_SIGMOID, ACT_TANH, C51_ATOMS, N_ACTIONS  # noqa: F401
 
-ACT_IDENTITY, ACT_RELU, ACT_TANH, ACT_SIGMOID = 0, 1, 2, 3
-N_ACTIONS = 5
-C51_ATOMS = 51
 
 
 def round_tf32(x: np.ndarray) -> np.ndarray:

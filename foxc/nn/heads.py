@@ -13,13 +13,11 @@ from ..agent.layout import Q_INVALID, valid_actions
 from ..driver import KernelSpec, i32, ptr, reference
 from ..isv.registry import slot_index
 from . import functional as F
+from .layout import C51_ATOMS, N_ACTIONS, N_PERCEPTION  # noqa: F401
 
 MODULE = "nn/heads"
 BLOCK = 256
-N_ACTIONS = F.N_ACTIONS
-C51_ATOMS = F.C51_ATOMS
 Q_OUTPUTS = N_ACTIONS * C51_ATOMS
-N_PERCEPTION = 9  # up/down x 3 horizons, long wins x 3, short wins x 3
 
 C51_DISTRIBUTION = KernelSpec("c51_distribution", MODULE, (
     ptr("probs"), ptr("q"), ptr("logits"), ptr("isv"), ptr("side"), i32("side_stride"), i32("B")),

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..driver import KernelSpec, i32, i64, ptr, reference
 from . import functional as F
+from .layout import ACT_IDENTITY, ACT_RELU, ACT_SIGMOID, ACT_TANH
 
 MODULE = "nn/matmul"
 TILE = 64
@@ -23,7 +24,6 @@ SPLIT_TARGET_BLOCKS = 264  # two waves of an H200's 132 SMs
 FILL_BLOCKS = 264  # fewer 64x64 tiles than this: FP32 GEMMs use 32x32 tiles
 SPLIT_TARGET_WARPS = 132 * 32  # split reductions (fused path): about 32 resident warps per SM
 
-ACT_IDENTITY, ACT_RELU, ACT_TANH, ACT_SIGMOID = 0, 1, 2, 3
 ACTIVATIONS = {"identity": ACT_IDENTITY, "relu": ACT_RELU, "tanh": ACT_TANH, "sigmoid": ACT_SIGMOID}
 
 

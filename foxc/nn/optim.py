@@ -12,6 +12,7 @@ import numpy as np
 
 from ..driver import KernelSpec, f32, i32, i64, ptr, reference
 from ..isv.registry import slot_index
+from .layout import ADAMW_MAX_TENSORS
 
 MODULE = "nn/optim"
 BLOCK = 256
@@ -33,7 +34,6 @@ ADAMW_ALL = KernelSpec("adamw_all", MODULE, (
     doc="AdamW on every tensor of a flat buffer (table: begin, end, lr_slot), then the target soft update")
 
 
-ADAMW_MAX_TENSORS = 32  # adamw_all's table capacity (cuda/nn/optim.cu)
 
 
 def _adamw_np(th, grad, mv, vv, scale, step, lr, beta1, beta2, eps, wd):

@@ -9,10 +9,11 @@ ssm_scan_bwd + matmul_tn_ones_f32 (reduce_splits_two still adds its per-block pa
 """
 from __future__ import annotations
 
-from ..driver import KernelSpec, i32, ptr, reference
 import numpy as np
 
+from ..driver import KernelSpec, i32, ptr, reference
 from . import functional as F
+from .layout import PS_CHANNELS, PS_MAX_FEATURES, PS_THREADS, PS_WINDOWS
 
 MODULE = "nn/ssm"
 BLOCK = 256
@@ -33,7 +34,6 @@ SSM_SCAN_BWD_DW = KernelSpec(
     "ssm_scan_bwd_dw", MODULE,
     (ptr("partials"), ptr("z"), ptr("states"), ptr("dy"), ptr("x"), i32("K"), i32("B"), i32("D"), i32("F")),
     doc="partials[ceil(B/32)][F+1][4D] of [x, 1]^T dz summed in the reverse scan (dz never written)")
-PS_CHANNELS, PS_WINDOWS, PS_THREADS, PS_MAX_FEATURES = 32, 32, 256, 64  # cuda/nn/ssm.cu: PS_*
 
 
 def proj_scan_fits(D: int, F: int) -> bool:

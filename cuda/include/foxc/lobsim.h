@@ -16,6 +16,9 @@
 #define FOXC_REASON_SIGNAL 0
 #define FOXC_REASON_STOP_LOSS 1
 #define FOXC_REASON_EPISODE_END 2
+#define FOXC_BOOK_OK           0           // a usable snapshot
+#define FOXC_BOOK_UNREASONABLE 1           // an empty best level, or a price outside [min_px, max_px]
+#define FOXC_BOOK_CROSSED      2           // best bid >= best ask
 
 // One backtest's position, accounts and outcome statistics; numpy's POSITION_DTYPE.
 struct __align__(16) FoxcPosition {

@@ -2,11 +2,8 @@
 #ifndef FOXC_LOBSIM_BOOK_CUH
 #define FOXC_LOBSIM_BOOK_CUH
 
+#include "foxc/lobsim.h"
 #include "foxc/snapshot.h"
-
-#define FOXC_BOOK_OK 0
-#define FOXC_BOOK_UNREASONABLE 1  // an empty best level, or a price outside [min_px, max_px]
-#define FOXC_BOOK_CROSSED 2       // best bid >= best ask
 
 // The verdict on one snapshot. book_update applies only FOXC_BOOK_OK snapshots and
 // pnl_track marks to a snapshot only when it is FOXC_BOOK_OK, so both agree on the mid.

@@ -1,56 +1,19 @@
-// Shapes and codes shared by the learning kernels (cuda/nn/*.cu) and foxc/nn/*.py.
+// Generated from foxc/nn/layout.py by `python -m foxc.nn.layout --write`. Do not edit.
 #ifndef FOXC_NN_H
 #define FOXC_NN_H
 
-#define NN_HIDDEN_DIM   128   // encoder state width D and the width of h
-#define NN_SSM_PARTS    4     // input projection columns per channel: value, decay, input gate, output gate
-#define NN_N_ACTIONS    5     // HOLD, LONG, SHORT, FLAT_FROM_LONG, FLAT_FROM_SHORT
-#define NN_C51_ATOMS    51
-#define NN_N_PERCEPTION 9     // up/down x 3 horizons, long wins x 3, short wins x 3
-
-// Activation codes of linear_fwd_* and act_bwd (foxc/nn/matmul.py: ACT_*).
-#define NN_ACT_IDENTITY 0
-#define NN_ACT_RELU     1
-#define NN_ACT_TANH     2
-#define NN_ACT_SIGMOID  3
-
-__device__ __forceinline__ float nn_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-__device__ __forceinline__ float nn_activate(float x, int act)
-{
-    switch (act) {
-    case NN_ACT_RELU: return fmaxf(x, 0.0f);
-    case NN_ACT_TANH: return tanhf(x);
-    case NN_ACT_SIGMOID: return nn_sigmoid(x);
-    default: return x;
-    }
-}
-
-// The derivative of the activation, expressed through its output y.
-__device__ __forceinline__ float nn_activate_grad(float y, int act)
-{
-    switch (act) {
-    case NN_ACT_RELU: return y > 0.0f ? 1.0f : 0.0f;
-    case NN_ACT_TANH: return 1.0f - y * y;
-    case NN_ACT_SIGMOID: return y * (1.0f - y);
-    default: return 1.0f;
-    }
-}
-
-// Butterfly warp reductions over all 32 lanes: every lane ends with the same bits (each step adds
-// the same two values on both partner lanes), and the order is fixed, so results are deterministic.
-__device__ __forceinline__ float nn_warp_sum(float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-__device__ __forceinline__ float nn_warp_max(float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
+#define NN_SSM_PARTS             4           // input projection columns per channel: value, decay, input gate, output gate
+#define NN_N_ACTIONS             5           // HOLD, LONG, SHORT, FLAT_FROM_LONG, FLAT_FROM_SHORT
+#define NN_C51_ATOMS             51
+#define NN_N_PERCEPTION          9           // up/down, long wins, short wins at each label horizon
+#define NN_ACT_IDENTITY          0           // activation codes of linear_fwd_* and act_bwd
+#define NN_ACT_RELU              1
+#define NN_ACT_TANH              2
+#define NN_ACT_SIGMOID           3
+#define NN_ADAMW_MAX_TENSORS     32          // adamw_all's table capacity
+#define NN_PS_CHANNELS           32          // ssm_proj_scan_fwd: channels per block, one per lane
+#define NN_PS_WINDOWS_PER_THREAD 4           // windows per thread
+#define NN_PS_WARPS              8           // warps per block
+#define NN_PS_MAX_FEATURES       64          // W_in rows held in shared memory
 
 #endif  // FOXC_NN_H

@@ -1,0 +1,50 @@
+"""Shapes and codes shared by the learning kernels (cuda/nn/*.cu) and foxc/nn/*.py.
+
+cuda/include/foxc/nn.h is generated from this module (`python -m foxc.nn.layout --write`, also run
+by tools/build_cubins.py); the device helpers that use it are in cuda/include/foxc/nn_math.cuh.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..cgen import GeneratedHeader, defines, header_text
+from ..data.features import HORIZONS
+from ..lobsim.layout import N_ACTIONS
+
+SSM_PARTS = 4  # input projection columns per channel: value, decay, input gate, output gate
+C51_ATOMS = 51
+N_PERCEPTION = 3 * HORIZONS  # up/down, long wins, short wins at each label horizon
+ACT_IDENTITY, ACT_RELU, ACT_TANH, ACT_SIGMOID = range(4)  # activation codes of linear_fwd_* and act_bwd
+ADAMW_MAX_TENSORS = 32  # adamw_all's table capacity
+# ssm_proj_scan_fwd's tiling: a lane per channel, PS_WINDOWS_PER_THREAD windows per thread.
+PS_CHANNELS, PS_WINDOWS_PER_THREAD, PS_WARPS, PS_MAX_FEATURES = 32, 4, 8, 64
+PS_WINDOWS = PS_WINDOWS_PER_THREAD * PS_WARPS  # windows per block
+PS_THREADS = 32 * PS_WARPS
+
+HEADER_PATH = Path(__file__).resolve().parents[2] / "cuda" / "include" / "foxc" / "nn.h"
+
+
+def render_header() -> str:
+    body = defines([
+        ("NN_SSM_PARTS", SSM_PARTS, "input projection columns per channel: value, decay, input gate, output gate"),
+        ("NN_N_ACTIONS", N_ACTIONS, "HOLD, LONG, SHORT, FLAT_FROM_LONG, FLAT_FROM_SHORT"),
+        ("NN_C51_ATOMS", C51_ATOMS, ""),
+        ("NN_N_PERCEPTION", N_PERCEPTION, "up/down, long wins, short wins at each label horizon"),
+        ("NN_ACT_IDENTITY", ACT_IDENTITY, "activation codes of linear_fwd_* and act_bwd"),
+        ("NN_ACT_RELU", ACT_RELU, ""),
+        ("NN_ACT_TANH", ACT_TANH, ""),
+        ("NN_ACT_SIGMOID", ACT_SIGMOID, ""),
+        ("NN_ADAMW_MAX_TENSORS", ADAMW_MAX_TENSORS, "adamw_all's table capacity"),
+        ("NN_PS_CHANNELS", PS_CHANNELS, "ssm_proj_scan_fwd: channels per block, one per lane"),
+        ("NN_PS_WINDOWS_PER_THREAD", PS_WINDOWS_PER_THREAD, "windows per thread"),
+        ("NN_PS_WARPS", PS_WARPS, "warps per block"),
+        ("NN_PS_MAX_FEATURES", PS_MAX_FEATURES, "W_in rows held in shared memory"),
+    ])
+    return header_text("FOXC_NN_H", "foxc.nn.layout", "foxc/nn/layout.py", body)
+
+
+HEADER = GeneratedHeader(HEADER_PATH, render_header, "foxc.nn.layout", "foxc/nn/layout.py")
+
+if __name__ == "__main__":
+    sys.exit(HEADER.main())
