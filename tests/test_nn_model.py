@@ -8,9 +8,9 @@ from foxc.nn import matmul, model
 from foxc.testing import rel_error, run_kernel
 
 
-def make_learner(rt, seed, precision="f32", hidden=16, B=8, K=4, F=6):
+def make_learner(rt, seed, precision="f32", hidden=16, B=8, K=4, F=6, fused=None):
     isv = IsvBus(rt)
-    learner = model.Learner(rt, isv, B, K, F, hidden, precision)
+    learner = model.Learner(rt, isv, B, K, F, hidden, precision, fused_encoder=fused)
     rng = np.random.default_rng(seed)
     learner.params.init(rng)
     learner.load_inputs(learner.random_inputs(rng))
@@ -80,19 +80,18 @@ def test_tf32_learner_tracks_fp32(ref_rt, rng, precision):
 
 
 @pytest.mark.parametrize("precision", ["f32", "tf32"])
-def test_fused_projection_scan_matches_the_unfused_encoder(ref_rt, monkeypatch, precision):
+def test_fused_projection_scan_matches_the_unfused_encoder(ref_rt, precision):
     """ssm_proj_scan_fwd / ssm_scan_bwd_dw (hidden a multiple of 32) against linear_fwd + the scans +
     matmul_tn_ones: the same z, states and h bits; the input projection's gradients differ only by
     their summation order; every other gradient has the same bits."""
     runs = {}
-    for flag in ("1", "0"):
-        monkeypatch.setenv("FOXC_SSM_FUSED", flag)
-        learner, _ = make_learner(ref_rt, 11, precision, hidden=32, B=40, K=5, F=7)
-        assert len(learner.encoder.forward) == (2 if flag == "1" else 3)
+    for flag in (True, False):
+        learner, _ = make_learner(ref_rt, 11, precision, hidden=32, B=40, K=5, F=7, fused=flag)
+        assert len(learner.encoder.forward) == (2 if flag else 3)
         model.launch_all(learner.forward_backward, ref_rt.stream)
         runs[flag] = (learner.params.host("grad"), [a.download() for a in
                                                     (learner.encoder.z, learner.encoder.states, learner.encoder.h)])
-    (g1, f1), (g0, f0) = runs["1"], runs["0"]
+    (g1, f1), (g0, f0) = runs[True], runs[False]
     assert all(np.array_equal(a, b) for a, b in zip(f1, f0))
     for name in g1:
         if name in ("enc_w_in", "enc_b_in"):
@@ -101,9 +100,8 @@ def test_fused_projection_scan_matches_the_unfused_encoder(ref_rt, monkeypatch, 
             assert np.array_equal(g1[name], g0[name]), name
 
 
-def test_fused_encoder_only_where_it_fills_the_gpu(ref_rt, monkeypatch):
+def test_fused_encoder_only_where_it_fills_the_gpu(ref_rt):
     from foxc.nn import ssm
     assert not ssm.proj_scan_fills_gpu(256, 128) and ssm.proj_scan_fills_gpu(1024, 128)
-    monkeypatch.delenv("FOXC_SSM_FUSED", raising=False)
     small, _ = make_learner(ref_rt, 3, "f32", hidden=32, B=40, K=5, F=7)
     assert len(small.encoder.forward) == 3  # 2 blocks of 32 windows x 1 of 32 channels: unfused

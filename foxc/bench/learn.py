@@ -88,11 +88,17 @@ def main(argv=None) -> int:
     ap.add_argument("--features", type=positive_int, default=40)
     ap.add_argument("--iters", type=positive_int, default=50)
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--encoder", choices=tuple(ENCODERS), default="auto",
+                    help="the encoder's kernels: fused projection and scan, separate, or auto (fused where they "
+                         "fill the GPU): for A/B timing")
     add_profile_args(ap)
     ap.add_argument("--precision", choices=matmul.PRECISIONS, default="f32", help="the profiled step's precision")
     ap.add_argument("--out", default=".", help="where --profile writes profile.json (default: here)")
     args = ap.parse_args(argv)
     return run_cli(ap.prog, lambda: _main(args))
+
+
+ENCODERS = {"auto": None, "fused": True, "separate": False}
 
 
 def _main(args) -> int:
@@ -111,7 +117,7 @@ def _main(args) -> int:
     rows, peaks = [], {}
     for precision in matmul.PRECISIONS:
         peaks[precision] = peak_tflops(rt, precision, peak_n, iters)
-        learner = model.Learner(rt, isv, B, K, F, D, precision)
+        learner = model.Learner(rt, isv, B, K, F, D, precision, fused_encoder=ENCODERS[args.encoder])
         learner.params.init(np.random.default_rng(1))
         learner.load_inputs(learner.random_inputs(np.random.default_rng(2)))
         enc = learner.encoder
@@ -141,7 +147,7 @@ def _main(args) -> int:
 
 def profile_step(rt, isv, args, B, K, F, D) -> int:
     """Eager learner steps 0..B with the profiler window and/or the kernel table on the requested steps."""
-    learner = model.Learner(rt, isv, B, K, F, D, args.precision)
+    learner = model.Learner(rt, isv, B, K, F, D, args.precision, fused_encoder=ENCODERS[args.encoder])
     learner.params.init(np.random.default_rng(1))
     learner.load_inputs(learner.random_inputs(np.random.default_rng(2)))
     timed = profile_window(args)

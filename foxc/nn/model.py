@@ -15,7 +15,6 @@ reduction over one buffer and the checkpoint writer sees named tensors.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -165,7 +164,8 @@ class Encoder:
     -> h = tanh(y W_out + b_out). backward reads dh (written by the heads) and fills the
     encoder's gradients; dh is overwritten."""
 
-    def __init__(self, rt, params: Parameters, batch: int, window: int, features, precision="f32"):
+    def __init__(self, rt, params: Parameters, batch: int, window: int, features, precision="f32",
+                 fused: bool | None = None):
         B, K, F, D = batch, window, params.n_features, params.hidden
         self.batch, self.window = B, K
         self.z = rt.device_array((K, B, ssm.PARTS * D), np.float32, "enc_z")
@@ -176,10 +176,9 @@ class Encoder:
         self.dy = rt.device_array((B, D), np.float32, "enc_dy")
         # FP32 in both precisions: with F ~ 46 inputs the projection is bound by moving z and dz,
         # which the fused kernels avoid, not by FMA throughput
-        # FOXC_SSM_FUSED: 0 keeps linear_fwd + ssm_scan_fwd / ssm_scan_bwd + matmul_tn_ones (A/B timing),
-        # 1 takes the fused kernels whenever the shapes fit, unset (auto) only when they also fill the GPU
-        fused = ssm.proj_scan_fits(D, F) and {"0": False, "1": True}.get(
-            os.environ.get("FOXC_SSM_FUSED", ""), ssm.proj_scan_fills_gpu(B, D))
+        # fused: False keeps linear_fwd + ssm_scan_fwd / ssm_scan_bwd + matmul_tn_ones, True takes the
+        # fused kernels whenever the shapes fit, None (auto) only when they also fill the GPU
+        fused = ssm.proj_scan_fits(D, F) and (ssm.proj_scan_fills_gpu(B, D) if fused is None else fused)
         out = Linear(rt, params, "enc_w_out", "enc_b_out", self.y, self.h, B, D, D, ACT_TANH, precision,
                      dY=self.dh, dX=self.dy)
         if fused:  # the projection inside the scans: z computed in the forward, dz never written
@@ -315,7 +314,8 @@ class Learner:
     """
 
     def __init__(self, rt, isv, batch: int, window: int, n_features: int, hidden: int = HIDDEN_DIM,
-                 precision: str = "f32", inputs: dict | None = None, rl_hidden: int = RL_HIDDEN):
+                 precision: str = "f32", inputs: dict | None = None, rl_hidden: int = RL_HIDDEN,
+                 fused_encoder: bool | None = None):
         B, K = batch, window
         self.rt, self.batch, self.window = rt, B, K
         self.params = Parameters(rt, n_features, hidden, rl_hidden)
@@ -341,7 +341,7 @@ class Learner:
         self.action = arr(B, "replay_action", np.int32)
         self.ret, self.gamma_n, self.done = arr(B, "replay_ret"), arr(B, "replay_gamma_n"), arr(B, "replay_done")
         self.weight = arr(B, "replay_weight")
-        self.encoder = Encoder(rt, self.params, B, K, self.features, precision)
+        self.encoder = Encoder(rt, self.params, B, K, self.features, precision, fused_encoder)
         self.perception = PerceptionHead(rt, self.params, self.encoder.h, self.encoder.dh, self.labels, self.mask,
                                          B, precision)
         self.rl = RlHeads(rt, self.params, self.h_t, self.h_tp1, self.action, self.ret, self.gamma_n, self.done,
