@@ -3,9 +3,10 @@
     python -m foxc.bench train [--backend auto|cuda|reference] [--n-backtests 256,1024,4096] [--steps N]
                                [--seq-len K] [--per-capacity C] [--precision f32|tf32] [--json FILE]
 
-Per batch size B: a trainer on synthetic data runs its eager warm-up until the replay buffer is
-full (ceil(per_capacity / B) + n_step steps), timing the last `steps` eager steps; then the step is
-captured once and `steps` graph replays are timed with events. GPU busy = event time over wall
+Per batch size B: a trainer on the default synthetic market, set up by the run pipeline
+(`foxc.trainer.session.run_data`, as `python -m foxc.train` does), runs eagerly until the replay
+buffer is full (ceil(per_capacity / B) + n_step steps), then `steps` more eager steps are timed on
+the full buffer; then the step is captured once and `steps` graph replays are timed with events. GPU busy = event time over wall
 time of the replays; host-bound share (eager) = 1 - graph GPU time per step / eager wall per step,
 the part of an eager step the GPU spends waiting for Python and the driver. The checkpoint of
 the B=1,024 trainer is saved and loaded once and timed.
@@ -16,31 +17,27 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..data.labels import LabelConfig, compute_labels
-from ..data.synthetic import synthetic_data
 from ..cli import ArgumentParser, open_runtime, output_file, positive_int, positive_ints, run as run_cli
 from ..driver import BACKENDS
 from ..trainer.config import TrainConfig
 from ..trainer.run import Trainer
+from ..trainer.session import run_data
 from .report import table, write_json
 
 
-def bench_one(rt, market, labels, B: int, steps: int, K: int, capacity: int, precision: str,
-              checkpoint_dir=None) -> dict:
-    cfg = TrainConfig(n_backtests=B, n_steps=0, seq_len=K, per_capacity=capacity, synthetic_rows=len(market.records),
-                      precision=precision, graph="on", log_every=10**9, checkpoint_every=0)
-    t = Trainer(rt, cfg, market, labels, checkpoint_dir)
+def bench_one(rt, cfg: TrainConfig, data, steps: int, checkpoint_dir=None) -> dict:
+    B = cfg.n_backtests
+    t = Trainer(rt, cfg, data.market, data.labels, checkpoint_dir, data.source)
     stream = rt.stream
-    warm = t.capture_after
-    timed = min(steps, max(warm - 1, 1))
-    while t.steps_done < warm - timed:  # untimed warm-up
+    t.use_graph = False  # eager until the timed eager steps have run on a full buffer
+    while t.steps_done < t.capture_after:  # untimed warm-up: the buffer fills
         t.step()
     stream.synchronize()
     t0 = time.perf_counter()
-    while t.steps_done < warm:
+    for _ in range(steps):
         t.step()
     stream.synchronize()
-    eager_wall = (time.perf_counter() - t0) / timed
+    eager_wall = (time.perf_counter() - t0) / steps
 
     t.capture()
     t.graph.launch(stream)  # the captured step runs once before timing
@@ -106,15 +103,15 @@ def _main(args) -> int:
     steps = args.steps or (4 if small else 200)
     K = args.seq_len or (4 if small else 32)
     capacity = args.per_capacity or (64 if small else 65536)
-    for B in sizes:  # a bad size fails here, naming its flag, before any data is made
-        TrainConfig(n_backtests=B, n_steps=0, seq_len=K, per_capacity=capacity, synthetic_rows=20_000,
-                    precision=args.precision, graph="on")
-    market = synthetic_data(20_000 if small else 1_000_000, seed=0)
-    labels = compute_labels(market.records, market.tick, LabelConfig())
+    # a bad size fails here, naming its flag, before any data is made
+    configs = [TrainConfig(n_backtests=B, n_steps=0, seq_len=K, per_capacity=capacity,
+                           synthetic_rows=20_000 if small else 1_000_000, precision=args.precision, graph="on",
+                           log_every=10**9, checkpoint_every=0, eval_rows=1000 if small else 8_192) for B in sizes]
+    data = run_data(configs[0])
     with tempfile.TemporaryDirectory() as tmp:  # the checkpoint of the B=1,024 run (or the first) is timed too
         timed_ckpt = 1024 if 1024 in sizes else sizes[0]
-        rows = [bench_one(rt, market, labels, B, steps, K, capacity, args.precision,
-                          Path(tmp) / str(B) if B == timed_ckpt else None) for B in sizes]
+        rows = [bench_one(rt, cfg, data, steps, Path(tmp) / str(cfg.n_backtests)
+                          if cfg.n_backtests == timed_ckpt else None) for cfg in configs]
     print(f"backend {rt.backend}: {rt.device_name}; K={K}, PER {capacity}, {args.precision}, {steps} timed steps")
     print(table(rows, ["B", "kernels", "eager_sps", "graph_sps", "speedup", "gpu_ms_per_step", "gpu_busy",
                        "host_us_per_step", "host_bound_share_eager", "env_steps_per_s"]))
