@@ -18,6 +18,7 @@ from ..data.record import PRICE_SCALE
 from ..nn.heads import C51_ATOMS, N_ACTIONS, Q_OUTPUTS, plan_c51_distribution
 from ..nn.matmul import ACT_RELU
 from ..nn.model import Linear
+from ..persistent import Persistent
 from ..rng import seed_states
 from . import kernels
 from .layout import ACTORS, POS_INDEX, STATE_BLOCK
@@ -36,25 +37,26 @@ class Actor:
         self.rt, self.batch = rt, int(batch)
         B, S, D, R = self.batch, params.state_dim, params.hidden, params.rl_hidden
         self._owned = []
+        keep = self.persistent = Persistent()  # the position history, sampling states, exploration segments
 
         def dev(shape, dtype, name):
             a = rt.device_array(shape, dtype, name)
             self._owned.append(a)
             return a
-        self.state = state if state is not None else dev((B, S), np.float32, "agent_state")
-        self.trade_steps = dev(B, np.int32, "agent_trade_steps")
-        self.prev_lots = dev(B, np.int32, "agent_prev_lots")
+        self.state = keep("state", state if state is not None else dev((B, S), np.float32, "agent_state"))
+        self.trade_steps = keep("trade_steps", dev(B, np.int32, "agent_trade_steps"))
+        self.prev_lots = keep("prev_lots", dev(B, np.int32, "agent_prev_lots"))
         self.lots = dev(B, np.int32, "agent_lots")
         self.drawdown = dev(B, np.float32, "agent_drawdown")
         self.z = dev((B, R), np.float32, "act_rl_z")
         self.q_logits = dev((B, Q_OUTPUTS), np.float32, "act_q_logits")
         self.q_probs = dev((B, N_ACTIONS, C51_ATOMS), np.float32, "act_q_probs")
         self.q = dev((B, N_ACTIONS), np.float32, "act_q")
-        self.rng = dev(B, np.uint32, "act_rng")
-        self.explore = dev(B, np.int32, "act_explore")  # 0, or 2 + the position an exploration segment holds
+        self.rng = keep("rng", dev(B, np.uint32, "act_rng"))
+        self.explore = keep("explore", dev(B, np.int32, "act_explore"))  # 0, or 2 + the position a segment holds
         self.actions = actions if actions is not None else dev(B, np.int32, "actions")
         self.stop_loss = stop_loss if stop_loss is not None else dev(B, np.uint32, "stop_loss")
-        self.log_prob = log_prob if log_prob is not None else dev(B, np.float32, "log_prob")
+        self.log_prob = keep("log_prob", log_prob if log_prob is not None else dev(B, np.float32, "log_prob"))
         self.probs = dev((B, N_ACTIONS), np.float32, "act_probs")
         self.flags = dev(B, np.uint32, "act_flags")
         side = self.state.at(D + POS_INDEX["side"])
@@ -81,9 +83,6 @@ class Actor:
                   self.probs, self.flags):
             a.upload(np.zeros(a.shape, a.dtype))
         self.rng.upload(seed_states(seed, self.batch, "actor"))
-
-    # what carries from one step to the next (the checkpoint's agent.* sections)
-    PERSISTENT = ("state", "trade_steps", "prev_lots", "rng", "explore", "log_prob")
 
     def close(self):
         for a in self._owned:

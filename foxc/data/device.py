@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..persistent import Persistent
 from ..rng import seed_states
 from . import gather
 from .features import FEATURES, GATHER_BLOCK, GATHER_MAX_K, HORIZONS, LABEL_PLANES
@@ -50,11 +51,12 @@ class DeviceDataset:
         self.labels = rt.device_array(labels.shape, np.float32, "labels")
         self.segment_end = rt.device_array(len(ends), np.int32, "segment_end")
         self.valid_cursors = rt.device_array(len(cursors_ok), np.int32, "valid_cursors")
-        self.cursors = rt.device_array(self.B, np.int32, "cursors")
-        self.episode_steps = rt.device_array(self.B, np.int32, "episode_steps")
-        self.done = rt.device_array(self.B, np.int32, "done")
-        self.last = rt.device_array(self.B, np.int32, "last")
-        self.rng = rt.device_array(self.B, np.uint32, "cursor_rng")
+        keep = self.persistent = Persistent()
+        self.cursors = keep("cursors", rt.device_array(self.B, np.int32, "cursors"))
+        self.episode_steps = keep("episode_steps", rt.device_array(self.B, np.int32, "episode_steps"))
+        self.done = keep("done", rt.device_array(self.B, np.int32, "done"))
+        self.last = keep("last", rt.device_array(self.B, np.int32, "last"))
+        self.rng = keep("rng", rt.device_array(self.B, np.uint32, "cursor_rng"))
         self.features = rt.device_array((self.K, self.B, FEATURES), np.float32, "features")
         self.labels_out = rt.device_array((LABEL_PLANES, self.B, HORIZONS), np.float32, "labels_out")
         self.records.upload(data.records)

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..data.record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
 from ..driver import DevPtr
+from ..persistent import Persistent
 from .kernels import BOOK_UPDATE, PNL_TRACK, SUBMIT_MARKET
 from .layout import POSITION_DTYPE, TRADE_DTYPE
 
@@ -108,24 +109,27 @@ class LobSim:
         if snapshots.dtype != SNAPSHOT_DTYPE:
             raise ValueError("snapshots must be a device array of SNAPSHOT_DTYPE records")
         self.snapshots, self.cursor, self.episode_end = snapshots, cursor, episode_end
-        dev = rt.device_array
-        self.bid_px = dev((LEVELS, n), np.int64, "lobsim.bid_px")
-        self.ask_px = dev((LEVELS, n), np.int64, "lobsim.ask_px")
-        self.bid_sz = dev((LEVELS, n), np.uint32, "lobsim.bid_sz")
-        self.ask_sz = dev((LEVELS, n), np.uint32, "lobsim.ask_sz")
-        self.book_ts = dev(n, np.int64, "lobsim.book_ts")
-        self.book_idx = dev(n, np.int64, "lobsim.book_idx")
-        self.mid_x2 = dev(n, np.int64, "lobsim.mid_x2")
-        self.atr_ema = dev(n, np.float32, "lobsim.atr_ema")
-        self.skip_range = dev(n, np.uint32, "lobsim.skip_range")
-        self.skip_crossed = dev(n, np.uint32, "lobsim.skip_crossed")
-        self.actions = dev(n, np.int32, "lobsim.actions")
-        self.stop_loss = dev(n, np.uint32, "lobsim.stop_loss")
-        self.fee_per_lot = dev(n, np.int64, "lobsim.fee_per_lot")
-        self.pos = dev(n, POSITION_DTYPE, "lobsim.pos")
-        self.trade_log = dev((n, config.trade_log_cap), TRADE_DTYPE, "lobsim.trade_log")
-        self.rewards = dev(n, np.float32, "lobsim.rewards")
-        self.dones = dev(n, np.float32, "lobsim.dones")
+        keep = self.persistent = Persistent()  # the whole book and account state; rewards are per step
+
+        def dev(shape, dtype, name):
+            return keep(name, rt.device_array(shape, dtype, f"lobsim.{name}"))
+        self.bid_px = dev((LEVELS, n), np.int64, "bid_px")
+        self.ask_px = dev((LEVELS, n), np.int64, "ask_px")
+        self.bid_sz = dev((LEVELS, n), np.uint32, "bid_sz")
+        self.ask_sz = dev((LEVELS, n), np.uint32, "ask_sz")
+        self.book_ts = dev(n, np.int64, "book_ts")
+        self.book_idx = dev(n, np.int64, "book_idx")
+        self.mid_x2 = dev(n, np.int64, "mid_x2")
+        self.atr_ema = dev(n, np.float32, "atr_ema")
+        self.skip_range = dev(n, np.uint32, "skip_range")
+        self.skip_crossed = dev(n, np.uint32, "skip_crossed")
+        self.actions = dev(n, np.int32, "actions")
+        self.stop_loss = dev(n, np.uint32, "stop_loss")
+        self.fee_per_lot = dev(n, np.int64, "fee_per_lot")
+        self.pos = dev(n, POSITION_DTYPE, "pos")
+        self.trade_log = dev((n, config.trade_log_cap), TRADE_DTYPE, "trade_log")
+        self.rewards = rt.device_array(n, np.float32, "lobsim.rewards")
+        self.dones = dev(n, np.float32, "dones")
         self.reset_state()
         self.ptrs = self._raw_ptrs()
         self.plans = self._plans(self.ptrs)

@@ -1,8 +1,8 @@
 """A run's persistent device state as a checkpoint state dict, and back.
 
-Only what carries from one step to the next is saved: scratch that every step rewrites is
-left out. The resume-identity tests hold this list to account: a missing array makes the
-resumed run drift from the uninterrupted one.
+Only what carries from one step to the next is saved (each component declares it where it
+allocates it); scratch that every step rewrites is left out. The resume-identity tests hold the
+declarations to account: a missing array makes the resumed run drift from the uninterrupted one.
 """
 from __future__ import annotations
 
@@ -12,19 +12,11 @@ from ..checkpoint import AdamState
 from ..nn.model import TARGET_TENSORS
 from ..nn.optim import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD
 
-DATA_STATE = ("cursors", "episode_steps", "done", "last", "rng")
-SIM_STATE = ("bid_px", "ask_px", "bid_sz", "ask_sz", "book_ts", "book_idx", "mid_x2", "atr_ema", "skip_range",
-             "skip_crossed", "actions", "stop_loss", "fee_per_lot", "pos", "trade_log", "dones")
-AGENT_STATE = ("prev_trades", "reward_scaled", "reward_raw")
-
-
 def persistent_arrays(ts) -> dict:
-    """name -> device array of everything that carries across steps (besides the model and replay)."""
-    arrays = {f"data.{k}": getattr(ts.data, k) for k in DATA_STATE}
-    arrays.update({f"sim.{k}": getattr(ts.sim, k) for k in SIM_STATE})
-    arrays.update({f"agent.{k}": getattr(ts, k) for k in AGENT_STATE})
-    arrays.update({f"actor.{k}": getattr(ts.actor, k) for k in ts.actor.PERSISTENT})
-    return arrays
+    """name -> device array of everything that carries across steps (besides the model and replay):
+    what each component declared `persistent` where it allocated it (foxc.persistent)."""
+    parts = {"data": ts.data, "sim": ts.sim, "agent": ts, "actor": ts.actor}
+    return {f"{part}.{name}": a for part, c in parts.items() for name, a in c.persistent.arrays.items()}
 
 
 class Staging:

@@ -39,6 +39,7 @@ from ..isv.kernels import plan_step_increment
 from ..lobsim.sim import LobSim, LobSimConfig
 from ..nn.heads import N_PERCEPTION
 from ..nn.model import STATE_DIM, Learner
+from ..persistent import Persistent
 from ..replay import ReplayBuffer
 from ..rng import generator
 from . import bridge
@@ -73,9 +74,11 @@ class TrainStep:
 
         # per-backtest arrays of the step
         self.labels, self.mask = dev((B, N_PERCEPTION), np.float32, "labels"), dev((B, N_PERCEPTION), np.float32, "mask")
-        self.reward_raw, self.reward_scaled = dev(B, np.float32, "reward_raw"), dev(B, np.float32, "reward_scaled")
+        keep = self.persistent = Persistent()  # the previous step's rewards (pushed next step) and trade counts
+        self.reward_raw = keep("reward_raw", dev(B, np.float32, "reward_raw"))
+        self.reward_scaled = keep("reward_scaled", dev(B, np.float32, "reward_scaled"))
         self.clipped = dev(B, np.uint32, "reward_clipped")
-        self.prev_trades, self.closed = dev(B, np.uint32, "prev_trades"), dev(B, np.uint32, "closed")
+        self.prev_trades, self.closed = keep("prev_trades", dev(B, np.uint32, "prev_trades")), dev(B, np.uint32, "closed")
         self.closed_pnl = dev(B, np.float32, "closed_pnl")
         self.td = dev(B, np.float32, "replay_td")
         self.stats = dev(N_STATS, np.float64, "step_stats")
