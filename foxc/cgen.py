@@ -88,14 +88,3 @@ class GeneratedHeader:
             return 0
         print(f"{self.path} is out of date with {self.source}: run python -m {self.module} --write", file=sys.stderr)
         return 1
-
-
-def all_headers() -> list[GeneratedHeader]:
-    """Every header generated from Python (tools/build_cubins.py regenerates them before a build)."""
-    from .agent import layout as agent
-    from .data import features, record
-    from .isv import header as isv
-    from .lobsim import layout as lobsim
-    from .nn import layout as nn
-    from .replay import layout as replay
-    return [isv.HEADER, record.HEADER, features.HEADER, agent.HEADER, lobsim.HEADER, nn.HEADER, replay.HEADER]

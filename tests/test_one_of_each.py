@@ -29,7 +29,7 @@ HAND_WRITTEN = {"rng.h", "nn_math.cuh", "position.h", "lobsim_book.cuh"}
 
 
 def test_every_shared_header_is_generated_and_current():
-    from foxc.cgen import all_headers
+    from foxc.headers import all_headers
     generated = {h.path.name: h for h in all_headers()}
     present = {p.name for p in (ROOT / "cuda" / "include" / "foxc").iterdir()}
     assert present == set(generated) | HAND_WRITTEN

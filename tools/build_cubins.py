@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 def generated_headers():
     """(path, is_current, write) for each header generated from Python: regenerated before a build."""
-    from foxc.cgen import all_headers
+    from foxc.headers import all_headers
     return [(h.path, h.is_current, h.write) for h in all_headers()]
 
 
