@@ -5,8 +5,8 @@ own, holding the files the case needs; afterwards the directory must hold exactl
 the same bytes (a refused command overwrites nothing and leaves nothing behind). The cases run side
 by side once per module (most fail before any work), each test then checks its own.
 
-foxc-ckpt-inspect keeps its documented exit statuses: 1 for a file that is not a valid checkpoint
-(2 is "--diff found differences"), 2 for a bad flag; its error line has the same form.
+foxc-ckpt-inspect exits as diff(1) does: 2 for a file that is not a valid checkpoint or a bad flag
+(1 is a negative answer: --verify invalid, --diff differs); its error line has the same form.
 """
 from __future__ import annotations
 
@@ -180,22 +180,22 @@ CASES = [
     case("report-no-run-dir", "report", [], "run_dir"),
 
     # ---------------------------------------------------- foxc-ckpt-inspect (module and tools/ckpt_inspect.py)
-    case("inspect-missing", "inspect", ["{case}/gone.foxc"], "gone.foxc", code=1),
+    case("inspect-missing", "inspect", ["{case}/gone.foxc"], "gone.foxc"),
     case("inspect-damaged", "inspect", ["{case}/damaged.foxc"], "damaged.foxc", "dqn_w",
-         files={"damaged.foxc": "damaged"}, code=1),
+         files={"damaged.foxc": "damaged"}),
     case("inspect-not-foxc", "inspect", ["{case}/notes.txt"], "notes.txt", "magic",
-         files={"notes.txt": b"hello, not a checkpoint at all\n"}, code=1),
-    case("inspect-directory", "inspect", ["{case}/adir"], "adir", files={"adir": DIR}, code=1),
+         files={"notes.txt": b"hello, not a checkpoint at all\n"}),
+    case("inspect-directory", "inspect", ["{case}/adir"], "adir", files={"adir": DIR}),
     case("inspect-no-such-section", "inspect", ["{case}/ck.foxc", "--section", "nope"], "ck.foxc", "nope",
-         files={"ck.foxc": "ckpt"}, code=1),
+         files={"ck.foxc": "ckpt"}),
     case("inspect-diff-damaged", "inspect", ["{case}/ck.foxc", "--diff", "{case}/damaged.foxc"], "damaged.foxc",
-         files={"ck.foxc": "ckpt", "damaged.foxc": "damaged"}, code=1),
+         files={"ck.foxc": "ckpt", "damaged.foxc": "damaged"}),
     case("inspect-modes-exclusive", "inspect", ["{case}/ck.foxc", "--isv", "--verify"], "--verify", "--isv",
          files={"ck.foxc": "ckpt"}),
     case("inspect-no-path", "inspect", [], "path"),
     case("ckpt-tool-short", "ckpt_tool", ["{case}/short.foxc"], "short.foxc", "short file",
-         files={"short.foxc": "truncated"}, code=1),
-    case("ckpt-tool-empty", "ckpt_tool", ["{case}/empty.foxc"], "empty.foxc", files={"empty.foxc": b""}, code=1),
+         files={"short.foxc": "truncated"}),
+    case("ckpt-tool-empty", "ckpt_tool", ["{case}/empty.foxc"], "empty.foxc", files={"empty.foxc": b""}),
     case("ckpt-tool-unknown-flag", "ckpt_tool", ["{case}/ck.foxc", "--sections"], "--sections",
          files={"ck.foxc": "ckpt"}),
 ]

@@ -94,7 +94,7 @@ def test_section(saved, capsys):
     assert record["values"][2] == pytest.approx(state["dqn_w"][2].tolist())
     assert json.loads(run(capsys, path, "--section", "blob", "--json")[1])["hex"] == state["blob"].hex()
     code, _, err = run(capsys, path, "--section", "nope")
-    assert code == 1 and "no section 'nope'" in err
+    assert code == 2 and "no section 'nope'" in err
 
 
 def test_diff(saved, tmp_path, capsys, rng):
@@ -105,7 +105,7 @@ def test_diff(saved, tmp_path, capsys, rng):
     del changed["blob"]
     other = write_checkpoint(tmp_path / "other.foxc", 8, changed, {"config": {"batch": 16}})
     code, out, _ = run(capsys, path, "--diff", other)
-    assert code == 2 and out.splitlines()[-1] == "differs: 3 of 8 sections, step"
+    assert code == 1 and out.splitlines()[-1] == "differs: 3 of 8 sections, step"
     assert "config batch: 8 in the checkpoint, 16 now" in out
     record = json.loads(run(capsys, path, "--diff", other, "--json")[1])
     rows = {row["name"]: row["max_abs_diff"] for row in record["sections"]}
@@ -145,7 +145,7 @@ def test_invalid_file_is_one_clean_line(tmp_path, capsys, content):
     if content is not None:
         path.write_bytes(content)
     code, out, err = run(capsys, path)
-    assert code == 1 and out == "" and len(err.splitlines()) == 1 and err.startswith("foxc-ckpt-inspect: ")
+    assert code == 2 and out == "" and len(err.splitlines()) == 1 and err.startswith("foxc-ckpt-inspect: ")
 
 
 def test_tool_wrapper_prints_no_traceback(tmp_path):
@@ -153,7 +153,7 @@ def test_tool_wrapper_prints_no_traceback(tmp_path):
     bad.write_bytes(b"FOXC" * 10)
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "ckpt_inspect.py"), str(bad)],
                             capture_output=True, text=True)
-    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().startswith("foxc-ckpt-inspect:") and len(result.stderr.splitlines()) == 1
 
 

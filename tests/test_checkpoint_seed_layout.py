@@ -342,6 +342,7 @@ def test_inspector_isv(seed_file, capsys):
 def test_inspector_section(seed_file, capsys):
     code, out, _ = run(capsys, seed_file, "--section", "adam_dqn_b")
     assert code == 0 and "adamw [231]" in out and "step 4999" in out and "computed: no meta" in out
+    assert out.splitlines()[-1].startswith("note: ")  # what cannot be verified, after the values too
     record = json.loads(run(capsys, seed_file, "--section", "dqn_w", "--json")[1])
     assert record["shape"] == [128, 231] and len(record["values"]) == 128
 
@@ -353,7 +354,8 @@ def test_inspector_diff_seed_against_foxc(seed_file, seed, tmp_path, capsys):
     foxc = write_checkpoint(tmp_path / "f.foxc", 7, {"dqn_b": dqn_b + np.float32(0.5),
                                                      "policy_w": np.zeros(3, np.float32)}, {"config": {"a": 1}})
     code, out, _ = run(capsys, seed_file, "--diff", foxc)
-    assert code == 2 and "config unknown:" in out and f"{seed_file} has no meta" in out
+    assert code == 1 and "config unknown:" in out and f"{seed_file} has no meta" in out
+    assert f"note: {seed_file}: " in out
     record = json.loads(run(capsys, foxc, "--diff", seed_file, "--json")[1])
     rows = {row["name"]: row for row in record["sections"]}
     assert rows["dqn_b"]["max_abs_diff"] == pytest.approx(0.5)

@@ -7,9 +7,9 @@
     foxc-ckpt-inspect PATH --verify         exit 0 when valid, 1 with the reason when not
     --json                                  machine-readable output of any of the above
 
-Exit status: 0 success (or identical), 1 not a valid checkpoint (one line on stderr,
-`foxc-ckpt-inspect: error: PATH: <reason>`), 2 --diff found differences or a bad flag (one line,
-`foxc-ckpt-inspect: error: argument ...`).
+Exit status, as diff(1): 0 success (valid, identical), 1 the answer is no (--verify: not valid;
+--diff: the files differ), 2 trouble: a bad flag, or a file that is not a valid checkpoint in any
+other mode (one line on stderr, `foxc-ckpt-inspect: error: PATH: <reason>`).
 
 A file written without `meta` or `checksum` (the Rust trainer's layout, seed_layout.py) is
 shown too: types inferred, the seed's sections described and its ISV slots named where its
@@ -30,7 +30,7 @@ from .meta import config_differences
 from .seed_layout import SECTION_ABOUT, SLOT_ABOUT
 
 PROG = "foxc-ckpt-inspect"
-EXIT_INVALID = 1  # not a valid checkpoint: documented apart from 2 (--diff differs), so scripts can tell them apart
+EXIT_NO, EXIT_TROUBLE = 1, 2  # as diff(1): 1 a negative answer (--verify, --diff), 2 trouble (bad file or flag)
 STAT_COLUMNS = ["name", "bytes", "dtype", "shape", "min", "max", "mean", "std", "nan", "inf"]
 ADAMW_COLUMNS = ["name", "n", "step", "lr", "beta1", "beta2", "eps", "wd", "m_norm", "v_norm"]
 
@@ -183,6 +183,7 @@ def show_section(ckpt: Checkpoint, name: str, as_json: bool, full: bool) -> int:
             print(shown.hex(" ", 4) + ("" if len(shown) == len(value) else f" … ({len(value) - len(shown)} more)"))
         else:
             print(np.array2string(value))
+    print_notes(ckpt)
     return 0
 
 
@@ -234,9 +235,12 @@ def show_diff(ckpt: Checkpoint, other: Checkpoint, path: str, other_path: str, a
                     ["name", "max_abs_diff", "note"])
         for line in config:
             print(f"config {line}")
+        for who, c in ((path, ckpt), (other_path, other)):
+            for note in c.notes:
+                print(f"note: {who}: {note}")
         print("identical" if identical else
               f"differs: {len(differing)} of {len(rows)} sections" + ("" if ckpt.step == other.step else ", step"))
-    return 0 if identical else 2
+    return 0 if identical else EXIT_NO
 
 
 def _config_differences(ckpt: Checkpoint, other: Checkpoint, path: str, other_path: str) -> list[str]:
@@ -264,7 +268,8 @@ def _json_default(value):
 
 def parse_args(argv):
     ap = ArgumentParser(prog=PROG, description="Inspect, verify and compare FOXC checkpoints.",
-                        epilog="exit status: 0 ok or identical, 1 invalid checkpoint, 2 --diff differs or a bad flag")
+                        epilog="exit status: 0 ok, valid or identical; 1 --verify invalid or --diff differs; "
+                               "2 a bad flag, or a file that is not a valid checkpoint")
     ap.add_argument("path", help="a checkpoint-<step>.foxc file")
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--isv", action="store_true", help="every ISV slot by name and value")
@@ -283,8 +288,8 @@ def main(argv=None) -> int:
     except CheckpointError as exc:
         if args.verify:
             _verdict(args, False, str(exc))
-            return EXIT_INVALID
-        return fail(PROG, exc, EXIT_INVALID)
+            return EXIT_NO
+        return fail(PROG, exc, EXIT_TROUBLE)
     except BrokenPipeError:
         sys.stderr.close()
         return 0
