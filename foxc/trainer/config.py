@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import argparse
-import math
 from dataclasses import asdict, dataclass, fields
 
 from ..agent.layout import ACTORS
-from ..isv.registry import SLOTS
+from ..isv.registry import SLOTS, setting_problem
 
 # What `python -m foxc.train` runs when a setting is not given. The reference backend runs the
 # same pipeline at a size a CPU finishes in about a minute.
@@ -16,11 +15,15 @@ DEFAULTS = {
     "reference": dict(n_backtests=32, n_steps=150, seq_len=8, per_capacity=1024, synthetic_rows=200_000,
                       eval_every=0, eval_rows=8_192),
 }
-ISV_NAMES = {s.name for s in SLOTS}
 
 
 class ConfigError(ValueError):
-    """A setting is out of range; the message names the flag."""
+    """A setting is out of range; the message names the flag. `slots`: the ISV slots a check of
+    slots against other settings found at fault."""
+
+    def __init__(self, message: str, slots: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.slots = slots
 
 
 @dataclass(frozen=True)
@@ -82,10 +85,22 @@ class TrainConfig:
         if self.synthetic not in MARKETS:
             raise ConfigError(f"--synthetic must be one of {', '.join(MARKETS)} (got '{self.synthetic}')")
         for name, value in self.isv:
-            if name not in ISV_NAMES:
-                raise ConfigError(f"--set: no ISV slot named '{name}' (python -m foxc.isv lists them)")
-            if not math.isfinite(value):
-                raise ConfigError(f"--set {name}: the value must be finite (got {value})")
+            problem = setting_problem(name, value)
+            if problem:
+                raise ConfigError(f"--set {name}: {problem}")
+        self._check_isv_together()
+
+    def _check_isv_together(self):
+        """The checks of a slot against another setting, on the values the run starts with."""
+        values = {s.name: s.bootstrap for s in SLOTS} | {"n_step": float(self.n_step)} | dict(self.isv_overrides())
+        n = values["n_step"]
+        if n > self.n_step:
+            raise ConfigError(f"ISV n_step = {n:g} is above --n-step {self.n_step}, the length of the n-step rings "
+                              f"(give --n-step {n:g} too)", ("n_step",))
+        lo, hi = values["reward_clamp_min"], values["reward_clamp_max"]
+        if lo > hi:
+            raise ConfigError(f"ISV reward_clamp_min = {lo:g} is above reward_clamp_max = {hi:g}",
+                              ("reward_clamp_min", "reward_clamp_max"))
 
     def _value_for(self, message: str):
         flag = message.split()[0].lstrip("-").replace("-", "_")
@@ -98,7 +113,7 @@ class TrainConfig:
         settings = dict(DEFAULTS[backend])
         settings.update({k: v for k, v in given.items() if v is not None})
         if "isv" in settings:
-            settings["isv"] = tuple((str(k), float(v)) for k, v in settings["isv"])
+            settings["isv"] = merge_isv(settings["isv"])
         return cls(**settings)
 
     @property
@@ -130,6 +145,15 @@ class TrainConfig:
     @staticmethod
     def field_names() -> list[str]:
         return [f.name for f in fields(TrainConfig)]
+
+
+def merge_isv(*lists) -> tuple[tuple[str, float], ...]:
+    """ISV settings (name, value) of several lists, later ones winning: one entry per slot, each in
+    the place its name first appeared."""
+    merged: dict[str, float] = {}
+    for pairs in lists:
+        merged.update((str(name), float(value)) for name, value in pairs)
+    return tuple(merged.items())
 
 
 def isv_setting(text: str) -> tuple[str, float]:
@@ -185,7 +209,8 @@ def add_config_arguments(ap: argparse.ArgumentParser):
     add("--holdout", dest="holdout_frac", type=float,
         help="with --data: the last fraction of the rows, held out of training for the evaluations (default 0.1)")
     add("--set", dest="isv", action="append", type=isv_setting, metavar="NAME=VALUE",
-        help="set an ISV slot (hyperparameter) at the start, e.g. --set lr_q=3e-4; repeatable")
+        help="set an ISV slot (hyperparameter), e.g. --set lr_q=3e-4; repeatable; python -m foxc.isv lists the "
+             "slots and their ranges")
 
 
 def config_settings(namespace) -> dict:

@@ -1,0 +1,113 @@
+"""Settable hyperparameters: each ISV slot's range and --set."""
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from foxc.isv.registry import SLOTS, Internal, Range, setting_problem
+from foxc.trainer.config import ConfigError, TrainConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+# settings a controller moves as the run goes: the value set is where it starts
+CONTROLLED = {"lr_encoder", "lr_q", "lr_policy", "lr_value", "lr_perception", "per_beta", "gate_threshold", "gamma",
+              "tau", "per_alpha"}
+
+
+def config(**given) -> TrainConfig:
+    return TrainConfig.for_backend("reference", **given)
+
+
+def refused(call, *words):
+    with pytest.raises(ConfigError) as e:
+        call()
+    for word in words:
+        assert word in str(e.value), (word, str(e.value))
+    return str(e.value)
+
+
+# ------------------------------------------------------------------------------------------ ranges
+
+def test_every_slot_is_a_setting_with_its_default_in_range_or_internal():
+    for s in SLOTS:
+        assert isinstance(s.valid, (Range, Internal)), s.name
+        if s.settable:
+            assert s.bootstrap in s.valid, f"{s.name}: the default {s.bootstrap} is outside {s.valid}"
+            assert setting_problem(s.name, s.bootstrap) is None
+        else:
+            assert s.valid.kind in ("state", "unused"), s.name
+    state = {s.name for s in SLOTS if not s.settable and s.valid.kind == "state"}
+    owned = {"step_lo", "step_hi", "popart_mean", "popart_var", "mean_abs_pnl_ema", "hold_frac_ema",
+             "action_entropy_ema", "reward_clip_frac_ema", "reward_pos_ema", "reward_neg_ema"}
+    owned |= {f"{k}_{h}" for k in ("loss_ema", "best_loss", "plateau_count") for h in ("q", "pi", "v", "bce")}
+    assert owned <= state, owned - state
+
+
+def _kernel_sources() -> str:
+    """Every kernel source and header but the generated slot list, comments left out."""
+    code = "\n".join(p.read_text() for p in sorted((ROOT / "cuda").rglob("*")) if p.suffix in (".cu", ".cuh", ".h")
+                     and p.name != "isv_slots.h")
+    return re.sub(r"//[^\n]*|/\*.*?\*/", "", code, flags=re.S)
+
+
+def test_what_the_kernels_write_is_state_or_a_controlled_setting():
+    """A slot a kernel writes is the trainer's, unless it is a setting a controller starts from."""
+    code = _kernel_sources()
+    written = set(re.findall(r"isv\[(ISV_\w+)\]\s*[-+*/]?=(?!=)", code))
+    written |= set(re.findall(r"ISV_\w+", " ".join(re.findall(r"plateau_head\(isv,[^;]*;", code))))
+    by_macro = {s.macro: s for s in SLOTS}
+    for macro in written:
+        s = by_macro[macro]
+        assert not s.settable or s.name in CONTROLLED, f"a kernel writes {s.name}, which a user may set"
+    for s in SLOTS:
+        if not s.settable and s.valid.kind == "state":
+            assert s.macro in written, f"{s.name} is called state, but no kernel writes it"
+
+
+def test_unused_slots_are_read_by_no_kernel():
+    others = _kernel_sources()
+    for s in SLOTS:
+        if not s.settable and s.valid.kind == "unused":
+            assert not re.search(rf"\b{s.macro}\b", others), f"{s.name} is called unused, but a kernel reads it"
+
+
+def _outside(r: Range) -> list[float]:
+    """Values just outside a range (at an open end, the end itself)."""
+    step, values = 1 if r.integer else 1e-3, []
+    if not math.isinf(r.lo):
+        values.append(r.lo if r.lo_open else r.lo - step)
+    if not math.isinf(r.hi):
+        values.append(r.hi if r.hi_open else r.hi + step)
+    return values
+
+
+@pytest.mark.parametrize("s", [s for s in SLOTS if s.settable], ids=lambda s: s.name)
+def test_set_refuses_a_value_outside_the_range_naming_the_slot(s):
+    assert _outside(s.valid), f"{s.name} has no bound at all"
+    for value in _outside(s.valid):
+        refused(lambda: config(isv=[(s.name, value)], n_step=8), f"--set {s.name}:", f"must be {s.valid.requirement()} (got")
+    for bad in (math.nan, math.inf):
+        refused(lambda: config(isv=[(s.name, bad)]), f"--set {s.name}:", "finite")
+
+
+def test_set_accepts_the_bounds_and_refuses_state_unused_and_unknown_slots():
+    cfg = config(isv=[("lr_q", 1.0), ("gamma", 0.9999), ("gamma", 0.0), ("per_alpha", 1.0), ("gate_enabled", 1.0),
+                      ("grad_clip_norm", 0.0), ("c51_v_min", -0.5), ("n_step", 2.0)])
+    assert dict(cfg.isv) == {"lr_q": 1.0, "gamma": 0.0, "per_alpha": 1.0, "gate_enabled": 1.0,
+                             "grad_clip_norm": 0.0, "c51_v_min": -0.5, "n_step": 2.0}, "one entry per slot, last wins"
+    for value in (0.0, 2.5):
+        refused(lambda: config(isv=[("n_step" if value else "lr_q", value)]), "must be")
+    refused(lambda: config(isv=[("gate_enabled", 0.5)]), "gate_enabled", "0 or 1")
+    refused(lambda: config(isv=[("popart_var", 2.0)]), "--set popart_var", "state the trainer owns")
+    refused(lambda: config(isv=[("reward_clamp_lo", -7.0)]), "reward_clamp_lo", "state", "reward_clamp_min")
+    refused(lambda: config(isv=[("plateau_count_q", 0.0)]), "plateau_count_q", "state the trainer owns")
+    refused(lambda: config(isv=[("entropy_coef", 0.1)]), "entropy_coef", "read by no kernel")
+    refused(lambda: config(isv=[("gama", 0.9)]), "--set gama", "no ISV slot named 'gama'", "did you mean gamma?")
+    refused(lambda: config(isv=[("zzzz", 1.0)]), "zzzz", "python -m foxc.isv lists them")
+
+
+def test_slots_are_checked_against_the_settings_they_depend_on():
+    refused(lambda: config(isv=[("n_step", 5.0)]), "n_step = 5", "--n-step 3", "give --n-step 5")
+    assert config(n_step=5, isv=[("n_step", 5.0)]).n_step == 5
+    refused(lambda: config(isv=[("reward_clamp_min", 12.0)]), "reward_clamp_min = 12", "reward_clamp_max = 10")
+    assert config(isv=[("reward_clamp_min", 12.0), ("reward_clamp_max", 12.0)])
