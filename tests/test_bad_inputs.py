@@ -31,6 +31,7 @@ COMMANDS = {  # name: (argv before the case's, the name its error lines start wi
     "report": (["-m", "foxc.report"], "foxc.report"),
     "inspect": (["-m", "foxc.checkpoint.inspect_cli"], "foxc-ckpt-inspect"),
     "ckpt_tool": ([str(ROOT / "tools" / "ckpt_inspect.py")], "foxc-ckpt-inspect"),
+    "isv": (["-m", "foxc.isv"], "foxc.isv"),
 }
 DIR = "<dir>"  # a file entry that is a directory
 METRICS = b'{"step": 4, "sps": 10.0, "l_q": 1.0}\n{"step": 8, "sps": 11.0, "l_q": 0.9}\n'
@@ -203,6 +204,11 @@ CASES = [
     case("ckpt-tool-empty", "ckpt_tool", ["{case}/empty.foxc"], "empty.foxc", files={"empty.foxc": b""}, code=1),
     case("ckpt-tool-unknown-flag", "ckpt_tool", ["{case}/ck.foxc", "--sections"], "--sections",
          files={"ck.foxc": "ckpt"}),
+
+    # ------------------------------------------------------------------------------- python -m foxc.isv
+    case("isv-unknown-slot", "isv", ["gama"], "'gama'", "gamma"),
+    case("isv-show-unknown", "isv", ["show", "no_such_slot"], "no_such_slot"),
+    case("isv-unknown-flag", "isv", ["list", "--jsn"], "--jsn"),
 ]
 
 

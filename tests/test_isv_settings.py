@@ -1,11 +1,15 @@
-"""Settable hyperparameters: each ISV slot's range and --set."""
+"""Settable hyperparameters: each ISV slot's range, --set and `python -m foxc.isv`."""
+import json
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from foxc.isv.registry import SLOTS, Internal, Range, setting_problem
+from foxc.isv import __main__ as isv_cli
+from foxc.isv.registry import N_SLOTS, SLOTS, Internal, Range, setting_problem, slot, slot_index
 from foxc.trainer.config import ConfigError, TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,3 +115,53 @@ def test_slots_are_checked_against_the_settings_they_depend_on():
     assert config(n_step=5, isv=[("n_step", 5.0)]).n_step == 5
     refused(lambda: config(isv=[("reward_clamp_min", 12.0)]), "reward_clamp_min = 12", "reward_clamp_max = 10")
     assert config(isv=[("reward_clamp_min", 12.0), ("reward_clamp_max", 12.0)])
+
+
+# ------------------------------------------------------------------------------- python -m foxc.isv
+
+def isv(*args):
+    return subprocess.run([sys.executable, "-m", "foxc.isv", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=60)
+
+
+def test_the_listing_shows_every_slot_with_its_default_range_and_meaning():
+    done = isv()
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    rows = [line for line in done.stdout.splitlines() if re.match(r"\s*\d+  ", line)]
+    assert len(rows) == N_SLOTS
+    for s, row in zip(SLOTS, rows):
+        index, name, default, rest = row.split(None, 3)
+        assert (int(index), name, float(default)) == (s.index, s.name, float(f"{s.bootstrap:g}"))
+        assert rest.startswith(str(s.valid)) and s.doc in rest, row
+    assert isv("list").stdout == done.stdout
+    gamma = rows[slot_index("gamma")]
+    assert "[0, 0.9999]" in gamma and "popart_var" in rows[16] and " state " in rows[16]
+
+
+def test_the_json_listing_round_trips_the_registry():
+    doc = json.loads(isv("--json").stdout)
+    assert [r["name"] for r in doc["slots"]] == [s.name for s in SLOTS]
+    by = {r["name"]: r for r in doc["slots"]}
+    assert by["lr_q"]["settable"] and (by["lr_q"]["lo"], by["lr_q"]["hi"], by["lr_q"]["lo_open"]) == (0.0, 1.0, True)
+    assert by["c51_v_max"]["hi"] is None and by["n_step"]["integer"] and not by["popart_mean"]["settable"]
+    assert by["entropy_coef"]["range"] == "unused" and by["step_lo"]["range"] == "state"
+
+
+def test_show_one_slot_and_refuse_an_unknown_name():
+    done = isv("tau")
+    assert done.returncode == 0 and done.stdout == isv("show", "tau").stdout
+    assert "tau (slot 8, ISV_TAU)" in done.stdout and "(0, 1]" in done.stdout and "--set tau=VALUE" in done.stdout
+    assert json.loads(isv("show", "n_step", "--json").stdout)["range"] == "1..8"
+    assert "no: state the trainer owns" in isv("popart_mean").stdout
+    bad = isv("gama")
+    assert bad.returncode == 2 and bad.stderr.strip() == \
+        "foxc.isv: error: no ISV slot named 'gama' (did you mean gamma?)"
+
+
+def test_the_command_defaults_leave_room_for_more_commands():
+    assert isv_cli.with_command([]) == ["list"]
+    assert isv_cli.with_command(["--json"]) == ["list", "--json"]
+    assert isv_cli.with_command(["lr_q"]) == ["show", "lr_q"]
+    assert isv_cli.with_command(["show", "lr_q"]) == ["show", "lr_q"]
+    assert set(isv_cli.COMMANDS) == {"list", "show"}
+    assert slot("lr_q").settable
