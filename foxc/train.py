@@ -13,7 +13,7 @@ from . import __version__
 from .cli import ArgumentParser, describe, fail, output_dir, user_errors
 from .driver import BACKENDS, CudaError, open_runtime
 from .profile import KernelProfiler, add_profile_args, profile_window
-from .trainer.config import add_config_arguments, config_settings
+from .trainer.config import ConfigError, ConfigFile, add_config_arguments, config_settings
 
 PROG = "foxc.train"
 # --graph on with the reference backend: there is no CUDA graph on the CPU; the reference runtime
@@ -55,12 +55,16 @@ def main(argv=None) -> int:
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     run_dir, trainer = None, None
     try:
+        config_file = ConfigFile.read(args.config_file) if args.config_file else None
+        given = config_file.under(config_settings(args)) if config_file else config_settings(args)
         rt = open_runtime(args.backend)
-        given = config_settings(args)
         resume = Path(args.resume_from) if args.resume_from else None
         saved = resume_meta(resume) if resume else None
         settings = resume_settings(resume, saved.get("config", {}), given) if resume else given
-        cfg = TrainConfig.for_backend(rt.backend, **settings)
+        try:
+            cfg = TrainConfig.for_backend(rt.backend, **settings)
+        except ConfigError as e:
+            raise config_file.blame(e, config_settings(args)) if config_file else e
         log(f"foxc {__version__}: backend {rt.backend} — {rt.reason}")
         if cfg.graph == "on" and rt.backend == "reference":
             log(REFERENCE_GRAPH_NOTE)
@@ -86,6 +90,7 @@ def main(argv=None) -> int:
         trainer.set_profiling(args.profile_steps, kernels)
         write_json(out / "config.json", {"foxc_version": __version__, "backend": rt.backend, "reason": rt.reason,
                                          "device": rt.device_name, "config": cfg.as_dict(), "data": data.source,
+                                         "config_file": config_file.as_dict() if config_file else None,
                                          "resumed_from": args.resume_from})
         mode = (f"graph after {trainer.capture_after} eager warm-up steps" if trainer.use_graph else "eager")
         log(f"training: {cfg.n_steps} steps, B={cfg.n_backtests}, K={cfg.seq_len}, PER {cfg.per_capacity}, "

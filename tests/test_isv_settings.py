@@ -1,4 +1,4 @@
-"""Settable hyperparameters: each ISV slot's range, --set and `python -m foxc.isv`."""
+"""Settable hyperparameters: each ISV slot's range, --set, --config FILE.toml and `python -m foxc.isv`."""
 import json
 import math
 import re
@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from foxc.checkpoint import read_checkpoint
 from foxc.isv import __main__ as isv_cli
 from foxc.isv.registry import N_SLOTS, SLOTS, Internal, Range, setting_problem, slot, slot_index
-from foxc.trainer.config import ConfigError, TrainConfig
+from foxc.trainer.config import (DEFAULTS, ConfigError, ConfigFile, TrainConfig, inline_config_file,
+                                 parse_settings)
 
 ROOT = Path(__file__).resolve().parent.parent
 # settings a controller moves as the run goes: the value set is where it starts
@@ -20,6 +22,12 @@ CONTROLLED = {"lr_encoder", "lr_q", "lr_policy", "lr_value", "lr_perception", "p
 
 def config(**given) -> TrainConfig:
     return TrainConfig.for_backend("reference", **given)
+
+
+def toml(tmp_path, text: str, name: str = "run.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
 
 
 def refused(call, *words):
@@ -115,6 +123,109 @@ def test_slots_are_checked_against_the_settings_they_depend_on():
     assert config(n_step=5, isv=[("n_step", 5.0)]).n_step == 5
     refused(lambda: config(isv=[("reward_clamp_min", 12.0)]), "reward_clamp_min = 12", "reward_clamp_max = 10")
     assert config(isv=[("reward_clamp_min", 12.0), ("reward_clamp_max", 12.0)])
+
+
+# ------------------------------------------------------------------------------------ --config FILE
+
+GOOD = """# a run
+n_backtests = 16
+synthetic = "easy"
+horizons = [5, 10, 20]
+fee_per_lot = 0          # an integer where a number is wanted
+gate = "on"
+
+[isv]
+lr_q = 3e-4
+gamma = 0.98
+"""
+
+
+def test_a_config_file_gives_settings_under_the_command_line(tmp_path):
+    path = toml(tmp_path, GOOD)
+    settings = parse_settings(["--config", str(path), "--n-backtests", "4", "--set", "lr_q=1e-3",
+                               "--set", "tau=0.01"])
+    cfg = config(**settings)
+    assert (cfg.n_backtests, cfg.synthetic, cfg.horizons, cfg.fee_per_lot, cfg.gate) == (4, "easy", (5, 10, 20),
+                                                                                         0.0, "on")
+    assert cfg.isv == (("lr_q", 1e-3), ("gamma", 0.98), ("tau", 0.01)), "--set over the file's [isv]"
+    assert cfg.seq_len == DEFAULTS["reference"]["seq_len"] and cfg.n_step == 3, "the defaults under both"
+    assert ConfigFile.read(path).as_dict() == {
+        "path": str(path.resolve()), "isv": {"lr_q": 3e-4, "gamma": 0.98},
+        "settings": {"n_backtests": 16, "synthetic": "easy", "horizons": [5, 10, 20], "fee_per_lot": 0.0,
+                     "gate": "on"}}
+
+
+def test_a_config_file_inlined_as_flags_means_the_same(tmp_path):
+    path = toml(tmp_path, GOOD)
+    argv = ["--n-step", "2", "--config", str(path), "--set", "gamma=0.9"]
+    flags = inline_config_file(argv)
+    assert "--config" not in " ".join(flags) and flags[-4:] == ["--n-step", "2", "--set", "gamma=0.9"]
+    assert config(**parse_settings(flags)) == config(**parse_settings(argv))
+    assert config(**parse_settings(flags)).isv == (("lr_q", 3e-4), ("gamma", 0.9))
+    refused(lambda: inline_config_file(["--config", str(path)], {"synthetic": "--synthetic"}),
+            str(path), "synthetic", "--synthetic")
+    assert inline_config_file(["--n-step", "2"]) == ["--n-step", "2"]
+
+
+@pytest.mark.parametrize("text, words", [
+    ("n_backtests = 8\nseq_len = \n", ["not valid TOML", "line 2"]),
+    ("n_backtest = 8\n", ["unknown setting 'n_backtest'", "did you mean n_backtests?"]),
+    ("lots = 2\n", ["unknown setting 'lots'", "--lots", "lots_per_entry"]),
+    ("n-backtests = 2\n", ["unknown setting 'n-backtests'", "n_backtests"]),
+    ("out = \"runs/x\"\n", ["unknown setting 'out'", "[isv]"]),
+    ("n_backtests = \"8\"\n", ["n_backtests = \"8\"", "expected an integer"]),
+    ("n_backtests = 8.0\n", ["n_backtests", "expected an integer"]),
+    ("holdout_frac = true\n", ["holdout_frac = true", "expected a number"]),
+    ("gate = true\n", ["gate = true", "one of \"on\", \"off\""]),
+    ("precision = \"f16\"\n", ["precision", "\"f32\""]),
+    ("horizons = \"10,50,100\"\n", ["horizons", "a list of integers"]),
+    ("n_backtests = 0\n", ["n_backtests = 0", "--n-backtests must be 1 to 65536"]),
+    ("synthetic = \"bogus\"\n", ["synthetic = \"bogus\"", "must be one of"]),
+    ("isv = 3\n", ["isv must be a table"]),
+    ("[isv]\nlr_q = \"fast\"\n", ["[isv] lr_q = \"fast\"", "expected a number"]),
+    ("[isv]\nlr_q = 2\n", ["[isv] lr_q:", "must be in (0, 1] (got 2)"]),
+    ("[isv]\nlr_q = nan\n", ["[isv] lr_q:", "finite"]),
+    ("[isv]\npopart_mean = 1\n", ["[isv] popart_mean:", "state the trainer owns"]),
+    ("[isv]\nlr_qq = 1e-3\n", ["[isv] lr_qq:", "did you mean lr_q?"]),
+    ("[isv.lr_q]\nx = 1\n", ["[isv] lr_q", "expected a number"]),
+])
+def test_a_bad_config_file_is_refused_naming_the_file_and_the_key(tmp_path, text, words):
+    path = toml(tmp_path, text)
+    message = refused(lambda: ConfigFile.read(path), f"--config {path}:", *words)
+    assert "\n" not in message
+
+
+def test_a_missing_or_unreadable_config_file_is_refused_naming_it(tmp_path):
+    refused(lambda: ConfigFile.read(tmp_path / "none.toml"), "--config", "none.toml", "no such file")
+    refused(lambda: ConfigFile.read(tmp_path), "--config", "is a directory")
+    (tmp_path / "latin1.toml").write_bytes(b"synthetic = \"\xe9\"\n")
+    refused(lambda: ConfigFile.read(tmp_path / "latin1.toml"), "latin1.toml", "UTF-8")
+
+
+def test_a_slot_of_the_file_at_odds_with_a_flag_names_the_file(tmp_path):
+    path = toml(tmp_path, "[isv]\nn_step = 5\n")
+    file = ConfigFile.read(path)
+    with pytest.raises(ConfigError) as e:
+        config(**file.under({}))
+    assert str(file.blame(e.value, {})).startswith(f"--config {path}: [isv] n_step = 5 is above --n-step 3")
+    assert file.blame(e.value, {"isv": (("n_step", 5.0),)}) is e.value, "a --set of the slot is the one at fault"
+    assert config(**file.under({"n_step": 5})).isv == (("n_step", 5.0),)
+
+
+def test_a_walk_forward_gives_its_folds_the_files_settings(tmp_path):
+    from foxc import walkforward
+    path = toml(tmp_path, "n_backtests = 8\nseq_len = 4\nper_capacity = 64\nlog_every = 6\n"
+                          "[isv]\nexplore_hold_steps = 4\ngamma = 0.98\n")
+    out = tmp_path / "wf"
+    rc = walkforward.main(["--backend", "reference", "--folds", "2", "--steps-per-fold", "6", "--synthetic-rows",
+                           "30000", "--out", str(out), "--no-plots", "--config", str(path), "--set", "gamma=0.95"])
+    assert rc in (0, 1)
+    report = json.loads((out / "report.json").read_text())
+    assert not [a for a in report["train_args"] if "config" in a], "a fold elsewhere could not read the file"
+    for fold in (0, 1):
+        meta = read_checkpoint(out / f"fold-{fold}" / "checkpoint-6.foxc").config
+        assert (meta["n_backtests"], meta["seq_len"]) == (8, 4)
+        assert meta["isv"] == [["explore_hold_steps", 4.0], ["gamma", 0.95]]
 
 
 # ------------------------------------------------------------------------------- python -m foxc.isv
