@@ -1,4 +1,5 @@
-"""Settable hyperparameters: each ISV slot's range, --set, --config FILE.toml and `python -m foxc.isv`."""
+"""Settable hyperparameters: each ISV slot's range, --set, --config FILE.toml, resume with overrides
+and `python -m foxc.isv`."""
 import json
 import math
 import re
@@ -15,6 +16,8 @@ from foxc.trainer.config import (DEFAULTS, ConfigError, ConfigFile, TrainConfig,
                                  parse_settings)
 
 ROOT = Path(__file__).resolve().parent.parent
+SMALL = ["--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64", "--synthetic-rows", "20000",
+         "--log-every", "4", "--eval-rows", "2000"]
 # settings a controller moves as the run goes: the value set is where it starts
 CONTROLLED = {"lr_encoder", "lr_q", "lr_policy", "lr_value", "lr_perception", "per_beta", "gate_threshold", "gamma",
               "tau", "per_alpha"}
@@ -226,6 +229,75 @@ def test_a_walk_forward_gives_its_folds_the_files_settings(tmp_path):
         meta = read_checkpoint(out / f"fold-{fold}" / "checkpoint-6.foxc").config
         assert (meta["n_backtests"], meta["seq_len"]) == (8, 4)
         assert meta["isv"] == [["explore_hold_steps", 4.0], ["gamma", 0.95]]
+
+
+# ------------------------------------------------------------------------ the CLI: record and resume
+
+def train(*args):
+    return subprocess.run([sys.executable, "-m", "foxc.train", "--backend", "reference", *args],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
+def bus(path, name):
+    return float(read_checkpoint(path)["isv"][slot_index(name)])
+
+
+def test_overrides_are_recorded_kept_on_resume_and_set_on_top(tmp_path):
+    cfg_file = toml(tmp_path, "seq_len = 4\n[isv]\nexplore_hold_steps = 8\ngamma = 0.98\n")
+    run = tmp_path / "run"
+    done = train("--n-steps", "4", *SMALL, "--config", str(cfg_file), "--set", "gamma=0.97", "--out", str(run))
+    assert done.returncode == 0, done.stderr
+    record = json.loads((run / "config.json").read_text())
+    assert record["config"]["isv"] == [["explore_hold_steps", 8.0], ["gamma", 0.97]]
+    assert record["config_file"] == {"path": str(cfg_file.resolve()), "settings": {"seq_len": 4},
+                                     "isv": {"explore_hold_steps": 8.0, "gamma": 0.98}}
+    first = run / "checkpoint-4.foxc"
+    assert read_checkpoint(first).config["isv"] == record["config"]["isv"]
+    assert bus(first, "explore_hold_steps") == 8.0 and bus(first, "gamma") == pytest.approx(0.97)
+
+    kept = train("--resume-from", str(first), "--n-steps", "2")  # no overrides: the checkpoint's are kept
+    assert kept.returncode == 0, kept.stderr
+    assert "ISV " not in kept.stdout, "nothing was set on resuming"
+    assert json.loads((run / "config.json").read_text())["config"]["isv"] == record["config"]["isv"]
+    assert bus(run / "checkpoint-6.foxc", "explore_hold_steps") == 8.0
+
+    done = train("--resume-from", str(run / "checkpoint-6.foxc"), "--n-steps", "2", "--set", "explore_hold_steps=16",
+                 "--set", "lr_q=5e-4")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("resumed from"))
+    assert lines[at + 1:at + 3] == ["ISV explore_hold_steps: 8 → 16 (set on resuming)",
+                                    "ISV lr_q: 0.0001 → 0.0005 (set on resuming)"], lines
+    record = json.loads((run / "config.json").read_text())
+    merged = [["explore_hold_steps", 16.0], ["gamma", 0.97], ["lr_q", 5e-4]]
+    assert record["config"]["isv"] == merged and record["resumed_from"].endswith("checkpoint-6.foxc")
+    assert record["isv_set_on_resume"][0] == {"slot": "explore_hold_steps", "old": 8.0, "new": 16.0}
+    last = run / "checkpoint-8.foxc"
+    assert read_checkpoint(last).config["isv"] == merged
+    assert bus(last, "explore_hold_steps") == 16.0 and bus(last, "gamma") == pytest.approx(0.97)
+
+
+def test_resume_still_refuses_other_shapes_and_bad_overrides(tmp_path):
+    run = tmp_path / "run"
+    assert train("--n-steps", "2", *SMALL, "--checkpoint-every", "0", "--out", str(run)).returncode == 0
+    ckpt = str(run / "checkpoint-2.foxc")
+    shape = toml(tmp_path, "seq_len = 8\n")
+    for argv, words in ((["--config", str(shape)], ["seq_len", "4", "8"]),
+                        (["--set", "popart_var=2"], ["--set popart_var", "state"]),
+                        (["--set", "n_step=4"], ["n_step = 4", "--n-step 3"])):
+        done = train("--resume-from", ckpt, "--n-steps", "1", *argv)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert all(w in done.stderr for w in words), (words, done.stderr)
+    assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-2.foxc"], "a refused resume ran"
+
+
+def test_a_checkpoints_setting_no_longer_accepted_leaves_only_the_record():
+    from foxc.train import kept_isv
+    lines = []
+    kept = kept_isv([["lr_q", 2e-4], ["entropy_coef", 0.05], ["gamma", 1.0]], lines.append)
+    assert kept == (("lr_q", 2e-4),)
+    assert len(lines) == 2 and "entropy_coef = 0.05" in lines[0] and "gamma = 1" in lines[1]
+    assert all(line.startswith("note: the checkpoint's ISV setting") for line in lines)
 
 
 # ------------------------------------------------------------------------------- python -m foxc.isv
