@@ -13,7 +13,8 @@ from . import __version__
 from .cli import ArgumentParser, describe, fail, output_dir, user_errors
 from .driver import BACKENDS, CudaError, open_runtime
 from .profile import KernelProfiler, add_profile_args, profile_window
-from .trainer.config import add_config_arguments, config_settings
+from .isv.registry import setting_problem
+from .trainer.config import ConfigError, ConfigFile, add_config_arguments, config_settings, merge_isv
 
 PROG = "foxc.train"
 # --graph on with the reference backend: there is no CUDA graph on the CPU; the reference runtime
@@ -30,7 +31,8 @@ def parse_args(argv=None):
         help="auto (default; $FOXC_BACKEND overrides): CUDA when a usable GPU is present, else the numpy reference")
     add("--resume-from", metavar="PATH",
         help="continue from a checkpoint with its settings (only --n-steps, --log-every, --checkpoint-every, "
-             "--eval-every, --eval-rows and --graph may change; other flags given must agree)")
+             "--eval-every, --eval-rows and --graph may change, and --set slots are set on top of the "
+             "checkpoint's; other flags given must agree)")
     add("--out", help="run directory: new or empty (default runs/<UTC time>-<6 hex>; resuming: the checkpoint's)")
     add("--overwrite", action="store_true", help="allow --out to name a directory that holds another run")
     add("--checkpoint-on-exit", action="store_true",
@@ -55,12 +57,19 @@ def main(argv=None) -> int:
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     run_dir, trainer = None, None
     try:
+        config_file = ConfigFile.read(args.config_file) if args.config_file else None
+        given = config_file.under(config_settings(args)) if config_file else config_settings(args)
         rt = open_runtime(args.backend)
-        given = config_settings(args)
         resume = Path(args.resume_from) if args.resume_from else None
         saved = resume_meta(resume) if resume else None
+        new_isv = given.pop("isv", ()) if resume else ()  # set on top of the checkpoint's bus
         settings = resume_settings(resume, saved.get("config", {}), given) if resume else given
-        cfg = TrainConfig.for_backend(rt.backend, **settings)
+        if resume:
+            settings["isv"] = merge_isv(kept_isv(settings.get("isv", ()), log), new_isv)
+        try:
+            cfg = TrainConfig.for_backend(rt.backend, **settings)
+        except ConfigError as e:
+            raise config_file.blame(e, config_settings(args)) if config_file else e
         log(f"foxc {__version__}: backend {rt.backend} — {rt.reason}")
         if cfg.graph == "on" and rt.backend == "reference":
             log(REFERENCE_GRAPH_NOTE)
@@ -79,14 +88,21 @@ def main(argv=None) -> int:
         data.market.report.write_json(out)
         trainer = Trainer(rt, cfg, data.market, data.labels, out, data_meta=data.source, held=data.held,
                           optimum=data.optimum)
+        isv_changes = []
         if resume:
             step = trainer.resume(resume)
             log(f"resumed from {resume} at step {step}")
+            isv_changes = trainer.set_isv(new_isv)
+            for name, old, new in isv_changes:
+                log(f"ISV {name}: {old:g} → {new:g} (set on resuming)")
         kernels = KernelProfiler(rt, profile_window(args)) if args.profile else None
         trainer.set_profiling(args.profile_steps, kernels)
         write_json(out / "config.json", {"foxc_version": __version__, "backend": rt.backend, "reason": rt.reason,
                                          "device": rt.device_name, "config": cfg.as_dict(), "data": data.source,
-                                         "resumed_from": args.resume_from})
+                                         "config_file": config_file.as_dict() if config_file else None,
+                                         "resumed_from": args.resume_from,
+                                         "isv_set_on_resume": [{"slot": n, "old": o, "new": v}
+                                                               for n, o, v in isv_changes]})
         mode = (f"graph after {trainer.capture_after} eager warm-up steps" if trainer.use_graph else "eager")
         log(f"training: {cfg.n_steps} steps, B={cfg.n_backtests}, K={cfg.seq_len}, PER {cfg.per_capacity}, "
             f"n-step {cfg.n_step}, {cfg.precision}, {mode}; run directory {out}")
@@ -145,6 +161,20 @@ def load_run_data(cfg, log, run_data):
         if not cfg.data:
             raise
         raise UsageError(f"--data {e}") from None
+
+
+def kept_isv(saved, log) -> tuple[tuple[str, float], ...]:
+    """The checkpoint's ISV settings that are still accepted; one written before a slot's range
+    was refused only leaves the record (its value is in the checkpoint's bus either way)."""
+    kept = []
+    for name, value in saved:
+        problem = setting_problem(name, float(value))
+        if problem:
+            log(f"note: the checkpoint's ISV setting {name} = {value:g} is no longer accepted ({problem}); "
+                "the bus keeps the checkpoint's value")
+        else:
+            kept.append((name, float(value)))
+    return tuple(kept)
 
 
 def resume_meta(path: Path) -> dict:

@@ -236,6 +236,11 @@ DEFAULTS = {"cuda": dict(synthetic_rows=2_000_000, steps_per_fold=25_000, eval_b
             "reference": dict(synthetic_rows=200_000, steps_per_fold=1_500, eval_backtests=64)}
 
 
+# training settings the walk-forward gives every fold itself: a --config file may not set them
+FOLD_SETTINGS = {"data": "--data", "synthetic": "--synthetic", "synthetic_rows": "--synthetic-rows", "seed": "--seed",
+                 "fee_per_lot": "--fee", "lots_per_entry": "--lots", "n_steps": "--steps-per-fold"}
+
+
 def check_args(args, train_args: list[str]) -> None:
     """Refuse a bad setting before any data is loaded or written, naming the flag."""
     from .data.markets import MARKETS
@@ -294,7 +299,8 @@ def _main(args, train_args: list[str]) -> int:
     synthetic = args.data == "synthetic"
     fee = args.fee if args.fee is not None else (MARKETS[args.synthetic].fee_per_lot if synthetic else 0.0)
     if args.trainer == "rl":  # a bad training flag or setting fails here, before any fold
-        from .trainer.config import TrainConfig, parse_settings
+        from .trainer.config import TrainConfig, inline_config_file, parse_settings
+        train_args = inline_config_file(train_args, FOLD_SETTINGS)  # a fold on another machine has no file
         TrainConfig.for_backend(backend, **{**parse_settings(train_args, "training flags"),
                                             "n_steps": args.steps_per_fold})
     try:

@@ -31,6 +31,7 @@ COMMANDS = {  # name: (argv before the case's, the name its error lines start wi
     "report": (["-m", "foxc.report"], "foxc.report"),
     "inspect": (["-m", "foxc.checkpoint.inspect_cli"], "foxc-ckpt-inspect"),
     "ckpt_tool": ([str(ROOT / "tools" / "ckpt_inspect.py")], "foxc-ckpt-inspect"),
+    "isv": (["-m", "foxc.isv"], "foxc.isv"),
 }
 DIR = "<dir>"  # a file entry that is a directory
 METRICS = b'{"step": 4, "sps": 10.0, "l_q": 1.0}\n{"step": 8, "sps": 11.0, "l_q": 0.9}\n'
@@ -68,6 +69,22 @@ CASES = [
     case("train-synthetic-unknown", "train", ["--synthetic", "bogus", *OUT], "--synthetic", "bogus"),
     case("train-set-no-value", "train", ["--set", "lr_q", *OUT], "--set", "lr_q"),
     case("train-set-unknown-slot", "train", ["--set", "no_such_slot=1", *OUT], "--set", "no_such_slot"),
+    case("train-set-state-slot", "train", ["--set", "popart_var=2", *OUT], "--set popart_var", "state the trainer owns"),
+    case("train-set-unused-slot", "train", ["--set", "entropy_coef=0.1", *OUT], "--set entropy_coef", "no kernel"),
+    case("train-set-out-of-range", "train", ["--set", "gamma=1", *OUT], "--set gamma", "[0, 0.9999]", "(got 1)"),
+    case("train-set-not-finite", "train", ["--set", "lr_q=nan", *OUT], "--set lr_q", "finite", "nan"),
+    case("train-set-above-n-step", "train", ["--set", "n_step=5", *OUT], "n_step = 5", "--n-step 3"),
+    case("train-config-missing", "train", ["--config", "{case}/none.toml", *OUT], "--config", "none.toml"),
+    case("train-config-syntax", "train", ["--config", "{case}/bad.toml", *OUT], "--config", "bad.toml", "line 2",
+         files={"bad.toml": b"n_step = 3\nseq_len =\n"}),
+    case("train-config-unknown-key", "train", ["--config", "{case}/run.toml", *OUT], "run.toml", "'n_backtest'",
+         "n_backtests", files={"run.toml": b"n_backtest = 8\n"}),
+    case("train-config-wrong-type", "train", ["--config", "{case}/run.toml", *OUT], "run.toml", "seq_len",
+         "an integer", files={"run.toml": b"seq_len = \"8\"\n"}),
+    case("train-config-slot-range", "train", ["--config", "{case}/run.toml", *OUT], "run.toml", "[isv] tau",
+         "(0, 1]", files={"run.toml": b"[isv]\ntau = 0\n"}),
+    case("train-config-slot-n-step", "train", ["--config", "{case}/run.toml", *OUT], "run.toml", "[isv] n_step",
+         "--n-step", files={"run.toml": b"[isv]\nn_step = 6\n"}),
     case("train-unknown-flag", "train", ["--n-stepz", "3", *OUT], "--n-stepz"),
     case("train-profile-window", "train", ["--profile-steps", "9:4", *OUT], "--profile-steps"),
     case("train-data-missing", "train", ["--data", "{case}/missing.parquet", *OUT], "--data", "missing.parquet"),
@@ -96,6 +113,10 @@ CASES = [
     case("wf-trainer-unknown", "walkforward", ["--trainer", "nope"], "--trainer", "nope"),
     case("wf-baseline-with-training-flags", "walkforward", ["--trainer", "baseline", "--n-step", "3"], "--n-step"),
     case("wf-training-flag-value", "walkforward", ["--n-step", "9"], "--n-step", "9"),
+    case("wf-config-fold-setting", "walkforward", ["--config", "{case}/wf.toml"], "--config", "wf.toml", "seed",
+         "--seed", files={"wf.toml": b"seed = 3\n"}),
+    case("wf-config-slot", "walkforward", ["--config", "{case}/wf.toml"], "wf.toml", "[isv] popart_mean", "state",
+         files={"wf.toml": b"[isv]\npopart_mean = 1\n"}),
     case("wf-fee-negative", "walkforward", ["--fee", "-0.5"], "--fee", "-0.5"),
     case("wf-hold-min-above-max", "walkforward", ["--hold-min", "0.9", "--hold-max", "0.1"], "--hold-min"),
     case("wf-segments-split", "walkforward", ["--split", "segments", "--synthetic-segments", "2", "--folds", "3"],
@@ -198,6 +219,11 @@ CASES = [
     case("ckpt-tool-empty", "ckpt_tool", ["{case}/empty.foxc"], "empty.foxc", files={"empty.foxc": b""}),
     case("ckpt-tool-unknown-flag", "ckpt_tool", ["{case}/ck.foxc", "--sections"], "--sections",
          files={"ck.foxc": "ckpt"}),
+
+    # ------------------------------------------------------------------------------- python -m foxc.isv
+    case("isv-unknown-slot", "isv", ["gama"], "'gama'", "gamma"),
+    case("isv-show-unknown", "isv", ["show", "no_such_slot"], "no_such_slot"),
+    case("isv-unknown-flag", "isv", ["list", "--jsn"], "--jsn"),
 ]
 
 

@@ -1,12 +1,19 @@
-"""The training configuration: every setting of a run, its defaults per backend, and its checks."""
+"""The training configuration: every setting of a run, its defaults per backend, and its checks.
+
+Settings come from the command line's flags, over a `--config FILE.toml` (ConfigFile), over the
+backend's defaults; ISV slots from `--set NAME=VALUE`, over the file's [isv] table, over the
+registry's bootstrap values.
+"""
 from __future__ import annotations
 
 import argparse
-import math
+import difflib
+import json
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 
 from ..agent.layout import ACTORS
-from ..isv.registry import SLOTS
+from ..isv.registry import SLOTS, setting_problem
 
 # What `python -m foxc.train` runs when a setting is not given. The reference backend runs the
 # same pipeline at a size a CPU finishes in about a minute.
@@ -16,11 +23,15 @@ DEFAULTS = {
     "reference": dict(n_backtests=32, n_steps=150, seq_len=8, per_capacity=1024, synthetic_rows=200_000,
                       eval_every=0, eval_rows=8_192),
 }
-ISV_NAMES = {s.name for s in SLOTS}
 
 
 class ConfigError(ValueError):
-    """A setting is out of range; the message names the flag."""
+    """A setting is out of range; the message names the flag. `slots`: the ISV slots a check of
+    slots against other settings found at fault."""
+
+    def __init__(self, message: str, slots: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.slots = slots
 
 
 @dataclass(frozen=True)
@@ -82,10 +93,22 @@ class TrainConfig:
         if self.synthetic not in MARKETS:
             raise ConfigError(f"--synthetic must be one of {', '.join(MARKETS)} (got '{self.synthetic}')")
         for name, value in self.isv:
-            if name not in ISV_NAMES:
-                raise ConfigError(f"--set: no ISV slot named '{name}' (python -m foxc.isv lists them)")
-            if not math.isfinite(value):
-                raise ConfigError(f"--set {name}: the value must be finite (got {value})")
+            problem = setting_problem(name, value)
+            if problem:
+                raise ConfigError(f"--set {name}: {problem}")
+        self._check_isv_together()
+
+    def _check_isv_together(self):
+        """The checks of a slot against another setting, on the values the run starts with."""
+        values = {s.name: s.bootstrap for s in SLOTS} | {"n_step": float(self.n_step)} | dict(self.isv_overrides())
+        n = values["n_step"]
+        if n > self.n_step:
+            raise ConfigError(f"ISV n_step = {n:g} is above --n-step {self.n_step}, the length of the n-step rings "
+                              f"(give --n-step {n:g} too)", ("n_step",))
+        lo, hi = values["reward_clamp_min"], values["reward_clamp_max"]
+        if lo > hi:
+            raise ConfigError(f"ISV reward_clamp_min = {lo:g} is above reward_clamp_max = {hi:g}",
+                              ("reward_clamp_min", "reward_clamp_max"))
 
     def _value_for(self, message: str):
         flag = message.split()[0].lstrip("-").replace("-", "_")
@@ -98,7 +121,7 @@ class TrainConfig:
         settings = dict(DEFAULTS[backend])
         settings.update({k: v for k, v in given.items() if v is not None})
         if "isv" in settings:
-            settings["isv"] = tuple((str(k), float(v)) for k, v in settings["isv"])
+            settings["isv"] = merge_isv(settings["isv"])
         return cls(**settings)
 
     @property
@@ -132,6 +155,15 @@ class TrainConfig:
         return [f.name for f in fields(TrainConfig)]
 
 
+def merge_isv(*lists) -> tuple[tuple[str, float], ...]:
+    """ISV settings (name, value) of several lists, later ones winning: one entry per slot, each in
+    the place its name first appeared."""
+    merged: dict[str, float] = {}
+    for pairs in lists:
+        merged.update((str(name), float(value)) for name, value in pairs)
+    return tuple(merged.items())
+
+
 def isv_setting(text: str) -> tuple[str, float]:
     """NAME=VALUE of --set (the name and the value's range are checked with the configuration)."""
     name, sep, value = text.partition("=")
@@ -150,10 +182,14 @@ def horizons_setting(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected three comma-separated integers, got '{text}'") from None
 
 
-def add_config_arguments(ap: argparse.ArgumentParser):
+def add_config_arguments(ap: argparse.ArgumentParser) -> list[argparse.Action]:
     """The flags of every TrainConfig setting (`python -m foxc.train`, and the training flags a
-    walk-forward passes to its folds); each defaults to None: the backend's default."""
-    add = ap.add_argument
+    walk-forward passes to its folds), and --config; each defaults to None: the backend's default
+    (or the file's). Returns the settings' actions."""
+    actions = []
+
+    def add(*flags, **kw):
+        actions.append(ap.add_argument(*flags, **kw))
     add("--data", help="MBP-10 data: a file, directory or glob (Databento Parquet/DBN, LOBSTER CSV); "
                        "default: the synthetic market named by --synthetic")
     add("--synthetic", metavar="MARKET",
@@ -185,7 +221,12 @@ def add_config_arguments(ap: argparse.ArgumentParser):
     add("--holdout", dest="holdout_frac", type=float,
         help="with --data: the last fraction of the rows, held out of training for the evaluations (default 0.1)")
     add("--set", dest="isv", action="append", type=isv_setting, metavar="NAME=VALUE",
-        help="set an ISV slot (hyperparameter) at the start, e.g. --set lr_q=3e-4; repeatable")
+        help="set an ISV slot (hyperparameter), e.g. --set lr_q=3e-4; repeatable; python -m foxc.isv lists the "
+             "slots and their ranges")
+    ap.add_argument("--config", dest="config_file", metavar="FILE.toml",
+                    help="training settings by name (n_backtests = 256) and an [isv] table of slots; the command "
+                         "line's flags and --set win over the file's")
+    return actions
 
 
 def config_settings(namespace) -> dict:
@@ -200,8 +241,168 @@ class _Refusing(argparse.ArgumentParser):
 
 
 def parse_settings(argv: list[str], prog: str = "training flags") -> dict:
-    """The TrainConfig settings of a list of training flags; an unknown flag or a bad value raises
-    ConfigError naming it (no exit: the caller may be a walk-forward worker)."""
+    """The TrainConfig settings of a list of training flags (with a --config file's under them); an
+    unknown flag or a bad value raises ConfigError naming it (no exit: the caller may be a
+    walk-forward worker)."""
     ap = _Refusing(prog=prog, add_help=False)
     add_config_arguments(ap)
-    return config_settings(ap.parse_args(argv))
+    args = ap.parse_args(argv)
+    given = config_settings(args)
+    return ConfigFile.read(args.config_file).under(given) if args.config_file else given
+
+
+def inline_config_file(argv: list[str], owned: dict[str, str] | None = None) -> list[str]:
+    """Training flags with `--config FILE` replaced by the flags the file stands for, ahead of the
+    others (so the command line's still win): what a worker without the file can read. `owned`:
+    settings the caller sets itself (setting -> its flag), refused in the file."""
+    ap = _Refusing(prog="training flags", add_help=False, allow_abbrev=False)
+    ap.add_argument("--config", dest="config_file")
+    args, rest = ap.parse_known_args(argv)
+    if not args.config_file:
+        return list(argv)
+    config = ConfigFile.read(args.config_file)
+    for name, flag in (owned or {}).items():
+        if name in config.settings:
+            raise ConfigError(f"--config {config.path}: {name}: set by this command for every run it starts "
+                              f"(give {flag} on its command line)")
+    return [*config.as_flags(), *rest]
+
+
+def _setting_actions() -> dict[str, argparse.Action]:
+    """Each TrainConfig setting's flag (by setting name), as add_config_arguments declares it."""
+    return {a.dest: a for a in add_config_arguments(_Refusing(add_help=False))}
+
+
+class ConfigFile:
+    """A `--config FILE.toml`: training settings by name (as TrainConfig spells them) and an [isv]
+    table of slots, every key and value checked as it is read; errors name the file and the key."""
+
+    def __init__(self, path: Path, settings: dict):
+        self.path, self.settings = path, settings
+
+    @classmethod
+    def read(cls, path) -> "ConfigFile":
+        path = Path(path)
+        doc = _read_toml(path)
+        actions, settings = _setting_actions(), {}
+        for key, value in doc.items():
+            if key == "isv":
+                settings["isv"] = _isv_table(path, value)
+                continue
+            if key not in actions:
+                raise ConfigError(f"--config {path}: {_unknown_key(key, actions)}")
+            settings[key] = _typed(path, key, value, actions[key])
+            try:  # the setting's own range, as its flag's: the others may come from the command line
+                TrainConfig.for_backend("reference", **{key: settings[key]})
+            except ConfigError as e:
+                raise ConfigError(f"--config {path}: {key} = {_toml(value)}: {e}") from None
+        return cls(path, settings)
+
+    def under(self, given: dict) -> dict:
+        """The settings `given` (the command line's) over the file's; ISV slots merged, given's winning."""
+        merged = {**self.settings, **given}
+        if "isv" in self.settings or "isv" in given:
+            merged["isv"] = merge_isv(self.settings.get("isv", ()), given.get("isv", ()))
+        return merged
+
+    def blame(self, error: ConfigError, given: dict) -> ConfigError:
+        """`error` naming this file when a slot it faults came from the file's [isv], not from --set
+        (`given`: the command line's settings)."""
+        from_file = {name for name, _ in self.settings.get("isv", ())} - {name for name, _ in given.get("isv", ())}
+        if not from_file.intersection(error.slots):
+            return error
+        return ConfigError(f"--config {self.path}: [isv] {str(error).removeprefix('ISV ')}", error.slots)
+
+    def as_dict(self) -> dict:
+        """What config.json records: the file, and the settings it gave."""
+        settings = {k: list(v) if isinstance(v, tuple) else v for k, v in self.settings.items() if k != "isv"}
+        return {"path": str(self.path.resolve()), "settings": settings, "isv": dict(self.settings.get("isv", ()))}
+
+    def as_flags(self) -> list[str]:
+        """The command-line flags that give the file's settings."""
+        actions, flags = _setting_actions(), []
+        for key, value in self.settings.items():
+            if key == "isv":
+                flags += [f"--set={name}={v!r}" for name, v in value]
+            else:  # FLAG=VALUE: a value starting with '-' stays a value
+                flags.append(f"{actions[key].option_strings[0]}={_flag_text(value)}")
+        return flags
+
+
+def _flag_text(value) -> str:
+    """A setting's value as its flag reads it (floats exactly, horizons comma-separated)."""
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        raise ConfigError(f"--config {path}: reading TOML needs Python 3.11 or later (tomllib)") from None
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"--config {path}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"--config {path}: is a directory, not a file") from None
+    except OSError as e:
+        raise ConfigError(f"--config {path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"--config {path}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"--config {path}: not valid TOML: {e}") from None
+
+
+def _toml(value) -> str:
+    """A value as the file spells it (near enough: JSON's strings, booleans and lists are TOML's)."""
+    return json.dumps(value, default=str)
+
+
+def _unknown_key(key: str, actions: dict) -> str:
+    """Why `key` is no setting: the setting a flag's spelling stands for, or close names."""
+    for dest, action in actions.items():
+        if any(key in (flag.lstrip("-"), flag.lstrip("-").replace("-", "_")) for flag in action.option_strings):
+            return f"unknown setting '{key}' (the setting of {action.option_strings[0]} is {dest})"
+    close = difflib.get_close_matches(key, [*actions, "isv"], n=3, cutoff=0.6)
+    hint = (f"did you mean {' or '.join(close)}?" if close
+            else "a config file holds training settings by name, e.g. n_backtests, and an [isv] table")
+    return f"unknown setting '{key}' ({hint})"
+
+
+def _typed(path: Path, key: str, value, action: argparse.Action):
+    """The file's value of a setting as its flag would give it; a wrong type names the file and key."""
+    integer = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731 (TOML's true is an int)
+    if action.type is int and integer(value):
+        return value
+    if action.type is float and (integer(value) or isinstance(value, float)):
+        return float(value)
+    if action.type is horizons_setting and isinstance(value, list) and all(integer(v) for v in value):
+        return tuple(value)
+    if action.type is None and isinstance(value, str) and (action.choices is None or value in action.choices):
+        return value
+    raise ConfigError(f"--config {path}: {key} = {_toml(value)}: expected {_expected(action)}")
+
+
+def _expected(action: argparse.Action) -> str:
+    if action.choices is not None:
+        return "one of " + ", ".join(f'"{c}"' for c in action.choices)
+    return {int: "an integer", float: "a number", horizons_setting: "a list of integers, e.g. [10, 50, 100]"}.get(
+        action.type, "a string")
+
+
+def _isv_table(path: Path, table) -> tuple[tuple[str, float], ...]:
+    """The [isv] table's slots, each checked as --set checks it (naming the file and the slot)."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"--config {path}: isv must be a table of slots ([isv], then NAME = VALUE lines)")
+    pairs = []
+    for name, value in table.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"--config {path}: [isv] {name} = {_toml(value)}: expected a number")
+        problem = setting_problem(name, float(value))
+        if problem:
+            raise ConfigError(f"--config {path}: [isv] {name}: {problem}")
+        pairs.append((name, float(value)))
+    return tuple(pairs)

@@ -118,6 +118,16 @@ class Trainer:
         self.ts.diagnostics.start_at(ckpt.step)
         return ckpt.step
 
+    def set_isv(self, settings) -> list[tuple[str, float, float]]:
+        """Set ISV slots between steps (a captured graph reads them on the device: it needs no new
+        capture); (name, old, new) for each, old as the bus held it."""
+        self.rt.stream.synchronize()  # the host view is the last step's
+        changes = []
+        for name, value in settings:
+            changes.append((name, self.ts.isv[name], float(value)))
+            self.ts.isv[name] = value
+        return changes
+
     # --- the loop ------------------------------------------------------------
     def train(self, n_steps: int, metrics: MetricsLog | None = None, checkpoint_every: int = 0, stop=None) -> dict:
         """Run `n_steps` steps, or until `stop` (anything with a truth value) turns true between two

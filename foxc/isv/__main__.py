@@ -1,0 +1,113 @@
+"""`python -m foxc.isv`: the ISV slots, their defaults, the values a user may set and what they mean.
+
+    python -m foxc.isv [list] [--json]     # every slot (the default command)
+    python -m foxc.isv [show] NAME [--json]  # one slot
+
+Each command is a function taking its parsed arguments; a new one (e.g. `set RUN_DIR NAME=VALUE`)
+is one more entry in COMMANDS.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+
+from ..cli import ArgumentParser, UsageError, run
+from .registry import SLOTS, Range, Slot, slot, unknown_slot
+
+PROG = "python -m foxc.isv"
+
+
+def range_text(s: Slot) -> str:
+    """The slot's valid settings ("(0, 1]", "1..8", "0 or 1", ">= 0"), or why it has none."""
+    return str(s.valid)
+
+
+def meaning(s: Slot) -> str:
+    """The registry's doc, and the reason for the range when it is not plain from the doc."""
+    return f"{s.doc} [{s.valid.why}]" if s.valid.why else s.doc
+
+
+def as_record(s: Slot) -> dict:
+    """A slot for --json: bounds as numbers (null when unbounded), `settable` false for internal slots."""
+    record = {"index": s.index, "name": s.name, "default": s.bootstrap, "settable": s.settable,
+              "range": range_text(s), "doc": s.doc, "why": s.valid.why}
+    if isinstance(s.valid, Range):
+        bound = lambda v: None if math.isinf(v) else v  # noqa: E731 (JSON has no infinity)
+        record.update(lo=bound(s.valid.lo), hi=bound(s.valid.hi), lo_open=s.valid.lo_open,
+                      hi_open=s.valid.hi_open, integer=s.valid.integer)
+    return record
+
+
+def table(slots) -> str:
+    rows = [("#", "name", "default", "range", "meaning")]
+    rows += [(str(s.index), s.name, f"{s.bootstrap:g}", range_text(s), meaning(s)) for s in slots]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    return "\n".join(f"{r[0]:>{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]:<{widths[3]}}  {r[4]}"
+                     for r in rows)
+
+
+def cmd_list(args) -> int:
+    if args.json:
+        print(json.dumps({"slots": [as_record(s) for s in SLOTS]}, indent=1))
+        return 0
+    print(table(SLOTS))
+    print("\nrange: what --set NAME=VALUE and a --config file's [isv] table may give the slot; state: the "
+          "trainer's controllers own it; unused: no kernel reads it.")
+    return 0
+
+
+def cmd_show(args) -> int:
+    try:
+        s = slot(args.name)
+    except KeyError:
+        raise UsageError(unknown_slot(args.name)) from None
+    if args.json:
+        print(json.dumps(as_record(s), indent=1))
+        return 0
+    how = (f"--set {s.name}=VALUE, or {s.name} = VALUE under [isv] in a --config file" if s.settable else
+           {"state": "no: state the trainer owns", "unused": "no: no kernel reads it"}[s.valid.kind])
+    lines = [f"{s.name} (slot {s.index}, {s.macro})", f"  default   {s.bootstrap:g}", f"  range     {range_text(s)}",
+             f"  settable  {how}", f"  meaning   {s.doc}"]
+    if s.valid.why:
+        lines.append(f"  why       {s.valid.why}")
+    print("\n".join(lines))
+    return 0
+
+
+COMMANDS = {"list": cmd_list, "show": cmd_show}
+
+
+def build_parser() -> ArgumentParser:
+    ap = ArgumentParser(prog=PROG, description="The ISV slots (hyperparameters and controller state).",
+                        epilog="Without a command: list; with a slot's name: show it.")
+    sub = ap.add_subparsers(dest="command", metavar="{list,show}")
+    ls = sub.add_parser("list", help="every slot: index, name, default, range, meaning (the default)")
+    ls.add_argument("--json", action="store_true", help="as JSON, for programs")
+    show = sub.add_parser("show", help="one slot (python -m foxc.isv NAME says the same)")
+    show.add_argument("name", help="the slot's name, e.g. lr_q")
+    show.add_argument("--json", action="store_true", help="as JSON, for programs")
+    return ap
+
+
+def with_command(argv: list[str]) -> list[str]:
+    """argv with its command made explicit: none is `list`, a slot's name alone is `show NAME`."""
+    if argv and argv[0] in ("-h", "--help"):
+        return argv
+    if not argv or argv[0].startswith("-"):
+        return ["list", *argv]
+    return argv if argv[0] in COMMANDS else ["show", *argv]
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(with_command(list(sys.argv[1:] if argv is None else argv)))
+    try:
+        return run(PROG, lambda: COMMANDS[args.command](args))
+    except BrokenPipeError:  # `| head`: the reader has what it wanted; no traceback at exit either
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
