@@ -104,7 +104,7 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-every", type=nonnegative_int, default=0,
                     help="also evaluate every N steps (the learning curve)")
     ap.add_argument("--actor", choices=("q", "policy"), default=None)
-    from ..trainer.config import isv_setting
+    from ..isv.registry import isv_setting
     ap.add_argument("--set", dest="isv", action="append", type=isv_setting, default=None, metavar="NAME=VALUE")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args(argv)
