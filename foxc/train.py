@@ -10,11 +10,12 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .cli import ArgumentParser, describe, fail, output_dir, user_errors
+from .cli import ArgumentParser, UsageError, describe, fail, output_dir, user_errors
 from .driver import BACKENDS, CudaError, open_runtime
 from .profile import KernelProfiler, add_profile_args, profile_window
 from .isv.registry import setting_problem
 from .trainer.config import ConfigError, ConfigFile, add_config_arguments, config_settings, merge_isv
+from .trainer import tensorboard
 
 PROG = "foxc.train"
 # --graph on with the reference backend: there is no CUDA graph on the CPU; the reference runtime
@@ -37,6 +38,8 @@ def parse_args(argv=None):
     add("--overwrite", action="store_true", help="allow --out to name a directory that holds another run")
     add("--checkpoint-on-exit", action="store_true",
         help="on Ctrl-C or SIGTERM, also save a checkpoint of the step reached (the run stops cleanly either way)")
+    add("--tensorboard", action="store_true",
+        help="also write TensorBoard scalars into RUN_DIR/tensorboard (needs: pip install 'foxc[tensorboard]')")
     add_profile_args(ap)
     return ap.parse_args(argv)
 
@@ -57,6 +60,8 @@ def main(argv=None) -> int:
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     run_dir, trainer = None, None
     try:
+        if args.tensorboard and not tensorboard.available():
+            raise UsageError(f"--tensorboard needs tensorboardX: {tensorboard.INSTALL}")
         config_file = ConfigFile.read(args.config_file) if args.config_file else None
         given = config_file.under(config_settings(args)) if config_file else config_settings(args)
         rt = open_runtime(args.backend)
@@ -106,7 +111,8 @@ def main(argv=None) -> int:
         mode = (f"graph after {trainer.capture_after} eager warm-up steps" if trainer.use_graph else "eager")
         log(f"training: {cfg.n_steps} steps, B={cfg.n_backtests}, K={cfg.seq_len}, PER {cfg.per_capacity}, "
             f"n-step {cfg.n_step}, {cfg.precision}, {mode}; run directory {out}")
-        metrics = MetricsLog(out / "metrics.jsonl", trainer.steps_done + cfg.n_steps)
+        metrics = MetricsLog(out / "metrics.jsonl", trainer.steps_done + cfg.n_steps, start_step=trainer.steps_done,
+                             tensorboard=tensorboard.TensorBoardLog(out, trainer.ts.isv) if args.tensorboard else None)
         with StopOnSignal() as stop:
             try:
                 summary = trainer.train(cfg.n_steps, metrics, cfg.checkpoint_every, stop=stop)
@@ -154,7 +160,6 @@ def main(argv=None) -> int:
 def load_run_data(cfg, log, run_data):
     """run_data(cfg, log); a file of --data that cannot be read is refused naming the flag."""
     from .data import DataError
-    from .cli import UsageError
     try:
         return run_data(cfg, log)
     except DataError as e:
@@ -180,7 +185,6 @@ def kept_isv(saved, log) -> tuple[tuple[str, float], ...]:
 def resume_meta(path: Path) -> dict:
     """The meta of the checkpoint --resume-from names; a file that is not one is refused naming the flag."""
     from .checkpoint import CheckpointError
-    from .cli import UsageError
     from .trainer.rundir import checkpoint_meta
     try:
         return checkpoint_meta(path)
