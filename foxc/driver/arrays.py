@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from .errors import CudaError
 from .kernel_spec import DevPtr
 from .lifecycle import Owned
 
@@ -47,14 +48,22 @@ class DeviceArrayBase(ArrayBase):
     _kind = "device array"
 
     def upload(self, host: np.ndarray, stream=None):
+        stream = self._host_copy_stream(stream, "uploading")
         host = np.ascontiguousarray(host)
         if host.dtype != self.dtype:
             raise TypeError(f"'{self.name}' holds {self.dtype}, got {host.dtype}")
         if host.nbytes > self.nbytes:
             raise ValueError(f"'{self.name}' holds {self.nbytes} bytes, got {host.nbytes}")
-        self._write(host, stream or self._stream)
+        self._write(host, stream)
 
     def download(self, stream=None) -> np.ndarray:
         out = np.empty(self.shape, self.dtype)
-        self._read(out, stream or self._stream)
+        self._read(out, self._host_copy_stream(stream, "downloading"))
         return out
+
+    def _host_copy_stream(self, stream, doing: str):
+        stream = stream or self._stream
+        if stream.capture_log is not None:  # a replay would copy from or to host memory that may be gone by then
+            raise CudaError(f"{doing} '{self.name}' while stream '{stream.name}' is capturing a graph: a graph "
+                            f"cannot hold a host copy. Copy before the capture, or from a device buffer (copy_dtod)")
+        return stream

@@ -107,6 +107,24 @@ def test_finalizer_during_capture_is_deferred(cuda_rt):
     assert np.all(x.download() == 3.0)
 
 
+def test_host_copies_are_refused_while_capturing(cuda_rt):
+    """A captured host copy would read (or write) host memory at replay, long after the call returned."""
+    x = cuda_rt.device_array(1024, np.float32, "weights")
+    plan = vec.plan_elementwise(cuda_rt, vec.FILL_F32, x, 3.0, 1024)
+    plan.launch(cuda_rt.stream)
+    with pytest.raises(CudaError, match="uploading 'weights' while stream 'main' is capturing a graph"):
+        with cuda_rt.capture(name="refused"):
+            plan.launch(cuda_rt.stream)
+            x.upload(np.zeros(1024, np.float32))
+    with pytest.raises(CudaError, match="downloading 'weights' while stream 'main' is capturing"):
+        with cuda_rt.capture(name="refused"):
+            x.download()
+    assert cuda_rt.stream.capture_log is None
+    vec.plan_elementwise(cuda_rt, vec.FILL_F32, x, 5.0, 1024).launch(cuda_rt.stream)  # the stream is not capturing
+    assert np.all(x.download() == 5.0)
+    x.close()
+
+
 def test_captured_device_copy_is_a_memcpy_node(cuda_rt, rng):
     src = cuda_rt.device_array(4096, np.float32, "src")
     dst = cuda_rt.device_array(4096, np.float32, "dst")
