@@ -1,8 +1,8 @@
-"""What every handle shares: it owns one resource, `close()` releases it once, `with` closes it, and a
+"""Every handle's lifecycle: it owns one resource, `close()` releases it once, `with` closes it, and a
 finalizer releases it if nobody did.
 
-The garbage collector may run a finalizer while a stream capture is open, where a synchronize or a
-free would invalidate the capture; so releases asked for then wait until the last capture closes.
+The collector may run a finalizer while a stream capture is open, where a synchronize or a free
+would invalidate the capture, so releases asked for then wait until the last capture closes.
 A finalizer never raises (the interpreter may be shutting down); `close()` raises what the release raised.
 """
 from __future__ import annotations
@@ -36,13 +36,13 @@ def _collected(free, args):
 
 
 class Owned:
-    """Base of every class that owns a resource; a class that owns none gets a `close()` that does nothing."""
+    """A class that owns nothing gets a `close()` that does nothing."""
 
     _finalizer = None
 
     def _own(self, free, *args, holder=None):
-        """Once the resource exists: `free(*args)` releases it. `holder` (default self) is the object whose
-        collection releases it; `args` must not reference the holder, or it would never be collected."""
+        """`free(*args)` releases the resource; it runs when `holder` (default self) is collected, so `args`
+        must not reference the holder."""
         self._finalizer = weakref.finalize(self if holder is None else holder, _collected, free, args)
 
     @property
@@ -50,7 +50,6 @@ class Owned:
         return self._finalizer is not None and not self._finalizer.alive
 
     def close(self):
-        """Release the resource now; again does nothing."""
         found = self._finalizer.detach() if self._finalizer is not None else None
         if found is not None:
             free, args = found[2]

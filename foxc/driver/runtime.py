@@ -1,6 +1,7 @@
 """What both runtimes share; api.Runtime is the contract they implement."""
 from __future__ import annotations
 
+from .api import Capture, DeviceArray, Event, Kernel, LaunchPlan, MappedArray, Stream
 from .errors import CudaError
 from .kernel_spec import KernelSpec
 from .lifecycle import Owned
@@ -12,21 +13,21 @@ class RuntimeBase(Owned):
     backend = ""
     _device_array = _mapped_array = _event = _plan = _capture = None
 
-    def __init__(self, reason: str, device_name: str, stream):
+    def __init__(self, reason: str, device_name: str, stream: Stream):
         self.reason, self.device_name, self.stream = reason, device_name, stream
         self.profiling = False
-        self._kernels: dict[str, object] = {}
+        self._kernels: dict[str, Kernel] = {}
 
-    def device_array(self, shape, dtype, name: str):
+    def device_array(self, shape, dtype, name: str) -> DeviceArray:
         return self._device_array(self, shape, dtype, name)
 
-    def mapped_array(self, shape, dtype, name: str):
+    def mapped_array(self, shape, dtype, name: str) -> MappedArray:
         return self._mapped_array(self, shape, dtype, name)
 
-    def event(self, name: str = "event"):
+    def event(self, name: str = "event") -> Event:
         return self._event(name)
 
-    def kernel(self, spec: KernelSpec):
+    def kernel(self, spec: KernelSpec) -> Kernel:
         found = self._kernels.get(spec.name)
         if found is not None and found.spec == spec:
             return found
@@ -36,10 +37,10 @@ class RuntimeBase(Owned):
         self._kernels[spec.name] = kernel
         return kernel
 
-    def plan(self, spec: KernelSpec, grid, block, args, shared_bytes: int = 0):
+    def plan(self, spec: KernelSpec, grid, block, args, shared_bytes: int = 0) -> LaunchPlan:
         return self._plan(self, self.kernel(spec), grid, block, args, shared_bytes)
 
-    def capture(self, stream=None, name: str = "graph"):
+    def capture(self, stream: Stream | None = None, name: str = "graph") -> Capture:
         return self._capture(stream or self.stream, name)
 
     def profiler_start(self):
