@@ -64,9 +64,15 @@ def test_close_is_idempotent_and_with_closes(ref_rt):
     for arr, addr in zip((a, m), addresses):
         with pytest.raises(ValueError, match="closed"):
             arr.ptr
+        with pytest.raises(ValueError, match="closed"):
+            arr.at(1)
         arr.close()
         with pytest.raises(CudaError, match="not inside any live allocation"):
             ref_rt.space.resolve(addr)
+    with pytest.raises(ValueError, match="device array 'a' is closed"):
+        a.upload(np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match="device array 'a' is closed"):
+        a.download()
     with ref_rt as rt:
         assert rt.backend == "reference"
     ref_rt.close()

@@ -28,14 +28,17 @@ class ArrayBase(Owned):
 
     @property
     def ptr(self) -> DevPtr:
-        if self._closed:
-            raise ValueError(f"{self._kind} '{self.name}' is closed")
-        return DevPtr(self._addr, self)
+        return self.at(0)
 
     def at(self, index: int) -> DevPtr:
+        self._check_open()
         if not 0 <= index <= self.size:
             raise IndexError(f"{self._kind} '{self.name}': element {index} outside 0..{self.size}")
         return DevPtr(self._addr + index * self.dtype.itemsize, self)
+
+    def _check_open(self):
+        if self._closed:
+            raise ValueError(f"{self._kind} '{self.name}' is closed")
 
     def __repr__(self):
         state = "closed" if self._closed else f"0x{self._addr:x}"
@@ -62,6 +65,7 @@ class DeviceArrayBase(ArrayBase):
         return out
 
     def _host_copy_stream(self, stream, doing: str):
+        self._check_open()
         stream = stream or self._stream
         if stream.capture_log is not None:  # a replay would copy from or to host memory that may be gone by then
             raise CudaError(f"{doing} '{self.name}' while stream '{stream.name}' is capturing a graph: a graph "
