@@ -115,6 +115,7 @@ def test_the_cli_refuses_a_directory_without_a_live_trainer(tmp_path, capsys):
 def test_a_request_from_before_the_trainer_started_is_not_applied(ref_rt, tmp_path):
     out = run_dir(tmp_path)
     LiveRequests(out).close()
+    (out / REQUESTS).mkdir()
     (out / REQUESTS / MARKER).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
     request(out, [("lr_q", NEW_LR)])  # accepted by a marker left behind, for the run that left it
     t = trainer(ref_rt, config(), DATA, out)

@@ -80,6 +80,10 @@ class LiveRequests:
 
     def close(self):
         (self.folder / MARKER).unlink(missing_ok=True)
+        try:
+            self.folder.rmdir()  # a run without live requests leaves no trace; one with them keeps their record
+        except OSError:
+            pass
 
     def due(self) -> bool:
         now = time.monotonic()

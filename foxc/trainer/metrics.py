@@ -72,11 +72,11 @@ class MetricsLog:
     """Appends records to metrics.jsonl (and TensorBoard, when given) and shows progress with an ETA:
     a bar on a terminal, plain lines otherwise."""
 
-    def __init__(self, path, total_steps: int, stream=sys.stdout, label: str = "", start_step: int = 0,
+    def __init__(self, path, total_steps: int, stream=None, label: str = "", start_step: int = 0,
                  tensorboard=None):
         self.path, self.label = path, label  # label: what the progress lines belong to (e.g. "fold 2")
         self.total, self.start = total_steps, start_step
-        self.stream = stream
+        self.stream = stream or sys.stdout  # looked up now: a caller may have replaced sys.stdout
         self.tty = hasattr(stream, "isatty") and stream.isatty()
         self.file = open(path, "a", buffering=1)
         self.tensorboard = tensorboard
