@@ -25,6 +25,7 @@ from ..isv import IsvBus
 from ..nn import matmul, model
 from ..nn.heads import N_ACTIONS, N_PERCEPTION, Q_OUTPUTS
 from ..profile import KernelProfiler, ProfilerWindow, add_profile_args, profile_window
+from .harness import time_graph
 from .report import table, write_json
 
 
@@ -45,24 +46,8 @@ def heads_flops(B, D, R=model.RL_HIDDEN) -> float:
 
 def time_plans(rt, plans, iters: int) -> tuple[float, int]:
     """(milliseconds per run of `plans`, kernels in it): a captured graph replayed `iters` times."""
-    for p in plans:
-        p.launch(rt.stream)
-    with rt.capture(name="bench") as cap:
-        for p in plans:
-            p.launch(rt.stream)
-    graph = cap.graph
-    graph.launch(rt.stream)
-    rt.stream.synchronize()
-    start, end = rt.event("start"), rt.event("end")
-    start.record(rt.stream)
-    for _ in range(iters):
-        graph.launch(rt.stream)
-    end.record(rt.stream)
-    end.synchronize()
-    ms = start.elapsed_ms(end) / iters
-    kernels = graph.kernel_count
-    graph.close()
-    return ms, kernels
+    t, kernels = time_graph(rt, plans, iters)
+    return t.gpu_ms / iters, kernels
 
 
 def peak_tflops(rt, precision: str, n: int, iters: int) -> float:
