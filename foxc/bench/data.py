@@ -17,9 +17,9 @@ from ..data.labels import compute_labels
 from ..data.parquet import read_parquet, write_parquet
 from ..data.record import SNAPSHOT_BYTES
 from ..data.synthetic import generate, synthetic_data
-from ..cli import ArgumentParser, int_at_least, open_runtime, output_file, positive_int, run as run_cli
+from ..cli import int_at_least, positive_int
 from ..data.features import GATHER_MAX_K
-from ..driver import BACKENDS
+from . import harness
 from .report import table, write_json
 
 
@@ -88,21 +88,15 @@ def bench_gather(rt, B: int, K: int, launches: int) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = ArgumentParser(prog="python -m foxc.bench data", description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", choices=BACKENDS, default=None)
+    ap = harness.parser("data", __doc__)
     ap.add_argument("--rows", type=positive_int, default=2_000_000, help="snapshots in the Parquet file (default 2M)")
     ap.add_argument("--backtests", type=positive_int, default=1024, help="B (default 1024)")
     ap.add_argument("--window", type=int_at_least(1, GATHER_MAX_K), default=32, help="K (default 32)")
     ap.add_argument("--launches", type=positive_int, default=1000, help="timed gather launches (default 1000)")
-    ap.add_argument("--json", help="also write the results here")
-    args = ap.parse_args(argv)
-    return run_cli(ap.prog, lambda: _main(args))
+    return harness.run(ap, argv, _main)
 
 
-def _main(args) -> int:
-    if args.json:
-        output_file("--json", args.json)
-    rt = open_runtime(args.backend)
+def _main(args, rt) -> int:
     small = rt.backend != "cuda"
     rows = min(args.rows, 200_000) if small else args.rows
     B = min(args.backtests, 64) if small else args.backtests

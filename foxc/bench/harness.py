@@ -1,13 +1,13 @@
 """What every benchmark shares: its command line (--backend, --json, the CLI error path) and its timers.
 
-    ap = parser("lobsim", __doc__)              # python -m foxc.bench lobsim, with --backend and --json
+    ap = parser("lobsim", __doc__)              # python -m foxc.bench lobsim, with --backend
     ap.add_argument(...)                        # the benchmark's own flags
-    return run(ap, argv, body)                  # body(args, rt) -> exit status
+    return run(ap, argv, body)                  # adds --json, parses; body(args, rt) -> exit status
 
-`run` parses, then through foxc.cli.run (a user's mistake: one line on stderr, exit 2) runs the
-benchmark's own `check(args)` when given, checks that --json can be written, opens the runtime of
---backend and calls `body(args, rt)`: every flag is refused before any data is made or device
-work is done.
+`run` adds --json last (where every benchmark's usage line has it), parses, then through
+foxc.cli.run (a user's mistake: one line on stderr, exit 2) runs the benchmark's own
+`check(args)` when given, checks that --json can be written, opens the runtime of --backend
+and calls `body(args, rt)`: every flag is refused before any data is made or device work is done.
 """
 from __future__ import annotations
 
@@ -19,17 +19,17 @@ from ..driver import BACKENDS
 
 
 def parser(name: str, doc: str) -> ArgumentParser:
-    """The parser of `python -m foxc.bench NAME`, described by `doc`'s first line, with --backend and --json."""
+    """The parser of `python -m foxc.bench NAME`, described by `doc`'s first line, with --backend."""
     ap = ArgumentParser(prog=f"python -m foxc.bench {name}", description=doc.splitlines()[0])
     ap.add_argument("--backend", choices=BACKENDS, default=None)
-    ap.add_argument("--json", help="also write the results here")
     return ap
 
 
 def run(ap: ArgumentParser, argv, body, *, check=None) -> int:
-    """Parse `argv` with `ap`; then `check(args)` (the benchmark's own checks of its flags, raising
-    UsageError), --json writable, the runtime opened, and `body(args, rt)`'s exit status, all
-    through foxc.cli.run."""
+    """Add --json to `ap` and parse `argv`; then `check(args)` (the benchmark's own checks of its
+    flags, raising UsageError), --json writable, the runtime opened, and `body(args, rt)`'s exit
+    status, all through foxc.cli.run."""
+    ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args(argv)
 
     def main() -> int:

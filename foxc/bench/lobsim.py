@@ -12,10 +12,10 @@ import time
 
 import numpy as np
 
-from ..cli import ArgumentParser, int_at_least, open_runtime, output_file, positive_int, run as run_cli
-from ..driver import BACKENDS
+from ..cli import int_at_least, positive_int
 from ..lobsim.books import random_books
 from ..lobsim.env import LobEnv
+from . import harness
 from .report import table, write_json
 
 SIZES = (1024, 16384, 65536)
@@ -73,20 +73,14 @@ def bench_size(rt, snaps, n: int, steps: int, rng) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    ap = ArgumentParser(prog="python -m foxc.bench lobsim", description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", choices=BACKENDS, default=None)
+    ap = harness.parser("lobsim", __doc__)
     ap.add_argument("--n-backtests", type=int_at_least(1, 2**31 - 1), action="append",
                     help=f"backtests per run (repeatable; default {', '.join(map(str, SIZES))})")
     ap.add_argument("--steps", type=positive_int, default=800, help="steps timed per size and mode (default 800)")
-    ap.add_argument("--json", help="also write the results here")
-    args = ap.parse_args(argv)
-    return run_cli(ap.prog, lambda: _main(args))
+    return harness.run(ap, argv, _main)
 
 
-def _main(args) -> int:
-    if args.json:
-        output_file("--json", args.json)
-    rt = open_runtime(args.backend)
+def _main(args, rt) -> int:
     sizes = args.n_backtests or list(SIZES)
     steps = args.steps
     n_snaps = SNAPSHOTS
