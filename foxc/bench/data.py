@@ -9,16 +9,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from ..data.device import DeviceDataset
-from ..data.features import FEATURES, HORIZONS, LABEL_PLANES
+from ..data.features import FEATURES, GATHER_MAX_K, HORIZONS, LABEL_PLANES
 from ..data.labels import compute_labels
 from ..data.parquet import read_parquet, write_parquet
 from ..data.record import SNAPSHOT_BYTES
 from ..data.synthetic import generate, synthetic_data
 from ..cli import int_at_least, positive_int
-from ..data.features import GATHER_MAX_K
 from . import harness
 from .report import table, write_json
 
