@@ -67,14 +67,7 @@ def bench_gather(rt, B: int, K: int, launches: int) -> dict:
         for _ in range(3):
             ds.gather()
             ds.advance()
-        rt.stream.synchronize()
-        start, end = rt.event("start"), rt.event("end")
-        start.record(rt.stream)
-        for _ in range(launches):
-            ds.gather()
-        end.record(rt.stream)
-        end.synchronize()
-        us = start.elapsed_ms(end) * 1e3 / launches
+        us = harness.time_launches(rt, ds.gather, launches).gpu_ms * 1e3 / launches
     moved = B * K * SNAPSHOT_BYTES + B * K * FEATURES * 4 + 2 * LABEL_PLANES * B * HORIZONS * 4
     row = {"what": f"gpu_sample_and_gather B={B} K={K}", "count": launches, "us": round(us, 2),
            "rate": f"{moved / (us * 1e-6) / 1e9:.1f} GB/s"}

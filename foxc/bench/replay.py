@@ -68,18 +68,10 @@ def _fill(rb: ReplayBuffer, rng, steps: int):
 
 
 def _timed(rt, launch, reps: int) -> tuple[float, float]:
-    """(device us, wall us) per repetition."""
+    """(device us, wall us) per repetition, after one untimed."""
     launch()
-    rt.stream.synchronize()
-    start, end = rt.event("start"), rt.event("end")
-    t0 = time.perf_counter()
-    start.record(rt.stream)
-    for _ in range(reps):
-        launch()
-    end.record(rt.stream)
-    rt.stream.synchronize()
-    wall = time.perf_counter() - t0
-    return start.elapsed_ms(end) * 1e3 / reps, wall * 1e6 / reps
+    t = harness.time_launches(rt, launch, reps)
+    return t.gpu_ms * 1e3 / reps, t.wall_s * 1e6 / reps
 
 
 def _torchrl_peer(capacity: int, batch: int, priorities: np.ndarray, reps: int):
