@@ -44,9 +44,8 @@ def run(ap: ArgumentParser, argv, body, *, check=None) -> int:
 
 @dataclass(frozen=True)
 class Timing:
-    """`n` launches: host seconds to enqueue them, wall seconds until the stream drained, and the
+    """Launches timed: host seconds to enqueue them, wall seconds until the stream drained, and the
     device's event time (ms) between an event recorded before them and one after."""
-    n: int
     host_s: float
     wall_s: float
     gpu_ms: float
@@ -64,7 +63,7 @@ def time_launches(rt, launch, n: int) -> Timing:
     host = time.perf_counter() - t0
     rt.stream.synchronize()
     wall = time.perf_counter() - t0
-    return Timing(n, host, wall, start.elapsed_ms(end))
+    return Timing(host, wall, start.elapsed_ms(end))
 
 
 def time_graph(rt, plans, replays: int, *, warmup: int = 1) -> tuple[Timing, int]:
