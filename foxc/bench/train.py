@@ -17,11 +17,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..cli import ArgumentParser, open_runtime, output_file, positive_int, positive_ints, run as run_cli
-from ..driver import BACKENDS
+from ..cli import positive_int, positive_ints
 from ..trainer.config import TrainConfig
 from ..trainer.run import Trainer
 from ..trainer.session import run_data
+from . import harness
 from .report import table, write_json
 
 
@@ -81,23 +81,17 @@ def bench_one(rt, cfg: TrainConfig, data, steps: int, checkpoint_dir=None) -> di
 
 
 def main(argv=None) -> int:
-    ap = ArgumentParser(prog="python -m foxc.bench train", description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", choices=BACKENDS, default=None)
+    ap = harness.parser("train", __doc__)
     ap.add_argument("--n-backtests", type=positive_ints, default=None,
                     help="comma-separated batch sizes (default 256,1024,4096)")
     ap.add_argument("--steps", type=positive_int, default=None, help="timed steps per mode (default 200)")
     ap.add_argument("--seq-len", type=positive_int, default=None, help="window K (default 32)")
     ap.add_argument("--per-capacity", type=positive_int, default=None, help="replay capacity (default 65536)")
     ap.add_argument("--precision", choices=("f32", "tf32"), default="f32")
-    ap.add_argument("--json", help="also write the results here")
-    args = ap.parse_args(argv)
-    return run_cli(ap.prog, lambda: _main(args))
+    return harness.run(ap, argv, _main)
 
 
-def _main(args) -> int:
-    if args.json:
-        output_file("--json", args.json)
-    rt = open_runtime(args.backend)
+def _main(args, rt) -> int:
     small = rt.backend != "cuda"
     sizes = args.n_backtests or ([16] if small else [256, 1024, 4096])
     steps = args.steps or (4 if small else 200)
