@@ -109,3 +109,29 @@ def test_policy_output_is_checked():
     with pytest.raises(ValueError, match="probs"):
         evaluate(lambda ctx: (np.zeros(1, np.int32), np.ones((1, 4))), snaps, EvalConfig(n_backtests=1),
                  rt=ReferenceRuntime("t"))
+
+
+def test_agent_holds_without_a_whole_window_in_its_segment(ref_rt):
+    """A window cut from the middle of the data (segment ids from 2) over three segments: the agent holds
+    at each segment's first K - 1 snapshots and acts elsewhere (random weights trade nearly every step)."""
+    from foxc.data.features import FEATURES
+    from foxc.data.synthetic import synthetic_data
+    from foxc.evaluate.agent import AgentPolicy
+    from foxc.isv import IsvBus
+    from foxc.nn.model import HIDDEN_DIM, Parameters
+    data = synthetic_data(1200, seed=3, n_segments=6)
+    window = data.records[450:1000]  # segments 2 (from its 50th row), 3, 4
+    K = 6
+    params = Parameters(ref_rt, FEATURES, HIDDEN_DIM)
+    params.init(np.random.default_rng(0))
+    agent = AgentPolicy(ref_rt, params, IsvBus(ref_rt), window=K)
+    ev = evaluate(agent, window, EvalConfig(n_backtests=4), tick=data.tick, rt=ref_rt)
+    agent.close()
+    seg = window["segment"]
+    new_segment = np.flatnonzero(np.r_[False, seg[1:] != seg[:-1]])
+    short = np.zeros(len(window), bool)
+    for s in new_segment:
+        short[s:s + K - 1] = True
+    assert len(new_segment) == 2
+    assert np.all(ev.actions[short] == HOLD)
+    assert np.mean(ev.actions[~short] != HOLD) > 0.5

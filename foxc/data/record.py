@@ -65,6 +65,14 @@ def empty_snapshots(n: int) -> np.ndarray:
     return out
 
 
+def segment_runs(segment: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first, last) row of each run of equal `segment` values, int64, last inclusive."""
+    seg = np.asarray(segment)
+    first = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]]) if seg.size else np.zeros(0, np.int64)
+    last = np.r_[first[1:] - 1, seg.size - 1] if seg.size else np.zeros(0, np.int64)
+    return first.astype(np.int64), last.astype(np.int64)
+
+
 HEADER = GeneratedHeader(HEADER_PATH, render_header, "foxc.data.record", "foxc/data/record.py")
 header_is_current, write_header, main = HEADER.is_current, HEADER.write, HEADER.main
 

@@ -18,6 +18,7 @@ from ..agent.actor import Actor
 from ..agent.layout import HOLD
 from ..data.device import DeviceDataset
 from ..data.features import HORIZONS, LABEL_PLANES
+from ..data.record import segment_runs
 from ..data.source import MarketData
 from ..isv import IsvBus
 from ..nn.model import Encoder, Parameters
@@ -57,10 +58,9 @@ class AgentPolicy:
         records, sim, B, K = ctx.records, ctx.sim, len(ctx.cursor), self.window
         if sim is None:
             raise ValueError("AgentPolicy runs on the device: it needs the evaluation's simulator (ctx.sim)")
-        seg = records["segment"].astype(np.int64)
         market = MarketData(records, "", 0, "evaluation", [], ctx.tick)
-        starts, _ = market.segment_bounds()
-        self._first_ok = starts[seg - seg[0]] + K - 1 if len(records) else np.zeros(0, np.int64)
+        first, last = segment_runs(records["segment"])
+        self._first_ok = np.repeat(first, last - first + 1) + K - 1  # per row: the first with a whole window
         labels = np.zeros((LABEL_PLANES, HORIZONS, len(records)), np.float32)  # the gather's input; unused here
         self.data = DeviceDataset(self.rt, _renumbered(market), labels, B, K)
         self.data.done.upload(np.zeros(B, np.int32))

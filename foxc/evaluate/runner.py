@@ -18,9 +18,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..data.record import SNAPSHOT_DTYPE
+from ..data.record import SNAPSHOT_DTYPE, segment_runs
 from ..driver import open_runtime
-from ..lobsim.books import segment_bounds
 from ..lobsim.env import LobEnv
 from ..lobsim.kernels import BOOK_OK, snapshot_verdicts
 from ..lobsim.layout import HOLD, TRADE_DTYPE
@@ -69,7 +68,7 @@ def chunk_bounds(records: np.ndarray, n_chunks: int) -> np.ndarray:
     """[start, stop) of up to `n_chunks` consecutive pieces of about equal length, cut at every segment end."""
     n = len(records)
     length = -(-n // max(1, n_chunks))
-    first, last = segment_bounds(records)
+    first, last = segment_runs(records["segment"])
     out = []
     for a, b in zip(first, last + 1):
         for s in range(int(a), int(b), length):

@@ -49,11 +49,3 @@ def random_books(n: int, rng: np.random.Generator, *, start_price: float = 100.0
         crossed = bad[kind == 2]
         s["bid_px"][crossed, 0] = s["ask_px"][crossed, 0] + TICK
     return s
-
-
-def segment_bounds(snapshots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(first, last) index of each run of equal `segment` values, int64."""
-    seg = snapshots["segment"]
-    starts = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])
-    ends = np.r_[starts[1:] - 1, seg.size - 1]
-    return starts.astype(np.int64), ends.astype(np.int64)

@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.record import SNAPSHOT_DTYPE
+from ..data.record import SNAPSHOT_DTYPE, segment_runs
 from ..driver import open_runtime
 from ..rng import seed_states
-from .books import segment_bounds
 from .kernels import EPISODE_ADVANCE
 from .sim import BLOCK, LobSim, LobSimConfig
 
@@ -41,7 +40,7 @@ class LobEnv:
             raise ValueError(f"episode_len must be >= 0, got {episode_len}")
         self.rt = rt if rt is not None else open_runtime(backend)
         self.host_snapshots = np.ascontiguousarray(snapshots)
-        first, last = segment_bounds(self.host_snapshots)
+        first, last = segment_runs(self.host_snapshots["segment"])
         if (last - first + 1 >= 2**32).any() or first.size >= 2**31:
             raise ValueError("segments must be shorter than 2^32 snapshots and fewer than 2^31")
         self.n, self.episode_len = n_backtests, int(episode_len)
