@@ -1,8 +1,9 @@
-"""The data kernels on a real GPU against their numpy references: gather, advance, whole episodes, graphs."""
+"""The data kernels on a real GPU against their numpy references: gather, advances, whole episodes, graphs."""
 import numpy as np
 import pytest
 
-from foxc.data import gather
+from foxc.data import cursors, gather
+from foxc.data.cursors import valid_starts
 from foxc.data.device import DeviceDataset, valid_cursors
 from foxc.rng import seed_states
 from foxc.data.features import FEATURES, GATHER_BLOCK, HORIZONS, LABEL_PLANES
@@ -61,6 +62,33 @@ def test_advance_matches_reference(cuda_rt, ref_rt, rng):
                       [a.copy() if isinstance(a, np.ndarray) else a for a in args])
     for g, w in zip(got, want):
         assert np.array_equal(g, w)
+
+
+def copies(args):
+    return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+
+
+@pytest.mark.parametrize("rows, B, episode_len", [(50_000, 1, 0), (50_000, 257, 1), (50_000, 5000, 17),
+                                                  (3_000_000, 70_000, 0), (3_000_000, 4096, 2000)])
+def test_cursor_advance_matches_reference(cuda_rt, ref_rt, rng, rows, B, episode_len):
+    segment = (np.arange(rows, dtype=np.int64) * 7 // rows).astype(np.uint32)
+    starts, seg_last = valid_starts(segment, int(rng.integers(0, 40)))
+    cursor = rng.integers(0, rows, B).astype(np.int64)
+    end = np.minimum(cursor + rng.integers(0, 100, B), rows - 1)
+    end = np.where(rng.random(B) < 0.3, cursor, end)             # at the episode's end: a new draw
+    end = np.where(rng.random(B) < 0.1, cursor - 1, end)         # past it (a placed cursor): a new draw
+    unset = rng.random(B) < 0.2
+    cursor[unset] = -1
+    end[unset] = poisoned(int(unset.sum()), np.int64)            # never read where the cursor is unset
+    state = rng.integers(1, 2**32, B, dtype=np.uint32)
+    args = [cursor, end, state, starts, seg_last, episode_len, len(starts), B]
+    grid = cursors.grid(B)
+    got = run_kernel(cuda_rt, cursors.CURSOR_ADVANCE, grid, cursors.BLOCK, copies(args))
+    want = run_kernel(ref_rt, cursors.CURSOR_ADVANCE, grid, cursors.BLOCK, copies(args))
+    for name, g, w in zip(["cursor", "episode_end", "rng", "starts", "segment_last"], got, want):
+        assert g.tobytes() == w.tobytes(), f"cursor_advance: {name} differs from the reference"
+    drew = (cursor < 0) | (cursor >= end)
+    assert np.all(got[2][drew] != state[drew]) and np.array_equal(got[2][~drew], state[~drew])
 
 
 def run_steps(rt, data, labels, steps, graph: bool):
