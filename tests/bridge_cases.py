@@ -19,11 +19,8 @@ def positions(rng, B):
 
 
 def before_act_args(rng, B, poisoned):
-    cursors = rng.integers(0, 10**6, B).astype(np.int32)
-    last = (rng.random(B) < 0.2).astype(np.int32)
     planes = rng.random((LABEL_PLANES, B, HORIZONS)).astype(np.float32)
-    return [cursors, last, planes, poisoned(B, np.int64), poisoned(B, np.int64), poisoned((B, 9)), poisoned((B, 9)),
-            B]
+    return [planes, poisoned((B, 9)), poisoned((B, 9)), B]
 
 
 def after_sim_args(rng, B, poisoned):

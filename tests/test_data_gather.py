@@ -1,4 +1,4 @@
-"""The device dataset on the reference backend: gather against a naive loop, cursors, episodes, graphs."""
+"""The device dataset on the reference backend: gather against a naive loop, episodes, graphs."""
 import subprocess
 import sys
 
@@ -6,9 +6,7 @@ import numpy as np
 import pytest
 
 from foxc.data import features as F
-from foxc.data.device import DeviceDataset, valid_cursors
-from foxc.rng import seed_states
-from foxc.rng import xorshift32
+from foxc.data.device import DeviceDataset
 from foxc.data.labels import LabelConfig, compute_labels
 from foxc.data.record import PRICE_UNDEF
 from foxc.data.synthetic import synthetic_data
@@ -43,20 +41,16 @@ def make(rt, n=3000, segments=3, B=16, K=8, seed=1, max_steps=0):
     return data, labels, DeviceDataset(rt, data, labels, B, K, seed=seed, max_episode_steps=max_steps)
 
 
-def test_feature_names_cover_the_layout():
-    assert len(F.FEATURE_NAMES) == F.FEATURES
+def naive_window(rec, c, K):
+    """The K rows ending at c, each before the segment's first row replaced by that first row."""
+    first = int(np.flatnonzero(rec["segment"] == rec["segment"][c])[0])
+    return rec[[max(c - K + 1 + k, first) for k in range(K)]]
 
 
-def test_gather_matches_naive_loop(ref_rt, rng):
-    B, K = 12, 6
-    data, labels, ds = make(ref_rt, B=B, K=K, seed=int(rng.integers(1 << 30)))
-    ds.gather()
-    cursors = ds.cursors.download()
+def assert_gathered(ds, data, labels, cursors, K):
     feats, lab = ds.features.download(), ds.labels_out.download()
-    rec = data.records
-    for b in range(B):
-        c = int(cursors[b])
-        window = rec[c - K + 1:c + 1]
+    for b, c in enumerate(cursors):
+        window = naive_window(data.records, int(c), K)
         assert len(set(window["segment"])) == 1  # never across a segment
         for k in range(K):
             np.testing.assert_allclose(feats[k, b], naive_feature_row(window[k], data.tick, window[-1]),
@@ -64,51 +58,61 @@ def test_gather_matches_naive_loop(ref_rt, rng):
         np.testing.assert_array_equal(lab[:, b, :], labels[:, :, c])
 
 
-def test_cursor_draws_follow_xorshift(ref_rt):
-    data, labels, ds = make(ref_rt, B=32, K=8, seed=5)
+def test_gather_matches_naive_loop(ref_rt, rng):
+    B, K = 12, 6
+    data, labels, ds = make(ref_rt, B=B, K=K, seed=int(rng.integers(1 << 30)))
     ds.gather()
-    states = xorshift32(seed_states(5, 32, "data"))
-    valid = valid_cursors(data, 8)
-    np.testing.assert_array_equal(ds.cursors.download(), valid[states % np.uint32(len(valid))])
-    np.testing.assert_array_equal(ds.rng.download(), states)
+    cursors = ds.cursor.download()
+    starts, _ = data.segment_bounds()
+    assert np.all(cursors - starts[data.records["segment"][cursors]] >= K - 1)  # drawn with a whole window
+    assert_gathered(ds, data, labels, cursors, K)
 
 
-def test_valid_cursors_leave_a_window_and_a_step():
-    data = synthetic_data(100, seed=1, n_segments=4)
-    v = valid_cursors(data, 5)
+def test_gather_at_any_cursor_repeats_the_segments_first_snapshot(ref_rt, rng):
+    """At another component's cursors, the first K - 1 rows of a segment included: the window is padded
+    with the segment's first snapshot, never read from the segment before."""
+    K = 7
+    data = synthetic_data(600, seed=int(rng.integers(1 << 30)), n_segments=3)
+    labels = compute_labels(data.records, data.tick, LabelConfig((1, 4, 9)))
     starts, ends = data.segment_bounds()
-    assert len(v) == 4 * (25 - 4 - 1)
-    seg = data.records["segment"][v]
-    assert np.all(v - starts[seg] >= 4) and np.all(v + 1 < ends[seg])
+    cursors = np.r_[starts, starts + 1, starts + K - 2, starts + K - 1, ends[:-1] - 1, 0, 599, 250].astype(np.int64)
+    B = len(cursors)
+    cursor = ref_rt.device_array(B, np.int64, "cursor")
+    cursor.upload(cursors)
+    with DeviceDataset(ref_rt, data, labels, B, K, cursor=cursor) as ds:
+        assert ds.cursors is None
+        ds.gather()
+        assert_gathered(ds, data, labels, cursors, K)
+        with pytest.raises(RuntimeError, match="another component's cursors"):
+            ds.advance()
 
 
 def test_episodes_run_to_segment_end_and_redraw(ref_rt):
     data, labels, ds = make(ref_rt, n=400, segments=4, B=8, K=4, seed=2)
-    _, ends = data.segment_bounds()
-    prev = None
+    starts, ends = data.segment_bounds()
+    seg = data.records["segment"]
+    ended = np.zeros(8, bool)
     for step in range(150):
-        ds.gather()
-        cur, last = ds.cursors.download(), ds.last.download()
-        seg = data.records["segment"][cur]
-        np.testing.assert_array_equal(last, (cur + 1 >= ends[seg]).astype(np.int32))
-        if prev is not None:
-            pc, pl = prev
-            moved = pl == 0
-            np.testing.assert_array_equal(cur[moved], pc[moved] + 1)  # advanced by one
+        cur, end = ds.cursor.download(), ds.cursors.episode_end.download()
+        np.testing.assert_array_equal(end, ends[seg[cur]] - 1)  # no step limit: the segment's last row
         ds.advance()
-        np.testing.assert_array_equal(ds.done.download(), last)
-        prev = (cur, last)
+        nxt = ds.cursor.download()
+        going = cur < end
+        np.testing.assert_array_equal(nxt[going], cur[going] + 1)  # advanced by one
+        drawn = nxt[~going]
+        assert np.all(drawn - starts[seg[drawn]] >= 3) and np.all(drawn + 1 < ends[seg[drawn]])
+        ended |= ~going
+    assert ended.all()
 
 
 def test_max_episode_steps(ref_rt):
     data, labels, ds = make(ref_rt, n=4000, segments=1, B=4, K=4, seed=3, max_steps=5)
     lasts = []
     for _ in range(10):
-        ds.gather()
-        lasts.append(ds.last.download().copy())
+        lasts.append(ds.cursor.download() >= ds.cursors.episode_end.download())
         ds.advance()
     lasts = np.array(lasts)
-    assert np.all(lasts[4] == 1) and np.all(lasts[9] == 1) and lasts[:4].sum() == 0
+    assert np.all(lasts[4]) and np.all(lasts[9]) and not lasts[:4].any() and not lasts[5:9].any()
 
 
 def test_graph_replay_equals_eager(ref_rt):

@@ -1,7 +1,6 @@
-// The device dataset's per-step kernels: window gather with fused labels, and the cursor advance.
+// The device dataset's per-step kernel: the window gather with fused labels at each backtest's cursor.
 #include "foxc/snapshot.h"
 #include "foxc/data.h"
-#include "foxc/rng.h"
 
 // One normalised feature f of snapshot s; mid2_newest is twice the mid of the window's newest snapshot.
 // Every quotient is formed in double from exact integers, then rounded once to float.
@@ -45,49 +44,32 @@ __device__ float snapshot_feature(const FoxcSnapshot& s, int f, long long tick, 
     }
 }
 
-// gpu_sample_and_gather: grid (B), block (FOXC_GATHER_BLOCK), dynamic shared memory K * sizeof(FoxcSnapshot).
-// Block b: when the backtest's cursor is unset (< 0) or its done flag is set, draws a new cursor
-// valid_cursors[xorshift32(rng[b]) % n_valid] (every valid cursor has K - 1 snapshots before it in its
-// segment and one after) and clears episode_steps[b] and done[b]. Writes last[b] = 1 when the snapshot
-// at the cursor is the episode's final one (segment end, or max_episode_steps > 0 reached).
-// Stages records[cursor-K+1 .. cursor] in shared memory and writes features[k][b][f] (time-major, as
-// the encoder reads them; FOXC_FEATURES per snapshot, k = 0 the oldest) and labels_out[p][b][h] = labels[p][h][cursor] for the FOXC_LABEL_PLANES.
-// Reads: records, labels, segment_end, valid_cursors. Reads and writes: cursors, episode_steps, done,
-// rng. Writes: last, features, labels_out.
-extern "C" __global__ void __launch_bounds__(FOXC_GATHER_BLOCK) gpu_sample_and_gather(
+// gather_windows: grid (B), block (FOXC_GATHER_BLOCK), dynamic shared memory K * sizeof(FoxcSnapshot).
+// Block b stages the window of K snapshots ending at cursor[b] (any row of the records) in shared memory,
+// each row clamped to segment_first[segment of the cursor's snapshot]: where the segment holds fewer than
+// K - 1 earlier snapshots its first one is repeated, so a window never reads across a segment. Writes
+// features[k][b][f] (time-major, as the encoder reads them; FOXC_FEATURES per snapshot, k = 0 the
+// oldest) and labels_out[p][b][h] = labels[p][h][cursor] for the FOXC_LABEL_PLANES.
+// Reads: records, labels, segment_first, cursor. Writes: features, labels_out.
+extern "C" __global__ void __launch_bounds__(FOXC_GATHER_BLOCK) gather_windows(
     const FoxcSnapshot* __restrict__ records, const float* __restrict__ labels,
-    const int* __restrict__ segment_end, const int* __restrict__ valid_cursors,
-    int* __restrict__ cursors, int* __restrict__ episode_steps, int* __restrict__ done,
-    int* __restrict__ last, unsigned int* __restrict__ rng,
-    float* __restrict__ features, float* __restrict__ labels_out,
-    int n_records, int n_valid, int B, int K, long long tick, int max_episode_steps)
+    const long long* __restrict__ segment_first, const long long* __restrict__ cursor,
+    float* __restrict__ features, float* __restrict__ labels_out, int n_records, int B, int K, long long tick)
 {
     extern __shared__ long long window_words[];
-    __shared__ int s_cursor;
     const int b = blockIdx.x;
     if (b >= B)
         return;  // uniform across the block
-    if (threadIdx.x == 0) {
-        int c = cursors[b];
-        if (c < 0 || done[b]) {
-            const unsigned int x = xorshift32(rng[b]);
-            rng[b] = x;
-            c = valid_cursors[x % (unsigned int)n_valid];
-            cursors[b] = c;
-            episode_steps[b] = 0;
-            done[b] = 0;
-        }
-        const int end = segment_end[records[c].segment];
-        last[b] = (c + 1 >= end) || (max_episode_steps > 0 && episode_steps[b] + 1 >= max_episode_steps);
-        s_cursor = c;
-    }
-    __syncthreads();
-    const int c = s_cursor;
+    const long long c = cursor[b];
+    const long long first = segment_first[records[c].segment];
+    const long long oldest = c - K + 1;
 
-    const int words = K * (int)(sizeof(FoxcSnapshot) / sizeof(long long));
-    const long long* src = reinterpret_cast<const long long*>(records + (c - K + 1));
-    for (int i = threadIdx.x; i < words; i += blockDim.x)
-        window_words[i] = src[i];
+    constexpr int SNAPSHOT_WORDS = (int)(sizeof(FoxcSnapshot) / sizeof(long long));
+    for (int i = threadIdx.x; i < K * SNAPSHOT_WORDS; i += blockDim.x) {
+        const int k = i / SNAPSHOT_WORDS;
+        const long long row = oldest + k > first ? oldest + k : first;
+        window_words[i] = reinterpret_cast<const long long*>(records + row)[i - k * SNAPSHOT_WORDS];
+    }
     __syncthreads();
 
     const FoxcSnapshot* window = reinterpret_cast<const FoxcSnapshot*>(window_words);
@@ -102,25 +84,5 @@ extern "C" __global__ void __launch_bounds__(FOXC_GATHER_BLOCK) gpu_sample_and_g
         const int p = e / FOXC_HORIZONS, h = e - p * FOXC_HORIZONS;
         labels_out[((size_t)p * B + b) * FOXC_HORIZONS + h] =
             labels[((size_t)p * FOXC_HORIZONS + h) * n_records + c];
-    }
-}
-
-// gpu_advance_cursors: grid ceil(B / 256), block 256, one thread per backtest.
-// After the simulator stepped on records[cursors[b]]: an episode at its last snapshot ends
-// (done[b] = 1, the next gather redraws the cursor); otherwise the cursor and the step count move on.
-// Reads last; reads and writes cursors, episode_steps, done.
-extern "C" __global__ void gpu_advance_cursors(
-    int* __restrict__ cursors, int* __restrict__ episode_steps, const int* __restrict__ last,
-    int* __restrict__ done, int B)
-{
-    const int b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= B)
-        return;
-    if (last[b]) {
-        done[b] = 1;
-    } else {
-        cursors[b] += 1;
-        episode_steps[b] += 1;
-        done[b] = 0;
     }
 }

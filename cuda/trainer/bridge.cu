@@ -7,21 +7,14 @@
 #define PERCEPTION_LOGITS (3 * FOXC_HORIZONS)  // up/down, long wins, short wins at each horizon
 
 // bridge_before_act — grid ceil(B / 256), block 256; one thread per backtest b, after the gather.
-// Reads  cursors[b], last[b] (dataset), labels_out[7][B][3] (gathered label planes).
-// Writes sim_cursor[b] = cursor, sim_end[b] = cursor when this snapshot ends the episode, else
-//        cursor + 1 (the simulator's episode end test is cursor >= end); the perception targets
-//        labels[b][9] and mask[b][9]: mid up (weight: mid_weight), long wins and short wins
-//        (weight: outcome_weight) per horizon.
+// Reads  labels_out[7][B][3] (the label planes gathered at the cursor).
+// Writes the perception targets labels[b][9] and mask[b][9]: mid up (weight: mid_weight), long wins
+//        and short wins (weight: outcome_weight) per horizon.
 extern "C" __global__ void bridge_before_act(
-    const int* __restrict__ cursors, const int* __restrict__ last, const float* __restrict__ labels_out,
-    long long* __restrict__ sim_cursor, long long* __restrict__ sim_end, float* __restrict__ labels,
-    float* __restrict__ mask, int B)
+    const float* __restrict__ labels_out, float* __restrict__ labels, float* __restrict__ mask, int B)
 {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
-    const long long c = cursors[b];
-    sim_cursor[b] = c;
-    sim_end[b] = last[b] ? c : c + 1;
     for (int h = 0; h < FOXC_HORIZONS; ++h) {
         const float mid_w = labels_out[(5 * B + b) * FOXC_HORIZONS + h];
         const float out_w = labels_out[(6 * B + b) * FOXC_HORIZONS + h];

@@ -105,10 +105,10 @@ def snapshot_features(rec: np.ndarray, tick: int, mid2_newest: np.ndarray) -> np
     return out
 
 
-def window_features(records: np.ndarray, cursors: np.ndarray, K: int, tick: int) -> np.ndarray:
-    """float32 [B, K, FEATURES] for the windows ending at `cursors` (which must not cross a segment)."""
-    idx = np.asarray(cursors, np.int64)[:, None] - (K - 1) + np.arange(K)
-    window = records[idx]
+def window_features(records: np.ndarray, rows: np.ndarray, tick: int) -> np.ndarray:
+    """float32 [B, K, FEATURES] for the windows of `rows` (int [B, K], oldest first; the newest is the
+    window's reference mid)."""
+    window = records[np.asarray(rows, np.int64)]
     newest = window[:, -1]
     touch = (newest["bid_px"][:, 0] != PRICE_UNDEF) & (newest["ask_px"][:, 0] != PRICE_UNDEF)
     mid2_newest = np.where(touch, newest["bid_px"][:, 0] + newest["ask_px"][:, 0], 0)

@@ -4,11 +4,12 @@
     policy = AgentPolicy.from_checkpoint(rt, read_checkpoint(p))  # a saved agent (folds, benchmarks)
     ev = evaluate(policy, records, EvalConfig(...), tick=tick, rt=rt)
 
-Each call gathers the windows ending at the backtests' cursors, encodes them, builds the agent's
-state from the evaluation simulator's positions (`agent_state`) and acts greedily with the
-training step's `agent_act`: the same state features and action rules as in training, so an
-evaluation measures the agent that was trained. A backtest whose cursor has fewer than K − 1
-earlier snapshots in its segment holds (there is no full window to act on).
+Each call gathers the windows ending at the evaluation simulator's own cursors (the device array
+its kernels read, so nothing is uploaded per step), encodes them, builds the agent's state from
+its positions (`agent_state`) and acts greedily with the training step's `agent_act`: the same
+state features and action rules as in training, so an evaluation measures the agent that was
+trained. A backtest whose cursor has fewer than K − 1 earlier snapshots in its segment holds
+(there is no full window to act on; the gather repeats the segment's first snapshot there).
 """
 from __future__ import annotations
 
@@ -62,8 +63,7 @@ class AgentPolicy:
         first, last = segment_runs(records["segment"])
         self._first_ok = np.repeat(first, last - first + 1) + K - 1  # per row: the first with a whole window
         labels = np.zeros((LABEL_PLANES, HORIZONS, len(records)), np.float32)  # the gather's input; unused here
-        self.data = DeviceDataset(self.rt, _renumbered(market), labels, B, K)
-        self.data.done.upload(np.zeros(B, np.int32))
+        self.data = DeviceDataset(self.rt, _renumbered(market), labels, B, K, cursor=sim.cursor)
         self.encoder = Encoder(self.rt, self.params, B, K, self.data.features, self.precision)
         self.actor = Actor(self.rt, self.params, self.isv, h=self.encoder.h, pos=sim.pos,
                            features=self.data.features, batch=B, window=K, tick=ctx.tick, actor=self.actor_kind,
@@ -80,7 +80,6 @@ class AgentPolicy:
             self.actor.reset(0)
         cursor = np.asarray(ctx.cursor, np.int64)
         ok = cursor >= self._first_ok[cursor]
-        self.data.cursors.upload(np.where(ok, cursor, self._first_ok[cursor]).astype(np.int32))
         for plan in self.plans:
             plan.launch(self.rt.stream)
         actions = self.actor.actions.download()

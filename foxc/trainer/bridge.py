@@ -12,8 +12,7 @@ BLOCK = 256
 PERCEPTION_LOGITS = 3 * HORIZONS
 
 BRIDGE_BEFORE_ACT = KernelSpec("bridge_before_act", "trainer/bridge", (
-    ptr("cursors"), ptr("last"), ptr("labels_out"), ptr("sim_cursor"), ptr("sim_end"), ptr("labels"), ptr("mask"),
-    i32("B")))
+    ptr("labels_out"), ptr("labels"), ptr("mask"), i32("B")))
 BRIDGE_AFTER_SIM = KernelSpec("bridge_after_sim", "trainer/bridge", (
     ptr("pos"), ptr("trade_log"), ptr("prev_trades"), ptr("closed"), ptr("closed_pnl"), ptr("drawdown"),
     f32("money_scale"), i32("trade_cap"), i32("B")))
@@ -24,11 +23,8 @@ def grid(B: int) -> int:
 
 
 @reference(BRIDGE_BEFORE_ACT)
-def _bridge_before_act(launch, cursors, last, labels_out, sim_cursor, sim_end, labels, mask, B):
+def _bridge_before_act(launch, labels_out, labels, mask, B):
     B = int(B)
-    c = cursors.i32(B).astype(np.int64)
-    sim_cursor.i64(B)[:] = c
-    sim_end.i64(B)[:] = np.where(last.i32(B) != 0, c, c + 1)
     planes = labels_out.f32(LABEL_PLANES * B * HORIZONS).reshape(LABEL_PLANES, B, HORIZONS)
     lab = labels.f32(B * PERCEPTION_LOGITS).reshape(B, 3, HORIZONS)
     msk = mask.f32(B * PERCEPTION_LOGITS).reshape(B, 3, HORIZONS)

@@ -2,8 +2,8 @@
 
 The step, top to bottom (each line one phase; `phases` holds them in this order):
 
-  gather       dataset: redraw finished cursors, gather windows [K, B, F] and label planes
-  bridge       simulator cursors, perception targets
+  gather       dataset: windows [K, B, F] and label planes at each backtest's cursor
+  bridge       perception targets
   encode       encoder forward: h_t for every backtest
   replay_push  the previous step's transition (its state, action, reward) enters the n-step rings
   state        the agent's state s_t = [h_t | position features] (and lots, the open trade's drawdown)
@@ -17,7 +17,7 @@ The step, top to bottom (each line one phase; `phases` holds them in this order)
   priorities   |TD| of the batch into the tree, tree rebuild
   control      step statistics, reward/PopArt, learning-rate plateau and fused controllers
   diagnostics  the step's frame into the mapped-pinned ring, the step counter, the ISV published to the host
-  advance      cursors move on
+  advance      cursors move on, or start new episodes (the next step gathers at them)
 
 Nothing here reads the host or allocates once built, so the whole list can be captured into one
 CUDA graph. The first step skips `replay_push` and `replay_flush` (there is no previous step);
@@ -65,12 +65,12 @@ class TrainStep:
         dev = rt.device_array
         self.isv = IsvBus(rt, device_resident=True)  # kernels use device memory; the host view is published
         self.data = DeviceDataset(rt, market, labels, B, K, seed=cfg.seed, max_episode_steps=cfg.episode_steps)
-        self.sim_cursor, self.sim_end = dev(B, np.int64, "sim_cursor"), dev(B, np.int64, "sim_end")
+        self.cursors = self.data.cursors  # the simulator acts where the dataset gathers
         fee = int(round(cfg.fee / MONEY_SCALE))
         # rewards in ticks per lot: a scale that holds still across instruments and training
         self.sim = LobSim(rt, LobSimConfig(n_backtests=B, lots_per_entry=cfg.lots_per_entry, fee_per_lot=fee,
-                                           reward_scale=1.0 / market.tick), self.data.records, self.sim_cursor,
-                          self.sim_end)
+                                           reward_scale=1.0 / market.tick), self.data.records,
+                          self.cursors.cursor, self.cursors.episode_end)
 
         # per-backtest arrays of the step
         self.labels, self.mask = dev((B, N_PERCEPTION), np.float32, "labels"), dev((B, N_PERCEPTION), np.float32, "mask")
@@ -110,8 +110,7 @@ class TrainStep:
         self.phases = [
             ("gather", [self.data.gather_plan]),
             ("bridge", [rt.plan(bridge.BRIDGE_BEFORE_ACT, g, bridge.BLOCK, (
-                self.data.cursors, self.data.last, self.data.labels_out, self.sim_cursor, self.sim_end, self.labels,
-                self.mask, B))]),
+                self.data.labels_out, self.labels, self.mask, B))]),
             ("encode", enc.forward),
             ("replay_push", self.replay.push_plans),
             ("state", act.state_plans),
@@ -137,7 +136,7 @@ class TrainStep:
                 one(agent.AGENT_LR_PLATEAU, self.isv, self.losses),
                 one(agent.AGENT_FUSED_CONTROLLERS, self.isv, self.stats)]),
             ("diagnostics", [self.diagnostics.plan, plan_step_increment(rt, self.isv), self.isv.publish_plan()]),
-            ("advance", [self.data.advance_plan]),
+            ("advance", [self.cursors.advance_plan]),
         ]
         self.skip_first = {"replay_push", "replay_flush"}
         self.reset(cfg.seed)
@@ -158,7 +157,7 @@ class TrainStep:
             self.isv[name] = value
 
     def reset(self, seed: int):
-        """A fresh run: bootstrap ISV, initial weights, empty replay, flat simulator, drawn cursors."""
+        """A fresh run: bootstrap ISV, initial weights, empty replay, flat simulator, new episodes."""
         self.apply_isv()
         self.learner.params.init(generator(seed, "weights"))
         self.actor.reset(seed)
@@ -167,7 +166,7 @@ class TrainStep:
                   self.td, self.stats):
             zero(a)
         self.losses.host[:] = 0.0
-        self.data.reset(seed)
+        self.cursors.reset(seed)
         self.sim.reset_state()
 
     @property

@@ -1,11 +1,10 @@
-"""The data kernels on a real GPU against their numpy references: gather, advances, whole episodes, graphs."""
+"""The data kernels on a real GPU against their numpy references: gather, cursor advance, whole episodes, graphs."""
 import numpy as np
 import pytest
 
 from foxc.data import cursors, gather
 from foxc.data.cursors import valid_starts
-from foxc.data.device import DeviceDataset, valid_cursors
-from foxc.rng import seed_states
+from foxc.data.device import DeviceDataset
 from foxc.data.features import FEATURES, GATHER_BLOCK, HORIZONS, LABEL_PLANES
 from foxc.data.labels import compute_labels
 from foxc.data.record import PRICE_UNDEF
@@ -20,52 +19,32 @@ def dataset(n, segments, seed):
     return data, compute_labels(data.records, data.tick)
 
 
-def gather_args(data, labels, B, K, rng, cursors, done, max_steps=0):
-    starts, ends = data.segment_bounds()
-    valid = valid_cursors(data, K)
-    return [data.records, labels, ends.astype(np.int32), valid,
-            cursors.astype(np.int32), rng.integers(0, 7, B).astype(np.int32), done.astype(np.int32),
-            poisoned(B, np.int32), seed_states(int(rng.integers(1 << 30)), B, "data"),
-            poisoned((K, B, FEATURES)), poisoned((LABEL_PLANES, B, HORIZONS)),
-            len(data.records), len(valid), B, K, data.tick, max_steps]
+def copies(args):
+    return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
 
 
 @pytest.mark.parametrize("B, K", [(1, 1), (37, 5), (1024, 32), (300, 128)])
 def test_gather_matches_reference(cuda_rt, ref_rt, rng, B, K):
     data, labels = dataset(60_000, 5, int(rng.integers(1 << 30)))
-    valid = valid_cursors(data, K)
-    cursors = np.where(rng.random(B) < 0.5, -1, valid[rng.integers(0, len(valid), B)])
-    done = rng.random(B) < 0.3
-    args = gather_args(data, labels, B, K, rng, cursors, done, max_steps=int(rng.integers(0, 4)))
+    starts, _ = data.segment_bounds()
+    # any row: about a third within K - 1 rows of their segment's first (the window repeats that first
+    # snapshot), the rest anywhere, the records' first and last rows included
+    near = starts[rng.integers(0, len(starts), B)] + rng.integers(0, K, B)
+    cursor = np.where(rng.random(B) < 0.33, near, rng.integers(0, len(data.records), B)).astype(np.int64)
+    cursor[rng.random(B) < 0.05] = 0
+    cursor[rng.random(B) < 0.05] = len(data.records) - 1
+    args = [data.records, labels, starts, cursor, poisoned((K, B, FEATURES)), poisoned((LABEL_PLANES, B, HORIZONS)),
+            len(data.records), B, K, data.tick]
     shared = gather.shared_bytes(K)
-    got = run_kernel(cuda_rt, gather.SAMPLE_AND_GATHER, B, GATHER_BLOCK, [a.copy() if isinstance(a, np.ndarray)
-                     else a for a in args], shared_bytes=shared)
-    want = run_kernel(ref_rt, gather.SAMPLE_AND_GATHER, B, GATHER_BLOCK, [a.copy() if isinstance(a, np.ndarray)
-                      else a for a in args], shared_bytes=shared)
-    names = ["records", "labels", "segment_end", "valid_cursors", "cursors", "episode_steps", "done", "last", "rng",
-             "features", "labels_out"]
+    got = run_kernel(cuda_rt, gather.GATHER_WINDOWS, B, GATHER_BLOCK, copies(args), shared_bytes=shared)
+    want = run_kernel(ref_rt, gather.GATHER_WINDOWS, B, GATHER_BLOCK, copies(args), shared_bytes=shared)
+    names = ["records", "labels", "segment_first", "cursor", "features", "labels_out"]
     for name, g, w in zip(names, got, want):
         if name == "features":
             assert not np.isnan(g).any(), "features left unwritten"
             assert_close(g, w, 1e-6, name)
         else:
             assert g.tobytes() == w.tobytes(), name
-
-
-def test_advance_matches_reference(cuda_rt, ref_rt, rng):
-    B = 5000
-    args = [rng.integers(0, 10**6, B).astype(np.int32), rng.integers(0, 100, B).astype(np.int32),
-            (rng.random(B) < 0.2).astype(np.int32), poisoned(B, np.int32), B]
-    got = run_kernel(cuda_rt, gather.ADVANCE_CURSORS, gather.advance_grid(B), gather.ADVANCE_BLOCK,
-                     [a.copy() if isinstance(a, np.ndarray) else a for a in args])
-    want = run_kernel(ref_rt, gather.ADVANCE_CURSORS, gather.advance_grid(B), gather.ADVANCE_BLOCK,
-                      [a.copy() if isinstance(a, np.ndarray) else a for a in args])
-    for g, w in zip(got, want):
-        assert np.array_equal(g, w)
-
-
-def copies(args):
-    return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
 
 
 @pytest.mark.parametrize("rows, B, episode_len", [(50_000, 1, 0), (50_000, 257, 1), (50_000, 5000, 17),
