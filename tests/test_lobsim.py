@@ -263,10 +263,19 @@ def test_env_episodes_stay_inside_segments(ref_rt, rng):
     env = LobEnv(snaps, 64, episode_len=30, rt=ref_rt)
     env.reset(3)
     seg = snaps["segment"]
+    seg_last = np.r_[np.flatnonzero(seg[1:] != seg[:-1]), seg.size - 1][seg]  # each row's segment's last row
+    prev = None
     for _ in range(70):
-        cur, end = env.cursor.download(), env.episode_end.download()
+        cur, end = env.cursors.cursor.download(), env.cursors.episode_end.download()
         assert np.all(seg[cur] == seg[end]) and np.all(end >= cur) and np.all(end - cur < 30)
-        env.step(np.zeros(64, np.int32))
+        if prev is not None:  # a new episode: a start with a row after it, cut at 30 rows or the segment's end
+            new = prev[0] >= prev[1]
+            assert np.all(cur[new] < seg_last[cur[new]])
+            np.testing.assert_array_equal(end[new], np.minimum(cur[new] + 29, seg_last[cur[new]]))
+            np.testing.assert_array_equal(cur[~new], prev[0][~new] + 1)
+        prev = cur, end
+        _, dones, _ = env.step(np.zeros(64, np.int32))
+        np.testing.assert_array_equal(dones != 0, cur >= end)
     env.close()
 
 

@@ -133,8 +133,7 @@ class Evaluator:
         trades: list[np.ndarray] = []
         taken = np.zeros(B, np.int64)
         env.reset(config.seed)
-        env.cursor.upload(start)              # each backtest walks its own chunk, once
-        env.episode_end.upload(chunks[:, 1] - 1)
+        env.cursors.place(start, chunks[:, 1] - 1)  # each backtest walks its own chunk, once
         equity = np.zeros(B, np.int64)
         lots = np.zeros(B, np.int32)
         rng = generator(config.seed, "evaluation")
@@ -144,7 +143,7 @@ class Evaluator:
             ctx = PolicyContext(records, cursor, active, lots, t, self.tick, config.greedy, rng, env.sim)
             act, probs = split_decision(policy(ctx), B)
             act = np.where(active, act, HOLD).astype(np.int32)
-            on_device = env.cursor.download()
+            on_device = env.cursors.cursor.download()
             if not (on_device[active] == cursor[active]).all():
                 raise RuntimeError("the simulator's cursors left their chunks")
             _, _, info = env.step(act)

@@ -10,7 +10,13 @@ One step of backtest b at cursor t (its observation is snapshot t):
    (at the episode's last snapshot the target is forced flat);
 3. pnl_track marks the position to the mid of snapshot t+1 (the mid it is held
    through; the current book's mid at the episode's end) and returns the reward;
-4. episode_advance moves the cursor to t+1, or draws a new episode where done.
+4. cursor_advance (foxc.data.cursors) moves the cursor to t+1, or draws a new episode where
+   one ended.
+
+Episodes: a start drawn uniformly among the snapshots that have at least one more in their
+segment, the episode cut at `episode_len` snapshots or at its segment's last one, whichever
+comes first (so long segments are drawn more often than short ones, and an episode that
+starts near its segment's end is shorter).
 
 Reward: the change of mark-to-mid equity over the step, net of fees, times
 `reward_scale` (default 1e-9, so price units per lot): the position's price move
@@ -22,59 +28,41 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.record import SNAPSHOT_DTYPE, segment_runs
+from ..data.cursors import Cursors
+from ..data.record import SNAPSHOT_DTYPE
 from ..driver import open_runtime
-from ..rng import seed_states
-from .kernels import EPISODE_ADVANCE
-from .sim import BLOCK, LobSim, LobSimConfig
+from .sim import LobSim, LobSimConfig
 
 
 class LobEnv:
     def __init__(self, snapshots: np.ndarray, n_backtests: int, *, episode_len: int = 0, rt=None,
                  backend: str | None = None, **config):
-        """`snapshots`: SNAPSHOT_DTYPE records, segments contiguous; `episode_len`: snapshots per episode
-        (0: a whole segment); `config`: the other LobSimConfig fields (fee_per_lot, lots_per_entry, ...)."""
+        """`snapshots`: SNAPSHOT_DTYPE records, segments contiguous; `episode_len`: snapshots per episode at
+        most (0: to the segment's end); `config`: the other LobSimConfig fields (fee_per_lot, lots_per_entry, ...)."""
         if snapshots.dtype != SNAPSHOT_DTYPE or snapshots.ndim != 1 or snapshots.size < 2:
             raise ValueError("snapshots must be a 1-D array of at least 2 SNAPSHOT_DTYPE records")
         if episode_len < 0:
             raise ValueError(f"episode_len must be >= 0, got {episode_len}")
         self.rt = rt if rt is not None else open_runtime(backend)
         self.host_snapshots = np.ascontiguousarray(snapshots)
-        first, last = segment_runs(self.host_snapshots["segment"])
-        if (last - first + 1 >= 2**32).any() or first.size >= 2**31:
-            raise ValueError("segments must be shorter than 2^32 snapshots and fewer than 2^31")
         self.n, self.episode_len = n_backtests, int(episode_len)
-        dev = self.rt.device_array
-        self.snapshots = dev(snapshots.size, SNAPSHOT_DTYPE, "env.snapshots")
+        self.cursors = Cursors(self.rt, self.host_snapshots["segment"], n_backtests, episode_len=self.episode_len,
+                               stream="episodes")
+        self.snapshots = self.rt.device_array(snapshots.size, SNAPSHOT_DTYPE, "env.snapshots")
         self.snapshots.upload(self.host_snapshots)
-        self.cursor = dev(n_backtests, np.int64, "env.cursor")
-        self.episode_end = dev(n_backtests, np.int64, "env.episode_end")
-        self.rng = dev(n_backtests, np.uint32, "env.rng")
-        self.seg_first = dev(first.size, np.int64, "env.seg_first")
-        self.seg_last = dev(last.size, np.int64, "env.seg_last")
-        self.seg_first.upload(first)
-        self.seg_last.upload(last)
-        for arr in (self.cursor, self.episode_end, self.rng):
-            arr.upload(np.zeros(arr.shape, arr.dtype))
         self.sim = LobSim(self.rt, LobSimConfig(n_backtests=n_backtests, **config), self.snapshots,
-                          self.cursor, self.episode_end)
-        self.advance_plan = self.rt.plan(
-            EPISODE_ADVANCE, (n_backtests + BLOCK - 1) // BLOCK, BLOCK,
-            (self.cursor, self.episode_end, self.sim.dones, self.rng, self.seg_first, self.seg_last,
-             self.episode_len, first.size, n_backtests))
+                          self.cursors.cursor, self.cursors.episode_end)
 
     def reset(self, seed: int) -> np.ndarray:
         """Fresh accounts and a new episode for every backtest, drawn from `seed`; returns the observation."""
         self.sim.reset_state()
-        self.rng.upload(seed_states(seed, self.n, "episodes"))
-        self.sim.dones.upload(np.ones(self.n, np.float32))
-        self.advance_plan.launch(self.rt.stream)
+        self.cursors.reset(seed)
         return self.observation()
 
     def launch_step(self, stream):
         """The whole step on the device (capturable): book, fill, PnL, then the cursors."""
         self.sim.launch_step(stream)
-        self.advance_plan.launch(stream)
+        self.cursors.advance(stream)
 
     def step(self, actions, stop_loss=None):
         """Apply `actions` (int [B]); `stop_loss` (bool [B], optional) forces open positions flat.
@@ -91,18 +79,18 @@ class LobEnv:
         pos = self.sim.positions()
         info = {name: pos[name].copy() for name in ("lots", "equity", "unrealized_pnl", "realized_pnl", "fees_paid",
                                                      "peak_equity", "trades", "wins", "pnl_sum", "last_episode_pnl")}
-        info["cursor"] = self.cursor.download()
+        info["cursor"] = self.cursors.cursor.download()
         return self.sim.rewards.download(), self.sim.dones.download(), info
 
     def observation(self) -> np.ndarray:
         """The snapshot each backtest acts on next (host copy)."""
         self.rt.stream.synchronize()
-        return self.host_snapshots[self.cursor.download()]
+        return self.host_snapshots[self.cursors.cursor.download()]
 
     def close(self):
         self.sim.close()
-        for arr in (self.snapshots, self.cursor, self.episode_end, self.rng, self.seg_first, self.seg_last):
-            arr.close()
+        self.cursors.close()
+        self.snapshots.close()
 
     def __enter__(self):
         return self

@@ -11,7 +11,6 @@ import numpy as np
 
 from ..data.record import LEVELS, PRICE_UNDEF, SNAPSHOT_DTYPE
 from ..driver import KernelSpec, f32, i32, i64, ptr, reference
-from ..rng import xorshift32
 from .layout import (BOOK_CROSSED, BOOK_OK, BOOK_UNREASONABLE, FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG,
                      POSITION_DTYPE, REASON_EPISODE_END, REASON_SIGNAL, REASON_STOP_LOSS, SHORT, TRADE_DTYPE)
 
@@ -34,13 +33,6 @@ PNL_TRACK = KernelSpec(
     (ptr("snaps"), ptr("cursor"), ptr("episode_end"), ptr("mid_x2"), ptr("pos"), ptr("trade_log"),
      ptr("rewards"), ptr("dones"), i64("min_px"), i64("max_px"), f32("reward_scale"), i32("trade_cap"), i32("n")),
     doc="mark to mid, rewards, closed-trade statistics, episode ends")
-
-EPISODE_ADVANCE = KernelSpec(
-    "episode_advance", "lobsim/episode",
-    (ptr("cursor"), ptr("episode_end"), ptr("dones"), ptr("rng"), ptr("seg_first"), ptr("seg_last"),
-     i64("episode_len"), i32("n_segments"), i32("n")),
-    doc="cursor += 1, or a new episode drawn where dones[b] != 0")
-
 
 def tdiv(a, b):
     """C's truncating integer division, elementwise (b != 0)."""
@@ -240,29 +232,3 @@ def _pnl_track(launch, snaps, cursor, episode_end, mid_x2, pos, trade_log, rewar
     peak[end] = equity[end]
     P["peak_equity"] = peak
     dones.f32(n)[:] = at_end.astype(np.float32)
-
-
-@reference(EPISODE_ADVANCE)
-def _episode_advance(launch, cursor, episode_end, dones, rng, seg_first, seg_last, episode_len, n_segments, n):
-    n, n_seg, ep_len = int(n), int(n_segments), int(episode_len)
-    cur, end = cursor.i64(n), episode_end.i64(n)
-    redraw = np.flatnonzero(dones.f32(n) != 0)
-    go_on = np.flatnonzero(dones.f32(n) == 0)
-    cur[go_on] += 1
-    if redraw.size == 0:
-        return
-    s = xorshift32(rng.u32(n)[redraw])
-    seg = ((s.astype(np.uint64) * np.uint64(n_seg)) >> np.uint64(32)).astype(np.int64)
-    first, last = seg_first.i64()[seg], seg_last.i64()[seg]
-    span = last - first + 1
-    start, stop = first.copy(), last.copy()
-    if ep_len > 0:
-        long = np.flatnonzero(span > ep_len)
-        s_long = xorshift32(s[long])
-        windows = (span[long] - ep_len + 1).astype(np.uint64)
-        start[long] = first[long] + ((s_long.astype(np.uint64) * windows) >> np.uint64(32)).astype(np.int64)
-        stop[long] = start[long] + ep_len - 1
-        s[long] = s_long
-    rng.u32(n)[redraw] = s
-    cur[redraw] = start
-    end[redraw] = stop

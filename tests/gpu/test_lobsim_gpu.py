@@ -7,7 +7,7 @@ import pytest
 
 from foxc.lobsim import LobEnv
 from foxc.lobsim.books import random_books
-from foxc.lobsim.kernels import BOOK_UPDATE, EPISODE_ADVANCE, PNL_TRACK, SUBMIT_MARKET
+from foxc.lobsim.kernels import BOOK_UPDATE, PNL_TRACK, SUBMIT_MARKET
 from foxc.lobsim.sim import BLOCK
 from foxc.testing import poisoned, run_kernel
 
@@ -84,16 +84,25 @@ def test_pnl_track_matches_reference(cuda_rt, ref_rt, rng, n):
 
 
 @pytest.mark.parametrize("episode_len", [0, 1, 17])
-def test_episode_advance_matches_reference(cuda_rt, ref_rt, rng, episode_len):
-    n = 5000
-    first = np.array([0, 100, 101, 4000], np.int64)
-    last = np.array([99, 100, 3999, 4999], np.int64)
-    dones = (rng.random(n) < 0.5).astype(np.float32)
-    cursor = rng.integers(0, 4000, n).astype(np.int64)
-    args = [cursor, poisoned(n, np.int64), dones, rng.integers(1, 2**32, n, dtype=np.uint32),
-            first, last, episode_len, first.size, n]
-    got, want = both(cuda_rt, ref_rt, EPISODE_ADVANCE, n, args)
-    assert_identical(got, want, EPISODE_ADVANCE)
+def test_env_matches_reference_with_its_episodes(cuda_rt, ref_rt, rng, episode_len):
+    """Whole LobEnv steps, the cursors' draws included, on both backends from one seed: the same bits."""
+    snaps = random_books(3000, rng, segments=4, bad_frac=0.02)
+    n, seed = 700, int(rng.integers(1 << 30))
+    envs = [LobEnv(snaps, n, episode_len=episode_len, rt=rt, fee_per_lot=FEE, lots_per_entry=2)
+            for rt in (cuda_rt, ref_rt)]
+    for e in envs:
+        e.reset(seed)
+    for t in range(60):
+        acts = rng.integers(0, 5, n)
+        (r_gpu, d_gpu, i_gpu), (r_ref, d_ref, i_ref) = (e.step(acts) for e in envs)
+        assert np.array_equal(r_gpu, r_ref) and np.array_equal(d_gpu, d_ref), f"step {t}"
+        for name in ("cursor", "lots", "equity", "trades"):
+            assert np.array_equal(i_gpu[name], i_ref[name]), f"step {t}: {name}"
+        ends = [e.cursors.episode_end.download() for e in envs]
+        assert np.array_equal(*ends), f"step {t}: episode_end"
+    assert envs[0].sim.positions()["episodes"].sum() > 0
+    for e in envs:
+        e.close()
 
 
 def test_whole_run_matches_reference_bit_for_bit(cuda_rt, ref_rt, rng):
