@@ -1,7 +1,7 @@
 """What a component carries from one step to the next, declared where it is allocated.
 
     keep = self.persistent = Persistent()
-    self.cursors = keep("cursors", rt.device_array(B, np.int32, "cursors"))
+    self.cursor = keep("cursor", rt.device_array(B, np.int64, "cursors.cursor"))
 
 The checkpoint (foxc.trainer.state) saves and restores every component's `persistent` arrays by
 name; scratch that every step rewrites is allocated plainly and never saved."""
