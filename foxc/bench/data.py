@@ -69,7 +69,7 @@ def bench_gather(rt, B: int, K: int, launches: int) -> dict:
             ds.advance()
         us = harness.time_launches(rt, ds.gather, launches).gpu_ms * 1e3 / launches
     moved = B * K * SNAPSHOT_BYTES + B * K * FEATURES * 4 + 2 * LABEL_PLANES * B * HORIZONS * 4
-    row = {"what": f"gpu_sample_and_gather B={B} K={K}", "count": launches, "us": round(us, 2),
+    row = {"what": f"gather_windows B={B} K={K}", "count": launches, "us": round(us, 2),
            "rate": f"{moved / (us * 1e-6) / 1e9:.1f} GB/s"}
     peak = hbm_bytes_per_s(rt)
     if peak:
