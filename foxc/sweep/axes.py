@@ -19,10 +19,9 @@ import itertools
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..cli import UsageError
 from ..isv.registry import SLOTS, slot
+from ..rng import generator
 from ..trainer.config import ConfigError, add_config_arguments, merge_isv, parse_settings
 
 MEASURED = "every point must be measured on the same data and held-out rows: give it as a training flag"
@@ -186,13 +185,13 @@ def parse_axes(grid: list[str], ranges: list[str], draws: int | None) -> list[Ax
 
 def points(axes: list[Axis], draws: int | None, sweep_seed: int) -> list[dict]:
     """Every point as {axis name: value}: the grid's product, crossed with `draws` random draws of the
-    range axes from numpy's generator seeded with `sweep_seed`."""
+    range axes (foxc.rng's generator of `sweep_seed`, stream "sweep")."""
     grid = [a for a in axes if a.values]
     ranged = [a for a in axes if a.bounds]
     combos = [dict(zip([a.name for a in grid], values)) for values in itertools.product(*(a.values for a in grid))]
     if not ranged:
         return combos
-    u = np.random.default_rng(sweep_seed).random((draws, len(ranged)))
+    u = generator(sweep_seed, "sweep").random((draws, len(ranged)))
     drawn = [{a.name: a.draw(float(q)) for a, q in zip(ranged, row)} for row in u]
     return [{**c, **d} for c in combos for d in drawn]
 
