@@ -134,7 +134,7 @@ def sweep_plot(points: list[dict], axes: list[str], label: str, out_png: Path) -
         if p["mean"] is not None:
             lines.setdefault(tuple(p["axes"][a] for a in others), []).append(p)
     fig, ax = plt.subplots(figsize=(7, 4))
-    for key, members in lines.items():
+    for key, members in sorted(lines.items(), key=lambda kv: [_order(v) for v in kv[0]]):
         members.sort(key=lambda p: position(p["axes"][first]))
         ax.errorbar([position(p["axes"][first]) for p in members], [p["mean"] for p in members],
                     yerr=[p["se"] or 0.0 for p in members], marker="o", capsize=3, lw=1,
@@ -152,3 +152,8 @@ def sweep_plot(points: list[dict], axes: list[str], label: str, out_png: Path) -
     fig.savefig(out_png, dpi=100)
     plt.close(fig)
     return [Path(out_png)]
+
+
+def _order(value) -> tuple:
+    """Numbers by value, then anything else by its text (a legend in the axes' order)."""
+    return (0, value, "") if isinstance(value, (int, float)) else (1, 0, str(value))
