@@ -606,7 +606,11 @@ def bench_torch(torch, market: TorchMarket, cfg: PeerConfig, steps: int, device,
 
 def bench_foxc(market, labels, B: int, steps: int, K: int, capacity: int, precision: str, rt) -> dict:
     from foxc.bench.train import bench_one
-    r = bench_one(rt, market, labels, B, steps, K, capacity, precision)
+    from foxc.trainer.config import TrainConfig
+    from foxc.trainer.session import RunData
+    cfg = TrainConfig(n_backtests=B, n_steps=0, seq_len=K, per_capacity=capacity, synthetic_rows=len(market.records),
+                      precision=precision, graph="on", log_every=10**9, checkpoint_every=0)
+    r = bench_one(rt, cfg, RunData(market, labels, None, None, {"source": "synthetic"}), steps)
     return {"foxc_kernels": r["kernels"], "foxc_eager_sps": r["eager_sps"], "foxc_graph_sps": r["graph_sps"],
             "foxc_gpu_busy": r["gpu_busy"]}
 

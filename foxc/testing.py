@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .driver import KernelSpec, Runtime
+
 
 def poisoned(shape, dtype=np.float32) -> np.ndarray:
     """An output buffer full of values no kernel should leave behind: NaN for floats, all-ones bits otherwise."""
@@ -21,7 +23,7 @@ def poisoned(shape, dtype=np.float32) -> np.ndarray:
     return out
 
 
-def upload_args(rt, args, stream=None):
+def upload_args(rt: Runtime, args, stream=None):
     """Device copies of the numpy arrays in `args` (scalars pass through); returns (launch args, arrays)."""
     launch_args, arrays = [], []
     for i, a in enumerate(args):
@@ -35,7 +37,8 @@ def upload_args(rt, args, stream=None):
     return launch_args, arrays
 
 
-def run_kernel(rt, spec, grid, block, args, shared_bytes: int = 0, repeat: int = 1) -> list[np.ndarray]:
+def run_kernel(rt: Runtime, spec: KernelSpec, grid, block, args, shared_bytes: int = 0,
+               repeat: int = 1) -> list[np.ndarray]:
     """Launch `spec` once (or `repeat` times) on fresh device copies of the array arguments; download them all."""
     launch_args, arrays = upload_args(rt, args)
     plan = rt.plan(spec, grid, block, launch_args, shared_bytes)

@@ -10,11 +10,12 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .cli import ArgumentParser, describe, fail, output_dir, user_errors
+from .cli import ArgumentParser, UsageError, describe, fail, output_dir, user_errors
 from .driver import BACKENDS, CudaError, open_runtime
 from .profile import KernelProfiler, add_profile_args, profile_window
 from .isv.registry import setting_problem
 from .trainer.config import ConfigError, ConfigFile, add_config_arguments, config_settings, merge_isv
+from .trainer import tensorboard
 
 PROG = "foxc.train"
 # --graph on with the reference backend: there is no CUDA graph on the CPU; the reference runtime
@@ -37,6 +38,8 @@ def parse_args(argv=None):
     add("--overwrite", action="store_true", help="allow --out to name a directory that holds another run")
     add("--checkpoint-on-exit", action="store_true",
         help="on Ctrl-C or SIGTERM, also save a checkpoint of the step reached (the run stops cleanly either way)")
+    add("--tensorboard", action="store_true",
+        help="also write TensorBoard scalars into RUN_DIR/tensorboard (needs: pip install 'foxc[tensorboard]')")
     add_profile_args(ap)
     return ap.parse_args(argv)
 
@@ -57,6 +60,8 @@ def main(argv=None) -> int:
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     run_dir, trainer = None, None
     try:
+        if args.tensorboard and not tensorboard.available():
+            raise UsageError(f"--tensorboard needs tensorboardX: {tensorboard.INSTALL}")
         config_file = ConfigFile.read(args.config_file) if args.config_file else None
         given = config_file.under(config_settings(args)) if config_file else config_settings(args)
         rt = open_runtime(args.backend)
@@ -94,8 +99,9 @@ def main(argv=None) -> int:
         trainer.set_profiling(args.profile_steps, kernels)
         write_config(out, rt, cfg, data, config_file, args.resume_from, isv_changes)
         log(describe_training(trainer, cfg, out))
+        board = tensorboard.TensorBoardLog(out, trainer.ts.isv) if args.tensorboard else None
         with StopOnSignal() as stop:
-            summary = train_logged(trainer, cfg, out, stop)
+            summary = train_logged(trainer, cfg, out, stop, board)
         if stop.requested and not args.checkpoint_on_exit:
             write_json(out / "summary.json", summary)
             print(f"foxc.train: stopped by {stop.requested} at step {trainer.steps_done}; the last checkpoint is "
@@ -153,7 +159,6 @@ def run(rt, cfg, out: Path, log=lambda msg: None) -> dict:
 def load_data_logged(cfg, log):
     """The run's data (foxc.trainer.session.run_data), its validation summary logged; a file of --data
     that cannot be read is refused naming the flag."""
-    from .cli import UsageError
     from .data import DataError
     from .trainer.session import run_data
     try:
@@ -184,10 +189,11 @@ def write_config(out: Path, rt, cfg, data, config_file=None, resumed_from=None, 
                                                            for n, o, v in isv_changes]})
 
 
-def train_logged(trainer, cfg, out: Path, stop=None) -> dict:
-    """cfg.n_steps more steps, their records in out/metrics.jsonl; the summary."""
+def train_logged(trainer, cfg, out: Path, stop=None, board=None) -> dict:
+    """cfg.n_steps more steps, their records in out/metrics.jsonl (and TensorBoard's, given `board`); the summary."""
     from .trainer.metrics import MetricsLog
-    metrics = MetricsLog(out / "metrics.jsonl", trainer.steps_done + cfg.n_steps)
+    metrics = MetricsLog(out / "metrics.jsonl", trainer.steps_done + cfg.n_steps, start_step=trainer.steps_done,
+                         tensorboard=board)
     try:
         return trainer.train(cfg.n_steps, metrics, cfg.checkpoint_every, stop=stop)
     finally:
@@ -226,7 +232,6 @@ def kept_isv(saved, log) -> tuple[tuple[str, float], ...]:
 def resume_meta(path: Path) -> dict:
     """The meta of the checkpoint --resume-from names; a file that is not one is refused naming the flag."""
     from .checkpoint import CheckpointError
-    from .cli import UsageError
     from .trainer.rundir import checkpoint_meta
     try:
         return checkpoint_meta(path)

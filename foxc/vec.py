@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .driver import KernelSpec, f32, i64, ptr, reference, u32
+from .driver import KernelSpec, Runtime, f32, i64, ptr, reference, u32
 
 MODULE = "vec/elementwise"
 BLOCK = 256
@@ -21,7 +21,7 @@ def grid_for(n: int) -> int:
     return max(1, min((int(n) + BLOCK - 1) // BLOCK, MAX_BLOCKS))
 
 
-def plan_elementwise(rt, spec: KernelSpec, *args):
+def plan_elementwise(rt: Runtime, spec: KernelSpec, *args):
     """A launch plan for one of the kernels above; the element count is the last argument."""
     return rt.plan(spec, grid_for(args[-1]), BLOCK, args)
 

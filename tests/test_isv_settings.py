@@ -346,5 +346,6 @@ def test_the_command_defaults_leave_room_for_more_commands():
     assert isv_cli.with_command(["--json"]) == ["list", "--json"]
     assert isv_cli.with_command(["lr_q"]) == ["show", "lr_q"]
     assert isv_cli.with_command(["show", "lr_q"]) == ["show", "lr_q"]
-    assert set(isv_cli.COMMANDS) == {"list", "show"}
+    assert set(isv_cli.COMMANDS) == {"list", "show", "set"}
+    assert isv_cli.with_command(["set", "runs/a", "lr_q=1e-3"]) == ["set", "runs/a", "lr_q=1e-3"]
     assert slot("lr_q").settable

@@ -3,7 +3,7 @@ import pytest
 
 from foxc.driver import CudaError, DevPtr, KernelSpec, f32, i32, i64, ptr, u32
 from foxc.driver.kernel_spec import convert_args, pack_slot, PTR, F32
-from foxc.driver.module import verify_params
+from foxc.driver.kernel_spec import verify_params
 
 SPEC = KernelSpec("k", "m/k", (ptr("x"), i32("a"), i64("b"), f32("c"), u32("d"), ptr("y")))
 

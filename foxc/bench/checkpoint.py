@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from ..checkpoint import AdamState, CheckpointSaver, encode_checkpoint, expected_from, read_checkpoint
-from ..cli import ArgumentParser, UsageError, open_runtime, output_dir, output_file, positive_int, run as run_cli
-from ..driver import BACKENDS
+from ..cli import UsageError, output_dir, positive_int
 from ..isv.registry import SLOTS
+from . import harness
 from .report import table, write_json
 
 OBS = 128
@@ -102,27 +102,24 @@ def run(batch: int, per: int, repeats: int, directory: Path) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    ap = ArgumentParser(prog="python -m foxc.bench checkpoint", description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", choices=BACKENDS, default=None)
+    ap = harness.parser("checkpoint", __doc__)
     ap.add_argument("--batch", type=positive_int, default=1024, help="environments B (default 1024)")
     ap.add_argument("--per", type=positive_int, default=None, help="replay capacity (default 65536; 8192 on reference)")
     ap.add_argument("--repeats", type=positive_int, default=3, help="saves and loads timed; the median is shown")
     ap.add_argument("--dir", help="where to write: a new or empty directory (default: a temporary directory, "
                                   "removed afterwards)")
-    ap.add_argument("--json", help="also write the results here")
-    args = ap.parse_args(argv)
-    return run_cli(ap.prog, lambda: _main(args))
+    return harness.run(ap, argv, _main, check=_check_dir)
 
 
-def _main(args) -> int:
+def _check_dir(args):
     if args.dir:  # the saver keeps the newest two checkpoint-<n>.foxc: never among a user's files
         output_dir("--dir", args.dir)
         if Path(args.dir).is_dir() and any(Path(args.dir).iterdir()):
             raise UsageError(f"--dir {args.dir}: the directory holds files (the benchmark writes and removes "
                              "checkpoint files there: give a new or empty directory)")
-    if args.json:
-        output_file("--json", args.json)
-    rt = open_runtime(args.backend)
+
+
+def _main(args, rt) -> int:
     per = args.per if args.per is not None else (65536 if rt.backend == "cuda" else 8192)
     directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="foxc-bench-ckpt-"))
     try:

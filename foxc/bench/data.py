@@ -9,17 +9,14 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from ..data.device import DeviceDataset
-from ..data.features import FEATURES, HORIZONS, LABEL_PLANES
+from ..data.features import FEATURES, GATHER_MAX_K, HORIZONS, LABEL_PLANES
 from ..data.labels import compute_labels
 from ..data.parquet import read_parquet, write_parquet
 from ..data.record import SNAPSHOT_BYTES
 from ..data.synthetic import generate, synthetic_data
-from ..cli import ArgumentParser, int_at_least, open_runtime, output_file, positive_int, run as run_cli
-from ..data.features import GATHER_MAX_K
-from ..driver import BACKENDS
+from ..cli import int_at_least, positive_int
+from . import harness
 from .report import table, write_json
 
 
@@ -70,14 +67,7 @@ def bench_gather(rt, B: int, K: int, launches: int) -> dict:
         for _ in range(3):
             ds.gather()
             ds.advance()
-        rt.stream.synchronize()
-        start, end = rt.event("start"), rt.event("end")
-        start.record(rt.stream)
-        for _ in range(launches):
-            ds.gather()
-        end.record(rt.stream)
-        end.synchronize()
-        us = start.elapsed_ms(end) * 1e3 / launches
+        us = harness.time_launches(rt, ds.gather, launches).gpu_ms * 1e3 / launches
     moved = B * K * SNAPSHOT_BYTES + B * K * FEATURES * 4 + 2 * LABEL_PLANES * B * HORIZONS * 4
     row = {"what": f"gpu_sample_and_gather B={B} K={K}", "count": launches, "us": round(us, 2),
            "rate": f"{moved / (us * 1e-6) / 1e9:.1f} GB/s"}
@@ -88,21 +78,15 @@ def bench_gather(rt, B: int, K: int, launches: int) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = ArgumentParser(prog="python -m foxc.bench data", description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", choices=BACKENDS, default=None)
+    ap = harness.parser("data", __doc__)
     ap.add_argument("--rows", type=positive_int, default=2_000_000, help="snapshots in the Parquet file (default 2M)")
     ap.add_argument("--backtests", type=positive_int, default=1024, help="B (default 1024)")
     ap.add_argument("--window", type=int_at_least(1, GATHER_MAX_K), default=32, help="K (default 32)")
     ap.add_argument("--launches", type=positive_int, default=1000, help="timed gather launches (default 1000)")
-    ap.add_argument("--json", help="also write the results here")
-    args = ap.parse_args(argv)
-    return run_cli(ap.prog, lambda: _main(args))
+    return harness.run(ap, argv, _main)
 
 
-def _main(args) -> int:
-    if args.json:
-        output_file("--json", args.json)
-    rt = open_runtime(args.backend)
+def _main(args, rt) -> int:
     small = rt.backend != "cuda"
     rows = min(args.rows, 200_000) if small else args.rows
     B = min(args.backtests, 64) if small else args.backtests

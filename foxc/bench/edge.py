@@ -20,8 +20,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..cli import ArgumentParser, nonnegative_int, open_runtime, output_file, positive_int, run as run_cli
-from ..driver import BACKENDS
+from ..cli import nonnegative_int, positive_int
+from . import harness
 from .report import table, write_json
 
 MARKETS = ("easy", "default", "null", "noisy")
@@ -30,6 +30,14 @@ STEPS = {"cuda": {"easy": 2000, "default": 20000, "null": 20000, "noisy": 20000}
 EVAL_ROWS = {"cuda": 524_288, "reference": 32_768}
 GOALS = {"easy": 0.90, "default": 0.70}
 NULL_TRADES_PER_2000 = 1.0
+
+
+def parse_markets(text: str) -> list[str]:
+    markets = [m for m in text.split(",") if m]
+    unknown = [m for m in markets if m not in MARKETS]
+    if unknown or not markets:
+        raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown) or 'none given'} (known: {', '.join(MARKETS)})")
+    return markets
 
 
 def parse_steps(text: str) -> dict[str, int]:
@@ -93,9 +101,8 @@ def fmt(row: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = ArgumentParser(prog="python -m foxc.bench edge", description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", choices=BACKENDS, default=None)
-    ap.add_argument("--markets", default=",".join(MARKETS), help="comma-separated named markets")
+    ap = harness.parser("edge", __doc__)
+    ap.add_argument("--markets", type=parse_markets, default=",".join(MARKETS), help="comma-separated named markets")
     ap.add_argument("--seeds", type=positive_int, default=3, help="seeds per market (0, 1, ...)")
     ap.add_argument("--steps", type=parse_steps, default={}, help="MARKET=STEPS,... (default: the goals' budgets)")
     ap.add_argument("--n-backtests", type=positive_int, default=None)
@@ -104,22 +111,14 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-every", type=nonnegative_int, default=0,
                     help="also evaluate every N steps (the learning curve)")
     ap.add_argument("--actor", choices=("q", "policy"), default=None)
-    from ..trainer.config import isv_setting
+    from ..isv.registry import isv_setting
     ap.add_argument("--set", dest="isv", action="append", type=isv_setting, default=None, metavar="NAME=VALUE")
-    ap.add_argument("--json", help="also write the results here")
-    args = ap.parse_args(argv)
-    markets = [m for m in args.markets.split(",") if m]
-    unknown = [m for m in markets if m not in MARKETS]
-    if unknown or not markets:
-        ap.error(f"--markets: unknown {', '.join(unknown) or 'none given'} (known: {', '.join(MARKETS)})")
-    return run_cli(ap.prog, lambda: _main(args, markets))
+    return harness.run(ap, argv, _main)
 
 
-def _main(args, markets: list[str]) -> int:
+def _main(args, rt) -> int:
     from ..trainer.config import TrainConfig
-    if args.json:
-        output_file("--json", args.json)
-    rt = open_runtime(args.backend)
+    markets = args.markets
     steps = {**STEPS[rt.backend], **args.steps}
     args.eval_rows = args.eval_rows or EVAL_ROWS[rt.backend]
     given = dict(n_backtests=args.n_backtests, seq_len=args.seq_len, eval_rows=args.eval_rows,

@@ -19,14 +19,14 @@ from pathlib import Path
 import numpy as np
 
 from ..data.synthetic import synthetic_data
-from ..cli import ArgumentParser, int_at_least, open_runtime, output_file, positive_int, run as run_cli
-from ..driver import BACKENDS
+from ..cli import int_at_least, positive_int
 from ..evaluate.baseline import TRAINER
 from ..data.features import FEATURES
 from ..evaluate.agent import AgentPolicy
 from ..evaluate.runner import EvalConfig, Evaluator
 from ..isv import IsvBus
 from ..nn.model import HIDDEN_DIM, Parameters
+from . import harness
 from .report import table, write_json
 
 CHUNKS = (16, 256, 4096)
@@ -35,21 +35,15 @@ MIN_ROWS = 1_000  # the baseline fitted on as many rows needs enough mid moves
 
 
 def main(argv=None) -> int:
-    ap = ArgumentParser(prog="python -m foxc.bench evaluate", description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", choices=BACKENDS, default=None)
+    ap = harness.parser("evaluate", __doc__)
     ap.add_argument("--rows", type=int_at_least(MIN_ROWS), default=ROWS,
                     help=f"snapshots in the evaluated window, at least {MIN_ROWS:,} (default {ROWS:,})")
     ap.add_argument("--chunks", type=positive_int, action="append",
                     help=f"backtests side by side (repeatable; default {', '.join(map(str, CHUNKS))})")
-    ap.add_argument("--json", help="also write the results here")
-    args = ap.parse_args(argv)
-    return run_cli(ap.prog, lambda: _main(args))
+    return harness.run(ap, argv, _main)
 
 
-def _main(args) -> int:
-    if args.json:
-        output_file("--json", args.json)
-    rt = open_runtime(args.backend)
+def _main(args, rt) -> int:
     rows_n, chunks = args.rows, args.chunks or list(CHUNKS)
     if rt.backend != "cuda":  # keep the reference smoke run small
         rows_n, chunks = min(rows_n, 4_000), sorted({min(c, 64) for c in chunks})

@@ -19,12 +19,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..agent.layout import N_POSITION_FEATURES
-from ..cli import ArgumentParser, open_runtime, output_dir, output_file, positive_int, run as run_cli
-from ..driver import BACKENDS
+from ..cli import output_dir, positive_int
 from ..isv import IsvBus
 from ..nn import matmul, model
 from ..nn.heads import N_ACTIONS, N_PERCEPTION, Q_OUTPUTS
 from ..profile import KernelProfiler, ProfilerWindow, add_profile_args, profile_window
+from . import harness
 from .report import table, write_json
 
 
@@ -45,24 +45,8 @@ def heads_flops(B, D, R=model.RL_HIDDEN) -> float:
 
 def time_plans(rt, plans, iters: int) -> tuple[float, int]:
     """(milliseconds per run of `plans`, kernels in it): a captured graph replayed `iters` times."""
-    for p in plans:
-        p.launch(rt.stream)
-    with rt.capture(name="bench") as cap:
-        for p in plans:
-            p.launch(rt.stream)
-    graph = cap.graph
-    graph.launch(rt.stream)
-    rt.stream.synchronize()
-    start, end = rt.event("start"), rt.event("end")
-    start.record(rt.stream)
-    for _ in range(iters):
-        graph.launch(rt.stream)
-    end.record(rt.stream)
-    end.synchronize()
-    ms = start.elapsed_ms(end) / iters
-    kernels = graph.kernel_count
-    graph.close()
-    return ms, kernels
+    t, kernels = harness.time_graph(rt, plans, iters)
+    return t.gpu_ms / iters, kernels
 
 
 def peak_tflops(rt, precision: str, n: int, iters: int) -> float:
@@ -81,32 +65,29 @@ def peak_tflops(rt, precision: str, n: int, iters: int) -> float:
 
 
 def main(argv=None) -> int:
-    ap = ArgumentParser(prog="python -m foxc.bench learn", description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", choices=BACKENDS, default=None)
+    ap = harness.parser("learn", __doc__)
     ap.add_argument("--batch", type=positive_int, default=1024)
     ap.add_argument("--window", type=positive_int, default=32)
     ap.add_argument("--features", type=positive_int, default=40)
     ap.add_argument("--iters", type=positive_int, default=50)
-    ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--encoder", choices=tuple(ENCODERS), default="auto",
                     help="the encoder's kernels: fused projection and scan, separate, or auto (fused where they "
                          "fill the GPU): for A/B timing")
     add_profile_args(ap)
     ap.add_argument("--precision", choices=matmul.PRECISIONS, default="f32", help="the profiled step's precision")
     ap.add_argument("--out", default=".", help="where --profile writes profile.json (default: here)")
-    args = ap.parse_args(argv)
-    return run_cli(ap.prog, lambda: _main(args))
+    return harness.run(ap, argv, _main, check=_check_out)
 
 
 ENCODERS = {"auto": None, "fused": True, "separate": False}
 
 
-def _main(args) -> int:
-    if args.json:
-        output_file("--json", args.json)
+def _check_out(args):
     if args.profile:
         output_dir("--out", args.out)
-    rt = open_runtime(args.backend)
+
+
+def _main(args, rt) -> int:
     if rt.backend == "cuda":
         B, K, F, D, iters, peak_n = args.batch, args.window, args.features, model.HIDDEN_DIM, args.iters, 4096
     else:  # numpy: tiny shapes, a smoke run

@@ -8,33 +8,18 @@ not a steady state. A graph holds ACTION_POOL whole steps and is replayed.
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
-from ..cli import ArgumentParser, int_at_least, open_runtime, output_file, positive_int, run as run_cli
-from ..driver import BACKENDS
+from ..cli import int_at_least, positive_int
 from ..lobsim.books import random_books
 from ..lobsim.env import LobEnv
+from . import harness
 from .report import table, write_json
 
 SIZES = (1024, 16384, 65536)
 ACTION_POOL = 8
 SNAPSHOTS = 50_000
 EPISODE_LEN = 2_000
-
-
-def _timed(rt, run, steps: int) -> tuple[float, float]:
-    """(wall seconds, device seconds) of `run(steps)` after the stream is idle."""
-    rt.stream.synchronize()
-    start, end = rt.event("start"), rt.event("end")
-    t0 = time.perf_counter()
-    start.record(rt.stream)
-    run(steps)
-    end.record(rt.stream)
-    rt.stream.synchronize()
-    wall = time.perf_counter() - t0
-    return wall, start.elapsed_ms(end) / 1e3
 
 
 def bench_size(rt, snaps, n: int, steps: int, rng) -> list[dict]:
@@ -56,14 +41,13 @@ def bench_size(rt, snaps, n: int, steps: int, rng) -> list[dict]:
     graph = cap.graph
     graph.launch(rt.stream)
     rows = []
-    for mode, run in (("eager", lambda r: [one_round() for _ in range(r)]),
-                      ("graph", lambda r: [graph.launch(rt.stream) for _ in range(r)])):
-        wall, dev = _timed(rt, run, rounds)
+    for mode, launch in (("eager", one_round), ("graph", lambda: graph.launch(rt.stream))):
+        t = harness.time_launches(rt, launch, rounds)
         done = rounds * ACTION_POOL
         rows.append({"B": n, "mode": mode, "steps": done,
-                     "us_per_step": round(wall / done * 1e6, 2),
-                     "gpu_us_per_step": round(dev / done * 1e6, 2) if rt.backend == "cuda" else "",
-                     "env_steps_per_s": f"{n * done / wall:.3e}"})
+                     "us_per_step": round(t.wall_s / done * 1e6, 2),
+                     "gpu_us_per_step": round(t.gpu_ms / done * 1e3, 2) if rt.backend == "cuda" else "",
+                     "env_steps_per_s": f"{n * done / t.wall_s:.3e}"})
     stats = env.sim.stats()
     rows[-1]["trades"] = stats["trades"]
     graph.close()
@@ -73,20 +57,14 @@ def bench_size(rt, snaps, n: int, steps: int, rng) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    ap = ArgumentParser(prog="python -m foxc.bench lobsim", description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", choices=BACKENDS, default=None)
+    ap = harness.parser("lobsim", __doc__)
     ap.add_argument("--n-backtests", type=int_at_least(1, 2**31 - 1), action="append",
                     help=f"backtests per run (repeatable; default {', '.join(map(str, SIZES))})")
     ap.add_argument("--steps", type=positive_int, default=800, help="steps timed per size and mode (default 800)")
-    ap.add_argument("--json", help="also write the results here")
-    args = ap.parse_args(argv)
-    return run_cli(ap.prog, lambda: _main(args))
+    return harness.run(ap, argv, _main)
 
 
-def _main(args) -> int:
-    if args.json:
-        output_file("--json", args.json)
-    rt = open_runtime(args.backend)
+def _main(args, rt) -> int:
     sizes = args.n_backtests or list(SIZES)
     steps = args.steps
     n_snaps = SNAPSHOTS

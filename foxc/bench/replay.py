@@ -12,12 +12,12 @@ import time
 
 import numpy as np
 
-from ..cli import ArgumentParser, int_at_least, open_runtime, output_file, positive_int, power_of_two, run as run_cli
-from ..driver import BACKENDS
+from ..cli import int_at_least, positive_int, power_of_two
 from ..isv import IsvBus
 from ..nn.model import STATE_DIM
 from ..replay import ReplayBuffer
 from ..replay.layout import MAX_BATCH, MAX_CAPACITY, MAX_ENVS
+from . import harness
 from .report import table, write_json
 
 GOAL_GRAPH_US = 60.0
@@ -68,18 +68,10 @@ def _fill(rb: ReplayBuffer, rng, steps: int):
 
 
 def _timed(rt, launch, reps: int) -> tuple[float, float]:
-    """(device us, wall us) per repetition."""
+    """(device us, wall us) per repetition, after one untimed."""
     launch()
-    rt.stream.synchronize()
-    start, end = rt.event("start"), rt.event("end")
-    t0 = time.perf_counter()
-    start.record(rt.stream)
-    for _ in range(reps):
-        launch()
-    end.record(rt.stream)
-    rt.stream.synchronize()
-    wall = time.perf_counter() - t0
-    return start.elapsed_ms(end) * 1e3 / reps, wall * 1e6 / reps
+    t = harness.time_launches(rt, launch, reps)
+    return t.gpu_ms * 1e3 / reps, t.wall_s * 1e6 / reps
 
 
 def _torchrl_peer(capacity: int, batch: int, priorities: np.ndarray, reps: int):
@@ -107,25 +99,19 @@ def _torchrl_peer(capacity: int, batch: int, priorities: np.ndarray, reps: int):
 
 
 def main(argv=None) -> int:
-    ap = ArgumentParser(prog="python -m foxc.bench replay", description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", choices=BACKENDS, default=None)
+    ap = harness.parser("replay", __doc__)
     ap.add_argument("--envs", type=int_at_least(1, min(MAX_ENVS, MAX_BATCH)), default=None,
                     help="backtests pushing per step (default 1024; 32 on reference)")
     ap.add_argument("--capacity", type=power_of_two(MAX_CAPACITY), default=None,
                     help="transitions held, a power of two (default 65536; 512 on reference)")
     ap.add_argument("--reps", type=positive_int, default=None, help="timed repetitions (default 500; 5 on reference)")
     ap.add_argument("--peer", choices=("auto", "numpy"), default="auto", help="auto tries TorchRL first")
-    ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--profile", action="store_true",
                     help="also time each kernel of the step with CUDA events (eager) and print the table")
-    args = ap.parse_args(argv)
-    return run_cli(ap.prog, lambda: _main(args))
+    return harness.run(ap, argv, _main)
 
 
-def _main(args) -> int:
-    if args.json:
-        output_file("--json", args.json)
-    rt = open_runtime(args.backend)
+def _main(args, rt) -> int:
     cuda = rt.backend == "cuda"
     envs = args.envs or (1024 if cuda else 32)
     capacity = args.capacity or (65_536 if cuda else 512)

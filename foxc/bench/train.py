@@ -6,10 +6,16 @@
 Per batch size B: a trainer on the default synthetic market, set up by the run pipeline
 (`foxc.trainer.session.run_data`, as `python -m foxc.train` does), runs eagerly until the replay
 buffer is full (ceil(per_capacity / B) + n_step steps), then `steps` more eager steps are timed on
-the full buffer; then the step is captured once and `steps` graph replays are timed with events. GPU busy = event time over wall
-time of the replays; host-bound share (eager) = 1 - graph GPU time per step / eager wall per step,
-the part of an eager step the GPU spends waiting for Python and the driver. The checkpoint of
-the B=1,024 trainer is saved and loaded once and timed.
+the full buffer; then the step is captured once and `steps` graph replays are timed with events.
+
+Busy is kernel time, not the span of the events: a profiled pass launches the step eagerly with
+an event between every two launches, PROFILED times, each behind LEAD graph replays that keep
+the GPU occupied while the host queues the whole step, so the launches run back to back and each
+event pair times one kernel (or copy); busy = their sum over the graph's wall time per step.
+Host-bound share (eager) = 1 - graph GPU time per step / eager wall per step. The roofline line
+gives the step's matrix FLOPs (as `bench learn` counts them, plus the acting heads), the rate
+achieved, and the launch floor: a graph of as many trivial kernels as the step has, replayed.
+The checkpoint of the B=1,024 trainer is saved and loaded once and timed.
 """
 from __future__ import annotations
 
@@ -17,12 +23,50 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..cli import ArgumentParser, open_runtime, output_file, positive_int, positive_ints, run as run_cli
-from ..driver import BACKENDS
+import numpy as np
+
+from .. import vec
+from ..cli import positive_int, positive_ints
+from ..data.features import FEATURES
+from ..nn import model
+from ..nn.heads import Q_OUTPUTS
+from ..profile import KernelProfiler
 from ..trainer.config import TrainConfig
 from ..trainer.run import Trainer
 from ..trainer.session import run_data
+from . import harness
+from .learn import encoder_flops, heads_flops
 from .report import table, write_json
+
+
+PROFILED, LEAD = 10, 30  # profiled steps, each behind LEAD graph replays (~20 ms of GPU work at B=1,024)
+
+
+def step_flops(B: int, K: int) -> float:
+    """Matrix FLOPs of one step: the learner's (encoder forward and backward, every head) and the
+    acting path's heads (the shared layer and the C51 head on B states)."""
+    D, R = model.HIDDEN_DIM, model.RL_HIDDEN
+    return encoder_flops(B, K, FEATURES, D) + heads_flops(B, D) + 2.0 * B * (model.STATE_DIM * R + R * Q_OUTPUTS)
+
+
+def kernel_ms(rt, t: Trainer) -> float:
+    """The step's kernel time (ms): per-launch events with the queue kept full (see the docstring)."""
+    prof = KernelProfiler(rt)
+    for _ in range(PROFILED):
+        for _ in range(LEAD):
+            t.graph.launch(rt.stream)
+        prof.profile_step(t.ts.launches())
+        t.steps_done += LEAD + 1
+    return prof.gpu_ms / prof.steps
+
+
+def launch_floor_ms(rt, kernels: int, replays: int) -> float:
+    """Per replay, a graph of `kernels` one-element fills: what launching the step's kernels costs."""
+    x = rt.device_array(kernels, np.float32, "launch_floor")
+    plans = [vec.plan_elementwise(rt, vec.FILL_F32, x.at(i), 0.0, 1) for i in range(kernels)]
+    timing, _ = harness.time_graph(rt, plans, replays, warmup=10)
+    x.close()
+    return timing.gpu_ms / replays
 
 
 def bench_one(rt, cfg: TrainConfig, data, steps: int, checkpoint_dir=None) -> dict:
@@ -59,13 +103,21 @@ def bench_one(rt, cfg: TrainConfig, data, steps: int, checkpoint_dir=None) -> di
     p0 = time.perf_counter()
     frames = t.ts.diagnostics.poll()
     poll = (time.perf_counter() - p0) / max(len(frames), 1)
+    kernels = t.ts.kernel_count()
+    on_gpu = rt.backend == "cuda"  # the reference backend's events time numpy on the host: no busy time to speak of
+    busy_ms = kernel_ms(rt, t) if on_gpu else None
+    floor_ms = launch_floor_ms(rt, kernels, steps) if on_gpu else None
+    flops = step_flops(B, cfg.seq_len)
     row = {
-        "B": B, "kernels": t.ts.kernel_count(), "eager_sps": round(1 / eager_wall, 1),
+        "B": B, "kernels": kernels, "eager_sps": round(1 / eager_wall, 1),
         "graph_sps": round(1 / graph_wall, 1), "speedup": round(eager_wall / graph_wall, 2),
-        "gpu_ms_per_step": round(gpu * 1e3, 4), "gpu_busy": round(gpu / graph_wall, 3),
+        "gpu_ms_per_step": round(gpu * 1e3, 4), "kernel_ms_per_step": busy_ms and round(busy_ms, 4),
+        "gpu_busy": busy_ms and round(busy_ms * 1e-3 / graph_wall, 3),
         "host_us_per_step": round((host / steps + poll) * 1e6, 2),
         "host_bound_share_eager": round(max(0.0, 1 - gpu / eager_wall), 3),
         "env_steps_per_s": round(B / graph_wall),
+        "gflop_per_step": round(flops / 1e9, 3), "tflops": round(flops / graph_wall / 1e12, 3),
+        "launch_floor_ms": floor_ms and round(floor_ms, 4),
     }
     if checkpoint_dir is not None:
         t0 = time.perf_counter()
@@ -81,23 +133,17 @@ def bench_one(rt, cfg: TrainConfig, data, steps: int, checkpoint_dir=None) -> di
 
 
 def main(argv=None) -> int:
-    ap = ArgumentParser(prog="python -m foxc.bench train", description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", choices=BACKENDS, default=None)
+    ap = harness.parser("train", __doc__)
     ap.add_argument("--n-backtests", type=positive_ints, default=None,
                     help="comma-separated batch sizes (default 256,1024,4096)")
     ap.add_argument("--steps", type=positive_int, default=None, help="timed steps per mode (default 200)")
     ap.add_argument("--seq-len", type=positive_int, default=None, help="window K (default 32)")
     ap.add_argument("--per-capacity", type=positive_int, default=None, help="replay capacity (default 65536)")
     ap.add_argument("--precision", choices=("f32", "tf32"), default="f32")
-    ap.add_argument("--json", help="also write the results here")
-    args = ap.parse_args(argv)
-    return run_cli(ap.prog, lambda: _main(args))
+    return harness.run(ap, argv, _main)
 
 
-def _main(args) -> int:
-    if args.json:
-        output_file("--json", args.json)
-    rt = open_runtime(args.backend)
+def _main(args, rt) -> int:
     small = rt.backend != "cuda"
     sizes = args.n_backtests or ([16] if small else [256, 1024, 4096])
     steps = args.steps or (4 if small else 200)
@@ -113,14 +159,21 @@ def _main(args) -> int:
         rows = [bench_one(rt, cfg, data, steps, Path(tmp) / str(cfg.n_backtests)
                           if cfg.n_backtests == timed_ckpt else None) for cfg in configs]
     print(f"backend {rt.backend}: {rt.device_name}; K={K}, PER {capacity}, {args.precision}, {steps} timed steps")
-    print(table(rows, ["B", "kernels", "eager_sps", "graph_sps", "speedup", "gpu_ms_per_step", "gpu_busy",
-                       "host_us_per_step", "host_bound_share_eager", "env_steps_per_s"]))
+    print(table(rows, ["B", "kernels", "eager_sps", "graph_sps", "speedup", "gpu_ms_per_step", "kernel_ms_per_step",
+                       "gpu_busy", "host_us_per_step", "host_bound_share_eager", "env_steps_per_s"]))
+    for r in rows if rt.backend == "cuda" else []:
+        step_ms = 1e3 / r["graph_sps"]
+        print(f"roofline B={r['B']}: step {step_ms:.3f} ms, kernels {r['kernel_ms_per_step']:.3f} ms "
+              f"({r['gpu_busy']:.0%} busy); {r['gflop_per_step']} GFLOP per step = {r['tflops']} TFLOP/s; "
+              f"launch floor {r['kernels']} kernels = {r['launch_floor_ms']:.3f} ms "
+              f"({r['launch_floor_ms'] / step_ms:.0%} of the step)")
     ck = next(r for r in rows if "ckpt_mb" in r)
     print(f"checkpoint at B={ck['B']}, PER {capacity}: {ck['ckpt_mb']} MB, save {ck['ckpt_save_ms']} ms "
           f"(device -> mapped-pinned -> file, atomic), load {ck['ckpt_load_ms']} ms (verify, upload)")
     write_json(args.json, "train", rt, rows, {"K": K, "per_capacity": capacity, "precision": args.precision})
     best = max(rows, key=lambda r: r["graph_sps"])
     at = next((r for r in rows if r["B"] == 1024), rows[0])
+    busy = "-" if at["gpu_busy"] is None else f"{at['gpu_busy']:.0%}"
     print(f"summary: {at['graph_sps']} steps/s at B={at['B']} as a graph ({at['speedup']}x eager, GPU busy "
-          f"{at['gpu_busy']:.0%}, {at['kernels']} kernels/step); best {best['graph_sps']} at B={best['B']} ({rt.backend})")
+          f"{busy}, {at['kernels']} kernels/step); best {best['graph_sps']} at B={best['B']} ({rt.backend})")
     return 0

@@ -1,4 +1,4 @@
-"""The driver layer: CUDA through `cuda.bindings.driver`, or its numpy reference.
+"""The driver layer: CUDA through `cuda.bindings.driver`, or its numpy reference, behind one contract (api.py).
 
     rt = open_runtime("auto")          # rt.backend, rt.reason
     x = rt.device_array(n, np.float32, "x")
@@ -7,13 +7,15 @@
     with rt.capture() as cap: plan.launch(rt.stream)
     cap.graph.launch(rt.stream)
 """
-from .backend import BACKENDS, BackendChoice, open_runtime, probe_cuda, select_backend
+from .api import Runtime
+from .backend import BACKENDS, BackendChoice, open_runtime, select_backend
+from .device import probe_cuda
 from .errors import CudaError, check
 from .kernel_spec import DevPtr, KernelSpec, f32, i32, i64, ptr, u32, u64
 from .reference.registry import LaunchInfo, RefMem, reference
 
 __all__ = [
-    "BACKENDS", "BackendChoice", "CudaError", "DevPtr", "KernelSpec", "LaunchInfo", "RefMem",
+    "BACKENDS", "BackendChoice", "CudaError", "DevPtr", "KernelSpec", "LaunchInfo", "RefMem", "Runtime",
     "check", "f32", "i32", "i64", "open_runtime", "probe_cuda", "ptr", "reference", "select_backend",
     "u32", "u64",
 ]

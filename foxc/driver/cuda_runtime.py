@@ -1,101 +1,72 @@
-"""The CUDA backend behind the runtime API: one context, a default stream, cached kernels."""
+"""The CUDA backend: the device's primary context, one stream, cubins loaded on first use."""
 from __future__ import annotations
 
-from .context import CudaContext
-from .cubins import cubin_path, pick_arch, shipped_archs
-from .errors import CudaError
+from cuda.bindings import driver
+
+from .device import Device, probe_device
+from .errors import check
 from .graph import Capture
 from .kernel_spec import KernelSpec
 from .launch import LaunchPlan
-from .memory import DeviceArray, MappedArray, copy_dtod, copy_dtoh, copy_htod
-from .module import Module
-from .profiler import profiler_start, profiler_stop
-from .stream import Event, Stream
+from .lifecycle import Owned
+from .memory import DeviceArray, MappedArray
+from .module import Kernel, Module
+from .runtime import RuntimeBase
+from .stream import Event, Stream, release
 
 
-class CudaRuntime:
+class Context(Owned):
+    """The device's primary context, retained and made current on this thread."""
+
+    def __init__(self, device: Device):
+        self.device = device.handle  # the CUdevice, for attribute queries
+        self._handle = check(driver.cuDevicePrimaryCtxRetain(device.handle), "cuDevicePrimaryCtxRetain",
+                             f"retaining the primary context of device {device.ordinal}")
+        self._own(release, "cuDevicePrimaryCtxRelease", device.handle, "releasing the primary context")
+        check(driver.cuCtxSetCurrent(self._handle), "cuCtxSetCurrent", "making foxc's context current")
+
+
+class CudaRuntime(RuntimeBase):
     backend = "cuda"
+    _device_array, _mapped_array, _event, _plan, _capture = DeviceArray, MappedArray, Event, LaunchPlan, Capture
 
-    def __init__(self, ordinal: int = 0, reason: str = ""):
-        self.ctx = CudaContext(ordinal)
-        major, minor = self.ctx.compute_capability
-        self.arch = pick_arch(major, minor)
-        self.device_name = self.ctx.describe()
-        self.reason = reason or f"found {self.device_name}"
+    def __init__(self, ordinal: int = 0, reason: str = "", device: Device | None = None):
+        device = device or probe_device(ordinal)
+        self.ctx = Context(device)
+        super().__init__(reason or f"found {device.describe()}", device.describe(), Stream("main"))
+        self._arch = device.arch
         self._modules: dict[str, Module] = {}
-        self._kernels: dict[str, object] = {}
-        self.stream = Stream(self.ctx, "main")
-        self._closed = False
+        self._own(_close, self.stream, self._kernels, self._modules, self.ctx)
 
-    # --- memory -----------------------------------------------------------
-    def device_array(self, shape, dtype, name: str) -> DeviceArray:
-        return DeviceArray(self, shape, dtype, name)
-
-    def mapped_array(self, shape, dtype, name: str) -> MappedArray:
-        return MappedArray(self, shape, dtype, name)
-
-    def copy_htod(self, dst, host, stream=None):
-        copy_htod(dst, host, stream or self.stream, f"copying {host.nbytes} B to the device")
-
-    def copy_dtoh(self, host, src, stream=None):
-        copy_dtoh(host, src, stream or self.stream, f"copying {host.nbytes} B to the host")
-
-    def copy_dtod(self, dst, src, nbytes: int, stream=None):
-        copy_dtod(dst, src, nbytes, stream or self.stream, f"copying {nbytes} B on the device")
-
-    # --- execution --------------------------------------------------------
-    def event(self, name: str = "event") -> Event:
-        return Event(name)
-
-    def kernel(self, spec: KernelSpec):
-        """The verified kernel for `spec`, loading its cubin on first use."""
-        found = self._kernels.get(spec.name)
-        if found is not None and found.spec == spec:
-            return found
-        kernel = self._module(spec.module).kernel(spec)  # verifies the declaration against the cubin
-        if found is not None:
-            raise CudaError(f"kernel {spec.name} declared twice with different parameters")
-        self._kernels[spec.name] = kernel
-        return kernel
-
-    def _module(self, name: str) -> Module:
-        module = self._modules.get(name)
+    def _load_kernel(self, spec: KernelSpec) -> Kernel:
+        module = self._modules.get(spec.module)
         if module is None:
-            path = cubin_path(self.arch, name)
-            if not path.is_file():
-                raise CudaError(f"{path} is missing (shipped: {', '.join(shipped_archs())}); "
-                                f"run tools/build_cubins.py")
-            module = self._modules[name] = Module(path.read_bytes(), f"{self.arch}/{name}.cubin")
-        return module
+            module = self._modules[spec.module] = Module(self._arch, spec.module, self.stream)
+        return module.kernel(spec)
 
-    def plan(self, spec: KernelSpec, grid, block, args, shared_bytes: int = 0) -> LaunchPlan:
-        return LaunchPlan(self.kernel(spec), grid, block, args, shared_bytes)
-
-    def capture(self, stream=None, name: str = "graph") -> Capture:
-        return Capture(stream or self.stream, name)
+    def copy_dtod(self, dst, src, nbytes: int, stream: Stream | None = None):
+        stream = stream or self.stream
+        if stream.capture_log is not None:
+            stream.capture_log.append((dst, src))  # the graph keeps both buffers alive
+        check(driver.cuMemcpyDtoDAsync(int(dst), int(src), nbytes, stream._handle), "cuMemcpyDtoDAsync",
+              f"copying {nbytes} B on the device")
 
     def synchronize(self):
-        self.ctx.synchronize()
+        check(driver.cuCtxSynchronize(), "cuCtxSynchronize", "waiting for the device")
 
     def profiler_start(self):
-        profiler_start()
+        check(driver.cuProfilerStart(), "cuProfilerStart", "opening the profiler capture window")
+        super().profiler_start()
 
     def profiler_stop(self):
-        profiler_stop()
+        check(driver.cuProfilerStop(), "cuProfilerStop", "closing the profiler capture window")
+        super().profiler_stop()
 
-    def close(self):
-        if self._closed:
-            return
-        self._closed = True
-        self.stream.close()
-        self._kernels.clear()
-        for module in self._modules.values():
-            module.close()
-        self._modules.clear()
-        self.ctx.close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+def _close(stream: Stream, kernels: dict, modules: dict, ctx: Context):
+    stream.close()  # waits for the runtime's work: every launch of it went to this stream
+    kernels.clear()
+    for module in modules.values():
+        module.close()
+    modules.clear()
+    ctx.close()

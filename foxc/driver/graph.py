@@ -2,105 +2,60 @@
 from __future__ import annotations
 
 import gc
-import weakref
 
-from .errors import CudaError, check
-from .release import capture_opened, capture_closed, release
+from cuda.bindings import driver
 
-
-def _driver():
-    from cuda.bindings import driver
-    return driver
+from .capture import CaptureBase, GraphBase
+from .errors import CudaError, check, raise_for
+from .stream import release
 
 
-def _release_graph(exec_handle, graph_handle):
-    release("cuGraphExecDestroy", exec_handle)
-    release("cuGraphDestroy", graph_handle)
+class Graph(GraphBase):
+    """An instantiated graph, holding the launch plans and copies it captured."""
 
-
-class Graph:
-    """An instantiated graph. It holds the launch plans it captured, and with them every buffer they use."""
-
-    def __init__(self, graph_handle, exec_handle, plans: list, name: str):
-        self._graph = graph_handle
-        self._exec = exec_handle
-        self.plans = plans
-        self.name = name
-        self._closed = False
-        self._finalizer = weakref.finalize(self, _release_graph, exec_handle, graph_handle)
-        self._launch = _driver().cuGraphLaunch
-
-    @property
-    def kernel_count(self) -> int:
-        return sum(1 for p in self.plans if hasattr(p, "kernel"))
+    def __init__(self, graph, exec_handle, plans: list, name: str):
+        super().__init__(plans, name)
+        self._graph, self._exec = graph, exec_handle
+        self._launch = driver.cuGraphLaunch
+        self._own(_destroy, exec_handle, graph, name)
 
     def node_count(self) -> int:
-        _, n = check(_driver().cuGraphGetNodes(self._graph, 0), "cuGraphGetNodes", f"counting nodes of '{self.name}'")
+        _, n = check(driver.cuGraphGetNodes(self._graph, 0), "cuGraphGetNodes", f"counting nodes of '{self.name}'")
         return int(n)
 
-    def upload(self, stream):
-        check(_driver().cuGraphUpload(self._exec, stream.handle), "cuGraphUpload", f"uploading graph '{self.name}'")
-
     def launch(self, stream):
-        (err,) = self._launch(self._exec, stream.handle)
+        if stream.capture_log is not None:  # captured into another graph, which then holds these plans too
+            stream.capture_log.extend(self.plans)
+        (err,) = self._launch(self._exec, stream._handle)
         if err:
-            check((err,), "cuGraphLaunch", f"launching graph '{self.name}' on stream '{stream.name}'")
-
-    def close(self):
-        if self._closed:
-            return
-        self._closed = True
-        self._finalizer.detach()
-        drv = _driver()
-        check(drv.cuCtxSynchronize(), "cuCtxSynchronize", f"waiting for the device before destroying '{self.name}'")
-        check(drv.cuGraphExecDestroy(self._exec), "cuGraphExecDestroy", f"destroying graph '{self.name}'")
-        check(drv.cuGraphDestroy(self._graph), "cuGraphDestroy", f"destroying graph '{self.name}'")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+            raise_for(err, "cuGraphLaunch", f"launching graph '{self.name}' on stream '{stream.name}'")
 
 
-class Capture:
-    """`with rt.capture(stream) as cap:` launches on `stream` are recorded; `cap.graph` is ready after the block.
+def _destroy(exec_handle, graph, name: str):
+    release("cuGraphExecDestroy", exec_handle, f"destroying graph '{name}'")  # an in-flight one ends first
+    release("cuGraphDestroy", graph, f"destroying graph '{name}'")
 
-    Warm up on the same stream first, and allocate everything before: nothing
-    may allocate, synchronize or read the device while the capture is open.
-    """
 
-    def __init__(self, stream, name: str = "graph"):
-        self.stream = stream
-        self.name = name
-        self.graph: Graph | None = None
-
-    def __enter__(self):
-        drv = _driver()
-        if self.stream.capture_log is not None:
-            raise CudaError(f"stream '{self.stream.name}' is already capturing")
+class Capture(CaptureBase):
+    def _begin(self):
         gc.collect()  # run pending finalizers now rather than inside the capture
-        check(drv.cuStreamBeginCapture(self.stream.handle, drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-              "cuStreamBeginCapture", f"starting capture of '{self.name}' on stream '{self.stream.name}'")
-        capture_opened()
-        self.stream.capture_log = []
-        return self
+        check(driver.cuStreamBeginCapture(self._stream._handle,
+                                          driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+              "cuStreamBeginCapture", f"starting capture of '{self._name}' on stream '{self._stream.name}'")
 
-    def __exit__(self, exc_type, exc, tb):
-        drv = _driver()
-        plans, self.stream.capture_log = self.stream.capture_log, None
-        err, graph = drv.cuStreamEndCapture(self.stream.handle)
-        capture_closed()
-        if exc_type is not None:
+    def _end(self, log: list, failed: bool) -> Graph | None:
+        err, graph = driver.cuStreamEndCapture(self._stream._handle)
+        if failed:
             if not err:
-                drv.cuGraphDestroy(graph)
-            return False
-        check((err,), "cuStreamEndCapture", f"ending capture of '{self.name}'")
+                driver.cuGraphDestroy(graph)
+            return None
+        check((err,), "cuStreamEndCapture", f"ending capture of '{self._name}'")
         try:
-            exec_handle = check(drv.cuGraphInstantiate(graph, 0), "cuGraphInstantiate", f"instantiating '{self.name}'")
+            exec_handle = check(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate",
+                                f"instantiating '{self._name}'")
         except CudaError:
-            drv.cuGraphDestroy(graph)
+            driver.cuGraphDestroy(graph)
             raise
-        self.graph = Graph(graph, exec_handle, plans, self.name)
-        self.graph.upload(self.stream)
-        return False
+        done = Graph(graph, exec_handle, log, self._name)
+        check(driver.cuGraphUpload(exec_handle, self._stream._handle), "cuGraphUpload", f"uploading '{self._name}'")
+        return done

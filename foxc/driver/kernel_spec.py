@@ -1,10 +1,10 @@
 """Kernel declarations: a name, the cubin that holds it, and typed parameters.
 
-A kernel is declared once, next to its numpy reference. Both backends use the
-declaration: the CUDA backend verifies it against the cubin with
-`cuFuncGetParamInfo` at load time, and both convert launch arguments through
-it, so a Python int is never silently packed as a pointer and a float is never
-passed where the kernel expects an integer.
+A kernel is declared once, next to its numpy reference. Both backends check the
+declaration against the kernel's C signature (signatures.py), the CUDA backend also
+against the cubin's parameter layout (`verify_params`), and both convert launch
+arguments through it, so a Python int is never silently packed as a pointer and a
+float is never passed where the kernel expects an integer.
 """
 from __future__ import annotations
 
@@ -30,13 +30,6 @@ U32 = ParamKind("u32", 4, "<I", np.uint32)
 I64 = ParamKind("i64", 8, "<q", np.int64)
 U64 = ParamKind("u64", 8, "<Q", np.uint64)
 F32 = ParamKind("f32", 4, "<f", np.float32)
-
-_INT_RANGES = {
-    "i32": (-(2**31), 2**31 - 1),
-    "u32": (0, 2**32 - 1),
-    "i64": (-(2**63), 2**63 - 1),
-    "u64": (0, 2**64 - 1),
-}
 
 
 @dataclass(frozen=True)
@@ -120,8 +113,8 @@ def scalar_of(value, spec: KernelSpec, index: int):
     if not isinstance(value, (int, np.integer)):
         raise CudaError(
             f"kernel {spec.name}: {spec.describe_param(index)} needs an integer, got {type(value).__name__} {value!r}")
-    lo, hi = _INT_RANGES[kind.name]
-    if not lo <= int(value) <= hi:
+    limits = np.iinfo(kind.numpy_type)
+    if not limits.min <= int(value) <= limits.max:
         raise CudaError(f"kernel {spec.name}: {spec.describe_param(index)}: {value} is out of range")
     return kind.numpy_type(value)
 
@@ -139,3 +132,19 @@ def pack_slot(kind: ParamKind, value) -> bytes:
     """One 8-byte argument slot, little-endian, the value at its start."""
     raw = struct.pack(kind.struct_code, int(value) if kind is PTR else value)
     return raw.ljust(8, b"\0")
+
+
+def verify_params(spec: KernelSpec, param_info) -> None:
+    """The declaration against the cubin: `param_info(i)` gives parameter i's (offset, size), None past the end."""
+    for index in range(len(spec.params)):
+        found = param_info(index)
+        if found is None:
+            raise CudaError(f"kernel {spec.name} ({spec.module}): {spec.describe_param(index)}, "
+                            f"but the cubin's kernel has only {index} parameters")
+        if tuple(found) != spec.layout[index]:
+            raise CudaError(f"kernel {spec.name} ({spec.module}): {spec.describe_param(index)}, "
+                            f"but the cubin has it at offset {found[0]}, size {found[1]}")
+    extra = param_info(len(spec.params))
+    if extra is not None:
+        raise CudaError(f"kernel {spec.name} ({spec.module}): declared with {len(spec.params)} parameters, "
+                        f"but the cubin's kernel has more (parameter {len(spec.params)} at offset {extra[0]})")

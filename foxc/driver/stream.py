@@ -1,91 +1,60 @@
-"""Streams and events (CUDA backend)."""
+"""Streams and events (CUDA backend), and `release`, the checked call that ends every CUDA handle."""
 from __future__ import annotations
 
-import weakref
+from cuda.bindings import driver
 
 from .errors import check
-from .release import release
+from .lifecycle import Owned
 
 
-def _driver():
-    from cuda.bindings import driver
-    return driver
+def release(call: str, handle, doing: str, after: Stream | None = None):
+    """`call(handle)`, checked, after waiting for `after` (while it is open): the stream that used the resource.
+
+    foxc issues all of a runtime's work on its one stream, so waiting for that stream, not the whole
+    context, is enough, and leaves other runtimes' work running.
+    """
+    if after is not None and not after._closed:
+        after.synchronize(f"waiting for stream '{after.name}' before {doing}")
+    check(getattr(driver, call)(handle), call, doing)
 
 
-class Stream:
-    """A non-blocking stream. `capture_log` is the list of launches while a capture is open on it."""
+class Stream(Owned):
+    """A non-blocking stream."""
 
-    def __init__(self, ctx, name: str = "stream"):
-        drv = _driver()
+    def __init__(self, name: str):
         self.name = name
-        self.handle = check(drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate",
-                            f"creating stream '{name}'")
         self.capture_log = None
-        self._closed = False
-        self._finalizer = weakref.finalize(self, release, "cuStreamDestroy", self.handle)
+        self._handle = check(driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate",
+                             f"creating stream '{name}'")
+        self._own(_destroy_stream, self._handle, name)
 
     def synchronize(self, doing: str | None = None):
-        check(_driver().cuStreamSynchronize(self.handle), "cuStreamSynchronize",
+        check(driver.cuStreamSynchronize(self._handle), "cuStreamSynchronize",
               doing or f"waiting for stream '{self.name}'")
 
-    def close(self):
-        if self._closed:
-            return
-        self._closed = True
-        self._finalizer.detach()
-        self.synchronize(f"waiting for stream '{self.name}' before destroying it")
-        check(_driver().cuStreamDestroy(self.handle), "cuStreamDestroy", f"destroying stream '{self.name}'")
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+def _destroy_stream(handle, name: str):
+    check(driver.cuStreamSynchronize(handle), "cuStreamSynchronize",
+          f"waiting for stream '{name}' before destroying it")
+    release("cuStreamDestroy", handle, f"destroying stream '{name}'")
 
 
-class Event:
-    """A timing event: `record` on a stream, then `elapsed_ms` between two recorded events."""
-
+class Event(Owned):
     def __init__(self, name: str = "event"):
-        drv = _driver()
         self.name = name
-        self.handle = check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate",
-                            f"creating event '{name}'")
-        self._closed = False
-        self._finalizer = weakref.finalize(self, release, "cuEventDestroy", self.handle)
+        self._handle = check(driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate",
+                             f"creating event '{name}'")
+        # an event still pending when destroyed is released by the driver once it completes
+        self._own(release, "cuEventDestroy", self._handle, f"destroying event '{name}'")
 
-    def record(self, stream):
-        check(_driver().cuEventRecord(self.handle, stream.handle), "cuEventRecord",
+    def record(self, stream: Stream):
+        check(driver.cuEventRecord(self._handle, stream._handle), "cuEventRecord",
               f"recording event '{self.name}' on stream '{stream.name}'")
 
     def synchronize(self):
-        check(_driver().cuEventSynchronize(self.handle), "cuEventSynchronize", f"waiting for event '{self.name}'")
+        check(driver.cuEventSynchronize(self._handle), "cuEventSynchronize", f"waiting for event '{self.name}'")
 
-    def query(self) -> bool:
-        """True when the work before the event has completed, without waiting."""
-        drv = _driver()
-        (err,) = drv.cuEventQuery(self.handle)
-        if err == drv.CUresult.CUDA_ERROR_NOT_READY:
-            return False
-        check((err,), "cuEventQuery", f"querying event '{self.name}'")
-        return True
-
-    def elapsed_ms(self, end: "Event") -> float:
-        """Milliseconds from this event to `end`; waits for `end`."""
+    def elapsed_ms(self, end: Event) -> float:
         end.synchronize()
-        return float(check(_driver().cuEventElapsedTime(self.handle, end.handle), "cuEventElapsedTime",
+        return float(check(driver.cuEventElapsedTime(self._handle, end._handle), "cuEventElapsedTime",
                            f"timing '{self.name}' to '{end.name}'"))
-
-    def close(self):
-        if self._closed:
-            return
-        self._closed = True
-        self._finalizer.detach()
-        self.synchronize()
-        check(_driver().cuEventDestroy(self.handle), "cuEventDestroy", f"destroying event '{self.name}'")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

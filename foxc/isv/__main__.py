@@ -2,6 +2,7 @@
 
     python -m foxc.isv [list] [--json]     # every slot (the default command)
     python -m foxc.isv [show] NAME [--json]  # one slot
+    python -m foxc.isv set RUN_DIR NAME=VALUE [NAME=VALUE ...]  # change slots of a running trainer
 
 Each command is a function taking its parsed arguments; a new one (e.g. `set RUN_DIR NAME=VALUE`)
 is one more entry in COMMANDS.
@@ -14,7 +15,8 @@ import os
 import sys
 
 from ..cli import ArgumentParser, UsageError, run
-from .registry import SLOTS, Range, Slot, slot, unknown_slot
+from .registry import SLOTS, Range, Slot, isv_setting, slot, unknown_slot
+
 
 PROG = "python -m foxc.isv"
 
@@ -76,18 +78,32 @@ def cmd_show(args) -> int:
     return 0
 
 
-COMMANDS = {"list": cmd_list, "show": cmd_show}
+def cmd_set(args) -> int:
+    from .live import LiveRequestError, request
+    try:
+        path = request(args.run_dir, args.settings)
+    except LiveRequestError as e:
+        raise UsageError(str(e)) from None
+    print(f"requested: {path} (the trainer applies it before its next step and records it in metrics.jsonl; "
+          f"it moves the file to {path.parent.name}/applied/, or rejected/ with a warning)")
+    return 0
+
+
+COMMANDS = {"list": cmd_list, "show": cmd_show, "set": cmd_set}
 
 
 def build_parser() -> ArgumentParser:
     ap = ArgumentParser(prog=PROG, description="The ISV slots (hyperparameters and controller state).",
                         epilog="Without a command: list; with a slot's name: show it.")
-    sub = ap.add_subparsers(dest="command", metavar="{list,show}")
+    sub = ap.add_subparsers(dest="command", metavar="{list,show,set}")
     ls = sub.add_parser("list", help="every slot: index, name, default, range, meaning (the default)")
     ls.add_argument("--json", action="store_true", help="as JSON, for programs")
     show = sub.add_parser("show", help="one slot (python -m foxc.isv NAME says the same)")
     show.add_argument("name", help="the slot's name, e.g. lr_q")
     show.add_argument("--json", action="store_true", help="as JSON, for programs")
+    live = sub.add_parser("set", help="change slots of a trainer running in RUN_DIR, at its next step")
+    live.add_argument("run_dir", metavar="RUN_DIR", help="the running trainer's --out directory")
+    live.add_argument("settings", nargs="+", type=isv_setting, metavar="NAME=VALUE", help="e.g. lr_q=3e-4")
     return ap
 
 

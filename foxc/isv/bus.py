@@ -49,6 +49,13 @@ class IsvBus:
         if self.device is not None:
             self.device.upload(values)
 
+    def set_on_stream(self, name: str, value: float, stream):
+        """Set one slot in stream order, without waiting: the steps queued before see the old value,
+        every later one the new (a device-resident bus; the host view follows at the next publish)."""
+        if self.device is None:
+            raise ValueError("set_on_stream needs an IsvBus made with device_resident=True")
+        vec.plan_elementwise(self.rt, vec.FILL_F32, self.device.at(slot_index(name)), float(value), 1).launch(stream)
+
     def reset(self):
         """Every slot to its bootstrap value."""
         self.load([s.bootstrap for s in SLOTS])

@@ -12,6 +12,7 @@ own, or a slot no kernel reads.
 """
 from __future__ import annotations
 
+import argparse
 import difflib
 import math
 from dataclasses import dataclass
@@ -226,3 +227,14 @@ def setting_problem(name: str, value: float) -> str | None:
     if value not in s.valid:
         return f"must be {s.valid.requirement()} (got {value:g})" + (f"; {s.valid.why}" if s.valid.why else "")
     return None
+
+
+def isv_setting(text: str) -> tuple[str, float]:
+    """NAME=VALUE of --set (the name and the value's range are checked with the configuration)."""
+    name, sep, value = text.partition("=")
+    try:
+        if not sep or not name:
+            raise ValueError
+        return name.strip(), float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE with a number, got '{text}'") from None

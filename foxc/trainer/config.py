@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from ..agent.layout import ACTORS
-from ..isv.registry import SLOTS, setting_problem
+from ..isv.registry import SLOTS, isv_setting, setting_problem
 
 # What `python -m foxc.train` runs when a setting is not given. The reference backend runs the
 # same pipeline at a size a CPU finishes in about a minute.
@@ -162,17 +162,6 @@ def merge_isv(*lists) -> tuple[tuple[str, float], ...]:
     for pairs in lists:
         merged.update((str(name), float(value)) for name, value in pairs)
     return tuple(merged.items())
-
-
-def isv_setting(text: str) -> tuple[str, float]:
-    """NAME=VALUE of --set (the name and the value's range are checked with the configuration)."""
-    name, sep, value = text.partition("=")
-    try:
-        if not sep or not name:
-            raise ValueError
-        return name.strip(), float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE with a number, got '{text}'") from None
 
 
 def horizons_setting(text: str) -> tuple[int, ...]:

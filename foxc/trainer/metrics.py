@@ -69,19 +69,32 @@ class FrameBlocks:
 
 
 class MetricsLog:
-    """Appends records to metrics.jsonl and shows progress: a bar on a terminal, plain lines otherwise."""
+    """Appends records to metrics.jsonl (and TensorBoard, when given) and shows progress with an ETA:
+    a bar on a terminal, plain lines otherwise."""
 
-    def __init__(self, path, total_steps: int, stream=sys.stdout, label: str = ""):
+    def __init__(self, path, total_steps: int, stream=None, label: str = "", start_step: int = 0,
+                 tensorboard=None):
         self.path, self.label = path, label  # label: what the progress lines belong to (e.g. "fold 2")
-        self.total = total_steps
-        self.stream = stream
+        self.total, self.start = total_steps, start_step
+        self.stream = stream or sys.stdout  # looked up now: a caller may have replaced sys.stdout
         self.tty = hasattr(stream, "isatty") and stream.isatty()
         self.file = open(path, "a", buffering=1)
+        self.tensorboard = tensorboard
         self.t0 = time.perf_counter()
 
     def write(self, record: dict):
         self.file.write(json.dumps(record) + "\n")
+        if self.tensorboard is not None:
+            self.tensorboard.write(record)
         self.show(record)
+
+    def eta(self, step: int) -> str:
+        """Time left at the rate since the start (host wall time: evaluations and checkpoints included)."""
+        done, left = step - self.start, self.total - step
+        if done <= 0 or left <= 0:
+            return ""
+        seconds = int(left * (time.perf_counter() - self.t0) / done)
+        return f"  ETA {seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
     def show(self, record: dict):
         fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
@@ -93,6 +106,7 @@ class MetricsLog:
             text += f"  | held-out {record['eval_pnl']:+.4f} ticks/snapshot, {record['eval_trades']} trades"
             if record.get("eval_opt_frac") is not None:
                 text += f", {record['eval_opt_frac']:.2f} of optimum"
+        text += self.eta(record["step"])
         if self.tty:
             width = 24
             done = int(width * min(record["step"], self.total) / max(self.total, 1))
@@ -105,3 +119,5 @@ class MetricsLog:
         if self.tty:
             self.stream.write("\n")
         self.file.close()
+        if self.tensorboard is not None:
+            self.tensorboard.close()

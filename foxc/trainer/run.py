@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from ..checkpoint import CheckpointSaveError, CheckpointSaver, config_differences, read_checkpoint
+from ..isv.live import LiveRequests
 from ..profile import KernelProfiler, ProfilerWindow, nvtx_range
 from .config import TrainConfig
 from .heldout import HeldOutEvaluation
@@ -48,6 +49,7 @@ class Trainer:
         self.data_meta = data_meta or {}
         self.saver = CheckpointSaver(self.out_dir) if self.out_dir else None
         self.staging = Staging(rt)
+        self.live = LiveRequests(self.out_dir) if self.out_dir else None  # python -m foxc.isv set RUN_DIR ...
         self.save_errors: list[str] = []
         self.window = ProfilerWindow(rt, None)  # --profile-steps: cuProfilerStart/Stop around steps A..B
         self.kernels = None  # --profile: a KernelProfiler timing every launch of its window's steps
@@ -128,6 +130,35 @@ class Trainer:
             self.ts.isv[name] = value
         return changes
 
+    def apply_live_requests(self) -> list[dict]:
+        """Apply the waiting `python -m foxc.isv set` requests before the next step; the changes made,
+        each with the first step that runs with it. A request that cannot apply is moved to
+        rejected/ with a warning and changes nothing."""
+        changes = []
+        for path, settings, problem in self.live.pending():
+            problem = problem or self._live_problem(settings)
+            if problem:
+                moved = self.live.file(path, self.steps_done, "rejected")
+                print(f"foxc.train: warning: ISV request {path.name} not applied: {problem} (now {moved})",
+                      file=sys.stderr, flush=True)
+                continue
+            first = self.steps_done + 1
+            for name, value in settings:
+                self.ts.isv.set_on_stream(name, value, self.rt.stream)
+                changes.append({"step": first, "name": name, "value": value, "request": path.name})
+                print(f"ISV {name} = {value:g} from step {first} (live request {path.name})", flush=True)
+            self.live.file(path, self.steps_done, "applied")
+        return changes
+
+    def _live_problem(self, settings) -> str:
+        """A live value that conflicts with the run's shapes or the bus's other settings, or ''."""
+        given = dict(settings)
+        if given.get("n_step", 0) > self.cfg.n_step:
+            return f"n_step {given['n_step']:g} is above --n-step {self.cfg.n_step}, the length of the n-step rings"
+        lo = given.get("reward_clamp_min", self.ts.isv["reward_clamp_min"])
+        hi = given.get("reward_clamp_max", self.ts.isv["reward_clamp_max"])
+        return f"reward_clamp_min {lo:g} would be above reward_clamp_max {hi:g}" if lo > hi else ""
+
     # --- the loop ------------------------------------------------------------
     def train(self, n_steps: int, metrics: MetricsLog | None = None, checkpoint_every: int = 0, stop=None) -> dict:
         """Run `n_steps` steps, or until `stop` (anything with a truth value) turns true between two
@@ -140,6 +171,7 @@ class Trainer:
         blocks = FrameBlocks(target, every)
         t_start = time.perf_counter()
         frames_all, records, evals = [], [], {}
+        live_changes: list[dict] = []  # applied live ISV changes not yet in a record
         eval_seconds = 0.0
         eval_every, next_eval = self.cfg.eval_every, None
         if self.heldout is not None and eval_every:
@@ -156,6 +188,10 @@ class Trainer:
             for block in blocks.complete():
                 record = interval_record(block)
                 record.update(evals.pop(record["step"], {}))
+                changes = [c for c in live_changes if c["step"] <= record["step"]]
+                if changes:
+                    record["isv_changes"] = changes
+                    live_changes[:] = [c for c in live_changes if c["step"] > record["step"]]
                 records.append(record)
                 if "eval_pnl" in record:
                     self.eval_history.append((record["step"], record))
@@ -163,6 +199,8 @@ class Trainer:
                     metrics.write(record)
 
         while self.steps_done < target and not stop:
+            if self.live is not None and self.live.due():
+                live_changes += self.apply_live_requests()
             if self.steps_done - ring.next_step >= ring.lead_limit:  # back-pressure
                 read()
                 if self.steps_done - ring.next_step >= ring.lead_limit:
@@ -238,6 +276,8 @@ class Trainer:
             at += r["steps"]
 
     def close(self):
+        if self.live is not None:
+            self.live.close()
         self.window.close()
         self.release_graph()
         self.staging.close()

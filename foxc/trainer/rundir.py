@@ -64,6 +64,7 @@ class RunDir:
             for pattern in RUN_FILES:  # the old run's records would otherwise mix with the new run's
                 for old in path.glob(pattern):
                     old.unlink()
+            shutil.rmtree(path / "isv_requests", ignore_errors=True)  # its live requests (foxc.isv set)
         created = not path.exists()
         try:
             path.mkdir(parents=True, exist_ok=True)

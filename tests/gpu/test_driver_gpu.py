@@ -90,7 +90,7 @@ def test_graph_equals_eager_launches(cuda_rt, rng):
 def test_finalizer_during_capture_is_deferred(cuda_rt):
     """A buffer collected while a capture is open is freed after it, not inside it."""
     import gc
-    from foxc.driver import release
+    from foxc.driver import lifecycle
     x = cuda_rt.device_array(1024, np.float32, "x")
     plan = vec.plan_elementwise(cuda_rt, vec.FILL_F32, x, 3.0, 1024)
     plan.launch(cuda_rt.stream)
@@ -100,11 +100,44 @@ def test_finalizer_during_capture_is_deferred(cuda_rt):
         plan.launch(cuda_rt.stream)
         holder.clear()
         gc.collect()
-        assert release._deferred, "the collected buffer should wait for the capture to end"
+        assert lifecycle._deferred, "the collected buffer should wait for the capture to end"
         plan.launch(cuda_rt.stream)
-    assert not release._deferred
+    assert not lifecycle._deferred
     cap.graph.launch(cuda_rt.stream)
     assert np.all(x.download() == 3.0)
+
+
+def test_host_copies_are_refused_while_capturing(cuda_rt):
+    """A captured host copy would read (or write) host memory at replay, long after the call returned."""
+    x = cuda_rt.device_array(1024, np.float32, "weights")
+    plan = vec.plan_elementwise(cuda_rt, vec.FILL_F32, x, 3.0, 1024)
+    plan.launch(cuda_rt.stream)
+    with pytest.raises(CudaError, match="uploading 'weights' while stream 'main' is capturing a graph"):
+        with cuda_rt.capture(name="refused"):
+            plan.launch(cuda_rt.stream)
+            x.upload(np.zeros(1024, np.float32))
+    with pytest.raises(CudaError, match="downloading 'weights' while stream 'main' is capturing"):
+        with cuda_rt.capture(name="refused"):
+            x.download()
+    assert cuda_rt.stream.capture_log is None
+    vec.plan_elementwise(cuda_rt, vec.FILL_F32, x, 5.0, 1024).launch(cuda_rt.stream)  # the stream is not capturing
+    assert np.all(x.download() == 5.0)
+    x.close()
+
+
+def test_captured_device_copy_is_a_memcpy_node(cuda_rt, rng):
+    src = cuda_rt.device_array(4096, np.float32, "src")
+    dst = cuda_rt.device_array(4096, np.float32, "dst")
+    with cuda_rt.capture(name="copy") as cap:
+        cuda_rt.copy_dtod(dst.ptr, src.ptr, src.nbytes)
+    assert cap.graph.kernel_count == 0 and cap.graph.node_count() == 1
+    values = rng.standard_normal(4096).astype(np.float32)
+    src.upload(values)  # between replays: the graph reads the device buffer when it runs
+    del src  # the graph holds it
+    cap.graph.launch(cuda_rt.stream)
+    assert np.array_equal(dst.download(), values)
+    cap.graph.close()
+    dst.close()
 
 
 def test_step_counter_on_device(cuda_rt):

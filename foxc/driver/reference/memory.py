@@ -5,7 +5,7 @@ import bisect
 
 import numpy as np
 
-from ..arrays import ArrayBase, checked_host
+from ..arrays import ArrayBase, DeviceArrayBase
 from ..errors import CudaError
 from .registry import RefMem
 
@@ -45,46 +45,27 @@ class AddressSpace:
                         result="CUDA_ERROR_ILLEGAL_ADDRESS")
 
 
-class RefDeviceArray(ArrayBase):
-    kind = "device array"
-
+class RefDeviceArray(DeviceArrayBase):
     def __init__(self, rt, shape, dtype, name: str):
-        super().__init__(shape, dtype, name)
-        self._rt = rt
+        super().__init__(rt, shape, dtype, name)
         self._addr, self._buf = rt.space.allocate(self.nbytes, name)
         self._buf[:] = 0xAB  # uninitialised device memory is not zero on a GPU either
+        self._own(rt.space.free, self._addr)
 
-    @property
-    def storage(self) -> np.ndarray:
-        """The simulated device memory itself (reference backend only)."""
-        return self._buf[:self.nbytes].view(self.dtype).reshape(self.shape)
+    def _write(self, host: np.ndarray, stream):
+        self._buf[:host.nbytes] = host.reshape(-1).view(np.uint8)
 
-    def upload(self, host, stream=None):
-        self._rt.copy_htod(self.ptr, checked_host(host, self), stream)
-
-    def download(self, stream=None):
-        out = np.empty(self.shape, self.dtype)
-        self._rt.copy_dtoh(out, self.ptr, stream)
-        return out
-
-    def close(self):
-        if not self._closed:
-            self._closed = True
-            self._rt.space.free(self._addr)
+    def _read(self, out: np.ndarray, stream):
+        out.reshape(-1).view(np.uint8)[:] = self._buf[:self.nbytes]
 
 
 class RefMappedArray(ArrayBase):
     """Host memory that kernels address directly; on this backend host and device are one array."""
 
-    kind = "mapped array"
+    _kind = "mapped array"
 
     def __init__(self, rt, shape, dtype, name: str):
-        super().__init__(shape, dtype, name)
-        self._rt = rt
-        self._addr, self._buf = rt.space.allocate(self.nbytes, name)
-        self.host = self._buf[:self.nbytes].view(self.dtype).reshape(self.shape)
-
-    def close(self):
-        if not self._closed:
-            self._closed = True
-            self._rt.space.free(self._addr)
+        super().__init__(rt, shape, dtype, name)
+        self._addr, buf = rt.space.allocate(self.nbytes, name)
+        self._own(rt.space.free, self._addr)
+        self.host = buf[:self.nbytes].view(self.dtype).reshape(self.shape)

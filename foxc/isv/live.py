@@ -1,0 +1,116 @@
+"""Live ISV changes: `python -m foxc.isv set RUN_DIR NAME=VALUE` asks a running trainer to set slots.
+
+A request is a small JSON file written atomically (a temporary, then a rename) into
+RUN_DIR/isv_requests/. The trainer looks there between steps, at most every POLL_S seconds, and
+applies each request before the next step it launches: a one-slot write on the training stream
+into the device copy that the captured graph reads, so nothing is recaptured and the change
+takes effect at one exact step. It records the change in metrics.jsonl (`isv_changes` of the
+record whose steps it first affects) and moves the file to isv_requests/applied/, so a resume
+never applies it twice (the checkpoint holds the bus as it stood). While it trains, the trainer
+keeps isv_requests/trainer.live (its host and pid): requests go only to a live trainer, and one
+that waited from before a trainer started is rejected, not applied to a run it was not meant for.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+from .registry import setting_problem
+
+REQUESTS = "isv_requests"
+MARKER = "trainer.live"  # not *.json: requests are the *.json files
+POLL_S = 0.25  # a directory listing every quarter second costs nothing next to the steps between
+
+
+class LiveRequestError(ValueError):
+    """A request that cannot be made: the message names the run directory or the slot."""
+
+
+def request(run_dir, settings: list[tuple[str, float]]) -> Path:
+    """Write one request for a trainer running in `run_dir`; returns the request's path."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "config.json").is_file():
+        raise LiveRequestError(f"{run_dir}: not a training run directory (no config.json)")
+    if not _trainer_alive(run_dir / REQUESTS / MARKER):
+        raise LiveRequestError(f"{run_dir}: no trainer is running there; to go on with other values, resume the "
+                               "run: python -m foxc.train --resume-from CHECKPOINT --set NAME=VALUE")
+    for name, value in settings:
+        problem = setting_problem(name, value)
+        if problem:
+            raise LiveRequestError(f"{name}: {problem}")
+    folder = run_dir / REQUESTS
+    folder.mkdir(exist_ok=True)
+    stem = f"{time.time_ns():020d}-{os.getpid()}"
+    tmp, path = folder / f".{stem}.tmp", folder / f"{stem}.json"
+    tmp.write_text(json.dumps({"set": [[n, float(v)] for n, v in settings]}) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def _trainer_alive(marker: Path) -> bool:
+    """Whether the trainer that wrote `marker` runs (a crashed one leaves its marker behind)."""
+    try:
+        who = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return False
+    if who.get("host") != socket.gethostname():
+        return True  # another machine's process: it cannot be checked from here
+    try:
+        os.kill(int(who["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, KeyError, TypeError, ValueError):
+        return True
+    return True
+
+
+class LiveRequests:
+    """The trainer's side: marks the run as live, lists the requests not yet applied, oldest first."""
+
+    def __init__(self, run_dir):
+        self.folder = Path(run_dir) / REQUESTS
+        self.next_poll = 0.0
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for path, _, _ in self.pending():  # made before this trainer started: meant for another run
+            self.file(path, 0, "rejected")
+        (self.folder / MARKER).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}) + "\n")
+
+    def close(self):
+        (self.folder / MARKER).unlink(missing_ok=True)
+        try:
+            self.folder.rmdir()  # a run without live requests leaves no trace; one with them keeps their record
+        except OSError:
+            pass
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now < self.next_poll:
+            return False
+        self.next_poll = now + POLL_S
+        return True
+
+    def pending(self) -> list[tuple[Path, list[tuple[str, float]] | None, str]]:
+        """(path, settings, problem) of each waiting request; settings None when the file is unreadable."""
+        if not self.folder.is_dir():
+            return []
+        out = []
+        for path in sorted(self.folder.glob("*.json")):
+            try:
+                settings = [(str(n), float(v)) for n, v in json.loads(path.read_text())["set"]]
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                out.append((path, None, f"unreadable request: {e}"))
+                continue
+            problems = [f"{n}: {p}" for n, v in settings if (p := setting_problem(n, v))]
+            out.append((path, settings, "; ".join(problems)))
+        return out
+
+    def file(self, path: Path, step: int, outcome: str) -> Path:
+        """Move a handled request to applied/ or rejected/ (`outcome`), its name led by the step."""
+        folder = self.folder / outcome
+        folder.mkdir(exist_ok=True)
+        moved = folder / f"step{step:012d}-{path.name}"
+        os.replace(path, moved)
+        return moved
