@@ -82,17 +82,12 @@ def main(argv=None) -> int:
             output_dir("--out", args.out)  # a file, or a folder that cannot be written: named before any work
         run_dir = RunDir.open(args.out, resuming=resume, overwrite=args.overwrite)
         out = run_dir.path
-        from .trainer.metrics import MetricsLog  # the heavy imports, once the settings are known good
-        from .trainer.run import Trainer, write_json
-        from .trainer.session import run_data
-        data = load_run_data(cfg, log, run_data)
-        for line in data.market.report.summary().splitlines():
-            log(line)
+        from .trainer.run import write_json  # the heavy imports, once the settings are known good
+        data = load_data_logged(cfg, log)
         if resume:
             check_same_data(resume, saved.get("data", {}), data.source)
         data.market.report.write_json(out)
-        trainer = Trainer(rt, cfg, data.market, data.labels, out, data_meta=data.source, held=data.held,
-                          optimum=data.optimum)
+        trainer = open_trainer(rt, cfg, data, out)
         isv_changes = []
         if resume:
             step = trainer.resume(resume)
@@ -102,22 +97,11 @@ def main(argv=None) -> int:
                 log(f"ISV {name}: {old:g} → {new:g} (set on resuming)")
         kernels = KernelProfiler(rt, profile_window(args)) if args.profile else None
         trainer.set_profiling(args.profile_steps, kernels)
-        write_json(out / "config.json", {"foxc_version": __version__, "backend": rt.backend, "reason": rt.reason,
-                                         "device": rt.device_name, "config": cfg.as_dict(), "data": data.source,
-                                         "config_file": config_file.as_dict() if config_file else None,
-                                         "resumed_from": args.resume_from,
-                                         "isv_set_on_resume": [{"slot": n, "old": o, "new": v}
-                                                               for n, o, v in isv_changes]})
-        mode = (f"graph after {trainer.capture_after} eager warm-up steps" if trainer.use_graph else "eager")
-        log(f"training: {cfg.n_steps} steps, B={cfg.n_backtests}, K={cfg.seq_len}, PER {cfg.per_capacity}, "
-            f"n-step {cfg.n_step}, {cfg.precision}, {mode}; run directory {out}")
-        metrics = MetricsLog(out / "metrics.jsonl", trainer.steps_done + cfg.n_steps, start_step=trainer.steps_done,
-                             tensorboard=tensorboard.TensorBoardLog(out, trainer.ts.isv) if args.tensorboard else None)
+        write_config(out, rt, cfg, data, config_file, args.resume_from, isv_changes)
+        log(describe_training(trainer, cfg, out))
+        board = tensorboard.TensorBoardLog(out, trainer.ts.isv) if args.tensorboard else None
         with StopOnSignal() as stop:
-            try:
-                summary = trainer.train(cfg.n_steps, metrics, cfg.checkpoint_every, stop=stop)
-            finally:
-                metrics.close()
+            summary = train_logged(trainer, cfg, out, stop, board)
         if stop.requested and not args.checkpoint_on_exit:
             write_json(out / "summary.json", summary)
             print(f"foxc.train: stopped by {stop.requested} at step {trainer.steps_done}; the last checkpoint is "
@@ -137,13 +121,7 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             trainer.close()
             return 130
-        run = summary["this_run"]
-        wr = run["win_rate"]
-        log(f"done: {summary['steps_this_run']} steps in {summary['seconds']:.1f} s ({summary['sps']} steps/s, "
-            f"{'graph' if summary['graph'] else 'eager'}); exploring, {run['trades']} trades, win rate "
-            f"{'-' if wr is None else f'{wr:.3f}'}; checkpoint {final}; metrics {out / 'metrics.jsonl'}")
-        if summary["evaluation"]:
-            log("held-out (greedy): " + describe_evaluation(summary["evaluation"]))
+        log_done(log, summary, final, out)
         trainer.close()
         return 0
     except (*user_errors(), CudaError, ValueError, OSError) as e:
@@ -157,15 +135,84 @@ def main(argv=None) -> int:
         return 130
 
 
-def load_run_data(cfg, log, run_data):
-    """run_data(cfg, log); a file of --data that cannot be read is refused naming the flag."""
-    from .data import DataError
+def run(rt, cfg, out: Path, log=lambda msg: None) -> dict:
+    """A new run of `cfg` into the directory `out`, as `python -m foxc.train` makes one (no resume, no
+    profile, no signal handling): data, config.json, metrics.jsonl, the final checkpoint and
+    summary.json; returns the summary. For callers that run many (foxc.sweep)."""
+    from .trainer.run import write_json
+    data = load_data_logged(cfg, log)
+    data.market.report.write_json(out)
+    trainer = open_trainer(rt, cfg, data, out)
     try:
-        return run_data(cfg, log)
+        write_config(out, rt, cfg, data)
+        log(describe_training(trainer, cfg, out))
+        summary = train_logged(trainer, cfg, out)
+        final = trainer.save()
+        summary["checkpoint"] = str(final)
+        write_json(out / "summary.json", summary)
+        log_done(log, summary, final, out)
+    finally:
+        trainer.close()
+    return summary
+
+
+def load_data_logged(cfg, log):
+    """The run's data (foxc.trainer.session.run_data), its validation summary logged; a file of --data
+    that cannot be read is refused naming the flag."""
+    from .data import DataError
+    from .trainer.session import run_data
+    try:
+        data = run_data(cfg, log)
     except DataError as e:
         if not cfg.data:
             raise
         raise UsageError(f"--data {e}") from None
+    for line in data.market.report.summary().splitlines():
+        log(line)
+    return data
+
+
+def open_trainer(rt, cfg, data, out: Path):
+    from .trainer.run import Trainer
+    return Trainer(rt, cfg, data.market, data.labels, out, data_meta=data.source, held=data.held,
+                   optimum=data.optimum)
+
+
+def write_config(out: Path, rt, cfg, data, config_file=None, resumed_from=None, isv_changes=()):
+    """config.json: what ran, on what, with which settings and data."""
+    from .trainer.run import write_json
+    write_json(out / "config.json", {"foxc_version": __version__, "backend": rt.backend, "reason": rt.reason,
+                                     "device": rt.device_name, "config": cfg.as_dict(), "data": data.source,
+                                     "config_file": config_file.as_dict() if config_file else None,
+                                     "resumed_from": resumed_from,
+                                     "isv_set_on_resume": [{"slot": n, "old": o, "new": v}
+                                                           for n, o, v in isv_changes]})
+
+
+def train_logged(trainer, cfg, out: Path, stop=None, board=None) -> dict:
+    """cfg.n_steps more steps, their records in out/metrics.jsonl (and TensorBoard's, given `board`); the summary."""
+    from .trainer.metrics import MetricsLog
+    metrics = MetricsLog(out / "metrics.jsonl", trainer.steps_done + cfg.n_steps, start_step=trainer.steps_done,
+                         tensorboard=board)
+    try:
+        return trainer.train(cfg.n_steps, metrics, cfg.checkpoint_every, stop=stop)
+    finally:
+        metrics.close()
+
+
+def describe_training(trainer, cfg, out: Path) -> str:
+    mode = (f"graph after {trainer.capture_after} eager warm-up steps" if trainer.use_graph else "eager")
+    return (f"training: {cfg.n_steps} steps, B={cfg.n_backtests}, K={cfg.seq_len}, PER {cfg.per_capacity}, "
+            f"n-step {cfg.n_step}, {cfg.precision}, {mode}; run directory {out}")
+
+
+def log_done(log, summary: dict, final, out: Path):
+    run, wr = summary["this_run"], summary["this_run"]["win_rate"]
+    log(f"done: {summary['steps_this_run']} steps in {summary['seconds']:.1f} s ({summary['sps']} steps/s, "
+        f"{'graph' if summary['graph'] else 'eager'}); exploring, {run['trades']} trades, win rate "
+        f"{'-' if wr is None else f'{wr:.3f}'}; checkpoint {final}; metrics {out / 'metrics.jsonl'}")
+    if summary["evaluation"]:
+        log("held-out (greedy): " + describe_evaluation(summary["evaluation"]))
 
 
 def kept_isv(saved, log) -> tuple[tuple[str, float], ...]:

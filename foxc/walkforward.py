@@ -17,7 +17,6 @@ GPU each across a Ray cluster (`--parallel ray`, `--ray-address`, optional extra
 """
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
 import sys
@@ -32,7 +31,7 @@ from .cli import (ArgumentParser, UsageError, finite_float, nonnegative_float, n
 from .data.record import PRICE_SCALE
 from .data.source import MarketData
 from .evaluate import scaleout
-from .evaluate.folds import FoldSpec, describe_window
+from .evaluate.folds import FoldSpec, describe_window, ray_windows, run_fold_safely, windows_of
 from .evaluate.plots import PlotsUnavailable, walkforward_plots
 from .evaluate.reporting import RULES, Criteria, assemble, write
 from .evaluate.runner import EvalConfig
@@ -112,9 +111,9 @@ def walk_forward(data: MarketData, *, folds: int, steps: int, out: Path, trainer
         f"{folds} folds of {steps} steps, runner {parallel}")
     t0 = time.perf_counter()
     if parallel == "none":
-        results = scaleout.run_sequential(specs, data.records)
+        results = scaleout.run_sequential(specs, lambda s: run_fold_safely(s, *windows_of(s, data.records)))
     elif parallel == "local":
-        slots = _local_slots(eval_config.backend, workers, folds)
+        slots = scaleout.local_slots(eval_config.backend, workers, folds)
         data_npy = out / "data.npy"
         np.save(data_npy, data.records)
         try:
@@ -126,8 +125,9 @@ def walk_forward(data: MarketData, *, folds: int, steps: int, out: Path, trainer
             if not keep_data:
                 data_npy.unlink(missing_ok=True)
     elif parallel == "ray":
-        results = scaleout.run_ray(specs, data.records, address=ray_address, num_gpus=gpus_per_fold,
-                                   init_kwargs=ray_init)
+        results = scaleout.run_ray(specs, run_fold_safely, inputs=ray_windows(data.records), address=ray_address,
+                                   num_gpus=gpus_per_fold, init_kwargs=ray_init, noun="fold",
+                                   gpus_flag="--gpus-per-fold")
     else:
         raise ValueError(f"parallel must be none, local or ray, got '{parallel}'")
     optimum = None
@@ -169,17 +169,6 @@ def walk_forward(data: MarketData, *, folds: int, steps: int, out: Path, trainer
     log(f"{'all folds pass' if report['all_passed'] else 'not every fold passes'} ({criteria.rule} rule); "
         f"wrote {json_path}, {md_path}")
     return report
-
-
-def _local_slots(backend: str | None, workers: int | None, folds: int) -> list[str | None]:
-    """GPU ids for one process each, or CPU worker slots on the reference backend."""
-    backend = backend or os.environ.get("FOXC_BACKEND") or "auto"
-    gpus = [] if backend == "reference" else scaleout.visible_gpus()
-    if gpus:
-        return gpus[:workers] if workers else gpus
-    if backend == "cuda":
-        raise UsageError("--parallel local with --backend cuda: no visible GPU")
-    return [None] * max(1, min(folds, workers or os.cpu_count() or 1))
 
 
 def build_parser() -> ArgumentParser:

@@ -19,12 +19,14 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
 from ..data.source import MarketData
 from ..driver import open_runtime
 from .runner import EvalConfig, Evaluator
+from .scaleout import serve
 from .trainers import resolve_trainer
 
 CURVE_POINTS = 1000
@@ -43,6 +45,17 @@ class FoldSpec:
     tick: int = 1
     source: str = ""
     data_npy: str = ""             # for subprocess workers: the whole data as a .npy file (memory-mapped)
+
+    # a job of foxc.evaluate.scaleout
+    SPEC_FILE: ClassVar[str] = "fold.json"
+    WORKER: ClassVar[str] = "foxc.evaluate.folds"
+
+    @property
+    def key(self) -> int:
+        return self.fold
+
+    def failed(self, error: str) -> dict:
+        return failed_record(self, error)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -155,19 +168,22 @@ def records_of(spec: FoldSpec) -> tuple[np.ndarray, np.ndarray]:
     return data[spec.train[0]:spec.train[1]], data[spec.eval[0]:spec.eval[1]]
 
 
+def windows_of(spec: FoldSpec, records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return records[spec.train[0]:spec.train[1]], records[spec.eval[0]:spec.eval[1]]
+
+
+def ray_windows(records: np.ndarray):
+    """run_ray's `inputs` for folds: a fold's two windows, each put in the object store once (a window
+    is one fold's evaluation and the next one's training)."""
+    def inputs(spec: FoldSpec, put):
+        return tuple(put(b, lambda b=b: np.ascontiguousarray(records[b[0]:b[1]])) for b in (spec.train, spec.eval))
+    return inputs
+
+
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m foxc.evaluate.folds FOLD.json (written by foxc.walkforward)", file=sys.stderr)
-        return 2
-    spec = FoldSpec.from_json(Path(argv[0]).read_text())
-    record = run_fold_safely(spec, *records_of(spec))
-    Path(spec.out_dir).mkdir(parents=True, exist_ok=True)
-    (Path(spec.out_dir) / "result.json").write_text(json.dumps(record) + "\n")
-    if "error" in record:
-        print(record["error"], file=sys.stderr)
-        return 1
-    return 0
+    return serve(sys.argv[1:] if argv is None else argv, FoldSpec.from_json,
+                 lambda spec: run_fold_safely(spec, *records_of(spec)),
+                 "python -m foxc.evaluate.folds FOLD.json (written by foxc.walkforward)")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""PNG plots with matplotlib (the optional extra `foxc[plots]`): training curves and walk-forward folds.
+"""PNG plots with matplotlib (the optional extra `foxc[plots]`): training curves, walk-forward folds, sweeps.
 
 Every function returns the paths it wrote, or raises PlotsUnavailable (with the install hint)
 when matplotlib is missing; callers print that and carry on.
@@ -117,3 +117,43 @@ def walkforward_plots(report: dict, run_dir: Path) -> list[Path]:
     fig.savefig(wr_png, dpi=100)
     plt.close(fig)
     return [equity_png, wr_png]
+
+
+def sweep_plot(points: list[dict], axes: list[str], label: str, out_png: Path) -> list[Path]:
+    """A sweep's target (each point's `mean` ± `se` over seeds) against its first axis, one line per
+    combination of the other axes; a log x-axis where the first axis spans a factor of 3 or more
+    above 0, evenly spaced categories where it is not a number."""
+    plt = _pyplot()
+    first, others = axes[0], axes[1:]
+    xs = [p["axes"][first] for p in points]
+    numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
+    categories = list(dict.fromkeys(map(str, xs)))
+    position = (lambda v: v) if numeric else (lambda v: categories.index(str(v)))  # noqa: E731
+    lines: dict[tuple, list[dict]] = {}
+    for p in points:
+        if p["mean"] is not None:
+            lines.setdefault(tuple(p["axes"][a] for a in others), []).append(p)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key, members in sorted(lines.items(), key=lambda kv: [_order(v) for v in kv[0]]):
+        members.sort(key=lambda p: position(p["axes"][first]))
+        ax.errorbar([position(p["axes"][first]) for p in members], [p["mean"] for p in members],
+                    yerr=[p["se"] or 0.0 for p in members], marker="o", capsize=3, lw=1,
+                    label=", ".join(f"{a}={v:g}" if isinstance(v, float) else f"{a}={v}" for a, v in zip(others, key)))
+    if numeric and min(xs) > 0 and max(xs) >= 3 * min(xs):
+        ax.set_xscale("log")
+    if not numeric:
+        ax.set_xticks(range(len(categories)), categories)
+    ax.set_xlabel(first)
+    ax.set_ylabel(label)
+    ax.set_title(f"{label}: mean ± standard error over seeds", fontsize=10)
+    if others and 0 < len(lines) <= 12:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=100)
+    plt.close(fig)
+    return [Path(out_png)]
+
+
+def _order(value) -> tuple:
+    """Numbers by value, then anything else by its text (a legend in the axes' order)."""
+    return (0, value, "") if isinstance(value, (int, float)) else (1, 0, str(value))

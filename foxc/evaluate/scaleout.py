@@ -1,15 +1,24 @@
-"""Running folds: in this process, one process per visible GPU of this machine, or one Ray task per fold.
+"""Running jobs (walk-forward folds, sweep runs): in this process, one process per visible GPU of this
+machine, or one Ray task each.
 
-- `run_sequential`: fold after fold in this process.
-- `run_local(specs, slots)`: a subprocess per fold (`python -m foxc.evaluate.folds`), at most one
-  per slot at a time; a slot is a GPU id, given to its processes as CUDA_VISIBLE_DEVICES (so each
-  sees one GPU, as device 0). On the reference backend a slot is just a worker process.
-- `run_ray(specs, ...)`: one Ray task per fold with `num_gpus` (default 1) each: Ray places the
-  tasks on the cluster's GPUs (any machine) and sets CUDA_VISIBLE_DEVICES itself; the windows
-  travel through Ray's object store, so workers need no shared file system. Results (figures and
-  a downsampled equity curve) come back to the head; checkpoints stay on the machine that made
-  them (each record names its host and path).
-Every runner returns the fold records in fold order; a failed fold gives a record with `error`.
+A job is a JSON-able spec (foxc.evaluate.folds.FoldSpec, foxc.sweep.point.RunSpec) with
+    key          unique among the jobs of one call (a fold's number, a sweep run's name)
+    out_dir      its directory, on the machine that runs it
+    to_json()    the spec a worker process reads
+    failed(err)  the record of a job that gave none (its worker crashed)
+    SPEC_FILE    the name of that spec in out_dir, WORKER the module a worker process runs:
+                 `python -m WORKER OUT_DIR/SPEC_FILE` (its main is `serve`)
+and `work(job, *inputs) -> record` runs one, a failure turned into a record with `error` (it never raises).
+
+- `run_sequential(jobs, work)`: one after another in this process.
+- `run_local(jobs, slots)`: a worker process per job, at most one per slot at a time; a slot is a GPU
+  id, given to its processes as CUDA_VISIBLE_DEVICES (so each sees one GPU, as device 0). On the
+  reference backend a slot is just a worker process.
+- `run_ray(jobs, work, ...)`: one Ray task per job with `num_gpus` (default 1) each: Ray places the
+  tasks on the cluster's GPUs (any machine) and sets CUDA_VISIBLE_DEVICES itself; large inputs
+  travel through Ray's object store, so workers need no shared file system. Records come back to
+  the head; files stay on the machine that wrote them.
+Every runner returns the records in the jobs' order.
 """
 from __future__ import annotations
 
@@ -20,19 +29,18 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
-from .folds import FoldSpec, failed_record, run_fold_safely
-
 
 class ScaleoutError(RuntimeError):
-    """A set-up the folds cannot run on (Ray missing, too few GPUs); the message says what to change."""
+    """A set-up the jobs cannot run on (Ray missing, too few GPUs); the message says what to change."""
+
 
 POLL_S = 0.05
+RESULT_FILE = "result.json"
+WORKER_LOG = "worker.log"
 
 
-def run_sequential(specs: list[FoldSpec], records: np.ndarray) -> list[dict]:
-    return [run_fold_safely(s, records[s.train[0]:s.train[1]], records[s.eval[0]:s.eval[1]]) for s in specs]
+def run_sequential(jobs: list, work) -> list[dict]:
+    return [work(job) for job in jobs]
 
 
 def visible_gpus() -> list[str]:
@@ -51,68 +59,113 @@ def visible_gpus() -> list[str]:
         return []
 
 
-def run_local(specs: list[FoldSpec], slots: list[str | None], env: dict | None = None) -> list[dict]:
-    """One subprocess per fold, at most one per slot at once; `slots`: GPU ids, or None for CPU workers.
+def local_slots(backend: str | None, workers: int | None, jobs: int) -> list[str | None]:
+    """GPU ids for one process each, or CPU worker slots (None) on the reference backend."""
+    backend = backend or os.environ.get("FOXC_BACKEND") or "auto"
+    gpus = [] if backend == "reference" else visible_gpus()
+    if gpus:
+        return gpus[:workers] if workers else gpus
+    if backend == "cuda":
+        raise ScaleoutError("--parallel local with --backend cuda: no visible GPU")
+    return [None] * max(1, min(jobs, workers or os.cpu_count() or 1))
 
-    Each spec must name `data_npy`. A worker's stdout/stderr go to `worker.log` in its fold directory."""
+
+def run_local(jobs: list, slots: list[str | None], env: dict | None = None, on_result=None) -> list[dict]:
+    """A worker process per job, at most one per slot at once; `slots`: GPU ids, or None for CPU workers.
+
+    A worker's stdout/stderr go to `worker.log` in the job's directory; `on_result(job, record)` is
+    called as each job ends."""
     if not slots:
         raise ValueError("run_local needs at least one slot")
-    pending = list(specs)
-    running: dict[str, tuple] = {}  # key -> (spec, process, log file, slot)
-    free = list(dict.fromkeys(slots))
-    results: dict[int, dict] = {}
+    pending, free = list(jobs), list(dict.fromkeys(slots))
+    running: list[tuple] = []  # (job, process, log file, slot)
+    results: dict = {}
     while pending or running:
         while pending and free:
-            slot, spec = free.pop(0), pending.pop(0)
-            fold_dir = Path(spec.out_dir)
-            fold_dir.mkdir(parents=True, exist_ok=True)
-            spec_path = fold_dir / "fold.json"
-            spec_path.write_text(spec.to_json())
-            child_env = {**os.environ, **(env or {})}
-            if slot is not None:
-                child_env["CUDA_VISIBLE_DEVICES"] = slot
-            log = open(fold_dir / "worker.log", "w")
-            proc = subprocess.Popen([sys.executable, "-m", "foxc.evaluate.folds", str(spec_path)],
-                                    stdout=log, stderr=subprocess.STDOUT, env=child_env)
-            running[str(slot) + f"#{spec.fold}"] = (spec, proc, log, slot)
-        for key, (spec, proc, log, slot) in list(running.items()):
-            if proc.poll() is None:
-                continue
+            slot, job = free.pop(0), pending.pop(0)
+            running.append((job, *_start_worker(job, slot, env), slot))
+        for entry in [r for r in running if r[1].poll() is not None]:
+            job, proc, log, slot = entry
             log.close()
-            del running[key]
+            running.remove(entry)
             free.append(slot)
-            result_path = Path(spec.out_dir) / "result.json"
-            if result_path.is_file():
-                results[spec.fold] = json.loads(result_path.read_text())
-            else:
-                tail = (Path(spec.out_dir) / "worker.log").read_text()[-2000:]
-                results[spec.fold] = failed_record(spec, f"worker exited with status {proc.returncode}:\n{tail}")
+            results[job.key] = _worker_record(job, proc.returncode)
+            if on_result is not None:
+                on_result(job, results[job.key])
         if running:
             time.sleep(POLL_S)
-    return [results[s.fold] for s in specs]
+    return [results[job.key] for job in jobs]
 
 
-def run_ray(specs: list[FoldSpec], records: np.ndarray, *, address: str | None = None, num_gpus: float = 1,
-            num_cpus: float = 1, init_kwargs: dict | None = None) -> list[dict]:
-    """One Ray task per fold (`num_gpus` each); connects to `address` (or starts a local Ray) if needed."""
+def _start_worker(job, slot: str | None, env: dict | None):
+    """`python -m job.WORKER SPEC` on `slot`; (the process, its open log file)."""
+    out = Path(job.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    spec_path = out / job.SPEC_FILE
+    spec_path.write_text(job.to_json())
+    child_env = {**os.environ, **(env or {})}
+    if slot is not None:
+        child_env["CUDA_VISIBLE_DEVICES"] = slot
+    log = open(out / WORKER_LOG, "w")
+    return subprocess.Popen([sys.executable, "-m", job.WORKER, str(spec_path)], stdout=log,
+                            stderr=subprocess.STDOUT, env=child_env), log
+
+
+def _worker_record(job, returncode: int) -> dict:
+    """The record the worker wrote, or a failed one with the end of its log."""
+    result_path = Path(job.out_dir) / RESULT_FILE
+    if result_path.is_file():
+        return json.loads(result_path.read_text())
+    tail = (Path(job.out_dir) / WORKER_LOG).read_text()[-2000:]
+    return job.failed(f"worker exited with status {returncode}:\n{tail}")
+
+
+def serve(argv: list[str], load, work, usage: str) -> int:
+    """A worker process's main: `load` the spec file argv names, `work(job)`, write its record as
+    result.json in the job's directory; exit status 1 when the record is a failure."""
+    if len(argv) != 1:
+        print(f"usage: {usage}", file=sys.stderr)
+        return 2
+    job = load(Path(argv[0]).read_text())
+    record = work(job)
+    Path(job.out_dir).mkdir(parents=True, exist_ok=True)
+    (Path(job.out_dir) / RESULT_FILE).write_text(json.dumps(record) + "\n")
+    if record.get("error"):
+        print(record["error"], file=sys.stderr)
+        return 1
+    return 0
+
+
+def require_ray():
+    """The ray module, or a ScaleoutError saying how to install it."""
     try:
         import ray
     except ImportError:
         raise ScaleoutError("Ray is not installed: pip install 'foxc[ray]' (or run with --parallel local)") from None
+    return ray
+
+
+def run_ray(jobs: list, work, *, inputs=None, address: str | None = None, num_gpus: float = 1, num_cpus: float = 1,
+            init_kwargs: dict | None = None, noun: str = "job", gpus_flag: str = "--gpus-per-job") -> list[dict]:
+    """One Ray task per job (`num_gpus` each) running `work(job, *inputs(job, put))`: `put(key, make)`
+    puts make() into the object store once per key, so an input several jobs share travels once.
+    Connects to `address` (or starts a local Ray) if needed; `noun` and `gpus_flag` name the job and
+    the flag of `num_gpus` in the error of a cluster with too few GPUs."""
+    ray = require_ray()
     if not ray.is_initialized():
         ray.init(address=address, **(init_kwargs or {}))
     have = ray.cluster_resources().get("GPU", 0)
     if num_gpus > have:
         # a task asking for more GPUs than the cluster has would wait for ever
-        raise ScaleoutError(f"each fold asks for {num_gpus} GPU(s) but the Ray cluster has {have:g}; "
-                           "use --gpus-per-fold 0 for CPU workers (reference backend)")
-    task = ray.remote(num_gpus=num_gpus, num_cpus=num_cpus)(run_fold_safely)
-    windows: dict[tuple[int, int], object] = {}
+        raise ScaleoutError(f"each {noun} asks for {num_gpus} GPU(s) but the Ray cluster has {have:g}; "
+                            f"use {gpus_flag} 0 for CPU workers (reference backend)")
+    task = ray.remote(num_gpus=num_gpus, num_cpus=num_cpus)(work)
+    refs: dict = {}
 
-    def ref(bounds):
-        if bounds not in windows:
-            windows[bounds] = ray.put(np.ascontiguousarray(records[bounds[0]:bounds[1]]))
-        return windows[bounds]
+    def put(key, make):
+        if key not in refs:
+            refs[key] = ray.put(make())
+        return refs[key]
 
-    futures = [task.remote(s, ref(s.train), ref(s.eval)) for s in specs]
+    futures = [task.remote(job, *(inputs(job, put) if inputs else ())) for job in jobs]
     return ray.get(futures)

@@ -1,0 +1,214 @@
+"""The axes of a sweep: what `--grid` and `--range` name, the values they take, and the points they make.
+
+An axis names a training setting as a --config file spells it (`n_backtests`, `actor`, `n_steps`, ...)
+or an ISV slot (`lr_q`, `gamma`, ...); `isv.NAME` names the slot where a setting has the same name
+(`n_step`: the setting sizes the n-step rings and sets the slot; `isv.n_step` sets only the slot, at
+most the setting). A grid value is read as its flag reads it (`--n-backtests 64`, `--set lr_q=1e-4`),
+so every error names the flag's rule. Settings that would change what the points are measured on, or
+that change no result, are refused as axes (REFUSED says why).
+
+Points are the cartesian product of the grid axes, crossed with N draws over the range axes (the same
+draws under every grid combination, so the grid's effect is seen on equal draws).
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import functools
+import itertools
+import math
+from dataclasses import dataclass
+
+from ..cli import UsageError
+from ..isv.registry import SLOTS, slot
+from ..rng import generator
+from ..trainer.config import ConfigError, add_config_arguments, merge_isv, parse_settings
+
+MEASURED = "every point must be measured on the same data and held-out rows: give it as a training flag"
+BOOKKEEPING = "it changes how a run logs, saves or runs, not what it learns: give it as a training flag"
+REFUSED = {"seed": "each point runs with seeds 0..S-1: give --seeds S",
+           **dict.fromkeys(("data", "synthetic", "synthetic_rows", "fee_per_lot", "lots_per_entry", "eval_rows",
+                            "holdout_frac"), MEASURED),
+           **dict.fromkeys(("log_every", "checkpoint_every", "eval_every", "graph"), BOOKKEEPING)}
+SLOT_PREFIX = "isv."
+DRAWN_DIGITS = 4  # significant digits of a random draw: a value a flag can give again
+
+
+@functools.cache
+def setting_flags() -> dict[str, argparse.Action]:
+    """Each training setting's flag, by setting name."""
+    return {a.dest: a for a in add_config_arguments(argparse.ArgumentParser(add_help=False))}
+
+
+@dataclass(frozen=True)
+class Target:
+    """What an axis sets: a training setting (`setting`) or an ISV slot (`slot`)."""
+    name: str
+    setting: str | None = None
+    slot: str | None = None
+
+    @classmethod
+    def named(cls, name: str, flags: dict[str, argparse.Action], flag: str) -> "Target":
+        if name.startswith(SLOT_PREFIX):
+            return cls._slot(name, name[len(SLOT_PREFIX):], flag)
+        if name in REFUSED:
+            raise UsageError(f"{flag} {name}: not an axis: {REFUSED[name]}")
+        if name in flags:
+            return cls(name, setting=name)
+        return cls._slot(name, name, flag)
+
+    @classmethod
+    def _slot(cls, name: str, slot_name: str, flag: str) -> "Target":
+        if any(s.name == slot_name for s in SLOTS):
+            return cls(name, slot=slot_name)
+        known = [*setting_flags(), *(s.name for s in SLOTS)]
+        close = difflib.get_close_matches(slot_name, [k for k in known if k not in REFUSED], n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(close)}?" if close else "python -m foxc.isv lists the slots"
+        raise UsageError(f"{flag} {name}: no training setting or ISV slot of that name ({hint})")
+
+    def flag_text(self, text: str) -> str:
+        """The training flag that gives the value `text`."""
+        if self.slot:
+            return f"--set={self.slot}={text}"
+        return f"{setting_flags()[self.setting].option_strings[0]}={text}"
+
+    def parse(self, text: str, flag: str):
+        """The value of `text`, read as the target's flag reads it."""
+        try:
+            settings = parse_settings([self.flag_text(text)], f"{flag} {self.name}")
+        except ConfigError as e:
+            raise UsageError(str(e)) from None
+        return settings["isv"][0][1] if self.slot else settings[self.setting]
+
+    def fragment(self, value) -> dict:
+        """The TrainConfig settings that give `value`."""
+        return {"isv": ((self.slot, float(value)),)} if self.slot else {self.setting: value}
+
+    @functools.cached_property
+    def number(self) -> str | None:
+        """'int' or 'float' for a numeric target, else None."""
+        if self.slot:
+            valid = slot(self.slot).valid
+            return "int" if getattr(valid, "integer", False) else "float"
+        kind = setting_flags()[self.setting].type
+        return {int: "int", float: "float"}.get(kind)
+
+
+@dataclass(frozen=True)
+class Axis:
+    target: Target
+    values: tuple = ()          # a grid axis's values
+    bounds: tuple = ()          # a range axis's (lo, hi, log)
+
+    @property
+    def name(self) -> str:
+        return self.target.name
+
+    def describe(self) -> str:
+        if self.values:
+            return f"`{self.name}`: {', '.join(show(v) for v in self.values)}"
+        lo, hi, log = self.bounds
+        return f"`{self.name}`: {'log-uniform' if log else 'uniform'} in [{show(lo)}, {show(hi)}]" + \
+            (" (integers)" if self.target.number == "int" else "")
+
+    def draw(self, u: float):
+        """The value at quantile `u` of the range (log-uniform with `log`), rounded to DRAWN_DIGITS
+        significant digits or to an integer, and kept inside the range."""
+        lo, hi, log = self.bounds
+        if self.target.number == "int" and not log:
+            return min(int(hi), int(math.floor(lo + u * (hi - lo + 1))))
+        value = math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo))) if log else lo + u * (hi - lo)
+        value = round(value) if self.target.number == "int" else float(f"{value:.{DRAWN_DIGITS}g}")
+        return min(max(value, lo), hi)
+
+
+def split_axis(text: str, flag: str) -> tuple[str, str]:
+    name, sep, rest = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise UsageError(f"{flag} '{text}': expected NAME={'V1,V2,...' if flag == '--grid' else 'LO:HI[:log]'}")
+    return name, rest
+
+
+def grid_axis(text: str, flags: dict) -> Axis:
+    """`NAME=V1,V2,...` (values separated by ';' when one holds commas, as horizons do)."""
+    name, rest = split_axis(text, "--grid")
+    target = Target.named(name, flags, "--grid")
+    parts = [p.strip() for p in rest.split(";" if ";" in rest else ",")]
+    if not rest.strip():
+        raise UsageError(f"--grid {name}: no values")
+    if "" in parts:
+        raise UsageError(f"--grid {name}: an empty value in '{rest}'")
+    values = tuple(target.parse(p, "--grid") for p in parts)
+    twice = [v for i, v in enumerate(values) if v in values[:i]]
+    if twice:
+        raise UsageError(f"--grid {name}: {show(twice[0])} given twice")
+    return Axis(target, values=values)
+
+
+def range_axis(text: str, flags: dict) -> Axis:
+    """`NAME=LO:HI` (uniform) or `NAME=LO:HI:log` (log-uniform, for learning rates and such)."""
+    name, rest = split_axis(text, "--range")
+    target = Target.named(name, flags, "--range")
+    if target.number is None:
+        raise UsageError(f"--range {name}: not a number setting (give its values with --grid)")
+    parts = rest.split(":")
+    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "log"):
+        raise UsageError(f"--range {name}: expected LO:HI or LO:HI:log, got '{rest}'")
+    lo, hi = (target.parse(p.strip(), "--range") for p in parts[:2])
+    log = len(parts) == 3
+    if not lo < hi:
+        raise UsageError(f"--range {name}: LO {show(lo)} must be below HI {show(hi)}")
+    if log and lo <= 0:
+        raise UsageError(f"--range {name}: a log range needs LO > 0, got {show(lo)}")
+    return Axis(target, bounds=(lo, hi, log))
+
+
+def parse_axes(grid: list[str], ranges: list[str], draws: int | None) -> list[Axis]:
+    """The grid axes, then the range axes; a name or target given twice, ranges without --random or
+    the reverse, or no axis at all are refused."""
+    flags = setting_flags()
+    axes = [grid_axis(t, flags) for t in grid] + [range_axis(t, flags) for t in ranges]
+    if ranges and not draws:
+        raise UsageError(f"--range {axes[len(grid)].name}: give --random N, the number of points to draw")
+    if draws and not ranges:
+        raise UsageError("--random: give the axes to draw from with --range NAME=LO:HI[:log]")
+    if not axes:
+        raise UsageError("nothing to sweep: give --grid NAME=V1,V2,... or --random N with --range NAME=LO:HI")
+    for i, axis in enumerate(axes):
+        same = [a for a in axes[:i] if (a.target.setting, a.target.slot) == (axis.target.setting, axis.target.slot)]
+        if same:
+            flag = "--grid" if axis.values else "--range"
+            raise UsageError(f"{flag} {axis.name}: a second axis of {same[0].name} (one axis per setting)")
+    return axes
+
+
+def points(axes: list[Axis], draws: int | None, sweep_seed: int) -> list[dict]:
+    """Every point as {axis name: value}: the grid's product, crossed with `draws` random draws of the
+    range axes (foxc.rng's generator of `sweep_seed`, stream "sweep")."""
+    grid = [a for a in axes if a.values]
+    ranged = [a for a in axes if a.bounds]
+    combos = [dict(zip([a.name for a in grid], values)) for values in itertools.product(*(a.values for a in grid))]
+    if not ranged:
+        return combos
+    u = generator(sweep_seed, "sweep").random((draws, len(ranged)))
+    drawn = [{a.name: a.draw(float(q)) for a, q in zip(ranged, row)} for row in u]
+    return [{**c, **d} for c in combos for d in drawn]
+
+
+def settings_of(base: dict, axes: list[Axis], point: dict) -> dict:
+    """The TrainConfig settings of a point: `base` with each axis's value set (an axis wins)."""
+    settings = dict(base)
+    for axis in axes:
+        fragment = axis.target.fragment(point[axis.name])
+        if "isv" in fragment:
+            fragment["isv"] = merge_isv(settings.get("isv", ()), fragment["isv"])
+        settings.update(fragment)
+    return settings
+
+
+def show(value) -> str:
+    """A value as a flag would give it (horizons comma-separated)."""
+    if isinstance(value, (tuple, list)):
+        return ",".join(map(str, value))
+    return f"{value:g}" if isinstance(value, float) else str(value)

@@ -1,0 +1,303 @@
+"""`python -m foxc.sweep`: train and evaluate every point of a hyperparameter grid (or random draws),
+each with several seeds, and rank the points by their held-out result.
+
+    python -m foxc.sweep --grid lr_q=1e-4,3e-4 --grid gamma=0.99,0.995 --seeds 3 [training flags]
+    python -m foxc.sweep --random 8 --range lr_q=1e-5:1e-3:log --range tau=0.001:0.02 --seeds 2
+
+Every configuration is built (and so checked) before anything runs; a run that fails becomes a failed
+row, and the sweep goes on. Runs go one after another in this process (`--parallel none`, one runtime
+for all), one worker process per visible GPU (`local`; worker processes on the reference backend) or
+one Ray task each (`ray`), on the walk-forward's runners (foxc.evaluate.scaleout).
+"""
+from __future__ import annotations
+
+import secrets
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..cli import (ArgumentParser, UsageError, nonnegative_float, nonnegative_int, output_dir, positive_int,
+                   run as run_cli)
+from ..driver import BACKENDS
+from ..evaluate import scaleout
+from ..trainer.config import DEFAULTS, ConfigError, ConfigFile, TrainConfig, add_config_arguments, config_settings
+from .axes import Axis, parse_axes, points as sweep_points, settings_of, show
+from .point import RunSpec, run_point_safely
+from .report import TARGETS, error_line, rank, ranking_table, target_of, write_report, write_tables
+
+PROG = "foxc.sweep"
+# settings the sweep gives every run itself (setting -> its flag here): training flags and a --config
+# file may not set them
+OWNED = {"seed": "--seeds", "n_steps": "--steps"}
+# what a sweep writes into its directory: --overwrite removes these (and nothing else) first
+OUTPUT_FILES = ("sweep.csv", "sweep.parquet", "sweep.json", "report.md", "sweep.png")
+POINTS_DIR = "points"
+
+
+def build_parser() -> ArgumentParser:
+    ap = ArgumentParser(prog="python -m foxc.sweep", allow_abbrev=False,
+                        description="Train and evaluate every point of a hyperparameter grid (or of random draws), "
+                                    "several seeds each, and rank the points by their held-out result.")
+    sw = ap.add_argument_group("sweep")
+    sw.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...",
+                    help="an axis: a training setting (n_backtests, actor, ...) or an ISV slot (lr_q, gamma, ...; "
+                         "isv.NAME for the slot of a setting's name) and its values; repeatable: every combination")
+    sw.add_argument("--random", type=positive_int, metavar="N", help="N points drawn from the --range axes")
+    sw.add_argument("--range", dest="ranges", action="append", default=[], metavar="NAME=LO:HI[:log]",
+                    help="an axis drawn uniformly (log-uniformly with :log) for --random; repeatable")
+    sw.add_argument("--sweep-seed", type=nonnegative_int, default=0, metavar="SEED",
+                    help="seed of the --random draws (default 0)")
+    sw.add_argument("--seeds", type=positive_int, default=3, metavar="S",
+                    help="runs per point, with seeds 0..S-1 (default 3)")
+    sw.add_argument("--steps", type=positive_int, default=None, metavar="N",
+                    help="training steps of each run (default 5,000 with CUDA, 150 on the reference backend)")
+    sw.add_argument("--backend", choices=BACKENDS, default=None)
+    sw.add_argument("--parallel", choices=("none", "local", "ray"), default="none",
+                    help="runs one after another (default); one process per visible GPU; one Ray task each")
+    sw.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                    help="local: at most this many processes (GPUs)")
+    sw.add_argument("--ray-address", default=None, metavar="ADDR",
+                    help="ray: the cluster to join (default: start a local one)")
+    sw.add_argument("--gpus-per-run", type=nonnegative_float, default=1.0, metavar="G",
+                    help="ray: GPUs each run's task asks for (0 for CPU workers)")
+    sw.add_argument("--out", type=Path, default=None, metavar="DIR",
+                    help="sweep directory: new or empty, unless --overwrite (default runs/sweep-<time>-<6 hex>)")
+    sw.add_argument("--overwrite", action="store_true", help="first remove an earlier sweep's outputs from --out")
+    sw.add_argument("--no-plots", action="store_true", help="skip sweep.png")
+    add_config_arguments(ap.add_argument_group(
+        "training flags", "as python -m foxc.train takes them, for every run (an axis sets its own setting); "
+                          "--seed and --n-steps are the sweep's (--seeds, --steps); --eval-every defaults to the "
+                          "run's length (one evaluation, at its end) and --checkpoint-every to 0 (the final one)"))
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_cli(PROG, lambda: sweep(args), also=(scaleout.ScaleoutError,))
+
+
+@dataclass
+class Plan:
+    """A sweep, every setting checked and every run's configuration built; nothing written yet."""
+    axes: list[Axis]
+    specs: list[RunSpec]
+    given: dict           # the training flags' settings (over a --config file's)
+    backend: str
+    steps: int
+    out: Path
+
+    @property
+    def first(self) -> TrainConfig:
+        return self.specs[0].train_config()
+
+    def describe_runs(self, seeds: int) -> str:
+        steps = ("as many steps as the n_steps axis says" if any(a.target.setting == "n_steps" for a in self.axes)
+                 else f"{self.steps} steps")
+        return f"{len(self.specs) // seeds} points × {seeds} seeds = {len(self.specs)} runs of {steps}"
+
+
+def sweep(args) -> int:
+    plan = plan_sweep(args)
+    open_out(plan.out, args.overwrite)
+    print(f"sweep: {plan.describe_runs(args.seeds)}; backend {plan.backend}, runner {args.parallel}; {plan.out}",
+          flush=True)
+    t0 = time.perf_counter()
+    rows = run_all(plan.specs, args, plan.backend)
+    meta = {"axis_names": [a.name for a in plan.axes], "axes": [a.describe() for a in plan.axes],
+            "random": f"{args.random} random draws, --sweep-seed {args.sweep_seed}" if args.random else None,
+            "target": target_of(rows, plan.first.data is None), "runs": plan.describe_runs(args.seeds),
+            "seeds": args.seeds, "backend": plan.backend, "parallel": args.parallel, "data": describe_data(plan.first),
+            "settings": describe_settings(plan.given), "seconds": time.perf_counter() - t0}
+    write_outputs(meta, rows, plan.out, plots=not args.no_plots)
+    failed = sum(r["status"] != "ok" for r in rows)
+    print(f"{len(rows) - failed} runs finished, {failed} failed; wrote {plan.out / 'report.md'}, sweep.csv, "
+          "sweep.parquet", flush=True)
+    return 1 if failed else 0
+
+
+def plan_sweep(args) -> Plan:
+    """Every flag, axis and run checked, in that order; a mistake is a UsageError naming it."""
+    given, config_file = training_settings(args)
+    check_out(args)
+    if args.parallel == "ray":
+        scaleout.require_ray()
+    backend = backend_of(args.backend)
+    axes = parse_axes(args.grid, args.ranges, args.random)
+    steps = args.steps or DEFAULTS[backend]["n_steps"]
+    out = args.out or Path("runs") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    check_base(given, config_file, backend, steps)
+    specs = run_specs(sweep_points(axes, args.random, args.sweep_seed), axes, {**given, "n_steps": steps}, backend,
+                      args.seeds, out)
+    plan = Plan(axes, specs, given, backend, steps, out)
+    if plan.first.data:
+        check_data(plan.first)
+    return plan
+
+
+def open_out(out: Path, overwrite: bool) -> None:
+    if overwrite and out.is_dir():
+        remove_previous_outputs(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot create the directory: {e.strerror or e}") from None
+
+
+def training_settings(args) -> tuple[dict, ConfigFile | None]:
+    """The training flags' settings over the --config file's; the settings the sweep owns are refused."""
+    given = config_settings(args)
+    for name, flag in OWNED.items():
+        if name in given:
+            raise UsageError(f"--{name.replace('_', '-')}: the sweep sets it for every run (give {flag})")
+    if not args.config_file:
+        return given, None
+    config = ConfigFile.read(args.config_file)
+    for name, flag in OWNED.items():
+        if name in config.settings:
+            raise ConfigError(f"--config {config.path}: {name}: set by this command for every run it starts "
+                              f"(give {flag} on its command line)")
+    return config.under(given), config
+
+
+def check_out(args) -> None:
+    if args.out is None:
+        return
+    output_dir("--out", args.out)
+    if args.out.is_dir() and any(args.out.iterdir()) and not args.overwrite:
+        raise UsageError(f"--out {args.out}: the directory holds files (give a new directory, or --overwrite)")
+
+
+def backend_of(mode: str | None) -> str:
+    from ..driver import CudaError, select_backend
+    try:
+        return select_backend(mode).name
+    except CudaError as e:
+        raise UsageError(str(e)) from None
+    except ValueError as e:  # $FOXC_BACKEND names no backend
+        raise UsageError(f"$FOXC_BACKEND: {e}") from None
+
+
+def run_defaults(settings: dict) -> dict:
+    """A sweep run evaluates once, at its end, on held-out rows (on real data --eval-every is what
+    holds them out) and saves only its final checkpoint, unless the flags say otherwise."""
+    return {"eval_every": max(1, settings["n_steps"]), "checkpoint_every": 0, **settings}
+
+
+def config(backend: str, settings: dict, where: str) -> TrainConfig:
+    try:
+        return TrainConfig.for_backend(backend, **run_defaults(settings))
+    except ConfigError as e:
+        raise UsageError(f"{where}: {e}") from None
+
+
+def check_base(given: dict, config_file: ConfigFile | None, backend: str, steps: int) -> None:
+    """The training flags by themselves; an error names the flag (or the --config file)."""
+    try:
+        TrainConfig.for_backend(backend, **run_defaults({**given, "n_steps": steps}))
+    except ConfigError as e:
+        raise config_file.blame(e, given) if config_file else e
+
+
+def run_specs(points: list[dict], axes: list[Axis], base: dict, backend: str, seeds: int,
+              out: Path) -> list[RunSpec]:
+    """A RunSpec per point and seed, every configuration built before any run: each axis value with
+    the training flags (an error names the axis), then each point (an error names the point)."""
+    for axis in axes:
+        for value in axis.values or axis.bounds[:2]:
+            flag = "--grid" if axis.values else "--range"
+            config(backend, settings_of(base, [axis], {axis.name: value}), f"{flag} {axis.name}={show(value)}")
+    width = max(2, len(str(len(points) - 1)))
+    specs = []
+    for i, point in enumerate(points):
+        name = f"p{i:0{width}d}"
+        settings = settings_of(base, axes, point)
+        for seed in range(seeds):
+            cfg = config(backend, {**settings, "seed": seed}, f"point {name} ({describe_point(point)})")
+            run_dir = out / POINTS_DIR / f"{name}-seed{seed}"
+            specs.append(RunSpec(name, seed, point, cfg.as_dict(), backend, str(run_dir)))
+    return specs
+
+
+def check_data(cfg: TrainConfig) -> None:
+    """Real data: read once here, so a file that cannot be read, or too few rows to hold out, is
+    refused before any run."""
+    from ..train import load_data_logged
+    try:
+        load_data_logged(cfg, lambda msg: print(msg, flush=True))
+    except ValueError as e:
+        if isinstance(e, (UsageError, ConfigError)):
+            raise
+        raise UsageError(f"--data {cfg.data}: {e}") from None
+
+
+def remove_previous_outputs(out: Path) -> None:
+    """Remove an earlier sweep's outputs from `out` (its points/ and OUTPUT_FILES)."""
+    shutil.rmtree(out / POINTS_DIR, ignore_errors=True)
+    for name in OUTPUT_FILES:
+        (out / name).unlink(missing_ok=True)
+
+
+def run_all(specs: list[RunSpec], args, backend: str) -> list[dict]:
+    if args.parallel == "none":
+        from ..driver import open_runtime
+        rt = open_runtime(backend)  # one for every run: no start-up per run
+        return scaleout.run_sequential(specs, lambda s: announce(s, run_point_safely(s, rt)))
+    if args.parallel == "local":
+        slots = scaleout.local_slots(backend, args.workers, len(specs))
+        print(f"local workers: {len(slots)} ({'GPUs ' + ','.join(slots) if slots[0] is not None else 'CPU'})")
+        return scaleout.run_local(specs, slots, on_result=announce)
+    rows = scaleout.run_ray(specs, run_point_safely, address=args.ray_address, num_gpus=args.gpus_per_run,
+                            noun="run", gpus_flag="--gpus-per-run")
+    return [announce(s, r) for s, r in zip(specs, rows)]
+
+
+def announce(spec: RunSpec, row: dict) -> dict:
+    """Print one line for a finished run; returns its row."""
+    from ..train import describe_evaluation
+    if row["status"] != "ok":
+        result = f"FAILED: {error_line(row['error'] or '')}"
+    elif row["eval_pnl"] is None:
+        result = "no held-out evaluation"
+    else:
+        result = f"{describe_evaluation(row)}; {row['seconds']:.1f} s"
+    print(f"{spec.key} ({describe_point(spec.axes)}): {result}", flush=True)
+    return row
+
+
+def write_outputs(meta: dict, rows: list[dict], out: Path, plots: bool) -> None:
+    """The tables, the plot (or why none), report.md and sweep.json; the ranking printed."""
+    points = rank(rows, meta["axis_names"], meta["target"])
+    write_tables(rows, meta["axis_names"], out)
+    meta["plot"] = None
+    meta["plot_note"] = "plots skipped: " + ("--no-plots" if not plots else "no point gave a result")
+    if plots and any(p["mean"] is not None for p in points):
+        from ..evaluate.plots import PlotsUnavailable, sweep_plot
+        try:
+            meta["plot"] = sweep_plot(points, meta["axis_names"], TARGETS[meta["target"]], out / "sweep.png")[0].name
+        except PlotsUnavailable as e:
+            meta["plot_note"] = str(e)
+            print(e)
+    write_report(meta, points, rows, out)
+    print("\n".join(ranking_table(points, meta["axis_names"], meta["target"])), flush=True)
+
+
+def describe_point(point: dict) -> str:
+    return ", ".join(f"{k}={show(v)}" for k, v in point.items())
+
+
+def describe_data(cfg: TrainConfig) -> str:
+    if cfg.data:
+        return f"{cfg.data}, the last {cfg.holdout_frac:g} of its rows held out for the evaluation"
+    return (f"synthetic market `{cfg.synthetic}`, {cfg.synthetic_rows:,} rows drawn with each run's seed; "
+            f"{cfg.eval_rows:,} held-out rows drawn with another")
+
+
+def describe_settings(given: dict) -> str:
+    settings = [f"{k}={show(v)}" for k, v in given.items() if k != "isv"]
+    return ", ".join(settings + [f"{name}={show(v)}" for name, v in given.get("isv", ())])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""One run of a sweep: a point's settings with one seed, trained as `python -m foxc.train` trains, then
+evaluated greedily on held-out rows (the run's final evaluation); its row of the sweep's table.
+
+    row = run_point_safely(spec)        # in this process, a worker process or a Ray task
+
+The run's directory holds what a training run's does (config.json, metrics.jsonl, summary.json, the
+final checkpoint) and `train.log`, its progress lines. As a worker process (foxc.evaluate.scaleout):
+`python -m foxc.sweep.point RUN.json`.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from ..evaluate.scaleout import serve
+from ..trainer.config import TrainConfig
+
+EVAL_FIELDS = ("eval_opt_frac", "eval_pnl", "eval_pnl_se", "eval_trades", "eval_wr", "eval_time_in_market",
+               "eval_rows")
+# a row's columns after the point, the seed and the axes
+ROW_FIELDS = ("status", *EVAL_FIELDS, "train_sps", "train_seconds", "eval_seconds", "seconds", "steps", "error",
+              "run_dir", "host")
+
+
+@dataclass
+class RunSpec:
+    point: str
+    seed: int
+    axes: dict            # axis name -> the point's value
+    config: dict          # TrainConfig.as_dict(): every setting of the run, resolved for `backend`
+    backend: str
+    out_dir: str
+
+    # a job of foxc.evaluate.scaleout
+    SPEC_FILE: ClassVar[str] = "run.json"
+    WORKER: ClassVar[str] = "foxc.sweep.point"
+
+    @property
+    def key(self) -> str:
+        return f"{self.point}-seed{self.seed}"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunSpec":
+        return cls(**json.loads(text))
+
+    def train_config(self) -> TrainConfig:
+        c = self.config
+        return TrainConfig(**{**c, "horizons": tuple(c["horizons"]), "isv": tuple((n, float(v)) for n, v in c["isv"])})
+
+    def row(self, **fields) -> dict:
+        """The run's row: point, seed, the axes, then ROW_FIELDS (None where not given)."""
+        return {"point": self.point, "seed": self.seed, **self.axes,
+                **{k: fields.get(k) for k in ROW_FIELDS}, "run_dir": self.out_dir, "host": socket.gethostname()}
+
+    def failed(self, error: str) -> dict:
+        return self.row(status="failed", error=error)
+
+
+def run_point(spec: RunSpec, rt=None) -> dict:
+    """Train and evaluate one run on `rt` (default: a runtime of its own); raises on failure."""
+    from ..driver import open_runtime
+    from ..train import run as train_run
+    t0 = time.perf_counter()
+    out = Path(spec.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rt = rt or open_runtime(spec.backend)
+    with (out / "train.log").open("w") as log:
+        summary = train_run(rt, spec.train_config(), out, lambda msg: print(msg, file=log, flush=True))
+    evaluation = summary["evaluation"] or {}
+    return spec.row(status="ok", **{k: evaluation.get(k) for k in EVAL_FIELDS}, train_sps=summary["sps"],
+                    train_seconds=summary["seconds"], eval_seconds=summary["eval_seconds"],
+                    seconds=round(time.perf_counter() - t0, 3), steps=summary["steps"])
+
+
+def run_point_safely(spec: RunSpec, rt=None) -> dict:
+    """run_point, a failure turned into a failed row that holds its traceback (the sweep goes on)."""
+    try:
+        return run_point(spec, rt)
+    except Exception:
+        return spec.failed(traceback.format_exc(limit=8))
+
+
+def main(argv=None) -> int:
+    return serve(sys.argv[1:] if argv is None else argv, RunSpec.from_json, run_point_safely,
+                 "python -m foxc.sweep.point RUN.json (written by foxc.sweep)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""A sweep's outputs: one row per run (sweep.csv, sweep.parquet), the points ranked by the mean of the
+target over their seeds with its standard error (report.md, sweep.json, the table printed at the end).
+
+The target is the held-out fraction of the market's optimum on a synthetic market (the optimum is
+exact, so runs of one market compare on one scale), else the held-out net PnL in ticks per snapshot.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+from .axes import show
+from .point import ROW_FIELDS
+
+TARGETS = {"eval_opt_frac": "held-out fraction of the optimum", "eval_pnl": "held-out net PnL (ticks per snapshot)"}
+TABLES = ("sweep.csv", "sweep.parquet")
+
+
+def target_of(rows: list[dict], synthetic: bool) -> str:
+    """eval_opt_frac on a synthetic market whose optimum is above 0 (a run then reports a fraction), else eval_pnl."""
+    fractions = synthetic and any(r.get("eval_opt_frac") is not None for r in rows)
+    return "eval_opt_frac" if fractions else "eval_pnl"
+
+
+def mean_se(values: list[float]) -> tuple[float | None, float | None]:
+    """The mean and its standard error (sample standard deviation / √n); se None below 2 values."""
+    n = len(values)
+    if n == 0:
+        return None, None
+    mean = sum(values) / n
+    if n == 1:
+        return mean, None
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
+
+
+def _mean(rows: list[dict], field: str) -> float | None:
+    values = [r[field] for r in rows if r.get(field) is not None]
+    return sum(values) / len(values) if values else None
+
+
+def rank(rows: list[dict], axes: list[str], target: str) -> list[dict]:
+    """One entry per point, best mean of the target first (points with no result last, in order):
+    its axes, runs, the target's mean, se and n (the runs that gave one), other figures' means."""
+    by_point: dict[str, list[dict]] = {}
+    for r in rows:
+        by_point.setdefault(r["point"], []).append(r)
+    points = []
+    for point, runs in by_point.items():
+        ok = [r for r in runs if r["status"] == "ok"]
+        mean, se = mean_se([r[target] for r in ok if r.get(target) is not None])
+        points.append({"point": point, "axes": {a: runs[0][a] for a in axes}, "runs": len(runs),
+                       "n": sum(r.get(target) is not None for r in ok), "mean": mean, "se": se,
+                       "failed": [f"{r['point']}-seed{r['seed']}" for r in runs if r["status"] != "ok"],
+                       **{f: _mean(ok, f) for f in ("eval_pnl", "eval_trades", "train_sps", "seconds")}})
+    points.sort(key=lambda p: (p["mean"] is None, -(p["mean"] or 0.0)))
+    for i, p in enumerate(points):
+        p["rank"] = i + 1 if p["mean"] is not None else None
+    return points
+
+
+def columns(axes: list[str]) -> list[str]:
+    return ["point", "seed", *axes, *ROW_FIELDS]
+
+
+def write_tables(rows: list[dict], axes: list[str], out: Path) -> list[Path]:
+    """sweep.csv and sweep.parquet: one row per run, in the sweep's order."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    cols = columns(axes)
+    csv_path, parquet_path = (out / name for name in TABLES)
+    with csv_path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, cols)
+        writer.writeheader()
+        writer.writerows(rows)
+    pq.write_table(pa.Table.from_pylist([{c: r.get(c) for c in cols} for r in rows]), parquet_path)
+    return [csv_path, parquet_path]
+
+
+def with_error(p: dict, digits: int) -> str:
+    if p["mean"] is None:
+        return "no result"
+    if p["se"] is None:
+        return f"{p['mean']:.{digits}f} (n=1, no error bar)"
+    return f"{p['mean']:.{digits}f} ± {p['se']:.{digits}f}"
+
+
+def _num(value, fmt: str) -> str:
+    return "–" if value is None else format(value, fmt)
+
+
+def ranking_table(points: list[dict], axes: list[str], target: str) -> list[str]:
+    """The ranking as markdown table lines (report.md, and printed at the end)."""
+    digits = 3 if target == "eval_opt_frac" else 5
+    head = ["rank", "point", *axes, f"{TARGETS[target]}: mean ± se", "seeds with a result"]
+    head += (["net PnL ticks/snapshot"] if target != "eval_pnl" else []) + ["trades", "train steps/s", "s per run"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for p in points:
+        row = [p["rank"] or "–", p["point"], *(show(p["axes"][a]) for a in axes), with_error(p, digits),
+               f"{p['n']}/{p['runs']}"]
+        row += ([_num(p["eval_pnl"], "+.5f")] if target != "eval_pnl" else [])
+        row += [_num(p["eval_trades"], ".0f"), _num(p["train_sps"], ".1f"), _num(p["seconds"], ".1f")]
+        lines.append("| " + " | ".join(str(x) for x in row) + " |")
+    return lines
+
+
+def error_line(error: str) -> str:
+    """A failure's one line: a traceback's last line (the exception), else its first."""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    if not lines:
+        return "failed"
+    return lines[-1] if lines[0].startswith("Traceback") else lines[0]
+
+
+def markdown(meta: dict, points: list[dict], rows: list[dict]) -> str:
+    axes, target = meta["axis_names"], meta["target"]
+    failed = [r for r in rows if r["status"] != "ok"]
+    lines = [f"# Sweep: {TARGETS[target]}", "",
+             f"- data: {meta['data']}",
+             "- axes: " + "; ".join(meta["axes"]) + (f" ({meta['random']})" if meta.get("random") else ""),
+             f"- {meta['runs']} (seeds 0..{meta['seeds'] - 1}); backend {meta['backend']}; runner {meta['parallel']}; "
+             f"{len(rows) - len(failed)} finished, {len(failed)} failed; {meta['seconds']:.0f} s",
+             f"- every run's other training settings: {meta['settings'] or 'the defaults'}",
+             f"- ranked by the mean over seeds of the {TARGETS[target]}, ± its standard error (sample standard "
+             "deviation / √n over the seeds that gave a result)", ""]
+    lines += ranking_table(points, axes, target) + [""]
+    if failed:
+        lines += ["## Failed runs", "", "| run | error |", "|---|---|"]
+        lines += [f"| {r['point']}-seed{r['seed']} | {error_line(r['error'] or '')} |" for r in failed]
+        lines += ["", "The whole error of each is in sweep.csv and sweep.json (`error`); a worker process's output "
+                  "is in its run directory's `worker.log`.", ""]
+    lines += [f"![sweep]({meta['plot']})" if meta.get("plot") else f"({meta['plot_note']})",
+              "", "Each run's directory: `points/<point>-seed<k>/` (config.json, metrics.jsonl, summary.json, "
+              "train.log, the final checkpoint).", ""]
+    return "\n".join(lines)
+
+
+def write_report(meta: dict, points: list[dict], rows: list[dict], out: Path) -> list[Path]:
+    """report.md and sweep.json (the settings, the ranked points and every row)."""
+    md, js = out / "report.md", out / "sweep.json"
+    md.write_text(markdown(meta, points, rows))
+    js.write_text(json.dumps({"sweep": meta, "points": points, "runs": rows}, indent=1, default=str) + "\n")
+    return [md, js]
