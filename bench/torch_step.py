@@ -577,7 +577,7 @@ def time_graph(torch, peer: "Peer", steps: int, eager: float) -> dict:
     peer.done += steps + 1
     del g
     return {"torch_graph_sps": round(1 / wall, 1), "torch_graph_speedup": round(eager / wall, 2),
-            "torch_gpu_busy": round(min(gpu / wall, 1.0), 3)}
+            "torch_gpu_ms": round(gpu * 1e3, 4)}
 
 
 def bench_torch(torch, market: TorchMarket, cfg: PeerConfig, steps: int, device, graph: bool) -> dict:
@@ -612,7 +612,7 @@ def bench_foxc(market, labels, B: int, steps: int, K: int, capacity: int, precis
                       precision=precision, graph="on", log_every=10**9, checkpoint_every=0)
     r = bench_one(rt, cfg, RunData(market, labels, None, None, {"source": "synthetic"}), steps)
     return {"foxc_kernels": r["kernels"], "foxc_eager_sps": r["eager_sps"], "foxc_graph_sps": r["graph_sps"],
-            "foxc_gpu_busy": r["gpu_busy"]}
+            "foxc_gpu_ms": r["gpu_ms_per_step"]}
 
 
 def git_commit() -> str:
@@ -624,7 +624,7 @@ def git_commit() -> str:
 
 
 COLUMNS = ["B", "foxc_eager_sps", "foxc_graph_sps", "torch_eager_sps", "torch_graph_sps", "foxc_over_torch_graph",
-           "foxc_over_torch_eager", "torch_graph_speedup", "foxc_gpu_busy", "torch_gpu_busy"]
+           "foxc_over_torch_eager", "torch_graph_speedup", "foxc_gpu_ms", "torch_gpu_ms"]
 
 
 def summary(at: dict, device: str) -> str:
