@@ -18,7 +18,7 @@ from ..data.record import PRICE_SCALE
 from ..nn.heads import C51_ATOMS, N_ACTIONS, Q_OUTPUTS, plan_c51_distribution
 from ..nn.matmul import ACT_RELU
 from ..nn.model import Linear
-from ..persistent import Persistent
+from ..component import Persistent
 from ..rng import seed_states
 from . import kernels
 from .layout import ACTORS, POS_INDEX, STATE_BLOCK

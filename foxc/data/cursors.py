@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..driver import KernelSpec, i32, i64, ptr, reference
-from ..persistent import Persistent
+from ..component import Component, Persistent
 from ..rng import seed_states, xorshift32
 from .record import segment_runs
 
@@ -63,7 +63,7 @@ def _cursor_advance(launch, cursor, episode_end, rng, starts, segment_last, epis
     end[draw] = np.minimum(last, start + length - 1) if length > 0 else last
 
 
-class Cursors:
+class Cursors(Component):
     def __init__(self, rt, segment: np.ndarray, n_backtests: int, *, history: int = 0, episode_len: int = 0,
                  seed: int = 0, stream: str = "data"):
         """`segment`: the records' segment column; `history`: earlier rows in its segment a start needs
@@ -118,12 +118,3 @@ class Cursors:
     def buffers(self):
         return [self.starts, self.segment_last, self.cursor, self.episode_end, self.rng]
 
-    def close(self):
-        for a in self.buffers():
-            a.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..component import Component
 from . import gather
 from .cursors import Cursors
 from .features import FEATURES, GATHER_BLOCK, GATHER_MAX_K, HORIZONS, LABEL_PLANES
@@ -22,7 +23,7 @@ from .record import SNAPSHOT_DTYPE
 from .source import MarketData
 
 
-class DeviceDataset:
+class DeviceDataset(Component):
     def __init__(self, rt, data: MarketData, labels: np.ndarray, n_backtests: int, window: int, seed: int = 0,
                  max_episode_steps: int = 0, *, cursor=None):
         """`data.records` must number their segments from 0 (`MarketData`'s own numbering); `seed` and
@@ -79,12 +80,3 @@ class DeviceDataset:
         own = self.cursors.buffers() if self.cursors is not None else []
         return [self.records, self.labels, self.segment_first, *own, self.features, self.labels_out]
 
-    def close(self):
-        for a in self.buffers():
-            a.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..component import Component
 from ..data.record import SNAPSHOT_DTYPE, segment_runs
 from ..driver import open_runtime
 from ..lobsim.env import LobEnv
@@ -102,7 +103,7 @@ def _harvest(ring: np.ndarray, counts: np.ndarray, taken: np.ndarray, cap: int, 
         taken[b] = counts[b]
 
 
-class Evaluator:
+class Evaluator(Component):
     """One evaluation window on the simulator, built once and run for as many policies (or as many
     times) as wanted: the records are uploaded once, each `run` starts from fresh accounts."""
 
@@ -180,14 +181,8 @@ class Evaluator:
         return Evaluation(name, bool(getattr(policy, "is_baseline", True)),
                           metrics, chunks, trades_arr, np.cumsum(delta), actions, probs_at, sim)
 
-    def close(self):
-        self.env.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    def buffers(self) -> list:
+        return [self.env]
 
 
 def evaluate(policy, records: np.ndarray, config: EvalConfig = EvalConfig(), *, tick: int = 1, rt=None) -> Evaluation:

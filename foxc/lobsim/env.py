@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..component import Component
 from ..data.cursors import Cursors
 from ..data.record import SNAPSHOT_DTYPE
 from ..driver import open_runtime
 from .sim import LobSim, LobSimConfig
 
 
-class LobEnv:
+class LobEnv(Component):
     def __init__(self, snapshots: np.ndarray, n_backtests: int, *, episode_len: int = 0, rt=None,
                  backend: str | None = None, **config):
         """`snapshots`: SNAPSHOT_DTYPE records, segments contiguous; `episode_len`: snapshots per episode at
@@ -87,13 +88,5 @@ class LobEnv:
         self.rt.stream.synchronize()
         return self.host_snapshots[self.cursors.cursor.download()]
 
-    def close(self):
-        self.sim.close()
-        self.cursors.close()
-        self.snapshots.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    def buffers(self) -> list:
+        return [self.sim, self.cursors, self.snapshots]

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..data.record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
 from ..driver import DevPtr
-from ..persistent import Persistent
+from ..component import Component, Persistent
 from .kernels import BOOK_UPDATE, PNL_TRACK, SUBMIT_MARKET
 from .layout import POSITION_DTYPE, TRADE_DTYPE
 
@@ -96,7 +96,7 @@ class LobSimRawPtrs:
     pos_bytes: int = POSITION_DTYPE.itemsize
 
 
-class LobSim:
+class LobSim(Component):
     """The simulator's device state and its three step kernels' launch plans."""
 
     def __init__(self, rt, config: LobSimConfig, snapshots, cursor, episode_end):
@@ -211,14 +211,9 @@ class LobSim:
                 "skipped_crossed": int(self.skip_crossed.download().sum()),
                 "episodes": int(p["episodes"].sum())}
 
+    def buffers(self) -> list:
+        return [*self.persistent.arrays.values(), self.rewards]
+
     def close(self):
-        for name in ("bid_px", "ask_px", "bid_sz", "ask_sz", "book_ts", "book_idx", "mid_x2", "atr_ema", "skip_range",
-                     "skip_crossed", "actions", "stop_loss", "fee_per_lot", "pos", "trade_log", "rewards", "dones"):
-            getattr(self, name).close()
+        super().close()
         self.plans = []
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

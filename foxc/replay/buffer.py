@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import vec
+from ..component import Component
 from ..rng import seed_states
 from .layout import (CTR_COUNT, MAX_BATCH, MAX_CAPACITY, MAX_ENVS, MAX_WIDTH, N_STEP_MAX, REDUCE_BLOCK,
                      RING_COLS, ROW_BLOCK, TR_COLS)
@@ -61,7 +62,7 @@ SAMPLED = {  # per sample; "row": width floats
 STATE_NAMES = tuple(_STATE)
 
 
-class ReplayBuffer:
+class ReplayBuffer(Component):
     def __init__(self, rt, isv, *, capacity: int, n_envs: int, batch: int, width: int, n_max: int = N_STEP_MAX,
                  seed: int = 0, inputs: dict | None = None, name: str = "replay"):
         if capacity < 2 or capacity > MAX_CAPACITY or capacity & (capacity - 1):
@@ -192,15 +193,5 @@ class ReplayBuffer:
             arr.upload(np.asarray(state[k]), self.rt.stream)
         self.rt.stream.synchronize()
 
-    def close(self):
-        for group in (self.state, self.scratch, self.sampled):
-            for arr in group.values():
-                arr.close()
-        for arr in self._owned_inputs.values():
-            arr.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    def buffers(self) -> list:
+        return [*self.state.values(), *self.scratch.values(), *self.sampled.values(), *self._owned_inputs.values()]

@@ -39,7 +39,7 @@ from ..isv.kernels import plan_step_increment
 from ..lobsim.sim import LobSim, LobSimConfig
 from ..nn.heads import N_PERCEPTION
 from ..nn.model import STATE_DIM, Learner
-from ..persistent import Persistent
+from ..component import Persistent
 from ..replay import ReplayBuffer
 from ..rng import generator
 from . import bridge
