@@ -66,8 +66,12 @@ def source_kind(path: Path) -> str:
 def expand(spec) -> list[Path]:
     """The data files named by a path, a directory or a glob (LOBSTER message files are companions)."""
     from .lobster import is_lobster
+    from .cache import MANIFEST
     spec = str(spec)
     path = Path(spec)
+    if (path / MANIFEST).is_file():
+        raise DataError(path, "a prepared cache (it holds manifest.json): python -m foxc.train --data reads one; "
+                              "give the data files here")
     if path.is_dir():
         found = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
         found = [p for p in found if p.name.lower().endswith((".parquet", ".pq", ".arrow", ".dbn", ".dbn.zst"))
