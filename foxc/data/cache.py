@@ -46,7 +46,7 @@ import numpy.lib.format as npy
 
 from .labels import N_PLANES, PLANES, LabelConfig, compute_labels
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
-from .source import MarketData, expand, in_time_order, infer_tick, market_data, report_of
+from .source import MarketData, expand, in_time_order, market_data, report_of, tick_of, tick_step
 from .stream import CHUNK_ROWS, FileStream, FileSummary
 from .validate import DataError, ValidationConfig
 
@@ -96,7 +96,8 @@ def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
             shards = in_time_order(read, key=lambda r: r[1])
             for segment, (i, _, _) in enumerate(shards):
                 os.rename(tmp / f"part-{i:05d}", shard_dir(tmp, segment))
-            tick = infer_tick([np.memmap(shard_dir(tmp, k) / RAW, SNAPSHOT_DTYPE, "r") for k in range(len(shards))])
+            tick = _tick(pool, [shard_dir(tmp, k) / RAW for k in range(len(shards))], [r[1].rows for r in shards],
+                         rows)
             files = _run(pool, _write_shard, [(shard_dir(tmp, k), k, tick, labels, rows) for k in range(len(shards))])
         manifest = _manifest(spec, shards, files, tick, labels, config)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
@@ -172,48 +173,81 @@ def _sources(path: Path, kind: str) -> list[Path]:
     return [path]
 
 
+DENSE_STEP = 16  # a tick sample every this many rows or fewer: read them all; sparser: seek to each
+
+
+def _tick(pool, raws: list[Path], counts: list[int], rows: int) -> int:
+    """infer_tick of the shards side by side: the rows load() would sample, gathered from each file (in the pool)."""
+    step = tick_step(sum(counts))
+    starts = np.cumsum([0] + counts[:-1])
+    jobs = [(raw, n, int(-start % step), step, rows) for raw, n, start in zip(raws, counts, starts)]
+    return tick_of(np.concatenate(_run(pool, _sample, jobs)))
+
+
+def _sample(args) -> np.ndarray:
+    """Rows first, first + step, ... of a RAW file of n rows, read a block at a time (or one by one when sparse)."""
+    raw, n, first, step, rows = args
+    dense = step <= DENSE_STEP
+    span = step * max(1, rows // step) if dense else step
+    sampled = []
+    with open(raw, "rb") as fh:
+        for row in range(first, n, span):
+            fh.seek(row * SNAPSHOT_BYTES)
+            sampled.append(np.fromfile(fh, SNAPSHOT_DTYPE, min(span if dense else 1, n - row))[::step].copy())
+    return np.concatenate(sampled) if sampled else np.empty(0, SNAPSHOT_DTYPE)
+
+
 def _write_shard(args) -> dict:
-    """Pass 2, one shard: records.npy (numbered) and labels.npy from RAW, then RAW removed."""
-    folder, segment, tick, labels, rows = args
-    raw = np.memmap(folder / RAW, SNAPSHOT_DTYPE, "r")
-    files = {RECORDS: _write_records(folder / RECORDS, raw, segment, rows),
-             LABELS: _write_labels(folder / LABELS, raw, tick, labels, rows)}
-    del raw
+    """Pass 2, one shard: records.npy (numbered) and labels.npy from RAW in one sequential read, then RAW removed.
+
+    Labels are computed `rows` rows at a time on a window reaching the longest horizon past them, so
+    every label is the one the whole segment gives."""
+    folder, segment, tick, cfg, rows = args
+    n = (folder / RAW).stat().st_size // SNAPSHOT_BYTES
+    records, labels = hashlib.sha256(), folder / LABELS
+    shape = (N_PLANES, len(cfg.horizons), n)
+    with open(folder / RECORDS, "wb") as rec_out, open(labels, "wb") as lab_out:
+        head = _npy_header(SNAPSHOT_DTYPE, (n,))
+        rec_out.write(head)
+        records.update(head)
+        lab_head = _npy_header(np.dtype(np.float32), shape)
+        lab_out.write(lab_head)
+        lab_out.truncate(len(lab_head) + 4 * int(np.prod(shape)))
+        for start, window in _windows(folder / RAW, n, rows, max(cfg.horizons), segment):
+            block = window[:rows]
+            rec_out.write(block.data)
+            records.update(block.data)
+            planes = compute_labels(window, tick, cfg)[:, :, :len(block)]
+            for p in range(shape[0]):  # each (plane, horizon) row of the file gets this block's stretch
+                for k in range(shape[1]):
+                    os.pwrite(lab_out.fileno(), planes[p, k].tobytes(), len(lab_head) + 4 * ((p * shape[1] + k) * n + start))
     (folder / RAW).unlink()
-    return files
+    return {RECORDS: {"bytes": (folder / RECORDS).stat().st_size, "sha256": records.hexdigest()},
+            LABELS: {"bytes": labels.stat().st_size, "sha256": file_sha256(labels)}}
 
 
-def _write_records(path: Path, raw: np.ndarray, segment: int, rows: int) -> dict:
-    h = hashlib.sha256()
+def _windows(raw: Path, n: int, rows: int, reach: int, segment: int):
+    """(start, records [start, start + rows + reach) of the n in `raw`, numbered `segment`) for start =
+    0, rows, 2 rows, ...: read in order into one buffer, the lookahead moved to its front each time."""
+    window = np.empty(rows + reach, SNAPSHOT_DTYPE)
+    held = 0
+    with open(raw, "rb") as fh:
+        for start in range(0, n, rows):
+            need = min(n - start, rows + reach)
+            if held < need:
+                fh.readinto(memoryview(window[held:need].view(np.uint8)))
+                window["segment"][held:need] = segment
+                held = need
+            yield start, window[:need]
+            left = max(0, held - rows)
+            window[:left] = window[held - left:held].copy()
+            held = left
+
+
+def _npy_header(dtype: np.dtype, shape: tuple) -> bytes:
     head = io.BytesIO()
-    npy.write_array_header_1_0(head, {"descr": npy.dtype_to_descr(SNAPSHOT_DTYPE), "fortran_order": False,
-                                      "shape": (len(raw),)})
-    with open(path, "wb") as fh:
-        for block in _blocks(raw, rows, head.getvalue(), segment):
-            fh.write(block)
-            h.update(block)
-    return {"bytes": path.stat().st_size, "sha256": h.hexdigest()}
-
-
-def _blocks(raw: np.ndarray, rows: int, head: bytes, segment: int):
-    yield head
-    for s in range(0, len(raw), rows):
-        chunk = np.array(raw[s:s + rows])
-        chunk["segment"] = segment
-        yield chunk.data
-
-
-def _write_labels(path: Path, raw: np.ndarray, tick: int, cfg: LabelConfig, rows: int) -> dict:
-    """compute_labels of the shard, `rows` rows at a time: each block's window reaches the longest
-    horizon past it, so every label is the one the whole segment gives."""
-    n, reach = len(raw), max(cfg.horizons)
-    out = npy.open_memmap(path, "w+", np.float32, (N_PLANES, len(cfg.horizons), n))
-    for s in range(0, n, rows):
-        e = min(n, s + rows)
-        out[:, :, s:e] = compute_labels(raw[s:min(n, e + reach)], tick, cfg)[:, :, :e - s]
-    out.flush()
-    del out
-    return {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
+    npy.write_array_header_1_0(head, {"descr": npy.dtype_to_descr(dtype), "fortran_order": False, "shape": shape})
+    return head.getvalue()
 
 
 def _manifest(spec, shards: list, files: list[dict], tick: int, labels: LabelConfig,
@@ -289,49 +323,65 @@ def open_cache(path, labels: LabelConfig) -> Cache:
                                 f"cache again with --horizons {b}, or train with --horizons {a})")
     if have != want:
         raise DataError(folder, f"prepared with labels {have}, this run's are {want} (prepare the cache again)")
-    shards = manifest["shards"]
-    checks = [(shard_dir(folder, k) / name, s["files"][name]) for k, s in enumerate(shards) for name in (RECORDS,
-                                                                                                         LABELS)]
-    with ThreadPoolExecutor(min(32, os.cpu_count() or 1)) as pool:
-        list(pool.map(lambda c: _verify(*c), checks))
-    total = manifest["rows"]
-    records = np.empty(total, SNAPSHOT_DTYPE)
-    label_planes = np.empty((N_PLANES, len(labels.horizons), total), np.float32)
-    row = 0
-    for k, s in enumerate(shards):
-        n = s["rows"]
-        records[row:row + n] = _mapped(shard_dir(folder, k) / RECORDS, SNAPSHOT_DTYPE, (n,))
-        label_planes[:, :, row:row + n] = _mapped(shard_dir(folder, k) / LABELS, np.dtype(np.float32),
-                                                  (N_PLANES, len(labels.horizons), n))
+    shards, h = manifest["shards"], len(labels.horizons)
+    records = np.empty(manifest["rows"], SNAPSHOT_DTYPE)
+    label_planes = np.empty((N_PLANES, h, manifest["rows"]), np.float32)
+    reads, row = [], 0
+    for k, shard in enumerate(shards):
+        n, folder_k = shard["rows"], shard_dir(folder, k)
+        reads.append((folder_k / RECORDS, shard["files"][RECORDS], SNAPSHOT_DTYPE, (n,), [records[row:row + n]]))
+        reads.append((folder_k / LABELS, shard["files"][LABELS], np.dtype(np.float32), (N_PLANES, h, n),
+                      [label_planes[p, k_h, row:row + n] for p in range(N_PLANES) for k_h in range(h)]))
         row += n
+    with ThreadPoolExecutor(min(32, os.cpu_count() or 1)) as pool:  # hashing and reading release the GIL
+        list(pool.map(lambda r: _read_verified(*r), reads))
     summaries = [_summary(s) for s in shards]
     named = sorted(range(len(shards)), key=lambda k: shards[k]["read"]["input"])  # the report lists DATA's order
     report = report_of([summaries[k] for k in named])
-    market = market_data(records, summaries, manifest["tick"], report)
-    return Cache(folder, manifest, market, label_planes, manifest["sha256"])
+    return Cache(folder, manifest, market_data(records, summaries, manifest["tick"], report), label_planes,
+                 manifest["sha256"])
 
 
-def _verify(path: Path, entry: dict):
+def _read_verified(path: Path, entry: dict, dtype: np.dtype, shape: tuple, targets: list[np.ndarray]):
+    """Read a shard file's data, in file order, into `targets` (contiguous slices of the cache's arrays),
+    hashing it as it goes; refused unless its size, sha256, dtype and shape are the manifest's."""
     if not path.is_file():
         raise DataError(path, "missing from the cache (prepare it again)")
     size = path.stat().st_size
     if size != entry["bytes"]:
         raise DataError(path, f"{size} bytes, the manifest says {entry['bytes']}: the shard changed after it was "
                               "prepared (prepare the cache again)")
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        try:
+            version = npy.read_magic(fh)
+            got = (npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0)(fh)
+        except ValueError as e:
+            _refuse(path, entry, f"not a .npy file ({e})")
+        if got != (shape, False, dtype):
+            _refuse(path, entry, f"holds {got[2]} {got[0]}, the manifest says {dtype} {shape}")
+        data = fh.tell()
+        fh.seek(0)
+        h.update(fh.read(data))
+        for target in targets:
+            view = memoryview(target.view(np.uint8))
+            for i in range(0, len(view), HASH_BLOCK):
+                part = view[i:i + HASH_BLOCK]
+                if fh.readinto(part) != len(part):
+                    _refuse(path, entry, "shorter than its header says")
+                h.update(part)
+    if h.hexdigest() != entry["sha256"]:
+        _refuse(path, entry, "")
+
+
+def _refuse(path: Path, entry: dict, problem: str):
+    """A shard file that is not what the manifest says: named by its hash when that differs (stale or
+    tampered), else by `problem`."""
     got = file_sha256(path)
     if got != entry["sha256"]:
         raise DataError(path, f"sha256 {got} differs from the manifest's {entry['sha256']}: the shard changed after "
                               "it was prepared (prepare the cache again)")
-
-
-def _mapped(path: Path, dtype: np.dtype, shape: tuple) -> np.ndarray:
-    try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError) as e:
-        raise DataError(path, f"not a .npy file ({e})") from None
-    if arr.dtype != dtype or arr.shape != shape:
-        raise DataError(path, f"holds {arr.dtype} {arr.shape}, the manifest expects {dtype} {shape}")
-    return arr
+    raise DataError(path, problem)
 
 
 def _summary(shard: dict) -> FileSummary:

@@ -89,20 +89,22 @@ def expand(spec) -> list[Path]:
     return [path]
 
 
-def infer_tick(parts, sample: int = 200_000) -> int:
-    """The largest price step that divides every observed level price (from a sample of rows).
+TICK_SAMPLE = 200_000  # rows the tick is inferred from, at least
 
-    `parts`: a record array, or a list of them taken as one concatenation (a cache's shards): the
-    same rows are sampled either way."""
-    parts = [parts] if isinstance(parts, np.ndarray) else list(parts)
-    step = max(1, sum(len(p) for p in parts) // sample)
-    bids, asks, start = [], [], 0
-    for part in parts:
-        first = -start % step  # the part's first row on the global sampling grid
-        bids.append(part["bid_px"][first::step].ravel())
-        asks.append(part["ask_px"][first::step].ravel())
-        start += len(part)
-    px = np.concatenate(bids + asks)
+
+def tick_step(rows: int) -> int:
+    """Every how many rows of the data the tick is inferred from."""
+    return max(1, rows // TICK_SAMPLE)
+
+
+def infer_tick(rec: np.ndarray) -> int:
+    """The largest price step that divides every observed level price (of every tick_step-th row)."""
+    return tick_of(rec[::tick_step(len(rec))])
+
+
+def tick_of(rows: np.ndarray) -> int:
+    """The largest price step that divides every level price of `rows`."""
+    px = np.concatenate([rows["bid_px"].ravel(), rows["ask_px"].ravel()])
     px = px[px != PRICE_UNDEF]
     if len(px) < 2:
         return 1

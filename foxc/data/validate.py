@@ -123,7 +123,8 @@ def skip_reasons(rec: np.ndarray, bad_float: np.ndarray | None, cfg: ValidationC
     `latest_ts`: the latest time of the rows before these (earlier chunks of the file) that passed
     every other check; a row earlier than it, or than any such row before it here, is late."""
     n = len(rec)
-    bid, ask = rec["bid_px"], rec["ask_px"]
+    # contiguous copies: the checks below read each level many times, and a record's fields lie 352 bytes apart
+    bid, ask = np.ascontiguousarray(rec["bid_px"]), np.ascontiguousarray(rec["ask_px"])
     bid_set, ask_set = bid != PRICE_UNDEF, ask != PRICE_UNDEF
     checks = []
     checks.append(bad_float if bad_float is not None else np.zeros(n, bool))
