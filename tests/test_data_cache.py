@@ -222,3 +222,9 @@ def test_the_tick_is_inferred_from_the_rows_load_samples(tmp_path, monkeypatch):
         assert open_cache(tmp_path / "cache", LabelConfig()).market.tick == tick
         ticks.add(tick)
     assert ticks == {50_000_000, 250_000_000}
+
+
+def test_the_benchmark_prepares_and_opens():
+    from foxc.bench.data import bench_prepare
+    made, opened = bench_prepare(3000, 2)
+    assert made["count"] == opened["count"] == 3000 and "snapshots/s" in made["rate"] + opened["rate"]

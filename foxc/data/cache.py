@@ -20,12 +20,15 @@ Preparing streams every file (foxc.data.stream) in a process pool, one file per 
 passes: (1) read, validate and write the kept records; (2) once every file's first time and the
 tick are known (the tick is inferred from all of them, as load() infers it), number the shards,
 write records.npy with their segment and compute labels.npy a block of rows at a time. A worker
-holds a chunk of rows, never a file. Everything is written into a hidden folder beside CACHE and
-renamed into place at the end, so a refused input leaves no cache behind.
+holds a chunk of rows and a label block (and, reading Parquet, the row group pyarrow decodes),
+never a file. Everything is written into a hidden folder beside CACHE and renamed into place at
+the end, so a refused input leaves no cache behind.
 
-Opening hashes every shard file against the manifest first (sha256; threads, as hashing releases
-the GIL): a stale or tampered shard is refused naming it. The cache's identity (`sha256`) is a
-digest of its shards' hashes, its tick and label configuration: what a resumed run must match.
+Opening reads every shard file into the cache's arrays on threads (reading and hashing release
+the GIL), hashing it as it reads; nothing is returned before every file's size, sha256, dtype and
+shape are the manifest's: a stale or tampered shard is refused naming it. The cache's identity
+(`sha256`) is a digest of its shards' hashes, its tick and label configuration: what a resumed run
+must match.
 """
 from __future__ import annotations
 
@@ -44,7 +47,7 @@ from pathlib import Path
 import numpy as np
 import numpy.lib.format as npy
 
-from .labels import N_PLANES, PLANES, LabelConfig, compute_labels
+from .labels import N_PLANES, LabelConfig, compute_labels
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .source import MarketData, expand, in_time_order, market_data, report_of, tick_of, tick_step
 from .stream import CHUNK_ROWS, FileStream, FileSummary
@@ -87,12 +90,12 @@ def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
     made = _first_missing(tmp)  # removed whole on failure: a refused input leaves nothing behind
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "shards").mkdir(parents=True)
-    done = False
+    installed = False
     try:
         with _pool(workers, len(paths)) as pool:
             read = _run(pool, _read_file, [(i, p, tmp / f"part-{i:05d}", config, rows) for i, p in enumerate(paths)],
-                        lambda done, r: log(f"  read {done}/{len(paths)}: {r[1].path}: {r[1].rows:,} of "
-                                            f"{r[1].rows_read:,} rows kept"))
+                        lambda count, r: log(f"  read {count}/{len(paths)}: {r[1].path}: {r[1].rows:,} of "
+                                             f"{r[1].rows_read:,} rows kept"))
             shards = in_time_order(read, key=lambda r: r[1])
             for segment, (i, _, _) in enumerate(shards):
                 os.rename(tmp / f"part-{i:05d}", shard_dir(tmp, segment))
@@ -102,9 +105,9 @@ def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
         manifest = _manifest(spec, shards, files, tick, labels, config)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         _install(tmp, out, overwrite)
-        done = True
+        installed = True
     finally:
-        shutil.rmtree(tmp if done else made, ignore_errors=True)
+        shutil.rmtree(tmp if installed else made, ignore_errors=True)
     return manifest
 
 
@@ -471,5 +474,5 @@ def head_labels(labels: np.ndarray, horizons, rows: int) -> np.ndarray:
     return out
 
 
-__all__ = ["Cache", "FORMAT", "MANIFEST", "PLANES", "VERSION", "content_sha256", "head_labels", "is_cache",
+__all__ = ["Cache", "FORMAT", "MANIFEST", "VERSION", "content_sha256", "head_labels", "is_cache",
            "open_cache", "prepare", "read_manifest"]
