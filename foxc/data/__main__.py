@@ -11,8 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from ..cli import ArgumentParser, UsageError, finite_float, nonnegative_float, nonnegative_int, output_dir, \
     output_file, positive_float, positive_int, positive_ints, run
 from .labels import LabelConfig, balance, compute_labels

@@ -223,7 +223,8 @@ def _write_shard(args) -> dict:
             planes = compute_labels(window, tick, cfg)[:, :, :len(block)]
             for p in range(shape[0]):  # each (plane, horizon) row of the file gets this block's stretch
                 for k in range(shape[1]):
-                    os.pwrite(lab_out.fileno(), planes[p, k].tobytes(), len(lab_head) + 4 * ((p * shape[1] + k) * n + start))
+                    at = len(lab_head) + 4 * ((p * shape[1] + k) * n + start)
+                    os.pwrite(lab_out.fileno(), planes[p, k].tobytes(), at)
     (folder / RAW).unlink()
     return {RECORDS: {"bytes": (folder / RECORDS).stat().st_size, "sha256": records.hexdigest()},
             LABELS: {"bytes": labels.stat().st_size, "sha256": file_sha256(labels)}}

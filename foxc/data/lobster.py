@@ -147,8 +147,8 @@ def _in_step(book, messages, rows: int, msg_path: Path):
         k = min(b.num_rows, m.num_rows)
         yield b.slice(0, k), m.slice(0, k)
         b, m, done = b.slice(k), m.slice(k), done + k
-    left = lambda piece, rest: (piece.num_rows if piece is not None else 0) + sum(p.num_rows for p in rest)  # noqa: E731
-    n_book, n_msg = done + left(b, book), done + left(m, messages)
+    n_book = done + (b.num_rows if b is not None else 0) + sum(p.num_rows for p in book)
+    n_msg = done + (m.num_rows if m is not None else 0) + sum(p.num_rows for p in messages)
     if n_book and n_msg != n_book:
         raise DataError(msg_path, f"{n_msg} rows, but the order-book file has {n_book}")
 
