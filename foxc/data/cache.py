@@ -57,6 +57,7 @@ FORMAT, VERSION = "foxc-cache", 1
 MANIFEST = "manifest.json"
 RECORDS, LABELS, RAW = "records.npy", "labels.npy", "records.raw"  # RAW: pass 1's rows, before numbering
 HASH_BLOCK = 1 << 22
+DENSE_STEP = 24  # a tick sample every this many rows or fewer: read them all; sparser: one read each (measured)
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -174,9 +175,6 @@ def _sources(path: Path, kind: str) -> list[Path]:
         if message_path(path).is_file():
             return [path, message_path(path)]
     return [path]
-
-
-DENSE_STEP = 24  # a tick sample every this many rows or fewer: read them all; sparser: one read each (measured)
 
 
 def _tick(pool, raws: list[Path], counts: list[int], rows: int) -> int:
