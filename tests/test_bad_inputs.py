@@ -51,6 +51,8 @@ def case(id, cmd, argv, *names, files=None, code=2):
     return Case(id, cmd, tuple(argv), names, files or {}, code)
 
 
+CACHE = {"cache/manifest.json": "cache_manifest", "cache/shards/00000/records.npy": "cache_records",
+         "cache/shards/00000/labels.npy": "cache_labels"}  # book.parquet prepared
 SMALL = ["--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64", "--synthetic-rows", "20000"]
 OUT = ["--out", "{case}/run"]
 
@@ -90,6 +92,10 @@ CASES = [
     case("train-data-missing", "train", ["--data", "{case}/missing.parquet", *OUT], "--data", "missing.parquet"),
     case("train-data-not-parquet", "train", ["--data", "{case}/bad.parquet", *OUT], "--data", "bad.parquet",
          files={"bad.parquet": b"not parquet at all"}),
+    case("train-data-cache-tampered", "train", ["--data", "{case}/cache", *OUT], "--data", "00000/labels.npy",
+         "sha256", files={**CACHE, "cache/shards/00000/labels.npy": "cache_labels_tampered"}),
+    case("train-data-cache-horizons", "train", ["--data", "{case}/cache", "--horizons", "10,20,30", *OUT], "--data",
+         "horizons 10,50,100", "--horizons 10,20,30", files=CACHE),
     case("train-resume-damaged", "train", ["--resume-from", "{case}/damaged.foxc", *OUT],
          "--resume-from", "damaged.foxc", files={"damaged.foxc": "damaged"}),
     case("train-resume-short", "train", ["--resume-from", "{case}/short.foxc", *OUT],
@@ -151,6 +157,26 @@ CASES = [
     case("data-inspect-run-dir-is-a-file", "data", ["inspect", "{parquet}", "--run-dir", "{case}/taken.txt"],
          "--run-dir", "taken.txt", files={"taken.txt": b"keep me\n"}),
     case("data-unknown-command", "data", ["frobnicate"], "frobnicate"),
+    case("data-prepare-missing", "data", ["prepare", "{case}/missing.parquet", "--out", "{case}/cache"],
+         "missing.parquet"),
+    case("data-prepare-bad-among-good", "data", ["prepare", "{case}/in", "--out", "{case}/new/cache", "--workers", "2"],
+         "bad.parquet", "not a Parquet file",
+         files={"in/a.parquet": "parquet_bytes", "in/b.parquet": "parquet_bytes", "in/bad.parquet": b"PAR1 nope"}),
+    case("data-prepare-nothing-kept", "data", ["prepare", "{case}/x.parquet", "--out", "{case}/cache"], "x.parquet",
+         "no usable rows", files={"x.parquet": "one_sided_parquet"}),
+    case("data-prepare-out-holds-files", "data", ["prepare", "{parquet}", "--out", "{case}/old"], "--out", "old",
+         "--overwrite", files={"old/notes.txt": b"keep me\n"}),
+    case("data-prepare-overwrite-not-a-cache", "data", ["prepare", "{parquet}", "--out", "{case}/old", "--overwrite"],
+         "--out", "manifest.json", files={"old/notes.txt": b"keep me\n"}),
+    case("data-prepare-out-is-a-file", "data", ["prepare", "{parquet}", "--out", "{case}/taken.txt"], "--out",
+         "taken.txt", files={"taken.txt": b"keep me\n"}),
+    case("data-prepare-workers-zero", "data", ["prepare", "{parquet}", "--out", "{case}/c", "--workers", "0"],
+         "--workers", "0"),
+    case("data-prepare-horizons-two", "data", ["prepare", "{parquet}", "--out", "{case}/c", "--horizons", "10,50"],
+         "--horizons", "10,50"),
+    case("data-prepare-from-a-cache", "data", ["prepare", "{case}/cache", "--out", "{case}/again"], "cache",
+         "prepared cache", files=CACHE),
+    case("data-inspect-a-cache", "data", ["inspect", "{case}/cache"], "cache", "prepared cache", files=CACHE),
 
     # ----------------------------------------------------------------------------- python -m foxc.bench
     case("bench-unknown", "bench", ["nosuchbench"], "nosuchbench"),
@@ -228,9 +254,12 @@ CASES = [
 
 
 def shared_files(base: Path) -> dict:
-    """The fixtures the cases copy or read: a small checkpoint (whole, damaged, cut short) and 3,000 rows of data."""
+    """The fixtures the cases copy or read: a small checkpoint (whole, damaged, cut short), 3,000 rows of data
+    (and its prepared cache, and a labels shard with one bit flipped), a file whose every row is skipped."""
     from foxc.checkpoint import write_checkpoint
+    from foxc.data.cache import prepare
     from foxc.data.parquet import write_parquet
+    from foxc.data.record import PRICE_UNDEF
     from foxc.data.synthetic import generate
     from foxc.isv.registry import SLOTS
     state = {"isv": np.array([s.bootstrap for s in SLOTS], np.float32), "dqn_w": np.arange(24, dtype=np.float32)}
@@ -241,7 +270,18 @@ def shared_files(base: Path) -> dict:
     damaged[-60] ^= 0xFF  # in the data of dqn_w, the last section before the checksum
     parquet = base / "book.parquet"
     write_parquet(parquet, generate(3000, 1))
-    return {"ckpt": whole, "damaged": bytes(damaged), "truncated": whole[:12], "parquet_path": parquet}
+    one_sided = generate(40, 1)
+    one_sided["ask_px"] = PRICE_UNDEF
+    write_parquet(base / "one_sided.parquet", one_sided)
+    prepare(parquet, base / "cache")
+    shard = base / "cache" / "shards" / "00000"
+    labels = bytearray((shard / "labels.npy").read_bytes())
+    labels[-8] ^= 0x01
+    return {"ckpt": whole, "damaged": bytes(damaged), "truncated": whole[:12], "parquet_path": parquet,
+            "parquet_bytes": parquet.read_bytes(), "one_sided_parquet": (base / "one_sided.parquet").read_bytes(),
+            "cache_manifest": (base / "cache" / "manifest.json").read_bytes(),
+            "cache_records": (shard / "records.npy").read_bytes(), "cache_labels": (shard / "labels.npy").read_bytes(),
+            "cache_labels_tampered": bytes(labels)}
 
 
 def snapshot(folder: Path) -> dict:

@@ -1,7 +1,10 @@
 """Market data: Parquet read throughput on the CPU, and the window gather kernel on the device.
 
     python -m foxc.bench data [--backend auto|cuda|reference] [--rows N] [--backtests B] [--window K]
-                              [--launches N] [--json FILE]
+                              [--launches N] [--prepare] [--workers W] [--json FILE]
+
+--prepare adds `python -m foxc.data prepare` of the rows as W Parquet files (one a day) and the
+opening of that cache (every shard verified), in snapshots per second.
 """
 from __future__ import annotations
 
@@ -35,6 +38,29 @@ def bench_parquet(rows: int) -> dict:
     assert len(got) == rows
     return {"what": f"read Databento MBP-10 Parquet ({size / 2**20:.0f} MiB zstd)", "count": rows,
             "ms": round(best * 1e3, 2), "rate": f"{rows / best / 1e6:.2f} M snapshots/s"}
+
+
+def bench_prepare(rows: int, workers: int) -> list[dict]:
+    """Prepare a cache of `rows` snapshots in `workers` files side by side, then open it."""
+    from ..data.cache import open_cache, prepare
+    from ..data.labels import LabelConfig
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "days"
+        folder.mkdir()
+        for day in range(workers):
+            rec = generate(rows // workers, seed=10 + day)
+            rec["ts_ns"] += day * 86_400 * 10**9
+            write_parquet(folder / f"day{day}.parquet", rec)
+        t0 = time.perf_counter()
+        prepare(folder, Path(tmp) / "cache", workers=workers)
+        made = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        n = len(open_cache(Path(tmp) / "cache", LabelConfig()).market.records)
+        opened = time.perf_counter() - t0
+    return [{"what": f"prepare a cache from {workers} Parquet file(s), {workers} worker(s)", "count": n,
+             "ms": round(made * 1e3, 1), "rate": f"{n / made / 1e6:.2f} M snapshots/s"},
+            {"what": "open the cache (every shard hashed)", "count": n, "ms": round(opened * 1e3, 1),
+             "rate": f"{n / opened / 1e6:.2f} M snapshots/s"}]
 
 
 def bench_synthetic(rows: int) -> dict:
@@ -83,6 +109,8 @@ def main(argv=None) -> int:
     ap.add_argument("--backtests", type=positive_int, default=1024, help="B (default 1024)")
     ap.add_argument("--window", type=int_at_least(1, GATHER_MAX_K), default=32, help="K (default 32)")
     ap.add_argument("--launches", type=positive_int, default=1000, help="timed gather launches (default 1000)")
+    ap.add_argument("--prepare", action="store_true", help="also time preparing a cache of the rows and opening it")
+    ap.add_argument("--workers", type=positive_int, default=2, help="files and workers of --prepare (default 2)")
     return harness.run(ap, argv, _main)
 
 
@@ -92,9 +120,12 @@ def _main(args, rt) -> int:
     B = min(args.backtests, 64) if small else args.backtests
     launches = min(args.launches, 5) if small else args.launches
     results = [bench_parquet(rows), bench_synthetic(rows), bench_gather(rt, B, args.window, launches)]
+    if args.prepare:
+        results += bench_prepare(args.rows, args.workers)  # host work only: the full --rows on any backend
     print(f"backend {rt.backend}: {rt.device_name}")
     print(table(results, ["what", "count", "ms", "us", "rate", "hbm"]))
     write_json(args.json, "data", rt, results)
     print(f"summary: parquet {results[0]['rate']}, gather {results[2]['us']} us "
-          f"({results[2].get('hbm', results[2]['rate'])}) on {rt.backend}")
+          f"({results[2].get('hbm', results[2]['rate'])}) on {rt.backend}"
+          + (f"; prepare {results[3]['rate']}, open {results[4]['rate']}" if args.prepare else ""))
     return 0

@@ -1,15 +1,15 @@
-"""`python -m foxc.data inspect PATH` and `python -m foxc.data synth --out FILE.parquet`.
+"""`python -m foxc.data inspect PATH`, `synth --out FILE.parquet` and `prepare DATA --out CACHE`.
 
 A bad flag, a bad file or bad data prints one line, `foxc.data <command>: error: <message naming the
 flag, file, row or column>`, and exits 2; never a traceback (foxc.cli). `synth` never overwrites a
-file unless --overwrite is given.
+file, nor `prepare` a cache, unless --overwrite is given; a refused `prepare` leaves no cache.
 """
 from __future__ import annotations
 
 import os
 import sys
-
-import numpy as np
+import time
+from pathlib import Path
 
 from ..cli import ArgumentParser, UsageError, finite_float, nonnegative_float, nonnegative_int, output_dir, \
     output_file, positive_float, positive_int, positive_ints, run
@@ -66,8 +66,45 @@ def cmd_synth(args) -> int:
     return 0
 
 
+def cmd_prepare(args) -> int:
+    from .cache import prepare
+    out = cache_out("--out", args.out, args.overwrite)
+    if len(args.horizons) != 3:
+        raise UsageError(f"--horizons {','.join(map(str, args.horizons))}: give three horizons")
+    horizons = tuple(args.horizons)
+    t0 = time.perf_counter()
+    manifest = prepare(args.data, out, LabelConfig(horizons), workers=args.workers, overwrite=args.overwrite,
+                       log=print)
+    seconds = time.perf_counter() - t0
+    shards, rows = manifest["shards"], manifest["rows"]
+    read = sum(s["read"]["rows_read"] for s in shards)
+    print(f"prepared {out}: {len(shards)} shard(s), one per file; {rows:,} snapshots kept of {read:,} read; "
+          f"tick {manifest['tick'] / PRICE_SCALE:g}; label horizons {','.join(map(str, horizons))}")
+    print(f"  {seconds:.2f} s, {read / seconds / 1e6:.2f} M snapshots/s read, {min(args.workers, len(shards))} "
+          f"worker(s); identity sha256 {manifest['sha256']}")
+    return 0
+
+
+def cache_out(flag: str, path, overwrite: bool) -> Path:
+    """--out of prepare: a new or empty directory, or (with --overwrite) a prepared cache to replace."""
+    from .cache import is_cache
+    out = output_dir(flag, path)
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise UsageError(f"{flag} {out}: the directory holds files (give a new or empty directory, or "
+                             "--overwrite to replace a prepared cache)")
+        if not is_cache(out):
+            raise UsageError(f"{flag} {out}: the directory holds files but no prepared cache (no manifest.json); "
+                             "--overwrite replaces only a cache")
+    return out
+
+
+def default_workers() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def parse_args(argv):
-    ap = ArgumentParser(prog="python -m foxc.data", description="Inspect or generate MBP-10 market data.")
+    ap = ArgumentParser(prog="python -m foxc.data", description="Inspect, generate or prepare MBP-10 market data.")
     sub = ap.add_subparsers(dest="command", required=True)
     ins = sub.add_parser("inspect", help="rows, time range, instrument, levels, validation counts, label balance")
     ins.add_argument("path", help="a file, a directory or a glob: .parquet, .dbn, .dbn.zst, *_orderbook_N.csv")
@@ -87,12 +124,24 @@ def parse_args(argv):
     syn.add_argument("--overwrite", action="store_true", help="replace --out when it exists")
     syn.add_argument("--rows", type=positive_int, default=1_000_000, help="snapshots (default 1,000,000)")
     syn.add_argument("--seed", type=nonnegative_int, default=0)
+    pre = sub.add_parser("prepare", help="validate and label data once into a cache that --data CACHE trains from")
+    pre.add_argument("data", help="a file, a directory or a glob: .parquet, .dbn, .dbn.zst, *_orderbook_N.csv")
+    pre.add_argument("--out", required=True, help="the cache directory to write (new or empty, unless --overwrite)")
+    pre.add_argument("--horizons", type=positive_ints, default=[10, 50, 100],
+                     help="label horizons in snapshots, three comma-separated (default 10,50,100): a run "
+                          "training from the cache must use the same")
+    pre.add_argument("--workers", type=positive_int, default=default_workers(),
+                     help="files read side by side, one process each (default: the CPU count, %(default)s)")
+    pre.add_argument("--overwrite", action="store_true", help="replace the cache --out holds")
     return ap.parse_args(argv)
+
+
+COMMANDS = {"inspect": cmd_inspect, "synth": cmd_synth, "prepare": cmd_prepare}
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    command = cmd_inspect if args.command == "inspect" else cmd_synth
+    command = COMMANDS[args.command]
     return run(f"foxc.data {args.command}", lambda: command(args), also=(ValueError,))
 
 

@@ -12,8 +12,9 @@ Layout (Databento's `dbn` crate, `decode/dbn/fsm.rs` and `record.rs`), little-en
             price i64, size u32, action char, side char, flags u8, depth u8, ts_recv u64,
             ts_in_delta i32, sequence u32, 10 × {bid_px i64, ask_px i64, bid_sz u32, ask_sz u32,
             bid_ct u32, ask_ct u32}; with ts_out a u64 follows each record.
-The MBP-10 record is the same in versions 1, 2 and 3. A file of only MBP-10 records is
-decoded as one strided numpy view; a file mixing record types is walked header by header.
+The MBP-10 record is the same in versions 1, 2 and 3. The file is read (and `.dbn.zst`
+decompressed) a bounded block at a time: a block of only MBP-10 records is decoded as one
+strided numpy view, one that mixes record types is walked header by header.
 """
 from __future__ import annotations
 
@@ -45,37 +46,86 @@ MBP10_DTYPE = np.dtype([
 assert MBP10_DTYPE.itemsize == MBP10_BYTES
 
 
-def _load_bytes(path: Path) -> np.ndarray:
-    with open(path, "rb") as fh:
-        head = fh.read(4)
+READ_BYTES = 1 << 20  # zstd input (or plain file bytes) taken per read
+
+
+def _zstd_pieces(path: Path, fh):
+    """The decompressed bytes of a zstd file, frame after frame, as they come.
+
+    Each frame is decompressed on its own, so a file that ends inside a frame is refused (a
+    streaming decompressor across frames would just stop, dropping the frame's tail silently)."""
+    try:
+        import zstandard
+    except ImportError:
+        raise DataError(path, "zstd-compressed DBN needs the 'zstandard' package") from None
+    zstd = zstandard.ZstdDecompressor()
+    frame, data = None, b""
+    try:
+        while True:
+            data = data or fh.read(READ_BYTES)
+            if not data:
+                break
+            frame = frame or zstd.decompressobj()
+            out = frame.decompress(data)
+            data = b""
+            if frame.eof:  # the frame ended inside this input: the rest starts the next one
+                data, frame = frame.unused_data, None
+            if out:
+                yield out
+    except zstandard.ZstdError as e:
+        raise DataError(path, f"corrupt or truncated zstd stream ({e})") from None
+    if frame is not None:
+        raise DataError(path, "corrupt or truncated zstd stream (the file ends inside a frame)")
+
+
+class _Bytes:
+    """A DBN file's bytes (decompressed), read in order; `offset` counts the bytes handed out."""
+
+    def __init__(self, pieces):
+        self.pieces, self.held, self.offset = pieces, bytearray(), 0
+
+    def read(self, n: int) -> bytes:
+        """The next n bytes, fewer only at the end of the file."""
+        while len(self.held) < n:
+            piece = next(self.pieces, None)
+            if piece is None:
+                break
+            self.held += piece
+        out = bytes(self.held[:n])
+        del self.held[:n]
+        self.offset += len(out)
+        return out
+
+    def size(self) -> int:
+        """The file's whole (decompressed) size, reading what is left (only to name it in an error)."""
+        while self.read(READ_BYTES):
+            pass
+        return self.offset
+
+
+def _open(path: Path, fh) -> _Bytes:
+    head = fh.read(4)
+    fh.seek(0)
     if len(head) == 4 and (struct.unpack("<I", head)[0] == ZSTD_MAGIC or
                            struct.unpack("<I", head)[0] in ZSTD_SKIPPABLE):
-        try:
-            import zstandard
-        except ImportError:
-            raise DataError(path, "zstd-compressed DBN needs the 'zstandard' package") from None
-        try:
-            with open(path, "rb") as fh:
-                raw = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True).read()
-        except zstandard.ZstdError as e:
-            raise DataError(path, f"corrupt or truncated zstd stream ({e})") from None
-        return np.frombuffer(raw, np.uint8)
-    if path.stat().st_size == 0:
+        return _Bytes(_zstd_pieces(path, fh))
+    if not head:
         raise DataError(path, "the file is empty")
-    return np.memmap(path, np.uint8, mode="r")
+    return _Bytes(iter(lambda: fh.read(READ_BYTES), b""))
 
 
-def parse_metadata(path, data: np.ndarray) -> tuple[dict, int]:
-    """(metadata, offset of the first record)."""
-    if len(data) < 8 or bytes(data[:3]) != MAGIC:
+def read_metadata(path, stream: _Bytes) -> dict:
+    """The metadata at the start of the stream; leaves it at the first record."""
+    prelude = stream.read(8)
+    if len(prelude) < 8 or prelude[:3] != MAGIC:
         raise DataError(path, "not a DBN file (no 'DBN' magic at the start)")
-    version = int(data[3])
+    version = prelude[3]
     if not 1 <= version <= MAX_VERSION:
         raise DataError(path, f"DBN version {version} is not supported (1-{MAX_VERSION})")
-    (length,) = struct.unpack_from("<I", data, 4)
-    if length < 100 or length > MAX_METADATA or 8 + length > len(data):
-        raise DataError(path, f"truncated or corrupt DBN metadata (length {length}, file {len(data)} bytes)")
-    meta = bytes(data[8:8 + length])
+    (length,) = struct.unpack_from("<I", prelude, 4)
+    meta = stream.read(length) if 100 <= length <= MAX_METADATA else b""
+    if len(meta) < length or not meta:
+        raise DataError(path, f"truncated or corrupt DBN metadata (length {length}, file {stream.size()} bytes)")
     dataset = meta[:16].split(b"\0", 1)[0].decode("ascii", "replace")
     schema, start, end = struct.unpack_from("<HQQ", meta, 16)
     pos = 16 + 2 + 24 + (8 if version == 1 else 0)
@@ -99,54 +149,75 @@ def parse_metadata(path, data: np.ndarray) -> tuple[dict, int]:
     if schema not in (SCHEMA_MBP10, SCHEMA_NULL):
         raise DataError(path, f"DBN schema id {schema} is not mbp-10 ({SCHEMA_MBP10})")
     return {"version": version, "dataset": dataset, "schema": schema, "start": start, "end": end,
-            "ts_out": ts_out, "symbols": symbols}, 8 + length
+            "ts_out": ts_out, "symbols": symbols}
 
 
-def _record_offsets(path, body: np.ndarray, base: int) -> np.ndarray:
-    """Offsets of the MBP-10 records in a stream that mixes record types (walks the headers)."""
-    offsets, pos, n = [], 0, len(body)
-    while pos < n:
-        length = int(body[pos]) * 4
-        if length < 16 or pos + length > n:
-            raise DataError(path, f"truncated or corrupt record at byte {base + pos} (length {length})",
-                            row=len(offsets))
-        if body[pos + 1] == RTYPE_MBP10:
-            if length < MBP10_BYTES:
-                raise DataError(path, f"MBP-10 record at byte {base + pos} has length {length} < {MBP10_BYTES}")
-            offsets.append(pos)
-        pos += length
-    return np.asarray(offsets, np.int64)
+class _Walk:
+    """Record framing across reads: which bytes are whole records, and what the file has shown so far."""
+
+    def __init__(self, path, base: int):
+        self.path, self.base = path, base  # base: the byte offset of the first record
+        self.length = 0       # the first record's length: a file of one record type repeats it
+        self.same = True      # every record so far an MBP-10 record of that length
+        self.records = 0      # records of any type so far
+        self.mbp10 = 0        # MBP-10 records so far
+
+    def take(self, body: np.ndarray, at: int) -> tuple[np.ndarray, int]:
+        """(the MBP-10 records among the whole records at the start of `body`, bytes they span);
+        `at`: the offset of body[0] from the first record."""
+        if not self.length:
+            self.length = int(body[0]) * 4
+        stride = self.length
+        full = len(body) // stride if self.same and stride >= MBP10_BYTES else 0
+        heads = body[:full * stride].reshape(full, stride) if full else None
+        if full and np.all(heads[:, 0] == stride // 4) and np.all(heads[:, 1] == RTYPE_MBP10):
+            self.records += full
+            self.mbp10 += full
+            return _strided(body[:full * stride], stride), full * stride
+        return self._walk(body, at)
+
+    def _walk(self, body: np.ndarray, at: int) -> tuple[np.ndarray, int]:
+        """Header by header (a file that mixes record types or lengths)."""
+        offsets, pos, n = [], 0, len(body)
+        while pos < n:
+            length = int(body[pos]) * 4
+            if length < 16:
+                raise DataError(self.path, f"truncated or corrupt record at byte {self.base + at + pos} "
+                                           f"(length {length})", row=self.mbp10)
+            if pos + length > n:
+                break
+            if body[pos + 1] == RTYPE_MBP10:
+                if length < MBP10_BYTES:
+                    raise DataError(self.path, f"MBP-10 record at byte {self.base + at + pos} has length {length} "
+                                               f"< {MBP10_BYTES}")
+                offsets.append(pos)
+                self.mbp10 += 1
+            self.same = self.same and length == self.length and body[pos + 1] == RTYPE_MBP10
+            self.records += 1
+            pos += length
+        if not offsets:
+            return np.empty(0, MBP10_DTYPE), pos
+        return np.stack([body[o:o + MBP10_BYTES] for o in offsets]).reshape(-1).view(MBP10_DTYPE), pos
+
+    def end(self, tail: np.ndarray, at: int):
+        """At the end of the file: `tail` holds the bytes of no whole record."""
+        if not len(tail):
+            return
+        if self.same and self.length >= MBP10_BYTES and len(tail) < self.length:
+            raise DataError(self.path, f"truncated: {len(tail)} bytes of a partial record at the end", row=self.records)
+        raise DataError(self.path, f"truncated or corrupt record at byte {self.base + at} (length {int(tail[0]) * 4})",
+                        row=self.mbp10)
 
 
-def read_dbn(path) -> tuple[np.ndarray, None, dict]:
-    """(records, None, metadata) for one DBN file of MBP-10 records."""
-    path = Path(path)
-    data = _load_bytes(path)
-    meta, start = parse_metadata(path, data)
-    body = data[start:]
-    if len(body) == 0:
-        raise DataError(path, "no records after the DBN metadata")
-    stride = int(body[0]) * 4
-    uniform = stride >= MBP10_BYTES and len(body) % stride == 0
-    if uniform:
-        heads = body.reshape(-1, stride)
-        uniform = bool(np.all(heads[:, 0] == body[0]) and np.all(heads[:, 1] == RTYPE_MBP10))
-    if uniform:
-        src = np.ndarray(len(body) // stride, np.dtype({"names": list(MBP10_DTYPE.names),
-                                                       "formats": [MBP10_DTYPE[i] for i in range(len(MBP10_DTYPE))],
-                                                       "offsets": [MBP10_DTYPE.fields[k][1] for k in MBP10_DTYPE.names],
-                                                       "itemsize": stride}), buffer=body)
-    else:
-        if stride >= MBP10_BYTES and len(body) % stride and np.all(body[::stride][:len(body) // stride] == body[0]):
-            full = len(body) // stride
-            raise DataError(path, f"truncated: {len(body) - full * stride} bytes of a partial record at the end",
-                            row=full)
-        offsets = _record_offsets(path, body, start)
-        if len(offsets) == 0:
-            raise DataError(path, "no MBP-10 records (rtype 0x0A) in the file")
-        src = np.stack([np.asarray(body[o:o + MBP10_BYTES]) for o in offsets]).reshape(-1).view(MBP10_DTYPE)
-    n = len(src)
-    rec = np.zeros(n, SNAPSHOT_DTYPE)
+def _strided(body: np.ndarray, stride: int) -> np.ndarray:
+    """MBP-10 records `stride` bytes apart (longer than 368 with ts_out), as one numpy view."""
+    dtype = np.dtype({"names": list(MBP10_DTYPE.names), "formats": [MBP10_DTYPE[i] for i in range(len(MBP10_DTYPE))],
+                      "offsets": [MBP10_DTYPE.fields[k][1] for k in MBP10_DTYPE.names], "itemsize": stride})
+    return np.ndarray(len(body) // stride, dtype, buffer=body)
+
+
+def _snapshots(src: np.ndarray) -> np.ndarray:
+    rec = np.zeros(len(src), SNAPSHOT_DTYPE)
     rec["ts_ns"] = src["ts_recv"].astype(np.int64)  # Databento's index time: records are in ts_recv order
     levels = src["levels"]
     for name in ("bid_px", "ask_px", "bid_sz", "ask_sz", "bid_ct", "ask_ct"):
@@ -158,9 +229,41 @@ def read_dbn(path) -> tuple[np.ndarray, None, dict]:
     rec["trade_count"] = src["action"] == b"T"
     rec["instrument_id"] = src["instrument_id"]
     rec["flags"] = src["flags"]
-    out_meta = {"instrument": meta["symbols"][0] if meta["symbols"] else "",
-                "instrument_id": int(src["instrument_id"][0]), "notes": [],
-                "dbn": {k: meta[k] for k in ("version", "dataset", "schema", "ts_out")}}
-    if not uniform:
-        out_meta["notes"].append("mixed record types: only MBP-10 records read")
-    return rec, None, out_meta
+    return rec
+
+
+def iter_dbn(path, meta: dict, rows: int = 1 << 16):
+    """One DBN file of MBP-10 records as (records, None) chunks of at most `rows` rows, read
+    `rows` records' bytes at a time (decompressed as they come for `.dbn.zst`); fills `meta`."""
+    path = Path(path)
+    with open(path, "rb") as fh:
+        stream = _open(path, fh)
+        head = read_metadata(path, stream)
+        meta["instrument"] = head["symbols"][0] if head["symbols"] else ""
+        meta["dbn"] = {k: head[k] for k in ("version", "dataset", "schema", "ts_out")}
+        walk, tail = _Walk(path, stream.offset), b""
+        while True:
+            data = stream.read(rows * max(walk.length, MBP10_BYTES))
+            if not data and not tail and not walk.records:
+                raise DataError(path, "no records after the DBN metadata")
+            body = np.frombuffer(tail + data, np.uint8)
+            at = stream.offset - walk.base - len(body)
+            if not data:
+                walk.end(body, at)
+                break
+            src, used = walk.take(body, at)
+            tail = body[used:].tobytes()
+            if len(src) and walk.mbp10 == len(src):  # the file's first MBP-10 records
+                meta["instrument_id"] = int(src["instrument_id"][0])
+            for i in range(0, len(src), rows):
+                yield _snapshots(src[i:i + rows]), None
+    if not walk.mbp10:
+        raise DataError(path, "no MBP-10 records (rtype 0x0A) in the file")
+    if not walk.same:
+        meta["notes"].append("mixed record types: only MBP-10 records read")
+
+
+def read_dbn(path) -> tuple[np.ndarray, None, dict]:
+    """(records, None, metadata) of a whole file: iter_dbn's chunks joined (tests, the oracle)."""
+    from .stream import read_whole
+    return read_whole(iter_dbn, path)

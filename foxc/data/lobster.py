@@ -16,6 +16,10 @@ the message file the rows are numbered from the session start, a fixed 1 µs apa
 only: no pretence of spreading them over the session). A file named otherwise keeps times as
 ns after midnight, with no date and no time zone (rows numbered from midnight, 1 µs apart,
 without a message file). Every choice is written in the file's notes in the validation report.
+
+Both files are parsed a block at a time, in step. Column types are inferred from the first block
+(the message file's time column is always read as a float): a later value that does not fit, a
+decimal where the first block held integers, is refused naming the file.
 """
 from __future__ import annotations
 
@@ -41,6 +45,7 @@ TIME_ZONE = "America/New_York"
 NS_PER_HOUR = 3600 * 10**9
 NS_PER_DAY = 24 * NS_PER_HOUR
 ROW_SPACING_NS = 1000  # rows without a message file: 1 µs apart
+CSV_BLOCK_BYTES = 1 << 24  # arrow parses this much CSV at a time (the first block also sets the column types)
 ANY_ORDERBOOK = re.compile(r"orderbook_(?P<n>\d+)\.csv$")
 
 
@@ -76,52 +81,91 @@ def _clock(ns: int) -> str:
     return f"{ms // 3_600_000:02d}:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d}.{ms % 1000:03d}"
 
 
-def _read_csv(path: Path, what: str) -> pa.Table:
+def _csv(path: Path, what: str, column_types: dict | None = None):
+    """The CSV's record batches, parsed a block at a time (column types inferred from the first block)."""
     if path.stat().st_size == 0:
         raise DataError(path, f"the {what} file is empty")
+    problem = (pa.ArrowInvalid, UnicodeDecodeError)
     try:
-        return pacsv.read_csv(path, read_options=pacsv.ReadOptions(autogenerate_column_names=True,
-                                                                   block_size=1 << 24))
-    except (pa.ArrowInvalid, UnicodeDecodeError) as e:
+        reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(autogenerate_column_names=True,
+                                                                     block_size=CSV_BLOCK_BYTES),
+                                convert_options=pacsv.ConvertOptions(column_types=column_types or {}))
+    except problem as e:
         raise DataError(path, f"not a LOBSTER {what} CSV ({str(e).splitlines()[0]})") from None
 
+    def batches():
+        while True:
+            try:
+                yield reader.read_next_batch()
+            except StopIteration:
+                return
+            except problem as e:
+                raise DataError(path, f"not a LOBSTER {what} CSV ({str(e).splitlines()[0]})") from None
+    return reader.schema, batches()
 
-def _int_column(path: Path, table: pa.Table, index: int, kind: str = "integer") -> np.ndarray:
-    col = table.column(index)
-    if kind == "integer" and not pa.types.is_integer(col.type):
-        raise DataError(path, f"wrong type {col.type} (expected integer)", column=f"#{index + 1}")
-    if kind == "number" and not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
-        raise DataError(path, f"wrong type {col.type} (expected a number)", column=f"#{index + 1}")
+
+def _check_type(path: Path, schema: pa.Schema, index: int, kind: str = "integer"):
+    t = schema.field(index).type
+    if kind == "integer" and not pa.types.is_integer(t):
+        raise DataError(path, f"wrong type {t} (expected integer)", column=f"#{index + 1}")
+    if kind == "number" and not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+        raise DataError(path, f"wrong type {t} (expected a number)", column=f"#{index + 1}")
+
+
+def _column(path: Path, batch: pa.RecordBatch, index: int, first_row: int) -> np.ndarray:
+    """A column of a batch whose rows start at `first_row` of the file; a missing value is refused."""
+    col = batch.column(index)
     if col.null_count:
         row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-        raise DataError(path, "missing value", row=row + 1, column=f"#{index + 1}")
-    return col.to_numpy()
+        raise DataError(path, "missing value", row=first_row + row + 1, column=f"#{index + 1}")
+    return col.to_numpy(zero_copy_only=False)
 
 
-def read_lobster(path) -> tuple[np.ndarray, None, dict]:
-    """(records, None, metadata) for one LOBSTER order-book file (and its message file if present)."""
+def _pieces(batches, rows: int):
+    """Batches cut into pieces of at most `rows` rows (zero-copy slices)."""
+    for batch in batches:
+        for i in range(0, batch.num_rows, rows):
+            yield batch.slice(i, rows)
+
+
+def _in_step(book, messages, rows: int, msg_path: Path):
+    """(book rows, message rows) pieces of the same rows of both files; files of different lengths are refused."""
+    book, messages = _pieces(book, rows), _pieces(messages, rows)
+    b = m = None
+    done = 0
+    while True:
+        while b is None or not b.num_rows:
+            b = next(book, None)
+            if b is None:
+                break
+        while m is None or not m.num_rows:
+            m = next(messages, None)
+            if m is None:
+                break
+        if b is None or m is None:
+            break
+        k = min(b.num_rows, m.num_rows)
+        yield b.slice(0, k), m.slice(0, k)
+        b, m, done = b.slice(k), m.slice(k), done + k
+    n_book = done + (b.num_rows if b is not None else 0) + sum(p.num_rows for p in book)
+    n_msg = done + (m.num_rows if m is not None else 0) + sum(p.num_rows for p in messages)
+    if n_book and n_msg != n_book:
+        raise DataError(msg_path, f"{n_msg} rows, but the order-book file has {n_book}")
+
+
+def iter_lobster(path, meta: dict, rows: int = 1 << 16):
+    """One LOBSTER order-book file (and its message file if present) as (records, None) chunks of
+    at most `rows` rows, both files parsed a block at a time in step; fills `meta`."""
     path = Path(path)
     found = ANY_ORDERBOOK.search(path.name)
     if not found or not 1 <= int(found["n"]) <= LEVELS:
         raise DataError(path, f"not a LOBSTER orderbook_N.csv name with N in 1..{LEVELS}")
     levels = int(found["n"])
-    book = _read_csv(path, "order-book")
-    if book.num_columns != 4 * levels:
-        raise DataError(path, f"{book.num_columns} columns, expected {4 * levels} for {levels} levels")
-    n = book.num_rows
-    if n == 0:
-        raise DataError(path, "the file holds no rows")
-    rec = np.zeros(n, SNAPSHOT_DTYPE)
-    rec["bid_px"] = PRICE_UNDEF
-    rec["ask_px"] = PRICE_UNDEF
-    for lvl in range(levels):
-        for side, col, dummy in (("ask", 4 * lvl, DUMMY_ASK), ("bid", 4 * lvl + 2, DUMMY_BID)):
-            px = _int_column(path, book, col)
-            sz = _int_column(path, book, col + 1)
-            empty = (px >= DUMMY_ASK) | (px <= DUMMY_BID) | (px == dummy)
-            rec[f"{side}_px"][:, lvl] = np.where(empty, PRICE_UNDEF, px * LOBSTER_TO_UNITS)
-            rec[f"{side}_sz"][:, lvl] = np.where(empty, 0, np.clip(sz, 0, 2**32 - 1))
-    meta = {"instrument": "", "instrument_id": 0, "notes": []}
+    schema, book = _csv(path, "order-book")
+    if len(schema) != 4 * levels:
+        raise DataError(path, f"{len(schema)} columns, expected {4 * levels} for {levels} levels")
+    for col in range(4 * levels):
+        _check_type(path, schema, col)
     named = NAME.match(path.name)
     if named:
         meta["instrument"] = named["ticker"]
@@ -129,30 +173,25 @@ def read_lobster(path) -> tuple[np.ndarray, None, dict]:
             day = date.fromisoformat(named["date"])
         except ValueError:
             raise DataError(path, f"the date {named['date']} in the file name is not a calendar date") from None
-        to_ns = lambda ns: new_york_to_utc_ns(day, ns)
+        to_ns = lambda ns: new_york_to_utc_ns(day, ns)  # noqa: E731
         meta["notes"].append(f"times: {TIME_ZONE} local, stored as UTC ns")
     else:
-        to_ns = lambda ns: ns
+        to_ns = lambda ns: ns  # noqa: E731
         meta["notes"].append("file name does not follow LOBSTER's naming (TICKER_YYYY-MM-DD_start_end_orderbook_N"
                              ".csv): times are ns after midnight, no date or time zone applied")
     msg_path = message_path(path)
     if msg_path.is_file():
-        msg = _read_csv(msg_path, "message")
-        if msg.num_rows != n:
-            raise DataError(msg_path, f"{msg.num_rows} rows, but the order-book file has {n}")
-        if msg.num_columns < 2:
-            raise DataError(msg_path, f"{msg.num_columns} columns, expected at least 6")
-        seconds = _int_column(msg_path, msg, 0, "number").astype(np.float64)
-        if not np.all(np.isfinite(seconds)):
-            row = int(np.flatnonzero(~np.isfinite(seconds))[0])
-            raise DataError(msg_path, "time is NaN or infinite", row=row + 1, column="#1")
-        rec["ts_ns"] = to_ns(np.rint(seconds * 1e9).astype(np.int64))
-        rec["trade_count"] = np.isin(_int_column(msg_path, msg, 1, "number"), TRADE_TYPES)
+        msg_schema, messages = _csv(msg_path, "message", {"f0": pa.float64()})  # times: seconds, any decimals
+        if len(msg_schema) < 2:
+            raise DataError(msg_path, f"{len(msg_schema)} columns, expected at least 6")
+        _check_type(msg_path, msg_schema, 1, "number")
+        pieces = _in_step(book, messages, rows, msg_path)
     else:
         start = int(named["start"]) * 10**6 if named else 0
-        rec["ts_ns"] = to_ns(start + np.arange(n, dtype=np.int64) * ROW_SPACING_NS)
+        pieces = ((piece, None) for piece in _pieces(book, rows))
         if named:
-            utc = datetime.fromtimestamp(int(rec["ts_ns"][0]) // 10**9, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+            first = int(to_ns(np.array([start]))[0])
+            utc = datetime.fromtimestamp(first // 10**9, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
             session = f"{_clock(start)}-{_clock(int(named['end']) * 10**6)}"
             meta["notes"].append(f"no message file ({msg_path.name}): timestamps are row order, 1 us apart from the "
                                  f"session start {_clock(start)} {TIME_ZONE} ({utc} UTC; the name's session "
@@ -160,4 +199,40 @@ def read_lobster(path) -> tuple[np.ndarray, None, dict]:
         else:
             meta["notes"].append(f"no message file ({msg_path.name}): timestamps are row order, 1 us apart "
                                  f"from midnight; no trades counted")
-    return rec, None, meta
+    row = 0
+    for piece, msg in pieces:
+        rec = _book_records(path, piece, levels, row)
+        if msg is not None:
+            seconds = _column(msg_path, msg, 0, row)
+            if not np.all(np.isfinite(seconds)):
+                bad = int(np.flatnonzero(~np.isfinite(seconds))[0])
+                raise DataError(msg_path, "time is NaN or infinite", row=row + bad + 1, column="#1")
+            rec["ts_ns"] = to_ns(np.rint(seconds * 1e9).astype(np.int64))
+            rec["trade_count"] = np.isin(_column(msg_path, msg, 1, row), TRADE_TYPES)
+        else:
+            rec["ts_ns"] = to_ns(start + (row + np.arange(len(rec), dtype=np.int64)) * ROW_SPACING_NS)
+        row += len(rec)
+        yield rec, None
+    if row == 0:
+        raise DataError(path, "the file holds no rows")
+
+
+def _book_records(path: Path, piece: pa.RecordBatch, levels: int, first_row: int) -> np.ndarray:
+    """Records of an order-book piece (times and trades left 0); levels beyond `levels` empty."""
+    rec = np.zeros(piece.num_rows, SNAPSHOT_DTYPE)
+    rec["bid_px"] = PRICE_UNDEF
+    rec["ask_px"] = PRICE_UNDEF
+    for lvl in range(levels):
+        for side, col, dummy in (("ask", 4 * lvl, DUMMY_ASK), ("bid", 4 * lvl + 2, DUMMY_BID)):
+            px = _column(path, piece, col, first_row)
+            sz = _column(path, piece, col + 1, first_row)
+            empty = (px >= DUMMY_ASK) | (px <= DUMMY_BID) | (px == dummy)
+            rec[f"{side}_px"][:, lvl] = np.where(empty, PRICE_UNDEF, px * LOBSTER_TO_UNITS)
+            rec[f"{side}_sz"][:, lvl] = np.where(empty, 0, np.clip(sz, 0, 2**32 - 1))
+    return rec
+
+
+def read_lobster(path) -> tuple[np.ndarray, None, dict]:
+    """(records, None, metadata) of a whole file: iter_lobster's chunks joined (tests)."""
+    from .stream import read_whole
+    return read_whole(iter_lobster, path)

@@ -1,4 +1,4 @@
-"""Databento MBP-10 as Parquet/Arrow: read (memory-mapped, column-projected, batch by batch) and write.
+"""Databento MBP-10 as Parquet/Arrow: read (memory-mapped, column-projected, streamed batch by batch) and write.
 
 Columns read: `ts_recv` (else `ts_event`), `bid_px_00..09`, `ask_px_00..09`, `bid_sz_..`,
 `ask_sz_..`, and when present `bid_ct_..`, `ask_ct_..`, `action` (trades counted from 'T'),
@@ -94,8 +94,9 @@ def _fill_sizes(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray, empty: n
         out[empty] = 0
 
 
-def read_parquet(path) -> tuple[np.ndarray, np.ndarray, dict]:
-    """(records, bad-float mask, metadata) for one Databento MBP-10 Parquet file."""
+def iter_parquet(path, meta: dict, rows: int = BATCH_ROWS):
+    """One Databento MBP-10 Parquet file as (records, bad-float mask) chunks of at most `rows` rows,
+    read batch by batch within its row groups; fills `meta` (instrument, instrument_id, notes)."""
     path = Path(path)
     try:
         pf = pq.ParquetFile(path, memory_map=True)
@@ -105,9 +106,6 @@ def read_parquet(path) -> tuple[np.ndarray, np.ndarray, dict]:
     n = pf.metadata.num_rows
     if n == 0:
         raise DataError(path, "the file holds no rows")
-    rec = np.empty(n, SNAPSHOT_DTYPE)
-    bad = np.zeros(n, bool)
-    meta = {"instrument": "", "instrument_id": 0, "notes": []}
     if time != "ts_recv":
         meta["notes"].append("no ts_recv column: times are ts_event (the exchange's, which may run backwards)")
     has_ct = all(c in columns for c in COUNT_COLUMNS)
@@ -116,50 +114,66 @@ def read_parquet(path) -> tuple[np.ndarray, np.ndarray, dict]:
     if "action" not in columns:
         meta["notes"].append("no action column: trade_count is 0")
     row = 0
-    try:
-        for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=columns, use_threads=True):
-            m = batch.num_rows
-            part, part_bad = rec[row:row + m], bad[row:row + m]
-            get = batch.column
-            part["ts_ns"] = _ints(get(time))
-            part["prev_ts_ns"] = 0
-            for side in SIDES:
-                px = part[f"{side}_px"]
-                _fill_prices([get(f"{side}_px_{lvl:02d}") for lvl in range(LEVELS)], px, part_bad)
-                empty = px == PRICE_UNDEF
-                empty = empty if empty.any() else None
-                _fill_sizes([get(f"{side}_sz_{lvl:02d}") for lvl in range(LEVELS)], part[f"{side}_sz"],
-                            part_bad, empty)
-                if has_ct:
-                    _fill_sizes([get(f"{side}_ct_{lvl:02d}") for lvl in range(LEVELS)], part[f"{side}_ct"],
-                                part_bad, empty)
-                else:
-                    part[f"{side}_ct"] = 0
-            part["trade_count"] = 0
-            if "action" in columns:
-                action = get("action")
-                if pa.types.is_dictionary(action.type):
-                    action = action.cast(action.type.value_type)
-                if pa.types.is_string(action.type) or pa.types.is_large_string(action.type):
-                    part["trade_count"] = pc.equal(action, "T").fill_null(False).to_numpy(zero_copy_only=False)
-                elif pa.types.is_integer(action.type):
-                    part["trade_count"] = _ints(action) == ord("T")
-            part["segment"] = 0
-            part["flags"] = _ints(get("flags")) if "flags" in columns else 0
-            part["instrument_id"] = _ints(get("instrument_id")) if "instrument_id" in columns else 0
-            if row == 0 and "symbol" in columns and m:
-                meta["instrument"] = str(get("symbol")[0].as_py() or "")
-            row += m
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
-        raise DataError(path, f"unreadable Parquet data after row {row} ({str(e).splitlines()[0]})") from None
+    batches = pf.iter_batches(batch_size=rows, columns=columns, use_threads=True)
+    while True:
+        try:
+            batch = next(batches, None)
+            if batch is None:
+                break
+            rec, bad = _convert(batch, columns, time, has_ct)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
+            raise DataError(path, f"unreadable Parquet data after row {row} ({str(e).splitlines()[0]})") from None
+        if row == 0:
+            meta["instrument_id"] = int(rec["instrument_id"][0]) if len(rec) else 0
+            if "symbol" in columns and len(rec):
+                meta["instrument"] = str(batch.column("symbol")[0].as_py() or "")
+        row += len(rec)
+        yield rec, bad
     if row != n:
         raise DataError(path, f"truncated: metadata promises {n} rows, read {row}", row=row)
-    meta["instrument_id"] = int(rec["instrument_id"][0])
-    return rec, bad, meta
+
+
+def _convert(batch: pa.RecordBatch, columns: list[str], time: str, has_ct: bool) -> tuple[np.ndarray, np.ndarray]:
+    """One batch as (records, bad-float mask), column by column with numpy."""
+    m = batch.num_rows
+    rec = np.empty(m, SNAPSHOT_DTYPE)
+    bad = np.zeros(m, bool)
+    get = batch.column
+    rec["ts_ns"] = _ints(get(time))
+    rec["prev_ts_ns"] = 0
+    for side in SIDES:
+        px = rec[f"{side}_px"]
+        _fill_prices([get(f"{side}_px_{lvl:02d}") for lvl in range(LEVELS)], px, bad)
+        empty = px == PRICE_UNDEF
+        empty = empty if empty.any() else None
+        _fill_sizes([get(f"{side}_sz_{lvl:02d}") for lvl in range(LEVELS)], rec[f"{side}_sz"], bad, empty)
+        if has_ct:
+            _fill_sizes([get(f"{side}_ct_{lvl:02d}") for lvl in range(LEVELS)], rec[f"{side}_ct"], bad, empty)
+        else:
+            rec[f"{side}_ct"] = 0
+    rec["trade_count"] = 0
+    if "action" in columns:
+        action = get("action")
+        if pa.types.is_dictionary(action.type):
+            action = action.cast(action.type.value_type)
+        if pa.types.is_string(action.type) or pa.types.is_large_string(action.type):
+            rec["trade_count"] = pc.equal(action, "T").fill_null(False).to_numpy(zero_copy_only=False)
+        elif pa.types.is_integer(action.type):
+            rec["trade_count"] = _ints(action) == ord("T")
+    rec["segment"] = 0
+    rec["flags"] = _ints(get("flags")) if "flags" in columns else 0
+    rec["instrument_id"] = _ints(get("instrument_id")) if "instrument_id" in columns else 0
+    return rec, bad
+
+
+def read_parquet(path) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(records, bad-float mask, metadata) of a whole file: iter_parquet's chunks joined (tests, benchmarks)."""
+    from .stream import read_whole
+    return read_whole(iter_parquet, path)
 
 
 def write_parquet(path, rec: np.ndarray, symbol: str = "SYNTH", publisher_id: int = 1,
-                  compression: str = "zstd"):
+                  compression: str = "zstd", row_group_rows: int = 1 << 20):
     """Write records in the Databento MBP-10 Parquet layout (fixed-point prices, uint64 ns times)."""
     n = len(rec)
     trade = rec["trade_count"] > 0
@@ -186,4 +200,4 @@ def write_parquet(path, rec: np.ndarray, symbol: str = "SYNTH", publisher_id: in
         for side in SIDES:
             cols[f"{side}_ct_{lvl:02d}"] = pa.array(rec[f"{side}_ct"][:, lvl])
     cols["symbol"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([symbol]))
-    pq.write_table(pa.table(cols), path, compression=compression, row_group_size=1 << 20)
+    pq.write_table(pa.table(cols), path, compression=compression, row_group_size=row_group_rows)

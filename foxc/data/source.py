@@ -4,7 +4,8 @@
     data.records, data.tick, data.report.summary()
 
 Each file is its own segment (windows and labels never cross one). Files are ordered by
-their first kept timestamp.
+their first kept timestamp. Files are read as streams of chunks (foxc.data.stream); a prepared
+cache of them (foxc.data.cache) is opened by the trainer instead, not here.
 """
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 
-from . import validate
 from .record import PRICE_UNDEF, SNAPSHOT_DTYPE
 from .validate import DataError, ValidationConfig, ValidationReport
 
@@ -66,8 +66,12 @@ def source_kind(path: Path) -> str:
 def expand(spec) -> list[Path]:
     """The data files named by a path, a directory or a glob (LOBSTER message files are companions)."""
     from .lobster import is_lobster
+    from .cache import MANIFEST
     spec = str(spec)
     path = Path(spec)
+    if (path / MANIFEST).is_file():
+        raise DataError(path, "a prepared cache (it holds manifest.json): python -m foxc.train --data reads one; "
+                              "give the data files here")
     if path.is_dir():
         found = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
         found = [p for p in found if p.name.lower().endswith((".parquet", ".pq", ".arrow", ".dbn", ".dbn.zst"))
@@ -85,25 +89,22 @@ def expand(spec) -> list[Path]:
     return [path]
 
 
-def read_file(path: Path):
-    kind = source_kind(path)
-    try:
-        if kind == "dbn":
-            from .dbn import read_dbn
-            return kind, read_dbn(path)
-        if kind == "parquet":
-            from .parquet import read_parquet
-            return kind, read_parquet(path)
-        from .lobster import read_lobster
-        return kind, read_lobster(path)
-    except (OSError, MemoryError) as e:
-        raise DataError(path, f"cannot read ({e.__class__.__name__}: {e})") from None
+TICK_SAMPLE = 200_000  # rows the tick is inferred from, at least
 
 
-def infer_tick(rec: np.ndarray, sample: int = 200_000) -> int:
-    """The largest price step that divides every observed level price (from a sample of rows)."""
-    step = max(1, len(rec) // sample)
-    px = np.concatenate([rec["bid_px"][::step].ravel(), rec["ask_px"][::step].ravel()])
+def tick_step(rows: int) -> int:
+    """Every how many rows of the data the tick is inferred from."""
+    return max(1, rows // TICK_SAMPLE)
+
+
+def infer_tick(rec: np.ndarray) -> int:
+    """The largest price step that divides every observed level price (of every tick_step-th row)."""
+    return tick_of(rec[::tick_step(len(rec))])
+
+
+def tick_of(rows: np.ndarray) -> int:
+    """The largest price step that divides every level price of `rows`."""
+    px = np.concatenate([rows["bid_px"].ravel(), rows["ask_px"].ravel()])
     px = px[px != PRICE_UNDEF]
     if len(px) < 2:
         return 1
@@ -130,32 +131,46 @@ def from_records(rec: np.ndarray, source: str, instrument: str = "", tick: int |
 
 
 def load(spec, config: ValidationConfig | None = None, tick: int | None = None) -> MarketData:
-    """Read, validate and concatenate the files named by `spec`; raises DataError on a bad file."""
-    config = config or ValidationConfig()
-    report = ValidationReport()
-    parts, kinds, instruments, instrument_ids = [], set(), [], []
+    """Read, validate and concatenate the files named by `spec`; raises DataError on a bad file.
+
+    Each file is streamed chunk by chunk (foxc.data.stream); only the kept rows are held."""
+    from .stream import FileStream
+    files = []
     for path in expand(spec):
-        kind, (rec, bad_float, meta) = read_file(path)
-        kept, skipped = validate.apply(rec, bad_float, config)
-        report.add(path, len(rec), skipped, meta["notes"])
-        if len(kept) == 0:
-            raise DataError(path, f"no usable rows: all {len(rec)} skipped ({validate_summary(skipped)})")
-        kinds.add(kind)
-        instruments.append(meta["instrument"])
-        instrument_ids.append(meta["instrument_id"])
-        parts.append((int(kept["ts_ns"][0]), str(path), kept))
-    parts.sort(key=lambda p: (p[0], p[1]))
-    total = sum(len(p[2]) for p in parts)
-    records = np.empty(total, SNAPSHOT_DTYPE)
+        stream = FileStream(path, config)
+        files.append((list(stream), stream.summary()))
+    report = report_of([summary for _, summary in files])
+    files = in_time_order(files, key=lambda f: f[1])
+    records = np.empty(sum(summary.rows for _, summary in files), SNAPSHOT_DTYPE)
     row = 0
-    for segment, (_, _, kept) in enumerate(parts):
-        records[row:row + len(kept)] = kept
-        records["segment"][row:row + len(kept)] = segment
-        row += len(kept)
-    finish(records)
-    names = sorted({i for i in instruments if i})
-    return MarketData(records, ",".join(names), int(instrument_ids[0]) if len(set(instrument_ids)) == 1 else 0,
-                      "+".join(sorted(kinds)), [p[1] for p in parts], tick or infer_tick(records), report)
+    for segment, (chunks, _) in enumerate(files):
+        for chunk in chunks:
+            records[row:row + len(chunk)] = chunk
+            records["segment"][row:row + len(chunk)] = segment
+            row += len(chunk)
+        chunks.clear()
+    return market_data(records, [summary for _, summary in files], tick or infer_tick(records), report)
+
+
+def in_time_order(items: list, key=lambda summary: summary) -> list:
+    """Files (FileSummary, or items holding one) as segments: by first kept time, then by path."""
+    return sorted(items, key=lambda item: (key(item).first_ts, key(item).path))
+
+
+def report_of(summaries) -> ValidationReport:
+    """The validation report of files given in the order they were named."""
+    report = ValidationReport()
+    for s in summaries:
+        report.add(s.path, s.rows_read, s.skipped, s.notes)
+    return report
+
+
+def market_data(records: np.ndarray, segments, tick: int, report: ValidationReport) -> MarketData:
+    """MarketData of records whose segments are the files `segments` (FileSummary, in segment order)."""
+    names = sorted({s.instrument for s in segments if s.instrument})
+    ids = {s.instrument_id for s in segments}
+    return MarketData(records, ",".join(names), ids.pop() if len(ids) == 1 else 0,
+                      "+".join(sorted({s.kind for s in segments})), [s.path for s in segments], tick, report)
 
 
 def validate_summary(skipped: dict[str, int]) -> str:

@@ -5,6 +5,10 @@ backwards, NaN) is skipped and counted under the first reason it fails, in the
 order of SKIP_REASONS. A file that cannot be data at all (missing columns, wrong
 types, empty, truncated, not the format it claims) raises DataError with one line
 naming the file, the row or column, and the reason. Nothing is dropped silently.
+
+Files are validated as they stream, chunk by chunk (`Validator`): the only rule that looks
+across rows, time order, carries the latest time seen into the next chunk, so a file split
+anywhere is counted exactly as if it were read whole.
 """
 from __future__ import annotations
 
@@ -40,6 +44,9 @@ class DataError(Exception):
             where += f", column '{column}'"
         super().__init__(f"{where}: {reason}")
         self.path, self.row, self.column, self.reason = str(path), row, column, reason
+
+    def __reduce__(self):  # crosses process boundaries intact (foxc.data prepare's workers)
+        return DataError, (self.path, self.reason, self.row, self.column)
 
 
 @dataclass(frozen=True)
@@ -105,10 +112,19 @@ class ValidationReport:
         return path
 
 
-def skip_reasons(rec: np.ndarray, bad_float: np.ndarray | None, cfg: ValidationConfig) -> np.ndarray:
-    """Per row: 0 when kept, else 1 + the index in SKIP_REASONS of the first reason it fails."""
+TIME_ORDER = SKIP_REASONS.index("non_monotonic_ts") + 1  # its code in skip_reasons
+NO_TIME_YET = np.iinfo(np.int64).min
+
+
+def skip_reasons(rec: np.ndarray, bad_float: np.ndarray | None, cfg: ValidationConfig,
+                 latest_ts: int = NO_TIME_YET) -> np.ndarray:
+    """Per row: 0 when kept, else 1 + the index in SKIP_REASONS of the first reason it fails.
+
+    `latest_ts`: the latest time of the rows before these (earlier chunks of the file) that passed
+    every other check; a row earlier than it, or than any such row before it here, is late."""
     n = len(rec)
-    bid, ask = rec["bid_px"], rec["ask_px"]
+    # contiguous copies: the checks below read each level many times, and a record's fields lie 352 bytes apart
+    bid, ask = np.ascontiguousarray(rec["bid_px"]), np.ascontiguousarray(rec["ask_px"])
     bid_set, ask_set = bid != PRICE_UNDEF, ask != PRICE_UNDEF
     checks = []
     checks.append(bad_float if bad_float is not None else np.zeros(n, bool))
@@ -128,17 +144,44 @@ def skip_reasons(rec: np.ndarray, bad_float: np.ndarray | None, cfg: ValidationC
         code[checks[i]] = i + 1
     # time order among rows that pass everything else
     ok = np.flatnonzero(code == 0)
-    if len(ok) > 1:
+    if len(ok):
         ts = rec["ts_ns"][ok]
-        prior_max = np.maximum.accumulate(ts)[:-1]
-        late = np.concatenate([[False], ts[1:] < prior_max])
-        code[ok[late]] = SKIP_REASONS.index("non_monotonic_ts") + 1
+        prior_max = np.maximum.accumulate(np.concatenate([[latest_ts], ts[:-1]]))
+        code[ok[ts < prior_max]] = TIME_ORDER
     return code
 
 
+class Validator:
+    """One file's rows validated chunk by chunk: skips counted per reason, time order carried over."""
+
+    def __init__(self, cfg: ValidationConfig | None = None):
+        self.cfg = cfg or ValidationConfig()
+        self.counts = np.zeros(len(SKIP_REASONS) + 1, np.int64)  # [kept, per reason...]
+        self.latest_ts = NO_TIME_YET
+
+    def keep(self, rec: np.ndarray, bad_float: np.ndarray | None) -> np.ndarray:
+        """The rows of this chunk that are kept (`rec` itself when all are)."""
+        code = skip_reasons(rec, bad_float, self.cfg, self.latest_ts)
+        timed = (code == 0) | (code == TIME_ORDER)  # late rows still raise the bar, as in one pass
+        if timed.any():
+            self.latest_ts = max(self.latest_ts, int(rec["ts_ns"][timed].max()))
+        counts = np.bincount(code, minlength=len(SKIP_REASONS) + 1)
+        self.counts += counts
+        return rec if counts[0] == len(rec) else rec[code == 0]
+
+    @property
+    def rows_read(self) -> int:
+        return int(self.counts.sum())
+
+    @property
+    def rows_kept(self) -> int:
+        return int(self.counts[0])
+
+    def skipped(self) -> dict[str, int]:
+        return {reason: int(self.counts[i + 1]) for i, reason in enumerate(SKIP_REASONS)}
+
+
 def apply(rec: np.ndarray, bad_float: np.ndarray | None, cfg: ValidationConfig) -> tuple[np.ndarray, dict[str, int]]:
-    """The rows kept and the skip count per reason."""
-    code = skip_reasons(rec, bad_float, cfg)
-    counts = np.bincount(code, minlength=len(SKIP_REASONS) + 1)
-    skipped = {reason: int(counts[i + 1]) for i, reason in enumerate(SKIP_REASONS)}
-    return (rec if counts[0] == len(rec) else rec[code == 0]), skipped
+    """The rows kept and the skip count per reason, for records validated in one piece."""
+    validator = Validator(cfg)
+    return validator.keep(rec, bad_float), validator.skipped()

@@ -2,6 +2,9 @@
 
     data = run_data(cfg, log)   # data.market (training rows), data.labels, data.held, data.optimum, data.source
     trainer = Trainer(rt, cfg, data.market, data.labels, out, data.source, data.held, data.optimum)
+
+`--data` names files (read, validated and labelled here) or a cache `python -m foxc.data prepare`
+made of them (verified and read with its labels; foxc.data.cache).
 """
 from __future__ import annotations
 
@@ -43,14 +46,31 @@ def check_horizons(horizons, labels: np.ndarray, rows: int) -> None:
                           f"the {rows:,} training snapshots (each horizon must be shorter than a segment)")
 
 
+def cache_data(cfg, log) -> tuple:
+    """(market, labels, source) from the prepared cache --data names: its shards verified against the
+    manifest, labels as prepared (their horizons must be the run's); the identity is the cache's."""
+    from ..data.cache import open_cache
+    from ..data.labels import LabelConfig
+    t0 = time.perf_counter()
+    cache = open_cache(cfg.data, LabelConfig(horizons=cfg.horizons))
+    log(f"data: cache {cfg.data} ({len(cache.manifest['shards'])} shard(s), prepared from "
+        f"{cache.manifest['data']}) verified and read in {time.perf_counter() - t0:.1f} s")
+    source = {"source": cfg.data, "cache": True, "files": cache.market.files, "rows": len(cache.market.records),
+              "sha256": cache.sha256}
+    return cache.market, cache.labels, source
+
+
 def run_data(cfg, log=lambda msg: None) -> RunData:
     """Load (or generate) the data, hold out the evaluation rows, label the training rows.
 
     Synthetic markets are always evaluated (on a fresh draw); real data only with --eval-every,
     since its held-out tail is taken from training."""
+    from ..data.cache import head_labels, is_cache
     from ..data.labels import LabelConfig, compute_labels
-    optimum = None
-    if cfg.data:
+    optimum, labels = None, None
+    if is_cache(cfg.data):
+        market, labels, source = cache_data(cfg, log)
+    elif cfg.data:
         from ..data.source import load
         market = load(cfg.data)
         source = {"source": cfg.data, "files": market.files, "rows": len(market.records),
@@ -69,10 +89,15 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
     if cfg.data is None or cfg.eval_every:
         market, held = holdout_market(cfg, market)
     t0 = time.perf_counter()
-    labels = compute_labels(market.records, market.tick, LabelConfig(horizons=cfg.horizons))
+    if labels is None:
+        labels = compute_labels(market.records, market.tick, LabelConfig(horizons=cfg.horizons))
+        labelled = f"labels in {time.perf_counter() - t0:.1f} s"
+    else:
+        labels = head_labels(labels, cfg.horizons, len(market.records))  # the held-out tail cut off
+        labelled = "labels from the cache"
     check_horizons(cfg.horizons, labels, len(market.records))
     log(f"data: {len(market.records):,} snapshots from {market.source} ({market.instrument or 'unnamed'}), "
-        f"tick {market.tick / 1e9:g}, {market.n_segments} segment(s); labels in {time.perf_counter() - t0:.1f} s"
+        f"tick {market.tick / 1e9:g}, {market.n_segments} segment(s); {labelled}"
         + (f"; {len(held.records):,} held-out snapshots for evaluation" if held is not None else "")
         + (f"; optimum {optimum:.4f} ticks per snapshot" if optimum is not None else ""))
     return RunData(market, labels, held, optimum, source)

@@ -1,0 +1,485 @@
+"""A prepared cache: validated snapshots and their label planes, one memory-mappable shard per segment.
+
+    python -m foxc.data prepare DATA --out CACHE [--horizons 10,50,100] [--workers N] [--overwrite]
+    cache = open_cache("CACHE", LabelConfig(horizons=(10, 50, 100)))   # verified against its manifest
+    cache.market, cache.labels, cache.sha256   # == load(DATA), compute_labels(...), the data's identity
+
+Layout:
+    CACHE/manifest.json                  written last: a cache without one is not a cache
+    CACHE/shards/00000/records.npy       SNAPSHOT_DTYPE [rows], segment = the shard's index
+    CACHE/shards/00000/labels.npy        float32 [7 planes, 3 horizons, rows]
+    CACHE/shards/00001/...
+
+A shard is one data file's kept rows: the segment load() makes of that file, numbered in the
+same order (first kept time, then path). Databento's batch files and LOBSTER's are one day each,
+so a shard is a day; a file holding several days stays one shard and one segment, as it is when
+training from the files. Labels never cross a segment, so each shard is labelled on its own and
+the shards side by side are, bit for bit, what load() + compute_labels give for the same files.
+
+Preparing streams every file (foxc.data.stream) in a process pool, one file per worker, in two
+passes: (1) read, validate and write the kept records; (2) once every file's first time and the
+tick are known (the tick is inferred from all of them, as load() infers it), number the shards,
+write records.npy with their segment and compute labels.npy a block of rows at a time. A worker
+holds a chunk of rows and a label block (and, reading Parquet, the row group pyarrow decodes),
+never a file. Everything is written into a hidden folder beside CACHE and renamed into place at
+the end, so a refused input leaves no cache behind.
+
+Opening reads every shard file into the cache's arrays on threads (reading and hashing release
+the GIL), hashing it as it reads; nothing is returned before every file's size, sha256, dtype and
+shape are the manifest's: a stale or tampered shard is refused naming it. The cache's identity
+(`sha256`) is a digest of its shards' hashes, its tick and label configuration: what a resumed run
+must match.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+from contextlib import nullcontext
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+import numpy.lib.format as npy
+
+from .labels import N_PLANES, LabelConfig, compute_labels
+from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
+from .source import MarketData, expand, in_time_order, market_data, report_of, tick_of, tick_step
+from .stream import CHUNK_ROWS, FileStream, FileSummary
+from .validate import DataError, ValidationConfig
+
+FORMAT, VERSION = "foxc-cache", 1
+MANIFEST = "manifest.json"
+RECORDS, LABELS, RAW = "records.npy", "labels.npy", "records.raw"  # RAW: pass 1's rows, before numbering
+HASH_BLOCK = 1 << 22
+DENSE_STEP = 24  # a tick sample every this many rows or fewer: read them all; sparser: one read each (measured)
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def is_cache(path) -> bool:
+    return path is not None and (Path(path) / MANIFEST).is_file()
+
+
+def shard_dir(cache: Path, segment: int) -> Path:
+    return cache / "shards" / f"{segment:05d}"
+
+
+def file_sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(HASH_BLOCK), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# ------------------------------------------------------------------------------------------------
+# prepare
+
+def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
+            config: ValidationConfig = ValidationConfig(), overwrite: bool = False, rows: int = CHUNK_ROWS,
+            log=lambda msg: None) -> dict:
+    """Write the cache of the files `spec` names into `out` (new, empty, or a cache when `overwrite`);
+    returns its manifest. A file that cannot be read, or keeps no row, raises DataError naming it."""
+    out = Path(out)
+    paths = expand(spec)
+    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
+    made = _first_missing(tmp)  # removed whole on failure: a refused input leaves nothing behind
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "shards").mkdir(parents=True)
+    installed = False
+    try:
+        with _pool(workers, len(paths)) as pool:
+            read = _run(pool, _read_file, [(i, p, tmp / f"part-{i:05d}", config, rows) for i, p in enumerate(paths)],
+                        lambda count, r: log(f"  read {count}/{len(paths)}: {r[1].path}: {r[1].rows:,} of "
+                                             f"{r[1].rows_read:,} rows kept"))
+            shards = in_time_order(read, key=lambda r: r[1])
+            for segment, (i, _, _) in enumerate(shards):
+                os.rename(tmp / f"part-{i:05d}", shard_dir(tmp, segment))
+            tick = _tick(pool, [shard_dir(tmp, k) / RAW for k in range(len(shards))], [r[1].rows for r in shards],
+                         rows)
+            files = _run(pool, _write_shard, [(shard_dir(tmp, k), k, tick, labels, rows) for k in range(len(shards))])
+        manifest = _manifest(spec, shards, files, tick, labels, config)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+        _install(tmp, out, overwrite)
+        installed = True
+    finally:
+        shutil.rmtree(tmp if installed else made, ignore_errors=True)
+    return manifest
+
+
+def _first_missing(path: Path) -> Path:
+    """The outermost folder of `path` that does not exist yet (`path` itself when its parent does)."""
+    path = path.absolute()
+    while not path.parent.exists():
+        path = path.parent
+    return path
+
+
+def _pool(workers: int, jobs: int):
+    """A process pool of `workers` (spawned: no inherited threads), or none (None) for one worker."""
+    if min(workers, jobs) <= 1:
+        return nullcontext()
+    return ProcessPoolExecutor(min(workers, jobs), mp_context=get_context("spawn"), initializer=_worker_start,
+                               initargs=(max(1, (os.cpu_count() or 1) // workers),))
+
+
+def _worker_start(threads: int):
+    import pyarrow
+    pyarrow.set_cpu_count(threads)  # the pool is the parallelism: files side by side
+
+
+def _run(pool, job, args: list, progress=lambda done, result: None) -> list:
+    """job(a) for each a, in the pool's processes (or here); the first error stops the rest and is raised."""
+    if pool is None:
+        results = []
+        for a in args:
+            results.append(job(a))
+            progress(len(results), results[-1])
+        return results
+    futures = [pool.submit(job, a) for a in args]
+    pending, done = set(futures), 0
+    while pending:
+        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+        for f in finished:
+            if f.exception() is not None:
+                for other in pending:
+                    other.cancel()
+                wait(pending)  # the running ones end before their folder is removed
+                raise f.exception()
+            done += 1
+            progress(done, f.result())
+    return [f.result() for f in futures]
+
+
+def _read_file(args) -> tuple[int, FileSummary, list[dict]]:
+    """Pass 1, one file: its kept rows into RAW (prev_ts_ns set, segment 0), its summary, its sources."""
+    index, path, folder, config, rows = args
+    folder.mkdir()
+    stream = FileStream(path, config, rows)
+    with open(folder / RAW, "wb") as fh:
+        for chunk in stream:
+            fh.write(chunk.data)
+    return index, stream.summary(), [{"path": str(p), "bytes": p.stat().st_size, "sha256": file_sha256(p)}
+                                     for p in _sources(stream.path, stream.kind)]
+
+
+def _sources(path: Path, kind: str) -> list[Path]:
+    """The files a data file's rows come from (a LOBSTER order book and its message file)."""
+    if kind == "lobster":
+        from .lobster import message_path
+        if message_path(path).is_file():
+            return [path, message_path(path)]
+    return [path]
+
+
+def _tick(pool, raws: list[Path], counts: list[int], rows: int) -> int:
+    """infer_tick of the shards side by side: the rows load() would sample, gathered from each file (in the pool)."""
+    step = tick_step(sum(counts))
+    starts = np.cumsum([0] + counts[:-1])
+    jobs = [(raw, n, int(-start % step), step, rows) for raw, n, start in zip(raws, counts, starts)]
+    return tick_of(np.concatenate(_run(pool, _sample, jobs)))
+
+
+def _sample(args) -> np.ndarray:
+    """Rows first, first + step, ... of a RAW file of n rows: read a block at a time where they are
+    dense, else one by one (pread)."""
+    raw, n, first, step, rows = args
+    wanted = range(first, n, step)
+    out = np.empty(len(wanted), SNAPSHOT_DTYPE)
+    with open(raw, "rb") as fh:
+        if step > DENSE_STEP:
+            buf = memoryview(out.view(np.uint8))
+            for i, row in enumerate(wanted):
+                buf[i * SNAPSHOT_BYTES:(i + 1) * SNAPSHOT_BYTES] = os.pread(fh.fileno(), SNAPSHOT_BYTES,
+                                                                             row * SNAPSHOT_BYTES)
+            return out
+        span = step * max(1, rows // step)
+        for i, row in enumerate(range(first, n, span)):
+            fh.seek(row * SNAPSHOT_BYTES)
+            block = np.fromfile(fh, SNAPSHOT_DTYPE, min(span, n - row))[::step]
+            out[i * (span // step):i * (span // step) + len(block)] = block
+    return out
+
+
+def _write_shard(args) -> dict:
+    """Pass 2, one shard: records.npy (numbered) and labels.npy from RAW in one sequential read, then RAW removed.
+
+    Labels are computed `rows` rows at a time on a window reaching the longest horizon past them, so
+    every label is the one the whole segment gives."""
+    folder, segment, tick, cfg, rows = args
+    n = (folder / RAW).stat().st_size // SNAPSHOT_BYTES
+    records, labels = hashlib.sha256(), folder / LABELS
+    shape = (N_PLANES, len(cfg.horizons), n)
+    with open(folder / RECORDS, "wb") as rec_out, open(labels, "wb") as lab_out:
+        head = _npy_header(SNAPSHOT_DTYPE, (n,))
+        rec_out.write(head)
+        records.update(head)
+        lab_head = _npy_header(np.dtype(np.float32), shape)
+        lab_out.write(lab_head)
+        lab_out.truncate(len(lab_head) + 4 * int(np.prod(shape)))
+        for start, window in _windows(folder / RAW, n, rows, max(cfg.horizons), segment):
+            block = window[:rows]
+            rec_out.write(block.data)
+            records.update(block.data)
+            planes = compute_labels(window, tick, cfg)[:, :, :len(block)]
+            for p in range(shape[0]):  # each (plane, horizon) row of the file gets this block's stretch
+                for k in range(shape[1]):
+                    at = len(lab_head) + 4 * ((p * shape[1] + k) * n + start)
+                    os.pwrite(lab_out.fileno(), planes[p, k].tobytes(), at)
+    (folder / RAW).unlink()
+    return {RECORDS: {"bytes": (folder / RECORDS).stat().st_size, "sha256": records.hexdigest()},
+            LABELS: {"bytes": labels.stat().st_size, "sha256": file_sha256(labels)}}
+
+
+def _windows(raw: Path, n: int, rows: int, reach: int, segment: int):
+    """(start, records [start, start + rows + reach) of the n in `raw`, numbered `segment`) for start =
+    0, rows, 2 rows, ...: read in order into one buffer, the lookahead moved to its front each time."""
+    window = np.empty(rows + reach, SNAPSHOT_DTYPE)
+    held = 0
+    with open(raw, "rb") as fh:
+        for start in range(0, n, rows):
+            need = min(n - start, rows + reach)
+            if held < need:
+                fh.readinto(memoryview(window[held:need].view(np.uint8)))
+                window["segment"][held:need] = segment
+                held = need
+            yield start, window[:need]
+            left = max(0, held - rows)
+            window[:left] = window[held - left:held].copy()
+            held = left
+
+
+def _npy_header(dtype: np.dtype, shape: tuple) -> bytes:
+    head = io.BytesIO()
+    npy.write_array_header_1_0(head, {"descr": npy.dtype_to_descr(dtype), "fortran_order": False, "shape": shape})
+    return head.getvalue()
+
+
+def _manifest(spec, shards: list, files: list[dict], tick: int, labels: LabelConfig,
+              config: ValidationConfig) -> dict:
+    entries = []
+    for segment, ((index, s, sources), shard_files) in enumerate(zip(shards, files)):
+        entries.append({"segment": segment, "rows": s.rows, "first_ts_ns": s.first_ts, "last_ts_ns": s.last_ts,
+                        "sources": sources, "files": shard_files,
+                        "read": {"input": index, "kind": s.kind, "rows_read": s.rows_read, "skipped": s.skipped,
+                                 "notes": s.notes, "instrument": s.instrument, "instrument_id": s.instrument_id,
+                                 "extra": s.extra}})
+    manifest = {"format": FORMAT, "version": VERSION, "data": str(spec), "record_bytes": SNAPSHOT_BYTES,
+                "tick": int(tick), "labels": _label_dict(labels), "validation": asdict(config),
+                "rows": sum(e["rows"] for e in entries), "shards": entries}
+    manifest["sha256"] = content_sha256(manifest)
+    return manifest
+
+
+def _label_dict(cfg: LabelConfig) -> dict:
+    d = asdict(cfg)
+    d["horizons"] = [int(h) for h in cfg.horizons]
+    return d
+
+
+def content_sha256(manifest: dict) -> str:
+    """The cache's identity: its shards' hashes, in order, with the tick and the label configuration."""
+    what = {"format": FORMAT, "version": VERSION, "tick": manifest["tick"], "labels": manifest["labels"],
+            "shards": [[s["files"][RECORDS]["sha256"], s["files"][LABELS]["sha256"]] for s in manifest["shards"]]}
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
+
+
+def _install(tmp: Path, out: Path, overwrite: bool):
+    """Rename the finished cache into place; an old cache (with overwrite) goes only once the new one is there."""
+    old = None
+    if out.exists():
+        if not out.is_dir() or (any(out.iterdir()) and not (overwrite and is_cache(out))):
+            raise DataError(out, "appeared while preparing and is not an empty directory: nothing written")
+        if any(out.iterdir()):
+            old = out.with_name(f".{out.name}.old-{os.getpid()}")
+            os.rename(out, old)
+        else:
+            out.rmdir()
+    os.rename(tmp, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# open
+
+@dataclass
+class Cache:
+    path: Path
+    manifest: dict
+    market: MarketData   # the records of every shard, in segment order
+    labels: np.ndarray   # float32 [7, 3, rows]
+    sha256: str          # the data's identity (content_sha256)
+
+
+def open_cache(path, labels: LabelConfig) -> Cache:
+    """The cache at `path` as one MarketData and its labels, every shard file verified first.
+
+    Refused (DataError naming the file): a manifest that is not one, label settings other than
+    `labels` (horizons named both ways), a shard file missing, of another size or sha256, or of
+    another dtype or shape than the manifest says."""
+    folder = Path(path)
+    manifest = read_manifest(folder)
+    want = _label_dict(labels)
+    have = manifest["labels"]
+    if have["horizons"] != want["horizons"]:
+        a, b = (",".join(map(str, d["horizons"])) for d in (have, want))
+        raise DataError(folder, f"prepared with label horizons {a}, not this run's --horizons {b} (prepare the "
+                                f"cache again with --horizons {b}, or train with --horizons {a})")
+    if have != want:
+        raise DataError(folder, f"prepared with labels {have}, this run's are {want} (prepare the cache again)")
+    shards, h = manifest["shards"], len(labels.horizons)
+    records = np.empty(manifest["rows"], SNAPSHOT_DTYPE)
+    label_planes = np.empty((N_PLANES, h, manifest["rows"]), np.float32)
+    reads, row = [], 0
+    for k, shard in enumerate(shards):
+        n, folder_k = shard["rows"], shard_dir(folder, k)
+        reads.append((folder_k / RECORDS, shard["files"][RECORDS], SNAPSHOT_DTYPE, (n,), [records[row:row + n]]))
+        reads.append((folder_k / LABELS, shard["files"][LABELS], np.dtype(np.float32), (N_PLANES, h, n),
+                      [label_planes[p, k_h, row:row + n] for p in range(N_PLANES) for k_h in range(h)]))
+        row += n
+    with ThreadPoolExecutor(min(32, os.cpu_count() or 1)) as pool:  # hashing and reading release the GIL
+        list(pool.map(lambda r: _read_verified(*r), reads))
+    summaries = [_summary(s) for s in shards]
+    named = sorted(range(len(shards)), key=lambda k: shards[k]["read"]["input"])  # the report lists DATA's order
+    report = report_of([summaries[k] for k in named])
+    return Cache(folder, manifest, market_data(records, summaries, manifest["tick"], report), label_planes,
+                 manifest["sha256"])
+
+
+def _read_verified(path: Path, entry: dict, dtype: np.dtype, shape: tuple, targets: list[np.ndarray]):
+    """Read a shard file's data, in file order, into `targets` (contiguous slices of the cache's arrays),
+    hashing it as it goes; refused unless its size, sha256, dtype and shape are the manifest's."""
+    if not path.is_file():
+        raise DataError(path, "missing from the cache (prepare it again)")
+    size = path.stat().st_size
+    if size != entry["bytes"]:
+        raise DataError(path, f"{size} bytes, the manifest says {entry['bytes']}: the shard changed after it was "
+                              "prepared (prepare the cache again)")
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        try:
+            version = npy.read_magic(fh)
+            got = (npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0)(fh)
+        except ValueError as e:
+            _refuse(path, entry, f"not a .npy file ({e})")
+        if got != (shape, False, dtype):
+            _refuse(path, entry, f"holds {got[2]} {got[0]}, the manifest says {dtype} {shape}")
+        data = fh.tell()
+        fh.seek(0)
+        h.update(fh.read(data))
+        for target in targets:
+            view = memoryview(target.view(np.uint8))
+            for i in range(0, len(view), HASH_BLOCK):
+                part = view[i:i + HASH_BLOCK]
+                if fh.readinto(part) != len(part):
+                    _refuse(path, entry, "shorter than its header says")
+                h.update(part)
+    if h.hexdigest() != entry["sha256"]:
+        _refuse(path, entry, "")
+
+
+def _refuse(path: Path, entry: dict, problem: str):
+    """A shard file that is not what the manifest says: named by its hash when that differs (stale or
+    tampered), else by `problem`."""
+    got = file_sha256(path)
+    if got != entry["sha256"]:
+        raise DataError(path, f"sha256 {got} differs from the manifest's {entry['sha256']}: the shard changed after "
+                              "it was prepared (prepare the cache again)")
+    raise DataError(path, problem)
+
+
+def _summary(shard: dict) -> FileSummary:
+    """The FileSummary pass 1 made of the shard's file, from the manifest."""
+    read = shard["read"]
+    return FileSummary(shard["sources"][0]["path"], read["kind"], read["rows_read"], shard["rows"], read["skipped"],
+                       read["notes"], read["instrument"], read["instrument_id"], shard["first_ts_ns"],
+                       shard["last_ts_ns"], read["extra"])
+
+
+def read_manifest(folder: Path) -> dict:
+    """The manifest, checked the way an untrusted file is: every field present, typed and consistent."""
+    path = folder / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DataError(folder, f"not a prepared cache (no {MANIFEST})") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise DataError(path, f"not valid JSON ({e})") from None
+    problem = _manifest_problem(manifest)
+    if problem:
+        raise DataError(path, f"not a foxc cache manifest: {problem}")
+    return manifest
+
+
+def _manifest_problem(m) -> str | None:
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        return f"format is not '{FORMAT}'"
+    if m.get("version") != VERSION:
+        return f"version {m.get('version')!r}, this foxc reads version {VERSION} (prepare the cache again)"
+    if m.get("record_bytes") != SNAPSHOT_BYTES:
+        return f"records of {m.get('record_bytes')} bytes, this foxc's are {SNAPSHOT_BYTES} (prepare the cache again)"
+    labels = m.get("labels")
+    if not (isinstance(labels, dict) and set(labels) == set(_label_dict(LabelConfig()))
+            and isinstance(labels["horizons"], list) and len(labels["horizons"]) == 3
+            and all(_is_int(h) and h >= 1 for h in labels["horizons"])):
+        return "labels is not a label configuration"
+    if not (_is_int(m.get("tick")) and m["tick"] >= 1):
+        return "tick is not a positive integer"
+    shards = m.get("shards")
+    if not isinstance(shards, list) or not shards:
+        return "no shards"
+    for k, s in enumerate(shards):
+        problem = _shard_problem(k, s)
+        if problem:
+            return f"shard {k}: {problem}"
+    if m.get("rows") != sum(s["rows"] for s in shards):
+        return "rows is not the sum of the shards' rows"
+    if m.get("sha256") != content_sha256(m):
+        return "sha256 is not the digest of the shards' hashes (the manifest was edited)"
+    return None
+
+
+def _shard_problem(k: int, s) -> str | None:
+    if not isinstance(s, dict) or s.get("segment") != k:
+        return "segment out of order"
+    if not (_is_int(s.get("rows")) and s["rows"] >= 1 and _is_int(s.get("first_ts_ns"))
+            and _is_int(s.get("last_ts_ns"))):
+        return "rows or times missing"
+    files = s.get("files")
+    if not (isinstance(files, dict) and all(isinstance(files.get(n), dict) and _is_int(files[n].get("bytes"))
+                                            and SHA256.match(str(files[n].get("sha256")))
+                                            for n in (RECORDS, LABELS))):
+        return f"files must give the bytes and sha256 of {RECORDS} and {LABELS}"
+    sources = s.get("sources")
+    if not (isinstance(sources, list) and sources and all(isinstance(x, dict) and isinstance(x.get("path"), str)
+                                                          for x in sources)):
+        return "sources missing"
+    read = s.get("read")
+    keys = {"input": int, "kind": str, "rows_read": int, "skipped": dict, "notes": list, "instrument": str,
+            "instrument_id": int, "extra": dict}
+    if not (isinstance(read, dict) and all(isinstance(read.get(key), t) for key, t in keys.items())):
+        return "what was read of its file is missing"
+    return None
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def head_labels(labels: np.ndarray, horizons, rows: int) -> np.ndarray:
+    """The labels compute_labels gives for the first `rows` records alone, from those of all of them:
+    a row whose horizon reaches past `rows` loses its label (every plane 0), the others keep theirs."""
+    out = np.ascontiguousarray(labels[:, :, :rows])
+    for k, h in enumerate(horizons):
+        out[:, k, max(0, rows - int(h)):] = 0
+    return out
+
+
+__all__ = ["Cache", "FORMAT", "MANIFEST", "VERSION", "content_sha256", "head_labels", "is_cache",
+           "open_cache", "prepare", "read_manifest"]

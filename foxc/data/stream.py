@@ -1,0 +1,114 @@
+"""One data file's validated snapshots, chunk by chunk: what `load()` and `foxc.data prepare` read.
+
+    stream = FileStream(path, config, rows=65_536)
+    for chunk in stream:           # SNAPSHOT_DTYPE records, at most `rows`, prev_ts_ns filled
+        ...
+    stream.summary()               # rows read and kept, skips per reason, notes, first/last time
+
+Each format's reader (`iter_parquet`, `iter_dbn`, `iter_lobster`) yields (records, bad-float
+mask or None) chunks of at most `rows` rows and never holds more than the chunk it is
+converting (plus the format's own read-ahead: a Parquet batch, a DBN block of `rows` records,
+a 16 MiB CSV block). The stream validates each chunk as it comes (foxc.data.validate.Validator
+carries time order across chunks), so the rows kept and the counts are those of the whole file
+read at once, wherever the chunks fall.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .record import SNAPSHOT_DTYPE
+from .validate import DataError, ValidationConfig, Validator
+
+CHUNK_ROWS = 1 << 16  # 23 MB of records: a chunk stays in cache while its columns land
+
+
+def new_meta() -> dict:
+    """What a reader learns about its file: instrument, its id, notes for the report."""
+    return {"instrument": "", "instrument_id": 0, "notes": []}
+
+
+def reader(kind: str):
+    """The chunk reader of a format: f(path, meta, rows) yielding (records, bad-float mask or None)."""
+    if kind == "dbn":
+        from .dbn import iter_dbn
+        return iter_dbn
+    if kind == "parquet":
+        from .parquet import iter_parquet
+        return iter_parquet
+    from .lobster import iter_lobster
+    return iter_lobster
+
+
+def read_whole(read, path) -> tuple[np.ndarray, np.ndarray | None, dict]:
+    """(records, bad-float mask or None, meta) of a whole file, unvalidated: a reader's chunks joined."""
+    meta = new_meta()
+    chunks = list(read(path, meta))
+    rec = np.concatenate([c[0] for c in chunks]) if chunks else np.empty(0, SNAPSHOT_DTYPE)
+    masks = [c[1] for c in chunks]
+    bad = None if all(m is None for m in masks) else \
+        np.concatenate([np.zeros(len(c[0]), bool) if m is None else m for c, m in zip(chunks, masks)])
+    return rec, bad, meta
+
+
+@dataclass
+class FileSummary:
+    """One file as read: what the report records and what orders it among the others."""
+
+    path: str
+    kind: str
+    rows_read: int
+    rows: int                      # kept
+    skipped: dict[str, int]
+    notes: list[str]
+    instrument: str
+    instrument_id: int
+    first_ts: int                  # of the rows kept
+    last_ts: int
+    extra: dict = field(default_factory=dict)  # format-specific metadata (DBN's version, dataset, ...)
+
+
+class FileStream:
+    """A data file's validated records, chunk by chunk; iterate once, then `summary()`.
+
+    A file that cannot be read raises DataError naming it, as soon as the problem is met; one
+    whose every row is skipped raises it at the end."""
+
+    def __init__(self, path, config: ValidationConfig | None = None, rows: int = CHUNK_ROWS):
+        from .source import source_kind
+        self.path, self.rows = Path(path), rows
+        self.kind = source_kind(self.path)
+        self.meta = new_meta()
+        self.validator = Validator(config)
+        self.first_ts = self.last_ts = None
+
+    def __iter__(self):
+        try:
+            for raw, bad in reader(self.kind)(self.path, self.meta, self.rows):
+                kept = self.validator.keep(raw, bad)
+                if len(kept):
+                    yield self._timed(kept)
+        except (OSError, MemoryError) as e:
+            raise DataError(self.path, f"cannot read ({e.__class__.__name__}: {e})") from None
+        if not self.validator.rows_kept:
+            from .source import validate_summary
+            raise DataError(self.path, f"no usable rows: all {self.validator.rows_read} skipped "
+                                       f"({validate_summary(self.validator.skipped())})")
+
+    def _timed(self, kept: np.ndarray) -> np.ndarray:
+        """prev_ts_ns within the file, carried from the previous chunk."""
+        kept["prev_ts_ns"][1:] = kept["ts_ns"][:-1]
+        kept["prev_ts_ns"][0] = kept["ts_ns"][0] if self.last_ts is None else self.last_ts
+        if self.first_ts is None:
+            self.first_ts = int(kept["ts_ns"][0])
+        self.last_ts = int(kept["ts_ns"][-1])
+        return kept
+
+    def summary(self) -> FileSummary:
+        meta = self.meta
+        return FileSummary(str(self.path), self.kind, self.validator.rows_read, self.validator.rows_kept,
+                           self.validator.skipped(), list(meta["notes"]), meta["instrument"],
+                           int(meta["instrument_id"]), self.first_ts, self.last_ts,
+                           {k: v for k, v in meta.items() if k not in ("instrument", "instrument_id", "notes")})

@@ -1,0 +1,230 @@
+"""The prepared cache: prepare → open gives load() + compute_labels bit for bit; shards verified; refusals."""
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from data_files import dbn_bytes, write_lobster
+from foxc.data.cache import MANIFEST, content_sha256, file_sha256, head_labels, is_cache, open_cache, prepare
+from foxc.data.labels import LabelConfig, compute_labels
+from foxc.data.parquet import write_parquet
+from foxc.data.record import PRICE_UNDEF, SNAPSHOT_DTYPE
+from foxc.data.source import load
+from foxc.data.synthetic import generate
+from foxc.data.validate import DataError
+from test_data_stream import lobster_day, troubled
+
+DAY = 86400 * 10**9
+ROWS = 64  # rows per chunk and per label block: blocks end well inside the horizons' reach
+HORIZONS = [LabelConfig(), LabelConfig((3, 17, 250))]  # 250: longer than the shortest file
+
+
+def on_day(rec, day):
+    rec = rec.copy()
+    rec["ts_ns"] += day * DAY
+    return rec
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """A folder of every format, on different days, named out of time order, with skipped rows."""
+    zstandard = pytest.importorskip("zstandard", reason="foxc's zstd dependency")
+    folder = tmp_path_factory.mktemp("data")
+    write_parquet(folder / "a_day3.parquet", on_day(troubled(900, 1), 3), row_group_rows=100)
+    write_parquet(folder / "b_day1.parquet", on_day(troubled(700, 2), 1), symbol="OTHER")
+    (folder / "c_day0.dbn").write_bytes(dbn_bytes(on_day(troubled(400, 3), 0)))
+    raw = dbn_bytes(on_day(troubled(300, 4), 2), version=3)
+    (folder / "d_day2.dbn.zst").write_bytes(zstandard.ZstdCompressor().compress(raw))
+    write_lobster(folder, lobster_day(troubled(200, 5)), 5, day="2012-06-21")
+    return folder
+
+
+def prepared(data, out, labels=LabelConfig(), workers=1):
+    return prepare(data, out, labels, workers=workers, rows=ROWS)
+
+
+@pytest.mark.parametrize("labels", HORIZONS, ids=["10,50,100", "3,17,250"])
+def test_a_cache_opens_as_load_and_compute_labels(data, tmp_path, labels):
+    manifest = prepared(data, tmp_path / "cache", labels)
+    want = load(data)
+    want_labels = compute_labels(want.records, want.tick, labels)
+    cache = open_cache(tmp_path / "cache", labels)
+    got = cache.market
+    assert got.records.tobytes() == want.records.tobytes()
+    assert cache.labels.tobytes() == want_labels.tobytes()
+    assert (got.tick, got.files, got.instrument, got.instrument_id, got.source) == \
+        (want.tick, want.files, want.instrument, want.instrument_id, want.source)
+    assert got.report.to_dict() == want.report.to_dict() and got.report.summary() == want.report.summary()
+    assert want.n_segments == len(manifest["shards"]) == 5 and manifest["rows"] == len(want.records)
+    assert cache.sha256 == manifest["sha256"] == content_sha256(manifest)
+    assert want.instrument == "AAPL,OTHER,SYNTH,TEST"
+
+
+def test_each_shard_is_its_segment_with_its_sources(data, tmp_path):
+    manifest = prepared(data, tmp_path / "cache")
+    want = load(data)
+    starts, ends = want.segment_bounds()
+    for k, shard in enumerate(manifest["shards"]):
+        rec = np.load(tmp_path / "cache" / "shards" / f"{k:05d}" / "records.npy", mmap_mode="r")
+        assert rec.dtype == SNAPSHOT_DTYPE and rec.tobytes() == want.records[starts[k]:ends[k]].tobytes()
+        assert (shard["rows"], shard["first_ts_ns"], shard["last_ts_ns"]) == \
+            (ends[k] - starts[k], rec["ts_ns"][0], rec["ts_ns"][-1])
+        for source in shard["sources"]:
+            assert source["sha256"] == file_sha256(source["path"]) and source["bytes"] > 0
+        assert shard["sources"][0]["path"] == want.files[k]
+        for name, entry in shard["files"].items():
+            path = tmp_path / "cache" / "shards" / f"{k:05d}" / name
+            assert entry == {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
+    lobster = next(s for s in manifest["shards"] if s["read"]["kind"] == "lobster")
+    assert [s["path"].rsplit("_", 2)[1] for s in lobster["sources"]] == ["orderbook", "message"]
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [MANIFEST, "shards"]
+    assert not list(tmp_path.glob(".*"))  # nothing left beside the cache
+
+
+def test_parallel_prepare_equals_sequential(data, tmp_path):
+    one = prepared(data, tmp_path / "one", workers=1)
+    two = prepared(data, tmp_path / "two", workers=2)
+    assert one == two
+    for k in range(len(one["shards"])):
+        for name in ("records.npy", "labels.npy"):
+            a, b = (tmp_path / c / "shards" / f"{k:05d}" / name for c in ("one", "two"))
+            assert a.read_bytes() == b.read_bytes()
+
+
+@pytest.fixture
+def cache(data, tmp_path):
+    prepared(data, tmp_path / "cache")
+    return tmp_path / "cache"
+
+
+def shard_file(cache, k, name):
+    return cache / "shards" / f"{k:05d}" / name
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda c: shard_file(c, 2, "labels.npy").write_bytes(flip(shard_file(c, 2, "labels.npy").read_bytes())),
+     "00002/labels.npy: sha256 "),
+    (lambda c: shard_file(c, 1, "records.npy").write_bytes(shard_file(c, 1, "records.npy").read_bytes()[:-352]),
+     "00001/records.npy: "),
+    (lambda c: shard_file(c, 4, "records.npy").unlink(), "00004/records.npy: missing"),
+])
+def test_a_stale_or_tampered_shard_is_refused_naming_it(cache, damage, message):
+    damage(cache)
+    with pytest.raises(DataError, match=message) as err:
+        open_cache(cache, LabelConfig())
+    assert "prepare the cache again" in str(err.value) or "prepare it again" in str(err.value)
+
+
+def flip(raw: bytes) -> bytes:
+    damaged = bytearray(raw)
+    damaged[-5] ^= 0x01
+    return bytes(damaged)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda m: m["shards"][0].__setitem__("rows", m["shards"][0]["rows"] + 1), "rows"),
+    (lambda m: m["shards"][3]["files"]["labels.npy"].__setitem__("sha256", "0" * 64), "the manifest was edited"),
+    (lambda m: m.__setitem__("version", 99), "version 99"),
+    (lambda m: m.__setitem__("tick", "quarter"), "tick"),
+    (lambda m: m["shards"].reverse(), "segment out of order"),
+])
+def test_a_manifest_that_is_not_one_is_refused(cache, edit, message):
+    manifest = json.loads((cache / MANIFEST).read_text())
+    edit(manifest)
+    (cache / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(DataError, match=message) as err:
+        open_cache(cache, LabelConfig())
+    assert str(cache / MANIFEST) in str(err.value)
+    (cache / MANIFEST).write_text("{not json")
+    with pytest.raises(DataError, match="not valid JSON"):
+        open_cache(cache, LabelConfig())
+
+
+def test_other_horizons_are_refused_naming_both(cache):
+    with pytest.raises(DataError, match=r"prepared with label horizons 10,50,100, not this run's --horizons 10,20,30 "
+                                        r"\(prepare the cache again with --horizons 10,20,30, or train with "
+                                        r"--horizons 10,50,100\)"):
+        open_cache(cache, LabelConfig((10, 20, 30)))
+
+
+def test_a_refused_input_leaves_no_cache(data, tmp_path):
+    mixed = tmp_path / "mixed"
+    shutil.copytree(data, mixed)
+    rec = generate(50, seed=1)
+    rec["ask_px"] = PRICE_UNDEF
+    write_parquet(mixed / "z_nothing_kept.parquet", rec)
+    for workers in (1, 2):
+        with pytest.raises(DataError, match="z_nothing_kept.parquet: no usable rows: all 50 skipped"):
+            prepare(mixed, tmp_path / "new" / "deeper" / "cache", workers=workers, rows=ROWS)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["mixed"]
+    (mixed / "z_nothing_kept.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(DataError, match="z_nothing_kept.parquet: not a Parquet file"):
+        prepare(mixed, tmp_path / "cache", workers=2, rows=ROWS)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mixed"]
+
+
+def test_overwrite_replaces_a_cache(data, tmp_path):
+    first = prepared(data, tmp_path / "cache", LabelConfig((3, 17, 250)))
+    second = prepare(data, tmp_path / "cache", workers=1, rows=ROWS, overwrite=True)
+    assert first["sha256"] != second["sha256"] and is_cache(tmp_path / "cache")
+    assert open_cache(tmp_path / "cache", LabelConfig()).sha256 == second["sha256"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]
+
+
+def test_load_refuses_a_cache_naming_who_reads_it(cache):
+    with pytest.raises(DataError, match="a prepared cache .*foxc.train --data reads one"):
+        load(cache)
+
+
+@pytest.mark.parametrize("rows", [0, 1, 9, 10, 11, 399, 400, 401, 1000])
+def test_head_labels_are_the_labels_of_the_head_alone(rows):
+    rec = generate(1000, seed=3, n_segments=3)
+    cfg = LabelConfig((1, 10, 120))
+    full = compute_labels(rec, 250_000_000, cfg)
+    want = compute_labels(rec[:rows], 250_000_000, cfg)
+    assert head_labels(full, cfg.horizons, rows).tobytes() == want.tobytes()
+
+
+def test_training_from_a_cache_sees_what_training_from_the_files_sees(data, cache):
+    """run_data, the trainer's data set-up, with the held-out tail cut: same rows, labels and held-out rows."""
+    from foxc.trainer.config import TrainConfig
+    from foxc.trainer.session import run_data
+    settings = dict(n_backtests=8, seq_len=4, per_capacity=64, eval_every=5, holdout_frac=0.3)
+    files = run_data(TrainConfig.for_backend("reference", data=str(data), **settings))
+    cached = run_data(TrainConfig.for_backend("reference", data=str(cache), **settings))
+    assert cached.market.records.tobytes() == files.market.records.tobytes()
+    assert cached.labels.tobytes() == files.labels.tobytes()
+    assert cached.held.records.tobytes() == files.held.records.tobytes()
+    assert cached.market.report.to_dict() == files.market.report.to_dict()
+    assert cached.source["sha256"] == open_cache(cache, LabelConfig()).sha256 != files.source["sha256"]
+    assert cached.source["rows"] == files.source["rows"] and cached.source["files"] == files.source["files"]
+    with pytest.raises(DataError, match="--horizons 5,50,100"):
+        run_data(TrainConfig.for_backend("reference", data=str(cache), horizons=(5, 50, 100), **settings))
+
+
+def test_the_tick_is_inferred_from_the_rows_load_samples(tmp_path, monkeypatch):
+    """Sampled every few rows (sparser than a read block, and denser): the cache's tick is load()'s, whichever
+    rows the sample hits, here where a few rows sit off the 0.25 grid."""
+    import foxc.data.source as source
+    rng = np.random.default_rng(4)
+    for day in range(3):
+        rec = on_day(generate(700 + 300 * day, seed=day), day)
+        odd = rng.choice(len(rec), 6, replace=False)
+        for side in ("bid_px", "ask_px"):
+            rec[side][odd] += 50_000_000  # 0.05: the whole book of these rows moves off the grid
+        write_parquet(tmp_path / f"day{day}.parquet", rec)
+    ticks = set()
+    for sample in (1, 7, 13, 40, 100, 10**9):
+        monkeypatch.setattr(source, "TICK_SAMPLE", sample)
+        prepare(tmp_path, tmp_path / "cache", workers=1, rows=ROWS, overwrite=True)
+        tick = load(tmp_path).tick
+        assert open_cache(tmp_path / "cache", LabelConfig()).market.tick == tick
+        ticks.add(tick)
+    assert ticks == {50_000_000, 250_000_000}
+
+
+def test_the_benchmark_prepares_and_opens():
+    from foxc.bench.data import bench_prepare
+    made, opened = bench_prepare(3000, 2)
+    assert made["count"] == opened["count"] == 3000 and "snapshots/s" in made["rate"] + opened["rate"]

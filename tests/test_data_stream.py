@@ -1,0 +1,188 @@
+"""Streaming readers: any chunk size gives the records and report of the file read whole, and holds only a chunk."""
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from data_files import FIXTURES, dbn_bytes, write_lobster
+from foxc.data.parquet import write_parquet
+from foxc.data.record import PRICE_UNDEF
+from foxc.data.source import load
+from foxc.data.stream import FileStream
+from foxc.data.synthetic import generate
+from foxc.data.validate import DataError, ValidationConfig, apply
+
+WHOLE = 1 << 30  # rows per chunk: as large as the reader's own batches allow
+
+
+def troubled(n: int, seed: int) -> np.ndarray:
+    """Synthetic snapshots with every kind of skipped row, time going back and jumping ahead,
+    often enough that chunks of a few rows cut through them."""
+    rec = generate(n, seed=seed)
+    rng = np.random.default_rng(seed)
+    for i in rng.choice(np.arange(1, n), n // 10, replace=False):
+        kind = rng.integers(0, 6)
+        if kind == 0:
+            rec["ask_px"][i] = PRICE_UNDEF  # one-sided
+        elif kind == 1:
+            rec["bid_px"][i, 0] = rec["ask_px"][i, 0]  # locked
+        elif kind == 2:
+            rec["ts_ns"][i] = rec["ts_ns"][i - 1] - rng.integers(1, 10**6)  # back in time
+        elif kind == 3:
+            rec["ts_ns"][i] += rng.integers(1, 10**7)  # ahead: the next rows may be late
+        elif kind == 4:
+            rec["bid_px"][i, [3, 4]] = rec["bid_px"][i, [4, 3]]  # unsorted
+        else:
+            rec["bid_px"][i] = PRICE_UNDEF  # empty book
+            rec["ask_px"][i] = PRICE_UNDEF
+    return rec
+
+
+def lobster_day(rec: np.ndarray) -> np.ndarray:
+    rec = rec.copy()
+    rec["ts_ns"] = rec["ts_ns"] - rec["ts_ns"] % (86400 * 10**9) + 34200 * 10**9 + np.arange(len(rec)) * 1_000_000
+    rec["ts_ns"][::17] -= 3_000_000  # late rows: counted, not kept
+    return rec
+
+
+def write_files(folder):
+    """One file of each format and layout the readers stream differently, all with troubled rows."""
+    zstandard = pytest.importorskip("zstandard", reason="foxc's zstd dependency")
+    paths = {}
+    for rows_per_group in (7, 1000):
+        paths[f"parquet/{rows_per_group}"] = folder / f"groups{rows_per_group}.parquet"
+        write_parquet(paths[f"parquet/{rows_per_group}"], troubled(500, rows_per_group), row_group_rows=rows_per_group)
+    rec = troubled(600, 3)
+    paths["dbn"] = folder / "plain.dbn"
+    paths["dbn"].write_bytes(dbn_bytes(rec, version=2))
+    paths["dbn/ts_out"] = folder / "ts_out.dbn"
+    paths["dbn/ts_out"].write_bytes(dbn_bytes(rec, version=3, ts_out=True))
+    raw = dbn_bytes(rec, version=3)
+    paths["dbn.zst/frames"] = folder / "frames.dbn.zst"  # frames of 5,000 bytes: records cut across frames
+    paths["dbn.zst/frames"].write_bytes(b"".join(zstandard.ZstdCompressor().compress(raw[i:i + 5000])
+                                                 for i in range(0, len(raw), 5000)))
+    paths["dbn/mixed"] = FIXTURES / "mixed.v3.ts_out.dbn"
+    for name in ("mbp10.v1.dbn", "mbp10.v3.dbn.zst"):
+        paths[f"fixture/{name}"] = FIXTURES / name
+    for message in (True, False):
+        sub = folder / f"lobster{int(message)}"
+        sub.mkdir()
+        paths[f"lobster/{'messages' if message else 'none'}"] = write_lobster(sub, lobster_day(troubled(700, 4)), 5,
+                                                                              message=message)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    return write_files(tmp_path_factory.mktemp("streams"))
+
+
+def read(path, rows):
+    stream = FileStream(path, rows=rows)
+    chunks = list(stream)
+    assert all(0 < len(c) <= rows for c in chunks)
+    return np.concatenate(chunks), stream.summary(), len(chunks)
+
+
+def read_whole_file(path):
+    """The file read whole and validated in one piece, as the readers did before they streamed."""
+    from foxc.data.source import finish, source_kind
+    from foxc.data.stream import read_whole, reader
+    rec, bad, meta = read_whole(reader(source_kind(path)), path)
+    kept, skipped = apply(rec, bad, ValidationConfig())
+    return finish(kept.copy()), len(rec), skipped, meta
+
+
+@pytest.mark.parametrize("rows", [1, 7, 64])
+@pytest.mark.parametrize("name", ["parquet/7", "parquet/1000", "dbn", "dbn/ts_out", "dbn.zst/frames", "dbn/mixed",
+                                  "fixture/mbp10.v1.dbn", "fixture/mbp10.v3.dbn.zst", "lobster/messages",
+                                  "lobster/none"])
+def test_any_chunk_size_reads_the_whole_files_rows_and_counts(files, name, rows):
+    whole, rows_read, skipped, meta = read_whole_file(files[name])
+    got, summary, chunks = read(files[name], rows)
+    assert got.tobytes() == whole.tobytes()
+    assert (summary.rows_read, summary.rows, summary.skipped) == (rows_read, len(whole), skipped)
+    assert (summary.notes, summary.instrument, summary.instrument_id) == (meta["notes"], meta["instrument"],
+                                                                           meta["instrument_id"])
+    assert summary == read(files[name], WHOLE)[1]
+    assert chunks >= len(got) // rows
+    if not name.startswith("fixture") and name != "dbn/mixed":
+        skipped = {k: v for k, v in summary.skipped.items() if v}
+        timed = name != "lobster/none"  # rows numbered in order: none late
+        assert summary.rows < summary.rows_read and len(skipped) >= 3, skipped
+        assert ("non_monotonic_ts" in skipped) == timed, skipped
+
+
+def test_time_order_and_prev_ts_carry_across_a_chunk_boundary(tmp_path):
+    rec = generate(20, seed=1)
+    assert rec["ts_ns"][10] - rec["ts_ns"][6] > 3
+    rec["ts_ns"][7] = rec["ts_ns"][10] - 1  # the last row of the first chunk of 8 jumps ahead...
+    rec["ts_ns"][8:10] = rec["ts_ns"][6] + 1  # ...so the first two of the next chunk are late
+    write_parquet(tmp_path / "x.parquet", rec)
+    got, summary, chunks = read(tmp_path / "x.parquet", 8)
+    assert chunks == 3 and summary.skipped["non_monotonic_ts"] == 2 and summary.rows == 18
+    assert got["prev_ts_ns"][8] == rec["ts_ns"][7]  # the first kept row after the boundary: row 10
+    assert got["ts_ns"][8] == rec["ts_ns"][10]
+    assert got["prev_ts_ns"][0] == got["ts_ns"][0]
+
+
+def test_load_is_the_streams_joined(files):
+    data = load(files["parquet/7"])
+    got, summary, _ = read(files["parquet/7"], 7)
+    assert data.records.tobytes() == got.tobytes()
+    assert data.report.files[summary.path]["rows_kept"] == summary.rows == len(data.records)
+
+
+@pytest.mark.parametrize("name", ["parquet/7", "dbn", "dbn.zst/frames", "lobster/messages"])
+def test_a_stream_holds_a_chunk_not_the_file(tmp_path, name):
+    """tracemalloc sees every numpy array and bytes object: with chunks of 256 rows the stream's peak
+    stays within a bound set by the chunk (and the 1 MiB DBN read-ahead), far below the file's records."""
+    rows, n = 256, 30_000
+    rec = troubled(n, 9)
+    if name.startswith("parquet"):
+        path = tmp_path / "big.parquet"
+        write_parquet(path, rec, row_group_rows=1000)
+    elif name == "dbn":
+        path = tmp_path / "big.dbn"
+        path.write_bytes(dbn_bytes(rec))
+    elif name == "dbn.zst/frames":
+        zstandard = pytest.importorskip("zstandard", reason="foxc's zstd dependency")
+        raw = dbn_bytes(rec)
+        path = tmp_path / "big.dbn.zst"
+        path.write_bytes(b"".join(zstandard.ZstdCompressor().compress(raw[i:i + 50_000])
+                                  for i in range(0, len(raw), 50_000)))
+    else:
+        path = write_lobster(tmp_path, lobster_day(rec), 10)
+
+    def peak(read):
+        tracemalloc.start()
+        try:
+            return read(), tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    def stream():
+        seen = 0
+        for chunk in FileStream(path, rows=rows):
+            assert len(chunk) <= rows
+            seen += len(chunk)
+        return seen
+
+    kept, streamed = peak(stream)
+    whole, whole_peak = peak(lambda: read_whole_file(path)[0])
+    assert kept == len(whole) > n // 2
+    bound = 16 * rows * rec.itemsize + (3 << 20 if name.startswith("dbn") else 1 << 20)
+    assert streamed < bound < n * rec.itemsize < whole_peak, (streamed, bound, whole_peak)
+
+
+def test_a_zstd_file_cut_inside_a_frame_is_refused(tmp_path):
+    zstandard = pytest.importorskip("zstandard", reason="foxc's zstd dependency")
+    raw = dbn_bytes(generate(300, seed=2))
+    frames = [zstandard.ZstdCompressor().compress(raw[i:i + 368 * 50]) for i in range(0, len(raw), 368 * 50)]
+    path = tmp_path / "cut.dbn.zst"
+    path.write_bytes(b"".join(frames)[:-len(frames[-1]) // 2])  # the last frame half there
+    with pytest.raises(DataError, match="truncated zstd stream \\(the file ends inside a frame\\)"):
+        load(path)
+    path.write_bytes(b"".join(frames[:-1]))  # whole frames but a record cut: DBN's own check
+    with pytest.raises(DataError, match="partial record"):
+        load(path)
