@@ -53,8 +53,7 @@ class RunSpec:
         return cls(**json.loads(text))
 
     def train_config(self) -> TrainConfig:
-        c = self.config
-        return TrainConfig(**{**c, "horizons": tuple(c["horizons"]), "isv": tuple((n, float(v)) for n, v in c["isv"])})
+        return TrainConfig.for_backend(self.backend, **self.config)
 
     def row(self, **fields) -> dict:
         """The run's row: point, seed, the axes, then ROW_FIELDS (None where not given)."""

@@ -117,11 +117,14 @@ class TrainConfig:
 
     @classmethod
     def for_backend(cls, backend: str, **given) -> "TrainConfig":
-        """Defaults of `backend` overridden by every setting in `given` that is not None."""
+        """Defaults of `backend` overridden by every setting in `given` that is not None (as_dict's lists
+        taken back as tuples, so a saved configuration gives the same config)."""
         settings = dict(DEFAULTS[backend])
         settings.update({k: v for k, v in given.items() if v is not None})
         if "isv" in settings:
             settings["isv"] = merge_isv(settings["isv"])
+        if "horizons" in settings:
+            settings["horizons"] = tuple(settings["horizons"])
         return cls(**settings)
 
     @property

@@ -97,8 +97,6 @@ def resume_settings(path, saved: dict, given: dict) -> dict:
     settings.update({k: given[k] for k in RESUME_FREE if k in given})
     if "data" in given:
         settings["data"] = given["data"]  # the same data at another path: checked by content
-    if "horizons" in settings:
-        settings["horizons"] = tuple(settings["horizons"])
     return settings
 
 
