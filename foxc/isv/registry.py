@@ -80,6 +80,11 @@ class Slot:
     def settable(self) -> bool:
         return isinstance(self.valid, Range)
 
+    @property
+    def read(self) -> bool:
+        """Whether a kernel reads the slot (an unused one is kept only for its index)."""
+        return not (isinstance(self.valid, Internal) and self.valid.kind == "unused")
+
 
 # The step counter lives in two float slots because float32 counts integers
 # exactly only up to 2^24 (16.7M steps: hours at 2,000 steps/s).

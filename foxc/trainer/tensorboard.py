@@ -35,7 +35,7 @@ class TensorBoardLog:
             raise ImportError(f"--tensorboard needs tensorboardX: {INSTALL}")
         self.writer = writer(logdir=str(Path(run_dir) / "tensorboard"))
         self.isv = isv
-        self.slots = [s.name for s in SLOTS if getattr(s.valid, "kind", "") != "unused"]  # what kernels read
+        self.slots = [s.name for s in SLOTS if s.read]
 
     def write(self, record: dict):
         step = int(record["step"])
