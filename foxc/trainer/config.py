@@ -101,14 +101,9 @@ class TrainConfig:
     def _check_isv_together(self):
         """The checks of a slot against another setting, on the values the run starts with."""
         values = {s.name: s.bootstrap for s in SLOTS} | {"n_step": float(self.n_step)} | dict(self.isv_overrides())
-        n = values["n_step"]
-        if n > self.n_step:
-            raise ConfigError(f"ISV n_step = {n:g} is above --n-step {self.n_step}, the length of the n-step rings "
-                              f"(give --n-step {n:g} too)", ("n_step",))
-        lo, hi = values["reward_clamp_min"], values["reward_clamp_max"]
-        if lo > hi:
-            raise ConfigError(f"ISV reward_clamp_min = {lo:g} is above reward_clamp_max = {hi:g}",
-                              ("reward_clamp_min", "reward_clamp_max"))
+        conflict = isv_conflict(values, self.n_step)
+        if conflict:
+            raise ConfigError(*conflict)
 
     def _value_for(self, message: str):
         flag = message.split()[0].lstrip("-").replace("-", "_")
@@ -156,6 +151,19 @@ class TrainConfig:
     @staticmethod
     def field_names() -> list[str]:
         return [f.name for f in fields(TrainConfig)]
+
+
+def isv_conflict(values: dict, rings: int) -> tuple[str, tuple[str, ...]] | None:
+    """(why, the slots) when ISV `values` disagree with each other or with n-step rings of length
+    `rings`; None when they agree. Checked when a run starts and when a live change arrives."""
+    n = values["n_step"]
+    if n > rings:
+        return (f"ISV n_step = {n:g} is above --n-step {rings}, the length of the n-step rings "
+                f"(give --n-step {n:g} too)", ("n_step",))
+    lo, hi = values["reward_clamp_min"], values["reward_clamp_max"]
+    if lo > hi:
+        return f"ISV reward_clamp_min = {lo:g} is above reward_clamp_max = {hi:g}", ("reward_clamp_min", "reward_clamp_max")
+    return None
 
 
 def merge_isv(*lists) -> tuple[tuple[str, float], ...]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..checkpoint import CheckpointSaveError, CheckpointSaver, config_differences, read_checkpoint
 from ..isv.live import LiveRequests
 from ..profile import KernelProfiler, ProfilerWindow, nvtx_range
-from .config import TrainConfig
+from .config import TrainConfig, isv_conflict
 from .heldout import HeldOutEvaluation
 from .rundir import ResumeError
 from .metrics import FrameBlocks, MetricsLog, device_span, interval_record
@@ -152,12 +152,8 @@ class Trainer:
 
     def _live_problem(self, settings) -> str:
         """A live value that conflicts with the run's shapes or the bus's other settings, or ''."""
-        given = dict(settings)
-        if given.get("n_step", 0) > self.cfg.n_step:
-            return f"n_step {given['n_step']:g} is above --n-step {self.cfg.n_step}, the length of the n-step rings"
-        lo = given.get("reward_clamp_min", self.ts.isv["reward_clamp_min"])
-        hi = given.get("reward_clamp_max", self.ts.isv["reward_clamp_max"])
-        return f"reward_clamp_min {lo:g} would be above reward_clamp_max {hi:g}" if lo > hi else ""
+        conflict = isv_conflict(self.ts.isv.as_dict() | dict(settings), self.cfg.n_step)
+        return conflict[0] if conflict else ""
 
     # --- the loop ------------------------------------------------------------
     def train(self, n_steps: int, metrics: MetricsLog | None = None, checkpoint_every: int = 0, stop=None) -> dict:
