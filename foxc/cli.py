@@ -214,18 +214,6 @@ def output_dir(flag: str, path) -> Path:
     return p
 
 
-def input_path(flag: str, path, *, kind: str = "file") -> Path:
-    """Check that `path` given by `flag` exists (kind 'file', 'dir' or 'any')."""
-    p = Path(path)
-    if not p.exists():
-        raise UsageError(f"{flag} {p}: no such {'directory' if kind == 'dir' else 'file'}")
-    if kind == "file" and p.is_dir():
-        raise UsageError(f"{flag} {p}: is a directory, not a file")
-    if kind == "dir" and not p.is_dir():
-        raise UsageError(f"{flag} {p}: not a directory")
-    return p
-
-
 def open_runtime(backend: str | None):
     """The runtime of `--backend` (foxc.driver.open_runtime); a backend that cannot be opened (no
     usable GPU with --backend cuda, a bad $FOXC_BACKEND) is a UsageError naming it."""
