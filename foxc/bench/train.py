@@ -52,8 +52,8 @@ def step_flops(B: int, K: int) -> float:
     return encoder_flops(B, K, FEATURES, D) + heads_flops(B, D) + 2.0 * B * (model.STATE_DIM * R + R * Q_OUTPUTS)
 
 
-def kernel_ms(rt, t: Trainer) -> float:
-    """The step's kernel time (ms): per-launch events with the queue kept full (see the docstring)."""
+def event_ms(rt, t: Trainer) -> float:
+    """The sum of per-launch event times of one eager step (ms), the queue kept full: an upper bound of kernel time."""
     prof = KernelProfiler(rt)
     for _ in range(PROFILED):
         for _ in range(LEAD):
@@ -108,7 +108,7 @@ def bench_one(rt, cfg: TrainConfig, data, steps: int, checkpoint_dir=None) -> di
     poll = (time.perf_counter() - p0) / max(len(frames), 1)
     kernels = t.ts.kernel_count()
     on_gpu = rt.backend == "cuda"  # the reference backend's events time numpy on the host: no busy time to speak of
-    events_ms = kernel_ms(rt, t) if on_gpu else None
+    events_ms = event_ms(rt, t) if on_gpu else None
     floor_ms = launch_floor_ms(rt, kernels, steps) if on_gpu else None
     flops = step_flops(B, cfg.seq_len)
     row = {
