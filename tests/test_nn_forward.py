@@ -93,6 +93,8 @@ def test_gemm_kernel_choice():
     assert matmul.gemm_kernel("linear", 32768, 512, "f32")[1] == 64
     assert matmul.gemm_kernel("linear", 1024, 255, "f32")[1] == 32
     assert matmul.gemm_kernel("linear", 1024, 255, "tf32")[1] == 64
+    assert matmul.gemm_kernel("linear", 1024, 5, "f32")[:2] == (matmul.LINEAR_FWD_T16, 16)
+    assert matmul.gemm_kernel("nt", 1024, 5, "f32")[1] == 32  # only the forward has a 16-wide tiling
     assert matmul.layer_precision(1024, 255, "tf32") == "f32" and matmul.layer_precision(1024, 255, "f32") == "f32"
     assert matmul.layer_precision(32768, 512, "tf32") == "tf32"
 

@@ -7,9 +7,9 @@
 // order; split reductions write per-split partials that reduce_splits adds in split order.
 // No atomics, so every kernel here gives the same bits on every run.
 //
-// GEMM kernels: grid (ceil(N/T), ceil(M/T), splits) with T = 64 (block 256; static shared memory
-// FP32 8.5 KB, TF32 26 KB) or, for the *_t32 FP32 kernels, T = 32 (block 64, 4.5 KB). Each block
-// computes a T x T tile of C.
+// GEMM kernels: grid (ceil(N/T), ceil(M/T), splits), block 256, each block a T x T tile of C:
+// T = 64 (static shared memory FP32 8.5 KB, TF32 26 KB), T = 32 for the *_t32 FP32 kernels
+// (9 KB) and T = 16 for linear_fwd_f32_t16 (10 KB).
 #include <mma.h>
 #include "foxc/nn_math.cuh"
 
@@ -51,13 +51,13 @@ __device__ __forceinline__ float load_b(const GemmShape& g, int n, int k, int k_
     return TB ? g.B[(long long)n * g.ldb + k] : g.B[(long long)k * g.ldb + n];
 }
 
-// Element e of a BM x TILE_K (A) or TILE_K x BN (B) stage: (row in the tile, k in the tile),
+// Element e of a BM x KT (A) or KT x BN (B) stage: (row in the tile, k in the tile),
 // neighbours walking the stored matrix's contiguous index.
-template <bool T, int W>
+template <bool T, int W, int KT = TILE_K>
 __device__ __forceinline__ void stage_index(int e, int& w, int& kk)
 {
-    if (T) { kk = e / W; w = e % W; }        // stored [K][W]: neighbours walk w
-    else   { w = e / TILE_K; kk = e % TILE_K; }  // stored [W][K]: neighbours walk k
+    if (T) { kk = e / W; w = e % W; }   // stored [K][W]: neighbours walk w
+    else   { w = e / KT; kk = e % KT; }  // stored [W][K]: neighbours walk k
 }
 
 // Stage op(A)[m0.., k0..] as As[k][m] and op(B)[k0.., n0..] as Bs[k][n] (TF32 path, 64x64, 256
@@ -94,95 +94,83 @@ __device__ __forceinline__ void store_out(const GemmShape& g, int m, int n, floa
     *c = v;
 }
 
-// FP32, a BM x BN tile per block of (BM/4)(BN/4) threads: thread (tx, ty) owns rows ty*4+i and
-// columns tx*4+j (i, j < 4) and reads them from shared memory as float4. The next k-stage is
-// loaded into registers while the current one is multiplied (one shared buffer, two barriers per
-// stage). Every output is one fmaf chain over k in increasing order, whatever BM and BN are.
-template <int BM, int BN>
+// FP32, a BM x BN tile per block of (BM/TM)(BN/TN) threads: thread (tx, ty) owns rows ty*TM+i and
+// columns tx*TN+j (i < TM, j < TN) and reads them from shared memory as one vector each. The
+// next k-stage (KT deep) is loaded into registers while the current one is multiplied (one shared
+// buffer, two barriers per stage). Every output is one fmaf chain over k in increasing order,
+// whatever the tiling, so every FP32 tiling gives the same bits.
+template <int BM, int BN, int TM, int TN, int KT>
 struct F32Tile {
-    static constexpr int THREADS = (BM / 4) * (BN / 4);
-    static constexpr int A_PER = BM * TILE_K / THREADS;
-    static constexpr int B_PER = BN * TILE_K / THREADS;
+    static constexpr int THREADS = (BM / TM) * (BN / TN);
+    static constexpr int A_PER = BM * KT / THREADS;
+    static constexpr int B_PER = BN * KT / THREADS;
 };
 
-template <bool TA, bool TB, int BM, int BN>
+template <bool TA, bool TB, int BM, int BN, int TM, int TN, int KT>
 __device__ __forceinline__ void gemm_f32(const GemmShape& g)
 {
-    using T = F32Tile<BM, BN>;
-    static_assert((BM * TILE_K) % T::THREADS == 0 && (BN * TILE_K) % T::THREADS == 0, "stage split");
-    __shared__ __align__(16) float As[TILE_K][BM + TILE_PAD];
-    __shared__ __align__(16) float Bs[TILE_K][BN + TILE_PAD];
+    using T = F32Tile<BM, BN, TM, TN, KT>;
+    static_assert((BM * KT) % T::THREADS == 0 && (BN * KT) % T::THREADS == 0, "stage split");
+    __shared__ __align__(16) float As[KT][BM + TILE_PAD];
+    __shared__ __align__(16) float Bs[KT][BN + TILE_PAD];
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     const int k_begin = blockIdx.z * g.k_chunk;
     const int k_end = min(g.K, k_begin + g.k_chunk);
     const int tid = threadIdx.x;
-    const int tx = tid % (BN / 4), ty = tid / (BN / 4);
-    float acc[4][4];
+    const int tx = tid % (BN / TN), ty = tid / (BN / TN);
+    float acc[TM][TN];
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
     float ra[T::A_PER], rb[T::B_PER];
-#pragma unroll
-    for (int r = 0; r < T::A_PER; ++r) {
-        int mm, kk;
-        stage_index<TA, BM>(tid + r * T::THREADS, mm, kk);
-        ra[r] = load_a<TA>(g, m0 + mm, k_begin + kk, k_end);
-    }
-#pragma unroll
-    for (int r = 0; r < T::B_PER; ++r) {
-        int nn, kk;
-        stage_index<!TB, BN>(tid + r * T::THREADS, nn, kk);
-        rb[r] = load_b<TB>(g, n0 + nn, k_begin + kk, k_end);
-    }
-
-    for (int k0 = k_begin; k0 < k_end; k0 += TILE_K) {
+    auto fetch = [&](int k0) {
 #pragma unroll
         for (int r = 0; r < T::A_PER; ++r) {
             int mm, kk;
-            stage_index<TA, BM>(tid + r * T::THREADS, mm, kk);
+            stage_index<TA, BM, KT>(tid + r * T::THREADS, mm, kk);
+            ra[r] = load_a<TA>(g, m0 + mm, k0 + kk, k_end);
+        }
+#pragma unroll
+        for (int r = 0; r < T::B_PER; ++r) {
+            int nn, kk;
+            stage_index<!TB, BN, KT>(tid + r * T::THREADS, nn, kk);
+            rb[r] = load_b<TB>(g, n0 + nn, k0 + kk, k_end);
+        }
+    };
+    fetch(k_begin);
+    for (int k0 = k_begin; k0 < k_end; k0 += KT) {
+#pragma unroll
+        for (int r = 0; r < T::A_PER; ++r) {
+            int mm, kk;
+            stage_index<TA, BM, KT>(tid + r * T::THREADS, mm, kk);
             As[kk][mm] = ra[r];
         }
 #pragma unroll
         for (int r = 0; r < T::B_PER; ++r) {
             int nn, kk;
-            stage_index<!TB, BN>(tid + r * T::THREADS, nn, kk);
+            stage_index<!TB, BN, KT>(tid + r * T::THREADS, nn, kk);
             Bs[kk][nn] = rb[r];
         }
         __syncthreads();
-        const int k1 = k0 + TILE_K;
-        if (k1 < k_end) {  // prefetch the next stage; its loads fly while this one is multiplied
+        if (k0 + KT < k_end) fetch(k0 + KT);  // the next stage's loads fly while this one is multiplied
 #pragma unroll
-            for (int r = 0; r < T::A_PER; ++r) {
-                int mm, kk;
-                stage_index<TA, BM>(tid + r * T::THREADS, mm, kk);
-                ra[r] = load_a<TA>(g, m0 + mm, k1 + kk, k_end);
-            }
+        for (int kk = 0; kk < KT; ++kk) {
+            float a[TM], b[TN];
+            load_vec<TM>(a, &As[kk][ty * TM]);
+            load_vec<TN>(b, &Bs[kk][tx * TN]);
 #pragma unroll
-            for (int r = 0; r < T::B_PER; ++r) {
-                int nn, kk;
-                stage_index<!TB, BN>(tid + r * T::THREADS, nn, kk);
-                rb[r] = load_b<TB>(g, n0 + nn, k1 + kk, k_end);
-            }
-        }
+            for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int kk = 0; kk < TILE_K; ++kk) {
-            const float4 a4 = *reinterpret_cast<const float4*>(&As[kk][ty * 4]);
-            const float4 b4 = *reinterpret_cast<const float4*>(&Bs[kk][tx * 4]);
-            const float a[4] = {a4.x, a4.y, a4.z, a4.w};
-            const float b[4] = {b4.x, b4.y, b4.z, b4.w};
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-#pragma unroll
-                for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
         }
         __syncthreads();
     }
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) store_out(g, m0 + ty * 4 + i, n0 + tx * 4 + j, acc[i][j]);
+        for (int j = 0; j < TN; ++j) store_out(g, m0 + ty * TM + i, n0 + tx * TN + j, acc[i][j]);
 }
 
 // TF32: 8 warps; warp w owns rows (w%4)*16.. and columns (w/4)*32.. (two 16x16 accumulators).
@@ -229,40 +217,48 @@ __device__ __forceinline__ void gemm_tf32(const GemmShape& g)
 }
 
 // linear_fwd_* — Y[M,N] = act(X[M,K] . W[K,N] + bias[N]). Reads X, W, bias; writes Y.
-// linear_fwd_f32 / _tf32: 64x64 tiles, block 256; linear_fwd_f32_t32: 32x32 tiles, block 64
-// (for shapes with few 64x64 tiles). Same bits from every FP32 tiling.
-#define F32_KERNELS(SUFFIX, BM, BN, MINB)                                                                             \
-extern "C" __global__ void __launch_bounds__(F32Tile<BM, BN>::THREADS, MINB)                                      \
+// FP32 tilings (same bits from each): linear_fwd_f32, 64x64 tiles of 4x4 per thread (block 256);
+// *_t32, 32x32 tiles of 2x2 per thread (block 256), for shapes with few 64x64 tiles;
+// linear_fwd_f32_t16, 16x16 tiles of one output per thread, k staged 64 deep (block 256), for
+// outputs at most 16 wide (the heads' few logits), where a wider tile would idle most threads.
+// Small tiles put more warps on each SM: these products are bound by latency, not FMAs.
+#define F32_SPEC(BM, BN, TM, TN, KT) F32Tile<BM, BN, TM, TN, KT>::THREADS
+#define F32_LINEAR(SUFFIX, BM, BN, TM, TN, KT, MINB)                                                                 \
+extern "C" __global__ void __launch_bounds__(F32_SPEC(BM, BN, TM, TN, KT), MINB)                                  \
 linear_fwd_f32##SUFFIX(float* __restrict__ Y, const float* __restrict__ X, const float* __restrict__ W,        \
                        const float* __restrict__ bias, int M, int K, int N, int act)                           \
 {                                                                                                              \
     const GemmShape g{Y, X, W, bias, M, N, K, K, N, K, act, 0, M, 0};                                          \
-    gemm_f32<false, false, BM, BN>(g);                                                                         \
-}                                                                                                              \
-extern "C" __global__ void __launch_bounds__(F32Tile<BM, BN>::THREADS, MINB)                                      \
+    gemm_f32<false, false, BM, BN, TM, TN, KT>(g);                                                             \
+}
+#define F32_GRADS(SUFFIX, BM, BN, TM, TN, KT, MINB)                                                                  \
+extern "C" __global__ void __launch_bounds__(F32_SPEC(BM, BN, TM, TN, KT), MINB)                                  \
 matmul_nt_f32##SUFFIX(float* __restrict__ C, const float* __restrict__ A, const float* __restrict__ B,          \
                       int M, int K, int N, int accumulate)                                                     \
 {                                                                                                              \
     const GemmShape g{C, A, B, nullptr, M, N, K, K, K, K, NN_ACT_IDENTITY, accumulate, M, 0};                  \
-    gemm_f32<false, true, BM, BN>(g);                                                                          \
+    gemm_f32<false, true, BM, BN, TM, TN, KT>(g);                                                              \
 }                                                                                                              \
-extern "C" __global__ void __launch_bounds__(F32Tile<BM, BN>::THREADS, MINB)                                      \
+extern "C" __global__ void __launch_bounds__(F32_SPEC(BM, BN, TM, TN, KT), MINB)                                  \
 matmul_tn_f32##SUFFIX(float* __restrict__ C, const float* __restrict__ A, const float* __restrict__ B,          \
                       int R, int M, int N, int r_chunk)                                                        \
 {                                                                                                              \
     const GemmShape g{C, A, B, nullptr, M, N, R, M, N, r_chunk, NN_ACT_IDENTITY, 0, M, 0};                     \
-    gemm_f32<true, false, BM, BN>(g);                                                                          \
+    gemm_f32<true, false, BM, BN, TM, TN, KT>(g);                                                              \
 }                                                                                                              \
-extern "C" __global__ void __launch_bounds__(F32Tile<BM, BN>::THREADS, MINB)                                      \
+extern "C" __global__ void __launch_bounds__(F32_SPEC(BM, BN, TM, TN, KT), MINB)                                  \
 matmul_tn_ones_f32##SUFFIX(float* __restrict__ C, const float* __restrict__ A, const float* __restrict__ B,     \
                            int R, int M, int N, int r_chunk)                                                   \
 {                                                                                                              \
     const GemmShape g{C, A, B, nullptr, M + 1, N, R, M, N, r_chunk, NN_ACT_IDENTITY, 0, M, 1};                 \
-    gemm_f32<true, false, BM, BN>(g);                                                                          \
+    gemm_f32<true, false, BM, BN, TM, TN, KT>(g);                                                              \
 }
 
-F32_KERNELS(, 64, 64, 2)
-F32_KERNELS(_t32, 32, 32, 6)
+F32_LINEAR(, 64, 64, 4, 4, TILE_K, 2)
+F32_GRADS(, 64, 64, 4, 4, TILE_K, 2)
+F32_LINEAR(_t32, 32, 32, 2, 2, 32, 2)
+F32_GRADS(_t32, 32, 32, 2, 2, 32, 2)
+F32_LINEAR(_t16, 16, 16, 1, 1, 64, 4)
 
 extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
 linear_fwd_tf32(float* __restrict__ Y, const float* __restrict__ X, const float* __restrict__ W,

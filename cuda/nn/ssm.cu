@@ -17,6 +17,7 @@
 #define PS_WINDOWS (PS_WINDOWS_PER_THREAD * PS_WARPS)  // 32 windows per block
 #define PS_MAX_FEATURES NN_PS_MAX_FEATURES
 #define PS_X_PER_THREAD (PS_MAX_FEATURES * PS_WINDOWS / (PS_WARPS * 32))
+constexpr int PS_F_UNROLL = NN_PS_F_UNROLL;  // #pragma unroll takes a constant, not a macro
 
 // ssm_proj_scan_fwd — the input projection fused into the forward scan (FP32).
 // grid (D/32, ceil(B/32)), block 256; D must be a multiple of 32 and F <= 64.
@@ -30,7 +31,7 @@
 // recurrence exactly as ssm_scan_fwd does. Reads x[K,B,F], W_in[F,4D], b_in[4D]; writes
 // z[K,B,4D], states[K,B,D], y[B,D]. Saves linear_fwd's z being read back by the scan (64 MB at
 // K=32, B=1024, D=128) and one launch.
-extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, 1)
+extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
 ssm_proj_scan_fwd(float* __restrict__ z, float* __restrict__ states, float* __restrict__ y,
                   const float* __restrict__ x, const float* __restrict__ W, const float* __restrict__ bias,
                   int K, int B, int D, int F)
@@ -78,11 +79,11 @@ ssm_proj_scan_fwd(float* __restrict__ z, float* __restrict__ states, float* __re
         for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r)
 #pragma unroll
             for (int p = 0; p < NN_SSM_PARTS; ++p) acc[r][p] = 0.0f;
-#pragma unroll 2
+#pragma unroll PS_F_UNROLL
         for (int f = 0; f < F; ++f) {
             const float4 w4 = Ws[f][lane];
-            const float4 x4 = *reinterpret_cast<const float4*>(&xs[buf][f][wl]);
-            const float xv[PS_WINDOWS_PER_THREAD] = {x4.x, x4.y, x4.z, x4.w};
+            float xv[PS_WINDOWS_PER_THREAD];
+            load_vec<PS_WINDOWS_PER_THREAD>(xv, &xs[buf][f][wl]);
             const float wv[NN_SSM_PARTS] = {w4.x, w4.y, w4.z, w4.w};
 #pragma unroll
             for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r)
@@ -215,7 +216,7 @@ ssm_scan_bwd(float* __restrict__ dz, const float* __restrict__ z, const float* _
 // decay, input-gate parts; output gate at K-1), states[K,B,D], dy[B,D], x[K,B,F]; writes
 // partials[ceil(B/32)][F+1][4D] (row F: column sums of dz = the bias gradient), which
 // reduce_splits_two adds in split order into dW_in and db_in. Shared memory: 16 KB + 32 KB.
-extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, 1)
+extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
 ssm_scan_bwd_dw(float* __restrict__ partials, const float* __restrict__ z, const float* __restrict__ states,
                 const float* __restrict__ dy, const float* __restrict__ x, int K, int B, int D, int F)
 {

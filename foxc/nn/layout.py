@@ -19,6 +19,8 @@ ACT_IDENTITY, ACT_RELU, ACT_TANH, ACT_SIGMOID = range(4)  # activation codes of 
 ADAMW_MAX_TENSORS = 32  # adamw_all's table capacity
 # ssm_proj_scan_fwd's tiling: a lane per channel, PS_WINDOWS_PER_THREAD windows per thread.
 PS_CHANNELS, PS_WINDOWS_PER_THREAD, PS_WARPS, PS_MAX_FEATURES = 32, 4, 8, 64
+PS_MIN_BLOCKS = 1  # __launch_bounds__ minimum resident blocks per SM of both scan kernels
+PS_F_UNROLL = 2  # unrolling of ssm_proj_scan_fwd's loop over features
 PS_WINDOWS = PS_WINDOWS_PER_THREAD * PS_WARPS  # windows per block
 PS_THREADS = 32 * PS_WARPS
 
@@ -40,6 +42,8 @@ def render_header() -> str:
         ("NN_PS_WINDOWS_PER_THREAD", PS_WINDOWS_PER_THREAD, "windows per thread"),
         ("NN_PS_WARPS", PS_WARPS, "warps per block"),
         ("NN_PS_MAX_FEATURES", PS_MAX_FEATURES, "W_in rows held in shared memory"),
+        ("NN_PS_MIN_BLOCKS", PS_MIN_BLOCKS, "minimum resident blocks per SM (launch bounds)"),
+        ("NN_PS_F_UNROLL", PS_F_UNROLL, "unrolling of the forward's loop over features"),
     ])
     return header_text("FOXC_NN_H", "foxc.nn.layout", "foxc/nn/layout.py", body)
 

@@ -17,7 +17,8 @@ from .layout import ACT_IDENTITY, ACT_RELU, ACT_SIGMOID, ACT_TANH
 MODULE = "nn/matmul"
 TILE = 64
 GEMM_THREADS = 256
-SMALL_TILE, SMALL_THREADS = 32, 64  # the *_t32 FP32 kernels
+SMALL_TILE, SMALL_THREADS = 32, 256  # the *_t32 FP32 kernels (2x2 outputs per thread)
+SKINNY_TILE = 16  # linear_fwd_f32_t16 (one output per thread, block 256): outputs at most 16 wide
 ELEMENTWISE_BLOCK = 256
 MAX_BLOCKS = 4096
 SPLIT_TARGET_BLOCKS = 264  # two waves of an H200's 132 SMs
@@ -45,8 +46,10 @@ def _tn_spec(name):
 LINEAR_FWD = {"f32": _linear_spec("linear_fwd_f32"), "tf32": _linear_spec("linear_fwd_tf32")}
 MATMUL_NT = {"f32": _nt_spec("matmul_nt_f32"), "tf32": _nt_spec("matmul_nt_tf32")}
 MATMUL_TN = {"f32": _tn_spec("matmul_tn_f32"), "tf32": _tn_spec("matmul_tn_tf32")}
-# FP32 kernels with 32x32 tiles (block 64), same results as the 64x64 ones: for small outputs.
+# FP32 kernels with 32x32 tiles (block 256), same results as the 64x64 ones: for small outputs.
 LINEAR_FWD_T32 = _linear_spec("linear_fwd_f32_t32")
+# 16x16 tiles, same results again: for layers at most 16 outputs wide.
+LINEAR_FWD_T16 = _linear_spec("linear_fwd_f32_t16")
 MATMUL_NT_T32 = _nt_spec("matmul_nt_f32_t32")
 MATMUL_TN_T32 = _tn_spec("matmul_tn_f32_t32")
 # dW and db in one pass: A gets a column of ones, so C[z] is (M+1) x N with the column sums last.
@@ -71,8 +74,11 @@ def gemm_grid(M: int, N: int, splits: int = 1, tile: int = TILE) -> tuple[int, i
     return (-(-N // tile), -(-M // tile), splits)
 
 
-def f32_tile(M: int, N: int) -> int:
-    """The FP32 tiling for an M x N output: 64 when that gives enough blocks to fill the GPU, else 32."""
+def f32_tile(M: int, N: int, kind: str = "linear") -> int:
+    """The FP32 tiling for an M x N output: 64 when that gives enough blocks to fill the GPU, else 32;
+    16 for a layer's forward at most 16 outputs wide (a wider tile would idle most of its threads)."""
+    if kind == "linear" and N <= SKINNY_TILE:
+        return SKINNY_TILE
     grid = gemm_grid(M, N)
     return TILE if grid[0] * grid[1] >= FILL_BLOCKS else SMALL_TILE
 
@@ -90,7 +96,9 @@ def layer_precision(M: int, N: int, precision: str) -> str:
 
 def gemm_kernel(kind: str, M: int, N: int, precision: str):
     """(spec, tile, threads) of the linear/nt/tn kernel for an M x N output."""
-    tile = f32_tile(M, N) if precision == "f32" else TILE
+    tile = f32_tile(M, N, kind) if precision == "f32" else TILE
+    if tile == SKINNY_TILE:
+        return LINEAR_FWD_T16, tile, SMALL_THREADS
     if tile == SMALL_TILE:
         return {"linear": LINEAR_FWD_T32, "nt": MATMUL_NT_T32, "tn": MATMUL_TN_T32}[kind], tile, SMALL_THREADS
     return {"linear": LINEAR_FWD, "nt": MATMUL_NT, "tn": MATMUL_TN}[kind][precision], tile, GEMM_THREADS
@@ -149,6 +157,7 @@ _F32_REFS = _register_linear("f32")
 _register_linear("tf32")
 for _spec, _fn in zip((LINEAR_FWD_T32, MATMUL_NT_T32, MATMUL_TN_T32), _F32_REFS):
     reference(_spec)(_fn)  # the tiling does not change the result
+reference(LINEAR_FWD_T16)(_F32_REFS[0])
 
 
 def _tn_ones(launch, C, A, B, R, M, N, r_chunk):
@@ -220,7 +229,7 @@ class RowReduction:
                 raise ValueError("a fused bias gradient needs A and FP32")
             grid64 = gemm_grid(M + 1, N)
             # 64x64 tiles (less staging per product) when splitting the rows alone fills the GPU
-            tile = TILE if grid64[0] * grid64[1] * max(1, R // 64) >= FILL_BLOCKS else f32_tile(M + 1, N)
+            tile = TILE if grid64[0] * grid64[1] * max(1, R // 64) >= FILL_BLOCKS else f32_tile(M + 1, N, "tn")
             threads = GEMM_THREADS if tile == TILE else SMALL_THREADS
             grid = gemm_grid(M + 1, N, 1, tile)
             per_split = grid[0] * grid[1] * threads // 32

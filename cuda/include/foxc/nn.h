@@ -15,5 +15,7 @@
 #define NN_PS_WINDOWS_PER_THREAD 4           // windows per thread
 #define NN_PS_WARPS              8           // warps per block
 #define NN_PS_MAX_FEATURES       64          // W_in rows held in shared memory
+#define NN_PS_MIN_BLOCKS         1           // minimum resident blocks per SM (launch bounds)
+#define NN_PS_F_UNROLL           2           // unrolling of the forward's loop over features
 
 #endif  // FOXC_NN_H

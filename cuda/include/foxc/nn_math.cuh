@@ -26,6 +26,22 @@ __device__ __forceinline__ float nn_activate_grad(float y, int act)
     }
 }
 
+// v[0..N) = p[0..N) in one vector load (p aligned to 4N bytes): N = 1, 2 or 4.
+template <int N>
+__device__ __forceinline__ void load_vec(float (&v)[N], const float* p)
+{
+    if constexpr (N == 4) {
+        const float4 t = *reinterpret_cast<const float4*>(p);
+        v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
+    } else if constexpr (N == 2) {
+        const float2 t = *reinterpret_cast<const float2*>(p);
+        v[0] = t.x; v[1] = t.y;
+    } else {
+        static_assert(N == 1, "vector of 1, 2 or 4");
+        v[0] = *p;
+    }
+}
+
 // Butterfly warp reductions over all 32 lanes: every lane ends with the same bits (each step adds
 // the same two values on both partner lanes), and the order is fixed, so results are deterministic.
 __device__ __forceinline__ float nn_warp_sum(float v)
