@@ -14,22 +14,25 @@
 #define PS_CHANNELS NN_PS_CHANNELS
 #define PS_WINDOWS_PER_THREAD NN_PS_WINDOWS_PER_THREAD
 #define PS_WARPS NN_PS_WARPS
-#define PS_WINDOWS (PS_WINDOWS_PER_THREAD * PS_WARPS)  // 32 windows per block
+#define PS_WINDOWS (PS_WINDOWS_PER_THREAD * PS_WARPS)  // windows per block (16)
 #define PS_MAX_FEATURES NN_PS_MAX_FEATURES
 #define PS_X_PER_THREAD (PS_MAX_FEATURES * PS_WINDOWS / (PS_WARPS * 32))
 constexpr int PS_F_UNROLL = NN_PS_F_UNROLL;  // #pragma unroll takes a constant, not a macro
 
 // ssm_proj_scan_fwd — the input projection fused into the forward scan (FP32).
-// grid (D/32, ceil(B/32)), block 256; D must be a multiple of 32 and F <= 64.
-// Block (cx, by), warp w, lane l owns channel d = cx*32 + l and windows b = by*32 + 4w + r (r < 4).
-// Shared memory: the W_in columns of its 32 channels (the 4 parts of a channel as one float4,
-// 32 KB) and the features of its 32 windows at one step, double buffered (16 KB); the next step's
-// features are loaded into registers while the current step is computed (one barrier a step).
+// grid (D/32, ceil(B/W)) with W = PS_WINDOWS (16), block 256; D must be a multiple of 32 and F <= 64.
+// Block (cx, by), warp w, lane l owns channel d = cx*32 + l and windows b = by*W + R*w + r (r < R =
+// PS_WINDOWS_PER_THREAD, 2). Shared memory: the W_in columns of its 32 channels (the 4 parts of a
+// channel as one float4, 32 KB) and the features of its W windows at one step, double buffered
+// (8 KB); the next step's features are loaded into registers while the current step is computed
+// (one barrier a step). Two windows a thread and two blocks an SM hid latency best on an H200
+// (encoder fwd+bwd 0.194 ms against 0.254 with four windows and one block, 0.243 with one and three).
 // Per step each thread computes z[t, b, p*D + d] = (sum over f in increasing order of
 // fmaf(x[t,b,f], W_in[f, p*D+d], .)) + b_in[p*D+d] — the same fmaf chain and bias add as
 // linear_fwd_f32, so z has the same bits — writes it (the backward reads z) and advances the
 // recurrence exactly as ssm_scan_fwd does. Reads x[K,B,F], W_in[F,4D], b_in[4D]; writes
-// z[K,B,4D], states[K,B,D], y[B,D]. Saves linear_fwd's z being read back by the scan (64 MB at
+// z[K,B,4D] (the output-gate part at step K-1 only: the backward reads no other), states[K,B,D],
+// y[B,D]. Saves linear_fwd's z being read back by the scan (64 MB at
 // K=32, B=1024, D=128) and one launch.
 extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
 ssm_proj_scan_fwd(float* __restrict__ z, float* __restrict__ states, float* __restrict__ y,
@@ -103,7 +106,7 @@ ssm_proj_scan_fwd(float* __restrict__ z, float* __restrict__ states, float* __re
                 zt[0] = zu;
                 zt[D] = za;
                 zt[2 * D] = zi;
-                zt[3 * D] = zg;
+                if (t == K - 1) zt[3 * D] = zg;  // the backward reads the output gate at the last step only
                 states[((long long)t * B + b) * D + d] = s[r];
                 if (t == K - 1) y[(long long)b * D + d] = nn_sigmoid(zg) * s[r];
             }
@@ -203,19 +206,19 @@ ssm_scan_bwd(float* __restrict__ dz, const float* __restrict__ z, const float* _
 }
 
 // ssm_scan_bwd_dw — the reverse scan with the input projection's weight and bias gradients summed
-// inside it (FP32), so dz is never written. grid (D/32, ceil(B/32)), block 256; D a multiple of 32,
-// F <= 63. Block (cx, by), warp w, lane l: channel d = cx*32 + l and windows b = by*32 + 4w + r
-// (r < 4), as in ssm_proj_scan_fwd. Step n = 0..K-1 walks t = K-1-n:
-//   phase A: each thread turns its 4 windows' ds into dz[t, b, p*D + d] (p < 4; the arithmetic
+// inside it (FP32), so dz is never written. grid (D/32, ceil(B/W)), block 256; D a multiple of 32,
+// F <= 63. Block (cx, by), warp w, lane l: channel d = cx*32 + l and windows b = by*W + R*w + r
+// (r < R), as in ssm_proj_scan_fwd. Step n = 0..K-1 walks t = K-1-n:
+//   phase A: each thread turns its R windows' ds into dz[t, b, p*D + d] (p < 4; the arithmetic
 //     of ssm_scan_bwd; zero for windows >= B) and puts them in shared dzs[n&1]; the block stages
-//     x[t, b, f] of its 32 windows, with a ones column at f = F, in xs[n&1]. The next step's z,
+//     x[t, b, f] of its W windows, with a ones column at f = F, in xs[n&1]. The next step's z,
 //     states and x are then loaded into registers, and one barrier follows.
 //   phase B: warp w, lane l keeps the sums for features f = w + 8j (j < 8, f <= F) and columns
-//     p*D + d (p < 4) and adds x[t, b, f] * dz[t, b, p*D + d] over the block's 32 windows in order.
+//     p*D + d (p < 4) and adds x[t, b, f] * dz[t, b, p*D + d] over the block's W windows in order.
 // So each partial is one fmaf chain over (t descending, window ascending). Reads z[K,B,4D] (value,
 // decay, input-gate parts; output gate at K-1), states[K,B,D], dy[B,D], x[K,B,F]; writes
-// partials[ceil(B/32)][F+1][4D] (row F: column sums of dz = the bias gradient), which
-// reduce_splits_two adds in split order into dW_in and db_in. Shared memory: 16 KB + 32 KB.
+// partials[ceil(B/W)][F+1][4D] (row F: column sums of dz = the bias gradient), which
+// reduce_splits_two adds in split order into dW_in and db_in. Shared memory: 8 KB + 16 KB.
 extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
 ssm_scan_bwd_dw(float* __restrict__ partials, const float* __restrict__ z, const float* __restrict__ states,
                 const float* __restrict__ dy, const float* __restrict__ x, int K, int B, int D, int F)

@@ -18,9 +18,9 @@ N_PERCEPTION = 3 * HORIZONS  # up/down, long wins, short wins at each label hori
 ACT_IDENTITY, ACT_RELU, ACT_TANH, ACT_SIGMOID = range(4)  # activation codes of linear_fwd_* and act_bwd
 ADAMW_MAX_TENSORS = 32  # adamw_all's table capacity
 # ssm_proj_scan_fwd's tiling: a lane per channel, PS_WINDOWS_PER_THREAD windows per thread.
-PS_CHANNELS, PS_WINDOWS_PER_THREAD, PS_WARPS, PS_MAX_FEATURES = 32, 4, 8, 64
-PS_MIN_BLOCKS = 1  # __launch_bounds__ minimum resident blocks per SM of both scan kernels
-PS_F_UNROLL = 2  # unrolling of ssm_proj_scan_fwd's loop over features
+PS_CHANNELS, PS_WINDOWS_PER_THREAD, PS_WARPS, PS_MAX_FEATURES = 32, 2, 8, 64
+PS_MIN_BLOCKS = 2  # __launch_bounds__ minimum resident blocks per SM of both scan kernels
+PS_F_UNROLL = 4  # unrolling of ssm_proj_scan_fwd's loop over features
 PS_WINDOWS = PS_WINDOWS_PER_THREAD * PS_WARPS  # windows per block
 PS_THREADS = 32 * PS_WARPS
 

@@ -33,7 +33,7 @@ SSM_PROJ_SCAN_FWD = KernelSpec(
 SSM_SCAN_BWD_DW = KernelSpec(
     "ssm_scan_bwd_dw", MODULE,
     (ptr("partials"), ptr("z"), ptr("states"), ptr("dy"), ptr("x"), i32("K"), i32("B"), i32("D"), i32("F")),
-    doc="partials[ceil(B/32)][F+1][4D] of [x, 1]^T dz summed in the reverse scan (dz never written)")
+    doc="partials[ceil(B/PS_WINDOWS)][F+1][4D] of [x, 1]^T dz summed in the reverse scan (dz never written)")
 
 
 def proj_scan_fits(D: int, F: int) -> bool:
@@ -42,20 +42,20 @@ def proj_scan_fits(D: int, F: int) -> bool:
     return D % PS_CHANNELS == 0 and 0 < F < PS_MAX_FEATURES
 
 
-FUSED_MIN_BLOCKS = 128  # about one block per SM of an H100/H200 (132): fewer leaves SMs idle
+FUSED_MIN_PAIRS = 128 * 32 * 32  # (window, channel) pairs from which the fused kernels are faster
 
 
 def proj_scan_fills_gpu(B: int, D: int) -> bool:
-    """Whether the fused kernels' grid (one block per 32 channels x 32 windows) has a block for
-    about every SM. With fewer (B=256: 32 blocks) the unfused kernels, with many more blocks, are
-    faster: on an H200 the training step ran 2,012 steps/s fused against 2,639 unfused at B=256,
-    and 1,823 fused against ~1,600 unfused at B=1,024."""
-    gx, gy, _ = proj_scan_grid(B, D)
-    return gx * gy >= FUSED_MIN_BLOCKS
+    """Whether the fused kernels are the faster choice: B*D (window, channel) pairs at least 128 blocks
+    of 32 x 32. Measured on an H200 with blocks of 32 windows: the training step ran 2,012 steps/s
+    fused against 2,639 unfused at B=256, and 1,823 fused against ~1,600 unfused at B=1,024 (with
+    today's 16-window blocks the fused encoder is faster still there); B=512 was not measured and
+    stays unfused."""
+    return B * D >= FUSED_MIN_PAIRS
 
 
 def bwd_dw_splits(B: int) -> int:
-    """Partials of ssm_scan_bwd_dw: one per block row of 32 windows."""
+    """Partials of ssm_scan_bwd_dw: one per block row of PS_WINDOWS windows."""
     return -(-B // PS_WINDOWS)
 
 
@@ -77,11 +77,14 @@ def _ssm_scan_fwd(launch, states, y, z, K, B, D):
 
 @reference(SSM_PROJ_SCAN_FWD)
 def _ssm_proj_scan_fwd(launch, z, states, y, x, W, bias, K, B, D, n_features):
-    """linear_fwd_f32's reference (identity activation), then ssm_scan_fwd's."""
+    """linear_fwd_f32's reference (identity activation), then ssm_scan_fwd's; z's output-gate part is
+    written at the last step only, as the kernel does."""
     K, B, D, nf = int(K), int(B), int(D), int(n_features)
     N = PARTS * D
     zz = F.matmul32(x.f32(K * B * nf).reshape(K * B, nf), W.f32(nf * N).reshape(nf, N)) + bias.f32(N)
-    z.f32(K * B * N)[...] = zz.reshape(-1)
+    zv = z.f32(K * B * N).reshape(K, B, N)
+    zv[:, :, :3 * D] = zz.reshape(K, B, N)[:, :, :3 * D]
+    zv[K - 1, :, 3 * D:] = zz.reshape(K, B, N)[K - 1, :, 3 * D:]
     s, out = F.ssm_scan(zz.reshape(K, B, N), D)
     states.f32(K * B * D).reshape(K, B, D)[...] = s
     y.f32(B * D).reshape(B, D)[...] = out
@@ -89,7 +92,7 @@ def _ssm_proj_scan_fwd(launch, z, states, y, x, W, bias, K, B, D, n_features):
 
 @reference(SSM_SCAN_BWD_DW)
 def _ssm_scan_bwd_dw(launch, partials, z, states, dy, x, K, B, D, n_features):
-    """ssm_scan_bwd's dz, then per block of 32 windows [x, 1]^T dz over all its rows (t, b)."""
+    """ssm_scan_bwd's dz, then per block of PS_WINDOWS windows [x, 1]^T dz over all its rows (t, b)."""
     K, B, D, nf = int(K), int(B), int(D), int(n_features)
     N = PARTS * D
     dz = F.ssm_scan_grad(z.f32(K * B * N).reshape(K, B, N), states.f32(K * B * D).reshape(K, B, D),
