@@ -9,15 +9,15 @@ WIDTH = 132  # floats per state row: the trainer's width, not a multiple of the 
 
 
 
-def random_step(rng, n_envs: int, batch: int, done_rate: float = 0.1) -> dict[str, np.ndarray]:
+def random_step(rng, n_backtests: int, batch: int, done_rate: float = 0.1) -> dict[str, np.ndarray]:
     return {
-        "h_t": rng.standard_normal((n_envs, WIDTH)).astype(np.float32),
-        "action": rng.integers(0, 5, n_envs).astype(np.int32),
-        "reward": rng.standard_normal(n_envs).astype(np.float32),
-        "reward_raw": (rng.standard_normal(n_envs) * 10).astype(np.float32),
-        "done": (rng.random(n_envs) < done_rate).astype(np.float32),
-        "log_pi": (-rng.random(n_envs) * 3).astype(np.float32),
-        "h_tp1": rng.standard_normal((n_envs, WIDTH)).astype(np.float32),
+        "h_t": rng.standard_normal((n_backtests, WIDTH)).astype(np.float32),
+        "action": rng.integers(0, 5, n_backtests).astype(np.int32),
+        "reward": rng.standard_normal(n_backtests).astype(np.float32),
+        "reward_raw": (rng.standard_normal(n_backtests) * 10).astype(np.float32),
+        "done": (rng.random(n_backtests) < done_rate).astype(np.float32),
+        "log_pi": (-rng.random(n_backtests) * 3).astype(np.float32),
+        "h_tp1": rng.standard_normal((n_backtests, WIDTH)).astype(np.float32),
         "td": rng.standard_normal(batch).astype(np.float32),
     }
 
@@ -30,8 +30,8 @@ def upload_step(rb, step: dict[str, np.ndarray]):
 class NaiveNStep:
     """Per-backtest lists of entries and a flat storage written in emission order (float64 returns)."""
 
-    def __init__(self, n_envs: int, capacity: int):
-        self.rings = [[] for _ in range(n_envs)]
+    def __init__(self, n_backtests: int, capacity: int):
+        self.rings = [[] for _ in range(n_backtests)]
         self.capacity = capacity
         self.head = 0
         self.length = 0

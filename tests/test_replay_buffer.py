@@ -8,9 +8,9 @@ from foxc.replay import STATE_NAMES, ReplayBuffer
 from replay_helpers import WIDTH, random_step, upload_step
 
 @pytest.mark.parametrize("kw", [dict(capacity=48), dict(capacity=1 << 21), dict(n_max=9), dict(n_max=0),
-                                dict(batch=0), dict(n_envs=70_000)])
+                                dict(batch=0), dict(n_backtests=70_000)])
 def test_bad_sizes_rejected(ref_rt, kw):
-    args = dict(capacity=64, n_envs=4, batch=8, width=WIDTH) | kw
+    args = dict(capacity=64, n_backtests=4, batch=8, width=WIDTH) | kw
     with pytest.raises(ValueError):
         ReplayBuffer(ref_rt, IsvBus(ref_rt), **args)
 
@@ -18,7 +18,7 @@ def test_bad_sizes_rejected(ref_rt, kw):
 def run_steps(rb, r, steps):
     out = []
     for _ in range(steps):
-        upload_step(rb, random_step(r, rb.n_envs, rb.batch))
+        upload_step(rb, random_step(r, rb.n_backtests, rb.batch))
         rb.step()
         out.append(rb.sampled["index"].download())
         out.append(rb.sampled["weight"].download())
@@ -26,7 +26,7 @@ def run_steps(rb, r, steps):
 
 
 def test_export_import_resumes_exactly(ref_rt):
-    kw = dict(width=WIDTH, capacity=32, n_envs=6, batch=8, n_max=4, seed=11)
+    kw = dict(width=WIDTH, capacity=32, n_backtests=6, batch=8, n_max=4, seed=11)
     a = ReplayBuffer(ref_rt, IsvBus(ref_rt), **kw)
     run_steps(a, np.random.default_rng(1), 10)
     saved = a.export_state()
@@ -46,7 +46,7 @@ def test_export_import_resumes_exactly(ref_rt):
 
 
 def test_graph_replay_equals_eager(ref_rt):
-    kw = dict(width=WIDTH, capacity=64, n_envs=5, batch=8, n_max=3, seed=4)
+    kw = dict(width=WIDTH, capacity=64, n_backtests=5, batch=8, n_max=3, seed=4)
     eager = ReplayBuffer(ref_rt, IsvBus(ref_rt), **kw)
     graphed = ReplayBuffer(ref_rt, IsvBus(ref_rt), **kw)
     steps = [random_step(np.random.default_rng(t), 5, 8) for t in range(15)]
@@ -69,7 +69,7 @@ def test_graph_replay_equals_eager(ref_rt):
 
 @pytest.mark.parametrize("capacity,rebuild", [(2, 1), (1024, 1), (2048, 2), (1 << 16, 2), (1 << 20, 2)])
 def test_launches_per_step(ref_rt, capacity, rebuild):
-    rb = ReplayBuffer(ref_rt, IsvBus(ref_rt), capacity=capacity, width=WIDTH, n_envs=1, batch=1)
+    rb = ReplayBuffer(ref_rt, IsvBus(ref_rt), capacity=capacity, width=WIDTH, n_backtests=1, batch=1)
     assert len(rb.rebuild_plans) == rebuild
     assert rb.launches_per_step == 1 + 2 + 1 + 1 + rebuild
     rb.close()
@@ -80,10 +80,10 @@ def test_external_inputs_are_used(ref_rt):
     h.upload(np.full((3, WIDTH), 2.5, np.float32))
     isv = IsvBus(ref_rt)
     isv["n_step"] = 1
-    rb = ReplayBuffer(ref_rt, isv, capacity=8, width=WIDTH, n_envs=3, batch=2, inputs={"h_t": h})
+    rb = ReplayBuffer(ref_rt, isv, capacity=8, width=WIDTH, n_backtests=3, batch=2, inputs={"h_t": h})
     assert rb.inputs["h_t"] is h
     rb.push()
     rb.flush()
     assert np.all(rb.export_state()["store_h_t"][:3] == 2.5)
     with pytest.raises(ValueError, match="unknown"):
-        ReplayBuffer(ref_rt, isv, capacity=8, width=WIDTH, n_envs=3, batch=2, inputs={"hidden": h})
+        ReplayBuffer(ref_rt, isv, capacity=8, width=WIDTH, n_backtests=3, batch=2, inputs={"hidden": h})

@@ -29,15 +29,15 @@ def check_storage(rb, naive):
 @pytest.mark.parametrize("n_max,n_seq,done_rate", [
     (8, [3], 0.15), (1, [1], 0.1), (8, [8], 0.05), (4, [4, 2, 1, 3], 0.2), (8, [6, 2], 0.0), (3, [3], 1.0)])
 def test_nstep_returns_match_naive_across_dones(ref_rt, rng, n_max, n_seq, done_rate):
-    n_envs, capacity = 7, 1024
+    n_backtests, capacity = 7, 1024
     isv = IsvBus(ref_rt)
     isv["gamma"] = 0.9
-    rb = ReplayBuffer(ref_rt, isv, capacity=capacity, width=WIDTH, n_envs=n_envs, batch=4, n_max=n_max, seed=1)
-    naive = NaiveNStep(n_envs, capacity)
+    rb = ReplayBuffer(ref_rt, isv, capacity=capacity, width=WIDTH, n_backtests=n_backtests, batch=4, n_max=n_max, seed=1)
+    naive = NaiveNStep(n_backtests, capacity)
     for phase, n in enumerate(n_seq):
         isv["n_step"] = n
         for _ in range(12):
-            s = random_step(rng, n_envs, 4, done_rate)
+            s = random_step(rng, n_backtests, 4, done_rate)
             upload_step(rb, s)
             rb.push()
             rb.flush()
@@ -46,14 +46,14 @@ def test_nstep_returns_match_naive_across_dones(ref_rt, rng, n_max, n_seq, done_
 
 
 def test_write_head_wraps_and_oversized_flush_keeps_the_last(ref_rt, rng):
-    n_envs, capacity = 9, 8  # a done-everywhere step emits more than the capacity at once
+    n_backtests, capacity = 9, 8  # a done-everywhere step emits more than the capacity at once
     isv = IsvBus(ref_rt)
     isv["n_step"] = 2
-    rb = ReplayBuffer(ref_rt, isv, capacity=capacity, width=WIDTH, n_envs=n_envs, batch=4, n_max=4, seed=1)
-    naive = NaiveNStep(n_envs, capacity)
+    rb = ReplayBuffer(ref_rt, isv, capacity=capacity, width=WIDTH, n_backtests=n_backtests, batch=4, n_max=4, seed=1)
+    naive = NaiveNStep(n_backtests, capacity)
     heads = []
     for t in range(25):
-        s = random_step(rng, n_envs, 4, done_rate=1.0 if t % 5 == 4 else 0.1)
+        s = random_step(rng, n_backtests, 4, done_rate=1.0 if t % 5 == 4 else 0.1)
         upload_step(rb, s)
         rb.push()
         rb.flush()

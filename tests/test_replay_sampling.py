@@ -25,7 +25,7 @@ def build_tree(leaves: np.ndarray, dtype=np.float64) -> np.ndarray:
 def buffer_with_leaves(rt, leaves, length, batch, seed=3, isv=None):
     """A buffer whose first `length` slots are filled (random rows) with the given leaf priorities."""
     cap = leaves.size
-    rb = ReplayBuffer(rt, isv or IsvBus(rt), capacity=cap, width=WIDTH, n_envs=1, batch=batch, seed=seed)
+    rb = ReplayBuffer(rt, isv or IsvBus(rt), capacity=cap, width=WIDTH, n_backtests=1, batch=batch, seed=seed)
     st = rb.export_state()
     r = np.random.default_rng(0)
     st["store_h_t"][:] = r.standard_normal(st["store_h_t"].shape)
@@ -65,7 +65,7 @@ def test_two_launch_rebuild_has_the_level_by_level_bits(ref_rt, rng, cap):
     """Subtrees of SUBTREE_SPAN leaves, then their top: every node bit-identical to the one-level-per-launch sums."""
     leaves = rng.random(cap) * 10.0 ** rng.uniform(-20, 20, cap)
     leaves[rng.random(cap) < 0.1] = 0.0
-    rb = ReplayBuffer(ref_rt, IsvBus(ref_rt), capacity=cap, width=WIDTH, n_envs=1, batch=1)
+    rb = ReplayBuffer(ref_rt, IsvBus(ref_rt), capacity=cap, width=WIDTH, n_backtests=1, batch=1)
     rb.state["tree"].upload(np.concatenate([np.full(cap, np.nan), leaves]))
     rb.rebuild()
     got = rb.state["tree"].download()
@@ -181,7 +181,7 @@ def test_sample_outputs_and_weights_match_naive(ref_rt):
 
 
 def test_empty_buffer_samples_nothing(ref_rt):
-    rb = ReplayBuffer(ref_rt, IsvBus(ref_rt), capacity=16, width=WIDTH, n_envs=2, batch=8)
+    rb = ReplayBuffer(ref_rt, IsvBus(ref_rt), capacity=16, width=WIDTH, n_backtests=2, batch=8)
     rb.sample()
     assert np.all(rb.sampled["index"].download() == -1)
     assert np.all(rb.sampled["weight"].download() == 0.0)
@@ -195,7 +195,7 @@ def test_priority_update_matches_naive(ref_rt, rng):
     cap, batch = 64, 40
     isv = IsvBus(ref_rt)
     isv["per_alpha"] = 0.6
-    rb = ReplayBuffer(ref_rt, isv, capacity=cap, width=WIDTH, n_envs=1, batch=batch)
+    rb = ReplayBuffer(ref_rt, isv, capacity=cap, width=WIDTH, n_backtests=1, batch=batch)
     index = np.sort(rng.integers(-1, cap, batch)).astype(np.int32)  # sorted, with duplicates and -1
     td = (rng.standard_normal(batch) * 3).astype(np.float32)
     td[5] = np.nan
@@ -222,7 +222,7 @@ def test_priority_update_matches_naive(ref_rt, rng):
 def test_same_seed_same_samples(ref_rt, rng):
     def run(seed):
         isv = IsvBus(ref_rt)
-        rb = ReplayBuffer(ref_rt, isv, capacity=64, width=WIDTH, n_envs=5, batch=16, seed=seed)
+        rb = ReplayBuffer(ref_rt, isv, capacity=64, width=WIDTH, n_backtests=5, batch=16, seed=seed)
         r = np.random.default_rng(2)
         out = []
         for _ in range(20):

@@ -24,8 +24,8 @@ __device__ __forceinline__ int replay_n_step(const float* isv, int n_max)
     return (int)fminf(fmaxf(isv[ISV_N_STEP], 1.0f), (float)n_max);
 }
 
-// replay_ring_push — grid (n_envs), block (REPLAY_ROW_BLOCK).
-// Reads h_t[n_envs*width] (the agent's state rows), action, reward, reward_raw, done, log_pi [n_envs],
+// replay_ring_push — grid (n_backtests), block (REPLAY_ROW_BLOCK).
+// Reads h_t[n_backtests*width] (the agent's state rows), action, reward, reward_raw, done, log_pi [n_backtests],
 // isv[ISV_N_STEP], ring_pos. Writes the new entry into ring_h / ring_rows,
 // ring_pos count += 1, flush[2b] = transitions to emit, flush[2b+1] = n used.
 extern "C" __global__ void replay_ring_push(
@@ -33,11 +33,11 @@ extern "C" __global__ void replay_ring_push(
     int* __restrict__ flush,
     const float* __restrict__ h_t, const int* __restrict__ action, const float* __restrict__ reward,
     const float* __restrict__ reward_raw, const float* __restrict__ done, const float* __restrict__ log_pi,
-    const float* __restrict__ isv, int n_envs, int n_max, int width)
+    const float* __restrict__ isv, int n_backtests, int n_max, int width)
 {
     const int b = blockIdx.x;
     const int t = threadIdx.x;
-    if (b >= n_envs) return;
+    if (b >= n_backtests) return;
     const unsigned int start = ring_pos[2 * b];
     const unsigned int count = ring_pos[2 * b + 1];
     const unsigned int slot = (start + count) % (unsigned int)n_max;
@@ -63,7 +63,7 @@ extern "C" __global__ void replay_ring_push(
 }
 
 // replay_flush_scan — grid (1), block (REPLAY_REDUCE_BLOCK = 32 warps).
-// Reads flush[2b] for b < n_envs and counters. Writes offsets[b] = exclusive
+// Reads flush[2b] for b < n_backtests and counters. Writes offsets[b] = exclusive
 // prefix sum of the emit counts, counters: FLUSH_BASE = write head before,
 // FLUSH_TOTAL = emitted, WRITE_HEAD advanced mod capacity, LENGTH grown up to
 // capacity. Per chunk of 1,024 backtests: a shuffle scan inside each warp, a
@@ -72,16 +72,16 @@ extern "C" __global__ void replay_ring_push(
 // the offsets are the same as a serial scan's whatever the order of the adds.
 extern "C" __global__ void replay_flush_scan(
     const int* __restrict__ flush, unsigned int* __restrict__ offsets, unsigned int* __restrict__ counters,
-    int n_envs, int capacity)
+    int n_backtests, int capacity)
 {
     __shared__ unsigned int warp_total[REPLAY_REDUCE_BLOCK / 32];
     const int t = threadIdx.x;
     const int lane = t & 31;
     const int warp = t >> 5;
     unsigned int running = 0u;  // the same in every thread: emits of the chunks before this one
-    for (int first = 0; first < n_envs; first += REPLAY_REDUCE_BLOCK) {
+    for (int first = 0; first < n_backtests; first += REPLAY_REDUCE_BLOCK) {
         const int b = first + t;
-        const unsigned int own = b < n_envs ? (unsigned int)flush[2 * b] : 0u;
+        const unsigned int own = b < n_backtests ? (unsigned int)flush[2 * b] : 0u;
         unsigned int inclusive = own;
 #pragma unroll
         for (int d = 1; d < 32; d <<= 1) {
@@ -101,7 +101,7 @@ extern "C" __global__ void replay_flush_scan(
         }
         __syncthreads();
         const unsigned int warp_base = warp > 0 ? warp_total[warp - 1] : 0u;
-        if (b < n_envs) offsets[b] = running + warp_base + inclusive - own;
+        if (b < n_backtests) offsets[b] = running + warp_base + inclusive - own;
         running += warp_total[REPLAY_REDUCE_BLOCK / 32 - 1];
         __syncthreads();  // every thread has read warp_total before the next chunk rewrites it
     }
@@ -117,12 +117,12 @@ extern "C" __global__ void replay_flush_scan(
     }
 }
 
-// replay_flush_write — grid (n_envs), block (REPLAY_ROW_BLOCK).
+// replay_flush_write — grid (n_backtests), block (REPLAY_ROW_BLOCK).
 // Block b copies the transitions leaving its ring: for each, thread k copies
 // floats k, k + block, ... of h_t and h_tp1 (coalesced rows), thread 0 computes the
 // n-step returns, writes the transition row and sets the leaf to the running
 // max priority. Then thread 0 drops the emitted entries from the ring.
-// Reads ring_*, flush, offsets, counters, h_tp1[n_envs*width], isv[ISV_GAMMA],
+// Reads ring_*, flush, offsets, counters, h_tp1[n_backtests*width], isv[ISV_GAMMA],
 // max_priority[0]. Writes store_h_t, store_h_tp1 [capacity*width], store_rows
 // [capacity*TR_COLS], tree[capacity + slot] (float64), ring_pos.
 // When one flush emits more than capacity transitions, only the last capacity
@@ -133,11 +133,11 @@ extern "C" __global__ void replay_flush_write(
     const unsigned int* __restrict__ counters, const float* __restrict__ h_tp1,
     const float* __restrict__ isv, const float* __restrict__ max_priority,
     float* __restrict__ store_h_t, float* __restrict__ store_h_tp1, float* __restrict__ store_rows,
-    double* __restrict__ tree, int n_envs, int n_max, int capacity, int width)
+    double* __restrict__ tree, int n_backtests, int n_max, int capacity, int width)
 {
     const int b = blockIdx.x;
     const int t = threadIdx.x;
-    if (b >= n_envs) return;
+    if (b >= n_backtests) return;
     const int emit = flush[2 * b];
     if (emit == 0) return;
     const int n = flush[2 * b + 1];

@@ -1,6 +1,6 @@
 """GPU prioritized replay: one push+flush+sample+update+rebuild step, eager and graph; sampling vs a peer.
 
-    python -m foxc.bench replay [--backend auto|cuda|reference] [--envs B] [--capacity C] [--json FILE]
+    python -m foxc.bench replay [--backend auto|cuda|reference] [--n-backtests B] [--capacity C] [--json FILE]
 
 The peer is TorchRL's PrioritizedReplayBuffer on the GPU when torch and torchrl
 import, else the numpy sum-tree below; both are timed in the same run, on the
@@ -16,7 +16,7 @@ from ..cli import int_at_least, positive_int, power_of_two
 from ..isv import IsvBus
 from ..nn.model import STATE_DIM
 from ..replay import ReplayBuffer
-from ..replay.layout import MAX_BATCH, MAX_CAPACITY, MAX_ENVS
+from ..replay.layout import MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS
 from . import harness
 from .report import table, write_json
 
@@ -57,7 +57,7 @@ class NumpySumTree:
 
 def _fill(rb: ReplayBuffer, rng, steps: int):
     for _ in range(steps):
-        e, s = rb.n_envs, rb.batch
+        e, s = rb.n_backtests, rb.batch
         rb.inputs["h_t"].upload(rng.standard_normal((e, STATE_DIM)).astype(np.float32))
         rb.inputs["h_tp1"].upload(rng.standard_normal((e, STATE_DIM)).astype(np.float32))
         rb.inputs["reward"].upload(rng.standard_normal(e).astype(np.float32))
@@ -100,7 +100,7 @@ def _torchrl_peer(capacity: int, batch: int, priorities: np.ndarray, reps: int):
 
 def main(argv=None) -> int:
     ap = harness.parser("replay", __doc__)
-    ap.add_argument("--envs", type=int_at_least(1, min(MAX_ENVS, MAX_BATCH)), default=None,
+    ap.add_argument("--n-backtests", type=int_at_least(1, min(MAX_BACKTESTS, MAX_BATCH)), default=None,
                     help="backtests pushing per step (default 1024; 32 on reference)")
     ap.add_argument("--capacity", type=power_of_two(MAX_CAPACITY), default=None,
                     help="transitions held, a power of two (default 65536; 512 on reference)")
@@ -113,14 +113,14 @@ def main(argv=None) -> int:
 
 def _main(args, rt) -> int:
     cuda = rt.backend == "cuda"
-    envs = args.envs or (1024 if cuda else 32)
+    n_backtests = args.n_backtests or (1024 if cuda else 32)
     capacity = args.capacity or (65_536 if cuda else 512)
     reps = args.reps or (500 if cuda else 5)
-    batch = envs
+    batch = n_backtests
     isv = IsvBus(rt, device_resident=True)  # as in the trainer: kernels read device memory
-    rb = ReplayBuffer(rt, isv, capacity=capacity, n_envs=envs, batch=batch, width=STATE_DIM, seed=0)
+    rb = ReplayBuffer(rt, isv, capacity=capacity, n_backtests=n_backtests, batch=batch, width=STATE_DIM, seed=0)
     rng = np.random.default_rng(0)
-    _fill(rb, rng, capacity // envs + 2 + int(isv["n_step"]))  # full before capture (DESIGN §9)
+    _fill(rb, rng, capacity // n_backtests + 2 + int(isv["n_step"]))  # full before capture (DESIGN §9)
     filled = rb.length()
 
     eager_dev, eager_wall = _timed(rt, rb.step, reps)
@@ -168,9 +168,9 @@ def _main(args, rt) -> int:
         {"what": f"peer: {peer_name}", "count": "", "samples_per_s": round(peer)},
     ]
     print(f"backend {rt.backend}: {rt.device_name}")
-    print(f"B={envs} backtests, batch {batch}, capacity {capacity} ({filled} filled), n_step {int(isv['n_step'])}")
+    print(f"B={n_backtests} backtests, batch {batch}, capacity {capacity} ({filled} filled), n_step {int(isv['n_step'])}")
     print(table(rows, ["what", "count", "device_us", "wall_us", "samples_per_s"]))
-    write_json(args.json, "replay", rt, rows, {"envs": envs, "batch": batch, "capacity": capacity,
+    write_json(args.json, "replay", rt, rows, {"n_backtests": n_backtests, "batch": batch, "capacity": capacity,
                                                "peer": peer_name, "sampling_ratio": ratio})
     goal = "meets" if graph_wall <= GOAL_GRAPH_US else "misses"
     print(f"summary: replay step {graph_wall:.1f} us as a graph ({goal} the {GOAL_GRAPH_US:.0f} us goal), "

@@ -1,6 +1,6 @@
 """`ReplayBuffer`: the device arrays and launch plans of GPU prioritized replay.
 
-    rb = ReplayBuffer(rt, isv, capacity=65536, n_envs=1024, batch=1024, width=132, seed=7)
+    rb = ReplayBuffer(rt, isv, capacity=65536, n_backtests=1024, batch=1024, width=132, seed=7)
     rb.inputs["h_t"].upload(...)         # or pass other components' arrays as `inputs=`
     rb.push(); rb.flush(); rb.sample()   # rb.sampled["h_t"], ["weight"], ["index"], ...
     rb.inputs["td"] <- |TD| of the batch; rb.update_priorities(); rb.rebuild()
@@ -19,7 +19,7 @@ import numpy as np
 from .. import vec
 from ..component import Component
 from ..rng import seed_states
-from .layout import (CTR_COUNT, MAX_BATCH, MAX_CAPACITY, MAX_ENVS, MAX_WIDTH, N_STEP_MAX, REDUCE_BLOCK,
+from .layout import (CTR_COUNT, MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS, MAX_WIDTH, N_STEP_MAX, REDUCE_BLOCK,
                      RING_COLS, ROW_BLOCK, TR_COLS)
 from .nstep import FLUSH_SCAN, FLUSH_WRITE, RING_PUSH
 from .priority import UPDATE_PRIORITIES, rebuild_plans
@@ -63,12 +63,12 @@ STATE_NAMES = tuple(_STATE)
 
 
 class ReplayBuffer(Component):
-    def __init__(self, rt, isv, *, capacity: int, n_envs: int, batch: int, width: int, n_max: int = N_STEP_MAX,
+    def __init__(self, rt, isv, *, capacity: int, n_backtests: int, batch: int, width: int, n_max: int = N_STEP_MAX,
                  seed: int = 0, inputs: dict | None = None, name: str = "replay"):
         if capacity < 2 or capacity > MAX_CAPACITY or capacity & (capacity - 1):
             raise ValueError(f"capacity must be a power of two in [2, {MAX_CAPACITY}], got {capacity}")
-        if not 1 <= n_envs <= MAX_ENVS:
-            raise ValueError(f"n_envs must be in [1, {MAX_ENVS}], got {n_envs}")
+        if not 1 <= n_backtests <= MAX_BACKTESTS:
+            raise ValueError(f"n_backtests must be in [1, {MAX_BACKTESTS}], got {n_backtests}")
         if not 1 <= batch <= MAX_BATCH:
             raise ValueError(f"batch must be in [1, {MAX_BATCH}], got {batch}")
         if not 1 <= width <= MAX_WIDTH:
@@ -79,13 +79,13 @@ class ReplayBuffer(Component):
         if unknown:
             raise ValueError(f"unknown replay inputs {sorted(unknown)}; known: {', '.join(INPUTS)}")
         self.rt, self.isv, self.name, self.seed = rt, isv, name, int(seed)
-        self.capacity, self.n_envs, self.batch, self.n_max = int(capacity), int(n_envs), int(batch), int(n_max)
+        self.capacity, self.n_backtests, self.batch, self.n_max = int(capacity), int(n_backtests), int(batch), int(n_max)
         self.width = int(width)
-        dims = (self.capacity, self.n_envs, self.batch, self.n_max, self.width)
+        dims = (self.capacity, self.n_backtests, self.batch, self.n_max, self.width)
         self.state = {k: rt.device_array(shape(*dims), dt, f"{name}.{k}") for k, (shape, dt) in _STATE.items()}
         self.scratch = {k: rt.device_array(shape(*dims), dt, f"{name}.{k}") for k, (shape, dt) in _SCRATCH.items()}
         given = inputs or {}
-        self._owned_inputs = {k: rt.device_array(shape(self.n_envs, self.batch, self.width), dt, f"{name}.in.{k}")
+        self._owned_inputs = {k: rt.device_array(shape(self.n_backtests, self.batch, self.width), dt, f"{name}.in.{k}")
                               for k, (shape, dt) in INPUTS.items() if given.get(k) is None}
         self.inputs = {k: given[k] if given.get(k) is not None else self._owned_inputs[k] for k in INPUTS}
         self.sampled = {k: rt.device_array((self.batch, *(self.width if d == "row" else d for d in shape)), dt,
@@ -96,7 +96,7 @@ class ReplayBuffer(Component):
     # --- plans ---------------------------------------------------------------
     def _build_plans(self):
         rt, s, x, i, o = self.rt, self.state, self.scratch, self.inputs, self.sampled
-        E, S, N, C, W = self.n_envs, self.batch, self.n_max, self.capacity, self.width
+        E, S, N, C, W = self.n_backtests, self.batch, self.n_max, self.capacity, self.width
         self.push_plans = [rt.plan(RING_PUSH, E, ROW_BLOCK, (
             s["ring_h"], s["ring_rows"], s["ring_pos"], x["flush"], i["h_t"], i["action"], i["reward"],
             i["reward_raw"], i["done"], i["log_pi"], self.isv, E, N, W))]
@@ -168,7 +168,7 @@ class ReplayBuffer(Component):
         return int(self.state["counters"].download()[CTR_LENGTH])
 
     def config(self) -> np.ndarray:
-        return np.array([self.capacity, self.n_envs, self.batch, self.n_max, self.width], np.int64)
+        return np.array([self.capacity, self.n_backtests, self.batch, self.n_max, self.width], np.int64)
 
     def export_state(self) -> dict[str, np.ndarray]:
         """Every array needed to resume exactly, as numpy (plus `config`); synchronizes the stream."""
@@ -183,7 +183,7 @@ class ReplayBuffer(Component):
         if missing:
             raise ValueError(f"replay state lacks {sorted(missing)}")
         if not np.array_equal(np.asarray(state["config"]), self.config()):
-            raise ValueError(f"replay state was saved with (capacity, n_envs, batch, n_max, width) = "
+            raise ValueError(f"replay state was saved with (capacity, n_backtests, batch, n_max, width) = "
                              f"{tuple(int(v) for v in state['config'])}, this buffer has {tuple(self.config())}")
         for k, arr in self.state.items():
             host = np.asarray(state[k])

@@ -21,19 +21,19 @@ MODULE = "replay/nstep"
 RING_PUSH = KernelSpec(
     "replay_ring_push", MODULE,
     (ptr("ring_h"), ptr("ring_rows"), ptr("ring_pos"), ptr("flush"), ptr("h_t"), ptr("action"), ptr("reward"),
-     ptr("reward_raw"), ptr("done"), ptr("log_pi"), ptr("isv"), i32("n_envs"), i32("n_max"), i32("width")),
+     ptr("reward_raw"), ptr("done"), ptr("log_pi"), ptr("isv"), i32("n_backtests"), i32("n_max"), i32("width")),
     doc="append this step's entry (a width-float state row and its scalars) to every ring; flush[2b] = "
-        "transitions leaving, flush[2b+1] = n; grid n_envs, block ROW_BLOCK")
+        "transitions leaving, flush[2b+1] = n; grid n_backtests, block ROW_BLOCK")
 FLUSH_SCAN = KernelSpec(
     "replay_flush_scan", MODULE,
-    (ptr("flush"), ptr("offsets"), ptr("counters"), i32("n_envs"), i32("capacity")),
+    (ptr("flush"), ptr("offsets"), ptr("counters"), i32("n_backtests"), i32("capacity")),
     doc="exclusive prefix sum of the emit counts (warp-shuffle scan); advances write head and length; grid 1, block 1024")
 FLUSH_WRITE = KernelSpec(
     "replay_flush_write", MODULE,
     (ptr("ring_h"), ptr("ring_rows"), ptr("ring_pos"), ptr("flush"), ptr("offsets"), ptr("counters"),
      ptr("h_tp1"), ptr("isv"), ptr("max_priority"), ptr("store_h_t"), ptr("store_h_tp1"), ptr("store_rows"),
-     ptr("tree"), i32("n_envs"), i32("n_max"), i32("capacity"), i32("width")),
-    doc="copy the leaving transitions into their slots at the running max priority; grid n_envs, block ROW_BLOCK")
+     ptr("tree"), i32("n_backtests"), i32("n_max"), i32("capacity"), i32("width")),
+    doc="copy the leaving transitions into their slots at the running max priority; grid n_backtests, block ROW_BLOCK")
 
 _GAMMA = slot_index("gamma")
 _N_STEP = slot_index("n_step")
@@ -51,8 +51,8 @@ def _fma32(a, b, c) -> np.float32:
 
 @reference(RING_PUSH)
 def _ring_push(launch, ring_h, ring_rows, ring_pos, flush, h_t, action, reward, reward_raw, done, log_pi, isv,
-               n_envs, n_max, width):
-    nb, nm, w = int(n_envs), int(n_max), int(width)
+               n_backtests, n_max, width):
+    nb, nm, w = int(n_backtests), int(n_max), int(width)
     pos = ring_pos.u32(2 * nb).reshape(nb, 2)
     ring = ring_h.f32(nb * nm * w).reshape(nb, nm, w)
     rows = ring_rows.f32(nb * nm * RING_COLS).reshape(nb, nm, RING_COLS)
@@ -75,8 +75,8 @@ def _ring_push(launch, ring_h, ring_rows, ring_pos, flush, h_t, action, reward, 
 
 
 @reference(FLUSH_SCAN)
-def _flush_scan(launch, flush, offsets, counters, n_envs, capacity):
-    nb, cap = int(n_envs), int(capacity)
+def _flush_scan(launch, flush, offsets, counters, n_backtests, capacity):
+    nb, cap = int(n_backtests), int(capacity)
     emit = flush.i32(2 * nb)[0::2].astype(np.int64)
     offsets.u32(nb)[:] = (np.cumsum(emit) - emit).astype(np.uint32)
     total = int(emit.sum())
@@ -90,8 +90,8 @@ def _flush_scan(launch, flush, offsets, counters, n_envs, capacity):
 
 @reference(FLUSH_WRITE)
 def _flush_write(launch, ring_h, ring_rows, ring_pos, flush, offsets, counters, h_tp1, isv, max_priority,
-                 store_h_t, store_h_tp1, store_rows, tree, n_envs, n_max, capacity, width):
-    nb, nm, cap, w = int(n_envs), int(n_max), int(capacity), int(width)
+                 store_h_t, store_h_tp1, store_rows, tree, n_backtests, n_max, capacity, width):
+    nb, nm, cap, w = int(n_backtests), int(n_max), int(capacity), int(width)
     pos = ring_pos.u32(2 * nb).reshape(nb, 2)
     ring = ring_h.f32(nb * nm * w).reshape(nb, nm, w)
     rows = ring_rows.f32(nb * nm * RING_COLS).reshape(nb, nm, RING_COLS)

@@ -88,7 +88,7 @@ class TrainStep:
         # when replay_push runs (before this step's state, act and simulate overwrite them); the flush
         # after `state` reads this step's state as the newest transitions' next state
         state, log_prob = dev((B, STATE_DIM), np.float32, "agent_state"), dev(B, np.float32, "log_prob")
-        self.replay = ReplayBuffer(rt, self.isv, capacity=cfg.per_capacity, n_envs=B, batch=B, width=STATE_DIM,
+        self.replay = ReplayBuffer(rt, self.isv, capacity=cfg.per_capacity, n_backtests=B, batch=B, width=STATE_DIM,
                                    n_max=cfg.n_step, seed=cfg.seed, inputs={
                                        "h_t": state, "action": self.sim.actions, "reward": self.reward_scaled,
                                        "reward_raw": self.reward_raw, "done": self.sim.dones, "log_pi": log_prob,

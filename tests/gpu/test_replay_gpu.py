@@ -39,40 +39,40 @@ def same(got, want, what, rtol=0.0):
             assert exact, f"{what} arg {i}"
 
 
-def ring_state(rng, n_envs, n_max):
-    count = rng.integers(0, n_max, n_envs)  # at most n_max - 1 held between steps
-    start = rng.integers(0, n_max, n_envs)
+def ring_state(rng, n_backtests, n_max):
+    count = rng.integers(0, n_max, n_backtests)  # at most n_max - 1 held between steps
+    start = rng.integers(0, n_max, n_backtests)
     pos = np.stack([start, count], 1).astype(np.uint32)
-    ring_h = rng.standard_normal((n_envs, n_max, WIDTH)).astype(np.float32)
-    rows = rng.standard_normal((n_envs, n_max, RING_COLS)).astype(np.float32)
+    ring_h = rng.standard_normal((n_backtests, n_max, WIDTH)).astype(np.float32)
+    rows = rng.standard_normal((n_backtests, n_max, RING_COLS)).astype(np.float32)
     rows[..., 3] = 0.0  # entries held between steps are never done
     return ring_h, rows, pos
 
 
-@pytest.mark.parametrize("n_envs,n_max,n", [(1, 1, 1), (1000, 8, 3), (4099, 8, 8), (333, 5, 2)])
-def test_push_scan_write_match_reference(cuda_rt, ref_rt, rng, n_envs, n_max, n):
+@pytest.mark.parametrize("n_backtests,n_max,n", [(1, 1, 1), (1000, 8, 3), (4099, 8, 8), (333, 5, 2)])
+def test_push_scan_write_match_reference(cuda_rt, ref_rt, rng, n_backtests, n_max, n):
     cap = 1 << 12
     isv = isv_host(ref_rt, n_step=n, gamma=0.97)
-    ring_h, rows, pos = ring_state(rng, n_envs, n_max)
-    s = random_step(rng, n_envs, 1, done_rate=0.2)
-    push_args = [ring_h, rows, pos, poisoned((n_envs, 2), np.int32), s["h_t"], s["action"], s["reward"],
-                 s["reward_raw"], s["done"], s["log_pi"], isv, n_envs, n_max, WIDTH]
-    got, want = both(cuda_rt, ref_rt, RING_PUSH, n_envs, ROW_BLOCK, push_args)
+    ring_h, rows, pos = ring_state(rng, n_backtests, n_max)
+    s = random_step(rng, n_backtests, 1, done_rate=0.2)
+    push_args = [ring_h, rows, pos, poisoned((n_backtests, 2), np.int32), s["h_t"], s["action"], s["reward"],
+                 s["reward_raw"], s["done"], s["log_pi"], isv, n_backtests, n_max, WIDTH]
+    got, want = both(cuda_rt, ref_rt, RING_PUSH, n_backtests, ROW_BLOCK, push_args)
     same(got, want, "replay_ring_push")
     ring_h, rows, pos, flush = want[:4]
 
     counters = np.array([rng.integers(0, cap), rng.integers(0, cap + 1), 7, 7], np.uint32)
     counters[CTR_WRITE_HEAD] = counters[CTR_WRITE_HEAD] % cap
     got, want = both(cuda_rt, ref_rt, FLUSH_SCAN, 1, REDUCE_BLOCK,
-                     [flush, poisoned(n_envs, np.uint32), counters, n_envs, cap])
+                     [flush, poisoned(n_backtests, np.uint32), counters, n_backtests, cap])
     same(got, want, "replay_flush_scan")
     offsets, counters = want[1], want[2]
 
     store_h = poisoned((cap, WIDTH))
     tree = poisoned(2 * cap, np.float64)
-    got, want = both(cuda_rt, ref_rt, FLUSH_WRITE, n_envs, ROW_BLOCK, [
+    got, want = both(cuda_rt, ref_rt, FLUSH_WRITE, n_backtests, ROW_BLOCK, [
         ring_h, rows, pos, flush, offsets, counters, s["h_tp1"], isv, np.array([2.5], np.float32),
-        store_h, store_h.copy(), poisoned((cap, TR_COLS)), tree, n_envs, n_max, cap, WIDTH])
+        store_h, store_h.copy(), poisoned((cap, TR_COLS)), tree, n_backtests, n_max, cap, WIDTH])
     same(got, want, "replay_flush_write", rtol=1e-6)
     assert np.array_equal(np.isnan(got[11]), np.isnan(want[11]))
 
@@ -132,7 +132,7 @@ def test_sample_weights_every_launch_of_a_buffer(cuda_rt, ref_rt):
     for rt in (cuda_rt, ref_rt):
         bus = IsvBus(rt)
         bus["per_beta"] = 0.4
-        rb = ReplayBuffer(rt, bus, capacity=cap, width=WIDTH, n_envs=1, batch=batch, seed=17)
+        rb = ReplayBuffer(rt, bus, capacity=cap, width=WIDTH, n_backtests=1, batch=batch, seed=17)
         rb.state["tree"].upload(np.concatenate([np.zeros(cap), leaves]))
         rb.state["counters"].upload(np.array([length, length, 0, 0], np.uint32))
         rb.rebuild()
@@ -200,7 +200,7 @@ def test_chi_square_on_gpu_and_same_draws_as_reference(cuda_rt, ref_rt):
     counts = np.zeros(cap, np.int64)
     draws = []
     for rt in (cuda_rt, ref_rt):
-        rb = ReplayBuffer(rt, IsvBus(rt), capacity=cap, width=WIDTH, n_envs=1, batch=batch, seed=99)
+        rb = ReplayBuffer(rt, IsvBus(rt), capacity=cap, width=WIDTH, n_backtests=1, batch=batch, seed=99)
         rb.state["tree"].upload(np.concatenate([np.zeros(cap), leaves]))
         rb.state["counters"].upload(np.array([length, length, 0, 0], np.uint32))
         rb.rebuild()
@@ -229,7 +229,7 @@ def test_float64_tree_at_2_20_never_yields_unfilled_or_zero_leaves(cuda_rt):
     leaves[:length] = 10.0 ** r.uniform(-30, 30, length)
     leaves[:length][r.random(length) < 0.25] = 0.0
     leaves[length - 1] = 0.0
-    rb = ReplayBuffer(cuda_rt, IsvBus(cuda_rt), capacity=cap, width=WIDTH, n_envs=1, batch=batch, seed=5)
+    rb = ReplayBuffer(cuda_rt, IsvBus(cuda_rt), capacity=cap, width=WIDTH, n_backtests=1, batch=batch, seed=5)
     rb.state["tree"].upload(np.concatenate([np.zeros(cap), leaves]))
     rb.state["counters"].upload(np.array([length, length, 0, 0], np.uint32))
     rb.rebuild()
@@ -243,7 +243,7 @@ def test_float64_tree_at_2_20_never_yields_unfilled_or_zero_leaves(cuda_rt):
 
 
 def test_buffer_push_flush_matches_reference_over_steps(cuda_rt, ref_rt):
-    kw = dict(width=WIDTH, capacity=256, n_envs=100, batch=64, n_max=8, seed=3)
+    kw = dict(width=WIDTH, capacity=256, n_backtests=100, batch=64, n_max=8, seed=3)
     bufs = []
     for rt in (cuda_rt, ref_rt):
         bus = IsvBus(rt)
@@ -268,7 +268,7 @@ def test_buffer_push_flush_matches_reference_over_steps(cuda_rt, ref_rt):
 
 
 def test_graph_step_equals_eager_step(cuda_rt):
-    kw = dict(width=WIDTH, capacity=1 << 12, n_envs=1024, batch=1024, n_max=8, seed=21)
+    kw = dict(width=WIDTH, capacity=1 << 12, n_backtests=1024, batch=1024, n_max=8, seed=21)
     eager = ReplayBuffer(cuda_rt, IsvBus(cuda_rt), **kw)
     graphed = ReplayBuffer(cuda_rt, IsvBus(cuda_rt), **kw)
     steps = [random_step(np.random.default_rng(t), 1024, 1024) for t in range(12)]
