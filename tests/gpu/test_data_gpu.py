@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from foxc.data import cursors, gather
-from foxc.data.cursors import valid_starts
+from foxc.data.cursors import draw_table
+from foxc.data.record import segment_runs
 from foxc.data.device import DeviceDataset
 from foxc.data.features import FEATURES, GATHER_BLOCK, HORIZONS, LABEL_PLANES
 from foxc.data.labels import compute_labels
@@ -51,7 +52,7 @@ def test_gather_matches_reference(cuda_rt, ref_rt, rng, B, K):
                                                   (3_000_000, 70_000, 0), (3_000_000, 4096, 2000)])
 def test_cursor_advance_matches_reference(cuda_rt, ref_rt, rng, rows, B, episode_len):
     segment = (np.arange(rows, dtype=np.int64) * 7 // rows).astype(np.uint32)
-    starts, seg_last = valid_starts(segment, int(rng.integers(0, 40)))
+    table = draw_table(*segment_runs(segment), int(rng.integers(0, 40)), capacity=9)
     cursor = rng.integers(0, rows, B).astype(np.int64)
     end = np.minimum(cursor + rng.integers(0, 100, B), rows - 1)
     end = np.where(rng.random(B) < 0.3, cursor, end)             # at the episode's end: a new draw
@@ -60,14 +61,27 @@ def test_cursor_advance_matches_reference(cuda_rt, ref_rt, rng, rows, B, episode
     cursor[unset] = -1
     end[unset] = poisoned(int(unset.sum()), np.int64)            # never read where the cursor is unset
     state = rng.integers(1, 2**32, B, dtype=np.uint32)
-    args = [cursor, end, state, starts, seg_last, episode_len, len(starts), B]
+    args = [cursor, end, state, table, episode_len, B]
     grid = cursors.grid(B)
     got = run_kernel(cuda_rt, cursors.CURSOR_ADVANCE, grid, cursors.BLOCK, copies(args))
     want = run_kernel(ref_rt, cursors.CURSOR_ADVANCE, grid, cursors.BLOCK, copies(args))
-    for name, g, w in zip(["cursor", "episode_end", "rng", "starts", "segment_last"], got, want):
+    for name, g, w in zip(["cursor", "episode_end", "rng", "spans"], got, want):
         assert g.tobytes() == w.tobytes(), f"cursor_advance: {name} differs from the reference"
     drew = (cursor < 0) | (cursor >= end)
     assert np.all(got[2][drew] != state[drew]) and np.array_equal(got[2][~drew], state[~drew])
+
+
+@pytest.mark.parametrize("B", [1, 300, 70_000])
+def test_cursor_evict_matches_reference(cuda_rt, ref_rt, rng, B):
+    cursor = rng.integers(-1, 5000, B).astype(np.int64)
+    end = np.where(rng.random(B) < 0.2, cursor - 1, cursor + rng.integers(0, 50, B)).astype(np.int64)
+    lo = int(rng.integers(0, 2500))
+    args = [cursor, end, lo, lo + int(rng.integers(0, 2500)), B]
+    grid = cursors.grid(B)
+    got = run_kernel(cuda_rt, cursors.CURSOR_EVICT, grid, cursors.BLOCK, copies(args))
+    want = run_kernel(ref_rt, cursors.CURSOR_EVICT, grid, cursors.BLOCK, copies(args))
+    for name, g, w in zip(["cursor", "episode_end"], got, want):
+        assert g.tobytes() == w.tobytes(), f"cursor_evict: {name} differs from the reference"
 
 
 def run_steps(rt, data, labels, steps, graph: bool):
