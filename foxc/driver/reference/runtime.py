@@ -20,7 +20,7 @@ from .registry import LaunchInfo, reference_for
 
 # What the reference backend reports as free device memory: a fixed figure, so defaults sized from it
 # (the trainer's data budget) are the same on every machine.
-REFERENCE_FREE_BYTES = 2 << 30
+REFERENCE_FREE_BYTES = 2_000_000_000
 
 
 class RefStream(Owned):
