@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 # One stream per consumer of the run seed; append, never renumber (renumbering changes every run).
-STREAMS = {"weights": 1, "actor": 2, "data": 3, "replay": 4, "episodes": 5, "evaluation": 6, "sweep": 7}
+STREAMS = {"weights": 1, "actor": 2, "data": 3, "replay": 4, "episodes": 5, "evaluation": 6, "sweep": 7, "rotation": 8}
 
 
 def generator(seed: int, stream: str) -> np.random.Generator:

@@ -97,7 +97,7 @@ def main(argv=None) -> int:
                 log(f"ISV {name}: {old:g} → {new:g} (set on resuming)")
         kernels = KernelProfiler(rt, profile_window(args)) if args.profile else None
         trainer.set_profiling(args.profile_steps, kernels)
-        write_config(out, rt, cfg, data, config_file, args.resume_from, isv_changes)
+        write_config(out, rt, trainer.cfg, data, config_file, args.resume_from, isv_changes)
         log(describe_training(trainer, cfg, out))
         board = tensorboard.TensorBoardLog(out, trainer.ts.isv) if args.tensorboard else None
         with StopOnSignal() as stop:
@@ -144,7 +144,7 @@ def run(rt, cfg, out: Path, log=lambda msg: None) -> dict:
     data.market.report.write_json(out)
     trainer = open_trainer(rt, cfg, data, out)
     try:
-        write_config(out, rt, cfg, data)
+        write_config(out, rt, trainer.cfg, data)
         log(describe_training(trainer, cfg, out))
         summary = train_logged(trainer, cfg, out)
         final = trainer.save()
@@ -203,7 +203,16 @@ def train_logged(trainer, cfg, out: Path, stop=None, board=None) -> dict:
 def describe_training(trainer, cfg, out: Path) -> str:
     mode = (f"graph after {trainer.capture_after} eager warm-up steps" if trainer.use_graph else "eager")
     return (f"training: {cfg.n_steps} steps, B={cfg.n_backtests}, K={cfg.seq_len}, PER {cfg.per_capacity}, "
-            f"n-step {cfg.n_step}, {cfg.precision}, {mode}; run directory {out}")
+            f"n-step {cfg.n_step}, {cfg.precision}, {mode}; run directory {out}\n"
+            + describe_residency(trainer.residency()))
+
+
+def describe_residency(r: dict) -> str:
+    if not r["rotating"]:
+        return f"data: all of it on the device (--device-data-gb {r['device_data_gb']:g})"
+    return (f"data: {r['shards']} segments rotate through {r['slots']} device slots of {r['slot_rows']:,} snapshots "
+            f"(--device-data-gb {r['device_data_gb']:g}), one refilled every {r['rotate_every']} steps; "
+            f"resident now: {', '.join(map(str, r['resident']))}")
 
 
 def log_done(log, summary: dict, final, out: Path):
@@ -211,6 +220,10 @@ def log_done(log, summary: dict, final, out: Path):
     log(f"done: {summary['steps_this_run']} steps in {summary['seconds']:.1f} s ({summary['sps']} steps/s, "
         f"{'graph' if summary['graph'] else 'eager'}); exploring, {run['trades']} trades, win rate "
         f"{'-' if wr is None else f'{wr:.3f}'}; checkpoint {final}; metrics {out / 'metrics.jsonl'}")
+    if summary["data_residency"]["rotating"]:
+        r = summary["data_residency"]
+        log(f"data: {r['rotations']} rotation(s) of {r['slots']} slots over {r['shards']} segments; resident at the "
+            f"end: {', '.join(map(str, r['resident']))}")
     if summary["evaluation"]:
         log("held-out (greedy): " + describe_evaluation(summary["evaluation"]))
 

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from foxc.data import cursors as C
-from foxc.data.cursors import Cursors, valid_starts
+from foxc.data.cursors import Cursors, draw_table, valid_starts
+from foxc.data.record import segment_runs
 from foxc.rng import seed_states, xorshift32
 from foxc.testing import poisoned, run_kernel
 
@@ -49,12 +50,49 @@ def test_cursor_advance_matches_naive_loop(ref_rt, rng, episode_len):
     end = np.where(rng.random(B) < 0.5, cursor, np.minimum(cursor + rng.integers(0, 5, B), 39)).astype(np.int64)
     end[cursor < 0] = poisoned(int((cursor < 0).sum()), np.int64)  # unset: its end is never read
     state = seed_states(int(rng.integers(1 << 30)), B, "data")
-    got = run_kernel(ref_rt, C.CURSOR_ADVANCE, C.grid(B), C.BLOCK,
-                     [cursor, end, state, starts, seg_last, episode_len, len(starts), B])
+    table = draw_table(*segment_runs(SEGMENT), 2, capacity=6)  # padded: only the counted spans are read
+    got = run_kernel(ref_rt, C.CURSOR_ADVANCE, C.grid(B), C.BLOCK, [cursor, end, state, table, episode_len, B])
     for b in range(B):
         want = naive_advance(int(cursor[b]), int(end[b]), int(state[b]), starts, seg_last, episode_len)
         assert (int(got[0][b]), int(got[1][b]), int(got[2][b])) == want, b
-    assert got[3].tobytes() == starts.tobytes() and got[4].tobytes() == seg_last.tobytes()
+    assert got[3].tobytes() == table.tobytes()
+
+
+@pytest.mark.parametrize("history", [0, 1, 3, 12])
+def test_draw_table_enumerates_the_valid_starts(history):
+    """Start i of the table (span by span) is valid_starts' i-th, with its segment's last row."""
+    table = draw_table(*segment_runs(SEGMENT), history)
+    starts, seg_last = valid_starts(SEGMENT, history)
+    n_spans, spans = int(table[0]), table[2:].reshape(-1, 3)
+    assert table[1] == len(starts)
+    got, last, before = [], [], 0
+    for end, first, lst in spans[:n_spans]:
+        got += range(first, first + end - before)
+        last += [lst] * int(end - before)
+        before = end
+    assert got == starts.tolist() and last == seg_last.tolist()
+
+
+def test_draw_from_limits_new_episodes_to_the_segments_given(ref_rt):
+    first, last = segment_runs(SEGMENT)
+    with Cursors(ref_rt, SEGMENT, 5000, history=1, episode_len=3, seed=2) as cur:
+        cur.draw_from(first[[0, 2]], last[[0, 2]])  # segments 0 and 2 only
+        for _ in range(6):
+            cur.advance()
+        rows = cur.cursor.download()
+        assert set(rows.tolist()) <= set(range(0, 10)) | set(range(11, 14))
+        with pytest.raises(ValueError, match="no segment holds 3 snapshots"):
+            cur.draw_from(first[[1]], last[[1]])
+        with pytest.raises(ValueError, match="exceed the draw table"):
+            cur.draw_from(*segment_runs(np.repeat(np.arange(10), 5)))
+
+
+def test_evict_ends_the_episodes_in_a_range_of_rows(ref_rt):
+    with Cursors(ref_rt, SEGMENT, 4, seed=1) as cur:
+        cur.place([2, 12, 13, 20], [9, 13, 13, 39])
+        cur.evict(11, 14)
+        np.testing.assert_array_equal(cur.episode_end.download(), [9, 12, 13, 39])
+        np.testing.assert_array_equal(cur.cursor.download(), [2, 12, 13, 20])
 
 
 def test_draws_cover_the_valid_starts_uniformly(ref_rt):

@@ -11,9 +11,11 @@ rows in their segment (the rest of a window) and at least one row after them (a 
 first. `episode_end` is that last row, inclusive: the simulator forces a flat exit when
 cursor >= episode_end, and the next advance draws a new episode there.
 
-The valid starts are computed once on the host, each with its segment's last row, so the kernel
-needs no segment lookup. Every buffer and the launch plan are built here: `advance` reads no host
-state and can be captured into a CUDA graph.
+The valid starts are described per segment in a draw table in device memory (`spans`: each
+segment's first start, its count and its last row), so `draw_from` can change which segments are
+drawn between two replays of a captured graph (a rotating resident set, foxc.data.resident) and
+`evict` sends the backtests in a range of rows to a flat exit. Every buffer and launch plan is
+built here: `advance` reads no host state and can be captured into a CUDA graph.
 """
 from __future__ import annotations
 
@@ -29,10 +31,12 @@ BLOCK = 256
 
 CURSOR_ADVANCE = KernelSpec(
     "cursor_advance", MODULE,
-    (ptr("cursor"), ptr("episode_end"), ptr("rng"), ptr("starts"), ptr("segment_last"), i64("episode_len"),
-     i32("n_starts"), i32("B")),
-    doc="cursor += 1, or a new episode where the cursor is unset or at its episode's end; "
-        "grid ceil(B/256), block 256")
+    (ptr("cursor"), ptr("episode_end"), ptr("rng"), ptr("spans"), i64("episode_len"), i32("B")),
+    doc="cursor += 1, or a new episode where the cursor is unset or at its episode's end, drawn from the "
+        "draw table; grid ceil(B/256), block 256")
+CURSOR_EVICT = KernelSpec(
+    "cursor_evict", MODULE, (ptr("cursor"), ptr("episode_end"), i64("lo"), i64("hi"), i32("B")),
+    doc="episode_end = cursor for the backtests whose cursor is in rows lo..hi-1; grid ceil(B/256), block 256")
 
 
 def valid_starts(segment: np.ndarray, history: int) -> tuple[np.ndarray, np.ndarray]:
@@ -45,55 +49,93 @@ def valid_starts(segment: np.ndarray, history: int) -> tuple[np.ndarray, np.ndar
     return first[run] + int(history) + offset, last[run]
 
 
+def draw_table(first: np.ndarray, last: np.ndarray, history: int, capacity: int | None = None) -> np.ndarray:
+    """The int64 draw table cursor_advance reads for the segments of rows first[j]..last[j] (inclusive):
+    [n_spans, n_starts, (end, first start, last) per segment with a start], padded with zeros to
+    `capacity` spans. The starts are valid_starts' for the same segments, in the same order."""
+    first, last = np.asarray(first, np.int64), np.asarray(last, np.int64)
+    count = np.maximum(last - first - int(history), 0)
+    keep = count > 0
+    n_spans, capacity = int(keep.sum()), int(capacity if capacity is not None else keep.sum())
+    if n_spans > capacity:
+        raise ValueError(f"{n_spans} segments with a start exceed the draw table's {capacity}")
+    table = np.zeros(2 + 3 * max(capacity, 1), np.int64)
+    table[0], table[1] = n_spans, int(count.sum())
+    spans = table[2:2 + 3 * n_spans].reshape(n_spans, 3)
+    spans[:, 0], spans[:, 1], spans[:, 2] = np.cumsum(count[keep]), first[keep] + int(history), last[keep]
+    return table
+
+
 def grid(B: int) -> int:
     return (int(B) + BLOCK - 1) // BLOCK
 
 
 @reference(CURSOR_ADVANCE)
-def _cursor_advance(launch, cursor, episode_end, rng, starts, segment_last, episode_len, n_starts, B):
-    nb, n, length = int(B), int(n_starts), int(episode_len)
+def _cursor_advance(launch, cursor, episode_end, rng, spans, episode_len, B):
+    nb, length = int(B), int(episode_len)
     cur, end, state = cursor.i64(nb), episode_end.i64(nb), rng.u32(nb)
+    head = spans.i64(2)
+    n_spans, n = int(head[0]), int(head[1])
+    table = spans.i64(2 + 3 * n_spans)[2:].reshape(n_spans, 3)
     draw = (cur < 0) | (cur >= end)
     cur[~draw] += 1
     x = xorshift32(state[draw])
     state[draw] = x
     i = ((x.astype(np.uint64) * np.uint64(n)) >> np.uint64(32)).astype(np.int64)
-    start, last = starts.i64(n)[i], segment_last.i64(n)[i]
+    j = np.searchsorted(table[:, 0], i, side="right")  # the first span whose end is above i
+    before = np.where(j > 0, table[np.maximum(j - 1, 0), 0], 0)
+    start, last = table[j, 1] + (i - before), table[j, 2]
     cur[draw] = start
     end[draw] = np.minimum(last, start + length - 1) if length > 0 else last
 
 
+@reference(CURSOR_EVICT)
+def _cursor_evict(launch, cursor, episode_end, lo, hi, B):
+    cur, end = cursor.i64(int(B)), episode_end.i64(int(B))
+    inside = (cur >= int(lo)) & (cur < int(hi)) & (cur < end)
+    end[inside] = cur[inside]
+
+
 class Cursors(Component):
-    def __init__(self, rt, segment: np.ndarray, n_backtests: int, *, history: int = 0, episode_len: int = 0,
-                 seed: int = 0, stream: str = "data"):
-        """`segment`: the records' segment column; `history`: earlier rows in its segment a start needs
-        (K − 1 for a window of K); `episode_len`: rows per episode at most (0: to the segment's end);
-        `stream`: the foxc.rng stream the generator states are seeded from."""
+    def __init__(self, rt, segment: np.ndarray | None, n_backtests: int, *, history: int = 0, episode_len: int = 0,
+                 seed: int = 0, stream: str = "data", bounds: tuple | None = None, capacity: int | None = None):
+        """`segment`: the records' segment column, or None with `bounds`: (first, last) rows of each segment,
+        inclusive; `history`: earlier rows in its segment a start needs (K − 1 for a window of K);
+        `episode_len`: rows per episode at most (0: to the segment's end); `stream`: the foxc.rng stream
+        the generator states are seeded from; `capacity`: segments the draw table holds (default: those given)."""
         if history < 0 or episode_len < 0:
             raise ValueError(f"history and episode_len must be >= 0, got {history} and {episode_len}")
         if not 1 <= n_backtests < 2**31:
             raise ValueError(f"n_backtests must be 1 to 2^31 - 1, got {n_backtests}")
-        starts, last = valid_starts(segment, history)
-        if starts.size == 0:
-            raise ValueError(f"no segment holds {history + 2} snapshots: an episode starts at a snapshot with "
-                             f"{history} earlier ones in its segment and at least one after it")
-        if starts.size >= 2**31:
-            raise ValueError(f"{starts.size} episode starts exceed the int32 range")
+        first, last = bounds if bounds is not None else segment_runs(segment)
         self.rt, self.B, self.history, self.episode_len = rt, int(n_backtests), int(history), int(episode_len)
-        self.stream, self.n_starts = stream, int(starts.size)
+        self.stream, self.capacity = stream, int(capacity if capacity is not None else len(first))
         dev = rt.device_array
-        self.starts = dev(starts.size, np.int64, "cursors.starts")
-        self.segment_last = dev(starts.size, np.int64, "cursors.segment_last")
-        self.starts.upload(starts)
-        self.segment_last.upload(last)
+        self.spans = dev(2 + 3 * max(self.capacity, 1), np.int64, "cursors.spans")
+        self.draw_from(first, last)
         keep = self.persistent = Persistent()
         self.cursor = keep("cursor", dev(self.B, np.int64, "cursors.cursor"))
         self.episode_end = keep("episode_end", dev(self.B, np.int64, "cursors.episode_end"))
         self.rng = keep("rng", dev(self.B, np.uint32, "cursors.rng"))
         self.advance_plan = rt.plan(CURSOR_ADVANCE, grid(self.B), BLOCK, (
-            self.cursor, self.episode_end, self.rng, self.starts, self.segment_last, self.episode_len,
-            self.n_starts, self.B))
+            self.cursor, self.episode_end, self.rng, self.spans, self.episode_len, self.B))
         self.reset(seed)
+
+    def draw_from(self, first, last, stream=None):
+        """New episodes start from now on (in stream order) in the segments of rows first[j]..last[j] only."""
+        table = draw_table(first, last, self.history, self.capacity)
+        if table[1] == 0:
+            raise ValueError(f"no segment holds {self.history + 2} snapshots: an episode starts at a snapshot with "
+                             f"{self.history} earlier ones in its segment and at least one after it")
+        if table[1] >= 2**31:
+            raise ValueError(f"{table[1]} episode starts exceed the int32 range")
+        self.n_starts = int(table[1])
+        self.spans.upload(table, stream)
+
+    def evict(self, lo: int, hi: int, stream=None):
+        """The backtests whose cursor is in rows lo..hi-1 end their episode at the next step (a flat exit)."""
+        self.rt.plan(CURSOR_EVICT, grid(self.B), BLOCK, (self.cursor, self.episode_end, int(lo), int(hi), self.B)
+                     ).launch(stream or self.rt.stream)
 
     def reset(self, seed: int):
         """Every backtest unset, its generator seeded from (seed, stream), then one advance: all draw an episode."""
@@ -116,5 +158,4 @@ class Cursors(Component):
         self.advance_plan.launch(stream or self.rt.stream)
 
     def buffers(self):
-        return [self.starts, self.segment_last, self.cursor, self.episode_end, self.rng]
-
+        return [self.spans, self.cursor, self.episode_end, self.rng]

@@ -10,6 +10,9 @@ snapshots fits, so `history` is K − 1), or, with `cursor=`, another component'
 device array that the dataset only reads (an evaluation environment's). Every buffer is
 allocated here and every launch plan built here, so a step's launches can be captured into a
 CUDA graph: nothing in gather/advance reads the host or allocates.
+
+With `budget_bytes` smaller than the data (records and label planes), the device holds a rotating
+set of its segments instead (`rotation`, foxc.data.resident): the same kernels read slots of it.
 """
 from __future__ import annotations
 
@@ -20,14 +23,17 @@ from . import gather
 from .cursors import Cursors
 from .features import FEATURES, GATHER_BLOCK, GATHER_MAX_K, HORIZONS, LABEL_PLANES
 from .record import SNAPSHOT_DTYPE
+from .resident import ShardRotation, resident_slots
 from .source import MarketData
 
 
 class DeviceDataset(Component):
     def __init__(self, rt, data: MarketData, labels: np.ndarray, n_backtests: int, window: int, seed: int = 0,
-                 max_episode_steps: int = 0, *, cursor=None):
+                 max_episode_steps: int = 0, *, cursor=None, budget_bytes: int | None = None, rotate_every: int = 0):
         """`data.records` must number their segments from 0 (`MarketData`'s own numbering); `seed` and
-        `max_episode_steps` are the owned cursors' (unused with `cursor`)."""
+        `max_episode_steps` are the owned cursors' (unused with `cursor`); `budget_bytes`: device memory
+        for the records and labels (None: no limit), `rotate_every`: steps between refills when they do
+        not fit (foxc.data.resident; a ResidencyError when not even two slots do)."""
         n = len(data.records)
         if not 1 <= window <= GATHER_MAX_K:
             raise ValueError(f"window K must be in 1..{GATHER_MAX_K}, got {window}")
@@ -38,19 +44,46 @@ class DeviceDataset(Component):
         if cursor is not None and (cursor.dtype != np.int64 or cursor.shape != (n_backtests,)):
             raise ValueError(f"cursor must be an int64 [{n_backtests}] device array, got {cursor.dtype} {cursor.shape}")
         self.rt, self.B, self.K, self.tick = rt, int(n_backtests), int(window), int(data.tick)
-        self.n_records = n
-        self.cursors = None if cursor is not None else Cursors(
-            rt, data.records["segment"], self.B, history=self.K - 1, episode_len=max_episode_steps, seed=seed)
+        first, end = data.segment_bounds()
+        slots = 0
+        if budget_bytes is not None:
+            if cursor is not None:
+                raise ValueError("a dataset that gathers at another component's cursors cannot rotate its data")
+            usable = end - first >= self.K + 1  # a shard too short for an episode start is never drawn
+            if not usable.any():
+                raise ValueError(f"no segment holds {self.K + 1} snapshots: an episode starts at a snapshot with "
+                                 f"{self.K - 1} earlier ones in its segment and at least one after it")
+            slots = resident_slots(end - first, budget_bytes)
+            first, end = first[usable], end[usable]
+        self.rotation = None
+        if slots:
+            P = int((end - first).max())
+            n = slots * P
+            if n >= 2**31:
+                raise ValueError(f"{slots} slots of {P:,} snapshots exceed the 2^31 - 1 rows the gather indexes")
+            self.records = rt.device_array(n, SNAPSHOT_DTYPE, "records")
+            self.labels = rt.device_array((LABEL_PLANES, HORIZONS, n), np.float32, "labels")
+            self.segment_first = rt.device_array(slots, np.int64, "segment_first")
+            self.segment_first.upload(np.arange(slots, dtype=np.int64) * P)  # a slot's records carry its index
+            self.cursors = Cursors(rt, None, self.B, history=self.K - 1, episode_len=max_episode_steps, seed=seed,
+                                   bounds=(np.zeros(1, np.int64), np.full(1, P - 1)), capacity=slots)
+            self.rotation = ShardRotation(rt, (first, end), data.records, labels, self.records, self.labels,
+                                          self.cursors, slots, P, rotate_every, seed)
+            self.cursors.reset(seed)  # the first draws in the resident slots
+        else:
+            n = len(data.records)
+            self.records = rt.device_array(n, SNAPSHOT_DTYPE, "records")
+            self.labels = rt.device_array(labels.shape, np.float32, "labels")
+            self.segment_first = rt.device_array(len(first), np.int64, "segment_first")
+            self.records.upload(data.records)
+            self.labels.upload(labels)
+            self.segment_first.upload(data.segment_bounds()[0])
+            self.cursors = None if cursor is not None else Cursors(
+                rt, data.records["segment"], self.B, history=self.K - 1, episode_len=max_episode_steps, seed=seed)
         self.cursor = cursor if cursor is not None else self.cursors.cursor
-        first, _ = data.segment_bounds()
-        self.records = rt.device_array(n, SNAPSHOT_DTYPE, "records")
-        self.labels = rt.device_array(labels.shape, np.float32, "labels")
-        self.segment_first = rt.device_array(len(first), np.int64, "segment_first")
+        self.n_records = n
         self.features = rt.device_array((self.K, self.B, FEATURES), np.float32, "features")
         self.labels_out = rt.device_array((LABEL_PLANES, self.B, HORIZONS), np.float32, "labels_out")
-        self.records.upload(data.records)
-        self.labels.upload(labels)
-        self.segment_first.upload(first)
         self.gather_plan = rt.plan(
             gather.GATHER_WINDOWS, self.B, GATHER_BLOCK,
             (self.records, self.labels, self.segment_first, self.cursor, self.features, self.labels_out,
@@ -76,7 +109,8 @@ class DeviceDataset(Component):
     def plans(self):
         return [self.gather_plan] + ([self.cursors.advance_plan] if self.cursors is not None else [])
 
-    def buffers(self):
+    def buffers(self):  # the rotation first: its side stream may still be copying into the records
         own = self.cursors.buffers() if self.cursors is not None else []
-        return [self.records, self.labels, self.segment_first, *own, self.features, self.labels_out]
+        rotation = [self.rotation] if self.rotation is not None else []
+        return [*rotation, self.records, self.labels, self.segment_first, *own, self.features, self.labels_out]
 

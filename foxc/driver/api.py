@@ -23,11 +23,13 @@ class Closeable(Protocol):
 
 
 class Stream(Closeable, Protocol):
-    """Orders work; all of a runtime's work goes to `rt.stream`."""
+    """Orders work; a runtime's work goes to `rt.stream`, background copies to a stream of `rt.side_stream`."""
     name: str
     capture_log: list | None  # what was launched since a capture opened on the stream; None when none is open
     def synchronize(self, doing: str | None = None) -> None:
         """Wait for everything issued on the stream; `doing` names the wait in an error."""
+    def wait(self, event: Event) -> None:
+        """Work issued on this stream from now on starts after `event`'s point in its stream (no host wait)."""
 
 
 class Event(Closeable, Protocol):
@@ -110,6 +112,11 @@ class Runtime(Closeable, Protocol):
     profiling: bool  # between profiler_start and profiler_stop
     def device_array(self, shape, dtype, name: str) -> DeviceArray: ...
     def mapped_array(self, shape, dtype, name: str) -> MappedArray: ...
+    def side_stream(self, name: str) -> Stream:
+        """A second stream for work beside the step's (background copies); order it with events and `wait`.
+        Its work must be done before the runtime closes (synchronize it; its close waits too)."""
+    def free_bytes(self) -> int:
+        """Device memory free now (cuMemGetInfo); the reference backend reports a fixed REFERENCE_FREE_BYTES."""
     def copy_dtod(self, dst, src, nbytes: int, stream: Stream | None = None) -> None:
         """Copy `nbytes` between device addresses, in stream order; recorded into an open capture."""
     def kernel(self, spec: KernelSpec) -> Kernel:

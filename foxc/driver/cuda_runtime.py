@@ -28,7 +28,8 @@ class Context(Owned):
 
 class CudaRuntime(RuntimeBase):
     backend = "cuda"
-    _device_array, _mapped_array, _event, _plan, _capture = DeviceArray, MappedArray, Event, LaunchPlan, Capture
+    _device_array, _mapped_array, _stream, _event, _plan, _capture = (DeviceArray, MappedArray, Stream, Event,
+                                                                      LaunchPlan, Capture)
 
     def __init__(self, ordinal: int = 0, reason: str = "", device: Device | None = None):
         device = device or probe_device(ordinal)
@@ -50,6 +51,10 @@ class CudaRuntime(RuntimeBase):
             stream.capture_log.append((dst, src))  # the graph keeps both buffers alive
         check(driver.cuMemcpyDtoDAsync(int(dst), int(src), nbytes, stream._handle), "cuMemcpyDtoDAsync",
               f"copying {nbytes} B on the device")
+
+    def free_bytes(self) -> int:
+        free, _ = check(driver.cuMemGetInfo(), "cuMemGetInfo", "reading the device's free memory")
+        return int(free)
 
     def synchronize(self):
         check(driver.cuCtxSynchronize(), "cuCtxSynchronize", "waiting for the device")

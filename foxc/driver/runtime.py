@@ -8,10 +8,11 @@ from .lifecycle import Owned
 
 
 class RuntimeBase(Owned):
-    """A backend names the classes it makes and adds `_load_kernel(spec)`, `copy_dtod` and `synchronize`."""
+    """A backend names the classes it makes and adds `_load_kernel(spec)`, `copy_dtod`, `free_bytes` and
+    `synchronize`."""
 
     backend = ""
-    _device_array = _mapped_array = _event = _plan = _capture = None
+    _device_array = _mapped_array = _stream = _event = _plan = _capture = None
 
     def __init__(self, reason: str, device_name: str, stream: Stream):
         self.reason, self.device_name, self.stream = reason, device_name, stream
@@ -23,6 +24,9 @@ class RuntimeBase(Owned):
 
     def mapped_array(self, shape, dtype, name: str) -> MappedArray:
         return self._mapped_array(self, shape, dtype, name)
+
+    def side_stream(self, name: str) -> Stream:
+        return self._stream(name)
 
     def event(self, name: str = "event") -> Event:
         return self._event(name)

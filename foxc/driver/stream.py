@@ -32,6 +32,10 @@ class Stream(Owned):
         check(driver.cuStreamSynchronize(self._handle), "cuStreamSynchronize",
               doing or f"waiting for stream '{self.name}'")
 
+    def wait(self, event: Event):
+        check(driver.cuStreamWaitEvent(self._handle, event._handle, 0), "cuStreamWaitEvent",
+              f"ordering stream '{self.name}' after event '{event.name}'")
+
 
 def _destroy_stream(handle, name: str):
     check(driver.cuStreamSynchronize(handle), "cuStreamSynchronize",

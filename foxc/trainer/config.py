@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from ..agent.layout import ACTORS
@@ -21,8 +21,9 @@ DEFAULTS = {
     "cuda": dict(n_backtests=1024, n_steps=5000, seq_len=32, per_capacity=65536, synthetic_rows=2_000_000,
                  eval_every=1000, eval_rows=262_144),
     "reference": dict(n_backtests=32, n_steps=150, seq_len=8, per_capacity=1024, synthetic_rows=200_000,
-                      eval_every=0, eval_rows=8_192),
+                      eval_every=0, eval_rows=8_192, rotate_every=50),
 }
+DATA_BUDGET_FRACTION = 0.5  # of the device's free memory, the default --device-data-gb
 
 
 class ConfigError(ValueError):
@@ -60,6 +61,8 @@ class TrainConfig:
     eval_rows: int = 8_192  # held-out snapshots each evaluation walks
     holdout_frac: float = 0.1  # real data: the last fraction of the rows, held out for the evaluations
     isv: tuple[tuple[str, float], ...] = ()  # ISV slots set at the start of the run (name, value)
+    device_data_gb: float | None = None  # device memory for the training data; None: DATA_BUDGET_FRACTION of free
+    rotate_every: int = 1000  # steps between refills of one slot when the data does not fit (foxc.data.resident)
 
     def __post_init__(self):
         checks = [
@@ -85,6 +88,8 @@ class TrainConfig:
             (self.eval_rows >= 1000, "--eval-rows must be >= 1000"),
             (0.0 < self.holdout_frac < 1.0, "--holdout must be between 0 and 1"),
             (self.synthetic_rows >= 1000, "--synthetic-rows must be >= 1000"),
+            (self.device_data_gb is None or self.device_data_gb > 0, "--device-data-gb must be > 0"),
+            (self.rotate_every >= 1, "--rotate-every must be >= 1"),
         ]
         for ok, message in checks:
             if not ok:
@@ -121,6 +126,17 @@ class TrainConfig:
         if "horizons" in settings:
             settings["horizons"] = tuple(settings["horizons"])
         return cls(**settings)
+
+    def with_data_budget(self, free_bytes: int) -> "TrainConfig":
+        """This configuration with --device-data-gb resolved: given, or DATA_BUDGET_FRACTION of `free_bytes`
+        (to the MB), so that config.json and the checkpoint record the budget a resume must use."""
+        if self.device_data_gb is not None:
+            return self
+        return replace(self, device_data_gb=int(DATA_BUDGET_FRACTION * free_bytes / 1e6) / 1e3)
+
+    @property
+    def data_budget_bytes(self) -> int | None:
+        return None if self.device_data_gb is None else int(self.device_data_gb * 1e9)
 
     @property
     def fee(self) -> float:
@@ -220,6 +236,12 @@ def add_config_arguments(ap: argparse.ArgumentParser) -> list[argparse.Action]:
     add("--eval-rows", type=int, help="held-out snapshots each evaluation walks")
     add("--holdout", dest="holdout_frac", type=float,
         help="with --data: the last fraction of the rows, held out of training for the evaluations (default 0.1)")
+    add("--device-data-gb", type=float,
+        help="device memory for the training data (snapshots and label planes), in GB (default: half the free "
+             "memory; 1 on the reference backend); data larger than this rotates through the device by segment")
+    add("--rotate-every", type=int,
+        help="when the data does not fit --device-data-gb: steps between refills of one resident slot with the "
+             "next segment (default 1000 on CUDA, 50 on the reference)")
     add("--set", dest="isv", action="append", type=isv_setting, metavar="NAME=VALUE",
         help="set an ISV slot (hyperparameter), e.g. --set lr_q=3e-4; repeatable; python -m foxc.isv lists the "
              "slots and their ranges")

@@ -33,7 +33,9 @@ class Trainer:
                  held=None, optimum: float | None = None, ring_len: int = RING_LEN):
         """`held`: held-out MarketData for the greedy evaluations (None: none); `optimum`: the
         synthetic market's optimal PnL per snapshot in ticks, for their fraction of it; `ring_len`:
-        the diagnostics ring's frames."""
+        the diagnostics ring's frames. The configuration kept (`self.cfg`, what the checkpoints record)
+        has --device-data-gb resolved against the device's free memory."""
+        cfg = cfg.with_data_budget(rt.free_bytes())
         self.rt, self.cfg = rt, cfg
         self.ts = TrainStep(rt, cfg, market, labels, ring_len)
         self.heldout = HeldOutEvaluation(rt, self.ts, held, cfg, optimum) if held is not None else None
@@ -64,6 +66,9 @@ class Trainer:
         self.window.before_step(step)
         if self.graph is None and self.use_graph and step >= self.capture_after:
             self.capture()
+        rotation = self.ts.rotation
+        if rotation is not None:
+            rotation.before_step(step)  # a rotation boundary: fence, take the next slot out of the draws
         first = step == 0
         if self.kernels is not None and self.kernels.wants(step):
             self.kernels.profile_step(self.ts.launches(first))  # eager: one event per launch
@@ -77,6 +82,8 @@ class Trainer:
                 with nvtx_range(name):
                     for entry in entries:
                         entry.launch(stream)
+        if rotation is not None:
+            rotation.after_step(step)  # the refill's copies, behind this step, on the side stream
         self.steps_done += 1
         self.window.after_step(step)
 
@@ -184,6 +191,8 @@ class Trainer:
             for block in blocks.complete():
                 record = interval_record(block)
                 record.update(evals.pop(record["step"], {}))
+                if self.ts.rotation is not None:
+                    record["data_rotations"] = self.ts.rotation.rotations_by(record["step"])
                 changes = [c for c in live_changes if c["step"] <= record["step"]]
                 if changes:
                     record["isv_changes"] = changes
@@ -261,7 +270,15 @@ class Trainer:
             "frames_dropped": self.ts.diagnostics.dropped, "checkpoint_errors": self.save_errors,
             "last": records[-1] if records else None, "evaluation": self.last_eval,
             "isv": self.ts.isv.as_dict(),
+            "data_residency": self.residency(),
         }
+
+    def residency(self) -> dict:
+        """Which of the data is on the device: all of it, or the rotating set's slots, shards and rotations."""
+        budget = self.cfg.device_data_gb
+        if self.ts.rotation is None:
+            return {"rotating": False, "device_data_gb": budget}
+        return {"rotating": True, "device_data_gb": budget, **self.ts.rotation.describe()}
 
     @staticmethod
     def _record_frames(records, frames):

@@ -16,6 +16,8 @@ def persistent_arrays(ts) -> dict:
     """name -> device array of everything that carries across steps (besides the model and replay):
     what each component declared `persistent` where it allocated it (foxc.persistent)."""
     parts = {"cursors": ts.cursors, "sim": ts.sim, "agent": ts, "actor": ts.actor}
+    if ts.rotation is not None:
+        parts["resident"] = ts.rotation
     return {f"{part}.{name}": a for part, c in parts.items() for name, a in c.persistent.arrays.items()}
 
 
@@ -120,4 +122,6 @@ def import_state(ts, sections: dict):
     for name, arr in persistent_arrays(ts).items():
         host = np.asarray(sections[name])
         arr.upload(host.view(arr.dtype).reshape(arr.shape) if arr.dtype.fields else host.reshape(arr.shape))
+    if ts.rotation is not None:
+        ts.rotation.restore()  # the saved shards back in their slots, the draw table as it was
     ts.rt.stream.synchronize()

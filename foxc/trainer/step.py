@@ -34,6 +34,7 @@ from ..agent.diagnostics import DiagnosticsRing
 from ..agent.layout import N_STATS
 from ..data.device import DeviceDataset
 from ..data.features import FEATURES
+from ..data.resident import ResidencyError
 from ..isv import IsvBus
 from ..isv.kernels import plan_step_increment
 from ..lobsim.sim import LobSim, LobSimConfig
@@ -43,6 +44,7 @@ from ..component import Persistent
 from ..replay import ReplayBuffer
 from ..rng import generator
 from . import bridge
+from .config import ConfigError
 
 
 class DeviceCopy:
@@ -64,8 +66,14 @@ class TrainStep:
         B, K = cfg.n_backtests, cfg.seq_len
         dev = rt.device_array
         self.isv = IsvBus(rt, device_resident=True)  # kernels use device memory; the host view is published
-        self.data = DeviceDataset(rt, market, labels, B, K, seed=cfg.seed, max_episode_steps=cfg.episode_steps)
+        try:
+            self.data = DeviceDataset(rt, market, labels, B, K, seed=cfg.seed, max_episode_steps=cfg.episode_steps,
+                                      budget_bytes=cfg.data_budget_bytes, rotate_every=cfg.rotate_every)
+        except ResidencyError as e:
+            raise ConfigError(f"--device-data-gb {cfg.device_data_gb:g}: {e} (give a larger budget, or split the "
+                              "data into more segments: files or days)") from None
         self.cursors = self.data.cursors  # the simulator acts where the dataset gathers
+        self.rotation = self.data.rotation  # None when all the data is resident
         fee = int(round(cfg.fee / MONEY_SCALE))
         # rewards in ticks per lot: a scale that holds still across instruments and training
         self.sim = LobSim(rt, LobSimConfig(n_backtests=B, lots_per_entry=cfg.lots_per_entry, fee_per_lot=fee,
@@ -166,6 +174,8 @@ class TrainStep:
                   self.td, self.stats):
             zero(a)
         self.losses.host[:] = 0.0
+        if self.rotation is not None:
+            self.rotation.reset()
         self.cursors.reset(seed)
         self.sim.reset_state()
 

@@ -61,3 +61,22 @@ def test_a_rare_reader_loses_no_frame_on_device(cuda_rt):
     check_every_frame_once(summary, log.records, 0, 600, 200)
     assert all(100 < r["sps"] < 1e5 for r in log.records), [r["sps"] for r in log.records]
     t.close()
+
+
+def test_rotating_run_resumes_bit_identically_on_device(cuda_rt, tmp_path):
+    """More segments than the budget holds: graph replays between rotations (side-stream refills), the
+    cursors only in drawable slots, and a resume from a checkpoint with a refill pending."""
+    from test_data_resident import DATA, EVERY, check_cursors_in_drawable_slots, rotating_config
+    cfg = rotating_config(graph="on", n_backtests=64, per_capacity=256)
+    straight = trainer(cuda_rt, cfg, DATA)
+    for _ in range(6 * EVERY + 2):
+        straight.step()
+        check_cursors_in_drawable_slots(straight)
+    assert straight.graph is not None and straight.ts.rotation.rotations == 6
+    first = trainer(cuda_rt, cfg, DATA, tmp_path)
+    first.train(3 * EVERY + 1)
+    path = first.save()
+    resumed = trainer(cuda_rt, cfg, DATA, tmp_path / "b")
+    assert resumed.resume(path) == 3 * EVERY + 1
+    resumed.train(3 * EVERY + 1)
+    assert_same_state(state(straight), state(resumed))

@@ -18,6 +18,11 @@ from .memory import AddressSpace, RefDeviceArray, RefMappedArray
 from .registry import LaunchInfo, reference_for
 
 
+# What the reference backend reports as free device memory: a fixed figure, so defaults sized from it
+# (the trainer's data budget) are the same on every machine.
+REFERENCE_FREE_BYTES = 2_000_000_000
+
+
 class RefStream(Owned):
     def __init__(self, name: str):
         self.name = name
@@ -25,6 +30,9 @@ class RefStream(Owned):
 
     def synchronize(self, doing: str | None = None):
         pass  # every launch has run by the time it returns
+
+    def wait(self, event: RefEvent):
+        pass  # what the event marks has run already
 
 
 class RefEvent(Owned):
@@ -101,8 +109,8 @@ class RefCapture(CaptureBase):
 
 class ReferenceRuntime(RuntimeBase):
     backend = "reference"
-    _device_array, _mapped_array, _event, _plan, _capture = (RefDeviceArray, RefMappedArray, RefEvent, RefLaunchPlan,
-                                                             RefCapture)
+    _device_array, _mapped_array, _stream, _event, _plan, _capture = (RefDeviceArray, RefMappedArray, RefStream,
+                                                                      RefEvent, RefLaunchPlan, RefCapture)
 
     def __init__(self, reason: str = "asked for"):
         super().__init__(reason, f"numpy reference (CPU, BLAS threads {pin_blas_threads()})", RefStream("main"))
@@ -118,6 +126,9 @@ class ReferenceRuntime(RuntimeBase):
             stream.capture_log.append(copy)
         else:
             copy._run()
+
+    def free_bytes(self) -> int:
+        return REFERENCE_FREE_BYTES
 
     def synchronize(self):
         pass

@@ -1,0 +1,205 @@
+"""A rotating resident set: training on more segments (day-shards) than the device budget holds.
+
+    slots = resident_slots(shard_rows, budget_bytes)   # 0: everything fits (the plain layout)
+    rotation = ShardRotation(rt, data, labels, records, label_planes, cursors, slots, every=1000, seed=7)
+    rotation.before_step(step); <the step's launches>; rotation.after_step()
+
+The device holds `slots` slots of `slot_rows` rows each (the largest shard's; shorter shards leave
+the rest of their slot unused). Slot s is rows s·slot_rows .. of the records and of every label
+plane, and its records carry `segment` = s, so the window gather's `segment_first[s]` = s·slot_rows
+and nothing past its shard is read. Cursors draw episodes only in the drawable slots (their draw
+table, foxc.data.cursors, lists those slots' rows).
+
+Every `every` steps one slot is refilled with the next shard of a seeded cyclic order, the slot
+loaded longest ago first, and never one a backtest can read:
+  1. at the boundary before the step, the refill begun one rotation ago is fenced (the main stream
+     waits for its copy's event) and its slot becomes drawable again;
+  2. the slot to refill leaves the draw table and its backtests end their episode where they stand
+     (cursor_evict: the step forces their flat exit, its advance draws them elsewhere);
+  3. after that step is issued, the side stream waits for it, then copies the shard from pinned
+     staging (two buffers, alternating, so one can be filled while the other's copy runs).
+All of it is a function of the step count, so a run and its resume (the slot table, the count and
+the pending refill are checkpointed) have the same bits. The captured step reads only device tables
+at fixed addresses: rotating never needs a new graph. On the reference backend the side stream's
+copies run at once, in the same order.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..component import Component, Persistent
+from ..rng import generator
+from .features import HORIZONS, LABEL_PLANES
+from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
+
+LABEL_BYTES = LABEL_PLANES * HORIZONS * 4
+ROW_BYTES = SNAPSHOT_BYTES + LABEL_BYTES  # one snapshot on the device: its record and its label planes
+MIN_SLOTS = 2  # one slot drawable while another is refilled
+
+
+class ResidencyError(ValueError):
+    """The device budget cannot hold even the smallest rotating set."""
+
+
+def gb(nbytes: int) -> str:
+    return f"{nbytes / 1e9:.3g} GB"
+
+
+def resident_slots(shard_rows, budget_bytes: int) -> int:
+    """Slots of the largest shard's size that the budget holds; 0 when every shard fits as it is."""
+    rows = np.asarray(shard_rows, np.int64)
+    total = int(rows.sum()) * ROW_BYTES
+    if total <= budget_bytes:
+        return 0
+    slot = int(rows.max()) * ROW_BYTES
+    slots = int(budget_bytes // slot)
+    if slots < MIN_SLOTS:
+        raise ResidencyError(
+            f"the training data ({int(rows.sum()):,} snapshots in {rows.size} shard(s), {gb(total)} on the device) "
+            f"does not fit in {gb(budget_bytes)}, and rotating shards needs at least {MIN_SLOTS} slots of the largest "
+            f"shard ({int(rows.max()):,} snapshots, {gb(slot)} each, {gb(MIN_SLOTS * slot)} in all)")
+    return slots
+
+
+class ShardRotation(Component):
+    def __init__(self, rt, shards: tuple[np.ndarray, np.ndarray], host_records: np.ndarray, host_labels: np.ndarray,
+                 records, labels, cursors, slots: int, slot_rows: int, every: int, seed: int):
+        """`shards`: (first, end) host rows of each shard, end exclusive, only those that hold an episode
+        start; `records`, `labels`: the device arrays of `slots` × `slot_rows` rows (labels [planes,
+        horizons, rows]); `cursors`: the foxc.data.cursors.Cursors that draw in them; `every`: steps
+        between rotations (0: never)."""
+        first, end = (np.asarray(a, np.int64) for a in shards)
+        self.rt, self.cursors, self.every = rt, cursors, int(every)
+        self.first, self.rows = first, end - first
+        self.host_records, self.host_labels = host_records, host_labels
+        self.records, self.labels = records, labels
+        self.S, self.P, self.n = int(slots), int(slot_rows), int(first.size)
+        # the cyclic order every shard is visited in; with no more shards than slots all stay resident
+        self.order = generator(seed, "rotation").permutation(self.n).astype(np.int64)
+        self.rotating = self.every > 0 and self.n > self.S
+        keep = self.persistent = Persistent()
+        # slot -> shard, then the rotations done, then the slot being refilled (-1: none)
+        self.state = keep("slots", rt.device_array(self.S + 2, np.int64, "resident.slots"))
+        self.slot_shard = np.full(self.S, -2, np.int64)  # nothing loaded yet
+        self.rotations, self.pending = 0, -1
+        self.side = rt.side_stream("data_refill")
+        self.staging = [(rt.mapped_array(self.P, SNAPSHOT_DTYPE, f"resident.staging_records{i}"),
+                         rt.mapped_array((LABEL_PLANES, HORIZONS, self.P), np.float32, f"resident.staging_labels{i}"))
+                        for i in range(2)]
+        self.copied = [rt.event(f"resident.copied{i}") for i in range(2)]  # each staging buffer's last copy
+        self.stepped = rt.event("resident.stepped")
+        self.reset()
+
+    # --- the schedule ------------------------------------------------------------
+    def due(self, step: int) -> bool:
+        return self.rotating and step > 0 and step % self.every == 0
+
+    def before_step(self, step: int):
+        """At a rotation boundary: fence the last refill, take the next slot out of the draws, evict it."""
+        if not self.due(step):
+            return
+        if self.pending >= 0:
+            self.rt.stream.wait(self.copied[(self.rotations - 1) % 2])
+            self.pending = -1
+        slot, shard = self.rotations % self.S, int(self.order[(self.S + self.rotations) % self.n])
+        self.pending, self.slot_shard[slot] = slot, shard
+        self.rotations += 1
+        self._publish()
+        self.cursors.evict(slot * self.P, (slot + 1) * self.P)
+        self._stage(shard, slot, (self.rotations - 1) % 2)
+
+    def after_step(self, step: int):
+        """After the boundary's step is issued: the side stream copies the staged shard behind it."""
+        if not self.due(step):
+            return
+        self.stepped.record(self.rt.stream)
+        self.side.wait(self.stepped)
+        self._copy(self.pending, (self.rotations - 1) % 2, self.side)
+
+    # --- slots -----------------------------------------------------------------
+    def reset(self):
+        """The first `slots` shards of the order resident, no rotation done (loaded only if not so already)."""
+        initial = self._expected(0)[0]
+        if self.rotations == 0 and np.array_equal(self.slot_shard, initial):
+            return
+        self.slot_shard[:], self.rotations, self.pending = initial, 0, -1
+        self._load_all()
+
+    def restore(self):
+        """After a checkpoint's `slots` array was loaded into `state`: the same shards in the same slots,
+        the refill that was pending still out of the draws (its data is in place by its boundary)."""
+        saved = self.state.download()
+        slot_shard, rotations, pending = saved[:self.S], int(saved[self.S]), int(saved[self.S + 1])
+        expected = self._expected(rotations)
+        if rotations < 0 or not -1 <= pending < self.S or not np.array_equal(slot_shard, expected[0]) \
+                or pending != expected[1]:
+            raise ValueError(f"section resident.slots: slots {slot_shard.tolist()}, {rotations} rotation(s), pending "
+                             f"{pending} is not a state this run's rotation of {self.n} shards through {self.S} slots "
+                             "reaches (another --device-data-gb, --rotate-every or data?)")
+        self.slot_shard[:], self.rotations, self.pending = slot_shard, rotations, pending
+        self._load_all()
+
+    def _expected(self, rotations: int) -> tuple[np.ndarray, int]:
+        """(slot -> shard, pending slot) after `rotations` rotations."""
+        shards = np.full(self.S, -1, np.int64)
+        m = min(self.S, self.n)
+        shards[:m] = self.order[:m]
+        for k in range(min(rotations, self.S)):  # slot k % S last took shard S + k', the latest k' of its class
+            last = k + (rotations - 1 - k) // self.S * self.S
+            shards[k] = self.order[(self.S + last) % self.n]
+        return shards, (rotations - 1) % self.S if rotations > 0 else -1
+
+    def _load_all(self):
+        """Every slot's shard copied in now (synchronously, through staging), and the draw table published."""
+        for slot, shard in enumerate(self.slot_shard):
+            if shard >= 0:
+                self._stage(int(shard), slot, 0)
+                self._copy(slot, 0, self.rt.stream)
+                self.rt.stream.synchronize()
+        self._publish()
+
+    def _publish(self):
+        """The state array (what a checkpoint saves) and the draw table: the resident slots but the pending one."""
+        self.state.upload(np.r_[self.slot_shard, self.rotations, self.pending].astype(np.int64))
+        drawn = [s for s in range(self.S) if self.slot_shard[s] >= 0 and s != self.pending]
+        rows = self.rows[self.slot_shard[drawn]]
+        base = np.asarray(drawn, np.int64) * self.P
+        self.cursors.draw_from(base, base + rows - 1)
+
+    def _stage(self, shard: int, slot: int, buffer: int):
+        """Shard `shard`'s rows into staging buffer `buffer`, their segment set to `slot` (the gather's window
+        stops at the slot's first row). Waits for that buffer's previous copy first."""
+        self.copied[buffer].synchronize()
+        a, n = int(self.first[shard]), int(self.rows[shard])
+        records, labels = self.staging[buffer]
+        records.host[:n] = self.host_records[a:a + n]
+        records.host["segment"][:n] = slot
+        labels.host[:, :, :n] = self.host_labels[:, :, a:a + n]
+
+    def _copy(self, slot: int, buffer: int, stream):
+        """Staging buffer `buffer` into slot `slot` on `stream` (records, then each label plane's run of rows)."""
+        n = int(self.rows[self.slot_shard[slot]])
+        records, labels = self.staging[buffer]
+        row0, width = slot * self.P, self.S * self.P
+        self.rt.copy_dtod(self.records.at(row0), records.ptr, n * SNAPSHOT_BYTES, stream)
+        for plane in range(LABEL_PLANES * HORIZONS):
+            self.rt.copy_dtod(self.labels.at(plane * width + row0), labels.at(plane * self.P), n * 4, stream)
+        self.copied[buffer].record(stream)
+
+    # --- what a run reports ------------------------------------------------------
+    def rotations_by(self, steps_done: int) -> int:
+        """Rotations begun once `steps_done` steps have run (one before each step t > 0 with t % every == 0)."""
+        return (steps_done - 1) // self.every if self.rotating and steps_done > 0 else 0
+
+    def describe(self) -> dict:
+        return {"slots": self.S, "slot_rows": self.P, "shards": self.n, "rotate_every": self.every,
+                "rotations": self.rotations, "resident": [int(s) for s in self.slot_shard if s >= 0],
+                "refilling": int(self.slot_shard[self.pending]) if self.pending >= 0 else None}
+
+    def drawable_rows(self) -> list[tuple[int, int]]:
+        """(first, last) device rows of each slot cursors may point into now, last inclusive."""
+        return [(s * self.P, s * self.P + int(self.rows[self.slot_shard[s]]) - 1)
+                for s in range(self.S) if self.slot_shard[s] >= 0 and s != self.pending]
+
+    def buffers(self):  # the side stream first: closing it waits for the copies that read staging
+        return [self.side, self.state, *(a for pair in self.staging for a in pair), *self.copied, self.stepped, self.side]
