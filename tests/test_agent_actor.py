@@ -25,7 +25,7 @@ def test_greedy_actor_acts_on_the_best_valid_c51_mean(ref_rt, rng):
     f = rng.standard_normal((K, B, FEATURES)).astype(np.float32)
     f[K - 1, :, F_SPREAD] = 1.0
     features.upload(f)
-    actor = Actor(ref_rt, params, isv, h=h, pos=pos, features=features, batch=B, window=K, tick=250_000_000,
+    actor = Actor(ref_rt, params, isv, h=h, pos=pos, features=features, batch=B, seq_len=K, tick=250_000_000,
                   greedy=True)
     actor.reset(0)
     for plan in actor.state_plans + actor.act_plans:

@@ -160,7 +160,7 @@ def test_tool_wrapper_prints_no_traceback(tmp_path):
 def test_checkpoint_benchmark_runs_small(tmp_path, capsys):
     from foxc.bench import checkpoint as bench
     out_json = tmp_path / "bench.json"
-    assert bench.main(["--backend", "reference", "--batch", "8", "--per", "64", "--repeats", "1",
+    assert bench.main(["--backend", "reference", "--n-backtests", "8", "--per-capacity", "64", "--repeats", "1",
                        "--json", str(out_json)]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[-1].startswith("summary: checkpoint of")

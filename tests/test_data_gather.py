@@ -131,7 +131,7 @@ def test_graph_replay_equals_eager(ref_rt):
 def test_bad_arguments(ref_rt):
     data = synthetic_data(50, seed=1)
     labels = compute_labels(data.records, data.tick)
-    with pytest.raises(ValueError, match="window"):
+    with pytest.raises(ValueError, match="seq_len K must be in 1"):
         DeviceDataset(ref_rt, data, labels, 4, F.GATHER_MAX_K + 1)
     with pytest.raises(ValueError, match="no segment holds"):
         DeviceDataset(ref_rt, data, labels, 4, 50)

@@ -1,7 +1,7 @@
 """The acting path on the device: the agent's state, the head it acts on, and agent_act.
 
     actor = Actor(rt, params, isv, h=encoder.h, pos=sim.pos, features=data.features, batch=B,
-                  window=K, tick=tick, actor="q", greedy=False, actions=sim.actions, stop_loss=sim.stop_loss)
+                  seq_len=K, tick=tick, actor="q", greedy=False, actions=sim.actions, stop_loss=sim.stop_loss)
     actor.state_plans   # state = [h | position features] (and lots, the open trade's drawdown)
     actor.act_plans     # the online C51 head (or the policy) on the state, then agent_act
 
@@ -27,7 +27,7 @@ MONEY_SCALE = 1.0 / PRICE_SCALE  # the simulator's money (price x 1e9 x lots) in
 
 
 class Actor:
-    def __init__(self, rt, params, isv, *, h, pos, features, batch: int, window: int, tick: int, actor: str = "q",
+    def __init__(self, rt, params, isv, *, h, pos, features, batch: int, seq_len: int, tick: int, actor: str = "q",
                  greedy: bool = False, state=None, log_prob=None, actions=None, stop_loss=None,
                  precision: str = "f32"):
         """`state`, `log_prob`, `actions`, `stop_loss`: other components' arrays to write into (the
@@ -71,7 +71,7 @@ class Actor:
                             precision=precision).forward
         self.state_plans = [rt.plan(kernels.AGENT_STATE, B, STATE_BLOCK, (
             h, pos, features, self.trade_steps, self.prev_lots, self.state, self.lots, self.drawdown, int(tick),
-            MONEY_SCALE, D, int(window), B))]
+            MONEY_SCALE, D, int(seq_len), B))]
         self.act_plans = heads + [rt.plan(kernels.AGENT_ACT, kernels.per_backtest_grid(B), kernels.BLOCK, (
             self.q, self.policy_logits if self.policy_logits is not None else self.q, self.rng, self.explore, self.lots,
             self.drawdown, isv, self.actions, self.log_prob, self.probs, self.flags, self.stop_loss, ACTORS[actor],

@@ -1,6 +1,6 @@
 """Checkpoint save and load: time and size of a FOXC file shaped like a B=1,024, PER 65,536 run.
 
-    python -m foxc.bench checkpoint [--backend auto|cuda|reference] [--batch B] [--per N] [--repeats R]
+    python -m foxc.bench checkpoint [--backend auto|cuda|reference] [--n-backtests B] [--per-capacity N] [--repeats R]
                                     [--dir DIR] [--json FILE]
 
 Pure CPU (host arrays to file and back; the backend only labels the figures). The
@@ -103,8 +103,8 @@ def run(batch: int, per: int, repeats: int, directory: Path) -> list[dict]:
 
 def main(argv=None) -> int:
     ap = harness.parser("checkpoint", __doc__)
-    ap.add_argument("--batch", type=positive_int, default=1024, help="environments B (default 1024)")
-    ap.add_argument("--per", type=positive_int, default=None, help="replay capacity (default 65536; 8192 on reference)")
+    ap.add_argument("--n-backtests", type=positive_int, default=1024, help="backtests B (default 1024)")
+    ap.add_argument("--per-capacity", type=positive_int, default=None, help="replay capacity (default 65536; 8192 on reference)")
     ap.add_argument("--repeats", type=positive_int, default=3, help="saves and loads timed; the median is shown")
     ap.add_argument("--dir", help="where to write: a new or empty directory (default: a temporary directory, "
                                   "removed afterwards)")
@@ -120,16 +120,16 @@ def _check_dir(args):
 
 
 def _main(args, rt) -> int:
-    per = args.per if args.per is not None else (65536 if rt.backend == "cuda" else 8192)
+    per = args.per_capacity if args.per_capacity is not None else (65536 if rt.backend == "cuda" else 8192)
     directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="foxc-bench-ckpt-"))
     try:
-        rows = run(args.batch, per, args.repeats, directory)
+        rows = run(args.n_backtests, per, args.repeats, directory)
     finally:
         if not args.dir:
             shutil.rmtree(directory, ignore_errors=True)
-    print(f"backend {rt.backend}: {rt.device_name}; B={args.batch}, PER={per}, file {rows[0]['MB']} MB")
+    print(f"backend {rt.backend}: {rt.device_name}; B={args.n_backtests}, PER={per}, file {rows[0]['MB']} MB")
     print(table(rows, ["what", "MB", "ms", "MB_per_s"]))
-    write_json(args.json, "checkpoint", rt, rows, {"batch": args.batch, "per": per})
-    print(f"summary: checkpoint of {rows[0]['MB']} MB (B={args.batch}, PER={per}) saves in {rows[1]['ms']} ms, "
+    write_json(args.json, "checkpoint", rt, rows, {"n_backtests": args.n_backtests, "per_capacity": per})
+    print(f"summary: checkpoint of {rows[0]['MB']} MB (B={args.n_backtests}, PER={per}) saves in {rows[1]['ms']} ms, "
           f"loads in {rows[2]['ms']} ms ({rt.backend})")
     return 0

@@ -54,7 +54,7 @@ def _main(args, rt) -> int:
         baseline = TRAINER.load_policy(TRAINER.train(train, 20, Path(tmp), {}), {})
     params = Parameters(rt, FEATURES, HIDDEN_DIM)
     params.init(np.random.default_rng(0))
-    agent = AgentPolicy(rt, params, IsvBus(rt), window=32 if rt.backend == "cuda" else 8)
+    agent = AgentPolicy(rt, params, IsvBus(rt), seq_len=32 if rt.backend == "cuda" else 8)
     print(f"backend {rt.backend}: {rt.device_name}")
     out = []
     for b in chunks:

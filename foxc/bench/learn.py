@@ -1,6 +1,6 @@
 """Learning kernels: forward + backward of the encoder and heads, FP32 vs TF32, TFLOP/s against a measured GEMM peak.
 
-    python -m foxc.bench learn [--backend auto|cuda|reference] [--batch 1024] [--window 32]
+    python -m foxc.bench learn [--backend auto|cuda|reference] [--n-backtests 1024] [--seq-len 32]
                                [--features 40] [--iters 50] [--json FILE]
     python -m foxc.bench learn --profile [--profile-steps A:B] [--precision f32|tf32] [--out DIR]
 
@@ -66,8 +66,8 @@ def peak_tflops(rt, precision: str, n: int, iters: int) -> float:
 
 def main(argv=None) -> int:
     ap = harness.parser("learn", __doc__)
-    ap.add_argument("--batch", type=positive_int, default=1024)
-    ap.add_argument("--window", type=positive_int, default=32)
+    ap.add_argument("--n-backtests", type=positive_int, default=1024)
+    ap.add_argument("--seq-len", type=positive_int, default=32, help="window K (default 32)")
     ap.add_argument("--features", type=positive_int, default=40)
     ap.add_argument("--iters", type=positive_int, default=50)
     ap.add_argument("--encoder", choices=tuple(ENCODERS), default="auto",
@@ -89,7 +89,7 @@ def _check_out(args):
 
 def _main(args, rt) -> int:
     if rt.backend == "cuda":
-        B, K, F, D, iters, peak_n = args.batch, args.window, args.features, model.HIDDEN_DIM, args.iters, 4096
+        B, K, F, D, iters, peak_n = args.n_backtests, args.seq_len, args.features, model.HIDDEN_DIM, args.iters, 4096
     else:  # numpy: tiny shapes, a smoke run
         B, K, F, D, iters, peak_n = 8, 4, 6, 16, 2, 64
     isv = IsvBus(rt, device_resident=True)  # as in the trainer: kernels read device memory

@@ -1,6 +1,6 @@
 """The device dataset: records and labels uploaded once, and the window gather at each backtest's cursor.
 
-    ds = DeviceDataset(rt, data, labels, n_backtests=1024, window=32, seed=7, max_episode_steps=2000)
+    ds = DeviceDataset(rt, data, labels, n_backtests=1024, seq_len=32, seed=7, max_episode_steps=2000)
     ds.gather(stream)   # features [K, B, F] (time-major) and labels_out [planes, B, H] at each cursor
     ...                 # the simulator acts on records[ds.cursors.cursor[b]]
     ds.advance(stream)  # the cursors move on, or start new episodes (foxc.data.cursors)
@@ -28,22 +28,22 @@ from .source import MarketData
 
 
 class DeviceDataset(Component):
-    def __init__(self, rt, data: MarketData, labels: np.ndarray, n_backtests: int, window: int, seed: int = 0,
+    def __init__(self, rt, data: MarketData, labels: np.ndarray, n_backtests: int, seq_len: int, seed: int = 0,
                  max_episode_steps: int = 0, *, cursor=None, budget_bytes: int | None = None, rotate_every: int = 0):
         """`data.records` must number their segments from 0 (`MarketData`'s own numbering); `seed` and
         `max_episode_steps` are the owned cursors' (unused with `cursor`); `budget_bytes`: device memory
         for the records and labels (None: no limit), `rotate_every`: steps between refills when they do
         not fit (foxc.data.resident; a ResidencyError when not even two slots do)."""
         n = len(data.records)
-        if not 1 <= window <= GATHER_MAX_K:
-            raise ValueError(f"window K must be in 1..{GATHER_MAX_K}, got {window}")
+        if not 1 <= seq_len <= GATHER_MAX_K:
+            raise ValueError(f"seq_len K must be in 1..{GATHER_MAX_K}, got {seq_len}")
         if not 1 <= n < 2**31:
             raise ValueError(f"the records must number 1 to 2^31 - 1, got {n}")
         if labels.shape != (LABEL_PLANES, HORIZONS, n) or labels.dtype != np.float32:
             raise ValueError(f"labels must be float32 {(LABEL_PLANES, HORIZONS, n)}, got {labels.dtype} {labels.shape}")
         if cursor is not None and (cursor.dtype != np.int64 or cursor.shape != (n_backtests,)):
             raise ValueError(f"cursor must be an int64 [{n_backtests}] device array, got {cursor.dtype} {cursor.shape}")
-        self.rt, self.B, self.K, self.tick = rt, int(n_backtests), int(window), int(data.tick)
+        self.rt, self.B, self.K, self.tick = rt, int(n_backtests), int(seq_len), int(data.tick)
         first, end = data.segment_bounds()
         slots = 0
         if budget_bytes is not None:

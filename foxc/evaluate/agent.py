@@ -1,6 +1,6 @@
 """The trained agent as an evaluation policy, run on the device with the training step's own kernels.
 
-    policy = AgentPolicy(rt, params, isv, window=K)              # live weights (training's periodic eval)
+    policy = AgentPolicy(rt, params, isv, seq_len=K)              # live weights (training's periodic eval)
     policy = AgentPolicy.from_checkpoint(rt, read_checkpoint(p))  # a saved agent (folds, benchmarks)
     ev = evaluate(policy, records, EvalConfig(...), tick=tick, rt=rt)
 
@@ -31,10 +31,10 @@ class AgentPolicy:
     name = NAME
     is_baseline = False
 
-    def __init__(self, rt, params: Parameters, isv, window: int, actor: str = "q", precision: str = "f32"):
+    def __init__(self, rt, params: Parameters, isv, seq_len: int, actor: str = "q", precision: str = "f32"):
         """`params`, `isv`: the agent's weights and ISV on this runtime (shared, read only)."""
         self.rt, self.params, self.isv = rt, params, isv
-        self.window, self.actor_kind, self.precision = int(window), actor, precision
+        self.seq_len, self.actor_kind, self.precision = int(seq_len), actor, precision
         self._bound = None  # (records, sim) the device parts below were built for
         self._parts = []
 
@@ -56,7 +56,7 @@ class AgentPolicy:
     def _bind(self, ctx):
         """Build the gather, encoder and actor for this window and simulator (once per pair)."""
         self._close_parts()
-        records, sim, B, K = ctx.records, ctx.sim, len(ctx.cursor), self.window
+        records, sim, B, K = ctx.records, ctx.sim, len(ctx.cursor), self.seq_len
         if sim is None:
             raise ValueError("AgentPolicy runs on the device: it needs the evaluation's simulator (ctx.sim)")
         market = MarketData(records, "", 0, "evaluation", [], ctx.tick)
@@ -66,7 +66,7 @@ class AgentPolicy:
         self.data = DeviceDataset(self.rt, _renumbered(market), labels, B, K, cursor=sim.cursor)
         self.encoder = Encoder(self.rt, self.params, B, K, self.data.features, self.precision)
         self.actor = Actor(self.rt, self.params, self.isv, h=self.encoder.h, pos=sim.pos,
-                           features=self.data.features, batch=B, window=K, tick=ctx.tick, actor=self.actor_kind,
+                           features=self.data.features, batch=B, seq_len=K, tick=ctx.tick, actor=self.actor_kind,
                            greedy=True, precision=self.precision)
         self.actor.reset(0)
         self.plans = [self.data.gather_plan, *self.encoder.forward, *self.actor.state_plans, *self.actor.act_plans]

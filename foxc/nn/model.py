@@ -1,7 +1,7 @@
 """The model: named parameter tensors in flat device buffers, and the launch plans of its passes.
 
     params = Parameters(rt, n_features=F); params.init(rng)
-    enc = Encoder(rt, params, batch=B, window=K, features=x_dev)    # x: [K, B, F] time-major
+    enc = Encoder(rt, params, batch=B, seq_len=K, features=x_dev)    # x: [K, B, F] time-major
     perc = PerceptionHead(rt, params, enc.h, labels, mask, batch=B)
     rl = RlHeads(rt, params, s_t, s_tp1, transition arrays..., isv, batch=B)   # s: the agent's states
     opt = Optimizer(rt, params, isv)
@@ -164,10 +164,10 @@ class Encoder:
     -> h = tanh(y W_out + b_out). backward reads dh (written by the heads) and fills the
     encoder's gradients; dh is overwritten."""
 
-    def __init__(self, rt, params: Parameters, batch: int, window: int, features, precision="f32",
+    def __init__(self, rt, params: Parameters, batch: int, seq_len: int, features, precision="f32",
                  fused: bool | None = None):
-        B, K, F, D = batch, window, params.n_features, params.hidden
-        self.batch, self.window = B, K
+        B, K, F, D = batch, seq_len, params.n_features, params.hidden
+        self.batch, self.seq_len = B, K
         self.z = rt.device_array((K, B, ssm.PARTS * D), np.float32, "enc_z")
         self.states = rt.device_array((K, B, D), np.float32, "enc_states")
         self.y = rt.device_array((B, D), np.float32, "enc_y")
@@ -313,11 +313,11 @@ class Learner:
     caller that runs that first.
     """
 
-    def __init__(self, rt, isv, batch: int, window: int, n_features: int, hidden: int = HIDDEN_DIM,
+    def __init__(self, rt, isv, batch: int, seq_len: int, n_features: int, hidden: int = HIDDEN_DIM,
                  precision: str = "f32", inputs: dict | None = None, rl_hidden: int = RL_HIDDEN,
                  fused_encoder: bool | None = None):
-        B, K = batch, window
-        self.rt, self.batch, self.window = rt, B, K
+        B, K = batch, seq_len
+        self.rt, self.batch, self.seq_len = rt, B, K
         self.params = Parameters(rt, n_features, hidden, rl_hidden)
         S = self.params.state_dim
         given = dict(inputs or {})
@@ -359,7 +359,7 @@ class Learner:
 
     def random_inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """A synthetic batch with every input in its valid range (tests and benchmarks)."""
-        B, K, F, D = self.batch, self.window, self.params.n_features, self.params.hidden
+        B, K, F, D = self.batch, self.seq_len, self.params.n_features, self.params.hidden
         f32 = np.float32
 
         def states():

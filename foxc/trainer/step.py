@@ -108,7 +108,7 @@ class TrainStep:
             "done": s["done"], "weight": s["weight"]})
         enc, rl, perception = self.learner.encoder, self.learner.rl, self.learner.perception
         self.actor = act = Actor(rt, self.learner.params, self.isv, h=enc.h, pos=self.sim.pos,
-                                 features=self.data.features, batch=B, window=K, tick=market.tick, actor=cfg.actor,
+                                 features=self.data.features, batch=B, seq_len=K, tick=market.tick, actor=cfg.actor,
                                  state=state, log_prob=log_prob, actions=self.sim.actions,
                                  stop_loss=self.sim.stop_loss, precision=cfg.precision)
         self.diagnostics = DiagnosticsRing(rt, self.isv, self.stats, self.losses, ring_len=ring_len)
