@@ -9,7 +9,7 @@ from foxc.nn.model import STATE_DIM
 
 def test_replay_bench_smoke(tmp_path, capsys):
     out = tmp_path / "r.json"
-    assert replay.main(["--backend", "reference", "--n-backtests", "8", "--capacity", "64", "--reps", "2",
+    assert replay.main(["--backend", "reference", "--n-backtests", "8", "--per-capacity", "64", "--reps", "2",
                         "--json", str(out)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1].startswith("summary: replay step") and "numpy sum-tree" in lines[-1]

@@ -1,6 +1,6 @@
 """GPU prioritized replay: one push+flush+sample+update+rebuild step, eager and graph; sampling vs a peer.
 
-    python -m foxc.bench replay [--backend auto|cuda|reference] [--n-backtests B] [--capacity C] [--json FILE]
+    python -m foxc.bench replay [--backend auto|cuda|reference] [--n-backtests B] [--per-capacity C] [--json FILE]
 
 The peer is TorchRL's PrioritizedReplayBuffer on the GPU when torch and torchrl
 import, else the numpy sum-tree below; both are timed in the same run, on the
@@ -102,7 +102,7 @@ def main(argv=None) -> int:
     ap = harness.parser("replay", __doc__)
     ap.add_argument("--n-backtests", type=int_at_least(1, min(MAX_BACKTESTS, MAX_BATCH)), default=None,
                     help="backtests pushing per step (default 1024; 32 on reference)")
-    ap.add_argument("--capacity", type=power_of_two(MAX_CAPACITY), default=None,
+    ap.add_argument("--per-capacity", type=power_of_two(MAX_CAPACITY), default=None,
                     help="transitions held, a power of two (default 65536; 512 on reference)")
     ap.add_argument("--reps", type=positive_int, default=None, help="timed repetitions (default 500; 5 on reference)")
     ap.add_argument("--peer", choices=("auto", "numpy"), default="auto", help="auto tries TorchRL first")
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
 def _main(args, rt) -> int:
     cuda = rt.backend == "cuda"
     n_backtests = args.n_backtests or (1024 if cuda else 32)
-    capacity = args.capacity or (65_536 if cuda else 512)
+    capacity = args.per_capacity or (65_536 if cuda else 512)
     reps = args.reps or (500 if cuda else 5)
     batch = n_backtests
     isv = IsvBus(rt, device_resident=True)  # as in the trainer: kernels read device memory
