@@ -14,6 +14,7 @@ Timestamps are ns on CUPTI's clock, the clock of `timestamp()`.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
 import glob
@@ -145,6 +146,8 @@ class _Cupti:
         self.version, self.buffers, self.sink = version.value, {}, None
         self._callbacks = (_REQUEST(self._requested), _COMPLETE(self._completed))  # C keeps pointers to these
         self.check(self.lib.cuptiActivityRegisterCallbacks(*self._callbacks), "cuptiActivityRegisterCallbacks")
+        # every buffer back while Python can still run the callbacks, not from libcupti's own exit
+        atexit.register(self.lib.cuptiActivityFlushAll, FLUSH_FORCED)
 
     def check(self, result: int, call: str):
         if result != SUCCESS:
