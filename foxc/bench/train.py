@@ -1,15 +1,25 @@
 """The whole training step: steps/s eager and as one CUDA graph, GPU time, host cost per step, a roofline.
 
     python -m foxc.bench train [--backend auto|cuda|reference] [--n-backtests 256,1024,4096] [--steps N]
-                               [--seq-len K] [--per-capacity C] [--precision f32|tf32] [--json FILE]
+                               [--seq-len K] [--per-capacity C] [--precision f32|tf32] [--busy] [--json FILE]
 
 Per batch size B: a trainer on the default synthetic market, set up by the run pipeline
 (`foxc.trainer.session.run_data`, as `python -m foxc.train` does), runs eagerly until the replay
 buffer is full (ceil(per_capacity / B) + n_step steps), then `steps` more eager steps are timed on
 the full buffer; then the step is captured once and `steps` graph replays are timed with events.
 
-GPU busy (kernel time over step time) is not printed: without CUPTI activity records (which
-cuda-python does not bind) no measurement here gives it. What is printed instead, `event_ms`,
+GPU busy, with --busy: `steps` more graph replays (after BUSY_WARMUP untimed ones) run inside a
+CUPTI kernel-activity trace (`foxc/profile/cupti.py`, ctypes; cuda-python binds no CUPTI). `gpu_busy`
+= the union of the kernels' [start, end) intervals, as the GPU timed them, over the host's span
+around the replays (CUPTI's clock read after a synchronize before the first launch and after the
+last synchronize, so idle time at either end counts as idle); `kernel_ms` = the kernels' summed
+durations per step (kernels only: the graph's copy nodes, `copy_nodes` in the JSON, are not
+counted); `traced_ms` = that span per step (the tracer's own cost shows as traced_ms
+above the graph step). The figures are refused, never estimated, when libcupti does not load, when
+a record is dropped or untimed, or when the records are not exactly replays x the graph's kernels:
+`busy: not measured (reason)` is printed instead. --busy is off by default, so the other columns
+are measured without a profiler in the process (with it, every B after the first is timed with
+libcupti loaded, its activity disabled). `event_ms`
 is the sum of per-kernel event times in a profiled eager pass (an event between every two
 launches, PROFILED times, each queued behind LEAD graph replays so the launches run back to
 back): it includes every event's and launch's own gap, so it is an upper bound of the step's
@@ -17,7 +27,8 @@ kernel time, and on the H200 it exceeds the graph step's wall time. `gpu_ms_per_
 event span of the graph replays (the GPU's time per step, idle gaps included).
 Host-bound share (eager) = 1 - graph GPU time per step / eager wall per step. The roofline line
 gives the step's matrix FLOPs (as `bench learn` counts them, plus the acting heads), the rate
-achieved, and the launch floor: a graph of as many trivial kernels as the step has, replayed.
+achieved, the kernel time (CUPTI's kernel_ms with --busy, and the FLOP rate within it; else the
+event_ms upper bound), and the launch floor: a graph of as many trivial kernels as the step has, replayed.
 The checkpoint of the B=1,024 trainer is saved and loaded once and timed.
 """
 from __future__ import annotations
@@ -34,6 +45,7 @@ from ..data.features import FEATURES
 from ..nn import model
 from ..nn.heads import Q_OUTPUTS
 from ..profile import KernelProfiler
+from ..profile.cupti import CuptiError, CuptiUnavailable, KernelActivity, busy_fraction, kernel_summary
 from ..trainer.config import TrainConfig
 from ..trainer.run import Trainer
 from ..trainer.session import run_data
@@ -43,6 +55,8 @@ from .report import table, write_json
 
 
 PROFILED, LEAD = 10, 30  # profiled steps, each behind LEAD graph replays (~20 ms of GPU work at B=1,024)
+BUSY_WARMUP = 10  # traced replays before the timed ones: CUPTI sets itself up on the first
+TOP_KERNELS = 12
 
 
 def step_flops(B: int, K: int) -> float:
@@ -63,6 +77,39 @@ def event_ms(rt, t: Trainer) -> float:
     return prof.gpu_ms / prof.steps
 
 
+def traced_busy(rt, t: Trainer, steps: int) -> dict:
+    """gpu_busy, kernel_ms and the top kernels of `steps` graph replays under a CUPTI kernel trace;
+    {"busy_unmeasured": reason} when CUPTI cannot give them exactly."""
+    stream, per_replay = rt.stream, t.graph.kernel_count
+
+    def replays(n: int):
+        for _ in range(n):
+            t.graph.launch(stream)
+            t.steps_done += 1
+        stream.synchronize()
+
+    try:
+        with KernelActivity() as trace:
+            replays(BUSY_WARMUP)
+            t0 = trace.timestamp()
+            replays(steps)
+            t1 = trace.timestamp()
+    except (CuptiUnavailable, CuptiError) as e:
+        return {"busy_unmeasured": str(e)}
+    if trace.dropped or trace.untimed or len(trace.kernels) != (BUSY_WARMUP + steps) * per_replay:
+        return {"busy_unmeasured": f"CUPTI gave {len(trace.kernels)} kernel records for {BUSY_WARMUP + steps} replays "
+                                   f"of {per_replay} kernels, {trace.dropped} dropped, {trace.untimed} untimed"}
+    # the warm-up replays ran to completion before t0: they are the earliest records
+    timed = sorted(trace.kernels, key=lambda k: k.start)[BUSY_WARMUP * per_replay:]
+    span = (min(t0, timed[0].start), max(t1, max(k.end for k in timed)))  # the host's span, widened by any clock skew
+    kernel_ns = sum(k.end - k.start for k in timed)
+    top = [{"name": r["name"], "per_step": r["count"] / steps, "ms_per_step": round(r["total_ns"] / steps / 1e6, 4),
+            "share": round(r["total_ns"] / kernel_ns, 3)} for r in kernel_summary(timed)[:TOP_KERNELS]]
+    return {"gpu_busy": round(busy_fraction([(k.start, k.end) for k in timed], span), 3),
+            "kernel_ms": round(kernel_ns / steps / 1e6, 4), "traced_ms": round((span[1] - span[0]) / steps / 1e6, 4),
+            "top_kernels": top, "copy_nodes": t.graph.node_count() - per_replay, "cupti": trace.cupti.path}
+
+
 def launch_floor_ms(rt, kernels: int, replays: int) -> float:
     """Per replay, a graph of `kernels` one-element fills: what launching the step's kernels costs."""
     x = rt.device_array(kernels, np.float32, "launch_floor")
@@ -72,7 +119,7 @@ def launch_floor_ms(rt, kernels: int, replays: int) -> float:
     return timing.gpu_ms / replays
 
 
-def bench_one(rt, cfg: TrainConfig, data, steps: int, checkpoint_dir=None) -> dict:
+def bench_one(rt, cfg: TrainConfig, data, steps: int, checkpoint_dir=None, busy: bool = False) -> dict:
     B = cfg.n_backtests
     t = Trainer(rt, cfg, data.market, data.labels, checkpoint_dir, data.source)
     stream = rt.stream
@@ -111,6 +158,12 @@ def bench_one(rt, cfg: TrainConfig, data, steps: int, checkpoint_dir=None) -> di
     events_ms = event_ms(rt, t) if on_gpu else None
     floor_ms = launch_floor_ms(rt, kernels, steps) if on_gpu else None
     flops = step_flops(B, cfg.seq_len)
+    if not busy:
+        busy_row = {"busy_unmeasured": "--busy not given"}
+    elif on_gpu:
+        busy_row = traced_busy(rt, t, steps)
+    else:
+        busy_row = {"busy_unmeasured": f"{rt.backend} backend: no GPU kernels to trace"}
     row = {
         "B": B, "kernels": kernels, "eager_sps": round(1 / eager_wall, 1),
         "graph_sps": round(1 / graph_wall, 1), "speedup": round(eager_wall / graph_wall, 2),
@@ -119,7 +172,7 @@ def bench_one(rt, cfg: TrainConfig, data, steps: int, checkpoint_dir=None) -> di
         "host_bound_share_eager": round(max(0.0, 1 - gpu / eager_wall), 3),
         "env_steps_per_s": round(B / graph_wall),
         "gflop_per_step": round(flops / 1e9, 3), "tflops": round(flops / graph_wall / 1e12, 3),
-        "launch_floor_ms": floor_ms and round(floor_ms, 4),
+        "launch_floor_ms": floor_ms and round(floor_ms, 4), **busy_row,
     }
     if checkpoint_dir is not None:
         t0 = time.perf_counter()
@@ -142,6 +195,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seq-len", type=positive_int, default=None, help="window K (default 32)")
     ap.add_argument("--per-capacity", type=positive_int, default=None, help="replay capacity (default 65536)")
     ap.add_argument("--precision", choices=("f32", "tf32"), default="f32")
+    ap.add_argument("--busy", action="store_true",
+                    help="also replay the graph under a CUPTI kernel trace: true GPU busy and kernel time per step "
+                         "(needs libcupti: found in the CUDA toolkit, the nvidia pip packages, or FOXC_CUPTI)")
     return harness.run(ap, argv, _main)
 
 
@@ -159,15 +215,26 @@ def _main(args, rt) -> int:
     with tempfile.TemporaryDirectory() as tmp:  # the checkpoint of the B=1,024 run (or the first) is timed too
         timed_ckpt = 1024 if 1024 in sizes else sizes[0]
         rows = [bench_one(rt, cfg, data, steps, Path(tmp) / str(cfg.n_backtests)
-                          if cfg.n_backtests == timed_ckpt else None) for cfg in configs]
+                          if cfg.n_backtests == timed_ckpt else None, args.busy) for cfg in configs]
     print(f"backend {rt.backend}: {rt.device_name}; K={K}, PER {capacity}, {args.precision}, {steps} timed steps")
     print(table(rows, ["B", "kernels", "eager_sps", "graph_sps", "speedup", "gpu_ms_per_step", "event_ms",
-                       "host_us_per_step", "host_bound_share_eager", "env_steps_per_s"]))
+                       "gpu_busy", "kernel_ms", "host_us_per_step", "host_bound_share_eager", "env_steps_per_s"]))
+    for r in rows:
+        if "gpu_busy" in r:
+            print(f"busy B={r['B']}: gpu_busy {r['gpu_busy']:.1%} (union of CUPTI kernel intervals over the host's "
+                  f"span of {steps} replays), kernel_ms {r['kernel_ms']:.3f} per step, traced_ms {r['traced_ms']:.3f} "
+                  f"per step; top: " + ", ".join(f"{k['name']} {k['ms_per_step']:.3f}" for k in r["top_kernels"][:3]))
+        else:
+            print(f"busy B={r['B']}: not measured ({r['busy_unmeasured']})")
     for r in rows if rt.backend == "cuda" else []:
         step_ms = 1e3 / r["graph_sps"]
-        print(f"roofline B={r['B']}: step {step_ms:.3f} ms (per-kernel events, an upper bound of kernel time: "
-              f"{r['event_ms']:.3f} ms); {r['gflop_per_step']} GFLOP per step = {r['tflops']} TFLOP/s; "
-              f"launch floor {r['kernels']} kernels = {r['launch_floor_ms']:.3f} ms "
+        if "kernel_ms" in r:  # CUPTI's kernel time: the FLOP rate of the kernels themselves too
+            kernels = (f"kernels {r['kernel_ms']:.3f} ms by CUPTI = {r['kernel_ms'] / step_ms:.0%} of the step, "
+                       f"{r['gflop_per_step'] / r['kernel_ms']:.2f} TFLOP/s in kernels")
+        else:
+            kernels = f"per-kernel events, an upper bound of kernel time: {r['event_ms']:.3f} ms"
+        print(f"roofline B={r['B']}: step {step_ms:.3f} ms ({kernels}); {r['gflop_per_step']} GFLOP per step = "
+              f"{r['tflops']} TFLOP/s; launch floor {r['kernels']} kernels = {r['launch_floor_ms']:.3f} ms "
               f"({r['launch_floor_ms'] / step_ms:.0%} of the step)")
     ck = next(r for r in rows if "ckpt_mb" in r)
     print(f"checkpoint at B={ck['B']}, PER {capacity}: {ck['ckpt_mb']} MB, save {ck['ckpt_save_ms']} ms "

@@ -1,4 +1,5 @@
-"""Profiling a run: NVTX ranges, the `--profile-steps` capture window for nsys/ncu, and `--profile`'s kernel table."""
+"""Profiling a run: NVTX ranges, the `--profile-steps` capture window for nsys/ncu, `--profile`'s kernel table;
+CUPTI kernel records: `foxc.profile.cupti` (libcupti is loaded only when a KernelActivity is made)."""
 from .kernel_table import KernelProfiler, entry_name
 from .nvtx import nvtx_annotate, nvtx_mark, nvtx_range
 from .window import ProfilerWindow, StepWindow, WindowError, parse_window, window_arg
