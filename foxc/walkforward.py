@@ -105,7 +105,9 @@ def plan_folds(segs: Segments, *, folds: int | None = None, split: str = "auto",
 
 def fold_specs(data, plan: list[FoldWindows], steps: int, out: Path, trainer: str, config: dict,
                eval_config: EvalConfig) -> list[FoldSpec]:
-    cache = {"cache": str(data.path), "cache_sha256": data.manifest["sha256"]} if isinstance(data, CachedData) else {}
+    cached = isinstance(data, CachedData)
+    # an absolute path: a worker may run in another directory (Ray)
+    cache = {"cache": str(data.path.absolute()), "cache_sha256": data.manifest["sha256"]} if cached else {}
     return [FoldSpec(fold=i, train=w.train, eval=w.eval, steps=steps, out_dir=str(out / f"fold-{i}"),
                      trainer=trainer, config=config, eval_config=eval_config.to_dict(), tick=int(data.tick),
                      source=data.source, train_days=w.train_days, eval_days=w.eval_days, **cache)
@@ -148,28 +150,25 @@ def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, ste
     if parallel == "none":
         results = scaleout.run_sequential(specs, run_fold_safely if cached else
                                           lambda s: run_fold_safely(s, *windows_of(s, data.records)))
-    elif parallel == "local" and cached:  # each worker reads its shards: nothing to write for them
+    elif parallel == "local":
         slots = scaleout.local_slots(eval_config.backend, workers, len(specs))
         env = {"FOXC_BACKEND": eval_config.backend} if eval_config.backend else {}
         log(f"local workers: {len(slots)} ({'GPUs ' + ','.join(slots) if slots[0] is not None else 'CPU'})")
-        results = scaleout.run_local(specs, slots, env)
-    elif parallel == "local":
-        slots = scaleout.local_slots(eval_config.backend, workers, len(specs))
-        data_npy = out / "data.npy"
-        np.save(data_npy, data.records)
-        try:
-            specs = [FoldSpec(**{**asdict(s), "data_npy": str(data_npy)}) for s in specs]
-            env = {"FOXC_BACKEND": eval_config.backend} if eval_config.backend else {}
-            log(f"local workers: {len(slots)} ({'GPUs ' + ','.join(slots) if slots[0] is not None else 'CPU'})")
+        if cached:  # each worker reads its own shards
             results = scaleout.run_local(specs, slots, env)
-        finally:
-            if not keep_data:
-                data_npy.unlink(missing_ok=True)
+        else:
+            data_npy = out / "data.npy"
+            np.save(data_npy, data.records)
+            try:
+                specs = [FoldSpec(**{**asdict(s), "data_npy": str(data_npy)}) for s in specs]
+                results = scaleout.run_local(specs, slots, env)
+            finally:
+                if not keep_data:
+                    data_npy.unlink(missing_ok=True)
     elif parallel == "ray":
         # a cache's folds read their shards where they run: every node needs the cache at the same path
         results = scaleout.run_ray(specs, run_fold_safely, inputs=None if cached else ray_windows(data.records),
-                                   address=ray_address,
-                                   num_gpus=gpus_per_fold, init_kwargs=ray_init, noun="fold",
+                                   address=ray_address, num_gpus=gpus_per_fold, init_kwargs=ray_init, noun="fold",
                                    gpus_flag="--gpus-per-fold")
     else:
         raise ValueError(f"parallel must be none, local or ray, got '{parallel}'")
@@ -183,7 +182,8 @@ def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, ste
                                                 "instrument": data.instrument, "rows": int(len(data.records)),
                                                 "tick": int(data.tick)}
     run = {"trainer": named.name, "trainer_spec": trainer, "train_args": config["train_args"],
-           "data": {**described, "market": market}, "optimum": optimum, **cut, "steps_per_fold": steps, "parallel": parallel, "eval_config": eval_config.to_dict(),
+           "data": {**described, "market": market}, "optimum": optimum, **cut,
+           "steps_per_fold": steps, "parallel": parallel, "eval_config": eval_config.to_dict(),
            "seconds": time.perf_counter() - t0}
     report = assemble(results, criteria, run)
     if plots:
@@ -392,7 +392,8 @@ def _main(args, train_args: list[str]) -> int:
                         args.hold_max, args.entropy_min, args.entropy_stability)
     report = walk_forward(data, folds=args.folds, steps=args.steps_per_fold, out=out, trainer=args.trainer,
                           train_args=train_args, split=args.split, train_days=args.train_days,
-                          eval_days=args.eval_days, step_days=args.step_days, eval_config=eval_config, criteria=criteria,
+                          eval_days=args.eval_days, step_days=args.step_days, eval_config=eval_config,
+                          criteria=criteria,
                           parallel=args.parallel, workers=args.workers, ray_address=args.ray_address,
                           gpus_per_fold=args.gpus_per_fold, seed=args.seed, plots=not args.no_plots,
                           keep_data=args.keep_data, market=args.synthetic if synthetic else None)

@@ -104,11 +104,11 @@ def test_read_rows_reads_only_the_shards_that_hold_them(cache, monkeypatch):
     opened.clear()
     rows = read_rows(cache, 1000, 4000)
     assert rows.tobytes() == everything[1000:4000].tobytes()
-    assert opened == ["00000/records.npy", "00001/records.npy", "00002/records.npy"]
+    assert sorted(opened) == ["00000/records.npy", "00001/records.npy", "00002/records.npy"]  # read on threads
 
 
 def spy_on_shards(monkeypatch) -> list[str]:
-    """The shard files foxc.data.cache opens from now on, as 'NNNNN/name', in order."""
+    """The shard files foxc.data.cache opens from now on, as 'NNNNN/name' (in no set order: threads)."""
     opened, real_open = [], open
 
     def spy(path, *args, **kwargs):
@@ -160,7 +160,8 @@ def test_each_fold_reads_only_its_own_shards_and_names_its_dates(cache, tmp_path
     planned = saved["day_folds"]  # what the parent planned from the manifest is what each fold read
     assert [(p["train"], p["eval"]) for p in planned] == [(f["train_window"], f["eval_window"]) for f in saved["folds"]]
     md = (tmp_path / "report.md").read_text()
-    assert "| 0 | 2024-01-02 .. 2024-01-03 | 2024-01-04 |" in md and "| 1 | 2024-01-05 .. 2024-01-08 | 2024-01-09 |" in md
+    assert "| 0 | 2024-01-02 .. 2024-01-03 | 2024-01-04 |" in md
+    assert "| 1 | 2024-01-05 .. 2024-01-08 | 2024-01-09 |" in md
     assert "folds by UTC day: 2 training and 1 evaluation day(s), every 3 day(s)" in md
 
 
@@ -175,7 +176,8 @@ def test_a_cache_in_worker_processes_gives_the_folds_of_the_files(files, cache, 
     assert all("error" not in f for f in on_cache["folds"]), [f.get("error") for f in on_cache["folds"]]
     assert len(on_cache["folds"]) == 2
     for a, b in zip(on_files["folds"], on_cache["folds"]):
-        assert (a["metrics"], a["train_window"], a["eval_window"]) == (b["metrics"], b["train_window"], b["eval_window"])
+        for key in ("metrics", "train_window", "eval_window"):
+            assert a[key] == b[key], key
         assert a["train_days"] == b["train_days"] and a["eval_days"] == b["eval_days"]
     spec = json.loads((tmp_path / "local" / "fold-1" / "fold.json").read_text())
     assert spec["cache"] == str(cache) and spec["data_npy"] == "" and not (tmp_path / "local" / "data.npy").exists()

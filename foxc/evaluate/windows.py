@@ -115,6 +115,8 @@ def day_folds(segs: Segments, train_days: int, eval_days: int,
 
     Raises ValueError for a setting below 1, timestamps that are not calendar times (before 1980:
     times counted from midnight or from 0) and data of fewer than N + M days."""
+    if eval_days is None:
+        raise ValueError("--train-days needs --eval-days")
     step_days = eval_days if step_days is None else step_days
     for flag, value in (("--train-days", train_days), ("--eval-days", eval_days), ("--step-days", step_days)):
         if value < 1:
@@ -122,7 +124,8 @@ def day_folds(segs: Segments, train_days: int, eval_days: int,
     early = np.flatnonzero(segs.first_ts < CALENDAR_FROM_NS)
     if early.size:
         k = int(early[0])
-        raise ValueError(f"{segs.names[k]} begins at ts_ns {int(segs.first_ts[k])} ({iso_day(segs.first_ts[k] // DAY_NS)}): "
+        raise ValueError(f"{segs.names[k]} begins at ts_ns {int(segs.first_ts[k])} "
+                         f"({iso_day(segs.first_ts[k] // DAY_NS)}): "
                          "its timestamps are not calendar times (before 1980), so it has no date; folds by days need "
                          "dated data (LOBSTER files named TICKER_YYYY-MM-DD_...), else use --folds")
     day = segs.first_ts // DAY_NS
@@ -132,7 +135,8 @@ def day_folds(segs: Segments, train_days: int, eval_days: int,
     need = train_days + eval_days
     if len(days) < need:
         raise ValueError(f"the data holds {len(days)} day(s) with snapshots ({iso_day(days[0])} .. "
-                         f"{iso_day(days[-1])}); --train-days {train_days} --eval-days {eval_days} need at least {need}")
+                         f"{iso_day(days[-1])}); --train-days {train_days} --eval-days {eval_days} need at least "
+                         f"{need}")
     begin = [int(r) for r in segs.starts[first]] + [segs.rows]  # the first row of each day, and the end
     folds = []
     for i in range((len(days) - need) // step_days + 1):
