@@ -161,7 +161,7 @@ def markdown(report: dict) -> str:
            f"day(s), of the {len(days['dates'])} days with data ({days['dates'][0]} .. {days['dates'][-1]})"
            if days else f"split at {str(report.get('split', '?')).rstrip('s')} boundaries into "
                         f"{len(report.get('windows', []))} windows")
-    lines += [f"- data: {data.get('source', '?')}" + (" (prepared cache)" if data.get("cache") else "")
+    lines += [f"- data: {data.get('source', '?')}" + (", a prepared cache" if data.get("cache") else "")
               + (f" (market `{data['market']}`)" if data.get("market") else "")
               + f" ({data.get('rows', '?')} rows, tick {_money(data.get('tick'))}), {cut}",
               f"- steps per fold: {report.get('steps_per_fold', '?')}; runner: {report.get('parallel', '?')}",
