@@ -96,6 +96,8 @@ def plan_folds(segs: Segments, *, folds: int | None = None, split: str = "auto",
         days, plan = day_folds(segs, train_days, eval_days, step_days)
         return plan, {"split": "days", "days": {"train": train_days, "eval": eval_days,
                                                 "step": step_days or eval_days, "dates": days}}
+    if folds is None:
+        raise ValueError("give folds (F+1 windows) or train_days and eval_days (by dates)")
     if cached and split == "rows":
         raise ValueError("a cache is cut where its shards begin (--split segments) or by dates (--train-days), "
                          "not at rows")
