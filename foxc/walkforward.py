@@ -1,7 +1,10 @@
 """Walk-forward validation: `python -m foxc.walkforward --data … --folds F --steps-per-fold N [training flags]`.
 
 The data (in time order) is cut into F+1 consecutive windows, disjoint and covering every row;
-fold i trains on window i and evaluates on window i+1 with learning off (foxc.evaluate). Each
+fold i trains on window i and evaluates on window i+1 with learning off (foxc.evaluate). Or, by
+dates (`--train-days N --eval-days M [--step-days S]`), fold i trains on the days [i·S, i·S+N)
+that hold data and evaluates on the next M (foxc.evaluate.windows). `--data CACHE` (a prepared
+cache) is read here as its manifest alone: each fold reads only its own shards. Each
 fold gets a directory `OUT/fold-<i>/` (checkpoints, figures, equity curve); the run gets
 `report.json` (a `folds` list, one record per fold with its figures and the verdict on each
 success criterion), `report.md` (the same as a table) and plots (equity.png, net_pnl.png).
@@ -21,7 +24,7 @@ import secrets
 import shutil
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,51 +35,44 @@ from .data.record import PRICE_SCALE
 from .data.source import MarketData
 from .evaluate import scaleout
 from .evaluate.folds import FoldSpec, describe_window, ray_windows, run_fold_safely, windows_of
+from .evaluate.windows import MIN_WINDOW_ROWS, SPLITS, FoldWindows, Segments, day_folds, split_bounds, split_windows
 from .evaluate.plots import PlotsUnavailable, walkforward_plots
 from .evaluate.reporting import RULES, Criteria, assemble, write
 from .evaluate.runner import EvalConfig
 from .evaluate.trainers import resolve_trainer
 
-SPLITS = ("auto", "segments", "rows")
-MIN_WINDOW_ROWS = 2
+__all__ = ["CachedData", "main", "plan_folds", "split_windows", "walk_forward"]
 
 
-def split_windows(records: np.ndarray, k: int, how: str = "auto") -> tuple[list[tuple[int, int]], str]:
-    """k consecutive [start, stop) windows covering the records, and whether cut at 'segments' or 'rows'.
+@dataclass
+class CachedData:
+    """A prepared cache as the walk-forward's own process sees it: its manifest, never its shards
+    (each fold reads its own)."""
+    path: Path
+    manifest: dict
 
-    'segments' cuts only where a segment begins (the cut nearest each i·n/k that leaves every
-    window non-empty; needs at least k segments); 'rows' cuts at round(i·n/k) wherever it falls;
-    'auto' takes segments when there are at least k of them, else rows."""
-    n = len(records)
-    if k < 2:
-        raise ValueError(f"need at least 2 windows (1 fold), got {k}")
-    if how not in SPLITS:
-        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got '{how}'")
-    seg = records["segment"]
-    seg_starts = np.flatnonzero(seg[1:] != seg[:-1]) + 1  # where a new segment begins (row 0 excluded)
-    if how == "auto":
-        how = "segments" if len(seg_starts) + 1 >= k else "rows"
-    if how == "segments":
-        if len(seg_starts) + 1 < k:
-            raise ValueError(f"{len(seg_starts) + 1} segments cannot make {k} windows at segment boundaries")
-        cuts, lo = [], 0
-        for i in range(1, k):
-            # keep k-1-i boundaries after this cut for the later windows
-            options = seg_starts[lo:len(seg_starts) - (k - 1 - i)]
-            j = lo + int(np.abs(options - i * n / k).argmin())
-            cuts.append(int(seg_starts[j]))
-            lo = j + 1
-    else:
-        cuts = [int(round(i * n / k)) for i in range(1, k)]
-    bounds = list(zip([0] + cuts, cuts + [n]))
-    small = [b for b in bounds if b[1] - b[0] < MIN_WINDOW_ROWS]
-    if small:
-        raise ValueError(f"{n} rows cannot make {k} windows of at least {MIN_WINDOW_ROWS} rows")
-    return bounds, how
+    @property
+    def tick(self) -> int:
+        return int(self.manifest["tick"])
+
+    @property
+    def source(self) -> str:  # as open_cache's MarketData names it: the files' formats
+        return "+".join(sorted({s["read"]["kind"] for s in self.manifest["shards"]}))
+
+    def describe(self) -> dict:
+        shards = self.manifest["shards"]
+        return {"source": str(self.path), "cache": True, "sha256": self.manifest["sha256"],
+                "files": [s["sources"][0]["path"] for s in shards],
+                "instrument": ",".join(sorted({s["read"]["instrument"] for s in shards} - {""})),
+                "rows": int(self.manifest["rows"]), "tick": self.tick}
 
 
-def load_data(spec: str, rows: int, seed: int, segments: int, market: str = "default") -> MarketData:
-    """`spec` 'synthetic': `rows` of the named synthetic market; else a file, directory or glob."""
+def load_data(spec: str, rows: int, seed: int, segments: int, market: str = "default"):
+    """`spec` 'synthetic': `rows` of the named synthetic market; a prepared cache: its manifest
+    (CachedData); else a file, directory or glob (MarketData)."""
+    from .data.cache import is_cache, read_manifest
+    if is_cache(spec):
+        return CachedData(Path(spec), read_manifest(Path(spec)))
     if spec == "synthetic":
         from .data.markets import market as named
         from .data.synthetic import synthetic_data
@@ -85,48 +81,96 @@ def load_data(spec: str, rows: int, seed: int, segments: int, market: str = "def
     return load(spec)
 
 
-def fold_specs(data: MarketData, windows, steps: int, out: Path, trainer: str, config: dict,
+def segments_of(data) -> Segments:
+    return Segments.of_manifest(data.manifest) if isinstance(data, CachedData) else \
+        Segments.of_records(data.records, data.files)
+
+
+def plan_folds(segs: Segments, *, folds: int | None = None, split: str = "auto", train_days: int | None = None,
+               eval_days: int | None = None, step_days: int | None = None,
+               cached: bool = False) -> tuple[list[FoldWindows], dict]:
+    """Each fold's windows, and what the report says of the cut: F+1 consecutive windows (`folds`),
+    or rolling folds by dates (`train_days`, `eval_days`, `step_days`). A cache is cut only where a
+    shard begins. Raises ValueError saying why the data cannot be cut so."""
+    if train_days is not None:
+        days, plan = day_folds(segs, train_days, eval_days, step_days)
+        return plan, {"split": "days", "days": {"train": train_days, "eval": eval_days,
+                                                "step": step_days or eval_days, "dates": days}}
+    if folds is None:
+        raise ValueError("give folds (F+1 windows) or train_days and eval_days (by dates)")
+    if cached and split == "rows":
+        raise ValueError("a cache is cut where its shards begin (--split segments) or by dates (--train-days), "
+                         "not at rows")
+    bounds, how = split_bounds(segs, folds + 1, "segments" if cached else split)
+    return [FoldWindows(bounds[i], bounds[i + 1]) for i in range(folds)], {"split": how}
+
+
+def fold_specs(data, plan: list[FoldWindows], steps: int, out: Path, trainer: str, config: dict,
                eval_config: EvalConfig) -> list[FoldSpec]:
-    return [FoldSpec(fold=i, train=windows[i], eval=windows[i + 1], steps=steps, out_dir=str(out / f"fold-{i}"),
+    cached = isinstance(data, CachedData)
+    # an absolute path: a worker may run in another directory (Ray)
+    cache = {"cache": str(data.path.absolute()), "cache_sha256": data.manifest["sha256"]} if cached else {}
+    return [FoldSpec(fold=i, train=w.train, eval=w.eval, steps=steps, out_dir=str(out / f"fold-{i}"),
                      trainer=trainer, config=config, eval_config=eval_config.to_dict(), tick=int(data.tick),
-                     source=data.source)
-            for i in range(len(windows) - 1)]
+                     source=data.source, train_days=w.train_days, eval_days=w.eval_days, **cache)
+            for i, w in enumerate(plan)]
 
 
-def walk_forward(data: MarketData, *, folds: int, steps: int, out: Path, trainer: str = "rl",
-                 train_args: list[str] | None = None, split: str = "auto", eval_config: EvalConfig = EvalConfig(),
+def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, steps: int, out: Path,
+                 trainer: str = "rl", train_args: list[str] | None = None, split: str = "auto",
+                 train_days: int | None = None, eval_days: int | None = None, step_days: int | None = None,
+                 eval_config: EvalConfig = EvalConfig(),
                  criteria: Criteria = Criteria(), parallel: str = "none", workers: int | None = None,
                  ray_address: str | None = None, ray_init: dict | None = None, gpus_per_fold: float = 1,
                  seed: int = 0, plots: bool = True, keep_data: bool = False, market: str | None = None,
                  log=print) -> dict:
-    """Run every fold and write the report; returns it. `market`: the named synthetic market the data
-    was drawn from (its exact optimum is the edge rule's yardstick), None for real data."""
+    """Run every fold and write the report; returns it. `data`: the records (MarketData), or a cache
+    (CachedData) whose folds each read their own shards. The folds: `folds` (F+1 windows cut at
+    `split`) or `train_days` and `eval_days` (by dates, see plan_folds). `market`: the named synthetic
+    market the data was drawn from (its exact optimum is the edge rule's yardstick), None for real data."""
     out = Path(out)
     named = resolve_trainer(trainer)  # fail before any work when the trainer does not resolve
-    windows, how = split_windows(data.records, folds + 1, split)
+    cached = isinstance(data, CachedData)
+    segs = segments_of(data)
+    plan, cut = plan_folds(segs, folds=folds, split=split, train_days=train_days, eval_days=eval_days,
+                           step_days=step_days, cached=cached)
     out.mkdir(parents=True, exist_ok=True)
     config = {"train_args": list(train_args or []), "backend": eval_config.backend, "seed": seed}
-    specs = fold_specs(data, windows, steps, out, trainer, config, eval_config)
-    log(f"walk-forward: {named.name}; {len(data.records)} rows in {folds + 1} windows (split at {how}), "
-        f"{folds} folds of {steps} steps, runner {parallel}")
+    specs = fold_specs(data, plan, steps, out, trainer, config, eval_config)
+    describe = segs.describe if cached else lambda a, b: describe_window(data.records[a:b], a, b)
+    if train_days is not None:
+        cut["day_folds"] = [{"fold": i, "train_days": list(w.train_days), "eval_days": list(w.eval_days),
+                         "train": describe(*w.train), "eval": describe(*w.eval)} for i, w in enumerate(plan)]
+        log(f"walk-forward: {named.name}; {segs.rows} rows on {len(cut['days']['dates'])} days "
+            f"({cut['days']['dates'][0]} .. {cut['days']['dates'][-1]}), {len(plan)} folds of {train_days} training "
+            f"and {eval_days} evaluation day(s) every {step_days or eval_days}, {steps} steps each, runner {parallel}")
+    else:
+        cut["windows"] = [describe(*w.train) for w in plan] + [describe(*plan[-1].eval)]
+        log(f"walk-forward: {named.name}; {segs.rows} rows in {len(plan) + 1} windows (split at {cut['split']}), "
+            f"{len(plan)} folds of {steps} steps, runner {parallel}")
     t0 = time.perf_counter()
     if parallel == "none":
-        results = scaleout.run_sequential(specs, lambda s: run_fold_safely(s, *windows_of(s, data.records)))
+        results = scaleout.run_sequential(specs, run_fold_safely if cached else
+                                          lambda s: run_fold_safely(s, *windows_of(s, data.records)))
     elif parallel == "local":
-        slots = scaleout.local_slots(eval_config.backend, workers, folds)
-        data_npy = out / "data.npy"
-        np.save(data_npy, data.records)
-        try:
-            specs = [FoldSpec(**{**asdict(s), "data_npy": str(data_npy)}) for s in specs]
-            env = {"FOXC_BACKEND": eval_config.backend} if eval_config.backend else {}
-            log(f"local workers: {len(slots)} ({'GPUs ' + ','.join(slots) if slots[0] is not None else 'CPU'})")
+        slots = scaleout.local_slots(eval_config.backend, workers, len(specs))
+        env = {"FOXC_BACKEND": eval_config.backend} if eval_config.backend else {}
+        log(f"local workers: {len(slots)} ({'GPUs ' + ','.join(slots) if slots[0] is not None else 'CPU'})")
+        if cached:  # each worker reads its own shards
             results = scaleout.run_local(specs, slots, env)
-        finally:
-            if not keep_data:
-                data_npy.unlink(missing_ok=True)
+        else:
+            data_npy = out / "data.npy"
+            np.save(data_npy, data.records)
+            try:
+                specs = [FoldSpec(**{**asdict(s), "data_npy": str(data_npy)}) for s in specs]
+                results = scaleout.run_local(specs, slots, env)
+            finally:
+                if not keep_data:
+                    data_npy.unlink(missing_ok=True)
     elif parallel == "ray":
-        results = scaleout.run_ray(specs, run_fold_safely, inputs=ray_windows(data.records), address=ray_address,
-                                   num_gpus=gpus_per_fold, init_kwargs=ray_init, noun="fold",
+        # a cache's folds read their shards where they run: every node needs the cache at the same path
+        results = scaleout.run_ray(specs, run_fold_safely, inputs=None if cached else ray_windows(data.records),
+                                   address=ray_address, num_gpus=gpus_per_fold, init_kwargs=ray_init, noun="fold",
                                    gpus_flag="--gpus-per-fold")
     else:
         raise ValueError(f"parallel must be none, local or ray, got '{parallel}'")
@@ -136,10 +180,11 @@ def walk_forward(data: MarketData, *, folds: int, steps: int, out: Path, trainer
         from .evaluate.optimum import optimal_pnl
         params = named_market(market).params
         optimum = optimal_pnl(params, eval_config.fee_per_lot / PRICE_SCALE / params.tick).pnl_per_snapshot
+    described = data.describe() if cached else {"source": data.source, "files": data.files,
+                                                "instrument": data.instrument, "rows": int(len(data.records)),
+                                                "tick": int(data.tick)}
     run = {"trainer": named.name, "trainer_spec": trainer, "train_args": config["train_args"],
-           "data": {"source": data.source, "files": data.files, "instrument": data.instrument, "market": market,
-                    "rows": int(len(data.records)), "tick": int(data.tick)}, "optimum": optimum,
-           "split": how, "windows": [describe_window(data.records[a:b], a, b) for a, b in windows],
+           "data": {**described, "market": market}, "optimum": optimum, **cut,
            "steps_per_fold": steps, "parallel": parallel, "eval_config": eval_config.to_dict(),
            "seconds": time.perf_counter() - t0}
     report = assemble(results, criteria, run)
@@ -174,13 +219,18 @@ def walk_forward(data: MarketData, *, folds: int, steps: int, out: Path, trainer
 def build_parser() -> ArgumentParser:
     ap = ArgumentParser(prog="python -m foxc.walkforward", allow_abbrev=False, description=__doc__.split("\n")[0],
                         epilog="Flags not listed here are passed to the trainer.")
-    ap.add_argument("--data", default="synthetic", help="a file, directory or glob of market data, or 'synthetic'")
+    ap.add_argument("--data", default="synthetic",
+                    help="a file, directory or glob of market data, a prepared cache, or 'synthetic'")
     ap.add_argument("--synthetic", default="default", metavar="MARKET",
                     help="the named synthetic market of --data synthetic: easy, default, null, noisy")
     ap.add_argument("--synthetic-rows", type=positive_int, default=None,
                     help="rows of synthetic data (default 2,000,000 with CUDA, 200,000 on the reference backend)")
     ap.add_argument("--synthetic-segments", type=positive_int, default=1)
-    ap.add_argument("--folds", type=positive_int, default=3)
+    ap.add_argument("--folds", type=positive_int, default=None, help="F+1 consecutive windows (default 3)")
+    ap.add_argument("--train-days", type=positive_int, default=None, help="folds by dates: days each fold trains on")
+    ap.add_argument("--eval-days", type=positive_int, default=None, help="folds by dates: days each fold evaluates on")
+    ap.add_argument("--step-days", type=positive_int, default=None,
+                    help="folds by dates: days from one fold's start to the next (default --eval-days)")
     ap.add_argument("--steps-per-fold", type=positive_int, default=None,
                     help="training steps per fold (default 25,000 with CUDA, 1,500 on the reference backend)")
     ap.add_argument("--out", type=Path, default=None,
@@ -189,7 +239,7 @@ def build_parser() -> ArgumentParser:
     ap.add_argument("--trainer", default="rl",
                     help="rl (the integrated trainer, default), baseline (a logistic imbalance yardstick, "
                          "not the RL agent) or package.module:attribute")
-    ap.add_argument("--split", choices=SPLITS, default="auto")
+    ap.add_argument("--split", choices=SPLITS, default=None, help="where --folds may cut (default auto)")
     ap.add_argument("--seed", type=nonnegative_int, default=0)
     ap.add_argument("--backend", choices=("auto", "cuda", "reference"), default=None)
     ap.add_argument("--parallel", choices=("none", "local", "ray"), default="none")
@@ -231,9 +281,22 @@ FOLD_SETTINGS = {"data": "--data", "synthetic": "--synthetic", "synthetic_rows":
 
 
 def check_args(args, train_args: list[str]) -> None:
-    """Refuse a bad setting before any data is loaded or written, naming the flag."""
+    """Refuse a bad setting before any data is loaded or written, naming the flag; sets the defaults
+    of --folds and --split when the folds are not by dates."""
     from .data.markets import MARKETS
-    if args.data == "synthetic":
+    by_days = [f"--{n.replace('_', '-')}" for n in ("train_days", "eval_days", "step_days")
+               if getattr(args, n) is not None]
+    if by_days:
+        for flag, value in (("--folds", args.folds), ("--split", args.split)):
+            if value is not None:
+                raise UsageError(f"{flag} and {by_days[0]} are two ways to cut the data: give --folds (and --split) "
+                                 "or --train-days and --eval-days (and --step-days)")
+        if args.train_days is None or args.eval_days is None:
+            raise UsageError(f"{by_days[0]}: folds by dates need both --train-days and --eval-days")
+    else:
+        args.folds = 3 if args.folds is None else args.folds
+        args.split = args.split or "auto"
+    if args.data == "synthetic" and not by_days:
         if args.synthetic not in MARKETS:
             raise UsageError(f"--synthetic must be one of {', '.join(MARKETS)} (got '{args.synthetic}')")
         windows = args.folds + 1
@@ -271,6 +334,14 @@ def remove_previous_outputs(out: Path):
         (out / name).unlink(missing_ok=True)
 
 
+def fold_flags(args) -> str:
+    """The flags that cut the data, as given (for error messages)."""
+    if args.train_days is None:
+        return f"--folds {args.folds} (--split {args.split})"
+    return f"--train-days {args.train_days} --eval-days {args.eval_days}" + \
+        (f" --step-days {args.step_days}" if args.step_days is not None else "")
+
+
 def main(argv=None) -> int:
     args, train_args = build_parser().parse_known_args(argv)
     return run_cli("foxc.walkforward", lambda: _main(args, train_args), also=(ValueError, scaleout.ScaleoutError))
@@ -296,11 +367,21 @@ def _main(args, train_args: list[str]) -> int:
         data = load_data(args.data, args.synthetic_rows, args.seed, args.synthetic_segments, args.synthetic)
     except DataError as e:
         raise UsageError(f"--data {e}") from None
-    print(data.report.summary(), flush=True)
+    cached = isinstance(data, CachedData)
+    if cached:
+        if args.keep_data:
+            raise UsageError(f"--keep-data: the folds of a cache read its shards ({args.data}); there is no data.npy "
+                             "to keep")
+        d = data.describe()
+        print(f"cache {args.data}: {len(data.manifest['shards'])} shard(s), {d['rows']:,} rows, prepared from "
+              f"{data.manifest['data']}", flush=True)
+    else:
+        print(data.report.summary(), flush=True)
     try:
-        split_windows(data.records, args.folds + 1, args.split)
+        plan_folds(segments_of(data), folds=args.folds, split=args.split, train_days=args.train_days,
+                   eval_days=args.eval_days, step_days=args.step_days, cached=cached)
     except ValueError as e:
-        raise UsageError(f"--folds {args.folds} (--split {args.split}): {e}") from None
+        raise UsageError(f"--data {args.data}: {fold_flags(args)}: {e}") from None
     if synthetic and args.trainer == "rl":  # the agent trains on the same market, at the same fee
         train_args = ["--synthetic", args.synthetic, "--fee", repr(fee), *train_args]
     out = args.out or Path("runs") / f"walkforward-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
@@ -312,10 +393,16 @@ def _main(args, train_args: list[str]) -> int:
     criteria = Criteria(args.criteria, args.min_opt_frac, args.min_t_stat, args.min_win_rate, args.hold_min,
                         args.hold_max, args.entropy_min, args.entropy_stability)
     report = walk_forward(data, folds=args.folds, steps=args.steps_per_fold, out=out, trainer=args.trainer,
-                          train_args=train_args, split=args.split, eval_config=eval_config, criteria=criteria,
+                          train_args=train_args, split=args.split, train_days=args.train_days,
+                          eval_days=args.eval_days, step_days=args.step_days, eval_config=eval_config,
+                          criteria=criteria,
                           parallel=args.parallel, workers=args.workers, ray_address=args.ray_address,
                           gpus_per_fold=args.gpus_per_fold, seed=args.seed, plots=not args.no_plots,
                           keep_data=args.keep_data, market=args.synthetic if synthetic else None)
+    refused = [f for f in report["folds"] if f.get("data_error")]
+    if refused:  # the data, not the code: a user's error, as when the whole data is refused up front
+        raise UsageError(f"--data {args.data}: fold {refused[0]['fold']}: {refused[0]['data_error']} (the report of "
+                         f"every fold is in {out})")
     return 0 if all("error" not in f for f in report["folds"]) else 1
 
 

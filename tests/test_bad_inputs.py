@@ -130,6 +130,22 @@ CASES = [
     case("wf-data-missing", "walkforward", ["--data", "{case}/missing.parquet"], "--data", "missing.parquet"),
     case("wf-folds-past-data", "walkforward", ["--data", "{parquet}", "--folds", "5000", "--out", "{case}/wf"],
          "--folds", "5000"),
+    case("wf-days-and-folds", "walkforward", ["--train-days", "2", "--eval-days", "1", "--folds", "2"], "--folds",
+         "--train-days"),
+    case("wf-days-without-eval", "walkforward", ["--train-days", "2"], "--train-days", "--eval-days"),
+    case("wf-step-days-zero", "walkforward", ["--train-days", "2", "--eval-days", "1", "--step-days", "0"],
+         "--step-days", "0"),
+    case("wf-days-too-few", "walkforward", ["--data", "{case}/cache", "--train-days", "2", "--eval-days", "1",
+                                            "--out", "{case}/wf"], "--data", "cache", "--train-days 2", "1 day(s)",
+         "need at least 3", files=CACHE),
+    case("wf-days-undated", "walkforward", ["--data", "{case}/undated.parquet", "--train-days", "1", "--eval-days",
+                                            "1", "--out", "{case}/wf"], "undated.parquet", "not calendar times",
+         files={"undated.parquet": "undated_parquet"}),
+    case("wf-cache-split-rows", "walkforward", ["--data", "{case}/cache", "--folds", "1", "--split", "rows",
+                                                "--out", "{case}/wf"], "--split rows", "shards", files=CACHE),
+    case("wf-cache-tampered-manifest", "walkforward", ["--data", "{case}/cache", "--folds", "1", "--out",
+                                                       "{case}/wf"], "--data", "manifest.json",
+         files={**CACHE, "cache/manifest.json": b'{"format": "foxc-cache"}'}),
     case("wf-out-is-a-file", "walkforward", ["--out", "{case}/taken.txt"], "--out", "taken.txt",
          files={"taken.txt": b"keep me\n"}),
     case("wf-out-holds-files", "walkforward", ["--out", "{case}/wf", "--synthetic-rows", "5000"], "--out", "--overwrite",
@@ -273,6 +289,9 @@ def shared_files(base: Path) -> dict:
     one_sided = generate(40, 1)
     one_sided["ask_px"] = PRICE_UNDEF
     write_parquet(base / "one_sided.parquet", one_sided)
+    undated = generate(3000, 1)
+    undated["ts_ns"] -= undated["ts_ns"][0] - 1  # times counted from 0, as a file without its date
+    write_parquet(base / "undated.parquet", undated)
     prepare(parquet, base / "cache")
     shard = base / "cache" / "shards" / "00000"
     labels = bytearray((shard / "labels.npy").read_bytes())
@@ -281,7 +300,7 @@ def shared_files(base: Path) -> dict:
             "parquet_bytes": parquet.read_bytes(), "one_sided_parquet": (base / "one_sided.parquet").read_bytes(),
             "cache_manifest": (base / "cache" / "manifest.json").read_bytes(),
             "cache_records": (shard / "records.npy").read_bytes(), "cache_labels": (shard / "labels.npy").read_bytes(),
-            "cache_labels_tampered": bytes(labels)}
+            "cache_labels_tampered": bytes(labels), "undated_parquet": (base / "undated.parquet").read_bytes()}
 
 
 def snapshot(folder: Path) -> dict:

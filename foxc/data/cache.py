@@ -352,6 +352,34 @@ def open_cache(path, labels: LabelConfig) -> Cache:
                  manifest["sha256"])
 
 
+def read_rows(path, start: int, stop: int, sha256: str | None = None) -> np.ndarray:
+    """Records [start, stop) of the cache at `path` (rows numbered through its shards in order), reading
+    only the records.npy of the shards that hold them, each verified whole (size, sha256, dtype, shape)
+    as open_cache verifies it; labels are not read. `sha256`: the cache identity the caller planned
+    with (a cache prepared again since is refused). What a walk-forward fold reads."""
+    folder = Path(path)
+    manifest = read_manifest(folder)
+    if sha256 is not None and manifest["sha256"] != sha256:
+        raise DataError(folder, f"the cache is {manifest['sha256'][:12]}…, not the {sha256[:12]}… the folds were "
+                                "planned on: it was prepared again meanwhile (run the walk-forward again)")
+    shards = manifest["shards"]
+    ends = np.cumsum([s["rows"] for s in shards])
+    if not 0 <= start < stop <= ends[-1]:
+        raise ValueError(f"rows [{start}, {stop}) are not within the cache's {ends[-1]} rows")
+    first, last = int(np.searchsorted(ends, start, "right")), int(np.searchsorted(ends, stop - 1, "right"))
+    offset = int(ends[first] - shards[first]["rows"])
+    records = np.empty(int(ends[last]) - offset, SNAPSHOT_DTYPE)
+    reads, row = [], 0
+    for k in range(first, last + 1):
+        n = shards[k]["rows"]
+        reads.append((shard_dir(folder, k) / RECORDS, shards[k]["files"][RECORDS], SNAPSHOT_DTYPE, (n,),
+                      [records[row:row + n]]))
+        row += n
+    with ThreadPoolExecutor(min(32, os.cpu_count() or 1, len(reads))) as pool:
+        list(pool.map(lambda r: _read_verified(*r), reads))
+    return records[start - offset:stop - offset]
+
+
 def _read_verified(path: Path, entry: dict, dtype: np.dtype, shape: tuple, targets: list[np.ndarray]):
     """Read a shard file's data, in file order, into `targets` (contiguous slices of the cache's arrays),
     hashing it as it goes; refused unless its size, sha256, dtype and shape are the manifest's."""
@@ -482,4 +510,4 @@ def head_labels(labels: np.ndarray, horizons, rows: int) -> np.ndarray:
 
 
 __all__ = ["Cache", "FORMAT", "MANIFEST", "VERSION", "content_sha256", "head_labels", "is_cache",
-           "open_cache", "prepare", "read_manifest"]
+           "open_cache", "prepare", "read_manifest", "read_rows"]

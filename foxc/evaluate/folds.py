@@ -7,7 +7,9 @@ A fold writes into its directory (on the machine that runs it): the trainer's ch
 `equity.npy` (int64 equity after each snapshot of the evaluation window) and `trades.npy`. It
 returns a JSON-able record (figures, a downsampled equity curve, where its files are), so results
 gather the same way from processes and machines. As a subprocess:
-`python -m foxc.evaluate.folds FOLD.json` reads the records from the memory-mapped `data_npy`.
+`python -m foxc.evaluate.folds FOLD.json` reads the records from the memory-mapped `data_npy`, or,
+from a prepared cache (`cache`), only the shards that hold its two windows, each verified by its
+hash (foxc.data.cache.read_rows), so no worker holds more than its fold.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..data.source import MarketData
+from ..data.validate import DataError
 from ..driver import open_runtime
 from .runner import EvalConfig, Evaluator
 from .scaleout import serve
@@ -45,6 +48,10 @@ class FoldSpec:
     tick: int = 1
     source: str = ""
     data_npy: str = ""             # for subprocess workers: the whole data as a .npy file (memory-mapped)
+    cache: str = ""                # or a prepared cache the fold reads its windows' shards from
+    cache_sha256: str = ""         # the cache's identity when the folds were planned
+    train_days: tuple[str, str] | None = None  # folds by dates: the first and last UTC date of each window
+    eval_days: tuple[str, str] | None = None
 
     # a job of foxc.evaluate.scaleout
     SPEC_FILE: ClassVar[str] = "fold.json"
@@ -63,7 +70,8 @@ class FoldSpec:
     @classmethod
     def from_json(cls, text: str) -> "FoldSpec":
         d = json.loads(text)
-        d["train"], d["eval"] = tuple(d["train"]), tuple(d["eval"])
+        for key in ("train", "eval", "train_days", "eval_days"):
+            d[key] = None if d.get(key) is None else tuple(d[key])
         return cls(**d)
 
 
@@ -112,6 +120,7 @@ def run_fold(spec: FoldSpec, train_records: np.ndarray, eval_records: np.ndarray
         "policy": ev.policy,
         "train_window": describe_window(train_records, *spec.train),
         "eval_window": describe_window(eval_records, *spec.eval),
+        **fold_days(spec),
         "steps": spec.steps,
         "checkpoint": str(checkpoint),
         "fold_dir": str(out),
@@ -151,19 +160,37 @@ def _yardstick(window, evaluator, out: Path, config: dict) -> dict:
     return {k: m[k] for k in ("net_pnl", "trades", "win_rate", "pnl_ticks", "trade_t_stat", "exposure")}
 
 
-def failed_record(spec: FoldSpec, error: str) -> dict:
-    return {"fold": spec.fold, "error": error, "fold_dir": spec.out_dir, "host": socket.gethostname()}
+def fold_days(spec: FoldSpec) -> dict:
+    """A fold by dates: the first and last date of its two windows, for its record."""
+    return {"train_days": list(spec.train_days), "eval_days": list(spec.eval_days)} if spec.train_days else {}
 
 
-def run_fold_safely(spec: FoldSpec, train_records, eval_records) -> dict:
-    """run_fold, with a failure turned into a record that names it (a report still comes out)."""
+def failed_record(spec: FoldSpec, error: str, data_error: str | None = None) -> dict:
+    record = {"fold": spec.fold, "error": error, "fold_dir": spec.out_dir, "host": socket.gethostname(),
+              **fold_days(spec)}
+    if data_error is not None:
+        record["data_error"] = data_error  # the data was refused (a tampered shard): the user's to fix
+    return record
+
+
+def run_fold_safely(spec: FoldSpec, train_records=None, eval_records=None) -> dict:
+    """run_fold, with a failure turned into a record that names it (a report still comes out); the
+    windows are read here (records_of) unless given."""
     try:
+        if train_records is None:
+            train_records, eval_records = records_of(spec)
         return run_fold(spec, train_records, eval_records)
+    except DataError as e:
+        return failed_record(spec, f"{type(e).__name__}: {e}", str(e))
     except Exception:
         return failed_record(spec, traceback.format_exc(limit=8))
 
 
 def records_of(spec: FoldSpec) -> tuple[np.ndarray, np.ndarray]:
+    """The fold's two windows, from the cache (only their shards) or the memory-mapped data_npy."""
+    if spec.cache:
+        from ..data.cache import read_rows
+        return tuple(read_rows(spec.cache, a, b, spec.cache_sha256 or None) for a, b in (spec.train, spec.eval))
     data = np.load(spec.data_npy, mmap_mode="r")
     return data[spec.train[0]:spec.train[1]], data[spec.eval[0]:spec.eval[1]]
 
@@ -181,8 +208,7 @@ def ray_windows(records: np.ndarray):
 
 
 def main(argv=None) -> int:
-    return serve(sys.argv[1:] if argv is None else argv, FoldSpec.from_json,
-                 lambda spec: run_fold_safely(spec, *records_of(spec)),
+    return serve(sys.argv[1:] if argv is None else argv, FoldSpec.from_json, run_fold_safely,
                  "python -m foxc.evaluate.folds FOLD.json (written by foxc.walkforward)")
 
 

@@ -134,6 +134,13 @@ def _money(value) -> str:
     return "–" if value is None else f"{value / PRICE_SCALE:.4f}"
 
 
+def _days(first_last) -> str:
+    if not first_last:
+        return "?"
+    first, last = first_last
+    return first if first == last else f"{first} .. {last}"
+
+
 def _mark(verdicts: dict) -> str:
     return "✓" if verdicts and all(v["pass"] for v in verdicts.values()) else "✗"
 
@@ -149,9 +156,14 @@ def markdown(report: dict) -> str:
                  if optimum is not None else
                  f"net PnL > 0 after fees and above the logistic-imbalance yardstick in every fold, pooled per-trade "
                  f"t-statistic > {c['min_t_stat']}")
-    lines += [f"- data: {data.get('source', '?')}" + (f" (market `{data['market']}`)" if data.get("market") else "")
-              + f" ({data.get('rows', '?')} rows, tick {_money(data.get('tick'))}), split at "
-              f"{str(report.get('split', '?')).rstrip('s')} boundaries into {len(report.get('windows', []))} windows",
+    days = report.get("days")
+    cut = (f"folds by UTC day: {days['train']} training and {days['eval']} evaluation day(s), every {days['step']} "
+           f"day(s), of the {len(days['dates'])} days with data ({days['dates'][0]} .. {days['dates'][-1]})"
+           if days else f"split at {str(report.get('split', '?')).rstrip('s')} boundaries into "
+                        f"{len(report.get('windows', []))} windows")
+    lines += [f"- data: {data.get('source', '?')}" + (", a prepared cache" if data.get("cache") else "")
+              + (f" (market `{data['market']}`)" if data.get("market") else "")
+              + f" ({data.get('rows', '?')} rows, tick {_money(data.get('tick'))}), {cut}",
               f"- steps per fold: {report.get('steps_per_fold', '?')}; runner: {report.get('parallel', '?')}",
               f"- edge rule: {edge_rule}",
               f"- seed rule: win rate > {c['min_win_rate']}, hold fraction {c['hold_min']}–{c['hold_max']}, entropy "
@@ -162,16 +174,19 @@ def markdown(report: dict) -> str:
     if pooled:
         lines += [f"- pooled per-trade t-statistic over {pooled['trades']} trades: {_fmt(pooled['value'], 2)} "
                   f"({'above' if pooled['pass'] else 'not above'} {c['min_t_stat']})", ""]
-    head = ["fold", "train rows", "eval rows", "trades", "win rate", "net PnL", "ticks/snapshot", "of optimum",
+    dated = ["train days", "eval days"] if days else []
+    head = ["fold", *dated, "train rows", "eval rows", "trades", "win rate", "net PnL", "ticks/snapshot", "of optimum",
             "yardstick net", "t/trade", "max DD", "hold", "in market", "edge ✓", "seed ✓", "pass"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for f in report["folds"]:
+        when = [_days(f.get("train_days")), _days(f.get("eval_days"))] if days else []
         if "error" in f:
-            lines.append(f"| {f['fold']} | failed: {f['error'].strip().splitlines()[-1]} |" + " |" * (len(head) - 2))
+            lines.append("| " + " | ".join(map(str, [f["fold"], *when])) + f" | failed: "
+                         f"{f['error'].strip().splitlines()[-1]} |" + " |" * (len(head) - 2 - len(when)))
             continue
         m, cr = f["metrics"], f["criteria"]
         frac = cr["edge"].get("opt_frac", {}).get("value")
-        row = [f["fold"], f["train_window"]["rows"], f["eval_window"]["rows"], m["trades"], _fmt(m["win_rate"]),
+        row = [f["fold"], *when, f["train_window"]["rows"], f["eval_window"]["rows"], m["trades"], _fmt(m["win_rate"]),
                _money(m["net_pnl"]), _fmt(m.get("pnl_ticks"), 5), _fmt(frac),
                _money((f.get("yardstick") or {}).get("net_pnl")), _fmt(m["trade_t_stat"], 2),
                _money(m["max_drawdown"]), _fmt(m["hold_frac"]), _fmt(m.get("exposure")),
