@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -43,6 +44,8 @@ from peer_common import (ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD, C51_ATOMS, F
 from foxc.data.record import PRICE_SCALE  # noqa: E402
 
 
+# foxc allocates its own device memory in the same process: JAX takes what it needs, not 75 % up front
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 try:
     import jax
     import jax.numpy as jnp

@@ -644,7 +644,7 @@ def bench_torch(torch, market: TorchMarket, cfg: PeerConfig, steps: int, device,
             ok, why = sane(torch, ts, peer.done)
             if not ok:
                 raise RuntimeError(f"state not sane before timing: {why}")
-            if "eager" in wanted or (build == "compiled" and not cuda):
+            if "eager" in wanted or build == "compiled":  # the compiled build also uncaptured: its launch cost
                 row[f"{key}_eager_sps"] = round(1 / time_eager(torch, peer, steps, device), 1)
             if cuda and ("graph" in wanted or build == "compiled"):
                 wall, gpu = time_graph(torch, peer, steps)
