@@ -415,6 +415,11 @@ def sane(x: dict, cfg: PeerConfig, done: int) -> tuple[bool, str]:
     return not problems, "; ".join(problems)
 
 
+def set_precision(precision: str):
+    """f32: XLA's default on NVIDIA GPUs is TF32 for f32 matmuls; "highest" keeps FP32 (foxc's f32)."""
+    jax.config.update("jax_default_matmul_precision", "tensorfloat32" if precision == "tf32" else "highest")
+
+
 def bench_jax(tables: dict, mk: dict, cfg: PeerConfig, steps: int, steps_per_call: int) -> dict:
     st = Settings(cfg)
     run = make_runner(st, steps_per_call)
@@ -462,7 +467,7 @@ def main(argv=None) -> int:
     if MISSING_JAX:
         print(f"jax_step: {MISSING_JAX}", file=sys.stderr)
         return 2
-    gpu = jax.default_backend() == "gpu"
+    gpu = jax.default_backend() in ("gpu", "cuda")
     try:
         sizes = sizes_arg(args.n_backtests or ("256,1024,4096" if gpu else "8"))
     except ValueError as e:
@@ -475,8 +480,7 @@ def main(argv=None) -> int:
         ap.error(f"--steps and --steps-per-call must be at least 1, got {steps} and {args.steps_per_call}")
     if capacity & (capacity - 1) or capacity < 2:
         ap.error(f"--per-capacity must be a power of two, got {capacity}")
-    # f32: XLA's default on NVIDIA GPUs is TF32 for f32 matmuls; "highest" keeps FP32 (foxc's f32)
-    jax.config.update("jax_default_matmul_precision", "tensorfloat32" if args.precision == "tf32" else "highest")
+    set_precision(args.precision)
     from foxc.data.labels import LabelConfig, compute_labels
     from foxc.data.synthetic import synthetic_data
     market = synthetic_data(rows_n, seed=0)

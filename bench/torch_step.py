@@ -666,7 +666,8 @@ def bench_torch(torch, market: TorchMarket, cfg: PeerConfig, steps: int, device,
 
 # each peer figure and the flag saying its state was sane
 PEER_COLUMNS = {"torch_graph_sps": "torch_ok", "torch_eager_sps": "torch_ok",
-                "torch_compiled_graph_sps": "torch_compiled_ok", "torch_compiled_eager_sps": "torch_compiled_ok"}
+                "torch_compiled_graph_sps": "torch_compiled_ok", "torch_compiled_eager_sps": "torch_compiled_ok",
+                "jax_sps": "jax_ok"}
 
 
 def best_peer(row: dict) -> tuple[str, float] | None:
@@ -676,7 +677,7 @@ def best_peer(row: dict) -> tuple[str, float] | None:
 
 
 COLUMNS = ["B", "foxc_eager_sps", "foxc_graph_sps", "torch_eager_sps", "torch_graph_sps", "torch_compiled_graph_sps",
-           "torch_compiled_eager_sps", "foxc_over_best", "best_peer", "foxc_gpu_ms", "torch_gpu_ms",
+           "torch_compiled_eager_sps", "jax_sps", "foxc_over_best", "best_peer", "foxc_gpu_ms", "torch_gpu_ms",
            "torch_compiled_gpu_ms"]
 
 
@@ -686,12 +687,13 @@ def summary(at: dict, device: str) -> str:
     if "foxc_graph_sps" in at:
         parts.append(f"foxc's graph step {at['foxc_graph_sps']} steps/s")
     for key, what in (("torch_graph_sps", "torch as a CUDA graph"), ("torch_compiled_graph_sps", "torch.compile + graph"),
-                      ("torch_eager_sps", "torch eager"), ("torch_compiled_eager_sps", "torch.compile eager")):
+                      ("torch_eager_sps", "torch eager"), ("torch_compiled_eager_sps", "torch.compile eager"),
+                      ("jax_sps", "jax.jit")):
         if key in at:
             parts.append(f"{what} {at[key]}")
     if "foxc_over_best" in at:
         parts.append(f"foxc/best peer ({at['best_peer']}) {at['foxc_over_best']}x")
-    oks = [f"{k.removesuffix('_ok')} {at[k]}" for k in ("torch_ok", "torch_compiled_ok") if k in at]
+    oks = [f"{k.removesuffix('_ok')} {at[k]}" for k in ("torch_ok", "torch_compiled_ok", "jax_ok") if k in at]
     parts.append("state sane: " + ", ".join(oks))
     return "; ".join(parts)
 
@@ -708,6 +710,9 @@ def main(argv=None) -> int:
     ap.add_argument("--precision", choices=("f32", "tf32"), default="f32")
     ap.add_argument("--rows", type=int, default=None, help="synthetic snapshots (default 1,000,000; cpu 3,000)")
     ap.add_argument("--no-foxc", action="store_true", help="time the torch step only")
+    ap.add_argument("--jax", action="store_true",
+                    help="also time bench/jax_step.py's step in this process (best peer over torch and JAX)")
+    ap.add_argument("--steps-per-call", type=int, default=10, help="with --jax: steps per jitted dispatch")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args(argv)
     cuda = args.device == "cuda"
@@ -722,8 +727,8 @@ def main(argv=None) -> int:
     K = args.seq_len or (32 if cuda else 4)
     capacity = args.per_capacity or (65536 if cuda else 64)
     rows_n = args.rows or (1_000_000 if cuda else 3_000)
-    if steps < 1:
-        ap.error(f"--steps must be at least 1, got {steps}")
+    if steps < 1 or args.steps_per_call < 1:
+        ap.error(f"--steps and --steps-per-call must be at least 1, got {steps} and {args.steps_per_call}")
     if capacity & (capacity - 1) or capacity < 2:
         ap.error(f"--per-capacity must be a power of two, got {capacity}")
     try:
@@ -741,6 +746,15 @@ def main(argv=None) -> int:
     market = synthetic_data(rows_n, seed=0)
     labels = compute_labels(market.records, market.tick, LabelConfig())
     tmarket = TorchMarket(torch, market, labels, args.device)
+    jax_peer = None
+    if args.jax:
+        import jax_step as jax_peer
+        if jax_peer.MISSING_JAX:
+            print(f"torch_step: --jax: {jax_peer.MISSING_JAX}", file=sys.stderr)
+            return 2
+        jax_peer.set_precision(args.precision)
+        tables = market_tables(market, labels)
+        jmarket = jax_peer.device_market(tables, market.tick)
 
     rt = None
     with_foxc = cuda and not args.no_foxc
@@ -752,7 +766,13 @@ def main(argv=None) -> int:
         row = {"B": B}
         if with_foxc:
             row.update(bench_foxc(market, labels, B, steps, K, capacity, args.precision, rt))
-        row.update(bench_torch(torch, tmarket, PeerConfig(B=B, K=K, capacity=capacity), steps, args.device, modes))
+        cfg = PeerConfig(B=B, K=K, capacity=capacity)
+        row.update(bench_torch(torch, tmarket, cfg, steps, args.device, modes))
+        if jax_peer is not None:
+            try:
+                row.update(jax_peer.bench_jax(tables, jmarket, cfg, steps, args.steps_per_call))
+            except Exception as e:  # noqa: BLE001 - the torch and foxc figures still stand; say why
+                row.update(jax_ok=False, jax_error=f"{type(e).__name__}: {e}"[:400])
         best = best_peer(row)
         if best is not None:
             row["best_peer"] = best[0].removesuffix("_sps")
@@ -768,13 +788,14 @@ def main(argv=None) -> int:
     from foxc.bench.report import table
     print(table(results, [c for c in COLUMNS if any(c in r for r in results)]))
     for r in results:
-        for key in ("torch_error", "torch_compiled_error"):
+        for key in ("torch_error", "torch_compiled_error", "jax_error"):
             if key in r:
                 print(f"B={r['B']}: {key.removesuffix('_error')}: {r[key]}")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "benchmark": "torch_peer", "device": device_name, "torch": torch.__version__,
-            "torch_cuda": torch.version.cuda, "host": platform.node(), "commit": git_commit(),
+            "torch_cuda": torch.version.cuda, "jax": jax_peer.jax.__version__ if jax_peer else None,
+            "host": platform.node(), "commit": git_commit(),
             "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "compile_mode": COMPILE_MODE,
             "K": K, "per_capacity": capacity, "precision": args.precision, "steps": steps, "rows": results},
             indent=1) + "\n")
