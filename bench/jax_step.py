@@ -38,10 +38,9 @@ import numpy as np  # noqa: E402
 
 from peer_common import (ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD, C51_ATOMS, F_MID_REL, F_SPREAD,  # noqa: E402
                          FEATURES, FLAT_FROM_LONG, FLAT_FROM_SHORT, FRAME, HIDDEN_DIM, HOLD, LONG, N_ACTIONS,
-                         N_PERCEPTION, Q_INVALID, RING, SHORT, SIDE, SPREAD_CAP_TICKS, STATE_DIM, TARGET, TENSORS,
+                         Q_INVALID, RING, SHORT, SIDE, SPREAD_CAP_TICKS, STATE_DIM, TARGET, TENSORS,
                          TIME_SCALE_STEPS, UNREALIZED_SCALE_TICKS, PeerConfig, bench_foxc, foxc_weights, git_commit,
-                         isv, market_tables, sizes_arg, valid_table)
-from foxc.data.record import PRICE_SCALE  # noqa: E402
+                         isv, market_tables, sizes_arg, tick_price, valid_table)
 
 
 # foxc allocates its own device memory in the same process: JAX takes what it needs, not 75 % up front
@@ -214,14 +213,14 @@ def device_market(tables: dict, tick: int) -> dict:
     out = {k: jnp.asarray(v.astype(np.float32)) for k, v in tables.items() if k != "mid2"}
     mid2 = tables["mid2"]
     out["mid_ticks"] = jnp.asarray(((mid2 - mid2[0]) / (2 * float(tick))).astype(np.float32))
-    out["tick_price"] = jnp.float32(float(tick) / PRICE_SCALE)
+    out["tick_price"] = jnp.float32(tick_price(tick))
     return out
 
 
 def step(x: dict, mk: dict, st: Settings) -> dict:
     """One training step: the phases of foxc/trainer/step.py on the state pytree `x` (a new one out)."""
     cfg = st.cfg
-    B, K, D, C, n = cfg.B, cfg.K, HIDDEN_DIM, cfg.capacity, cfg.n_step
+    B, K, C, n = cfg.B, cfg.K, cfg.capacity, cfg.n_step
     lo, hi = K - 1, mk["mid"].shape[0] - 2
     x = dict(x)
     key, k_act, k_sample, k_reset = jax.random.split(x["key"], 4)

@@ -86,9 +86,9 @@ def market_tables(market, labels: np.ndarray) -> dict:
     return {k: np.ascontiguousarray(v) for k, v in out.items()}
 
 
-def tick_price(market) -> float:
-    """One tick in price units (foxc's rewards and the unrealized-PnL feature are in ticks)."""
-    return float(market.tick) / PRICE_SCALE
+def tick_price(tick: int) -> float:
+    """One tick (foxc's integer price units) in price units: rewards and the unrealized-PnL feature are in ticks."""
+    return float(tick) / PRICE_SCALE
 
 
 def foxc_weights(seed: int = 0) -> dict[str, np.ndarray]:

@@ -93,7 +93,7 @@ class TorchMarket:
     def __init__(self, torch, market, labels: np.ndarray, device):
         for name, a in market_tables(market, labels).items():
             setattr(self, name, torch.as_tensor(a, device=device))
-        self.n, self.tick, self.tick_price = len(market.records), float(market.tick), tick_price(market)
+        self.n, self.tick, self.tick_price = len(market.records), float(market.tick), tick_price(market.tick)
 
 
 # ---- the model --------------------------------------------------------------------------------------
@@ -171,7 +171,7 @@ class TorchStep:
 
     def __init__(self, torch, cfg: PeerConfig, market: TorchMarket, device, seed: int = 0, compiled: bool = False):
         self.torch, self.cfg, self.market, self.device, self.compiled = torch, cfg, market, device, compiled
-        B, K, D, S, C, n = cfg.B, cfg.K, HIDDEN_DIM, STATE_DIM, cfg.capacity, cfg.n_step
+        B, K, S, C, n = cfg.B, cfg.K, STATE_DIM, cfg.capacity, cfg.n_step
         torch.manual_seed(seed)
         z32 = lambda *s: torch.zeros(*s, dtype=torch.float32, device=device)  # noqa: E731
         z64 = lambda *s: torch.zeros(*s, dtype=torch.float64, device=device)  # noqa: E731

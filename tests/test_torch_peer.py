@@ -3,7 +3,6 @@ of its whole step, plain and compiled. Skipped where torch is not importable (fo
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
