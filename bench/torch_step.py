@@ -1,41 +1,47 @@
-"""foxc's training step written in PyTorch: steps/s eager and as one torch.cuda.CUDAGraph, beside foxc's own.
+"""foxc's training step written in PyTorch: steps/s eager, as a CUDA graph and compiled, beside foxc's own.
 
     PYTHONPATH=$PWD python bench/torch_step.py [--n-backtests 256,1024,4096] [--steps N] [--device cuda|cpu]
                                                [--seq-len K] [--per-capacity C] [--precision f32|tf32]
-                                               [--no-foxc] [--json FILE]
+                                               [--modes eager,graph,compiled] [--no-foxc] [--json FILE]
 
-The peer of issue #8 item 6: one training step with foxc's shapes and losses, written the way a
-PyTorch user would (nn.Linear, autograd, torch.optim.AdamW, clip_grad_norm_), with the dataset
-gather, the simulator, the n-step rings and the prioritized replay as torch tensor ops on the
-device. Per batch size B it times the step eagerly and captured once into a torch.cuda.CUDAGraph
-(replayed per step), and times foxc's mega-graph step in the same process through
-`foxc.bench.train.bench_one`; the table's ratio column is foxc's graph steps/s over torch's.
+One training step with foxc's shapes, model and losses, with the dataset gather, the simulator, the
+n-step rings and the prioritized replay as torch tensor ops on the device, in two builds:
 
-This file lives outside the foxc package and foxc never imports it; torch is not a foxc
-dependency. `--device cpu` runs the torch step eagerly on the CPU at tiny sizes (a smoke run:
-no CUDA graphs, no foxc comparison).
+  plain     nn.Linear layers, autograd, fused torch.optim.AdamW, clip_grad_norm_, and the encoder's scan
+            as a Python loop of small ops; timed eagerly and captured once into a torch.cuda.CUDAGraph
+  compiled  what a strong PyTorch user writes: the scan in closed form (below), the encoder, the losses
+            (and so, through AOTAutograd, their backward) and the update (clip + AdamW + target lerp)
+            under torch.compile(mode="max-autotune-no-cudagraphs"), and the whole step then captured
+            in a torch.cuda.CUDAGraph
+
+In the same process it times foxc's mega-graph step through `foxc.bench.train.bench_one`; the table's
+ratio column is foxc's graph steps/s over the best peer's. This file lives outside the foxc package
+and foxc never imports it; torch is not a foxc dependency. `--device cpu` runs the plain step
+eagerly at tiny sizes (a smoke run: no CUDA graphs, no foxc); `--modes compiled` on the CPU
+compiles through Inductor's C++ backend (slow to compile; the step is not captured).
 
 What one step does, top to bottom (the order of foxc/trainer/step.py):
   gather      windows [K, B, F] of the per-snapshot feature table at the cursors, the window-relative
               mid feature computed on the fly, perception labels and masks at the cursors
-  bridge      position lots and drawdown for the actor
-  encode      input projection to 4D, the selective diagonal scan over K (a Python loop of torch ops),
-              h = tanh(y W_out + b_out); kept in autograd for the perception loss
-  replay_push the previous step's entry into the n-step rings; the oldest entry leaves as a transition
-              (truncated n-step return, gamma^m, done) with next state h, stored at max priority
-  act         policy logits on h (no grad), softmax mixed with the exploration floor, inverse-CDF sampling
-              on torch's RNG, confidence gate, stop-loss
+  encode      input projection to 4D, the selective diagonal scan over K, h = tanh(y W_out + b_out);
+              kept in autograd for the perception loss
+  replay_push the previous step's state, action, reward, done into the n-step rings
+  state       s_t = [h | side, unrealized PnL, time in trade, spread] (foxc.agent.layout)
+  replay_flush the oldest ring entry leaves as a transition (truncated n-step return, gamma^m, done)
+              with next state s_t, stored at the running maximum priority
+  act         the online C51 head on s_t (shared ReLU layer, atoms, means, invalid actions masked),
+              epsilon-greedy over the valid actions with held exploration segments, stop-loss
   simulate    10-level books at the cursors, market orders walking the levels, fees, mark to the next
               snapshot's mid, closed trades, drawdown
-  reward      equity change, drawdown penalty, PopArt scale, clamp
-  replay_sample  stratified proportional sampling over the 65,536 priorities (cumsum + searchsorted),
+  reward      equity change in ticks, drawdown penalty, PopArt scale, clamp
+  replay_sample  stratified proportional sampling over the priorities (cumsum + searchsorted),
               importance weights (N P)^-beta over the batch maximum
-  learn       masked BCE on h; C51 (target network, projection, PER-weighted cross-entropy), value MSE,
-              policy loss on the replayed h_t; one backward (the RL gradient on h reaches the encoder
-              scaled by lambda, see `rl_input`)
+  learn       masked BCE on h (the encoder's only gradient); on the replayed states the shared layer
+              (online, and target for s_t+1), C51 with the target's greedy valid action, value MSE,
+              the policy distilled from softmax(Q / T) over the valid actions; one backward
   update      clip_grad_norm_, AdamW per head learning rate, soft target update (lerp with tau)
   priorities  (|TD| + 1e-6)^alpha into the priority tensor, running maximum
-  control     step statistics, PopArt and |PnL| EMAs, loss EMAs, PER beta annealing
+  control     PopArt and |PnL| EMAs, loss EMAs, PER beta annealing
   diagnostics the step's frame into a device ring, the step counter
   advance     cursors move on; finished episodes draw new cursors
 """
@@ -47,32 +53,23 @@ import math
 import platform
 import sys
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # foxc from this checkout when run as `python bench/torch_step.py`
-    sys.path.insert(0, str(ROOT))
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # peer_common beside this file, also when loaded by a test
+    sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
 
-from foxc.data.features import F_MID_REL, FEATURES, snapshot_features  # noqa: E402
-from foxc.data.labels import LabelConfig, compute_labels  # noqa: E402
-from foxc.data.record import PRICE_SCALE, PRICE_UNDEF  # noqa: E402
-from foxc.data.synthetic import synthetic_data  # noqa: E402
-from foxc.isv.registry import slot  # noqa: E402
+from peer_common import (ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD, C51_ATOMS, F_MID_REL, F_SPREAD,  # noqa: E402
+                         FEATURES, FLAT_FROM_LONG, FLAT_FROM_SHORT, FRAME, HIDDEN_DIM, HOLD, LONG, N_ACTIONS,
+                         N_PERCEPTION, Q_INVALID, RING, RL_HIDDEN, SHORT, SIDE, SPREAD_CAP_TICKS, STATE_DIM, TARGET,
+                         TENSORS, TIME_SCALE_STEPS, UNREALIZED_SCALE_TICKS, PeerConfig, bench_foxc, foxc_weights,
+                         git_commit, isv, market_tables, sizes_arg, tick_price, valid_table)
 
-HIDDEN_DIM = 128
-N_ACTIONS = 5
-C51_ATOMS = 51
-N_PERCEPTION = 9
-HOLD, LONG, SHORT, FLAT_FROM_LONG, FLAT_FROM_SHORT = range(5)
-N_STEP = 3
-EPISODE_STEPS = 2000   # foxc's TrainConfig.episode_steps default
-FRAME = 16             # diagnostics frame length (floats)
-RING = 1024            # diagnostics ring length (frames)
-ADAM_BETAS, ADAM_EPS, ADAM_WD = (0.9, 0.999), 1e-8, 0.01   # foxc/nn/optim.py
+MODES = ("eager", "graph", "compiled")
+COMPILE_MODE = "max-autotune-no-cudagraphs"  # the whole step is captured by hand, so no cudagraph trees
 
 
 class MissingTorch(RuntimeError):
@@ -88,104 +85,93 @@ def import_torch():
     return torch
 
 
-def isv(name: str) -> float:
-    """The bootstrap value of an ISV slot: the torch step runs with foxc's starting settings."""
-    return slot(name).bootstrap
-
-
-@dataclass(frozen=True)
-class PeerConfig:
-    B: int
-    K: int = 32
-    capacity: int = 65536
-    n_step: int = N_STEP
-    episode_steps: int = EPISODE_STEPS
-    lots: float = 1.0
-    fee: float = 0.0  # price units per lot per side (foxc's bench default: no fee)
-
-
 # ---- the market: foxc's synthetic data as device tensors ------------------------------------------
 
 class TorchMarket:
-    """Per-snapshot tables on the device, built once from foxc's MarketData and labels.
-
-    features [N, 46]: foxc's per-snapshot features (snapshot_features) with the mid-relative
-    feature left out; the gather fills it per window from mid2 (twice the mid, int64), as foxc's
-    gather kernel does. labels / mask [N, 9]: the perception targets the bridge kernel builds.
-    Books: best-first prices (float64, price units) and sizes (float32) of 10 levels.
-    """
+    """`peer_common.market_tables` as device tensors (attributes of the same names)."""
 
     def __init__(self, torch, market, labels: np.ndarray, device):
-        rec = market.records
-        n = len(rec)
-        tick = market.tick
-        bid, ask = rec["bid_px"], rec["ask_px"]
-        touch = (bid[:, 0] != PRICE_UNDEF) & (ask[:, 0] != PRICE_UNDEF)
-        mid2 = np.where(touch, bid[:, 0] + ask[:, 0], 0).astype(np.int64)
-        feats = snapshot_features(rec, tick, mid2)  # mid_rel against its own mid: 0, refilled per window
-        planes = labels  # [7, 3, n]
-        lab = planes[0:3].transpose(2, 0, 1).reshape(n, N_PERCEPTION)
-        mask = np.stack([planes[5], planes[6], planes[6]]).transpose(2, 0, 1).reshape(n, N_PERCEPTION)
-        t = lambda a, dt: torch.as_tensor(np.ascontiguousarray(a), dtype=dt, device=device)  # noqa: E731
-        self.n, self.tick = n, float(tick)
-        self.features = t(feats, torch.float32)
-        self.mid2 = t(mid2, torch.int64)
-        self.labels, self.mask = t(lab, torch.float32), t(mask, torch.float32)
-        for side in ("bid", "ask"):
-            px, sz = rec[f"{side}_px"], rec[f"{side}_sz"].astype(np.float32)
-            empty = px == PRICE_UNDEF
-            setattr(self, f"{side}_px", t(np.where(empty, 0, px).astype(np.float64) / PRICE_SCALE, torch.float64))
-            setattr(self, f"{side}_sz", t(np.where(empty, 0, sz), torch.float32))
-        mid = np.where(touch, mid2, 0).astype(np.float64) / (2 * PRICE_SCALE)
-        self.mid = t(mid, torch.float64)
+        for name, a in market_tables(market, labels).items():
+            setattr(self, name, torch.as_tensor(a, device=device))
+        self.n, self.tick, self.tick_price = len(market.records), float(market.tick), tick_price(market.tick)
 
 
 # ---- the model --------------------------------------------------------------------------------------
 
-def build_model(torch, n_features: int, D: int = HIDDEN_DIM):
+# nn.Linear attribute of each of foxc's weight tensors (its bias is the "_b" twin)
+LAYERS = {"enc_w_in": "enc_in", "enc_w_out": "enc_out", "perception_w": "perception", "rl_w": "rl",
+          "dqn_w": "dqn", "policy_w": "policy", "value_w": "value"}
+BIASES = {w.replace("_w", "_b", 1): attr for w, attr in LAYERS.items()}
+
+
+def build_model(torch, n_features: int = FEATURES, D: int = HIDDEN_DIM):
     nn = torch.nn
 
     class Model(nn.Module):
-        """foxc's tensors (foxc/nn/model.py layout) as nn.Linear layers: Uniform(+-1/sqrt(fan_in)) weights,
-        zero biases."""
+        """foxc's tensors (foxc/nn/model.py layout) as nn.Linear layers."""
 
         def __init__(self):
             super().__init__()
             self.enc_in = nn.Linear(n_features, 4 * D)
             self.enc_out = nn.Linear(D, D)
             self.perception = nn.Linear(D, N_PERCEPTION)
-            self.dqn = nn.Linear(D, N_ACTIONS * C51_ATOMS)
-            self.policy = nn.Linear(D, N_ACTIONS)
-            self.value = nn.Linear(D, 1)
+            self.rl = nn.Linear(STATE_DIM, RL_HIDDEN)
+            self.dqn = nn.Linear(RL_HIDDEN, N_ACTIONS * C51_ATOMS)
+            self.policy = nn.Linear(RL_HIDDEN, N_ACTIONS)
+            self.value = nn.Linear(RL_HIDDEN, 1)
+
+        def load_foxc(self, theta: dict):
+            """foxc's named tensors ([in, out] weights) into the layers ([out, in])."""
             with torch.no_grad():
-                for m in self.children():
-                    bound = 1.0 / math.sqrt(m.in_features)
-                    m.weight.uniform_(-bound, bound)
-                    m.bias.zero_()
+                for w, attr in LAYERS.items():
+                    layer = getattr(self, attr)
+                    layer.weight.copy_(torch.as_tensor(theta[w]).T)
+                    layer.bias.copy_(torch.as_tensor(theta[w.replace("_w", "_b", 1)]))
+
+        def gates(self, x):
+            z = self.enc_in(x)
+            return torch.tanh(z[..., :D]), z[..., D:2 * D], torch.sigmoid(z[..., 2 * D:3 * D]), \
+                torch.sigmoid(z[-1, :, 3 * D:])
 
         def encode(self, x):
-            """x [K, B, F] -> h [B, D]: z = x W_in + b_in, s_t = a_t s_{t-1} + i_t u_t, y = g_{K-1} s_{K-1}."""
-            z = self.enc_in(x)
-            u = torch.tanh(z[..., :D])
-            a = torch.sigmoid(z[..., D:2 * D])
-            iu = torch.sigmoid(z[..., 2 * D:3 * D]) * u
-            g = torch.sigmoid(z[-1, :, 3 * D:])
+            """x [K, B, F] -> h [B, D]: s_t = a_t s_{t-1} + i_t u_t as a loop over K, y = g_{K-1} s_{K-1}."""
+            u, za, i, g = self.gates(x)
+            a, iu = torch.sigmoid(za), i * u
             s = iu[0]
             for t in range(1, x.shape[0]):
                 s = a[t] * s + iu[t]
             return torch.tanh(self.enc_out(g * s))
 
+        def encode_parallel(self, x):
+            """encode in closed form: s_{K-1} = sum_t (prod_{j>t} a_j) i_t u_t, the products as exp of
+            log-decay suffix sums (one cumsum, no sequential dependence): what Inductor fuses well."""
+            u, za, i, g = self.gates(x)
+            log_a = torch.nn.functional.logsigmoid(za)
+            cum = log_a.cumsum(0)
+            s = (torch.exp(cum[-1] - cum) * i * u).sum(0)
+            return torch.tanh(self.enc_out(g * s))
+
     return Model()
+
+
+def c51_heads(torch, logits, support, side, valid):
+    """probs [B, 5, 51] and Q means [B, 5] with Q_INVALID where the action is not valid for `side`."""
+    probs = torch.softmax(logits.view(-1, N_ACTIONS, C51_ATOMS), -1)
+    q = (probs * support).sum(-1)
+    ok = valid[side.long() + 1]
+    return probs, torch.where(ok, q, torch.full_like(q, Q_INVALID)), ok
 
 
 # ---- the step ---------------------------------------------------------------------------------------
 
 class TorchStep:
-    """Every tensor of the step allocated once; `step()` updates them in place (so it can be captured)."""
+    """Every tensor of the step allocated once; `step()` updates them in place (so it can be captured).
 
-    def __init__(self, torch, cfg: PeerConfig, market: TorchMarket, device, seed: int = 0):
-        self.torch, self.cfg, self.market, self.device = torch, cfg, market, device
-        B, K, D, C, n = cfg.B, cfg.K, HIDDEN_DIM, cfg.capacity, cfg.n_step
+    compiled=True takes the closed-form scan and compiles the encoder, the losses and the update."""
+
+    def __init__(self, torch, cfg: PeerConfig, market: TorchMarket, device, seed: int = 0, compiled: bool = False):
+        self.torch, self.cfg, self.market, self.device, self.compiled = torch, cfg, market, device, compiled
+        B, K, S, C, n = cfg.B, cfg.K, STATE_DIM, cfg.capacity, cfg.n_step
         torch.manual_seed(seed)
         z32 = lambda *s: torch.zeros(*s, dtype=torch.float32, device=device)  # noqa: E731
         z64 = lambda *s: torch.zeros(*s, dtype=torch.float64, device=device)  # noqa: E731
@@ -193,42 +179,41 @@ class TorchStep:
         scalar = lambda v: torch.full((), float(v), dtype=torch.float32, device=device)  # noqa: E731
         cuda = torch.device(device).type == "cuda"
 
-        self.model = build_model(torch, FEATURES).to(device)
-        m = self.model
-        self.target_w = m.dqn.weight.detach().clone()
-        self.target_b = m.dqn.bias.detach().clone()
-        groups = [([m.enc_in.weight, m.enc_in.bias, m.enc_out.weight, m.enc_out.bias], "lr_encoder"),
-                  ([m.perception.weight, m.perception.bias], "lr_perception"),
-                  ([m.dqn.weight, m.dqn.bias], "lr_q"), ([m.policy.weight, m.policy.bias], "lr_policy"),
-                  ([m.value.weight, m.value.bias], "lr_value")]
-        # fused on either device (the CPU smoke run goes through the same call); capturable on CUDA only
-        opt_kw = dict(betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=ADAM_WD, fused=True, capturable=cuda)
-        self.optimizer = torch.optim.AdamW([{"params": p, "lr": isv(lr)} for p, lr in groups], **opt_kw)
-        self.params = [q for ps, _ in groups for q in ps]
+        self.model = m = build_model(torch).to(device)
+        m.load_foxc(foxc_weights(seed))
+        self.online_target = [self.named(w) for w in TARGET]
+        self.target = [w.detach().clone() for w in self.online_target]
+        by_lr: dict[str, list] = {}
+        for name, (_, lr_slot) in TENSORS.items():
+            by_lr.setdefault(lr_slot, []).append(self.named(name))
+        self.params = [self.named(name) for name in TENSORS]
+        # plain: fused AdamW (capturable on CUDA); compiled: the foreach kernels, which Inductor fuses
+        opt_kw = dict(betas=(ADAM_BETA1, ADAM_BETA2), eps=ADAM_EPS, weight_decay=ADAM_WD, capturable=cuda)
+        opt_kw.update(foreach=True) if compiled else opt_kw.update(fused=True)
+        self.optimizer = torch.optim.AdamW([{"params": ps, "lr": isv(lr)} for lr, ps in by_lr.items()], **opt_kw)
 
         # settings (foxc's ISV bootstrap values); those a controller moves are device scalars
-        self.lam = isv("rl_to_encoder_lambda")
-        self.tau = isv("tau")
-        self.gamma = isv("gamma")
-        self.alpha = isv("per_alpha")
+        self.tau, self.gamma, self.alpha = isv("tau"), isv("gamma"), isv("per_alpha")
         self.beta = scalar(isv("per_beta"))
-        self.beta_step = (1.0 - isv("per_beta")) / isv("per_beta_anneal_steps")
-        self.entropy_coef = isv("entropy_coef")
+        self.beta_anneal = isv("per_beta_anneal_steps")
         self.clip_norm = isv("grad_clip_norm")
-        self.floor = min(max(isv("exploration_floor"), 0.0), 0.2)
-        self.gate = isv("gate_threshold")
+        self.temperature = max(isv("distill_temperature"), 1e-6)
+        self.eps_start, self.eps_end, self.eps_steps = isv("explore_eps_start"), isv("explore_eps_end"), \
+            isv("explore_eps_steps")
+        self.segment_end = 1.0 / max(isv("explore_hold_steps"), 1.0)
         self.stop_threshold = isv("stop_loss_threshold")
         self.dd_rate = isv("drawdown_penalty_rate")
         self.reward_scale = isv("reward_scale")
-        self.popart_rate = isv("popart_rate")
-        self.ema_rate = isv("loss_ema_rate")
+        self.popart_rate, self.ema_rate = isv("popart_rate"), isv("loss_ema_rate")
         self.popart_mean, self.popart_var = scalar(isv("popart_mean")), scalar(isv("popart_var"))
-        self.clamp_lo, self.clamp_hi = scalar(isv("reward_clamp_lo")), scalar(isv("reward_clamp_hi"))
+        self.clamp_lo, self.clamp_hi = isv("reward_clamp_lo"), isv("reward_clamp_hi")
         self.mean_abs_pnl = scalar(isv("mean_abs_pnl_ema"))
         self.loss_ema = z32(4)
-        self.support = torch.linspace(isv("c51_v_min"), isv("c51_v_max"), C51_ATOMS, device=device)
         self.v_min, self.v_max = isv("c51_v_min"), isv("c51_v_max")
         self.dz = (self.v_max - self.v_min) / (C51_ATOMS - 1)
+        self.support = torch.linspace(self.v_min, self.v_max, C51_ATOMS, device=device)
+        self.valid = torch.as_tensor(valid_table(), device=device)
+        self.actions = torch.arange(N_ACTIONS, device=device)
 
         # dataset cursors and episode steps
         self.lo, self.hi = K - 1, market.n - 2  # a window has K - 1 earlier snapshots and one after it
@@ -238,26 +223,27 @@ class TorchStep:
         self.labels, self.mask = z32(B, N_PERCEPTION), z32(B, N_PERCEPTION)
 
         # agent and simulator state
-        self.h_saved = z32(B, D)
-        self.action, self.log_prob = zi(B), z32(B)
+        self.state = z32(B, S)
+        self.trade_steps, self.prev_lots = z32(B), z32(B)
+        self.action, self.log_prob, self.explore = zi(B), z32(B), zi(B)
         self.probs = z32(B, N_ACTIONS)
         self.lots = z32(B)
         self.cash, self.equity, self.peak, self.entry_equity = z64(B), z64(B), z64(B), z64(B)
         self.drawdown = z32(B)
         self.done = z32(B)
-        self.reward_raw, self.reward_scaled = z32(B), z32(B)
+        self.reward_raw, self.reward_scaled, self.clipped = z32(B), z32(B), z32(B)
         self.closed, self.closed_pnl = z32(B), z32(B)
-        self.stopped, self.gated = z32(B), z32(B)
+        self.stopped = z32(B)
 
         # n-step rings [n, B, ...], written at ring_pos
         self.ring_pos = zi(1)
-        self.ring_h, self.ring_action = z32(n, B, D), zi(n, B)
+        self.ring_s, self.ring_action = z32(n, B, S), zi(n, B)
         self.ring_reward, self.ring_done, self.ring_logp = z32(n, B), z32(n, B), z32(n, B)
         self.ring_offsets = torch.arange(1, n + 1, device=device)  # oldest first from ring_pos + 1
         self.discounts = torch.tensor([self.gamma ** k for k in range(n)], dtype=torch.float32, device=device)
 
         # replay storage [C, ...], priorities, write pointer and fill count
-        self.st_h, self.st_h1 = z32(C, D), z32(C, D)
+        self.st_s, self.st_s1 = z32(C, S), z32(C, S)
         self.st_action, self.st_ret, self.st_gamma = zi(C), z32(C), z32(C)
         self.st_done, self.st_logp = z32(C), z32(C)
         self.priority = z32(C)
@@ -271,12 +257,24 @@ class TorchStep:
         self.step_count = zi(1)
         self.losses = z32(4)  # q, pi, v, bce (for the frame and EMAs)
         self.td = z32(B)
+
+        self.encode, self.loss_fn, self.update = m.encode, self.rl_losses, self.apply_update
+        if compiled:
+            opts = dict(mode=COMPILE_MODE, dynamic=False)
+            self.encode = torch.compile(m.encode_parallel, **opts)
+            self.loss_fn = torch.compile(self.rl_losses, **opts)
+            self.update = torch.compile(self.apply_update, **opts)
         self.reset()
+
+    def named(self, name: str):
+        """The torch parameter holding foxc's tensor `name` (a weight is its transpose)."""
+        if name in LAYERS:
+            return getattr(self.model, LAYERS[name]).weight
+        return getattr(self.model, BIASES[name]).bias
 
     def reset(self):
         t, cfg = self.torch, self.cfg
-        B = cfg.B
-        self.cursor.copy_((t.rand(B, device=self.device, dtype=t.float64) * (self.hi - self.lo + 1)).long()
+        self.cursor.copy_((t.rand(cfg.B, device=self.device, dtype=t.float64) * (self.hi - self.lo + 1)).long()
                           .add_(self.lo).clamp_(max=self.hi))
         self.ep_step.zero_()
 
@@ -290,18 +288,18 @@ class TorchStep:
         self.labels.copy_(mk.labels[self.cursor])
         self.mask.copy_(mk.mask[self.cursor])
 
-    def bridge(self):
-        self.drawdown.copy_((self.peak - self.equity).float())
-
-    def replay_push(self, h, emit: bool):
-        """Previous step's entry into the rings; the oldest entry leaves as an n-step transition."""
-        t = self.torch
+    def replay_push(self):
+        """The previous step's entry (its state, still in self.state) into the rings."""
         pos = self.ring_pos
-        self.ring_h.index_copy_(0, pos, self.h_saved[None])
+        self.ring_s.index_copy_(0, pos, self.state[None])
         self.ring_action.index_copy_(0, pos, self.action[None])
         self.ring_reward.index_copy_(0, pos, self.reward_scaled[None])
         self.ring_done.index_copy_(0, pos, self.done[None])
         self.ring_logp.index_copy_(0, pos, self.log_prob[None])
+
+    def replay_flush(self, emit: bool):
+        """The oldest entry leaves as an n-step transition whose next state is this step's state."""
+        t, pos = self.torch, self.ring_pos
         if emit:
             order = (pos + self.ring_offsets) % self.cfg.n_step              # oldest ... newest (= pos)
             r, d = self.ring_reward.index_select(0, order), self.ring_done.index_select(0, order)  # [n, B]
@@ -309,40 +307,69 @@ class TorchStep:
             before = t.cat([t.ones_like(alive[:1]), alive[:-1]])            # steps used: up to the first done
             ret = (before * r * self.discounts[:, None]).sum(0)
             m = before.sum(0)
-            done = 1 - alive[-1]
             oldest = order[:1]
             rows = (self.write + self.rows) % self.cfg.capacity
-            self.st_h.index_copy_(0, rows, self.ring_h.index_select(0, oldest)[0])
-            self.st_h1.index_copy_(0, rows, h)
+            self.st_s.index_copy_(0, rows, self.ring_s.index_select(0, oldest)[0])
+            self.st_s1.index_copy_(0, rows, self.state)
             self.st_action.index_copy_(0, rows, self.ring_action.index_select(0, oldest)[0])
             self.st_logp.index_copy_(0, rows, self.ring_logp.index_select(0, oldest)[0])
             self.st_ret.index_copy_(0, rows, ret)
             self.st_gamma.index_copy_(0, rows, t.pow(self.gamma, m))
-            self.st_done.index_copy_(0, rows, done)
+            self.st_done.index_copy_(0, rows, 1 - alive[-1])
             self.priority.index_copy_(0, rows, self.max_priority.expand(self.cfg.B))
             self.write.add_(self.cfg.B).remainder_(self.cfg.capacity)
             self.count.add_(self.cfg.B).clamp_(max=self.cfg.capacity)
         pos.add_(1).remainder_(self.cfg.n_step)
-        self.h_saved.copy_(h)
 
-    def act(self, h):
-        t, m = self.torch, self.model
-        B = self.cfg.B
-        logits = m.policy(h)
-        p = t.softmax(logits, -1).mul_(1 - N_ACTIONS * self.floor).add_(self.floor)
-        self.probs.copy_(p)
-        u = t.rand(B, 1, device=self.device)
-        action = (u >= t.cumsum(p, -1)).sum(-1).clamp_(max=N_ACTIONS - 1)   # inverse CDF
-        p_taken = p.gather(1, action[:, None])[:, 0]
-        entry = (action == LONG) | (action == SHORT)
-        gated = entry & (p_taken < self.gate)
-        action = t.where(gated, t.zeros_like(action), action)
+    def agent_state(self, h):
+        """s_t = [h | side, tanh(unrealized ticks / 4), tanh(steps in trade / 64), min(spread, 8)]."""
+        t, D = self.torch, HIDDEN_DIM
+        side = t.sign(self.lots)
+        steps = t.where(side == 0, 0.0, t.where(side == t.sign(self.prev_lots), self.trade_steps + 1, 1.0))
+        self.trade_steps.copy_(steps)
+        self.prev_lots.copy_(self.lots)
+        held = t.where(side == 0, 1.0, self.lots.abs()).double()
+        unrealized = t.where(side == 0, 0.0, (self.equity - self.entry_equity) / (held * self.market.tick_price))
+        self.state[:, :D] = h
+        self.state[:, D] = side
+        self.state[:, D + 1] = t.tanh(unrealized.float() / UNREALIZED_SCALE_TICKS)
+        self.state[:, D + 2] = t.tanh(steps / TIME_SCALE_STEPS)
+        self.state[:, D + 3] = self.x[-1, :, F_SPREAD].clamp(max=SPREAD_CAP_TICKS)
+
+    def act(self):
+        """Epsilon-greedy on the online C51 means over the valid actions, exploration held in segments."""
+        t, m, B = self.torch, self.model, self.cfg.B
+        side = self.state[:, SIDE]
+        _, q, valid = c51_heads(t, m.dqn(t.relu(m.rl(self.state))), self.support, side, self.valid)
+        best = q.argmax(1)  # first on ties, as foxc's best_valid
+        left = (1 - self.step_count.float() / max(self.eps_steps, 1e-30)).clamp(min=0) * (self.eps_steps > 0)
+        eps = (self.eps_end + (self.eps_start - self.eps_end) * left).clamp(0, 1)
+        u1, u2 = t.rand(B, device=self.device), t.rand(B, device=self.device)
+        segment = t.where((self.explore != 0) & (u1 < self.segment_end), 0, self.explore)
+        going = segment != 0
+        n_valid = valid.sum(1)
+        uniform = eps / n_valid
+        probs = t.where(valid, t.where(self.actions == best[:, None], 1 - eps + uniform[:, None], uniform[:, None]),
+                        0.0)
+        sside = side.long()
+        goal = segment - 2                                   # the position a segment holds
+        keep = t.where(goal == sside, HOLD, t.where(goal > 0, LONG, t.where(goal < 0, SHORT, t.where(
+            sside > 0, FLAT_FROM_LONG, FLAT_FROM_SHORT))))
+        k = t.minimum((u2 * n_valid).long(), n_valid - 1)
+        nth = (valid.cumsum(1) > k[:, None]).int().argmax(1)  # the k-th valid action
+        start = ~going & (self.explore == 0) & (u1 < eps)
+        action = t.where(going, keep, t.where(start, nth, best))
+        reach = t.where(nth == LONG, 1, t.where(nth == SHORT, -1, t.where(nth == HOLD, sside, 0)))
+        self.explore.copy_(t.where(start, reach + 2, segment))
+        probs = t.where(going[:, None], (self.actions == action[:, None]).float(), probs)
+        p_taken = probs.gather(1, action[:, None])[:, 0]
         stop = (self.lots != 0) & (self.drawdown / self.mean_abs_pnl.clamp(min=1e-6) > self.stop_threshold)
-        action = t.where(stop, t.where(self.lots > 0, FLAT_FROM_LONG, FLAT_FROM_SHORT), action)
+        if self.stop_threshold > 0:
+            action = t.where(stop, t.where(self.lots > 0, FLAT_FROM_LONG, FLAT_FROM_SHORT), action)
+            self.stopped.copy_(stop.float())
         self.action.copy_(action)
-        self.log_prob.copy_(t.log(p.gather(1, action[:, None])[:, 0]))
-        self.gated.copy_(gated.float())
-        self.stopped.copy_(stop.float())
+        self.log_prob.copy_(t.log(p_taken))
+        self.probs.copy_(probs)
 
     def simulate(self):
         """Market orders walking 10 levels, fees, mark to the next snapshot's mid, closed trades."""
@@ -378,14 +405,16 @@ class TorchStep:
         self.lots.copy_(new_lots)
         self.done.copy_(done.float())
         self.drawdown.copy_((self.peak - equity).float())
-        self.reward_raw.copy_(pnl.float())  # reward() turns the equity change into the reward
+        self.reward_raw.copy_((pnl / mk.tick_price).float())  # ticks: reward() turns it into the reward
 
     def reward(self):
         t = self.torch
         penalty = (self.dd_rate * self.drawdown.clamp(min=0) / self.mean_abs_pnl.clamp(min=1e-6)).clamp(min=0)
         raw = self.reward_scale * self.reward_raw - penalty
+        scaled = raw / (self.popart_var + 1e-8).sqrt()
         self.reward_raw.copy_(raw)
-        self.reward_scaled.copy_(t.clamp(raw / self.popart_var.sqrt(), self.clamp_lo, self.clamp_hi))
+        self.reward_scaled.copy_(t.clamp(scaled, self.clamp_lo, self.clamp_hi))
+        self.clipped.copy_(((scaled < self.clamp_lo) | (scaled > self.clamp_hi)).float())
 
     def replay_sample(self):
         """Stratified proportional sampling: one uniform per stratum of the priorities' total."""
@@ -397,75 +426,71 @@ class TorchStep:
         self.sample_idx.copy_(idx)
         prob = self.priority[idx] / total
         w = (self.count.float() * prob).clamp(min=1e-30).pow(-self.beta)
-        return dict(h_t=self.st_h[idx], h_tp1=self.st_h1[idx], action=self.st_action[idx], ret=self.st_ret[idx],
-                    gamma_n=self.st_gamma[idx], done=self.st_done[idx], logp_old=self.st_logp[idx],
-                    weight=w / w.max())
+        return dict(s_t=self.st_s[idx], s_tp1=self.st_s1[idx], action=self.st_action[idx], ret=self.st_ret[idx],
+                    gamma_n=self.st_gamma[idx], done=self.st_done[idx], weight=w / w.max())
 
-    def rl_input(self, h_t, h):
-        """The heads read the replayed h_t; the encoder receives lambda x their gradient on it.
+    def rl_losses(self, h, labels, mask, s_t, s_tp1, action, ret, gamma_n, done, weight):
+        """(the loss to differentiate, [l_q, l_pi, l_v, l_bce] as foxc reports them, |TD| per sample).
 
-        foxc's learner adds lambda * dL_rl/dh_t (row b of the replayed batch) to the encoder's dh
-        (row b of this step's windows) before the encoder's backward (RlHeads.into_encoder). Here
-        the same in one autograd graph: h_t + lambda (h - h.detach()) has h_t's value exactly and
-        passes lambda x its gradient to h.
-        """
-        return h_t + self.lam * (h - h.detach())
+        As foxc's Learner: the encoder learns from the perception BCE only; the shared layer from the
+        C51 loss only (the policy and value heads read it detached); C51's target is the target
+        network's distribution under its greedy valid action at s_t+1; V(s_t+1) (online) is held
+        constant; the policy is distilled from softmax(Q(s_t) / T) over the valid actions."""
+        t, F_, m = self.torch, self.torch.nn.functional, self.model
+        B = h.shape[0]
+        bce = F_.binary_cross_entropy_with_logits(m.perception(h), labels, reduction="none") * mask
+        l_bce = bce.sum() / B  # foxc's gradient is mask (sigma - y) / B
 
-    def learn(self, h, batch):
-        t, F_, m, B = self.torch, self.torch.nn.functional, self.model, self.cfg.B
-        self.optimizer.zero_grad(set_to_none=True)
-        # perception: mask * BCE-with-logits, the gradient of its sum / B (foxc's bce_masked)
-        logits = m.perception(h)
-        bce = F_.binary_cross_entropy_with_logits(logits, self.labels, reduction="none") * self.mask
-        l_bce = bce.sum() / B
-
-        x = self.rl_input(batch["h_t"], h)
-        action = batch["action"]
-        ret, gamma_n, done, weight = batch["ret"], batch["gamma_n"], batch["done"], batch["weight"]
         cont = gamma_n * (1 - done)
-        # C51 with the target network: next distribution under its greedy action, projected
         with t.no_grad():
-            nl = F_.linear(batch["h_tp1"], self.target_w, self.target_b).view(B, N_ACTIONS, C51_ATOMS)
-            npr = t.softmax(nl, -1)
-            best = (npr * self.support).sum(-1).argmax(1)
-            p = npr.gather(1, best[:, None, None].expand(B, 1, C51_ATOMS))[:, 0]  # [B, 51]
+            w_rl, b_rl, w_q, b_q = self.target
+            z_target = t.relu(F_.linear(s_tp1, w_rl, b_rl))
+            next_probs, next_q, _ = c51_heads(t, F_.linear(z_target, w_q, b_q), self.support, s_tp1[:, SIDE],
+                                              self.valid)
+            best = next_q.argmax(1)
+            p = next_probs.gather(1, best[:, None, None].expand(B, 1, C51_ATOMS))[:, 0]  # [B, 51]
             tz = (ret[:, None] + cont[:, None] * self.support).clamp(self.v_min, self.v_max)
             bj = ((tz - self.v_min) / self.dz).clamp(0, C51_ATOMS - 1)
             lo, hi = bj.floor(), bj.ceil()
             target = t.zeros_like(p)
             target.scatter_add_(1, lo.long(), p * (hi - bj) + p * (lo == hi).float())
             target.scatter_add_(1, hi.long(), p * (bj - lo))
-            v_next = m.value(batch["h_tp1"])[:, 0]
+            v_next = m.value(t.relu(m.rl(s_tp1)))[:, 0]
+        z = t.relu(m.rl(s_t))
+        q_logits = m.dqn(z)
         # gather, not advanced indexing: its backward is a scatter-add (index_put_ with accumulate sorts)
-        q_a = m.dqn(x).view(B, N_ACTIONS, C51_ATOMS).gather(1, action[:, None, None].expand(B, 1, C51_ATOMS))
+        q_a = q_logits.view(B, N_ACTIONS, C51_ATOMS).gather(1, action[:, None, None].expand(B, 1, C51_ATOMS))
         logp_q = t.log_softmax(q_a[:, 0], -1)
         l_q_each = -(target * logp_q).sum(-1)
         l_q = (weight * l_q_each).mean()
-        with t.no_grad():
-            self.td.copy_(((target - logp_q.exp()) * self.support).sum(-1).abs())
-        # value: MSE against ret + gamma^n (1 - done) V(s'), V(s') held constant
-        v = m.value(x)[:, 0]
-        y = ret + cont * v_next
-        l_v = ((v - y) ** 2).mean()
-        # policy: -rho A log pi(a) - beta H, rho = min(1, pi / pi_old) and A = y - V(s) held constant
-        logp = t.log_softmax(m.policy(x), -1)
-        logp_a = logp.gather(1, action[:, None])[:, 0]
-        adv = (y - v).detach()
-        rho = (logp_a.detach() - batch["logp_old"]).exp().clamp(max=1)
-        entropy = -(logp.exp() * logp).sum(-1)
-        l_pi = (-rho * adv * logp_a - self.entropy_coef * entropy).mean()
+        td = ((target - logp_q.exp()) * self.support).sum(-1).abs().detach()
 
-        (l_bce + l_q + l_v + l_pi).backward()
+        zf = z.detach()  # the policy and value heads do not train the shared layer
+        v = m.value(zf)[:, 0]
+        l_v_each = (v - (ret + cont * v_next)) ** 2
         with t.no_grad():
-            # what foxc reports: the unweighted C51 cross-entropy, BCE over every cell
-            self.losses.copy_(t.stack([l_q_each.mean(), l_pi, l_v, bce.sum() / bce.numel()]).detach())
+            _, q, valid = c51_heads(t, q_logits, self.support, s_t[:, SIDE], self.valid)
+            goal = t.softmax(t.where(valid, q / self.temperature, -math.inf), -1)
+        log_pi = t.log_softmax(t.where(valid, m.policy(zf), -math.inf), -1)
+        l_pi_each = t.where(valid, t.special.xlogy(goal, goal) - goal * t.where(valid, log_pi, 0.0), 0.0).sum(-1)
+        loss = l_bce + l_q + l_v_each.mean() + l_pi_each.mean()
+        report = t.stack([l_q_each.mean(), l_pi_each.mean(), l_v_each.mean(), bce.sum() / bce.numel()]).detach()
+        return loss, report, td
 
-    def update(self):
+    def learn(self, h, batch):
+        self.optimizer.zero_grad(set_to_none=True)
+        loss, report, td = self.loss_fn(h, self.labels, self.mask, batch["s_t"], batch["s_tp1"], batch["action"],
+                                        batch["ret"], batch["gamma_n"], batch["done"], batch["weight"])
+        loss.backward()
+        self.losses.copy_(report)
+        self.td.copy_(td)
+
+    def apply_update(self):
         t = self.torch
-        t.nn.utils.clip_grad_norm_(self.params, self.clip_norm)
+        t.nn.utils.clip_grad_norm_(self.params, self.clip_norm, foreach=True)
         self.optimizer.step()
         with t.no_grad():
-            t._foreach_lerp_([self.target_w, self.target_b], [self.model.dqn.weight, self.model.dqn.bias], self.tau)
+            t._foreach_lerp_(self.target, self.online_target, self.tau)
 
     def priorities(self):
         t = self.torch
@@ -474,28 +499,28 @@ class TorchStep:
         self.max_priority.copy_(t.maximum(self.max_priority, new.max()))
 
     def control(self):
-        t = self.torch
+        t, r = self.torch, self.popart_rate
         raw = self.reward_raw
-        mean = raw.mean()
-        self.popart_mean.add_(self.popart_rate * (mean - self.popart_mean))
-        self.popart_var.add_(self.popart_rate * (((raw - self.popart_mean) ** 2).mean() - self.popart_var))
-        self.popart_var.clamp_(min=1e-8)
+        mean_b, var_b = raw.mean(), raw.var(unbiased=False)
+        d = mean_b - self.popart_mean
+        self.popart_var.copy_(((1 - r) * self.popart_var + r * var_b + r * (1 - r) * d * d).clamp(min=1e-8))
+        self.popart_mean.add_(r * d)
         n_closed = self.closed.sum()
         mean_abs = (self.closed_pnl.abs() * self.closed).sum() / n_closed.clamp(min=1)
-        self.mean_abs_pnl.copy_(t.where(n_closed > 0, self.mean_abs_pnl + 0.01 * (mean_abs - self.mean_abs_pnl),
+        self.mean_abs_pnl.copy_(t.where(n_closed > 0, self.mean_abs_pnl + self.ema_rate * (mean_abs - self.mean_abs_pnl),
                                         self.mean_abs_pnl))
         self.loss_ema.add_(self.ema_rate * (self.losses - self.loss_ema))
-        self.beta.add_(self.beta_step).clamp_(max=1.0)
+        left = (self.beta_anneal - self.step_count.float()).clamp(min=1)[0]
+        self.beta.add_((1 - self.beta) / left).clamp_(max=1.0)
 
     def diagnostics(self):
         t = self.torch
         p = self.probs
-        entropy = -(p * p.log()).sum(-1).mean()
-        clipped = ((self.reward_scaled <= self.clamp_lo) | (self.reward_scaled >= self.clamp_hi)).float().mean()
+        entropy = -t.special.xlogy(p, p).sum(-1).mean()
         frame = t.stack([
-            self.step_count[0].float(), entropy, (self.action == HOLD).float().mean(), self.gated.mean(),
-            self.stopped.mean(), self.reward_raw.mean(), self.reward_raw.std(), self.reward_scaled.mean(), clipped,
-            self.closed.sum(), self.closed_pnl.sum(), *self.losses.unbind(), self.popart_var])
+            self.step_count[0].float(), entropy, (self.action == HOLD).float().mean(), (self.lots != 0).float().mean(),
+            self.stopped.mean(), self.reward_raw.mean(), self.reward_raw.std(), self.reward_scaled.mean(),
+            self.clipped.mean(), self.closed.sum(), self.closed_pnl.sum(), *self.losses.unbind(), self.popart_var])
         self.frames.index_copy_(0, self.step_count % RING, frame[None])
         self.step_count.add_(1)
 
@@ -512,26 +537,25 @@ class TorchStep:
         """One training step. `first`: no previous step to push; `emit`: the rings are full (n pushes done)."""
         t = self.torch
         self.gather()
-        self.bridge()
-        h = self.model.encode(self.x)
-        h_act = h.detach()
+        h = self.encode(self.x)
         if not first:
-            self.replay_push(h_act, emit)
+            self.replay_push()
         with t.no_grad():
-            self.act(h_act)
-        self.simulate()
-        self.reward()
-        batch = self.replay_sample()
+            self.agent_state(h.detach())
+        if not first:
+            self.replay_flush(emit)
+        with t.no_grad():
+            self.act()
+            self.simulate()
+            self.reward()
+            batch = self.replay_sample()
         self.learn(h, batch)
         self.update()
-        self.priorities()
-        self.control()
-        self.diagnostics()
-        self.advance()
-
-    def warm_steps(self) -> int:
-        """Eager steps before the buffer is full: the first, n pushes to fill the rings, capacity / B more."""
-        return 1 + self.cfg.n_step + -(-self.cfg.capacity // self.cfg.B) + 1
+        with t.no_grad():
+            self.priorities()
+            self.control()
+            self.diagnostics()
+            self.advance()
 
 
 # ---- timing -----------------------------------------------------------------------------------------
@@ -553,8 +577,25 @@ def sync(torch, device):
         torch.cuda.synchronize()
 
 
-def time_graph(torch, peer: "Peer", steps: int, eager: float) -> dict:
-    """Capture one whole step into a torch.cuda.CUDAGraph after a side-stream warm-up, time its replays."""
+def sane(torch, ts: TorchStep, done: int) -> tuple[bool, str]:
+    """Finite weights, losses and priorities, the expected shapes, and a step counter that saw every
+    step (a state tensor rebound rather than updated in place would break a captured graph's count)."""
+    cfg = ts.cfg
+    problems = []
+    if not all(bool(torch.isfinite(p).all()) for p in ts.params):
+        problems.append("non-finite weights")
+    if not bool(torch.isfinite(ts.losses).all()) or not bool(torch.isfinite(ts.priority).all()):
+        problems.append(f"non-finite losses {ts.losses.tolist()} or priorities")
+    shapes = {"state": (ts.state, (cfg.B, STATE_DIM)), "x": (ts.x, (cfg.K, cfg.B, FEATURES)),
+              "td": (ts.td, (cfg.B,)), "st_s": (ts.st_s, (cfg.capacity, STATE_DIM))}
+    problems += [f"{k} {tuple(a.shape)} != {s}" for k, (a, s) in shapes.items() if tuple(a.shape) != s]
+    if int(ts.step_count) != done:
+        problems.append(f"step counter {int(ts.step_count)} after {done} steps")
+    return not problems, "; ".join(problems)
+
+
+def time_graph(torch, peer: Peer, steps: int) -> tuple[float, float]:
+    """Capture one whole step into a torch.cuda.CUDAGraph after a side-stream warm-up; (wall, GPU) s per step."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # PyTorch's recipe: a few eager iterations on a side stream first
@@ -576,72 +617,84 @@ def time_graph(torch, peer: "Peer", steps: int, eager: float) -> dict:
     gpu = start.elapsed_time(end) * 1e-3 / steps
     peer.done += steps + 1
     del g
-    return {"torch_graph_sps": round(1 / wall, 1), "torch_graph_speedup": round(eager / wall, 2),
-            "torch_gpu_ms": round(gpu * 1e3, 4)}
+    return wall, gpu
 
 
-def bench_torch(torch, market: TorchMarket, cfg: PeerConfig, steps: int, device, graph: bool) -> dict:
-    ts = TorchStep(torch, cfg, market, device)
-    peer = Peer(ts)
-    peer.eager(ts.warm_steps())                       # the buffer is full from here on
+def time_eager(torch, peer: Peer, steps: int, device) -> float:
     sync(torch, device)
     t0 = time.perf_counter()
     peer.eager(steps)
     sync(torch, device)
-    eager = (time.perf_counter() - t0) / steps
-    row = {"torch_eager_sps": round(1 / eager, 1)}
-    if graph:
+    return (time.perf_counter() - t0) / steps
+
+
+def bench_torch(torch, market: TorchMarket, cfg: PeerConfig, steps: int, device, modes) -> dict:
+    """One TorchStep per build (plain, compiled); the buffer is full before anything is timed."""
+    cuda = torch.device(device).type == "cuda"
+    row: dict = {}
+    for build in ("plain", "compiled"):
+        wanted = [m for m in modes if (m == "compiled") == (build == "compiled")]
+        if not wanted:
+            continue
+        key = "torch_compiled" if build == "compiled" else "torch"
         try:
-            row.update(time_graph(torch, peer, steps, eager))
-        except Exception as e:  # noqa: BLE001 - the eager and foxc figures still stand; say why
-            row["torch_graph_error"] = f"{type(e).__name__}: {e}"[:300]
-            torch.cuda.synchronize()
-    # sane: finite weights, and the device step counter saw every step (graph replays included), which
-    # a state tensor rebound instead of updated in place would break
-    finite = bool(torch.isfinite(torch.cat([p.detach().flatten() for p in ts.params])).all())
-    row["torch_ok"] = finite and int(ts.step_count) == peer.done
-    del ts, peer
+            ts = TorchStep(torch, cfg, market, device, compiled=build == "compiled")
+            peer = Peer(ts)
+            peer.eager(cfg.warm_steps())  # compiles (and autotunes) on the first steps
+            ok, why = sane(torch, ts, peer.done)
+            if not ok:
+                raise RuntimeError(f"state not sane before timing: {why}")
+            if "eager" in wanted or build == "compiled":  # the compiled build also uncaptured: its launch cost
+                row[f"{key}_eager_sps"] = round(1 / time_eager(torch, peer, steps, device), 1)
+            if cuda and ("graph" in wanted or build == "compiled"):
+                wall, gpu = time_graph(torch, peer, steps)
+                row[f"{key}_graph_sps"], row[f"{key}_gpu_ms"] = round(1 / wall, 1), round(gpu * 1e3, 4)
+            ok, why = sane(torch, ts, peer.done)
+            row[f"{key}_ok"] = ok
+            if not ok:
+                row[f"{key}_error"] = f"state not sane after timing: {why}"
+        except Exception as e:  # noqa: BLE001 - the other builds and foxc's figures still stand; say why
+            row[f"{key}_ok"] = False
+            row[f"{key}_error"] = f"{type(e).__name__}: {e}"[:400]
+        finally:
+            ts = peer = None
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
     return row
 
 
-def bench_foxc(market, labels, B: int, steps: int, K: int, capacity: int, precision: str, rt) -> dict:
-    from foxc.bench.train import bench_one
-    from foxc.trainer.config import TrainConfig
-    from foxc.trainer.session import RunData
-    cfg = TrainConfig(n_backtests=B, n_steps=0, seq_len=K, per_capacity=capacity, synthetic_rows=len(market.records),
-                      precision=precision, graph="on", log_every=10**9, checkpoint_every=0)
-    r = bench_one(rt, cfg, RunData(market, labels, None, None, {"source": "synthetic"}), steps)
-    return {"foxc_kernels": r["kernels"], "foxc_eager_sps": r["eager_sps"], "foxc_graph_sps": r["graph_sps"],
-            "foxc_gpu_ms": r["gpu_ms_per_step"]}
+# each peer figure and the flag saying its state was sane
+PEER_COLUMNS = {"torch_graph_sps": "torch_ok", "torch_eager_sps": "torch_ok",
+                "torch_compiled_graph_sps": "torch_compiled_ok", "torch_compiled_eager_sps": "torch_compiled_ok",
+                "jax_sps": "jax_ok"}
 
 
-def git_commit() -> str:
-    try:
-        from foxc.bench.report import git_commit as commit
-        return commit()
-    except Exception:  # noqa: BLE001 - the JSON only records it
-        return "unknown"
+def best_peer(row: dict) -> tuple[str, float] | None:
+    """The fastest peer figure of a row (its column, steps/s), from sane runs only."""
+    found = [(c, row[c]) for c, ok in PEER_COLUMNS.items() if c in row and row.get(ok)]
+    return max(found, key=lambda cv: cv[1]) if found else None
 
 
-COLUMNS = ["B", "foxc_eager_sps", "foxc_graph_sps", "torch_eager_sps", "torch_graph_sps", "foxc_over_torch_graph",
-           "foxc_over_torch_eager", "torch_graph_speedup", "foxc_gpu_ms", "torch_gpu_ms"]
+COLUMNS = ["B", "foxc_eager_sps", "foxc_graph_sps", "torch_eager_sps", "torch_graph_sps", "torch_compiled_graph_sps",
+           "torch_compiled_eager_sps", "jax_sps", "foxc_over_best", "best_peer", "foxc_gpu_ms", "torch_gpu_ms",
+           "torch_compiled_gpu_ms"]
 
 
 def summary(at: dict, device: str) -> str:
-    """The last line: foxc against torch at B=1,024 (or the first size run)."""
+    """The last line: foxc against the best torch build at B=1,024 (or the first size run)."""
     parts = [f"at B={at['B']}"]
     if "foxc_graph_sps" in at:
         parts.append(f"foxc's graph step {at['foxc_graph_sps']} steps/s")
-    if "torch_graph_sps" in at:
-        parts.append(f"torch {at['torch_graph_sps']} as a CUDA graph, {at['torch_eager_sps']} eager")
-    else:
-        note = "graph capture failed" if "torch_graph_error" in at else f"no graph on the {device}"
-        parts.append(f"torch {at['torch_eager_sps']} eager ({note})")
-    if "foxc_over_torch_graph" in at:
-        parts.append(f"foxc/torch-graph {at['foxc_over_torch_graph']}x")
-    if "foxc_over_torch_eager" in at:
-        parts.append(f"foxc/torch-eager {at['foxc_over_torch_eager']}x")
-    parts.append(f"torch state sane: {at['torch_ok']}")
+    for key, what in (("torch_graph_sps", "torch as a CUDA graph"), ("torch_compiled_graph_sps", "torch.compile + graph"),
+                      ("torch_eager_sps", "torch eager"), ("torch_compiled_eager_sps", "torch.compile eager"),
+                      ("jax_sps", "jax.jit")):
+        if key in at:
+            parts.append(f"{what} {at[key]}")
+    if "foxc_over_best" in at:
+        parts.append(f"foxc/best peer ({at['best_peer']}) {at['foxc_over_best']}x")
+    oks = [f"{k.removesuffix('_ok')} {at[k]}" for k in ("torch_ok", "torch_compiled_ok", "jax_ok") if k in at]
+    parts.append("state sane: " + ", ".join(oks))
     return "; ".join(parts)
 
 
@@ -650,34 +703,58 @@ def main(argv=None) -> int:
     ap.add_argument("--n-backtests", default=None, help="comma-separated batch sizes (default 256,1024,4096; cpu 8)")
     ap.add_argument("--steps", type=int, default=None, help="timed steps per mode (default 200; cpu 3)")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--modes", default=None,
+                    help="comma-separated of eager, graph, compiled (default all three; cpu eager)")
     ap.add_argument("--seq-len", type=int, default=None, help="window K (default 32; cpu 4)")
     ap.add_argument("--per-capacity", type=int, default=None, help="replay capacity (default 65536; cpu 64)")
     ap.add_argument("--precision", choices=("f32", "tf32"), default="f32")
     ap.add_argument("--rows", type=int, default=None, help="synthetic snapshots (default 1,000,000; cpu 3,000)")
     ap.add_argument("--no-foxc", action="store_true", help="time the torch step only")
+    ap.add_argument("--jax", action="store_true",
+                    help="also time bench/jax_step.py's step in this process (best peer over torch and JAX)")
+    ap.add_argument("--steps-per-call", type=int, default=10, help="with --jax: steps per jitted dispatch")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args(argv)
+    cuda = args.device == "cuda"
+    try:
+        sizes = sizes_arg(args.n_backtests or ("256,1024,4096" if cuda else "8"))
+    except ValueError as e:
+        ap.error(str(e))
+    modes = (args.modes or ("eager,graph,compiled" if cuda else "eager")).split(",")
+    if set(modes) - set(MODES):
+        ap.error(f"--modes takes {', '.join(MODES)}, got '{args.modes}'")
+    steps = args.steps or (200 if cuda else 3)
+    K = args.seq_len or (32 if cuda else 4)
+    capacity = args.per_capacity or (65536 if cuda else 64)
+    rows_n = args.rows or (1_000_000 if cuda else 3_000)
+    if steps < 1 or args.steps_per_call < 1:
+        ap.error(f"--steps and --steps-per-call must be at least 1, got {steps} and {args.steps_per_call}")
+    if capacity & (capacity - 1) or capacity < 2:
+        ap.error(f"--per-capacity must be a power of two, got {capacity}")
     try:
         torch = import_torch()
-        if args.device == "cuda" and not torch.cuda.is_available():
+        if cuda and not torch.cuda.is_available():
             raise MissingTorch(f"torch {torch.__version__} sees no CUDA device (built for CUDA "
                                f"{torch.version.cuda}); use --device cpu for the CPU smoke run")
     except MissingTorch as e:
         print(f"torch_step: {e}", file=sys.stderr)
         return 2
-    cuda = args.device == "cuda"
-    sizes = [int(b) for b in (args.n_backtests or ("256,1024,4096" if cuda else "8")).split(",")]
-    steps = args.steps or (200 if cuda else 3)
-    K = args.seq_len or (32 if cuda else 4)
-    capacity = args.per_capacity or (65536 if cuda else 64)
-    rows_n = args.rows or (1_000_000 if cuda else 3_000)
-    if capacity & (capacity - 1) or capacity < 2:
-        ap.error("--per-capacity must be a power of two")
+    from foxc.data.labels import LabelConfig, compute_labels
+    from foxc.data.synthetic import synthetic_data
     tf32 = args.precision == "tf32"
     torch.set_float32_matmul_precision("high" if tf32 else "highest")  # foxc's --precision tf32 | f32
     market = synthetic_data(rows_n, seed=0)
     labels = compute_labels(market.records, market.tick, LabelConfig())
     tmarket = TorchMarket(torch, market, labels, args.device)
+    jax_peer = None
+    if args.jax:
+        import jax_step as jax_peer
+        if jax_peer.MISSING_JAX:
+            print(f"torch_step: --jax: {jax_peer.MISSING_JAX}", file=sys.stderr)
+            return 2
+        jax_peer.set_precision(args.precision)
+        tables = market_tables(market, labels)
+        jmarket = jax_peer.device_market(tables, market.tick)
 
     rt = None
     with_foxc = cuda and not args.no_foxc
@@ -690,30 +767,36 @@ def main(argv=None) -> int:
         if with_foxc:
             row.update(bench_foxc(market, labels, B, steps, K, capacity, args.precision, rt))
         cfg = PeerConfig(B=B, K=K, capacity=capacity)
-        row.update(bench_torch(torch, tmarket, cfg, steps, args.device, graph=cuda))
-        if cuda:
-            torch.cuda.empty_cache()
-        if "foxc_graph_sps" in row:
-            row["foxc_over_torch_eager"] = round(row["foxc_graph_sps"] / row["torch_eager_sps"], 2)
-            if "torch_graph_sps" in row:
-                row["foxc_over_torch_graph"] = round(row["foxc_graph_sps"] / row["torch_graph_sps"], 2)
+        row.update(bench_torch(torch, tmarket, cfg, steps, args.device, modes))
+        if jax_peer is not None:
+            try:
+                row.update(jax_peer.bench_jax(tables, jmarket, cfg, steps, args.steps_per_call))
+            except Exception as e:  # noqa: BLE001 - the torch and foxc figures still stand; say why
+                row.update(jax_ok=False, jax_error=f"{type(e).__name__}: {e}"[:400])
+        best = best_peer(row)
+        if best is not None:
+            row["best_peer"] = best[0].removesuffix("_sps")
+            if "foxc_graph_sps" in row:
+                row["foxc_over_best"] = round(row["foxc_graph_sps"] / best[1], 2)
         results.append(row)
     if rt is not None:
         rt.close()
 
     device_name = torch.cuda.get_device_name() if cuda else platform.processor() or "cpu"
     print(f"torch {torch.__version__} on {device_name}; K={K}, F={FEATURES}, D={HIDDEN_DIM}, PER {capacity}, "
-          f"{args.precision}, {steps} timed steps")
+          f"{args.precision}, {steps} timed steps; compiled: {COMPILE_MODE}")
     from foxc.bench.report import table
     print(table(results, [c for c in COLUMNS if any(c in r for r in results)]))
     for r in results:
-        if "torch_graph_error" in r:
-            print(f"B={r['B']}: the torch step could not be captured: {r['torch_graph_error']}")
+        for key in ("torch_error", "torch_compiled_error", "jax_error"):
+            if key in r:
+                print(f"B={r['B']}: {key.removesuffix('_error')}: {r[key]}")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "benchmark": "torch_peer", "device": device_name, "torch": torch.__version__,
-            "torch_cuda": torch.version.cuda, "host": platform.node(), "commit": git_commit(),
-            "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "torch_cuda": torch.version.cuda, "jax": jax_peer.jax.__version__ if jax_peer else None,
+            "host": platform.node(), "commit": git_commit(),
+            "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "compile_mode": COMPILE_MODE,
             "K": K, "per_capacity": capacity, "precision": args.precision, "steps": steps, "rows": results},
             indent=1) + "\n")
     at = next((r for r in results if r["B"] == 1024), results[0])
