@@ -69,7 +69,8 @@ from peer_common import (ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD, C51_ATOMS, F
                          git_commit, isv, market_tables, sizes_arg, tick_price, valid_table)
 
 MODES = ("eager", "graph", "compiled")
-COMPILE_MODE = "max-autotune-no-cudagraphs"  # the whole step is captured by hand, so no cudagraph trees
+COMPILE_MODES = ("max-autotune-no-cudagraphs", "default")  # the whole step is captured by hand: no cudagraph trees
+COMPILE_MODE = COMPILE_MODES[0]
 
 
 class MissingTorch(RuntimeError):
@@ -699,6 +700,7 @@ def summary(at: dict, device: str) -> str:
 
 
 def main(argv=None) -> int:
+    global COMPILE_MODE
     ap = argparse.ArgumentParser(prog="python bench/torch_step.py", description=__doc__.splitlines()[0])
     ap.add_argument("--n-backtests", default=None, help="comma-separated batch sizes (default 256,1024,4096; cpu 8)")
     ap.add_argument("--steps", type=int, default=None, help="timed steps per mode (default 200; cpu 3)")
@@ -713,8 +715,12 @@ def main(argv=None) -> int:
     ap.add_argument("--jax", action="store_true",
                     help="also time bench/jax_step.py's step in this process (best peer over torch and JAX)")
     ap.add_argument("--steps-per-call", type=int, default=10, help="with --jax: steps per jitted dispatch")
+    ap.add_argument("--compile-mode", choices=COMPILE_MODES, default=COMPILE_MODES[0],
+                    help="torch.compile's mode for the compiled build (default max-autotune-no-cudagraphs; "
+                         "'default' skips Inductor's GEMM autotuning, which takes minutes per size)")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args(argv)
+    COMPILE_MODE = args.compile_mode
     cuda = args.device == "cuda"
     try:
         sizes = sizes_arg(args.n_backtests or ("256,1024,4096" if cuda else "8"))

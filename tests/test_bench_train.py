@@ -23,8 +23,8 @@ class Timeline:
     """A stand-in GPU for traced_busy: each replay runs kernels of 10, 20 and 30 µs with 5 µs gaps;
     a synchronize returns 100 µs after the last kernel; the trace sees every kernel."""
 
-    def __init__(self, claimed_kernels=3):
-        self.now, self.kernels, self.steps_done = 0, [], 0
+    def __init__(self, claimed_kernels=3, lose_one=False):
+        self.now, self.kernels, self.steps_done, self.lose_one = 0, [], 0, lose_one
         self.graph = SimpleNamespace(kernel_count=claimed_kernels, launch=self.replay,
                                      node_count=lambda: claimed_kernels + 1)
         self.stream = SimpleNamespace(synchronize=self.synchronize)
@@ -35,6 +35,9 @@ class Timeline:
         for i, us in enumerate((10, 20, 30)):
             self.kernels.append(KernelRecord(f"k{i}", self.now, self.now + us * 1000, 0, 1))
             self.now += (us + 5) * 1000
+        if self.lose_one:  # a record missing from the trace
+            self.kernels.pop()
+            self.lose_one = False
 
     def synchronize(self):
         self.now += 100_000
@@ -65,8 +68,16 @@ def test_traced_busy_takes_the_timed_replays_and_their_host_span(monkeypatch):
     assert line.steps_done == train.BUSY_WARMUP + 4 and row["copy_nodes"] == 1
 
 
-def test_traced_busy_refuses_records_that_do_not_match_the_graph(monkeypatch):
-    line = Timeline(claimed_kernels=4)
+def test_traced_busy_refuses_records_that_do_not_match_the_replays(monkeypatch):
+    line = Timeline(lose_one=True)
     monkeypatch.setattr(train, "KernelActivity", Traced(line))
     row = train.traced_busy(SimpleNamespace(stream=line.stream), line, 4)
-    assert "gpu_busy" not in row and "42 kernel records for 14 replays of 4 kernels" in row["busy_unmeasured"]
+    assert "gpu_busy" not in row and "41 kernel records for 14 replays of 3 kernel nodes" in row["busy_unmeasured"]
+
+
+def test_traced_busy_counts_the_kernels_each_replay_runs(monkeypatch):
+    """A node the driver runs as a kernel is one more record per replay than the graph's kernel nodes."""
+    line = Timeline(claimed_kernels=2)
+    monkeypatch.setattr(train, "KernelActivity", Traced(line))
+    row = train.traced_busy(SimpleNamespace(stream=line.stream), line, 4)
+    assert row["kernels_traced"] == 3 and row["kernel_ms"] == 0.06

@@ -87,7 +87,7 @@ def _torchrl_peer(capacity: int, batch: int, priorities: np.ndarray, reps: int):
     data = TensorDict({"h_t": torch.randn(capacity, STATE_DIM, device=dev),
                        "h_tp1": torch.randn(capacity, STATE_DIM, device=dev)}, batch_size=[capacity])
     rb.extend(data)
-    rb.update_priority(torch.arange(capacity), torch.as_tensor(priorities))
+    rb.update_priority(torch.arange(capacity), torch.as_tensor(priorities, dtype=torch.float32))  # its trees are FP32
     for _ in range(3):
         rb.sample()
     torch.cuda.synchronize()

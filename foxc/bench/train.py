@@ -96,18 +96,23 @@ def traced_busy(rt, t: Trainer, steps: int) -> dict:
             t1 = trace.timestamp()
     except (CuptiUnavailable, CuptiError) as e:
         return {"busy_unmeasured": str(e)}
-    if trace.dropped or trace.untimed or len(trace.kernels) != (BUSY_WARMUP + steps) * per_replay:
-        return {"busy_unmeasured": f"CUPTI gave {len(trace.kernels)} kernel records for {BUSY_WARMUP + steps} replays "
-                                   f"of {per_replay} kernels, {trace.dropped} dropped, {trace.untimed} untimed"}
+    replayed = BUSY_WARMUP + steps
+    if trace.dropped or trace.untimed or not trace.kernels or len(trace.kernels) % replayed:
+        return {"busy_unmeasured": f"CUPTI gave {len(trace.kernels)} kernel records for {replayed} replays "
+                                   f"of {per_replay} kernel nodes, {trace.dropped} dropped, {trace.untimed} untimed"}
+    # Every replay runs the same kernels: the graph's kernel nodes, and any node the driver runs as a
+    # kernel (on the H200 one more per replay than the kernel nodes), so the records are an exact multiple.
+    traced_per_replay = len(trace.kernels) // replayed
     # the warm-up replays ran to completion before t0: they are the earliest records
-    timed = sorted(trace.kernels, key=lambda k: k.start)[BUSY_WARMUP * per_replay:]
+    timed = sorted(trace.kernels, key=lambda k: k.start)[BUSY_WARMUP * traced_per_replay:]
     span = (min(t0, timed[0].start), max(t1, max(k.end for k in timed)))  # the host's span, widened by any clock skew
     kernel_ns = sum(k.end - k.start for k in timed)
     top = [{"name": r["name"], "per_step": r["count"] / steps, "ms_per_step": round(r["total_ns"] / steps / 1e6, 4),
             "share": round(r["total_ns"] / kernel_ns, 3)} for r in kernel_summary(timed)[:TOP_KERNELS]]
     return {"gpu_busy": round(busy_fraction([(k.start, k.end) for k in timed], span), 3),
             "kernel_ms": round(kernel_ns / steps / 1e6, 4), "traced_ms": round((span[1] - span[0]) / steps / 1e6, 4),
-            "top_kernels": top, "copy_nodes": t.graph.node_count() - per_replay, "cupti": trace.cupti.path}
+            "top_kernels": top, "copy_nodes": t.graph.node_count() - per_replay, "cupti": trace.cupti.path,
+            "kernels_traced": traced_per_replay}
 
 
 def launch_floor_ms(rt, kernels: int, replays: int) -> float:
@@ -222,8 +227,8 @@ def _main(args, rt) -> int:
     for r in rows:
         if "gpu_busy" in r:
             print(f"busy B={r['B']}: gpu_busy {r['gpu_busy']:.1%} (union of CUPTI kernel intervals over the host's "
-                  f"span of {steps} replays), kernel_ms {r['kernel_ms']:.3f} per step, traced_ms {r['traced_ms']:.3f} "
-                  f"per step; top: " + ", ".join(f"{k['name']} {k['ms_per_step']:.3f}" for k in r["top_kernels"][:3]))
+                  f"span of {steps} replays, {r['kernels_traced']} kernels each), kernel_ms {r['kernel_ms']:.3f} per "
+                  f"step, traced_ms {r['traced_ms']:.3f} per step; top: " + ", ".join(f"{k['name']} {k['ms_per_step']:.3f}" for k in r["top_kernels"][:3]))
         else:
             print(f"busy B={r['B']}: not measured ({r['busy_unmeasured']})")
     for r in rows if rt.backend == "cuda" else []:

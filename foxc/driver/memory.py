@@ -61,4 +61,4 @@ class MappedArray(ArrayBase):
         self._own(release, "cuMemFreeHost", host, f"freeing '{name}'", self._stream, holder=pinned)
         self._addr = int(check(driver.cuMemHostGetDevicePointer(host, 0), "cuMemHostGetDevicePointer",
                                f"mapping '{name}' into the device"))
-        self.host = np.asarray(pinned)
+        self.host = np.asarray(pinned).view(self.dtype)  # the interface gives a structured dtype as raw bytes
