@@ -118,7 +118,7 @@ def _base_day(rows: int) -> np.ndarray:
     return generate(rows, seed=SCALE_SEED)
 
 
-def _scale_shard(args) -> tuple[int, int, int, dict]:
+def _scale_shard(args) -> tuple[int, int, float, dict]:
     """Shard k, in a worker: the base day moved k days and k % 64 ticks, written a chunk at a time, then
     labelled and hashed by prepare's shard writer. Returns (first_ts, last_ts, seconds, its files)."""
     from ..data.cache import RECORDS, _records_header, _write_shard
