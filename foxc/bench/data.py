@@ -123,9 +123,9 @@ def _scale_shard(args) -> tuple[int, int, float, dict]:
     labelled and hashed by prepare's shard writer. Returns (first_ts, last_ts, seconds, its files)."""
     from ..data.cache import RECORDS, _records_header, _write_shard
     from ..data.stream import CHUNK_ROWS
-    folder, k, rows, labels = args
+    folder, k, rows, shard_rows, labels = args
     t0 = time.perf_counter()
-    base = _base_day(rows)
+    base = _base_day(shard_rows)[:rows]  # the last shard, shorter, is a head of the same day
     folder.mkdir(parents=True)
     tick = SynthParams().tick_units
     buffer = np.empty(min(rows, CHUNK_ROWS), SNAPSHOT_DTYPE)  # one buffer for every chunk: no fresh pages
@@ -154,7 +154,7 @@ def build_scale_cache(folder: Path, rows: int, shard_rows: int, workers: int, lo
     from ..data.stream import FileSummary
     from ..data.validate import ValidationConfig
     plan, labels = scale_plan(rows, shard_rows), LabelConfig()
-    jobs = [(shard_dir(folder, k), k, n, labels) for k, n in enumerate(plan)]
+    jobs = [(shard_dir(folder, k), k, n, shard_rows, labels) for k, n in enumerate(plan)]
     with _pool(workers, len(jobs)) as pool:
         made = _run(pool, _scale_shard, jobs,
                     lambda done, r: log(f"  shard {done}/{len(plan)} written in {r[2]:.1f} s"))
