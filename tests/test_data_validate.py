@@ -100,3 +100,46 @@ def test_data_error_is_one_line():
     e = DataError("/d/f.parquet", "wrong type string (expected integer)", row=None, column="bid_px_00")
     assert str(e) == "/d/f.parquet, column 'bid_px_00': wrong type string (expected integer)"
     assert str(DataError("f.dbn", "truncated", row=12)) == "f.dbn, row 12: truncated"
+
+
+def rough_books(n: int, seed: int, cfg: ValidationConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Books broken in every way a level can be (and thin books that are fine), with bad floats."""
+    rng = np.random.default_rng(seed)
+    rec = generate(n, seed=seed)
+    for i in rng.choice(n, n // 2, replace=False):
+        side, lvl = ("bid_px", "ask_px")[rng.integers(2)], rng.integers(10)
+        kind = rng.integers(10)
+        if kind == 0:
+            rec[side][i, lvl:] = PRICE_UNDEF  # a thin book: kept unless the touch goes
+        elif kind == 1:
+            rec[side][i, lvl] = PRICE_UNDEF  # a hole
+        elif kind == 2:
+            rec[side][i, lvl] = -rng.integers(0, 2) * 250_000_000
+        elif kind == 3:
+            rec[side][i, lvl] = cfg.min_units - rng.integers(0, 2)  # at the bound, or just below
+        elif kind == 4:
+            rec[side][i, lvl] = cfg.max_units + rng.integers(0, 2)
+        elif kind == 5:
+            rec[side][i, lvl] = rec[side][i, max(0, lvl - 1)]  # equal levels (the touch: locked or crossed)
+        elif kind == 6:
+            rec["bid_px"][i, 0] = rec["ask_px"][i, 0] + rng.integers(-1, 2) * 250_000_000
+        elif kind == 7:
+            rec[side][i] = rec[side][i, ::-1]
+        elif kind == 8:
+            rec["bid_px"][i] = rec["ask_px"][i] = PRICE_UNDEF
+        else:
+            rec["ts_ns"][i] -= rng.integers(1, 10**7)
+    return rec, rng.random(n) < 0.02
+
+
+@pytest.mark.parametrize("cfg", [CFG, ValidationConfig(), ValidationConfig(min_price=0.0),
+                                 ValidationConfig(min_price=3900.0, max_price=4100.0)])
+def test_the_whole_book_check_keeps_only_rows_every_rule_keeps(cfg, monkeypatch):
+    """skip_reasons passes most rows by one quick check of whole books; its codes are those of the
+    rule-by-rule check alone."""
+    rec, bad = rough_books(20_000, 5, cfg)
+    fast = validate.skip_reasons(rec, bad, cfg)
+    monkeypatch.setattr(validate, "_whole_books", lambda rec, bad, cfg: None)
+    slow = validate.skip_reasons(rec, bad, cfg)
+    assert np.array_equal(fast, slow)
+    assert 0.3 < (slow == 0).mean() < 0.8 and set(np.unique(slow)) == set(range(len(SKIP_REASONS) + 1))

@@ -2,23 +2,37 @@
 
     python -m foxc.bench data [--backend auto|cuda|reference] [--rows N] [--backtests B] [--window K]
                               [--launches N] [--prepare] [--workers W] [--json FILE]
+    python -m foxc.bench data --scale [--rows N] [--shard-rows R] [--dir DIR] [--workers W] [--json FILE]
 
 --prepare adds `python -m foxc.data prepare` of the rows as W Parquet files (one a day) and the
 opening of that cache (every shard verified), in snapshots per second.
+
+--scale (alone) builds a cache of N synthetic snapshots (default 500 M), R a shard, in W processes:
+each shard is written, labelled and hashed by prepare's own shard writer, then freed, so no process
+holds more than one shard (and its worker's base day, which every shard shifts in time and price).
+It reports the build's throughput, peak RSS (this process and its largest worker), the opening of
+the cache, and (not yet: the trainer has no rotating shards) training steps/s with shards rotating.
+A --dir whose filesystem lacks SCALE_BYTES per snapshot is refused before anything is written.
 """
 from __future__ import annotations
 
+import functools
+import os
+import resource
+import shutil
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 from ..data.device import DeviceDataset
 from ..data.features import FEATURES, GATHER_MAX_K, HORIZONS, LABEL_PLANES
 from ..data.labels import compute_labels
 from ..data.parquet import read_parquet, write_parquet
-from ..data.record import SNAPSHOT_BYTES
-from ..data.synthetic import generate, synthetic_data
-from ..cli import int_at_least, positive_int
+from ..data.record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
+from ..data.synthetic import SynthParams, generate, synthetic_data
+from ..cli import UsageError, int_at_least, output_dir, positive_int
 from . import harness
 from .report import table, write_json
 
@@ -63,6 +77,146 @@ def bench_prepare(rows: int, workers: int) -> list[dict]:
              "rate": f"{n / opened / 1e6:.2f} M snapshots/s"}]
 
 
+SCALE_BYTES = SNAPSHOT_BYTES + 4 * LABEL_PLANES * HORIZONS  # records.npy and labels.npy, per snapshot
+SHARD_BYTES = 4096  # per shard besides its rows: two .npy headers and its manifest entry, rounded up
+SCALE_SEED, DAY_NS = 7, 86_400 * 10**9
+
+
+def scale_plan(rows: int, shard_rows: int) -> list[int]:
+    """The rows of each shard: `shard_rows` each, the last one the rest."""
+    return [min(shard_rows, rows - start) for start in range(0, rows, shard_rows)]
+
+
+def scale_bytes(rows: int, shard_rows: int) -> int:
+    return rows * SCALE_BYTES + len(scale_plan(rows, shard_rows)) * SHARD_BYTES
+
+
+def check_scale_room(rows: int, shard_rows: int, where: str, free: int):
+    """Refuse --rows when the cache would not fit in the `free` bytes of the filesystem `where` names,
+    naming the largest --rows (whole millions of snapshots, or shards when smaller) that does."""
+    need = scale_bytes(rows, shard_rows)
+    if need <= free:
+        return
+    unit = min(1_000_000, shard_rows)
+    fit = (max(0, free - SHARD_BYTES) // (SCALE_BYTES + SHARD_BYTES / shard_rows)) // unit * unit
+    hint = f"give --rows {int(fit):,} or fewer, or" if fit else "give"
+    raise UsageError(f"--rows {rows:,}: the cache needs {need / 1e9:.1f} GB ({SCALE_BYTES} bytes a snapshot: "
+                     f"{SNAPSHOT_BYTES} of records, {SCALE_BYTES - SNAPSHOT_BYTES} of labels), and the filesystem "
+                     f"of {where} has {free / 1e9:.1f} GB free: {hint} a --dir with more room")
+
+
+def existing_parent(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists():
+        path = path.parent
+    return path
+
+
+@functools.lru_cache(maxsize=1)
+def _base_day(rows: int) -> np.ndarray:
+    """The synthetic day every shard of a worker is made from (generated once per process)."""
+    return generate(rows, seed=SCALE_SEED)
+
+
+def _scale_shard(args) -> tuple[int, int, float, dict]:
+    """Shard k, in a worker: the base day moved k days and k % 64 ticks, written a chunk at a time, then
+    labelled and hashed by prepare's shard writer. Returns (first_ts, last_ts, seconds, its files)."""
+    from ..data.cache import RECORDS, _records_header, _write_shard
+    from ..data.stream import CHUNK_ROWS
+    folder, k, rows, shard_rows, labels = args
+    t0 = time.perf_counter()
+    base = _base_day(shard_rows)[:rows]  # the last shard, shorter, is a head of the same day
+    folder.mkdir(parents=True)
+    tick = SynthParams().tick_units
+    buffer = np.empty(min(rows, CHUNK_ROWS), SNAPSHOT_DTYPE)  # one buffer for every chunk: no fresh pages
+    with open(folder / RECORDS, "wb") as fh:
+        fh.write(_records_header(rows))
+        for start in range(0, rows, CHUNK_ROWS):
+            chunk = buffer[:min(CHUNK_ROWS, rows - start)]
+            np.copyto(chunk, base[start:start + len(chunk)])
+            for name in ("ts_ns", "prev_ts_ns"):
+                chunk[name] += k * DAY_NS
+            for name in ("bid_px", "ask_px"):
+                chunk[name] += (k % 64) * tick
+            chunk["segment"] = k
+            fh.write(chunk.data)
+    files = _write_shard((folder, k, k, tick, labels, CHUNK_ROWS))
+    first, last = (int(base["ts_ns"][i]) + k * DAY_NS for i in (0, -1))
+    return first, last, time.perf_counter() - t0, files
+
+
+def build_scale_cache(folder: Path, rows: int, shard_rows: int, workers: int, log=lambda msg: None) -> dict:
+    """A synthetic cache of `rows` snapshots in shards of `shard_rows`, built shard by shard in
+    `workers` processes; returns its manifest (written last, as prepare writes it)."""
+    import json
+    from ..data.cache import MANIFEST, _manifest, _pool, _run, shard_dir
+    from ..data.labels import LabelConfig
+    from ..data.stream import FileSummary
+    from ..data.validate import ValidationConfig
+    plan, labels = scale_plan(rows, shard_rows), LabelConfig()
+    jobs = [(shard_dir(folder, k), k, n, shard_rows, labels) for k, n in enumerate(plan)]
+    with _pool(workers, len(jobs)) as pool:
+        made = _run(pool, _scale_shard, jobs,
+                    lambda done, r: log(f"  shard {done}/{len(plan)} written in {r[2]:.1f} s"))
+    shards = []
+    for k, (n, (first, last, _, _)) in enumerate(zip(plan, made)):
+        name = f"synthetic:seed={SCALE_SEED}:day={k}"
+        summary = FileSummary(name, "synthetic", n, n, {}, [], "SYNTH", SynthParams().instrument_id, first, last)
+        shards.append((k, summary, [{"path": name, "bytes": 0, "sha256": ""}]))
+    manifest = _manifest(f"synthetic {rows} rows", shards, [m[3] for m in made], SynthParams().tick_units,
+                         labels, ValidationConfig())
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def peak_rss_gb() -> tuple[float, float]:
+    """(this process, its largest finished child): peak resident memory in GB (ru_maxrss is in KiB on Linux)."""
+    return tuple(resource.getrusage(who).ru_maxrss * 1024 / 1e9
+                 for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+
+
+def available_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as fh:
+            return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
+def bench_rotation(rt, folder: Path) -> dict:
+    """Training steps/s with shards rotating through the device against all resident, at B = 1,024."""
+    why = "reference backend" if rt.backend != "cuda" else "the trainer has no rotating shards"
+    return {"what": "training steps/s: shards rotating vs all resident", "rate": f"not measured ({why})"}
+
+
+def bench_scale(rt, rows: int, shard_rows: int, workers: int, folder: Path) -> list[dict]:
+    from ..data.cache import open_cache
+    from ..data.labels import LabelConfig
+    plan = scale_plan(rows, shard_rows)
+    t0 = time.perf_counter()
+    manifest = build_scale_cache(folder, rows, shard_rows, workers)
+    built = time.perf_counter() - t0
+    own, worker = peak_rss_gb()
+    size = scale_bytes(rows, shard_rows)
+    results = [{"what": f"build the cache: {len(plan)} shard(s) of {shard_rows:,}, {min(workers, len(plan))} "
+                        f"worker(s) (write, label, hash)", "count": manifest["rows"], "s": round(built, 2),
+                "rate": f"{rows / built / 1e6:.2f} M snapshots/s", "GB": f"{size / 1e9:.2f} on disk"},
+               {"what": "peak RSS while building: this process, largest worker", "GB": f"{own:.2f}, {worker:.2f}"}]
+    room = available_bytes()
+    if room is not None and size > 0.8 * room:
+        results.append({"what": "open the cache (every shard hashed)",
+                        "rate": f"not measured (open_cache reads all {size / 1e9:.1f} GB; {room / 1e9:.1f} GB "
+                                "available)"})
+    else:
+        t0 = time.perf_counter()
+        n = len(open_cache(folder, LabelConfig()).market.records)
+        opened = time.perf_counter() - t0
+        results.append({"what": "open the cache (every shard hashed)", "count": n, "s": round(opened, 2),
+                        "rate": f"{n / opened / 1e6:.2f} M snapshots/s", "GB": f"RSS {peak_rss_gb()[0]:.2f}"})
+    results.append(bench_rotation(rt, folder))
+    return results
+
+
 def bench_synthetic(rows: int) -> dict:
     generate(1000, seed=0)
     t0 = time.perf_counter()
@@ -105,16 +259,47 @@ def bench_gather(rt, B: int, K: int, launches: int) -> dict:
 
 def main(argv=None) -> int:
     ap = harness.parser("data", __doc__)
-    ap.add_argument("--rows", type=positive_int, default=2_000_000, help="snapshots in the Parquet file (default 2M)")
+    ap.add_argument("--rows", type=positive_int, default=None,
+                    help="snapshots (default 2M; with --scale 500M)")
     ap.add_argument("--backtests", type=positive_int, default=1024, help="B (default 1024)")
     ap.add_argument("--window", type=int_at_least(1, GATHER_MAX_K), default=32, help="K (default 32)")
     ap.add_argument("--launches", type=positive_int, default=1000, help="timed gather launches (default 1000)")
     ap.add_argument("--prepare", action="store_true", help="also time preparing a cache of the rows and opening it")
-    ap.add_argument("--workers", type=positive_int, default=2, help="files and workers of --prepare (default 2)")
-    return harness.run(ap, argv, _main)
+    ap.add_argument("--workers", type=positive_int, default=2,
+                    help="files and workers of --prepare, processes of --scale (default 2)")
+    ap.add_argument("--scale", action="store_true",
+                    help="only build a synthetic cache of --rows in shards and open it (see the module's help)")
+    ap.add_argument("--shard-rows", type=positive_int, default=None,
+                    help="snapshots a shard of --scale (default 1,000,000)")
+    ap.add_argument("--dir", help="where --scale writes its cache: a new or empty directory, kept (default: a "
+                                  "temporary directory, removed afterwards)")
+    return harness.run(ap, argv, _main, check=_check)
+
+
+def _check(args):
+    """Flags of --scale only with it; its --dir new or empty and large enough, before anything is made."""
+    if not args.scale:
+        for flag, value in (("--shard-rows", args.shard_rows), ("--dir", args.dir)):
+            if value is not None:
+                raise UsageError(f"{flag} {value}: only with --scale")
+        args.rows = args.rows or 2_000_000
+        return
+    if args.prepare:
+        raise UsageError("--prepare and --scale: --scale runs alone (give one of them)")
+    args.rows = args.rows or 500_000_000
+    args.shard_rows = min(args.shard_rows or 1_000_000, args.rows)
+    folder = Path(args.dir) if args.dir else Path(tempfile.gettempdir())
+    if args.dir:
+        output_dir("--dir", folder)
+        if folder.is_dir() and any(folder.iterdir()):
+            raise UsageError(f"--dir {folder}: the directory holds files (give a new or empty directory)")
+    where = f"--dir {folder}" if args.dir else f"{folder} (no --dir given)"
+    check_scale_room(args.rows, args.shard_rows, where, shutil.disk_usage(existing_parent(folder)).free)
 
 
 def _main(args, rt) -> int:
+    if args.scale:
+        return _main_scale(args, rt)
     small = rt.backend != "cuda"
     rows = min(args.rows, 200_000) if small else args.rows
     B = min(args.backtests, 64) if small else args.backtests
@@ -128,4 +313,24 @@ def _main(args, rt) -> int:
     print(f"summary: parquet {results[0]['rate']}, gather {results[2]['us']} us "
           f"({results[2].get('hbm', results[2]['rate'])}) on {rt.backend}"
           + (f"; prepare {results[3]['rate']}, open {results[4]['rate']}" if args.prepare else ""))
+    return 0
+
+
+def _main_scale(args, rt) -> int:
+    folder = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="foxc-bench-scale-"))
+    kept = False
+    try:
+        results = bench_scale(rt, args.rows, args.shard_rows, args.workers, folder)
+        kept = bool(args.dir)
+    finally:
+        if not kept:  # a failed or interrupted build leaves nothing behind, nor does a temporary one
+            shutil.rmtree(folder, ignore_errors=True)
+    print(f"backend {rt.backend}: {rt.device_name}; {os.cpu_count()} CPUs")
+    print(table(results, ["what", "count", "s", "rate", "GB"]))
+    write_json(args.json, "data", rt, results, {"scale": {"rows": args.rows, "shard_rows": args.shard_rows,
+                                                         "workers": args.workers}})
+    build, rss, opened, rotation = results
+    print(f"summary: scale {args.rows:,} snapshots: build {build['rate']}, peak RSS {rss['GB']} GB "
+          f"(this process, largest worker), open {opened['rate']}, rotation {rotation['rate']}"
+          + (f"; cache kept in {folder}" if kept else ""))
     return 0

@@ -17,9 +17,11 @@ training from the files. Labels never cross a segment, so each shard is labelled
 the shards side by side are, bit for bit, what load() + compute_labels give for the same files.
 
 Preparing streams every file (foxc.data.stream) in a process pool, one file per worker, in two
-passes: (1) read, validate and write the kept records; (2) once every file's first time and the
-tick are known (the tick is inferred from all of them, as load() infers it), number the shards,
-write records.npy with their segment and compute labels.npy a block of rows at a time. A worker
+passes: (1) read, validate and write the kept records straight into records.npy, numbered with the
+file's place in DATA's (sorted) order; (2) once every file's first time and the tick are known (the
+tick is inferred from all of them, as load() infers it), number the shards, read each records.npy
+once to hash it and compute labels.npy a block of rows at a time, writing the records back only
+where a shard's segment is not the number pass 1 guessed (files not named in time order). A worker
 holds a chunk of rows and a label block (and, reading Parquet, the row group pyarrow decodes),
 never a file. Everything is written into a hidden folder beside CACHE and renamed into place at
 the end, so a refused input leaves no cache behind.
@@ -55,7 +57,7 @@ from .validate import DataError, ValidationConfig
 
 FORMAT, VERSION = "foxc-cache", 1
 MANIFEST = "manifest.json"
-RECORDS, LABELS, RAW = "records.npy", "labels.npy", "records.raw"  # RAW: pass 1's rows, before numbering
+RECORDS, LABELS = "records.npy", "labels.npy"
 HASH_BLOCK = 1 << 22
 DENSE_STEP = 24  # a tick sample every this many rows or fewer: read them all; sparser: one read each (measured)
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -71,9 +73,11 @@ def shard_dir(cache: Path, segment: int) -> Path:
 
 def file_sha256(path) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(HASH_BLOCK), b""):
-            h.update(block)
+    block = bytearray(HASH_BLOCK)  # one buffer read into again and again: no fresh pages per block
+    view = memoryview(block)
+    with open(path, "rb", buffering=0) as fh:
+        while n := fh.readinto(block):
+            h.update(view[:n])
     return h.hexdigest()
 
 
@@ -100,9 +104,10 @@ def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
             shards = in_time_order(read, key=lambda r: r[1])
             for segment, (i, _, _) in enumerate(shards):
                 os.rename(tmp / f"part-{i:05d}", shard_dir(tmp, segment))
-            tick = _tick(pool, [shard_dir(tmp, k) / RAW for k in range(len(shards))], [r[1].rows for r in shards],
-                         rows)
-            files = _run(pool, _write_shard, [(shard_dir(tmp, k), k, tick, labels, rows) for k in range(len(shards))])
+            tick = _tick(pool, [shard_dir(tmp, k) / RECORDS for k in range(len(shards))],
+                         [r[1].rows for r in shards], rows)
+            files = _run(pool, _write_shard, [(shard_dir(tmp, k), k, i, tick, labels, rows)
+                                              for k, (i, _, _) in enumerate(shards)])
         manifest = _manifest(spec, shards, files, tick, labels, config)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         _install(tmp, out, overwrite)
@@ -157,13 +162,17 @@ def _run(pool, job, args: list, progress=lambda done, result: None) -> list:
 
 
 def _read_file(args) -> tuple[int, FileSummary, list[dict]]:
-    """Pass 1, one file: its kept rows into RAW (prev_ts_ns set, segment 0), its summary, its sources."""
+    """Pass 1, one file: its kept rows into records.npy (prev_ts_ns set, segment `index`: the segment it
+    gets when DATA's files are named in time order), its summary, its sources."""
     index, path, folder, config, rows = args
     folder.mkdir()
     stream = FileStream(path, config, rows)
-    with open(folder / RAW, "wb") as fh:
+    with open(folder / RECORDS, "wb") as fh:
+        fh.write(bytes(RECORDS_AT))  # the header, once the rows are counted
         for chunk in stream:
+            chunk["segment"] = index
             fh.write(chunk.data)
+        os.pwrite(fh.fileno(), _records_header(stream.summary().rows), 0)
     return index, stream.summary(), [{"path": str(p), "bytes": p.stat().st_size, "sha256": file_sha256(p)}
                                      for p in _sources(stream.path, stream.kind)]
 
@@ -177,87 +186,96 @@ def _sources(path: Path, kind: str) -> list[Path]:
     return [path]
 
 
-def _tick(pool, raws: list[Path], counts: list[int], rows: int) -> int:
+def _tick(pool, files: list[Path], counts: list[int], rows: int) -> int:
     """infer_tick of the shards side by side: the rows load() would sample, gathered from each file (in the pool)."""
     step = tick_step(sum(counts))
     starts = np.cumsum([0] + counts[:-1])
-    jobs = [(raw, n, int(-start % step), step, rows) for raw, n, start in zip(raws, counts, starts)]
+    jobs = [(path, n, int(-start % step), step, rows) for path, n, start in zip(files, counts, starts)]
     return tick_of(np.concatenate(_run(pool, _sample, jobs)))
 
 
 def _sample(args) -> np.ndarray:
-    """Rows first, first + step, ... of a RAW file of n rows: read a block at a time where they are
+    """Rows first, first + step, ... of a records.npy of n rows: read a block at a time where they are
     dense, else one by one (pread)."""
-    raw, n, first, step, rows = args
+    path, n, first, step, rows = args
     wanted = range(first, n, step)
     out = np.empty(len(wanted), SNAPSHOT_DTYPE)
-    with open(raw, "rb") as fh:
+    with open(path, "rb") as fh:
         if step > DENSE_STEP:
             buf = memoryview(out.view(np.uint8))
             for i, row in enumerate(wanted):
                 buf[i * SNAPSHOT_BYTES:(i + 1) * SNAPSHOT_BYTES] = os.pread(fh.fileno(), SNAPSHOT_BYTES,
-                                                                             row * SNAPSHOT_BYTES)
+                                                                             RECORDS_AT + row * SNAPSHOT_BYTES)
             return out
         span = step * max(1, rows // step)
+        block = np.empty(span, SNAPSHOT_DTYPE)
         for i, row in enumerate(range(first, n, span)):
-            fh.seek(row * SNAPSHOT_BYTES)
-            block = np.fromfile(fh, SNAPSHOT_DTYPE, min(span, n - row))[::step]
-            out[i * (span // step):i * (span // step) + len(block)] = block
+            fh.seek(RECORDS_AT + row * SNAPSHOT_BYTES)
+            m = fh.readinto(memoryview(block[:min(span, n - row)].view(np.uint8))) // SNAPSHOT_BYTES
+            part = block[:m:step]
+            out[i * (span // step):i * (span // step) + len(part)] = part
     return out
 
 
 def _write_shard(args) -> dict:
-    """Pass 2, one shard: records.npy (numbered) and labels.npy from RAW in one sequential read, then RAW removed.
+    """Pass 2, one shard: records.npy hashed (renumbered in place where pass 1's guess was not its
+    segment) and labels.npy, in one sequential read of the records.
 
     Labels are computed `rows` rows at a time on a window reaching the longest horizon past them, so
     every label is the one the whole segment gives."""
-    folder, segment, tick, cfg, rows = args
-    n = (folder / RAW).stat().st_size // SNAPSHOT_BYTES
-    records, labels = hashlib.sha256(), folder / LABELS
+    folder, segment, guessed, tick, cfg, rows = args
+    n = ((folder / RECORDS).stat().st_size - RECORDS_AT) // SNAPSHOT_BYTES
+    records, labels = hashlib.sha256(_records_header(n)), folder / LABELS
     shape = (N_PLANES, len(cfg.horizons), n)
-    with open(folder / RECORDS, "wb") as rec_out, open(labels, "wb") as lab_out:
-        head = _npy_header(SNAPSHOT_DTYPE, (n,))
-        rec_out.write(head)
-        records.update(head)
+    with open(folder / RECORDS, "r+b") as rec_file, open(labels, "wb") as lab_out:
         lab_head = _npy_header(np.dtype(np.float32), shape)
         lab_out.write(lab_head)
         lab_out.truncate(len(lab_head) + 4 * int(np.prod(shape)))
-        for start, window in _windows(folder / RAW, n, rows, max(cfg.horizons), segment):
+        for start, window in _windows(rec_file, n, rows, max(cfg.horizons), segment):
             block = window[:rows]
-            rec_out.write(block.data)
+            if segment != guessed:
+                os.pwrite(rec_file.fileno(), block.data, RECORDS_AT + start * SNAPSHOT_BYTES)
             records.update(block.data)
             planes = compute_labels(window, tick, cfg)[:, :, :len(block)]
             for p in range(shape[0]):  # each (plane, horizon) row of the file gets this block's stretch
                 for k in range(shape[1]):
                     at = len(lab_head) + 4 * ((p * shape[1] + k) * n + start)
                     os.pwrite(lab_out.fileno(), planes[p, k].tobytes(), at)
-    (folder / RAW).unlink()
     return {RECORDS: {"bytes": (folder / RECORDS).stat().st_size, "sha256": records.hexdigest()},
             LABELS: {"bytes": labels.stat().st_size, "sha256": file_sha256(labels)}}
 
 
-def _windows(raw: Path, n: int, rows: int, reach: int, segment: int):
-    """(start, records [start, start + rows + reach) of the n in `raw`, numbered `segment`) for start =
-    0, rows, 2 rows, ...: read in order into one buffer, the lookahead moved to its front each time."""
+def _windows(fh, n: int, rows: int, reach: int, segment: int):
+    """(start, records [start, start + rows + reach) of the n of records.npy `fh`, numbered `segment`) for
+    start = 0, rows, 2 rows, ...: read in order into one buffer, the lookahead moved to its front each time."""
     window = np.empty(rows + reach, SNAPSHOT_DTYPE)
     held = 0
-    with open(raw, "rb") as fh:
-        for start in range(0, n, rows):
-            need = min(n - start, rows + reach)
-            if held < need:
-                fh.readinto(memoryview(window[held:need].view(np.uint8)))
-                window["segment"][held:need] = segment
-                held = need
-            yield start, window[:need]
-            left = max(0, held - rows)
-            window[:left] = window[held - left:held].copy()
-            held = left
+    fh.seek(RECORDS_AT)
+    for start in range(0, n, rows):
+        need = min(n - start, rows + reach)
+        if held < need:
+            fh.readinto(memoryview(window[held:need].view(np.uint8)))
+            window["segment"][held:need] = segment
+            held = need
+        yield start, window[:need]
+        left = max(0, held - rows)
+        window[:left] = window[held - left:held].copy()
+        held = left
 
 
 def _npy_header(dtype: np.dtype, shape: tuple) -> bytes:
     head = io.BytesIO()
     npy.write_array_header_1_0(head, {"descr": npy.dtype_to_descr(dtype), "fortran_order": False, "shape": shape})
     return head.getvalue()
+
+
+def _records_header(n: int) -> bytes:
+    head = _npy_header(SNAPSHOT_DTYPE, (n,))
+    assert len(head) == RECORDS_AT, "numpy pads a records header to the same length for any row count"
+    return head
+
+
+RECORDS_AT = len(_npy_header(SNAPSHOT_DTYPE, (0,)))  # where a records.npy's rows begin
 
 
 def _manifest(spec, shards: list, files: list[dict], tick: int, labels: LabelConfig,

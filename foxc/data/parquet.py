@@ -19,9 +19,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
+from .stream import CHUNK_ROWS
 from .validate import DataError
 
-BATCH_ROWS = 1 << 16  # a batch's records (23 MB) stay in cache while its columns land
 SIDES = ("bid", "ask")
 
 
@@ -94,7 +94,7 @@ def _fill_sizes(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray, empty: n
         out[empty] = 0
 
 
-def iter_parquet(path, meta: dict, rows: int = BATCH_ROWS):
+def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
     """One Databento MBP-10 Parquet file as (records, bad-float mask) chunks of at most `rows` rows,
     read batch by batch within its row groups; fills `meta` (instrument, instrument_id, notes)."""
     path = Path(path)

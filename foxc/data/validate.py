@@ -122,6 +122,41 @@ def skip_reasons(rec: np.ndarray, bad_float: np.ndarray | None, cfg: ValidationC
 
     `latest_ts`: the latest time of the rows before these (earlier chunks of the file) that passed
     every other check; a row earlier than it, or than any such row before it here, is late."""
+    code = np.zeros(len(rec), np.uint8)
+    whole = _whole_books(rec, bad_float, cfg)
+    if whole is None or not whole.all():  # the rest, rule by rule
+        rest = slice(None) if whole is None else np.flatnonzero(~whole)
+        code[rest] = _book_reasons(rec[rest], None if bad_float is None else bad_float[rest], cfg)
+    # time order among rows that pass everything else
+    ok = np.flatnonzero(code == 0)
+    if len(ok):
+        ts = rec["ts_ns"][ok]
+        prior_max = np.maximum.accumulate(np.concatenate([[latest_ts], ts[:-1]]))
+        code[ok[ts < prior_max]] = TIME_ORDER
+    return code
+
+
+def _whole_books(rec: np.ndarray, bad_float: np.ndarray | None, cfg: ValidationConfig) -> np.ndarray | None:
+    """Rows that pass every book rule for certain: both sides' ten levels in range and strictly moving
+    away from an uncrossed touch (the common row, checked in a few passes); None when the bounds let an
+    empty or non-positive level pass these comparisons (then every row takes _book_reasons)."""
+    lo, hi = cfg.min_units, cfg.max_units
+    if lo < 1 or hi >= PRICE_UNDEF:
+        return None
+    bid, ask = rec["bid_px"], rec["ask_px"]
+    whole = bid[:, 0] < ask[:, 0]  # with ask_9 <= hi < PRICE_UNDEF and the orders below: every level is set
+    for lvl in range(bid.shape[1] - 1):
+        whole &= bid[:, lvl] > bid[:, lvl + 1]
+        whole &= ask[:, lvl] < ask[:, lvl + 1]
+    whole &= bid[:, -1] >= lo
+    whole &= ask[:, -1] <= hi
+    if bad_float is not None:
+        whole &= ~bad_float
+    return whole
+
+
+def _book_reasons(rec: np.ndarray, bad_float: np.ndarray | None, cfg: ValidationConfig) -> np.ndarray:
+    """skip_reasons' codes of every rule but time order, one rule at a time."""
     n = len(rec)
     # contiguous copies: the checks below read each level many times, and a record's fields lie 352 bytes apart
     bid, ask = np.ascontiguousarray(rec["bid_px"]), np.ascontiguousarray(rec["ask_px"])
@@ -142,12 +177,6 @@ def skip_reasons(rec: np.ndarray, bad_float: np.ndarray | None, cfg: ValidationC
     code = np.zeros(n, np.uint8)
     for i in range(len(checks) - 1, -1, -1):  # the earliest reason wins
         code[checks[i]] = i + 1
-    # time order among rows that pass everything else
-    ok = np.flatnonzero(code == 0)
-    if len(ok):
-        ts = rec["ts_ns"][ok]
-        prior_max = np.maximum.accumulate(np.concatenate([[latest_ts], ts[:-1]]))
-        code[ok[ts < prior_max]] = TIME_ORDER
     return code
 
 
