@@ -74,3 +74,12 @@ def test_the_command_refuses_before_writing_and_reports_at_a_tiny_size(tmp_path,
     assert "rotation not measured (reference backend)" in printed and open_cache(out, LabelConfig()).market.tick
     assert bench.main(["--backend", "reference", "--scale", "--rows", "3000", "--dir", str(out)]) == 2
     assert "the directory holds files" in capsys.readouterr().err
+
+
+def test_rotation_is_timed_against_all_resident_from_the_cache(tmp_path, ref_rt):
+    """The rotation row trains from the scale cache twice: every shard resident, then three slots that
+    rotate (a run whose data did not come out as asked would say so instead of a rate)."""
+    bench.build_scale_cache(tmp_path / "c", 8 * 3000, 3000, workers=1)
+    row = bench.bench_rotation(ref_rt, tmp_path / "c", 3000, n_backtests=8, steps=12, rotate_every=4)
+    assert "rotating (3 slots, refilled every 4 steps" in row["rate"] and row["ratio"] > 0, row
+    assert int(row["rate"].split(" steps, ")[1].split(" rotations")[0]) >= 3  # the timed steps crossed boundaries

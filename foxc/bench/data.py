@@ -11,7 +11,8 @@ opening of that cache (every shard verified), in snapshots per second.
 each shard is written, labelled and hashed by prepare's own shard writer, then freed, so no process
 holds more than one shard (and its worker's base day, which every shard shifts in time and price).
 It reports the build's throughput, peak RSS (this process and its largest worker), the opening of
-the cache, and (not yet: the trainer has no rotating shards) training steps/s with shards rotating.
+the cache and, on CUDA, training steps/s with shards rotating through three device slots against
+all of them resident.
 A --dir whose filesystem lacks SCALE_BYTES per snapshot is refused before anything is written.
 """
 from __future__ import annotations
@@ -183,10 +184,47 @@ def available_bytes() -> int | None:
         return None
 
 
-def bench_rotation(rt, folder: Path) -> dict:
-    """Training steps/s with shards rotating through the device against all resident, at B = 1,024."""
-    why = "reference backend" if rt.backend != "cuda" else "the trainer has no rotating shards"
-    return {"what": "training steps/s: shards rotating vs all resident", "rate": f"not measured ({why})"}
+ROTATION_STEPS, ROTATION_SLOTS = 5000, 3
+
+
+def bench_rotation(rt, folder: Path, shard_rows: int, n_backtests: int = 1024, steps: int = ROTATION_STEPS,
+                   rotate_every: int = 1000) -> dict:
+    """Training steps/s from the cache with every shard on the device, then with a budget of
+    ROTATION_SLOTS slots (a shard refilled every `rotate_every` steps, the trainer's default): `steps`
+    steps each, timed after the graph's capture and a first rotation, the host's rotation work included."""
+    from dataclasses import replace
+
+    from ..trainer.config import DEFAULTS, TrainConfig
+    from ..trainer.run import Trainer
+    from ..trainer.session import run_data
+    shape = {k: DEFAULTS[rt.backend][k] for k in ("seq_len", "per_capacity", "synthetic_rows")}
+    base = TrainConfig(data=str(folder), n_backtests=n_backtests, n_steps=0, graph="on", log_every=10**9,
+                       checkpoint_every=0, eval_every=0, rotate_every=rotate_every, **shape)
+    data = run_data(base)
+    budget_gb = (ROTATION_SLOTS + 0.5) * shard_rows * SCALE_BYTES / 1e9
+    what = f"training steps/s at B = {n_backtests:,}: shards rotating vs all resident"
+    rates, rotations = {}, 0
+    for name, gb in (("resident", None), ("rotating", budget_gb)):
+        t = Trainer(rt, replace(base, device_data_gb=gb), data.market, data.labels, None, data.source)
+        try:
+            if (t.ts.rotation is not None) != (name == "rotating"):
+                return {"what": what, "rate": f"not measured (the {name} run's data did not come out {name})"}
+            while t.steps_done < t.capture_after + rotate_every:  # warm-up, the capture, a first rotation
+                t.step()
+            rt.stream.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                t.step()
+            rt.stream.synchronize()
+            rates[name] = steps / (time.perf_counter() - t0)
+            if t.ts.rotation is not None:
+                rotations = t.ts.rotation.rotations_by(t.steps_done)
+        finally:
+            t.close()
+    return {"what": what, "count": steps, "ratio": round(rates["rotating"] / rates["resident"], 3),
+            "rate": f"{rates['rotating']:,.0f} rotating ({ROTATION_SLOTS} slots, refilled every {rotate_every} "
+                    f"steps, {rotations} rotations by then) vs {rates['resident']:,.0f} resident "
+                    f"= {rates['rotating'] / rates['resident']:.1%}"}
 
 
 def bench_scale(rt, rows: int, shard_rows: int, workers: int, folder: Path) -> list[dict]:
@@ -213,7 +251,11 @@ def bench_scale(rt, rows: int, shard_rows: int, workers: int, folder: Path) -> l
         opened = time.perf_counter() - t0
         results.append({"what": "open the cache (every shard hashed)", "count": n, "s": round(opened, 2),
                         "rate": f"{n / opened / 1e6:.2f} M snapshots/s", "GB": f"RSS {peak_rss_gb()[0]:.2f}"})
-    results.append(bench_rotation(rt, folder))
+    if rt.backend == "cuda":
+        results.append(bench_rotation(rt, folder, shard_rows))
+    else:
+        results.append({"what": "training steps/s: shards rotating vs all resident",
+                        "rate": "not measured (reference backend)"})
     return results
 
 
