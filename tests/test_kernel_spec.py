@@ -26,8 +26,9 @@ def test_verify_names_kernel_and_parameter_on_size_mismatch():
 def test_verify_rejects_fewer_and_more_parameters():
     with pytest.raises(CudaError, match="only 3 parameters"):
         verify_params(SPEC, lambda i: SPEC.layout[i] if i < 3 else None)
-    with pytest.raises(CudaError, match="has more"):
-        verify_params(SPEC, lambda i: SPEC.layout[i] if i < len(SPEC.layout) else (40, 8) if i == 6 else None)
+    with pytest.raises(CudaError, match="but the cubin's kernel has 7"):
+        verify_params(SPEC, lambda i: SPEC.layout[i] if i < len(SPEC.layout) else (40, 8) if i == 6 else None,
+                      count=7)
 
 
 class _Buf:
@@ -124,3 +125,15 @@ def test_signatures_of_macro_generated_and_launch_bounded_kernels():
             'extern "C" __global__ void g(unsigned int s, int* __restrict__ c, float t) {}\n')
     assert parse_signatures(text) == {"f_x": [["a", "ptr"], ["n", "i64"]], "f_y": [["a", "ptr"], ["n", "i64"]],
                                       "g": [["s", "u32"], ["c", "ptr"], ["t", "f32"]]}
+
+
+def test_a_parameter_count_from_the_driver_replaces_the_probe():
+    probed = []
+
+    def info(i):
+        probed.append(i)
+        return SPEC.layout[i] if i < len(SPEC.layout) else None
+    verify_params(SPEC, info, count=len(SPEC.layout))
+    assert probed == list(range(len(SPEC.layout)))  # nothing asked past the last parameter
+    with pytest.raises(CudaError, match=f"declared with {len(SPEC.layout)} parameters, but the cubin's kernel has 9"):
+        verify_params(SPEC, info, count=9)

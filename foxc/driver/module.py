@@ -35,7 +35,15 @@ class Kernel:
     def __init__(self, module: Module, spec: KernelSpec, handle):
         self.name, self.spec = spec.name, spec
         self._module, self._handle = module, handle  # the module stays loaded while the kernel lives
-        verify_params(spec, self._param_info)
+        verify_params(spec, self._param_info, self._param_count())
+
+    def _param_count(self) -> int | None:
+        """The kernel's parameter count where the driver has cuFuncGetParamCount, else None."""
+        try:
+            err, n = driver.cuFuncGetParamCount(self._handle)
+        except (AttributeError, RuntimeError):  # bindings without it, or a driver without it (580 has none)
+            return None
+        return int(n) if err == driver.CUresult.CUDA_SUCCESS else None
 
     def _param_info(self, index: int):
         err, offset, size = driver.cuFuncGetParamInfo(self._handle, index)
