@@ -40,7 +40,7 @@ from peer_common import (ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD, C51_ATOMS, F
                          FEATURES, FLAT_FROM_LONG, FLAT_FROM_SHORT, FRAME, HIDDEN_DIM, HOLD, LONG, N_ACTIONS,
                          Q_INVALID, RING, SHORT, SIDE, SPREAD_CAP_TICKS, STATE_DIM, TARGET, TENSORS,
                          TIME_SCALE_STEPS, UNREALIZED_SCALE_TICKS, PeerConfig, bench_foxc, foxc_weights, git_commit,
-                         isv, market_tables, sizes_arg, tick_price, valid_table)
+                         isv, market_tables, run_sizes, tick_price, valid_table)
 
 
 # foxc allocates its own device memory in the same process: JAX takes what it needs, not 75 % up front
@@ -467,18 +467,8 @@ def main(argv=None) -> int:
         print(f"jax_step: {MISSING_JAX}", file=sys.stderr)
         return 2
     gpu = jax.default_backend() in ("gpu", "cuda")
-    try:
-        sizes = sizes_arg(args.n_backtests or ("256,1024,4096" if gpu else "8"))
-    except ValueError as e:
-        ap.error(str(e))
-    steps = args.steps or (200 if gpu else 4)
-    K = args.seq_len or (32 if gpu else 4)
-    capacity = args.per_capacity or (65536 if gpu else 64)
-    rows_n = args.rows or (1_000_000 if gpu else 3_000)
-    if steps < 1 or args.steps_per_call < 1:
-        ap.error(f"--steps and --steps-per-call must be at least 1, got {steps} and {args.steps_per_call}")
-    if capacity & (capacity - 1) or capacity < 2:
-        ap.error(f"--per-capacity must be a power of two, got {capacity}")
+    run = run_sizes(ap, args, gpu, cpu_steps=4)
+    sizes, steps, K, capacity, rows_n = run.sizes, run.steps, run.K, run.capacity, run.rows
     set_precision(args.precision)
     from foxc.data.labels import LabelConfig, compute_labels
     from foxc.data.synthetic import synthetic_data

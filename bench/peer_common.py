@@ -137,3 +137,28 @@ def sizes_arg(text: str, flag: str = "--n-backtests") -> list[int]:
     if not sizes or min(sizes) < 1:
         raise ValueError(f"{flag} takes positive batch sizes, got '{text}'")
     return sizes
+
+
+@dataclass(frozen=True)
+class RunSizes:
+    sizes: list[int]
+    steps: int
+    K: int
+    capacity: int
+    rows: int
+
+
+def run_sizes(ap, args, gpu: bool, cpu_steps: int) -> RunSizes:
+    """The peers' shared flags with their GPU or CPU-smoke defaults; a bad value exits through `ap.error`."""
+    try:
+        sizes = sizes_arg(args.n_backtests or ("256,1024,4096" if gpu else "8"))
+    except ValueError as e:
+        ap.error(str(e))
+    steps = args.steps or (200 if gpu else cpu_steps)
+    capacity = args.per_capacity or (65536 if gpu else 64)
+    if steps < 1 or args.steps_per_call < 1:
+        ap.error(f"--steps and --steps-per-call must be at least 1, got {steps} and {args.steps_per_call}")
+    if capacity & (capacity - 1) or capacity < 2:
+        ap.error(f"--per-capacity must be a power of two, got {capacity}")
+    return RunSizes(sizes, steps, args.seq_len or (32 if gpu else 4), capacity,
+                    args.rows or (1_000_000 if gpu else 3_000))

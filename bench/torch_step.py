@@ -66,7 +66,7 @@ from peer_common import (ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD, C51_ATOMS, F
                          FEATURES, FLAT_FROM_LONG, FLAT_FROM_SHORT, FRAME, HIDDEN_DIM, HOLD, LONG, N_ACTIONS,
                          N_PERCEPTION, Q_INVALID, RING, RL_HIDDEN, SHORT, SIDE, SPREAD_CAP_TICKS, STATE_DIM, TARGET,
                          TENSORS, TIME_SCALE_STEPS, UNREALIZED_SCALE_TICKS, PeerConfig, bench_foxc, foxc_weights,
-                         git_commit, isv, market_tables, sizes_arg, tick_price, valid_table)
+                         git_commit, isv, market_tables, run_sizes, tick_price, valid_table)
 
 MODES = ("eager", "graph", "compiled")
 COMPILE_MODES = ("max-autotune-no-cudagraphs", "default")  # the whole step is captured by hand: no cudagraph trees
@@ -722,21 +722,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     COMPILE_MODE = args.compile_mode
     cuda = args.device == "cuda"
-    try:
-        sizes = sizes_arg(args.n_backtests or ("256,1024,4096" if cuda else "8"))
-    except ValueError as e:
-        ap.error(str(e))
+    run = run_sizes(ap, args, cuda, cpu_steps=3)
+    sizes, steps, K, capacity, rows_n = run.sizes, run.steps, run.K, run.capacity, run.rows
     modes = (args.modes or ("eager,graph,compiled" if cuda else "eager")).split(",")
     if set(modes) - set(MODES):
         ap.error(f"--modes takes {', '.join(MODES)}, got '{args.modes}'")
-    steps = args.steps or (200 if cuda else 3)
-    K = args.seq_len or (32 if cuda else 4)
-    capacity = args.per_capacity or (65536 if cuda else 64)
-    rows_n = args.rows or (1_000_000 if cuda else 3_000)
-    if steps < 1 or args.steps_per_call < 1:
-        ap.error(f"--steps and --steps-per-call must be at least 1, got {steps} and {args.steps_per_call}")
-    if capacity & (capacity - 1) or capacity < 2:
-        ap.error(f"--per-capacity must be a power of two, got {capacity}")
     try:
         torch = import_torch()
         if cuda and not torch.cuda.is_available():

@@ -17,13 +17,17 @@ loaded longest ago first, and never one a backtest can read:
   2. the slot to refill leaves the draw table and its backtests end their episode where they stand
      (cursor_evict: the step forces their flat exit, its advance draws them elsewhere);
   3. after that step is issued, the side stream waits for it, then copies the shard from pinned
-     staging (two buffers, alternating, so one can be filled while the other's copy runs).
+     staging (two buffers, alternating, so one can be filled while the other's copy runs); a host
+     thread then fills the other buffer with the next rotation's shard, so the boundary does not
+     wait for a shard's host copy (hundreds of MB) while the GPU drains the queued steps.
 All of it is a function of the step count, so a run and its resume (the slot table, the count and
 the pending refill are checkpointed) have the same bits. The captured step reads only device tables
 at fixed addresses: rotating never needs a new graph. On the reference backend the side stream's
 copies run at once, in the same order.
 """
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -88,6 +92,7 @@ class ShardRotation(Component):
                         for i in range(2)]
         self.copied = [rt.event(f"resident.copied{i}") for i in range(2)]  # each staging buffer's last copy
         self.stepped = rt.event("resident.stepped")
+        self._prefetch: tuple[int, threading.Thread, list] | None = None  # (rotation, filler, its error)
         self.reset()
 
     # --- the schedule ------------------------------------------------------------
@@ -106,7 +111,8 @@ class ShardRotation(Component):
         self.rotations += 1
         self._publish()
         self.cursors.evict(slot * self.P, (slot + 1) * self.P)
-        self._stage(shard, slot, (self.rotations - 1) % 2)
+        if not self._join_prefetch(self.rotations - 1):
+            self._stage(shard, slot, (self.rotations - 1) % 2)
 
     def after_step(self, step: int):
         """After the boundary's step is issued: the side stream copies the staged shard behind it."""
@@ -115,10 +121,38 @@ class ShardRotation(Component):
         self.stepped.record(self.rt.stream)
         self.side.wait(self.stepped)
         self._copy(self.pending, (self.rotations - 1) % 2, self.side)
+        self._start_prefetch(self.rotations)
+
+    # --- the next shard's host copy, in a thread between boundaries ------------------
+    def _start_prefetch(self, k: int):
+        """Stage rotation k's shard (slot k % S, buffer k % 2) in a host thread; the buffer's last copy,
+        rotation k - 2's, is waited for first, inside the thread."""
+        slot, shard, error = k % self.S, int(self.order[(self.S + k) % self.n]), []
+
+        def fill():
+            try:
+                self._stage(shard, slot, k % 2)
+            except BaseException as e:  # raised again where the boundary joins it
+                error.append(e)
+        thread = threading.Thread(target=fill, name=f"foxc-shard-stage-{k}", daemon=True)
+        thread.start()
+        self._prefetch = (k, thread, error)
+
+    def _join_prefetch(self, k: int | None = None) -> bool:
+        """Wait for the staging thread; whether it staged rotation k (None: any, to discard it)."""
+        if self._prefetch is None:
+            return False
+        staged, thread, error = self._prefetch
+        self._prefetch = None
+        thread.join()
+        if error:
+            raise error[0]
+        return staged == k
 
     # --- slots -----------------------------------------------------------------
     def reset(self):
         """The first `slots` shards of the order resident, no rotation done (loaded only if not so already)."""
+        self._join_prefetch()
         initial = self._expected(0)[0]
         if self.rotations == 0 and np.array_equal(self.slot_shard, initial):
             return
@@ -128,6 +162,7 @@ class ShardRotation(Component):
     def restore(self):
         """After a checkpoint's `slots` array was loaded into `state`: the same shards in the same slots,
         the refill that was pending still out of the draws (its data is in place by its boundary)."""
+        self._join_prefetch()
         saved = self.state.download()
         slot_shard, rotations, pending = saved[:self.S], int(saved[self.S]), int(saved[self.S + 1])
         expected = self._expected(rotations)
@@ -172,7 +207,7 @@ class ShardRotation(Component):
         self.copied[buffer].synchronize()
         a, n = int(self.first[shard]), int(self.rows[shard])
         records, labels = self.staging[buffer]
-        records.host[:n] = self.host_records[a:a + n]
+        records.host.view(np.uint8)[:n * SNAPSHOT_BYTES] = self.host_records[a:a + n].view(np.uint8).reshape(-1)
         records.host["segment"][:n] = slot
         labels.host[:, :, :n] = self.host_labels[:, :, a:a + n]
 
@@ -200,6 +235,10 @@ class ShardRotation(Component):
         """(first, last) device rows of each slot cursors may point into now, last inclusive."""
         return [(s * self.P, s * self.P + int(self.rows[self.slot_shard[s]]) - 1)
                 for s in range(self.S) if self.slot_shard[s] >= 0 and s != self.pending]
+
+    def close(self):
+        self._join_prefetch()  # the filler writes staging: it ends before staging is freed
+        super().close()
 
     def buffers(self):  # the side stream first: closing it waits for the copies that read staging
         return [self.side, self.state, *(a for pair in self.staging for a in pair), *self.copied, self.stepped, self.side]
