@@ -206,7 +206,7 @@ CASES = [
          "--n-backtests", "8,0"),
     case("bench-train-per-capacity", "bench", ["train", "--backend", "reference", "--per-capacity", "1000"],
          "--per-capacity", "1000"),
-    case("bench-data-window", "bench", ["data", "--backend", "reference", "--window", "500"], "--window", "500"),
+    case("bench-data-seq-len", "bench", ["data", "--backend", "reference", "--seq-len", "500"], "--seq-len", "500"),
     case("bench-data-scale-no-room", "bench", ["data", "--backend", "reference", "--scale", "--rows", "10000000000000",
                                                "--dir", "{case}/scale"], "--rows", "10,000,000,000,000", "--dir",
          "GB free"),

@@ -152,6 +152,6 @@ def test_data_cli(tmp_path):
 
 def test_bench_runs_small_on_reference(capsys):
     from foxc.bench import data as bench
-    assert bench.main(["--backend", "reference", "--rows", "20000", "--backtests", "8", "--window", "8",
+    assert bench.main(["--backend", "reference", "--rows", "20000", "--n-backtests", "8", "--seq-len", "8",
                        "--launches", "2"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("summary:")

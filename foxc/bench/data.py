@@ -1,6 +1,6 @@
 """Market data: Parquet read throughput on the CPU, and the window gather kernel on the device.
 
-    python -m foxc.bench data [--backend auto|cuda|reference] [--rows N] [--backtests B] [--window K]
+    python -m foxc.bench data [--backend auto|cuda|reference] [--rows N] [--n-backtests B] [--seq-len K]
                               [--launches N] [--prepare] [--workers W] [--json FILE]
     python -m foxc.bench data --scale [--rows N] [--shard-rows R] [--dir DIR] [--workers W] [--json FILE]
 
@@ -303,8 +303,8 @@ def main(argv=None) -> int:
     ap = harness.parser("data", __doc__)
     ap.add_argument("--rows", type=positive_int, default=None,
                     help="snapshots (default 2M; with --scale 500M)")
-    ap.add_argument("--backtests", type=positive_int, default=1024, help="B (default 1024)")
-    ap.add_argument("--window", type=int_at_least(1, GATHER_MAX_K), default=32, help="K (default 32)")
+    ap.add_argument("--n-backtests", type=positive_int, default=1024, help="B (default 1024)")
+    ap.add_argument("--seq-len", type=int_at_least(1, GATHER_MAX_K), default=32, help="window K (default 32)")
     ap.add_argument("--launches", type=positive_int, default=1000, help="timed gather launches (default 1000)")
     ap.add_argument("--prepare", action="store_true", help="also time preparing a cache of the rows and opening it")
     ap.add_argument("--workers", type=positive_int, default=2,
@@ -344,9 +344,9 @@ def _main(args, rt) -> int:
         return _main_scale(args, rt)
     small = rt.backend != "cuda"
     rows = min(args.rows, 200_000) if small else args.rows
-    B = min(args.backtests, 64) if small else args.backtests
+    B = min(args.n_backtests, 64) if small else args.n_backtests
     launches = min(args.launches, 5) if small else args.launches
-    results = [bench_parquet(rows), bench_synthetic(rows), bench_gather(rt, B, args.window, launches)]
+    results = [bench_parquet(rows), bench_synthetic(rows), bench_gather(rt, B, args.seq_len, launches)]
     if args.prepare:
         results += bench_prepare(args.rows, args.workers)  # host work only: the full --rows on any backend
     print(f"backend {rt.backend}: {rt.device_name}")
