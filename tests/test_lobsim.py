@@ -18,8 +18,8 @@ TICK_X = PRICE_SCALE // 100
 
 
 def test_records_layout():
-    assert layout.POSITION_BYTES == 176 and layout.POSITION_BYTES % 16 == 0
-    assert layout.TRADE_BYTES == 64
+    assert layout.POSITION_DTYPE.itemsize == 176 and layout.POSITION_DTYPE.itemsize % 16 == 0
+    assert layout.TRADE_DTYPE.itemsize == 64
     assert POSITION_DTYPE.fields["cash"][1] == 0 and POSITION_DTYPE.fields["lots"][1] == 48
     assert layout.header_is_current(), "run python -m foxc.lobsim.layout --write"
 

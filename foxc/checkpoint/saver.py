@@ -94,9 +94,6 @@ class CheckpointSaver:
                 warnings.warn(f"could not remove old checkpoint {path}: {exc.strerror or exc}", stacklevel=2)
         return removed
 
-    def checkpoints(self) -> list[Path]:
-        return [p for _, p in list_checkpoints(self.out_dir)]
-
     def latest(self, verify: bool = True) -> Path | None:
         return latest_checkpoint(self.out_dir, verify)
 

@@ -21,7 +21,6 @@ import numpy as np
 from .record import PRICE_SCALE
 
 PLANES = ("mid_up", "long_win", "short_win", "long_size", "short_size", "mid_weight", "outcome_weight")
-N_SOURCES = 5
 N_PLANES = len(PLANES)
 DEFAULT_HORIZONS = (10, 50, 100)
 

@@ -78,8 +78,6 @@ TRADE_FIELDS = [
 
 POSITION_DTYPE = np.dtype([(name, dt) for name, dt, _ in POSITION_FIELDS], align=True)
 TRADE_DTYPE = np.dtype([(name, dt) for name, dt, _ in TRADE_FIELDS], align=True)
-POSITION_BYTES = POSITION_DTYPE.itemsize
-TRADE_BYTES = TRADE_DTYPE.itemsize
 
 HEADER_PATH = Path(__file__).resolve().parents[2] / "cuda" / "include" / "foxc" / "lobsim.h"
 
