@@ -27,6 +27,7 @@ import os
 import platform
 import sys
 import time
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -40,7 +41,7 @@ from peer_common import (ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD, C51_ATOMS, F
                          FEATURES, FLAT_FROM_LONG, FLAT_FROM_SHORT, FRAME, HIDDEN_DIM, HOLD, LONG, N_ACTIONS,
                          Q_INVALID, RING, SHORT, SIDE, SPREAD_CAP_TICKS, STATE_DIM, TARGET, TENSORS,
                          TIME_SCALE_STEPS, UNREALIZED_SCALE_TICKS, PeerConfig, bench_foxc, foxc_weights, git_commit,
-                         isv, market_tables, run_sizes, tick_price, valid_table)
+                         isv, market_tables, peer_settings, run_sizes, tick_price, valid_table)
 
 
 # foxc allocates its own device memory in the same process: JAX takes what it needs, not 75 % up front
@@ -63,18 +64,7 @@ class Settings:
 
     def __init__(self, cfg: PeerConfig):
         self.cfg = cfg
-        self.gamma, self.tau, self.alpha = isv("gamma"), isv("tau"), isv("per_alpha")
-        self.beta0, self.beta_anneal = isv("per_beta"), isv("per_beta_anneal_steps")
-        self.clip_norm = isv("grad_clip_norm")
-        self.temperature = max(isv("distill_temperature"), 1e-6)
-        self.eps_start, self.eps_end, self.eps_steps = isv("explore_eps_start"), isv("explore_eps_end"), \
-            isv("explore_eps_steps")
-        self.segment_end = 1.0 / max(isv("explore_hold_steps"), 1.0)
-        self.stop_threshold = isv("stop_loss_threshold")
-        self.dd_rate, self.reward_scale = isv("drawdown_penalty_rate"), isv("reward_scale")
-        self.popart_rate, self.ema_rate = isv("popart_rate"), isv("loss_ema_rate")
-        self.clamp_lo, self.clamp_hi = isv("reward_clamp_lo"), isv("reward_clamp_hi")
-        self.v_min, self.v_max = isv("c51_v_min"), isv("c51_v_max")
+        vars(self).update(asdict(peer_settings()))
         self.lr = {name: isv(slot) for name, (_, slot) in TENSORS.items()}
 
 

@@ -55,6 +55,43 @@ class PeerConfig:
         return 1 + self.n_step + -(-self.capacity // self.B) + 1
 
 
+@dataclass(frozen=True)
+class PeerSettings:
+    """foxc's ISV bootstrap values both peers' steps read."""
+    gamma: float
+    tau: float
+    alpha: float
+    beta0: float
+    beta_anneal: float
+    clip_norm: float
+    temperature: float
+    eps_start: float
+    eps_end: float
+    eps_steps: float
+    segment_end: float  # the chance an exploration segment ends at a step
+    stop_threshold: float
+    dd_rate: float
+    reward_scale: float
+    popart_rate: float
+    ema_rate: float
+    clamp_lo: float
+    clamp_hi: float
+    v_min: float
+    v_max: float
+
+
+def peer_settings() -> PeerSettings:
+    return PeerSettings(
+        gamma=isv("gamma"), tau=isv("tau"), alpha=isv("per_alpha"), beta0=isv("per_beta"),
+        beta_anneal=isv("per_beta_anneal_steps"), clip_norm=isv("grad_clip_norm"),
+        temperature=max(isv("distill_temperature"), 1e-6), eps_start=isv("explore_eps_start"),
+        eps_end=isv("explore_eps_end"), eps_steps=isv("explore_eps_steps"),
+        segment_end=1.0 / max(isv("explore_hold_steps"), 1.0), stop_threshold=isv("stop_loss_threshold"),
+        dd_rate=isv("drawdown_penalty_rate"), reward_scale=isv("reward_scale"), popart_rate=isv("popart_rate"),
+        ema_rate=isv("loss_ema_rate"), clamp_lo=isv("reward_clamp_lo"), clamp_hi=isv("reward_clamp_hi"),
+        v_min=isv("c51_v_min"), v_max=isv("c51_v_max"))
+
+
 def valid_table() -> np.ndarray:
     """bool [3, 5]: the valid actions of a position of side -1, 0, +1 (row side + 1)."""
     return valid_actions(np.array([-1, 0, 1]))

@@ -53,6 +53,7 @@ import math
 import platform
 import sys
 import time
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -66,11 +67,10 @@ from peer_common import (ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD, C51_ATOMS, F
                          FEATURES, FLAT_FROM_LONG, FLAT_FROM_SHORT, FRAME, HIDDEN_DIM, HOLD, LONG, N_ACTIONS,
                          N_PERCEPTION, Q_INVALID, RING, RL_HIDDEN, SHORT, SIDE, SPREAD_CAP_TICKS, STATE_DIM, TARGET,
                          TENSORS, TIME_SCALE_STEPS, UNREALIZED_SCALE_TICKS, PeerConfig, bench_foxc, foxc_weights,
-                         git_commit, isv, market_tables, run_sizes, tick_price, valid_table)
+                         git_commit, isv, market_tables, peer_settings, run_sizes, tick_price, valid_table)
 
 MODES = ("eager", "graph", "compiled")
 COMPILE_MODES = ("max-autotune-no-cudagraphs", "default")  # the whole step is captured by hand: no cudagraph trees
-COMPILE_MODE = COMPILE_MODES[0]
 
 
 class MissingTorch(RuntimeError):
@@ -168,9 +168,11 @@ def c51_heads(torch, logits, support, side, valid):
 class TorchStep:
     """Every tensor of the step allocated once; `step()` updates them in place (so it can be captured).
 
-    compiled=True takes the closed-form scan and compiles the encoder, the losses and the update."""
+    compiled=True takes the closed-form scan and compiles the encoder, the losses and the update with
+    torch.compile's `compile_mode`."""
 
-    def __init__(self, torch, cfg: PeerConfig, market: TorchMarket, device, seed: int = 0, compiled: bool = False):
+    def __init__(self, torch, cfg: PeerConfig, market: TorchMarket, device, seed: int = 0, compiled: bool = False,
+                 compile_mode: str = COMPILE_MODES[0]):
         self.torch, self.cfg, self.market, self.device, self.compiled = torch, cfg, market, device, compiled
         B, K, S, C, n = cfg.B, cfg.K, STATE_DIM, cfg.capacity, cfg.n_step
         torch.manual_seed(seed)
@@ -193,24 +195,12 @@ class TorchStep:
         opt_kw.update(foreach=True) if compiled else opt_kw.update(fused=True)
         self.optimizer = torch.optim.AdamW([{"params": ps, "lr": isv(lr)} for lr, ps in by_lr.items()], **opt_kw)
 
-        # settings (foxc's ISV bootstrap values); those a controller moves are device scalars
-        self.tau, self.gamma, self.alpha = isv("tau"), isv("gamma"), isv("per_alpha")
-        self.beta = scalar(isv("per_beta"))
-        self.beta_anneal = isv("per_beta_anneal_steps")
-        self.clip_norm = isv("grad_clip_norm")
-        self.temperature = max(isv("distill_temperature"), 1e-6)
-        self.eps_start, self.eps_end, self.eps_steps = isv("explore_eps_start"), isv("explore_eps_end"), \
-            isv("explore_eps_steps")
-        self.segment_end = 1.0 / max(isv("explore_hold_steps"), 1.0)
-        self.stop_threshold = isv("stop_loss_threshold")
-        self.dd_rate = isv("drawdown_penalty_rate")
-        self.reward_scale = isv("reward_scale")
-        self.popart_rate, self.ema_rate = isv("popart_rate"), isv("loss_ema_rate")
+        vars(self).update(asdict(peer_settings()))  # foxc's ISV bootstrap values
+        # those a controller moves are device scalars
+        self.beta = scalar(self.beta0)
         self.popart_mean, self.popart_var = scalar(isv("popart_mean")), scalar(isv("popart_var"))
-        self.clamp_lo, self.clamp_hi = isv("reward_clamp_lo"), isv("reward_clamp_hi")
         self.mean_abs_pnl = scalar(isv("mean_abs_pnl_ema"))
         self.loss_ema = z32(4)
-        self.v_min, self.v_max = isv("c51_v_min"), isv("c51_v_max")
         self.dz = (self.v_max - self.v_min) / (C51_ATOMS - 1)
         self.support = torch.linspace(self.v_min, self.v_max, C51_ATOMS, device=device)
         self.valid = torch.as_tensor(valid_table(), device=device)
@@ -261,7 +251,7 @@ class TorchStep:
 
         self.encode, self.loss_fn, self.update = m.encode, self.rl_losses, self.apply_update
         if compiled:
-            opts = dict(mode=COMPILE_MODE, dynamic=False)
+            opts = dict(mode=compile_mode, dynamic=False)
             self.encode = torch.compile(m.encode_parallel, **opts)
             self.loss_fn = torch.compile(self.rl_losses, **opts)
             self.update = torch.compile(self.apply_update, **opts)
@@ -629,7 +619,8 @@ def time_eager(torch, peer: Peer, steps: int, device) -> float:
     return (time.perf_counter() - t0) / steps
 
 
-def bench_torch(torch, market: TorchMarket, cfg: PeerConfig, steps: int, device, modes) -> dict:
+def bench_torch(torch, market: TorchMarket, cfg: PeerConfig, steps: int, device, modes,
+                compile_mode: str = COMPILE_MODES[0]) -> dict:
     """One TorchStep per build (plain, compiled); the buffer is full before anything is timed."""
     cuda = torch.device(device).type == "cuda"
     row: dict = {}
@@ -639,7 +630,7 @@ def bench_torch(torch, market: TorchMarket, cfg: PeerConfig, steps: int, device,
             continue
         key = "torch_compiled" if build == "compiled" else "torch"
         try:
-            ts = TorchStep(torch, cfg, market, device, compiled=build == "compiled")
+            ts = TorchStep(torch, cfg, market, device, compiled=build == "compiled", compile_mode=compile_mode)
             peer = Peer(ts)
             peer.eager(cfg.warm_steps())  # compiles (and autotunes) on the first steps
             ok, why = sane(torch, ts, peer.done)
@@ -700,7 +691,6 @@ def summary(at: dict, device: str) -> str:
 
 
 def main(argv=None) -> int:
-    global COMPILE_MODE
     ap = argparse.ArgumentParser(prog="python bench/torch_step.py", description=__doc__.splitlines()[0])
     ap.add_argument("--n-backtests", default=None, help="comma-separated batch sizes (default 256,1024,4096; cpu 8)")
     ap.add_argument("--steps", type=int, default=None, help="timed steps per mode (default 200; cpu 3)")
@@ -720,7 +710,6 @@ def main(argv=None) -> int:
                          "'default' skips Inductor's GEMM autotuning, which takes minutes per size)")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args(argv)
-    COMPILE_MODE = args.compile_mode
     cuda = args.device == "cuda"
     run = run_sizes(ap, args, cuda, cpu_steps=3)
     sizes, steps, K, capacity, rows_n = run.sizes, run.steps, run.K, run.capacity, run.rows
@@ -763,7 +752,7 @@ def main(argv=None) -> int:
         if with_foxc:
             row.update(bench_foxc(market, labels, B, steps, K, capacity, args.precision, rt))
         cfg = PeerConfig(B=B, K=K, capacity=capacity)
-        row.update(bench_torch(torch, tmarket, cfg, steps, args.device, modes))
+        row.update(bench_torch(torch, tmarket, cfg, steps, args.device, modes, args.compile_mode))
         if jax_peer is not None:
             try:
                 row.update(jax_peer.bench_jax(tables, jmarket, cfg, steps, args.steps_per_call))
@@ -780,7 +769,7 @@ def main(argv=None) -> int:
 
     device_name = torch.cuda.get_device_name() if cuda else platform.processor() or "cpu"
     print(f"torch {torch.__version__} on {device_name}; K={K}, F={FEATURES}, D={HIDDEN_DIM}, PER {capacity}, "
-          f"{args.precision}, {steps} timed steps; compiled: {COMPILE_MODE}")
+          f"{args.precision}, {steps} timed steps; compiled: {args.compile_mode}")
     from foxc.bench.report import table
     print(table(results, [c for c in COLUMNS if any(c in r for r in results)]))
     for r in results:
@@ -792,7 +781,7 @@ def main(argv=None) -> int:
             "benchmark": "torch_peer", "device": device_name, "torch": torch.__version__,
             "torch_cuda": torch.version.cuda, "jax": jax_peer.jax.__version__ if jax_peer else None,
             "host": platform.node(), "commit": git_commit(),
-            "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "compile_mode": COMPILE_MODE,
+            "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "compile_mode": args.compile_mode,
             "K": K, "per_capacity": capacity, "precision": args.precision, "steps": steps, "rows": results},
             indent=1) + "\n")
     at = next((r for r in results if r["B"] == 1024), results[0])

@@ -211,12 +211,7 @@ def bench_rotation(rt, folder: Path, shard_rows: int, n_backtests: int = 1024, s
                 return {"what": what, "rate": f"not measured (the {name} run's data did not come out {name})"}
             while t.steps_done < t.capture_after + rotate_every:  # warm-up, the capture, a first rotation
                 t.step()
-            rt.stream.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                t.step()
-            rt.stream.synchronize()
-            rates[name] = steps / (time.perf_counter() - t0)
+            rates[name] = steps / harness.time_launches(rt, t.step, steps).wall_s
             if t.ts.rotation is not None:
                 rotations = t.ts.rotation.rotations_by(t.steps_done)
         finally:
