@@ -127,7 +127,9 @@ def main(argv=None) -> int:
     except (*user_errors(), CudaError, ValueError, OSError) as e:
         if run_dir is not None and (trainer is None or trainer.steps_done == 0):
             run_dir.discard()
-        return fail(PROG, describe(e))
+        from .data import DataError
+        # a cache's shard is read (and refused) when the dataset uploads or stages it, past load_data_logged
+        return fail(PROG, f"--data {e}" if isinstance(e, DataError) else describe(e))
     except KeyboardInterrupt:
         if run_dir is not None and (trainer is None or trainer.steps_done == 0):
             run_dir.discard()

@@ -11,8 +11,10 @@ opening of that cache (every shard verified), in snapshots per second.
 each shard is written, labelled and hashed by prepare's own shard writer, then freed, so no process
 holds more than one shard (and its worker's base day, which every shard shifts in time and price).
 It reports the build's throughput, peak RSS (this process and its largest worker), the opening of
-the cache and, on CUDA, training steps/s with shards rotating through three device slots against
-all of them resident.
+the cache for training (its rows stay on disk), on CUDA training steps/s with shards rotating
+through three device slots against all of them resident (the head of the cache that fits when all
+of it does not) and the process's peak RSS through both runs, and the reading and hashing of every
+shard.
 A --dir whose filesystem lacks SCALE_BYTES per snapshot is refused before anything is written.
 """
 from __future__ import annotations
@@ -185,15 +187,19 @@ def available_bytes() -> int | None:
 
 
 ROTATION_STEPS, ROTATION_SLOTS = 5000, 3
+RESIDENT_FRACTION = 0.5  # of free device memory, for the all-resident run's data
 
 
 def bench_rotation(rt, folder: Path, shard_rows: int, n_backtests: int = 1024, steps: int = ROTATION_STEPS,
                    rotate_every: int = 1000) -> dict:
-    """Training steps/s from the cache with every shard on the device, then with a budget of
-    ROTATION_SLOTS slots (a shard refilled every `rotate_every` steps, the trainer's default): `steps`
-    steps each, timed after the graph's capture and a first rotation, the host's rotation work included."""
+    """Training steps/s from the cache, its rows left on disk (as `foxc.train --data CACHE` trains): with
+    every shard on the device (the head of the cache that fits in RESIDENT_FRACTION of free device
+    memory when all of it does not), then with a budget of ROTATION_SLOTS slots over the whole cache
+    (a shard refilled every `rotate_every` steps, the trainer's default): `steps` steps each, timed
+    after the graph's capture and a first rotation, the host's rotation work included."""
     from dataclasses import replace
 
+    from ..data.resident import ROW_BYTES
     from ..trainer.config import DEFAULTS, TrainConfig
     from ..trainer.run import Trainer
     from ..trainer.session import run_data
@@ -201,11 +207,13 @@ def bench_rotation(rt, folder: Path, shard_rows: int, n_backtests: int = 1024, s
     base = TrainConfig(data=str(folder), n_backtests=n_backtests, n_steps=0, graph="on", log_every=10**9,
                        checkpoint_every=0, eval_every=0, rotate_every=rotate_every, **shape)
     data = run_data(base)
-    budget_gb = (ROTATION_SLOTS + 0.5) * shard_rows * SCALE_BYTES / 1e9
+    fits = int(RESIDENT_FRACTION * rt.free_bytes() // ROW_BYTES) // shard_rows * shard_rows
+    resident = data.market if data.market.n_rows <= fits else data.market.head(max(fits, 2 * shard_rows))
+    budget_gb = (ROTATION_SLOTS + 0.5) * shard_rows * ROW_BYTES / 1e9
     what = f"training steps/s at B = {n_backtests:,}: shards rotating vs all resident"
     rates, rotations = {}, 0
-    for name, gb in (("resident", None), ("rotating", budget_gb)):
-        t = Trainer(rt, replace(base, device_data_gb=gb), data.market, data.labels, None, data.source)
+    for name, market, gb in (("resident", resident, None), ("rotating", data.market, budget_gb)):
+        t = Trainer(rt, replace(base, device_data_gb=gb), market, data.labels, None, data.source)
         try:
             if (t.ts.rotation is not None) != (name == "rotating"):
                 return {"what": what, "rate": f"not measured (the {name} run's data did not come out {name})"}
@@ -216,14 +224,15 @@ def bench_rotation(rt, folder: Path, shard_rows: int, n_backtests: int = 1024, s
                 rotations = t.ts.rotation.rotations_by(t.steps_done)
         finally:
             t.close()
+    head = "" if resident is data.market else f"; resident: the first {resident.n_rows:,} snapshots"
     return {"what": what, "count": steps, "ratio": round(rates["rotating"] / rates["resident"], 3),
             "rate": f"{rates['rotating']:,.0f} rotating ({ROTATION_SLOTS} slots, refilled every {rotate_every} "
                     f"steps, {rotations} rotations by then) vs {rates['resident']:,.0f} resident "
-                    f"= {rates['rotating'] / rates['resident']:.1%}"}
+                    f"= {rates['rotating'] / rates['resident']:.1%}{head}"}
 
 
 def bench_scale(rt, rows: int, shard_rows: int, workers: int, folder: Path) -> list[dict]:
-    from ..data.cache import open_cache
+    from ..data.cache import CacheRows
     from ..data.labels import LabelConfig
     plan = scale_plan(rows, shard_rows)
     t0 = time.perf_counter()
@@ -235,23 +244,40 @@ def bench_scale(rt, rows: int, shard_rows: int, workers: int, folder: Path) -> l
                         f"worker(s) (write, label, hash)", "count": manifest["rows"], "s": round(built, 2),
                 "rate": f"{rows / built / 1e6:.2f} M snapshots/s", "GB": f"{size / 1e9:.2f} on disk"},
                {"what": "peak RSS while building: this process, largest worker", "GB": f"{own:.2f}, {worker:.2f}"}]
-    room = available_bytes()
-    if room is not None and size > 0.8 * room:
-        results.append({"what": "open the cache (every shard hashed)",
-                        "rate": f"not measured (open_cache reads all {size / 1e9:.1f} GB; {room / 1e9:.1f} GB "
-                                "available)"})
-    else:
-        t0 = time.perf_counter()
-        n = len(open_cache(folder, LabelConfig()).market.records)
-        opened = time.perf_counter() - t0
-        results.append({"what": "open the cache (every shard hashed)", "count": n, "s": round(opened, 2),
-                        "rate": f"{n / opened / 1e6:.2f} M snapshots/s", "GB": f"RSS {peak_rss_gb()[0]:.2f}"})
+    t0 = time.perf_counter()
+    cache = CacheRows(folder, LabelConfig())
+    opened = time.perf_counter() - t0
+    results.append({"what": "open the cache for training (manifest, every shard file's size; shards are hashed "
+                            "as they are read)", "count": cache.n_rows, "s": round(opened, 3),
+                    "rate": f"{cache.n_rows / opened / 1e6:.1f} M snapshots/s"})
     if rt.backend == "cuda":
         results.append(bench_rotation(rt, folder, shard_rows))
+        results.append({"what": "peak RSS of this process, training included (rows on disk)",
+                        "GB": f"{peak_rss_gb()[0]:.2f}"})
     else:
         results.append({"what": "training steps/s: shards rotating vs all resident",
                         "rate": "not measured (reference backend)"})
+    results.append(bench_verify(cache, shard_rows))
     return results
+
+
+def bench_verify(cache, shard_rows: int) -> dict:
+    """Every shard read and hashed, into one shard's buffers per thread (as a training run reads them)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    threads, local = min(8, os.cpu_count() or 1, cache.n_segments), threading.local()
+
+    def verify(k: int):
+        if not hasattr(local, "buffers"):
+            local.buffers = (np.empty(shard_rows, SNAPSHOT_DTYPE),
+                             np.empty((LABEL_PLANES, HORIZONS, shard_rows), np.float32))
+        cache.read(k, *local.buffers)
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(verify, range(cache.n_segments)))
+    took = time.perf_counter() - t0
+    return {"what": f"verify every shard (read and hash, {threads} threads)", "count": cache.n_rows,
+            "s": round(took, 2), "rate": f"{cache.n_rows / took / 1e6:.2f} M snapshots/s"}
 
 
 def bench_synthetic(rows: int) -> dict:
@@ -366,8 +392,9 @@ def _main_scale(args, rt) -> int:
     print(table(results, ["what", "count", "s", "rate", "GB"]))
     write_json(args.json, "data", rt, results, {"scale": {"rows": args.rows, "shard_rows": args.shard_rows,
                                                          "workers": args.workers}})
-    build, rss, opened, rotation = results
+    build, rss, opened, rotation = results[:4]
+    trained = f", peak RSS training {results[4]['GB']} GB" if len(results) == 6 else ""
     print(f"summary: scale {args.rows:,} snapshots: build {build['rate']}, peak RSS {rss['GB']} GB "
-          f"(this process, largest worker), open {opened['rate']}, rotation {rotation['rate']}"
-          + (f"; cache kept in {folder}" if kept else ""))
+          f"(this process, largest worker), open {opened['s']} s, rotation {rotation['rate']}{trained}, "
+          f"verify {results[-1]['rate']}" + (f"; cache kept in {folder}" if kept else ""))
     return 0

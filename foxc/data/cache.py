@@ -335,39 +335,144 @@ class Cache:
     sha256: str          # the data's identity (content_sha256)
 
 
-def open_cache(path, labels: LabelConfig) -> Cache:
-    """The cache at `path` as one MarketData and its labels, every shard file verified first.
+class CacheRows:
+    """Rows [0, stop) of a prepared cache, left on disk and read a shard (segment) at a time.
 
-    Refused (DataError naming the file): a manifest that is not one, label settings other than
-    `labels` (horizons named both ways), a shard file missing, of another size or sha256, or of
-    another dtype or shape than the manifest says."""
-    folder = Path(path)
-    manifest = read_manifest(folder)
-    want = _label_dict(labels)
-    have = manifest["labels"]
+    What a training run holds instead of the rows themselves, so that its host memory is a shard or
+    two whatever the cache's size (foxc.data.device reads the shards through it). Opening checks the
+    manifest, the label settings and each shard file's presence and size; every `read` hashes the
+    whole file as it reads it and refuses it (DataError naming it) unless its sha256, dtype and shape
+    are the manifest's. A shard cut by `stop` keeps the labels the head alone would give (head_labels)."""
+
+    def __init__(self, path, labels: LabelConfig, stop: int | None = None, manifest: dict | None = None):
+        self.path = Path(path)
+        self.manifest = manifest if manifest is not None else read_manifest(self.path)
+        _check_labels(self.path, self.manifest, labels)
+        shards = self.manifest["shards"]
+        self.label_config, self.horizons = labels, tuple(int(h) for h in labels.horizons)
+        total = self.manifest["rows"]
+        self.stop = total if stop is None else int(stop)
+        if not 0 < self.stop <= total:
+            raise ValueError(f"rows [0, {self.stop}) are not within the cache's {total} rows")
+        whole = np.array([s["rows"] for s in shards], np.int64)
+        first = np.cumsum(whole) - whole
+        kept = int(np.searchsorted(first, self.stop, "left"))  # shards holding a row below stop
+        self.first, self.rows = first[:kept], np.minimum(first[:kept] + whole[:kept], self.stop) - first[:kept]
+        if manifest is None:
+            for k in range(kept):
+                for name in (RECORDS, LABELS):
+                    _check_size(shard_dir(self.path, k) / name, shards[k]["files"][name])
+        summaries = [_summary(s) for s in shards]
+        named = sorted(range(len(shards)), key=lambda k: shards[k]["read"]["input"])  # the report lists DATA's order
+        self.meta = market_data(np.empty(0, SNAPSHOT_DTYPE), summaries, self.manifest["tick"],
+                                report_of([summaries[k] for k in named]))
+        self.sha256 = self.manifest["sha256"]
+
+    # what MarketData says of its rows
+    tick = property(lambda self: self.meta.tick)
+    instrument = property(lambda self: self.meta.instrument)
+    instrument_id = property(lambda self: self.meta.instrument_id)
+    source = property(lambda self: self.meta.source)
+    files = property(lambda self: self.meta.files)
+    report = property(lambda self: self.meta.report)
+    n_rows = property(lambda self: self.stop)
+    n_segments = property(lambda self: len(self.rows))
+
+    def segment_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) row of each segment (shard), end exclusive."""
+        return self.first.copy(), self.first + self.rows
+
+    def head(self, stop: int) -> "CacheRows":
+        """Rows [0, stop) of the same cache (stop <= this one's)."""
+        if stop > self.stop:
+            raise ValueError(f"rows [0, {stop}) are not within these {self.stop} rows")
+        return CacheRows(self.path, self.label_config, stop, self.manifest)
+
+    def read(self, k: int, records: np.ndarray | None = None, labels: np.ndarray | None = None):
+        """Segment k's rows into records[:n] (SNAPSHOT_DTYPE) and its label planes into labels[:, :, :n]
+        (float32 [planes, horizons, >= n]), its files verified whole as they are read."""
+        shard, folder, n = self.manifest["shards"][k], shard_dir(self.path, k), int(self.rows[k])
+        whole, cut = shard["rows"], int(self.rows[k]) < shard["rows"]
+        if records is not None:
+            into = np.empty(whole, SNAPSHOT_DTYPE) if cut else records[:n]
+            _read_verified(folder / RECORDS, shard["files"][RECORDS], SNAPSHOT_DTYPE, (whole,), [into])
+            if cut:
+                records[:n] = into[:n]
+        if labels is not None:
+            h = len(self.horizons)
+            into = np.empty((N_PLANES, h, whole), np.float32) if cut else labels[:, :, :n]
+            _read_verified(folder / LABELS, shard["files"][LABELS], np.dtype(np.float32), (N_PLANES, h, whole),
+                           [into[p, j] for p in range(N_PLANES) for j in range(h)])
+            if cut:
+                labels[:, :, :n] = into[:, :, :n]
+            if self.stop < self.manifest["rows"]:  # the rows whose horizon reaches past the cut lose their label
+                for j, horizon in enumerate(self.horizons):
+                    labels[:, j, max(0, self.stop - horizon - int(self.first[k])):n] = 0
+
+    def load(self) -> tuple[MarketData, np.ndarray]:
+        """All these rows in memory: (MarketData, label planes), every file read on threads and verified."""
+        records = np.empty(self.n_rows, SNAPSHOT_DTYPE)
+        planes = np.empty((N_PLANES, len(self.horizons), self.n_rows), np.float32)
+        first, end = self.segment_bounds()
+
+        def read(job):
+            k, part = job
+            a, b = first[k], end[k]
+            self.read(k, **({"records": records[a:b]} if part == "records" else {"labels": planes[:, :, a:b]}))
+        with ThreadPoolExecutor(min(32, os.cpu_count() or 1)) as pool:  # hashing and reading release the GIL
+            list(pool.map(read, [(k, part) for k in range(self.n_segments) for part in ("records", "labels")]))
+        market = market_data(records, [_summary(s) for s in self.manifest["shards"]], self.tick, self.report)
+        return market, planes
+
+    def read_rows(self, start: int, stop: int) -> np.ndarray:
+        """Records [start, stop) of the whole cache (not only these rows), verified (read_rows)."""
+        return read_rows(self.path, start, stop, self.sha256)
+
+    def labelled(self) -> list[bool]:
+        """Per horizon, whether some row keeps a label (outcome weight): the first shard that has one ends the search."""
+        from .labels import PLANES
+        plane, found = PLANES.index("outcome_weight"), []
+        for j, horizon in enumerate(self.horizons):
+            hit = False
+            for k in range(self.n_segments):
+                n = min(int(self.rows[k]), self.stop - horizon - int(self.first[k]) if self.stop < self.manifest["rows"]
+                        else int(self.rows[k]))
+                if n > 0 and np.any(self._plane(k, plane, j, n)):
+                    hit = True
+                    break
+            found.append(hit)
+        return found
+
+    def _plane(self, k: int, plane: int, j: int, n: int) -> np.ndarray:
+        """The first n values of one (plane, horizon) row of shard k's labels.npy (unverified: a check reads it)."""
+        whole = self.manifest["shards"][k]["rows"]
+        with open(shard_dir(self.path, k) / LABELS, "rb") as fh:
+            version = npy.read_magic(fh)
+            (npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0)(fh)
+            fh.seek(fh.tell() + 4 * (plane * len(self.horizons) + j) * whole)
+            return np.fromfile(fh, np.float32, n)
+
+
+def _check_labels(folder: Path, manifest: dict, labels: LabelConfig):
+    """Refuse a cache prepared with other label settings than `labels` (horizons named both ways)."""
+    want, have = _label_dict(labels), manifest["labels"]
     if have["horizons"] != want["horizons"]:
         a, b = (",".join(map(str, d["horizons"])) for d in (have, want))
         raise DataError(folder, f"prepared with label horizons {a}, not this run's --horizons {b} (prepare the "
                                 f"cache again with --horizons {b}, or train with --horizons {a})")
     if have != want:
         raise DataError(folder, f"prepared with labels {have}, this run's are {want} (prepare the cache again)")
-    shards, h = manifest["shards"], len(labels.horizons)
-    records = np.empty(manifest["rows"], SNAPSHOT_DTYPE)
-    label_planes = np.empty((N_PLANES, h, manifest["rows"]), np.float32)
-    reads, row = [], 0
-    for k, shard in enumerate(shards):
-        n, folder_k = shard["rows"], shard_dir(folder, k)
-        reads.append((folder_k / RECORDS, shard["files"][RECORDS], SNAPSHOT_DTYPE, (n,), [records[row:row + n]]))
-        reads.append((folder_k / LABELS, shard["files"][LABELS], np.dtype(np.float32), (N_PLANES, h, n),
-                      [label_planes[p, k_h, row:row + n] for p in range(N_PLANES) for k_h in range(h)]))
-        row += n
-    with ThreadPoolExecutor(min(32, os.cpu_count() or 1)) as pool:  # hashing and reading release the GIL
-        list(pool.map(lambda r: _read_verified(*r), reads))
-    summaries = [_summary(s) for s in shards]
-    named = sorted(range(len(shards)), key=lambda k: shards[k]["read"]["input"])  # the report lists DATA's order
-    report = report_of([summaries[k] for k in named])
-    return Cache(folder, manifest, market_data(records, summaries, manifest["tick"], report), label_planes,
-                 manifest["sha256"])
+
+
+def open_cache(path, labels: LabelConfig) -> Cache:
+    """The cache at `path` as one MarketData and its labels, every shard file verified first.
+
+    Refused (DataError naming the file): a manifest that is not one, label settings other than
+    `labels` (horizons named both ways), a shard file missing, of another size or sha256, or of
+    another dtype or shape than the manifest says."""
+    rows = CacheRows(path, labels)
+    market, planes = rows.load()
+    return Cache(rows.path, rows.manifest, market, planes, rows.sha256)
 
 
 def read_rows(path, start: int, stop: int, sha256: str | None = None) -> np.ndarray:
@@ -401,12 +506,7 @@ def read_rows(path, start: int, stop: int, sha256: str | None = None) -> np.ndar
 def _read_verified(path: Path, entry: dict, dtype: np.dtype, shape: tuple, targets: list[np.ndarray]):
     """Read a shard file's data, in file order, into `targets` (contiguous slices of the cache's arrays),
     hashing it as it goes; refused unless its size, sha256, dtype and shape are the manifest's."""
-    if not path.is_file():
-        raise DataError(path, "missing from the cache (prepare it again)")
-    size = path.stat().st_size
-    if size != entry["bytes"]:
-        raise DataError(path, f"{size} bytes, the manifest says {entry['bytes']}: the shard changed after it was "
-                              "prepared (prepare the cache again)")
+    _check_size(path, entry)
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         try:
@@ -428,6 +528,15 @@ def _read_verified(path: Path, entry: dict, dtype: np.dtype, shape: tuple, targe
                 h.update(part)
     if h.hexdigest() != entry["sha256"]:
         _refuse(path, entry, "")
+
+
+def _check_size(path: Path, entry: dict):
+    if not path.is_file():
+        raise DataError(path, "missing from the cache (prepare it again)")
+    size = path.stat().st_size
+    if size != entry["bytes"]:
+        raise DataError(path, f"{size} bytes, the manifest says {entry['bytes']}: the shard changed after it was "
+                              "prepared (prepare the cache again)")
 
 
 def _refuse(path: Path, entry: dict, problem: str):
@@ -527,5 +636,5 @@ def head_labels(labels: np.ndarray, horizons, rows: int) -> np.ndarray:
     return out
 
 
-__all__ = ["Cache", "FORMAT", "MANIFEST", "VERSION", "content_sha256", "head_labels", "is_cache",
+__all__ = ["Cache", "CacheRows", "FORMAT", "MANIFEST", "VERSION", "content_sha256", "head_labels", "is_cache",
            "open_cache", "prepare", "read_manifest", "read_rows"]

@@ -22,30 +22,45 @@ from ..component import Component
 from . import gather
 from .cursors import Cursors
 from .features import FEATURES, GATHER_BLOCK, GATHER_MAX_K, HORIZONS, LABEL_PLANES
-from .record import SNAPSHOT_DTYPE
-from .resident import ShardRotation, resident_slots
+from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
+from .resident import ShardRotation, copy_staged, resident_slots, staging_pair
 from .source import MarketData
 
 
+def _reader(data: MarketData, labels: np.ndarray):
+    """read(segment, records, labels) for rows held in memory (what CacheRows.read does from disk)."""
+    first, end = data.segment_bounds()
+
+    def read(k: int, records: np.ndarray, planes: np.ndarray):
+        a, b = int(first[k]), int(end[k])
+        records.view(np.uint8)[:(b - a) * SNAPSHOT_BYTES] = data.records[a:b].view(np.uint8).reshape(-1)
+        planes[:, :, :b - a] = labels[:, :, a:b]
+    return read
+
+
 class DeviceDataset(Component):
-    def __init__(self, rt, data: MarketData, labels: np.ndarray, n_backtests: int, seq_len: int, seed: int = 0,
-                 max_episode_steps: int = 0, *, cursor=None, budget_bytes: int | None = None, rotate_every: int = 0):
-        """`data.records` must number their segments from 0 (`MarketData`'s own numbering); `seed` and
+    def __init__(self, rt, data: MarketData, labels: np.ndarray | None, n_backtests: int, seq_len: int,
+                 seed: int = 0, max_episode_steps: int = 0, *, cursor=None, budget_bytes: int | None = None,
+                 rotate_every: int = 0):
+        """`data`: MarketData with `labels` its label planes, or rows left on disk with labels None (a
+        foxc.data.cache.CacheRows: each segment is read, verified, when it is uploaded, so the host never
+        holds more than one); its records must number their segments from 0; `seed` and
         `max_episode_steps` are the owned cursors' (unused with `cursor`); `budget_bytes`: device memory
         for the records and labels (None: no limit), `rotate_every`: steps between refills when they do
         not fit (foxc.data.resident; a ResidencyError when not even two slots do)."""
-        n = len(data.records)
+        n = data.n_rows
         if not 1 <= seq_len <= GATHER_MAX_K:
             raise ValueError(f"seq_len K must be in 1..{GATHER_MAX_K}, got {seq_len}")
         if not 1 <= n < 2**31:
             raise ValueError(f"the records must number 1 to 2^31 - 1, got {n}")
-        if labels.shape != (LABEL_PLANES, HORIZONS, n) or labels.dtype != np.float32:
+        if labels is not None and (labels.shape != (LABEL_PLANES, HORIZONS, n) or labels.dtype != np.float32):
             raise ValueError(f"labels must be float32 {(LABEL_PLANES, HORIZONS, n)}, got {labels.dtype} {labels.shape}")
         if cursor is not None and (cursor.dtype != np.int64 or cursor.shape != (n_backtests,)):
             raise ValueError(f"cursor must be an int64 [{n_backtests}] device array, got {cursor.dtype} {cursor.shape}")
         self.rt, self.B, self.K, self.tick = rt, int(n_backtests), int(seq_len), int(data.tick)
         first, end = data.segment_bounds()
-        slots = 0
+        read = data.read if labels is None else _reader(data, labels)
+        slots, usable = 0, np.ones(len(first), bool)
         if budget_bytes is not None:
             if cursor is not None:
                 raise ValueError("a dataset that gathers at another component's cursors cannot rotate its data")
@@ -54,9 +69,9 @@ class DeviceDataset(Component):
                 raise ValueError(f"no segment holds {self.K + 1} snapshots: an episode starts at a snapshot with "
                                  f"{self.K - 1} earlier ones in its segment and at least one after it")
             slots = resident_slots(end - first, budget_bytes)
-            first, end = first[usable], end[usable]
         self.rotation = None
         if slots:
+            segments, first, end = np.flatnonzero(usable), first[usable], end[usable]
             P = int((end - first).max())
             n = slots * P
             if n >= 2**31:
@@ -67,19 +82,23 @@ class DeviceDataset(Component):
             self.segment_first.upload(np.arange(slots, dtype=np.int64) * P)  # a slot's records carry its index
             self.cursors = Cursors(rt, None, self.B, history=self.K - 1, episode_len=max_episode_steps, seed=seed,
                                    bounds=(np.zeros(1, np.int64), np.full(1, P - 1)), capacity=slots)
-            self.rotation = ShardRotation(rt, (first, end), data.records, labels, self.records, self.labels,
+            self.rotation = ShardRotation(rt, (segments, first, end), read, self.records, self.labels,
                                           self.cursors, slots, P, rotate_every, seed)
             self.cursors.reset(seed)  # the first draws in the resident slots
         else:
-            n = len(data.records)
             self.records = rt.device_array(n, SNAPSHOT_DTYPE, "records")
-            self.labels = rt.device_array(labels.shape, np.float32, "labels")
+            self.labels = rt.device_array((LABEL_PLANES, HORIZONS, n), np.float32, "labels")
             self.segment_first = rt.device_array(len(first), np.int64, "segment_first")
-            self.records.upload(data.records)
-            self.labels.upload(labels)
-            self.segment_first.upload(data.segment_bounds()[0])
+            if labels is None:
+                self._upload_segments(read, first, end)
+            else:
+                self.records.upload(data.records)
+                self.labels.upload(labels)
+            self.segment_first.upload(first)
+            segment = data.records["segment"] if labels is not None else None  # on disk: segments are its shards
             self.cursors = None if cursor is not None else Cursors(
-                rt, data.records["segment"], self.B, history=self.K - 1, episode_len=max_episode_steps, seed=seed)
+                rt, segment, self.B, history=self.K - 1, episode_len=max_episode_steps, seed=seed,
+                bounds=None if segment is not None else (first, end - 1))
         self.cursor = cursor if cursor is not None else self.cursors.cursor
         self.n_records = n
         self.features = rt.device_array((self.K, self.B, FEATURES), np.float32, "features")
@@ -89,6 +108,18 @@ class DeviceDataset(Component):
             (self.records, self.labels, self.segment_first, self.cursor, self.features, self.labels_out,
              n, self.B, self.K, self.tick),
             shared_bytes=gather.shared_bytes(self.K))
+
+    def _upload_segments(self, read, first, end):
+        """Every segment's rows through one staging pair, a segment at a time."""
+        staging = staging_pair(self.rt, int((end - first).max()), "dataset.staging")
+        try:
+            for k, (a, b) in enumerate(zip(first, end)):
+                read(k, staging[0].host, staging[1].host)
+                copy_staged(self.rt, staging, self.records, self.labels, int(a), int(b - a), self.rt.stream)
+                self.rt.stream.synchronize("uploading the data a segment at a time")
+        finally:
+            for a in staging:
+                a.close()
 
     def _owned(self) -> Cursors:
         if self.cursors is None:

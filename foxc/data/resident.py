@@ -1,7 +1,7 @@
 """A rotating resident set: training on more segments (day-shards) than the device budget holds.
 
     slots = resident_slots(shard_rows, budget_bytes)   # 0: everything fits (the plain layout)
-    rotation = ShardRotation(rt, data, labels, records, label_planes, cursors, slots, every=1000, seed=7)
+    rotation = ShardRotation(rt, shards, read, records, label_planes, cursors, slots, slot_rows, every=1000, seed=7)
     rotation.before_step(step); <the step's launches>; rotation.after_step()
 
 The device holds `slots` slots of `slot_rows` rows each (the largest shard's; shorter shards leave
@@ -65,17 +65,33 @@ def resident_slots(shard_rows, budget_bytes: int) -> int:
     return slots
 
 
+def copy_staged(rt, staging, records, labels, row0: int, n: int, stream):
+    """n rows of a staging pair (mapped records [P], labels [planes, horizons, P]) into rows row0.. of the
+    device `records` and of each label plane of `labels` ([planes, horizons, rows]), on `stream`."""
+    staged_records, staged_labels = staging
+    P, width = staged_records.shape[0], labels.shape[-1]
+    rt.copy_dtod(records.at(row0), staged_records.ptr, n * SNAPSHOT_BYTES, stream)
+    for plane in range(LABEL_PLANES * HORIZONS):
+        rt.copy_dtod(labels.at(plane * width + row0), staged_labels.at(plane * P), n * 4, stream)
+
+
+def staging_pair(rt, rows: int, name: str):
+    """Mapped host buffers for `rows` rows of records and of label planes, as copy_staged reads them."""
+    return (rt.mapped_array(rows, SNAPSHOT_DTYPE, f"{name}_records"),
+            rt.mapped_array((LABEL_PLANES, HORIZONS, rows), np.float32, f"{name}_labels"))
+
+
 class ShardRotation(Component):
-    def __init__(self, rt, shards: tuple[np.ndarray, np.ndarray], host_records: np.ndarray, host_labels: np.ndarray,
-                 records, labels, cursors, slots: int, slot_rows: int, every: int, seed: int):
-        """`shards`: (first, end) host rows of each shard, end exclusive, only those that hold an episode
-        start; `records`, `labels`: the device arrays of `slots` × `slot_rows` rows (labels [planes,
-        horizons, rows]); `cursors`: the foxc.data.cursors.Cursors that draw in them; `every`: steps
-        between rotations (0: never)."""
-        first, end = (np.asarray(a, np.int64) for a in shards)
-        self.rt, self.cursors, self.every = rt, cursors, int(every)
-        self.first, self.rows = first, end - first
-        self.host_records, self.host_labels = host_records, host_labels
+    def __init__(self, rt, shards: tuple[np.ndarray, np.ndarray, np.ndarray], read, records, labels, cursors,
+                 slots: int, slot_rows: int, every: int, seed: int):
+        """`shards`: (segment, first, end) of each shard that holds an episode start, its rows in the data
+        first..end-1; `read(segment, records, labels)`: a segment's rows into records[:n] and labels[:, :, :n]
+        (host arrays: the staging buffers); `records`, `labels`: the device arrays of `slots` × `slot_rows`
+        rows (labels [planes, horizons, rows]); `cursors`: the foxc.data.cursors.Cursors that draw in them;
+        `every`: steps between rotations (0: never)."""
+        segment, first, end = (np.asarray(a, np.int64) for a in shards)
+        self.rt, self.cursors, self.every, self.read = rt, cursors, int(every), read
+        self.segment, self.first, self.rows = segment, first, end - first
         self.records, self.labels = records, labels
         self.S, self.P, self.n = int(slots), int(slot_rows), int(first.size)
         # the cyclic order every shard is visited in; with no more shards than slots all stay resident
@@ -87,9 +103,7 @@ class ShardRotation(Component):
         self.slot_shard = np.full(self.S, -2, np.int64)  # nothing loaded yet
         self.rotations, self.pending = 0, -1
         self.side = rt.side_stream("data_refill")
-        self.staging = [(rt.mapped_array(self.P, SNAPSHOT_DTYPE, f"resident.staging_records{i}"),
-                         rt.mapped_array((LABEL_PLANES, HORIZONS, self.P), np.float32, f"resident.staging_labels{i}"))
-                        for i in range(2)]
+        self.staging = [staging_pair(rt, self.P, f"resident.staging{i}") for i in range(2)]
         self.copied = [rt.event(f"resident.copied{i}") for i in range(2)]  # each staging buffer's last copy
         self.stepped = rt.event("resident.stepped")
         self._prefetch: tuple[int, threading.Thread, list] | None = None  # (rotation, filler, its error)
@@ -205,20 +219,14 @@ class ShardRotation(Component):
         """Shard `shard`'s rows into staging buffer `buffer`, their segment set to `slot` (the gather's window
         stops at the slot's first row). Waits for that buffer's previous copy first."""
         self.copied[buffer].synchronize()
-        a, n = int(self.first[shard]), int(self.rows[shard])
         records, labels = self.staging[buffer]
-        records.host.view(np.uint8)[:n * SNAPSHOT_BYTES] = self.host_records[a:a + n].view(np.uint8).reshape(-1)
-        records.host["segment"][:n] = slot
-        labels.host[:, :, :n] = self.host_labels[:, :, a:a + n]
+        self.read(int(self.segment[shard]), records.host, labels.host)
+        records.host["segment"][:int(self.rows[shard])] = slot
 
     def _copy(self, slot: int, buffer: int, stream):
         """Staging buffer `buffer` into slot `slot` on `stream` (records, then each label plane's run of rows)."""
-        n = int(self.rows[self.slot_shard[slot]])
-        records, labels = self.staging[buffer]
-        row0, width = slot * self.P, self.S * self.P
-        self.rt.copy_dtod(self.records.at(row0), records.ptr, n * SNAPSHOT_BYTES, stream)
-        for plane in range(LABEL_PLANES * HORIZONS):
-            self.rt.copy_dtod(self.labels.at(plane * width + row0), labels.at(plane * self.P), n * 4, stream)
+        copy_staged(self.rt, self.staging[buffer], self.records, self.labels, slot * self.P,
+                    int(self.rows[self.slot_shard[slot]]), stream)
         self.copied[buffer].record(stream)
 
     # --- what a run reports ------------------------------------------------------

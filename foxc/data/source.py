@@ -31,6 +31,10 @@ class MarketData:
     report: ValidationReport = field(default_factory=ValidationReport)
 
     @property
+    def n_rows(self) -> int:
+        return len(self.records)
+
+    @property
     def n_segments(self) -> int:
         return int(self.records["segment"][-1]) + 1 if len(self.records) else 0
 

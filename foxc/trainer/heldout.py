@@ -24,17 +24,23 @@ def holdout_market(cfg, market):
 
     Synthetic data: a fresh draw of the same market with another seed (cfg.eval_rows rows), the
     training rows untouched. Real data: the last `holdout_frac` of the rows, cut at a row where a
-    segment could begin (the held-out part keeps its segment ids), and removed from training."""
+    segment could begin (the held-out part keeps its segment ids), and removed from training; of a
+    cache's rows (left on disk) only the `eval_rows` evaluated are read."""
+    from ..data.cache import CacheRows
     from ..data.source import MarketData
     if cfg.data is None:
         from ..data.markets import MARKETS
         from ..data.synthetic import synthetic_data
         held = synthetic_data(cfg.eval_rows, seed=cfg.seed + 7919, params=MARKETS[cfg.synthetic].params)
         return market, held
-    n = len(market.records)
+    n = market.n_rows
     cut = int(n * (1.0 - cfg.holdout_frac))
     if cut < 2 or n - cut < 2:
         raise ValueError(f"--holdout {cfg.holdout_frac} of {n} rows leaves too few rows to train or evaluate on")
+    if isinstance(market, CacheRows):  # rows on disk: read only the evaluated ones
+        held = market.read_rows(cut, min(n, cut + cfg.eval_rows))
+        return market.head(cut), MarketData(held, market.instrument, market.instrument_id, market.source,
+                                            market.files, market.tick, market.report)
     part = lambda r: MarketData(np.ascontiguousarray(r), market.instrument, market.instrument_id,  # noqa: E731
                                 market.source, market.files, market.tick, market.report)
     return part(market.records[:cut]), part(market.records[cut:])

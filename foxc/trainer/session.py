@@ -4,7 +4,8 @@
     trainer = Trainer(rt, cfg, data.market, data.labels, out, data.source, data.held, data.optimum)
 
 `--data` names files (read, validated and labelled here) or a cache `python -m foxc.data prepare`
-made of them (verified and read with its labels; foxc.data.cache).
+made of them (its rows left on disk, each shard verified and read with its labels when the device
+dataset uploads it; foxc.data.cache.CacheRows).
 """
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from .heldout import holdout_market
 
 @dataclass
 class RunData:
-    market: object          # MarketData: the rows training draws from
-    labels: np.ndarray      # their label planes
+    market: object          # MarketData, or a cache's CacheRows: the rows training draws from
+    labels: np.ndarray | None  # their label planes (None for a cache: read with its shards)
     held: object | None     # MarketData of held-out rows for the greedy evaluations, or None
     optimum: float | None   # the synthetic market's optimal PnL, ticks per snapshot per lot; None on real data
     source: dict            # what the checkpoint meta and config.json record about the data
@@ -35,41 +36,40 @@ def files_digest(files) -> str:
     return h.hexdigest()
 
 
-def check_horizons(horizons, labels: np.ndarray, rows: int) -> None:
-    """Refuse a label horizon that leaves no labelled row (it reaches past the end of every segment)."""
-    from ..data.labels import PLANES
+def check_horizons(horizons, labelled: list[bool], rows: int) -> None:
+    """Refuse a label horizon that leaves no labelled row (it reaches past the end of every segment);
+    `labelled`: per horizon, whether some training row keeps a label."""
     from .config import ConfigError
-    labelled = labels[PLANES.index("outcome_weight")]  # 1 where the row's horizon ends in its segment
-    empty = [h for k, h in enumerate(horizons) if not labelled[k].any()]
+    empty = [h for h, any_row in zip(horizons, labelled) if not any_row]
     if empty:
         raise ConfigError(f"--horizons {','.join(map(str, horizons))}: horizon {empty[0]} leaves no labelled row in "
                           f"the {rows:,} training snapshots (each horizon must be shorter than a segment)")
 
 
 def cache_data(cfg, log) -> tuple:
-    """(market, labels, source) from the prepared cache --data names: its shards verified against the
-    manifest, labels as prepared (their horizons must be the run's); the identity is the cache's."""
-    from ..data.cache import open_cache
+    """(rows, source) of the prepared cache --data names: its rows stay on disk (foxc.data.cache.CacheRows:
+    each shard is verified against the manifest when it is read), labels as prepared (their horizons
+    must be the run's); the identity is the cache's."""
+    from ..data.cache import CacheRows
     from ..data.labels import LabelConfig
-    t0 = time.perf_counter()
-    cache = open_cache(cfg.data, LabelConfig(horizons=cfg.horizons))
-    log(f"data: cache {cfg.data} ({len(cache.manifest['shards'])} shard(s), prepared from "
-        f"{cache.manifest['data']}) verified and read in {time.perf_counter() - t0:.1f} s")
-    source = {"source": cfg.data, "cache": True, "files": cache.market.files, "rows": len(cache.market.records),
-              "sha256": cache.sha256}
-    return cache.market, cache.labels, source
+    rows = CacheRows(cfg.data, LabelConfig(horizons=cfg.horizons))
+    log(f"data: cache {cfg.data} ({len(rows.manifest['shards'])} shard(s), prepared from {rows.manifest['data']}); "
+        "each shard is verified as it is read")
+    source = {"source": cfg.data, "cache": True, "files": rows.files, "rows": rows.n_rows, "sha256": rows.sha256}
+    return rows, source
 
 
 def run_data(cfg, log=lambda msg: None) -> RunData:
     """Load (or generate) the data, hold out the evaluation rows, label the training rows.
 
     Synthetic markets are always evaluated (on a fresh draw); real data only with --eval-every,
-    since its held-out tail is taken from training."""
-    from ..data.cache import head_labels, is_cache
-    from ..data.labels import LabelConfig, compute_labels
-    optimum, labels = None, None
-    if is_cache(cfg.data):
-        market, labels, source = cache_data(cfg, log)
+    since its held-out tail is taken from training. A cache's rows stay on disk (labels None: the
+    dataset reads each shard with its labels)."""
+    from ..data.cache import is_cache
+    from ..data.labels import PLANES, LabelConfig, compute_labels
+    optimum, cached = None, is_cache(cfg.data)
+    if cached:
+        market, source = cache_data(cfg, log)
     elif cfg.data:
         from ..data.source import load
         market = load(cfg.data)
@@ -89,15 +89,16 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
     if cfg.data is None or cfg.eval_every:
         market, held = holdout_market(cfg, market)
     t0 = time.perf_counter()
-    if labels is None:
-        labels = compute_labels(market.records, market.tick, LabelConfig(horizons=cfg.horizons))
-        labelled = f"labels in {time.perf_counter() - t0:.1f} s"
+    if cached:
+        labels, labelled = None, market.labelled()
+        how = "labels from the cache"
     else:
-        labels = head_labels(labels, cfg.horizons, len(market.records))  # the held-out tail cut off
-        labelled = "labels from the cache"
-    check_horizons(cfg.horizons, labels, len(market.records))
-    log(f"data: {len(market.records):,} snapshots from {market.source} ({market.instrument or 'unnamed'}), "
-        f"tick {market.tick / 1e9:g}, {market.n_segments} segment(s); {labelled}"
+        labels = compute_labels(market.records, market.tick, LabelConfig(horizons=cfg.horizons))
+        labelled = [bool(p.any()) for p in labels[PLANES.index("outcome_weight")]]  # 1 where the horizon ends in its segment
+        how = f"labels in {time.perf_counter() - t0:.1f} s"
+    check_horizons(cfg.horizons, labelled, market.n_rows)
+    log(f"data: {market.n_rows:,} snapshots from {market.source} ({market.instrument or 'unnamed'}), "
+        f"tick {market.tick / 1e9:g}, {market.n_segments} segment(s); {how}"
         + (f"; {len(held.records):,} held-out snapshots for evaluation" if held is not None else "")
         + (f"; optimum {optimum:.4f} ticks per snapshot" if optimum is not None else ""))
     return RunData(market, labels, held, optimum, source)
