@@ -4,8 +4,9 @@
                               [--launches N] [--prepare] [--workers W] [--json FILE]
     python -m foxc.bench data --scale [--rows N] [--shard-rows R] [--dir DIR] [--workers W] [--json FILE]
 
---prepare adds `python -m foxc.data prepare` of the rows as W Parquet files (one a day) and the
-opening of that cache (every shard verified), in snapshots per second.
+--prepare adds `python -m foxc.data prepare` of the rows as W Parquet files (one a day, written
+side by side before the clock starts) by W workers, and the reading and hashing of every shard of
+that cache, in snapshots per second.
 
 --scale (alone) builds a cache of N synthetic snapshots (default 500 M), R a shard, in W processes:
 each shard is written, labelled and hashed by prepare's own shard writer, then freed, so no process
@@ -57,27 +58,31 @@ def bench_parquet(rows: int) -> dict:
             "ms": round(best * 1e3, 2), "rate": f"{rows / best / 1e6:.2f} M snapshots/s"}
 
 
+def _write_day(args):
+    folder, day, rows = args
+    rec = generate(rows, seed=10 + day)
+    rec["ts_ns"] += day * DAY_NS
+    write_parquet(folder / f"day{day:03d}.parquet", rec)
+
+
 def bench_prepare(rows: int, workers: int) -> list[dict]:
-    """Prepare a cache of `rows` snapshots in `workers` files side by side, then open it."""
-    from ..data.cache import open_cache, prepare
+    """Prepare a cache of `rows` snapshots in `workers` daily Parquet files (written side by side
+    first), in `workers` processes; then open it for training and verify every shard."""
+    from ..data.cache import CacheRows, _pool, _run, prepare
     from ..data.labels import LabelConfig
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "days"
         folder.mkdir()
-        for day in range(workers):
-            rec = generate(rows // workers, seed=10 + day)
-            rec["ts_ns"] += day * 86_400 * 10**9
-            write_parquet(folder / f"day{day}.parquet", rec)
+        with _pool(workers, workers) as pool:
+            _run(pool, _write_day, [(folder, day, rows // workers) for day in range(workers)])
         t0 = time.perf_counter()
         prepare(folder, Path(tmp) / "cache", workers=workers)
         made = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        n = len(open_cache(Path(tmp) / "cache", LabelConfig()).market.records)
-        opened = time.perf_counter() - t0
-    return [{"what": f"prepare a cache from {workers} Parquet file(s), {workers} worker(s)", "count": n,
-             "ms": round(made * 1e3, 1), "rate": f"{n / made / 1e6:.2f} M snapshots/s"},
-            {"what": "open the cache (every shard hashed)", "count": n, "ms": round(opened * 1e3, 1),
-             "rate": f"{n / opened / 1e6:.2f} M snapshots/s"}]
+        cache = CacheRows(Path(tmp) / "cache", LabelConfig())
+        verified = bench_verify(cache, int(cache.rows.max()))
+    return [{"what": f"prepare a cache from {workers} Parquet file(s) of {rows // workers:,}, {workers} worker(s)",
+             "count": cache.n_rows, "ms": round(made * 1e3, 1), "rate": f"{cache.n_rows / made / 1e6:.2f} M snapshots/s"},
+            verified]
 
 
 SCALE_BYTES = SNAPSHOT_BYTES + 4 * LABEL_PLANES * HORIZONS  # records.npy and labels.npy, per snapshot
@@ -371,11 +376,11 @@ def _main(args, rt) -> int:
     if args.prepare:
         results += bench_prepare(args.rows, args.workers)  # host work only: the full --rows on any backend
     print(f"backend {rt.backend}: {rt.device_name}")
-    print(table(results, ["what", "count", "ms", "us", "rate", "hbm"]))
+    print(table(results, ["what", "count", "ms", "s", "us", "rate", "hbm"]))
     write_json(args.json, "data", rt, results)
     print(f"summary: parquet {results[0]['rate']}, gather {results[2]['us']} us "
           f"({results[2].get('hbm', results[2]['rate'])}) on {rt.backend}"
-          + (f"; prepare {results[3]['rate']}, open {results[4]['rate']}" if args.prepare else ""))
+          + (f"; prepare {results[3]['rate']}, verify {results[4]['rate']}" if args.prepare else ""))
     return 0
 
 

@@ -59,7 +59,6 @@ FORMAT, VERSION = "foxc-cache", 1
 MANIFEST = "manifest.json"
 RECORDS, LABELS = "records.npy", "labels.npy"
 HASH_BLOCK = 1 << 22
-DENSE_STEP = 24  # a tick sample every this many rows or fewer: read them all; sparser: one read each (measured)
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -105,7 +104,7 @@ def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
             for segment, (i, _, _) in enumerate(shards):
                 os.rename(tmp / f"part-{i:05d}", shard_dir(tmp, segment))
             tick = _tick(pool, [shard_dir(tmp, k) / RECORDS for k in range(len(shards))],
-                         [r[1].rows for r in shards], rows)
+                         [r[1].rows for r in shards])
             files = _run(pool, _write_shard, [(shard_dir(tmp, k), k, i, tick, labels, rows)
                                               for k, (i, _, _) in enumerate(shards)])
         manifest = _manifest(spec, shards, files, tick, labels, config)
@@ -186,35 +185,19 @@ def _sources(path: Path, kind: str) -> list[Path]:
     return [path]
 
 
-def _tick(pool, files: list[Path], counts: list[int], rows: int) -> int:
+def _tick(pool, files: list[Path], counts: list[int]) -> int:
     """infer_tick of the shards side by side: the rows load() would sample, gathered from each file (in the pool)."""
     step = tick_step(sum(counts))
     starts = np.cumsum([0] + counts[:-1])
-    jobs = [(path, n, int(-start % step), step, rows) for path, n, start in zip(files, counts, starts)]
+    jobs = [(path, n, int(-start % step), step) for path, n, start in zip(files, counts, starts)]
     return tick_of(np.concatenate(_run(pool, _sample, jobs)))
 
 
 def _sample(args) -> np.ndarray:
-    """Rows first, first + step, ... of a records.npy of n rows: read a block at a time where they are
-    dense, else one by one (pread)."""
-    path, n, first, step, rows = args
-    wanted = range(first, n, step)
-    out = np.empty(len(wanted), SNAPSHOT_DTYPE)
-    with open(path, "rb") as fh:
-        if step > DENSE_STEP:
-            buf = memoryview(out.view(np.uint8))
-            for i, row in enumerate(wanted):
-                buf[i * SNAPSHOT_BYTES:(i + 1) * SNAPSHOT_BYTES] = os.pread(fh.fileno(), SNAPSHOT_BYTES,
-                                                                             RECORDS_AT + row * SNAPSHOT_BYTES)
-            return out
-        span = step * max(1, rows // step)
-        block = np.empty(span, SNAPSHOT_DTYPE)
-        for i, row in enumerate(range(first, n, span)):
-            fh.seek(RECORDS_AT + row * SNAPSHOT_BYTES)
-            m = fh.readinto(memoryview(block[:min(span, n - row)].view(np.uint8))) // SNAPSHOT_BYTES
-            part = block[:m:step]
-            out[i * (span // step):i * (span // step) + len(part)] = part
-    return out
+    """Rows first, first + step, ... of a records.npy of n rows (a strided copy of its map: the pages
+    that hold no sampled row are not read)."""
+    path, n, first, step = args
+    return np.array(np.memmap(path, SNAPSHOT_DTYPE, "r", offset=RECORDS_AT, shape=(n,))[first::step])
 
 
 def _write_shard(args) -> dict:
