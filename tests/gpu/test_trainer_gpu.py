@@ -1,4 +1,6 @@
 """The integrated trainer on the GPU: graph identity, resume identity, and the learning check."""
+import pytest
+
 from foxc.bench.edge import run_one
 from foxc.trainer.run import Trainer
 from test_trainer import SlowLog, check_every_frame_once
@@ -80,3 +82,19 @@ def test_rotating_run_resumes_bit_identically_on_device(cuda_rt, tmp_path):
     assert resumed.resume(path) == 3 * EVERY + 1
     resumed.train(3 * EVERY + 1)
     assert_same_state(state(straight), state(resumed))
+
+
+@pytest.mark.parametrize("rotating", [False, True], ids=["resident", "rotating"])
+def test_training_from_a_cache_on_disk_on_device(cuda_rt, tmp_path, rotating):
+    """Rows left on disk, uploaded or staged a shard at a time through mapped memory: the same bits as the
+    cache read into memory, on the device."""
+    from foxc.data.cache import CacheRows, open_cache
+    from foxc.data.labels import LabelConfig
+    from test_data_cache_training import BUDGET_GB, EVERY, make_cache, run
+    cache = make_cache(tmp_path, 6)
+    cfg = config(device_data_gb=BUDGET_GB if rotating else None, rotate_every=EVERY, graph="on")
+    loaded = open_cache(cache, LabelConfig())
+    on_disk, rotation = run(cuda_rt, cfg, (CacheRows(cache, LabelConfig()), None), 4 * EVERY + 1)
+    in_memory, _ = run(cuda_rt, cfg, (loaded.market, loaded.labels), 4 * EVERY + 1)
+    assert (rotation is not None) == rotating
+    assert_same_state(on_disk, in_memory)
