@@ -3,11 +3,10 @@ from __future__ import annotations
 
 from cuda.bindings import driver
 
-from .cubins import cubin_path, shipped_archs
+from .cubins import check_spec, cubin_path, shipped_archs, verify_params
 from .errors import CudaError, check
-from .kernel_spec import KernelSpec, verify_params
+from .kernel_spec import KernelSpec
 from .lifecycle import Owned
-from .signatures import check_spec
 from .stream import Stream, release
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import CudaError
 from ..kernel_spec import KernelSpec
-from ..signatures import check_spec
+from ..cubins import check_spec
 
 _REFERENCES: dict[str, tuple[KernelSpec, object]] = {}
 
