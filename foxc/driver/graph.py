@@ -5,7 +5,7 @@ import gc
 
 from cuda.bindings import driver
 
-from .capture import CaptureBase, GraphBase
+from .runtime import CaptureBase, GraphBase
 from .errors import CudaError, check, raise_for
 from .stream import release
 

@@ -6,34 +6,10 @@ with a prebuilt `void**`.
 from __future__ import annotations
 
 import ctypes
-import math
 
-from .errors import CudaError, raise_for
+from .errors import raise_for
 from .kernel_spec import convert_args, pack_slot
-
-MAX_THREADS_PER_BLOCK = 1024
-
-
-def _dims(dims, what: str, kernel_name: str) -> tuple[int, int, int]:
-    dims = (dims,) if isinstance(dims, int) else tuple(int(d) for d in dims)
-    dims += (1,) * (3 - len(dims))
-    if len(dims) != 3 or any(d < 1 for d in dims):
-        raise CudaError(f"kernel {kernel_name}: {what} {dims} must be 1 to 3 positive sizes")
-    return dims
-
-
-class PlanBase:
-    """What a plan checks on both backends."""
-
-    def __init__(self, kernel, grid, block, shared_bytes: int):
-        self.kernel, self.name = kernel, kernel.name
-        self._grid, self._block = _dims(grid, "grid", kernel.name), _dims(block, "block", kernel.name)
-        if math.prod(self._block) > MAX_THREADS_PER_BLOCK:
-            raise CudaError(f"kernel {kernel.name}: block {self._block} has more than {MAX_THREADS_PER_BLOCK} threads")
-        self._shared_bytes = int(shared_bytes)
-
-    def __repr__(self):
-        return f"<{type(self).__name__} {self.name} grid={self._grid} block={self._block}>"
+from .runtime import PlanBase
 
 
 class PackedArgs:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from cuda.bindings import driver
 
-from .arrays import ArrayBase, DeviceArrayBase
+from .runtime import ArrayBase, DeviceArrayBase
 from .errors import check
 from .stream import release
 

@@ -5,7 +5,7 @@ import bisect
 
 import numpy as np
 
-from ..arrays import ArrayBase, DeviceArrayBase
+from ..runtime import ArrayBase, DeviceArrayBase
 from ..errors import CudaError
 from .registry import RefMem
 

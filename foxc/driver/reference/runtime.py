@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import time
 
-from ..capture import CaptureBase, GraphBase
 from ..errors import CudaError
 from ..kernel_spec import PTR, KernelSpec, convert_args
-from ..launch import PlanBase
 from ..lifecycle import Owned
-from ..runtime import RuntimeBase
+from ..runtime import CaptureBase, GraphBase, PlanBase, RuntimeBase
 from .blas import pin_blas_threads
 from .memory import AddressSpace, RefDeviceArray, RefMappedArray
 from .registry import LaunchInfo, reference_for
