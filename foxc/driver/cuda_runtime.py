@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from cuda.bindings import driver
 
-from .device import Device, probe_device
+from .backend import Device, probe_device
 from .errors import check
 from .graph import Capture
 from .kernel_spec import KernelSpec
