@@ -25,10 +25,6 @@ class LaunchInfo:
     block: tuple[int, int, int]
     shared_bytes: int = 0
 
-    @property
-    def threads(self) -> int:
-        return self.grid[0] * self.grid[1] * self.grid[2] * self.block[0] * self.block[1] * self.block[2]
-
 
 class RefMem:
     """What a device pointer resolves to on the reference backend."""

@@ -21,6 +21,15 @@ from .registry import LaunchInfo, reference_for
 REFERENCE_FREE_BYTES = 2_000_000_000
 
 
+def _issue(stream: RefStream, work: list):
+    """Run `work` (plans and copies) now, or record it into the capture open on `stream`."""
+    if stream.capture_log is not None:
+        stream.capture_log.extend(work)
+    else:
+        for entry in work:
+            entry._run()
+
+
 class RefStream(Owned):
     def __init__(self, name: str):
         self.name = name
@@ -70,10 +79,7 @@ class RefLaunchPlan(PlanBase):
         self.kernel._run(*self._args)
 
     def launch(self, stream: RefStream):
-        if stream.capture_log is not None:
-            stream.capture_log.append(self)
-        else:
-            self._run()
+        _issue(stream, [self])
 
 
 class _DeviceCopy:
@@ -90,11 +96,7 @@ class RefGraph(GraphBase):
         return len(self.plans)
 
     def launch(self, stream: RefStream):
-        if stream.capture_log is not None:
-            stream.capture_log.extend(self.plans)
-            return
-        for entry in self.plans:
-            entry._run()
+        _issue(stream, self.plans)
 
 
 class RefCapture(CaptureBase):
@@ -118,12 +120,7 @@ class ReferenceRuntime(RuntimeBase):
         return RefKernel(spec)
 
     def copy_dtod(self, dst, src, nbytes: int, stream: RefStream | None = None):
-        copy = _DeviceCopy(self, dst, src, nbytes)
-        stream = stream or self.stream
-        if stream.capture_log is not None:
-            stream.capture_log.append(copy)
-        else:
-            copy._run()
+        _issue(stream or self.stream, [_DeviceCopy(self, dst, src, nbytes)])
 
     def free_bytes(self) -> int:
         return REFERENCE_FREE_BYTES
