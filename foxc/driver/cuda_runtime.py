@@ -17,7 +17,7 @@ from cuda.bindings import driver
 from .backend import Device, probe_device
 from .cubins import check_spec, cubin_path, shipped_archs, verify_params
 from .errors import CudaError, check, raise_for
-from .kernel_spec import KernelSpec, convert_args, pack_slot
+from .kernel_spec import KernelSpec, pack_slot
 from .lifecycle import Owned
 from .runtime import ArrayBase, CaptureBase, DeviceArrayBase, GraphBase, PlanBase, RuntimeBase
 
@@ -180,8 +180,7 @@ class LaunchPlan(PlanBase):
     into it: a launch is one `cuLaunchKernel` with no Python work per argument."""
 
     def __init__(self, rt, kernel, grid, block, args, shared_bytes: int = 0):
-        super().__init__(kernel, grid, block, shared_bytes)
-        self.values = convert_args(kernel.spec, args)  # DevPtrs keep their buffers alive
+        super().__init__(kernel, grid, block, args, shared_bytes)
         n = max(len(self.values), 1)
         self._slots = ctypes.create_string_buffer(8 * n)
         packed = b"".join(pack_slot(p.kind, v) for p, v in zip(kernel.spec.params, self.values))

@@ -8,7 +8,7 @@ import numpy as np
 
 from .api import Capture, DeviceArray, Event, Kernel, LaunchPlan, MappedArray, Stream
 from .errors import CudaError
-from .kernel_spec import DevPtr, KernelSpec
+from .kernel_spec import DevPtr, KernelSpec, convert_args
 from .lifecycle import Owned, capture_closed, capture_opened
 
 MAX_THREADS_PER_BLOCK = 1024
@@ -133,14 +133,15 @@ def _dims(dims, what: str, kernel_name: str) -> tuple[int, int, int]:
 
 
 class PlanBase:
-    """A plan's grid, block and shared memory, checked once at creation; a backend adds its arguments."""
+    """A plan's grid, block, shared memory and arguments, checked once at creation; a backend adds `launch`."""
 
-    def __init__(self, kernel, grid, block, shared_bytes: int):
+    def __init__(self, kernel, grid, block, args, shared_bytes: int):
         self.kernel, self.name = kernel, kernel.name
         self._grid, self._block = _dims(grid, "grid", kernel.name), _dims(block, "block", kernel.name)
         if math.prod(self._block) > MAX_THREADS_PER_BLOCK:
             raise CudaError(f"kernel {kernel.name}: block {self._block} has more than {MAX_THREADS_PER_BLOCK} threads")
         self._shared_bytes = int(shared_bytes)
+        self.values = convert_args(kernel.spec, args)  # DevPtrs keep their buffers alive
 
     def __repr__(self):
         return f"<{type(self).__name__} {self.name} grid={self._grid} block={self._block}>"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from ..errors import CudaError
-from ..kernel_spec import PTR, KernelSpec, convert_args
+from ..kernel_spec import PTR, KernelSpec
 from ..lifecycle import Owned
 from ..runtime import CaptureBase, GraphBase, PlanBase, RuntimeBase
 from .blas import pin_blas_threads
@@ -70,8 +70,7 @@ class RefKernel:
 
 class RefLaunchPlan(PlanBase):
     def __init__(self, rt: ReferenceRuntime, kernel: RefKernel, grid, block, args, shared_bytes: int = 0):
-        super().__init__(kernel, grid, block, shared_bytes)
-        self.values = convert_args(kernel.spec, args)  # DevPtrs keep their buffers alive
+        super().__init__(kernel, grid, block, args, shared_bytes)
         self._args = [LaunchInfo(self._grid, self._block, self._shared_bytes)] + [
             rt.space.resolve(v.addr) if p.kind is PTR else v for p, v in zip(kernel.spec.params, self.values)]
 
