@@ -5,13 +5,15 @@ stream order; a capture records launches and device copies instead, and its grap
 """
 from __future__ import annotations
 
+import os
 import time
+
+from threadpoolctl import threadpool_limits
 
 from ..errors import CudaError
 from ..kernel_spec import PTR, KernelSpec
 from ..lifecycle import Owned
 from ..runtime import CaptureBase, GraphBase, PlanBase, RuntimeBase
-from .blas import pin_blas_threads
 from .memory import AddressSpace, RefDeviceArray, RefMappedArray
 from .registry import LaunchInfo, reference_for
 
@@ -19,6 +21,23 @@ from .registry import LaunchInfo, reference_for
 # What the reference backend reports as free device memory: a fixed figure, so defaults sized from it
 # (the trainer's data budget) are the same on every machine.
 REFERENCE_FREE_BYTES = 2_000_000_000
+
+# The reference kernels multiply small matrices (a few hundred rows) thousands of times a second;
+# OpenBLAS's default of one thread per core spends more on waking threads than on arithmetic (runs
+# were up to 9x slower on two cores), so BLAS gets one thread unless the user chose a count.
+USER_SETTINGS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+_blas_limits = None  # the process-wide pin, kept so it is not released
+
+
+def pin_blas_threads() -> str:
+    """Pin BLAS to one thread (once per process) unless an environment variable chose; say which."""
+    global _blas_limits
+    chosen = next((k for k in USER_SETTINGS if os.environ.get(k)), None)
+    if chosen:
+        return f"{chosen}={os.environ[chosen]}"
+    if _blas_limits is None:
+        _blas_limits = threadpool_limits(limits=1, user_api="blas")
+    return "1 (pinned; set OPENBLAS_NUM_THREADS to choose)"
 
 
 def _issue(stream: RefStream, work: list):
