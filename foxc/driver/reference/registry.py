@@ -1,9 +1,8 @@
 """Numpy implementations of the kernels, registered under the kernels' own names.
 
-A reference receives `(launch, *args)`: `launch` carries grid and block, a
-pointer argument arrives as a `RefMem` (a typed window onto the allocation it
-points into) and a scalar as the numpy scalar of its declared type, so float32
-arithmetic stays float32.
+A reference receives `(launch, *args)`: `launch` carries grid and block, a pointer argument arrives as a
+`RefMem` (a typed window onto the allocation it points into) and a scalar as the numpy scalar of its
+declared type, so float32 arithmetic stays float32.
 """
 from __future__ import annotations
 
@@ -12,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..cubins import check_spec
 from ..errors import CudaError
 from ..kernel_spec import KernelSpec
-from ..cubins import check_spec
 
 _REFERENCES: dict[str, tuple[KernelSpec, object]] = {}
 
