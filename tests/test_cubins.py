@@ -79,3 +79,24 @@ def test_nvcc_output_is_deterministic(tmp_path):
     finally:
         build_cubins.CUBIN_DIR = saved
     assert image == (ROOT / "foxc/cubins/sm_90/isv/step_counter.cubin").read_bytes()
+
+
+# ---- kernel signatures, as the manifest records them ---------------------------------------------------
+
+@pytest.mark.parametrize("text, error", [
+    ('extern "C" __global__ void k(float* a, double b) {}', "parameter 'double b'"),
+    ('extern "C" __global__ void k(struct S s) {}', "parameter 'struct S s'"),
+])
+def test_unbindable_parameter_types_are_named(text, error):
+    with pytest.raises(ValueError, match=error):
+        build_cubins.parse_signatures(text)
+
+
+def test_signatures_of_macro_generated_and_launch_bounded_kernels():
+    text = ('#define K(SUFFIX, N) \\\nextern "C" __global__ void __launch_bounds__(T<N, 2>::X, 4) \\\n'
+            'f##SUFFIX(const float* __restrict__ a, long long n) {}\nK(_x, 8)\nK(_y, 16)\n'
+            '// extern "C" __global__ void commented(int a) {}\n'
+            'extern "C" __global__ void g(unsigned int s, int* __restrict__ c, float t) {}\n')
+    assert build_cubins.parse_signatures(text) == {
+        "f_x": [["a", "ptr"], ["n", "i64"]], "f_y": [["a", "ptr"], ["n", "i64"]],
+        "g": [["s", "u32"], ["c", "ptr"], ["t", "f32"]]}

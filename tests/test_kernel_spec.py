@@ -3,7 +3,7 @@ import pytest
 
 from foxc.driver import CudaError, DevPtr, KernelSpec, f32, i32, i64, ptr, u32
 from foxc.driver.kernel_spec import convert_args, pack_slot, PTR, F32
-from foxc.driver.kernel_spec import verify_params
+from foxc.driver.cubins import verify_params
 
 SPEC = KernelSpec("k", "m/k", (ptr("x"), i32("a"), i64("b"), f32("c"), u32("d"), ptr("y")))
 
@@ -85,7 +85,7 @@ def _all_specs():
 
 def test_every_kernel_spec_matches_its_source_signature_by_name_and_type():
     from foxc.driver.cubins import load_manifest
-    from foxc.driver.signatures import check_spec
+    from foxc.driver.cubins import check_spec
     specs = _all_specs()
     for spec in specs.values():
         check_spec(spec)
@@ -105,26 +105,6 @@ def test_swapped_pointers_fail_at_load_with_their_names(ref_rt):
     with pytest.raises(CudaError, match=rf"parameter {i} is ptr '{params[j].name}' in the source, "
                                         rf"ptr '{params[i].name}' in the KernelSpec"):
         ref_rt.kernel(swapped)
-
-
-@pytest.mark.parametrize("text, error", [
-    ('extern "C" __global__ void k(float* a, double b) {}', "parameter 'double b'"),
-    ('extern "C" __global__ void k(struct S s) {}', "parameter 'struct S s'"),
-])
-def test_unbindable_parameter_types_are_named(text, error):
-    from foxc.driver.signatures import parse_signatures
-    with pytest.raises(ValueError, match=error):
-        parse_signatures(text)
-
-
-def test_signatures_of_macro_generated_and_launch_bounded_kernels():
-    from foxc.driver.signatures import parse_signatures
-    text = ('#define K(SUFFIX, N) \\\nextern "C" __global__ void __launch_bounds__(T<N, 2>::X, 4) \\\n'
-            'f##SUFFIX(const float* __restrict__ a, long long n) {}\nK(_x, 8)\nK(_y, 16)\n'
-            '// extern "C" __global__ void commented(int a) {}\n'
-            'extern "C" __global__ void g(unsigned int s, int* __restrict__ c, float t) {}\n')
-    assert parse_signatures(text) == {"f_x": [["a", "ptr"], ["n", "i64"]], "f_y": [["a", "ptr"], ["n", "i64"]],
-                                      "g": [["s", "u32"], ["c", "ptr"], ["t", "f32"]]}
 
 
 def test_a_parameter_count_from_the_driver_replaces_the_probe():

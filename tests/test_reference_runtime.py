@@ -127,10 +127,11 @@ def test_missing_reference_is_named(ref_rt):
 
 # ---- BLAS threads ------------------------------------------------------------------------------------
 
-_BLAS_PROBE = ("import json; from foxc.driver.reference.blas import blas_threads;"
+_BLAS_PROBE = ("import json; from threadpoolctl import threadpool_info;"
                "from foxc.driver.reference.runtime import ReferenceRuntime;"
-               "before = blas_threads(); rt = ReferenceRuntime();"
-               "print(json.dumps([before, blas_threads(), rt.device_name]))")
+               "blas = lambda: [p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas'];"
+               "before = blas(); rt = ReferenceRuntime();"
+               "print(json.dumps([before, blas(), rt.device_name]))")
 
 
 def _blas_probe(**env_set):
@@ -139,7 +140,7 @@ def _blas_probe(**env_set):
     import os
     import subprocess
     import sys
-    from foxc.driver.reference.blas import USER_SETTINGS
+    from foxc.driver.reference.runtime import USER_SETTINGS
     env = {k: v for k, v in os.environ.items() if k not in USER_SETTINGS}
     env.update(env_set)
     out = subprocess.run([sys.executable, "-c", _BLAS_PROBE], env=env, capture_output=True, text=True, check=True)

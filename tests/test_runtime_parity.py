@@ -14,13 +14,9 @@ import pytest
 pytest.importorskip("cuda.bindings")
 
 from foxc.driver import api  # noqa: E402
-from foxc.driver.cuda_runtime import CudaRuntime  # noqa: E402
-from foxc.driver.graph import Capture, Graph  # noqa: E402
-from foxc.driver.launch import LaunchPlan  # noqa: E402
-from foxc.driver.memory import DeviceArray, MappedArray  # noqa: E402
-from foxc.driver.module import Kernel  # noqa: E402
+from foxc.driver.cuda_runtime import (Capture, CudaRuntime, DeviceArray, Event, Graph, Kernel,  # noqa: E402
+                                      LaunchPlan, MappedArray, Stream)
 from foxc.driver.reference import memory as ref_memory, runtime as ref  # noqa: E402
-from foxc.driver.stream import Event, Stream  # noqa: E402
 
 PAIRS = [  # (contract, CUDA class, reference class)
     (api.Runtime, CudaRuntime, ref.ReferenceRuntime),

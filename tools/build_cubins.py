@@ -9,7 +9,7 @@
 The manifest (foxc/cubins/manifest.json) records, per source, the sha256 of the
 source and of every header it includes, the kernel names found in the cubin, each
 kernel's parameters by name and type as its source declares them (checked against its
-KernelSpec when a backend loads it: foxc/driver/signatures.py) and the sha256 of each
+KernelSpec when a backend loads it: foxc/driver/cubins.py) and the sha256 of each
 cubin, with the nvcc version and flags. The runtime never compiles.
 """
 from __future__ import annotations
@@ -114,8 +114,54 @@ def header_hashes(source: Path) -> dict[str, str]:
     return {rel(h): sha256(h) for h in included_headers(source)}
 
 
+# C parameter types (qualifiers removed) -> KernelSpec kinds; every pointer is "ptr"
+C_KINDS = {"int": "i32", "unsigned int": "u32", "long long": "i64", "unsigned long long": "u64", "float": "f32"}
+_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)\s*)?'
+                     r'(\w+)\s*\(([^)]*)\)')
+_QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__)\b")
+_DEFINE = re.compile(r"^\s*#\s*define\s+(\w+)\(([^)]*)\)(.*)$", re.M)
+
+
+def strip_comments(text: str) -> str:
+    return re.sub(r"/\*.*?\*/", " ", re.sub(r"//[^\n]*", "", text), flags=re.S)
+
+
+def expand_kernel_macros(text: str) -> str:
+    """The text with every function-like macro that defines kernels expanded where it is invoked at
+    the start of a line (the F32_KERNELS(SUFFIX, ...) pattern: parameters substituted, ## pasted)."""
+    text = text.replace("\\\n", " ")
+    for m in list(_DEFINE.finditer(text)):
+        if "__global__" not in m.group(3):
+            continue
+        params = [p.strip() for p in m.group(2).split(",")]
+        for call in re.finditer(rf"^\s*{m.group(1)}\(([^)]*)\)", text, re.M):
+            body = m.group(3)
+            for name, value in zip(params, (a.strip() for a in call.group(1).split(","))):
+                body = re.sub(rf"\b{name}\b", value, body)
+            text += "\n" + re.sub(r"\s*##\s*", "", body)
+    return _DEFINE.sub("", text)
+
+
+def parse_signatures(source_text: str, label: str = "source") -> dict[str, list[list[str]]]:
+    """{kernel: [[parameter name, kind], ...]} for every extern "C" __global__ kernel in a .cu file: what
+    foxc.driver.cubins.check_spec binds each KernelSpec to, by name and type."""
+    found = {}
+    for m in _KERNEL.finditer(expand_kernel_macros(strip_comments(source_text))):
+        params = []
+        for raw in filter(None, (" ".join(p.split()) for p in m.group(2).split(","))):
+            decl = " ".join(_QUALIFIERS.sub(" ", raw).split())
+            name = re.search(r"(\w+)$", decl)
+            ctype = decl[:name.start()].strip() if name else ""
+            kind = "ptr" if "*" in ctype else C_KINDS.get(ctype)
+            if name is None or kind is None:
+                raise ValueError(f"{label}: kernel {m.group(1)}: parameter '{raw}' has a type foxc cannot bind "
+                                 f"(pointers and {', '.join(C_KINDS)})")
+            params.append([name.group(1), kind])
+        found[m.group(1)] = params
+    return found
+
+
 def kernel_signatures(source: Path) -> dict:
-    from foxc.driver.signatures import parse_signatures
     return parse_signatures(source.read_text(), rel(source))
 
 

@@ -8,8 +8,7 @@
     cap.graph.launch(rt.stream)
 """
 from .api import Runtime
-from .backend import BACKENDS, BackendChoice, open_runtime, select_backend
-from .device import probe_cuda
+from .backend import BACKENDS, BackendChoice, open_runtime, probe_cuda, select_backend
 from .errors import CudaError, check
 from .kernel_spec import DevPtr, KernelSpec, f32, i32, i64, ptr, u32, u64
 from .reference.registry import LaunchInfo, RefMem, reference

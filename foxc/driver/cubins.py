@@ -1,10 +1,19 @@
-"""Where the prebuilt cubins live and which architecture a device loads."""
+"""The prebuilt cubins: where they live, which architecture a device loads, and the checks that bind a
+`KernelSpec` to its kernel when either backend loads it.
+
+Kernels are bound by name: tools/build_cubins.py stores each `extern "C" __global__` signature, parsed
+from its CUDA source, in the manifest, and `check_spec` compares it with the KernelSpec by parameter
+name and type. `cuFuncGetParamInfo` sees only offsets and sizes, so two swapped pointers or a renamed
+parameter pass it (`verify_params`, CUDA only); by name and type they do not.
+"""
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
 from .errors import CudaError
+from .kernel_spec import KernelSpec
 
 CUBIN_ROOT = Path(__file__).resolve().parent.parent / "cubins"
 MANIFEST = CUBIN_ROOT / "manifest.json"
@@ -19,11 +28,8 @@ def shipped_archs() -> list[str]:
 
 
 def pick_arch(major: int, minor: int, archs: list[str] | None = None) -> str:
-    """The best shipped cubin for compute capability major.minor.
-
-    A cubin for sm_XY runs on devices of the same major version with minor >= Y,
-    so the newest shipped arch of that major not above the device is chosen.
-    """
+    """The newest shipped arch of the device's major version not above it: a cubin for sm_XY runs on
+    devices of major X with minor >= Y."""
     archs = shipped_archs() if archs is None else archs
     fits = [a for a in archs if int(a[3:]) // 10 == major and int(a[3:]) % 10 <= minor]
     if not fits:
@@ -33,14 +39,14 @@ def pick_arch(major: int, minor: int, archs: list[str] | None = None) -> str:
     return max(fits, key=lambda a: int(a[3:]))
 
 
+def cubin_path(arch: str, module: str) -> Path:
+    return CUBIN_ROOT / arch / f"{module}.cubin"
+
+
 def load_manifest() -> dict:
     if not MANIFEST.is_file():
         raise CudaError(f"{MANIFEST} is missing: run tools/build_cubins.py")
     return json.loads(MANIFEST.read_text())
-
-
-def cubin_path(arch: str, module: str) -> Path:
-    return CUBIN_ROOT / arch / f"{module}.cubin"
 
 
 def required_driver_version() -> int:
@@ -50,3 +56,46 @@ def required_driver_version() -> int:
         return int(major) * 1000 + int(minor) * 10
     except (CudaError, KeyError, ValueError):
         return 13000
+
+
+@functools.lru_cache(maxsize=1)
+def _manifest_signatures() -> dict[str, dict]:
+    return {module: entry.get("signatures") for module, entry in load_manifest().get("sources", {}).items()}
+
+
+def check_spec(spec: KernelSpec) -> None:
+    """Refuse a KernelSpec whose parameters differ, by name or type, from its kernel's C signature."""
+    signatures = _manifest_signatures().get(spec.module)
+    if signatures is None:
+        raise CudaError(f"kernel {spec.name}: the manifest has no signatures for cuda/{spec.module}.cu "
+                        "(rebuild with tools/build_cubins.py)")
+    source = signatures.get(spec.name)
+    if source is None:
+        raise CudaError(f"kernel {spec.name}: no such kernel in cuda/{spec.module}.cu")
+    declared = [[p.name, p.kind.name] for p in spec.params]
+    if declared == source:
+        return
+    wrong = [f"parameter {i} is {s[1]} '{s[0]}' in the source, {d[1]} '{d[0]}' in the KernelSpec"
+             for i, (s, d) in enumerate(zip(source, declared)) if s != d]
+    if len(source) != len(declared):
+        wrong.append(f"the source has {len(source)} parameters, the KernelSpec {len(declared)}")
+    raise CudaError(f"kernel {spec.name} ({spec.module}): " + "; ".join(wrong))
+
+
+def verify_params(spec: KernelSpec, param_info, count: int | None = None) -> None:
+    """The declaration against the cubin: `param_info(i)` gives parameter i's (offset, size), None past the end;
+    `count`, when the driver can tell it (cuFuncGetParamCount), the cubin's number of parameters. Nothing
+    probes past the last parameter (compute-sanitizer reports that call's error): without `count`, a
+    cubin with more parameters than the spec is ruled out by `check_spec`, whose source built the cubin
+    the manifest's hash pins."""
+    if count is not None and count != len(spec.params):
+        raise CudaError(f"kernel {spec.name} ({spec.module}): declared with {len(spec.params)} parameters, "
+                        f"but the cubin's kernel has {count}")
+    for index in range(len(spec.params)):
+        found = param_info(index)
+        if found is None:
+            raise CudaError(f"kernel {spec.name} ({spec.module}): {spec.describe_param(index)}, "
+                            f"but the cubin's kernel has only {index} parameters")
+        if tuple(found) != spec.layout[index]:
+            raise CudaError(f"kernel {spec.name} ({spec.module}): {spec.describe_param(index)}, "
+                            f"but the cubin has it at offset {found[0]}, size {found[1]}")

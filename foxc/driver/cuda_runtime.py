@@ -1,18 +1,32 @@
-"""The CUDA backend: the device's primary context, one stream, cubins loaded on first use."""
+"""The CUDA backend: the device's primary context, streams and events, memory, cubins loaded on first
+use, pre-packed launch plans and graphs. Each class owns one handle (lifecycle.Owned); every driver call
+goes through `check`.
+
+A free waits for the runtime's stream first (`release`), so nothing is freed while a launch or a graph
+may still use it: foxc issues all of a runtime's work on its one stream, so waiting for that stream, not
+the whole context, is enough, and leaves other runtimes' work running.
+"""
 from __future__ import annotations
 
+import ctypes
+import gc
+
+import numpy as np
 from cuda.bindings import driver
 
-from .device import Device, probe_device
-from .errors import check
-from .graph import Capture
-from .kernel_spec import KernelSpec
-from .launch import LaunchPlan
+from .backend import Device, probe_device
+from .cubins import check_spec, cubin_path, shipped_archs, verify_params
+from .errors import CudaError, check, raise_for
+from .kernel_spec import KernelSpec, pack_slot
 from .lifecycle import Owned
-from .memory import DeviceArray, MappedArray
-from .module import Kernel, Module
-from .runtime import RuntimeBase
-from .stream import Event, Stream, release
+from .runtime import ArrayBase, CaptureBase, DeviceArrayBase, GraphBase, PlanBase, RuntimeBase
+
+
+def release(call: str, handle, doing: str, after: Stream | None = None):
+    """`call(handle)`, checked, after waiting for `after` (while it is open): the stream that used the resource."""
+    if after is not None and not after._closed:
+        after.synchronize(f"waiting for stream '{after.name}' before {doing}")
+    check(getattr(driver, call)(handle), call, doing)
 
 
 class Context(Owned):
@@ -24,6 +38,220 @@ class Context(Owned):
                              f"retaining the primary context of device {device.ordinal}")
         self._own(release, "cuDevicePrimaryCtxRelease", device.handle, "releasing the primary context")
         check(driver.cuCtxSetCurrent(self._handle), "cuCtxSetCurrent", "making foxc's context current")
+
+
+class Stream(Owned):
+    """A non-blocking stream."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.capture_log = None
+        self._handle = check(driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate",
+                             f"creating stream '{name}'")
+        self._own(_destroy_stream, self._handle, name)
+
+    def synchronize(self, doing: str | None = None):
+        check(driver.cuStreamSynchronize(self._handle), "cuStreamSynchronize",
+              doing or f"waiting for stream '{self.name}'")
+
+    def wait(self, event: Event):
+        check(driver.cuStreamWaitEvent(self._handle, event._handle, 0), "cuStreamWaitEvent",
+              f"ordering stream '{self.name}' after event '{event.name}'")
+
+
+def _destroy_stream(handle, name: str):
+    check(driver.cuStreamSynchronize(handle), "cuStreamSynchronize",
+          f"waiting for stream '{name}' before destroying it")
+    release("cuStreamDestroy", handle, f"destroying stream '{name}'")
+
+
+class Event(Owned):
+    def __init__(self, name: str = "event"):
+        self.name = name
+        self._handle = check(driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate",
+                             f"creating event '{name}'")
+        # an event still pending when destroyed is released by the driver once it completes
+        self._own(release, "cuEventDestroy", self._handle, f"destroying event '{name}'")
+
+    def record(self, stream: Stream):
+        check(driver.cuEventRecord(self._handle, stream._handle), "cuEventRecord",
+              f"recording event '{self.name}' on stream '{stream.name}'")
+
+    def synchronize(self):
+        check(driver.cuEventSynchronize(self._handle), "cuEventSynchronize", f"waiting for event '{self.name}'")
+
+    def elapsed_ms(self, end: Event) -> float:
+        end.synchronize()
+        return float(check(driver.cuEventElapsedTime(self._handle, end._handle), "cuEventElapsedTime",
+                           f"timing '{self.name}' to '{end.name}'"))
+
+
+class DeviceArray(DeviceArrayBase):
+    """`cuMemAlloc` memory of a fixed shape and dtype."""
+
+    def __init__(self, rt, shape, dtype, name: str):
+        super().__init__(rt, shape, dtype, name)
+        self._addr = int(check(driver.cuMemAlloc(max(self.nbytes, 1)), "cuMemAlloc",
+                               f"allocating {self.nbytes} bytes for '{name}'"))
+        self._own(release, "cuMemFree", self._addr, f"freeing '{name}'", self._stream)
+
+    def _write(self, host: np.ndarray, stream):
+        doing = f"uploading '{self.name}'"
+        check(driver.cuMemcpyHtoDAsync(self._addr, host.ctypes.data, host.nbytes, stream._handle),
+              "cuMemcpyHtoDAsync", doing)
+        stream.synchronize(doing)  # `host` may be a temporary
+
+    def _read(self, out: np.ndarray, stream):
+        doing = f"downloading '{self.name}'"
+        check(driver.cuMemcpyDtoHAsync(out.ctypes.data, self._addr, out.nbytes, stream._handle),
+              "cuMemcpyDtoHAsync", doing)
+        stream.synchronize(doing)
+
+
+class _Pinned:
+    """A pinned block as an array interface: every numpy view of it holds it, so it outlives them all."""
+
+    def __init__(self, addr: int, shape, dtype):
+        self.__array_interface__ = {"data": (addr, False), "shape": shape, "typestr": dtype.str, "version": 3}
+
+
+class MappedArray(ArrayBase):
+    """Pinned host memory mapped into the device's address space (DEVICEMAP | PORTABLE): `host` is read and
+    written with no copy, and sees device writes once the writing work has completed."""
+
+    _kind = "mapped array"
+
+    def __init__(self, rt, shape, dtype, name: str):
+        super().__init__(rt, shape, dtype, name)
+        flags = driver.CU_MEMHOSTALLOC_DEVICEMAP | driver.CU_MEMHOSTALLOC_PORTABLE
+        host = int(check(driver.cuMemHostAlloc(max(self.nbytes, 1), flags), "cuMemHostAlloc",
+                         f"allocating {self.nbytes} mapped-pinned bytes for '{name}'"))
+        pinned = _Pinned(host, self.shape, self.dtype)
+        # freed when the array and its last view are gone (or at close())
+        self._own(release, "cuMemFreeHost", host, f"freeing '{name}'", self._stream, holder=pinned)
+        self._addr = int(check(driver.cuMemHostGetDevicePointer(host, 0), "cuMemHostGetDevicePointer",
+                               f"mapping '{name}' into the device"))
+        self.host = np.asarray(pinned).view(self.dtype)  # the interface gives a structured dtype as raw bytes
+
+
+class Module(Owned):
+    """The cubin `cubins/<arch>/<name>.cubin`, loaded with `cuModuleLoadData`; its kernels keep it loaded."""
+
+    def __init__(self, arch: str, name: str, stream: Stream):
+        path = cubin_path(arch, name)
+        if not path.is_file():
+            raise CudaError(f"{path} is missing (shipped: {', '.join(shipped_archs())}); run tools/build_cubins.py")
+        self.label = f"{arch}/{name}.cubin"
+        self._handle = check(driver.cuModuleLoadData(path.read_bytes()), "cuModuleLoadData",
+                             f"loading cubin {self.label}")
+        self._own(release, "cuModuleUnload", self._handle, f"unloading {self.label}", stream)
+
+    def kernel(self, spec: KernelSpec) -> Kernel:
+        check_spec(spec)  # by name and type; the cubin's layout then checks offsets and sizes
+        return Kernel(self, spec, check(driver.cuModuleGetFunction(self._handle, spec.name.encode()),
+                                        "cuModuleGetFunction", f"looking up kernel {spec.name} in {self.label}"))
+
+
+class Kernel:
+    """A function whose parameter layout `cuFuncGetParamInfo` confirmed."""
+
+    def __init__(self, module: Module, spec: KernelSpec, handle):
+        self.name, self.spec = spec.name, spec
+        self._module, self._handle = module, handle  # the module stays loaded while the kernel lives
+        verify_params(spec, self._param_info, self._param_count())
+
+    def _param_count(self) -> int | None:
+        try:
+            err, n = driver.cuFuncGetParamCount(self._handle)
+        except (AttributeError, RuntimeError):  # bindings without it, or a driver without it (580 has none)
+            return None
+        return int(n) if err == driver.CUresult.CUDA_SUCCESS else None
+
+    def _param_info(self, index: int):
+        err, offset, size = driver.cuFuncGetParamInfo(self._handle, index)
+        if err == driver.CUresult.CUDA_ERROR_INVALID_VALUE:
+            return None
+        check((err,), "cuFuncGetParamInfo", f"reading parameter {index} of kernel {self.name}")
+        return int(offset), int(size)
+
+
+class LaunchPlan(PlanBase):
+    """The arguments packed once into a persistent buffer, an 8-byte slot each, with the `void**` pointing
+    into it: a launch is one `cuLaunchKernel` with no Python work per argument."""
+
+    def __init__(self, rt, kernel, grid, block, args, shared_bytes: int = 0):
+        super().__init__(kernel, grid, block, args, shared_bytes)
+        n = max(len(self.values), 1)
+        self._slots = ctypes.create_string_buffer(8 * n)
+        packed = b"".join(pack_slot(p.kind, v) for p, v in zip(kernel.spec.params, self.values))
+        ctypes.memmove(self._slots, packed, len(packed))
+        base = ctypes.addressof(self._slots)
+        self._pointers = (ctypes.c_void_p * n)(*(base + 8 * i for i in range(n)))
+        self._address = ctypes.addressof(self._pointers)
+        self._launch = driver.cuLaunchKernel
+        self._func = kernel._handle
+        self._dims = (*self._grid, *self._block, self._shared_bytes)
+
+    def launch(self, stream):
+        log = stream.capture_log
+        if log is not None:
+            log.append(self)
+        gx, gy, gz, bx, by, bz, shm = self._dims
+        (err,) = self._launch(self._func, gx, gy, gz, bx, by, bz, shm, stream._handle, self._address, 0)
+        if err:
+            raise_for(err, "cuLaunchKernel", f"launching {self.name} with grid {self._grid}, block {self._block}, "
+                                             f"{shm} B shared on stream '{stream.name}'")
+
+
+class Graph(GraphBase):
+    """An instantiated graph, holding the launch plans and copies it captured."""
+
+    def __init__(self, graph, exec_handle, plans: list, name: str):
+        super().__init__(plans, name)
+        self._graph, self._exec = graph, exec_handle
+        self._launch = driver.cuGraphLaunch
+        self._own(_destroy_graph, exec_handle, graph, name)
+
+    def node_count(self) -> int:
+        _, n = check(driver.cuGraphGetNodes(self._graph, 0), "cuGraphGetNodes", f"counting nodes of '{self.name}'")
+        return int(n)
+
+    def launch(self, stream):
+        if stream.capture_log is not None:  # captured into another graph, which then holds these plans too
+            stream.capture_log.extend(self.plans)
+        (err,) = self._launch(self._exec, stream._handle)
+        if err:
+            raise_for(err, "cuGraphLaunch", f"launching graph '{self.name}' on stream '{stream.name}'")
+
+
+def _destroy_graph(exec_handle, graph, name: str):
+    release("cuGraphExecDestroy", exec_handle, f"destroying graph '{name}'")  # an in-flight one ends first
+    release("cuGraphDestroy", graph, f"destroying graph '{name}'")
+
+
+class Capture(CaptureBase):
+    def _begin(self):
+        gc.collect()  # run pending finalizers now rather than inside the capture
+        check(driver.cuStreamBeginCapture(self._stream._handle,
+                                          driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+              "cuStreamBeginCapture", f"starting capture of '{self._name}' on stream '{self._stream.name}'")
+
+    def _end(self, log: list, failed: bool) -> Graph | None:
+        err, graph = driver.cuStreamEndCapture(self._stream._handle)
+        if failed:
+            if not err:
+                driver.cuGraphDestroy(graph)
+            return None
+        check((err,), "cuStreamEndCapture", f"ending capture of '{self._name}'")
+        try:
+            exec_handle = check(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate",
+                                f"instantiating '{self._name}'")
+        except CudaError:
+            driver.cuGraphDestroy(graph)
+            raise
+        done = Graph(graph, exec_handle, log, self._name)
+        check(driver.cuGraphUpload(exec_handle, self._stream._handle), "cuGraphUpload", f"uploading '{self._name}'")
+        return done
 
 
 class CudaRuntime(RuntimeBase):

@@ -1,14 +1,13 @@
 """One exception type for everything the driver layer reports, and `check`, which unwraps every driver call.
 
-A `cuda.bindings.driver` call returns `(CUresult, *values)`; `check` raises CudaError naming the
-result, the call and what foxc was doing, so a failure reads like
+A `cuda.bindings.driver` call returns `(CUresult, *values)`; a failure reads like
 `cuLaunchKernel failed with CUDA_ERROR_INVALID_VALUE while launching fill_f32 ... (invalid argument)`.
 """
 from __future__ import annotations
 
 
 class CudaError(RuntimeError):
-    """A driver call failed, or the driver layer refused a request."""
+    """A driver call failed (`result`, `call` and `doing` say how), or the driver layer refused a request."""
 
     def __init__(self, message: str, *, result: str | None = None, call: str | None = None,
                  doing: str | None = None):
@@ -16,20 +15,13 @@ class CudaError(RuntimeError):
         self.result, self.call, self.doing = result, call, doing
 
 
-def result_name(code) -> str:
-    """The CUresult's name, e.g. CUDA_ERROR_INVALID_VALUE (no driver needed)."""
-    try:
-        from cuda.bindings import driver
-        return driver.CUresult(int(code)).name
-    except Exception:  # an unknown code, or no bindings
-        return f"CUresult({int(code)})"
-
-
 def raise_for(code, call: str, doing: str):
-    name, text = result_name(code), ""
-    try:  # cuGetErrorString's explanation, where the driver can give one
+    name, text = f"CUresult({int(code)})", ""
+    try:  # the result's name and cuGetErrorString's explanation, where the bindings know the code
         from cuda.bindings import driver
-        err, raw = driver.cuGetErrorString(driver.CUresult(int(code)))
+        result = driver.CUresult(int(code))
+        name = result.name
+        err, raw = driver.cuGetErrorString(result)
         if not err and raw:
             text = f" ({raw.decode() if isinstance(raw, bytes) else raw})"
     except Exception:

@@ -1,10 +1,8 @@
 """Kernel declarations: a name, the cubin that holds it, and typed parameters.
 
-A kernel is declared once, next to its numpy reference. Both backends check the
-declaration against the kernel's C signature (signatures.py), the CUDA backend also
-against the cubin's parameter layout (`verify_params`), and both convert launch
-arguments through it, so a Python int is never silently packed as a pointer and a
-float is never passed where the kernel expects an integer.
+A kernel is declared once, next to its numpy reference; both backends check the declaration at load
+(cubins.py) and convert launch arguments through it, so a Python int is never silently packed as a
+pointer and a float is never passed where the kernel expects an integer.
 """
 from __future__ import annotations
 
@@ -71,11 +69,8 @@ class KernelSpec:
 
 
 class DevPtr:
-    """A device address together with the object that owns the memory behind it.
-
-    Holding the owner keeps the allocation alive for as long as a launch plan
-    (and any graph captured from it) may use the address.
-    """
+    """A device address and the object owning the memory behind it, kept alive as long as a launch plan
+    (and any graph captured from it) may use the address."""
 
     __slots__ = ("addr", "owner")
 
@@ -132,22 +127,3 @@ def pack_slot(kind: ParamKind, value) -> bytes:
     """One 8-byte argument slot, little-endian, the value at its start."""
     raw = struct.pack(kind.struct_code, int(value) if kind is PTR else value)
     return raw.ljust(8, b"\0")
-
-
-def verify_params(spec: KernelSpec, param_info, count: int | None = None) -> None:
-    """The declaration against the cubin: `param_info(i)` gives parameter i's (offset, size), None past the end;
-    `count`, when the driver can tell it (cuFuncGetParamCount), the cubin's number of parameters. Nothing
-    probes past the last parameter (compute-sanitizer reports that call's error): without `count`, a
-    cubin with more parameters than the spec is ruled out by the signature check against the manifest
-    (check_spec), whose source built the cubin the manifest's hash pins."""
-    if count is not None and count != len(spec.params):
-        raise CudaError(f"kernel {spec.name} ({spec.module}): declared with {len(spec.params)} parameters, "
-                        f"but the cubin's kernel has {count}")
-    for index in range(len(spec.params)):
-        found = param_info(index)
-        if found is None:
-            raise CudaError(f"kernel {spec.name} ({spec.module}): {spec.describe_param(index)}, "
-                            f"but the cubin's kernel has only {index} parameters")
-        if tuple(found) != spec.layout[index]:
-            raise CudaError(f"kernel {spec.name} ({spec.module}): {spec.describe_param(index)}, "
-                            f"but the cubin has it at offset {found[0]}, size {found[1]}")

@@ -1,10 +1,17 @@
-"""What both runtimes share; api.Runtime is the contract they implement."""
+"""What both backends share: the runtime, arrays, launch plans, graphs and captures, each checked once here;
+a backend subclass adds the calls that touch its device. api.py is the contract they implement."""
 from __future__ import annotations
+
+import math
+
+import numpy as np
 
 from .api import Capture, DeviceArray, Event, Kernel, LaunchPlan, MappedArray, Stream
 from .errors import CudaError
-from .kernel_spec import KernelSpec
-from .lifecycle import Owned
+from .kernel_spec import DevPtr, KernelSpec, convert_args
+from .lifecycle import Owned, capture_closed, capture_opened
+
+MAX_THREADS_PER_BLOCK = 1024
 
 
 class RuntimeBase(Owned):
@@ -52,3 +59,126 @@ class RuntimeBase(Owned):
 
     def profiler_stop(self):
         self.profiling = False
+
+
+class ArrayBase(Owned):
+    """A typed allocation with a stable device address for its whole life; a backend sets `_addr`."""
+
+    _kind = "array"
+
+    def __init__(self, rt, shape, dtype, name: str):
+        self.shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+        if any(s < 0 for s in self.shape):
+            raise ValueError(f"'{name}': negative dimension in shape {self.shape}")
+        self.dtype = np.dtype(dtype)
+        self.name = name
+        self.size = math.prod(self.shape)
+        self.nbytes = self.size * self.dtype.itemsize
+        self._stream = rt.stream  # where host copies go by default, and what a free waits for
+        self._addr = 0
+
+    @property
+    def ptr(self) -> DevPtr:
+        return self.at(0)
+
+    def at(self, index: int) -> DevPtr:
+        self._check_open()
+        if not 0 <= index <= self.size:
+            raise IndexError(f"{self._kind} '{self.name}': element {index} outside 0..{self.size}")
+        return DevPtr(self._addr + index * self.dtype.itemsize, self)
+
+    def _check_open(self):
+        if self._closed:
+            raise ValueError(f"{self._kind} '{self.name}' is closed")
+
+    def __repr__(self):
+        state = "closed" if self._closed else f"0x{self._addr:x}"
+        return f"<{type(self).__name__} '{self.name}' {self.shape} {self.dtype} at {state}>"
+
+
+class DeviceArrayBase(ArrayBase):
+    """Device memory; a backend adds `_write(host, stream)` and `_read(out, stream)`."""
+
+    _kind = "device array"
+
+    def upload(self, host: np.ndarray, stream=None):
+        stream = self._host_copy_stream(stream, "uploading")
+        host = np.ascontiguousarray(host)
+        if host.dtype != self.dtype:
+            raise TypeError(f"'{self.name}' holds {self.dtype}, got {host.dtype}")
+        if host.nbytes > self.nbytes:
+            raise ValueError(f"'{self.name}' holds {self.nbytes} bytes, got {host.nbytes}")
+        self._write(host, stream)
+
+    def download(self, stream=None) -> np.ndarray:
+        out = np.empty(self.shape, self.dtype)
+        self._read(out, self._host_copy_stream(stream, "downloading"))
+        return out
+
+    def _host_copy_stream(self, stream, doing: str):
+        self._check_open()
+        stream = stream or self._stream
+        if stream.capture_log is not None:  # a replay would copy from or to host memory that may be gone by then
+            raise CudaError(f"{doing} '{self.name}' while stream '{stream.name}' is capturing a graph: a graph "
+                            f"cannot hold a host copy. Copy before the capture, or from a device buffer (copy_dtod)")
+        return stream
+
+
+def _dims(dims, what: str, kernel_name: str) -> tuple[int, int, int]:
+    dims = (dims,) if isinstance(dims, int) else tuple(int(d) for d in dims)
+    dims += (1,) * (3 - len(dims))
+    if len(dims) != 3 or any(d < 1 for d in dims):
+        raise CudaError(f"kernel {kernel_name}: {what} {dims} must be 1 to 3 positive sizes")
+    return dims
+
+
+class PlanBase:
+    """A plan's grid, block, shared memory and arguments, checked once at creation; a backend adds `launch`."""
+
+    def __init__(self, kernel, grid, block, args, shared_bytes: int):
+        self.kernel, self.name = kernel, kernel.name
+        self._grid, self._block = _dims(grid, "grid", kernel.name), _dims(block, "block", kernel.name)
+        if math.prod(self._block) > MAX_THREADS_PER_BLOCK:
+            raise CudaError(f"kernel {kernel.name}: block {self._block} has more than {MAX_THREADS_PER_BLOCK} threads")
+        self._shared_bytes = int(shared_bytes)
+        self.values = convert_args(kernel.spec, args)  # DevPtrs keep their buffers alive
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {self.name} grid={self._grid} block={self._block}>"
+
+
+class GraphBase(Owned):
+    """What a capture recorded: `plans` lists its launch plans and copies, and so holds every buffer used."""
+
+    def __init__(self, plans: list, name: str):
+        self.plans, self.name = plans, name
+
+    @property
+    def kernel_count(self) -> int:
+        return sum(hasattr(p, "kernel") for p in self.plans)
+
+
+class CaptureBase:
+    """While open, the stream's `capture_log` lists what is launched on it; host copies are refused then,
+    and nothing may synchronize. A backend adds `_begin()` and `_end(log, failed)`, which returns the graph
+    (None when failed)."""
+
+    def __init__(self, stream, name: str):
+        self._stream, self._name = stream, name
+        self.graph = None
+
+    def __enter__(self):
+        if self._stream.capture_log is not None:
+            raise CudaError(f"stream '{self._stream.name}' is already capturing")
+        self._begin()
+        capture_opened()
+        self._stream.capture_log = []
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        log, self._stream.capture_log = self._stream.capture_log, None
+        try:
+            self.graph = self._end(log, failed=exc_type is not None)
+        finally:
+            capture_closed()
+        return False

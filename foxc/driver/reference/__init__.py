@@ -1,1 +1,2 @@
-"""The reference backend: the runtime on numpy (runtime.py, memory.py) and the registry of numpy kernels."""
+"""The reference backend: the runtime on numpy (runtime.py), its simulated address space (memory.py) and the
+registry of numpy kernels (registry.py)."""

@@ -5,8 +5,8 @@ import bisect
 
 import numpy as np
 
-from ..arrays import ArrayBase, DeviceArrayBase
 from ..errors import CudaError
+from ..runtime import ArrayBase, DeviceArrayBase
 from .registry import RefMem
 
 _BASE = 0x7F00_0000_0000

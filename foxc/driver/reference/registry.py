@@ -1,9 +1,8 @@
 """Numpy implementations of the kernels, registered under the kernels' own names.
 
-A reference receives `(launch, *args)`: `launch` carries grid and block, a
-pointer argument arrives as a `RefMem` (a typed window onto the allocation it
-points into) and a scalar as the numpy scalar of its declared type, so float32
-arithmetic stays float32.
+A reference receives `(launch, *args)`: `launch` carries grid and block, a pointer argument arrives as a
+`RefMem` (a typed window onto the allocation it points into) and a scalar as the numpy scalar of its
+declared type, so float32 arithmetic stays float32.
 """
 from __future__ import annotations
 
@@ -12,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..cubins import check_spec
 from ..errors import CudaError
 from ..kernel_spec import KernelSpec
-from ..signatures import check_spec
 
 _REFERENCES: dict[str, tuple[KernelSpec, object]] = {}
 
@@ -24,10 +23,6 @@ class LaunchInfo:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_bytes: int = 0
-
-    @property
-    def threads(self) -> int:
-        return self.grid[0] * self.grid[1] * self.grid[2] * self.block[0] * self.block[1] * self.block[2]
 
 
 class RefMem:

@@ -5,15 +5,15 @@ stream order; a capture records launches and device copies instead, and its grap
 """
 from __future__ import annotations
 
+import os
 import time
 
-from ..capture import CaptureBase, GraphBase
+from threadpoolctl import threadpool_limits
+
 from ..errors import CudaError
-from ..kernel_spec import PTR, KernelSpec, convert_args
-from ..launch import PlanBase
+from ..kernel_spec import PTR, KernelSpec
 from ..lifecycle import Owned
-from ..runtime import RuntimeBase
-from .blas import pin_blas_threads
+from ..runtime import CaptureBase, GraphBase, PlanBase, RuntimeBase
 from .memory import AddressSpace, RefDeviceArray, RefMappedArray
 from .registry import LaunchInfo, reference_for
 
@@ -21,6 +21,32 @@ from .registry import LaunchInfo, reference_for
 # What the reference backend reports as free device memory: a fixed figure, so defaults sized from it
 # (the trainer's data budget) are the same on every machine.
 REFERENCE_FREE_BYTES = 2_000_000_000
+
+# The reference kernels multiply small matrices (a few hundred rows) thousands of times a second;
+# OpenBLAS's default of one thread per core spends more on waking threads than on arithmetic (runs
+# were up to 9x slower on two cores), so BLAS gets one thread unless the user chose a count.
+USER_SETTINGS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+_blas_limits = None  # the process-wide pin, kept so it is not released
+
+
+def pin_blas_threads() -> str:
+    """Pin BLAS to one thread (once per process) unless an environment variable chose; say which."""
+    global _blas_limits
+    chosen = next((k for k in USER_SETTINGS if os.environ.get(k)), None)
+    if chosen:
+        return f"{chosen}={os.environ[chosen]}"
+    if _blas_limits is None:
+        _blas_limits = threadpool_limits(limits=1, user_api="blas")
+    return "1 (pinned; set OPENBLAS_NUM_THREADS to choose)"
+
+
+def _issue(stream: RefStream, work: list):
+    """Run `work` (plans and copies) now, or record it into the capture open on `stream`."""
+    if stream.capture_log is not None:
+        stream.capture_log.extend(work)
+    else:
+        for entry in work:
+            entry._run()
 
 
 class RefStream(Owned):
@@ -63,8 +89,7 @@ class RefKernel:
 
 class RefLaunchPlan(PlanBase):
     def __init__(self, rt: ReferenceRuntime, kernel: RefKernel, grid, block, args, shared_bytes: int = 0):
-        super().__init__(kernel, grid, block, shared_bytes)
-        self.values = convert_args(kernel.spec, args)  # DevPtrs keep their buffers alive
+        super().__init__(kernel, grid, block, args, shared_bytes)
         self._args = [LaunchInfo(self._grid, self._block, self._shared_bytes)] + [
             rt.space.resolve(v.addr) if p.kind is PTR else v for p, v in zip(kernel.spec.params, self.values)]
 
@@ -72,10 +97,7 @@ class RefLaunchPlan(PlanBase):
         self.kernel._run(*self._args)
 
     def launch(self, stream: RefStream):
-        if stream.capture_log is not None:
-            stream.capture_log.append(self)
-        else:
-            self._run()
+        _issue(stream, [self])
 
 
 class _DeviceCopy:
@@ -92,11 +114,7 @@ class RefGraph(GraphBase):
         return len(self.plans)
 
     def launch(self, stream: RefStream):
-        if stream.capture_log is not None:
-            stream.capture_log.extend(self.plans)
-            return
-        for entry in self.plans:
-            entry._run()
+        _issue(stream, self.plans)
 
 
 class RefCapture(CaptureBase):
@@ -120,12 +138,7 @@ class ReferenceRuntime(RuntimeBase):
         return RefKernel(spec)
 
     def copy_dtod(self, dst, src, nbytes: int, stream: RefStream | None = None):
-        copy = _DeviceCopy(self, dst, src, nbytes)
-        stream = stream or self.stream
-        if stream.capture_log is not None:
-            stream.capture_log.append(copy)
-        else:
-            copy._run()
+        _issue(stream or self.stream, [_DeviceCopy(self, dst, src, nbytes)])
 
     def free_bytes(self) -> int:
         return REFERENCE_FREE_BYTES
