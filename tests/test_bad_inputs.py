@@ -283,7 +283,7 @@ def shared_files(base: Path) -> dict:
     """The fixtures the cases copy or read: a small checkpoint (whole, damaged, cut short), 3,000 rows of data
     (and its prepared cache, and a labels shard with one bit flipped), a file whose every row is skipped."""
     from foxc.checkpoint import write_checkpoint
-    from foxc.data.cache import prepare
+    from foxc.data.prepare import prepare
     from foxc.data.parquet import write_parquet
     from foxc.data.record import PRICE_UNDEF
     from foxc.data.synthetic import generate

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from data_files import dbn_bytes, write_lobster
-from foxc.data.cache import MANIFEST, content_sha256, file_sha256, head_labels, is_cache, open_cache, prepare
+from foxc.data.cache import MANIFEST, content_sha256, file_sha256, head_labels, is_cache, open_cache
+from foxc.data.prepare import prepare
 from foxc.data.labels import LabelConfig, compute_labels
 from foxc.data.parquet import write_parquet
 from foxc.data.record import PRICE_UNDEF, SNAPSHOT_DTYPE
@@ -183,7 +184,9 @@ def test_head_labels_are_the_labels_of_the_head_alone(rows):
     cfg = LabelConfig((1, 10, 120))
     full = compute_labels(rec, 250_000_000, cfg)
     want = compute_labels(rec[:rows], 250_000_000, cfg)
-    assert head_labels(full, cfg.horizons, rows).tobytes() == want.tobytes()
+    assert head_labels(full[:, :, :rows].copy(), cfg.horizons, rows).tobytes() == want.tobytes()
+    tail = full[:, :, rows // 2:rows].copy()  # a block of them, as a cache's shard is cut
+    assert head_labels(tail, cfg.horizons, rows, rows // 2).tobytes() == want[:, :, rows // 2:].tobytes()
 
 
 def test_training_from_a_cache_sees_what_training_from_the_files_sees(data, cache):

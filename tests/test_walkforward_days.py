@@ -8,7 +8,8 @@ import pytest
 
 import foxc.data.cache as cache_module
 import foxc.evaluate.folds as folds_module
-from foxc.data.cache import prepare, read_rows
+from foxc.data.cache import read_rows
+from foxc.data.prepare import prepare
 from foxc.data.parquet import write_parquet
 from foxc.data.source import load
 from foxc.data.synthetic import START_NS, generate

@@ -68,13 +68,14 @@ def _write_day(args):
 def bench_prepare(rows: int, workers: int) -> list[dict]:
     """Prepare a cache of `rows` snapshots in `workers` daily Parquet files (written side by side
     first), in `workers` processes; then open it for training and verify every shard."""
-    from ..data.cache import CacheRows, _pool, _run, prepare
+    from ..data.cache import CacheRows
+    from ..data.prepare import prepare, process_pool, run_jobs
     from ..data.labels import LabelConfig
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "days"
         folder.mkdir()
-        with _pool(workers, workers) as pool:
-            _run(pool, _write_day, [(folder, day, rows // workers) for day in range(workers)])
+        with process_pool(workers, workers) as pool:
+            run_jobs(pool, _write_day, [(folder, day, rows // workers) for day in range(workers)])
         t0 = time.perf_counter()
         prepare(folder, Path(tmp) / "cache", workers=workers)
         made = time.perf_counter() - t0
@@ -129,7 +130,8 @@ def _base_day(rows: int) -> np.ndarray:
 def _scale_shard(args) -> tuple[int, int, float, dict]:
     """Shard k, in a worker: the base day moved k days and k % 64 ticks, written a chunk at a time, then
     labelled and hashed by prepare's shard writer. Returns (first_ts, last_ts, seconds, its files)."""
-    from ..data.cache import RECORDS, _records_header, _write_shard
+    from ..data.cache import RECORDS
+    from ..data.prepare import records_header, write_shard
     from ..data.stream import CHUNK_ROWS
     folder, k, rows, shard_rows, labels = args
     t0 = time.perf_counter()
@@ -138,7 +140,7 @@ def _scale_shard(args) -> tuple[int, int, float, dict]:
     tick = SynthParams().tick_units
     buffer = np.empty(min(rows, CHUNK_ROWS), SNAPSHOT_DTYPE)  # one buffer for every chunk: no fresh pages
     with open(folder / RECORDS, "wb") as fh:
-        fh.write(_records_header(rows))
+        fh.write(records_header(rows))
         for start in range(0, rows, CHUNK_ROWS):
             chunk = buffer[:min(CHUNK_ROWS, rows - start)]
             np.copyto(chunk, base[start:start + len(chunk)])
@@ -148,7 +150,7 @@ def _scale_shard(args) -> tuple[int, int, float, dict]:
                 chunk[name] += (k % 64) * tick
             chunk["segment"] = k
             fh.write(chunk.data)
-    files = _write_shard((folder, k, k, tick, labels, CHUNK_ROWS))
+    files = write_shard((folder, k, k, tick, labels, CHUNK_ROWS))
     first, last = (int(base["ts_ns"][i]) + k * DAY_NS for i in (0, -1))
     return first, last, time.perf_counter() - t0, files
 
@@ -157,21 +159,22 @@ def build_scale_cache(folder: Path, rows: int, shard_rows: int, workers: int, lo
     """A synthetic cache of `rows` snapshots in shards of `shard_rows`, built shard by shard in
     `workers` processes; returns its manifest (written last, as prepare writes it)."""
     import json
-    from ..data.cache import MANIFEST, _manifest, _pool, _run, shard_dir
+    from ..data.cache import MANIFEST, shard_dir
+    from ..data.prepare import build_manifest, process_pool, run_jobs
     from ..data.labels import LabelConfig
     from ..data.stream import FileSummary
     from ..data.validate import ValidationConfig
     plan, labels = scale_plan(rows, shard_rows), LabelConfig()
     jobs = [(shard_dir(folder, k), k, n, shard_rows, labels) for k, n in enumerate(plan)]
-    with _pool(workers, len(jobs)) as pool:
-        made = _run(pool, _scale_shard, jobs,
+    with process_pool(workers, len(jobs)) as pool:
+        made = run_jobs(pool, _scale_shard, jobs,
                     lambda done, r: log(f"  shard {done}/{len(plan)} written in {r[2]:.1f} s"))
     shards = []
     for k, (n, (first, last, _, _)) in enumerate(zip(plan, made)):
         name = f"synthetic:seed={SCALE_SEED}:day={k}"
         summary = FileSummary(name, "synthetic", n, n, {}, [], "SYNTH", SynthParams().instrument_id, first, last)
         shards.append((k, summary, [{"path": name, "bytes": 0, "sha256": ""}]))
-    manifest = _manifest(f"synthetic {rows} rows", shards, [m[3] for m in made], SynthParams().tick_units,
+    manifest = build_manifest(f"synthetic {rows} rows", shards, [m[3] for m in made], SynthParams().tick_units,
                          labels, ValidationConfig())
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest

@@ -67,7 +67,7 @@ def cmd_synth(args) -> int:
 
 
 def cmd_prepare(args) -> int:
-    from .cache import prepare
+    from .prepare import prepare
     out = cache_out("--out", args.out, args.overwrite)
     if len(args.horizons) != 3:
         raise UsageError(f"--horizons {','.join(map(str, args.horizons))}: give three horizons")

@@ -1,8 +1,9 @@
 """A prepared cache: validated snapshots and their label planes, one memory-mappable shard per segment.
 
-    python -m foxc.data prepare DATA --out CACHE [--horizons 10,50,100] [--workers N] [--overwrite]
-    cache = open_cache("CACHE", LabelConfig(horizons=(10, 50, 100)))   # verified against its manifest
-    cache.market, cache.labels, cache.sha256   # == load(DATA), compute_labels(...), the data's identity
+    python -m foxc.data prepare DATA --out CACHE [--horizons 10,50,100]    # foxc.data.prepare
+    rows = CacheRows("CACHE", LabelConfig(horizons=(10, 50, 100)))   # manifest and file sizes checked
+    rows.read(k, records, labels)              # shard k, hashed as it is read (what training does)
+    cache = open_cache("CACHE", LabelConfig())  # all of it in memory: == load(DATA), compute_labels(...)
 
 Layout:
     CACHE/manifest.json                  written last: a cache without one is not a cache
@@ -16,44 +17,32 @@ so a shard is a day; a file holding several days stays one shard and one segment
 training from the files. Labels never cross a segment, so each shard is labelled on its own and
 the shards side by side are, bit for bit, what load() + compute_labels give for the same files.
 
-Preparing streams every file (foxc.data.stream) in a process pool, one file per worker, in two
-passes: (1) read, validate and write the kept records straight into records.npy, numbered with the
-file's place in DATA's (sorted) order; (2) once every file's first time and the tick are known (the
-tick is inferred from all of them, as load() infers it), number the shards, read each records.npy
-once to hash it and compute labels.npy a block of rows at a time, writing the records back only
-where a shard's segment is not the number pass 1 guessed (files not named in time order). A worker
-holds a chunk of rows and a label block (and, reading Parquet, the row group pyarrow decodes),
-never a file. Everything is written into a hidden folder beside CACHE and renamed into place at
-the end, so a refused input leaves no cache behind.
+How a cache is made: foxc.data.prepare.
 
-Opening reads every shard file into the cache's arrays on threads (reading and hashing release
-the GIL), hashing it as it reads; nothing is returned before every file's size, sha256, dtype and
-shape are the manifest's: a stale or tampered shard is refused naming it. The cache's identity
-(`sha256`) is a digest of its shards' hashes, its tick and label configuration: what a resumed run
-must match.
+A run trains from `CacheRows`: the manifest checked, the rows left on disk, each shard file hashed
+whole as it is read and refused, naming it, unless its size, sha256, dtype and shape are the
+manifest's (a stale or tampered shard). `open_cache` reads all of it into memory the same way.
+The cache's identity (`sha256`) is a digest of its shards' hashes, its tick and label
+configuration: what a resumed run must match.
 """
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import re
-import shutil
-from contextlib import nullcontext
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
 import numpy.lib.format as npy
 
-from .labels import N_PLANES, LabelConfig, compute_labels
+from .labels import N_PLANES, LabelConfig
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
-from .source import MarketData, expand, in_time_order, market_data, report_of, tick_of, tick_step
-from .stream import CHUNK_ROWS, FileStream, FileSummary
-from .validate import DataError, ValidationConfig
+from .source import MarketData, market_data, report_of
+from .stream import FileSummary
+from .validate import DataError
 
 FORMAT, VERSION = "foxc-cache", 1
 MANIFEST = "manifest.json"
@@ -80,204 +69,7 @@ def file_sha256(path) -> str:
     return h.hexdigest()
 
 
-# ------------------------------------------------------------------------------------------------
-# prepare
-
-def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
-            config: ValidationConfig = ValidationConfig(), overwrite: bool = False, rows: int = CHUNK_ROWS,
-            log=lambda msg: None) -> dict:
-    """Write the cache of the files `spec` names into `out` (new, empty, or a cache when `overwrite`);
-    returns its manifest. A file that cannot be read, or keeps no row, raises DataError naming it."""
-    out = Path(out)
-    paths = expand(spec)
-    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
-    made = _first_missing(tmp)  # removed whole on failure: a refused input leaves nothing behind
-    shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "shards").mkdir(parents=True)
-    installed = False
-    try:
-        with _pool(workers, len(paths)) as pool:
-            read = _run(pool, _read_file, [(i, p, tmp / f"part-{i:05d}", config, rows) for i, p in enumerate(paths)],
-                        lambda count, r: log(f"  read {count}/{len(paths)}: {r[1].path}: {r[1].rows:,} of "
-                                             f"{r[1].rows_read:,} rows kept"))
-            shards = in_time_order(read, key=lambda r: r[1])
-            for segment, (i, _, _) in enumerate(shards):
-                os.rename(tmp / f"part-{i:05d}", shard_dir(tmp, segment))
-            tick = _tick(pool, [shard_dir(tmp, k) / RECORDS for k in range(len(shards))],
-                         [r[1].rows for r in shards])
-            files = _run(pool, _write_shard, [(shard_dir(tmp, k), k, i, tick, labels, rows)
-                                              for k, (i, _, _) in enumerate(shards)])
-        manifest = _manifest(spec, shards, files, tick, labels, config)
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-        _install(tmp, out, overwrite)
-        installed = True
-    finally:
-        shutil.rmtree(tmp if installed else made, ignore_errors=True)
-    return manifest
-
-
-def _first_missing(path: Path) -> Path:
-    """The outermost folder of `path` that does not exist yet (`path` itself when its parent does)."""
-    path = path.absolute()
-    while not path.parent.exists():
-        path = path.parent
-    return path
-
-
-def _pool(workers: int, jobs: int):
-    """A process pool of `workers` (spawned: no inherited threads), or none (None) for one worker."""
-    if min(workers, jobs) <= 1:
-        return nullcontext()
-    return ProcessPoolExecutor(min(workers, jobs), mp_context=get_context("spawn"), initializer=_worker_start,
-                               initargs=(max(1, (os.cpu_count() or 1) // workers),))
-
-
-def _worker_start(threads: int):
-    import pyarrow
-    pyarrow.set_cpu_count(threads)  # the pool is the parallelism: files side by side
-
-
-def _run(pool, job, args: list, progress=lambda done, result: None) -> list:
-    """job(a) for each a, in the pool's processes (or here); the first error stops the rest and is raised."""
-    if pool is None:
-        results = []
-        for a in args:
-            results.append(job(a))
-            progress(len(results), results[-1])
-        return results
-    futures = [pool.submit(job, a) for a in args]
-    pending, done = set(futures), 0
-    while pending:
-        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-        for f in finished:
-            if f.exception() is not None:
-                for other in pending:
-                    other.cancel()
-                wait(pending)  # the running ones end before their folder is removed
-                raise f.exception()
-            done += 1
-            progress(done, f.result())
-    return [f.result() for f in futures]
-
-
-def _read_file(args) -> tuple[int, FileSummary, list[dict]]:
-    """Pass 1, one file: its kept rows into records.npy (prev_ts_ns set, segment `index`: the segment it
-    gets when DATA's files are named in time order), its summary, its sources."""
-    index, path, folder, config, rows = args
-    folder.mkdir()
-    stream = FileStream(path, config, rows)
-    with open(folder / RECORDS, "wb") as fh:
-        fh.write(bytes(RECORDS_AT))  # the header, once the rows are counted
-        for chunk in stream:
-            chunk["segment"] = index
-            fh.write(chunk.data)
-        os.pwrite(fh.fileno(), _records_header(stream.summary().rows), 0)
-    return index, stream.summary(), [{"path": str(p), "bytes": p.stat().st_size, "sha256": file_sha256(p)}
-                                     for p in _sources(stream.path, stream.kind)]
-
-
-def _sources(path: Path, kind: str) -> list[Path]:
-    """The files a data file's rows come from (a LOBSTER order book and its message file)."""
-    if kind == "lobster":
-        from .lobster import message_path
-        if message_path(path).is_file():
-            return [path, message_path(path)]
-    return [path]
-
-
-def _tick(pool, files: list[Path], counts: list[int]) -> int:
-    """infer_tick of the shards side by side: the rows load() would sample, gathered from each file (in the pool)."""
-    step = tick_step(sum(counts))
-    starts = np.cumsum([0] + counts[:-1])
-    jobs = [(path, n, int(-start % step), step) for path, n, start in zip(files, counts, starts)]
-    return tick_of(np.concatenate(_run(pool, _sample, jobs)))
-
-
-def _sample(args) -> np.ndarray:
-    """Rows first, first + step, ... of a records.npy of n rows (a strided copy of its map: the pages
-    that hold no sampled row are not read)."""
-    path, n, first, step = args
-    return np.array(np.memmap(path, SNAPSHOT_DTYPE, "r", offset=RECORDS_AT, shape=(n,))[first::step])
-
-
-def _write_shard(args) -> dict:
-    """Pass 2, one shard: records.npy hashed (renumbered in place where pass 1's guess was not its
-    segment) and labels.npy, in one sequential read of the records.
-
-    Labels are computed `rows` rows at a time on a window reaching the longest horizon past them, so
-    every label is the one the whole segment gives."""
-    folder, segment, guessed, tick, cfg, rows = args
-    n = ((folder / RECORDS).stat().st_size - RECORDS_AT) // SNAPSHOT_BYTES
-    records, labels = hashlib.sha256(_records_header(n)), folder / LABELS
-    shape = (N_PLANES, len(cfg.horizons), n)
-    with open(folder / RECORDS, "r+b") as rec_file, open(labels, "wb") as lab_out:
-        lab_head = _npy_header(np.dtype(np.float32), shape)
-        lab_out.write(lab_head)
-        lab_out.truncate(len(lab_head) + 4 * int(np.prod(shape)))
-        for start, window in _windows(rec_file, n, rows, max(cfg.horizons), segment):
-            block = window[:rows]
-            if segment != guessed:
-                os.pwrite(rec_file.fileno(), block.data, RECORDS_AT + start * SNAPSHOT_BYTES)
-            records.update(block.data)
-            planes = compute_labels(window, tick, cfg)[:, :, :len(block)]
-            for p in range(shape[0]):  # each (plane, horizon) row of the file gets this block's stretch
-                for k in range(shape[1]):
-                    at = len(lab_head) + 4 * ((p * shape[1] + k) * n + start)
-                    os.pwrite(lab_out.fileno(), planes[p, k].tobytes(), at)
-    return {RECORDS: {"bytes": (folder / RECORDS).stat().st_size, "sha256": records.hexdigest()},
-            LABELS: {"bytes": labels.stat().st_size, "sha256": file_sha256(labels)}}
-
-
-def _windows(fh, n: int, rows: int, reach: int, segment: int):
-    """(start, records [start, start + rows + reach) of the n of records.npy `fh`, numbered `segment`) for
-    start = 0, rows, 2 rows, ...: read in order into one buffer, the lookahead moved to its front each time."""
-    window = np.empty(rows + reach, SNAPSHOT_DTYPE)
-    held = 0
-    fh.seek(RECORDS_AT)
-    for start in range(0, n, rows):
-        need = min(n - start, rows + reach)
-        if held < need:
-            fh.readinto(memoryview(window[held:need].view(np.uint8)))
-            window["segment"][held:need] = segment
-            held = need
-        yield start, window[:need]
-        left = max(0, held - rows)
-        window[:left] = window[held - left:held].copy()
-        held = left
-
-
-def _npy_header(dtype: np.dtype, shape: tuple) -> bytes:
-    head = io.BytesIO()
-    npy.write_array_header_1_0(head, {"descr": npy.dtype_to_descr(dtype), "fortran_order": False, "shape": shape})
-    return head.getvalue()
-
-
-def _records_header(n: int) -> bytes:
-    head = _npy_header(SNAPSHOT_DTYPE, (n,))
-    assert len(head) == RECORDS_AT, "numpy pads a records header to the same length for any row count"
-    return head
-
-
-RECORDS_AT = len(_npy_header(SNAPSHOT_DTYPE, (0,)))  # where a records.npy's rows begin
-
-
-def _manifest(spec, shards: list, files: list[dict], tick: int, labels: LabelConfig,
-              config: ValidationConfig) -> dict:
-    entries = []
-    for segment, ((index, s, sources), shard_files) in enumerate(zip(shards, files)):
-        entries.append({"segment": segment, "rows": s.rows, "first_ts_ns": s.first_ts, "last_ts_ns": s.last_ts,
-                        "sources": sources, "files": shard_files,
-                        "read": {"input": index, "kind": s.kind, "rows_read": s.rows_read, "skipped": s.skipped,
-                                 "notes": s.notes, "instrument": s.instrument, "instrument_id": s.instrument_id,
-                                 "extra": s.extra}})
-    manifest = {"format": FORMAT, "version": VERSION, "data": str(spec), "record_bytes": SNAPSHOT_BYTES,
-                "tick": int(tick), "labels": _label_dict(labels), "validation": asdict(config),
-                "rows": sum(e["rows"] for e in entries), "shards": entries}
-    manifest["sha256"] = content_sha256(manifest)
-    return manifest
-
-
-def _label_dict(cfg: LabelConfig) -> dict:
+def label_dict(cfg: LabelConfig) -> dict:
     d = asdict(cfg)
     d["horizons"] = [int(h) for h in cfg.horizons]
     return d
@@ -288,22 +80,6 @@ def content_sha256(manifest: dict) -> str:
     what = {"format": FORMAT, "version": VERSION, "tick": manifest["tick"], "labels": manifest["labels"],
             "shards": [[s["files"][RECORDS]["sha256"], s["files"][LABELS]["sha256"]] for s in manifest["shards"]]}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
-
-
-def _install(tmp: Path, out: Path, overwrite: bool):
-    """Rename the finished cache into place; an old cache (with overwrite) goes only once the new one is there."""
-    old = None
-    if out.exists():
-        if not out.is_dir() or (any(out.iterdir()) and not (overwrite and is_cache(out))):
-            raise DataError(out, "appeared while preparing and is not an empty directory: nothing written")
-        if any(out.iterdir()):
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
-            os.rename(out, old)
-        else:
-            out.rmdir()
-    os.rename(tmp, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -388,9 +164,8 @@ class CacheRows:
                            [into[p, j] for p in range(N_PLANES) for j in range(h)])
             if cut:
                 labels[:, :, :n] = into[:, :, :n]
-            if self.stop < self.manifest["rows"]:  # the rows whose horizon reaches past the cut lose their label
-                for j, horizon in enumerate(self.horizons):
-                    labels[:, j, max(0, self.stop - horizon - int(self.first[k])):n] = 0
+            if self.stop < self.manifest["rows"]:
+                head_labels(labels[:, :, :n], self.horizons, self.stop, int(self.first[k]))
 
     def load(self) -> tuple[MarketData, np.ndarray]:
         """All these rows in memory: (MarketData, label planes), every file read on threads and verified."""
@@ -438,7 +213,7 @@ class CacheRows:
 
 def _check_labels(folder: Path, manifest: dict, labels: LabelConfig):
     """Refuse a cache prepared with other label settings than `labels` (horizons named both ways)."""
-    want, have = _label_dict(labels), manifest["labels"]
+    want, have = label_dict(labels), manifest["labels"]
     if have["horizons"] != want["horizons"]:
         a, b = (",".join(map(str, d["horizons"])) for d in (have, want))
         raise DataError(folder, f"prepared with label horizons {a}, not this run's --horizons {b} (prepare the "
@@ -563,7 +338,7 @@ def _manifest_problem(m) -> str | None:
     if m.get("record_bytes") != SNAPSHOT_BYTES:
         return f"records of {m.get('record_bytes')} bytes, this foxc's are {SNAPSHOT_BYTES} (prepare the cache again)"
     labels = m.get("labels")
-    if not (isinstance(labels, dict) and set(labels) == set(_label_dict(LabelConfig()))
+    if not (isinstance(labels, dict) and set(labels) == set(label_dict(LabelConfig()))
             and isinstance(labels["horizons"], list) and len(labels["horizons"]) == 3
             and all(_is_int(h) and h >= 1 for h in labels["horizons"])):
         return "labels is not a label configuration"
@@ -610,14 +385,14 @@ def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def head_labels(labels: np.ndarray, horizons, rows: int) -> np.ndarray:
-    """The labels compute_labels gives for the first `rows` records alone, from those of all of them:
-    a row whose horizon reaches past `rows` loses its label (every plane 0), the others keep theirs."""
-    out = np.ascontiguousarray(labels[:, :, :rows])
+def head_labels(labels: np.ndarray, horizons, rows: int, first: int = 0) -> np.ndarray:
+    """The labels compute_labels gives for the first `rows` records alone, from those of all of them
+    (`labels`: the planes of rows first.., changed in place and returned): a row whose horizon reaches
+    past `rows` loses its label (every plane 0), the others keep theirs."""
     for k, h in enumerate(horizons):
-        out[:, k, max(0, rows - int(h)):] = 0
-    return out
+        labels[:, k, max(0, rows - int(h) - first):] = 0
+    return labels
 
 
 __all__ = ["Cache", "CacheRows", "FORMAT", "MANIFEST", "VERSION", "content_sha256", "head_labels", "is_cache",
-           "open_cache", "prepare", "read_manifest", "read_rows"]
+           "open_cache", "read_manifest", "read_rows"]
