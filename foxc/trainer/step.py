@@ -15,8 +15,8 @@ The step, top to bottom (each line one phase; `phases` holds them in this order)
   learn        perception and RL losses, every backward, the RL gradient into the encoder
   update       gradient clip, AdamW (learning rates from the ISV), target soft update
   priorities   |TD| of the batch into the tree, tree rebuild
-  control      step statistics, reward/PopArt, learning-rate plateau and fused controllers
-  diagnostics  the step's frame into the mapped-pinned ring, the step counter, the ISV published to the host
+  control      step statistics, reward/PopArt, learning-rate plateau and other controllers, the step's frame
+               into the mapped-pinned ring, the step counter, the ISV published to the host (one kernel)
   advance      cursors move on, or start new episodes (the next step gathers at them)
 
 Nothing here reads the host or allocates once built, so the whole list can be captured into one
@@ -36,7 +36,6 @@ from ..data.device import DeviceDataset
 from ..data.features import FEATURES
 from ..data.resident import ResidencyError
 from ..isv import IsvBus
-from ..isv.kernels import plan_step_increment
 from ..lobsim.sim import LobSim, LobSimConfig
 from ..nn.heads import N_PERCEPTION
 from ..nn.model import STATE_DIM, Learner
@@ -111,10 +110,9 @@ class TrainStep:
                                  features=self.data.features, batch=B, seq_len=K, tick=market.tick, actor=cfg.actor,
                                  state=state, log_prob=log_prob, actions=self.sim.actions,
                                  stop_loss=self.sim.stop_loss, precision=cfg.precision)
-        self.diagnostics = DiagnosticsRing(rt, self.isv, self.stats, self.losses, ring_len=ring_len)
+        self.diagnostics = DiagnosticsRing(rt, ring_len=ring_len)
 
         g = bridge.grid(B)
-        one = lambda spec, *args: rt.plan(spec, 1, 1, args)  # noqa: E731
         self.phases = [
             ("gather", [self.data.gather_plan]),
             ("bridge", [rt.plan(bridge.BRIDGE_BEFORE_ACT, g, bridge.BLOCK, (
@@ -137,13 +135,10 @@ class TrainStep:
             ("control", [
                 vec.plan_elementwise(rt, vec.COPY_F32, self.losses, rl.loss_means, 3),
                 vec.plan_elementwise(rt, vec.COPY_F32, self.losses.at(3), perception.loss_mean, 1),
-                rt.plan(agent.AGENT_STEP_STATS, 1, 256, (
+                rt.plan(agent.AGENT_STEP_END, 1, agent.STATS_BLOCK, (
                     act.probs, self.sim.actions, act.flags, self.reward_raw, self.reward_scaled, self.clipped,
-                    self.closed, self.closed_pnl, act.lots, self.stats, B)),
-                one(agent.AGENT_REWARD_CONTROLLER, self.isv, self.stats),
-                one(agent.AGENT_LR_PLATEAU, self.isv, self.losses),
-                one(agent.AGENT_FUSED_CONTROLLERS, self.isv, self.stats)]),
-            ("diagnostics", [self.diagnostics.plan, plan_step_increment(rt, self.isv), self.isv.publish_plan()]),
+                    self.closed, self.closed_pnl, act.lots, B, self.losses, self.stats, self.isv, self.isv.array,
+                    *self.diagnostics.frame_args))]),
             ("advance", [self.cursors.advance_plan]),
         ]
         self.skip_first = {"replay_push", "replay_flush"}
