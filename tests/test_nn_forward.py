@@ -263,10 +263,12 @@ def test_bce_masked_ignores_masked_nan_labels(ref_rt, rng):
     assert np.all(loss[~on] == 0) and np.all(grad[~on] == 0)
 
 
-def test_loss_mean(ref_rt, rng):
-    x = rng.standard_normal(1000).astype(np.float32)
-    out, _ = run_kernel(ref_rt, losses.LOSS_MEAN, 1, 256, [poisoned(1), x, 1000])
-    assert abs(out[0] - x.astype(np.float64).mean()) < 1e-6
+def test_loss_means(ref_rt, rng):
+    B, n_bce = 1000, 9000
+    xs = [rng.standard_normal(n).astype(np.float32) for n in (B, B, B, n_bce)]
+    out, *_ = run_kernel(ref_rt, losses.LOSS_MEANS, 4, 256, [poisoned(4), *xs, B, n_bce])
+    for k, x in enumerate(xs):
+        assert abs(out[k] - x.astype(np.float64).mean()) < 1e-6, k
 
 
 def adamw_formula(theta, grad, m, v, scale, step, lr, b1=0.9, b2=0.999, eps=1e-8, wd=0.01):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..agent.layout import N_POSITION_FEATURES, POS_INDEX
+from ..agent.layout import LOSS_NAMES, N_POSITION_FEATURES, POS_INDEX
 from ..isv.registry import slot_index
 from . import heads, losses, matmul, optim, ssm
 from .heads import C51_ATOMS, N_ACTIONS, N_PERCEPTION, Q_OUTPUTS
@@ -209,12 +209,10 @@ class PerceptionHead:
         self.logits = rt.device_array((B, N_PERCEPTION), np.float32, "perception_logits")
         self.dlogits = rt.device_array((B, N_PERCEPTION), np.float32, "perception_dlogits")
         self.loss = rt.device_array((B, N_PERCEPTION), np.float32, "perception_loss")
-        self.loss_mean = rt.device_array(1, np.float32, "perception_loss_mean")
         lin = Linear(rt, params, "perception_w", "perception_b", h, self.logits, B, D, N_PERCEPTION,
                      precision=precision, dY=self.dlogits, dX=dh)
         self.forward = [*lin.forward,
-                        losses.plan_bce_masked(rt, self.dlogits, self.loss, self.logits, labels, mask, B, N_PERCEPTION),
-                        losses.plan_loss_mean(rt, self.loss_mean, self.loss, B * N_PERCEPTION)]
+                        losses.plan_bce_masked(rt, self.dlogits, self.loss, self.logits, labels, mask, B, N_PERCEPTION)]
         self.backward = lin.backward
 
 
@@ -248,7 +246,6 @@ class RlHeads:
         self.advantage = arr(B, "advantage")
         self.loss_q, self.td_error = arr(B, "loss_q"), arr(B, "td_error")
         self.loss_pi, self.loss_v = arr(B, "loss_pi"), arr(B, "loss_v")
-        self.loss_means = arr(3, "rl_loss_means")  # q, pi, v
         lin = lambda *a, **k: Linear(rt, params, *a, precision=precision, **k)  # noqa: E731
         trunk = lin("rl_w", "rl_b", s_t, self.z, B, S, R, ACT_RELU, dY=self.dz)
         trunk_next = lin("rl_w", "rl_b", s_tp1, self.z_next, B, S, R, ACT_RELU)
@@ -269,9 +266,6 @@ class RlHeads:
             losses.plan_value_loss(rt, self.dv, self.loss_v, self.advantage, self.v, self.v_next, ret, gamma_n,
                                    done, B),
             losses.plan_policy_loss(rt, self.dpi_logits, self.loss_pi, self.pi_logits, self.q, isv, B),
-            losses.plan_loss_mean(rt, self.loss_means.at(0), self.loss_q, B),
-            losses.plan_loss_mean(rt, self.loss_means.at(1), self.loss_pi, B),
-            losses.plan_loss_mean(rt, self.loss_means.at(2), self.loss_v, B),
         ]
         self.backward = [*q.backward, *trunk.backward, *pi.backward, *v.backward]
 
@@ -310,7 +304,7 @@ class Learner:
     component's arrays (the trainer passes the dataset's features and the replay's sampled
     batch), so nothing is copied. `forward_backward` and `update` are plan lists; `step` = both,
     capturable into one graph; `learn` is `forward_backward` without the encoder's forward, for a
-    caller that runs that first.
+    caller that runs that first. `losses` (mapped, LOSS_NAMES order) holds the step's loss means.
     """
 
     def __init__(self, rt, isv, batch: int, seq_len: int, n_features: int, hidden: int = HIDDEN_DIM,
@@ -347,8 +341,14 @@ class Learner:
         self.rl = RlHeads(rt, self.params, self.h_t, self.h_tp1, self.action, self.ret, self.gamma_n, self.done,
                           self.weight, isv, B, precision)
         self.optimizer = Optimizer(rt, self.params, isv)
-        self.learn = [*self.perception.forward, *self.rl.forward, *self.perception.backward, *self.rl.backward,
-                      *self.encoder.backward]
+        # the batch means of the losses (C51, policy, value, perception BCE) where the host reads them
+        self.losses = rt.mapped_array(len(LOSS_NAMES), np.float32, "losses")
+        self.losses.host[:] = 0.0
+        rl = self.rl
+        self.loss_means = losses.plan_loss_means(rt, self.losses, rl.loss_q, rl.loss_pi, rl.loss_v, self.perception.loss,
+                                                 B, B * N_PERCEPTION)
+        self.learn = [*self.perception.forward, *self.rl.forward, self.loss_means, *self.perception.backward,
+                      *self.rl.backward, *self.encoder.backward]
         self.forward_backward = [*self.encoder.forward, *self.learn]
         self.update = self.optimizer.update
         self.step = self.forward_backward + self.update

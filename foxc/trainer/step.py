@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import vec
 from ..agent import kernels as agent
 from ..agent.actor import MONEY_SCALE, Actor
 from ..agent.diagnostics import DiagnosticsRing
@@ -89,7 +88,6 @@ class TrainStep:
         self.closed_pnl = dev(B, np.float32, "closed_pnl")
         self.td = dev(B, np.float32, "replay_td")
         self.stats = dev(N_STATS, np.float64, "step_stats")
-        self.losses = rt.mapped_array(4, np.float32, "losses")  # l_q, l_pi, l_v, l_bce
 
         # replay: the previous step's entries are the simulator's and the agent's arrays as they stand
         # when replay_push runs (before this step's state, act and simulate overwrite them); the flush
@@ -105,7 +103,8 @@ class TrainStep:
             "features": self.data.features, "labels": self.labels, "mask": self.mask, "h_t": s["h_t"],
             "h_tp1": s["h_tp1"], "action": s["action"], "ret": s["return"], "gamma_n": s["gamma_n"],
             "done": s["done"], "weight": s["weight"]})
-        enc, rl, perception = self.learner.encoder, self.learner.rl, self.learner.perception
+        enc, rl = self.learner.encoder, self.learner.rl
+        self.losses = self.learner.losses  # l_q, l_pi, l_v, l_bce: mapped, written in `learn`
         self.actor = act = Actor(rt, self.learner.params, self.isv, h=enc.h, pos=self.sim.pos,
                                  features=self.data.features, batch=B, seq_len=K, tick=market.tick, actor=cfg.actor,
                                  state=state, log_prob=log_prob, actions=self.sim.actions,
@@ -133,8 +132,6 @@ class TrainStep:
             ("priorities", [DeviceCopy(rt, self.td, rl.td_error, rl.td_error.nbytes, "copy_td"),
                             *self.replay.update_plans, *self.replay.rebuild_plans]),
             ("control", [
-                vec.plan_elementwise(rt, vec.COPY_F32, self.losses, rl.loss_means, 3),
-                vec.plan_elementwise(rt, vec.COPY_F32, self.losses.at(3), perception.loss_mean, 1),
                 rt.plan(agent.AGENT_STEP_END, 1, agent.STATS_BLOCK, (
                     act.probs, self.sim.actions, act.flags, self.reward_raw, self.reward_scaled, self.clipped,
                     self.closed, self.closed_pnl, act.lots, B, self.losses, self.stats, self.isv, self.isv.array,

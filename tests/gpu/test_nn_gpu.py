@@ -261,11 +261,34 @@ def test_losses(cuda_rt, ref_rt, rng):
     y[mask == 0] = np.nan
     compare(cuda_rt, ref_rt, losses.BCE_MASKED, losses.grid_for(B * 9), 256, [
         poisoned((B, 9)), poisoned((B, 9)), x, y, mask, B, 9], 1e-5)
-    # a float32 mean of signed terms: the rounding of a sum scales with sum |x|, not |sum x|, so the
-    # tolerance is relative to the mean magnitude (two summation orders; B terms; eps 6e-8)
-    got = run_kernel(cuda_rt, losses.LOSS_MEAN, 1, 256, [poisoned(1), ret.copy(), B])[0]
-    want = run_kernel(ref_rt, losses.LOSS_MEAN, 1, 256, [poisoned(1), ret.copy(), B])[0]
-    assert abs(float(got[0]) - float(want[0])) <= 1e-5 * float(np.mean(np.abs(ret))), (got, want)
+
+
+def one_block_mean(x: np.ndarray) -> np.float32:
+    """A mean in loss_means' float32 order: thread t adds x[t], x[t + 256], ..., then a halving tree."""
+    lanes = np.zeros(-(-x.size // 256) * 256, np.float32)
+    lanes[:x.size] = x
+    part = np.zeros(256, np.float32)
+    for row in lanes.reshape(-1, 256):
+        part = (part + row).astype(np.float32)
+    w = 128
+    while w:
+        part[:w] = part[:w] + part[w:2 * w]
+        w //= 2
+    return np.float32(part[0] / np.float32(x.size))
+
+
+@pytest.mark.parametrize("n_bce", [B * 9, 7])
+def test_loss_means(cuda_rt, ref_rt, rng, n_bce):
+    """The four means in one launch: each bit-identical to the kernel's float32 order written out in
+    numpy; the reference (a float64 sum) within the rounding of a float32 sum of signed terms, which
+    scales with sum |x|, not |sum x| (B terms; eps 6e-8)."""
+    xs = [(rng.standard_normal(n) * 4).astype(np.float32) for n in (B, B, B, n_bce)]
+    args = [poisoned(4), *xs, B, n_bce]
+    got = run_kernel(cuda_rt, losses.LOSS_MEANS, 4, 256, [a.copy() if isinstance(a, np.ndarray) else a for a in args])[0]
+    want = run_kernel(ref_rt, losses.LOSS_MEANS, 4, 256, [a.copy() if isinstance(a, np.ndarray) else a for a in args])[0]
+    for k, x in enumerate(xs):
+        assert got[k] == one_block_mean(x), (k, got[k], one_block_mean(x))
+        assert abs(float(got[k]) - float(want[k])) <= 1e-5 * float(np.mean(np.abs(x))), (k, got[k], want[k])
 
 
 def test_grad_clip_kernels(cuda_rt, ref_rt, rng):
