@@ -3,7 +3,8 @@ import numpy as np
 
 from foxc.agent import kernels as K
 from foxc.agent.diagnostics import DiagnosticsRing
-from foxc.agent.layout import FRAME_ISV, FRAME_LEN, N_ACTIONS, N_FRAME_EXTRAS, N_STATS, Q_INVALID, STATS_BLOCK, valid_actions
+from foxc.agent.layout import (FRAME_ISV, FRAME_LEN, N_ACTIONS, N_FRAME_EXTRAS, N_STATS, Q_INVALID, STATS_BLOCK,
+                               valid_actions)
 from foxc.isv import IsvBus
 from foxc.isv.registry import N_SLOTS, SLOTS, slot_index
 from foxc.rng import seed_states

@@ -8,8 +8,8 @@ from agent_cases import STEP_END_OUT, act_inputs, isv_values, reward_inputs, sta
 from foxc.agent import kernels as K
 from foxc.agent.layout import (ACTOR_POLICY, ACTOR_Q, FLAG_GATED, FLAG_STOPPED, FLAT_FROM_LONG, FLAT_FROM_SHORT,
                                FRAME_FIELDS, FRAME_INDEX, FRAME_ISV, HOLD, LONG, LOSS_NAMES, N_ACTIONS, N_FRAME_EXTRAS,
-                               N_POSITION_FEATURES, N_STATS, SHORT, SPREAD_CAP_TICKS, STAT_FIELDS, STAT_INDEX, STATS_BLOCK,
-                               TIME_SCALE_STEPS, UNREALIZED_SCALE_TICKS, valid_actions)
+                               N_POSITION_FEATURES, N_STATS, SHORT, SPREAD_CAP_TICKS, STAT_FIELDS, STAT_INDEX,
+                               STATS_BLOCK, TIME_SCALE_STEPS, UNREALIZED_SCALE_TICKS, valid_actions)
 from foxc.data.features import F_SPREAD, FEATURES
 from foxc.isv.registry import STEP_WRAP, slot_index as S
 from foxc.testing import poisoned, run_kernel

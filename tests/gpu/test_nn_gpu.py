@@ -284,8 +284,9 @@ def test_loss_means(cuda_rt, ref_rt, rng, n_bce):
     scales with sum |x|, not |sum x| (B terms; eps 6e-8)."""
     xs = [(rng.standard_normal(n) * 4).astype(np.float32) for n in (B, B, B, n_bce)]
     args = [poisoned(4), *xs, B, n_bce]
-    got = run_kernel(cuda_rt, losses.LOSS_MEANS, 4, 256, [a.copy() if isinstance(a, np.ndarray) else a for a in args])[0]
-    want = run_kernel(ref_rt, losses.LOSS_MEANS, 4, 256, [a.copy() if isinstance(a, np.ndarray) else a for a in args])[0]
+    copy = lambda: [a.copy() if isinstance(a, np.ndarray) else a for a in args]  # noqa: E731
+    got = run_kernel(cuda_rt, losses.LOSS_MEANS, 4, 256, copy())[0]
+    want = run_kernel(ref_rt, losses.LOSS_MEANS, 4, 256, copy())[0]
     for k, x in enumerate(xs):
         assert got[k] == one_block_mean(x), (k, got[k], one_block_mean(x))
         assert abs(float(got[k]) - float(want[k])) <= 1e-5 * float(np.mean(np.abs(x))), (k, got[k], want[k])
