@@ -241,11 +241,12 @@ class RlHeads:
     online Q means (distillation); V regresses the n-step target. Only the C51 loss trains the shared
     layer (the policy and value heads read it as fixed features). backward leaves the gradients in
     params.grad. The heads do not train the encoder: a replayed state's h came from windows the
-    encoder is not processing in this step.
+    encoder is not processing in this step. `td_error` (float32 [B]), when given, is where the C51
+    loss writes |TD| (the replay's priority input reads it there), else the heads own one.
     """
 
     def __init__(self, rt, params: Parameters, s_t, s_tp1, action, ret, gamma_n, done, weight, isv,
-                 batch: int, precision="f32", partials: GradPartials | None = None):
+                 batch: int, precision="f32", partials: GradPartials | None = None, td_error=None):
         B, S, R = batch, params.state_dim, params.rl_hidden
         own = partials is None
         partials = GradPartials(rt, params.grad, "rl_grad") if own else partials
@@ -260,7 +261,9 @@ class RlHeads:
         self.pi_logits, self.dpi_logits = arr((B, N_ACTIONS), "pi_logits"), arr((B, N_ACTIONS), "dpi_logits")
         self.v, self.v_next, self.dv = arr((B, 1), "v"), arr((B, 1), "v_next"), arr((B, 1), "dv")
         self.advantage = arr(B, "advantage")
-        self.loss_q, self.td_error = arr(B, "loss_q"), arr(B, "td_error")
+        if td_error is not None and (tuple(td_error.shape) != (B,) or td_error.dtype != np.float32):
+            raise ValueError(f"td_error must be float32 ({B},), got {td_error.dtype} {tuple(td_error.shape)}")
+        self.loss_q, self.td_error = arr(B, "loss_q"), td_error if td_error is not None else arr(B, "td_error")
         self.loss_pi, self.loss_v = arr(B, "loss_pi"), arr(B, "loss_v")
         lin = lambda *a, **k: Linear(rt, params, *a, precision=precision, partials=partials, **k)  # noqa: E731
         trunk = lin("rl_w", "rl_b", s_t, self.z, B, S, R, ACT_RELU, dY=self.dz)
@@ -322,12 +325,13 @@ class Learner:
     component's arrays (the trainer passes the dataset's features and the replay's sampled
     batch), so nothing is copied. `forward_backward` and `update` are plan lists; `step` = both,
     capturable into one graph; `learn` is `forward_backward` without the encoder's forward, for a
-    caller that runs that first. `losses` (mapped, LOSS_NAMES order) holds the step's loss means.
+    caller that runs that first. `losses` (mapped, LOSS_NAMES order) holds the step's loss means;
+    the batch's |TD| goes to `td_error` when given (the trainer's replay reads it there).
     """
 
     def __init__(self, rt, isv, batch: int, seq_len: int, n_features: int, hidden: int = HIDDEN_DIM,
                  precision: str = "f32", inputs: dict | None = None, rl_hidden: int = RL_HIDDEN,
-                 fused_encoder: bool | None = None):
+                 fused_encoder: bool | None = None, td_error=None):
         B, K = batch, seq_len
         self.rt, self.batch, self.seq_len = rt, B, K
         self.params = Parameters(rt, n_features, hidden, rl_hidden)
@@ -359,7 +363,7 @@ class Learner:
         self.perception = PerceptionHead(rt, self.params, self.encoder.h, self.encoder.dh, self.labels, self.mask,
                                          B, precision, self.partials)
         self.rl = RlHeads(rt, self.params, self.h_t, self.h_tp1, self.action, self.ret, self.gamma_n, self.done,
-                          self.weight, isv, B, precision, self.partials)
+                          self.weight, isv, B, precision, self.partials, td_error)
         self.partials.finish()
         self.optimizer = Optimizer(rt, self.params, isv)
         # the batch means of the losses (C51, policy, value, perception BCE) where the host reads them

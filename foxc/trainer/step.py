@@ -45,16 +45,6 @@ from . import bridge
 from .config import ConfigError
 
 
-class DeviceCopy:
-    """A device-to-device copy as a step entry (a memcpy node when captured)."""
-
-    def __init__(self, rt, dst, src, nbytes: int, name: str):
-        self.rt, self.dst, self.src, self.nbytes, self.name = rt, dst, src, int(nbytes), name
-
-    def launch(self, stream):
-        self.rt.copy_dtod(self.dst.ptr, self.src.ptr, self.nbytes, stream)
-
-
 RING_LEN = 1024  # diagnostics frames the mapped-pinned ring holds (the host reads them asynchronously)
 
 
@@ -102,8 +92,8 @@ class TrainStep:
         self.learner = Learner(rt, self.isv, B, K, FEATURES, precision=cfg.precision, inputs={
             "features": self.data.features, "labels": self.labels, "mask": self.mask, "h_t": s["h_t"],
             "h_tp1": s["h_tp1"], "action": s["action"], "ret": s["return"], "gamma_n": s["gamma_n"],
-            "done": s["done"], "weight": s["weight"]})
-        enc, rl = self.learner.encoder, self.learner.rl
+            "done": s["done"], "weight": s["weight"]}, td_error=self.td)  # |TD| where the replay reads it
+        enc = self.learner.encoder
         self.losses = self.learner.losses  # l_q, l_pi, l_v, l_bce: mapped, written in `learn`
         self.actor = act = Actor(rt, self.learner.params, self.isv, h=enc.h, pos=self.sim.pos,
                                  features=self.data.features, batch=B, seq_len=K, tick=market.tick, actor=cfg.actor,
@@ -129,8 +119,7 @@ class TrainStep:
             ("replay_sample", self.replay.sample_plans),
             ("learn", self.learner.learn),
             ("update", self.learner.update),
-            ("priorities", [DeviceCopy(rt, self.td, rl.td_error, rl.td_error.nbytes, "copy_td"),
-                            *self.replay.update_plans, *self.replay.rebuild_plans]),
+            ("priorities", [*self.replay.update_plans, *self.replay.rebuild_plans]),
             ("control", [
                 rt.plan(agent.AGENT_STEP_END, 1, agent.STATS_BLOCK, (
                     act.probs, self.sim.actions, act.flags, self.reward_raw, self.reward_scaled, self.clipped,
