@@ -252,7 +252,8 @@ class RowReduction:
 
 
 class SplitPass:
-    """One layer's split dW + db pass, planned once its GradPartials has placed the partials (`finish`)."""
+    """One layer's split dW + db pass, planned once its GradPartials has placed the partials (`finish`);
+    `name` says whose gradient it is (a profile's row)."""
 
     def __init__(self, name: str, splits: int):
         self.name, self.splits, self.plans = name, splits, []
@@ -273,7 +274,7 @@ class GradPartials:
     reduction, to run once the backward's last pass has run and before anything reads the gradients.
     """
 
-    def __init__(self, rt, grad, name: str = "grad"):
+    def __init__(self, rt, grad, name: str = "grad_splits"):
         self.rt, self.grad, self.name = rt, grad, name
         self.rows: list[tuple[int, ...]] = []  # GRAD_SPLIT_FIELDS per pass
         self._passes: list[tuple[SplitPass, int, object]] = []  # (pass, partials offset, build)
@@ -303,7 +304,7 @@ class GradPartials:
                 rt = self.rt
                 self.partials = rt.device_array(self.size, np.float32, f"{self.name}_partials")
                 self.table = rt.device_array((len(self.rows), len(GRAD_SPLIT_FIELDS)), np.int64,
-                                             f"{self.name}_split_table")
+                                             f"{self.name}_table")
                 self.table.upload(np.array(self.rows, np.int64))
                 for entry, offset, build in self._passes:
                     entry.plans = [build(self.partials.at(offset))]

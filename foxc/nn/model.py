@@ -157,7 +157,7 @@ class Linear:
             self.backward.append(plan_act_bwd(rt, dY, dY, Y, rows * n_out, act))
         if precision == "f32":  # dW and db in one pass (matmul_tn_ones)
             own = partials is None
-            partials = GradPartials(rt, params.grad, f"d{w}") if own else partials
+            partials = GradPartials(rt, params.grad, f"d{w}_splits") if own else partials
             self.backward.append(plan_dw_db(rt, partials, X, dY, rows, n_in, n_out, params.by_name[w].offset,
                                             params.by_name[b].offset, f"d{w}"))
             if own:
@@ -179,7 +179,7 @@ class Encoder:
                  fused: bool | None = None, partials: GradPartials | None = None):
         B, K, F, D = batch, seq_len, params.n_features, params.hidden
         own = partials is None
-        partials = GradPartials(rt, params.grad, "enc_grad") if own else partials
+        partials = GradPartials(rt, params.grad, "enc_grad_splits") if own else partials
         self.batch, self.seq_len = B, K
         self.z = rt.device_array((K, B, ssm.PARTS * D), np.float32, "enc_z")
         self.states = rt.device_array((K, B, D), np.float32, "enc_states")
@@ -249,7 +249,7 @@ class RlHeads:
                  batch: int, precision="f32", partials: GradPartials | None = None, td_error=None):
         B, S, R = batch, params.state_dim, params.rl_hidden
         own = partials is None
-        partials = GradPartials(rt, params.grad, "rl_grad") if own else partials
+        partials = GradPartials(rt, params.grad, "rl_grad_splits") if own else partials
         self.rt, self.isv, self.batch = rt, isv, B
         arr = lambda shape, name, dt=np.float32: rt.device_array(shape, dt, name)  # noqa: E731
         self.z, self.dz = arr((B, R), "rl_z"), arr((B, R), "rl_dz")
