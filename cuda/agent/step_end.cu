@@ -1,8 +1,9 @@
 // The end of a training step in one launch: the step's statistics, the controllers that adapt the
 // ISV from them and from the losses, the diagnostics frame, the step counter and the ISV published
-// to the host. Each part was a kernel of its own; one block does them in the same order with the
-// same arithmetic, so the bits are those of the separate kernels, without eight launches that each
-// did microseconds of work on one block.
+// to the host. Each part is microseconds of work for one block (most of it for one thread), less
+// than a launch costs, so one block does them all, in that order. The parts are __noinline__
+// functions so that each compiles as it would alone (no contraction of one part's products into
+// the next part's sums): the same inputs give the same bits however the parts are grouped.
 //
 // Nothing written here is read through a __restrict__ pointer later in the kernel: a const
 // __restrict__ pointer may be read through the non-coherent cache, which need not see this
