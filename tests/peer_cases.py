@@ -41,6 +41,6 @@ def foxc_learning_pass(rt, rng, B: int = 8, K: int = 4) -> LearningPass:
     inputs["ret"] = (3 * rng.standard_normal(B)).astype(np.float32)
     learner.load_inputs(inputs)
     model.launch_all(learner.forward_backward, rt.stream)
+    rt.stream.synchronize()  # the loss means are read from mapped memory
     return LearningPass(inputs, learner.params.host("theta"), learner.params.host("grad"),
-                        learner.encoder.h.download(), learner.rl.td_error.download(),
-                        np.concatenate([learner.rl.loss_means.download(), learner.perception.loss_mean.download()]))
+                        learner.encoder.h.download(), learner.rl.td_error.download(), learner.losses.host.copy())

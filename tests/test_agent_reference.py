@@ -4,13 +4,14 @@ import math
 import numpy as np
 import pytest
 
-from agent_cases import act_inputs, isv_values, reward_inputs
+from agent_cases import STEP_END_OUT, act_inputs, isv_values, reward_inputs, stats_inputs, step_end_args
 from foxc.agent import kernels as K
-from foxc.agent.layout import (ACTOR_POLICY, ACTOR_Q, FLAG_GATED, FLAG_STOPPED, FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD,
-                               LONG, N_ACTIONS, N_POSITION_FEATURES, N_STATS, SHORT, SPREAD_CAP_TICKS, STAT_INDEX,
-                               TIME_SCALE_STEPS, UNREALIZED_SCALE_TICKS, valid_actions)
+from foxc.agent.layout import (ACTOR_POLICY, ACTOR_Q, FLAG_GATED, FLAG_STOPPED, FLAT_FROM_LONG, FLAT_FROM_SHORT,
+                               FRAME_FIELDS, FRAME_INDEX, FRAME_ISV, HOLD, LONG, LOSS_NAMES, N_ACTIONS, N_FRAME_EXTRAS,
+                               N_POSITION_FEATURES, N_STATS, SHORT, SPREAD_CAP_TICKS, STAT_FIELDS, STAT_INDEX,
+                               STATS_BLOCK, TIME_SCALE_STEPS, UNREALIZED_SCALE_TICKS, valid_actions)
 from foxc.data.features import F_SPREAD, FEATURES
-from foxc.isv.registry import slot_index as S
+from foxc.isv.registry import STEP_WRAP, slot_index as S
 from foxc.testing import poisoned, run_kernel
 
 
@@ -214,19 +215,10 @@ def test_reward(ref_rt, rng):
     assert np.array_equal(clipped.astype(bool), (unclamped < lo) | (unclamped > hi)) and clipped.any()
 
 
-def stats_inputs(rng, B):
-    probs = rng.dirichlet(np.ones(N_ACTIONS), B).astype(np.float32)
-    probs[rng.random((B, N_ACTIONS)) < 0.3] = 0.0  # invalid actions: probability 0, no entropy
-    return [probs, rng.integers(0, 5, B).astype(np.int32), rng.integers(0, 4, B).astype(np.uint32),
-            rng.standard_normal(B).astype(np.float32), rng.standard_normal(B).astype(np.float32),
-            rng.integers(0, 2, B).astype(np.uint32), rng.integers(0, 3, B).astype(np.uint32),
-            rng.standard_normal(B).astype(np.float32), rng.integers(-1, 2, B).astype(np.int32)]
-
-
 @pytest.mark.parametrize("B", [1, 255, 1000, 5000])
-def test_step_stats_against_numpy(ref_rt, rng, B):
+def test_step_stats_against_numpy(rng, B):
     ins = stats_inputs(rng, B)
-    stats = run_kernel(ref_rt, K.AGENT_STEP_STATS, 1, 256, [*ins, poisoned(N_STATS, np.float64), B])[9]
+    stats = K.step_stats(*ins)
     probs, actions, flags, raw, scaled, clipped, closed, pnl, lots = ins
     p = probs.astype(np.float64)
     h = -(p * np.log(np.where(p > 0, p, 1))).sum(1)
@@ -243,8 +235,11 @@ def test_step_stats_against_numpy(ref_rt, rng, B):
         assert stats[STAT_INDEX[name]] == pytest.approx(value, rel=1e-6, abs=1e-9), name
 
 
-def run_controller(rt, spec, isv, second):
-    return run_kernel(rt, spec, 1, 1, [isv, second])[0]
+def run_controller(controller, isv, second):
+    """A controller's reference on a copy of the ISV values: the updated copy."""
+    v = isv.copy()
+    controller(v, second)
+    return v
 
 
 def stats_vector(**fields):
@@ -254,73 +249,121 @@ def stats_vector(**fields):
     return s
 
 
-def test_popart_tracks_reward_distribution(ref_rt, rng):
+def test_popart_tracks_reward_distribution(rng):
     isv = isv_values(popart_rate=0.01)
     for _ in range(2000):
         batch = rng.normal(3.0, 2.0, 512)
         st = stats_vector(reward_raw_mean=batch.mean(), reward_raw_sq_mean=np.mean(batch ** 2))
-        isv = run_controller(ref_rt, K.AGENT_REWARD_CONTROLLER, isv, st)
+        isv = run_controller(K.reward_controller, isv, st)
     assert isv[S("popart_mean")] == pytest.approx(3.0, abs=0.1)
     assert isv[S("popart_var")] == pytest.approx(4.0, rel=0.05)
 
 
-def test_adaptive_clamp_widens_and_narrows_within_bounds(ref_rt):
+def test_adaptive_clamp_widens_and_narrows_within_bounds():
     isv = isv_values()
     for _ in range(3000):
-        isv = run_controller(ref_rt, K.AGENT_REWARD_CONTROLLER, isv, stats_vector(clipped_frac=0.2))
+        isv = run_controller(K.reward_controller, isv, stats_vector(clipped_frac=0.2))
     assert isv[S("reward_clamp_hi")] == pytest.approx(isv[S("reward_clamp_max")])
     assert isv[S("reward_clamp_lo")] == pytest.approx(-isv[S("reward_clamp_max")])
     for _ in range(5000):
-        isv = run_controller(ref_rt, K.AGENT_REWARD_CONTROLLER, isv, stats_vector(clipped_frac=0.0))
+        isv = run_controller(K.reward_controller, isv, stats_vector(clipped_frac=0.0))
     assert isv[S("reward_clamp_hi")] == pytest.approx(isv[S("reward_clamp_min")])
 
 
-def test_mean_abs_pnl_follows_closed_trades(ref_rt):
+def test_mean_abs_pnl_follows_closed_trades():
     isv = isv_values()
     for _ in range(2000):
-        isv = run_controller(ref_rt, K.AGENT_REWARD_CONTROLLER, isv,
+        isv = run_controller(K.reward_controller, isv,
                              stats_vector(closed_trades=10, closed_abs_pnl_sum=35.0))
     assert isv[S("mean_abs_pnl_ema")] == pytest.approx(3.5, rel=1e-3)
     before = isv.copy()
-    isv = run_controller(ref_rt, K.AGENT_REWARD_CONTROLLER, isv, stats_vector())  # nothing closed
+    isv = run_controller(K.reward_controller, isv, stats_vector())  # nothing closed
     assert isv[S("mean_abs_pnl_ema")] == before[S("mean_abs_pnl_ema")]
 
 
-def test_lr_plateau_decays_after_patience(ref_rt):
+def test_lr_plateau_decays_after_patience():
     isv = isv_values(lr_warmup_steps=10, lr_plateau_patience=50)
     losses = np.array([1.0, 2.0, 3.0, 0.5], np.float32)
     lr0 = {h: isv[S(h)] for h in ("lr_q", "lr_policy", "lr_value", "lr_perception", "lr_encoder")}
     isv[S("step_lo")] = 100  # past warm-up
-    isv = run_controller(ref_rt, K.AGENT_LR_PLATEAU, isv, losses)  # sets best
+    isv = run_controller(K.lr_plateau, isv, losses)  # sets best
     for _ in range(49):
-        isv = run_controller(ref_rt, K.AGENT_LR_PLATEAU, isv, losses)
+        isv = run_controller(K.lr_plateau, isv, losses)
     assert isv[S("lr_q")] == lr0["lr_q"]
-    isv = run_controller(ref_rt, K.AGENT_LR_PLATEAU, isv, losses)
+    isv = run_controller(K.lr_plateau, isv, losses)
     for head in lr0:
         assert isv[S(head)] == pytest.approx(lr0[head] * 0.5), head
     assert isv[S("plateau_count_q")] == 0
 
 
-def test_lr_plateau_keeps_rate_while_improving_and_ignores_nan(ref_rt):
+def test_lr_plateau_keeps_rate_while_improving_and_ignores_nan():
     isv = isv_values(lr_warmup_steps=0, lr_plateau_patience=5)
     loss = 1.0
     for _ in range(200):
         loss *= 0.9
-        isv = run_controller(ref_rt, K.AGENT_LR_PLATEAU, isv, np.full(4, loss, np.float32))
+        isv = run_controller(K.lr_plateau, isv, np.full(4, loss, np.float32))
     assert isv[S("lr_q")] == isv_values()[S("lr_q")]
     before = isv.copy()
-    isv = run_controller(ref_rt, K.AGENT_LR_PLATEAU, isv, np.full(4, np.nan, np.float32))
+    isv = run_controller(K.lr_plateau, isv, np.full(4, np.nan, np.float32))
     assert np.array_equal(isv, before)
 
 
-def test_fused_controllers(ref_rt):
+def test_other_controllers():
     isv = isv_values(per_beta_anneal_steps=100, gamma=1.5, tau=-1.0)
     for step in range(100):
         isv[S("step_lo")] = step
-        isv = run_controller(ref_rt, K.AGENT_FUSED_CONTROLLERS, isv, stats_vector(entropy_mean=0.2))
+        isv = run_controller(K.other_controllers, isv, stats_vector(entropy_mean=0.2))
     assert isv[S("per_beta")] == pytest.approx(1.0, abs=1e-6)
     assert isv[S("gamma")] == pytest.approx(0.9999) and isv[S("tau")] == 0.0
     assert isv[S("action_entropy_ema")] == pytest.approx(0.2)
+
+
+def test_step_increment_carries_at_two_to_the_24():
+    v = isv_values(step_lo=5)
+    K.step_increment(v)
+    assert v[S("step_lo")] == 6 and v[S("step_hi")] == 0
+    v[S("step_lo")] = STEP_WRAP - 1
+    K.step_increment(v)
+    assert v[S("step_lo")] == 0 and v[S("step_hi")] == 1
+    K.step_increment(v)
+    assert v[S("step_hi")] * STEP_WRAP + v[S("step_lo")] == STEP_WRAP + 1
+
+
+@pytest.mark.parametrize("B", [1, 300])
+def test_step_end_runs_its_parts_in_order(ref_rt, rng, B):
+    """Statistics, the reward, plateau and other controllers, the frame of this step, the counter, the
+    host's copy of the ISV: each part as its own reference computes it, in that order."""
+    ring_len = 8
+    isv = isv_values(step_lo=5000, lr_warmup_steps=10, plateau_count_q=1999, best_loss_q=0.5, popart_rate=0.01)
+    losses = np.array([1.0, 2.0, np.nan, 0.5], np.float32)
+    args = step_end_args(rng, B, isv, losses, ring_len)
+    out = run_kernel(ref_rt, K.AGENT_STEP_END, 1, STATS_BLOCK, args)
+    st = K.step_stats(*args[:9])
+    assert np.array_equal(out[STEP_END_OUT["stats"]], st)
+    v = isv.copy()
+    K.reward_controller(v, st)
+    K.lr_plateau(v, losses)
+    K.other_controllers(v, st)
+    assert v[S("lr_q")] < isv[S("lr_q")], "the Q head's plateau ran out (the case exercises the decay)"
+    ring = out[STEP_END_OUT["ring"]]
+    frame = dict(zip(FRAME_FIELDS, ring[5000 % ring_len]))
+    assert frame["step"] == 5000 and frame["seq"] == 5001
+    assert [frame[name] for name, _ in STAT_FIELDS] == list(st)
+    assert np.array_equal([frame[n] for n in LOSS_NAMES], losses, equal_nan=True)
+    assert [frame[n] for n in FRAME_ISV] == [v[S(n)] for n in FRAME_ISV]  # after the controllers
+    assert [frame[f"extra{i}"] for i in range(N_FRAME_EXTRAS)] == list(args[14])
+    assert np.isnan(np.delete(ring, 5000 % ring_len, axis=0)).all(), "only this step's frame is written"
+    K.step_increment(v)
+    assert np.array_equal(out[STEP_END_OUT["isv"]], v)
+    assert np.array_equal(out[STEP_END_OUT["isv_host"]], v)
+
+
+def test_step_end_counts_across_the_wrap(ref_rt, rng):
+    out = run_kernel(ref_rt, K.AGENT_STEP_END, 1, STATS_BLOCK,
+                     step_end_args(rng, 3, isv_values(step_lo=STEP_WRAP - 1), np.ones(4, np.float32)))
+    isv = out[STEP_END_OUT["isv"]]
+    assert isv[S("step_lo")] == 0 and isv[S("step_hi")] == 1
+    assert out[STEP_END_OUT["ring"]][(STEP_WRAP - 1) % 8][FRAME_INDEX["step"]] == STEP_WRAP - 1
 
 
 def state_inputs(rng, B, D=16, K=4):
@@ -358,33 +401,33 @@ def test_state_matches_naive(ref_rt, rng):
         assert drawdown[b] == pytest.approx(fall * 1e-9, rel=1e-6)
 
 
-def test_seed_loss_clamp_tracks_the_loss_to_win_ratio(ref_rt):
+def test_seed_loss_clamp_tracks_the_loss_to_win_ratio():
     """Mode 1: wins clipped at reward_clamp_win, the loss side at clamp(1.1 x mean|loss| / mean win, 1, 3)."""
     for pos, neg, want in ((0.5, 0.8, 1.1 * 0.8 / 0.5), (0.5, 0.2, 1.0), (0.2, 1.0, 3.0)):
         isv = isv_values(reward_clamp_mode=1, reward_clamp_win=1.5)
         for _ in range(2000):
-            isv = run_controller(ref_rt, K.AGENT_REWARD_CONTROLLER, isv,
+            isv = run_controller(K.reward_controller, isv,
                                  stats_vector(reward_pos_mean=pos, reward_neg_mean=neg))
         assert isv[S("reward_pos_ema")] == pytest.approx(pos, rel=1e-4)
         assert isv[S("reward_clamp_hi")] == 1.5
         assert isv[S("reward_clamp_lo")] == pytest.approx(-1.5 * want, rel=1e-4)
-    sym = run_controller(ref_rt, K.AGENT_REWARD_CONTROLLER, isv_values(),
+    sym = run_controller(K.reward_controller, isv_values(),
                          stats_vector(reward_pos_mean=0.5, reward_neg_mean=0.8))
     assert sym[S("reward_clamp_hi")] == -sym[S("reward_clamp_lo")], "mode 0 stays symmetric"
 
 
-def test_gate_threshold_steers_the_hold_fraction(ref_rt):
+def test_gate_threshold_steers_the_hold_fraction():
     """The threshold rises while the agent holds less than the target and falls while it holds more,
     within [0.05, 0.95]; nothing moves while the gate is off."""
     low = isv_values(gate_enabled=1, gate_threshold=0.5, gate_hold_target=0.6, gate_lambda=0.05)
     for _ in range(500):
-        low = run_controller(ref_rt, K.AGENT_FUSED_CONTROLLERS, low, stats_vector(hold_frac=0.2))
+        low = run_controller(K.other_controllers, low, stats_vector(hold_frac=0.2))
     assert low[S("hold_frac_ema")] == pytest.approx(0.2, rel=1e-4) and low[S("gate_threshold")] == pytest.approx(0.95)
     high = isv_values(gate_enabled=1, gate_threshold=0.5, gate_hold_target=0.6, gate_lambda=0.05)
     for _ in range(500):
-        high = run_controller(ref_rt, K.AGENT_FUSED_CONTROLLERS, high, stats_vector(hold_frac=0.95))
+        high = run_controller(K.other_controllers, high, stats_vector(hold_frac=0.95))
     assert high[S("gate_threshold")] == pytest.approx(0.05)
-    off = run_controller(ref_rt, K.AGENT_FUSED_CONTROLLERS, isv_values(), stats_vector(hold_frac=0.95))
+    off = run_controller(K.other_controllers, isv_values(), stats_vector(hold_frac=0.95))
     assert off[S("gate_threshold")] == isv_values()[S("gate_threshold")] and off[S("hold_frac_ema")] == 0.0
 
 

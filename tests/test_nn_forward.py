@@ -7,6 +7,7 @@ from foxc.isv.registry import SLOTS, slot_index
 from foxc.nn import functional as F
 from foxc.nn import heads, losses, matmul, optim, ssm
 from foxc.testing import assert_close, poisoned, run_kernel
+from nn_cases import reduce_grad_splits
 
 
 def isv_values(**overrides):
@@ -74,19 +75,40 @@ def test_matmul_tn_splits_and_column_sums(ref_rt, rng):
     assert_close(db.download(), b.astype(np.float64).sum(axis=0), 1e-6)
 
 
-def test_fused_bias_row_reduction(ref_rt, rng):
-    for R, M, N in [(300, 4, 6), (1000, 37, 67), (40, 3, 1)]:
+def test_grad_partials_sum_every_pass_into_the_gradient_in_one_launch(ref_rt, rng):
+    """Three layers' dW and db passes (split and not) share one workspace; one launch after the last
+    pass writes every dW and db into the flat gradient buffer and nothing else (the gaps between
+    tensors keep their bytes)."""
+    shapes = [(300, 4, 6), (1000, 37, 67), (40, 3, 1)]
+    layout, at = [], 0
+    for R, M, N in shapes:
+        layout.append((at, at + M * N + 5))  # dW, a gap, db, a gap
+        at += (M + 1) * N + 10
+    grad = ref_rt.device_array(at, np.float32, "grad")
+    before = grad.download()
+    partials = matmul.GradPartials(ref_rt, grad)
+    passes, cases = [], []
+    for (R, M, N), (out, tail) in zip(shapes, layout):
         a = rng.standard_normal((R, M)).astype(np.float32)
         b = rng.standard_normal((R, N)).astype(np.float32)
-        dW = ref_rt.device_array((M, N), np.float32, "dW")
-        db = ref_rt.device_array(N, np.float32, "db")
         A = ref_rt.device_array((R, M), np.float32, "A"); A.upload(a)
         B = ref_rt.device_array((R, N), np.float32, "B"); B.upload(b)
-        red = matmul.RowReduction(ref_rt, dW, B, R, N, A=A, M=M, bias_out=db)
-        assert len(red.plans) == 2 and (red.splits > 1 or R <= 64)
-        red.launch(ref_rt.stream)
-        assert_close(dW.download(), naive_matmul(a.T, b), 1e-6)
-        assert_close(db.download(), b.astype(np.float64).sum(axis=0), 1e-6)
+        passes.append(matmul.plan_dw_db(ref_rt, partials, A, B, R, M, N, out, tail))
+        cases.append((a, b, A, B))
+    with pytest.raises(RuntimeError, match="finish"):
+        passes[0].launch(ref_rt.stream)  # no workspace yet
+    assert partials.finish() is partials and len(partials.plans) == 1
+    assert [p.splits > 1 for p in passes] == [True, True, False]
+    for p in passes:
+        p.launch(ref_rt.stream)
+    partials.launch(ref_rt.stream)
+    g = grad.download()
+    written = np.zeros(at, bool)
+    for (R, M, N), (out, tail), (a, b, *_) in zip(shapes, layout, cases):
+        assert_close(g[out:out + M * N].reshape(M, N), naive_matmul(a.T, b), 1e-6)
+        assert_close(g[tail:tail + N], b.astype(np.float64).sum(axis=0), 1e-6)
+        written[out:out + M * N] = written[tail:tail + N] = True
+    assert g[~written].tobytes() == before[~written].tobytes()
 
 
 def test_gemm_kernel_choice():
@@ -164,12 +186,11 @@ def test_ssm_scan_bwd_dw_is_the_projections_weight_and_bias_gradient(ref_rt, rng
     splits = ssm.bwd_dw_splits(B)
     parts, *_ = run_kernel(ref_rt, ssm.SSM_SCAN_BWD_DW, ssm.proj_scan_grid(B, D), ssm.PS_THREADS,
                            [poisoned((splits, nf + 1, 4 * D)), z, states, dy, x, K, B, D, nf])
-    dw, db, _ = run_kernel(ref_rt, matmul.REDUCE_SPLITS_TWO, 1, 256,
-                           [poisoned((nf, 4 * D)), poisoned(4 * D), parts, splits, (nf + 1) * 4 * D, nf * 4 * D])
+    [(dw, db)], _ = reduce_grad_splits(ref_rt, [(parts.reshape(splits, -1), nf * 4 * D)])
     dz, *_ = run_kernel(ref_rt, ssm.SSM_SCAN_BWD, ssm.scan_grid(B, D), ssm.BLOCK,
                         [poisoned(z.shape), z, states, dy, K, B, D])
     dz64 = dz.reshape(K * B, 4 * D).astype(np.float64)
-    assert_close(dw, x.reshape(K * B, nf).astype(np.float64).T @ dz64, 1e-5)
+    assert_close(dw, (x.reshape(K * B, nf).astype(np.float64).T @ dz64).ravel(), 1e-5)
     assert_close(db, dz64.sum(axis=0), 1e-5)
 
 
@@ -263,10 +284,12 @@ def test_bce_masked_ignores_masked_nan_labels(ref_rt, rng):
     assert np.all(loss[~on] == 0) and np.all(grad[~on] == 0)
 
 
-def test_loss_mean(ref_rt, rng):
-    x = rng.standard_normal(1000).astype(np.float32)
-    out, _ = run_kernel(ref_rt, losses.LOSS_MEAN, 1, 256, [poisoned(1), x, 1000])
-    assert abs(out[0] - x.astype(np.float64).mean()) < 1e-6
+def test_loss_means(ref_rt, rng):
+    B, n_bce = 1000, 9000
+    xs = [rng.standard_normal(n).astype(np.float32) for n in (B, B, B, n_bce)]
+    out, *_ = run_kernel(ref_rt, losses.LOSS_MEANS, 4, 256, [poisoned(4), *xs, B, n_bce])
+    for k, x in enumerate(xs):
+        assert abs(out[k] - x.astype(np.float64).mean()) < 1e-6, k
 
 
 def adamw_formula(theta, grad, m, v, scale, step, lr, b1=0.9, b2=0.999, eps=1e-8, wd=0.01):

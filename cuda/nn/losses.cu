@@ -175,12 +175,20 @@ extern "C" __global__ void bce_masked(float* __restrict__ grad, float* __restric
     }
 }
 
-// loss_mean — grid 1, block 256. out[0] = (sum of x[0..n)) / n: thread t adds x[t], x[t+256], ...
-// in order, then a fixed shared-memory tree. Reads x; writes out[0].
+// loss_means — grid 4, block 256: block k writes out[k], the mean of the k-th per-sample loss:
+// loss_q[B] (C51), loss_pi[B] (policy), loss_v[B] (value), loss_bce[n_bce] (the perception's masked
+// BCE, every label slot). Each block sums the way a one-block mean does: thread t adds x[t],
+// x[t+256], ... in order, then a fixed shared-memory tree; out[k] = sum / n. One launch for the four
+// means the controllers and the diagnostics frame read (out is the learner's mapped losses).
 extern "C" __global__ void __launch_bounds__(256)
-loss_mean(float* __restrict__ out, const float* __restrict__ x, int n)
+loss_means(float* __restrict__ out, const float* __restrict__ loss_q, const float* __restrict__ loss_pi,
+           const float* __restrict__ loss_v, const float* __restrict__ loss_bce, int B, int n_bce)
 {
     __shared__ float part[256];
+    const int k = blockIdx.x;
+    if (k >= 4) return;
+    const float* __restrict__ x = k == 0 ? loss_q : k == 1 ? loss_pi : k == 2 ? loss_v : loss_bce;
+    const int n = k == 3 ? n_bce : B;
     float s = 0.0f;
     for (int i = threadIdx.x; i < n; i += 256) s += x[i];
     part[threadIdx.x] = s;
@@ -189,5 +197,5 @@ loss_mean(float* __restrict__ out, const float* __restrict__ x, int n)
         if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
         __syncthreads();
     }
-    if (threadIdx.x == 0) out[0] = part[0] / (float)n;
+    if (threadIdx.x == 0) out[k] = part[0] / (float)n;
 }

@@ -303,18 +303,35 @@ extern "C" __global__ void reduce_splits(float* out, const float* partials, int 
     }
 }
 
-// reduce_splits_two — reduce_splits whose result goes to two places: element i < n_main to
-// out[i], the rest to tail[i - n_main] (a weight gradient and its bias gradient).
-extern "C" __global__ void reduce_splits_two(float* __restrict__ out, float* __restrict__ tail,
-                                             const float* __restrict__ partials, int splits, long long n,
-                                             long long n_main)
+// reduce_grad_splits — every split dW + db pass of a backward reduced in one launch, after the
+// last of them: the layers' partials (matmul_tn_ones_f32*, ssm_scan_bwd_dw) lie side by side in one
+// workspace, and nothing between those passes and this launch reads the gradients (the optimizer's
+// norm is their first reader). 1-D grid of 256-thread blocks, grid-stride over i < total, the
+// entries' elements one after another. table (int64 [n_entries][NN_GS_FIELDS], n_entries <=
+// NN_GRAD_SPLITS_MAX, copied to shared memory) row j: begin (entry j's first i), size ((M+1) x N:
+// dW's M x N, then db's N), splits, partials (where its [splits][size] block starts in
+// `partials`), n_main (M x N), out and tail (where dW and db start in `grad`). Element k = i - begin
+// of entry j: s = partials[p + k] + partials[p + size + k] + ... in split order (as reduce_splits),
+// written to grad[out + k] when k < n_main, else to grad[tail + k - n_main].
+extern "C" __global__ void __launch_bounds__(256)
+reduce_grad_splits(float* __restrict__ grad, const float* __restrict__ partials, const long long* __restrict__ table,
+                   int n_entries, long long total)
 {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+    __shared__ long long tab[NN_GRAD_SPLITS_MAX * NN_GS_FIELDS];
+    for (int e = threadIdx.x; e < n_entries * NN_GS_FIELDS; e += blockDim.x) tab[e] = table[e];
+    __syncthreads();
+    int j = 0;  // i only grows in this thread's loop, so its entry does too
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
-        float s = partials[i];
-        for (int z = 1; z < splits; ++z) s += partials[(long long)z * n + i];
-        if (i < n_main) out[i] = s;
-        else tail[i - n_main] = s;
+        while (j + 1 < n_entries && i >= tab[(j + 1) * NN_GS_FIELDS + NN_GS_BEGIN]) ++j;
+        const long long* row = tab + j * NN_GS_FIELDS;
+        const long long k = i - row[NN_GS_BEGIN], size = row[NN_GS_SIZE];
+        const float* p = partials + row[NN_GS_PARTIALS] + k;
+        const int splits = (int)row[NN_GS_SPLITS];
+        float s = p[0];
+        for (int z = 1; z < splits; ++z) s += p[(long long)z * size];
+        if (k < row[NN_GS_N_MAIN]) grad[row[NN_GS_OUT] + k] = s;
+        else grad[row[NN_GS_TAIL] + k - row[NN_GS_N_MAIN]] = s;
     }
 }
 

@@ -218,7 +218,7 @@ ssm_scan_bwd(float* __restrict__ dz, const float* __restrict__ z, const float* _
 // So each partial is one fmaf chain over (t descending, window ascending). Reads z[K,B,4D] (value,
 // decay, input-gate parts; output gate at K-1), states[K,B,D], dy[B,D], x[K,B,F]; writes
 // partials[ceil(B/W)][F+1][4D] (row F: column sums of dz = the bias gradient), which
-// reduce_splits_two adds in split order into dW_in and db_in. Shared memory: 8 KB + 16 KB.
+// reduce_grad_splits adds in split order into dW_in and db_in. Shared memory: 8 KB + 16 KB.
 extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
 ssm_scan_bwd_dw(float* __restrict__ partials, const float* __restrict__ z, const float* __restrict__ states,
                 const float* __restrict__ dy, const float* __restrict__ x, int K, int B, int D, int F)

@@ -6,12 +6,14 @@ import numpy as np
 from ..data.features import F_SPREAD, FEATURES
 from ..driver import KernelSpec, f32, i32, i64, ptr, reference
 from ..lobsim.layout import POSITION_DTYPE
-from ..isv.registry import STEP_WRAP, slot_index as S
+from ..isv.registry import N_SLOTS, STEP_WRAP, slot_index as S
 from ..rng import uniform24, xorshift32
-from .layout import (ACTOR_POLICY, FLAG_GATED, GATE_HOLD_EMA_RATE, GATE_THRESHOLD_MAX, GATE_THRESHOLD_MIN,
-                     LOSS_CLAMP_GAIN, LOSS_CLAMP_MAX, LOSS_CLAMP_MIN, FLAG_STOPPED, FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG,
-                     N_ACTIONS, N_POSITION_FEATURES, N_STATS, POS_INDEX, SHORT, SPREAD_CAP_TICKS, STAT_INDEX,
-                     STATS_BLOCK, TIME_SCALE_STEPS, UNREALIZED_SCALE_TICKS, valid_actions)
+from .diagnostics import write_frame
+from .layout import (ACTOR_POLICY, FLAG_GATED, FRAME_LEN, GATE_HOLD_EMA_RATE, GATE_THRESHOLD_MAX, GATE_THRESHOLD_MIN,
+                     LOSS_CLAMP_GAIN, LOSS_CLAMP_MAX, LOSS_CLAMP_MIN, LOSS_NAMES, FLAG_STOPPED, FLAT_FROM_LONG,
+                     FLAT_FROM_SHORT, HOLD, LONG, N_ACTIONS, N_FRAME_EXTRAS, N_POSITION_FEATURES, N_STATS, POS_INDEX,
+                     SHORT, SPREAD_CAP_TICKS, STAT_INDEX, STATS_BLOCK, TIME_SCALE_STEPS, UNREALIZED_SCALE_TICKS,
+                     valid_actions)
 
 F = np.float32
 
@@ -26,12 +28,12 @@ AGENT_ACT = KernelSpec("agent_act", "agent/act", (
 AGENT_REWARD = KernelSpec("agent_reward", "agent/reward", (
     ptr("pnl_delta"), ptr("drawdown"), ptr("isv"), ptr("reward_raw"), ptr("reward_scaled"), ptr("clipped"),
     i32("B")))
-AGENT_STEP_STATS = KernelSpec("agent_step_stats", "agent/stats", (
+AGENT_STEP_END = KernelSpec("agent_step_end", "agent/step_end", (
     ptr("probs"), ptr("actions"), ptr("flags"), ptr("reward_raw"), ptr("reward_scaled"), ptr("clipped"),
-    ptr("closed"), ptr("closed_pnl"), ptr("lots"), ptr("stats"), i32("B")))
-AGENT_REWARD_CONTROLLER = KernelSpec("agent_reward_controller", "agent/controllers", (ptr("isv"), ptr("stats")))
-AGENT_LR_PLATEAU = KernelSpec("agent_lr_plateau", "agent/controllers", (ptr("isv"), ptr("losses")))
-AGENT_FUSED_CONTROLLERS = KernelSpec("agent_fused_controllers", "agent/controllers", (ptr("isv"), ptr("stats")))
+    ptr("closed"), ptr("closed_pnl"), ptr("lots"), i32("B"), ptr("losses"), ptr("stats"), ptr("isv"), ptr("isv_host"),
+    ptr("extras"), ptr("isv_slots"), i32("n_isv"), ptr("ring"), i32("ring_len")),
+    doc="the step's statistics, the controllers, the diagnostics frame, the step counter and the ISV published "
+        "to the host; grid 1, block STATS_BLOCK")
 
 BLOCK = 256
 
@@ -234,38 +236,37 @@ def block_reduce(values: np.ndarray) -> float:
     return float(acc[0])
 
 
-@reference(AGENT_STEP_STATS)
-def _agent_step_stats(launch, probs, actions, flags, reward_raw, reward_scaled, clipped, closed, closed_pnl, lots, stats,
-                      B):
-    B = int(B)
-    p = probs.f32(B * N_ACTIONS).reshape(B, N_ACTIONS)
+def step_stats(probs, actions, flags, reward_raw, reward_scaled, clipped, closed, closed_pnl, lots) -> np.ndarray:
+    """The step's statistics (float64 [N_STATS]) from B backtests' arrays, in agent_step_end's order."""
+    B = len(actions)
+    p = np.asarray(probs, F).reshape(B, N_ACTIONS)
     h = np.zeros(B, F)
     for a in range(N_ACTIONS):
         with np.errstate(divide="ignore", invalid="ignore"):
             h = np.where(p[:, a] > 0, h - p[:, a] * np.log(p[:, a]), h).astype(F)
-    act, flag = actions.i32(B), flags.u32(B)
-    raw = reward_raw.f32(B).astype(np.float64)
-    n_closed = closed.u32(B)
-    pnl = closed_pnl.f32(B).astype(np.float64)
+    raw = np.asarray(reward_raw, F).astype(np.float64)
+    n_closed = np.asarray(closed)
+    pnl = np.asarray(closed_pnl, F).astype(np.float64)
     n = float(B) if B > 0 else 1.0
-    out = stats.f64(N_STATS)
+    out = np.zeros(N_STATS, np.float64)
     out[STAT_INDEX["n"]] = B
     out[STAT_INDEX["entropy_mean"]] = block_reduce(h) / n
-    out[STAT_INDEX["hold_frac"]] = block_reduce(act == HOLD) / n
-    out[STAT_INDEX["gated_frac"]] = block_reduce((flag & FLAG_GATED) != 0) / n
-    out[STAT_INDEX["stopped_frac"]] = block_reduce((flag & FLAG_STOPPED) != 0) / n
+    out[STAT_INDEX["hold_frac"]] = block_reduce(actions == HOLD) / n
+    out[STAT_INDEX["gated_frac"]] = block_reduce((flags & FLAG_GATED) != 0) / n
+    out[STAT_INDEX["stopped_frac"]] = block_reduce((flags & FLAG_STOPPED) != 0) / n
     out[STAT_INDEX["reward_raw_mean"]] = block_reduce(raw) / n
     out[STAT_INDEX["reward_raw_sq_mean"]] = block_reduce(raw * raw) / n
-    out[STAT_INDEX["reward_scaled_mean"]] = block_reduce(reward_scaled.f32(B)) / n
-    out[STAT_INDEX["clipped_frac"]] = block_reduce(clipped.u32(B) != 0) / n
+    out[STAT_INDEX["reward_scaled_mean"]] = block_reduce(reward_scaled) / n
+    out[STAT_INDEX["clipped_frac"]] = block_reduce(clipped != 0) / n
     out[STAT_INDEX["closed_trades"]] = block_reduce(n_closed)
     out[STAT_INDEX["closed_abs_pnl_sum"]] = block_reduce(np.where(n_closed != 0, np.abs(pnl), 0.0))
     out[STAT_INDEX["closed_wins"]] = block_reduce((n_closed != 0) & (pnl > 0))
     out[STAT_INDEX["closed_pnl_sum"]] = block_reduce(np.where(n_closed != 0, pnl, 0.0))
-    out[STAT_INDEX["in_market_frac"]] = block_reduce(lots.i32(B) != 0) / n
+    out[STAT_INDEX["in_market_frac"]] = block_reduce(lots != 0) / n
     pos_n, neg_n = block_reduce(raw > 0), block_reduce(raw < 0)
     out[STAT_INDEX["reward_pos_mean"]] = block_reduce(np.where(raw > 0, raw, 0.0)) / pos_n if pos_n > 0 else 0.0
     out[STAT_INDEX["reward_neg_mean"]] = block_reduce(np.where(raw < 0, -raw, 0.0)) / neg_n if neg_n > 0 else 0.0
+    return out
 
 
 def _ema(prev, obs, rate):
@@ -276,9 +277,8 @@ def _step(v) -> float:
     return float(F(v[S("step_hi")] * F(STEP_WRAP) + v[S("step_lo")]))
 
 
-@reference(AGENT_REWARD_CONTROLLER)
-def _agent_reward_controller(launch, isv, stats):
-    v, st = isv.f32(), stats.f64(N_STATS)
+def reward_controller(v: np.ndarray, st: np.ndarray):
+    """PopArt, the reward clamp and the PnL scale: ISV slots v (float32, in place) from the step's statistics st."""
     r = v[S("popart_rate")]
     mean_b = F(st[STAT_INDEX["reward_raw_mean"]])
     var_b = F(max(F(st[STAT_INDEX["reward_raw_sq_mean"]] - st[STAT_INDEX["reward_raw_mean"]] ** 2), F(0)))
@@ -320,9 +320,8 @@ _HEADS = [  # loss index, lr slot(s), ema, best, count
 ]
 
 
-@reference(AGENT_LR_PLATEAU)
-def _agent_lr_plateau(launch, isv, losses):
-    v, obs = isv.f32(), losses.f32(4)
+def lr_plateau(v: np.ndarray, obs: np.ndarray):
+    """Each head's loss EMA and learning-rate plateau decay: v in place from the step's losses obs[4]."""
     warming_up = _step(v) < v[S("lr_warmup_steps")]
     for index, lr_slots, ema_slot, best_slot, count_slot in _HEADS:
         loss = obs[index]
@@ -342,9 +341,8 @@ def _agent_lr_plateau(launch, isv, losses):
         v[S(best_slot)], v[S(count_slot)] = e, 0
 
 
-@reference(AGENT_FUSED_CONTROLLERS)
-def _agent_fused_controllers(launch, isv, stats):
-    v, st = isv.f32(), stats.f64(N_STATS)
+def other_controllers(v: np.ndarray, st: np.ndarray):
+    """PER beta, the entropy EMA, the gate's threshold and the ranges of gamma, tau and per_alpha: v in place."""
     steps_left = F(max(F(v[S("per_beta_anneal_steps")] - F(_step(v))), F(1)))
     beta = v[S("per_beta")]
     v[S("per_beta")] = min(F(beta + (F(1) - beta) / steps_left), F(1))
@@ -359,3 +357,31 @@ def _agent_fused_controllers(launch, isv, stats):
     v[S("gamma")] = min(max(v[S("gamma")], F(0)), F(0.9999))
     v[S("tau")] = min(max(v[S("tau")], F(0)), F(1))
     v[S("per_alpha")] = min(max(v[S("per_alpha")], F(0)), F(1))
+
+
+def step_increment(v: np.ndarray):
+    """step_lo += 1, carrying into step_hi at 2^24 (float32 holds integers exactly only that far)."""
+    lo, hi = S("step_lo"), S("step_hi")
+    nxt = v[lo] + F(1)
+    if nxt >= F(STEP_WRAP):
+        v[lo] = F(0)
+        v[hi] += F(1)
+    else:
+        v[lo] = nxt
+
+
+@reference(AGENT_STEP_END)
+def _agent_step_end(launch, probs, actions, flags, reward_raw, reward_scaled, clipped, closed, closed_pnl, lots, B,
+                    losses, stats, isv, isv_host, extras, isv_slots, n_isv, ring, ring_len):
+    B = int(B)
+    st = stats.f64(N_STATS)
+    st[:] = step_stats(probs.f32(B * N_ACTIONS), actions.i32(B), flags.u32(B), reward_raw.f32(B),
+                       reward_scaled.f32(B), clipped.u32(B), closed.u32(B), closed_pnl.f32(B), lots.i32(B))
+    v, loss = isv.f32(N_SLOTS), losses.f32(len(LOSS_NAMES))
+    reward_controller(v, st)
+    lr_plateau(v, loss)
+    other_controllers(v, st)
+    write_frame(ring.f64(int(ring_len) * FRAME_LEN).reshape(int(ring_len), FRAME_LEN), st, loss, v,
+                extras.f64(N_FRAME_EXTRAS), isv_slots.i32(int(n_isv)))
+    step_increment(v)
+    isv_host.f32(N_SLOTS)[:] = v

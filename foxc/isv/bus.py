@@ -2,9 +2,10 @@
 
 Kernels reach mapped-pinned memory over PCIe, one transaction per warp and read, uncached.
 For a step of many kernels that read the ISV in every block, `device_resident=True` keeps the
-working copy in device memory (what `ptr` points to), and the step ends with `publish_plan`
-copying it into the mapped-pinned view the host reads; host writes (`bus[name] = v`,
-`load`) wait for the stream and upload. Without it, kernels use the mapped memory directly.
+working copy in device memory (what `ptr` points to), and the step's last kernel
+(agent_step_end) copies it into the mapped-pinned view the host reads (`array`); host writes
+(`bus[name] = v`, `load`) wait for the stream and upload. Without it, kernels use the mapped
+memory directly.
 """
 from __future__ import annotations
 
@@ -31,12 +32,6 @@ class IsvBus:
         """The slots as the host sees them (live mapped memory; with a device copy, as of the last publish).
         Synchronize before reading device writes; write through `bus[name] = v` or `load`."""
         return self.array.host
-
-    def publish_plan(self):
-        """The launch that copies the device-resident slots into the host's view (end of a step)."""
-        if self.device is None:
-            raise ValueError("publish_plan needs an IsvBus made with device_resident=True")
-        return vec.plan_elementwise(self.rt, vec.COPY_F32, self.array, self.device, N_SLOTS)
 
     def load(self, values):
         """Set every slot (the stream is synchronized first when a device copy is in use)."""

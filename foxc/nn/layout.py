@@ -17,6 +17,9 @@ C51_ATOMS = 51
 N_PERCEPTION = 3 * HORIZONS  # up/down, long wins, short wins at each label horizon
 ACT_IDENTITY, ACT_RELU, ACT_TANH, ACT_SIGMOID = range(4)  # activation codes of linear_fwd_* and act_bwd
 ADAMW_MAX_TENSORS = 32  # adamw_all's table capacity
+# reduce_grad_splits' table: a row of int64 fields per split dW + db pass (matmul.GradPartials)
+GRAD_SPLIT_FIELDS = ("begin", "size", "splits", "partials", "n_main", "out", "tail")
+GRAD_SPLITS_MAX = 16  # the table's capacity (rows held in shared memory)
 # ssm_proj_scan_fwd's tiling: a lane per channel, PS_WINDOWS_PER_THREAD windows per thread.
 PS_CHANNELS, PS_WINDOWS_PER_THREAD, PS_WARPS, PS_MAX_FEATURES = 32, 2, 8, 64
 PS_MIN_BLOCKS = 2  # __launch_bounds__ minimum resident blocks per SM of both scan kernels
@@ -38,6 +41,9 @@ def render_header() -> str:
         ("NN_ACT_TANH", ACT_TANH, ""),
         ("NN_ACT_SIGMOID", ACT_SIGMOID, ""),
         ("NN_ADAMW_MAX_TENSORS", ADAMW_MAX_TENSORS, "adamw_all's table capacity"),
+        ("NN_GRAD_SPLITS_MAX", GRAD_SPLITS_MAX, "reduce_grad_splits' table capacity (rows)"),
+        ("NN_GS_FIELDS", len(GRAD_SPLIT_FIELDS), "int64 fields of a row of reduce_grad_splits' table"),
+        *[(f"NN_GS_{name.upper()}", i, "") for i, name in enumerate(GRAD_SPLIT_FIELDS)],
         ("NN_PS_CHANNELS", PS_CHANNELS, "ssm_proj_scan_fwd: channels per block, one per lane"),
         ("NN_PS_WINDOWS_PER_THREAD", PS_WINDOWS_PER_THREAD, "windows per thread"),
         ("NN_PS_WARPS", PS_WARPS, "warps per block"),

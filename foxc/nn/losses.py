@@ -1,8 +1,8 @@
 """Losses and their gradients (cuda/nn/losses.cu): C51 cross-entropy, value MSE, policy distillation, masked BCE.
 
 Per-sample losses are written out (the C51 one also a |TD| for the priorities); the gradients
-are those of the batch mean, so they already carry the 1/B. `loss_mean` reduces a per-sample
-loss to its mean in a fixed order.
+are those of the batch mean, so they already carry the 1/B. `loss_means` reduces the four
+per-sample losses to their means in one launch, each in a fixed order.
 """
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ POLICY_LOSS = KernelSpec("policy_loss", MODULE, (
 BCE_MASKED = KernelSpec("bce_masked", MODULE, (
     ptr("grad"), ptr("loss"), ptr("logits"), ptr("labels"), ptr("mask"), i32("rows"), i32("cols")),
     doc="mask * BCE-with-logits and its gradient / rows")
-LOSS_MEAN = KernelSpec("loss_mean", MODULE, (ptr("out"), ptr("x"), i32("n")), doc="out[0] = mean of x[0..n)")
+LOSS_MEANS = KernelSpec("loss_means", MODULE, (
+    ptr("out"), ptr("loss_q"), ptr("loss_pi"), ptr("loss_v"), ptr("loss_bce"), i32("B"), i32("n_bce")),
+    doc="out[0..4) = the means of loss_q, loss_pi, loss_v (B each) and loss_bce (n_bce); grid 4, block 256")
 
 
 @reference(C51_LOSS)
@@ -82,9 +84,11 @@ def _bce_masked(launch, grad, loss, logits, labels, mask, rows, cols):
         grad.f32(n)[:] = np.where(on, mk * (F.sigmoid(x) - y) / np.float32(rows), np.float32(0))
 
 
-@reference(LOSS_MEAN)
-def _loss_mean(launch, out, x, n):
-    out.f32(1)[0] = x.f32(int(n)).sum(dtype=np.float64) / int(n)
+@reference(LOSS_MEANS)
+def _loss_means(launch, out, loss_q, loss_pi, loss_v, loss_bce, B, n_bce):
+    means = out.f32(4)
+    for k, (x, n) in enumerate(((loss_q, B), (loss_pi, B), (loss_v, B), (loss_bce, n_bce))):
+        means[k] = x.f32(int(n)).sum(dtype=np.float64) / int(n)
 
 
 def grid_for(threads: int) -> int:
@@ -116,5 +120,5 @@ def plan_bce_masked(rt, grad, loss, logits, labels, mask, rows: int, cols: int):
     return rt.plan(BCE_MASKED, min(grid_for(rows * cols), 4096), BLOCK, (grad, loss, logits, labels, mask, rows, cols))
 
 
-def plan_loss_mean(rt, out, x, n: int):
-    return rt.plan(LOSS_MEAN, 1, BLOCK, (out, x, n))
+def plan_loss_means(rt, out, loss_q, loss_pi, loss_v, loss_bce, B: int, n_bce: int):
+    return rt.plan(LOSS_MEANS, 4, BLOCK, (out, loss_q, loss_pi, loss_v, loss_bce, B, n_bce))

@@ -3,6 +3,9 @@
 Row-major throughout: a linear layer is Y[M,N] = act(X[M,K] . W[K,N] + b[N]); its backward is
 dX = dY . W^T (`matmul_nt`), dW = X^T . dY (`matmul_tn`, split over rows, partials added in split
 order by `reduce_splits`) and db = column sums of dY (`column_sum_partial`, same split scheme).
+FP32 layers take dW and db in one pass (`matmul_tn_ones`, `plan_dw_db`) whose split partials wait
+in a workspace shared by the backward's layers (`GradPartials`), all added by one launch
+(`reduce_grad_splits`) after the backward.
 The references compute products in float64 and round once to float32; TF32 references first
 round the operands the way the tensor cores do (cvt.rna.tf32: nearest, ties away, 10-bit mantissa).
 """
@@ -12,7 +15,7 @@ import numpy as np
 
 from ..driver import KernelSpec, i32, i64, ptr, reference
 from . import functional as F
-from .layout import ACT_IDENTITY, ACT_RELU, ACT_SIGMOID, ACT_TANH
+from .layout import ACT_IDENTITY, ACT_RELU, ACT_SIGMOID, ACT_TANH, GRAD_SPLIT_FIELDS, GRAD_SPLITS_MAX
 
 MODULE = "nn/matmul"
 TILE = 64
@@ -57,9 +60,9 @@ MATMUL_TN_ONES = {TILE: KernelSpec("matmul_tn_ones_f32", MODULE, MATMUL_TN["f32"
                                    doc="C[z][M+1,N]: X^T dY over split z's rows, then dY's column sums"),
                   SMALL_TILE: KernelSpec("matmul_tn_ones_f32_t32", MODULE, MATMUL_TN["f32"].params,
                                          doc="matmul_tn_ones_f32 with 32x32 tiles")}
-REDUCE_SPLITS_TWO = KernelSpec("reduce_splits_two", MODULE, (ptr("out"), ptr("tail"), ptr("partials"), i32("splits"),
-                                                             i64("n"), i64("n_main")),
-                               doc="reduce_splits writing i < n_main to out[i], the rest to tail[i - n_main]")
+REDUCE_GRAD_SPLITS = KernelSpec("reduce_grad_splits", MODULE, (
+    ptr("grad"), ptr("partials"), ptr("table"), i32("n_entries"), i64("total")),
+    doc="every split dW + db pass of a backward summed in split order into grad (table: GRAD_SPLIT_FIELDS rows)")
 REDUCE_SPLITS = KernelSpec("reduce_splits", MODULE, (ptr("out"), ptr("partials"), i32("splits"), i64("n")),
                            doc="out[i] = sum over z in order of partials[z][i]")
 COLUMN_SUM_PARTIAL = KernelSpec("column_sum_partial", MODULE,
@@ -175,15 +178,18 @@ for _spec in MATMUL_TN_ONES.values():
     reference(_spec)(_tn_ones)
 
 
-@reference(REDUCE_SPLITS_TWO)
-def _reduce_splits_two(launch, out, tail, partials, splits, n, n_main):
-    n, splits, n_main = int(n), int(splits), int(n_main)
-    p = partials.f32(splits * n).reshape(splits, n)
-    s = p[0].copy()
-    for z in range(1, splits):
-        s += p[z]
-    out.f32(n_main)[:] = s[:n_main]
-    tail.f32(n - n_main)[:] = s[n_main:]
+@reference(REDUCE_GRAD_SPLITS)
+def _reduce_grad_splits(launch, grad, partials, table, n_entries, total):
+    g, parts = grad.f32(), partials.f32()
+    for row in table.i64(int(n_entries) * len(GRAD_SPLIT_FIELDS)).reshape(-1, len(GRAD_SPLIT_FIELDS)):
+        f = dict(zip(GRAD_SPLIT_FIELDS, (int(x) for x in row)))
+        size, n_main = f["size"], f["n_main"]
+        p = parts[f["partials"]:f["partials"] + f["splits"] * size].reshape(f["splits"], size)
+        s = p[0].copy()
+        for z in range(1, f["splits"]):
+            s += p[z]
+        g[f["out"]:f["out"] + n_main] = s[:n_main]
+        g[f["tail"]:f["tail"] + size - n_main] = s[n_main:]
 
 
 @reference(REDUCE_SPLITS)
@@ -217,33 +223,10 @@ class RowReduction:
 
     Owns its partials workspace (allocated here, before any capture) and the plans that fill
     `out` deterministically: one kernel when a single split suffices, else the split kernel
-    then reduce_splits. With `bias_out` (FP32 only) the bias gradient comes from the same pass:
-    matmul_tn_ones gives A a column of ones, and reduce_splits_two sends the last row to bias_out.
+    then reduce_splits. (FP32 layers take dW and db in one pass instead: `plan_dw_db`.)
     """
 
-    def __init__(self, rt, out, B, R: int, N: int, A=None, M: int = 1, precision: str = "f32", name: str = "dW",
-                 bias_out=None):
-        self.fused = bias_out is not None
-        if self.fused:
-            if A is None or precision != "f32":
-                raise ValueError("a fused bias gradient needs A and FP32")
-            grid64 = gemm_grid(M + 1, N)
-            # 64x64 tiles (less staging per product) when splitting the rows alone fills the GPU
-            tile = TILE if grid64[0] * grid64[1] * max(1, R // 64) >= FILL_BLOCKS else f32_tile(M + 1, N, "tn")
-            threads = GEMM_THREADS if tile == TILE else SMALL_THREADS
-            grid = gemm_grid(M + 1, N, 1, tile)
-            per_split = grid[0] * grid[1] * threads // 32
-            want = max(1, min(-(-SPLIT_TARGET_WARPS // per_split), -(-R // 64)))
-            rows_per_split = -(-R // want)
-            chunk = -(-rows_per_split // 16) * 16
-            self.splits = -(-R // chunk)
-            size = (M + 1) * N
-            self.partials = rt.device_array(self.splits * size, np.float32, f"{name}_partials")
-            self.plans = [rt.plan(MATMUL_TN_ONES[tile], gemm_grid(M + 1, N, self.splits, tile), threads,
-                                  (self.partials, A, B, R, M, N, chunk)),
-                          rt.plan(REDUCE_SPLITS_TWO, elementwise_grid(size), ELEMENTWISE_BLOCK,
-                                  (out, bias_out, self.partials, self.splits, size, M * N))]
-            return
+    def __init__(self, rt, out, B, R: int, N: int, A=None, M: int = 1, precision: str = "f32", name: str = "dW"):
         if A is not None:
             spec, tile, threads = gemm_kernel("tn", M, N, precision)
             grid = gemm_grid(M, N, 1, tile)
@@ -268,6 +251,93 @@ class RowReduction:
             p.launch(stream)
 
 
+class SplitPass:
+    """One layer's split dW + db pass, planned once its GradPartials has placed the partials (`finish`);
+    `name` says whose gradient it is (a profile's row)."""
+
+    def __init__(self, name: str, splits: int):
+        self.name, self.splits, self.plans = name, splits, []
+
+    def launch(self, stream):
+        if not self.plans:
+            raise RuntimeError(f"split pass {self.name}: GradPartials.finish() has not placed its partials yet")
+        self.plans[0].launch(stream)
+
+
+class GradPartials:
+    """The split dW + db passes of a backward: their partials side by side in one workspace, added into
+    the flat gradient buffer by one launch (reduce_grad_splits) after the last pass.
+
+    A layer's pass is registered with `add` while the model is built, before the workspace's size is
+    known: it gets a SplitPass, planned by `finish`, which allocates the workspace and the table
+    (every layer built, before any capture). The object is then a step entry (`plans`, `launch`): the
+    reduction, to run once the backward's last pass has run and before anything reads the gradients.
+    """
+
+    def __init__(self, rt, grad, name: str = "grad_splits"):
+        self.rt, self.grad, self.name = rt, grad, name
+        self.rows: list[tuple[int, ...]] = []  # GRAD_SPLIT_FIELDS per pass
+        self._passes: list[tuple[SplitPass, int, object]] = []  # (pass, partials offset, build)
+        self.total = 0  # elements reduced
+        self.size = 0   # floats of partials
+        self.plans = None
+
+    def add(self, name: str, splits: int, size: int, n_main: int, out: int, tail: int, build) -> SplitPass:
+        """A pass writing [splits][size] partials; `build(partials)` makes its plan once they have a place.
+        The sum of element k < n_main goes to grad[out + k], of the others to grad[tail + k - n_main]."""
+        if self.plans is not None:
+            raise RuntimeError(f"{self.name}: a split pass added after finish()")
+        if len(self.rows) == GRAD_SPLITS_MAX:
+            raise ValueError(f"{self.name}: reduce_grad_splits takes at most {GRAD_SPLITS_MAX} passes")
+        entry = SplitPass(name, splits)
+        self.rows.append((self.total, size, splits, self.size, n_main, out, tail))
+        self._passes.append((entry, self.size, build))
+        self.total += size
+        self.size += splits * size
+        return entry
+
+    def finish(self) -> GradPartials:
+        """Allocate the workspace and the table, plan every pass and the reduction (once)."""
+        if self.plans is None:
+            self.plans = []
+            if self.rows:
+                rt = self.rt
+                self.partials = rt.device_array(self.size, np.float32, f"{self.name}_partials")
+                self.table = rt.device_array((len(self.rows), len(GRAD_SPLIT_FIELDS)), np.int64,
+                                             f"{self.name}_table")
+                self.table.upload(np.array(self.rows, np.int64))
+                for entry, offset, build in self._passes:
+                    entry.plans = [build(self.partials.at(offset))]
+                self.plans = [rt.plan(REDUCE_GRAD_SPLITS, elementwise_grid(self.total), ELEMENTWISE_BLOCK,
+                                      (self.grad, self.partials, self.table, len(self.rows), self.total))]
+        return self
+
+    def launch(self, stream):
+        if self.plans is None:
+            raise RuntimeError(f"{self.name}: GradPartials.finish() was not called")
+        for p in self.plans:
+            p.launch(stream)
+
+
+def plan_dw_db(rt, partials: GradPartials, A, dY, R: int, M: int, N: int, out: int, tail: int,
+               name: str = "dW") -> SplitPass:
+    """dW = A^T dY [M, N] and db = the column sums of dY [N] over R rows in one pass: matmul_tn_ones
+    gives A a column of ones, so each split's partial is (M+1) x N with the column sums last; the
+    splits are added by `partials`' reduction into grad[out:], grad[tail:]. FP32 only."""
+    grid64 = gemm_grid(M + 1, N)
+    # 64x64 tiles (less staging per product) when splitting the rows alone fills the GPU
+    tile = TILE if grid64[0] * grid64[1] * max(1, R // 64) >= FILL_BLOCKS else f32_tile(M + 1, N, "tn")
+    threads = GEMM_THREADS if tile == TILE else SMALL_THREADS
+    grid = gemm_grid(M + 1, N, 1, tile)
+    per_split = grid[0] * grid[1] * threads // 32
+    want = max(1, min(-(-SPLIT_TARGET_WARPS // per_split), -(-R // 64)))
+    rows_per_split = -(-R // want)
+    chunk = -(-rows_per_split // 16) * 16
+    splits = -(-R // chunk)
+    return partials.add(name, splits, (M + 1) * N, M * N, out, tail, lambda C: rt.plan(
+        MATMUL_TN_ONES[tile], gemm_grid(M + 1, N, splits, tile), threads, (C, A, dY, R, M, N, chunk)))
+
+
 def plan_linear(rt, Y, X, W, bias, M: int, K: int, N: int, act: int = ACT_IDENTITY, precision: str = "f32"):
     spec, tile, threads = gemm_kernel("linear", M, N, precision)
     return rt.plan(spec, gemm_grid(M, N, 1, tile), threads, (Y, X, W, bias, M, K, N, act))
@@ -276,11 +346,6 @@ def plan_linear(rt, Y, X, W, bias, M: int, K: int, N: int, act: int = ACT_IDENTI
 def plan_matmul_nt(rt, C, A, B, M: int, K: int, N: int, accumulate: bool = False, precision: str = "f32"):
     spec, tile, threads = gemm_kernel("nt", M, N, precision)
     return rt.plan(spec, gemm_grid(M, N, 1, tile), threads, (C, A, B, M, K, N, int(accumulate)))
-
-
-def plan_reduce_splits_two(rt, out, tail, partials, splits: int, n: int, n_main: int):
-    """out[i] (i < n_main) / tail[i - n_main] = the sum of partials[z][i] over z in order."""
-    return rt.plan(REDUCE_SPLITS_TWO, elementwise_grid(n), ELEMENTWISE_BLOCK, (out, tail, partials, splits, n, n_main))
 
 
 def plan_act_bwd(rt, dx, dy, y, n: int, act: int):

@@ -8,6 +8,10 @@
     for plan in enc.forward + perc.forward + perc.backward + rl.forward + rl.backward
                 + enc.backward + opt.update: plan.launch(stream)
 
+Built on their own, as above, each component's backward ends with the reduction of its own FP32
+split passes; the Learner hands them one `GradPartials` instead, so a whole backward reduces its
+splits in one launch after its last pass.
+
 Every buffer is allocated at construction and every plan built once, so a whole training step
 can be captured into one graph. Parameters, gradients and both Adam moments share one layout
 (`Parameters.LAYOUT` order, each tensor 64-float aligned), so gradient clipping is one
@@ -19,11 +23,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..agent.layout import N_POSITION_FEATURES, POS_INDEX
+from ..agent.layout import LOSS_NAMES, N_POSITION_FEATURES, POS_INDEX
 from ..isv.registry import slot_index
 from . import heads, losses, matmul, optim, ssm
 from .heads import C51_ATOMS, N_ACTIONS, N_PERCEPTION, Q_OUTPUTS
-from .matmul import ACT_IDENTITY, ACT_RELU, ACT_TANH, RowReduction, plan_act_bwd, plan_linear, plan_matmul_nt
+from .matmul import (ACT_IDENTITY, ACT_RELU, ACT_TANH, GradPartials, RowReduction, plan_act_bwd, plan_dw_db,
+                     plan_linear, plan_matmul_nt)
 
 HIDDEN_DIM = 128
 # The RL heads read the agent's state: h followed by the backtest's position features (foxc.agent.layout).
@@ -134,11 +139,13 @@ class Linear:
 
     backward: dpre = act'(dY) (in place over dY when act is not identity), dW = X^T dpre,
     db = colsum(dpre) and, when dX is given, dX (+)= dpre W^T. precision "tf32" is applied per
-    layer by `matmul.layer_precision` (small layers run FP32).
+    layer by `matmul.layer_precision` (small layers run FP32). An FP32 layer's dW and db are one
+    split pass whose partials `partials` (the backward's GradPartials) adds up; without it, the
+    layer's own reduction follows the pass.
     """
 
     def __init__(self, rt, params, w: str, b: str, X, Y, rows: int, n_in: int, n_out: int, act=ACT_IDENTITY,
-                 precision="f32", dY=None, dX=None, accumulate_dX=False, target=False):
+                 precision="f32", dY=None, dX=None, accumulate_dX=False, target=False, partials=None):
         sfx = "_target" if target else ""
         precision = matmul.layer_precision(rows, n_out, precision)
         W = params.ptr(w + sfx)
@@ -149,8 +156,12 @@ class Linear:
         if act != ACT_IDENTITY:
             self.backward.append(plan_act_bwd(rt, dY, dY, Y, rows * n_out, act))
         if precision == "f32":  # dW and db in one pass (matmul_tn_ones)
-            self.backward.append(RowReduction(rt, params.ptr(w, "grad"), dY, rows, n_out, A=X, M=n_in,
-                                              precision=precision, name=f"d{w}", bias_out=params.ptr(b, "grad")))
+            own = partials is None
+            partials = GradPartials(rt, params.grad, f"d{w}_splits") if own else partials
+            self.backward.append(plan_dw_db(rt, partials, X, dY, rows, n_in, n_out, params.by_name[w].offset,
+                                            params.by_name[b].offset, f"d{w}"))
+            if own:
+                self.backward.append(partials.finish())
         else:
             self.backward.append(RowReduction(rt, params.ptr(w, "grad"), dY, rows, n_out, A=X, M=n_in,
                                               precision=precision, name=f"d{w}"))
@@ -165,8 +176,10 @@ class Encoder:
     encoder's gradients; dh is overwritten."""
 
     def __init__(self, rt, params: Parameters, batch: int, seq_len: int, features, precision="f32",
-                 fused: bool | None = None):
+                 fused: bool | None = None, partials: GradPartials | None = None):
         B, K, F, D = batch, seq_len, params.n_features, params.hidden
+        own = partials is None
+        partials = GradPartials(rt, params.grad, "enc_grad_splits") if own else partials
         self.batch, self.seq_len = B, K
         self.z = rt.device_array((K, B, ssm.PARTS * D), np.float32, "enc_z")
         self.states = rt.device_array((K, B, D), np.float32, "enc_states")
@@ -180,41 +193,40 @@ class Encoder:
         # fused kernels whenever the shapes fit, None (auto) only when they also fill the GPU
         fused = ssm.proj_scan_fits(D, F) and (ssm.proj_scan_fills_gpu(B, D) if fused is None else fused)
         out = Linear(rt, params, "enc_w_out", "enc_b_out", self.y, self.h, B, D, D, ACT_TANH, precision,
-                     dY=self.dh, dX=self.dy)
+                     dY=self.dh, dX=self.dy, partials=partials)
         if fused:  # the projection inside the scans: z computed in the forward, dz never written
             self.dz = None
-            splits = ssm.bwd_dw_splits(B)
-            size = (F + 1) * ssm.PARTS * D
-            self.dw_partials = rt.device_array(splits * size, np.float32, "enc_w_in_partials")
             scan_fwd = [ssm.plan_proj_scan_fwd(rt, self.z, self.states, self.y, features, params.ptr("enc_w_in"),
                                                params.ptr("enc_b_in"), K, B, D, F)]
-            scan_bwd = [ssm.plan_scan_bwd_dw(rt, self.dw_partials, self.z, self.states, self.dy, features, K, B, D, F),
-                        matmul.plan_reduce_splits_two(rt, params.ptr("enc_w_in", "grad"), params.ptr("enc_b_in", "grad"),
-                                                      self.dw_partials, splits, size, F * ssm.PARTS * D)]
+            w_in, b_in = params.by_name["enc_w_in"], params.by_name["enc_b_in"]
+            scan_bwd = [partials.add("denc_w_in", ssm.bwd_dw_splits(B), (F + 1) * ssm.PARTS * D, F * ssm.PARTS * D,
+                                     w_in.offset, b_in.offset, lambda parts: ssm.plan_scan_bwd_dw(
+                                         rt, parts, self.z, self.states, self.dy, features, K, B, D, F))]
         else:
             self.dz = rt.device_array((K, B, ssm.PARTS * D), np.float32, "enc_dz")
             inp = Linear(rt, params, "enc_w_in", "enc_b_in", features, self.z, K * B, F, ssm.PARTS * D,
-                         precision=precision, dY=self.dz)
+                         precision=precision, dY=self.dz, partials=partials)
             scan_fwd = [*inp.forward, ssm.plan_scan_fwd(rt, self.states, self.y, self.z, K, B, D)]
             scan_bwd = [ssm.plan_scan_bwd(rt, self.dz, self.z, self.states, self.dy, K, B, D), *inp.backward]
         self.forward = [*scan_fwd, *out.forward]
         self.backward = [*out.backward, *scan_bwd]
+        if own:
+            self.backward.append(partials.finish())
 
 
 class PerceptionHead:
     """logits = h Wp + bp [B, 9]; masked BCE against labels; backward writes dh (not accumulated)."""
 
-    def __init__(self, rt, params: Parameters, h, dh, labels, mask, batch: int, precision="f32"):
+    def __init__(self, rt, params: Parameters, h, dh, labels, mask, batch: int, precision="f32",
+                 partials: GradPartials | None = None):
         B, D = batch, params.hidden
         self.logits = rt.device_array((B, N_PERCEPTION), np.float32, "perception_logits")
         self.dlogits = rt.device_array((B, N_PERCEPTION), np.float32, "perception_dlogits")
         self.loss = rt.device_array((B, N_PERCEPTION), np.float32, "perception_loss")
-        self.loss_mean = rt.device_array(1, np.float32, "perception_loss_mean")
         lin = Linear(rt, params, "perception_w", "perception_b", h, self.logits, B, D, N_PERCEPTION,
-                     precision=precision, dY=self.dlogits, dX=dh)
+                     precision=precision, dY=self.dlogits, dX=dh, partials=partials)
         self.forward = [*lin.forward,
-                        losses.plan_bce_masked(rt, self.dlogits, self.loss, self.logits, labels, mask, B, N_PERCEPTION),
-                        losses.plan_loss_mean(rt, self.loss_mean, self.loss, B * N_PERCEPTION)]
+                        losses.plan_bce_masked(rt, self.dlogits, self.loss, self.logits, labels, mask, B, N_PERCEPTION)]
         self.backward = lin.backward
 
 
@@ -229,12 +241,15 @@ class RlHeads:
     online Q means (distillation); V regresses the n-step target. Only the C51 loss trains the shared
     layer (the policy and value heads read it as fixed features). backward leaves the gradients in
     params.grad. The heads do not train the encoder: a replayed state's h came from windows the
-    encoder is not processing in this step.
+    encoder is not processing in this step. `td_error` (float32 [B]), when given, is where the C51
+    loss writes |TD| (the replay's priority input reads it there), else the heads own one.
     """
 
     def __init__(self, rt, params: Parameters, s_t, s_tp1, action, ret, gamma_n, done, weight, isv,
-                 batch: int, precision="f32"):
+                 batch: int, precision="f32", partials: GradPartials | None = None, td_error=None):
         B, S, R = batch, params.state_dim, params.rl_hidden
+        own = partials is None
+        partials = GradPartials(rt, params.grad, "rl_grad_splits") if own else partials
         self.rt, self.isv, self.batch = rt, isv, B
         arr = lambda shape, name, dt=np.float32: rt.device_array(shape, dt, name)  # noqa: E731
         self.z, self.dz = arr((B, R), "rl_z"), arr((B, R), "rl_dz")
@@ -246,10 +261,11 @@ class RlHeads:
         self.pi_logits, self.dpi_logits = arr((B, N_ACTIONS), "pi_logits"), arr((B, N_ACTIONS), "dpi_logits")
         self.v, self.v_next, self.dv = arr((B, 1), "v"), arr((B, 1), "v_next"), arr((B, 1), "dv")
         self.advantage = arr(B, "advantage")
-        self.loss_q, self.td_error = arr(B, "loss_q"), arr(B, "td_error")
+        if td_error is not None and (tuple(td_error.shape) != (B,) or td_error.dtype != np.float32):
+            raise ValueError(f"td_error must be float32 ({B},), got {td_error.dtype} {tuple(td_error.shape)}")
+        self.loss_q, self.td_error = arr(B, "loss_q"), td_error if td_error is not None else arr(B, "td_error")
         self.loss_pi, self.loss_v = arr(B, "loss_pi"), arr(B, "loss_v")
-        self.loss_means = arr(3, "rl_loss_means")  # q, pi, v
-        lin = lambda *a, **k: Linear(rt, params, *a, precision=precision, **k)  # noqa: E731
+        lin = lambda *a, **k: Linear(rt, params, *a, precision=precision, partials=partials, **k)  # noqa: E731
         trunk = lin("rl_w", "rl_b", s_t, self.z, B, S, R, ACT_RELU, dY=self.dz)
         trunk_next = lin("rl_w", "rl_b", s_tp1, self.z_next, B, S, R, ACT_RELU)
         trunk_target = lin("rl_w", "rl_b", s_tp1, self.z_next_target, B, S, R, ACT_RELU, target=True)
@@ -269,11 +285,10 @@ class RlHeads:
             losses.plan_value_loss(rt, self.dv, self.loss_v, self.advantage, self.v, self.v_next, ret, gamma_n,
                                    done, B),
             losses.plan_policy_loss(rt, self.dpi_logits, self.loss_pi, self.pi_logits, self.q, isv, B),
-            losses.plan_loss_mean(rt, self.loss_means.at(0), self.loss_q, B),
-            losses.plan_loss_mean(rt, self.loss_means.at(1), self.loss_pi, B),
-            losses.plan_loss_mean(rt, self.loss_means.at(2), self.loss_v, B),
         ]
         self.backward = [*q.backward, *trunk.backward, *pi.backward, *v.backward]
+        if own:
+            self.backward.append(partials.finish())
 
 
 class Optimizer:
@@ -310,12 +325,13 @@ class Learner:
     component's arrays (the trainer passes the dataset's features and the replay's sampled
     batch), so nothing is copied. `forward_backward` and `update` are plan lists; `step` = both,
     capturable into one graph; `learn` is `forward_backward` without the encoder's forward, for a
-    caller that runs that first.
+    caller that runs that first. `losses` (mapped, LOSS_NAMES order) holds the step's loss means;
+    the batch's |TD| goes to `td_error` when given (the trainer's replay reads it there).
     """
 
     def __init__(self, rt, isv, batch: int, seq_len: int, n_features: int, hidden: int = HIDDEN_DIM,
                  precision: str = "f32", inputs: dict | None = None, rl_hidden: int = RL_HIDDEN,
-                 fused_encoder: bool | None = None):
+                 fused_encoder: bool | None = None, td_error=None):
         B, K = batch, seq_len
         self.rt, self.batch, self.seq_len = rt, B, K
         self.params = Parameters(rt, n_features, hidden, rl_hidden)
@@ -341,14 +357,23 @@ class Learner:
         self.action = arr(B, "replay_action", np.int32)
         self.ret, self.gamma_n, self.done = arr(B, "replay_ret"), arr(B, "replay_gamma_n"), arr(B, "replay_done")
         self.weight = arr(B, "replay_weight")
-        self.encoder = Encoder(rt, self.params, B, K, self.features, precision, fused_encoder)
+        # every FP32 split pass of the backward leaves its partials here; one launch adds them all
+        self.partials = GradPartials(rt, self.params.grad)
+        self.encoder = Encoder(rt, self.params, B, K, self.features, precision, fused_encoder, self.partials)
         self.perception = PerceptionHead(rt, self.params, self.encoder.h, self.encoder.dh, self.labels, self.mask,
-                                         B, precision)
+                                         B, precision, self.partials)
         self.rl = RlHeads(rt, self.params, self.h_t, self.h_tp1, self.action, self.ret, self.gamma_n, self.done,
-                          self.weight, isv, B, precision)
+                          self.weight, isv, B, precision, self.partials, td_error)
+        self.partials.finish()
         self.optimizer = Optimizer(rt, self.params, isv)
-        self.learn = [*self.perception.forward, *self.rl.forward, *self.perception.backward, *self.rl.backward,
-                      *self.encoder.backward]
+        # the batch means of the losses (C51, policy, value, perception BCE) where the host reads them
+        self.losses = rt.mapped_array(len(LOSS_NAMES), np.float32, "losses")
+        self.losses.host[:] = 0.0
+        rl = self.rl
+        self.loss_means = losses.plan_loss_means(rt, self.losses, rl.loss_q, rl.loss_pi, rl.loss_v,
+                                                 self.perception.loss, B, B * N_PERCEPTION)
+        self.learn = [*self.perception.forward, *self.rl.forward, self.loss_means, *self.perception.backward,
+                      *self.rl.backward, *self.encoder.backward, self.partials]
         self.forward_backward = [*self.encoder.forward, *self.learn]
         self.update = self.optimizer.update
         self.step = self.forward_backward + self.update

@@ -5,7 +5,7 @@ see `functional.ssm_scan` for the recurrence. `ssm_proj_scan_fwd` computes the F
 projection inside the forward scan (z still written, for the backward), replacing linear_fwd_f32
 + ssm_scan_fwd with one launch and one fewer pass over z; `ssm_scan_bwd_dw` sums the input
 projection's weight and bias gradients inside the reverse scan (dz never written), replacing
-ssm_scan_bwd + matmul_tn_ones_f32 (reduce_splits_two still adds its per-block partials).
+ssm_scan_bwd + matmul_tn_ones_f32 (reduce_grad_splits still adds its per-block partials).
 """
 from __future__ import annotations
 

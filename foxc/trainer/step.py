@@ -15,8 +15,8 @@ The step, top to bottom (each line one phase; `phases` holds them in this order)
   learn        perception and RL losses, every backward, the RL gradient into the encoder
   update       gradient clip, AdamW (learning rates from the ISV), target soft update
   priorities   |TD| of the batch into the tree, tree rebuild
-  control      step statistics, reward/PopArt, learning-rate plateau and fused controllers
-  diagnostics  the step's frame into the mapped-pinned ring, the step counter, the ISV published to the host
+  control      step statistics, reward/PopArt, learning-rate plateau and other controllers, the step's frame
+               into the mapped-pinned ring, the step counter, the ISV published to the host (one kernel)
   advance      cursors move on, or start new episodes (the next step gathers at them)
 
 Nothing here reads the host or allocates once built, so the whole list can be captured into one
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import vec
 from ..agent import kernels as agent
 from ..agent.actor import MONEY_SCALE, Actor
 from ..agent.diagnostics import DiagnosticsRing
@@ -36,7 +35,6 @@ from ..data.device import DeviceDataset
 from ..data.features import FEATURES
 from ..data.resident import ResidencyError
 from ..isv import IsvBus
-from ..isv.kernels import plan_step_increment
 from ..lobsim.sim import LobSim, LobSimConfig
 from ..nn.heads import N_PERCEPTION
 from ..nn.model import STATE_DIM, Learner
@@ -45,16 +43,6 @@ from ..replay import ReplayBuffer
 from ..rng import generator
 from . import bridge
 from .config import ConfigError
-
-
-class DeviceCopy:
-    """A device-to-device copy as a step entry (a memcpy node when captured)."""
-
-    def __init__(self, rt, dst, src, nbytes: int, name: str):
-        self.rt, self.dst, self.src, self.nbytes, self.name = rt, dst, src, int(nbytes), name
-
-    def launch(self, stream):
-        self.rt.copy_dtod(self.dst.ptr, self.src.ptr, self.nbytes, stream)
 
 
 RING_LEN = 1024  # diagnostics frames the mapped-pinned ring holds (the host reads them asynchronously)
@@ -90,7 +78,6 @@ class TrainStep:
         self.closed_pnl = dev(B, np.float32, "closed_pnl")
         self.td = dev(B, np.float32, "replay_td")
         self.stats = dev(N_STATS, np.float64, "step_stats")
-        self.losses = rt.mapped_array(4, np.float32, "losses")  # l_q, l_pi, l_v, l_bce
 
         # replay: the previous step's entries are the simulator's and the agent's arrays as they stand
         # when replay_push runs (before this step's state, act and simulate overwrite them); the flush
@@ -105,16 +92,16 @@ class TrainStep:
         self.learner = Learner(rt, self.isv, B, K, FEATURES, precision=cfg.precision, inputs={
             "features": self.data.features, "labels": self.labels, "mask": self.mask, "h_t": s["h_t"],
             "h_tp1": s["h_tp1"], "action": s["action"], "ret": s["return"], "gamma_n": s["gamma_n"],
-            "done": s["done"], "weight": s["weight"]})
-        enc, rl, perception = self.learner.encoder, self.learner.rl, self.learner.perception
+            "done": s["done"], "weight": s["weight"]}, td_error=self.td)  # |TD| where the replay reads it
+        enc = self.learner.encoder
+        self.losses = self.learner.losses  # l_q, l_pi, l_v, l_bce: mapped, written in `learn`
         self.actor = act = Actor(rt, self.learner.params, self.isv, h=enc.h, pos=self.sim.pos,
                                  features=self.data.features, batch=B, seq_len=K, tick=market.tick, actor=cfg.actor,
                                  state=state, log_prob=log_prob, actions=self.sim.actions,
                                  stop_loss=self.sim.stop_loss, precision=cfg.precision)
-        self.diagnostics = DiagnosticsRing(rt, self.isv, self.stats, self.losses, ring_len=ring_len)
+        self.diagnostics = DiagnosticsRing(rt, ring_len=ring_len)
 
         g = bridge.grid(B)
-        one = lambda spec, *args: rt.plan(spec, 1, 1, args)  # noqa: E731
         self.phases = [
             ("gather", [self.data.gather_plan]),
             ("bridge", [rt.plan(bridge.BRIDGE_BEFORE_ACT, g, bridge.BLOCK, (
@@ -132,18 +119,12 @@ class TrainStep:
             ("replay_sample", self.replay.sample_plans),
             ("learn", self.learner.learn),
             ("update", self.learner.update),
-            ("priorities", [DeviceCopy(rt, self.td, rl.td_error, rl.td_error.nbytes, "copy_td"),
-                            *self.replay.update_plans, *self.replay.rebuild_plans]),
+            ("priorities", [*self.replay.update_plans, *self.replay.rebuild_plans]),
             ("control", [
-                vec.plan_elementwise(rt, vec.COPY_F32, self.losses, rl.loss_means, 3),
-                vec.plan_elementwise(rt, vec.COPY_F32, self.losses.at(3), perception.loss_mean, 1),
-                rt.plan(agent.AGENT_STEP_STATS, 1, 256, (
+                rt.plan(agent.AGENT_STEP_END, 1, agent.STATS_BLOCK, (
                     act.probs, self.sim.actions, act.flags, self.reward_raw, self.reward_scaled, self.clipped,
-                    self.closed, self.closed_pnl, act.lots, self.stats, B)),
-                one(agent.AGENT_REWARD_CONTROLLER, self.isv, self.stats),
-                one(agent.AGENT_LR_PLATEAU, self.isv, self.losses),
-                one(agent.AGENT_FUSED_CONTROLLERS, self.isv, self.stats)]),
-            ("diagnostics", [self.diagnostics.plan, plan_step_increment(rt, self.isv), self.isv.publish_plan()]),
+                    self.closed, self.closed_pnl, act.lots, B, self.losses, self.stats, self.isv, self.isv.array,
+                    *self.diagnostics.frame_args))]),
             ("advance", [self.cursors.advance_plan]),
         ]
         self.skip_first = {"replay_push", "replay_flush"}

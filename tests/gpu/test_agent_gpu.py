@@ -2,11 +2,13 @@
 import numpy as np
 import pytest
 
-from agent_cases import act_inputs, isv_values, reward_inputs
+from agent_cases import STEP_END_OUT, StepEnd, act_inputs, isv_values, reward_inputs, step_end_args
 from foxc.agent import kernels as K
-from foxc.agent.layout import ACTOR_POLICY, ACTOR_Q, N_ACTIONS, N_POSITION_FEATURES, N_STATS, STATE_BLOCK
+from foxc.agent.layout import (ACTOR_POLICY, ACTOR_Q, FRAME_INDEX, FRAME_ISV, LOSS_NAMES, N_ACTIONS, N_FRAME_EXTRAS,
+                               N_POSITION_FEATURES, STAT_FIELDS, STATE_BLOCK, STATS_BLOCK)
+from foxc.isv.registry import slot_index
 from foxc.testing import assert_close, poisoned, run_kernel
-from test_agent_reference import state_inputs, stats_inputs, stats_vector
+from test_agent_reference import state_inputs
 
 
 def both(cuda_rt, ref_rt, spec, grid, block, args):
@@ -57,53 +59,60 @@ def test_reward_matches_reference(cuda_rt, ref_rt, rng):
     assert np.mean(got[5] != want[5]) < 1e-4  # only rewards within an ulp of a bound may differ
 
 
+def frame_parts(frame):
+    """A diagnostics frame's fields by kind: exact ones (step, seq, losses, extras), the statistics, the ISV."""
+    exact = ["seq", "step", *LOSS_NAMES] + [f"extra{i}" for i in range(N_FRAME_EXTRAS)]
+    pick = lambda names: np.array([frame[FRAME_INDEX[n]] for n in names])  # noqa: E731
+    return pick(exact), pick([n for n, _ in STAT_FIELDS]), pick(FRAME_ISV)
+
+
 @pytest.mark.parametrize("B", [1, 300, 65536])
-def test_step_stats_match_reference_and_repeat_bitwise(cuda_rt, ref_rt, rng, B):
-    ins = stats_inputs(rng, B)
-    args = [*ins, poisoned(N_STATS, np.float64), B]
-    got, want = both(cuda_rt, ref_rt, K.AGENT_STEP_STATS, 1, 256, args)
-    assert_close(got[9], want[9], 1e-6, "stats")
-    again = run_kernel(cuda_rt, K.AGENT_STEP_STATS, 1, 256, args)
-    assert np.array_equal(again[9], got[9]), "two runs gave different bits"
-
-
-@pytest.mark.parametrize("spec,second", [
-    (K.AGENT_REWARD_CONTROLLER, stats_vector(reward_raw_mean=0.3, reward_raw_sq_mean=2.0, clipped_frac=0.2,
-                                             closed_trades=5, closed_abs_pnl_sum=7.0)),
-    (K.AGENT_LR_PLATEAU, np.array([1.0, 2.0, np.nan, 0.5], np.float32)),
-    (K.AGENT_FUSED_CONTROLLERS, stats_vector(entropy_mean=0.7, hold_frac=0.3)),
-])
 @pytest.mark.parametrize("seed_modes", [False, True])
-def test_controllers_match_reference(cuda_rt, ref_rt, spec, second, seed_modes):
-    isv = isv_values(step_lo=5000, plateau_count_q=1999, best_loss_q=0.5, lr_warmup_steps=10)
+def test_step_end_matches_reference_and_repeats_bitwise(cuda_rt, ref_rt, rng, B, seed_modes):
+    """agent_step_end on poisoned outputs: the statistics (logf against numpy's log in the entropy) and the
+    controllers' ISV (float32 with FMA contraction against numpy's rounding of each operation) within 1e-6
+    of the reference, the frame of this step only, the counter exact, the host's ISV copy equal to the
+    device's; a second run gives the same bits."""
+    isv = isv_values(step_lo=5000, plateau_count_q=1999, best_loss_q=0.5, lr_warmup_steps=10, popart_rate=0.01)
     if seed_modes:  # the seed's gate controller and asymmetric loss clamp
         isv = isv_values(step_lo=5000, gate_enabled=1, gate_threshold=0.3, hold_frac_ema=0.6, reward_clamp_mode=1,
-                         reward_pos_ema=0.4, reward_neg_ema=0.7)
-        second = second.copy()
-        if spec is K.AGENT_REWARD_CONTROLLER:
-            second[:] = stats_vector(reward_pos_mean=0.5, reward_neg_mean=0.9)
-    got, want = both(cuda_rt, ref_rt, spec, 1, 1, [isv, second])
-    assert_close(got[0], want[0], 1e-6, f"{spec.name} isv")
+                         reward_pos_ema=0.4, reward_neg_ema=0.7, popart_rate=0.01)
+    ring_len, row = 8, 5000 % 8
+    args = step_end_args(rng, B, isv, np.array([1.0, 2.0, np.nan, 0.5], np.float32), ring_len)
+    got, want = both(cuda_rt, ref_rt, K.AGENT_STEP_END, 1, STATS_BLOCK, args)
+    o = STEP_END_OUT
+    assert_close(got[o["stats"]], want[o["stats"]], 1e-6, "stats")
+    assert_close(got[o["isv"]], want[o["isv"]], 1e-6, "isv")
+    assert got[o["isv"]][slot_index("step_lo")] == 5001 and got[o["isv"]][slot_index("step_hi")] == 0
+    assert np.array_equal(got[o["isv_host"]], got[o["isv"]]), "the host's view is the ISV as the step leaves it"
+    ring = got[o["ring"]]
+    assert np.isnan(np.delete(ring, row, axis=0)).all(), "only this step's frame is written"
+    (g_exact, g_stats, g_isv), (w_exact, w_stats, w_isv) = frame_parts(ring[row]), frame_parts(want[o["ring"]][row])
+    assert np.array_equal(g_exact, w_exact, equal_nan=True)
+    assert_close(g_stats, w_stats, 1e-6, "frame stats")
+    assert_close(g_isv, w_isv, 1e-6, "frame isv")
+    assert ring[row][FRAME_INDEX["t_ns"]] > 0  # the device's global timer
+    again = run_kernel(cuda_rt, K.AGENT_STEP_END, 1, STATS_BLOCK, [a.copy() if isinstance(a, np.ndarray) else a
+                                                                   for a in args])
+    ring[row][FRAME_INDEX["t_ns"]] = again[o["ring"]][row][FRAME_INDEX["t_ns"]]
+    for name, i in o.items():
+        assert np.array_equal(again[i], got[i], equal_nan=True), f"{name}: two runs gave different bits"
 
 
-def test_diagnostics_frames_on_device(cuda_rt, rng):
-    from foxc.agent.diagnostics import DiagnosticsRing
-    from foxc.isv import IsvBus
-    from foxc.isv.kernels import plan_step_increment
-    bus = IsvBus(cuda_rt)
-    stats = cuda_rt.device_array(N_STATS, np.float64, "stats")
-    values = rng.standard_normal(N_STATS)
-    stats.upload(values)
-    losses = cuda_rt.mapped_array(4, np.float32, "losses")
-    losses.host[:] = [0.5, 1.5, 2.5, 3.5]
-    ring = DiagnosticsRing(cuda_rt, bus, stats, losses, ring_len=16)
-    step = plan_step_increment(cuda_rt, bus)
-    with cuda_rt.capture(name="diag") as cap:
-        ring.launch(cuda_rt.stream)
-        step.launch(cuda_rt.stream)
+def test_diagnostics_frames_and_the_host_isv_on_device(cuda_rt, rng):
+    """Graph replays of agent_step_end: each step's frame arrives in the mapped ring in order, and the
+    host's view of the ISV follows the device copy."""
+    end = StepEnd(cuda_rt, rng, ring_len=16, B=300)
+    end.losses.host[:] = [0.5, 1.5, 2.5, 3.5]
+    with cuda_rt.capture(name="step_end") as cap:
+        end.plan.launch(cuda_rt.stream)
     for _ in range(12):
         cap.graph.launch(cuda_rt.stream)
     cuda_rt.stream.synchronize()
-    frames = ring.poll()
+    frames = end.ring.poll()
     assert [f["step"] for f in frames] == list(range(12))
-    assert frames[5]["l_v"] == 2.5 and frames[5]["entropy_mean"] == values[1]
+    assert frames[5]["l_v"] == 2.5 and frames[5]["n"] == 300
+    assert all(b["t_ns"] >= a["t_ns"] for a, b in zip(frames, frames[1:]))
+    assert end.bus.step == 12
+    assert np.array_equal(end.bus.device.download(), end.bus.values)
+    cap.graph.close()

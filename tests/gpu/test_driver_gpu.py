@@ -4,9 +4,6 @@ import pytest
 
 from foxc import vec
 from foxc.driver import CudaError, KernelSpec, f32, i32, i64, ptr
-from foxc.isv import IsvBus
-from foxc.isv.kernels import plan_step_increment
-from foxc.isv.registry import STEP_WRAP
 from foxc.testing import assert_close, poisoned, run_kernel
 
 
@@ -138,20 +135,6 @@ def test_captured_device_copy_is_a_memcpy_node(cuda_rt, rng):
     assert np.array_equal(dst.download(), values)
     cap.graph.close()
     dst.close()
-
-
-def test_step_counter_on_device(cuda_rt):
-    bus = IsvBus(cuda_rt)
-    plan = plan_step_increment(cuda_rt, bus)
-    for _ in range(7):
-        plan.launch(cuda_rt.stream)
-    cuda_rt.stream.synchronize()
-    assert bus.step == 7
-    bus["step_lo"] = STEP_WRAP - 1
-    plan.launch(cuda_rt.stream)
-    cuda_rt.stream.synchronize()
-    assert bus["step_lo"] == 0 and bus["step_hi"] == 1
-    bus.close()
 
 
 def test_wrong_declaration_rejected_at_load(cuda_rt):

@@ -8,6 +8,7 @@ from foxc.isv import IsvBus
 from foxc.isv.registry import SLOTS, slot_index
 from foxc.nn import heads, losses, matmul, model, optim, ssm
 from foxc.testing import assert_close, poisoned, rel_error, run_kernel
+from nn_cases import reduce_grad_splits
 
 B, K, D, F = 1024, 32, 128, 40
 
@@ -128,8 +129,8 @@ def test_t32_kernels_match_reference_and_64_tiles(cuda_rt, ref_rt, rng, shape):
 @pytest.mark.parametrize("shape", [(K * B, F, 4 * D), (B, D, heads.Q_OUTPUTS), (B, D, D), (B, D, 9), (B, D, 1),
                                    (1001, 37, 67), (70, 3, 5)])
 @pytest.mark.parametrize("tile", [matmul.TILE, matmul.SMALL_TILE])
-def test_matmul_tn_ones_and_reduce_two(cuda_rt, ref_rt, rng, shape, tile):
-    """dW with the bias gradient as the extra row, split and reduced into two outputs; and the
+def test_matmul_tn_ones_and_reduce(cuda_rt, ref_rt, rng, shape, tile):
+    """dW with the bias gradient as the extra row, split and reduced into its two outputs; and the
     plain split kernel at the same tiling."""
     R, M, N = shape
     threads = matmul.GEMM_THREADS if tile == matmul.TILE else matmul.SMALL_THREADS
@@ -140,9 +141,8 @@ def test_matmul_tn_ones_and_reduce_two(cuda_rt, ref_rt, rng, shape, tile):
     b = rng.standard_normal((R, N)).astype(np.float32)
     (parts, *_), _ = compare(cuda_rt, ref_rt, matmul.MATMUL_TN_ONES[tile], matmul.gemm_grid(M + 1, N, splits, tile),
                              threads, [poisoned((splits, M + 1, N)), a, b, R, M, N, chunk], 1e-5)
-    (dw, db, _), _ = compare(cuda_rt, ref_rt, matmul.REDUCE_SPLITS_TWO, matmul.elementwise_grid((M + 1) * N), 256,
-                             [poisoned((M, N)), poisoned(N), parts, splits, (M + 1) * N, M * N], 1e-6)
-    assert_close(dw, a.astype(np.float64).T @ b, 1e-5)
+    [(dw, db)], _ = reduce_grad_splits(cuda_rt, [(parts.reshape(splits, -1), M * N)])
+    assert_close(dw, (a.astype(np.float64).T @ b).ravel(), 1e-5)
     assert_close(db, b.astype(np.float64).sum(axis=0), 1e-5)
     if tile == matmul.SMALL_TILE:
         compare(cuda_rt, ref_rt, matmul.MATMUL_TN_T32, matmul.gemm_grid(M, N, splits, tile), threads,
@@ -203,14 +203,28 @@ def test_ssm_scan_bwd_dw(cuda_rt, ref_rt, rng, shape):
     splits = ssm.bwd_dw_splits(B_)
     (parts, *_), _ = compare(cuda_rt, ref_rt, ssm.SSM_SCAN_BWD_DW, ssm.proj_scan_grid(B_, D_), ssm.PS_THREADS,
                              [poisoned((splits, nf + 1, 4 * D_)), z, states, dy, x, K_, B_, D_, nf], 1e-5)
-    size = (nf + 1) * 4 * D_
-    (dw, db, _), _ = compare(cuda_rt, ref_rt, matmul.REDUCE_SPLITS_TWO, matmul.elementwise_grid(size), 256,
-                             [poisoned((nf, 4 * D_)), poisoned(4 * D_), parts, splits, size, nf * 4 * D_], 1e-6)
+    [(dw, db)], _ = reduce_grad_splits(cuda_rt, [(parts.reshape(splits, -1), nf * 4 * D_)])
     dz, *_ = run_kernel(ref_rt, ssm.SSM_SCAN_BWD, ssm.scan_grid(B_, D_), ssm.BLOCK,
                         [poisoned(z.shape), z, states, dy, K_, B_, D_])
     dz64 = dz.reshape(K_ * B_, 4 * D_).astype(np.float64)
-    assert_close(dw, x.reshape(K_ * B_, nf).astype(np.float64).T @ dz64, 1e-5)
+    assert_close(dw, (x.reshape(K_ * B_, nf).astype(np.float64).T @ dz64).ravel(), 1e-5)
     assert_close(db, dz64.sum(axis=0), 1e-5)
+
+
+def test_reduce_grad_splits_bitwise(cuda_rt, ref_rt, rng):
+    """Every split pass of a backward in one launch (the learner's shapes at B=1,024: input projection,
+    encoder output, perception, RL trunk, C51, policy, value), on a poisoned gradient buffer: the
+    sums in split order, bit-identical to the reference; the gaps between outputs untouched."""
+    shapes = [(ssm.bwd_dw_splits(B), F + 1, 4 * D), (16, D + 1, D), (4, D + 1, 9), (32, model.STATE_DIM + 1, 256),
+              (40, 257, heads.Q_OUTPUTS), (4, 257, 5), (2, 257, 1), (1, 3, 2)]
+    blocks = [((rng.standard_normal((splits, rows * N)) * 10.0 ** rng.uniform(-3, 3)).astype(np.float32),
+               (rows - 1) * N) for splits, rows, N in shapes]
+    got, got_grad = reduce_grad_splits(cuda_rt, blocks)
+    want, want_grad = reduce_grad_splits(ref_rt, blocks)
+    assert np.array_equal(np.isnan(got_grad), np.isnan(want_grad)), "written where the reference is not, or not"
+    for (g_w, g_b), (w_w, w_b), (p, n_main) in zip(got, want, blocks):
+        assert np.array_equal(g_w, w_w) and np.array_equal(g_b, w_b), p.shape
+        assert_close(np.concatenate([g_w, g_b]), p.astype(np.float64).sum(axis=0), 1e-6)
 
 
 def test_heads(cuda_rt, ref_rt, rng):
@@ -261,11 +275,35 @@ def test_losses(cuda_rt, ref_rt, rng):
     y[mask == 0] = np.nan
     compare(cuda_rt, ref_rt, losses.BCE_MASKED, losses.grid_for(B * 9), 256, [
         poisoned((B, 9)), poisoned((B, 9)), x, y, mask, B, 9], 1e-5)
-    # a float32 mean of signed terms: the rounding of a sum scales with sum |x|, not |sum x|, so the
-    # tolerance is relative to the mean magnitude (two summation orders; B terms; eps 6e-8)
-    got = run_kernel(cuda_rt, losses.LOSS_MEAN, 1, 256, [poisoned(1), ret.copy(), B])[0]
-    want = run_kernel(ref_rt, losses.LOSS_MEAN, 1, 256, [poisoned(1), ret.copy(), B])[0]
-    assert abs(float(got[0]) - float(want[0])) <= 1e-5 * float(np.mean(np.abs(ret))), (got, want)
+
+
+def one_block_mean(x: np.ndarray) -> np.float32:
+    """A mean in loss_means' float32 order: thread t adds x[t], x[t + 256], ..., then a halving tree."""
+    lanes = np.zeros(-(-x.size // 256) * 256, np.float32)
+    lanes[:x.size] = x
+    part = np.zeros(256, np.float32)
+    for row in lanes.reshape(-1, 256):
+        part = (part + row).astype(np.float32)
+    w = 128
+    while w:
+        part[:w] = part[:w] + part[w:2 * w]
+        w //= 2
+    return np.float32(part[0] / np.float32(x.size))
+
+
+@pytest.mark.parametrize("n_bce", [B * 9, 7])
+def test_loss_means(cuda_rt, ref_rt, rng, n_bce):
+    """The four means in one launch: each bit-identical to the kernel's float32 order written out in
+    numpy; the reference (a float64 sum) within the rounding of a float32 sum of signed terms, which
+    scales with sum |x|, not |sum x| (B terms; eps 6e-8)."""
+    xs = [(rng.standard_normal(n) * 4).astype(np.float32) for n in (B, B, B, n_bce)]
+    args = [poisoned(4), *xs, B, n_bce]
+    copy = lambda: [a.copy() if isinstance(a, np.ndarray) else a for a in args]  # noqa: E731
+    got = run_kernel(cuda_rt, losses.LOSS_MEANS, 4, 256, copy())[0]
+    want = run_kernel(ref_rt, losses.LOSS_MEANS, 4, 256, copy())[0]
+    for k, x in enumerate(xs):
+        assert got[k] == one_block_mean(x), (k, got[k], one_block_mean(x))
+        assert abs(float(got[k]) - float(want[k])) <= 1e-5 * float(np.mean(np.abs(x))), (k, got[k], want[k])
 
 
 def test_grad_clip_kernels(cuda_rt, ref_rt, rng):

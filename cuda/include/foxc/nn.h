@@ -11,6 +11,15 @@
 #define NN_ACT_TANH              2
 #define NN_ACT_SIGMOID           3
 #define NN_ADAMW_MAX_TENSORS     32          // adamw_all's table capacity
+#define NN_GRAD_SPLITS_MAX       16          // reduce_grad_splits' table capacity (rows)
+#define NN_GS_FIELDS             7           // int64 fields of a row of reduce_grad_splits' table
+#define NN_GS_BEGIN              0
+#define NN_GS_SIZE               1
+#define NN_GS_SPLITS             2
+#define NN_GS_PARTIALS           3
+#define NN_GS_N_MAIN             4
+#define NN_GS_OUT                5
+#define NN_GS_TAIL               6
 #define NN_PS_CHANNELS           32          // ssm_proj_scan_fwd: channels per block, one per lane
 #define NN_PS_WINDOWS_PER_THREAD 2           // windows per thread
 #define NN_PS_WARPS              8           // warps per block
