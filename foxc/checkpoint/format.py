@@ -163,10 +163,6 @@ class EncodedCheckpoint:
     """A checkpoint as a list of buffers to write in order (array data is not copied)."""
     chunks: list
     size: int
-    meta: dict
-
-    def to_bytes(self) -> bytes:
-        return b"".join(bytes(chunk) for chunk in self.chunks)
 
 
 def encode_checkpoint(step: int, sections: dict, meta: dict | None = None) -> EncodedCheckpoint:
@@ -213,7 +209,7 @@ def encode_checkpoint(step: int, sections: dict, meta: dict | None = None) -> En
         framed.append((section_header, digest))
         chunks += [section_header, *data]
     chunks += [_section_header(CHECKSUM, DIGEST_BYTES), _seal(header, framed)]
-    return EncodedCheckpoint(chunks, sum(memoryview(c).nbytes for c in chunks), doc)
+    return EncodedCheckpoint(chunks, sum(memoryview(c).nbytes for c in chunks))
 
 
 def _check_name(name) -> None:
@@ -296,15 +292,6 @@ class Checkpoint:
         if "isv" not in self.sections or not isinstance(self.sections["isv"], np.ndarray):
             raise CheckpointError("the checkpoint has no 'isv' section of float32 values")
         return {name: float(value) for name, value in zip(self.isv_slots, self.sections["isv"])}
-
-    def isv_for(self, slots=SLOTS) -> tuple[np.ndarray, list[str]]:
-        """The bus laid out for `slots` (today's registry): each slot the file names takes its saved
-        value, a slot added since keeps its bootstrap value; also the names of those added slots."""
-        if not self.has_meta:  # the seed's slots are not foxc's: matching them by name would be a guess
-            raise CheckpointError(NOT_RESUMABLE)
-        saved = self.isv()
-        values = np.array([saved.get(s.name, s.bootstrap) for s in slots], np.float32)
-        return values, [s.name for s in slots if s.name not in saved]
 
 
 def read_checkpoint(path, expected: dict | None = None, check_meta_first=None) -> Checkpoint:
