@@ -9,7 +9,7 @@ A fold trainer is an object with
         for `steps` steps, writes its checkpoint(s) and, when it has them, `metrics.jsonl`
         (training curves, see foxc.report) into `out_dir`; returns the checkpoint to evaluate
     load_policy(checkpoint, config, rt) -> policy
-        the policy (see foxc.evaluate.policy) that checkpoint holds, for evaluation with learning off
+        the policy (see foxc.evaluate.runner) that checkpoint holds, for evaluation with learning off
         on runtime `rt` (where the evaluation's simulator runs: a policy may run on the device too)
 
 `config` is a plain dict (JSON-able, so it crosses process and machine boundaries): the
