@@ -14,8 +14,12 @@ error (a bug) is not caught: it shows its traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import secrets
+import shutil
 import sys
+import time
 from pathlib import Path
 
 EXIT_USAGE = 2
@@ -214,15 +218,61 @@ def output_dir(flag: str, path) -> Path:
     return p
 
 
-def open_runtime(backend: str | None):
-    """The runtime of `--backend` (foxc.driver.open_runtime); a backend that cannot be opened (no
-    usable GPU with --backend cuda, a bad $FOXC_BACKEND) is a UsageError naming it."""
-    from .driver import CudaError, open_runtime as _open
+def check_run_dir(out: Path | None, overwrite: bool) -> None:
+    """--out of a sweep or walk-forward: a directory that can be written, new or empty unless --overwrite."""
+    if out is None:
+        return
+    output_dir("--out", out)
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise UsageError(f"--out {out}: the directory holds files (give a new directory, or --overwrite)")
+
+
+def default_run_dir(kind: str) -> Path:
+    """A new directory's name, `runs/<kind>-<time>-<6 hex>`."""
+    return Path("runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
+def open_run_dir(out: Path, overwrite: bool, outputs: tuple[str, ...]) -> Path:
+    """Create `out`; with `overwrite`, what an earlier run wrote there (`outputs`: names or glob
+    patterns of its files and directories, nothing else) is removed first."""
+    if overwrite and out.is_dir():
+        for pattern in outputs:
+            for old in out.glob(pattern):
+                if old.is_dir():
+                    shutil.rmtree(old)
+                else:
+                    old.unlink()
     try:
-        return _open(backend)
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot create the directory: {e.strerror or e}") from None
+    return out
+
+
+@contextlib.contextmanager
+def _backend_flag(backend: str | None):
+    """A backend that cannot be used (no usable GPU with --backend cuda, a bad $FOXC_BACKEND) is a
+    UsageError naming it."""
+    from .driver import CudaError
+    try:
+        yield
     except CudaError as exc:
         message = str(exc)
         raise UsageError(message if message.startswith("--backend") else f"--backend {backend or 'auto'}: {message}") \
             from None
     except ValueError as exc:  # $FOXC_BACKEND names no backend
         raise UsageError(f"$FOXC_BACKEND: {exc}") from None
+
+
+def open_runtime(backend: str | None):
+    """The runtime of `--backend` (foxc.driver.open_runtime)."""
+    from .driver import open_runtime as _open
+    with _backend_flag(backend):
+        return _open(backend)
+
+
+def backend_name(backend: str | None) -> str:
+    """The backend `--backend` selects, "cuda" or "reference" (foxc.driver.select_backend)."""
+    from .driver import select_backend
+    with _backend_flag(backend):
+        return select_backend(backend).name
