@@ -32,24 +32,33 @@ def _pyplot():
 
 
 def read_metrics(path: Path) -> list[dict]:
-    """The records of a metrics.jsonl; a torn last line (a run still writing) is ignored."""
+    """The records of a metrics.jsonl that have a numeric `step`. A line that is not JSON is skipped (a
+    run still writing leaves a torn last line); a file that is not text, a line that is not a JSON
+    object or no record to plot is a ValueError naming the file."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a text file of JSON records") from None
     records = []
-    for line in Path(path).read_text().splitlines():
-        line = line.strip()
-        if not line:
-            continue
+    for number, line in enumerate(lines, 1):
         try:
-            records.append(json.loads(line))
+            record = json.loads(line) if line.strip() else None
         except json.JSONDecodeError:
             continue
+        if record is None:
+            continue
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}, line {number}: not a JSON object")
+        if isinstance(record.get("step"), (int, float)) and not isinstance(record["step"], bool):
+            records.append(record)
+    if not records:
+        raise ValueError(f"{path}: no records with a 'step' to plot")
     return records
 
 
 def training_curves(metrics_path: Path, out_png: Path, title: str = "") -> list[Path]:
     """One panel per numeric field of metrics.jsonl against `step`."""
-    records = [r for r in read_metrics(metrics_path) if isinstance(r.get("step"), (int, float))]
-    if not records:
-        raise ValueError(f"{metrics_path}: no records with a 'step'")
+    records = read_metrics(metrics_path)
     numeric = {k for r in records for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     names = [k for k in CURVE_FIELDS if k in numeric] + sorted(numeric - set(CURVE_FIELDS) - {"step"})
     plt = _pyplot()
