@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..component import Component
 from .window import parse_window
 
 PROFILE_FORMAT = "foxc-kernel-profile"
@@ -36,7 +37,7 @@ def launch_bound(row: dict) -> bool:
     return row["host_gap_us"] >= LAUNCH_BOUND_RATIO * row["mean_us"]
 
 
-class KernelProfiler:
+class KernelProfiler(Component):
     """Per-name launch counts and GPU/host times of eagerly launched plan lists over a step window."""
 
     def __init__(self, rt, window=None):
@@ -138,13 +139,5 @@ class KernelProfiler:
                   "so their times include the GPU waiting (graph mode removes that wait)", file=file)
         return path
 
-    def close(self):
-        for event in self._events:
-            event.close()
-        self._events.clear()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    def buffers(self) -> list:
+        return self._events
