@@ -1,25 +1,18 @@
 """Running jobs (walk-forward folds, sweep runs): in this process, one process per visible GPU of this
 machine, or one Ray task each.
 
-A job is a JSON-able spec (foxc.evaluate.folds.FoldSpec, foxc.sweep.point.RunSpec) with
-    key          unique among the jobs of one call (a fold's number, a sweep run's name)
-    out_dir      its directory, on the machine that runs it
-    to_json()    the spec a worker process reads
-    failed(err)  the record of a job that gave none (its worker crashed)
-    SPEC_FILE    the name of that spec in out_dir, WORKER the module a worker process runs:
-                 `python -m WORKER OUT_DIR/SPEC_FILE` (its main is `serve`)
-and `work(job, *inputs) -> record` runs one, a failure turned into a record with `error` (it never raises).
-
-`run_jobs` runs them as `--parallel` says (`add_runner_arguments` adds its flags to a command line):
+A job is a dataclass of JSON-able fields deriving from Job (foxc.evaluate.folds.FoldSpec,
+foxc.sweep.point.RunSpec); `work(job, *inputs) -> record` runs one, a failure turned into a record
+with `error` (it never raises). `run_jobs` runs them as `--parallel` says (`add_runner_arguments`
+adds its flags to a command line) and returns the records in the jobs' order:
 - `none`: one after another in this process.
-- `local` (`run_local(jobs, slots)`): a worker process per job, at most one per slot at a time; a slot is a GPU
-  id, given to its processes as CUDA_VISIBLE_DEVICES (so each sees one GPU, as device 0). On the
-  reference backend a slot is just a worker process.
-- `ray` (`run_ray(jobs, work, ...)`): one Ray task per job with `num_gpus` (default 1) each: Ray places the
-  tasks on the cluster's GPUs (any machine) and sets CUDA_VISIBLE_DEVICES itself; large inputs
-  travel through Ray's object store, so workers need no shared file system. Records come back to
-  the head; files stay on the machine that wrote them.
-Every runner returns the records in the jobs' order.
+- `local`: a worker process per job, at most one per slot at a time; a slot is a GPU id, given to
+  its processes as CUDA_VISIBLE_DEVICES (so each sees one GPU, as device 0). On the reference
+  backend a slot is just a worker process.
+- `ray`: one Ray task per job with `num_gpus` (default 1) each: Ray places the tasks on the
+  cluster's GPUs (any machine) and sets CUDA_VISIBLE_DEVICES itself; large inputs travel through
+  Ray's object store, so workers need no shared file system. Records come back to the head; files
+  stay on the machine that wrote them.
 """
 from __future__ import annotations
 
@@ -28,7 +21,9 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
+from typing import ClassVar
 
 from ..cli import nonnegative_float, positive_int
 
@@ -43,6 +38,22 @@ WORKER_LOG = "worker.log"
 
 
 PARALLEL = ("none", "local", "ray")
+
+
+class Job:
+    """What run_jobs needs of a job besides its dataclass fields: `key` (unique among the jobs of one
+    call), `out_dir` (its directory on the machine that runs it), `failed(error)` (the record of a job
+    whose worker crashed), and the worker process `python -m WORKER OUT_DIR/SPEC_FILE` (its main is
+    `serve`)."""
+    SPEC_FILE: ClassVar[str]
+    WORKER: ClassVar[str]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str):
+        return cls(**json.loads(text))
 
 
 def add_runner_arguments(ap, noun: str) -> None:
@@ -160,13 +171,13 @@ def _worker_record(job, returncode: int) -> dict:
     return job.failed(f"worker exited with status {returncode}:\n{tail}")
 
 
-def serve(argv: list[str], load, work, usage: str) -> int:
-    """A worker process's main: `load` the spec file argv names, `work(job)`, write its record as
+def serve(argv: list[str], job_type: type[Job], work) -> int:
+    """A worker process's main: read the job's spec file argv names, `work(job)`, write its record as
     result.json in the job's directory; exit status 1 when the record is a failure."""
     if len(argv) != 1:
-        print(f"usage: {usage}", file=sys.stderr)
+        print(f"usage: python -m {job_type.WORKER} {job_type.SPEC_FILE}", file=sys.stderr)
         return 2
-    job = load(Path(argv[0]).read_text())
+    job = job_type.from_json(Path(argv[0]).read_text())
     record = work(job)
     Path(job.out_dir).mkdir(parents=True, exist_ok=True)
     (Path(job.out_dir) / RESULT_FILE).write_text(json.dumps(record) + "\n")
