@@ -12,11 +12,11 @@ from .errors import CheckpointError, CheckpointSaveError
 from .format import (CHECKSUM, MAGIC, META, VERSION, Checkpoint, encode_checkpoint, parse_checkpoint,
                      parse_layout, read_checkpoint, write_checkpoint)
 from .meta import SectionInfo, config_differences, expected_from
-from .saver import CheckpointSaver, checkpoint_name, latest_checkpoint, list_checkpoints
+from .saver import CheckpointSaver, list_checkpoints
 
 __all__ = [
     "AdamState", "unpack_adamw", "CheckpointError", "CheckpointSaveError", "CHECKSUM", "MAGIC",
     "META", "VERSION", "Checkpoint", "encode_checkpoint", "parse_checkpoint", "parse_layout", "read_checkpoint",
     "write_checkpoint", "SectionInfo", "config_differences", "expected_from", "CheckpointSaver",
-    "checkpoint_name", "latest_checkpoint", "list_checkpoints",
+    "list_checkpoints",
 ]

@@ -20,10 +20,6 @@ from .errors import CheckpointSaveError
 TEMP_RE = re.compile(r"\.(?P<target>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]+")
 
 
-def temp_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-
-
 def write_all(f, chunk) -> None:
     """One buffer to the file (the seam where tests inject a full disk)."""
     f.write(chunk)
@@ -32,7 +28,7 @@ def write_all(f, chunk) -> None:
 def atomic_write(path: Path, chunks) -> None:
     """Write the buffers in `chunks` to `path` atomically and durably, or raise CheckpointSaveError."""
     path = Path(path)
-    tmp = temp_path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
     except OSError as exc:
