@@ -296,7 +296,7 @@ def main(argv=None) -> int:
 
 
 def _run(args) -> int:
-    ckpt = _read(args.path)
+    ckpt = read_checkpoint(args.path)  # its errors name the file
     if args.verify:
         _verdict(args, True, f"step {ckpt.step}, {ckpt.n_sections} sections, {ckpt.size:,} bytes, "
                              f"{_verified(ckpt)}", ckpt)
@@ -309,12 +309,8 @@ def _run(args) -> int:
         except CheckpointError as exc:
             raise exc.with_path(args.path) from None
     if args.diff is not None:
-        return show_diff(ckpt, _read(args.diff), args.path, args.diff, args.json)
+        return show_diff(ckpt, read_checkpoint(args.diff), args.path, args.diff, args.json)
     return show(ckpt, args.path, args.json)
-
-
-def _read(path: str) -> Checkpoint:
-    return read_checkpoint(path)  # its errors name the file
 
 
 def _verified(ckpt: Checkpoint) -> str:
