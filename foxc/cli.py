@@ -7,7 +7,7 @@ line on stderr and exit status 2, never a traceback:
 
 `ArgumentParser` does it for argparse's own errors (a bad or missing flag: one line, not a usage
 block; `--help` works as usual); `run(prog, body)` does it for the errors a command raises while
-it runs (USER_ERRORS below, OSError named by its file). A command checks its outputs before any
+it runs (user_errors(), OSError named by its file). A command checks its outputs before any
 work (`output_file`, `output_dir`), so a refused run overwrites nothing. An unexpected internal
 error (a bug) is not caught: it shows its traceback.
 """
@@ -21,9 +21,6 @@ import shutil
 import sys
 import time
 from pathlib import Path
-
-EXIT_USAGE = 2
-
 
 class UsageError(ValueError):
     """A user's mistake a command found itself; the message names the flag, file or value."""
@@ -40,10 +37,10 @@ def one_line(message) -> str:
     return text or (type(message).__name__ if isinstance(message, BaseException) else "")
 
 
-def fail(prog: str, message, status: int = EXIT_USAGE) -> int:
-    """Print `<prog>: error: <message>` as one line on stderr; returns `status` for main() to return."""
+def fail(prog: str, message) -> int:
+    """Print `<prog>: error: <message>` as one line on stderr; returns 2 for main() to return."""
     print(f"{name_of(prog)}: error: {one_line(message)}", file=sys.stderr, flush=True)
-    return status
+    return 2
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -72,22 +69,16 @@ def user_errors() -> tuple[type[BaseException], ...]:
     return (UsageError, ConfigError, DataError, CheckpointError, CheckpointSaveError, ResumeError, RunDirError)
 
 
-def run(prog: str, body, *, also: tuple[type[BaseException], ...] = (), status: int = EXIT_USAGE,
-        on_error=None) -> int:
-    """`body()`'s exit status; a user error (USER_ERRORS, an OSError, any of `also`) prints one line
-    and returns `status`; Ctrl-C prints `<prog>: interrupted` and returns 130. `on_error()`, when
-    given, runs first on either (e.g. removing what the failed command created)."""
+def run(prog: str, body, *, also: tuple[type[BaseException], ...] = ()) -> int:
+    """`body()`'s exit status; a user error (user_errors(), an OSError, any of `also`) prints one line
+    and returns 2; Ctrl-C prints `<prog>: interrupted` and returns 130."""
     try:
         return body()
     except BrokenPipeError:
         raise
     except (*user_errors(), OSError, *also) as exc:
-        if on_error is not None:
-            on_error()
-        return fail(prog, describe(exc), status)
+        return fail(prog, describe(exc))
     except KeyboardInterrupt:
-        if on_error is not None:
-            on_error()
         print(f"{name_of(prog)}: interrupted", file=sys.stderr, flush=True)
         return 130
 
