@@ -343,10 +343,7 @@ def parse_checkpoint(buf, expected: dict | None = None, check_meta_first=None) -
     A file without a meta is decoded whole with inferred types (seed_layout.py) and refused
     whenever `expected` is given: nothing in it says which run it continues.
     """
-    return _parse(_byte_view(buf), expected, check_meta_first)
-
-
-def _parse(view: memoryview, expected: dict | None, check_meta_first=None) -> Checkpoint:
+    view = _byte_view(buf)
     layout = parse_layout(view)
     seal = _seal_span(layout)
     body = layout.sections[:-1] if seal is not None else layout.sections
