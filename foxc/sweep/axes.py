@@ -13,13 +13,12 @@ draws under every grid combination, so the grid's effect is seen on equal draws)
 from __future__ import annotations
 
 import argparse
-import difflib
 import functools
 import itertools
 import math
 from dataclasses import dataclass
 
-from ..cli import UsageError
+from ..cli import UsageError, did_you_mean
 from ..isv.registry import SLOTS, slot
 from ..rng import generator
 from ..trainer.config import ConfigError, add_config_arguments, merge_isv, parse_settings
@@ -56,9 +55,8 @@ class Target:
         slot_name = name.removeprefix(SLOT_PREFIX)
         if any(s.name == slot_name for s in SLOTS):
             return cls(name, slot=slot_name)
-        known = [*setting_flags(), *(s.name for s in SLOTS)]
-        close = difflib.get_close_matches(slot_name, [k for k in known if k not in REFUSED], n=3, cutoff=0.6)
-        hint = f"did you mean {' or '.join(close)}?" if close else "python -m foxc.isv lists the slots"
+        known = [k for k in [*setting_flags(), *(s.name for s in SLOTS)] if k not in REFUSED]
+        hint = did_you_mean(slot_name, known, "python -m foxc.isv lists the slots")
         raise UsageError(f"{flag} {name}: no training setting or ISV slot of that name ({hint})")
 
     def flag_text(self, text: str) -> str:
