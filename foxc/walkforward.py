@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -239,17 +239,12 @@ def build_parser() -> ArgumentParser:
     ev.add_argument("--lots", type=positive_int, default=1, help="lots per entry")
     ev.add_argument("--sampled", action="store_true", help="sample actions from the policy (default: greedy)")
     cr = ap.add_argument_group("success criteria")
-    cr.add_argument("--criteria", choices=RULES, default="edge",
+    cr.add_argument("--criteria", dest="rule", choices=RULES, default="edge",
                     help="which rule decides: edge (default: a fraction of the optimum on synthetic markets; net PnL, "
                          "the yardstick and a pooled t-statistic on real data) or seed (the Rust team's rule); "
                          "both are reported")
-    cr.add_argument("--min-opt-frac", type=finite_float, default=Criteria.min_opt_frac)
-    cr.add_argument("--min-t-stat", type=finite_float, default=Criteria.min_t_stat)
-    cr.add_argument("--min-win-rate", type=finite_float, default=Criteria.min_win_rate)
-    cr.add_argument("--hold-min", type=finite_float, default=Criteria.hold_min)
-    cr.add_argument("--hold-max", type=finite_float, default=Criteria.hold_max)
-    cr.add_argument("--entropy-min", type=finite_float, default=Criteria.entropy_min)
-    cr.add_argument("--entropy-stability", type=finite_float, default=Criteria.entropy_stability)
+    for bar in fields(Criteria)[1:]:  # --min-opt-frac, --hold-min, ...: a flag per bar, of its name
+        cr.add_argument(f"--{bar.name.replace('_', '-')}", type=finite_float, default=bar.default)
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--keep-data", action="store_true", help="local: keep OUT/data.npy the workers read")
     return ap
@@ -360,8 +355,7 @@ def _main(args, train_args: list[str]) -> int:
     eval_config = EvalConfig(n_backtests=args.eval_backtests, fee_per_lot=int(round(fee * PRICE_SCALE)),
                              lots_per_entry=args.lots, greedy=not args.sampled, seed=args.seed,
                              backend=args.backend)
-    criteria = Criteria(args.criteria, args.min_opt_frac, args.min_t_stat, args.min_win_rate, args.hold_min,
-                        args.hold_max, args.entropy_min, args.entropy_stability)
+    criteria = Criteria(**{f.name: getattr(args, f.name) for f in fields(Criteria)})
     report = walk_forward(data, folds=args.folds, steps=args.steps_per_fold, out=out, trainer=args.trainer,
                           train_args=train_args, split=args.split, train_days=args.train_days,
                           eval_days=args.eval_days, step_days=args.step_days, eval_config=eval_config,
