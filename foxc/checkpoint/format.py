@@ -265,9 +265,6 @@ class Checkpoint:
     def __getitem__(self, name: str):
         return self.sections[name]
 
-    def __contains__(self, name: str) -> bool:
-        return name in self.sections
-
     @property
     def n_sections(self) -> int:
         """As the header counts them: the state sections, skipped ones, meta and checksum."""
