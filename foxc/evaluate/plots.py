@@ -31,6 +31,13 @@ def _pyplot():
     return plt
 
 
+def _save(plt, fig, path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
+
+
 def read_metrics(path: Path) -> list[dict]:
     """The records of a metrics.jsonl that have a numeric `step`. A line that is not JSON is skipped (a
     run still writing leaves a torn last line); a file that is not text, a line that is not a JSON
@@ -75,10 +82,7 @@ def training_curves(metrics_path: Path, out_png: Path, title: str = "") -> list[
     for ax in list(axes.flat)[len(names):]:
         ax.axis("off")
     fig.suptitle(title or f"training curves: {metrics_path}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out_png, dpi=100)
-    plt.close(fig)
-    return [Path(out_png)]
+    return [_save(plt, fig, out_png)]
 
 
 def _when(ns: int) -> datetime:
@@ -101,10 +105,7 @@ def walkforward_plots(report: dict, run_dir: Path) -> list[Path]:
     if folds:
         ax.legend(fontsize=8)
     fig.autofmt_xdate()
-    fig.tight_layout()
-    equity_png = run_dir / "equity.png"
-    fig.savefig(equity_png, dpi=100)
-    plt.close(fig)
+    equity_png = _save(plt, fig, run_dir / "equity.png")
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     idx = [f["fold"] for f in folds]
@@ -121,11 +122,7 @@ def walkforward_plots(report: dict, run_dir: Path) -> list[Path]:
     ax.set_ylabel("net PnL (price units per lot)")
     ax.set_title(f"net PnL per fold (green: edge rule passed): {label}", fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    wr_png = run_dir / "net_pnl.png"
-    fig.savefig(wr_png, dpi=100)
-    plt.close(fig)
-    return [equity_png, wr_png]
+    return [equity_png, _save(plt, fig, run_dir / "net_pnl.png")]
 
 
 def sweep_plot(points: list[dict], axes: list[str], label: str, out_png: Path) -> list[Path]:
@@ -157,10 +154,7 @@ def sweep_plot(points: list[dict], axes: list[str], label: str, out_png: Path) -
     ax.set_title(f"{label}: mean ± standard error over seeds", fontsize=10)
     if others and 0 < len(lines) <= 12:
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out_png, dpi=100)
-    plt.close(fig)
-    return [Path(out_png)]
+    return [_save(plt, fig, out_png)]
 
 
 def _order(value) -> tuple:
