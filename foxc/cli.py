@@ -216,6 +216,13 @@ def output_dir(flag: str, path) -> Path:
     return p
 
 
+def add_run_dir_arguments(ap, kind: str) -> None:
+    """--out and --overwrite of a command that writes a directory of its own (check_run_dir, open_run_dir)."""
+    ap.add_argument("--out", type=Path, default=None, metavar="DIR",
+                    help=f"its directory: new or empty, unless --overwrite (default runs/{kind}-<time>-<6 hex>)")
+    ap.add_argument("--overwrite", action="store_true", help=f"first remove an earlier {kind}'s outputs from --out")
+
+
 def check_run_dir(out: Path | None, overwrite: bool) -> None:
     """--out of a sweep or walk-forward: a directory that can be written, new or empty unless --overwrite."""
     if out is None:

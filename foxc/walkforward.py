@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import (ArgumentParser, UsageError, backend_name, check_run_dir, default_run_dir, finite_float,
-                  nonnegative_float, nonnegative_int, open_run_dir, positive_int, run as run_cli)
+from .cli import (ArgumentParser, UsageError, add_run_dir_arguments, backend_name, check_run_dir, default_run_dir,
+                  finite_float, nonnegative_float, nonnegative_int, open_run_dir, positive_int, run as run_cli)
 from .data.record import PRICE_SCALE
 from .data.source import MarketData
 from .driver import BACKENDS
@@ -221,9 +221,7 @@ def build_parser() -> ArgumentParser:
                     help="folds by dates: days from one fold's start to the next (default --eval-days)")
     ap.add_argument("--steps-per-fold", type=positive_int, default=None,
                     help="training steps per fold (default 25,000 with CUDA, 1,500 on the reference backend)")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="run directory: new or empty, unless --overwrite (default runs/walkforward-<time>)")
-    ap.add_argument("--overwrite", action="store_true", help="allow --out to name a directory that holds files")
+    add_run_dir_arguments(ap, "walkforward")
     ap.add_argument("--trainer", default="rl",
                     help="rl (the integrated trainer, default), baseline (a logistic imbalance yardstick, "
                          "not the RL agent) or package.module:attribute")

@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cli import (ArgumentParser, UsageError, backend_name, check_run_dir, default_run_dir, nonnegative_int,
-                   open_run_dir, positive_int, run as run_cli)
+from ..cli import (ArgumentParser, UsageError, add_run_dir_arguments, backend_name, check_run_dir, default_run_dir,
+                   nonnegative_int, open_run_dir, positive_int, run as run_cli)
 from ..driver import BACKENDS
 from ..evaluate import scaleout
 from ..trainer.config import DEFAULTS, ConfigError, ConfigFile, TrainConfig, add_config_arguments, config_settings
@@ -53,9 +53,7 @@ def build_parser() -> ArgumentParser:
                     help="training steps of each run (default 5,000 with CUDA, 150 on the reference backend)")
     sw.add_argument("--backend", choices=BACKENDS, default=None)
     scaleout.add_runner_arguments(sw, "run")
-    sw.add_argument("--out", type=Path, default=None, metavar="DIR",
-                    help="sweep directory: new or empty, unless --overwrite (default runs/sweep-<time>-<6 hex>)")
-    sw.add_argument("--overwrite", action="store_true", help="first remove an earlier sweep's outputs from --out")
+    add_run_dir_arguments(sw, "sweep")
     sw.add_argument("--no-plots", action="store_true", help="skip sweep.png")
     add_config_arguments(ap.add_argument_group(
         "training flags", "as python -m foxc.train takes them, for every run (an axis sets its own setting); "
