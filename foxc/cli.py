@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+
 class UsageError(ValueError):
     """A user's mistake a command found itself; the message names the flag, file or value."""
 
