@@ -9,14 +9,10 @@ is refused for resuming.
 """
 from .adamw import AdamState, unpack_adamw
 from .errors import CheckpointError, CheckpointSaveError
-from .format import (CHECKSUM, MAGIC, META, VERSION, Checkpoint, encode_checkpoint, parse_checkpoint,
-                     parse_layout, read_checkpoint, write_checkpoint)
-from .meta import SectionInfo, config_differences, expected_from
+from .format import Checkpoint, encode_checkpoint, parse_checkpoint, read_checkpoint, write_checkpoint
+from .meta import config_differences, expected_from
 from .saver import CheckpointSaver, list_checkpoints
 
-__all__ = [
-    "AdamState", "unpack_adamw", "CheckpointError", "CheckpointSaveError", "CHECKSUM", "MAGIC",
-    "META", "VERSION", "Checkpoint", "encode_checkpoint", "parse_checkpoint", "parse_layout", "read_checkpoint",
-    "write_checkpoint", "SectionInfo", "config_differences", "expected_from", "CheckpointSaver",
-    "list_checkpoints",
-]
+__all__ = ["AdamState", "Checkpoint", "CheckpointError", "CheckpointSaveError", "CheckpointSaver", "config_differences",
+           "encode_checkpoint", "expected_from", "list_checkpoints", "parse_checkpoint", "read_checkpoint",
+           "unpack_adamw", "write_checkpoint"]
