@@ -70,20 +70,15 @@ def _save_error(path: Path, what: str, exc: OSError) -> CheckpointSaveError:
                                f"earlier checkpoints are untouched", exc.errno)
 
 
-def remove_stale_temp_files(directory: Path, target: re.Pattern) -> list[Path]:
-    """Delete temporary files for names matching `target` left by a process that died mid-save.
-
-    Those of a live process (another save in progress) are left alone.
-    """
-    removed = []
+def remove_stale_temp_files(directory: Path, target: re.Pattern) -> None:
+    """Delete temporary files for names matching `target` left by a process that died mid-save;
+    those of a live process (another save in progress) are left alone."""
     for entry in Path(directory).iterdir():
         match = TEMP_RE.fullmatch(entry.name)
         if match is None or not target.fullmatch(match["target"]) or _alive(int(match["pid"])):
             continue
         with contextlib.suppress(OSError):
             entry.unlink()
-            removed.append(entry)
-    return removed
 
 
 def _alive(pid: int) -> bool:
