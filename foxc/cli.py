@@ -7,18 +7,21 @@ line on stderr and exit status 2, never a traceback:
 
 `ArgumentParser` does it for argparse's own errors (a bad or missing flag: one line, not a usage
 block; `--help` works as usual); `run(prog, body)` does it for the errors a command raises while
-it runs (USER_ERRORS below, OSError named by its file). A command checks its outputs before any
+it runs (user_errors(), OSError named by its file). A command checks its outputs before any
 work (`output_file`, `output_dir`), so a refused run overwrites nothing. An unexpected internal
 error (a bug) is not caught: it shows its traceback.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import difflib
 import os
+import secrets
+import shutil
 import sys
+import time
 from pathlib import Path
-
-EXIT_USAGE = 2
 
 
 class UsageError(ValueError):
@@ -36,10 +39,10 @@ def one_line(message) -> str:
     return text or (type(message).__name__ if isinstance(message, BaseException) else "")
 
 
-def fail(prog: str, message, status: int = EXIT_USAGE) -> int:
-    """Print `<prog>: error: <message>` as one line on stderr; returns `status` for main() to return."""
+def fail(prog: str, message) -> int:
+    """Print `<prog>: error: <message>` as one line on stderr; returns 2 for main() to return."""
     print(f"{name_of(prog)}: error: {one_line(message)}", file=sys.stderr, flush=True)
-    return status
+    return 2
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -49,6 +52,12 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message):
         sys.exit(fail(self.prog, message))
+
+
+def did_you_mean(name: str, known, otherwise: str) -> str:
+    """A hint for a name that names nothing: the known names close to it, else `otherwise`."""
+    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+    return f"did you mean {' or '.join(close)}?" if close else otherwise
 
 
 def describe(exc: BaseException) -> str:
@@ -68,22 +77,16 @@ def user_errors() -> tuple[type[BaseException], ...]:
     return (UsageError, ConfigError, DataError, CheckpointError, CheckpointSaveError, ResumeError, RunDirError)
 
 
-def run(prog: str, body, *, also: tuple[type[BaseException], ...] = (), status: int = EXIT_USAGE,
-        on_error=None) -> int:
-    """`body()`'s exit status; a user error (USER_ERRORS, an OSError, any of `also`) prints one line
-    and returns `status`; Ctrl-C prints `<prog>: interrupted` and returns 130. `on_error()`, when
-    given, runs first on either (e.g. removing what the failed command created)."""
+def run(prog: str, body, *, also: tuple[type[BaseException], ...] = ()) -> int:
+    """`body()`'s exit status; a user error (user_errors(), an OSError, any of `also`) prints one line
+    and returns 2; Ctrl-C prints `<prog>: interrupted` and returns 130."""
     try:
         return body()
     except BrokenPipeError:
         raise
     except (*user_errors(), OSError, *also) as exc:
-        if on_error is not None:
-            on_error()
-        return fail(prog, describe(exc), status)
+        return fail(prog, describe(exc))
     except KeyboardInterrupt:
-        if on_error is not None:
-            on_error()
         print(f"{name_of(prog)}: interrupted", file=sys.stderr, flush=True)
         return 130
 
@@ -214,15 +217,68 @@ def output_dir(flag: str, path) -> Path:
     return p
 
 
-def open_runtime(backend: str | None):
-    """The runtime of `--backend` (foxc.driver.open_runtime); a backend that cannot be opened (no
-    usable GPU with --backend cuda, a bad $FOXC_BACKEND) is a UsageError naming it."""
-    from .driver import CudaError, open_runtime as _open
+def add_run_dir_arguments(ap, kind: str) -> None:
+    """--out and --overwrite of a command that writes a directory of its own (check_run_dir, open_run_dir)."""
+    ap.add_argument("--out", type=Path, default=None, metavar="DIR",
+                    help=f"its directory: new or empty, unless --overwrite (default runs/{kind}-<time>-<6 hex>)")
+    ap.add_argument("--overwrite", action="store_true", help=f"first remove an earlier {kind}'s outputs from --out")
+
+
+def check_run_dir(out: Path | None, overwrite: bool) -> None:
+    """--out of a sweep or walk-forward: a directory that can be written, new or empty unless --overwrite."""
+    if out is None:
+        return
+    output_dir("--out", out)
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise UsageError(f"--out {out}: the directory holds files (give a new directory, or --overwrite)")
+
+
+def default_run_dir(kind: str) -> Path:
+    """A new directory's name, `runs/<kind>-<time>-<6 hex>`."""
+    return Path("runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
+def open_run_dir(out: Path, overwrite: bool, outputs: tuple[str, ...]) -> Path:
+    """Create `out`; with `overwrite`, what an earlier run wrote there (`outputs`: names or glob
+    patterns of its files and directories, nothing else) is removed first."""
+    if overwrite and out.is_dir():
+        for pattern in outputs:
+            for old in out.glob(pattern):
+                if old.is_dir():
+                    shutil.rmtree(old)
+                else:
+                    old.unlink()
     try:
-        return _open(backend)
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot create the directory: {e.strerror or e}") from None
+    return out
+
+
+@contextlib.contextmanager
+def _backend_flag(backend: str | None):
+    """A backend that cannot be used (no usable GPU with --backend cuda, a bad $FOXC_BACKEND) is a
+    UsageError naming it."""
+    from .driver import CudaError
+    try:
+        yield
     except CudaError as exc:
         message = str(exc)
         raise UsageError(message if message.startswith("--backend") else f"--backend {backend or 'auto'}: {message}") \
             from None
     except ValueError as exc:  # $FOXC_BACKEND names no backend
         raise UsageError(f"$FOXC_BACKEND: {exc}") from None
+
+
+def open_runtime(backend: str | None):
+    """The runtime of `--backend` (foxc.driver.open_runtime)."""
+    from .driver import open_runtime as _open
+    with _backend_flag(backend):
+        return _open(backend)
+
+
+def backend_name(backend: str | None) -> str:
+    """The backend `--backend` selects, "cuda" or "reference" (foxc.driver.select_backend)."""
+    from .driver import select_backend
+    with _backend_flag(backend):
+        return select_backend(backend).name

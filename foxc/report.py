@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from .cli import ArgumentParser, UsageError, output_dir, run
-from .evaluate.plots import PlotsUnavailable, training_curves, walkforward_plots
+from .evaluate.plots import PlotsUnavailable, read_metrics, training_curves, walkforward_plots
 
 PROG = "foxc.report"
 
@@ -59,29 +59,6 @@ def read_report(path: Path) -> dict:
     return report
 
 
-def check_metrics(path: Path) -> None:
-    """Refuse a metrics.jsonl without a record to plot, naming it. A line that is not JSON is skipped
-    (a run still writing leaves a torn last line), as the plot does."""
-    records = 0
-    try:
-        lines = path.read_text().splitlines()
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not a text file of JSON records") from None
-    for number, line in enumerate(lines, 1):
-        try:
-            record = json.loads(line) if line.strip() else None
-        except json.JSONDecodeError:
-            continue
-        if record is None:
-            continue
-        if not isinstance(record, dict):
-            raise UsageError(f"{path}, line {number}: not a JSON object")
-        if isinstance(record.get("step"), (int, float)) and not isinstance(record["step"], bool):
-            records += 1
-    if not records:
-        raise UsageError(f"{path}: no records with a 'step' to plot")
-
-
 def main(argv=None) -> int:
     ap = ArgumentParser(prog="python -m foxc.report", description=__doc__.split("\n")[0])
     ap.add_argument("run_dir", type=Path)
@@ -99,7 +76,10 @@ def _main(args) -> int:
     if not (metrics.is_file() or report.is_file()):
         raise UsageError(f"{args.run_dir}: neither metrics.jsonl nor report.json to plot")
     if metrics.is_file():
-        check_metrics(metrics)
+        try:
+            read_metrics(metrics)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     if report.is_file():
         read_report(report)
     if args.out is not None:

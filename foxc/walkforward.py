@@ -20,19 +20,18 @@ GPU each across a Ray cluster (`--parallel ray`, `--ray-address`, optional extra
 """
 from __future__ import annotations
 
-import secrets
-import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
 
-from .cli import (ArgumentParser, UsageError, finite_float, nonnegative_float, nonnegative_int, output_dir,
-                  positive_int, run as run_cli)
+from .cli import (ArgumentParser, UsageError, add_run_dir_arguments, backend_name, check_run_dir, default_run_dir,
+                  finite_float, nonnegative_float, nonnegative_int, open_run_dir, positive_int, run as run_cli)
 from .data.record import PRICE_SCALE
 from .data.source import MarketData
+from .driver import BACKENDS
 from .evaluate import scaleout
 from .evaluate.folds import FoldSpec, describe_window, ray_windows, run_fold_safely, windows_of
 from .evaluate.windows import MIN_WINDOW_ROWS, SPLITS, FoldWindows, Segments, day_folds, split_bounds, split_windows
@@ -121,8 +120,7 @@ def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, ste
                  train_days: int | None = None, eval_days: int | None = None, step_days: int | None = None,
                  eval_config: EvalConfig = EvalConfig(),
                  criteria: Criteria = Criteria(), parallel: str = "none", workers: int | None = None,
-                 ray_address: str | None = None, ray_init: dict | None = None, gpus_per_fold: float = 1,
-                 seed: int = 0, plots: bool = True, keep_data: bool = False, market: str | None = None,
+                 ray_address: str | None = None, gpus_per_fold: float = 1, seed: int = 0, plots: bool = True, keep_data: bool = False, market: str | None = None,
                  log=print) -> dict:
     """Run every fold and write the report; returns it. `data`: the records (MarketData), or a cache
     (CachedData) whose folds each read their own shards. The folds: `folds` (F+1 windows cut at
@@ -149,31 +147,21 @@ def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, ste
         log(f"walk-forward: {named.name}; {segs.rows} rows in {len(plan) + 1} windows (split at {cut['split']}), "
             f"{len(plan)} folds of {steps} steps, runner {parallel}")
     t0 = time.perf_counter()
-    if parallel == "none":
-        results = scaleout.run_sequential(specs, run_fold_safely if cached else
-                                          lambda s: run_fold_safely(s, *windows_of(s, data.records)))
-    elif parallel == "local":
-        slots = scaleout.local_slots(eval_config.backend, workers, len(specs))
-        env = {"FOXC_BACKEND": eval_config.backend} if eval_config.backend else {}
-        log(f"local workers: {len(slots)} ({'GPUs ' + ','.join(slots) if slots[0] is not None else 'CPU'})")
-        if cached:  # each worker reads its own shards
-            results = scaleout.run_local(specs, slots, env)
-        else:
-            data_npy = out / "data.npy"
-            np.save(data_npy, data.records)
-            try:
-                specs = [FoldSpec(**{**asdict(s), "data_npy": str(data_npy)}) for s in specs]
-                results = scaleout.run_local(specs, slots, env)
-            finally:
-                if not keep_data:
-                    data_npy.unlink(missing_ok=True)
-    elif parallel == "ray":
-        # a cache's folds read their shards where they run: every node needs the cache at the same path
-        results = scaleout.run_ray(specs, run_fold_safely, inputs=None if cached else ray_windows(data.records),
-                                   address=ray_address, num_gpus=gpus_per_fold, init_kwargs=ray_init, noun="fold",
-                                   gpus_flag="--gpus-per-fold")
-    else:
-        raise ValueError(f"parallel must be none, local or ray, got '{parallel}'")
+    data_npy = None
+    if parallel == "local" and not cached:  # worker processes read the records from a file (a cache's, its shards)
+        data_npy = out / "data.npy"
+        np.save(data_npy, data.records)
+        specs = [FoldSpec(**{**asdict(s), "data_npy": str(data_npy)}) for s in specs]
+    try:
+        # with Ray, a cache's folds read their shards where they run: every node needs it at the same path
+        results = scaleout.run_jobs(specs, parallel, here=run_fold_safely if cached else
+                                    lambda s: run_fold_safely(s, *windows_of(s, data.records)),
+                                    remote=run_fold_safely, backend=eval_config.backend, noun="fold", workers=workers,
+                                    ray_address=ray_address, gpus=gpus_per_fold,
+                                    inputs=None if cached else ray_windows(data.records), log=log)
+    finally:
+        if data_npy is not None and not keep_data:
+            data_npy.unlink(missing_ok=True)
     optimum = None
     if market is not None:
         from .data.markets import market as named_market
@@ -233,19 +221,14 @@ def build_parser() -> ArgumentParser:
                     help="folds by dates: days from one fold's start to the next (default --eval-days)")
     ap.add_argument("--steps-per-fold", type=positive_int, default=None,
                     help="training steps per fold (default 25,000 with CUDA, 1,500 on the reference backend)")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="run directory: new or empty, unless --overwrite (default runs/walkforward-<time>)")
-    ap.add_argument("--overwrite", action="store_true", help="allow --out to name a directory that holds files")
+    add_run_dir_arguments(ap, "walkforward")
     ap.add_argument("--trainer", default="rl",
                     help="rl (the integrated trainer, default), baseline (a logistic imbalance yardstick, "
                          "not the RL agent) or package.module:attribute")
     ap.add_argument("--split", choices=SPLITS, default=None, help="where --folds may cut (default auto)")
     ap.add_argument("--seed", type=nonnegative_int, default=0)
-    ap.add_argument("--backend", choices=("auto", "cuda", "reference"), default=None)
-    ap.add_argument("--parallel", choices=("none", "local", "ray"), default="none")
-    ap.add_argument("--workers", type=positive_int, default=None, help="local: at most this many processes (GPUs)")
-    ap.add_argument("--ray-address", default=None, help="ray: the cluster to join (default: start a local one)")
-    ap.add_argument("--gpus-per-fold", type=nonnegative_float, default=1.0, help="ray: GPUs each fold's task asks for")
+    ap.add_argument("--backend", choices=BACKENDS, default=None)
+    scaleout.add_runner_arguments(ap, "fold")
     ev = ap.add_argument_group("evaluation")
     ev.add_argument("--eval-backtests", type=positive_int, default=None,
                     help="chunks of the window evaluated side by side (default 1,024 with CUDA, 64 on the reference)")
@@ -254,17 +237,12 @@ def build_parser() -> ArgumentParser:
     ev.add_argument("--lots", type=positive_int, default=1, help="lots per entry")
     ev.add_argument("--sampled", action="store_true", help="sample actions from the policy (default: greedy)")
     cr = ap.add_argument_group("success criteria")
-    cr.add_argument("--criteria", choices=RULES, default="edge",
+    cr.add_argument("--criteria", dest="rule", choices=RULES, default="edge",
                     help="which rule decides: edge (default: a fraction of the optimum on synthetic markets; net PnL, "
                          "the yardstick and a pooled t-statistic on real data) or seed (the Rust team's rule); "
                          "both are reported")
-    cr.add_argument("--min-opt-frac", type=finite_float, default=Criteria.min_opt_frac)
-    cr.add_argument("--min-t-stat", type=finite_float, default=Criteria.min_t_stat)
-    cr.add_argument("--min-win-rate", type=finite_float, default=Criteria.min_win_rate)
-    cr.add_argument("--hold-min", type=finite_float, default=Criteria.hold_min)
-    cr.add_argument("--hold-max", type=finite_float, default=Criteria.hold_max)
-    cr.add_argument("--entropy-min", type=finite_float, default=Criteria.entropy_min)
-    cr.add_argument("--entropy-stability", type=finite_float, default=Criteria.entropy_stability)
+    for bar in fields(Criteria)[1:]:  # --min-opt-frac, --hold-min, ...: a flag per bar, of its name
+        cr.add_argument(f"--{bar.name.replace('_', '-')}", type=finite_float, default=bar.default)
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--keep-data", action="store_true", help="local: keep OUT/data.npy the workers read")
     return ap
@@ -315,23 +293,11 @@ def check_args(args, train_args: list[str]) -> None:
     if args.trainer == "baseline" and train_args:
         raise UsageError(f"unrecognized arguments: {' '.join(train_args)} (--trainer {args.trainer} takes no "
                          "training flags)")
-    if args.out is not None:
-        output_dir("--out", args.out)
-        if args.out.is_dir() and any(args.out.iterdir()) and not args.overwrite:
-            raise UsageError(f"--out {args.out}: the directory holds files (give a new directory, or --overwrite)")
+    check_run_dir(args.out, args.overwrite)
 
 
 # what a walk-forward writes into its directory: --overwrite removes these (and nothing else) first
-OUTPUT_FILES = ("report.json", "report.md", "equity.png", "net_pnl.png", "data.npy", "data_validation.json")
-
-
-def remove_previous_outputs(out: Path):
-    """Remove an earlier walk-forward's outputs from `out` (its fold directories and OUTPUT_FILES)."""
-    for fold in out.glob("fold-*"):
-        if fold.is_dir():
-            shutil.rmtree(fold)
-    for name in OUTPUT_FILES:
-        (out / name).unlink(missing_ok=True)
+OUTPUTS = ("fold-*", "report.json", "report.md", "equity.png", "net_pnl.png", "data.npy", "data_validation.json")
 
 
 def fold_flags(args) -> str:
@@ -350,9 +316,8 @@ def main(argv=None) -> int:
 def _main(args, train_args: list[str]) -> int:
     from .data.markets import MARKETS
     from .data.validate import DataError
-    from .driver import select_backend
     check_args(args, train_args)
-    backend = select_backend(args.backend).name
+    backend = backend_name(args.backend)
     for name, value in DEFAULTS[backend].items():
         if getattr(args, name) is None:
             setattr(args, name, value)
@@ -384,14 +349,11 @@ def _main(args, train_args: list[str]) -> int:
         raise UsageError(f"--data {args.data}: {fold_flags(args)}: {e}") from None
     if synthetic and args.trainer == "rl":  # the agent trains on the same market, at the same fee
         train_args = ["--synthetic", args.synthetic, "--fee", repr(fee), *train_args]
-    out = args.out or Path("runs") / f"walkforward-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
-    if args.overwrite and out.is_dir():
-        remove_previous_outputs(out)
+    out = open_run_dir(args.out or default_run_dir("walkforward"), args.overwrite, OUTPUTS)
     eval_config = EvalConfig(n_backtests=args.eval_backtests, fee_per_lot=int(round(fee * PRICE_SCALE)),
                              lots_per_entry=args.lots, greedy=not args.sampled, seed=args.seed,
                              backend=args.backend)
-    criteria = Criteria(args.criteria, args.min_opt_frac, args.min_t_stat, args.min_win_rate, args.hold_min,
-                        args.hold_max, args.entropy_min, args.entropy_stability)
+    criteria = Criteria(**{f.name: getattr(args, f.name) for f in fields(Criteria)})
     report = walk_forward(data, folds=args.folds, steps=args.steps_per_fold, out=out, trainer=args.trainer,
                           train_args=train_args, split=args.split, train_days=args.train_days,
                           eval_days=args.eval_days, step_days=args.step_days, eval_config=eval_config,

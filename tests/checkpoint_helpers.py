@@ -6,7 +6,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from foxc.checkpoint import AdamState, CheckpointError, parse_checkpoint
+from foxc.checkpoint import AdamState, CheckpointError, encode_checkpoint, parse_checkpoint
 from foxc.isv.registry import SLOTS
 
 MAGIC = 0x464F5843
@@ -25,6 +25,11 @@ def sample_state(rng, n_weights: int = 24) -> dict:
         "empty": np.zeros((0, 3), np.float32),
         "blob": b"simulator-state\x00\x01",
     }
+
+
+def encoded_bytes(step: int, state: dict, meta: dict | None = None) -> bytes:
+    """foxc's writer's file as one bytes object."""
+    return b"".join(bytes(chunk) for chunk in encode_checkpoint(step, state, meta).chunks)
 
 
 def section_header(name: bytes, data_len: int) -> bytes:

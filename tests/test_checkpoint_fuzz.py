@@ -4,8 +4,8 @@ import tracemalloc
 import msgpack
 import numpy as np
 
-from checkpoint_helpers import container, sample_state, split_sections
-from foxc.checkpoint import CheckpointError, encode_checkpoint, expected_from, parse_checkpoint
+from checkpoint_helpers import container, encoded_bytes, sample_state, split_sections
+from foxc.checkpoint import CheckpointError, expected_from, parse_checkpoint
 
 SEED = 20240909
 CASES = 3000
@@ -37,7 +37,7 @@ def test_every_damaged_file_is_refused_cleanly():
     """Any change to a sealed file is detected: checksums cover every byte."""
     rng = np.random.default_rng(SEED)
     state = sample_state(rng)
-    original = encode_checkpoint(77, state, {"config": {"batch": 8, "lr": 1e-4}}).to_bytes()
+    original = encoded_bytes(77, state, {"config": {"batch": 8, "lr": 1e-4}})
     expected = expected_from(state)
     tracemalloc.start()
     try:
@@ -100,7 +100,7 @@ def test_sealed_hostile_metas_are_refused_or_read():
     """An adversary who rewrites the meta and recomputes every checksum: clean errors or a valid read."""
     rng = np.random.default_rng(SEED + 1)
     state = sample_state(rng)
-    step, sections = split_sections(encode_checkpoint(5, state, {"config": {"a": 1}}).to_bytes())
+    step, sections = split_sections(encoded_bytes(5, state, {"config": {"a": 1}}))
     doc = msgpack.unpackb(sections[0][1])
     outcomes = {"refused": 0, "read": 0}
     for case in range(600):
@@ -121,7 +121,7 @@ def test_sealed_hostile_metas_are_refused_or_read():
 
 def test_random_bytes_after_a_valid_header():
     rng = np.random.default_rng(SEED + 2)
-    header = encode_checkpoint(1, {}).to_bytes()[:16]
+    header = encoded_bytes(1, {})[:16]
     for _ in range(500):
         tail = rng.bytes(int(rng.integers(0, 200)))
         try:

@@ -6,7 +6,7 @@ import pytest
 
 from foxc.data.record import LEVELS, PRICE_SCALE, SNAPSHOT_DTYPE
 from foxc.driver.reference.runtime import ReferenceRuntime
-from foxc.evaluate import EvalConfig, ScriptedPolicy, evaluate
+from foxc.evaluate import EvalConfig, evaluate
 from foxc.evaluate import metrics as M
 from foxc.lobsim import FLAT_FROM_LONG, HOLD, LONG, SHORT
 
@@ -19,6 +19,19 @@ DAY = [0] * 7 + [1] * 7 + [2] * 6
 SCRIPT = [HOLD] * 20
 SCRIPT[2], SCRIPT[5], SCRIPT[7], SCRIPT[10], SCRIPT[13], SCRIPT[15] = LONG, FLAT_FROM_LONG, SHORT, LONG, FLAT_FROM_LONG, SHORT
 FEE = MONEY  # 0.001 per lot per side
+
+
+class ScriptedPolicy:
+    """Plays a fixed action per snapshot index: `script[i]` is the action at records[i]."""
+
+    name = "scripted"
+    is_baseline = True
+
+    def __init__(self, script):
+        self.script = np.asarray(script, np.int32)
+
+    def __call__(self, ctx):
+        return np.where(ctx.active, self.script[ctx.cursor], HOLD).astype(np.int32)
 
 
 def hand_book() -> np.ndarray:

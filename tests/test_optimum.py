@@ -1,6 +1,12 @@
 """The exact yardstick on the named synthetic markets: the optimum agrees with an independent solver and
 with the realised PnL of its policy on generated paths (accounted by hand and by the simulator, to the
-money unit), and the oracle reading the book reaches it in the simulator."""
+money unit), and the oracle reading the book reaches it in the simulator.
+
+The oracle is a BASELINE, not the RL agent: the exact optimal policy fed the latent imbalance as read
+back from the book, x̂ = atanh((b − a)/(b + a)) / κ from the level-1 sizes b, a (generate() makes them
+⌈s·e^{±κx}⌉, so the ratio is tanh(κx) up to rounding). Measured on 2M held-out rows against the same
+policy fed the true x, the oracle's PnL minus that policy's is +0.1 ± 0.06 % of the optimum on `easy`,
++0.3 ± 0.2 % on `default`, −2.5 ± 1.4 % on `noisy` (κ = 0.2): the book hides almost nothing."""
 from functools import lru_cache
 
 import numpy as np
@@ -11,7 +17,7 @@ from foxc.data.record import PRICE_SCALE
 from foxc.data.synthetic import generate, latent
 from foxc.evaluate import EvalConfig, chunk_bounds, evaluate
 from foxc.evaluate.optimum import market_optimum, optimal_pnl
-from foxc.evaluate.oracle import ImbalanceOracle, target_actions
+from foxc.lobsim.layout import FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG, SHORT
 
 
 @lru_cache(maxsize=None)
@@ -144,6 +150,14 @@ def test_optimal_policy_on_the_true_latent_earns_the_optimum(name):
     assert se < 0.1 * o.pnl_per_snapshot  # the test can tell a 40 % error
 
 
+def target_actions(target, lots):
+    """Simulator actions that move the position of sign(lots) to the target side (−1, 0, +1)."""
+    side = np.sign(lots)
+    flat = np.where(side > 0, FLAT_FROM_LONG, np.where(side < 0, FLAT_FROM_SHORT, HOLD))
+    act = np.where(target > 0, LONG, np.where(target < 0, SHORT, flat))
+    return np.where(target == side, HOLD, act).astype(np.int32)
+
+
 class TrueLatentPolicy:
     name = "optimal policy on the true latent x"
     is_baseline = True
@@ -177,6 +191,21 @@ def test_simulator_accounts_the_true_latent_policy_to_the_money_unit():
 
 
 # ---- the oracle: the optimal policy on x read back from the book, through the simulator
+
+class ImbalanceOracle:
+    name = "oracle: optimal policy on the book's imbalance (not the RL agent)"
+    is_baseline = True
+
+    def __init__(self, market, optimum):
+        self.kappa, self.optimum = market.params.kappa, optimum
+
+    def __call__(self, ctx):
+        b, a = (ctx.obs[side][:, 0].astype(np.float64) for side in ("bid_sz", "ask_sz"))
+        ratio = np.divide(b - a, b + a, out=np.zeros_like(b), where=(b + a) > 0)
+        x_hat = np.arctanh(np.clip(ratio, -0.999, 0.999)) / self.kappa  # an empty side gives a finite x̂
+        target = self.optimum.action(x_hat, spread_ticks(ctx.obs, ctx.tick), ctx.lots)
+        return np.where(ctx.active, target_actions(target, ctx.lots), HOLD).astype(np.int32)
+
 
 @pytest.mark.parametrize("name", ["easy", "default"])
 def test_oracle_reaches_most_of_the_optimum(name):

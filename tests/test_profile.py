@@ -20,7 +20,6 @@ from foxc.profile.kernel_table import COLUMNS, PROFILE_FORMAT, PROFILE_VERSION
 def test_window_parses(spec, want):
     w = parse_window(spec)
     assert (w.first, w.last) == want
-    assert len(w) == want[1] - want[0] + 1
     assert str(parse_window(str(w))) == str(w)
 
 
@@ -93,7 +92,7 @@ def test_run_ending_inside_the_window_is_closed_once():
     calls = run_steps(w, range(10))
     assert [c for c in calls if c[0] in ("start", "stop")] == [("start", 3), ("stop", None)]
     w.close()
-    assert sum(c[0] == "stop" for c in w.rt.calls) == 1 and not w.missed
+    assert sum(c[0] == "stop" for c in w.rt.calls) == 1
 
 
 def test_resumed_run_opens_the_window_at_its_first_step_and_never_twice():
@@ -104,9 +103,8 @@ def test_resumed_run_opens_the_window_at_its_first_step_and_never_twice():
 def test_window_never_reached_or_not_asked_for():
     w = ProfilerWindow(FakeRuntime(), "30:40")
     assert run_steps(w, range(10)) == [("launch", s) for s in range(10)]
-    assert w.missed
     none = ProfilerWindow(FakeRuntime(), None)
-    assert run_steps(none, range(5)) == [("launch", s) for s in range(5)] and not none.missed
+    assert run_steps(none, range(5)) == [("launch", s) for s in range(5)]
 
 
 def test_reference_runtime_profiler_flag_follows_the_window(ref_rt):
@@ -231,47 +229,25 @@ class FakeDomain:
     def pop_range(self):
         self.events.append(("pop",))
 
-    def mark(self, message=None, color=None):
-        self.events.append(("mark", message))
-
 
 def test_nvtx_ranges_push_and_pop_in_pairs(monkeypatch):
     domain = FakeDomain()
     monkeypatch.setattr(foxc_nvtx, "_domain", domain)
-    assert foxc_nvtx.available()
-
-    @foxc_nvtx.nvtx_annotate("checkpoint.save")
-    def save(x):
-        return x + 1
-
-    @foxc_nvtx.nvtx_annotate()
-    def unnamed():
-        raise KeyError("boom")
-
     with foxc_nvtx.nvtx_range("step"):
         with foxc_nvtx.nvtx_range("replay.sample", color="green"):
             pass
-        assert save(1) == 2
-        foxc_nvtx.nvtx_mark("written")
-    with pytest.raises(KeyError):
-        unnamed()
+        with foxc_nvtx.nvtx_range("checkpoint.save"):
+            pass
     assert domain.events == [("push", "step"), ("push", "replay.sample"), ("pop",), ("push", "checkpoint.save"),
-                             ("pop",), ("mark", "written"), ("pop",),
-                             ("push", "test_nvtx_ranges_push_and_pop_in_pairs.<locals>.unnamed"), ("pop",)]
+                             ("pop",), ("pop",)]
 
 
 def test_nvtx_absent_is_a_shared_no_op(monkeypatch):
     monkeypatch.setattr(foxc_nvtx, "_domain", None)
-    assert not foxc_nvtx.available()
     assert foxc_nvtx.nvtx_range("a") is foxc_nvtx.nvtx_range("b")
-
-    def fn():
-        return 3
-    assert foxc_nvtx.nvtx_annotate("x")(fn) is fn  # undecorated: no cost per call
     with pytest.raises(ValueError):
         with foxc_nvtx.nvtx_range("a"):
             raise ValueError("exceptions pass through")
-    foxc_nvtx.nvtx_mark("nothing")
 
 
 def test_nvtx_absent_costs_under_a_microsecond(monkeypatch):

@@ -8,7 +8,6 @@ import pytest
 from foxc.data.synthetic import synthetic_data
 from foxc.evaluate.reporting import Criteria, assemble, markdown
 from foxc.evaluate.runner import EvalConfig
-from foxc.evaluate.trainers import resolve_trainer
 from foxc.walkforward import main, split_windows, walk_forward
 
 EVAL = EvalConfig(n_backtests=8, backend="reference")
@@ -146,3 +145,16 @@ def test_overwrite_replaces_an_earlier_walk_forward_and_nothing_else(tmp_path):
     assert sorted(p.name for p in tmp_path.glob("fold-*")) == ["fold-0"]
     assert len(json.loads((tmp_path / "report.json").read_text())["folds"]) == 1
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_a_backend_that_cannot_be_used_is_one_line(monkeypatch, capsys, tmp_path):
+    import foxc.driver
+    from foxc.driver import CudaError
+
+    def no_gpu(mode):
+        raise CudaError("--backend cuda: no usable CUDA device: no NVIDIA driver library (libcuda.so) found")
+    monkeypatch.setattr(foxc.driver, "select_backend", no_gpu)
+    assert main(["--backend", "cuda", "--out", str(tmp_path / "wf")]) == 2
+    assert capsys.readouterr().err.strip() == ("foxc.walkforward: error: --backend cuda: no usable CUDA device: "
+                                               "no NVIDIA driver library (libcuda.so) found")
+    assert not (tmp_path / "wf").exists()

@@ -7,16 +7,12 @@ describes the bytes. A FOXC v1 file from another writer (no `meta`, no `checksum
 the Rust trainer's layout, seed_layout.py) reads too, with `Checkpoint.notes`, but
 is refused for resuming.
 """
-from .adamw import AdamState, pack_adamw, unpack_adamw
+from .adamw import AdamState, unpack_adamw
 from .errors import CheckpointError, CheckpointSaveError
-from .format import (CHECKSUM, MAGIC, META, VERSION, Checkpoint, encode_checkpoint, parse_checkpoint,
-                     parse_layout, read_checkpoint, write_checkpoint)
-from .meta import SectionInfo, config_differences, expected_from
-from .saver import CheckpointSaver, checkpoint_name, latest_checkpoint, list_checkpoints
+from .format import Checkpoint, encode_checkpoint, parse_checkpoint, read_checkpoint, write_checkpoint
+from .meta import config_differences, expected_from
+from .saver import CheckpointSaver, list_checkpoints
 
-__all__ = [
-    "AdamState", "pack_adamw", "unpack_adamw", "CheckpointError", "CheckpointSaveError", "CHECKSUM", "MAGIC",
-    "META", "VERSION", "Checkpoint", "encode_checkpoint", "parse_checkpoint", "parse_layout", "read_checkpoint",
-    "write_checkpoint", "SectionInfo", "config_differences", "expected_from", "CheckpointSaver",
-    "checkpoint_name", "latest_checkpoint", "list_checkpoints",
-]
+__all__ = ["AdamState", "Checkpoint", "CheckpointError", "CheckpointSaveError", "CheckpointSaver", "config_differences",
+           "encode_checkpoint", "expected_from", "list_checkpoints", "parse_checkpoint", "read_checkpoint",
+           "unpack_adamw", "write_checkpoint"]

@@ -63,10 +63,6 @@ def adamw_chunks(state: AdamState) -> list:
     return [head, _le_bytes(state.m), _le_bytes(state.v)]
 
 
-def pack_adamw(state: AdamState) -> bytes:
-    return b"".join(bytes(chunk) for chunk in adamw_chunks(state))
-
-
 def unpack_adamw(data, section: str = "adamw", offset: int = 0) -> AdamState:
     """Parse the wire format; `section` and `offset` (of the data in its file) name errors."""
     view = memoryview(data).cast("B") if not isinstance(data, memoryview) else data

@@ -20,10 +20,6 @@ from .errors import CheckpointSaveError
 TEMP_RE = re.compile(r"\.(?P<target>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]+")
 
 
-def temp_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-
-
 def write_all(f, chunk) -> None:
     """One buffer to the file (the seam where tests inject a full disk)."""
     f.write(chunk)
@@ -32,7 +28,7 @@ def write_all(f, chunk) -> None:
 def atomic_write(path: Path, chunks) -> None:
     """Write the buffers in `chunks` to `path` atomically and durably, or raise CheckpointSaveError."""
     path = Path(path)
-    tmp = temp_path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
     except OSError as exc:
@@ -74,20 +70,15 @@ def _save_error(path: Path, what: str, exc: OSError) -> CheckpointSaveError:
                                f"earlier checkpoints are untouched", exc.errno)
 
 
-def remove_stale_temp_files(directory: Path, target: re.Pattern) -> list[Path]:
-    """Delete temporary files for names matching `target` left by a process that died mid-save.
-
-    Those of a live process (another save in progress) are left alone.
-    """
-    removed = []
+def remove_stale_temp_files(directory: Path, target: re.Pattern) -> None:
+    """Delete temporary files for names matching `target` left by a process that died mid-save;
+    those of a live process (another save in progress) are left alone."""
     for entry in Path(directory).iterdir():
         match = TEMP_RE.fullmatch(entry.name)
         if match is None or not target.fullmatch(match["target"]) or _alive(int(match["pid"])):
             continue
         with contextlib.suppress(OSError):
             entry.unlink()
-            removed.append(entry)
-    return removed
 
 
 def _alive(pid: int) -> bool:

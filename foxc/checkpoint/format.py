@@ -163,10 +163,6 @@ class EncodedCheckpoint:
     """A checkpoint as a list of buffers to write in order (array data is not copied)."""
     chunks: list
     size: int
-    meta: dict
-
-    def to_bytes(self) -> bytes:
-        return b"".join(bytes(chunk) for chunk in self.chunks)
 
 
 def encode_checkpoint(step: int, sections: dict, meta: dict | None = None) -> EncodedCheckpoint:
@@ -213,7 +209,7 @@ def encode_checkpoint(step: int, sections: dict, meta: dict | None = None) -> En
         framed.append((section_header, digest))
         chunks += [section_header, *data]
     chunks += [_section_header(CHECKSUM, DIGEST_BYTES), _seal(header, framed)]
-    return EncodedCheckpoint(chunks, sum(memoryview(c).nbytes for c in chunks), doc)
+    return EncodedCheckpoint(chunks, sum(memoryview(c).nbytes for c in chunks))
 
 
 def _check_name(name) -> None:
@@ -269,9 +265,6 @@ class Checkpoint:
     def __getitem__(self, name: str):
         return self.sections[name]
 
-    def __contains__(self, name: str) -> bool:
-        return name in self.sections
-
     @property
     def n_sections(self) -> int:
         """As the header counts them: the state sections, skipped ones, meta and checksum."""
@@ -296,15 +289,6 @@ class Checkpoint:
         if "isv" not in self.sections or not isinstance(self.sections["isv"], np.ndarray):
             raise CheckpointError("the checkpoint has no 'isv' section of float32 values")
         return {name: float(value) for name, value in zip(self.isv_slots, self.sections["isv"])}
-
-    def isv_for(self, slots=SLOTS) -> tuple[np.ndarray, list[str]]:
-        """The bus laid out for `slots` (today's registry): each slot the file names takes its saved
-        value, a slot added since keeps its bootstrap value; also the names of those added slots."""
-        if not self.has_meta:  # the seed's slots are not foxc's: matching them by name would be a guess
-            raise CheckpointError(NOT_RESUMABLE)
-        saved = self.isv()
-        values = np.array([saved.get(s.name, s.bootstrap) for s in slots], np.float32)
-        return values, [s.name for s in slots if s.name not in saved]
 
 
 def read_checkpoint(path, expected: dict | None = None, check_meta_first=None) -> Checkpoint:
@@ -356,10 +340,7 @@ def parse_checkpoint(buf, expected: dict | None = None, check_meta_first=None) -
     A file without a meta is decoded whole with inferred types (seed_layout.py) and refused
     whenever `expected` is given: nothing in it says which run it continues.
     """
-    return _parse(_byte_view(buf), expected, check_meta_first)
-
-
-def _parse(view: memoryview, expected: dict | None, check_meta_first=None) -> Checkpoint:
+    view = _byte_view(buf)
     layout = parse_layout(view)
     seal = _seal_span(layout)
     body = layout.sections[:-1] if seal is not None else layout.sections

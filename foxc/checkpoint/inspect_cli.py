@@ -30,7 +30,7 @@ from .meta import config_differences
 from .seed_layout import SECTION_ABOUT, SLOT_ABOUT
 
 PROG = "foxc-ckpt-inspect"
-EXIT_NO, EXIT_TROUBLE = 1, 2  # as diff(1): 1 a negative answer (--verify, --diff), 2 trouble (bad file or flag)
+EXIT_NO = 1  # as diff(1): 1 a negative answer (--verify, --diff); 2 trouble (a bad file or flag: cli.fail)
 STAT_COLUMNS = ["name", "bytes", "dtype", "shape", "min", "max", "mean", "std", "nan", "inf"]
 ADAMW_COLUMNS = ["name", "n", "step", "lr", "beta1", "beta2", "eps", "wd", "m_norm", "v_norm"]
 
@@ -289,14 +289,14 @@ def main(argv=None) -> int:
         if args.verify:
             _verdict(args, False, str(exc))
             return EXIT_NO
-        return fail(PROG, exc, EXIT_TROUBLE)
+        return fail(PROG, exc)
     except BrokenPipeError:
         sys.stderr.close()
         return 0
 
 
 def _run(args) -> int:
-    ckpt = _read(args.path)
+    ckpt = read_checkpoint(args.path)  # its errors name the file
     if args.verify:
         _verdict(args, True, f"step {ckpt.step}, {ckpt.n_sections} sections, {ckpt.size:,} bytes, "
                              f"{_verified(ckpt)}", ckpt)
@@ -309,12 +309,8 @@ def _run(args) -> int:
         except CheckpointError as exc:
             raise exc.with_path(args.path) from None
     if args.diff is not None:
-        return show_diff(ckpt, _read(args.diff), args.path, args.diff, args.json)
+        return show_diff(ckpt, read_checkpoint(args.diff), args.path, args.diff, args.json)
     return show(ckpt, args.path, args.json)
-
-
-def _read(path: str) -> Checkpoint:
-    return read_checkpoint(path)  # its errors name the file
 
 
 def _verified(ckpt: Checkpoint) -> str:

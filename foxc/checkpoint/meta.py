@@ -44,10 +44,6 @@ class SectionInfo:
     offset: int      # of the section's header in the file
     nbytes: int
 
-    @property
-    def kind(self) -> str:
-        return self.dtype if self.dtype in (ADAMW, BYTES) else "array"
-
     def describe(self) -> str:
         return f"{self.dtype} {list(self.shape)}"
 

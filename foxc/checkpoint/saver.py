@@ -6,14 +6,10 @@ import warnings
 from pathlib import Path
 
 from .atomic import remove_stale_temp_files
-from .errors import CheckpointError, CheckpointSaveError
-from .format import read_checkpoint, write_checkpoint
+from .errors import CheckpointSaveError
+from .format import write_checkpoint
 
 CHECKPOINT_RE = re.compile(r"checkpoint-(\d+)\.foxc")
-
-
-def checkpoint_name(step: int) -> str:
-    return f"checkpoint-{int(step)}.foxc"
 
 
 def list_checkpoints(out_dir) -> list[tuple[int, Path]]:
@@ -30,20 +26,6 @@ def list_checkpoints(out_dir) -> list[tuple[int, Path]]:
         if match and entry.is_file():
             found.append((int(match[1]), entry))
     return sorted(found)
-
-
-def latest_checkpoint(out_dir, verify: bool = True) -> Path | None:
-    """The newest checkpoint in `out_dir` (the newest that reads and verifies, with `verify`)."""
-    for _, path in reversed(list_checkpoints(out_dir)):
-        if not verify:
-            return path
-        try:
-            read_checkpoint(path)
-        except CheckpointError as exc:
-            warnings.warn(f"skipping {exc}", stacklevel=2)
-            continue
-        return path
-    return None
 
 
 class CheckpointSaver:
@@ -67,35 +49,23 @@ class CheckpointSaver:
             raise CheckpointSaveError(f"cannot use checkpoint directory {self.out_dir}: {exc.strerror or exc}",
                                       exc.errno) from exc
 
-    def path_for(self, step: int) -> Path:
-        return self.out_dir / checkpoint_name(step)
-
     def save(self, step: int, sections: dict, meta: dict | None = None) -> Path:
-        path = write_checkpoint(self.path_for(step), step, sections, meta)
-        self.prune(path)
+        path = write_checkpoint(self.out_dir / f"checkpoint-{int(step)}.foxc", step, sections, meta)
+        self._prune(path)
         return path
 
-    def prune(self, newest: Path | None = None) -> list[Path]:
+    def _prune(self, newest: Path) -> None:
         """Remove all but the newest `keep` checkpoints (never `newest`); a failed removal only warns."""
         found = [p for _, p in list_checkpoints(self.out_dir)]
-        kept = {newest} if newest is not None else set()
+        kept = {newest}
         for path in reversed(found):
             if len(kept) >= self.keep:
                 break
             kept.add(path)
-        removed = []
         for path in found:
             if path in kept:
                 continue
             try:
                 path.unlink()
-                removed.append(path)
             except OSError as exc:
                 warnings.warn(f"could not remove old checkpoint {path}: {exc.strerror or exc}", stacklevel=2)
-        return removed
-
-    def latest(self, verify: bool = True) -> Path | None:
-        return latest_checkpoint(self.out_dir, verify)
-
-
-__all__ = ["CHECKPOINT_RE", "CheckpointSaver", "checkpoint_name", "latest_checkpoint", "list_checkpoints"]

@@ -1,7 +1,5 @@
 """Evaluation of a policy over a data window with learning off, its figures, and walk-forward folds."""
 from .metrics import summarize
-from .policy import PolicyContext, ScriptedPolicy
-from .runner import EVAL_TRADE_DTYPE, EvalConfig, Evaluation, chunk_bounds, evaluate
+from .runner import EVAL_TRADE_DTYPE, EvalConfig, Evaluation, PolicyContext, chunk_bounds, evaluate
 
-__all__ = ["EVAL_TRADE_DTYPE", "EvalConfig", "Evaluation", "PolicyContext", "ScriptedPolicy", "chunk_bounds",
-           "evaluate", "summarize"]
+__all__ = ["EVAL_TRADE_DTYPE", "EvalConfig", "Evaluation", "PolicyContext", "chunk_bounds", "evaluate", "summarize"]

@@ -55,7 +55,7 @@ class AgentPolicy:
 
     def _bind(self, ctx):
         """Build the gather, encoder and actor for this window and simulator (once per pair)."""
-        self._close_parts()
+        self.close()
         records, sim, B, K = ctx.records, ctx.sim, len(ctx.cursor), self.seq_len
         if sim is None:
             raise ValueError("AgentPolicy runs on the device: it needs the evaluation's simulator (ctx.sim)")
@@ -88,13 +88,10 @@ class AgentPolicy:
         probs[~ok] = np.eye(probs.shape[1])[HOLD]
         return actions, probs
 
-    def _close_parts(self):
+    def close(self):
         for part in self._parts:
             part.close()
         self._parts, self._bound = [], None
-
-    def close(self):
-        self._close_parts()
 
 
 def _renumbered(market: MarketData) -> MarketData:

@@ -25,6 +25,7 @@ import numpy as np
 from ..checkpoint import CheckpointSaver, read_checkpoint
 from ..data.features import F_DEPTH_IMB, F_IMBALANCE, F_SPREAD, snapshot_features
 from ..lobsim.layout import HOLD, LONG, SHORT
+from ..nn.functional import sigmoid
 
 NAME = "baseline: logistic imbalance (not the RL agent)"
 FEATURE_NAMES = ("bias", "imbalance", "depth_imbalance", "spread_ticks")
@@ -48,10 +49,6 @@ def direction_labels(records: np.ndarray, horizon: int) -> tuple[np.ndarray, np.
     ok = (records["segment"][horizon:] == records["segment"][:n]) & (d != 0)
     rows = np.flatnonzero(ok)
     return rows, (d[rows] > 0).astype(np.float64)
-
-
-def sigmoid(z):
-    return 1.0 / (1.0 + np.exp(-np.clip(z, -60.0, 60.0)))
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float, max_iter: int) -> tuple[np.ndarray, int]:

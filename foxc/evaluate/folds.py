@@ -19,7 +19,7 @@ import socket
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
@@ -29,14 +29,14 @@ from ..data.source import MarketData
 from ..data.validate import DataError
 from ..driver import open_runtime
 from .runner import EvalConfig, Evaluator
-from .scaleout import serve
+from .scaleout import Job, serve
 from .trainers import resolve_trainer
 
 CURVE_POINTS = 1000
 
 
 @dataclass
-class FoldSpec:
+class FoldSpec(Job):
     fold: int
     train: tuple[int, int]         # [start, stop) rows of the whole data
     eval: tuple[int, int]
@@ -53,7 +53,6 @@ class FoldSpec:
     train_days: tuple[str, str] | None = None  # folds by dates: the first and last UTC date of each window
     eval_days: tuple[str, str] | None = None
 
-    # a job of foxc.evaluate.scaleout
     SPEC_FILE: ClassVar[str] = "fold.json"
     WORKER: ClassVar[str] = "foxc.evaluate.folds"
 
@@ -63,9 +62,6 @@ class FoldSpec:
 
     def failed(self, error: str) -> dict:
         return failed_record(self, error)
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
 
     @classmethod
     def from_json(cls, text: str) -> "FoldSpec":
@@ -208,8 +204,7 @@ def ray_windows(records: np.ndarray):
 
 
 def main(argv=None) -> int:
-    return serve(sys.argv[1:] if argv is None else argv, FoldSpec.from_json, run_fold_safely,
-                 "python -m foxc.evaluate.folds FOLD.json (written by foxc.walkforward)")
+    return serve(sys.argv[1:] if argv is None else argv, FoldSpec, run_fold_safely)
 
 
 if __name__ == "__main__":

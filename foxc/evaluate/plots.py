@@ -31,25 +31,41 @@ def _pyplot():
     return plt
 
 
+def _save(plt, fig, path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
+
+
 def read_metrics(path: Path) -> list[dict]:
-    """The records of a metrics.jsonl; a torn last line (a run still writing) is ignored."""
+    """The records of a metrics.jsonl that have a numeric `step`. A line that is not JSON is skipped (a
+    run still writing leaves a torn last line); a file that is not text, a line that is not a JSON
+    object or no record to plot is a ValueError naming the file."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a text file of JSON records") from None
     records = []
-    for line in Path(path).read_text().splitlines():
-        line = line.strip()
-        if not line:
-            continue
+    for number, line in enumerate(lines, 1):
         try:
-            records.append(json.loads(line))
+            record = json.loads(line) if line.strip() else None
         except json.JSONDecodeError:
             continue
+        if record is None:
+            continue
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}, line {number}: not a JSON object")
+        if isinstance(record.get("step"), (int, float)) and not isinstance(record["step"], bool):
+            records.append(record)
+    if not records:
+        raise ValueError(f"{path}: no records with a 'step' to plot")
     return records
 
 
 def training_curves(metrics_path: Path, out_png: Path, title: str = "") -> list[Path]:
     """One panel per numeric field of metrics.jsonl against `step`."""
-    records = [r for r in read_metrics(metrics_path) if isinstance(r.get("step"), (int, float))]
-    if not records:
-        raise ValueError(f"{metrics_path}: no records with a 'step'")
+    records = read_metrics(metrics_path)
     numeric = {k for r in records for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     names = [k for k in CURVE_FIELDS if k in numeric] + sorted(numeric - set(CURVE_FIELDS) - {"step"})
     plt = _pyplot()
@@ -66,10 +82,7 @@ def training_curves(metrics_path: Path, out_png: Path, title: str = "") -> list[
     for ax in list(axes.flat)[len(names):]:
         ax.axis("off")
     fig.suptitle(title or f"training curves: {metrics_path}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out_png, dpi=100)
-    plt.close(fig)
-    return [Path(out_png)]
+    return [_save(plt, fig, out_png)]
 
 
 def _when(ns: int) -> datetime:
@@ -92,10 +105,7 @@ def walkforward_plots(report: dict, run_dir: Path) -> list[Path]:
     if folds:
         ax.legend(fontsize=8)
     fig.autofmt_xdate()
-    fig.tight_layout()
-    equity_png = run_dir / "equity.png"
-    fig.savefig(equity_png, dpi=100)
-    plt.close(fig)
+    equity_png = _save(plt, fig, run_dir / "equity.png")
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     idx = [f["fold"] for f in folds]
@@ -112,11 +122,7 @@ def walkforward_plots(report: dict, run_dir: Path) -> list[Path]:
     ax.set_ylabel("net PnL (price units per lot)")
     ax.set_title(f"net PnL per fold (green: edge rule passed): {label}", fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    wr_png = run_dir / "net_pnl.png"
-    fig.savefig(wr_png, dpi=100)
-    plt.close(fig)
-    return [equity_png, wr_png]
+    return [equity_png, _save(plt, fig, run_dir / "net_pnl.png")]
 
 
 def sweep_plot(points: list[dict], axes: list[str], label: str, out_png: Path) -> list[Path]:
@@ -148,10 +154,7 @@ def sweep_plot(points: list[dict], axes: list[str], label: str, out_png: Path) -
     ax.set_title(f"{label}: mean ± standard error over seeds", fontsize=10)
     if others and 0 < len(lines) <= 12:
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out_png, dpi=100)
-    plt.close(fig)
-    return [Path(out_png)]
+    return [_save(plt, fig, out_png)]
 
 
 def _order(value) -> tuple:

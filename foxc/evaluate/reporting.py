@@ -122,6 +122,11 @@ def assemble(results: list[dict], criteria: Criteria, run: dict) -> dict:
             "all_passed": all_passed}
 
 
+def markdown_table(head: list[str], rows: list[list]) -> list[str]:
+    """A markdown table's lines: the head, its rule, a line per row of cells."""
+    return ["| " + " | ".join(map(str, cells)) + " |" for cells in (head, ["---"] * len(head), *rows)]
+
+
 def _fmt(value, digits=3) -> str:
     if value is None:
         return "–"
@@ -177,12 +182,12 @@ def markdown(report: dict) -> str:
     dated = ["train days", "eval days"] if days else []
     head = ["fold", *dated, "train rows", "eval rows", "trades", "win rate", "net PnL", "ticks/snapshot", "of optimum",
             "yardstick net", "t/trade", "max DD", "hold", "in market", "edge ✓", "seed ✓", "pass"]
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for f in report["folds"]:
         when = [_days(f.get("train_days")), _days(f.get("eval_days"))] if days else []
         if "error" in f:
-            lines.append("| " + " | ".join(map(str, [f["fold"], *when])) + f" | failed: "
-                         f"{f['error'].strip().splitlines()[-1]} |" + " |" * (len(head) - 2 - len(when)))
+            failed = f"failed: {f['error'].strip().splitlines()[-1]}"
+            rows.append([f["fold"], *when, failed] + [""] * (len(head) - 2 - len(when)))
             continue
         m, cr = f["metrics"], f["criteria"]
         frac = cr["edge"].get("opt_frac", {}).get("value")
@@ -191,7 +196,8 @@ def markdown(report: dict) -> str:
                _money((f.get("yardstick") or {}).get("net_pnl")), _fmt(m["trade_t_stat"], 2),
                _money(m["max_drawdown"]), _fmt(m["hold_frac"]), _fmt(m.get("exposure")),
                _mark(cr["edge"]), _mark(cr["seed"]), "**pass**" if f["passed"] else "fail"]
-        lines.append("| " + " | ".join(str(x) for x in row) + " |")
+        rows.append(row)
+    lines += markdown_table(head, rows)
     lines += ["", "ticks/snapshot: net PnL per snapshot of the evaluation window in ticks per lot; t/trade: mean/std "
               "of per-trade net PnL × √trades; yardstick: the logistic-imbalance baseline trained and evaluated on "
               "the same windows; max DD: largest fall of the evaluation's equity curve; hold: steps whose action "

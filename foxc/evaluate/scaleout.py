@@ -1,24 +1,18 @@
 """Running jobs (walk-forward folds, sweep runs): in this process, one process per visible GPU of this
 machine, or one Ray task each.
 
-A job is a JSON-able spec (foxc.evaluate.folds.FoldSpec, foxc.sweep.point.RunSpec) with
-    key          unique among the jobs of one call (a fold's number, a sweep run's name)
-    out_dir      its directory, on the machine that runs it
-    to_json()    the spec a worker process reads
-    failed(err)  the record of a job that gave none (its worker crashed)
-    SPEC_FILE    the name of that spec in out_dir, WORKER the module a worker process runs:
-                 `python -m WORKER OUT_DIR/SPEC_FILE` (its main is `serve`)
-and `work(job, *inputs) -> record` runs one, a failure turned into a record with `error` (it never raises).
-
-- `run_sequential(jobs, work)`: one after another in this process.
-- `run_local(jobs, slots)`: a worker process per job, at most one per slot at a time; a slot is a GPU
-  id, given to its processes as CUDA_VISIBLE_DEVICES (so each sees one GPU, as device 0). On the
-  reference backend a slot is just a worker process.
-- `run_ray(jobs, work, ...)`: one Ray task per job with `num_gpus` (default 1) each: Ray places the
-  tasks on the cluster's GPUs (any machine) and sets CUDA_VISIBLE_DEVICES itself; large inputs
-  travel through Ray's object store, so workers need no shared file system. Records come back to
-  the head; files stay on the machine that wrote them.
-Every runner returns the records in the jobs' order.
+A job is a dataclass of JSON-able fields deriving from Job (foxc.evaluate.folds.FoldSpec,
+foxc.sweep.point.RunSpec); `work(job, *inputs) -> record` runs one, a failure turned into a record
+with `error` (it never raises). `run_jobs` runs them as `--parallel` says (`add_runner_arguments`
+adds its flags to a command line) and returns the records in the jobs' order:
+- `none`: one after another in this process.
+- `local`: a worker process per job, at most one per slot at a time; a slot is a GPU id, given to
+  its processes as CUDA_VISIBLE_DEVICES (so each sees one GPU, as device 0). On the reference
+  backend a slot is just a worker process.
+- `ray`: one Ray task per job with `num_gpus` (default 1) each: Ray places the tasks on the
+  cluster's GPUs (any machine) and sets CUDA_VISIBLE_DEVICES itself; large inputs travel through
+  Ray's object store, so workers need no shared file system. Records come back to the head; files
+  stay on the machine that wrote them.
 """
 from __future__ import annotations
 
@@ -27,7 +21,11 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
+from typing import ClassVar
+
+from ..cli import nonnegative_float, positive_int
 
 
 class ScaleoutError(RuntimeError):
@@ -39,8 +37,61 @@ RESULT_FILE = "result.json"
 WORKER_LOG = "worker.log"
 
 
-def run_sequential(jobs: list, work) -> list[dict]:
-    return [work(job) for job in jobs]
+PARALLEL = ("none", "local", "ray")
+
+
+class Job:
+    """What run_jobs needs of a job besides its dataclass fields: `key` (unique among the jobs of one
+    call), `out_dir` (its directory on the machine that runs it), `failed(error)` (the record of a job
+    whose worker crashed), and the worker process `python -m WORKER OUT_DIR/SPEC_FILE` (its main is
+    `serve`)."""
+    SPEC_FILE: ClassVar[str]
+    WORKER: ClassVar[str]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str):
+        return cls(**json.loads(text))
+
+
+def add_runner_arguments(ap, noun: str) -> None:
+    """--parallel, --workers, --ray-address and --gpus-per-<noun>: how run_jobs runs the jobs."""
+    ap.add_argument("--parallel", choices=PARALLEL, default="none",
+                    help=f"{noun}s one after another (default); one process per visible GPU; one Ray task each")
+    ap.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                    help="local: at most this many processes (GPUs)")
+    ap.add_argument("--ray-address", default=None, metavar="ADDR",
+                    help="ray: the cluster to join (default: start a local one)")
+    ap.add_argument(f"--gpus-per-{noun}", type=nonnegative_float, default=1.0, metavar="G",
+                    help=f"ray: GPUs each {noun}'s task asks for (0 for CPU workers)")
+
+
+def run_jobs(jobs: list, parallel: str, *, here, remote, backend: str | None, noun: str, workers: int | None = None,
+             ray_address: str | None = None, gpus: float = 1.0, inputs=None, on_result=None, log=print) -> list[dict]:
+    """Every job's record, in the jobs' order: `here(job)` in this process (`parallel` "none"), a worker
+    process per job (local) or `remote(job, *inputs(job, put))` as a Ray task (see run_ray).
+    `on_result(job, record)` is called as each job ends (after all of them with Ray)."""
+    if parallel == "none":
+        records = []
+        for job in jobs:
+            records.append(here(job))
+            if on_result is not None:
+                on_result(job, records[-1])
+        return records
+    if parallel == "local":
+        slots = local_slots(backend, workers, len(jobs))
+        log(f"local workers: {len(slots)} ({'GPUs ' + ','.join(slots) if slots[0] is not None else 'CPU'})")
+        return run_local(jobs, slots, {"FOXC_BACKEND": backend} if backend else {}, on_result)
+    if parallel == "ray":
+        records = run_ray(jobs, remote, inputs=inputs, address=ray_address, num_gpus=gpus, noun=noun,
+                          gpus_flag=f"--gpus-per-{noun}")
+        for job, record in zip(jobs, records):
+            if on_result is not None:
+                on_result(job, record)
+        return records
+    raise ValueError(f"parallel must be none, local or ray, got '{parallel}'")
 
 
 def visible_gpus() -> list[str]:
@@ -120,13 +171,13 @@ def _worker_record(job, returncode: int) -> dict:
     return job.failed(f"worker exited with status {returncode}:\n{tail}")
 
 
-def serve(argv: list[str], load, work, usage: str) -> int:
-    """A worker process's main: `load` the spec file argv names, `work(job)`, write its record as
+def serve(argv: list[str], job_type: type[Job], work) -> int:
+    """A worker process's main: read the job's spec file argv names, `work(job)`, write its record as
     result.json in the job's directory; exit status 1 when the record is a failure."""
     if len(argv) != 1:
-        print(f"usage: {usage}", file=sys.stderr)
+        print(f"usage: python -m {job_type.WORKER} {job_type.SPEC_FILE}", file=sys.stderr)
         return 2
-    job = load(Path(argv[0]).read_text())
+    job = job_type.from_json(Path(argv[0]).read_text())
     record = work(job)
     Path(job.out_dir).mkdir(parents=True, exist_ok=True)
     (Path(job.out_dir) / RESULT_FILE).write_text(json.dumps(record) + "\n")
@@ -145,21 +196,21 @@ def require_ray():
     return ray
 
 
-def run_ray(jobs: list, work, *, inputs=None, address: str | None = None, num_gpus: float = 1, num_cpus: float = 1,
-            init_kwargs: dict | None = None, noun: str = "job", gpus_flag: str = "--gpus-per-job") -> list[dict]:
+def run_ray(jobs: list, work, *, inputs=None, address: str | None = None, num_gpus: float = 1, noun: str = "job",
+            gpus_flag: str = "--gpus-per-job") -> list[dict]:
     """One Ray task per job (`num_gpus` each) running `work(job, *inputs(job, put))`: `put(key, make)`
     puts make() into the object store once per key, so an input several jobs share travels once.
     Connects to `address` (or starts a local Ray) if needed; `noun` and `gpus_flag` name the job and
     the flag of `num_gpus` in the error of a cluster with too few GPUs."""
     ray = require_ray()
     if not ray.is_initialized():
-        ray.init(address=address, **(init_kwargs or {}))
+        ray.init(address=address)
     have = ray.cluster_resources().get("GPU", 0)
     if num_gpus > have:
         # a task asking for more GPUs than the cluster has would wait for ever
         raise ScaleoutError(f"each {noun} asks for {num_gpus} GPU(s) but the Ray cluster has {have:g}; "
                             f"use {gpus_flag} 0 for CPU workers (reference backend)")
-    task = ray.remote(num_gpus=num_gpus, num_cpus=num_cpus)(work)
+    task = ray.remote(num_gpus=num_gpus, num_cpus=1)(work)
     refs: dict = {}
 
     def put(key, make):

@@ -9,7 +9,7 @@ A fold trainer is an object with
         for `steps` steps, writes its checkpoint(s) and, when it has them, `metrics.jsonl`
         (training curves, see foxc.report) into `out_dir`; returns the checkpoint to evaluate
     load_policy(checkpoint, config, rt) -> policy
-        the policy (see foxc.evaluate.policy) that checkpoint holds, for evaluation with learning off
+        the policy (see foxc.evaluate.runner) that checkpoint holds, for evaluation with learning off
         on runtime `rt` (where the evaluation's simulator runs: a policy may run on the device too)
 
 `config` is a plain dict (JSON-able, so it crosses process and machine boundaries): the
@@ -20,8 +20,6 @@ process: a short name from TRAINERS or "package.module:attribute".
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
-from typing import Protocol
 
 TRAINERS = {
     "rl": "foxc.trainer.fold:TRAINER",
@@ -29,16 +27,7 @@ TRAINERS = {
 }
 
 
-class FoldTrainer(Protocol):
-    name: str
-    is_baseline: bool
-
-    def train(self, window, steps: int, out_dir: Path, config: dict) -> Path: ...
-
-    def load_policy(self, checkpoint: Path, config: dict, rt): ...
-
-
-def resolve_trainer(spec: str) -> FoldTrainer:
+def resolve_trainer(spec: str):
     """The trainer named by `spec` (a TRAINERS key or "module:attribute")."""
     target = TRAINERS.get(spec, spec)
     if ":" not in target:
@@ -47,5 +36,5 @@ def resolve_trainer(spec: str) -> FoldTrainer:
     trainer = getattr(importlib.import_module(module), attr)
     for need in ("name", "is_baseline", "train", "load_policy"):
         if not hasattr(trainer, need):
-            raise TypeError(f"trainer '{spec}' has no '{need}' (see foxc.evaluate.trainers.FoldTrainer)")
+            raise TypeError(f"trainer '{spec}' has no '{need}' (see foxc.evaluate.trainers)")
     return trainer

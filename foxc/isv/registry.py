@@ -13,9 +13,10 @@ own, or a slot no kernel reads.
 from __future__ import annotations
 
 import argparse
-import difflib
 import math
 from dataclasses import dataclass
+
+from ..cli import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -213,9 +214,7 @@ def slot(name: str) -> Slot:
 
 def unknown_slot(name: str) -> str:
     """Why `name` names no slot, with the names it may have meant."""
-    close = difflib.get_close_matches(name, list(_BY_NAME), n=3, cutoff=0.6)
-    hint = f"did you mean {' or '.join(close)}?" if close else "python -m foxc.isv lists them"
-    return f"no ISV slot named '{name}' ({hint})"
+    return f"no ISV slot named '{name}' ({did_you_mean(name, _BY_NAME, 'python -m foxc.isv lists them')})"
 
 
 def setting_problem(name: str, value: float) -> str | None:

@@ -1,7 +1,7 @@
 """Profiling a run: NVTX ranges, the `--profile-steps` capture window for nsys/ncu, `--profile`'s kernel table;
 CUPTI kernel records: `foxc.profile.cupti` (libcupti is loaded only when a KernelActivity is made)."""
-from .kernel_table import KernelProfiler, entry_name
-from .nvtx import nvtx_annotate, nvtx_mark, nvtx_range
+from .kernel_table import KernelProfiler
+from .nvtx import nvtx_range
 from .window import ProfilerWindow, StepWindow, WindowError, parse_window, window_arg
 
 DEFAULT_PROFILE_STEPS = "10:29"  # --profile without --profile-steps: 20 steps after a warm-up
@@ -27,5 +27,4 @@ def profile_window(args) -> StepWindow | None:
 
 
 __all__ = ["DEFAULT_PROFILE_STEPS", "KernelProfiler", "ProfilerWindow", "StepWindow", "WindowError",
-           "add_profile_args", "entry_name", "nvtx_annotate", "nvtx_mark", "nvtx_range", "parse_window",
-           "profile_window", "window_arg"]
+           "add_profile_args", "nvtx_range", "parse_window", "profile_window", "window_arg"]

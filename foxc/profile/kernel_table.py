@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..component import Component
 from .window import parse_window
 
 PROFILE_FORMAT = "foxc-kernel-profile"
@@ -36,17 +37,13 @@ def launch_bound(row: dict) -> bool:
     return row["host_gap_us"] >= LAUNCH_BOUND_RATIO * row["mean_us"]
 
 
-def entry_name(entry) -> str:
-    return getattr(entry, "name", None) or type(entry).__name__
-
-
-class KernelProfiler:
+class KernelProfiler(Component):
     """Per-name launch counts and GPU/host times of eagerly launched plan lists over a step window."""
 
-    def __init__(self, rt, window=None, stream=None):
+    def __init__(self, rt, window=None):
         self.rt = rt
         self.window = None if window is None else parse_window(window)
-        self.stream = stream or rt.stream
+        self.stream = rt.stream
         self._events = []
         self._stats: dict[str, list] = {}  # name -> [launches, gpu ms, host ms]
         self.steps = 0
@@ -58,10 +55,6 @@ class KernelProfiler:
         """True when `step` is inside the window (always, without one)."""
         return self.window is None or step in self.window
 
-    def finished(self, step: int) -> bool:
-        """True once `step` is the window's last step or past it."""
-        return self.window is not None and step >= self.window.last
-
     def launch(self, step: int, plans):
         """The trainer's hook: profile the step's plans inside the window, launch them plainly outside it."""
         if self.wants(step):
@@ -70,18 +63,15 @@ class KernelProfiler:
             for entry in plans:
                 entry.launch(self.stream)
 
-    def _events_for(self, n: int) -> list:
-        while len(self._events) < n:
-            self._events.append(self.rt.event(f"profile_{len(self._events)}"))
-        return self._events[:n]
-
     def profile_step(self, plans):
         """Launch `plans` once in order with events between the launches; waits for them, then adds up."""
         stream = self.stream
         if stream.capture_log is not None:
             raise RuntimeError(f"stream '{stream.name}' is capturing a graph: the kernel profile launches eagerly")
         plans = list(plans)
-        events = self._events_for(len(plans) + 1)
+        while len(self._events) <= len(plans):
+            self._events.append(self.rt.event(f"profile_{len(self._events)}"))
+        events = self._events[:len(plans) + 1]
         host = [0.0] * len(plans)
         clock = time.perf_counter
         before = clock()
@@ -95,7 +85,8 @@ class KernelProfiler:
         events[-1].synchronize()
         for i, entry in enumerate(plans):
             gpu = events[i].elapsed_ms(events[i + 1])
-            row = self._stats.setdefault(entry_name(entry), [0, 0.0, 0.0])
+            name = getattr(entry, "name", None) or type(entry).__name__
+            row = self._stats.setdefault(name, [0, 0.0, 0.0])
             row[0] += 1
             row[1] += gpu
             row[2] += host[i]
@@ -131,18 +122,13 @@ class KernelProfiler:
                   "": "host-bound" if flag and launch_bound(r) else ""} for r in self.rows()]
         return table(shown, ["kernel", "launches", "total ms", "mean µs", "share", "host gap µs"] + [""] * flag)
 
-    def write(self, out_dir) -> Path:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        path = out / "profile.json"
-        path.write_text(json.dumps(self.summary(), indent=1) + "\n")
-        return path
-
     def report(self, out_dir, file=None) -> Path:
         """Print the table and a per-step line, write `out_dir/profile.json`; returns its path."""
         file = file or sys.stdout
         s = self.summary()
-        path = self.write(out_dir)
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        path = Path(out_dir) / "profile.json"
+        path.write_text(json.dumps(s, indent=1) + "\n")
         print(f"kernel profile: {s['steps']} step(s) ({s['window'] or 'all'}), {s['launches_per_step']} "
               f"launches a step, {s['time_unit']} times", file=file)
         print(self.table(), file=file)
@@ -153,13 +139,5 @@ class KernelProfiler:
                   "so their times include the GPU waiting (graph mode removes that wait)", file=file)
         return path
 
-    def close(self):
-        for event in self._events:
-            event.close()
-        self._events.clear()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    def buffers(self) -> list:
+        return self._events

@@ -3,19 +3,15 @@
     with nvtx_range("replay.sample"):
         ...
 
-    @nvtx_annotate("checkpoint.save")
-    def save(...): ...
-
-Ranges go to the NVTX domain "foxc". Without the package, with NVTX_DISABLE set, or
-with no profiler attached (the package then hands out a dummy domain; the check is
-made once, at import, which is when nsys has already injected itself),
-`nvtx_range` returns one shared do-nothing context and `nvtx_annotate` returns the
-function unchanged, so leaving the ranges in the trainer's hot loop costs a call
-and an attribute lookup (tests/test_profile_nvtx.py measures it).
+Ranges go to the NVTX domain "foxc". Without the package, with NVTX_DISABLE set, or with no
+profiler attached (the package then hands out a dummy domain; the check is made once, at import,
+which is when nsys has already injected itself), `nvtx_range` returns one shared do-nothing
+context, so leaving the ranges in the trainer's hot loop costs a call and an attribute lookup
+(tests/test_profile.py measures it).
 """
 from __future__ import annotations
 
-import functools
+import contextlib
 import os
 
 DOMAIN = "foxc"
@@ -35,24 +31,7 @@ def _load_domain():
 
 
 _domain = _load_domain()
-
-
-def available() -> bool:
-    """True when ranges are recorded: the `nvtx` package is installed, not disabled, and a tool (nsys) is attached."""
-    return _domain is not None
-
-
-class _NoRange:
-    __slots__ = ()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-_NO_RANGE = _NoRange()
+_NO_RANGE = contextlib.nullcontext()
 
 
 class _Range:
@@ -84,27 +63,3 @@ def nvtx_range(name: str, color=None):
     if domain is None:
         return _NO_RANGE
     return _Range(domain, name, color)
-
-
-def nvtx_annotate(name: str | None = None, color=None):
-    """Decorator: every call of the function runs inside `nvtx_range(name or the function's qualified name)`.
-
-    Without NVTX the function is returned as it is, so a decorated function costs nothing extra.
-    """
-    def wrap(fn):
-        if _domain is None:
-            return fn
-        label = name or fn.__qualname__
-
-        @functools.wraps(fn)
-        def ranged(*args, **kwargs):
-            with nvtx_range(label, color):
-                return fn(*args, **kwargs)
-        return ranged
-    return wrap
-
-
-def nvtx_mark(name: str, color=None):
-    """An instantaneous NVTX marker (e.g. 'checkpoint written')."""
-    if _domain is not None:
-        _domain.mark(message=name, color=color)

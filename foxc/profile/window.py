@@ -21,9 +21,6 @@ class StepWindow:
     def __contains__(self, step: int) -> bool:
         return self.first <= step <= self.last
 
-    def __len__(self) -> int:
-        return self.last - self.first + 1
-
     def __str__(self) -> str:
         return f"{self.first}:{self.last}"
 
@@ -91,8 +88,3 @@ class ProfilerWindow:
             self.rt.profiler_stop()
             self.open = False
             self.done = True
-
-    @property
-    def missed(self) -> bool:
-        """True when the window was asked for but never opened (the run ended before step A)."""
-        return self.window is not None and not self.done and not self.open

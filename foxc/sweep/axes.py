@@ -13,13 +13,12 @@ draws under every grid combination, so the grid's effect is seen on equal draws)
 from __future__ import annotations
 
 import argparse
-import difflib
 import functools
 import itertools
 import math
 from dataclasses import dataclass
 
-from ..cli import UsageError
+from ..cli import UsageError, did_you_mean
 from ..isv.registry import SLOTS, slot
 from ..rng import generator
 from ..trainer.config import ConfigError, add_config_arguments, merge_isv, parse_settings
@@ -48,22 +47,16 @@ class Target:
     slot: str | None = None
 
     @classmethod
-    def named(cls, name: str, flags: dict[str, argparse.Action], flag: str) -> "Target":
-        if name.startswith(SLOT_PREFIX):
-            return cls._slot(name, name[len(SLOT_PREFIX):], flag)
+    def named(cls, name: str, flag: str) -> "Target":
         if name in REFUSED:
             raise UsageError(f"{flag} {name}: not an axis: {REFUSED[name]}")
-        if name in flags:
+        if name in setting_flags():
             return cls(name, setting=name)
-        return cls._slot(name, name, flag)
-
-    @classmethod
-    def _slot(cls, name: str, slot_name: str, flag: str) -> "Target":
+        slot_name = name.removeprefix(SLOT_PREFIX)
         if any(s.name == slot_name for s in SLOTS):
             return cls(name, slot=slot_name)
-        known = [*setting_flags(), *(s.name for s in SLOTS)]
-        close = difflib.get_close_matches(slot_name, [k for k in known if k not in REFUSED], n=3, cutoff=0.6)
-        hint = f"did you mean {' or '.join(close)}?" if close else "python -m foxc.isv lists the slots"
+        known = [k for k in [*setting_flags(), *(s.name for s in SLOTS)] if k not in REFUSED]
+        hint = did_you_mean(slot_name, known, "python -m foxc.isv lists the slots")
         raise UsageError(f"{flag} {name}: no training setting or ISV slot of that name ({hint})")
 
     def flag_text(self, text: str) -> str:
@@ -130,10 +123,10 @@ def split_axis(text: str, flag: str) -> tuple[str, str]:
     return name, rest
 
 
-def grid_axis(text: str, flags: dict) -> Axis:
+def grid_axis(text: str) -> Axis:
     """`NAME=V1,V2,...` (values separated by ';' when one holds commas, as horizons do)."""
     name, rest = split_axis(text, "--grid")
-    target = Target.named(name, flags, "--grid")
+    target = Target.named(name, "--grid")
     parts = [p.strip() for p in rest.split(";" if ";" in rest else ",")]
     if not rest.strip():
         raise UsageError(f"--grid {name}: no values")
@@ -146,10 +139,10 @@ def grid_axis(text: str, flags: dict) -> Axis:
     return Axis(target, values=values)
 
 
-def range_axis(text: str, flags: dict) -> Axis:
+def range_axis(text: str) -> Axis:
     """`NAME=LO:HI` (uniform) or `NAME=LO:HI:log` (log-uniform, for learning rates and such)."""
     name, rest = split_axis(text, "--range")
-    target = Target.named(name, flags, "--range")
+    target = Target.named(name, "--range")
     if target.number is None:
         raise UsageError(f"--range {name}: not a number setting (give its values with --grid)")
     parts = rest.split(":")
@@ -167,8 +160,7 @@ def range_axis(text: str, flags: dict) -> Axis:
 def parse_axes(grid: list[str], ranges: list[str], draws: int | None) -> list[Axis]:
     """The grid axes, then the range axes; a name or target given twice, ranges without --random or
     the reverse, or no axis at all are refused."""
-    flags = setting_flags()
-    axes = [grid_axis(t, flags) for t in grid] + [range_axis(t, flags) for t in ranges]
+    axes = [grid_axis(t) for t in grid] + [range_axis(t) for t in ranges]
     if ranges and not draws:
         raise UsageError(f"--range {axes[len(grid)].name}: give --random N, the number of points to draw")
     if draws and not ranges:

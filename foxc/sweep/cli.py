@@ -11,15 +11,13 @@ one Ray task each (`ray`), on the walk-forward's runners (foxc.evaluate.scaleout
 """
 from __future__ import annotations
 
-import secrets
-import shutil
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cli import (ArgumentParser, UsageError, nonnegative_float, nonnegative_int, output_dir, positive_int,
-                   run as run_cli)
+from ..cli import (ArgumentParser, UsageError, add_run_dir_arguments, backend_name, check_run_dir, default_run_dir,
+                   nonnegative_int, open_run_dir, positive_int, run as run_cli)
 from ..driver import BACKENDS
 from ..evaluate import scaleout
 from ..trainer.config import DEFAULTS, ConfigError, ConfigFile, TrainConfig, add_config_arguments, config_settings
@@ -31,9 +29,9 @@ PROG = "foxc.sweep"
 # settings the sweep gives every run itself (setting -> its flag here): training flags and a --config
 # file may not set them
 OWNED = {"seed": "--seeds", "n_steps": "--steps"}
-# what a sweep writes into its directory: --overwrite removes these (and nothing else) first
-OUTPUT_FILES = ("sweep.csv", "sweep.parquet", "sweep.json", "report.md", "sweep.png")
 POINTS_DIR = "points"
+# what a sweep writes into its directory: --overwrite removes these (and nothing else) first
+OUTPUTS = (POINTS_DIR, "sweep.csv", "sweep.parquet", "sweep.json", "report.md", "sweep.png")
 
 
 def build_parser() -> ArgumentParser:
@@ -54,17 +52,8 @@ def build_parser() -> ArgumentParser:
     sw.add_argument("--steps", type=positive_int, default=None, metavar="N",
                     help="training steps of each run (default 5,000 with CUDA, 150 on the reference backend)")
     sw.add_argument("--backend", choices=BACKENDS, default=None)
-    sw.add_argument("--parallel", choices=("none", "local", "ray"), default="none",
-                    help="runs one after another (default); one process per visible GPU; one Ray task each")
-    sw.add_argument("--workers", type=positive_int, default=None, metavar="N",
-                    help="local: at most this many processes (GPUs)")
-    sw.add_argument("--ray-address", default=None, metavar="ADDR",
-                    help="ray: the cluster to join (default: start a local one)")
-    sw.add_argument("--gpus-per-run", type=nonnegative_float, default=1.0, metavar="G",
-                    help="ray: GPUs each run's task asks for (0 for CPU workers)")
-    sw.add_argument("--out", type=Path, default=None, metavar="DIR",
-                    help="sweep directory: new or empty, unless --overwrite (default runs/sweep-<time>-<6 hex>)")
-    sw.add_argument("--overwrite", action="store_true", help="first remove an earlier sweep's outputs from --out")
+    scaleout.add_runner_arguments(sw, "run")
+    add_run_dir_arguments(sw, "sweep")
     sw.add_argument("--no-plots", action="store_true", help="skip sweep.png")
     add_config_arguments(ap.add_argument_group(
         "training flags", "as python -m foxc.train takes them, for every run (an axis sets its own setting); "
@@ -100,7 +89,7 @@ class Plan:
 
 def sweep(args) -> int:
     plan = plan_sweep(args)
-    open_out(plan.out, args.overwrite)
+    open_run_dir(plan.out, args.overwrite, OUTPUTS)
     print(f"sweep: {plan.describe_runs(args.seeds)}; backend {plan.backend}, runner {args.parallel}; {plan.out}",
           flush=True)
     t0 = time.perf_counter()
@@ -120,13 +109,13 @@ def sweep(args) -> int:
 def plan_sweep(args) -> Plan:
     """Every flag, axis and run checked, in that order; a mistake is a UsageError naming it."""
     given, config_file = training_settings(args)
-    check_out(args)
+    check_run_dir(args.out, args.overwrite)
     if args.parallel == "ray":
         scaleout.require_ray()
-    backend = backend_of(args.backend)
+    backend = backend_name(args.backend)
     axes = parse_axes(args.grid, args.ranges, args.random)
     steps = args.steps or DEFAULTS[backend]["n_steps"]
-    out = args.out or Path("runs") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    out = args.out or default_run_dir("sweep")
     check_base(given, config_file, backend, steps)
     specs = run_specs(sweep_points(axes, args.random, args.sweep_seed), axes, {**given, "n_steps": steps}, backend,
                       args.seeds, out)
@@ -134,15 +123,6 @@ def plan_sweep(args) -> Plan:
     if plan.first.data:
         check_data(plan.first)
     return plan
-
-
-def open_out(out: Path, overwrite: bool) -> None:
-    if overwrite and out.is_dir():
-        remove_previous_outputs(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"--out {out}: cannot create the directory: {e.strerror or e}") from None
 
 
 def training_settings(args) -> tuple[dict, ConfigFile | None]:
@@ -159,24 +139,6 @@ def training_settings(args) -> tuple[dict, ConfigFile | None]:
             raise ConfigError(f"--config {config.path}: {name}: set by this command for every run it starts "
                               f"(give {flag} on its command line)")
     return config.under(given), config
-
-
-def check_out(args) -> None:
-    if args.out is None:
-        return
-    output_dir("--out", args.out)
-    if args.out.is_dir() and any(args.out.iterdir()) and not args.overwrite:
-        raise UsageError(f"--out {args.out}: the directory holds files (give a new directory, or --overwrite)")
-
-
-def backend_of(mode: str | None) -> str:
-    from ..driver import CudaError, select_backend
-    try:
-        return select_backend(mode).name
-    except CudaError as e:
-        raise UsageError(str(e)) from None
-    except ValueError as e:  # $FOXC_BACKEND names no backend
-        raise UsageError(f"$FOXC_BACKEND: {e}") from None
 
 
 def run_defaults(settings: dict) -> dict:
@@ -232,29 +194,18 @@ def check_data(cfg: TrainConfig) -> None:
         raise UsageError(f"--data {cfg.data}: {e}") from None
 
 
-def remove_previous_outputs(out: Path) -> None:
-    """Remove an earlier sweep's outputs from `out` (its points/ and OUTPUT_FILES)."""
-    shutil.rmtree(out / POINTS_DIR, ignore_errors=True)
-    for name in OUTPUT_FILES:
-        (out / name).unlink(missing_ok=True)
-
-
 def run_all(specs: list[RunSpec], args, backend: str) -> list[dict]:
+    rt = None
     if args.parallel == "none":
         from ..driver import open_runtime
         rt = open_runtime(backend)  # one for every run: no start-up per run
-        return scaleout.run_sequential(specs, lambda s: announce(s, run_point_safely(s, rt)))
-    if args.parallel == "local":
-        slots = scaleout.local_slots(backend, args.workers, len(specs))
-        print(f"local workers: {len(slots)} ({'GPUs ' + ','.join(slots) if slots[0] is not None else 'CPU'})")
-        return scaleout.run_local(specs, slots, on_result=announce)
-    rows = scaleout.run_ray(specs, run_point_safely, address=args.ray_address, num_gpus=args.gpus_per_run,
-                            noun="run", gpus_flag="--gpus-per-run")
-    return [announce(s, r) for s, r in zip(specs, rows)]
+    return scaleout.run_jobs(specs, args.parallel, here=lambda s: run_point_safely(s, rt), remote=run_point_safely,
+                             backend=backend, noun="run", workers=args.workers, ray_address=args.ray_address,
+                             gpus=args.gpus_per_run, on_result=announce)
 
 
-def announce(spec: RunSpec, row: dict) -> dict:
-    """Print one line for a finished run; returns its row."""
+def announce(spec: RunSpec, row: dict) -> None:
+    """Print one line for a finished run."""
     from ..train import describe_evaluation
     if row["status"] != "ok":
         result = f"FAILED: {error_line(row['error'] or '')}"
@@ -263,7 +214,6 @@ def announce(spec: RunSpec, row: dict) -> dict:
     else:
         result = f"{describe_evaluation(row)}; {row['seconds']:.1f} s"
     print(f"{spec.key} ({describe_point(spec.axes)}): {result}", flush=True)
-    return row
 
 
 def write_outputs(meta: dict, rows: list[dict], out: Path, plots: bool) -> None:

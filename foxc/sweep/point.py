@@ -9,16 +9,15 @@ final checkpoint) and `train.log`, its progress lines. As a worker process (foxc
 """
 from __future__ import annotations
 
-import json
 import socket
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from ..evaluate.scaleout import serve
+from ..evaluate.scaleout import Job, serve
 from ..trainer.config import TrainConfig
 
 EVAL_FIELDS = ("eval_opt_frac", "eval_pnl", "eval_pnl_se", "eval_trades", "eval_wr", "eval_time_in_market",
@@ -29,7 +28,7 @@ ROW_FIELDS = ("status", *EVAL_FIELDS, "train_sps", "train_seconds", "eval_second
 
 
 @dataclass
-class RunSpec:
+class RunSpec(Job):
     point: str
     seed: int
     axes: dict            # axis name -> the point's value
@@ -37,20 +36,12 @@ class RunSpec:
     backend: str
     out_dir: str
 
-    # a job of foxc.evaluate.scaleout
     SPEC_FILE: ClassVar[str] = "run.json"
     WORKER: ClassVar[str] = "foxc.sweep.point"
 
     @property
     def key(self) -> str:
         return f"{self.point}-seed{self.seed}"
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
-
-    @classmethod
-    def from_json(cls, text: str) -> "RunSpec":
-        return cls(**json.loads(text))
 
     def train_config(self) -> TrainConfig:
         return TrainConfig.for_backend(self.backend, **self.config)
@@ -89,8 +80,7 @@ def run_point_safely(spec: RunSpec, rt=None) -> dict:
 
 
 def main(argv=None) -> int:
-    return serve(sys.argv[1:] if argv is None else argv, RunSpec.from_json, run_point_safely,
-                 "python -m foxc.sweep.point RUN.json (written by foxc.sweep)")
+    return serve(sys.argv[1:] if argv is None else argv, RunSpec, run_point_safely)
 
 
 if __name__ == "__main__":

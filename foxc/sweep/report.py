@@ -11,6 +11,7 @@ import json
 import math
 from pathlib import Path
 
+from ..evaluate.reporting import markdown_table
 from .axes import show
 from .point import ROW_FIELDS
 
@@ -95,14 +96,14 @@ def ranking_table(points: list[dict], axes: list[str], target: str) -> list[str]
     digits = 3 if target == "eval_opt_frac" else 5
     head = ["rank", "point", *axes, f"{TARGETS[target]}: mean ± se", "seeds with a result"]
     head += (["net PnL ticks/snapshot"] if target != "eval_pnl" else []) + ["trades", "train steps/s", "s per run"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for p in points:
         row = [p["rank"] or "–", p["point"], *(show(p["axes"][a]) for a in axes), with_error(p, digits),
                f"{p['n']}/{p['runs']}"]
         row += ([_num(p["eval_pnl"], "+.5f")] if target != "eval_pnl" else [])
         row += [_num(p["eval_trades"], ".0f"), _num(p["train_sps"], ".1f"), _num(p["seconds"], ".1f")]
-        lines.append("| " + " | ".join(str(x) for x in row) + " |")
-    return lines
+        rows.append(row)
+    return markdown_table(head, rows)
 
 
 def error_line(error: str) -> str:
@@ -126,8 +127,9 @@ def markdown(meta: dict, points: list[dict], rows: list[dict]) -> str:
              "deviation / √n over the seeds that gave a result)", ""]
     lines += ranking_table(points, axes, target) + [""]
     if failed:
-        lines += ["## Failed runs", "", "| run | error |", "|---|---|"]
-        lines += [f"| {r['point']}-seed{r['seed']} | {error_line(r['error'] or '')} |" for r in failed]
+        lines += ["## Failed runs", ""]
+        lines += markdown_table(["run", "error"], [[f"{r['point']}-seed{r['seed']}", error_line(r["error"] or "")]
+                                                   for r in failed])
         lines += ["", "The whole error of each is in sweep.csv and sweep.json (`error`); a worker process's output "
                   "is in its run directory's `worker.log`.", ""]
     lines += [f"![sweep]({meta['plot']})" if meta.get("plot") else f"({meta['plot_note']})",

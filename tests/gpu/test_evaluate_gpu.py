@@ -5,12 +5,12 @@ from pathlib import Path
 import numpy as np
 
 from foxc.data.synthetic import synthetic_data
-from foxc.evaluate import EvalConfig, ScriptedPolicy, evaluate
+from foxc.evaluate import EvalConfig, evaluate
 from foxc.evaluate.baseline import TRAINER
 from foxc.walkforward import walk_forward
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_evaluate import FEE, SCRIPT, hand_book  # noqa: E402
+from test_evaluate import FEE, SCRIPT, ScriptedPolicy, hand_book  # noqa: E402
 
 
 def same_evaluation(a, b):
