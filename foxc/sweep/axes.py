@@ -12,7 +12,6 @@ draws under every grid combination, so the grid's effect is seen on equal draws)
 """
 from __future__ import annotations
 
-import argparse
 import functools
 import itertools
 import math
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from ..cli import UsageError, did_you_mean
 from ..isv.registry import SLOTS, slot
 from ..rng import generator
-from ..trainer.config import ConfigError, add_config_arguments, merge_isv, parse_settings
+from ..trainer.config import ConfigError, merge_isv, parse_settings, setting_actions
 
 MEASURED = "every point must be measured on the same data and held-out rows: give it as a training flag"
 BOOKKEEPING = "it changes how a run logs, saves or runs, not what it learns: give it as a training flag"
@@ -31,12 +30,6 @@ REFUSED = {"seed": "each point runs with seeds 0..S-1: give --seeds S",
            **dict.fromkeys(("log_every", "checkpoint_every", "eval_every", "graph"), BOOKKEEPING)}
 SLOT_PREFIX = "isv."
 DRAWN_DIGITS = 4  # significant digits of a random draw: a value a flag can give again
-
-
-@functools.cache
-def setting_flags() -> dict[str, argparse.Action]:
-    """Each training setting's flag, by setting name."""
-    return {a.dest: a for a in add_config_arguments(argparse.ArgumentParser(add_help=False))}
 
 
 @dataclass(frozen=True)
@@ -50,12 +43,12 @@ class Target:
     def named(cls, name: str, flag: str) -> "Target":
         if name in REFUSED:
             raise UsageError(f"{flag} {name}: not an axis: {REFUSED[name]}")
-        if name in setting_flags():
+        if name in setting_actions():
             return cls(name, setting=name)
         slot_name = name.removeprefix(SLOT_PREFIX)
         if any(s.name == slot_name for s in SLOTS):
             return cls(name, slot=slot_name)
-        known = [k for k in [*setting_flags(), *(s.name for s in SLOTS)] if k not in REFUSED]
+        known = [k for k in [*setting_actions(), *(s.name for s in SLOTS)] if k not in REFUSED]
         hint = did_you_mean(slot_name, known, "python -m foxc.isv lists the slots")
         raise UsageError(f"{flag} {name}: no training setting or ISV slot of that name ({hint})")
 
@@ -63,7 +56,7 @@ class Target:
         """The training flag that gives the value `text`."""
         if self.slot:
             return f"--set={self.slot}={text}"
-        return f"{setting_flags()[self.setting].option_strings[0]}={text}"
+        return f"{setting_actions()[self.setting].option_strings[0]}={text}"
 
     def parse(self, text: str, flag: str):
         """The value of `text`, read as the target's flag reads it."""
@@ -83,7 +76,7 @@ class Target:
         if self.slot:
             valid = slot(self.slot).valid
             return "int" if getattr(valid, "integer", False) else "float"
-        kind = setting_flags()[self.setting].type
+        kind = setting_actions()[self.setting].type
         return {int: "int", float: "float"}.get(kind)
 
 

@@ -7,6 +7,7 @@ registry's bootstrap values.
 from __future__ import annotations
 
 import argparse
+import functools
 import difflib
 import json
 from dataclasses import asdict, dataclass, fields, replace
@@ -290,7 +291,8 @@ def inline_config_file(argv: list[str], owned: dict[str, str] | None = None) -> 
     return [*config.as_flags(), *rest]
 
 
-def _setting_actions() -> dict[str, argparse.Action]:
+@functools.cache
+def setting_actions() -> dict[str, argparse.Action]:
     """Each TrainConfig setting's flag (by setting name), as add_config_arguments declares it."""
     return {a.dest: a for a in add_config_arguments(_Refusing(add_help=False))}
 
@@ -306,7 +308,7 @@ class ConfigFile:
     def read(cls, path) -> "ConfigFile":
         path = Path(path)
         doc = _read_toml(path)
-        actions, settings = _setting_actions(), {}
+        actions, settings = setting_actions(), {}
         for key, value in doc.items():
             if key == "isv":
                 settings["isv"] = _isv_table(path, value)
@@ -342,7 +344,7 @@ class ConfigFile:
 
     def as_flags(self) -> list[str]:
         """The command-line flags that give the file's settings."""
-        actions, flags = _setting_actions(), []
+        actions, flags = setting_actions(), []
         for key, value in self.settings.items():
             if key == "isv":
                 flags += [f"--set={name}={v!r}" for name, v in value]
