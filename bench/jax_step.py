@@ -490,7 +490,7 @@ def main(argv=None) -> int:
     device_name = str(jax.devices()[0].device_kind)
     print(f"jax {jax.__version__} on {device_name}; K={K}, F={FEATURES}, D={HIDDEN_DIM}, PER {capacity}, "
           f"{args.precision}, {steps} timed steps, {args.steps_per_call} per dispatch")
-    from foxc.bench.report import table
+    from foxc.cli import text_table as table
     print(table(results, [c for c in COLUMNS if any(c in r for r in results)]))
     for r in results:
         if "jax_error" in r:

@@ -770,7 +770,7 @@ def main(argv=None) -> int:
     device_name = torch.cuda.get_device_name() if cuda else platform.processor() or "cpu"
     print(f"torch {torch.__version__} on {device_name}; K={K}, F={FEATURES}, D={HIDDEN_DIM}, PER {capacity}, "
           f"{args.precision}, {steps} timed steps; compiled: {args.compile_mode}")
-    from foxc.bench.report import table
+    from foxc.cli import text_table as table
     print(table(results, [c for c in COLUMNS if any(c in r for r in results)]))
     for r in results:
         for key in ("torch_error", "torch_compiled_error", "jax_error"):

@@ -54,6 +54,26 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(fail(self.prog, message))
 
 
+def text_table(rows: list[dict], columns: list[str], cell=str) -> str:
+    """Rows (dicts) as columns under a header and a rule: `cell` writes each value; numbers right-aligned."""
+    cells = [[cell(r.get(c, "")) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+
+    def aligned(text: str, width: int, raw) -> str:
+        return text.rjust(width) if isinstance(raw, (int, float)) or _is_number(text) else text.ljust(width)
+    body = ["  ".join(aligned(v, w, r.get(c)) for v, w, c in zip(row, widths, columns)) for row, r in zip(cells, rows)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)), "  ".join("-" * w for w in widths), *body]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
 def did_you_mean(name: str, known, otherwise: str) -> str:
     """A hint for a name that names nothing: the known names close to it, else `otherwise`."""
     close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)

@@ -24,7 +24,8 @@ from ..checkpoint import AdamState, CheckpointSaver, encode_checkpoint, expected
 from ..cli import UsageError, output_dir, positive_int
 from ..isv.registry import SLOTS
 from . import harness
-from .report import table, write_json
+from ..cli import text_table as table
+from .report import write_json
 
 OBS = 128
 HIDDEN = 512

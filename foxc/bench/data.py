@@ -38,7 +38,8 @@ from ..data.record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from ..data.synthetic import SynthParams, generate, synthetic_data
 from ..cli import UsageError, int_at_least, output_dir, positive_int
 from . import harness
-from .report import table, write_json
+from ..cli import text_table as table
+from .report import write_json
 
 
 def bench_parquet(rows: int) -> dict:

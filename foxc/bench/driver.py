@@ -14,7 +14,8 @@ import numpy as np
 from .. import vec
 from ..cli import positive_int
 from . import harness
-from .report import table, write_json
+from ..cli import text_table as table
+from .report import write_json
 
 GRAPH_KERNELS = 100
 # Launches per burst when timing the host's cost: far below the driver's queue depth (about a

@@ -22,7 +22,8 @@ import time
 
 from ..cli import nonnegative_int, positive_int
 from . import harness
-from .report import table, write_json
+from ..cli import text_table as table
+from .report import write_json
 
 MARKETS = ("easy", "default", "null", "noisy")
 STEPS = {"cuda": {"easy": 2000, "default": 20000, "null": 20000, "noisy": 20000},

@@ -27,7 +27,8 @@ from ..evaluate.runner import EvalConfig, Evaluator
 from ..isv import IsvBus
 from ..nn.model import HIDDEN_DIM, Parameters
 from . import harness
-from .report import table, write_json
+from ..cli import text_table as table
+from .report import write_json
 
 CHUNKS = (16, 256, 4096)
 ROWS = 400_000

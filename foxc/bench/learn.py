@@ -25,7 +25,8 @@ from ..nn import matmul, model
 from ..nn.heads import N_ACTIONS, N_PERCEPTION, Q_OUTPUTS
 from ..profile import KernelProfiler, ProfilerWindow, add_profile_args, profile_window
 from . import harness
-from .report import table, write_json
+from ..cli import text_table as table
+from .report import write_json
 
 
 def encoder_flops(B, K, F, D) -> float:

@@ -14,7 +14,8 @@ from ..cli import int_at_least, positive_int
 from ..lobsim.books import random_books
 from ..lobsim.env import LobEnv
 from . import harness
-from .report import table, write_json
+from ..cli import text_table as table
+from .report import write_json
 
 SIZES = (1024, 16384, 65536)
 ACTION_POOL = 8

@@ -18,7 +18,8 @@ from ..nn.model import STATE_DIM
 from ..replay import ReplayBuffer
 from ..replay.layout import MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS
 from . import harness
-from .report import table, write_json
+from ..cli import text_table as table
+from .report import write_json
 
 GOAL_GRAPH_US = 60.0
 

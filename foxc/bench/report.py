@@ -9,18 +9,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 
-def table(rows: list[dict], columns: list[str]) -> str:
-    cells = [[str(r.get(c, "")) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths))
-    rule = "  ".join("-" * w for w in widths)
-    def cell(value: str, width: int, raw) -> str:
-        return value.rjust(width) if isinstance(raw, (int, float)) else value.ljust(width)
-    body = ["  ".join(cell(v, w, r.get(c)) for v, w, c in zip(row, widths, columns))
-            for row, r in zip(cells, rows)]
-    return "\n".join([line, rule, *body])
-
-
 def git_commit() -> str:
     """$FOXC_COMMIT when set (a copied tree without .git), else git's short HEAD."""
     if os.environ.get("FOXC_COMMIT"):

@@ -51,7 +51,8 @@ from ..trainer.run import Trainer
 from ..trainer.session import run_data
 from . import harness
 from .learn import encoder_flops, heads_flops
-from .report import table, write_json
+from ..cli import text_table as table
+from .report import write_json
 
 
 PROFILED, LEAD = 10, 30  # profiled steps, each behind LEAD graph replays (~20 ms of GPU work at B=1,024)

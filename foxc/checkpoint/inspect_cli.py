@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from ..cli import ArgumentParser, fail
+from ..cli import ArgumentParser, fail, text_table
 from .adamw import AdamState
 from .errors import CheckpointError
 from .format import MAGIC, VERSION, Checkpoint, read_checkpoint
@@ -90,12 +90,7 @@ def summary(ckpt: Checkpoint, path: str) -> dict:
 
 
 def print_table(rows: list[dict], columns: list[str]) -> None:
-    cells = [[_cell(row.get(c, "")) for c in columns] for row in rows]
-    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
-    print("  ".join("-" * w for w in widths))
-    for row in cells:
-        print("  ".join(v.rjust(w) if _numeric(v) else v.ljust(w) for v, w in zip(row, widths)).rstrip())
+    print(text_table(rows, columns, _cell))
 
 
 def _cell(value) -> str:
@@ -106,14 +101,6 @@ def _cell(value) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(map(str, value)) + "]"
     return str(value)
-
-
-def _numeric(text: str) -> bool:
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return False
 
 
 def show(ckpt: Checkpoint, path: str, as_json: bool) -> int:

@@ -114,7 +114,7 @@ class KernelProfiler(Component):
                 "kernels": self.rows()}
 
     def table(self) -> str:
-        from ..bench.report import table
+        from ..cli import text_table as table
         flag = self.rt.backend == "cuda"  # on the reference backend every launch is synchronous
         shown = [{"kernel": r["kernel"], "launches": r["launches"], "total ms": round(r["total_ms"], 3),
                   "mean µs": round(r["mean_us"], 2), "share": f"{100 * r['share']:.1f}%",
