@@ -187,14 +187,6 @@ def peak_rss_gb() -> tuple[float, float]:
                  for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
 
 
-def available_bytes() -> int | None:
-    try:
-        with open("/proc/meminfo") as fh:
-            return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
-    except (OSError, StopIteration, ValueError):
-        return None
-
-
 ROTATION_STEPS, ROTATION_SLOTS = 5000, 3
 RESIDENT_FRACTION = 0.5  # of free device memory, for the all-resident run's data
 
