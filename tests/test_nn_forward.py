@@ -309,6 +309,7 @@ def test_grad_clip(ref_rt, rng, limit):
     isv = ref_rt.device_array(len(SLOTS), np.float32, "isv")
     isv.upload(isv_values(grad_clip_norm=limit))
     clip = optim.GradClip(ref_rt, grad, n, isv)
+    assert len(clip.plans) == 1
     clip.launch(ref_rt.stream)
     scale, norm = clip.clip.download()
     true = np.linalg.norm(g.astype(np.float64))
@@ -336,6 +337,8 @@ def test_adamw_all_matches_the_formula_per_tensor_then_soft_updates(ref_rt, rng)
     pad = np.r_[1000:1024, 2990:3000]
     assert np.array_equal(th[pad], theta[pad]) and np.array_equal(mm[pad], m[pad])
     assert_close(tg, target + 0.2 * (th[900:900 + nt].astype(np.float64) - target), 1e-6)
-    c, _, _, st = run_kernel(ref_rt, optim.GRAD_CLIP_SCALE_STEPS, 1, 256,
-                             [np.zeros(2, np.float32), np.full(4, 0.25, np.float32), 4, isv, steps.copy(), 2])
-    assert np.array_equal(st, steps + 1) and c[1] == 1.0
+    parts, c, _, _, st, ticket = run_kernel(ref_rt, optim.GRAD_NORM_CLIP, 4, 256, [
+        poisoned(4), np.zeros(2, np.float32), np.full(1024, 0.5, np.float32), 1024, isv, steps.copy(), 2,
+        np.zeros(1, np.uint32)])
+    assert np.array_equal(parts, np.full(4, 64.0, np.float32)) and c[1] == 16.0
+    assert np.array_equal(st, steps + 1) and ticket[0] == 0

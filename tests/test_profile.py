@@ -120,7 +120,7 @@ def test_reference_runtime_profiler_flag_follows_the_window(ref_rt):
 # --- the kernel table ---------------------------------------------------------------------------------------------
 
 class Pair:
-    """A composite entry without a name, like GradClip: two launches timed as one row."""
+    """A composite entry without a name (a class, as GradClip): two launches timed as one row."""
 
     def __init__(self, plans):
         self.plans = plans

@@ -24,35 +24,16 @@ __device__ __forceinline__ void adamw_element(float* __restrict__ theta, const f
     theta[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + wd * theta[i]);
 }
 
-// grad_sumsq_partial — grid G, block 256. Block k adds grad[i]^2 over i in chunks of 256 starting
-// at k*256 and striding G*256 (each thread in order), then a fixed shared-memory tree; writes
-// partials[k]. The grid size is part of the result's definition: keep it fixed.
-extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
-grad_sumsq_partial(float* __restrict__ partials, const float* __restrict__ grad, long long n)
-{
-    __shared__ float part[REDUCE_THREADS];
-    float s = 0.0f;
-    for (long long i = blockIdx.x * (long long)REDUCE_THREADS + threadIdx.x; i < n;
-         i += (long long)gridDim.x * REDUCE_THREADS)
-        s += grad[i] * grad[i];
-    part[threadIdx.x] = s;
-    __syncthreads();
-    for (int w = REDUCE_THREADS / 2; w > 0; w >>= 1) {
-        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) partials[blockIdx.x] = part[0];
-}
-
 // The global norm from the sumsq partials (thread t adds t, t+256, ... then a fixed tree), and
 // clip[0] = clip_norm / norm when norm exceeds clip_norm = isv[ISV_GRAD_CLIP_NORM] > 0, else 1;
-// clip[1] = norm. Called by all REDUCE_THREADS threads of one block.
-__device__ __forceinline__ void clip_scale(float* __restrict__ clip, const float* __restrict__ partials,
-                                           int n_partials, const float* __restrict__ isv)
+// clip[1] = norm. Called by all REDUCE_THREADS threads of one block. The partials are read from L2
+// (__ldcg): other blocks of the launch wrote them.
+__device__ __forceinline__ void clip_scale(float* __restrict__ clip, const float* partials, int n_partials,
+                                           const float* __restrict__ isv)
 {
     __shared__ float part[REDUCE_THREADS];
     float s = 0.0f;
-    for (int i = threadIdx.x; i < n_partials; i += REDUCE_THREADS) s += partials[i];
+    for (int i = threadIdx.x; i < n_partials; i += REDUCE_THREADS) s += __ldcg(partials + i);
     part[threadIdx.x] = s;
     __syncthreads();
     for (int w = REDUCE_THREADS / 2; w > 0; w >>= 1) {
@@ -67,23 +48,43 @@ __device__ __forceinline__ void clip_scale(float* __restrict__ clip, const float
     }
 }
 
-// grad_clip_scale — grid 1, block 256. Reads partials[0..n_partials) and the ISV; writes clip[0]
-// (the gradient scale) and clip[1] (the norm) as clip_scale above.
+// grad_norm_clip — grid G (SUMSQ_BLOCKS: part of the norm's definition, the order of its
+// additions; keep it fixed), block 256.
+// Block k adds grad[i]^2 over i in chunks of 256 starting at k*256 and striding G*256 (each thread
+// in order), then a fixed shared-memory tree; writes partials[k]. Each block's thread 0 then bumps
+// ticket[0] (an integer atomic) after a __threadfence(); the block drawing G - 1 sees every partial
+// and runs clip_scale (clip[0] the gradient scale, clip[1] the norm), bumps steps[i] += 1 for
+// i < n_steps (Adam's per-tensor step counts; n_steps 0 without them) and sets ticket[0] back to 0.
+// Which block is last changes no value: the norm adds the partials in index order in every case.
+// One launch instead of a partial-sum launch and a one-block launch; adamw_all, the next one,
+// reads clip and steps. ticket[0] is 0 before and after.
 extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
-grad_clip_scale(float* __restrict__ clip, const float* __restrict__ partials, int n_partials,
-                const float* __restrict__ isv)
+grad_norm_clip(float* __restrict__ partials, float* __restrict__ clip, const float* __restrict__ grad, long long n,
+               const float* __restrict__ isv, int* __restrict__ steps, int n_steps, unsigned int* __restrict__ ticket)
 {
-    clip_scale(clip, partials, n_partials, isv);
-}
-
-// grad_clip_scale_steps — grid 1, block 256: grad_clip_scale, and steps[i] += 1 for i < n_steps
-// (Adam's per-tensor step counts; replaces a separate adam_steps_increment launch).
-extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
-grad_clip_scale_steps(float* __restrict__ clip, const float* __restrict__ partials, int n_partials,
-                      const float* __restrict__ isv, int* __restrict__ steps, int n_steps)
-{
-    clip_scale(clip, partials, n_partials, isv);
+    __shared__ float part[REDUCE_THREADS];
+    __shared__ bool s_last;
+    float s = 0.0f;
+    for (long long i = blockIdx.x * (long long)REDUCE_THREADS + threadIdx.x; i < n;
+         i += (long long)gridDim.x * REDUCE_THREADS)
+        s += grad[i] * grad[i];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = REDUCE_THREADS / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        partials[blockIdx.x] = part[0];
+        __threadfence();  // partials[k] is visible to every block before the ticket counts it
+        s_last = atomicAdd(ticket, 1u) == gridDim.x - 1u;
+        __threadfence();
+    }
+    __syncthreads();
+    if (!s_last) return;
+    clip_scale(clip, partials, gridDim.x, isv);
     for (int i = threadIdx.x; i < n_steps; i += REDUCE_THREADS) steps[i] += 1;
+    if (threadIdx.x == 0) ticket[0] = 0u;
 }
 
 // adamw_all — every trained tensor of the flat parameter buffer in one launch, then the target

@@ -1,10 +1,10 @@
 """AdamW, gradient-norm clipping and the target soft update (cuda/nn/optim.cu).
 
 Graph-safe by construction: the learning rates, clip norm and tau are read from the ISV on the
-device, Adam's step counts live in a device array bumped by `grad_clip_scale_steps`, and the clip
+device, Adam's step counts live in a device array bumped by `grad_norm_clip`, and the clip
 scale is computed on the device and read by `adamw_all`, which updates every tensor of the flat
 parameter buffer and then the target in one launch. The norm is a two-stage reduction with a
-fixed grid, so it is bit-stable.
+fixed grid (its second stage in the last block of the same launch), so it is bit-stable.
 """
 from __future__ import annotations
 
@@ -20,13 +20,10 @@ MAX_BLOCKS = 1024
 SUMSQ_BLOCKS = 128  # part of the norm's definition (the order of its additions): keep fixed
 ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD = 0.9, 0.999, 1e-8, 0.01
 
-GRAD_SUMSQ_PARTIAL = KernelSpec("grad_sumsq_partial", MODULE, (ptr("partials"), ptr("grad"), i64("n")),
-                                doc="partials[k] = sum of grad^2 over block k's chunks")
-GRAD_CLIP_SCALE = KernelSpec("grad_clip_scale", MODULE, (ptr("clip"), ptr("partials"), i32("n_partials"), ptr("isv")),
-                             doc="clip[0] = min(1, grad_clip_norm / norm), clip[1] = norm")
-GRAD_CLIP_SCALE_STEPS = KernelSpec("grad_clip_scale_steps", MODULE, (
-    ptr("clip"), ptr("partials"), i32("n_partials"), ptr("isv"), ptr("steps"), i32("n_steps")),
-    doc="grad_clip_scale and steps[i] += 1 for i < n_steps")
+GRAD_NORM_CLIP = KernelSpec("grad_norm_clip", MODULE, (
+    ptr("partials"), ptr("clip"), ptr("grad"), i64("n"), ptr("isv"), ptr("steps"), i32("n_steps"), ptr("ticket")),
+    doc="partials[k] = sum of grad^2 over block k's chunks; the last block (integer ticket): clip[0] = "
+        "min(1, grad_clip_norm / norm), clip[1] = norm, steps[i] += 1 for i < n_steps; grid SUMSQ_BLOCKS, block 256")
 ADAMW_ALL = KernelSpec("adamw_all", MODULE, (
     ptr("theta"), ptr("grad"), ptr("m"), ptr("v"), ptr("target"), ptr("clip"), ptr("steps"), ptr("table"),
     i32("n_tensors"), ptr("isv"), i64("n"), i64("target_begin"), i64("target_n"),
@@ -48,27 +45,28 @@ def _adamw_np(th, grad, mv, vv, scale, step, lr, beta1, beta2, eps, wd):
     th -= lr * ((mv / bc1) / (np.sqrt(vv / bc2) + eps) + wd * th)
 
 
-@reference(GRAD_SUMSQ_PARTIAL)
-def _grad_sumsq_partial(launch, partials, grad, n):
+@reference(GRAD_NORM_CLIP)
+def _grad_norm_clip(launch, partials, clip, grad, n, isv, steps, n_steps, ticket):
     blocks = launch.grid[0]
+    _grad_sumsq_partial(partials, grad, n, blocks)
+    _grad_clip_scale(clip, partials, blocks, isv)  # the last block's part; ticket stays 0
+    steps.i32(int(n_steps))[:] += 1
+
+
+def _grad_sumsq_partial(partials, grad, n, blocks):
+    """Every block's part of grad_norm_clip: partials[k] = sum of grad^2 over block k's chunks."""
     g = grad.f32(int(n)).astype(np.float64)
     owner = (np.arange(g.size) // BLOCK) % blocks
     partials.f32(blocks)[:] = np.bincount(owner, weights=g * g, minlength=blocks)
 
 
-@reference(GRAD_CLIP_SCALE)
-def _grad_clip_scale(launch, clip, partials, n_partials, isv):
+def _grad_clip_scale(clip, partials, n_partials, isv):
+    """clip_scale: clip[0] = min(1, grad_clip_norm / norm), clip[1] = norm."""
     norm = np.float32(np.sqrt(partials.f32(int(n_partials)).sum(dtype=np.float64)))
     limit = isv.f32()[slot_index("grad_clip_norm")]
     out = clip.f32(2)
     out[0] = limit / norm if (limit > 0 and norm > limit) else np.float32(1)
     out[1] = norm
-
-
-@reference(GRAD_CLIP_SCALE_STEPS)
-def _grad_clip_scale_steps(launch, clip, partials, n_partials, isv, steps, n_steps):
-    _grad_clip_scale(launch, clip, partials, n_partials, isv)
-    steps.i32(int(n_steps))[:] += 1
 
 
 @reference(ADAMW_ALL)
@@ -92,18 +90,18 @@ def grid_for(n: int) -> int:
 
 
 class GradClip:
-    """The global gradient norm of a flat gradient buffer and the scale AdamW applies: two launches.
-    With `steps` (Adam's device step counts, n_steps of them) the second launch also bumps them."""
+    """The global gradient norm of a flat gradient buffer and the scale AdamW applies: one launch.
+    With `steps` (Adam's device step counts, n_steps of them) it also bumps them."""
 
     def __init__(self, rt, grad, n: int, isv, name: str = "grad", steps=None, n_steps: int = 0):
         self.partials = rt.device_array(SUMSQ_BLOCKS, np.float32, f"{name}_sumsq_partials")
         self.clip = rt.device_array(2, np.float32, f"{name}_clip")  # [scale, norm]
+        self.ticket = rt.device_array(1, np.uint32, f"{name}_ticket")  # finished blocks: 0 between launches
+        self.ticket.upload(np.zeros(1, np.uint32))
         if steps is None:
-            scale = rt.plan(GRAD_CLIP_SCALE, 1, BLOCK, (self.clip, self.partials, SUMSQ_BLOCKS, isv))
-        else:
-            scale = rt.plan(GRAD_CLIP_SCALE_STEPS, 1, BLOCK,
-                            (self.clip, self.partials, SUMSQ_BLOCKS, isv, steps, n_steps))
-        self.plans = [rt.plan(GRAD_SUMSQ_PARTIAL, SUMSQ_BLOCKS, BLOCK, (self.partials, grad, n)), scale]
+            steps, n_steps = self.ticket, 0  # a valid pointer, never written through
+        self.plans = [rt.plan(GRAD_NORM_CLIP, SUMSQ_BLOCKS, BLOCK,
+                              (self.partials, self.clip, grad, n, isv, steps, n_steps, self.ticket))]
 
     def launch(self, stream):
         for p in self.plans:

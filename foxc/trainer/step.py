@@ -5,16 +5,17 @@ The step, top to bottom (each line one phase; `phases` holds them in this order)
   gather       dataset: windows [K, B, F] and label planes at each backtest's cursor
   bridge       perception targets
   encode       encoder forward: h_t for every backtest
-  replay_push  the previous step's transition (its state, action, reward) enters the n-step rings
+  replay_push  the previous step's transition (its state, action, reward) enters the n-step rings; the
+               transitions leaving them get their storage slots
   state        the agent's state s_t = [h_t | position features] (and lots, the open trade's drawdown)
-  replay_flush completed n-step transitions into storage; s_t is the next state of the newest
+  replay_flush completed n-step transitions copied into their slots; s_t is the next state of the newest
   act          the online C51 head on s_t, epsilon-greedy over the valid actions, gate, stop-loss
   simulate     book update, market fills, PnL; then closed trades and drawdown
   reward       equity change in ticks, drawdown penalty, PopArt scale, clamp
   replay_sample  a prioritized batch of stored transitions
   learn        perception and RL losses, every backward, the RL gradient into the encoder
   update       gradient clip, AdamW (learning rates from the ISV), target soft update
-  priorities   |TD| of the batch into the tree, tree rebuild
+  priorities   |TD| of the batch into the tree, tree rebuild (one kernel)
   control      step statistics, reward/PopArt, learning-rate plateau and other controllers, the step's frame
                into the mapped-pinned ring, the step counter, the ISV published to the host (one kernel)
   advance      cursors move on, or start new episodes (the next step gathers at them)
@@ -119,7 +120,7 @@ class TrainStep:
             ("replay_sample", self.replay.sample_plans),
             ("learn", self.learner.learn),
             ("update", self.learner.update),
-            ("priorities", [*self.replay.update_plans, *self.replay.rebuild_plans]),
+            ("priorities", self.replay.update_plans),
             ("control", [
                 rt.plan(agent.AGENT_STEP_END, 1, agent.STATS_BLOCK, (
                     act.probs, self.sim.actions, act.flags, self.reward_raw, self.reward_scaled, self.clipped,

@@ -306,20 +306,38 @@ def test_loss_means(cuda_rt, ref_rt, rng, n_bce):
         assert abs(float(got[k]) - float(want[k])) <= 1e-5 * float(np.mean(np.abs(x))), (k, got[k], want[k])
 
 
-def test_grad_clip_kernels(cuda_rt, ref_rt, rng):
-    n = 200_003
+@pytest.mark.parametrize("n,limit,n_steps", [(200_003, 10.0, 0), (70_000, 1e9, 37), (1000, 0.0, 300)])
+def test_grad_norm_clip(cuda_rt, ref_rt, rng, n, limit, n_steps):
+    """grad_norm_clip: the partials (float32 in a fixed order against the reference's float64), then its
+    last block's norm and scale, the step counts bumped and the ticket back at 0; twice, so the
+    second launch finds the ticket reset."""
     grad = rng.standard_normal(n).astype(np.float32)
-    isv = isv_values(grad_clip_norm=10.0)
-    (parts, _), _ = compare(cuda_rt, ref_rt, optim.GRAD_SUMSQ_PARTIAL, optim.SUMSQ_BLOCKS, 256,
-                            [poisoned(optim.SUMSQ_BLOCKS), grad, n], 1e-5)
-    (c, *_), _ = compare(cuda_rt, ref_rt, optim.GRAD_CLIP_SCALE, 1, 256, [poisoned(2), parts, optim.SUMSQ_BLOCKS, isv],
-                         1e-6)
-    assert abs(c[1] - np.linalg.norm(grad.astype(np.float64))) / c[1] < 1e-5 and c[0] < 1
+    isv = isv_values(grad_clip_norm=limit)
+    steps = np.arange(max(n_steps, 1), dtype=np.int32)
+    args = [poisoned(optim.SUMSQ_BLOCKS), poisoned(2), grad, n, isv, steps, n_steps, np.zeros(1, np.uint32)]
+    got = run_kernel(cuda_rt, optim.GRAD_NORM_CLIP, optim.SUMSQ_BLOCKS, 256, [a.copy() if isinstance(a, np.ndarray)
+                                                                            else a for a in args], repeat=2)
+    want = run_kernel(ref_rt, optim.GRAD_NORM_CLIP, optim.SUMSQ_BLOCKS, 256, [a.copy() if isinstance(a, np.ndarray)
+                                                                            else a for a in args], repeat=2)
+    parts, c, _, _, st, ticket = got
+    assert_close(parts, want[0], 1e-5, "partials")
+    assert_close(c, want[1], 1e-5, "clip")
+    assert np.array_equal(st, want[4]) and np.array_equal(st[:n_steps], steps[:n_steps] + 2) and ticket[0] == 0
+    # the last block's norm is exactly the partials added in index order by a fixed 256-thread tree
+    part = np.zeros(256, np.float32)
+    part[:optim.SUMSQ_BLOCKS] = parts
+    w = 128
+    while w:
+        part[:w] = part[:w] + part[w:2 * w]
+        w //= 2
+    assert c[1] == np.sqrt(part[0], dtype=np.float32)
+    assert abs(c[1] - np.linalg.norm(grad.astype(np.float64))) / c[1] < 1e-5
+    assert c[0] == (np.float32(limit) / c[1] if 0 < limit < c[1] else 1.0)
 
 
 def test_fused_optimizer_kernels(cuda_rt, ref_rt, rng):
-    """grad_clip_scale_steps and adamw_all (every tensor of a flat buffer, then the target soft
-    update from the new theta) against their references; padding between tensors untouched."""
+    """adamw_all (every tensor of a flat buffer, then the target soft update from the new theta) against
+    its reference; padding between tensors untouched."""
     n = 70_000
     theta = rng.standard_normal(n).astype(np.float32)
     grad = rng.standard_normal(n).astype(np.float32)
@@ -336,9 +354,6 @@ def test_fused_optimizer_kernels(cuda_rt, ref_rt, rng):
         cuda_rt, ref_rt, optim.ADAMW_ALL, optim.grid_for(n), 256,
         [theta, grad, m, v, target, clip, steps, table, 4, isv, n, 23010, 5000, 0.9, 0.999, 1e-8, 0.01], 1e-6)
     assert np.array_equal(th[23000:23040], theta[23000:23040]) and th[69999] == theta[69999]
-    parts = (rng.random(optim.SUMSQ_BLOCKS) * 10).astype(np.float32)
-    compare(cuda_rt, ref_rt, optim.GRAD_CLIP_SCALE_STEPS, 1, 256,
-            [poisoned(2), parts, optim.SUMSQ_BLOCKS, isv, np.arange(300, dtype=np.int32), 300], 1e-6)
 
 
 def make_learner(rt, precision, seed=7):
