@@ -1,7 +1,7 @@
 """The simulator's step kernel (cuda/lobsim/step.cu) and its numpy reference, part by part.
 
 Each of the step's three parts (cuda/include/foxc/lobsim_step.cuh) has a numpy function here, called in
-order by the step's reference. Each computes exactly what its part
+order by the step's reference and by the trainer's backtest_step. Each computes exactly what its part
 computes: integer money is exact on both backends, and the one float update (the ATR EMA) uses the same
 float32 operations in the same order (the kernel forbids FMA contraction). One thread per backtest, so
 the functions vectorize over backtests.

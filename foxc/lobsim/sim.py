@@ -130,7 +130,8 @@ class LobSim(Component):
         self.dones = dev(n, np.float32, "dones")
         self.reset_state()
         self.ptrs = self._raw_ptrs()
-        # lobsim_step's arguments in its order
+        # lobsim_step's arguments in its order: a kernel that steps the simulator and goes on (the trainer's
+        # backtest_step) takes them first, then its own
         self.step_args = self._step_args(self.ptrs)
         self.grid = (n + BLOCK - 1) // BLOCK
         self.plans = [rt.plan(LOBSIM_STEP, self.grid, BLOCK, self.step_args)]

@@ -1,5 +1,6 @@
 // The simulator's step for one backtest, as device functions called in this order by every kernel that
-// steps backtests (lobsim_step in cuda/lobsim/step.cu):
+// steps backtests (lobsim_step in cuda/lobsim/step.cu; the trainer's backtest_step in
+// cuda/trainer/bridge.cu, which goes on with its bridges and the reward):
 //   book_update    apply the snapshot at the cursor to the book
 //   submit_market  the action becomes a target position, filled by a market order on that book
 //   pnl_track      mark to mid, the step's reward, closed-trade statistics, episode ends
