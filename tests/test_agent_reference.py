@@ -201,11 +201,9 @@ def test_policy_sampling_frequencies_follow_probs(ref_rt, rng):
     assert chi2 < 13.8, f"chi-square {chi2:.1f} with 2 degrees of freedom (p < 0.001)"
 
 
-def test_reward(ref_rt, rng):
-    B = 1000
-    pnl, dd, isv = reward_inputs(rng, B)
-    _, _, _, raw, scaled, clipped = run_kernel(ref_rt, K.AGENT_REWARD, K.per_backtest_grid(B), K.BLOCK,
-                                                  [pnl, dd, isv, poisoned(B), poisoned(B), poisoned(B, np.uint32), B])
+def test_reward(rng):
+    pnl, dd, isv = reward_inputs(rng, 1000)
+    raw, scaled, clipped = K.agent_reward(pnl, dd, isv)
     penalty = isv[S("drawdown_penalty_rate")] * dd / isv[S("mean_abs_pnl_ema")]
     assert np.allclose(raw, isv[S("reward_scale")] * pnl - penalty, rtol=1e-6, atol=1e-6)
     assert np.all(raw <= isv[S("reward_scale")] * pnl + 1e-6)  # the penalty never adds

@@ -61,24 +61,24 @@ def test_check_reports_an_edited_source(tmp_path, monkeypatch):
     assert build_cubins.stale_entries(manifest) == []
     src = cuda / "vec" / "elementwise.cu"
     src.write_text(src.read_text() + "\n// edited\n")
-    (tmp_path / "cubins" / "sm_86" / "agent" / "reward.cubin").unlink()
+    (tmp_path / "cubins" / "sm_86" / "agent" / "state.cubin").unlink()
     (cuda / "vec" / "extra.cu").write_text("extern \"C\" __global__ void k() {}\n")
     problems = "\n".join(build_cubins.stale_entries(manifest))
     assert "cuda/vec/elementwise.cu: source changed" in problems
-    assert "sm_86/agent/reward.cubin: missing" in problems
+    assert "sm_86/agent/state.cubin: missing" in problems
     assert "cuda/vec/extra.cu: no cubin built" in problems
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_nvcc_output_is_deterministic(tmp_path):
-    src = ROOT / "cuda" / "agent" / "reward.cu"
+    src = ROOT / "cuda" / "agent" / "state.cu"
     build_cubins.CUBIN_DIR, saved = tmp_path / "cubins", build_cubins.CUBIN_DIR
     try:
         with build_cubins.staged_sources():
-            _, image = build_cubins.compile_one(shutil.which("nvcc"), src, "agent/reward", "sm_90")
+            _, image = build_cubins.compile_one(shutil.which("nvcc"), src, "agent/state", "sm_90")
     finally:
         build_cubins.CUBIN_DIR = saved
-    assert image == (ROOT / "foxc/cubins/sm_90/agent/reward.cubin").read_bytes()
+    assert image == (ROOT / "foxc/cubins/sm_90/agent/state.cubin").read_bytes()
 
 
 # ---- kernel signatures, as the manifest records them ---------------------------------------------------

@@ -11,9 +11,8 @@ from foxc.lobsim import (FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG, POSITION_D
 from foxc.lobsim.books import random_books
 from foxc.lobsim.kernels import scaled_cost, tdiv
 
-from lobsim_cases import HostDrivenSim, book, naive_order
+from lobsim_cases import FEE, HostDrivenSim, book, naive_order, run_random
 
-FEE = 7_000_000  # 0.007 per lot per side
 TICK_X = PRICE_SCALE // 100
 
 
@@ -152,27 +151,6 @@ def test_atr_ema_follows_mid_moves(ref_rt):
     for move in (0.02, 0.0, 0.04):
         ema = ema + alpha * (np.float32(move) - ema)
     assert np.isclose(h.sim.atr_ema.download()[0], ema, rtol=1e-6)
-
-
-def run_random(rt, snaps, n, steps, rng, seed_actions, **config):
-    """Host-driven random run: cursors walk forward, episodes of 40 snapshots; returns per-step records."""
-    h = HostDrivenSim(rt, snaps, n, **config)
-    arng = np.random.default_rng(seed_actions)
-    start = arng.integers(0, snaps.size - 41, n)
-    cursor, end = start.copy(), start + 39
-    h.set_cursor(cursor, end)
-    history = []
-    for _ in range(steps):
-        acts = arng.integers(-1, 6, n)  # includes invalid actions
-        stop = (arng.random(n) < 0.05).astype(np.uint32)
-        before = h.sim.positions()
-        r, d, after = h.step(acts, stop)
-        history.append(dict(cursor=cursor.copy(), end=end.copy(), acts=acts, stop=stop, before=before,
-                            after=after, rewards=r, dones=d, book=h.sim.book()))
-        cursor = np.where(d != 0, start, cursor + 1)
-        end = np.where(d != 0, start + 39, end)
-        h.set_cursor(cursor, end)
-    return h, history
 
 
 def test_invariants_on_random_books(ref_rt, rng):

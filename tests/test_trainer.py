@@ -123,7 +123,7 @@ def test_cli_profile_table_and_window(tmp_path):
     assert done.returncode == 0, done.stderr
     profile = json.loads((out / "profile.json").read_text())
     names = {row["kernel"] for row in profile["kernels"]}
-    assert {"gather_windows", "cursor_advance", "agent_state", "agent_act", "submit_market", "replay_sample",
+    assert {"gather_windows", "cursor_advance", "agent_state", "agent_act", "backtest_step", "replay_sample",
             "agent_step_end"} <= names
     assert all(row["launches"] % 4 == 0 for row in profile["kernels"])  # four profiled steps
 

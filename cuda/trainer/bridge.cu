@@ -1,41 +1,26 @@
-// The trainer's bridges: per-backtest glue between the dataset, the simulator, the agent and the
-// learner, so each component keeps its own layout.
+// The trainer's backtest step: the simulator's step, then the per-backtest glue between the dataset, the
+// simulator, the agent and the learner (so each component keeps its own layout), then the reward, one
+// thread per backtest in one launch. Each part is a __noinline__ function that compiles as it would
+// alone (the simulator's in lobsim_step.cuh, the reward in agent_reward.cuh): the same inputs give the
+// same bits however the parts are grouped into launches. Nothing a part writes is read later through a
+// __restrict__ pointer (a const __restrict__ pointer may be read through the non-coherent cache).
+#include "foxc/agent_reward.cuh"
 #include "foxc/data.h"
 #include "foxc/lobsim.h"
+#include "foxc/lobsim_step.cuh"
 #include "foxc/position.h"
+#include "foxc/snapshot.h"
 
 #define PERCEPTION_LOGITS (3 * FOXC_HORIZONS)  // up/down, long wins, short wins at each horizon
 
-// bridge_before_act — grid ceil(B / 256), block 256; one thread per backtest b, after the gather.
-// Reads  labels_out[7][B][3] (the label planes gathered at the cursor).
-// Writes the perception targets labels[b][9] and mask[b][9]: mid up (weight: mid_weight), long wins
-//        and short wins (weight: outcome_weight) per horizon.
-extern "C" __global__ void bridge_before_act(
-    const float* __restrict__ labels_out, float* __restrict__ labels, float* __restrict__ mask, int B)
-{
-    const int b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= B) return;
-    for (int h = 0; h < FOXC_HORIZONS; ++h) {
-        const float mid_w = labels_out[(5 * B + b) * FOXC_HORIZONS + h];
-        const float out_w = labels_out[(6 * B + b) * FOXC_HORIZONS + h];
-        for (int src = 0; src < 3; ++src) {
-            labels[b * PERCEPTION_LOGITS + src * FOXC_HORIZONS + h] = labels_out[(src * B + b) * FOXC_HORIZONS + h];
-            mask[b * PERCEPTION_LOGITS + src * FOXC_HORIZONS + h] = src == 0 ? mid_w : out_w;
-        }
-    }
-}
-
-// bridge_after_sim — grid ceil(B / 256), block 256; one thread per backtest b, after pnl_track.
+// closed_trades — backtest b, after pnl_track.
 // Reads  pos[b], trade_log[b][trade_cap], prev_trades[b] (trades logged before this step).
 // Writes closed[b] = trades closed this step, closed_pnl[b] = their net PnL * money_scale,
 //        prev_trades[b] = trades logged now, drawdown[b] = the open trade's drawdown after the step.
-extern "C" __global__ void bridge_after_sim(
-    const FoxcPosition* __restrict__ pos, const FoxcTrade* __restrict__ trade_log,
-    unsigned int* __restrict__ prev_trades, unsigned int* __restrict__ closed, float* __restrict__ closed_pnl,
-    float* __restrict__ drawdown, float money_scale, int trade_cap, int B)
+__device__ __noinline__ void closed_trades(
+    int b, const FoxcPosition* pos, const FoxcTrade* trade_log, unsigned int* prev_trades, unsigned int* closed,
+    float* closed_pnl, float* drawdown, float money_scale, int trade_cap)
 {
-    const int b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= B) return;
     const FoxcPosition p = pos[b];
     const unsigned int now = p.trades, before = prev_trades[b];
     const unsigned int n = now - before;
@@ -47,4 +32,60 @@ extern "C" __global__ void bridge_after_sim(
     closed_pnl[b] = (float)((double)pnl * (double)money_scale);
     prev_trades[b] = now;
     drawdown[b] = trade_drawdown(p, money_scale);
+}
+
+// perception_targets — backtest b of B.
+// Reads  labels_out[7][B][3] (the label planes the gather took at the cursor).
+// Writes the perception targets labels[b][9] and mask[b][9]: mid up (weight: mid_weight), long wins
+//        and short wins (weight: outcome_weight) per horizon.
+__device__ __noinline__ void perception_targets(
+    int b, const float* __restrict__ labels_out, float* labels, float* mask, int B)
+{
+    for (int h = 0; h < FOXC_HORIZONS; ++h) {
+        const float mid_w = labels_out[(5 * B + b) * FOXC_HORIZONS + h];
+        const float out_w = labels_out[(6 * B + b) * FOXC_HORIZONS + h];
+        for (int src = 0; src < 3; ++src) {
+            labels[b * PERCEPTION_LOGITS + src * FOXC_HORIZONS + h] = labels_out[(src * B + b) * FOXC_HORIZONS + h];
+            mask[b * PERCEPTION_LOGITS + src * FOXC_HORIZONS + h] = src == 0 ? mid_w : out_w;
+        }
+    }
+}
+
+// backtest_step — 1-D grid of ceil(n / block) blocks, one thread per backtest b < n; after act (it fills
+// the actions and stop-loss flags) and after the gather (it took labels_out at the cursor).
+//   lobsim_step's parts: book_update -> submit_market -> pnl_track (lobsim_step.cuh: the book, pos,
+//     trade_log, rewards = the equity change, dones)
+//   closed_trades: closed, closed_pnl, prev_trades, drawdown (the agent's, read by the next act)
+//   agent_reward: reward_raw, reward_scaled, clipped from rewards, drawdown and the isv
+//   perception_targets: labels, mask (read by the learner later in the step)
+// The parameters are lobsim_step's, then the trainer's.
+extern "C" __global__ void backtest_step(
+    const FoxcSnapshot* __restrict__ snaps, const long long* __restrict__ cursor,
+    const long long* __restrict__ episode_end,
+    long long* __restrict__ bid_px, long long* __restrict__ ask_px,
+    unsigned int* __restrict__ bid_sz, unsigned int* __restrict__ ask_sz,
+    long long* __restrict__ book_ts, long long* __restrict__ book_idx,
+    long long* __restrict__ mid_x2, float* __restrict__ atr_ema,
+    unsigned int* __restrict__ skip_range, unsigned int* __restrict__ skip_crossed,
+    const int* __restrict__ actions, const unsigned int* __restrict__ stop_loss,
+    const long long* __restrict__ fee_per_lot, FoxcPosition* __restrict__ pos, FoxcTrade* __restrict__ trade_log,
+    float* __restrict__ rewards, float* __restrict__ dones,
+    long long min_px, long long max_px, float atr_alpha, float reward_scale, int trade_cap, int lots_per_entry,
+    int n,
+    unsigned int* __restrict__ prev_trades, unsigned int* __restrict__ closed, float* __restrict__ closed_pnl,
+    float* __restrict__ drawdown, float money_scale, const float* __restrict__ isv,
+    float* __restrict__ reward_raw, float* __restrict__ reward_scaled, unsigned int* __restrict__ clipped,
+    const float* __restrict__ labels_out, float* __restrict__ labels, float* __restrict__ mask)
+{
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= n) return;
+    book_update(b, snaps, cursor, bid_px, ask_px, bid_sz, ask_sz, book_ts, book_idx, mid_x2, atr_ema,
+                skip_range, skip_crossed, min_px, max_px, atr_alpha, n);
+    submit_market(b, actions, stop_loss, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, mid_x2,
+                  fee_per_lot, pos, trade_log, trade_cap, lots_per_entry, n);
+    pnl_track(b, snaps, cursor, episode_end, mid_x2, pos, trade_log, rewards, dones, min_px, max_px, reward_scale,
+              trade_cap);
+    closed_trades(b, pos, trade_log, prev_trades, closed, closed_pnl, drawdown, money_scale, trade_cap);
+    agent_reward(b, rewards, drawdown, isv, reward_raw, reward_scaled, clipped);
+    perception_targets(b, labels_out, labels, mask, n);
 }

@@ -1,4 +1,4 @@
-"""Declarations and numpy references of the agent kernels (cuda/agent/*.cu)."""
+"""Declarations and numpy references of the agent kernels (cuda/agent/*.cu) and of the reward (agent_reward.cuh)."""
 from __future__ import annotations
 
 import numpy as np
@@ -24,9 +24,6 @@ AGENT_STATE = KernelSpec("agent_state", "agent/state", (
 AGENT_ACT = KernelSpec("agent_act", "agent/act", (
     ptr("q"), ptr("policy_logits"), ptr("rng_state"), ptr("explore"), ptr("position_lots"), ptr("drawdown"), ptr("isv"),
     ptr("actions"), ptr("log_prob"), ptr("probs"), ptr("flags"), ptr("stop_loss"), i32("actor"), i32("greedy"),
-    i32("B")))
-AGENT_REWARD = KernelSpec("agent_reward", "agent/reward", (
-    ptr("pnl_delta"), ptr("drawdown"), ptr("isv"), ptr("reward_raw"), ptr("reward_scaled"), ptr("clipped"),
     i32("B")))
 AGENT_STEP_END = KernelSpec("agent_step_end", "agent/step_end", (
     ptr("probs"), ptr("actions"), ptr("flags"), ptr("reward_raw"), ptr("reward_scaled"), ptr("clipped"),
@@ -207,17 +204,14 @@ def _agent_act(launch, q, policy_logits, rng_state, explore, position_lots, draw
     stop_loss.u32(B)[:] = (flag & FLAG_STOPPED) != 0
 
 
-@reference(AGENT_REWARD)
-def _agent_reward(launch, pnl_delta, drawdown, isv, reward_raw, reward_scaled, clipped, B):
-    B = int(B)
-    v = isv.f32()
-    penalty = v[S("drawdown_penalty_rate")] * np.maximum(drawdown.f32(B), F(0)) / max(v[S("mean_abs_pnl_ema")], F(1e-6))
-    raw = (v[S("reward_scale")] * pnl_delta.f32(B) - np.maximum(penalty, F(0))).astype(F)
+def agent_reward(pnl_delta: np.ndarray, drawdown: np.ndarray, v: np.ndarray):
+    """(reward_raw, reward_scaled, clipped) per backtest from the equity change, the open trade's drawdown (float32)
+    and the ISV v, as agent_reward() in agent_reward.cuh (called by the trainer's backtest_step)."""
+    penalty = v[S("drawdown_penalty_rate")] * np.maximum(drawdown, F(0)) / max(v[S("mean_abs_pnl_ema")], F(1e-6))
+    raw = (v[S("reward_scale")] * pnl_delta - np.maximum(penalty, F(0))).astype(F)
     scaled = (raw / np.sqrt(v[S("popart_var")] + F(1e-8))).astype(F)
     lo, hi = v[S("reward_clamp_lo")], v[S("reward_clamp_hi")]
-    reward_raw.f32(B)[:] = raw
-    reward_scaled.f32(B)[:] = np.minimum(np.maximum(scaled, lo), hi)
-    clipped.u32(B)[:] = ((scaled < lo) | (scaled > hi)).astype(np.uint32)
+    return raw, np.minimum(np.maximum(scaled, lo), hi), ((scaled < lo) | (scaled > hi)).astype(np.uint32)
 
 
 def block_reduce(values: np.ndarray) -> float:

@@ -83,5 +83,5 @@ def _main(args, rt) -> int:
     write_json(args.json, "lobsim", rt, rows, {"snapshots": n_snaps, "episode_len": EPISODE_LEN})
     best = max(rows, key=lambda r: float(r["env_steps_per_s"]))
     print(f"summary: best {best['env_steps_per_s']} env steps/s at B={best['B']} ({best['mode']}, {rt.backend}); "
-          f"4 kernels per step, random actions every step")
+          f"2 kernels per step (lobsim_step, cursor_advance), random actions every step")
     return 0

@@ -4,7 +4,8 @@
     obs = env.reset(seed=7)                  # the snapshot each backtest acts on, [B] SNAPSHOT_DTYPE
     rewards, dones, info = env.step(actions) # actions: int [B] in HOLD..FLAT_FROM_SHORT
 
-One step of backtest b at cursor t (its observation is snapshot t):
+One step of backtest b at cursor t (its observation is snapshot t), two launches (lobsim_step, then
+cursor_advance):
 1. book_update applies snapshot t to b's book (unusable snapshots are skipped and counted);
 2. submit_market turns the action into a target position and fills it on that book
    (at the episode's last snapshot the target is forced flat);
@@ -61,7 +62,7 @@ class LobEnv(Component):
         return self.observation()
 
     def launch_step(self, stream):
-        """The whole step on the device (capturable): book, fill, PnL, then the cursors."""
+        """The whole step on the device (capturable): book, fill and PnL in one launch, then the cursors."""
         self.sim.launch_step(stream)
         self.cursors.advance(stream)
 

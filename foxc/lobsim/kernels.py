@@ -1,9 +1,10 @@
-"""The simulator's kernels (cuda/lobsim/*.cu) and their numpy references.
+"""The simulator's step kernel (cuda/lobsim/step.cu) and its numpy reference, part by part.
 
-Every reference computes exactly what its kernel computes: integer money is
-exact on both backends, and the one float update (the ATR EMA) uses the same
-float32 operations in the same order (the kernel forbids FMA contraction).
-One thread per backtest, so the references vectorize over backtests.
+Each of the step's three parts (cuda/include/foxc/lobsim_step.cuh) has a numpy function here, called in
+order by the step's reference and by the trainer's backtest_step. Each computes exactly what its part
+computes: integer money is exact on both backends, and the one float update (the ATR EMA) uses the same
+float32 operations in the same order (the kernel forbids FMA contraction). One thread per backtest, so
+the functions vectorize over backtests.
 """
 from __future__ import annotations
 
@@ -14,25 +15,16 @@ from ..driver import KernelSpec, f32, i32, i64, ptr, reference
 from .layout import (BOOK_CROSSED, BOOK_OK, BOOK_UNREASONABLE, FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG,
                      POSITION_DTYPE, REASON_EPISODE_END, REASON_SIGNAL, REASON_STOP_LOSS, SHORT, TRADE_DTYPE)
 
-BOOK_UPDATE = KernelSpec(
-    "book_update", "lobsim/book",
-    (ptr("snaps"), ptr("cursor"), ptr("bid_px"), ptr("ask_px"), ptr("bid_sz"), ptr("ask_sz"),
-     ptr("book_ts"), ptr("book_idx"), ptr("mid_x2"), ptr("atr_ema"), ptr("skip_range"), ptr("skip_crossed"),
-     i64("min_px"), i64("max_px"), f32("atr_alpha"), i32("n")),
-    doc="apply snaps[cursor[b]] to backtest b's book, or skip and count it")
+LOBSIM_STEP = KernelSpec(
+    "lobsim_step", "lobsim/step",
+    (ptr("snaps"), ptr("cursor"), ptr("episode_end"),
+     ptr("bid_px"), ptr("ask_px"), ptr("bid_sz"), ptr("ask_sz"), ptr("book_ts"), ptr("book_idx"), ptr("mid_x2"),
+     ptr("atr_ema"), ptr("skip_range"), ptr("skip_crossed"),
+     ptr("actions"), ptr("stop_loss"), ptr("fee_per_lot"), ptr("pos"), ptr("trade_log"), ptr("rewards"), ptr("dones"),
+     i64("min_px"), i64("max_px"), f32("atr_alpha"), f32("reward_scale"), i32("trade_cap"), i32("lots_per_entry"),
+     i32("n")),
+    doc="book_update -> submit_market -> pnl_track for each backtest (one thread each)")
 
-SUBMIT_MARKET = KernelSpec(
-    "submit_market", "lobsim/fill",
-    (ptr("actions"), ptr("stop_loss"), ptr("cursor"), ptr("episode_end"),
-     ptr("bid_px"), ptr("ask_px"), ptr("bid_sz"), ptr("ask_sz"), ptr("book_ts"), ptr("mid_x2"),
-     ptr("fee_per_lot"), ptr("pos"), ptr("trade_log"), i32("trade_cap"), i32("lots_per_entry"), i32("n")),
-    doc="actions -> target positions -> market orders walking the book")
-
-PNL_TRACK = KernelSpec(
-    "pnl_track", "lobsim/pnl",
-    (ptr("snaps"), ptr("cursor"), ptr("episode_end"), ptr("mid_x2"), ptr("pos"), ptr("trade_log"),
-     ptr("rewards"), ptr("dones"), i64("min_px"), i64("max_px"), f32("reward_scale"), i32("trade_cap"), i32("n")),
-    doc="mark to mid, rewards, closed-trade statistics, episode ends")
 
 def tdiv(a, b):
     """C's truncating integer division, elementwise (b != 0)."""
@@ -64,9 +56,9 @@ def _levels(mem, dtype, n):
     return mem.view(dtype, LEVELS * n).reshape(LEVELS, n)
 
 
-@reference(BOOK_UPDATE)
-def _book_update(launch, snaps, cursor, bid_px, ask_px, bid_sz, ask_sz, book_ts, book_idx, mid_x2, atr_ema,
-                 skip_range, skip_crossed, min_px, max_px, atr_alpha, n):
+def book_update(snaps, cursor, bid_px, ask_px, bid_sz, ask_sz, book_ts, book_idx, mid_x2, atr_ema, skip_range,
+                skip_crossed, min_px, max_px, atr_alpha, n):
+    """Apply snaps[cursor[b]] to backtest b's book, or skip and count it (book_update in lobsim_step.cuh)."""
     n = int(n)
     c = cursor.i64(n).copy()
     s = snaps.view(SNAPSHOT_DTYPE)[c]
@@ -144,9 +136,9 @@ def _fill(p, side, q, px, fee, ts, reason, ring, rows, cap):
         p["trade_fees"][o] += fee[o] * ko
 
 
-@reference(SUBMIT_MARKET)
-def _submit_market(launch, actions, stop_loss, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, mid_x2,
-                   fee_per_lot, pos, trade_log, trade_cap, lots_per_entry, n):
+def submit_market(actions, stop_loss, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, mid_x2,
+                  fee_per_lot, pos, trade_log, trade_cap, lots_per_entry, n):
+    """Actions -> target positions -> market orders walking the book (submit_market in lobsim_step.cuh)."""
     n, cap, per_entry = int(n), int(trade_cap), int(lots_per_entry)
     P = pos.view(POSITION_DTYPE, n)
     lots = P["lots"].astype(np.int64)
@@ -196,9 +188,9 @@ def _submit_market(launch, actions, stop_loss, cursor, episode_end, bid_px, ask_
     P[rows] = p
 
 
-@reference(PNL_TRACK)
-def _pnl_track(launch, snaps, cursor, episode_end, mid_x2, pos, trade_log, rewards, dones,
-               min_px, max_px, reward_scale, trade_cap, n):
+def pnl_track(snaps, cursor, episode_end, mid_x2, pos, trade_log, rewards, dones, min_px, max_px, reward_scale,
+              trade_cap, n):
+    """Mark to mid, rewards, closed-trade statistics, episode ends (pnl_track in lobsim_step.cuh)."""
     n, cap = int(n), int(trade_cap)
     c = cursor.i64(n)
     at_end = c >= episode_end.i64(n)
@@ -232,3 +224,15 @@ def _pnl_track(launch, snaps, cursor, episode_end, mid_x2, pos, trade_log, rewar
     peak[end] = equity[end]
     P["peak_equity"] = peak
     dones.f32(n)[:] = at_end.astype(np.float32)
+
+
+@reference(LOBSIM_STEP)
+def lobsim_step(launch, snaps, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, book_idx, mid_x2, atr_ema,
+                skip_range, skip_crossed, actions, stop_loss, fee_per_lot, pos, trade_log, rewards, dones,
+                min_px, max_px, atr_alpha, reward_scale, trade_cap, lots_per_entry, n):
+    book_update(snaps, cursor, bid_px, ask_px, bid_sz, ask_sz, book_ts, book_idx, mid_x2, atr_ema, skip_range,
+                skip_crossed, min_px, max_px, atr_alpha, n)
+    submit_market(actions, stop_loss, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, mid_x2,
+                  fee_per_lot, pos, trade_log, trade_cap, lots_per_entry, n)
+    pnl_track(snaps, cursor, episode_end, mid_x2, pos, trade_log, rewards, dones, min_px, max_px, reward_scale,
+              trade_cap, n)

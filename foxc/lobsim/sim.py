@@ -2,7 +2,7 @@
 
     sim = LobSim(rt, LobSimConfig(n_backtests=B, fee_per_lot=...), snapshots, cursor, episode_end)
     sim.actions / sim.stop_loss     # device inputs the learner (or a host policy) writes
-    sim.launch_step(rt.stream)      # book_update -> submit_market -> pnl_track
+    sim.launch_step(rt.stream)      # lobsim_step: book_update -> submit_market -> pnl_track
     sim.rewards / sim.dones         # device outputs
 
 The simulator owns everything per backtest except the market data and the
@@ -22,7 +22,7 @@ import numpy as np
 from ..data.record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
 from ..driver import DevPtr
 from ..component import Component, Persistent
-from .kernels import BOOK_UPDATE, PNL_TRACK, SUBMIT_MARKET
+from .kernels import LOBSIM_STEP
 from .layout import POSITION_DTYPE, TRADE_DTYPE
 
 BLOCK = 128
@@ -66,7 +66,7 @@ class LobSimRawPtrs:
     snapshots: DevPtr
     cursor: DevPtr
     episode_end: DevPtr
-    # book (book_update)
+    # book
     bid_px: DevPtr
     ask_px: DevPtr
     bid_sz: DevPtr
@@ -77,19 +77,17 @@ class LobSimRawPtrs:
     atr_ema: DevPtr
     skip_range: DevPtr
     skip_crossed: DevPtr
-    # orders (submit_market)
+    # orders
     actions: DevPtr
     stop_loss: DevPtr
     fee_per_lot: DevPtr
     pos: DevPtr
     trade_log: DevPtr
-    # accounts (pnl_track)
+    # accounts
     rewards: DevPtr
     dones: DevPtr
-    # kernels: the backend's verified kernel objects (`.handle` is the CUfunction on CUDA)
-    book_update_fn: object
-    submit_market_fn: object
-    pnl_track_fn: object
+    # the step kernel: the backend's verified kernel object (`.handle` is the CUfunction on CUDA)
+    step_fn: object
     # dimensions
     n_backtests: int
     trade_log_cap: int
@@ -97,7 +95,7 @@ class LobSimRawPtrs:
 
 
 class LobSim(Component):
-    """The simulator's device state and its three step kernels' launch plans."""
+    """The simulator's device state and its step kernel's launch plan."""
 
     def __init__(self, rt, config: LobSimConfig, snapshots, cursor, episode_end):
         self.rt = rt
@@ -132,29 +130,24 @@ class LobSim(Component):
         self.dones = dev(n, np.float32, "dones")
         self.reset_state()
         self.ptrs = self._raw_ptrs()
-        self.plans = self._plans(self.ptrs)
+        # lobsim_step's arguments in its order: a kernel that steps the simulator and goes on (the trainer's
+        # backtest_step) takes them first, then its own
+        self.step_args = self._step_args(self.ptrs)
+        self.grid = (n + BLOCK - 1) // BLOCK
+        self.plans = [rt.plan(LOBSIM_STEP, self.grid, BLOCK, self.step_args)]
 
     def _raw_ptrs(self) -> LobSimRawPtrs:
         arrays = {f.name: getattr(self, f.name).ptr for f in fields(LobSimRawPtrs)
                   if f.type == "DevPtr"}
-        return LobSimRawPtrs(**arrays, book_update_fn=self.rt.kernel(BOOK_UPDATE),
-                             submit_market_fn=self.rt.kernel(SUBMIT_MARKET), pnl_track_fn=self.rt.kernel(PNL_TRACK),
-                             n_backtests=self.n, trade_log_cap=self.config.trade_log_cap)
+        return LobSimRawPtrs(**arrays, step_fn=self.rt.kernel(LOBSIM_STEP), n_backtests=self.n,
+                             trade_log_cap=self.config.trade_log_cap)
 
-    def _plans(self, t: LobSimRawPtrs) -> list:
-        c, n = self.config, t.n_backtests
-        grid = (n + BLOCK - 1) // BLOCK
-        return [
-            self.rt.plan(BOOK_UPDATE, grid, BLOCK, (
-                t.snapshots, t.cursor, t.bid_px, t.ask_px, t.bid_sz, t.ask_sz, t.book_ts, t.book_idx, t.mid_x2,
-                t.atr_ema, t.skip_range, t.skip_crossed, c.min_price, c.max_price, c.atr_alpha, n)),
-            self.rt.plan(SUBMIT_MARKET, grid, BLOCK, (
-                t.actions, t.stop_loss, t.cursor, t.episode_end, t.bid_px, t.ask_px, t.bid_sz, t.ask_sz,
-                t.book_ts, t.mid_x2, t.fee_per_lot, t.pos, t.trade_log, t.trade_log_cap, c.lots_per_entry, n)),
-            self.rt.plan(PNL_TRACK, grid, BLOCK, (
-                t.snapshots, t.cursor, t.episode_end, t.mid_x2, t.pos, t.trade_log, t.rewards, t.dones,
-                c.min_price, c.max_price, c.reward_scale, t.trade_log_cap, n)),
-        ]
+    def _step_args(self, t: LobSimRawPtrs) -> tuple:
+        c = self.config
+        return (t.snapshots, t.cursor, t.episode_end, t.bid_px, t.ask_px, t.bid_sz, t.ask_sz, t.book_ts, t.book_idx,
+                t.mid_x2, t.atr_ema, t.skip_range, t.skip_crossed, t.actions, t.stop_loss, t.fee_per_lot, t.pos,
+                t.trade_log, t.rewards, t.dones, c.min_price, c.max_price, c.atr_alpha, c.reward_scale,
+                t.trade_log_cap, c.lots_per_entry, t.n_backtests)
 
     def reset_state(self, fee_per_lot: np.ndarray | None = None):
         """Flat positions, empty books, zero counters (host uploads: call outside a capture)."""
@@ -172,7 +165,7 @@ class LobSim(Component):
         self.fee_per_lot.upload(fees)
 
     def launch_step(self, stream):
-        """book_update -> submit_market -> pnl_track on `stream` (capturable: no host work)."""
+        """lobsim_step (book_update -> submit_market -> pnl_track) on `stream` (capturable: no host work)."""
         for plan in self.plans:
             plan.launch(stream)
 

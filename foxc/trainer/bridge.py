@@ -1,41 +1,28 @@
-"""The bridge kernels between the trainer's components (cuda/trainer/bridge.cu) and their references."""
+"""The trainer's backtest step (cuda/trainer/bridge.cu): the simulator's step, the bridges between the trainer's
+components, the reward; its numpy reference calls each part's in the kernel's order."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..data.features import HORIZONS, LABEL_PLANES
-from ..agent.kernels import trade_drawdown
-from ..driver import KernelSpec, f32, i32, ptr, reference
+from ..agent.kernels import agent_reward, trade_drawdown
+from ..driver import KernelSpec, f32, ptr, reference
+from ..lobsim.kernels import LOBSIM_STEP, lobsim_step
 from ..lobsim.layout import POSITION_DTYPE, TRADE_DTYPE
 
-BLOCK = 256
 PERCEPTION_LOGITS = 3 * HORIZONS
 
-BRIDGE_BEFORE_ACT = KernelSpec("bridge_before_act", "trainer/bridge", (
-    ptr("labels_out"), ptr("labels"), ptr("mask"), i32("B")))
-BRIDGE_AFTER_SIM = KernelSpec("bridge_after_sim", "trainer/bridge", (
-    ptr("pos"), ptr("trade_log"), ptr("prev_trades"), ptr("closed"), ptr("closed_pnl"), ptr("drawdown"),
-    f32("money_scale"), i32("trade_cap"), i32("B")))
+BACKTEST_STEP = KernelSpec("backtest_step", "trainer/bridge", (
+    *LOBSIM_STEP.params,
+    ptr("prev_trades"), ptr("closed"), ptr("closed_pnl"), ptr("drawdown"), f32("money_scale"),
+    ptr("isv"), ptr("reward_raw"), ptr("reward_scaled"), ptr("clipped"),
+    ptr("labels_out"), ptr("labels"), ptr("mask")),
+    doc="lobsim_step's parts, then closed trades and drawdown, the reward and the perception targets, for each "
+        "backtest (one thread each; lobsim_step's arguments first)")
 
 
-def grid(B: int) -> int:
-    return max(1, (int(B) + BLOCK - 1) // BLOCK)
-
-
-@reference(BRIDGE_BEFORE_ACT)
-def _bridge_before_act(launch, labels_out, labels, mask, B):
-    B = int(B)
-    planes = labels_out.f32(LABEL_PLANES * B * HORIZONS).reshape(LABEL_PLANES, B, HORIZONS)
-    lab = labels.f32(B * PERCEPTION_LOGITS).reshape(B, 3, HORIZONS)
-    msk = mask.f32(B * PERCEPTION_LOGITS).reshape(B, 3, HORIZONS)
-    lab[:] = planes[0:3].transpose(1, 0, 2)
-    msk[:, 0] = planes[5]
-    msk[:, 1] = planes[6]
-    msk[:, 2] = planes[6]
-
-
-@reference(BRIDGE_AFTER_SIM)
-def _bridge_after_sim(launch, pos, trade_log, prev_trades, closed, closed_pnl, drawdown, money_scale, trade_cap, B):
+def closed_trades(pos, trade_log, prev_trades, closed, closed_pnl, drawdown, money_scale, trade_cap, B):
+    """Trades closed this step, their net PnL and the open trade's drawdown (closed_trades in bridge.cu)."""
     B, cap = int(B), int(trade_cap)
     p = pos.view(POSITION_DTYPE, B)
     log = trade_log.view(TRADE_DTYPE, B * cap).reshape(B, cap)
@@ -51,3 +38,32 @@ def _bridge_after_sim(launch, pos, trade_log, prev_trades, closed, closed_pnl, d
     closed_pnl.f32(B)[:] = (pnl.astype(np.float64) * np.float64(np.float32(money_scale))).astype(np.float32)
     prev[:] = now
     drawdown.f32(B)[:] = trade_drawdown(p, money_scale)
+
+
+def perception_targets(labels_out, labels, mask, B):
+    """The perception head's targets and weights from the gathered label planes (perception_targets in bridge.cu)."""
+    B = int(B)
+    planes = labels_out.f32(LABEL_PLANES * B * HORIZONS).reshape(LABEL_PLANES, B, HORIZONS)
+    lab = labels.f32(B * PERCEPTION_LOGITS).reshape(B, 3, HORIZONS)
+    msk = mask.f32(B * PERCEPTION_LOGITS).reshape(B, 3, HORIZONS)
+    lab[:] = planes[0:3].transpose(1, 0, 2)
+    msk[:, 0] = planes[5]
+    msk[:, 1] = planes[6]
+    msk[:, 2] = planes[6]
+
+
+@reference(BACKTEST_STEP)
+def _backtest_step(launch, snaps, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, book_idx, mid_x2,
+                   atr_ema, skip_range, skip_crossed, actions, stop_loss, fee_per_lot, pos, trade_log, rewards, dones,
+                   min_px, max_px, atr_alpha, reward_scale, trade_cap, lots_per_entry, n,
+                   prev_trades, closed, closed_pnl, drawdown, money_scale, isv, reward_raw, reward_scaled, clipped,
+                   labels_out, labels, mask):
+    lobsim_step(launch, snaps, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, book_idx, mid_x2,
+                atr_ema, skip_range, skip_crossed, actions, stop_loss, fee_per_lot, pos, trade_log, rewards, dones,
+                min_px, max_px, atr_alpha, reward_scale, trade_cap, lots_per_entry, n)
+    closed_trades(pos, trade_log, prev_trades, closed, closed_pnl, drawdown, money_scale, trade_cap, n)
+    B = int(n)
+    out = agent_reward(rewards.f32(B), drawdown.f32(B), isv.f32())
+    for mem, values in zip((reward_raw.f32(B), reward_scaled.f32(B), clipped.u32(B)), out):
+        mem[:] = values
+    perception_targets(labels_out, labels, mask, B)

@@ -3,15 +3,15 @@
 The step, top to bottom (each line one phase; `phases` holds them in this order):
 
   gather       dataset: windows [K, B, F] and label planes at each backtest's cursor
-  bridge       perception targets
   encode       encoder forward: h_t for every backtest
   replay_push  the previous step's transition (its state, action, reward) enters the n-step rings; the
                transitions leaving them get their storage slots
   state        the agent's state s_t = [h_t | position features] (and lots, the open trade's drawdown)
   replay_flush completed n-step transitions copied into their slots; s_t is the next state of the newest
   act          the online C51 head on s_t, epsilon-greedy over the valid actions, gate, stop-loss
-  simulate     book update, market fills, PnL; then closed trades and drawdown
-  reward       equity change in ticks, drawdown penalty, PopArt scale, clamp
+  simulate     one thread a backtest: book update, market fills, PnL; closed trades and drawdown; the reward
+               (equity change in ticks, drawdown penalty, PopArt scale, clamp); the perception targets from the
+               gathered label planes
   replay_sample  a prioritized batch of stored transitions
   learn        perception and RL losses, every backward, the RL gradient into the encoder
   update       gradient clip, AdamW (learning rates from the ISV), target soft update
@@ -36,7 +36,7 @@ from ..data.device import DeviceDataset
 from ..data.features import FEATURES
 from ..data.resident import ResidencyError
 from ..isv import IsvBus
-from ..lobsim.sim import LobSim, LobSimConfig
+from ..lobsim.sim import BLOCK as SIM_BLOCK, LobSim, LobSimConfig
 from ..nn.heads import N_PERCEPTION
 from ..nn.model import STATE_DIM, Learner
 from ..component import Persistent
@@ -102,21 +102,17 @@ class TrainStep:
                                  stop_loss=self.sim.stop_loss, precision=cfg.precision)
         self.diagnostics = DiagnosticsRing(rt, ring_len=ring_len)
 
-        g = bridge.grid(B)
         self.phases = [
             ("gather", [self.data.gather_plan]),
-            ("bridge", [rt.plan(bridge.BRIDGE_BEFORE_ACT, g, bridge.BLOCK, (
-                self.data.labels_out, self.labels, self.mask, B))]),
             ("encode", enc.forward),
             ("replay_push", self.replay.push_plans),
             ("state", act.state_plans),
             ("replay_flush", self.replay.flush_plans),
             ("act", act.act_plans),
-            ("simulate", [*self.sim.plans, rt.plan(bridge.BRIDGE_AFTER_SIM, g, bridge.BLOCK, (
-                self.sim.pos, self.sim.trade_log, self.prev_trades, self.closed, self.closed_pnl, act.drawdown,
-                MONEY_SCALE, self.sim.config.trade_log_cap, B))]),
-            ("reward", [rt.plan(agent.AGENT_REWARD, agent.per_backtest_grid(B), agent.BLOCK, (
-                self.sim.rewards, act.drawdown, self.isv, self.reward_raw, self.reward_scaled, self.clipped, B))]),
+            ("simulate", [rt.plan(bridge.BACKTEST_STEP, self.sim.grid, SIM_BLOCK, (
+                *self.sim.step_args, self.prev_trades, self.closed, self.closed_pnl, act.drawdown, MONEY_SCALE,
+                self.isv, self.reward_raw, self.reward_scaled, self.clipped, self.data.labels_out, self.labels,
+                self.mask))]),
             ("replay_sample", self.replay.sample_plans),
             ("learn", self.learner.learn),
             ("update", self.learner.update),
