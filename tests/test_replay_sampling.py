@@ -11,7 +11,7 @@ from replay_helpers import WIDTH, chi_square_sf, random_step, upload_step
 
 
 def build_tree(leaves: np.ndarray, dtype=np.float64) -> np.ndarray:
-    """Internal sums level by level: tree[k] = tree[2k] + tree[2k+1], the adds replay_update_tree does."""
+    """Internal sums level by level: tree[k] = tree[2k] + tree[2k+1], the adds replay_tree_subtrees does."""
     cap = leaves.size
     tree = np.zeros(2 * cap, dtype)
     tree[cap:] = leaves
@@ -57,10 +57,11 @@ def test_rebuild_kernel_matches_naive_sums(ref_rt, rng):
     tree = rb.export_state()["tree"]
     assert np.array_equal(tree, np.concatenate([[0.0], build_tree(leaves)[1:]]))
     assert abs(tree[1] - leaves.sum()) <= 1e-12 * leaves.sum()
+    assert len(rb.rebuild_plans) == 1
 
 
 @pytest.mark.parametrize("cap", [2048, 1 << 14, 1 << 20])
-def test_subtree_rebuild_has_the_level_by_level_bits(ref_rt, rng, cap):
+def test_two_launch_rebuild_has_the_level_by_level_bits(ref_rt, rng, cap):
     """Subtrees of SUBTREE_SPAN leaves, then their top: every node bit-identical to the one-level-per-launch sums."""
     leaves = rng.random(cap) * 10.0 ** rng.uniform(-20, 20, cap)
     leaves[rng.random(cap) < 0.1] = 0.0
@@ -68,6 +69,7 @@ def test_subtree_rebuild_has_the_level_by_level_bits(ref_rt, rng, cap):
     rb.state["tree"].upload(np.concatenate([np.full(cap, np.nan), leaves]))
     rb.rebuild()
     got = rb.state["tree"].download()
+    assert len(rb.rebuild_plans) == 2
     assert np.isnan(got[0]) and np.array_equal(got[1:], build_tree(leaves)[1:])
     rb.close()
 

@@ -1,11 +1,10 @@
 // The n-step ring per backtest and its flush into the replay storage.
 //
-// One step: replay_ring_push appends this step's entry to each backtest's ring,
-// decides how many transitions leave it, and its last block gives them
+// One step: replay_ring_push appends this step's entry to each backtest's ring
+// and decides how many transitions leave it; replay_flush_scan gives them
 // consecutive slots (an exclusive prefix sum in backtest order: integer sums,
-// so slot order is the same on every run); replay_flush_write copies them out. Stream order
-// orders the two; inside the push an integer ticket picks the block that scans. No spin-waits,
-// no floating-point atomics.
+// so slot order is the same on every run); replay_flush_write copies them out. Stream order is the only
+// barrier between the three: no spin-waits, no atomics.
 //
 // Ring of backtest b: entries start..start+count-1 (mod n_max) of ring_h and
 // ring_rows; ring_pos[2b] = start, ring_pos[2b+1] = count. Entry i (0 = oldest)
@@ -25,78 +24,17 @@ __device__ __forceinline__ int replay_n_step(const float* isv, int n_max)
     return (int)fminf(fmaxf(isv[ISV_N_STEP], 1.0f), (float)n_max);
 }
 
-// The flush's slots: offsets[b] = exclusive prefix sum of the emit counts flush[2b] in backtest
-// order; counters: FLUSH_BASE = write head before, FLUSH_TOTAL = emitted, WRITE_HEAD advanced mod
-// capacity, LENGTH grown up to capacity. Run by every thread of one block of REPLAY_ROW_BLOCK
-// threads. Per chunk of REPLAY_ROW_BLOCK backtests: a shuffle scan inside each warp, a scan of the
-// warp totals by warp 0, then every thread adds its warp's base and the running total of earlier
-// chunks. Unsigned integer sums are exact, so the offsets are the same as a serial scan's whatever
-// the order of the adds. flush is read from L2 (__ldcg): other blocks of the launch wrote it.
-__device__ __forceinline__ void flush_offsets(const int* flush, unsigned int* __restrict__ offsets,
-                                              unsigned int* __restrict__ counters, int n_backtests, int capacity)
-{
-    constexpr int WARPS = REPLAY_ROW_BLOCK / 32;
-    __shared__ unsigned int warp_total[WARPS];
-    const int t = threadIdx.x;
-    const int lane = t & 31;
-    const int warp = t >> 5;
-    unsigned int running = 0u;  // the same in every thread: emits of the chunks before this one
-    for (int first = 0; first < n_backtests; first += REPLAY_ROW_BLOCK) {
-        const int b = first + t;
-        const unsigned int own = b < n_backtests ? (unsigned int)__ldcg(flush + 2 * b) : 0u;
-        unsigned int inclusive = own;
-#pragma unroll
-        for (int d = 1; d < 32; d <<= 1) {
-            const unsigned int below = __shfl_up_sync(0xffffffffu, inclusive, d);
-            if (lane >= d) inclusive += below;
-        }
-        if (lane == 31) warp_total[warp] = inclusive;
-        __syncthreads();
-        if (warp == 0) {
-            unsigned int sum = lane < WARPS ? warp_total[lane] : 0u;
-#pragma unroll
-            for (int d = 1; d < 32; d <<= 1) {
-                const unsigned int below = __shfl_up_sync(0xffffffffu, sum, d);
-                if (lane >= d) sum += below;
-            }
-            if (lane < WARPS) warp_total[lane] = sum;  // now inclusive over warps
-        }
-        __syncthreads();
-        const unsigned int warp_base = warp > 0 ? warp_total[warp - 1] : 0u;
-        if (b < n_backtests) offsets[b] = running + warp_base + inclusive - own;
-        running += warp_total[WARPS - 1];
-        __syncthreads();  // every thread has read warp_total before the next chunk rewrites it
-    }
-    if (t == 0) {
-        const unsigned int total = running;
-        const unsigned int base = counters[CTR_WRITE_HEAD];
-        const unsigned int cap = (unsigned int)capacity;
-        counters[CTR_FLUSH_BASE] = base;
-        counters[CTR_FLUSH_TOTAL] = total;
-        counters[CTR_WRITE_HEAD] = (base + total) & (cap - 1u);
-        const unsigned int len = counters[CTR_LENGTH];
-        counters[CTR_LENGTH] = total >= cap - len ? cap : len + total;
-    }
-}
-
-// replay_ring_push — grid (n_backtests) exactly, block (REPLAY_ROW_BLOCK).
+// replay_ring_push — grid (n_backtests), block (REPLAY_ROW_BLOCK).
 // Reads h_t[n_backtests*width] (the agent's state rows), action, reward, reward_raw, done, log_pi [n_backtests],
 // isv[ISV_N_STEP], ring_pos. Writes the new entry into ring_h / ring_rows,
 // ring_pos count += 1, flush[2b] = transitions to emit, flush[2b+1] = n used.
-// The slots of the flush are given out here, by the last block to finish: each block's thread 0
-// bumps ticket[0] (an integer atomic) after a __threadfence(); the block drawing n_backtests - 1
-// sees every emit count and runs flush_offsets (offsets, counters), then sets ticket[0] back to 0.
-// Which block is last changes no value (integer sums), and replay_flush_write, the next replay
-// launch, is left one job: the copy. ticket[0] is 0 before and after.
 extern "C" __global__ void replay_ring_push(
     float* __restrict__ ring_h, float* __restrict__ ring_rows, unsigned int* __restrict__ ring_pos,
-    int* __restrict__ flush, unsigned int* __restrict__ offsets, unsigned int* __restrict__ counters,
-    unsigned int* __restrict__ ticket,
+    int* __restrict__ flush,
     const float* __restrict__ h_t, const int* __restrict__ action, const float* __restrict__ reward,
     const float* __restrict__ reward_raw, const float* __restrict__ done, const float* __restrict__ log_pi,
-    const float* __restrict__ isv, int n_backtests, int n_max, int width, int capacity)
+    const float* __restrict__ isv, int n_backtests, int n_max, int width)
 {
-    __shared__ bool s_last;
     const int b = blockIdx.x;
     const int t = threadIdx.x;
     if (b >= n_backtests) return;
@@ -121,14 +59,62 @@ extern "C" __global__ void replay_ring_push(
         ring_pos[2 * b + 1] = (unsigned int)held;
         flush[2 * b] = emit;
         flush[2 * b + 1] = n;
-        __threadfence();  // flush[2b] is visible to every block before the ticket counts it
-        s_last = atomicAdd(ticket, 1u) == (unsigned int)n_backtests - 1u;
-        __threadfence();
     }
-    __syncthreads();
-    if (!s_last) return;
-    flush_offsets(flush, offsets, counters, n_backtests, capacity);
-    if (t == 0) ticket[0] = 0u;
+}
+
+// replay_flush_scan — grid (1), block (REPLAY_REDUCE_BLOCK = 32 warps).
+// Reads flush[2b] for b < n_backtests and counters. Writes offsets[b] = exclusive
+// prefix sum of the emit counts, counters: FLUSH_BASE = write head before,
+// FLUSH_TOTAL = emitted, WRITE_HEAD advanced mod capacity, LENGTH grown up to
+// capacity. Per chunk of 1,024 backtests: a shuffle scan inside each warp, a
+// scan of the 32 warp totals by warp 0, then every thread adds its warp's base
+// and the running total of earlier chunks. Unsigned integer sums are exact, so
+// the offsets are the same as a serial scan's whatever the order of the adds.
+extern "C" __global__ void replay_flush_scan(
+    const int* __restrict__ flush, unsigned int* __restrict__ offsets, unsigned int* __restrict__ counters,
+    int n_backtests, int capacity)
+{
+    __shared__ unsigned int warp_total[REPLAY_REDUCE_BLOCK / 32];
+    const int t = threadIdx.x;
+    const int lane = t & 31;
+    const int warp = t >> 5;
+    unsigned int running = 0u;  // the same in every thread: emits of the chunks before this one
+    for (int first = 0; first < n_backtests; first += REPLAY_REDUCE_BLOCK) {
+        const int b = first + t;
+        const unsigned int own = b < n_backtests ? (unsigned int)flush[2 * b] : 0u;
+        unsigned int inclusive = own;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const unsigned int below = __shfl_up_sync(0xffffffffu, inclusive, d);
+            if (lane >= d) inclusive += below;
+        }
+        if (lane == 31) warp_total[warp] = inclusive;
+        __syncthreads();
+        if (warp == 0) {
+            unsigned int sum = warp_total[lane];
+#pragma unroll
+            for (int d = 1; d < 32; d <<= 1) {
+                const unsigned int below = __shfl_up_sync(0xffffffffu, sum, d);
+                if (lane >= d) sum += below;
+            }
+            warp_total[lane] = sum;  // now inclusive over warps
+        }
+        __syncthreads();
+        const unsigned int warp_base = warp > 0 ? warp_total[warp - 1] : 0u;
+        if (b < n_backtests) offsets[b] = running + warp_base + inclusive - own;
+        running += warp_total[REPLAY_REDUCE_BLOCK / 32 - 1];
+        __syncthreads();  // every thread has read warp_total before the next chunk rewrites it
+    }
+    if (t == 0) {
+        const unsigned int total = running;
+        const unsigned int base = counters[CTR_WRITE_HEAD];
+        const unsigned int cap = (unsigned int)capacity;
+        counters[CTR_FLUSH_BASE] = base;
+        counters[CTR_FLUSH_TOTAL] = total;
+        counters[CTR_WRITE_HEAD] = (base + total) & (cap - 1u);
+        const unsigned int len = counters[CTR_LENGTH];
+        counters[CTR_LENGTH] = total >= cap - len ? cap : len + total;
+    }
 }
 
 // replay_flush_write — grid (n_backtests), block (REPLAY_ROW_BLOCK).
@@ -136,7 +122,7 @@ extern "C" __global__ void replay_ring_push(
 // floats k, k + block, ... of h_t and h_tp1 (coalesced rows), thread 0 computes the
 // n-step returns, writes the transition row and sets the leaf to the running
 // max priority. Then thread 0 drops the emitted entries from the ring.
-// Reads ring_*, flush, offsets and counters (as replay_ring_push left them), h_tp1[n_backtests*width], isv[ISV_GAMMA],
+// Reads ring_*, flush, offsets, counters, h_tp1[n_backtests*width], isv[ISV_GAMMA],
 // max_priority[0]. Writes store_h_t, store_h_tp1 [capacity*width], store_rows
 // [capacity*TR_COLS], tree[capacity + slot] (float64), ring_pos.
 // When one flush emits more than capacity transitions, only the last capacity

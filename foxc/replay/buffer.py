@@ -3,7 +3,7 @@
     rb = ReplayBuffer(rt, isv, capacity=65536, n_backtests=1024, batch=1024, width=132, seed=7)
     rb.inputs["h_t"].upload(...)         # or pass other components' arrays as `inputs=`
     rb.push(); rb.flush(); rb.sample()   # rb.sampled["h_t"], ["weight"], ["index"], ...
-    rb.inputs["td"] <- |TD| of the batch; rb.update_priorities()   # the leaves, then the whole tree
+    rb.inputs["td"] <- |TD| of the batch; rb.update_priorities(); rb.rebuild()
 
 Every method only launches prebuilt plans on the stream: no allocation, no
 host reads and no host branches on device data, so a whole step can be
@@ -19,9 +19,10 @@ import numpy as np
 from .. import vec
 from ..component import Component
 from ..rng import seed_states
-from .layout import CTR_COUNT, MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS, MAX_WIDTH, N_STEP_MAX, RING_COLS, ROW_BLOCK, TR_COLS
-from .nstep import FLUSH_WRITE, RING_PUSH
-from .priority import plan_update_tree
+from .layout import (CTR_COUNT, MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS, MAX_WIDTH, N_STEP_MAX, REDUCE_BLOCK,
+                     RING_COLS, ROW_BLOCK, TR_COLS)
+from .nstep import FLUSH_SCAN, FLUSH_WRITE, RING_PUSH
+from .priority import UPDATE_PRIORITIES, rebuild_plans
 from .sampling import SAMPLE
 
 # name -> (shape given capacity C, envs E, batch S, ring length N, row width W; dtype)
@@ -40,9 +41,7 @@ _STATE = {
 _SCRATCH = {
     "flush": (lambda C, E, S, N, W: (E, 2), np.int32),
     "offsets": (lambda C, E, S, N, W: (E,), np.uint32),
-    # finished-block count of replay_ring_push, replay_sample and replay_update_tree (their last block
-    # finishes the job): 0 between launches, which stream order never overlaps
-    "ticket": (lambda C, E, S, N, W: (1,), np.uint32),
+    "ticket": (lambda C, E, S, N, W: (1,), np.uint32),  # replay_sample's finished-block count: 0 between launches
 }
 INPUTS = {
     "h_t": (lambda E, S, W: (E, W), np.float32),
@@ -99,18 +98,22 @@ class ReplayBuffer(Component):
         rt, s, x, i, o = self.rt, self.state, self.scratch, self.inputs, self.sampled
         E, S, N, C, W = self.n_backtests, self.batch, self.n_max, self.capacity, self.width
         self.push_plans = [rt.plan(RING_PUSH, E, ROW_BLOCK, (
-            s["ring_h"], s["ring_rows"], s["ring_pos"], x["flush"], x["offsets"], s["counters"], x["ticket"],
-            i["h_t"], i["action"], i["reward"], i["reward_raw"], i["done"], i["log_pi"], self.isv, E, N, W, C))]
-        self.flush_plans = [rt.plan(FLUSH_WRITE, E, ROW_BLOCK, (
-            s["ring_h"], s["ring_rows"], s["ring_pos"], x["flush"], x["offsets"], s["counters"], i["h_tp1"],
-            self.isv, s["max_priority"], s["store_h_t"], s["store_h_tp1"], s["store_rows"], s["tree"], E, N, C, W))]
+            s["ring_h"], s["ring_rows"], s["ring_pos"], x["flush"], i["h_t"], i["action"], i["reward"],
+            i["reward_raw"], i["done"], i["log_pi"], self.isv, E, N, W))]
+        self.flush_plans = [
+            rt.plan(FLUSH_SCAN, 1, REDUCE_BLOCK, (x["flush"], x["offsets"], s["counters"], E, C)),
+            rt.plan(FLUSH_WRITE, E, ROW_BLOCK, (
+                s["ring_h"], s["ring_rows"], s["ring_pos"], x["flush"], x["offsets"], s["counters"], i["h_tp1"],
+                self.isv, s["max_priority"], s["store_h_t"], s["store_h_tp1"], s["store_rows"], s["tree"],
+                E, N, C, W)),
+        ]
         self.sample_plans = [rt.plan(SAMPLE, S, ROW_BLOCK, (
             s["tree"], s["counters"], s["store_h_t"], s["store_h_tp1"], s["store_rows"], s["rng"], self.isv,
             o["h_t"], o["h_tp1"], o["action"], o["return"], o["return_raw"], o["done"], o["log_pi"],
             o["gamma_n"], o["index"], o["prob"], o["weight"], x["ticket"], S, C, W))]
-        tree_args = (s["tree"], o["index"], i["td"], self.isv, s["max_priority"], x["ticket"])
-        self.update_plans = [plan_update_tree(rt, *tree_args, S, C)]
-        self.rebuild_plans = [plan_update_tree(rt, *tree_args, 0, C)]  # no sample: the internal sums alone
+        self.update_plans = [rt.plan(UPDATE_PRIORITIES, 1, REDUCE_BLOCK, (
+            s["tree"], o["index"], i["td"], self.isv, s["max_priority"], S, C))]
+        self.rebuild_plans = rebuild_plans(rt, s["tree"], C)
 
     def _run(self, plans, stream):
         stream = stream or self.rt.stream
@@ -119,8 +122,7 @@ class ReplayBuffer(Component):
 
     # --- one step, in the trainer's order ---------------------------------------
     def push(self, stream=None):
-        """Append inputs h_t, action, reward, reward_raw, done, log_pi to every backtest's ring; give the
-        transitions leaving the rings their slots (the flush copies them)."""
+        """Append inputs h_t, action, reward, reward_raw, done, log_pi to every backtest's ring."""
         self._run(self.push_plans, stream)
 
     def flush(self, stream=None):
@@ -132,21 +134,22 @@ class ReplayBuffer(Component):
         self._run(self.sample_plans, stream)
 
     def update_priorities(self, stream=None):
-        """Set the sampled leaves' priorities from input td (|TD error|) and rebuild the tree (one launch)."""
+        """Set the sampled leaves' priorities from input td (|TD error|)."""
         self._run(self.update_plans, stream)
 
     def rebuild(self, stream=None):
-        """Recompute the tree's internal sums from its leaves (after leaves were set from outside a step)."""
+        """Recompute the tree's internal sums: subtrees of SUBTREE_SPAN leaves, then their top (two launches)."""
         self._run(self.rebuild_plans, stream)
 
     def step(self, stream=None):
-        """push, flush, sample, update_priorities: what a training step launches (TD comes from outside)."""
-        for part in (self.push, self.flush, self.sample, self.update_priorities):
+        """push, flush, sample, update_priorities, rebuild: what a training step launches (TD comes from outside)."""
+        for part in (self.push, self.flush, self.sample, self.update_priorities, self.rebuild):
             part(stream)
 
     @property
     def launches_per_step(self) -> int:
-        return sum(len(p) for p in (self.push_plans, self.flush_plans, self.sample_plans, self.update_plans))
+        return sum(len(p) for p in (self.push_plans, self.flush_plans, self.sample_plans, self.update_plans,
+                                    self.rebuild_plans))
 
     # --- state outside a step -----------------------------------------------------
     def reset(self):

@@ -20,12 +20,14 @@ MODULE = "replay/nstep"
 
 RING_PUSH = KernelSpec(
     "replay_ring_push", MODULE,
-    (ptr("ring_h"), ptr("ring_rows"), ptr("ring_pos"), ptr("flush"), ptr("offsets"), ptr("counters"),
-     ptr("ticket"), ptr("h_t"), ptr("action"), ptr("reward"), ptr("reward_raw"), ptr("done"), ptr("log_pi"),
-     ptr("isv"), i32("n_backtests"), i32("n_max"), i32("width"), i32("capacity")),
+    (ptr("ring_h"), ptr("ring_rows"), ptr("ring_pos"), ptr("flush"), ptr("h_t"), ptr("action"), ptr("reward"),
+     ptr("reward_raw"), ptr("done"), ptr("log_pi"), ptr("isv"), i32("n_backtests"), i32("n_max"), i32("width")),
     doc="append this step's entry (a width-float state row and its scalars) to every ring; flush[2b] = "
-        "transitions leaving, flush[2b+1] = n; the last block (integer ticket) scans the emit counts into "
-        "offsets and advances write head and length; grid n_backtests, block ROW_BLOCK")
+        "transitions leaving, flush[2b+1] = n; grid n_backtests, block ROW_BLOCK")
+FLUSH_SCAN = KernelSpec(
+    "replay_flush_scan", MODULE,
+    (ptr("flush"), ptr("offsets"), ptr("counters"), i32("n_backtests"), i32("capacity")),
+    doc="exclusive prefix sum of the emit counts (warp-shuffle scan); advances write head and length; grid 1, block 1024")
 FLUSH_WRITE = KernelSpec(
     "replay_flush_write", MODULE,
     (ptr("ring_h"), ptr("ring_rows"), ptr("ring_pos"), ptr("flush"), ptr("offsets"), ptr("counters"),
@@ -48,16 +50,8 @@ def _fma32(a, b, c) -> np.float32:
 
 
 @reference(RING_PUSH)
-def _ring_push_scan(launch, ring_h, ring_rows, ring_pos, flush, offsets, counters, ticket, h_t, action, reward,
-                    reward_raw, done, log_pi, isv, n_backtests, n_max, width, capacity):
-    _ring_push(ring_h, ring_rows, ring_pos, flush, h_t, action, reward, reward_raw, done, log_pi, isv,
-               n_backtests, n_max, width)
-    _flush_offsets(flush, offsets, counters, n_backtests, capacity)  # the last block's part; ticket stays 0
-
-
-def _ring_push(ring_h, ring_rows, ring_pos, flush, h_t, action, reward, reward_raw, done, log_pi, isv,
+def _ring_push(launch, ring_h, ring_rows, ring_pos, flush, h_t, action, reward, reward_raw, done, log_pi, isv,
                n_backtests, n_max, width):
-    """Every block's part of replay_ring_push: the entry into the ring, the emit count and n."""
     nb, nm, w = int(n_backtests), int(n_max), int(width)
     pos = ring_pos.u32(2 * nb).reshape(nb, 2)
     ring = ring_h.f32(nb * nm * w).reshape(nb, nm, w)
@@ -80,8 +74,8 @@ def _ring_push(ring_h, ring_rows, ring_pos, flush, h_t, action, reward, reward_r
     pos[:, 1] = held
 
 
-def _flush_offsets(flush, offsets, counters, n_backtests, capacity):
-    """flush_offsets (replay_ring_push's last block): the exclusive prefix sum of the emit counts, the counters."""
+@reference(FLUSH_SCAN)
+def _flush_scan(launch, flush, offsets, counters, n_backtests, capacity):
     nb, cap = int(n_backtests), int(capacity)
     emit = flush.i32(2 * nb)[0::2].astype(np.int64)
     offsets.u32(nb)[:] = (np.cumsum(emit) - emit).astype(np.uint32)

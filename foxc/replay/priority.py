@@ -1,4 +1,4 @@
-"""Priority updates and the sum-tree rebuild in shared-memory subtrees, one kernel (cuda/replay/priority.cu), with its numpy reference."""
+"""Priority updates and the sum-tree rebuild in shared-memory subtrees (cuda/replay/priority.cu) with numpy references."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,13 +9,14 @@ from .layout import PRIORITY_EPS, SUBTREE_BLOCK, SUBTREE_SPAN
 
 MODULE = "replay/priority"
 
-UPDATE_TREE = KernelSpec(
-    "replay_update_tree", MODULE,
-    (ptr("tree"), ptr("index"), ptr("td"), ptr("isv"), ptr("max_priority"), ptr("ticket"), i32("batch"),
-     i32("capacity")),
-    doc="leaf = (|td| + eps)^alpha (index non-decreasing; last of each run of equal indices writes), block g "
-        "sums its run of SUBTREE_SPAN leaves up to its subtree root, the last block (integer ticket) the top and "
-        "the running max; grid capacity/span, block SUBTREE_BLOCK")
+UPDATE_PRIORITIES = KernelSpec(
+    "replay_update_priorities", MODULE,
+    (ptr("tree"), ptr("index"), ptr("td"), ptr("isv"), ptr("max_priority"), i32("batch"), i32("capacity")),
+    doc="leaf = (|td| + eps)^alpha, last of each run of equal indices writes; running max; grid 1, block 1024")
+TREE_SUBTREES = KernelSpec(
+    "replay_tree_subtrees", MODULE, (ptr("tree"), i32("level"), i32("span")),
+    doc="block g sums nodes [level + g*span, +span) up to their subtree root in shared memory; "
+        "grid level/span, block SUBTREE_BLOCK")
 
 _ALPHA = slot_index("per_alpha")
 
@@ -27,8 +28,8 @@ def priorities_of(td: np.ndarray, alpha) -> np.ndarray:
         return np.power(e + np.float32(PRIORITY_EPS), np.float32(alpha))
 
 
-def _update_priorities(tree, index, td, isv, max_priority, batch, capacity):
-    """replay_update_tree's priorities: the leaves every block writes, and the last block's running max."""
+@reference(UPDATE_PRIORITIES)
+def _update_priorities(launch, tree, index, td, isv, max_priority, batch, capacity):
     nb, cap = int(batch), int(capacity)
     idx = index.i32(nb)
     e = np.abs(td.f32(nb))
@@ -44,8 +45,7 @@ def _update_priorities(tree, index, td, isv, max_priority, batch, capacity):
 
 
 def subtree_sums(tree: np.ndarray, level: int, span: int, blocks: int | None = None):
-    """What `blocks` runs of `span` nodes at `level` sum up to their subtree roots (all level // span by
-    default), level by level.
+    """What `blocks` blocks of replay_tree_subtrees write (all level // span by default), level by level.
 
     Every node is tree[2k] + tree[2k+1], computed once: the same bits as any other
     bottom-up order of the same adds.
@@ -59,18 +59,19 @@ def subtree_sums(tree: np.ndarray, level: int, span: int, blocks: int | None = N
         w //= 2
 
 
-@reference(UPDATE_TREE)
-def _update_tree(launch, tree, index, td, isv, max_priority, ticket, batch, capacity):
-    cap = int(capacity)
-    span = min(cap, SUBTREE_SPAN)
-    _update_priorities(tree, index, td, isv, max_priority, batch, cap)
-    t = tree.f64(2 * cap)
-    subtree_sums(t, cap, span)  # every block: its run up to its subtree root
-    if cap // span > 1:  # the last block: the top; ticket stays 0
-        subtree_sums(t, cap // span, cap // span)
+@reference(TREE_SUBTREES)
+def _tree_subtrees(launch, tree, level, span):
+    lv, sp = int(level), int(span)
+    if sp < 2 or sp > SUBTREE_SPAN:
+        return
+    subtree_sums(tree.f64(2 * lv), lv, sp, launch.grid[0])
 
 
-def plan_update_tree(rt, tree, index, td, isv, max_priority, ticket, batch: int, capacity: int):
-    """The priority update and the whole rebuild, one launch; batch 0 is the rebuild alone."""
-    return rt.plan(UPDATE_TREE, capacity // min(capacity, SUBTREE_SPAN), SUBTREE_BLOCK,
-                   (tree, index, td, isv, max_priority, ticket, batch, capacity))
+def rebuild_plans(rt, tree, capacity: int) -> list:
+    """The subtrees of SUBTREE_SPAN leaves, then (when capacity exceeds that) one block over their roots."""
+    span = min(capacity, SUBTREE_SPAN)
+    plans = [rt.plan(TREE_SUBTREES, capacity // span, SUBTREE_BLOCK, (tree, capacity, span))]
+    top = capacity // span
+    if top > 1:
+        plans.append(rt.plan(TREE_SUBTREES, 1, SUBTREE_BLOCK, (tree, top, top)))
+    return plans

@@ -4,10 +4,9 @@ The step, top to bottom (each line one phase; `phases` holds them in this order)
 
   gather       dataset: windows [K, B, F] and label planes at each backtest's cursor
   encode       encoder forward: h_t for every backtest
-  replay_push  the previous step's transition (its state, action, reward) enters the n-step rings; the
-               transitions leaving them get their storage slots
+  replay_push  the previous step's transition (its state, action, reward) enters the n-step rings
   state        the agent's state s_t = [h_t | position features] (and lots, the open trade's drawdown)
-  replay_flush completed n-step transitions copied into their slots; s_t is the next state of the newest
+  replay_flush completed n-step transitions into storage; s_t is the next state of the newest
   act          the online C51 head on s_t, epsilon-greedy over the valid actions, gate, stop-loss
   simulate     one thread a backtest: book update, market fills, PnL; closed trades and drawdown; the reward
                (equity change in ticks, drawdown penalty, PopArt scale, clamp); the perception targets from the
@@ -15,7 +14,7 @@ The step, top to bottom (each line one phase; `phases` holds them in this order)
   replay_sample  a prioritized batch of stored transitions
   learn        perception and RL losses, every backward, the RL gradient into the encoder
   update       gradient clip, AdamW (learning rates from the ISV), target soft update
-  priorities   |TD| of the batch into the tree, tree rebuild (one kernel)
+  priorities   |TD| of the batch into the tree, tree rebuild
   control      step statistics, reward/PopArt, learning-rate plateau and other controllers, the step's frame
                into the mapped-pinned ring, the step counter, the ISV published to the host (one kernel)
   advance      cursors move on, or start new episodes (the next step gathers at them)
@@ -116,7 +115,7 @@ class TrainStep:
             ("replay_sample", self.replay.sample_plans),
             ("learn", self.learner.learn),
             ("update", self.learner.update),
-            ("priorities", self.replay.update_plans),
+            ("priorities", [*self.replay.update_plans, *self.replay.rebuild_plans]),
             ("control", [
                 rt.plan(agent.AGENT_STEP_END, 1, agent.STATS_BLOCK, (
                     act.probs, self.sim.actions, act.flags, self.reward_raw, self.reward_scaled, self.clipped,

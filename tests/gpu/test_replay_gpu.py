@@ -9,10 +9,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from foxc.isv import IsvBus  # noqa: E402
 from foxc.replay import STATE_NAMES, ReplayBuffer  # noqa: E402
-from foxc.replay.layout import (CTR_LENGTH, CTR_WRITE_HEAD, ROW_BLOCK, RING_COLS,  # noqa: E402
+from foxc.replay.layout import (CTR_LENGTH, CTR_WRITE_HEAD, ROW_BLOCK, REDUCE_BLOCK, RING_COLS,  # noqa: E402
                                 SUBTREE_BLOCK, SUBTREE_SPAN, TR_COLS)
-from foxc.replay.nstep import FLUSH_WRITE, RING_PUSH  # noqa: E402
-from foxc.replay.priority import UPDATE_TREE  # noqa: E402
+from foxc.replay.nstep import FLUSH_SCAN, FLUSH_WRITE, RING_PUSH  # noqa: E402
+from foxc.replay.priority import TREE_SUBTREES, UPDATE_PRIORITIES  # noqa: E402
 from foxc.replay.sampling import SAMPLE, is_weights  # noqa: E402
 from foxc.testing import assert_close, poisoned, run_kernel  # noqa: E402
 from replay_helpers import WIDTH, chi_square_sf, random_step, upload_step  # noqa: E402
@@ -49,23 +49,24 @@ def ring_state(rng, n_backtests, n_max):
     return ring_h, rows, pos
 
 
-@pytest.mark.parametrize("n_backtests,n_max,n", [(1, 1, 1), (1000, 8, 3), (4099, 8, 8), (333, 5, 2), (1024, 8, 1)])
+@pytest.mark.parametrize("n_backtests,n_max,n", [(1, 1, 1), (1000, 8, 3), (4099, 8, 8), (333, 5, 2)])
 def test_push_scan_write_match_reference(cuda_rt, ref_rt, rng, n_backtests, n_max, n):
-    """replay_ring_push (its last block's scan included: offsets, counters, the ticket back at 0), then the write."""
     cap = 1 << 12
     isv = isv_host(ref_rt, n_step=n, gamma=0.97)
     ring_h, rows, pos = ring_state(rng, n_backtests, n_max)
     s = random_step(rng, n_backtests, 1, done_rate=0.2)
-    counters = np.array([rng.integers(0, cap), rng.integers(0, cap + 1), 7, 7], np.uint32)
-    counters[CTR_WRITE_HEAD] = counters[CTR_WRITE_HEAD] % cap
-    push_args = [ring_h, rows, pos, poisoned((n_backtests, 2), np.int32), poisoned(n_backtests, np.uint32), counters,
-                 np.zeros(1, np.uint32), s["h_t"], s["action"], s["reward"], s["reward_raw"], s["done"], s["log_pi"],
-                 isv, n_backtests, n_max, WIDTH, cap]
+    push_args = [ring_h, rows, pos, poisoned((n_backtests, 2), np.int32), s["h_t"], s["action"], s["reward"],
+                 s["reward_raw"], s["done"], s["log_pi"], isv, n_backtests, n_max, WIDTH]
     got, want = both(cuda_rt, ref_rt, RING_PUSH, n_backtests, ROW_BLOCK, push_args)
     same(got, want, "replay_ring_push")
-    assert got[6][0] == 0, "the last block resets the ticket"
-    ring_h, rows, pos, flush, offsets, counters = want[:6]
-    assert np.array_equal(offsets, np.cumsum(flush[:, 0]) - flush[:, 0])
+    ring_h, rows, pos, flush = want[:4]
+
+    counters = np.array([rng.integers(0, cap), rng.integers(0, cap + 1), 7, 7], np.uint32)
+    counters[CTR_WRITE_HEAD] = counters[CTR_WRITE_HEAD] % cap
+    got, want = both(cuda_rt, ref_rt, FLUSH_SCAN, 1, REDUCE_BLOCK,
+                     [flush, poisoned(n_backtests, np.uint32), counters, n_backtests, cap])
+    same(got, want, "replay_flush_scan")
+    offsets, counters = want[1], want[2]
 
     store_h = poisoned((cap, WIDTH))
     tree = poisoned(2 * cap, np.float64)
@@ -151,44 +152,43 @@ def test_sample_weights_every_launch_of_a_buffer(cuda_rt, ref_rt):
         rb.close()
 
 
-def update_tree(cuda_rt, ref_rt, tree, index, td, isv, max_priority, batch, cap):
-    args = [tree, index, td, isv, max_priority, np.zeros(1, np.uint32), batch, cap]
-    got, want = both(cuda_rt, ref_rt, UPDATE_TREE, cap // min(cap, SUBTREE_SPAN), SUBTREE_BLOCK, args)
-    assert got[5][0] == 0 and want[5][0] == 0, "the last block resets the ticket"
-    return got, want
-
-
-@pytest.mark.parametrize("cap,batch", [(1 << 10, 1024), (1 << 16, 65_536), (1 << 8, 3000), (1 << 12, 1024),
-                                       (2, 5), (1 << 20, 4096), (1 << 11, 1)])
-def test_update_tree_matches_reference(cuda_rt, ref_rt, rng, cap, batch):
-    """Priorities into the leaves (sorted indices, duplicates, -1, inf), every internal node rebuilt, the max."""
+@pytest.mark.parametrize("cap,batch", [(1 << 10, 1024), (1 << 16, 65_536), (1 << 8, 3000)])
+def test_update_priorities_matches_reference(cuda_rt, ref_rt, rng, cap, batch):
     index = np.sort(rng.integers(-1, cap, batch)).astype(np.int32)
     td = (rng.standard_normal(batch) * 10.0 ** rng.uniform(-4, 2, batch)).astype(np.float32)
     td[rng.random(batch) < 0.01] = np.inf
-    tree = np.full(2 * cap, np.nan)
-    tree[cap:] = rng.random(cap)
+    tree = rng.random(2 * cap)
     isv = isv_host(ref_rt, per_alpha=0.6)
-    got, want = update_tree(cuda_rt, ref_rt, tree, index, td, isv, np.array([0.75], np.float32), batch, cap)
-    # powf is not numpy's power: the new leaves (and the sums over them) agree to float32 rounding
-    same(got[:5], want[:5], "replay_update_tree", rtol=1e-6)
-    g = got[0]
-    untouched = np.ones(cap, bool)
-    untouched[index[index >= 0]] = False
-    assert np.array_equal(g[cap:][untouched], tree[cap:][untouched])
-    assert np.isnan(g[0]) and np.array_equal(g[1:], level_sums(g[cap:])[1:]), "the level-sum bits of its leaves"
+    got, want = both(cuda_rt, ref_rt, UPDATE_PRIORITIES, 1, REDUCE_BLOCK,
+                     [tree, index, td, isv, np.array([0.75], np.float32), batch, cap])
+    same(got, want, "replay_update_priorities", rtol=1e-6)
 
 
-@pytest.mark.parametrize("cap", [2, 8, 64, 1 << 10, 1 << 11, 1 << 16, 1 << 20])
-def test_rebuild_matches_reference(cuda_rt, ref_rt, rng, cap):
-    """batch 0: the rebuild alone, on a NaN-poisoned tree; bit-identical, with the level-sum bits."""
+@pytest.mark.parametrize("cap", [2, 1 << 10, 1 << 11, 1 << 16, 1 << 20])
+def test_tree_subtrees_match_reference(cuda_rt, ref_rt, rng, cap):
+    """Both rebuild launches against the reference on a NaN-poisoned tree; the result has the level-sum bits."""
     tree = np.full(2 * cap, np.nan)
     tree[cap:] = rng.random(cap) * 10.0 ** rng.uniform(-20, 20, cap)
     tree[cap:][rng.random(cap) < 0.1] = 0.0
-    got, want = update_tree(cuda_rt, ref_rt, tree, np.zeros(1, np.int32), np.zeros(1, np.float32),
-                            isv_host(ref_rt), np.array([2.5], np.float32), 0, cap)
-    same(got, want, "replay_update_tree, batch 0")  # float64 adds: bit-identical
-    assert got[4][0] == 2.5
-    assert np.isnan(got[0][0]) and np.array_equal(got[0][1:], level_sums(tree[cap:])[1:])
+    span = min(cap, SUBTREE_SPAN)
+    got, want = both(cuda_rt, ref_rt, TREE_SUBTREES, cap // span, SUBTREE_BLOCK, [tree, cap, span])
+    same(got, want, "replay_tree_subtrees over the leaves")  # float64 adds: bit-identical
+    top = cap // span
+    assert np.isnan(want[0][:top]).all() and not np.isnan(want[0][top:]).any()
+    tree = want[0]
+    if top > 1:
+        got, want = both(cuda_rt, ref_rt, TREE_SUBTREES, 1, SUBTREE_BLOCK, [tree, top, top])
+        same(got, want, "replay_tree_subtrees over the subtree roots")
+        tree = want[0]
+    assert np.isnan(tree[0]) and np.array_equal(tree[1:], level_sums(tree[cap:])[1:])
+
+
+@pytest.mark.parametrize("level,span,grid", [(64, 16, 4), (64, 16, 2), (4096, 512, 8), (8, 2, 4)])
+def test_tree_subtrees_other_spans_match_reference(cuda_rt, ref_rt, rng, level, span, grid):
+    tree = np.full(2 * level, np.nan)
+    tree[level:] = rng.random(level)
+    got, want = both(cuda_rt, ref_rt, TREE_SUBTREES, grid, SUBTREE_BLOCK, [tree, level, span])
+    same(got, want, f"replay_tree_subtrees level={level} span={span} grid={grid}")
 
 
 def test_chi_square_on_gpu_and_same_draws_as_reference(cuda_rt, ref_rt):
