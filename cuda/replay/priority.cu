@@ -40,25 +40,21 @@ extern "C" __global__ void replay_update_priorities(
 // dividing level); block g sums run g up to its own root, writing every node
 // of that subtree as tree[k] = tree[2k] + tree[2k+1]: the one float64 add per
 // node of a level-by-level rebuild, so the tree's bits do not depend on how it
-// is cut into launches. The subtree is held in shared memory in heap order
-// (local node j has children 2j and 2j+1, the run sits at [span, 2*span)), with
-// one __syncthreads() per level; local node w + t of the level w wide is global
+// is cut. The subtree is held in shared memory in heap order (local node j has
+// children 2j and 2j+1, the run sits at [span, 2*span)), with one
+// __syncthreads() per level; local node w + t of the level w wide is global
 // node (level/span + g) * w + t.
-// The host launches it twice per rebuild (priority.py: rebuild_plans): runs of
-// REPLAY_SUBTREE_SPAN leaves, which writes every node at or below level
-// capacity / REPLAY_SUBTREE_SPAN, then one block over those nodes, up to the root;
-// once when capacity <= REPLAY_SUBTREE_SPAN. Stream order orders the two.
-// Reads tree[level + g*span .. + span). Writes the internal nodes of block g's subtree.
-extern "C" __global__ void replay_tree_subtrees(double* __restrict__ tree, int level, int span)
+// With top = level / span > 1 (at most REPLAY_SUBTREE_SPAN) and the whole grid
+// launched, the last block to finish its subtree (an integer ticket after a
+// __threadfence(), as replay_sample's weights) then sums the top roots
+// tree[top .. 2*top) up to the root the same way, read from L2 (written by
+// the other blocks of this launch), and puts the ticket back to 0: one launch
+// rebuilds the whole tree, every node the same add as a level-by-level
+// rebuild, whichever block is last. A partial grid writes only its subtrees.
+// Reads tree[level + g*span .. + span). Writes the internal nodes of block g's
+// subtree (and the last block, tree[1 .. top)); ticket[0] is 0 before and after.
+__device__ __forceinline__ void sum_up(double* tree, double* node, int span, long long root, int t)
 {
-    __shared__ double node[2 * REPLAY_SUBTREE_SPAN];
-    const int t = threadIdx.x;
-    const int g = blockIdx.x;
-    if (span < 2 || span > REPLAY_SUBTREE_SPAN || g >= level / span) return;
-    const long long first = (long long)level + (long long)g * span;
-    for (int i = t; i < span; i += REPLAY_SUBTREE_BLOCK) node[span + i] = tree[first + i];
-    __syncthreads();
-    const long long root = level / span + g;
     for (int w = span / 2; w >= 1; w >>= 1) {
         if (t < w) {
             const double sum = node[2 * (w + t)] + node[2 * (w + t) + 1];
@@ -67,4 +63,31 @@ extern "C" __global__ void replay_tree_subtrees(double* __restrict__ tree, int l
         }
         __syncthreads();
     }
+}
+
+extern "C" __global__ void replay_tree_subtrees(double* __restrict__ tree, unsigned int* __restrict__ ticket,
+                                                int level, int span)
+{
+    __shared__ double node[2 * REPLAY_SUBTREE_SPAN];
+    __shared__ bool s_last;
+    const int t = threadIdx.x;
+    const int g = blockIdx.x;
+    const int top = level / span;
+    if (span < 2 || span > REPLAY_SUBTREE_SPAN || g >= top) return;
+    const long long first = (long long)level + (long long)g * span;
+    for (int i = t; i < span; i += REPLAY_SUBTREE_BLOCK) node[span + i] = tree[first + i];
+    __syncthreads();
+    sum_up(tree, node, span, (long long)top + g, t);
+    if (top < 2 || top > REPLAY_SUBTREE_SPAN || (int)gridDim.x != top) return;
+    if (t == 0) {
+        __threadfence();  // this block's root, tree[top + g], is visible to every block before the ticket counts it
+        s_last = atomicAdd(ticket, 1u) == (unsigned int)top - 1u;
+        __threadfence();
+    }
+    __syncthreads();
+    if (!s_last) return;
+    for (int i = t; i < top; i += REPLAY_SUBTREE_BLOCK) node[top + i] = __ldcg(tree + top + i);
+    __syncthreads();
+    sum_up(tree, node, top, 1, t);
+    if (t == 0) ticket[0] = 0u;
 }

@@ -42,6 +42,7 @@ _SCRATCH = {
     "flush": (lambda C, E, S, N, W: (E, 2), np.int32),
     "offsets": (lambda C, E, S, N, W: (E,), np.uint32),
     "ticket": (lambda C, E, S, N, W: (1,), np.uint32),  # replay_sample's finished-block count: 0 between launches
+    "tree_ticket": (lambda C, E, S, N, W: (1,), np.uint32),  # replay_tree_subtrees' finished-block count: the same
 }
 INPUTS = {
     "h_t": (lambda E, S, W: (E, W), np.float32),
@@ -113,7 +114,7 @@ class ReplayBuffer(Component):
             o["gamma_n"], o["index"], o["prob"], o["weight"], x["ticket"], S, C, W))]
         self.update_plans = [rt.plan(UPDATE_PRIORITIES, 1, REDUCE_BLOCK, (
             s["tree"], o["index"], i["td"], self.isv, s["max_priority"], S, C))]
-        self.rebuild_plans = rebuild_plans(rt, s["tree"], C)
+        self.rebuild_plans = rebuild_plans(rt, s["tree"], x["tree_ticket"], C)
 
     def _run(self, plans, stream):
         stream = stream or self.rt.stream

@@ -14,9 +14,9 @@ UPDATE_PRIORITIES = KernelSpec(
     (ptr("tree"), ptr("index"), ptr("td"), ptr("isv"), ptr("max_priority"), i32("batch"), i32("capacity")),
     doc="leaf = (|td| + eps)^alpha, last of each run of equal indices writes; running max; grid 1, block 1024")
 TREE_SUBTREES = KernelSpec(
-    "replay_tree_subtrees", MODULE, (ptr("tree"), i32("level"), i32("span")),
-    doc="block g sums nodes [level + g*span, +span) up to their subtree root in shared memory; "
-        "grid level/span, block SUBTREE_BLOCK")
+    "replay_tree_subtrees", MODULE, (ptr("tree"), ptr("ticket"), i32("level"), i32("span")),
+    doc="block g sums nodes [level + g*span, +span) up to their subtree root in shared memory, and with the "
+        "whole grid the last block the level / span roots up to the root; grid level/span, block SUBTREE_BLOCK")
 
 _ALPHA = slot_index("per_alpha")
 
@@ -60,18 +60,17 @@ def subtree_sums(tree: np.ndarray, level: int, span: int, blocks: int | None = N
 
 
 @reference(TREE_SUBTREES)
-def _tree_subtrees(launch, tree, level, span):
+def _tree_subtrees(launch, tree, ticket, level, span):
     lv, sp = int(level), int(span)
     if sp < 2 or sp > SUBTREE_SPAN:
         return
-    subtree_sums(tree.f64(2 * lv), lv, sp, launch.grid[0])
+    nodes, top = tree.f64(2 * lv), lv // sp
+    subtree_sums(nodes, lv, sp, launch.grid[0])
+    if 2 <= top <= SUBTREE_SPAN and launch.grid[0] == top:  # the last block sums the roots
+        subtree_sums(nodes, top, top)
 
 
-def rebuild_plans(rt, tree, capacity: int) -> list:
-    """The subtrees of SUBTREE_SPAN leaves, then (when capacity exceeds that) one block over their roots."""
+def rebuild_plans(rt, tree, ticket, capacity: int) -> list:
+    """One launch: the subtrees of SUBTREE_SPAN leaves, and (when capacity exceeds that) their top."""
     span = min(capacity, SUBTREE_SPAN)
-    plans = [rt.plan(TREE_SUBTREES, capacity // span, SUBTREE_BLOCK, (tree, capacity, span))]
-    top = capacity // span
-    if top > 1:
-        plans.append(rt.plan(TREE_SUBTREES, 1, SUBTREE_BLOCK, (tree, top, top)))
-    return plans
+    return [rt.plan(TREE_SUBTREES, capacity // span, SUBTREE_BLOCK, (tree, ticket, capacity, span))]

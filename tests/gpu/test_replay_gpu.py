@@ -166,28 +166,24 @@ def test_update_priorities_matches_reference(cuda_rt, ref_rt, rng, cap, batch):
 
 @pytest.mark.parametrize("cap", [2, 1 << 10, 1 << 11, 1 << 16, 1 << 20])
 def test_tree_subtrees_match_reference(cuda_rt, ref_rt, rng, cap):
-    """Both rebuild launches against the reference on a NaN-poisoned tree; the result has the level-sum bits."""
+    """The one rebuild launch (subtrees, then the last block's top) against the reference on a NaN-poisoned
+    tree: every node has the level-sum bits, and the ticket is back at 0."""
     tree = np.full(2 * cap, np.nan)
     tree[cap:] = rng.random(cap) * 10.0 ** rng.uniform(-20, 20, cap)
     tree[cap:][rng.random(cap) < 0.1] = 0.0
     span = min(cap, SUBTREE_SPAN)
-    got, want = both(cuda_rt, ref_rt, TREE_SUBTREES, cap // span, SUBTREE_BLOCK, [tree, cap, span])
-    same(got, want, "replay_tree_subtrees over the leaves")  # float64 adds: bit-identical
-    top = cap // span
-    assert np.isnan(want[0][:top]).all() and not np.isnan(want[0][top:]).any()
-    tree = want[0]
-    if top > 1:
-        got, want = both(cuda_rt, ref_rt, TREE_SUBTREES, 1, SUBTREE_BLOCK, [tree, top, top])
-        same(got, want, "replay_tree_subtrees over the subtree roots")
-        tree = want[0]
-    assert np.isnan(tree[0]) and np.array_equal(tree[1:], level_sums(tree[cap:])[1:])
+    got, want = both(cuda_rt, ref_rt, TREE_SUBTREES, cap // span, SUBTREE_BLOCK, [tree, np.zeros(1, np.uint32), cap, span])
+    same(got, want, "replay_tree_subtrees")  # float64 adds: bit-identical
+    assert got[1][0] == 0, "the ticket is not back at 0"  # the buffer's steps reuse it (test_graph_step_equals_eager_step)
+    assert np.isnan(got[0][0]) and np.array_equal(got[0][1:], level_sums(tree[cap:])[1:])
 
 
-@pytest.mark.parametrize("level,span,grid", [(64, 16, 4), (64, 16, 2), (4096, 512, 8), (8, 2, 4)])
+@pytest.mark.parametrize("level,span,grid", [(64, 16, 4), (64, 16, 2), (4096, 512, 8), (8, 2, 4), (8, 2, 3)])
 def test_tree_subtrees_other_spans_match_reference(cuda_rt, ref_rt, rng, level, span, grid):
+    """Whole grids sum the top too; partial grids only their subtrees (the reference says which)."""
     tree = np.full(2 * level, np.nan)
     tree[level:] = rng.random(level)
-    got, want = both(cuda_rt, ref_rt, TREE_SUBTREES, grid, SUBTREE_BLOCK, [tree, level, span])
+    got, want = both(cuda_rt, ref_rt, TREE_SUBTREES, grid, SUBTREE_BLOCK, [tree, np.zeros(1, np.uint32), level, span])
     same(got, want, f"replay_tree_subtrees level={level} span={span} grid={grid}")
 
 
