@@ -133,11 +133,7 @@ def training_settings(args) -> tuple[dict, ConfigFile | None]:
             raise UsageError(f"--{name.replace('_', '-')}: the sweep sets it for every run (give {flag})")
     if not args.config_file:
         return given, None
-    config = ConfigFile.read(args.config_file)
-    for name, flag in OWNED.items():
-        if name in config.settings:
-            raise ConfigError(f"--config {config.path}: {name}: set by this command for every run it starts "
-                              f"(give {flag} on its command line)")
+    config = ConfigFile.read(args.config_file).refuse(OWNED)
     return config.under(given), config
 
 

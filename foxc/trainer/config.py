@@ -283,11 +283,7 @@ def inline_config_file(argv: list[str], owned: dict[str, str] | None = None) -> 
     args, rest = ap.parse_known_args(argv)
     if not args.config_file:
         return list(argv)
-    config = ConfigFile.read(args.config_file)
-    for name, flag in (owned or {}).items():
-        if name in config.settings:
-            raise ConfigError(f"--config {config.path}: {name}: set by this command for every run it starts "
-                              f"(give {flag} on its command line)")
+    config = ConfigFile.read(args.config_file).refuse(owned or {})
     return [*config.as_flags(), *rest]
 
 
@@ -303,6 +299,14 @@ class ConfigFile:
 
     def __init__(self, path: Path, settings: dict):
         self.path, self.settings = path, settings
+
+    def refuse(self, owned: dict[str, str]) -> "ConfigFile":
+        """This file, unless it gives a setting a command sets itself for every run it starts (setting -> its flag)."""
+        for name, flag in owned.items():
+            if name in self.settings:
+                raise ConfigError(f"--config {self.path}: {name}: set by this command for every run it starts "
+                                  f"(give {flag} on its command line)")
+        return self
 
     @classmethod
     def read(cls, path) -> "ConfigFile":
