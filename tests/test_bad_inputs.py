@@ -192,7 +192,11 @@ CASES = [
          "--horizons", "10,50"),
     case("data-prepare-from-a-cache", "data", ["prepare", "{case}/cache", "--out", "{case}/again"], "cache",
          "prepared cache", files=CACHE),
-    case("data-inspect-a-cache", "data", ["inspect", "{case}/cache"], "cache", "prepared cache", files=CACHE),
+    case("data-inspect-a-cache-with-file-flags", "data", ["inspect", "{case}/cache", "--fee", "1"], "--fee",
+         "prepared cache", files=CACHE),
+    case("data-inspect-verify-files", "data", ["inspect", "{parquet}", "--verify"], "--verify", "not a prepared cache"),
+    case("data-inspect-cache-tampered", "data", ["inspect", "{case}/cache", "--verify"], "00000/labels.npy", "sha256",
+         files={**CACHE, "cache/shards/00000/labels.npy": "cache_labels_tampered"}),
 
     # ----------------------------------------------------------------------------- python -m foxc.bench
     case("bench-unknown", "bench", ["nosuchbench"], "nosuchbench"),

@@ -233,3 +233,18 @@ def test_the_benchmark_prepares_and_opens():
     from foxc.bench.data import bench_prepare
     made, opened = bench_prepare(3000, 2)
     assert made["count"] == opened["count"] == 3000 and "snapshots/s" in made["rate"] + opened["rate"]
+
+
+def test_inspect_prints_a_cache_and_verify_gives_the_label_balance_of_its_files(data, tmp_path, capsys):
+    from foxc.data.__main__ import main
+    manifest = prepared(data, tmp_path / "cache")
+    assert main(["inspect", str(tmp_path / "cache")]) == 0
+    shown = capsys.readouterr().out
+    assert f"identity    sha256 {manifest['sha256']}" in shown and f"rows        {manifest['rows']}" in shown
+    assert all(s["sources"][0]["path"] in shown for s in manifest["shards"]) and "verified" not in shown
+    assert main(["inspect", str(tmp_path / "cache"), "--verify"]) == 0
+    verified = capsys.readouterr().out
+    assert main(["inspect", str(data)]) == 0
+    from_files = capsys.readouterr().out
+    balance = lambda text: text[text.index("labels      horizon  labelled"):].splitlines()[:4]  # noqa: E731
+    assert "verified    every shard" in verified and balance(verified) == balance(from_files)

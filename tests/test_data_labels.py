@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from foxc.data.labels import N_PLANES, PLANES, LabelConfig, balance, compute_labels
+from foxc.data.labels import N_PLANES, PLANES, LabelConfig, balance, balance_counts, compute_labels
 from foxc.data.synthetic import generate
 
 
@@ -58,7 +58,7 @@ def test_dead_band_and_fee():
 
 def test_balance_rows():
     rec = generate(3000, seed=3)
-    rows = balance(compute_labels(rec, 250_000_000), (10, 50, 100))
+    rows = balance(balance_counts(compute_labels(rec, 250_000_000)), (10, 50, 100))
     assert [r["horizon"] for r in rows] == [10, 50, 100]
     assert all(0.3 < r["mid_up"] < 0.7 for r in rows)
     assert PLANES[:5] == ("mid_up", "long_win", "short_win", "long_size", "short_size")

@@ -1,4 +1,4 @@
-"""`python -m foxc.data inspect PATH`, `synth --out FILE.parquet` and `prepare DATA --out CACHE`.
+"""`python -m foxc.data inspect PATH|CACHE`, `synth --out FILE.parquet` and `prepare DATA --out CACHE`.
 
 A bad flag, a bad file or bad data prints one line, `foxc.data <command>: error: <message naming the
 flag, file, row or column>`, and exits 2; never a traceback (foxc.cli). `synth` never overwrites a
@@ -11,14 +11,29 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from ..cli import ArgumentParser, UsageError, finite_float, nonnegative_float, nonnegative_int, output_dir, \
-    output_file, positive_float, positive_int, positive_ints, run
-from .labels import LabelConfig, balance, compute_labels
-from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF
+    output_file, positive_float, positive_int, positive_ints, run, text_table
+from .labels import N_PLANES, LabelConfig, balance, balance_counts, compute_labels
+from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
 from .validate import ValidationConfig
 
 
+FILE_ONLY = {"min_price": ValidationConfig.min_price, "max_price": ValidationConfig.max_price, "tick": None,
+             "horizons": [10, 50, 100], "dead_band": 0.0, "fee": 0.0}  # inspect's flags that data files take
+
+
 def cmd_inspect(args) -> int:
+    from .cache import is_cache
+    if is_cache(args.path):
+        return inspect_cache(args)
+    for name, default in FILE_ONLY.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    if args.verify:
+        raise UsageError(f"--verify: {args.path} is not a prepared cache (the data files are read and validated whole "
+                         "anyway)")
     from .source import load
     if args.min_price < 0 or args.max_price <= args.min_price:
         raise UsageError(f"--min-price {args.min_price:g} and --max-price {args.max_price:g}: need 0 <= min < max")
@@ -38,14 +53,63 @@ def cmd_inspect(args) -> int:
     print(f"            (share of rows with both sides present, levels 0..{LEVELS - 1})")
     print(data.report.summary())
     horizons = tuple(args.horizons)
-    labels = compute_labels(rec, data.tick, LabelConfig(horizons, args.dead_band, args.fee))
-    print("labels      horizon  labelled  mid_up  long_win  short_win")
-    pct = lambda v, w: f"{'–':>{w}}" if v != v else f"{v:>{w}.1%}"  # noqa: E731  (NaN: nothing labelled)
-    for row in balance(labels, horizons):
-        print(f"            {row['horizon']:>7}  {pct(row['mid_labelled'], 8)}  {pct(row['mid_up'], 6)}  "
-              f"{pct(row['long_win'], 8)}  {pct(row['short_win'], 9)}")
+    print_balance(balance_counts(compute_labels(rec, data.tick, LabelConfig(horizons, args.dead_band, args.fee))),
+                  horizons)
     if args.run_dir:
         print(f"validation summary written to {data.report.write_json(args.run_dir)}")
+    return 0
+
+
+def print_balance(counts, horizons):
+    print("labels      horizon  labelled  mid_up  long_win  short_win")
+    pct = lambda v, w: f"{'–':>{w}}" if v != v else f"{v:>{w}.1%}"  # noqa: E731  (NaN: nothing labelled)
+    for row in balance(counts, horizons):
+        print(f"            {row['horizon']:>7}  {pct(row['mid_labelled'], 8)}  {pct(row['mid_up'], 6)}  "
+              f"{pct(row['long_win'], 8)}  {pct(row['short_win'], 9)}")
+
+
+def inspect_cache(args) -> int:
+    """A prepared cache from its manifest (shards, rows, times, sources, labels, identity); with --verify every
+    shard read and hashed, one at a time, and the label balance of all its rows."""
+    from datetime import datetime, timezone
+
+    from .cache import CacheRows, read_manifest
+    given = [name for name in FILE_ONLY if getattr(args, name) is not None]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise UsageError(f"{flag}: {args.path} is a prepared cache, validated and labelled when it was prepared "
+                         "(its settings are printed here; prepare it again to change them)")
+    if args.run_dir:
+        output_dir("--run-dir", args.run_dir)
+    manifest = read_manifest(Path(args.path))
+    rows = CacheRows(args.path, LabelConfig(**{**manifest["labels"], "horizons": tuple(manifest["labels"]["horizons"])}))
+    shards = manifest["shards"]
+    utc = lambda ns: datetime.fromtimestamp(ns / 1e9, timezone.utc).isoformat(timespec="seconds")  # noqa: E731
+    print(f"cache       {rows.path}: {len(shards)} shard(s), prepared from {manifest['data']}")
+    print(f"identity    sha256 {rows.sha256}")
+    print(f"instrument  {rows.instrument or '?'} (id {rows.instrument_id})")
+    print(f"rows        {rows.n_rows}")
+    print(f"time        {utc(shards[0]['first_ts_ns'])} .. {utc(shards[-1]['last_ts_ns'])}")
+    print(f"tick        {rows.tick / PRICE_SCALE:g}")
+    labels = manifest["labels"]
+    print(f"labels      horizons {','.join(map(str, labels['horizons']))}, " +
+          ", ".join(f"{k} {v}" for k, v in labels.items() if k != "horizons"))
+    print(rows.report.summary())
+    print(text_table([{"shard": k, "first": utc(s["first_ts_ns"]), "last": utc(s["last_ts_ns"]), "rows": s["rows"],
+                       "read": s["read"]["rows_read"], "source": s["sources"][0]["path"]}
+                      for k, s in enumerate(shards)], ["shard", "first", "last", "rows", "read", "source"]))
+    if args.verify:
+        counts = 0
+        largest = int(rows.rows.max())
+        records = np.empty(largest, SNAPSHOT_DTYPE)
+        planes = np.empty((N_PLANES, len(rows.horizons), largest), np.float32)
+        for k in range(rows.n_segments):
+            rows.read(k, records, planes)
+            counts = counts + balance_counts(planes[:, :, :int(rows.rows[k])])
+        print("verified    every shard's records.npy and labels.npy: size, sha256, dtype and shape as the manifest says")
+        print_balance(counts, rows.horizons)
+    if args.run_dir:
+        print(f"validation summary written to {rows.report.write_json(args.run_dir)}")
     return 0
 
 
@@ -106,18 +170,22 @@ def default_workers() -> int:
 def parse_args(argv):
     ap = ArgumentParser(prog="python -m foxc.data", description="Inspect, generate or prepare MBP-10 market data.")
     sub = ap.add_subparsers(dest="command", required=True)
-    ins = sub.add_parser("inspect", help="rows, time range, instrument, levels, validation counts, label balance")
-    ins.add_argument("path", help="a file, a directory or a glob: .parquet, .dbn, .dbn.zst, *_orderbook_N.csv")
-    ins.add_argument("--min-price", type=finite_float, default=ValidationConfig.min_price,
-                     help="smallest reasonable price (default %(default)g)")
-    ins.add_argument("--max-price", type=finite_float, default=ValidationConfig.max_price,
-                     help="largest reasonable price (default %(default)g)")
+    ins = sub.add_parser("inspect", help="rows, time range, instrument, levels, validation counts, label balance; "
+                                         "of a prepared cache, its manifest and shards")
+    ins.add_argument("path", help="a file, a directory or a glob: .parquet, .dbn, .dbn.zst, *_orderbook_N.csv; or a "
+                                  "prepared cache")
+    ins.add_argument("--min-price", type=finite_float, default=None,
+                     help=f"smallest reasonable price (default {ValidationConfig.min_price:g})")
+    ins.add_argument("--max-price", type=finite_float, default=None,
+                     help=f"largest reasonable price (default {ValidationConfig.max_price:g})")
     ins.add_argument("--tick", type=positive_float, default=None, help="tick size (default: inferred from the prices)")
-    ins.add_argument("--horizons", type=positive_ints, default=[10, 50, 100],
+    ins.add_argument("--horizons", type=positive_ints, default=None,
                      help="label horizons in snapshots, comma-separated (default 10,50,100)")
-    ins.add_argument("--dead-band", type=nonnegative_float, default=0.0,
-                     help="mid moves at or below this many ticks are masked")
-    ins.add_argument("--fee", type=nonnegative_float, default=0.0, help="fee per lot per side, in price (default 0)")
+    ins.add_argument("--dead-band", type=nonnegative_float, default=None,
+                     help="mid moves at or below this many ticks are masked (default 0)")
+    ins.add_argument("--fee", type=nonnegative_float, default=None, help="fee per lot per side, in price (default 0)")
+    ins.add_argument("--verify", action="store_true",
+                     help="a cache only: read and hash every shard (one at a time) and print the label balance")
     ins.add_argument("--run-dir", help="also write the validation summary as JSON here")
     syn = sub.add_parser("synth", help="write synthetic data in the Databento MBP-10 Parquet layout")
     syn.add_argument("--out", required=True, help="the .parquet file to write (a new file, unless --overwrite)")

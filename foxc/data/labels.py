@@ -70,16 +70,21 @@ def compute_labels(rec: np.ndarray, tick: int, cfg: LabelConfig = LabelConfig())
     return out
 
 
-def balance(labels: np.ndarray, horizons) -> list[dict]:
-    """Per horizon: labelled fraction and the share of ups / profitable longs / shorts among them."""
-    rows = []
-    for k, h in enumerate(horizons):
+def balance_counts(labels: np.ndarray) -> np.ndarray:
+    """Per horizon: [rows, mid-labelled rows, ups among them, outcome-labelled rows, profitable longs,
+    profitable shorts] (float64 [horizons, 6]): counts that add over blocks of rows."""
+    counts = np.zeros((labels.shape[1], 6))
+    for k in range(labels.shape[1]):
         w_mid, w_out = labels[5, k] > 0, labels[6, k] > 0
-        rows.append({
-            "horizon": int(h),
-            "mid_labelled": float(w_mid.mean()) if w_mid.size else 0.0,
-            "mid_up": float(labels[0, k][w_mid].mean()) if w_mid.any() else float("nan"),
-            "long_win": float(labels[1, k][w_out].mean()) if w_out.any() else float("nan"),
-            "short_win": float(labels[2, k][w_out].mean()) if w_out.any() else float("nan"),
-        })
-    return rows
+        counts[k] = (w_mid.size, w_mid.sum(), labels[0, k][w_mid].sum(), w_out.sum(), labels[1, k][w_out].sum(),
+                     labels[2, k][w_out].sum())
+    return counts
+
+
+def balance(counts: np.ndarray, horizons) -> list[dict]:
+    """Per horizon: labelled fraction and the share of ups / profitable longs / shorts among them, from
+    balance_counts (of all the rows, or added up over blocks of them)."""
+    share = lambda part, whole: float(part / whole) if whole else float("nan")  # noqa: E731
+    return [{"horizon": int(h), "mid_labelled": float(rows and mid / rows), "mid_up": share(up, mid),
+             "long_win": share(longs, out), "short_win": share(shorts, out)}
+            for h, (rows, mid, up, out, longs, shorts) in zip(horizons, counts)]
