@@ -81,7 +81,7 @@ def bench_prepare(rows: int, workers: int) -> list[dict]:
         prepare(folder, Path(tmp) / "cache", workers=workers)
         made = time.perf_counter() - t0
         cache = CacheRows(Path(tmp) / "cache", LabelConfig())
-        verified = bench_verify(cache, int(cache.rows.max()))
+        verified = bench_verify(cache)
     return [{"what": f"prepare a cache from {workers} Parquet file(s) of {rows // workers:,}, {workers} worker(s)",
              "count": cache.n_rows, "ms": round(made * 1e3, 1), "rate": f"{cache.n_rows / made / 1e6:.2f} M snapshots/s"},
             verified]
@@ -258,24 +258,15 @@ def bench_scale(rt, rows: int, shard_rows: int, workers: int, folder: Path) -> l
     else:
         results.append({"what": "training steps/s: shards rotating vs all resident",
                         "rate": "not measured (reference backend)"})
-    results.append(bench_verify(cache, shard_rows))
+    results.append(bench_verify(cache))
     return results
 
 
-def bench_verify(cache, shard_rows: int) -> dict:
-    """Every shard read and hashed, into one shard's buffers per thread (as a training run reads them)."""
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-    threads, local = min(8, os.cpu_count() or 1, cache.n_segments), threading.local()
-
-    def verify(k: int):
-        if not hasattr(local, "buffers"):
-            local.buffers = (np.empty(shard_rows, SNAPSHOT_DTYPE),
-                             np.empty((LABEL_PLANES, HORIZONS, shard_rows), np.float32))
-        cache.read(k, *local.buffers)
+def bench_verify(cache) -> dict:
+    """Every shard read and hashed, one shard's buffers per thread (as a training run reads them)."""
+    threads = min(8, os.cpu_count() or 1, cache.n_segments)
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(verify, range(cache.n_segments)))
+    cache.verify(threads)
     took = time.perf_counter() - t0
     return {"what": f"verify every shard (read and hash, {threads} threads)", "count": cache.n_rows,
             "s": round(took, 2), "rate": f"{cache.n_rows / took / 1e6:.2f} M snapshots/s"}

@@ -11,12 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from ..cli import ArgumentParser, UsageError, finite_float, nonnegative_float, nonnegative_int, output_dir, \
     output_file, positive_float, positive_int, positive_ints, run, text_table
-from .labels import N_PLANES, LabelConfig, balance, balance_counts, compute_labels
-from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
+from .labels import LabelConfig, balance, balance_counts, compute_labels
+from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF
 from .validate import ValidationConfig
 
 
@@ -73,7 +71,7 @@ def inspect_cache(args) -> int:
     shard read and hashed, one at a time, and the label balance of all its rows."""
     from datetime import datetime, timezone
 
-    from .cache import CacheRows, read_manifest
+    from .cache import CacheRows
     given = [name for name in FILE_ONLY if getattr(args, name) is not None]
     if given:
         flag = "--" + given[0].replace("_", "-")
@@ -81,9 +79,8 @@ def inspect_cache(args) -> int:
                          "(its settings are printed here; prepare it again to change them)")
     if args.run_dir:
         output_dir("--run-dir", args.run_dir)
-    manifest = read_manifest(Path(args.path))
-    rows = CacheRows(args.path, LabelConfig(**{**manifest["labels"], "horizons": tuple(manifest["labels"]["horizons"])}))
-    shards = manifest["shards"]
+    rows = CacheRows(args.path, None)  # with the label settings it was prepared with
+    manifest, shards = rows.manifest, rows.manifest["shards"]
     utc = lambda ns: datetime.fromtimestamp(ns / 1e9, timezone.utc).isoformat(timespec="seconds")  # noqa: E731
     print(f"cache       {rows.path}: {len(shards)} shard(s), prepared from {manifest['data']}")
     print(f"identity    sha256 {rows.sha256}")
@@ -99,13 +96,7 @@ def inspect_cache(args) -> int:
                        "read": s["read"]["rows_read"], "source": s["sources"][0]["path"]}
                       for k, s in enumerate(shards)], ["shard", "first", "last", "rows", "read", "source"]))
     if args.verify:
-        counts = 0
-        largest = int(rows.rows.max())
-        records = np.empty(largest, SNAPSHOT_DTYPE)
-        planes = np.empty((N_PLANES, len(rows.horizons), largest), np.float32)
-        for k in range(rows.n_segments):
-            rows.read(k, records, planes)
-            counts = counts + balance_counts(planes[:, :, :int(rows.rows[k])])
+        counts = sum(rows.verify(visit=lambda k, records, planes: balance_counts(planes)))
         print("verified    every shard's records.npy and labels.npy: size, sha256, dtype and shape as the manifest says")
         print_balance(counts, rows.horizons)
     if args.run_dir:

@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -103,9 +104,13 @@ class CacheRows:
     whole file as it reads it and refuses it (DataError naming it) unless its sha256, dtype and shape
     are the manifest's. A shard cut by `stop` keeps the labels the head alone would give (head_labels)."""
 
-    def __init__(self, path, labels: LabelConfig, stop: int | None = None, manifest: dict | None = None):
+    def __init__(self, path, labels: LabelConfig | None, stop: int | None = None, manifest: dict | None = None):
+        """`labels`: the run's label settings, refused unless the cache's (None: the cache's own)."""
         self.path = Path(path)
         self.manifest = manifest if manifest is not None else read_manifest(self.path)
+        if labels is None:
+            prepared = self.manifest["labels"]
+            labels = LabelConfig(**{**prepared, "horizons": tuple(prepared["horizons"])})
         _check_labels(self.path, self.manifest, labels)
         shards = self.manifest["shards"]
         self.label_config, self.horizons = labels, tuple(int(h) for h in labels.horizons)
@@ -182,6 +187,22 @@ class CacheRows:
         market = market_data(records, [_summary(s) for s in self.manifest["shards"]], self.tick, self.report)
         return market, planes
 
+    def verify(self, threads: int = 1, visit=None) -> list:
+        """Read (and so hash) every shard, into one shard's buffers per thread; `visit(k, records, labels)`
+        sees each shard's rows as read; returns its results in shard order."""
+        local, largest = threading.local(), int(self.rows.max())
+
+        def one(k: int):
+            if not hasattr(local, "buffers"):
+                local.buffers = (np.empty(largest, SNAPSHOT_DTYPE),
+                                 np.empty((N_PLANES, len(self.horizons), largest), np.float32))
+            records, labels = local.buffers
+            self.read(k, records, labels)
+            n = int(self.rows[k])
+            return visit(k, records[:n], labels[:, :, :n]) if visit else None
+        with ThreadPoolExecutor(max(1, threads)) as pool:
+            return list(pool.map(one, range(self.n_segments)))
+
     def read_rows(self, start: int, stop: int) -> np.ndarray:
         """Records [start, stop) of the whole cache (not only these rows), verified (read_rows)."""
         return read_rows(self.path, start, stop, self.sha256)
@@ -205,8 +226,7 @@ class CacheRows:
         """The first n values of one (plane, horizon) row of shard k's labels.npy (unverified: a check reads it)."""
         whole = self.manifest["shards"][k]["rows"]
         with open(shard_dir(self.path, k) / LABELS, "rb") as fh:
-            version = npy.read_magic(fh)
-            (npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0)(fh)
+            _read_npy_header(fh)
             fh.seek(fh.tell() + 4 * (plane * len(self.horizons) + j) * whole)
             return np.fromfile(fh, np.float32, n)
 
@@ -268,8 +288,7 @@ def _read_verified(path: Path, entry: dict, dtype: np.dtype, shape: tuple, targe
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         try:
-            version = npy.read_magic(fh)
-            got = (npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0)(fh)
+            got = _read_npy_header(fh)
         except ValueError as e:
             _refuse(path, entry, f"not a .npy file ({e})")
         if got != (shape, False, dtype):
@@ -286,6 +305,12 @@ def _read_verified(path: Path, entry: dict, dtype: np.dtype, shape: tuple, targe
                 h.update(part)
     if h.hexdigest() != entry["sha256"]:
         _refuse(path, entry, "")
+
+
+def _read_npy_header(fh) -> tuple:
+    """(shape, fortran_order, dtype) of the .npy file `fh` holds; `fh` is left at its data."""
+    version = npy.read_magic(fh)
+    return (npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0)(fh)
 
 
 def _check_size(path: Path, entry: dict):
