@@ -76,9 +76,19 @@ extern "C" __global__ void __launch_bounds__(FOXC_GATHER_BLOCK) gather_windows(
     const FoxcSnapshot& newest = window[K - 1];
     const long long mid2_newest = newest.bid_px[0] != FOXC_PRICE_UNDEF && newest.ask_px[0] != FOXC_PRICE_UNDEF
                                       ? newest.bid_px[0] + newest.ask_px[0] : 0;
-    for (int e = threadIdx.x; e < K * FOXC_FEATURES; e += blockDim.x) {
-        const int k = e / FOXC_FEATURES, f = e - k * FOXC_FEATURES;
-        features[((size_t)k * B + b) * FOXC_FEATURES + f] = snapshot_feature(window[k], f, tick, mid2_newest);
+    // One pass per kind of feature (prices, sizes, the rest), so the threads of a warp take the same
+    // branch of snapshot_feature: with all 46 in one pass a warp ran the price, size and other paths
+    // (each in double) one after another.
+    static_assert(FOXC_F_BID_PX == 0 && FOXC_F_ASK_PX < FOXC_F_BID_SZ && FOXC_F_BID_SZ < FOXC_F_ASK_SZ &&
+                  FOXC_F_ASK_SZ < FOXC_F_SPREAD && FOXC_F_SPREAD < FOXC_FEATURES, "feature kinds in this order");
+    const int kind_first[4] = {FOXC_F_BID_PX, FOXC_F_BID_SZ, FOXC_F_SPREAD, FOXC_FEATURES};
+#pragma unroll
+    for (int kind = 0; kind < 3; ++kind) {
+        const int f0 = kind_first[kind], n = kind_first[kind + 1] - f0;
+        for (int e = threadIdx.x; e < K * n; e += blockDim.x) {
+            const int k = e / n, f = f0 + e - k * n;
+            features[((size_t)k * B + b) * FOXC_FEATURES + f] = snapshot_feature(window[k], f, tick, mid2_newest);
+        }
     }
     for (int e = threadIdx.x; e < FOXC_LABEL_PLANES * FOXC_HORIZONS; e += blockDim.x) {
         const int p = e / FOXC_HORIZONS, h = e - p * FOXC_HORIZONS;

@@ -17,22 +17,25 @@
 #define PS_WINDOWS (PS_WINDOWS_PER_THREAD * PS_WARPS)  // windows per block (16)
 #define PS_MAX_FEATURES NN_PS_MAX_FEATURES
 #define PS_X_PER_THREAD (PS_MAX_FEATURES * PS_WINDOWS / (PS_WARPS * 32))
+#define PS_STEPS NN_PS_STEPS
+#define PS_XC_PER_THREAD (PS_X_PER_THREAD * PS_STEPS)  // the forward's staging: a chunk of PS_STEPS steps
+#define PS_XS_STRIDE (PS_WINDOWS * PS_STEPS + 4)       // words per feature row of the forward's xs
 constexpr int PS_F_UNROLL = NN_PS_F_UNROLL;  // #pragma unroll takes a constant, not a macro
 
 // ssm_proj_scan_fwd — the input projection fused into the forward scan (FP32).
-// grid (D/32, ceil(B/W)) with W = PS_WINDOWS (16), block 256; D must be a multiple of 32 and F <= 64.
+// grid (D/32, ceil(B/W)) with W = PS_WINDOWS (16), block 256; D must be a multiple of 32 and F < 48.
 // Block (cx, by), warp w, lane l owns channel d = cx*32 + l and windows b = by*W + R*w + r (r < R =
 // PS_WINDOWS_PER_THREAD, 2). Shared memory: the W_in columns of its 32 channels (the 4 parts of a
-// channel as one float4, 32 KB) and the features of its W windows at one step, double buffered
-// (8 KB); the next step's features are loaded into registers while the current step is computed
-// (one barrier a step). Two windows a thread and two blocks an SM hid latency best on an H200
-// (encoder fwd+bwd 0.194 ms against 0.254 with four windows and one block, 0.243 with one and three).
-// Per step each thread computes z[t, b, p*D + d] = (sum over f in increasing order of
+// channel as one float4, 24 KB) and the features of its W windows at PS_STEPS (4) steps (13 KB).
+// The steps are walked in chunks of PS_STEPS: the projections of a chunk's steps do not depend on
+// the recurrence, so each thread computes all 4 x R x 4 of them in one pass over the features (each
+// W_in load feeds 32 FMAs instead of 8: the pass was bound by shared-memory loads), then advances the
+// recurrence through the chunk. The next chunk's features are loaded into registers meanwhile (two
+// barriers a chunk). Each z[t, b, p*D + d] = (sum over f in increasing order of
 // fmaf(x[t,b,f], W_in[f, p*D+d], .)) + b_in[p*D+d] — the same fmaf chain and bias add as
-// linear_fwd_f32, so z has the same bits — writes it (the backward reads z) and advances the
-// recurrence exactly as ssm_scan_fwd does. Reads x[K,B,F], W_in[F,4D], b_in[4D]; writes
-// z[K,B,4D] (the output-gate part at step K-1 only: the backward reads no other), states[K,B,D],
-// y[B,D]. Saves linear_fwd's z being read back by the scan (64 MB at
+// linear_fwd_f32, so z has the same bits — and the recurrence is ssm_scan_fwd's. Reads x[K,B,F],
+// W_in[F,4D], b_in[4D]; writes z[K,B,4D] (the output-gate part at step K-1 only: the backward reads
+// no other), states[K,B,D], y[B,D]. Saves linear_fwd's z being read back by the scan (64 MB at
 // K=32, B=1024, D=128) and one launch.
 extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
 ssm_proj_scan_fwd(float* __restrict__ z, float* __restrict__ states, float* __restrict__ y,
@@ -40,7 +43,7 @@ ssm_proj_scan_fwd(float* __restrict__ z, float* __restrict__ states, float* __re
                   int K, int B, int D, int F)
 {
     __shared__ __align__(16) float4 Ws[PS_MAX_FEATURES][PS_CHANNELS];
-    __shared__ __align__(16) float xs[2][PS_MAX_FEATURES][PS_WINDOWS];
+    __shared__ __align__(16) float xs[PS_MAX_FEATURES][PS_XS_STRIDE];  // xs[f][window * PS_STEPS + step]
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, tid = threadIdx.x;
     const int d = blockIdx.x * PS_CHANNELS + lane;
     const int b0 = blockIdx.y * PS_WINDOWS;
@@ -51,68 +54,84 @@ ssm_proj_scan_fwd(float* __restrict__ z, float* __restrict__ states, float* __re
         Ws[f][e % PS_CHANNELS] = make_float4(wf[0], wf[D], wf[2 * D], wf[3 * D]);
     }
     const float bu = bias[d], ba = bias[D + d], bi = bias[2 * D + d], bg = bias[3 * D + d];
-    // Staging: element e = f*32 + window (consecutive threads: consecutive windows, conflict-free).
-    float rx[PS_X_PER_THREAD];
-    auto load_x = [&](int t) {
+    // Staging: element e = (window * PS_MAX_FEATURES + f) * PS_STEPS + step. A warp reads 8 features of
+    // 4 rows (32-byte pieces) and stores them to 32 distinct banks (the row stride is 4 mod 32 words).
+    float rx[PS_XC_PER_THREAD];
+    auto load_x = [&](int t0) {
 #pragma unroll
-        for (int r = 0; r < PS_X_PER_THREAD; ++r) {
-            const int e = tid + r * PS_WARPS * 32, f = e / PS_WINDOWS, wb = e % PS_WINDOWS;
-            rx[r] = (f < F && b0 + wb < B) ? x[((long long)t * B + b0 + wb) * F + f] : 0.0f;
+        for (int r = 0; r < PS_XC_PER_THREAD; ++r) {
+            const int e = tid + r * PS_WARPS * 32, st = e % PS_STEPS, f = (e / PS_STEPS) % PS_MAX_FEATURES;
+            const int wb = e / (PS_STEPS * PS_MAX_FEATURES), t = t0 + st;
+            rx[r] = (f < F && b0 + wb < B && t < K) ? x[((long long)t * B + b0 + wb) * F + f] : 0.0f;
         }
     };
-    auto store_x = [&](int buf) {
+    auto store_x = [&]() {
 #pragma unroll
-        for (int r = 0; r < PS_X_PER_THREAD; ++r) {
-            const int e = tid + r * PS_WARPS * 32;
-            xs[buf][e / PS_WINDOWS][e % PS_WINDOWS] = rx[r];
+        for (int r = 0; r < PS_XC_PER_THREAD; ++r) {
+            const int e = tid + r * PS_WARPS * 32, st = e % PS_STEPS, f = (e / PS_STEPS) % PS_MAX_FEATURES;
+            xs[f][(e / (PS_STEPS * PS_MAX_FEATURES)) * PS_STEPS + st] = rx[r];
         }
     };
     load_x(0);
-    store_x(0);
+    store_x();
     __syncthreads();
     float s[PS_WINDOWS_PER_THREAD];
 #pragma unroll
     for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) s[r] = 0.0f;
     const int wl = warp * PS_WINDOWS_PER_THREAD;  // this thread's first window in the block
-    for (int t = 0; t < K; ++t) {
-        const int buf = t & 1;
-        if (t + 1 < K) load_x(t + 1);
-        float acc[PS_WINDOWS_PER_THREAD][NN_SSM_PARTS];
+    for (int t0 = 0; t0 < K; t0 += PS_STEPS) {
+        if (t0 + PS_STEPS < K) load_x(t0 + PS_STEPS);
+        float acc[PS_STEPS][PS_WINDOWS_PER_THREAD][NN_SSM_PARTS];
 #pragma unroll
-        for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r)
-#pragma unroll
-            for (int p = 0; p < NN_SSM_PARTS; ++p) acc[r][p] = 0.0f;
-#pragma unroll PS_F_UNROLL
-        for (int f = 0; f < F; ++f) {
-            const float4 w4 = Ws[f][lane];
-            float xv[PS_WINDOWS_PER_THREAD];
-            load_vec<PS_WINDOWS_PER_THREAD>(xv, &xs[buf][f][wl]);
-            const float wv[NN_SSM_PARTS] = {w4.x, w4.y, w4.z, w4.w};
+        for (int st = 0; st < PS_STEPS; ++st)
 #pragma unroll
             for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r)
 #pragma unroll
-                for (int p = 0; p < NN_SSM_PARTS; ++p) acc[r][p] = fmaf(xv[r], wv[p], acc[r][p]);
-        }
+                for (int p = 0; p < NN_SSM_PARTS; ++p) acc[st][r][p] = 0.0f;
+#pragma unroll PS_F_UNROLL
+        for (int f = 0; f < F; ++f) {
+            const float4 w4 = Ws[f][lane];
+            const float wv[NN_SSM_PARTS] = {w4.x, w4.y, w4.z, w4.w};
 #pragma unroll
-        for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
-            const int b = b0 + wl + r;
-            const float zu = acc[r][0] + bu, za = acc[r][1] + ba, zi = acc[r][2] + bi, zg = acc[r][3] + bg;
-            const float u = tanhf(zu);
-            const float a = nn_sigmoid(za);
-            const float i = nn_sigmoid(zi);
-            s[r] = a * s[r] + i * u;
-            if (b < B) {
-                float* zt = z + ((long long)t * B + b) * D4 + d;
-                zt[0] = zu;
-                zt[D] = za;
-                zt[2 * D] = zi;
-                if (t == K - 1) zt[3 * D] = zg;  // the backward reads the output gate at the last step only
-                states[((long long)t * B + b) * D + d] = s[r];
-                if (t == K - 1) y[(long long)b * D + d] = nn_sigmoid(zg) * s[r];
+            for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
+                float xv[PS_STEPS];
+                load_vec<PS_STEPS>(xv, &xs[f][(wl + r) * PS_STEPS]);
+#pragma unroll
+                for (int st = 0; st < PS_STEPS; ++st)
+#pragma unroll
+                    for (int p = 0; p < NN_SSM_PARTS; ++p) acc[st][r][p] = fmaf(xv[st], wv[p], acc[st][r][p]);
             }
         }
-        if (t + 1 < K) store_x(buf ^ 1);
-        __syncthreads();
+#pragma unroll
+        for (int st = 0; st < PS_STEPS; ++st) {
+            const int t = t0 + st;
+            if (t < K) {
+#pragma unroll
+                for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
+                    const int b = b0 + wl + r;
+                    const float zu = acc[st][r][0] + bu, za = acc[st][r][1] + ba, zi = acc[st][r][2] + bi;
+                    const float zg = acc[st][r][3] + bg;
+                    const float u = tanhf(zu);
+                    const float a = nn_sigmoid(za);
+                    const float i = nn_sigmoid(zi);
+                    s[r] = a * s[r] + i * u;
+                    if (b < B) {
+                        float* zt = z + ((long long)t * B + b) * D4 + d;
+                        zt[0] = zu;
+                        zt[D] = za;
+                        zt[2 * D] = zi;
+                        if (t == K - 1) zt[3 * D] = zg;  // the backward reads the output gate at the last step only
+                        states[((long long)t * B + b) * D + d] = s[r];
+                        if (t == K - 1) y[(long long)b * D + d] = nn_sigmoid(zg) * s[r];
+                    }
+                }
+            }
+        }
+        if (t0 + PS_STEPS < K) {
+            __syncthreads();  // every warp is done reading this chunk's features
+            store_x();
+            __syncthreads();
+        }
     }
 }
 
@@ -207,7 +226,7 @@ ssm_scan_bwd(float* __restrict__ dz, const float* __restrict__ z, const float* _
 
 // ssm_scan_bwd_dw — the reverse scan with the input projection's weight and bias gradients summed
 // inside it (FP32), so dz is never written. grid (D/32, ceil(B/W)), block 256; D a multiple of 32,
-// F <= 63. Block (cx, by), warp w, lane l: channel d = cx*32 + l and windows b = by*W + R*w + r
+// F <= 47. Block (cx, by), warp w, lane l: channel d = cx*32 + l and windows b = by*W + R*w + r
 // (r < R), as in ssm_proj_scan_fwd. Step n = 0..K-1 walks t = K-1-n:
 //   phase A: each thread turns its R windows' ds into dz[t, b, p*D + d] (p < 4; the arithmetic
 //     of ssm_scan_bwd; zero for windows >= B) and puts them in shared dzs[n&1]; the block stages
@@ -218,7 +237,7 @@ ssm_scan_bwd(float* __restrict__ dz, const float* __restrict__ z, const float* _
 // So each partial is one fmaf chain over (t descending, window ascending). Reads z[K,B,4D] (value,
 // decay, input-gate parts; output gate at K-1), states[K,B,D], dy[B,D], x[K,B,F]; writes
 // partials[ceil(B/W)][F+1][4D] (row F: column sums of dz = the bias gradient), which
-// reduce_grad_splits adds in split order into dW_in and db_in. Shared memory: 8 KB + 16 KB.
+// reduce_grad_splits adds in split order into dW_in and db_in. Shared memory: 6 KB + 16 KB.
 extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
 ssm_scan_bwd_dw(float* __restrict__ partials, const float* __restrict__ z, const float* __restrict__ states,
                 const float* __restrict__ dy, const float* __restrict__ x, int K, int B, int D, int F)

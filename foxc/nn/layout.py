@@ -21,7 +21,8 @@ ADAMW_MAX_TENSORS = 32  # adamw_all's table capacity
 GRAD_SPLIT_FIELDS = ("begin", "size", "splits", "partials", "n_main", "out", "tail")
 GRAD_SPLITS_MAX = 16  # the table's capacity (rows held in shared memory)
 # ssm_proj_scan_fwd's tiling: a lane per channel, PS_WINDOWS_PER_THREAD windows per thread.
-PS_CHANNELS, PS_WINDOWS_PER_THREAD, PS_WARPS, PS_MAX_FEATURES = 32, 2, 8, 64
+PS_CHANNELS, PS_WINDOWS_PER_THREAD, PS_WARPS, PS_MAX_FEATURES = 32, 2, 8, 48
+PS_STEPS = 4  # ssm_proj_scan_fwd: steps whose projections are computed together (each W_in load feeds 4x)
 PS_MIN_BLOCKS = 2  # __launch_bounds__ minimum resident blocks per SM of both scan kernels
 PS_F_UNROLL = 4  # unrolling of ssm_proj_scan_fwd's loop over features
 PS_WINDOWS = PS_WINDOWS_PER_THREAD * PS_WARPS  # windows per block
@@ -50,6 +51,7 @@ def render_header() -> str:
         ("NN_PS_MAX_FEATURES", PS_MAX_FEATURES, "W_in rows held in shared memory"),
         ("NN_PS_MIN_BLOCKS", PS_MIN_BLOCKS, "minimum resident blocks per SM (launch bounds)"),
         ("NN_PS_F_UNROLL", PS_F_UNROLL, "unrolling of the forward's loop over features"),
+        ("NN_PS_STEPS", PS_STEPS, "the forward's steps per chunk (projections computed together)"),
     ])
     return header_text("FOXC_NN_H", "foxc.nn.layout", "foxc/nn/layout.py", body)
 

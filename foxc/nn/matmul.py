@@ -25,7 +25,8 @@ SKINNY_TILE = 16  # linear_fwd_f32_t16 (one output per thread, block 256): outpu
 ELEMENTWISE_BLOCK = 256
 MAX_BLOCKS = 4096
 SPLIT_TARGET_BLOCKS = 264  # two waves of an H200's 132 SMs
-FILL_BLOCKS = 264  # fewer 64x64 tiles than this: FP32 GEMMs use 32x32 tiles
+FILL_BLOCKS = 256  # fewer 64x64 tiles than this: FP32 GEMMs use 32x32 tiles (B = 4,096: 64x64 tiles of the
+# 4,096 x 256 trunk, 256 blocks, took the forward GEMMs from 0.267 to 0.146 ms a step on an H200)
 SPLIT_TARGET_WARPS = 132 * 32  # split reductions (fused path): about 32 resident warps per SM
 
 ACTIVATIONS = {"identity": ACT_IDENTITY, "relu": ACT_RELU, "tanh": ACT_TANH, "sigmoid": ACT_SIGMOID}

@@ -119,7 +119,7 @@ def plan_scan_fwd(rt, states, y, z, K: int, B: int, D: int):
 
 def plan_proj_scan_fwd(rt, z, states, y, x, W, bias, K: int, B: int, D: int, F: int):
     if not proj_scan_fits(D, F):
-        raise ValueError(f"ssm_proj_scan_fwd needs D % {PS_CHANNELS} == 0 and F <= {PS_MAX_FEATURES} (D={D}, F={F})")
+        raise ValueError(f"ssm_proj_scan_fwd needs D % {PS_CHANNELS} == 0 and F < {PS_MAX_FEATURES} (D={D}, F={F})")
     return rt.plan(SSM_PROJ_SCAN_FWD, proj_scan_grid(B, D), PS_THREADS, (z, states, y, x, W, bias, K, B, D, F))
 
 

@@ -23,8 +23,9 @@
 #define NN_PS_CHANNELS           32          // ssm_proj_scan_fwd: channels per block, one per lane
 #define NN_PS_WINDOWS_PER_THREAD 2           // windows per thread
 #define NN_PS_WARPS              8           // warps per block
-#define NN_PS_MAX_FEATURES       64          // W_in rows held in shared memory
+#define NN_PS_MAX_FEATURES       48          // W_in rows held in shared memory
 #define NN_PS_MIN_BLOCKS         2           // minimum resident blocks per SM (launch bounds)
 #define NN_PS_F_UNROLL           4           // unrolling of the forward's loop over features
+#define NN_PS_STEPS              4           // the forward's steps per chunk (projections computed together)
 
 #endif  // FOXC_NN_H
