@@ -22,6 +22,45 @@
 #define PS_XS_STRIDE (PS_WINDOWS * PS_STEPS + 4)       // words per feature row of the forward's xs
 constexpr int PS_F_UNROLL = NN_PS_F_UNROLL;  // #pragma unroll takes a constant, not a macro
 
+// One step of the recurrence of window b, channel d from its four pre-activations: advances s and,
+// for a window that exists, writes z's value, decay and input-gate parts (the output gate at the last
+// step only: the backward reads no other), the state and, at the last step, y. Both fused forwards.
+__device__ __forceinline__ void scan_step(float& s, float zu, float za, float zi, float zg, float* __restrict__ z,
+                                          float* __restrict__ states, float* __restrict__ y, int t, int b, int d,
+                                          int K, int B, int D)
+{
+    const float u = tanhf(zu);
+    const float a = nn_sigmoid(za);
+    const float i = nn_sigmoid(zi);
+    s = a * s + i * u;
+    if (b < B) {
+        float* zt = z + ((long long)t * B + b) * (NN_SSM_PARTS * D) + d;
+        zt[0] = zu;
+        zt[D] = za;
+        zt[2 * D] = zi;
+        if (t == K - 1) zt[3 * D] = zg;
+        states[((long long)t * B + b) * D + d] = s;
+        if (t == K - 1) y[(long long)b * D + d] = nn_sigmoid(zg) * s;
+    }
+}
+
+// One step of the reverse scan: dz of the value, decay and input-gate parts from the carried ds, the
+// step's pre-activations and the previous state (ssm_scan_bwd's arithmetic); the output-gate part
+// (dzg: nonzero at the last step only) passes through. Advances ds. Both fused backwards.
+__device__ __forceinline__ float4 scan_step_grad(float& ds, float zu, float za, float zi, float s_prev, float dzg)
+{
+    const float u = tanhf(zu);
+    const float a = nn_sigmoid(za);
+    const float i = nn_sigmoid(zi);
+    float4 g4;
+    g4.x = ds * i * (1.0f - u * u);
+    g4.y = ds * s_prev * a * (1.0f - a);
+    g4.z = ds * u * i * (1.0f - i);
+    g4.w = dzg;
+    ds *= a;
+    return g4;
+}
+
 // ssm_proj_scan_fwd — the input projection fused into the forward scan (FP32).
 // grid (D/32, ceil(B/W)) with W = PS_WINDOWS (16), block 256; D must be a multiple of 32 and F < 48.
 // Block (cx, by), warp w, lane l owns channel d = cx*32 + l and windows b = by*W + R*w + r (r < R =
@@ -107,24 +146,9 @@ ssm_proj_scan_fwd(float* __restrict__ z, float* __restrict__ states, float* __re
             const int t = t0 + st;
             if (t < K) {
 #pragma unroll
-                for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
-                    const int b = b0 + wl + r;
-                    const float zu = acc[st][r][0] + bu, za = acc[st][r][1] + ba, zi = acc[st][r][2] + bi;
-                    const float zg = acc[st][r][3] + bg;
-                    const float u = tanhf(zu);
-                    const float a = nn_sigmoid(za);
-                    const float i = nn_sigmoid(zi);
-                    s[r] = a * s[r] + i * u;
-                    if (b < B) {
-                        float* zt = z + ((long long)t * B + b) * D4 + d;
-                        zt[0] = zu;
-                        zt[D] = za;
-                        zt[2 * D] = zi;
-                        if (t == K - 1) zt[3 * D] = zg;  // the backward reads the output gate at the last step only
-                        states[((long long)t * B + b) * D + d] = s[r];
-                        if (t == K - 1) y[(long long)b * D + d] = nn_sigmoid(zg) * s[r];
-                    }
-                }
+                for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r)
+                    scan_step(s[r], acc[st][r][0] + bu, acc[st][r][1] + ba, acc[st][r][2] + bi, acc[st][r][3] + bg,
+                              z, states, y, t, b0 + wl + r, d, K, B, D);
             }
         }
         if (t0 + PS_STEPS < K) {
@@ -298,15 +322,7 @@ ssm_scan_bwd_dw(float* __restrict__ partials, const float* __restrict__ z, const
         }
 #pragma unroll
         for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
-            const float u = tanhf(pu[r]);
-            const float a = nn_sigmoid(pa[r]);
-            const float i = nn_sigmoid(pi[r]);
-            float4 g4;
-            g4.x = ds[r] * i * (1.0f - u * u);
-            g4.y = ds[r] * ps[r] * a * (1.0f - a);
-            g4.z = ds[r] * u * i * (1.0f - i);
-            g4.w = t == K - 1 ? dzg[r] : 0.0f;
-            ds[r] *= a;
+            float4 g4 = scan_step_grad(ds[r], pu[r], pa[r], pi[r], ps[r], t == K - 1 ? dzg[r] : 0.0f);
             if (b0 + wl0 + r >= B) g4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             dzs[buf][wl0 + r][lane] = g4;
         }
@@ -353,4 +369,220 @@ ssm_scan_bwd_dw(float* __restrict__ partials, const float* __restrict__ z, const
             for (int p = 0; p < NN_SSM_PARTS; ++p) out[(long long)f * D4 + p * D] = acc[j][p];
         }
     }
+}
+
+// The TF32 tensor-core forms of the fused kernels (--precision tf32): the same launch shape, grid
+// (D/32, ceil(B/W)), block 256, and the same outputs, with the input projection's products on the
+// tensor cores (mma m16n8k8: operands rounded to TF32, sums in FP32, so z differs from the FP32
+// kernels' in the last bits). Warp w of a block owns its channels 4w..4w+3 and every part of them:
+// the n = 16 columns of its two 8-column mma tiles are (channel 4w + j/2, part j%2) in tile 0 and
+// (channel 4w + j/2, part 2 + j%2) in tile 1, so that lane (g, q) = (lane/4, lane%4) ends each
+// product holding all four parts of channel 4w + q for windows g and g + 8 of the block.
+#define TC_KSTEPS (PS_MAX_FEATURES / 8)        // mma k-steps over the (padded) features
+#define TC_X_STRIDE (PS_MAX_FEATURES + 8)      // words per window row of staged features (conflict-free)
+#define TC_DZ_STRIDE (NN_SSM_PARTS * PS_CHANNELS + 8)  // words per window row of staged dz
+#define TC_MTILES (PS_MAX_FEATURES / 16)
+#define TC_STEPS 2  // ssm_proj_scan_fwd_tf32: steps of features staged at a time
+#define TC_XC_PER_THREAD (PS_X_PER_THREAD * TC_STEPS)       // the backward's mma row tiles over the features (+ ones)
+static_assert(PS_WINDOWS == 16 && PS_CHANNELS == 4 * PS_WARPS && PS_MAX_FEATURES % 16 == 0,
+              "the tensor-core scans: 16 windows (one mma row tile), 4 channels a warp, whole feature tiles");
+
+// The column of the block's [parts x channels] tile that holds part p of channel c (c < 32).
+__device__ __forceinline__ int tc_column(int c, int p) { return (c / 4) * 16 + (p / 2) * 8 + (c % 4) * 2 + (p % 2); }
+
+// ssm_proj_scan_fwd_tf32 — ssm_proj_scan_fwd with the projection on the tensor cores. The W_in
+// fragments of a warp's 16 columns stay in registers (2 tiles x TC_KSTEPS k-steps x 2); the block
+// stages the features of TC_STEPS (2) steps at a time, rounded to TF32, as xs[step][window][f'] with
+// f' pairing features k and k+4 of each group of 8 (one 8-byte load gives a0 and a2). Per step each
+// warp runs 2 x TC_KSTEPS mma, adds the bias and advances the recurrence of its lanes' two windows
+// (scan_step). Reads and writes what ssm_proj_scan_fwd does. Shared memory: 7 KB.
+extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
+ssm_proj_scan_fwd_tf32(float* __restrict__ z, float* __restrict__ states, float* __restrict__ y,
+                       const float* __restrict__ x, const float* __restrict__ W, const float* __restrict__ bias,
+                       int K, int B, int D, int F)
+{
+    __shared__ __align__(16) float xs[TC_STEPS][PS_WINDOWS][TC_X_STRIDE];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, tid = threadIdx.x;
+    const int g = lane / 4, q = lane % 4;
+    const int b0 = blockIdx.y * PS_WINDOWS, c0 = blockIdx.x * PS_CHANNELS;
+    const int d = c0 + warp * 4 + q;  // the channel whose four parts this lane ends up holding
+    unsigned int bw[2][TC_KSTEPS][2];
+#pragma unroll
+    for (int tile = 0; tile < 2; ++tile)
+#pragma unroll
+        for (int ks = 0; ks < TC_KSTEPS; ++ks)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int f = ks * 8 + q + 4 * h, part = 2 * tile + g % 2, c = c0 + warp * 4 + g / 2;
+                bw[tile][ks][h] = nn_tf32(f < F ? W[(long long)f * (NN_SSM_PARTS * D) + part * D + c] : 0.0f);
+            }
+    const float bu = bias[d], ba = bias[D + d], bi = bias[2 * D + d], bg = bias[3 * D + d];
+    // Staging: element e = (step * PS_WINDOWS + window) * PS_MAX_FEATURES + f: neighbours read neighbouring
+    // features of one row of x.
+    float rx[TC_XC_PER_THREAD];
+    auto load_x = [&](int t0) {
+#pragma unroll
+        for (int r = 0; r < TC_XC_PER_THREAD; ++r) {
+            const int e = tid + r * PS_WARPS * 32, f = e % PS_MAX_FEATURES, wb = (e / PS_MAX_FEATURES) % PS_WINDOWS;
+            const int t = t0 + e / (PS_MAX_FEATURES * PS_WINDOWS);
+            rx[r] = (f < F && b0 + wb < B && t < K) ? x[((long long)t * B + b0 + wb) * F + f] : 0.0f;
+        }
+    };
+    auto store_x = [&]() {
+#pragma unroll
+        for (int r = 0; r < TC_XC_PER_THREAD; ++r) {
+            const int e = tid + r * PS_WARPS * 32, f = e % PS_MAX_FEATURES, wb = (e / PS_MAX_FEATURES) % PS_WINDOWS;
+            const int j = f % 8, fp = (f / 8) * 8 + 2 * (j % 4) + j / 4;
+            xs[e / (PS_MAX_FEATURES * PS_WINDOWS)][wb][fp] = __uint_as_float(nn_tf32(rx[r]));
+        }
+    };
+    load_x(0);
+    store_x();
+    __syncthreads();
+    float s[2] = {0.0f, 0.0f};
+    for (int t0 = 0; t0 < K; t0 += TC_STEPS) {
+        if (t0 + TC_STEPS < K) load_x(t0 + TC_STEPS);
+#pragma unroll 1
+        for (int st = 0; st < TC_STEPS; ++st) {
+            const int t = t0 + st;
+            if (t < K) {
+                float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+                for (int ks = 0; ks < TC_KSTEPS; ++ks) {
+                    const float2 lo = *reinterpret_cast<const float2*>(&xs[st][g][ks * 8 + 2 * q]);
+                    const float2 hi = *reinterpret_cast<const float2*>(&xs[st][g + 8][ks * 8 + 2 * q]);
+                    const unsigned int a[4] = {__float_as_uint(lo.x), __float_as_uint(hi.x), __float_as_uint(lo.y),
+                                               __float_as_uint(hi.y)};
+                    nn_mma_tf32(acc[0], a, bw[0][ks]);
+                    nn_mma_tf32(acc[1], a, bw[1][ks]);
+                }
+                scan_step(s[0], acc[0][0] + bu, acc[0][1] + ba, acc[1][0] + bi, acc[1][1] + bg, z, states, y, t,
+                          b0 + g, d, K, B, D);
+                scan_step(s[1], acc[0][2] + bu, acc[0][3] + ba, acc[1][2] + bi, acc[1][3] + bg, z, states, y, t,
+                          b0 + g + 8, d, K, B, D);
+            }
+        }
+        if (t0 + TC_STEPS < K) {
+            __syncthreads();  // every warp is done reading this chunk's features
+            store_x();
+            __syncthreads();
+        }
+    }
+}
+
+// ssm_scan_bwd_dw_tf32 — ssm_scan_bwd_dw with [x, 1]^T dz on the tensor cores. Phase A is the FP32
+// kernel's (lane = channel, two windows a warp; scan_step_grad), storing dz rounded to TF32 in
+// dzs[window][tc_column] and the features with their ones column, rounded, in xs[window][f]
+// (double buffered, one barrier a step). Phase B: warp w adds, per step, the product of the
+// [48 x 16] block x^T (features by windows) and its [16 x 16] columns of dz into 3 x 2 mma
+// accumulators. Writes partials[ceil(B/W)][F+1][4D] as ssm_scan_bwd_dw does (row F: the bias
+// gradient's). Shared memory: 24 KB.
+extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
+ssm_scan_bwd_dw_tf32(float* __restrict__ partials, const float* __restrict__ z, const float* __restrict__ states,
+                     const float* __restrict__ dy, const float* __restrict__ x, int K, int B, int D, int F)
+{
+    __shared__ __align__(16) float xs[2][PS_WINDOWS][TC_X_STRIDE];
+    __shared__ __align__(16) float dzs[2][PS_WINDOWS][TC_DZ_STRIDE];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, tid = threadIdx.x;
+    const int g = lane / 4, q = lane % 4;
+    const int d = blockIdx.x * PS_CHANNELS + lane;  // phase A: a lane per channel
+    const int b0 = blockIdx.y * PS_WINDOWS;
+    const int wl0 = warp * PS_WINDOWS_PER_THREAD;
+    const int D4 = NN_SSM_PARTS * D;
+    const long long zstep = (long long)B * D4, sstep = (long long)B * D;
+    int bc[PS_WINDOWS_PER_THREAD];
+    float ds[PS_WINDOWS_PER_THREAD], dzg[PS_WINDOWS_PER_THREAD];
+#pragma unroll
+    for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
+        bc[r] = min(b0 + wl0 + r, B - 1);
+        const float gt = nn_sigmoid(z[(K - 1) * zstep + (long long)bc[r] * D4 + 3 * D + d]);
+        const float dyv = dy[(long long)bc[r] * D + d];
+        ds[r] = dyv * gt;
+        dzg[r] = dyv * states[(K - 1) * sstep + (long long)bc[r] * D + d] * gt * (1.0f - gt);
+    }
+    float pu[PS_WINDOWS_PER_THREAD], pa[PS_WINDOWS_PER_THREAD], pi[PS_WINDOWS_PER_THREAD],
+        ps[PS_WINDOWS_PER_THREAD];
+    auto load_z = [&](int t) {
+#pragma unroll
+        for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
+            const float* zt = z + t * zstep + (long long)bc[r] * D4 + d;
+            pu[r] = zt[0];
+            pa[r] = zt[D];
+            pi[r] = zt[2 * D];
+            ps[r] = t > 0 ? states[(t - 1) * sstep + (long long)bc[r] * D + d] : 0.0f;
+        }
+    };
+    float rx[PS_X_PER_THREAD];  // element e = window * PS_MAX_FEATURES + f; the ones column at f = F
+    auto load_x = [&](int t) {
+#pragma unroll
+        for (int r = 0; r < PS_X_PER_THREAD; ++r) {
+            const int e = tid + r * PS_WARPS * 32, f = e % PS_MAX_FEATURES, wb = e / PS_MAX_FEATURES;
+            float v = 0.0f;
+            if (b0 + wb < B) v = f < F ? x[((long long)t * B + b0 + wb) * F + f] : (f == F ? 1.0f : 0.0f);
+            rx[r] = v;
+        }
+    };
+    float acc[TC_MTILES][2][4];
+#pragma unroll
+    for (int mt = 0; mt < TC_MTILES; ++mt)
+#pragma unroll
+        for (int tile = 0; tile < 2; ++tile)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[mt][tile][i] = 0.0f;
+    load_z(K - 1);
+    load_x(K - 1);
+    for (int n = 0; n < K; ++n) {
+        const int t = K - 1 - n, buf = n & 1;
+#pragma unroll
+        for (int r = 0; r < PS_X_PER_THREAD; ++r) {
+            const int e = tid + r * PS_WARPS * 32;
+            xs[buf][e / PS_MAX_FEATURES][e % PS_MAX_FEATURES] = __uint_as_float(nn_tf32(rx[r]));
+        }
+#pragma unroll
+        for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
+            float4 g4 = scan_step_grad(ds[r], pu[r], pa[r], pi[r], ps[r], t == K - 1 ? dzg[r] : 0.0f);
+            if (b0 + wl0 + r >= B) g4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            float* row = dzs[buf][wl0 + r];
+            row[tc_column(lane, 0)] = __uint_as_float(nn_tf32(g4.x));
+            row[tc_column(lane, 1)] = __uint_as_float(nn_tf32(g4.y));
+            row[tc_column(lane, 2)] = __uint_as_float(nn_tf32(g4.z));
+            row[tc_column(lane, 3)] = __uint_as_float(nn_tf32(g4.w));
+        }
+        if (t > 0) {  // the next step's inputs fly while this one is multiplied
+            load_z(t - 1);
+            load_x(t - 1);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int ks = 0; ks < PS_WINDOWS / 8; ++ks) {
+            const int w0 = ks * 8 + q;  // this lane's windows in the k-step: w0 and w0 + 4
+            unsigned int bfr[2][2];
+#pragma unroll
+            for (int tile = 0; tile < 2; ++tile) {
+                bfr[tile][0] = __float_as_uint(dzs[buf][w0][warp * 16 + tile * 8 + g]);
+                bfr[tile][1] = __float_as_uint(dzs[buf][w0 + 4][warp * 16 + tile * 8 + g]);
+            }
+#pragma unroll
+            for (int mt = 0; mt < TC_MTILES; ++mt) {
+                const unsigned int a[4] = {__float_as_uint(xs[buf][w0][mt * 16 + g]),
+                                           __float_as_uint(xs[buf][w0][mt * 16 + g + 8]),
+                                           __float_as_uint(xs[buf][w0 + 4][mt * 16 + g]),
+                                           __float_as_uint(xs[buf][w0 + 4][mt * 16 + g + 8])};
+                nn_mma_tf32(acc[mt][0], a, bfr[0]);
+                nn_mma_tf32(acc[mt][1], a, bfr[1]);
+            }
+        }
+    }
+    // acc[mt][tile] = {D[g][2q], D[g][2q+1], D[g+8][2q], D[g+8][2q+1]}: rows are features mt*16 + g (+ 8),
+    // columns 2q and 2q+1 of the tile are parts 2*tile and 2*tile + 1 of channel 4*warp + q.
+    float* out = partials + (long long)blockIdx.y * (F + 1) * D4 + blockIdx.x * PS_CHANNELS + warp * 4 + q;
+#pragma unroll
+    for (int mt = 0; mt < TC_MTILES; ++mt)
+#pragma unroll
+        for (int tile = 0; tile < 2; ++tile)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int f = mt * 16 + g + 8 * (i / 2), p = 2 * tile + i % 2;
+                if (f <= F) out[(long long)f * D4 + p * D] = acc[mt][tile][i];
+            }
 }

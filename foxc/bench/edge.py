@@ -2,7 +2,8 @@
 
     python -m foxc.bench edge [--markets easy,default,null,noisy] [--seeds 3] [--steps easy=2000,...]
                               [--backend auto|cuda|reference] [--n-backtests B] [--seq-len K]
-                              [--eval-rows N] [--set NAME=VALUE ...] [--actor q|policy] [--json FILE]
+                              [--eval-rows N] [--set NAME=VALUE ...] [--actor q|policy] [--precision f32|tf32]
+                              [--json FILE]
 
 For each market and seed: train from scratch (the trainer's defaults for the backend, the market's
 own fee), then walk held-out rows drawn with another seed greedily (the trainer's final evaluation)
@@ -112,6 +113,8 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-every", type=nonnegative_int, default=0,
                     help="also evaluate every N steps (the learning curve)")
     ap.add_argument("--actor", choices=("q", "policy"), default=None)
+    ap.add_argument("--precision", choices=("f32", "tf32"), default=None,
+                    help="matrix products in FP32 (the default) or on TF32 tensor cores")
     from ..isv.registry import isv_setting
     ap.add_argument("--set", dest="isv", action="append", type=isv_setting, default=None, metavar="NAME=VALUE")
     return harness.run(ap, argv, _main)
@@ -123,19 +126,21 @@ def _main(args, rt) -> int:
     steps = {**STEPS[rt.backend], **args.steps}
     args.eval_rows = args.eval_rows or EVAL_ROWS[rt.backend]
     given = dict(n_backtests=args.n_backtests, seq_len=args.seq_len, eval_rows=args.eval_rows,
-                 eval_every=args.eval_every, actor=args.actor, isv=args.isv)
+                 eval_every=args.eval_every, actor=args.actor, isv=args.isv, precision=args.precision)
     TrainConfig.for_backend(rt.backend, **given)  # a bad setting fails here, naming its flag, before any run
     rows = []
     for market in markets:
         for seed in range(args.seeds):
             rows.append(run_one(rt, market, seed, steps[market], eval_every=args.eval_every, eval_rows=args.eval_rows,
-                                n_backtests=args.n_backtests, seq_len=args.seq_len, actor=args.actor, isv=args.isv))
+                                n_backtests=args.n_backtests, seq_len=args.seq_len, actor=args.actor, isv=args.isv,
+                                precision=args.precision))
             print(f"  {market} seed {seed}: {fmt(rows[-1])['opt_frac']} of the optimum, goal {rows[-1]['goal']}",
                   flush=True)
-    print(f"backend {rt.backend}: {rt.device_name}; settings {args.isv or 'defaults'}")
+    print(f"backend {rt.backend}: {rt.device_name}; settings {args.isv or 'defaults'}; "
+          f"precision {args.precision or 'f32'}")
     print(table([fmt(r) for r in rows], ["market", "seed", "steps", "opt_frac", "pnl_ticks", "pnl_se", "optimum",
                                          "trades_per_2000", "win_rate", "in_market", "train_sps", "seconds", "goal"]))
-    write_json(args.json, "edge", rt, rows, {"settings": args.isv, "steps": steps})
+    write_json(args.json, "edge", rt, rows, {"settings": args.isv, "steps": steps, "precision": args.precision or "f32"})
     met = [r for r in rows if r["goal"] != "-"]
     print(f"summary: {sum(r['goal'] == 'pass' for r in met)}/{len(met)} runs meet their goal; "
           + ", ".join(f"{m} " + "/".join(f"{r['opt_frac']:.2f}" if r["opt_frac"] is not None

@@ -187,8 +187,6 @@ class Encoder:
         self.h = rt.device_array((B, D), np.float32, "h")
         self.dh = rt.device_array((B, D), np.float32, "dh")
         self.dy = rt.device_array((B, D), np.float32, "enc_dy")
-        # FP32 in both precisions: with F ~ 46 inputs the projection is bound by moving z and dz,
-        # which the fused kernels avoid, not by FMA throughput
         # fused: False keeps linear_fwd + ssm_scan_fwd / ssm_scan_bwd + matmul_tn_ones, True takes the
         # fused kernels whenever the shapes fit, None (auto) only when they also fill the GPU
         fused = ssm.proj_scan_fits(D, F) and (ssm.proj_scan_fills_gpu(B, D) if fused is None else fused)
@@ -196,12 +194,14 @@ class Encoder:
                      dY=self.dh, dX=self.dy, partials=partials)
         if fused:  # the projection inside the scans: z computed in the forward, dz never written
             self.dz = None
+            # precision "tf32": the projection's products on the tensor cores (the FP32 kernels are
+            # bound by shared-memory loads and issue, not by moving z)
             scan_fwd = [ssm.plan_proj_scan_fwd(rt, self.z, self.states, self.y, features, params.ptr("enc_w_in"),
-                                               params.ptr("enc_b_in"), K, B, D, F)]
+                                               params.ptr("enc_b_in"), K, B, D, F, precision)]
             w_in, b_in = params.by_name["enc_w_in"], params.by_name["enc_b_in"]
             scan_bwd = [partials.add("denc_w_in", ssm.bwd_dw_splits(B), (F + 1) * ssm.PARTS * D, F * ssm.PARTS * D,
                                      w_in.offset, b_in.offset, lambda parts: ssm.plan_scan_bwd_dw(
-                                         rt, parts, self.z, self.states, self.dy, features, K, B, D, F))]
+                                         rt, parts, self.z, self.states, self.dy, features, K, B, D, F, precision))]
         else:
             self.dz = rt.device_array((K, B, ssm.PARTS * D), np.float32, "enc_dz")
             inp = Linear(rt, params, "enc_w_in", "enc_b_in", features, self.z, K * B, F, ssm.PARTS * D,

@@ -168,32 +168,41 @@ def test_ssm_scan(cuda_rt, ref_rt, rng, shape):
             [poisoned(z.shape), z, states, dy, K, B, D], 1e-5)
 
 
-@pytest.mark.parametrize("shape", [(K, B, D, 46), (K, B, D, F), (13, 37, 32, 46), (1, 5, 32, 3), (9, 3, 128, 47),
-                                   (8, 40, 64, 1)])
-def test_ssm_proj_scan_fwd(cuda_rt, ref_rt, rng, shape):
-    """The projection fused into the scan against its reference (linear_fwd_f32 + ssm_scan_fwd), and z
-    bit-identical to linear_fwd_f32's on the GPU where written (the output gate at the last step only);
-    window counts not a multiple of the block's windows too."""
+PROJ_SCAN_SHAPES = [(K, B, D, 46), (K, B, D, F), (13, 37, 32, 46), (1, 5, 32, 3), (9, 3, 128, 47), (8, 40, 64, 1)]
+
+
+@pytest.mark.parametrize("precision", matmul.PRECISIONS)
+@pytest.mark.parametrize("shape", PROJ_SCAN_SHAPES)
+def test_ssm_proj_scan_fwd(cuda_rt, ref_rt, rng, shape, precision):
+    """The projection fused into the scan against its reference (linear_fwd + ssm_scan_fwd; TF32: the
+    operands rounded as the tensor cores take them). FP32: z bit-identical to linear_fwd_f32's on the
+    GPU where written (the output gate at the last step only); TF32: z within TF32's error of FP32's.
+    Window counts not a multiple of the block's windows and steps not of the chunk's too."""
     K_, B_, D_, nf = shape
     x = rng.standard_normal((K_, B_, nf)).astype(np.float32)
     w = (rng.standard_normal((nf, 4 * D_)) / np.sqrt(nf)).astype(np.float32)
     bias = rng.standard_normal(4 * D_).astype(np.float32)
-    (z, states, y, *_), _ = compare(cuda_rt, ref_rt, ssm.SSM_PROJ_SCAN_FWD, ssm.proj_scan_grid(B_, D_),
+    (z, states, y, *_), _ = compare(cuda_rt, ref_rt, ssm.PROJ_SCAN_FWD[precision], ssm.proj_scan_grid(B_, D_),
                                     ssm.PS_THREADS, [poisoned((K_, B_, 4 * D_)), poisoned((K_, B_, D_)),
                                                      poisoned((B_, D_)), x, w, bias, K_, B_, D_, nf], 1e-5)
     M, N = K_ * B_, 4 * D_
     z_gemm, *_ = run_kernel(cuda_rt, matmul.LINEAR_FWD["f32"], matmul.gemm_grid(M, N), matmul.GEMM_THREADS,
                             [poisoned((M, N)), x, w, bias, M, nf, N, matmul.ACT_IDENTITY])
     z_gemm = z_gemm.reshape(K_, B_, N)
-    assert np.array_equal(z[:, :, :3 * D_], z_gemm[:, :, :3 * D_]) and np.array_equal(z[-1], z_gemm[-1])
+    if precision == "f32":
+        assert np.array_equal(z[:, :, :3 * D_], z_gemm[:, :, :3 * D_]) and np.array_equal(z[-1], z_gemm[-1])
+    else:
+        err = rel_error(z[:, :, :3 * D_], z_gemm[:, :, :3 * D_])
+        assert 0 < err < 2e-3, f"TF32 z against FP32: relative error {err:.2e}"
     assert np.isnan(z[:-1, :, 3 * D_:]).all()  # the output gate: written at the last step only
 
 
-@pytest.mark.parametrize("shape", [(K, B, D, 46), (K, B, D, F), (13, 37, 32, 46), (1, 5, 32, 3), (9, 3, 128, 47),
-                                   (8, 40, 64, 1)])
-def test_ssm_scan_bwd_dw(cuda_rt, ref_rt, rng, shape):
+@pytest.mark.parametrize("precision", matmul.PRECISIONS)
+@pytest.mark.parametrize("shape", PROJ_SCAN_SHAPES)
+def test_ssm_scan_bwd_dw(cuda_rt, ref_rt, rng, shape, precision):
     """The input projection's gradient partials summed in the reverse scan against the reference
-    (ssm_scan_bwd's dz, then [x, 1]^T dz per block of windows), and reduced against float64."""
+    (ssm_scan_bwd's dz, then [x, 1]^T dz per block of windows; TF32: x and dz rounded), and reduced
+    against float64 (TF32: within its operands' rounding)."""
     K_, B_, D_, nf = shape
     x = rng.standard_normal((K_, B_, nf)).astype(np.float32)
     z = rng.standard_normal((K_, B_, 4 * D_)).astype(np.float32)
@@ -201,14 +210,15 @@ def test_ssm_scan_bwd_dw(cuda_rt, ref_rt, rng, shape):
                               [poisoned((K_, B_, D_)), poisoned((B_, D_)), z, K_, B_, D_])
     dy = rng.standard_normal((B_, D_)).astype(np.float32)
     splits = ssm.bwd_dw_splits(B_)
-    (parts, *_), _ = compare(cuda_rt, ref_rt, ssm.SSM_SCAN_BWD_DW, ssm.proj_scan_grid(B_, D_), ssm.PS_THREADS,
+    (parts, *_), _ = compare(cuda_rt, ref_rt, ssm.SCAN_BWD_DW[precision], ssm.proj_scan_grid(B_, D_), ssm.PS_THREADS,
                              [poisoned((splits, nf + 1, 4 * D_)), z, states, dy, x, K_, B_, D_, nf], 1e-5)
     [(dw, db)], _ = reduce_grad_splits(cuda_rt, [(parts.reshape(splits, -1), nf * 4 * D_)])
     dz, *_ = run_kernel(ref_rt, ssm.SSM_SCAN_BWD, ssm.scan_grid(B_, D_), ssm.BLOCK,
                         [poisoned(z.shape), z, states, dy, K_, B_, D_])
     dz64 = dz.reshape(K_ * B_, 4 * D_).astype(np.float64)
-    assert_close(dw, (x.reshape(K_ * B_, nf).astype(np.float64).T @ dz64).ravel(), 1e-5)
-    assert_close(db, dz64.sum(axis=0), 1e-5)
+    tol = 1e-5 if precision == "f32" else 2e-3
+    assert_close(dw, (x.reshape(K_ * B_, nf).astype(np.float64).T @ dz64).ravel(), tol)
+    assert_close(db, dz64.sum(axis=0), tol)
 
 
 def test_reduce_grad_splits_bitwise(cuda_rt, ref_rt, rng):

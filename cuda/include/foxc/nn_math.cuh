@@ -15,6 +15,26 @@ __device__ __forceinline__ float nn_activate(float x, int act)
     }
 }
 
+// x rounded to TF32 the way the tensor cores take it (cvt.rna: nearest, ties away from zero), as the
+// bits of an mma operand; as a float, it is the rounded value.
+__device__ __forceinline__ unsigned int nn_tf32(float x)
+{
+    unsigned int u;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(x));
+    return u;
+}
+
+// d += a . b on the tensor cores: m16n8k8, TF32 operands, FP32 accumulation. Fragments (PTX ISA), with
+// g = lane / 4 and q = lane % 4: a = {A[g][q], A[g+8][q], A[g][q+4], A[g+8][q+4]} of A[16][8],
+// b = {B[q][g], B[q+4][g]} of B[8][8], d = {D[g][2q], D[g][2q+1], D[g+8][2q], D[g+8][2q+1]} of D[16][8].
+__device__ __forceinline__ void nn_mma_tf32(float (&d)[4], const unsigned int (&a)[4], const unsigned int (&b)[2])
+{
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
 // The derivative of the activation, expressed through its output y.
 __device__ __forceinline__ float nn_activate_grad(float y, int act)
 {
