@@ -216,6 +216,104 @@ __device__ __forceinline__ void gemm_tf32(const GemmShape& g)
     }
 }
 
+// TF32 for layers too small to fill the GPU with 64x64 tiles (the learner's layers at B = 1,024):
+// a 32x32 tile per block of 4 warps, warp (wm, wn) = (warp / 2, warp % 2) owning rows wm*16.. and
+// columns wn*16.. (one mma row tile, two column tiles). k is staged TG_KT deep by cp.async with
+// TG_STAGES stages in flight, so a layer with K <= 128 waits for global memory once, not once a
+// stage (these products are bound by latency). Operands are rounded to TF32 (cvt.rna) as the
+// fragments are read; sums in FP32 on the tensor cores. Shared memory: 36 KB.
+#define TG_TILE 32
+#define TG_KT 32
+#define TG_STAGES 4
+#define TG_THREADS 128
+#define TG_STRIDE (TG_KT + 4)  // words per staged row ([m][k] and [n][k]): conflict-free fragment reads
+
+// 4 bytes global -> shared without passing through registers; an invalid element is zero-filled.
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool valid)
+{
+    const unsigned int d = (unsigned int)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
+}
+
+template <bool TB>
+__device__ __forceinline__ void gemm_tf32_t32(const GemmShape& g)
+{
+    __shared__ __align__(16) float As[TG_STAGES][TG_TILE][TG_STRIDE];
+    __shared__ __align__(16) float Bs[TG_STAGES][TG_TILE][TG_STRIDE];
+    const int m0 = blockIdx.y * TG_TILE, n0 = blockIdx.x * TG_TILE;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, q = lane % 4;
+    const int wm = warp / 2, wn = warp % 2;
+    const int stages = (g.K + TG_KT - 1) / TG_KT;
+    auto issue = [&](int st) {
+        const int k0 = st * TG_KT, buf = st % TG_STAGES;
+#pragma unroll
+        for (int r = 0; r < TG_TILE * TG_KT / TG_THREADS; ++r) {
+            const int e = tid + r * TG_THREADS, m = e / TG_KT, kk = e % TG_KT;  // neighbours walk k of a row of A
+            const bool ok = m0 + m < g.M && k0 + kk < g.K;
+            cp_async4(&As[buf][m][kk], ok ? g.A + (long long)(m0 + m) * g.lda + k0 + kk : g.A, ok);
+        }
+#pragma unroll
+        for (int r = 0; r < TG_TILE * TG_KT / TG_THREADS; ++r) {
+            const int e = tid + r * TG_THREADS;
+            const int n = TB ? e / TG_KT : e % TG_TILE, kk = TB ? e % TG_KT : e / TG_TILE;  // along the stored rows
+            const bool ok = n0 + n < g.N && k0 + kk < g.K;
+            const float* src = TB ? g.B + (long long)(n0 + n) * g.ldb + k0 + kk
+                                  : g.B + (long long)(k0 + kk) * g.ldb + n0 + n;
+            cp_async4(&Bs[buf][n][kk], ok ? src : g.B, ok);
+        }
+    };
+#pragma unroll
+    for (int st = 0; st < TG_STAGES; ++st) {
+        if (st < stages) issue(st);
+        asm volatile("cp.async.commit_group;\n" ::);  // empty groups too: one group per stage slot
+    }
+    float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    for (int st = 0; st < stages; ++st) {
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(TG_STAGES - 1));  // stage st has landed
+        __syncthreads();
+        const int buf = st % TG_STAGES;
+#pragma unroll
+        for (int ks = 0; ks < TG_KT / 8; ++ks) {
+            const float* a0 = &As[buf][wm * 16 + gq][ks * 8 + q];
+            const float* a1 = &As[buf][wm * 16 + gq + 8][ks * 8 + q];
+            const unsigned int a[4] = {nn_tf32(a0[0]), nn_tf32(a1[0]), nn_tf32(a0[4]), nn_tf32(a1[4])};
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+                const float* b0 = &Bs[buf][wn * 16 + nt * 8 + gq][ks * 8 + q];
+                const unsigned int b[2] = {nn_tf32(b0[0]), nn_tf32(b0[4])};
+                nn_mma_tf32(acc[nt], a, b);
+            }
+        }
+        __syncthreads();  // every warp is done with this buffer
+        if (st + TG_STAGES < stages) issue(st + TG_STAGES);
+        asm volatile("cp.async.commit_group;\n" ::);
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+        const int m = m0 + wm * 16 + gq, n = n0 + wn * 16 + nt * 8 + 2 * q;
+        store_out(g, m, n, acc[nt][0]);
+        store_out(g, m, n + 1, acc[nt][1]);
+        store_out(g, m + 8, n, acc[nt][2]);
+        store_out(g, m + 8, n + 1, acc[nt][3]);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(TG_THREADS)
+linear_fwd_tf32_t32(float* __restrict__ Y, const float* __restrict__ X, const float* __restrict__ W,
+                    const float* __restrict__ bias, int M, int K, int N, int act)
+{
+    const GemmShape g{Y, X, W, bias, M, N, K, K, N, K, act, 0, M, 0};
+    gemm_tf32_t32<false>(g);
+}
+
+extern "C" __global__ void __launch_bounds__(TG_THREADS)
+matmul_nt_tf32_t32(float* __restrict__ C, const float* __restrict__ A, const float* __restrict__ B,
+                   int M, int K, int N, int accumulate)
+{
+    const GemmShape g{C, A, B, nullptr, M, N, K, K, K, K, NN_ACT_IDENTITY, accumulate, M, 0};
+    gemm_tf32_t32<true>(g);
+}
+
 // linear_fwd_* — Y[M,N] = act(X[M,K] . W[K,N] + bias[N]). Reads X, W, bias; writes Y.
 // FP32 tilings (same bits from each): linear_fwd_f32, 64x64 tiles of 4x4 per thread (block 256);
 // *_t32, 32x32 tiles of 2x2 per thread (block 256), for shapes with few 64x64 tiles;

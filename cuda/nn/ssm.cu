@@ -22,16 +22,26 @@
 #define PS_XS_STRIDE (PS_WINDOWS * PS_STEPS + 4)       // words per feature row of the forward's xs
 constexpr int PS_F_UNROLL = NN_PS_F_UNROLL;  // #pragma unroll takes a constant, not a macro
 
+// The gates' sigmoid: FP32 kernels nn_sigmoid (expf, IEEE division); the TF32 kernels, whose products
+// already carry TF32's 2^-11 rounding, the hardware exponential and approximate division (about 1e-6
+// relative error, a quarter of the instructions).
+template <bool FAST>
+__device__ __forceinline__ float scan_sigmoid(float x)
+{
+    return FAST ? __fdividef(1.0f, 1.0f + __expf(-x)) : nn_sigmoid(x);
+}
+
 // One step of the recurrence of window b, channel d from its four pre-activations: advances s and,
 // for a window that exists, writes z's value, decay and input-gate parts (the output gate at the last
 // step only: the backward reads no other), the state and, at the last step, y. Both fused forwards.
+template <bool FAST>
 __device__ __forceinline__ void scan_step(float& s, float zu, float za, float zi, float zg, float* __restrict__ z,
                                           float* __restrict__ states, float* __restrict__ y, int t, int b, int d,
                                           int K, int B, int D)
 {
     const float u = tanhf(zu);
-    const float a = nn_sigmoid(za);
-    const float i = nn_sigmoid(zi);
+    const float a = scan_sigmoid<FAST>(za);
+    const float i = scan_sigmoid<FAST>(zi);
     s = a * s + i * u;
     if (b < B) {
         float* zt = z + ((long long)t * B + b) * (NN_SSM_PARTS * D) + d;
@@ -40,18 +50,19 @@ __device__ __forceinline__ void scan_step(float& s, float zu, float za, float zi
         zt[2 * D] = zi;
         if (t == K - 1) zt[3 * D] = zg;
         states[((long long)t * B + b) * D + d] = s;
-        if (t == K - 1) y[(long long)b * D + d] = nn_sigmoid(zg) * s;
+        if (t == K - 1) y[(long long)b * D + d] = scan_sigmoid<FAST>(zg) * s;
     }
 }
 
 // One step of the reverse scan: dz of the value, decay and input-gate parts from the carried ds, the
 // step's pre-activations and the previous state (ssm_scan_bwd's arithmetic); the output-gate part
 // (dzg: nonzero at the last step only) passes through. Advances ds. Both fused backwards.
+template <bool FAST>
 __device__ __forceinline__ float4 scan_step_grad(float& ds, float zu, float za, float zi, float s_prev, float dzg)
 {
     const float u = tanhf(zu);
-    const float a = nn_sigmoid(za);
-    const float i = nn_sigmoid(zi);
+    const float a = scan_sigmoid<FAST>(za);
+    const float i = scan_sigmoid<FAST>(zi);
     float4 g4;
     g4.x = ds * i * (1.0f - u * u);
     g4.y = ds * s_prev * a * (1.0f - a);
@@ -147,8 +158,8 @@ ssm_proj_scan_fwd(float* __restrict__ z, float* __restrict__ states, float* __re
             if (t < K) {
 #pragma unroll
                 for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r)
-                    scan_step(s[r], acc[st][r][0] + bu, acc[st][r][1] + ba, acc[st][r][2] + bi, acc[st][r][3] + bg,
-                              z, states, y, t, b0 + wl + r, d, K, B, D);
+                    scan_step<false>(s[r], acc[st][r][0] + bu, acc[st][r][1] + ba, acc[st][r][2] + bi,
+                                     acc[st][r][3] + bg, z, states, y, t, b0 + wl + r, d, K, B, D);
             }
         }
         if (t0 + PS_STEPS < K) {
@@ -322,7 +333,7 @@ ssm_scan_bwd_dw(float* __restrict__ partials, const float* __restrict__ z, const
         }
 #pragma unroll
         for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
-            float4 g4 = scan_step_grad(ds[r], pu[r], pa[r], pi[r], ps[r], t == K - 1 ? dzg[r] : 0.0f);
+            float4 g4 = scan_step_grad<false>(ds[r], pu[r], pa[r], pi[r], ps[r], t == K - 1 ? dzg[r] : 0.0f);
             if (b0 + wl0 + r >= B) g4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             dzs[buf][wl0 + r][lane] = g4;
         }
@@ -381,31 +392,37 @@ ssm_scan_bwd_dw(float* __restrict__ partials, const float* __restrict__ z, const
 #define TC_KSTEPS (PS_MAX_FEATURES / 8)        // mma k-steps over the (padded) features
 #define TC_X_STRIDE (PS_MAX_FEATURES + 8)      // words per window row of staged features (conflict-free)
 #define TC_DZ_STRIDE (NN_SSM_PARTS * PS_CHANNELS + 8)  // words per window row of staged dz
+#define TC_Z_STRIDE (NN_SSM_PARTS * PS_CHANNELS + 4)   // words per window row of staged products (conflict-free)
 #define TC_MTILES (PS_MAX_FEATURES / 16)
 #define TC_STEPS 2  // ssm_proj_scan_fwd_tf32: steps of features staged at a time
+#define TC_AHEAD 2  // ssm_scan_bwd_dw_tf32: steps between loading a step's inputs and using them
 #define TC_XC_PER_THREAD (PS_X_PER_THREAD * TC_STEPS)       // the backward's mma row tiles over the features (+ ones)
 static_assert(PS_WINDOWS == 16 && PS_CHANNELS == 4 * PS_WARPS && PS_MAX_FEATURES % 16 == 0,
               "the tensor-core scans: 16 windows (one mma row tile), 4 channels a warp, whole feature tiles");
 
-// The column of the block's [parts x channels] tile that holds part p of channel c (c < 32).
+// The column of the block's [parts x channels] tile that holds part p of channel c (c < 32): warp c/4's
+// 16 columns, in its mma tiles' order.
 __device__ __forceinline__ int tc_column(int c, int p) { return (c / 4) * 16 + (p / 2) * 8 + (c % 4) * 2 + (p % 2); }
 
 // ssm_proj_scan_fwd_tf32 — ssm_proj_scan_fwd with the projection on the tensor cores. The W_in
 // fragments of a warp's 16 columns stay in registers (2 tiles x TC_KSTEPS k-steps x 2); the block
 // stages the features of TC_STEPS (2) steps at a time, rounded to TF32, as xs[step][window][f'] with
 // f' pairing features k and k+4 of each group of 8 (one 8-byte load gives a0 and a2). Per step each
-// warp runs 2 x TC_KSTEPS mma, adds the bias and advances the recurrence of its lanes' two windows
-// (scan_step). Reads and writes what ssm_proj_scan_fwd does. Shared memory: 7 KB.
+// warp runs 2 x TC_KSTEPS mma and puts the products in zs[window][part * 32 + channel] (double
+// buffered, one barrier a step); then, as in ssm_proj_scan_fwd, lane l advances the recurrence of
+// channel l for the warp's two windows (scan_step with the fast sigmoid), so that every store of z and states is one
+// 128-byte row (written from the mma fragments, a store touched eight rows). Reads and writes what
+// ssm_proj_scan_fwd does. Shared memory: 24 KB.
 extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
 ssm_proj_scan_fwd_tf32(float* __restrict__ z, float* __restrict__ states, float* __restrict__ y,
                        const float* __restrict__ x, const float* __restrict__ W, const float* __restrict__ bias,
                        int K, int B, int D, int F)
 {
     __shared__ __align__(16) float xs[TC_STEPS][PS_WINDOWS][TC_X_STRIDE];
+    __shared__ __align__(16) float zs[2][PS_WINDOWS][TC_Z_STRIDE];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, tid = threadIdx.x;
     const int g = lane / 4, q = lane % 4;
     const int b0 = blockIdx.y * PS_WINDOWS, c0 = blockIdx.x * PS_CHANNELS;
-    const int d = c0 + warp * 4 + q;  // the channel whose four parts this lane ends up holding
     unsigned int bw[2][TC_KSTEPS][2];
 #pragma unroll
     for (int tile = 0; tile < 2; ++tile)
@@ -416,6 +433,8 @@ ssm_proj_scan_fwd_tf32(float* __restrict__ z, float* __restrict__ states, float*
                 const int f = ks * 8 + q + 4 * h, part = 2 * tile + g % 2, c = c0 + warp * 4 + g / 2;
                 bw[tile][ks][h] = nn_tf32(f < F ? W[(long long)f * (NN_SSM_PARTS * D) + part * D + c] : 0.0f);
             }
+    const int d = c0 + lane;  // the recurrence: a lane per channel, the warp's two windows
+    const int wl = warp * PS_WINDOWS_PER_THREAD;
     const float bu = bias[d], ba = bias[D + d], bi = bias[2 * D + d], bg = bias[3 * D + d];
     // Staging: element e = (step * PS_WINDOWS + window) * PS_MAX_FEATURES + f: neighbours read neighbouring
     // features of one row of x.
@@ -439,7 +458,10 @@ ssm_proj_scan_fwd_tf32(float* __restrict__ z, float* __restrict__ states, float*
     load_x(0);
     store_x();
     __syncthreads();
-    float s[2] = {0.0f, 0.0f};
+    float s[PS_WINDOWS_PER_THREAD];
+#pragma unroll
+    for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) s[r] = 0.0f;
+    const int col = warp * 4 + q;  // this lane's channel in the mma fragments
     for (int t0 = 0; t0 < K; t0 += TC_STEPS) {
         if (t0 + TC_STEPS < K) load_x(t0 + TC_STEPS);
 #pragma unroll 1
@@ -456,10 +478,22 @@ ssm_proj_scan_fwd_tf32(float* __restrict__ z, float* __restrict__ states, float*
                     nn_mma_tf32(acc[0], a, bw[0][ks]);
                     nn_mma_tf32(acc[1], a, bw[1][ks]);
                 }
-                scan_step(s[0], acc[0][0] + bu, acc[0][1] + ba, acc[1][0] + bi, acc[1][1] + bg, z, states, y, t,
-                          b0 + g, d, K, B, D);
-                scan_step(s[1], acc[0][2] + bu, acc[0][3] + ba, acc[1][2] + bi, acc[1][3] + bg, z, states, y, t,
-                          b0 + g + 8, d, K, B, D);
+                // acc[tile] = {(g, part 2 tile), (g, part 2 tile + 1), (g + 8, 2 tile), (g + 8, 2 tile + 1)}
+                float(*zt)[TC_Z_STRIDE] = zs[t & 1];
+#pragma unroll
+                for (int tile = 0; tile < 2; ++tile) {
+                    zt[g][(2 * tile) * PS_CHANNELS + col] = acc[tile][0];
+                    zt[g][(2 * tile + 1) * PS_CHANNELS + col] = acc[tile][1];
+                    zt[g + 8][(2 * tile) * PS_CHANNELS + col] = acc[tile][2];
+                    zt[g + 8][(2 * tile + 1) * PS_CHANNELS + col] = acc[tile][3];
+                }
+                __syncthreads();  // zs[t & 1] is whole; zs[(t + 1) & 1] is free (read before the last barrier)
+#pragma unroll
+                for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
+                    const float* zr = zt[wl + r];
+                    scan_step<true>(s[r], zr[lane] + bu, zr[PS_CHANNELS + lane] + ba, zr[2 * PS_CHANNELS + lane] + bi,
+                              zr[3 * PS_CHANNELS + lane] + bg, z, states, y, t, b0 + wl + r, d, K, B, D);
+                }
             }
         }
         if (t0 + TC_STEPS < K) {
@@ -471,10 +505,11 @@ ssm_proj_scan_fwd_tf32(float* __restrict__ z, float* __restrict__ states, float*
 }
 
 // ssm_scan_bwd_dw_tf32 — ssm_scan_bwd_dw with [x, 1]^T dz on the tensor cores. Phase A is the FP32
-// kernel's (lane = channel, two windows a warp; scan_step_grad), storing dz rounded to TF32 in
-// dzs[window][tc_column] and the features with their ones column, rounded, in xs[window][f]
-// (double buffered, one barrier a step). Phase B: warp w adds, per step, the product of the
-// [48 x 16] block x^T (features by windows) and its [16 x 16] columns of dz into 3 x 2 mma
+// kernel's (lane = channel, two windows a warp; scan_step_grad with the TF32 kernels' sigmoid),
+// storing dz rounded to TF32 in dzs[window][tc_column] and the features with their ones column,
+// rounded, in xs[window][f] (double buffered, one barrier a step); each step's z, states and features
+// are loaded TC_AHEAD (2) steps before it is reached. Phase B: warp w adds, per step, the product of
+// the [48 x 16] block x^T (features by windows) and its [16 x 16] columns of dz into 3 x 2 mma
 // accumulators. Writes partials[ceil(B/W)][F+1][4D] as ssm_scan_bwd_dw does (row F: the bias
 // gradient's). Shared memory: 24 KB.
 extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
@@ -495,31 +530,31 @@ ssm_scan_bwd_dw_tf32(float* __restrict__ partials, const float* __restrict__ z, 
 #pragma unroll
     for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
         bc[r] = min(b0 + wl0 + r, B - 1);
-        const float gt = nn_sigmoid(z[(K - 1) * zstep + (long long)bc[r] * D4 + 3 * D + d]);
+        const float gt = scan_sigmoid<true>(z[(K - 1) * zstep + (long long)bc[r] * D4 + 3 * D + d]);
         const float dyv = dy[(long long)bc[r] * D + d];
         ds[r] = dyv * gt;
         dzg[r] = dyv * states[(K - 1) * sstep + (long long)bc[r] * D + d] * gt * (1.0f - gt);
     }
-    float pu[PS_WINDOWS_PER_THREAD], pa[PS_WINDOWS_PER_THREAD], pi[PS_WINDOWS_PER_THREAD],
-        ps[PS_WINDOWS_PER_THREAD];
-    auto load_z = [&](int t) {
+    // The inputs of a step, loaded TC_AHEAD steps before it is reached.
+    struct Ahead {
+        float u[PS_WINDOWS_PER_THREAD], a[PS_WINDOWS_PER_THREAD], i[PS_WINDOWS_PER_THREAD], s[PS_WINDOWS_PER_THREAD];
+        float x[PS_X_PER_THREAD];  // element e = window * PS_MAX_FEATURES + f; the ones column at f = F
+    };
+    auto load = [&](Ahead& p, int t) {
 #pragma unroll
         for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
             const float* zt = z + t * zstep + (long long)bc[r] * D4 + d;
-            pu[r] = zt[0];
-            pa[r] = zt[D];
-            pi[r] = zt[2 * D];
-            ps[r] = t > 0 ? states[(t - 1) * sstep + (long long)bc[r] * D + d] : 0.0f;
+            p.u[r] = zt[0];
+            p.a[r] = zt[D];
+            p.i[r] = zt[2 * D];
+            p.s[r] = t > 0 ? states[(t - 1) * sstep + (long long)bc[r] * D + d] : 0.0f;
         }
-    };
-    float rx[PS_X_PER_THREAD];  // element e = window * PS_MAX_FEATURES + f; the ones column at f = F
-    auto load_x = [&](int t) {
 #pragma unroll
         for (int r = 0; r < PS_X_PER_THREAD; ++r) {
             const int e = tid + r * PS_WARPS * 32, f = e % PS_MAX_FEATURES, wb = e / PS_MAX_FEATURES;
             float v = 0.0f;
             if (b0 + wb < B) v = f < F ? x[((long long)t * B + b0 + wb) * F + f] : (f == F ? 1.0f : 0.0f);
-            rx[r] = v;
+            p.x[r] = v;
         }
     };
     float acc[TC_MTILES][2][4];
@@ -529,47 +564,52 @@ ssm_scan_bwd_dw_tf32(float* __restrict__ partials, const float* __restrict__ z, 
         for (int tile = 0; tile < 2; ++tile)
 #pragma unroll
             for (int i = 0; i < 4; ++i) acc[mt][tile][i] = 0.0f;
-    load_z(K - 1);
-    load_x(K - 1);
-    for (int n = 0; n < K; ++n) {
-        const int t = K - 1 - n, buf = n & 1;
+    Ahead pre[TC_AHEAD];
 #pragma unroll
-        for (int r = 0; r < PS_X_PER_THREAD; ++r) {
-            const int e = tid + r * PS_WARPS * 32;
-            xs[buf][e / PS_MAX_FEATURES][e % PS_MAX_FEATURES] = __uint_as_float(nn_tf32(rx[r]));
-        }
+    for (int k = 0; k < TC_AHEAD; ++k)
+        if (K - 1 - k >= 0) load(pre[k], K - 1 - k);
+    for (int n0 = 0; n0 < K; n0 += TC_AHEAD) {
 #pragma unroll
-        for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
-            float4 g4 = scan_step_grad(ds[r], pu[r], pa[r], pi[r], ps[r], t == K - 1 ? dzg[r] : 0.0f);
-            if (b0 + wl0 + r >= B) g4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            float* row = dzs[buf][wl0 + r];
-            row[tc_column(lane, 0)] = __uint_as_float(nn_tf32(g4.x));
-            row[tc_column(lane, 1)] = __uint_as_float(nn_tf32(g4.y));
-            row[tc_column(lane, 2)] = __uint_as_float(nn_tf32(g4.z));
-            row[tc_column(lane, 3)] = __uint_as_float(nn_tf32(g4.w));
-        }
-        if (t > 0) {  // the next step's inputs fly while this one is multiplied
-            load_z(t - 1);
-            load_x(t - 1);
-        }
-        __syncthreads();
+        for (int k = 0; k < TC_AHEAD; ++k) {
+            const int n = n0 + k, t = K - 1 - n, buf = n & 1;
+            if (n >= K) break;
 #pragma unroll
-        for (int ks = 0; ks < PS_WINDOWS / 8; ++ks) {
-            const int w0 = ks * 8 + q;  // this lane's windows in the k-step: w0 and w0 + 4
-            unsigned int bfr[2][2];
-#pragma unroll
-            for (int tile = 0; tile < 2; ++tile) {
-                bfr[tile][0] = __float_as_uint(dzs[buf][w0][warp * 16 + tile * 8 + g]);
-                bfr[tile][1] = __float_as_uint(dzs[buf][w0 + 4][warp * 16 + tile * 8 + g]);
+            for (int r = 0; r < PS_X_PER_THREAD; ++r) {
+                const int e = tid + r * PS_WARPS * 32;
+                xs[buf][e / PS_MAX_FEATURES][e % PS_MAX_FEATURES] = __uint_as_float(nn_tf32(pre[k].x[r]));
             }
 #pragma unroll
-            for (int mt = 0; mt < TC_MTILES; ++mt) {
-                const unsigned int a[4] = {__float_as_uint(xs[buf][w0][mt * 16 + g]),
-                                           __float_as_uint(xs[buf][w0][mt * 16 + g + 8]),
-                                           __float_as_uint(xs[buf][w0 + 4][mt * 16 + g]),
-                                           __float_as_uint(xs[buf][w0 + 4][mt * 16 + g + 8])};
-                nn_mma_tf32(acc[mt][0], a, bfr[0]);
-                nn_mma_tf32(acc[mt][1], a, bfr[1]);
+            for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
+                float4 g4 = scan_step_grad<true>(ds[r], pre[k].u[r], pre[k].a[r], pre[k].i[r], pre[k].s[r],
+                                           t == K - 1 ? dzg[r] : 0.0f);
+                if (b0 + wl0 + r >= B) g4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                float* row = dzs[buf][wl0 + r];
+                row[tc_column(lane, 0)] = __uint_as_float(nn_tf32(g4.x));
+                row[tc_column(lane, 1)] = __uint_as_float(nn_tf32(g4.y));
+                row[tc_column(lane, 2)] = __uint_as_float(nn_tf32(g4.z));
+                row[tc_column(lane, 3)] = __uint_as_float(nn_tf32(g4.w));
+            }
+            if (t - TC_AHEAD >= 0) load(pre[k], t - TC_AHEAD);
+            __syncthreads();
+#pragma unroll
+            for (int ks = 0; ks < PS_WINDOWS / 8; ++ks) {
+                const int w0 = ks * 8 + q;  // this lane's windows in the k-step: w0 and w0 + 4
+                unsigned int bfr[2][2];
+#pragma unroll
+                for (int tile = 0; tile < 2; ++tile) {
+                    const int cz = warp * 16 + tile * 8 + g;
+                    bfr[tile][0] = __float_as_uint(dzs[buf][w0][cz]);
+                    bfr[tile][1] = __float_as_uint(dzs[buf][w0 + 4][cz]);
+                }
+#pragma unroll
+                for (int mt = 0; mt < TC_MTILES; ++mt) {
+                    const unsigned int a[4] = {__float_as_uint(xs[buf][w0][mt * 16 + g]),
+                                               __float_as_uint(xs[buf][w0][mt * 16 + g + 8]),
+                                               __float_as_uint(xs[buf][w0 + 4][mt * 16 + g]),
+                                               __float_as_uint(xs[buf][w0 + 4][mt * 16 + g + 8])};
+                    nn_mma_tf32(acc[mt][0], a, bfr[0]);
+                    nn_mma_tf32(acc[mt][1], a, bfr[1]);
+                }
             }
         }
     }

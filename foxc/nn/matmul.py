@@ -56,6 +56,10 @@ LINEAR_FWD_T32 = _linear_spec("linear_fwd_f32_t32")
 LINEAR_FWD_T16 = _linear_spec("linear_fwd_f32_t16")
 MATMUL_NT_T32 = _nt_spec("matmul_nt_f32_t32")
 MATMUL_TN_T32 = _tn_spec("matmul_tn_f32_t32")
+# TF32 on mma.sync with 32x32 tiles (block 128, k staged by cp.async): the forward and dX of layers
+# too small to fill the GPU with 64x64 tiles.
+TF32_T32 = {"linear": _linear_spec("linear_fwd_tf32_t32"), "nt": _nt_spec("matmul_nt_tf32_t32")}
+TF32_T32_THREADS = 128
 # dW and db in one pass: A gets a column of ones, so C[z] is (M+1) x N with the column sums last.
 MATMUL_TN_ONES = {TILE: KernelSpec("matmul_tn_ones_f32", MODULE, MATMUL_TN["f32"].params,
                                    doc="C[z][M+1,N]: X^T dY over split z's rows, then dY's column sums"),
@@ -99,7 +103,13 @@ def layer_precision(M: int, N: int, precision: str) -> str:
 
 
 def gemm_kernel(kind: str, M: int, N: int, precision: str):
-    """(spec, tile, threads) of the linear/nt/tn kernel for an M x N output."""
+    """(spec, tile, threads) of the linear/nt/tn kernel for an M x N output. A TF32 forward or dX below
+    the 64x64 grid that fills the GPU takes the 32x32 mma kernels (a forward at most 16 wide: FP32's
+    16x16 tiles); `Linear` asks for a TF32 dW only where that grid fills the GPU."""
+    if precision == "tf32" and kind in TF32_T32 and layer_precision(M, N, precision) == "f32":
+        if not (kind == "linear" and N <= SKINNY_TILE):
+            return TF32_T32[kind], SMALL_TILE, TF32_T32_THREADS
+        precision = "f32"
     tile = f32_tile(M, N, kind) if precision == "f32" else TILE
     if tile == SKINNY_TILE:
         return LINEAR_FWD_T16, tile, SMALL_THREADS
@@ -158,10 +168,12 @@ def _register_linear(precision):
 
 
 _F32_REFS = _register_linear("f32")
-_register_linear("tf32")
+_TF32_REFS = _register_linear("tf32")
 for _spec, _fn in zip((LINEAR_FWD_T32, MATMUL_NT_T32, MATMUL_TN_T32), _F32_REFS):
     reference(_spec)(_fn)  # the tiling does not change the result
 reference(LINEAR_FWD_T16)(_F32_REFS[0])
+for _spec, _fn in zip(TF32_T32.values(), _TF32_REFS):
+    reference(_spec)(_fn)
 
 
 def _tn_ones(launch, C, A, B, R, M, N, r_chunk):

@@ -138,24 +138,25 @@ class Linear:
     """Plans of one linear layer Y = act(X W + b) over given buffers, and of its backward.
 
     backward: dpre = act'(dY) (in place over dY when act is not identity), dW = X^T dpre,
-    db = colsum(dpre) and, when dX is given, dX (+)= dpre W^T. precision "tf32" is applied per
-    layer by `matmul.layer_precision` (small layers run FP32). An FP32 layer's dW and db are one
-    split pass whose partials `partials` (the backward's GradPartials) adds up; without it, the
+    db = colsum(dpre) and, when dX is given, dX (+)= dpre W^T. With precision "tf32" the forward and dX
+    run on the tensor cores (`matmul.gemm_kernel` picks the tiling); dW and db stay one FP32 pass
+    below the size where 64x64 TF32 tiles fill the GPU (`matmul.layer_precision`). An FP32 dW and db
+    pass leaves split partials that `partials` (the backward's GradPartials) adds up; without it, the
     layer's own reduction follows the pass.
     """
 
     def __init__(self, rt, params, w: str, b: str, X, Y, rows: int, n_in: int, n_out: int, act=ACT_IDENTITY,
                  precision="f32", dY=None, dX=None, accumulate_dX=False, target=False, partials=None):
         sfx = "_target" if target else ""
-        precision = matmul.layer_precision(rows, n_out, precision)
         W = params.ptr(w + sfx)
         self.forward = [plan_linear(rt, Y, X, W, params.ptr(b + sfx), rows, n_in, n_out, act, precision)]
+        grads = matmul.layer_precision(rows, n_out, precision)  # dW and db: one FP32 pass below the fill
         self.backward = []
         if dY is None:
             return
         if act != ACT_IDENTITY:
             self.backward.append(plan_act_bwd(rt, dY, dY, Y, rows * n_out, act))
-        if precision == "f32":  # dW and db in one pass (matmul_tn_ones)
+        if grads == "f32":  # dW and db in one pass (matmul_tn_ones)
             own = partials is None
             partials = GradPartials(rt, params.grad, f"d{w}_splits") if own else partials
             self.backward.append(plan_dw_db(rt, partials, X, dY, rows, n_in, n_out, params.by_name[w].offset,
@@ -164,7 +165,7 @@ class Linear:
                 self.backward.append(partials.finish())
         else:
             self.backward.append(RowReduction(rt, params.ptr(w, "grad"), dY, rows, n_out, A=X, M=n_in,
-                                              precision=precision, name=f"d{w}"))
+                                              precision=grads, name=f"d{w}"))
             self.backward.append(RowReduction(rt, params.ptr(b, "grad"), dY, rows, n_out, name=f"d{b}"))
         if dX is not None:
             self.backward.append(plan_matmul_nt(rt, dX, dY, W, rows, n_out, n_in, accumulate_dX, precision))

@@ -126,6 +126,26 @@ def test_t32_kernels_match_reference_and_64_tiles(cuda_rt, ref_rt, rng, shape):
         assert np.array_equal(c32, c64)
 
 
+@pytest.mark.parametrize("shape", [(B, model.STATE_DIM, model.RL_HIDDEN), (B, model.RL_HIDDEN, heads.Q_OUTPUTS),
+                                   (B, D, D), (1000, 37, 67), (33, 300, 31), (1, 5, 3)])
+def test_tf32_t32_kernels_match_reference(cuda_rt, ref_rt, rng, shape):
+    """The 32x32 mma TF32 forward and dX (k staged by cp.async; K past the stages in flight, rows and
+    columns not multiples of the tile) against the TF32 reference, and within TF32's error of float64."""
+    M, Kd, N = shape
+    x = rng.standard_normal((M, Kd)).astype(np.float32)
+    w = (rng.standard_normal((Kd, N)) / np.sqrt(Kd)).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float32)
+    grid = matmul.gemm_grid(M, N, 1, matmul.SMALL_TILE)
+    for act in (matmul.ACT_IDENTITY, matmul.ACT_RELU):
+        (y, *_), _ = compare(cuda_rt, ref_rt, matmul.TF32_T32["linear"], grid, matmul.TF32_T32_THREADS,
+                             [poisoned((M, N)), x, w, bias, M, Kd, N, act], 2e-5)
+    assert rel_error(y, np.maximum(x.astype(np.float64) @ w + bias, 0)) < 2e-3
+    wt = rng.standard_normal((N, Kd)).astype(np.float32)
+    c0 = rng.standard_normal((M, N)).astype(np.float32)
+    for acc, c in ((0, poisoned((M, N))), (1, c0)):
+        compare(cuda_rt, ref_rt, matmul.TF32_T32["nt"], grid, matmul.TF32_T32_THREADS, [c, x, wt, M, Kd, N, acc], 2e-5)
+
+
 @pytest.mark.parametrize("shape", [(K * B, F, 4 * D), (B, D, heads.Q_OUTPUTS), (B, D, D), (B, D, 9), (B, D, 1),
                                    (1001, 37, 67), (70, 3, 5)])
 @pytest.mark.parametrize("tile", [matmul.TILE, matmul.SMALL_TILE])
