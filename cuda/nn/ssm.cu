@@ -72,6 +72,38 @@ __device__ __forceinline__ float4 scan_step_grad(float& ds, float zu, float za, 
     return g4;
 }
 
+// Element e of a block's staged features: step st (< STEPS), window wb (< PS_WINDOWS) and feature f
+// (< PS_MAX_FEATURES); FEATURE_FASTEST: neighbouring elements are neighbouring features of one row of
+// x, else neighbouring steps of one feature.
+template <bool FEATURE_FASTEST, int STEPS>
+__device__ __forceinline__ void stage_index(int e, int& st, int& wb, int& f)
+{
+    if (FEATURE_FASTEST) {
+        f = e % PS_MAX_FEATURES;
+        wb = (e / PS_MAX_FEATURES) % PS_WINDOWS;
+        st = e / (PS_MAX_FEATURES * PS_WINDOWS);
+    } else {
+        st = e % STEPS;
+        f = (e / STEPS) % PS_MAX_FEATURES;
+        wb = e / (STEPS * PS_MAX_FEATURES);
+    }
+}
+
+// This thread's staging elements of x[t0 + st][b0 + wb][f] (zero outside x) into registers: the
+// forwards load a chunk's features while the previous chunk is computed.
+template <bool FEATURE_FASTEST, int STEPS, int N>
+__device__ __forceinline__ void load_features(float (&rx)[N], const float* __restrict__ x, int t0, int b0, int K,
+                                              int B, int F)
+{
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+        int st, wb, f;
+        stage_index<FEATURE_FASTEST, STEPS>(threadIdx.x + r * PS_WARPS * 32, st, wb, f);
+        const int t = t0 + st;
+        rx[r] = (f < F && b0 + wb < B && t < K) ? x[((long long)t * B + b0 + wb) * F + f] : 0.0f;
+    }
+}
+
 // ssm_proj_scan_fwd — the input projection fused into the forward scan (FP32).
 // grid (D/32, ceil(B/W)) with W = PS_WINDOWS (16), block 256; D must be a multiple of 32 and F < 48.
 // Block (cx, by), warp w, lane l owns channel d = cx*32 + l and windows b = by*W + R*w + r (r < R =
@@ -104,22 +136,16 @@ ssm_proj_scan_fwd(float* __restrict__ z, float* __restrict__ states, float* __re
         Ws[f][e % PS_CHANNELS] = make_float4(wf[0], wf[D], wf[2 * D], wf[3 * D]);
     }
     const float bu = bias[d], ba = bias[D + d], bi = bias[2 * D + d], bg = bias[3 * D + d];
-    // Staging: element e = (window * PS_MAX_FEATURES + f) * PS_STEPS + step. A warp reads 8 features of
-    // 4 rows (32-byte pieces) and stores them to 32 distinct banks (the row stride is 4 mod 32 words).
+    // Staging: neighbouring elements are neighbouring steps. A warp reads 8 features of 4 rows (32-byte
+    // pieces) and stores them to 32 distinct banks (the row stride is 4 mod 32 words).
     float rx[PS_XC_PER_THREAD];
-    auto load_x = [&](int t0) {
-#pragma unroll
-        for (int r = 0; r < PS_XC_PER_THREAD; ++r) {
-            const int e = tid + r * PS_WARPS * 32, st = e % PS_STEPS, f = (e / PS_STEPS) % PS_MAX_FEATURES;
-            const int wb = e / (PS_STEPS * PS_MAX_FEATURES), t = t0 + st;
-            rx[r] = (f < F && b0 + wb < B && t < K) ? x[((long long)t * B + b0 + wb) * F + f] : 0.0f;
-        }
-    };
+    auto load_x = [&](int t0) { load_features<false, PS_STEPS>(rx, x, t0, b0, K, B, F); };
     auto store_x = [&]() {
 #pragma unroll
         for (int r = 0; r < PS_XC_PER_THREAD; ++r) {
-            const int e = tid + r * PS_WARPS * 32, st = e % PS_STEPS, f = (e / PS_STEPS) % PS_MAX_FEATURES;
-            xs[f][(e / (PS_STEPS * PS_MAX_FEATURES)) * PS_STEPS + st] = rx[r];
+            int st, wb, f;
+            stage_index<false, PS_STEPS>(tid + r * PS_WARPS * 32, st, wb, f);
+            xs[f][wb * PS_STEPS + st] = rx[r];
         }
     };
     load_x(0);
@@ -436,23 +462,16 @@ ssm_proj_scan_fwd_tf32(float* __restrict__ z, float* __restrict__ states, float*
     const int d = c0 + lane;  // the recurrence: a lane per channel, the warp's two windows
     const int wl = warp * PS_WINDOWS_PER_THREAD;
     const float bu = bias[d], ba = bias[D + d], bi = bias[2 * D + d], bg = bias[3 * D + d];
-    // Staging: element e = (step * PS_WINDOWS + window) * PS_MAX_FEATURES + f: neighbours read neighbouring
-    // features of one row of x.
+    // Staging: neighbouring elements are neighbouring features of one row of x.
     float rx[TC_XC_PER_THREAD];
-    auto load_x = [&](int t0) {
-#pragma unroll
-        for (int r = 0; r < TC_XC_PER_THREAD; ++r) {
-            const int e = tid + r * PS_WARPS * 32, f = e % PS_MAX_FEATURES, wb = (e / PS_MAX_FEATURES) % PS_WINDOWS;
-            const int t = t0 + e / (PS_MAX_FEATURES * PS_WINDOWS);
-            rx[r] = (f < F && b0 + wb < B && t < K) ? x[((long long)t * B + b0 + wb) * F + f] : 0.0f;
-        }
-    };
+    auto load_x = [&](int t0) { load_features<true, TC_STEPS>(rx, x, t0, b0, K, B, F); };
     auto store_x = [&]() {
 #pragma unroll
         for (int r = 0; r < TC_XC_PER_THREAD; ++r) {
-            const int e = tid + r * PS_WARPS * 32, f = e % PS_MAX_FEATURES, wb = (e / PS_MAX_FEATURES) % PS_WINDOWS;
-            const int j = f % 8, fp = (f / 8) * 8 + 2 * (j % 4) + j / 4;
-            xs[e / (PS_MAX_FEATURES * PS_WINDOWS)][wb][fp] = __uint_as_float(nn_tf32(rx[r]));
+            int st, wb, f;
+            stage_index<true, TC_STEPS>(tid + r * PS_WARPS * 32, st, wb, f);
+            const int j = f % 8;
+            xs[st][wb][(f / 8) * 8 + 2 * (j % 4) + j / 4] = __uint_as_float(nn_tf32(rx[r]));
         }
     };
     load_x(0);
