@@ -89,18 +89,43 @@ __device__ __forceinline__ void stage_index(int e, int& st, int& wb, int& f)
     }
 }
 
-// This thread's staging elements of x[t0 + st][b0 + wb][f] (zero outside x) into registers: the
-// forwards load a chunk's features while the previous chunk is computed.
-template <bool FEATURE_FASTEST, int STEPS, int N>
-__device__ __forceinline__ void load_features(float (&rx)[N], const float* __restrict__ x, int t0, int b0, int K,
-                                              int B, int F)
+// The forwards' walk over the window in chunks of STEPS steps: the features of chunk 0 are staged
+// (`put(st, wb, f, value)` writes x[t0 + st][b0 + wb][f], zero outside x, to the kernel's shared
+// layout), then each chunk is computed (`chunk(t0)`) while the next chunk's features are loaded into
+// registers, which are staged after a barrier (two barriers a chunk).
+template <bool FEATURE_FASTEST, int STEPS, int N, class Put, class Chunk>
+__device__ __forceinline__ void walk_chunks(const float* __restrict__ x, int b0, int K, int B, int F, Put put,
+                                            Chunk chunk)
 {
+    float rx[N];
+    auto load = [&](int t0) {
 #pragma unroll
-    for (int r = 0; r < N; ++r) {
-        int st, wb, f;
-        stage_index<FEATURE_FASTEST, STEPS>(threadIdx.x + r * PS_WARPS * 32, st, wb, f);
-        const int t = t0 + st;
-        rx[r] = (f < F && b0 + wb < B && t < K) ? x[((long long)t * B + b0 + wb) * F + f] : 0.0f;
+        for (int r = 0; r < N; ++r) {
+            int st, wb, f;
+            stage_index<FEATURE_FASTEST, STEPS>(threadIdx.x + r * PS_WARPS * 32, st, wb, f);
+            const int t = t0 + st;
+            rx[r] = (f < F && b0 + wb < B && t < K) ? x[((long long)t * B + b0 + wb) * F + f] : 0.0f;
+        }
+    };
+    auto stage = [&]() {
+#pragma unroll
+        for (int r = 0; r < N; ++r) {
+            int st, wb, f;
+            stage_index<FEATURE_FASTEST, STEPS>(threadIdx.x + r * PS_WARPS * 32, st, wb, f);
+            put(st, wb, f, rx[r]);
+        }
+    };
+    load(0);
+    stage();
+    __syncthreads();
+    for (int t0 = 0; t0 < K; t0 += STEPS) {
+        if (t0 + STEPS < K) load(t0 + STEPS);
+        chunk(t0);
+        if (t0 + STEPS < K) {
+            __syncthreads();  // every warp is done reading this chunk's features
+            stage();
+            __syncthreads();
+        }
     }
 }
 
@@ -136,27 +161,14 @@ ssm_proj_scan_fwd(float* __restrict__ z, float* __restrict__ states, float* __re
         Ws[f][e % PS_CHANNELS] = make_float4(wf[0], wf[D], wf[2 * D], wf[3 * D]);
     }
     const float bu = bias[d], ba = bias[D + d], bi = bias[2 * D + d], bg = bias[3 * D + d];
-    // Staging: neighbouring elements are neighbouring steps. A warp reads 8 features of 4 rows (32-byte
-    // pieces) and stores them to 32 distinct banks (the row stride is 4 mod 32 words).
-    float rx[PS_XC_PER_THREAD];
-    auto load_x = [&](int t0) { load_features<false, PS_STEPS>(rx, x, t0, b0, K, B, F); };
-    auto store_x = [&]() {
-#pragma unroll
-        for (int r = 0; r < PS_XC_PER_THREAD; ++r) {
-            int st, wb, f;
-            stage_index<false, PS_STEPS>(tid + r * PS_WARPS * 32, st, wb, f);
-            xs[f][wb * PS_STEPS + st] = rx[r];
-        }
-    };
-    load_x(0);
-    store_x();
-    __syncthreads();
     float s[PS_WINDOWS_PER_THREAD];
 #pragma unroll
     for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) s[r] = 0.0f;
     const int wl = warp * PS_WINDOWS_PER_THREAD;  // this thread's first window in the block
-    for (int t0 = 0; t0 < K; t0 += PS_STEPS) {
-        if (t0 + PS_STEPS < K) load_x(t0 + PS_STEPS);
+    // Staging: neighbouring elements are neighbouring steps. A warp reads 8 features of 4 rows (32-byte
+    // pieces) and stores them to 32 distinct banks (the row stride is 4 mod 32 words).
+    auto put = [&](int st, int wb, int f, float v) { xs[f][wb * PS_STEPS + st] = v; };
+    auto chunk = [&](int t0) {
         float acc[PS_STEPS][PS_WINDOWS_PER_THREAD][NN_SSM_PARTS];
 #pragma unroll
         for (int st = 0; st < PS_STEPS; ++st)
@@ -188,12 +200,8 @@ ssm_proj_scan_fwd(float* __restrict__ z, float* __restrict__ states, float* __re
                                      acc[st][r][3] + bg, z, states, y, t, b0 + wl + r, d, K, B, D);
             }
         }
-        if (t0 + PS_STEPS < K) {
-            __syncthreads();  // every warp is done reading this chunk's features
-            store_x();
-            __syncthreads();
-        }
-    }
+    };
+    walk_chunks<false, PS_STEPS, PS_XC_PER_THREAD>(x, b0, K, B, F, put, chunk);
 }
 
 // ssm_scan_fwd — 1-D grid over B*D threads (256-thread blocks), each running the K steps of
@@ -446,7 +454,7 @@ ssm_proj_scan_fwd_tf32(float* __restrict__ z, float* __restrict__ states, float*
 {
     __shared__ __align__(16) float xs[TC_STEPS][PS_WINDOWS][TC_X_STRIDE];
     __shared__ __align__(16) float zs[2][PS_WINDOWS][TC_Z_STRIDE];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, tid = threadIdx.x;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int g = lane / 4, q = lane % 4;
     const int b0 = blockIdx.y * PS_WINDOWS, c0 = blockIdx.x * PS_CHANNELS;
     unsigned int bw[2][TC_KSTEPS][2];
@@ -462,27 +470,16 @@ ssm_proj_scan_fwd_tf32(float* __restrict__ z, float* __restrict__ states, float*
     const int d = c0 + lane;  // the recurrence: a lane per channel, the warp's two windows
     const int wl = warp * PS_WINDOWS_PER_THREAD;
     const float bu = bias[d], ba = bias[D + d], bi = bias[2 * D + d], bg = bias[3 * D + d];
-    // Staging: neighbouring elements are neighbouring features of one row of x.
-    float rx[TC_XC_PER_THREAD];
-    auto load_x = [&](int t0) { load_features<true, TC_STEPS>(rx, x, t0, b0, K, B, F); };
-    auto store_x = [&]() {
-#pragma unroll
-        for (int r = 0; r < TC_XC_PER_THREAD; ++r) {
-            int st, wb, f;
-            stage_index<true, TC_STEPS>(tid + r * PS_WARPS * 32, st, wb, f);
-            const int j = f % 8;
-            xs[st][wb][(f / 8) * 8 + 2 * (j % 4) + j / 4] = __uint_as_float(nn_tf32(rx[r]));
-        }
-    };
-    load_x(0);
-    store_x();
-    __syncthreads();
     float s[PS_WINDOWS_PER_THREAD];
 #pragma unroll
     for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) s[r] = 0.0f;
     const int col = warp * 4 + q;  // this lane's channel in the mma fragments
-    for (int t0 = 0; t0 < K; t0 += TC_STEPS) {
-        if (t0 + TC_STEPS < K) load_x(t0 + TC_STEPS);
+    // Staging: neighbouring elements are neighbouring features of one row of x.
+    auto put = [&](int st, int wb, int f, float v) {
+        const int j = f % 8;
+        xs[st][wb][(f / 8) * 8 + 2 * (j % 4) + j / 4] = __uint_as_float(nn_tf32(v));
+    };
+    auto chunk = [&](int t0) {
 #pragma unroll 1
         for (int st = 0; st < TC_STEPS; ++st) {
             const int t = t0 + st;
@@ -511,16 +508,12 @@ ssm_proj_scan_fwd_tf32(float* __restrict__ z, float* __restrict__ states, float*
                 for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
                     const float* zr = zt[wl + r];
                     scan_step<true>(s[r], zr[lane] + bu, zr[PS_CHANNELS + lane] + ba, zr[2 * PS_CHANNELS + lane] + bi,
-                              zr[3 * PS_CHANNELS + lane] + bg, z, states, y, t, b0 + wl + r, d, K, B, D);
+                                    zr[3 * PS_CHANNELS + lane] + bg, z, states, y, t, b0 + wl + r, d, K, B, D);
                 }
             }
         }
-        if (t0 + TC_STEPS < K) {
-            __syncthreads();  // every warp is done reading this chunk's features
-            store_x();
-            __syncthreads();
-        }
-    }
+    };
+    walk_chunks<true, TC_STEPS, TC_XC_PER_THREAD>(x, b0, K, B, F, put, chunk);
 }
 
 // ssm_scan_bwd_dw_tf32 — ssm_scan_bwd_dw with [x, 1]^T dz on the tensor cores. Phase A is the FP32
