@@ -100,3 +100,18 @@ def test_signatures_of_macro_generated_and_launch_bounded_kernels():
     assert build_cubins.parse_signatures(text) == {
         "f_x": [["a", "ptr"], ["n", "i64"]], "f_y": [["a", "ptr"], ["n", "i64"]],
         "g": [["s", "u32"], ["c", "ptr"], ["t", "f32"]]}
+
+
+def test_parameter_list_macros_expand_from_the_file_and_its_headers():
+    """Kernels that share a parameter list write it once as a macro (lobsim_step and backtest_step, the
+    fused scans); the manifest records the expanded parameters, so a spec still binds by name and type."""
+    header = '#define ARRAYS const float* __restrict__ a, \\\n    int* __restrict__ b\n#define SCALE (2 * 3)\n'
+    text = ('#define MORE float* c, int n\n'
+            'extern "C" __global__ void k(ARRAYS, MORE, float t) {}\n'
+            'extern "C" __global__ void k2(ARRAYS) {}\n')
+    assert build_cubins.parameter_macros(header) == {"ARRAYS": "const float* __restrict__ a, int* __restrict__ b"}
+    assert build_cubins.parse_signatures(text, macros=build_cubins.parameter_macros(header)) == {
+        "k": [["a", "ptr"], ["b", "ptr"], ["c", "ptr"], ["n", "i32"], ["t", "f32"]],
+        "k2": [["a", "ptr"], ["b", "ptr"]]}
+    bridge = build_cubins.kernel_signatures(ROOT / "cuda/trainer/bridge.cu")["backtest_step"]
+    assert bridge[:3] == [["snaps", "ptr"], ["cursor", "ptr"], ["episode_end", "ptr"]] and bridge[-1] == ["mask", "ptr"]

@@ -120,6 +120,7 @@ _KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s
                      r'(\w+)\s*\(([^)]*)\)')
 _QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__)\b")
 _DEFINE = re.compile(r"^\s*#\s*define\s+(\w+)\(([^)]*)\)(.*)$", re.M)
+_OBJECT_DEFINE = re.compile(r"^\s*#\s*define\s+(\w+)(?!\()[ \t]+(.*)$", re.M)
 
 
 def strip_comments(text: str) -> str:
@@ -142,13 +143,27 @@ def expand_kernel_macros(text: str) -> str:
     return _DEFINE.sub("", text)
 
 
-def parse_signatures(source_text: str, label: str = "source") -> dict[str, list[list[str]]]:
+def parameter_macros(text: str) -> dict[str, str]:
+    """Object-like macros that stand for part of a parameter list (their body declares a pointer), e.g.
+    a simulator's parameters shared by two kernels: {name: body}."""
+    text = strip_comments(text).replace("\\\n", " ")
+    return {m.group(1): " ".join(m.group(2).split()) for m in _OBJECT_DEFINE.finditer(text)
+            if "*" in m.group(2) and "," in m.group(2)}
+
+
+def parse_signatures(source_text: str, label: str = "source", macros: dict[str, str] | None = None
+                     ) -> dict[str, list[list[str]]]:
     """{kernel: [[parameter name, kind], ...]} for every extern "C" __global__ kernel in a .cu file: what
-    foxc.driver.cubins.check_spec binds each KernelSpec to, by name and type."""
+    foxc.driver.cubins.check_spec binds each KernelSpec to, by name and type. A parameter-list macro
+    (`parameter_macros` of the file and of `macros`, its headers') is expanded in place."""
     found = {}
+    macros = {**(macros or {}), **parameter_macros(source_text)}
     for m in _KERNEL.finditer(expand_kernel_macros(strip_comments(source_text))):
         params = []
-        for raw in filter(None, (" ".join(p.split()) for p in m.group(2).split(","))):
+        plist = m.group(2)
+        for name, body in macros.items():
+            plist = re.sub(rf"\b{name}\b", body, plist)
+        for raw in filter(None, (" ".join(p.split()) for p in plist.split(","))):
             decl = " ".join(_QUALIFIERS.sub(" ", raw).split())
             name = re.search(r"(\w+)$", decl)
             ctype = decl[:name.start()].strip() if name else ""
@@ -162,7 +177,10 @@ def parse_signatures(source_text: str, label: str = "source") -> dict[str, list[
 
 
 def kernel_signatures(source: Path) -> dict:
-    return parse_signatures(source.read_text(), rel(source))
+    macros = {}
+    for header in included_headers(source):
+        macros.update(parameter_macros(header.read_text()))
+    return parse_signatures(source.read_text(), rel(source), macros)
 
 
 def load_manifest() -> dict:

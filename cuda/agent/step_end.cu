@@ -19,18 +19,13 @@
 // Deterministic: thread t sums b = t, t + 256, ... in order, then a fixed shared-memory tree;
 // no atomics, so the same inputs give the same bits on every run.
 #define N_SUMS 17
-__device__ __noinline__ void step_stats(
-    const float* __restrict__ probs,
-    const int* __restrict__ actions,
-    const unsigned int* __restrict__ flags,
-    const float* __restrict__ reward_raw,
-    const float* __restrict__ reward_scaled,
-    const unsigned int* __restrict__ clipped,
-    const unsigned int* __restrict__ closed,
-    const float* __restrict__ closed_pnl,
-    const int* __restrict__ lots,
-    double* stats,
-    int B)
+// The step's per-backtest arrays, as step_stats and agent_step_end take them.
+#define STEP_ARRAYS                                                                                            \
+    const float* __restrict__ probs, const int* __restrict__ actions, const unsigned int* __restrict__ flags,   \
+    const float* __restrict__ reward_raw, const float* __restrict__ reward_scaled,                             \
+    const unsigned int* __restrict__ clipped, const unsigned int* __restrict__ closed,                         \
+    const float* __restrict__ closed_pnl, const int* __restrict__ lots
+__device__ __noinline__ void step_stats(STEP_ARRAYS, double* stats, int B)
 {
     __shared__ double sums[N_SUMS][AGENT_STATS_BLOCK];
     const int t = threadIdx.x;
@@ -274,15 +269,7 @@ __device__ __forceinline__ void step_increment(float* isv)
 // controller, the other controllers, the frame and the step counter, then (after a barrier that
 // makes thread 0's writes visible to the block) every thread copies its share of the ISV.
 extern "C" __global__ void agent_step_end(
-    const float* __restrict__ probs,
-    const int* __restrict__ actions,
-    const unsigned int* __restrict__ flags,
-    const float* __restrict__ reward_raw,
-    const float* __restrict__ reward_scaled,
-    const unsigned int* __restrict__ clipped,
-    const unsigned int* __restrict__ closed,
-    const float* __restrict__ closed_pnl,
-    const int* __restrict__ lots,
+    STEP_ARRAYS,
     int B,
     const float* __restrict__ losses,
     double* stats,

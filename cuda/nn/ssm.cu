@@ -22,6 +22,14 @@
 #define PS_XS_STRIDE (PS_WINDOWS * PS_STEPS + 4)       // words per feature row of the forward's xs
 constexpr int PS_F_UNROLL = NN_PS_F_UNROLL;  // #pragma unroll takes a constant, not a macro
 
+// The parameters of the fused forwards (FP32 and TF32) and of the fused backwards.
+#define PROJ_SCAN_FWD_PARAMS                                                                                   \
+    float* __restrict__ z, float* __restrict__ states, float* __restrict__ y, const float* __restrict__ x,      \
+    const float* __restrict__ W, const float* __restrict__ bias, int K, int B, int D, int F
+#define SCAN_BWD_DW_PARAMS                                                                                     \
+    float* __restrict__ partials, const float* __restrict__ z, const float* __restrict__ states,               \
+    const float* __restrict__ dy, const float* __restrict__ x, int K, int B, int D, int F
+
 // The gates' sigmoid: FP32 kernels nn_sigmoid (expf, IEEE division); the TF32 kernels, whose products
 // already carry TF32's 2^-11 rounding, the hardware exponential and approximate division (about 1e-6
 // relative error, a quarter of the instructions).
@@ -145,9 +153,7 @@ __device__ __forceinline__ void walk_chunks(const float* __restrict__ x, int b0,
 // no other), states[K,B,D], y[B,D]. Saves linear_fwd's z being read back by the scan (64 MB at
 // K=32, B=1024, D=128) and one launch.
 extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
-ssm_proj_scan_fwd(float* __restrict__ z, float* __restrict__ states, float* __restrict__ y,
-                  const float* __restrict__ x, const float* __restrict__ W, const float* __restrict__ bias,
-                  int K, int B, int D, int F)
+ssm_proj_scan_fwd(PROJ_SCAN_FWD_PARAMS)
 {
     __shared__ __align__(16) float4 Ws[PS_MAX_FEATURES][PS_CHANNELS];
     __shared__ __align__(16) float xs[PS_MAX_FEATURES][PS_XS_STRIDE];  // xs[f][window * PS_STEPS + step]
@@ -308,8 +314,7 @@ ssm_scan_bwd(float* __restrict__ dz, const float* __restrict__ z, const float* _
 // partials[ceil(B/W)][F+1][4D] (row F: column sums of dz = the bias gradient), which
 // reduce_grad_splits adds in split order into dW_in and db_in. Shared memory: 6 KB + 16 KB.
 extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
-ssm_scan_bwd_dw(float* __restrict__ partials, const float* __restrict__ z, const float* __restrict__ states,
-                const float* __restrict__ dy, const float* __restrict__ x, int K, int B, int D, int F)
+ssm_scan_bwd_dw(SCAN_BWD_DW_PARAMS)
 {
     __shared__ __align__(16) float xs[2][PS_MAX_FEATURES][PS_WINDOWS];
     __shared__ __align__(16) float4 dzs[2][PS_WINDOWS][PS_CHANNELS];
@@ -448,9 +453,7 @@ __device__ __forceinline__ int tc_column(int c, int p) { return (c / 4) * 16 + (
 // 128-byte row (written from the mma fragments, a store touched eight rows). Reads and writes what
 // ssm_proj_scan_fwd does. Shared memory: 24 KB.
 extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
-ssm_proj_scan_fwd_tf32(float* __restrict__ z, float* __restrict__ states, float* __restrict__ y,
-                       const float* __restrict__ x, const float* __restrict__ W, const float* __restrict__ bias,
-                       int K, int B, int D, int F)
+ssm_proj_scan_fwd_tf32(PROJ_SCAN_FWD_PARAMS)
 {
     __shared__ __align__(16) float xs[TC_STEPS][PS_WINDOWS][TC_X_STRIDE];
     __shared__ __align__(16) float zs[2][PS_WINDOWS][TC_Z_STRIDE];
@@ -525,8 +528,7 @@ ssm_proj_scan_fwd_tf32(float* __restrict__ z, float* __restrict__ states, float*
 // accumulators. Writes partials[ceil(B/W)][F+1][4D] as ssm_scan_bwd_dw does (row F: the bias
 // gradient's). Shared memory: 24 KB.
 extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
-ssm_scan_bwd_dw_tf32(float* __restrict__ partials, const float* __restrict__ z, const float* __restrict__ states,
-                     const float* __restrict__ dy, const float* __restrict__ x, int K, int B, int D, int F)
+ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
 {
     __shared__ __align__(16) float xs[2][PS_WINDOWS][TC_X_STRIDE];
     __shared__ __align__(16) float dzs[2][PS_WINDOWS][TC_DZ_STRIDE];

@@ -60,18 +60,7 @@ __device__ __noinline__ void perception_targets(
 //   perception_targets: labels, mask (read by the learner later in the step)
 // The parameters are lobsim_step's, then the trainer's.
 extern "C" __global__ void backtest_step(
-    const FoxcSnapshot* __restrict__ snaps, const long long* __restrict__ cursor,
-    const long long* __restrict__ episode_end,
-    long long* __restrict__ bid_px, long long* __restrict__ ask_px,
-    unsigned int* __restrict__ bid_sz, unsigned int* __restrict__ ask_sz,
-    long long* __restrict__ book_ts, long long* __restrict__ book_idx,
-    long long* __restrict__ mid_x2, float* __restrict__ atr_ema,
-    unsigned int* __restrict__ skip_range, unsigned int* __restrict__ skip_crossed,
-    const int* __restrict__ actions, const unsigned int* __restrict__ stop_loss,
-    const long long* __restrict__ fee_per_lot, FoxcPosition* __restrict__ pos, FoxcTrade* __restrict__ trade_log,
-    float* __restrict__ rewards, float* __restrict__ dones,
-    long long min_px, long long max_px, float atr_alpha, float reward_scale, int trade_cap, int lots_per_entry,
-    int n,
+    LOBSIM_STEP_PARAMS,
     unsigned int* __restrict__ prev_trades, unsigned int* __restrict__ closed, float* __restrict__ closed_pnl,
     float* __restrict__ drawdown, float money_scale, const float* __restrict__ isv,
     float* __restrict__ reward_raw, float* __restrict__ reward_scaled, unsigned int* __restrict__ clipped,
@@ -79,12 +68,7 @@ extern "C" __global__ void backtest_step(
 {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= n) return;
-    book_update(b, snaps, cursor, bid_px, ask_px, bid_sz, ask_sz, book_ts, book_idx, mid_x2, atr_ema,
-                skip_range, skip_crossed, min_px, max_px, atr_alpha, n);
-    submit_market(b, actions, stop_loss, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, mid_x2,
-                  fee_per_lot, pos, trade_log, trade_cap, lots_per_entry, n);
-    pnl_track(b, snaps, cursor, episode_end, mid_x2, pos, trade_log, rewards, dones, min_px, max_px, reward_scale,
-              trade_cap);
+    step_backtest(b, LOBSIM_STEP_ARGS);
     closed_trades(b, pos, trade_log, prev_trades, closed, closed_pnl, drawdown, money_scale, trade_cap);
     agent_reward(b, rewards, drawdown, isv, reward_raw, reward_scaled, clipped);
     perception_targets(b, labels_out, labels, mask, n);

@@ -266,4 +266,34 @@ __device__ __noinline__ void pnl_track(
     dones[b] = at_end ? 1.0f : 0.0f;
 }
 
+// The parameters of a kernel that steps backtests (lobsim_step's; the first of backtest_step's) and one
+// step of backtest b over them: book_update -> submit_market -> pnl_track.
+#define LOBSIM_STEP_PARAMS                                                                                     \
+    const FoxcSnapshot* __restrict__ snaps, const long long* __restrict__ cursor,                              \
+    const long long* __restrict__ episode_end,                                                                 \
+    long long* __restrict__ bid_px, long long* __restrict__ ask_px,                                            \
+    unsigned int* __restrict__ bid_sz, unsigned int* __restrict__ ask_sz,                                      \
+    long long* __restrict__ book_ts, long long* __restrict__ book_idx,                                         \
+    long long* __restrict__ mid_x2, float* __restrict__ atr_ema,                                               \
+    unsigned int* __restrict__ skip_range, unsigned int* __restrict__ skip_crossed,                            \
+    const int* __restrict__ actions, const unsigned int* __restrict__ stop_loss,                               \
+    const long long* __restrict__ fee_per_lot, FoxcPosition* __restrict__ pos, FoxcTrade* __restrict__ trade_log, \
+    float* __restrict__ rewards, float* __restrict__ dones,                                                    \
+    long long min_px, long long max_px, float atr_alpha, float reward_scale, int trade_cap, int lots_per_entry, \
+    int n
+#define LOBSIM_STEP_ARGS                                                                                       \
+    snaps, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, book_idx, mid_x2, atr_ema, skip_range, \
+    skip_crossed, actions, stop_loss, fee_per_lot, pos, trade_log, rewards, dones, min_px, max_px, atr_alpha,   \
+    reward_scale, trade_cap, lots_per_entry, n
+
+__device__ __forceinline__ void step_backtest(int b, LOBSIM_STEP_PARAMS)
+{
+    book_update(b, snaps, cursor, bid_px, ask_px, bid_sz, ask_sz, book_ts, book_idx, mid_x2, atr_ema,
+                skip_range, skip_crossed, min_px, max_px, atr_alpha, n);
+    submit_market(b, actions, stop_loss, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, mid_x2,
+                  fee_per_lot, pos, trade_log, trade_cap, lots_per_entry, n);
+    pnl_track(b, snaps, cursor, episode_end, mid_x2, pos, trade_log, rewards, dones, min_px, max_px, reward_scale,
+              trade_cap);
+}
+
 #endif  // FOXC_LOBSIM_STEP_CUH
