@@ -23,6 +23,11 @@ for bench in $benches; do
   python3 -m foxc.bench "$bench" --backend cuda "${extra[@]}" --json "$out/.json/$bench.json" 2>&1 \
     | tee -a "$out/bench.log" || bench_rc=1
 done
+if printf '%s\n' $benches | grep -qx train; then  # the step in TF32 too (--precision tf32)
+  echo "== train --precision tf32" >> "$out/bench.log"
+  python3 -m foxc.bench train --backend cuda --busy --precision tf32 --json "$out/.json/train_tf32.json" 2>&1 \
+    | tee -a "$out/bench.log" || bench_rc=1
+fi
 python3 - "$out" <<'PY'
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
