@@ -3,16 +3,20 @@
 A policy that never trades earns 0 of the optimum and fails the first test; one that trades
 on noise pays the spread and fails the second.
 """
+import pytest
+
 from foxc.bench.edge import run_one
 from foxc.driver import open_runtime
 
 SMALL = dict(n_backtests=32, seq_len=8, per_capacity=1024, eval_rows=16_384, synthetic_rows=100_000)
 
 
-def test_agent_learns_the_easy_markets_edge():
+@pytest.mark.parametrize("precision", ["f32", "tf32"])
+def test_agent_learns_the_easy_markets_edge(precision):
     """Trained 3,000 steps on `easy` (B=32, K=8), the greedy agent earns at least half of the
-    market's exact optimum on held-out rows drawn with another seed."""
-    row = run_one(open_runtime("reference"), "easy", 0, 3000, **SMALL)
+    market's exact optimum on held-out rows drawn with another seed; in TF32 too (the references
+    round the products' operands as the tensor cores do)."""
+    row = run_one(open_runtime("reference"), "easy", 0, 3000, precision=precision, **SMALL)
     print(f"easy: {row['opt_frac']:.3f} of the optimum ({row['pnl_ticks']:.4f} ± {row['pnl_se']:.4f} ticks per "
           f"snapshot, optimum {row['optimum']:.4f}), {row['trades']} trades")
     assert row["opt_frac"] >= 0.5
@@ -34,9 +38,11 @@ def test_edge_benchmark_cli_smoke(tmp_path, capsys):
     out = tmp_path / "edge.json"
     assert edge.main(["--backend", "reference", "--markets", "null,easy", "--seeds", "1", "--steps",
                       "null=20,easy=20", "--n-backtests", "8", "--seq-len", "4", "--eval-rows", "2048",
-                      "--set", "lr_q=2e-4", "--json", str(out)]) == 0
+                      "--set", "lr_q=2e-4", "--precision", "tf32", "--json", str(out)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[-1].startswith("summary:") and "settings [('lr_q', 0.0002)]" in "\n".join(lines)
-    rows = json.loads(out.read_text())["rows"]
+    assert lines[-1].startswith("summary:") and "settings [('lr_q', 0.0002)]; precision tf32" in "\n".join(lines)
+    record = json.loads(out.read_text())
+    rows = record["rows"]
+    assert record["precision"] == "tf32"
     assert [r["market"] for r in rows] == ["null", "easy"] and all(r["goal"] in ("pass", "fail") for r in rows)
     assert rows[1]["optimum"] > 0.19 and rows[0]["optimum"] == 0.0

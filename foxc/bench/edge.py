@@ -140,7 +140,8 @@ def _main(args, rt) -> int:
           f"precision {args.precision or 'f32'}")
     print(table([fmt(r) for r in rows], ["market", "seed", "steps", "opt_frac", "pnl_ticks", "pnl_se", "optimum",
                                          "trades_per_2000", "win_rate", "in_market", "train_sps", "seconds", "goal"]))
-    write_json(args.json, "edge", rt, rows, {"settings": args.isv, "steps": steps, "precision": args.precision or "f32"})
+    write_json(args.json, "edge", rt, rows,
+               {"settings": args.isv, "steps": steps, "precision": args.precision or "f32"})
     met = [r for r in rows if r["goal"] != "-"]
     print(f"summary: {sum(r['goal'] == 'pass' for r in met)}/{len(met)} runs meet their goal; "
           + ", ".join(f"{m} " + "/".join(f"{r['opt_frac']:.2f}" if r["opt_frac"] is not None
