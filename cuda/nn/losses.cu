@@ -191,11 +191,6 @@ loss_means(float* __restrict__ out, const float* __restrict__ loss_q, const floa
     const int n = k == 3 ? n_bce : B;
     float s = 0.0f;
     for (int i = threadIdx.x; i < n; i += 256) s += x[i];
-    part[threadIdx.x] = s;
-    __syncthreads();
-    for (int w = 128; w > 0; w >>= 1) {
-        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) out[k] = part[0] / (float)n;
+    const float sum = nn_block_sum<256>(part, s);
+    if (threadIdx.x == 0) out[k] = sum / (float)n;
 }

@@ -24,19 +24,6 @@ __device__ __forceinline__ void adamw_element(float* __restrict__ theta, const f
     theta[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + wd * theta[i]);
 }
 
-// The sum of s over the block's REDUCE_THREADS threads by a fixed shared-memory tree (the same order on
-// every run), returned to every thread; part: REDUCE_THREADS floats of the caller's shared memory.
-__device__ __forceinline__ float block_tree_sum(float* part, float s)
-{
-    part[threadIdx.x] = s;
-    __syncthreads();
-    for (int w = REDUCE_THREADS / 2; w > 0; w >>= 1) {
-        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-        __syncthreads();
-    }
-    return part[0];
-}
-
 // The global norm from the sumsq partials (thread t adds t, t+256, ... then a fixed tree), and
 // clip[0] = clip_norm / norm when norm exceeds clip_norm = isv[ISV_GRAD_CLIP_NORM] > 0, else 1;
 // clip[1] = norm. Called by all REDUCE_THREADS threads of one block. The partials are read from L2
@@ -47,7 +34,7 @@ __device__ __forceinline__ void clip_scale(float* __restrict__ clip, const float
     __shared__ float part[REDUCE_THREADS];
     float s = 0.0f;
     for (int i = threadIdx.x; i < n_partials; i += REDUCE_THREADS) s += __ldcg(partials + i);
-    const float sum = block_tree_sum(part, s);
+    const float sum = nn_block_sum<REDUCE_THREADS>(part, s);
     if (threadIdx.x == 0) {
         const float norm = sqrtf(sum);
         const float limit = isv[ISV_GRAD_CLIP_NORM];
@@ -76,7 +63,7 @@ grad_norm_clip(float* __restrict__ partials, float* __restrict__ clip, const flo
     for (long long i = blockIdx.x * (long long)REDUCE_THREADS + threadIdx.x; i < n;
          i += (long long)gridDim.x * REDUCE_THREADS)
         s += grad[i] * grad[i];
-    const float sum = block_tree_sum(part, s);
+    const float sum = nn_block_sum<REDUCE_THREADS>(part, s);
     if (threadIdx.x == 0) {
         partials[blockIdx.x] = sum;
         __threadfence();  // partials[k] is visible to every block before the ticket counts it

@@ -62,6 +62,20 @@ __device__ __forceinline__ void load_vec(float (&v)[N], const float* p)
     }
 }
 
+// The sum of s over a block of THREADS threads by a fixed shared-memory tree (the same order on every
+// run), returned to every thread; part: THREADS floats of the caller's shared memory.
+template <int THREADS>
+__device__ __forceinline__ float nn_block_sum(float* part, float s)
+{
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = THREADS / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    return part[0];
+}
+
 // Butterfly warp reductions over all 32 lanes: every lane ends with the same bits (each step adds
 // the same two values on both partner lanes), and the order is fixed, so results are deterministic.
 __device__ __forceinline__ float nn_warp_sum(float v)
