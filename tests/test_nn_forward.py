@@ -159,21 +159,22 @@ def test_ssm_scan_forward(ref_rt, rng):
 
 
 def test_ssm_proj_scan_forward_equals_projection_then_scan(ref_rt, rng):
-    """The fused projection + scan gives the bits of linear_fwd_f32 followed by ssm_scan_fwd."""
+    """The fused projection + scan gives the bits of linear_fwd_f32 followed by ssm_scan_fwd, and the
+    gates of that z."""
     K, B, D, nf = 5, 3, 32, 7
     x = rng.standard_normal((K, B, nf)).astype(np.float32)
     w = rng.standard_normal((nf, 4 * D)).astype(np.float32)
     bias = rng.standard_normal(4 * D).astype(np.float32)
-    z, states, y, *_ = run_kernel(ref_rt, ssm.SSM_PROJ_SCAN_FWD, ssm.proj_scan_grid(B, D), ssm.PS_THREADS,
+    gates, states, y, *_ = run_kernel(ref_rt, ssm.SSM_PROJ_SCAN_FWD, ssm.proj_scan_grid(B, D), ssm.PS_THREADS,
                                   [poisoned((K, B, 4 * D)), poisoned((K, B, D)), poisoned((B, D)), x, w, bias,
                                    K, B, D, nf])
     z2, *_ = run_kernel(ref_rt, matmul.LINEAR_FWD["f32"], (1, 1, 1), 256,
                         [poisoned((K * B, 4 * D)), x, w, bias, K * B, nf, 4 * D, matmul.ACT_IDENTITY])
     s2, y2, _ = run_kernel(ref_rt, ssm.SSM_SCAN_FWD, ssm.scan_grid(B, D), ssm.BLOCK,
                            [poisoned((K, B, D)), poisoned((B, D)), z2.reshape(K, B, 4 * D), K, B, D])
-    z2 = z2.reshape(K, B, 4 * D)
-    assert np.array_equal(z[:, :, :3 * D], z2[:, :, :3 * D]) and np.array_equal(z[-1], z2[-1])
-    assert np.isnan(z[:-1, :, 3 * D:]).all()  # the output gate is written at the last step only
+    g2 = np.concatenate(F.ssm_parts(z2.reshape(K, B, 4 * D), D), axis=-1)
+    assert np.array_equal(gates[:, :, :3 * D], g2[:, :, :3 * D]) and np.array_equal(gates[-1], g2[-1])
+    assert np.isnan(gates[:-1, :, 3 * D:]).all()  # the output gate is written at the last step only
     assert np.array_equal(states, s2) and np.array_equal(y, y2)
     assert ssm.proj_scan_fits(128, 46) and not ssm.proj_scan_fits(100, 46) and not ssm.proj_scan_fits(128, 48)
 
@@ -181,16 +182,17 @@ def test_ssm_proj_scan_forward_equals_projection_then_scan(ref_rt, rng):
 @pytest.mark.parametrize("B", [3, 40])
 def test_ssm_scan_bwd_dw_is_the_projections_weight_and_bias_gradient(ref_rt, rng, B):
     """Partials per block of PS_WINDOWS windows; reduced they give x^T dz and the column sums of dz, with dz
-    from ssm_scan_bwd."""
+    from ssm_scan_bwd (which takes z where the fused backward takes z's gates)."""
     K, D, nf = 4, 32, 6
     x = rng.standard_normal((K, B, nf)).astype(np.float32)
     z = rng.standard_normal((K, B, 4 * D)).astype(np.float32)
+    gates = np.concatenate(F.ssm_parts(z, D), axis=-1)
     states, _, _ = run_kernel(ref_rt, ssm.SSM_SCAN_FWD, ssm.scan_grid(B, D), ssm.BLOCK,
                               [poisoned((K, B, D)), poisoned((B, D)), z, K, B, D])
     dy = rng.standard_normal((B, D)).astype(np.float32)
     splits = ssm.bwd_dw_splits(B)
     parts, *_ = run_kernel(ref_rt, ssm.SSM_SCAN_BWD_DW, ssm.proj_scan_grid(B, D), ssm.PS_THREADS,
-                           [poisoned((splits, nf + 1, 4 * D)), z, states, dy, x, K, B, D, nf])
+                           [poisoned((splits, nf + 1, 4 * D)), gates, states, dy, x, K, B, D, nf])
     [(dw, db)], _ = reduce_grad_splits(ref_rt, [(parts.reshape(splits, -1), nf * 4 * D)])
     dz, *_ = run_kernel(ref_rt, ssm.SSM_SCAN_BWD, ssm.scan_grid(B, D), ssm.BLOCK,
                         [poisoned(z.shape), z, states, dy, K, B, D])

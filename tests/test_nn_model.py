@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from foxc.isv import IsvBus
+from foxc.nn import functional as F
 from foxc.nn import matmul, model
 from foxc.testing import rel_error, run_kernel
 
@@ -82,20 +83,24 @@ def test_tf32_learner_tracks_fp32(ref_rt, rng, precision):
 @pytest.mark.parametrize("precision", ["f32", "tf32"])
 def test_fused_projection_scan_matches_the_unfused_encoder(ref_rt, precision):
     """ssm_proj_scan_fwd / ssm_scan_bwd_dw (hidden a multiple of 32) against linear_fwd + the scans +
-    matmul_tn_ones: the same z (where the fused kernel writes it), states and h bits (TF32: both round
-    the projection's operands); the input projection's gradients differ by their summation order (TF32:
-    and by the fused pass rounding x and dz, where the unfused one takes dW in FP32 at this size); every
-    other gradient has the same bits."""
+    matmul_tn_ones: the fused forward's gates are the activations of the unfused z (the output gate at
+    the last step only), the states and h have the same bits (TF32: both round the projection's
+    operands); the input projection's gradients differ by their summation order (TF32: and by the
+    fused pass rounding x and dz, where the unfused one takes dW in FP32 at this size); every other
+    gradient has the same bits."""
     runs = {}
     for flag in (True, False):
         learner, _ = make_learner(ref_rt, 11, precision, hidden=32, B=40, K=5, F=7, fused=flag)
         assert len(learner.encoder.forward) == (2 if flag else 3)
+        assert (learner.encoder.z is None) == flag and (learner.encoder.gates is None) != flag
         model.launch_all(learner.forward_backward, ref_rt.stream)
+        kept = learner.encoder.gates if flag else learner.encoder.z
         runs[flag] = (learner.params.host("grad"), [a.download() for a in
-                                                    (learner.encoder.z, learner.encoder.states, learner.encoder.h)])
+                                                    (kept, learner.encoder.states, learner.encoder.h)])
     (g1, f1), (g0, f0) = runs[True], runs[False]
-    D3 = 3 * 32  # the fused forward writes z's output gate at the last step only
-    assert np.array_equal(f1[0][:, :, :D3], f0[0][:, :, :D3]) and np.array_equal(f1[0][-1], f0[0][-1])
+    D3 = 3 * 32  # the fused forward writes the output gate at the last step only
+    gates = np.concatenate(F.ssm_parts(f0[0], 32), axis=-1)
+    assert np.array_equal(f1[0][:, :, :D3], gates[:, :, :D3]) and np.array_equal(f1[0][-1], gates[-1])
     assert all(np.array_equal(a, b) for a, b in zip(f1[1:], f0[1:]))
     for name in g1:
         if name in ("enc_w_in", "enc_b_in"):

@@ -24,10 +24,10 @@ constexpr int PS_F_UNROLL = NN_PS_F_UNROLL;  // #pragma unroll takes a constant,
 
 // The parameters of the fused forwards (FP32 and TF32) and of the fused backwards.
 #define PROJ_SCAN_FWD_PARAMS                                                                                   \
-    float* __restrict__ z, float* __restrict__ states, float* __restrict__ y, const float* __restrict__ x,      \
+    float* __restrict__ gates, float* __restrict__ states, float* __restrict__ y, const float* __restrict__ x,  \
     const float* __restrict__ W, const float* __restrict__ bias, int K, int B, int D, int F
 #define SCAN_BWD_DW_PARAMS                                                                                     \
-    float* __restrict__ partials, const float* __restrict__ z, const float* __restrict__ states,               \
+    float* __restrict__ partials, const float* __restrict__ gates, const float* __restrict__ states,           \
     const float* __restrict__ dy, const float* __restrict__ x, int K, int B, int D, int F
 
 // The gates' sigmoid: FP32 kernels nn_sigmoid (expf, IEEE division); the TF32 kernels, whose products
@@ -40,10 +40,12 @@ __device__ __forceinline__ float scan_sigmoid(float x)
 }
 
 // One step of the recurrence of window b, channel d from its four pre-activations: advances s and,
-// for a window that exists, writes z's value, decay and input-gate parts (the output gate at the last
-// step only: the backward reads no other), the state and, at the last step, y. Both fused forwards.
+// for a window that exists, writes the gates u, a, i (and g at the last step: the backward reads no
+// other) to gates[t, b, p*D + d], the state and, at the last step, y. The fused backwards read the
+// gates instead of recomputing them from z (three transcendentals an element fewer there; the same
+// values, so the same bits). Both fused forwards.
 template <bool FAST>
-__device__ __forceinline__ void scan_step(float& s, float zu, float za, float zi, float zg, float* __restrict__ z,
+__device__ __forceinline__ void scan_step(float& s, float zu, float za, float zi, float zg, float* __restrict__ gates,
                                           float* __restrict__ states, float* __restrict__ y, int t, int b, int d,
                                           int K, int B, int D)
 {
@@ -52,25 +54,24 @@ __device__ __forceinline__ void scan_step(float& s, float zu, float za, float zi
     const float i = scan_sigmoid<FAST>(zi);
     s = a * s + i * u;
     if (b < B) {
-        float* zt = z + ((long long)t * B + b) * (NN_SSM_PARTS * D) + d;
-        zt[0] = zu;
-        zt[D] = za;
-        zt[2 * D] = zi;
-        if (t == K - 1) zt[3 * D] = zg;
+        float* gt = gates + ((long long)t * B + b) * (NN_SSM_PARTS * D) + d;
+        gt[0] = u;
+        gt[D] = a;
+        gt[2 * D] = i;
         states[((long long)t * B + b) * D + d] = s;
-        if (t == K - 1) y[(long long)b * D + d] = scan_sigmoid<FAST>(zg) * s;
+        if (t == K - 1) {
+            const float g = scan_sigmoid<FAST>(zg);
+            gt[3 * D] = g;
+            y[(long long)b * D + d] = g * s;
+        }
     }
 }
 
 // One step of the reverse scan: dz of the value, decay and input-gate parts from the carried ds, the
-// step's pre-activations and the previous state (ssm_scan_bwd's arithmetic); the output-gate part
-// (dzg: nonzero at the last step only) passes through. Advances ds. Both fused backwards.
-template <bool FAST>
-__device__ __forceinline__ float4 scan_step_grad(float& ds, float zu, float za, float zi, float s_prev, float dzg)
+// step's gates and the previous state (ssm_scan_bwd's arithmetic); the output-gate part (dzg: nonzero
+// at the last step only) passes through. Advances ds. Both fused backwards.
+__device__ __forceinline__ float4 scan_step_grad(float& ds, float u, float a, float i, float s_prev, float dzg)
 {
-    const float u = tanhf(zu);
-    const float a = scan_sigmoid<FAST>(za);
-    const float i = scan_sigmoid<FAST>(zi);
     float4 g4;
     g4.x = ds * i * (1.0f - u * u);
     g4.y = ds * s_prev * a * (1.0f - a);
@@ -146,12 +147,12 @@ __device__ __forceinline__ void walk_chunks(const float* __restrict__ x, int b0,
 // the recurrence, so each thread computes all 4 x R x 4 of them in one pass over the features (each
 // W_in load feeds 32 FMAs instead of 8: the pass was bound by shared-memory loads), then advances the
 // recurrence through the chunk. The next chunk's features are loaded into registers meanwhile (two
-// barriers a chunk). Each z[t, b, p*D + d] = (sum over f in increasing order of
+// barriers a chunk). Each pre-activation z[t, b, p*D + d] = (sum over f in increasing order of
 // fmaf(x[t,b,f], W_in[f, p*D+d], .)) + b_in[p*D+d] — the same fmaf chain and bias add as
 // linear_fwd_f32, so z has the same bits — and the recurrence is ssm_scan_fwd's. Reads x[K,B,F],
-// W_in[F,4D], b_in[4D]; writes z[K,B,4D] (the output-gate part at step K-1 only: the backward reads
-// no other), states[K,B,D], y[B,D]. Saves linear_fwd's z being read back by the scan (64 MB at
-// K=32, B=1024, D=128) and one launch.
+// W_in[F,4D], b_in[4D]; writes gates[K,B,4D] (u, a, i; the output gate g at step K-1 only: the
+// backward reads no other), states[K,B,D], y[B,D]. Saves linear_fwd's z being read back by the scan
+// (64 MB at K=32, B=1024, D=128) and one launch.
 extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
 ssm_proj_scan_fwd(PROJ_SCAN_FWD_PARAMS)
 {
@@ -203,7 +204,7 @@ ssm_proj_scan_fwd(PROJ_SCAN_FWD_PARAMS)
 #pragma unroll
                 for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r)
                     scan_step<false>(s[r], acc[st][r][0] + bu, acc[st][r][1] + ba, acc[st][r][2] + bi,
-                                     acc[st][r][3] + bg, z, states, y, t, b0 + wl + r, d, K, B, D);
+                                     acc[st][r][3] + bg, gates, states, y, t, b0 + wl + r, d, K, B, D);
             }
         }
     };
@@ -305,12 +306,12 @@ ssm_scan_bwd(float* __restrict__ dz, const float* __restrict__ z, const float* _
 // (r < R), as in ssm_proj_scan_fwd. Step n = 0..K-1 walks t = K-1-n:
 //   phase A: each thread turns its R windows' ds into dz[t, b, p*D + d] (p < 4; the arithmetic
 //     of ssm_scan_bwd; zero for windows >= B) and puts them in shared dzs[n&1]; the block stages
-//     x[t, b, f] of its W windows, with a ones column at f = F, in xs[n&1]. The next step's z,
+//     x[t, b, f] of its W windows, with a ones column at f = F, in xs[n&1]. The next step's gates,
 //     states and x are then loaded into registers, and one barrier follows.
 //   phase B: warp w, lane l keeps the sums for features f = w + 8j (j < 8, f <= F) and columns
 //     p*D + d (p < 4) and adds x[t, b, f] * dz[t, b, p*D + d] over the block's W windows in order.
-// So each partial is one fmaf chain over (t descending, window ascending). Reads z[K,B,4D] (value,
-// decay, input-gate parts; output gate at K-1), states[K,B,D], dy[B,D], x[K,B,F]; writes
+// So each partial is one fmaf chain over (t descending, window ascending). Reads the forward's
+// gates[K,B,4D] (u, a, i; g at K-1), states[K,B,D], dy[B,D], x[K,B,F]; writes
 // partials[ceil(B/W)][F+1][4D] (row F: column sums of dz = the bias gradient), which
 // reduce_grad_splits adds in split order into dW_in and db_in. Shared memory: 6 KB + 16 KB.
 extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
@@ -329,7 +330,7 @@ ssm_scan_bwd_dw(SCAN_BWD_DW_PARAMS)
 #pragma unroll
     for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
         bc[r] = min(b0 + wl0 + r, B - 1);
-        const float g = nn_sigmoid(z[(K - 1) * zstep + (long long)bc[r] * D4 + 3 * D + d]);
+        const float g = gates[(K - 1) * zstep + (long long)bc[r] * D4 + 3 * D + d];
         const float dyv = dy[(long long)bc[r] * D + d];
         ds[r] = dyv * g;
         dzg[r] = dyv * states[(K - 1) * sstep + (long long)bc[r] * D + d] * g * (1.0f - g);
@@ -339,7 +340,7 @@ ssm_scan_bwd_dw(SCAN_BWD_DW_PARAMS)
     auto load_z = [&](int t) {
 #pragma unroll
         for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
-            const float* zt = z + t * zstep + (long long)bc[r] * D4 + d;
+            const float* zt = gates + t * zstep + (long long)bc[r] * D4 + d;
             pu[r] = zt[0];
             pa[r] = zt[D];
             pi[r] = zt[2 * D];
@@ -372,7 +373,7 @@ ssm_scan_bwd_dw(SCAN_BWD_DW_PARAMS)
         }
 #pragma unroll
         for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
-            float4 g4 = scan_step_grad<false>(ds[r], pu[r], pa[r], pi[r], ps[r], t == K - 1 ? dzg[r] : 0.0f);
+            float4 g4 = scan_step_grad(ds[r], pu[r], pa[r], pi[r], ps[r], t == K - 1 ? dzg[r] : 0.0f);
             if (b0 + wl0 + r >= B) g4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             dzs[buf][wl0 + r][lane] = g4;
         }
@@ -423,8 +424,8 @@ ssm_scan_bwd_dw(SCAN_BWD_DW_PARAMS)
 
 // The TF32 tensor-core forms of the fused kernels (--precision tf32): the same launch shape, grid
 // (D/32, ceil(B/W)), block 256, and the same outputs, with the input projection's products on the
-// tensor cores (mma m16n8k8: operands rounded to TF32, sums in FP32, so z differs from the FP32
-// kernels' in the last bits). Warp w of a block owns its channels 4w..4w+3 and every part of them:
+// tensor cores (mma m16n8k8: operands rounded to TF32, sums in FP32, so the gates differ from the
+// FP32 kernels' in the last bits). Warp w of a block owns its channels 4w..4w+3 and every part of them:
 // the n = 16 columns of its two 8-column mma tiles are (channel 4w + j/2, part j%2) in tile 0 and
 // (channel 4w + j/2, part 2 + j%2) in tile 1, so that lane (g, q) = (lane/4, lane%4) ends each
 // product holding all four parts of channel 4w + q for windows g and g + 8 of the block.
@@ -449,8 +450,8 @@ __device__ __forceinline__ int tc_column(int c, int p) { return (c / 4) * 16 + (
 // f' pairing features k and k+4 of each group of 8 (one 8-byte load gives a0 and a2). Per step each
 // warp runs 2 x TC_KSTEPS mma and puts the products in zs[window][part * 32 + channel] (double
 // buffered, one barrier a step); then, as in ssm_proj_scan_fwd, lane l advances the recurrence of
-// channel l for the warp's two windows (scan_step with the fast sigmoid), so that every store of z and states is one
-// 128-byte row (written from the mma fragments, a store touched eight rows). Reads and writes what
+// channel l for the warp's two windows (scan_step with the fast sigmoid), so that every store of gates and states
+// is one 128-byte row (written from the mma fragments, a store touched eight rows). Reads and writes what
 // ssm_proj_scan_fwd does. Shared memory: 24 KB.
 extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
 ssm_proj_scan_fwd_tf32(PROJ_SCAN_FWD_PARAMS)
@@ -511,7 +512,7 @@ ssm_proj_scan_fwd_tf32(PROJ_SCAN_FWD_PARAMS)
                 for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
                     const float* zr = zt[wl + r];
                     scan_step<true>(s[r], zr[lane] + bu, zr[PS_CHANNELS + lane] + ba, zr[2 * PS_CHANNELS + lane] + bi,
-                                    zr[3 * PS_CHANNELS + lane] + bg, z, states, y, t, b0 + wl + r, d, K, B, D);
+                                    zr[3 * PS_CHANNELS + lane] + bg, gates, states, y, t, b0 + wl + r, d, K, B, D);
                 }
             }
         }
@@ -520,9 +521,9 @@ ssm_proj_scan_fwd_tf32(PROJ_SCAN_FWD_PARAMS)
 }
 
 // ssm_scan_bwd_dw_tf32 — ssm_scan_bwd_dw with [x, 1]^T dz on the tensor cores. Phase A is the FP32
-// kernel's (lane = channel, two windows a warp; scan_step_grad with the TF32 kernels' sigmoid),
+// kernel's (lane = channel, two windows a warp; scan_step_grad on the forward's gates),
 // storing dz rounded to TF32 in dzs[window][tc_column] and the features with their ones column,
-// rounded, in xs[window][f] (double buffered, one barrier a step); each step's z, states and features
+// rounded, in xs[window][f] (double buffered, one barrier a step); each step's gates, states and features
 // are loaded TC_AHEAD (2) steps before it is reached. Phase B: warp w adds, per step, the product of
 // the [48 x 16] block x^T (features by windows) and its [16 x 16] columns of dz into 3 x 2 mma
 // accumulators. Writes partials[ceil(B/W)][F+1][4D] as ssm_scan_bwd_dw does (row F: the bias
@@ -544,7 +545,7 @@ ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
 #pragma unroll
     for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
         bc[r] = min(b0 + wl0 + r, B - 1);
-        const float gt = scan_sigmoid<true>(z[(K - 1) * zstep + (long long)bc[r] * D4 + 3 * D + d]);
+        const float gt = gates[(K - 1) * zstep + (long long)bc[r] * D4 + 3 * D + d];
         const float dyv = dy[(long long)bc[r] * D + d];
         ds[r] = dyv * gt;
         dzg[r] = dyv * states[(K - 1) * sstep + (long long)bc[r] * D + d] * gt * (1.0f - gt);
@@ -557,7 +558,7 @@ ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
     auto load = [&](Ahead& p, int t) {
 #pragma unroll
         for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
-            const float* zt = z + t * zstep + (long long)bc[r] * D4 + d;
+            const float* zt = gates + t * zstep + (long long)bc[r] * D4 + d;
             p.u[r] = zt[0];
             p.a[r] = zt[D];
             p.i[r] = zt[2 * D];
@@ -594,7 +595,7 @@ ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
             }
 #pragma unroll
             for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
-                float4 g4 = scan_step_grad<true>(ds[r], pre[k].u[r], pre[k].a[r], pre[k].i[r], pre[k].s[r],
+                float4 g4 = scan_step_grad(ds[r], pre[k].u[r], pre[k].a[r], pre[k].i[r], pre[k].s[r],
                                            t == K - 1 ? dzg[r] : 0.0f);
                 if (b0 + wl0 + r >= B) g4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
                 float* row = dzs[buf][wl0 + r];

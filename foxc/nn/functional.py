@@ -78,11 +78,17 @@ def ssm_scan(z, D: int):
 
 def ssm_scan_grad(z, s, dy, D: int):
     """dz[K,B,4D] from dy[B,D]: the reverse scan."""
-    u, a, i, g = ssm_parts(z, D)
-    dz = np.zeros(z.shape, z.dtype)
-    ds = dy * g[-1]
-    dz[-1, :, 3 * D:] = dy * s[-1] * g[-1] * (1 - g[-1])
-    for t in range(z.shape[0] - 1, -1, -1):
+    return ssm_scan_grad_gates(np.concatenate(ssm_parts(z, D), axis=-1), s, dy, D)
+
+
+def ssm_scan_grad_gates(gates, s, dy, D: int):
+    """ssm_scan_grad from the gates [u, a, i, g] (g read at the last step only) instead of z: what the
+    fused backwards take from the fused forwards."""
+    u, a, i, g = gates[..., :D], gates[..., D:2 * D], gates[..., 2 * D:3 * D], gates[-1, :, 3 * D:]
+    dz = np.zeros(gates.shape, gates.dtype)
+    ds = dy * g
+    dz[-1, :, 3 * D:] = dy * s[-1] * g * (1 - g)
+    for t in range(gates.shape[0] - 1, -1, -1):
         prev = s[t - 1] if t > 0 else np.zeros_like(ds)
         dz[t, :, :D] = ds * i[t] * (1 - u[t] * u[t])
         dz[t, :, D:2 * D] = ds * prev * a[t] * (1 - a[t])

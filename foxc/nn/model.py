@@ -174,7 +174,8 @@ class Linear:
 class Encoder:
     """features x[K, B, F] -> z = x W_in + b_in [K, B, 4D] -> selective scan -> y[B, D]
     -> h = tanh(y W_out + b_out). backward reads dh (written by the heads) and fills the
-    encoder's gradients; dh is overwritten."""
+    encoder's gradients; dh is overwritten. Unfused, `z` holds the projection; fused, z lives only
+    inside the forward scan and `gates` holds its activations [u, a, i, g] for the backward."""
 
     def __init__(self, rt, params: Parameters, batch: int, seq_len: int, features, precision="f32",
                  fused: bool | None = None, partials: GradPartials | None = None):
@@ -182,7 +183,6 @@ class Encoder:
         own = partials is None
         partials = GradPartials(rt, params.grad, "enc_grad_splits") if own else partials
         self.batch, self.seq_len = B, K
-        self.z = rt.device_array((K, B, ssm.PARTS * D), np.float32, "enc_z")
         self.states = rt.device_array((K, B, D), np.float32, "enc_states")
         self.y = rt.device_array((B, D), np.float32, "enc_y")
         self.h = rt.device_array((B, D), np.float32, "h")
@@ -193,17 +193,20 @@ class Encoder:
         fused = ssm.proj_scan_fits(D, F) and (ssm.proj_scan_fills_gpu(B, D) if fused is None else fused)
         out = Linear(rt, params, "enc_w_out", "enc_b_out", self.y, self.h, B, D, D, ACT_TANH, precision,
                      dY=self.dh, dX=self.dy, partials=partials)
-        if fused:  # the projection inside the scans: z computed in the forward, dz never written
-            self.dz = None
+        if fused:  # the projection inside the scans: z computed in the forward, its gates kept, dz never written
+            self.z = self.dz = None
+            self.gates = rt.device_array((K, B, ssm.PARTS * D), np.float32, "enc_gates")
             # precision "tf32": the projection's products on the tensor cores (the FP32 kernels are
             # bound by shared-memory loads and issue, not by moving z)
-            scan_fwd = [ssm.plan_proj_scan_fwd(rt, self.z, self.states, self.y, features, params.ptr("enc_w_in"),
+            scan_fwd = [ssm.plan_proj_scan_fwd(rt, self.gates, self.states, self.y, features, params.ptr("enc_w_in"),
                                                params.ptr("enc_b_in"), K, B, D, F, precision)]
             w_in, b_in = params.by_name["enc_w_in"], params.by_name["enc_b_in"]
             scan_bwd = [partials.add("denc_w_in", ssm.bwd_dw_splits(B), (F + 1) * ssm.PARTS * D, F * ssm.PARTS * D,
                                      w_in.offset, b_in.offset, lambda parts: ssm.plan_scan_bwd_dw(
-                                         rt, parts, self.z, self.states, self.dy, features, K, B, D, F, precision))]
+                                         rt, parts, self.gates, self.states, self.dy, features, K, B, D, F, precision))]
         else:
+            self.gates = None
+            self.z = rt.device_array((K, B, ssm.PARTS * D), np.float32, "enc_z")
             self.dz = rt.device_array((K, B, ssm.PARTS * D), np.float32, "enc_dz")
             inp = Linear(rt, params, "enc_w_in", "enc_b_in", features, self.z, K * B, F, ssm.PARTS * D,
                          precision=precision, dY=self.dz, partials=partials)

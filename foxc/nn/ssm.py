@@ -2,8 +2,9 @@
 
 z[K, B, 4D] (time-major, from the input projection) -> states[K, B, D] and y[B, D];
 see `functional.ssm_scan` for the recurrence. `ssm_proj_scan_fwd` computes the FP32 input
-projection inside the forward scan (z still written, for the backward), replacing linear_fwd_f32
-+ ssm_scan_fwd with one launch and one fewer pass over z; `ssm_scan_bwd_dw` sums the input
+projection inside the forward scan and writes the gates [u, a, i, g] for the backward (not z: the
+backward then computes no transcendental), replacing linear_fwd_f32 + ssm_scan_fwd with one launch
+and one fewer pass over z; `ssm_scan_bwd_dw` sums the input
 projection's weight and bias gradients inside the reverse scan (dz never written), replacing
 ssm_scan_bwd + matmul_tn_ones_f32 (reduce_grad_splits still adds its per-block partials). Each has a
 TF32 form (`*_tf32`, taken with precision "tf32") whose projection products run on the tensor cores.
@@ -28,13 +29,13 @@ SSM_SCAN_BWD = KernelSpec("ssm_scan_bwd", MODULE,
 
 
 def _proj_scan_fwd_spec(name, how):
-    return KernelSpec(name, MODULE, (ptr("z"), ptr("states"), ptr("y"), ptr("x"), ptr("W"), ptr("bias"), i32("K"),
-                                     i32("B"), i32("D"), i32("F")),
-                      doc=f"z = x W_in + b_in [K,B,4D] computed in the scan ({how}), states, y")
+    return KernelSpec(name, MODULE, (ptr("gates"), ptr("states"), ptr("y"), ptr("x"), ptr("W"), ptr("bias"),
+                                     i32("K"), i32("B"), i32("D"), i32("F")),
+                      doc=f"z = x W_in + b_in computed in the scan ({how}); its gates [K,B,4D], states, y")
 
 
 def _scan_bwd_dw_spec(name, how):
-    return KernelSpec(name, MODULE, (ptr("partials"), ptr("z"), ptr("states"), ptr("dy"), ptr("x"), i32("K"),
+    return KernelSpec(name, MODULE, (ptr("partials"), ptr("gates"), ptr("states"), ptr("dy"), ptr("x"), i32("K"),
                                      i32("B"), i32("D"), i32("F")),
                       doc=f"partials[ceil(B/PS_WINDOWS)][F+1][4D] of [x, 1]^T dz summed in the reverse scan ({how})")
 
@@ -86,30 +87,31 @@ def _ssm_scan_fwd(launch, states, y, z, K, B, D):
     y.f32(B * D).reshape(B, D)[...] = out
 
 
-def _proj_scan_fwd(z, states, y, x, W, bias, K, B, D, n_features, tf32: bool):
+def _proj_scan_fwd(gates, states, y, x, W, bias, K, B, D, n_features, tf32: bool):
     """linear_fwd's reference (identity activation; TF32: the operands rounded as the tensor cores take
-    them), then ssm_scan_fwd's; z's output-gate part is written at the last step only, as the kernels do."""
+    them), then ssm_scan_fwd's; the gates' output-gate part is written at the last step only, as the
+    kernels do."""
     K, B, D, nf = int(K), int(B), int(D), int(n_features)
     N = PARTS * D
     xv, wv = x.f32(K * B * nf).reshape(K * B, nf), W.f32(nf * N).reshape(nf, N)
     if tf32:
         xv, wv = F.round_tf32(xv), F.round_tf32(wv)
     zz = F.matmul32(xv, wv) + bias.f32(N)
-    zv = z.f32(K * B * N).reshape(K, B, N)
-    zv[:, :, :3 * D] = zz.reshape(K, B, N)[:, :, :3 * D]
-    zv[K - 1, :, 3 * D:] = zz.reshape(K, B, N)[K - 1, :, 3 * D:]
+    gv, gz = gates.f32(K * B * N).reshape(K, B, N), np.concatenate(F.ssm_parts(zz.reshape(K, B, N), D), axis=-1)
+    gv[:, :, :3 * D] = gz[:, :, :3 * D]
+    gv[K - 1, :, 3 * D:] = gz[K - 1, :, 3 * D:]
     s, out = F.ssm_scan(zz.reshape(K, B, N), D)
     states.f32(K * B * D).reshape(K, B, D)[...] = s
     y.f32(B * D).reshape(B, D)[...] = out
 
 
-def _scan_bwd_dw(partials, z, states, dy, x, K, B, D, n_features, tf32: bool):
-    """ssm_scan_bwd's dz, then per block of PS_WINDOWS windows [x, 1]^T dz over all its rows (t, b)
+def _scan_bwd_dw(partials, gates, states, dy, x, K, B, D, n_features, tf32: bool):
+    """ssm_scan_bwd's dz (from the gates), then per block of PS_WINDOWS windows [x, 1]^T dz over all its rows (t, b)
     (TF32: x and dz rounded as the tensor cores take them)."""
     K, B, D, nf = int(K), int(B), int(D), int(n_features)
     N = PARTS * D
-    dz = F.ssm_scan_grad(z.f32(K * B * N).reshape(K, B, N), states.f32(K * B * D).reshape(K, B, D),
-                         dy.f32(B * D).reshape(B, D), D)
+    dz = F.ssm_scan_grad_gates(gates.f32(K * B * N).reshape(K, B, N), states.f32(K * B * D).reshape(K, B, D),
+                               dy.f32(B * D).reshape(B, D), D)
     xa = np.concatenate([x.f32(K * B * nf).reshape(K, B, nf), np.ones((K, B, 1), np.float32)], axis=2)
     if tf32:
         xa, dz = F.round_tf32(xa), F.round_tf32(dz)
@@ -121,23 +123,23 @@ def _scan_bwd_dw(partials, z, states, dy, x, K, B, D, n_features, tf32: bool):
 
 
 @reference(SSM_PROJ_SCAN_FWD)
-def _ssm_proj_scan_fwd(launch, z, states, y, x, W, bias, K, B, D, n_features):
-    _proj_scan_fwd(z, states, y, x, W, bias, K, B, D, n_features, tf32=False)
+def _ssm_proj_scan_fwd(launch, gates, states, y, x, W, bias, K, B, D, n_features):
+    _proj_scan_fwd(gates, states, y, x, W, bias, K, B, D, n_features, tf32=False)
 
 
 @reference(PROJ_SCAN_FWD["tf32"])
-def _ssm_proj_scan_fwd_tf32(launch, z, states, y, x, W, bias, K, B, D, n_features):
-    _proj_scan_fwd(z, states, y, x, W, bias, K, B, D, n_features, tf32=True)
+def _ssm_proj_scan_fwd_tf32(launch, gates, states, y, x, W, bias, K, B, D, n_features):
+    _proj_scan_fwd(gates, states, y, x, W, bias, K, B, D, n_features, tf32=True)
 
 
 @reference(SSM_SCAN_BWD_DW)
-def _ssm_scan_bwd_dw(launch, partials, z, states, dy, x, K, B, D, n_features):
-    _scan_bwd_dw(partials, z, states, dy, x, K, B, D, n_features, tf32=False)
+def _ssm_scan_bwd_dw(launch, partials, gates, states, dy, x, K, B, D, n_features):
+    _scan_bwd_dw(partials, gates, states, dy, x, K, B, D, n_features, tf32=False)
 
 
 @reference(SCAN_BWD_DW["tf32"])
-def _ssm_scan_bwd_dw_tf32(launch, partials, z, states, dy, x, K, B, D, n_features):
-    _scan_bwd_dw(partials, z, states, dy, x, K, B, D, n_features, tf32=True)
+def _ssm_scan_bwd_dw_tf32(launch, partials, gates, states, dy, x, K, B, D, n_features):
+    _scan_bwd_dw(partials, gates, states, dy, x, K, B, D, n_features, tf32=True)
 
 
 @reference(SSM_SCAN_BWD)
@@ -152,16 +154,16 @@ def plan_scan_fwd(rt, states, y, z, K: int, B: int, D: int):
     return rt.plan(SSM_SCAN_FWD, scan_grid(B, D), BLOCK, (states, y, z, K, B, D))
 
 
-def plan_proj_scan_fwd(rt, z, states, y, x, W, bias, K: int, B: int, D: int, F: int, precision: str = "f32"):
+def plan_proj_scan_fwd(rt, gates, states, y, x, W, bias, K: int, B: int, D: int, F: int, precision: str = "f32"):
     if not proj_scan_fits(D, F):
         raise ValueError(f"ssm_proj_scan_fwd needs D % {PS_CHANNELS} == 0 and F < {PS_MAX_FEATURES} (D={D}, F={F})")
-    return rt.plan(PROJ_SCAN_FWD[precision], proj_scan_grid(B, D), PS_THREADS, (z, states, y, x, W, bias, K, B, D, F))
+    return rt.plan(PROJ_SCAN_FWD[precision], proj_scan_grid(B, D), PS_THREADS, (gates, states, y, x, W, bias, K, B, D, F))
 
 
-def plan_scan_bwd_dw(rt, partials, z, states, dy, x, K: int, B: int, D: int, F: int, precision: str = "f32"):
+def plan_scan_bwd_dw(rt, partials, gates, states, dy, x, K: int, B: int, D: int, F: int, precision: str = "f32"):
     if not proj_scan_fits(D, F):
         raise ValueError(f"ssm_scan_bwd_dw needs D % {PS_CHANNELS} == 0 and F < {PS_MAX_FEATURES} (D={D}, F={F})")
-    return rt.plan(SCAN_BWD_DW[precision], proj_scan_grid(B, D), PS_THREADS, (partials, z, states, dy, x, K, B, D, F))
+    return rt.plan(SCAN_BWD_DW[precision], proj_scan_grid(B, D), PS_THREADS, (partials, gates, states, dy, x, K, B, D, F))
 
 
 def plan_scan_bwd(rt, dz, z, states, dy, K: int, B: int, D: int):
