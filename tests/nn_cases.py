@@ -20,3 +20,37 @@ def reduce_grad_splits(rt, blocks):
     grad, *_ = run_kernel(rt, matmul.REDUCE_GRAD_SPLITS, matmul.elementwise_grid(begin), matmul.ELEMENTWISE_BLOCK,
                           [poisoned(at), parts, np.array(rows, np.int64), len(rows), begin])
     return [(grad[out:out + m], grad[tail:tail + size - m]) for _, size, _, _, m, out, tail in rows], grad
+
+
+# Layers grouped in one launch by the model, by the kernel they take: (M, K, N, act) each.
+LINEAR_GROUPS = {
+    "skinny": [(40, 33, 9, matmul.ACT_IDENTITY), (40, 64, 5, matmul.ACT_TANH), (17, 64, 1, matmul.ACT_IDENTITY)],
+    "small": [(300, 136, 200, matmul.ACT_RELU), (300, 136, 200, matmul.ACT_RELU), (250, 100, 180, matmul.ACT_SIGMOID)],
+    "large": [(4096, 136, 256, matmul.ACT_RELU), (4100, 100, 250, matmul.ACT_IDENTITY)],
+}
+
+
+def linear_group(rt, rng, layers, precision):
+    """The layers (M, K, N, act) on random inputs, once as one plan_linear_group launch and once a
+    plan_linear launch each, into poisoned outputs. Returns ([group Y], [single Y], [(x, w, b)])."""
+    arrays, problems, singles = [], [], []
+    for i, (M, K, N, act) in enumerate(layers):
+        x, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal(N).astype(np.float32)
+        w = (rng.standard_normal((K, N)) / np.sqrt(K)).astype(np.float32)
+        dev = [rt.device_array(a.shape, np.float32, f"layer{i}_{n}") for a, n in ((x, "x"), (w, "w"), (b, "b"))]
+        for d, a in zip(dev, (x, w, b)):
+            d.upload(a)
+        y_group, y_single = (rt.device_array((M, N), np.float32, f"layer{i}_{n}") for n in ("group", "single"))
+        for y in (y_group, y_single):
+            y.upload(poisoned((M, N)))
+        problems.append((y_group, *dev, M, K, N, act))
+        singles.append(matmul.plan_linear(rt, y_single, *dev, M, K, N, act, precision))
+        arrays.append((x, w, b, y_group, y_single, *dev))
+    matmul.plan_linear_group(rt, problems, precision, "test_group").launch(rt.stream)
+    for p in singles:
+        p.launch(rt.stream)
+    out = ([a[3].download() for a in arrays], [a[4].download() for a in arrays], [a[:3] for a in arrays])
+    for a in arrays:
+        for d in a[3:]:
+            d.close()
+    return out

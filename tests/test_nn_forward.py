@@ -7,7 +7,7 @@ from foxc.isv.registry import SLOTS, slot_index
 from foxc.nn import functional as F
 from foxc.nn import heads, losses, matmul, optim, ssm
 from foxc.testing import assert_close, poisoned, run_kernel
-from nn_cases import reduce_grad_splits
+from nn_cases import LINEAR_GROUPS, linear_group, reduce_grad_splits
 
 
 def isv_values(**overrides):
@@ -349,3 +349,21 @@ def test_adamw_all_matches_the_formula_per_tensor_then_soft_updates(ref_rt, rng)
         np.zeros(1, np.uint32)])
     assert np.array_equal(parts, np.full(4, 64.0, np.float32)) and c[1] == 16.0
     assert np.array_equal(st, steps + 1) and ticket[0] == 0
+
+
+@pytest.mark.parametrize("precision", matmul.PRECISIONS)
+@pytest.mark.parametrize("case", ["skinny", "small"])
+def test_linear_group_gives_each_layer_its_single_launch_bits(ref_rt, rng, precision, case):
+    """One launch of independent layers of different shapes: each output has plan_linear's bits."""
+    group, single, inputs = linear_group(ref_rt, rng, LINEAR_GROUPS[case], precision)
+    for (M, K, N, act), yg, ys, (x, w, b) in zip(LINEAR_GROUPS[case], group, single, inputs):
+        assert np.array_equal(yg, ys)
+        assert_close(yg, F.activate(x.astype(np.float64) @ w + b, act), 1e-6 if precision == "f32" else 2e-3)
+
+
+def test_linear_group_refuses_layers_of_different_tilings(ref_rt):
+    x = ref_rt.device_array((1024, 256), np.float32, "x")
+    w, b = ref_rt.device_array((256, 255), np.float32, "w"), ref_rt.device_array(255, np.float32, "b")
+    y, y5 = ref_rt.device_array((1024, 255), np.float32, "y"), ref_rt.device_array((1024, 5), np.float32, "y5")
+    with pytest.raises(ValueError, match="different kernels.*linear_fwd_f32_t16.*linear_fwd_f32_t32"):
+        matmul.plan_linear_group(ref_rt, [(y, x, w, b, 1024, 256, 255, 0), (y5, x, w, b, 1024, 256, 5, 0)])

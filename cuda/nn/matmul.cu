@@ -33,7 +33,29 @@ struct GemmShape {
     int accumulate;     // 1: C += result
     int a_rows;         // rows of op(A) that exist (= M, or M - 1 with a ones row)
     int ones;           // 1: op(A) row a_rows is all ones (C row a_rows = column sums of op(B))
+    int group;          // 1: blockIdx.z picks the layer of a group launch (one split), else the split
 };
+
+// The split a block computes: blockIdx.z, except in a group launch (linear_fwd_*_group), whose z is
+// the layer.
+__device__ __forceinline__ unsigned int split_of(const GemmShape& g) { return g.group ? 0u : blockIdx.z; }
+
+// Row blockIdx.z of a linear_fwd_*_group launch's table (NN_LG_FIELDS int64: Y, X, W, bias, M, K, N,
+// act): the layer this block computes a tile of.
+__device__ __forceinline__ GemmShape group_layer(const long long* __restrict__ layers)
+{
+    const long long* row = layers + (long long)blockIdx.z * NN_LG_FIELDS;
+    const int M = (int)row[NN_LG_M], K = (int)row[NN_LG_K], N = (int)row[NN_LG_N];
+    return GemmShape{reinterpret_cast<float*>(row[NN_LG_Y]), reinterpret_cast<const float*>(row[NN_LG_X]),
+                     reinterpret_cast<const float*>(row[NN_LG_W]), reinterpret_cast<const float*>(row[NN_LG_BIAS]),
+                     M, N, K, K, N, K, (int)row[NN_LG_ACT], 0, M, 0, 1};
+}
+
+// Whether a block of a group launch (sized for the group's largest layer) lies outside its layer.
+__device__ __forceinline__ bool outside_layer(const GemmShape& g, int tile_m, int tile_n)
+{
+    return (int)blockIdx.y * tile_m >= g.M || (int)blockIdx.x * tile_n >= g.N;
+}
 
 // The element of op(A) at (m, k), or 0 outside (a ones row gives 1 for k < k_end).
 template <bool TA>
@@ -86,7 +108,7 @@ __device__ __forceinline__ void stage_tiles(const GemmShape& g, int m0, int n0, 
 __device__ __forceinline__ void store_out(const GemmShape& g, int m, int n, float acc)
 {
     if (m >= g.M || n >= g.N) return;
-    float* c = g.C + (long long)blockIdx.z * g.M * g.N + (long long)m * g.N + n;
+    float* c = g.C + (long long)split_of(g) * g.M * g.N + (long long)m * g.N + n;
     float v = acc;
     if (g.bias) v += g.bias[n];
     v = nn_activate(v, g.act);
@@ -114,7 +136,7 @@ __device__ __forceinline__ void gemm_f32(const GemmShape& g)
     __shared__ __align__(16) float As[KT][BM + TILE_PAD];
     __shared__ __align__(16) float Bs[KT][BN + TILE_PAD];
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-    const int k_begin = blockIdx.z * g.k_chunk;
+    const int k_begin = split_of(g) * g.k_chunk;
     const int k_end = min(g.K, k_begin + g.k_chunk);
     const int tid = threadIdx.x;
     const int tx = tid % (BN / TN), ty = tid / (BN / TN);
@@ -182,7 +204,7 @@ __device__ __forceinline__ void gemm_tf32(const GemmShape& g)
     __shared__ __align__(32) float Bs[TILE_K][TILE_N + TILE_PAD];
     __shared__ __align__(32) float Cs[TILE_M][TILE_N + TILE_PAD];
     const int m0 = blockIdx.y * TILE_M, n0 = blockIdx.x * TILE_N;
-    const int k_begin = blockIdx.z * g.k_chunk;
+    const int k_begin = split_of(g) * g.k_chunk;
     const int k_end = min(g.K, k_begin + g.k_chunk);
     const int warp = threadIdx.x / 32;
     const int wm = warp % 4, wn = warp / 4;
@@ -307,6 +329,14 @@ linear_fwd_tf32_t32(float* __restrict__ Y, const float* __restrict__ X, const fl
 }
 
 extern "C" __global__ void __launch_bounds__(TG_THREADS)
+linear_fwd_tf32_t32_group(const long long* __restrict__ layers)
+{
+    const GemmShape g = group_layer(layers);
+    if (outside_layer(g, TG_TILE, TG_TILE)) return;
+    gemm_tf32_t32<false>(g);
+}
+
+extern "C" __global__ void __launch_bounds__(TG_THREADS)
 matmul_nt_tf32_t32(float* __restrict__ C, const float* __restrict__ A, const float* __restrict__ B,
                    int M, int K, int N, int accumulate)
 {
@@ -320,6 +350,10 @@ matmul_nt_tf32_t32(float* __restrict__ C, const float* __restrict__ A, const flo
 // linear_fwd_f32_t16, 16x16 tiles of one output per thread, k staged 64 deep (block 256), for
 // outputs at most 16 wide (the heads' few logits), where a wider tile would idle most threads.
 // Small tiles put more warps on each SM: these products are bound by latency, not FMAs.
+// linear_fwd_*_group(layers) — the forwards of independent layers in one launch (the RL heads'):
+// grid (tiles of the widest N, tiles of the tallest M, layers), block z computing a tile of layer z
+// (row z of `layers`, NN_LG_FIELDS int64 each) with the tiling and arithmetic of the single-layer
+// kernel of the same name, so every output has the same bits; blocks past their layer's edge return.
 #define F32_SPEC(BM, BN, TM, TN, KT) F32Tile<BM, BN, TM, TN, KT>::THREADS
 #define F32_LINEAR(SUFFIX, BM, BN, TM, TN, KT, MINB)                                                                 \
 extern "C" __global__ void __launch_bounds__(F32_SPEC(BM, BN, TM, TN, KT), MINB)                                  \
@@ -327,6 +361,13 @@ linear_fwd_f32##SUFFIX(float* __restrict__ Y, const float* __restrict__ X, const
                        const float* __restrict__ bias, int M, int K, int N, int act)                           \
 {                                                                                                              \
     const GemmShape g{Y, X, W, bias, M, N, K, K, N, K, act, 0, M, 0};                                          \
+    gemm_f32<false, false, BM, BN, TM, TN, KT>(g);                                                             \
+}                                                                                                              \
+extern "C" __global__ void __launch_bounds__(F32_SPEC(BM, BN, TM, TN, KT), MINB)                                  \
+linear_fwd_f32##SUFFIX##_group(const long long* __restrict__ layers)                                           \
+{                                                                                                              \
+    const GemmShape g = group_layer(layers);                                                                   \
+    if (outside_layer(g, BM, BN)) return;                                                                      \
     gemm_f32<false, false, BM, BN, TM, TN, KT>(g);                                                             \
 }
 #define F32_GRADS(SUFFIX, BM, BN, TM, TN, KT, MINB)                                                                  \
@@ -363,6 +404,14 @@ linear_fwd_tf32(float* __restrict__ Y, const float* __restrict__ X, const float*
                 const float* __restrict__ bias, int M, int K, int N, int act)
 {
     const GemmShape g{Y, X, W, bias, M, N, K, K, N, K, act, 0, M, 0};
+    gemm_tf32<false, false>(g);
+}
+
+extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
+linear_fwd_tf32_group(const long long* __restrict__ layers)
+{
+    const GemmShape g = group_layer(layers);
+    if (outside_layer(g, TILE_M, TILE_N)) return;
     gemm_tf32<false, false>(g);
 }
 

@@ -20,6 +20,8 @@ ADAMW_MAX_TENSORS = 32  # adamw_all's table capacity
 # reduce_grad_splits' table: a row of int64 fields per split dW + db pass (matmul.GradPartials)
 GRAD_SPLIT_FIELDS = ("begin", "size", "splits", "partials", "n_main", "out", "tail")
 GRAD_SPLITS_MAX = 16  # the table's capacity (rows held in shared memory)
+# linear_fwd_*_group's table: a row of int64 fields per layer (addresses, then the shape and activation)
+LINEAR_GROUP_FIELDS = ("Y", "X", "W", "bias", "M", "K", "N", "act")
 # ssm_proj_scan_fwd's tiling: a lane per channel, PS_WINDOWS_PER_THREAD windows per thread.
 PS_CHANNELS, PS_WINDOWS_PER_THREAD, PS_WARPS, PS_MAX_FEATURES = 32, 2, 8, 48
 PS_STEPS = 4  # ssm_proj_scan_fwd: steps whose projections are computed together (each W_in load feeds 4x)
@@ -45,6 +47,8 @@ def render_header() -> str:
         ("NN_GRAD_SPLITS_MAX", GRAD_SPLITS_MAX, "reduce_grad_splits' table capacity (rows)"),
         ("NN_GS_FIELDS", len(GRAD_SPLIT_FIELDS), "int64 fields of a row of reduce_grad_splits' table"),
         *[(f"NN_GS_{name.upper()}", i, "") for i, name in enumerate(GRAD_SPLIT_FIELDS)],
+        ("NN_LG_FIELDS", len(LINEAR_GROUP_FIELDS), "int64 fields of a row of linear_fwd_*_group's table"),
+        *[(f"NN_LG_{name.upper()}", i, "") for i, name in enumerate(LINEAR_GROUP_FIELDS)],
         ("NN_PS_CHANNELS", PS_CHANNELS, "ssm_proj_scan_fwd: channels per block, one per lane"),
         ("NN_PS_WINDOWS_PER_THREAD", PS_WINDOWS_PER_THREAD, "windows per thread"),
         ("NN_PS_WARPS", PS_WARPS, "warps per block"),

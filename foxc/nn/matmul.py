@@ -14,8 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..driver import KernelSpec, i32, i64, ptr, reference
+from ..driver.kernel_spec import pointer_of
 from . import functional as F
-from .layout import ACT_IDENTITY, ACT_RELU, ACT_SIGMOID, ACT_TANH, GRAD_SPLIT_FIELDS, GRAD_SPLITS_MAX
+from .layout import (ACT_IDENTITY, ACT_RELU, ACT_SIGMOID, ACT_TANH, GRAD_SPLIT_FIELDS, GRAD_SPLITS_MAX,
+                     LINEAR_GROUP_FIELDS)
 
 MODULE = "nn/matmul"
 TILE = 64
@@ -60,6 +62,11 @@ MATMUL_TN_T32 = _tn_spec("matmul_tn_f32_t32")
 # too small to fill the GPU with 64x64 tiles.
 TF32_T32 = {"linear": _linear_spec("linear_fwd_tf32_t32"), "nt": _nt_spec("matmul_nt_tf32_t32")}
 TF32_T32_THREADS = 128
+# The forwards of several independent layers in one launch: each linear kernel's group form reads the layers
+# (LINEAR_GROUP_FIELDS int64 a row: addresses, shape, activation) from a table; grid.z = the layers.
+LINEAR_GROUP = {spec.name: KernelSpec(spec.name + "_group", MODULE, (ptr("layers"),),
+                                      doc=f"{spec.name} of every layer in the table, block z a tile of layer z")
+                for spec in (*LINEAR_FWD.values(), LINEAR_FWD_T32, LINEAR_FWD_T16, TF32_T32["linear"])}
 # dW and db in one pass: A gets a column of ones, so C[z] is (M+1) x N with the column sums last.
 MATMUL_TN_ONES = {TILE: KernelSpec("matmul_tn_ones_f32", MODULE, MATMUL_TN["f32"].params,
                                    doc="C[z][M+1,N]: X^T dY over split z's rows, then dY's column sums"),
@@ -174,6 +181,19 @@ for _spec, _fn in zip((LINEAR_FWD_T32, MATMUL_NT_T32, MATMUL_TN_T32), _F32_REFS)
 reference(LINEAR_FWD_T16)(_F32_REFS[0])
 for _spec, _fn in zip(TF32_T32.values(), _TF32_REFS):
     reference(_spec)(_fn)
+
+
+def _register_group(single, group):
+    @reference(group)
+    def _linear_group(launch, layers):
+        for row in layers.i64(launch.grid[2] * len(LINEAR_GROUP_FIELDS)).reshape(-1, len(LINEAR_GROUP_FIELDS)):
+            f = dict(zip(LINEAR_GROUP_FIELDS, (int(v) for v in row)))
+            single(launch, *(launch.resolve(f[k]) for k in ("Y", "X", "W", "bias")), f["M"], f["K"], f["N"], f["act"])
+
+
+for _spec, _fn in ((LINEAR_FWD["f32"], _F32_REFS[0]), (LINEAR_FWD_T32, _F32_REFS[0]), (LINEAR_FWD_T16, _F32_REFS[0]),
+                   (LINEAR_FWD["tf32"], _TF32_REFS[0]), (TF32_T32["linear"], _TF32_REFS[0])):
+    _register_group(_fn, LINEAR_GROUP[_spec.name])
 
 
 def _tn_ones(launch, C, A, B, R, M, N, r_chunk):
@@ -354,6 +374,27 @@ def plan_dw_db(rt, partials: GradPartials, A, dY, R: int, M: int, N: int, out: i
 def plan_linear(rt, Y, X, W, bias, M: int, K: int, N: int, act: int = ACT_IDENTITY, precision: str = "f32"):
     spec, tile, threads = gemm_kernel("linear", M, N, precision)
     return rt.plan(spec, gemm_grid(M, N, 1, tile), threads, (Y, X, W, bias, M, K, N, act))
+
+
+def plan_linear_group(rt, layers, precision: str = "f32", name: str = "linear_group"):
+    """The forwards of independent layers in one launch: `layers` are (Y, X, W, bias, M, K, N, act) as
+    plan_linear takes them, all taking the same kernel (`gemm_kernel`); each output has the bits that
+    plan_linear gives it. The table of layers is written here (before any capture); the plan keeps
+    the layers' buffers alive."""
+    kernels = {gemm_kernel("linear", M, N, precision) for (_, _, _, _, M, _, N, _) in layers}
+    if len(kernels) != 1:
+        raise ValueError(f"{name}: the layers take different kernels ({', '.join(sorted(k[0].name for k in kernels))});"
+                         " group only layers of one tiling")
+    spec, tile, threads = kernels.pop()
+    pointers = [[pointer_of(a, LINEAR_GROUP[spec.name], 0) for a in layer[:4]] for layer in layers]
+    table = rt.device_array((len(layers), len(LINEAR_GROUP_FIELDS)), np.int64, f"{name}_layers")
+    table.upload(np.array([[p.addr for p in ptrs] + [int(v) for v in layer[4:]]
+                           for ptrs, layer in zip(pointers, layers)], np.int64))
+    grid = (max(-(-int(layer[6]) // tile) for layer in layers), max(-(-int(layer[4]) // tile) for layer in layers),
+            len(layers))
+    plan = rt.plan(LINEAR_GROUP[spec.name], grid, threads, (table,))
+    plan.layer_buffers = (table, pointers)  # the table holds bare addresses: keep what they point into alive
+    return plan
 
 
 def plan_matmul_nt(rt, C, A, B, M: int, K: int, N: int, accumulate: bool = False, precision: str = "f32"):

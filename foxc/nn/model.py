@@ -28,7 +28,7 @@ from ..isv.registry import slot_index
 from . import heads, losses, matmul, optim, ssm
 from .heads import C51_ATOMS, N_ACTIONS, N_PERCEPTION, Q_OUTPUTS
 from .matmul import (ACT_IDENTITY, ACT_RELU, ACT_TANH, GradPartials, RowReduction, plan_act_bwd, plan_dw_db,
-                     plan_linear, plan_matmul_nt)
+                     plan_linear, plan_linear_group, plan_matmul_nt)
 
 HIDDEN_DIM = 128
 # The RL heads read the agent's state: h followed by the backtest's position features (foxc.agent.layout).
@@ -148,8 +148,9 @@ class Linear:
     def __init__(self, rt, params, w: str, b: str, X, Y, rows: int, n_in: int, n_out: int, act=ACT_IDENTITY,
                  precision="f32", dY=None, dX=None, accumulate_dX=False, target=False, partials=None):
         sfx = "_target" if target else ""
-        W = params.ptr(w + sfx)
-        self.forward = [plan_linear(rt, Y, X, W, params.ptr(b + sfx), rows, n_in, n_out, act, precision)]
+        self.layer = (Y, X, params.ptr(w + sfx), params.ptr(b + sfx), rows, n_in, n_out, act)  # plan_linear's
+        W = self.layer[2]
+        self.forward = [plan_linear(rt, *self.layer, precision)]
         grads = matmul.layer_precision(rows, n_out, precision)  # dW and db: one FP32 pass below the fill
         self.backward = []
         if dY is None:
@@ -169,6 +170,14 @@ class Linear:
             self.backward.append(RowReduction(rt, params.ptr(b, "grad"), dY, rows, n_out, name=f"d{b}"))
         if dX is not None:
             self.backward.append(plan_matmul_nt(rt, dX, dY, W, rows, n_out, n_in, accumulate_dX, precision))
+
+
+def forward_together(rt, layers: list[Linear], precision: str, name: str) -> list:
+    """The forwards of independent layers of one tiling in one launch (matmul.plan_linear_group: each
+    output keeps the bits of its own launch); one layer keeps its own plan."""
+    if len(layers) == 1:
+        return layers[0].forward
+    return [plan_linear_group(rt, [layer.layer for layer in layers], precision, name)]
 
 
 class Encoder:
@@ -227,11 +236,11 @@ class PerceptionHead:
         self.logits = rt.device_array((B, N_PERCEPTION), np.float32, "perception_logits")
         self.dlogits = rt.device_array((B, N_PERCEPTION), np.float32, "perception_dlogits")
         self.loss = rt.device_array((B, N_PERCEPTION), np.float32, "perception_loss")
-        lin = Linear(rt, params, "perception_w", "perception_b", h, self.logits, B, D, N_PERCEPTION,
-                     precision=precision, dY=self.dlogits, dX=dh, partials=partials)
-        self.forward = [*lin.forward,
-                        losses.plan_bce_masked(rt, self.dlogits, self.loss, self.logits, labels, mask, B, N_PERCEPTION)]
-        self.backward = lin.backward
+        self.linear = Linear(rt, params, "perception_w", "perception_b", h, self.logits, B, D, N_PERCEPTION,
+                             precision=precision, dY=self.dlogits, dX=dh, partials=partials)
+        self.losses = [losses.plan_bce_masked(rt, self.dlogits, self.loss, self.logits, labels, mask, B, N_PERCEPTION)]
+        self.forward = [*self.linear.forward, *self.losses]
+        self.backward = self.linear.backward
 
 
 class RlHeads:
@@ -247,10 +256,14 @@ class RlHeads:
     params.grad. The heads do not train the encoder: a replayed state's h came from windows the
     encoder is not processing in this step. `td_error` (float32 [B]), when given, is where the C51
     loss writes |TD| (the replay's priority input reads it there), else the heads own one.
+    The three trunk passes run as one launch, so do the two Q heads and the narrow heads (policy,
+    value, next value, and `with_narrow`: other heads' independent layers of that tiling, which the
+    Learner hands in so the perception head's forward joins that launch).
     """
 
     def __init__(self, rt, params: Parameters, s_t, s_tp1, action, ret, gamma_n, done, weight, isv,
-                 batch: int, precision="f32", partials: GradPartials | None = None, td_error=None):
+                 batch: int, precision="f32", partials: GradPartials | None = None, td_error=None,
+                 with_narrow: tuple[Linear, ...] = ()):
         B, S, R = batch, params.state_dim, params.rl_hidden
         own = partials is None
         partials = GradPartials(rt, params.grad, "rl_grad_splits") if own else partials
@@ -280,8 +293,9 @@ class RlHeads:
         v_next = lin("value_w", "value_b", self.z_next, self.v_next, B, R, 1)
         side = params.hidden + POS_INDEX["side"]  # the side feature's column in a state row
         self.forward = [
-            *trunk.forward, *trunk_next.forward, *trunk_target.forward,
-            *q.forward, *q_next.forward, *pi.forward, *v.forward, *v_next.forward,
+            *forward_together(rt, [trunk, trunk_next, trunk_target], precision, "rl_trunks"),
+            *forward_together(rt, [q, q_next], precision, "q_heads"),
+            *forward_together(rt, [*with_narrow, pi, v, v_next], precision, "narrow_heads"),
             heads.plan_c51_distribution(rt, self.next_probs, self.next_q, self.next_logits, isv, s_tp1.at(side), S, B),
             heads.plan_c51_distribution(rt, self.q_probs, self.q, self.q_logits, isv, s_t.at(side), S, B),
             losses.plan_c51_loss(rt, self.dq_logits, self.loss_q, self.td_error, self.q_logits, self.next_probs,
@@ -367,7 +381,7 @@ class Learner:
         self.perception = PerceptionHead(rt, self.params, self.encoder.h, self.encoder.dh, self.labels, self.mask,
                                          B, precision, self.partials)
         self.rl = RlHeads(rt, self.params, self.h_t, self.h_tp1, self.action, self.ret, self.gamma_n, self.done,
-                          self.weight, isv, B, precision, self.partials, td_error)
+                          self.weight, isv, B, precision, self.partials, td_error, with_narrow=(self.perception.linear,))
         self.partials.finish()
         self.optimizer = Optimizer(rt, self.params, isv)
         # the batch means of the losses (C51, policy, value, perception BCE) where the host reads them
@@ -376,7 +390,8 @@ class Learner:
         rl = self.rl
         self.loss_means = losses.plan_loss_means(rt, self.losses, rl.loss_q, rl.loss_pi, rl.loss_v,
                                                  self.perception.loss, B, B * N_PERCEPTION)
-        self.learn = [*self.perception.forward, *self.rl.forward, self.loss_means, *self.perception.backward,
+        # the RL heads' forward includes the perception head's layer (one launch with the narrow heads)
+        self.learn = [*self.rl.forward, *self.perception.losses, self.loss_means, *self.perception.backward,
                       *self.rl.backward, *self.encoder.backward, self.partials]
         self.forward_backward = [*self.encoder.forward, *self.learn]
         self.update = self.optimizer.update

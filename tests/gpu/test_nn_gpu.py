@@ -9,7 +9,7 @@ from foxc.isv.registry import SLOTS, slot_index
 from foxc.nn import functional as F
 from foxc.nn import heads, losses, matmul, model, optim, ssm
 from foxc.testing import assert_close, poisoned, rel_error, run_kernel
-from nn_cases import reduce_grad_splits
+from nn_cases import LINEAR_GROUPS, linear_group, reduce_grad_splits
 
 B, K, D, F = 1024, 32, 128, 40
 
@@ -125,6 +125,22 @@ def test_t32_kernels_match_reference_and_64_tiles(cuda_rt, ref_rt, rng, shape):
         c64, *_ = run_kernel(cuda_rt, matmul.MATMUL_NT["f32"], matmul.gemm_grid(M, N), 256,
                              [c.copy(), x, wt, M, Kd, N, acc])
         assert np.array_equal(c32, c64)
+
+
+@pytest.mark.parametrize("precision", matmul.PRECISIONS)
+@pytest.mark.parametrize("case", sorted(LINEAR_GROUPS))
+def test_linear_group_kernels(cuda_rt, ref_rt, rng, precision, case):
+    """linear_fwd_*_group (every tiling, layers of different shapes in one launch, blocks past a smaller
+    layer's edge): each output bit-identical to its own single-layer launch on the GPU, against float64
+    (TF32: within its operands' rounding) and against the reference's group."""
+    layers = LINEAR_GROUPS[case]
+    seed = int(rng.integers(2**31))
+    group, single, inputs = linear_group(cuda_rt, np.random.default_rng(seed), layers, precision)
+    ref_group, _, _ = linear_group(ref_rt, np.random.default_rng(seed), layers, precision)
+    for (M, Kd, N, act), yg, ys, yr, (x, w, b) in zip(layers, group, single, ref_group, inputs):
+        assert np.array_equal(yg, ys), (case, precision, M, N)
+        assert_close(yg, yr, 1e-5 if precision == "f32" else 2e-5)
+        assert_close(yg, F.activate(x.astype(np.float64) @ w + b, act), 1e-5 if precision == "f32" else 2e-3)
 
 
 @pytest.mark.parametrize("shape", [(B, model.STATE_DIM, model.RL_HIDDEN), (B, model.RL_HIDDEN, heads.Q_OUTPUTS),

@@ -20,6 +20,15 @@
 #define NN_GS_N_MAIN             4
 #define NN_GS_OUT                5
 #define NN_GS_TAIL               6
+#define NN_LG_FIELDS             8           // int64 fields of a row of linear_fwd_*_group's table
+#define NN_LG_Y                  0
+#define NN_LG_X                  1
+#define NN_LG_W                  2
+#define NN_LG_BIAS               3
+#define NN_LG_M                  4
+#define NN_LG_K                  5
+#define NN_LG_N                  6
+#define NN_LG_ACT                7
 #define NN_PS_CHANNELS           32          // ssm_proj_scan_fwd: channels per block, one per lane
 #define NN_PS_WINDOWS_PER_THREAD 2           // windows per thread
 #define NN_PS_WARPS              8           // warps per block

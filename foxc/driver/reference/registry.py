@@ -23,6 +23,11 @@ class LaunchInfo:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_bytes: int = 0
+    space: object = None  # the AddressSpace, for a kernel that reads addresses from a table in memory
+
+    def resolve(self, addr: int) -> "RefMem":
+        """What an address read from device memory points to (a launch argument arrives resolved)."""
+        return self.space.resolve(int(addr))
 
 
 class RefMem:

@@ -90,7 +90,7 @@ class RefKernel:
 class RefLaunchPlan(PlanBase):
     def __init__(self, rt: ReferenceRuntime, kernel: RefKernel, grid, block, args, shared_bytes: int = 0):
         super().__init__(kernel, grid, block, args, shared_bytes)
-        self._args = [LaunchInfo(self._grid, self._block, self._shared_bytes)] + [
+        self._args = [LaunchInfo(self._grid, self._block, self._shared_bytes, rt.space)] + [
             rt.space.resolve(v.addr) if p.kind is PTR else v for p, v in zip(kernel.spec.params, self.values)]
 
     def _run(self):
