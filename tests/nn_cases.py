@@ -54,3 +54,33 @@ def linear_group(rt, rng, layers, precision):
         for d in a[3:]:
             d.close()
     return out
+
+
+# dW + db passes (R, M, N) of different shapes and tilings (the Q head's takes 64x64 tiles on its own).
+DW_DB_PASSES = [(1024, 128, 9), (1024, 256, 5), (1024, 256, 1), (1024, 256, 255), (300, 37, 67)]
+
+
+def dw_db_grads(rt, rng, shapes, together: str | None):
+    """The dW + db passes of `shapes` (R, M, N) on random inputs through one GradPartials (every pass keyed
+    `together`, or each its own launch), run in order, then its reduction. Returns (the gradient buffer,
+    the passes, the inputs [(a, b)])."""
+    grad = rt.device_array(sum((M + 1) * N for _, M, N in shapes), np.float32, "grad")
+    grad.upload(poisoned(grad.shape))
+    partials, passes, inputs, at, arrays = matmul.GradPartials(rt, grad), [], [], 0, []
+    for R, M, N in shapes:
+        a, b = rng.standard_normal((R, M)).astype(np.float32), rng.standard_normal((R, N)).astype(np.float32)
+        A, B = rt.device_array((R, M), np.float32, "A"), rt.device_array((R, N), np.float32, "B")
+        A.upload(a)
+        B.upload(b)
+        passes.append(matmul.plan_dw_db(rt, partials, A, B, R, M, N, at, at + M * N, together=together))
+        inputs.append((a, b))
+        arrays += [A, B]
+        at += (M + 1) * N
+    partials.finish()
+    for p in passes:
+        p.launch(rt.stream)
+    partials.launch(rt.stream)
+    out = grad.download()
+    for a in [grad, *arrays]:
+        a.close()
+    return out, passes, inputs

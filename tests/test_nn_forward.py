@@ -7,7 +7,7 @@ from foxc.isv.registry import SLOTS, slot_index
 from foxc.nn import functional as F
 from foxc.nn import heads, losses, matmul, optim, ssm
 from foxc.testing import assert_close, poisoned, run_kernel
-from nn_cases import LINEAR_GROUPS, linear_group, reduce_grad_splits
+from nn_cases import DW_DB_PASSES, LINEAR_GROUPS, dw_db_grads, linear_group, reduce_grad_splits
 
 
 def isv_values(**overrides):
@@ -367,3 +367,19 @@ def test_linear_group_refuses_layers_of_different_tilings(ref_rt):
     y, y5 = ref_rt.device_array((1024, 255), np.float32, "y"), ref_rt.device_array((1024, 5), np.float32, "y5")
     with pytest.raises(ValueError, match="different kernels.*linear_fwd_f32_t16.*linear_fwd_f32_t32"):
         matmul.plan_linear_group(ref_rt, [(y, x, w, b, 1024, 256, 255, 0), (y5, x, w, b, 1024, 256, 5, 0)])
+
+
+def test_dw_db_passes_together_run_as_one_launch_with_each_pass_s_bits(ref_rt, rng):
+    """Passes sharing a `together` key: one matmul_tn_ones_f32_t32_group launch where the first stands
+    (the others launch nothing), each pass with its own split, so the gradients equal separate passes'."""
+    seed = int(rng.integers(2**31))
+    alone, passes0, _ = dw_db_grads(ref_rt, np.random.default_rng(seed), DW_DB_PASSES, None)
+    grouped, passes, inputs = dw_db_grads(ref_rt, np.random.default_rng(seed), DW_DB_PASSES, "heads")
+    assert [len(p.plans) for p in passes] == [1] + [0] * (len(passes) - 1)
+    assert passes[0].plans[0].kernel.spec is matmul.MATMUL_TN_ONES_GROUP and all(len(p.plans) == 1 for p in passes0)
+    assert np.array_equal(grouped, alone)
+    at = 0
+    for (R, M, N), (a, b) in zip(DW_DB_PASSES, inputs):
+        assert_close(grouped[at:at + M * N], (a.astype(np.float64).T @ b).ravel(), 1e-5)
+        assert_close(grouped[at + M * N:at + (M + 1) * N], b.astype(np.float64).sum(axis=0), 1e-5)
+        at += (M + 1) * N

@@ -33,12 +33,13 @@ struct GemmShape {
     int accumulate;     // 1: C += result
     int a_rows;         // rows of op(A) that exist (= M, or M - 1 with a ones row)
     int ones;           // 1: op(A) row a_rows is all ones (C row a_rows = column sums of op(B))
-    int group;          // 1: blockIdx.z picks the layer of a group launch (one split), else the split
+    int group;          // 1: blockIdx.z picks the layer (and split) of a group launch, else the split
+    int split;          // a group launch's split (its block's z is the layer's, not the split's)
 };
 
-// The split a block computes: blockIdx.z, except in a group launch (linear_fwd_*_group), whose z is
-// the layer.
-__device__ __forceinline__ unsigned int split_of(const GemmShape& g) { return g.group ? 0u : blockIdx.z; }
+// The split a block computes: blockIdx.z, except in a group launch (linear_fwd_*_group,
+// matmul_tn_ones_f32_t32_group), whose z also picks the layer.
+__device__ __forceinline__ unsigned int split_of(const GemmShape& g) { return g.group ? (unsigned int)g.split : blockIdx.z; }
 
 // Row blockIdx.z of a linear_fwd_*_group launch's table (NN_LG_FIELDS int64: Y, X, W, bias, M, K, N,
 // act): the layer this block computes a tile of.
@@ -48,7 +49,21 @@ __device__ __forceinline__ GemmShape group_layer(const long long* __restrict__ l
     const int M = (int)row[NN_LG_M], K = (int)row[NN_LG_K], N = (int)row[NN_LG_N];
     return GemmShape{reinterpret_cast<float*>(row[NN_LG_Y]), reinterpret_cast<const float*>(row[NN_LG_X]),
                      reinterpret_cast<const float*>(row[NN_LG_W]), reinterpret_cast<const float*>(row[NN_LG_BIAS]),
-                     M, N, K, K, N, K, (int)row[NN_LG_ACT], 0, M, 0, 1};
+                     M, N, K, K, N, K, (int)row[NN_LG_ACT], 0, M, 0, 1, 0};
+}
+
+// The pass and split of a matmul_tn_ones_f32_t32_group block: the table's rows (NN_TG_FIELDS int64: C,
+// A, B, R, M, N, r_chunk, z_begin) give each pass a run of z; block z computes split z - z_begin of the
+// row whose run holds it.
+__device__ __forceinline__ GemmShape group_pass(const long long* __restrict__ passes, int n_passes)
+{
+    int j = 0;
+    while (j + 1 < n_passes && (long long)blockIdx.z >= passes[(j + 1) * NN_TG_FIELDS + NN_TG_Z_BEGIN]) ++j;
+    const long long* row = passes + (long long)j * NN_TG_FIELDS;
+    const int M = (int)row[NN_TG_M], N = (int)row[NN_TG_N];
+    return GemmShape{reinterpret_cast<float*>(row[NN_TG_C]), reinterpret_cast<const float*>(row[NN_TG_A]),
+                     reinterpret_cast<const float*>(row[NN_TG_B]), nullptr, M + 1, N, (int)row[NN_TG_R], M, N,
+                     (int)row[NN_TG_R_CHUNK], NN_ACT_IDENTITY, 0, M, 1, 1, (int)(blockIdx.z - row[NN_TG_Z_BEGIN])};
 }
 
 // Whether a block of a group launch (sized for the group's largest layer) lies outside its layer.
@@ -57,12 +72,17 @@ __device__ __forceinline__ bool outside_layer(const GemmShape& g, int tile_m, in
     return (int)blockIdx.y * tile_m >= g.M || (int)blockIdx.x * tile_n >= g.N;
 }
 
+// An operand element. A group launch's addresses come from its table, where the compiler cannot see they are
+// read-only global memory (it would issue generic, uncached loads): say so. (The single-layer kernels' own
+// __restrict__ parameters already give read-only loads; there g.group is a constant 0 and this folds away.)
+__device__ __forceinline__ float operand(const GemmShape& g, const float* p) { return g.group ? __ldg(p) : *p; }
+
 // The element of op(A) at (m, k), or 0 outside (a ones row gives 1 for k < k_end).
 template <bool TA>
 __device__ __forceinline__ float load_a(const GemmShape& g, int m, int k, int k_end)
 {
     if (k >= k_end) return 0.0f;
-    if (m < g.a_rows) return TA ? g.A[(long long)k * g.lda + m] : g.A[(long long)m * g.lda + k];
+    if (m < g.a_rows) return operand(g, TA ? g.A + (long long)k * g.lda + m : g.A + (long long)m * g.lda + k);
     return (g.ones && m == g.a_rows) ? 1.0f : 0.0f;
 }
 
@@ -70,7 +90,7 @@ template <bool TB>
 __device__ __forceinline__ float load_b(const GemmShape& g, int n, int k, int k_end)
 {
     if (n >= g.N || k >= k_end) return 0.0f;
-    return TB ? g.B[(long long)n * g.ldb + k] : g.B[(long long)k * g.ldb + n];
+    return operand(g, TB ? g.B + (long long)n * g.ldb + k : g.B + (long long)k * g.ldb + n);
 }
 
 // Element e of a BM x KT (A) or KT x BN (B) stage: (row in the tile, k in the tile),
@@ -110,7 +130,7 @@ __device__ __forceinline__ void store_out(const GemmShape& g, int m, int n, floa
     if (m >= g.M || n >= g.N) return;
     float* c = g.C + (long long)split_of(g) * g.M * g.N + (long long)m * g.N + n;
     float v = acc;
-    if (g.bias) v += g.bias[n];
+    if (g.bias) v += operand(g, g.bias + n);
     v = nn_activate(v, g.act);
     if (g.accumulate) v += *c;
     *c = v;
@@ -391,6 +411,16 @@ matmul_tn_ones_f32##SUFFIX(float* __restrict__ C, const float* __restrict__ A, c
 {                                                                                                              \
     const GemmShape g{C, A, B, nullptr, M + 1, N, R, M, N, r_chunk, NN_ACT_IDENTITY, 0, M, 1};                 \
     gemm_f32<true, false, BM, BN, TM, TN, KT>(g);                                                              \
+}
+
+// matmul_tn_ones_f32_t32_group(passes, n_passes) — the dW + db passes of independent layers in one
+// launch (32x32 tiles): each pass keeps its own r_chunk, so its partials have the bits of its own launch.
+extern "C" __global__ void __launch_bounds__(F32_SPEC(32, 32, 2, 2, 32), 2)
+matmul_tn_ones_f32_t32_group(const long long* __restrict__ passes, int n_passes)
+{
+    const GemmShape g = group_pass(passes, n_passes);
+    if (outside_layer(g, 32, 32)) return;
+    gemm_f32<true, false, 32, 32, 2, 2, 32>(g);
 }
 
 F32_LINEAR(, 64, 64, 4, 4, TILE_K, 2)

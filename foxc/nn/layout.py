@@ -22,6 +22,8 @@ GRAD_SPLIT_FIELDS = ("begin", "size", "splits", "partials", "n_main", "out", "ta
 GRAD_SPLITS_MAX = 16  # the table's capacity (rows held in shared memory)
 # linear_fwd_*_group's table: a row of int64 fields per layer (addresses, then the shape and activation)
 LINEAR_GROUP_FIELDS = ("Y", "X", "W", "bias", "M", "K", "N", "act")
+# matmul_tn_ones_f32_t32_group's table: a row per dW + db pass; z_begin: the pass's first block z
+TN_GROUP_FIELDS = ("C", "A", "B", "R", "M", "N", "r_chunk", "z_begin")
 # ssm_proj_scan_fwd's tiling: a lane per channel, PS_WINDOWS_PER_THREAD windows per thread.
 PS_CHANNELS, PS_WINDOWS_PER_THREAD, PS_WARPS, PS_MAX_FEATURES = 32, 2, 8, 48
 PS_STEPS = 4  # ssm_proj_scan_fwd: steps whose projections are computed together (each W_in load feeds 4x)
@@ -49,6 +51,8 @@ def render_header() -> str:
         *[(f"NN_GS_{name.upper()}", i, "") for i, name in enumerate(GRAD_SPLIT_FIELDS)],
         ("NN_LG_FIELDS", len(LINEAR_GROUP_FIELDS), "int64 fields of a row of linear_fwd_*_group's table"),
         *[(f"NN_LG_{name.upper()}", i, "") for i, name in enumerate(LINEAR_GROUP_FIELDS)],
+        ("NN_TG_FIELDS", len(TN_GROUP_FIELDS), "int64 fields of a row of matmul_tn_ones_f32_t32_group's table"),
+        *[(f"NN_TG_{name.upper()}", i, "") for i, name in enumerate(TN_GROUP_FIELDS)],
         ("NN_PS_CHANNELS", PS_CHANNELS, "ssm_proj_scan_fwd: channels per block, one per lane"),
         ("NN_PS_WINDOWS_PER_THREAD", PS_WINDOWS_PER_THREAD, "windows per thread"),
         ("NN_PS_WARPS", PS_WARPS, "warps per block"),

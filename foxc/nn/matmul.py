@@ -17,7 +17,7 @@ from ..driver import KernelSpec, i32, i64, ptr, reference
 from ..driver.kernel_spec import pointer_of
 from . import functional as F
 from .layout import (ACT_IDENTITY, ACT_RELU, ACT_SIGMOID, ACT_TANH, GRAD_SPLIT_FIELDS, GRAD_SPLITS_MAX,
-                     LINEAR_GROUP_FIELDS)
+                     LINEAR_GROUP_FIELDS, TN_GROUP_FIELDS)
 
 MODULE = "nn/matmul"
 TILE = 64
@@ -72,6 +72,10 @@ MATMUL_TN_ONES = {TILE: KernelSpec("matmul_tn_ones_f32", MODULE, MATMUL_TN["f32"
                                    doc="C[z][M+1,N]: X^T dY over split z's rows, then dY's column sums"),
                   SMALL_TILE: KernelSpec("matmul_tn_ones_f32_t32", MODULE, MATMUL_TN["f32"].params,
                                          doc="matmul_tn_ones_f32 with 32x32 tiles")}
+# The dW + db passes of several layers in one launch (32x32 tiles), each pass with its own split.
+MATMUL_TN_ONES_GROUP = KernelSpec("matmul_tn_ones_f32_t32_group", MODULE, (ptr("passes"), i32("n_passes")),
+                                  doc="matmul_tn_ones_f32 of every pass in the table (TN_GROUP_FIELDS rows), block z "
+                                      "a tile of one split of one pass")
 REDUCE_GRAD_SPLITS = KernelSpec("reduce_grad_splits", MODULE, (
     ptr("grad"), ptr("partials"), ptr("table"), i32("n_entries"), i64("total")),
     doc="every split dW + db pass of a backward summed in split order into grad (table: GRAD_SPLIT_FIELDS rows)")
@@ -197,8 +201,11 @@ for _spec, _fn in ((LINEAR_FWD["f32"], _F32_REFS[0]), (LINEAR_FWD_T32, _F32_REFS
 
 
 def _tn_ones(launch, C, A, B, R, M, N, r_chunk):
+    _tn_ones_splits(C, A, B, R, M, N, r_chunk, launch.grid[2])
+
+
+def _tn_ones_splits(C, A, B, R, M, N, r_chunk, splits):
     R, M, N, chunk = int(R), int(M), int(N), int(r_chunk)
-    splits = launch.grid[2]
     a = np.concatenate([A.f32(R * M).reshape(R, M), np.ones((R, 1), np.float32)], axis=1)
     b = B.f32(R * N).reshape(R, N)
     c = C.f32(splits * (M + 1) * N).reshape(splits, M + 1, N)
@@ -209,6 +216,16 @@ def _tn_ones(launch, C, A, B, R, M, N, r_chunk):
 
 for _spec in MATMUL_TN_ONES.values():
     reference(_spec)(_tn_ones)
+
+
+@reference(MATMUL_TN_ONES_GROUP)
+def _tn_ones_group(launch, passes, n_passes):
+    rows = passes.i64(int(n_passes) * len(TN_GROUP_FIELDS)).reshape(-1, len(TN_GROUP_FIELDS))
+    z = TN_GROUP_FIELDS.index("z_begin")
+    for row, end in zip(rows, [*rows[1:, z], launch.grid[2]]):
+        f = dict(zip(TN_GROUP_FIELDS, (int(v) for v in row)))
+        _tn_ones_splits(*(launch.resolve(f[k]) for k in ("C", "A", "B")), f["R"], f["M"], f["N"], f["r_chunk"],
+                        int(end) - f["z_begin"])
 
 
 @reference(REDUCE_GRAD_SPLITS)
@@ -286,15 +303,16 @@ class RowReduction:
 
 class SplitPass:
     """One layer's split dW + db pass, planned once its GradPartials has placed the partials (`finish`);
-    `name` says whose gradient it is (a profile's row)."""
+    `name` says whose gradient it is (a profile's row). A pass run by another's group launch has no plan."""
 
     def __init__(self, name: str, splits: int):
-        self.name, self.splits, self.plans = name, splits, []
+        self.name, self.splits, self.plans, self.planned = name, splits, [], False
 
     def launch(self, stream):
-        if not self.plans:
+        if not self.planned:
             raise RuntimeError(f"split pass {self.name}: GradPartials.finish() has not placed its partials yet")
-        self.plans[0].launch(stream)
+        for p in self.plans:
+            p.launch(stream)
 
 
 class GradPartials:
@@ -310,21 +328,25 @@ class GradPartials:
     def __init__(self, rt, grad, name: str = "grad_splits"):
         self.rt, self.grad, self.name = rt, grad, name
         self.rows: list[tuple[int, ...]] = []  # GRAD_SPLIT_FIELDS per pass
-        self._passes: list[tuple[SplitPass, int, object]] = []  # (pass, partials offset, build)
+        self._passes: list[tuple] = []  # (pass, partials offset, build, together)
         self.total = 0  # elements reduced
         self.size = 0   # floats of partials
         self.plans = None
 
-    def add(self, name: str, splits: int, size: int, n_main: int, out: int, tail: int, build) -> SplitPass:
+    def add(self, name: str, splits: int, size: int, n_main: int, out: int, tail: int, build,
+            together=None) -> SplitPass:
         """A pass writing [splits][size] partials; `build(partials)` makes its plan once they have a place.
-        The sum of element k < n_main goes to grad[out + k], of the others to grad[tail + k - n_main]."""
+        The sum of element k < n_main goes to grad[out + k], of the others to grad[tail + k - n_main].
+        `together` = (key, (A, dY, R, M, N, r_chunk)) for a matmul_tn_ones pass: the passes sharing a key
+        run as one group launch (plan_tn_ones_group) where the first of them stands in the step, so every
+        member's dY must be ready there; each keeps its split, so its bits."""
         if self.plans is not None:
             raise RuntimeError(f"{self.name}: a split pass added after finish()")
         if len(self.rows) == GRAD_SPLITS_MAX:
             raise ValueError(f"{self.name}: reduce_grad_splits takes at most {GRAD_SPLITS_MAX} passes")
         entry = SplitPass(name, splits)
         self.rows.append((self.total, size, splits, self.size, n_main, out, tail))
-        self._passes.append((entry, self.size, build))
+        self._passes.append((entry, self.size, build, together))
         self.total += size
         self.size += splits * size
         return entry
@@ -339,8 +361,21 @@ class GradPartials:
                 self.table = rt.device_array((len(self.rows), len(GRAD_SPLIT_FIELDS)), np.int64,
                                              f"{self.name}_table")
                 self.table.upload(np.array(self.rows, np.int64))
-                for entry, offset, build in self._passes:
-                    entry.plans = [build(self.partials.at(offset))]
+                groups: dict[str, list] = {}
+                for entry, offset, build, together in self._passes:
+                    if together is None:
+                        entry.plans, entry.planned = [build(self.partials.at(offset))], True
+                    else:
+                        groups.setdefault(together[0], []).append((entry, offset, build, together[1]))
+                for key, members in groups.items():
+                    first = members[0][0]
+                    if len(members) == 1:
+                        first.plans = [members[0][2](self.partials.at(members[0][1]))]
+                    else:
+                        first.plans = [plan_tn_ones_group(rt, [(self.partials.at(offset), *args)
+                                                               for _, offset, _, args in members], key)]
+                    for entry, *_ in members:
+                        entry.planned = True
                 self.plans = [rt.plan(REDUCE_GRAD_SPLITS, elementwise_grid(self.total), ELEMENTWISE_BLOCK,
                                       (self.grad, self.partials, self.table, len(self.rows), self.total))]
         return self
@@ -353,10 +388,11 @@ class GradPartials:
 
 
 def plan_dw_db(rt, partials: GradPartials, A, dY, R: int, M: int, N: int, out: int, tail: int,
-               name: str = "dW") -> SplitPass:
+               name: str = "dW", together: str | None = None) -> SplitPass:
     """dW = A^T dY [M, N] and db = the column sums of dY [N] over R rows in one pass: matmul_tn_ones
     gives A a column of ones, so each split's partial is (M+1) x N with the column sums last; the
-    splits are added by `partials`' reduction into grad[out:], grad[tail:]. FP32 only."""
+    splits are added by `partials`' reduction into grad[out:], grad[tail:]. FP32 only. Passes with the
+    same `together` key run as one launch (GradPartials.add)."""
     grid64 = gemm_grid(M + 1, N)
     # 64x64 tiles (less staging per product) when splitting the rows alone fills the GPU
     tile = TILE if grid64[0] * grid64[1] * max(1, R // 64) >= FILL_BLOCKS else f32_tile(M + 1, N, "tn")
@@ -368,7 +404,25 @@ def plan_dw_db(rt, partials: GradPartials, A, dY, R: int, M: int, N: int, out: i
     chunk = -(-rows_per_split // 16) * 16
     splits = -(-R // chunk)
     return partials.add(name, splits, (M + 1) * N, M * N, out, tail, lambda C: rt.plan(
-        MATMUL_TN_ONES[tile], gemm_grid(M + 1, N, splits, tile), threads, (C, A, dY, R, M, N, chunk)))
+        MATMUL_TN_ONES[tile], gemm_grid(M + 1, N, splits, tile), threads, (C, A, dY, R, M, N, chunk)),
+        together=(together, (A, dY, R, M, N, chunk)) if together else None)
+
+
+def plan_tn_ones_group(rt, passes, name: str = "dw_db_group"):
+    """The matmul_tn_ones passes (C, A, dY, R, M, N, r_chunk) in one launch of 32x32 tiles, each pass with
+    its own split of the rows (so each partial has the bits of its own launch, whatever the tiling); the
+    table is written here (before any capture) and the plan keeps the passes' buffers alive."""
+    pointers = [[pointer_of(a, MATMUL_TN_ONES_GROUP, 0) for a in p[:3]] for p in passes]
+    rows, z = [], 0
+    for ptrs, (_, _, _, R, M, N, chunk) in zip(pointers, passes):
+        rows.append([p.addr for p in ptrs] + [R, M, N, chunk, z])
+        z += -(-R // chunk)
+    table = rt.device_array((len(rows), len(TN_GROUP_FIELDS)), np.int64, f"{name}_passes")
+    table.upload(np.array(rows, np.int64))
+    grid = (max(-(-p[5] // SMALL_TILE) for p in passes), max(-(-(p[4] + 1) // SMALL_TILE) for p in passes), z)
+    plan = rt.plan(MATMUL_TN_ONES_GROUP, grid, SMALL_THREADS, (table, len(rows)))
+    plan.layer_buffers = (table, pointers)  # the table holds bare addresses: keep what they point into alive
+    return plan
 
 
 def plan_linear(rt, Y, X, W, bias, M: int, K: int, N: int, act: int = ACT_IDENTITY, precision: str = "f32"):

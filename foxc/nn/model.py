@@ -142,11 +142,13 @@ class Linear:
     run on the tensor cores (`matmul.gemm_kernel` picks the tiling); dW and db stay one FP32 pass
     below the size where 64x64 TF32 tiles fill the GPU (`matmul.layer_precision`). An FP32 dW and db
     pass leaves split partials that `partials` (the backward's GradPartials) adds up; without it, the
-    layer's own reduction follows the pass.
+    layer's own reduction follows the pass. Layers sharing a `grads_together` key (and a GradPartials)
+    take their FP32 dW + db passes in one launch, where the first of them stands in the backward.
     """
 
     def __init__(self, rt, params, w: str, b: str, X, Y, rows: int, n_in: int, n_out: int, act=ACT_IDENTITY,
-                 precision="f32", dY=None, dX=None, accumulate_dX=False, target=False, partials=None):
+                 precision="f32", dY=None, dX=None, accumulate_dX=False, target=False, partials=None,
+                 grads_together: str | None = None):
         sfx = "_target" if target else ""
         self.layer = (Y, X, params.ptr(w + sfx), params.ptr(b + sfx), rows, n_in, n_out, act)  # plan_linear's
         W = self.layer[2]
@@ -161,7 +163,7 @@ class Linear:
             own = partials is None
             partials = GradPartials(rt, params.grad, f"d{w}_splits") if own else partials
             self.backward.append(plan_dw_db(rt, partials, X, dY, rows, n_in, n_out, params.by_name[w].offset,
-                                            params.by_name[b].offset, f"d{w}"))
+                                            params.by_name[b].offset, f"d{w}", grads_together))
             if own:
                 self.backward.append(partials.finish())
         else:
@@ -170,6 +172,9 @@ class Linear:
             self.backward.append(RowReduction(rt, params.ptr(b, "grad"), dY, rows, n_out, name=f"d{b}"))
         if dX is not None:
             self.backward.append(plan_matmul_nt(rt, dX, dY, W, rows, n_out, n_in, accumulate_dX, precision))
+
+
+NARROW_GRADS = "narrow_heads_dw"  # the narrow heads' dW + db passes run as one launch (grads_together)
 
 
 def forward_together(rt, layers: list[Linear], precision: str, name: str) -> list:
@@ -231,13 +236,14 @@ class PerceptionHead:
     """logits = h Wp + bp [B, 9]; masked BCE against labels; backward writes dh (not accumulated)."""
 
     def __init__(self, rt, params: Parameters, h, dh, labels, mask, batch: int, precision="f32",
-                 partials: GradPartials | None = None):
+                 partials: GradPartials | None = None, grads_together: str | None = None):
         B, D = batch, params.hidden
         self.logits = rt.device_array((B, N_PERCEPTION), np.float32, "perception_logits")
         self.dlogits = rt.device_array((B, N_PERCEPTION), np.float32, "perception_dlogits")
         self.loss = rt.device_array((B, N_PERCEPTION), np.float32, "perception_loss")
         self.linear = Linear(rt, params, "perception_w", "perception_b", h, self.logits, B, D, N_PERCEPTION,
-                             precision=precision, dY=self.dlogits, dX=dh, partials=partials)
+                             precision=precision, dY=self.dlogits, dX=dh, partials=partials,
+                             grads_together=grads_together)
         self.losses = [losses.plan_bce_masked(rt, self.dlogits, self.loss, self.logits, labels, mask, B, N_PERCEPTION)]
         self.forward = [*self.linear.forward, *self.losses]
         self.backward = self.linear.backward
@@ -258,7 +264,9 @@ class RlHeads:
     loss writes |TD| (the replay's priority input reads it there), else the heads own one.
     The three trunk passes run as one launch, so do the two Q heads and the narrow heads (policy,
     value, next value, and `with_narrow`: other heads' independent layers of that tiling, which the
-    Learner hands in so the perception head's forward joins that launch).
+    Learner hands in so the perception head's forward joins that launch); the policy's and value's
+    dW + db passes run as one launch too (with every other pass of the same GradPartials keyed
+    NARROW_GRADS: the Learner's perception head).
     """
 
     def __init__(self, rt, params: Parameters, s_t, s_tp1, action, ret, gamma_n, done, weight, isv,
@@ -288,8 +296,9 @@ class RlHeads:
         trunk_target = lin("rl_w", "rl_b", s_tp1, self.z_next_target, B, S, R, ACT_RELU, target=True)
         q = lin("dqn_w", "dqn_b", self.z, self.q_logits, B, R, Q_OUTPUTS, dY=self.dq_logits, dX=self.dz)
         q_next = lin("dqn_w", "dqn_b", self.z_next_target, self.next_logits, B, R, Q_OUTPUTS, target=True)
-        pi = lin("policy_w", "policy_b", self.z, self.pi_logits, B, R, N_ACTIONS, dY=self.dpi_logits)
-        v = lin("value_w", "value_b", self.z, self.v, B, R, 1, dY=self.dv)
+        pi = lin("policy_w", "policy_b", self.z, self.pi_logits, B, R, N_ACTIONS, dY=self.dpi_logits,
+                 grads_together=NARROW_GRADS)
+        v = lin("value_w", "value_b", self.z, self.v, B, R, 1, dY=self.dv, grads_together=NARROW_GRADS)
         v_next = lin("value_w", "value_b", self.z_next, self.v_next, B, R, 1)
         side = params.hidden + POS_INDEX["side"]  # the side feature's column in a state row
         self.forward = [
@@ -379,7 +388,7 @@ class Learner:
         self.partials = GradPartials(rt, self.params.grad)
         self.encoder = Encoder(rt, self.params, B, K, self.features, precision, fused_encoder, self.partials)
         self.perception = PerceptionHead(rt, self.params, self.encoder.h, self.encoder.dh, self.labels, self.mask,
-                                         B, precision, self.partials)
+                                         B, precision, self.partials, grads_together=NARROW_GRADS)
         self.rl = RlHeads(rt, self.params, self.h_t, self.h_tp1, self.action, self.ret, self.gamma_n, self.done,
                           self.weight, isv, B, precision, self.partials, td_error, with_narrow=(self.perception.linear,))
         self.partials.finish()

@@ -6,10 +6,10 @@ import pytest
 from foxc.agent.layout import Q_INVALID, valid_actions
 from foxc.isv import IsvBus
 from foxc.isv.registry import SLOTS, slot_index
-from foxc.nn import functional as F
+from foxc.nn import functional
 from foxc.nn import heads, losses, matmul, model, optim, ssm
 from foxc.testing import assert_close, poisoned, rel_error, run_kernel
-from nn_cases import LINEAR_GROUPS, linear_group, reduce_grad_splits
+from nn_cases import DW_DB_PASSES, LINEAR_GROUPS, dw_db_grads, linear_group, reduce_grad_splits
 
 B, K, D, F = 1024, 32, 128, 40
 
@@ -140,7 +140,20 @@ def test_linear_group_kernels(cuda_rt, ref_rt, rng, precision, case):
     for (M, Kd, N, act), yg, ys, yr, (x, w, b) in zip(layers, group, single, ref_group, inputs):
         assert np.array_equal(yg, ys), (case, precision, M, N)
         assert_close(yg, yr, 1e-5 if precision == "f32" else 2e-5)
-        assert_close(yg, F.activate(x.astype(np.float64) @ w + b, act), 1e-5 if precision == "f32" else 2e-3)
+        assert_close(yg, functional.activate(x.astype(np.float64) @ w + b, act), 1e-5 if precision == "f32" else 2e-3)
+
+
+def test_dw_db_passes_together(cuda_rt, ref_rt, rng):
+    """matmul_tn_ones_f32_t32_group (passes of different shapes and splits in one launch, one of them a
+    64x64-tile pass on its own): the gradients bit-identical to the passes launched one by one on the
+    GPU, and against the reference."""
+    seed = int(rng.integers(2**31))
+    alone, _, _ = dw_db_grads(cuda_rt, np.random.default_rng(seed), DW_DB_PASSES, None)
+    grouped, passes, _ = dw_db_grads(cuda_rt, np.random.default_rng(seed), DW_DB_PASSES, "heads")
+    ref, _, _ = dw_db_grads(ref_rt, np.random.default_rng(seed), DW_DB_PASSES, "heads")
+    assert passes[0].plans[0].kernel.spec is matmul.MATMUL_TN_ONES_GROUP
+    assert np.array_equal(grouped, alone)
+    assert_close(grouped, ref, 1e-5)
 
 
 @pytest.mark.parametrize("shape", [(B, model.STATE_DIM, model.RL_HIDDEN), (B, model.RL_HIDDEN, heads.Q_OUTPUTS),
@@ -229,7 +242,7 @@ def test_ssm_proj_scan_fwd(cuda_rt, ref_rt, rng, shape, precision):
     M, N = K_ * B_, 4 * D_
     z_gemm, *_ = run_kernel(cuda_rt, matmul.LINEAR_FWD["f32"], matmul.gemm_grid(M, N), matmul.GEMM_THREADS,
                             [poisoned((M, N)), x, w, bias, M, nf, N, matmul.ACT_IDENTITY])
-    g_gemm = np.concatenate(F.ssm_parts(z_gemm.reshape(K_, B_, N), D_), axis=-1)
+    g_gemm = np.concatenate(functional.ssm_parts(z_gemm.reshape(K_, B_, N), D_), axis=-1)
     written = np.concatenate([gates[:, :, :3 * D_].ravel(), gates[-1].ravel()])
     expected = np.concatenate([g_gemm[:, :, :3 * D_].ravel(), g_gemm[-1].ravel()])
     if precision == "f32":
@@ -249,7 +262,7 @@ def test_ssm_scan_bwd_dw(cuda_rt, ref_rt, rng, shape, precision):
     K_, B_, D_, nf = shape
     x = rng.standard_normal((K_, B_, nf)).astype(np.float32)
     z = rng.standard_normal((K_, B_, 4 * D_)).astype(np.float32)
-    gates = np.concatenate(F.ssm_parts(z, D_), axis=-1)
+    gates = np.concatenate(functional.ssm_parts(z, D_), axis=-1)
     states, _, _ = run_kernel(ref_rt, ssm.SSM_SCAN_FWD, ssm.scan_grid(B_, D_), ssm.BLOCK,
                               [poisoned((K_, B_, D_)), poisoned((B_, D_)), z, K_, B_, D_])
     dy = rng.standard_normal((B_, D_)).astype(np.float32)

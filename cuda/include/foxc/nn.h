@@ -29,6 +29,15 @@
 #define NN_LG_K                  5
 #define NN_LG_N                  6
 #define NN_LG_ACT                7
+#define NN_TG_FIELDS             8           // int64 fields of a row of matmul_tn_ones_f32_t32_group's table
+#define NN_TG_C                  0
+#define NN_TG_A                  1
+#define NN_TG_B                  2
+#define NN_TG_R                  3
+#define NN_TG_M                  4
+#define NN_TG_N                  5
+#define NN_TG_R_CHUNK            6
+#define NN_TG_Z_BEGIN            7
 #define NN_PS_CHANNELS           32          // ssm_proj_scan_fwd: channels per block, one per lane
 #define NN_PS_WINDOWS_PER_THREAD 2           // windows per thread
 #define NN_PS_WARPS              8           // warps per block
