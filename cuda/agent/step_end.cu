@@ -25,40 +25,62 @@
     const float* __restrict__ reward_raw, const float* __restrict__ reward_scaled,                             \
     const unsigned int* __restrict__ clipped, const unsigned int* __restrict__ closed,                         \
     const float* __restrict__ closed_pnl, const int* __restrict__ lots
+#define STATS_AHEAD 4  // rows of a thread whose inputs are loaded before any of them is added
 __device__ __noinline__ void step_stats(STEP_ARRAYS, double* stats, int B)
 {
     __shared__ double sums[N_SUMS][AGENT_STATS_BLOCK];
     const int t = threadIdx.x;
     double acc[N_SUMS];
     for (int k = 0; k < N_SUMS; ++k) acc[k] = 0.0;
-    for (int b = t; b < B; b += AGENT_STATS_BLOCK) {
-        float h = 0.0f;
-        for (int a = 0; a < AGENT_N_ACTIONS; ++a) {
-            const float p = probs[b * AGENT_N_ACTIONS + a];
-            if (p > 0.0f) h -= p * logf(p);  // invalid actions have probability 0
+    // STATS_AHEAD rows at a time: their loads are in flight together (one memory latency, not one a
+    // row), then they are added in the order b = t, t + 256, ... as before.
+    for (int b0 = t; b0 < B; b0 += AGENT_STATS_BLOCK * STATS_AHEAD) {
+        float p[STATS_AHEAD][AGENT_N_ACTIONS], raw_f[STATS_AHEAD], scaled[STATS_AHEAD], pnl_f[STATS_AHEAD];
+        int action[STATS_AHEAD], lot[STATS_AHEAD];
+        unsigned int flag[STATS_AHEAD], clip[STATS_AHEAD], n_closed[STATS_AHEAD];
+#pragma unroll
+        for (int u = 0; u < STATS_AHEAD; ++u) {
+            const int b = b0 + u * AGENT_STATS_BLOCK;
+            if (b < B) {
+                for (int a = 0; a < AGENT_N_ACTIONS; ++a) p[u][a] = probs[b * AGENT_N_ACTIONS + a];
+                action[u] = actions[b];
+                flag[u] = flags[b];
+                raw_f[u] = reward_raw[b];
+                scaled[u] = reward_scaled[b];
+                clip[u] = clipped[b];
+                n_closed[u] = closed[b];
+                pnl_f[u] = closed_pnl[b];
+                lot[u] = lots[b];
+            }
         }
-        const int action = actions[b];
-        const unsigned int flag = flags[b];
-        const double raw = reward_raw[b];
-        const unsigned int n_closed = closed[b];
-        const double pnl = closed_pnl[b];
-        acc[0] += h;
-        acc[1] += action == ACTION_HOLD ? 1.0 : 0.0;
-        acc[2] += (flag & AGENT_FLAG_GATED) ? 1.0 : 0.0;
-        acc[3] += (flag & AGENT_FLAG_STOPPED) ? 1.0 : 0.0;
-        acc[4] += raw;
-        acc[5] += raw * raw;
-        acc[6] += reward_scaled[b];
-        acc[7] += clipped[b] ? 1.0 : 0.0;
-        acc[8] += n_closed;
-        acc[9] += n_closed ? fabs(pnl) : 0.0;
-        acc[10] += (n_closed && pnl > 0.0) ? 1.0 : 0.0;
-        acc[11] += n_closed ? pnl : 0.0;
-        acc[12] += lots[b] != 0 ? 1.0 : 0.0;
-        acc[13] += raw > 0.0 ? raw : 0.0;
-        acc[14] += raw > 0.0 ? 1.0 : 0.0;
-        acc[15] += raw < 0.0 ? -raw : 0.0;
-        acc[16] += raw < 0.0 ? 1.0 : 0.0;
+#pragma unroll
+        for (int u = 0; u < STATS_AHEAD; ++u) {
+            if (b0 + u * AGENT_STATS_BLOCK >= B) break;
+            float h = 0.0f;
+            for (int a = 0; a < AGENT_N_ACTIONS; ++a) {
+                const float pa = p[u][a];
+                if (pa > 0.0f) h -= pa * logf(pa);  // invalid actions have probability 0
+            }
+            const double raw = raw_f[u];
+            const double pnl = pnl_f[u];
+            acc[0] += h;
+            acc[1] += action[u] == ACTION_HOLD ? 1.0 : 0.0;
+            acc[2] += (flag[u] & AGENT_FLAG_GATED) ? 1.0 : 0.0;
+            acc[3] += (flag[u] & AGENT_FLAG_STOPPED) ? 1.0 : 0.0;
+            acc[4] += raw;
+            acc[5] += raw * raw;
+            acc[6] += scaled[u];
+            acc[7] += clip[u] ? 1.0 : 0.0;
+            acc[8] += n_closed[u];
+            acc[9] += n_closed[u] ? fabs(pnl) : 0.0;
+            acc[10] += (n_closed[u] && pnl > 0.0) ? 1.0 : 0.0;
+            acc[11] += n_closed[u] ? pnl : 0.0;
+            acc[12] += lot[u] != 0 ? 1.0 : 0.0;
+            acc[13] += raw > 0.0 ? raw : 0.0;
+            acc[14] += raw > 0.0 ? 1.0 : 0.0;
+            acc[15] += raw < 0.0 ? -raw : 0.0;
+            acc[16] += raw < 0.0 ? 1.0 : 0.0;
+        }
     }
     for (int k = 0; k < N_SUMS; ++k) sums[k][t] = acc[k];
     __syncthreads();
@@ -265,9 +287,12 @@ __device__ __forceinline__ void step_increment(float* isv)
 // Writes stats[AGENT_N_STATS]; isv (controllers, then the step counter); ring (the frame of this
 //        step, recorded before the counter moves); isv_host[ISV_N_SLOTS] (the mapped-pinned view the
 //        host reads) = isv as the step leaves it.
-// Order: the statistics (every thread), then on thread 0 the reward controller, the plateau
-// controller, the other controllers, the frame and the step counter, then (after a barrier that
-// makes thread 0's writes visible to the block) every thread copies its share of the ISV.
+// Order: the block copies the ISV into shared memory; the statistics (every thread, into shared
+// memory); then on thread 0 the reward controller, the plateau controller, the other controllers,
+// the frame and the step counter, all on the shared copies (thread 0's reads and writes are a
+// dependent chain: shared memory's latency, not global memory's, is what they wait for); then, after
+// a barrier, every thread writes its share of the ISV to isv and isv_host and of the statistics to
+// stats. The arithmetic is the same whichever memory holds the values.
 extern "C" __global__ void agent_step_end(
     STEP_ARRAYS,
     int B,
@@ -281,15 +306,22 @@ extern "C" __global__ void agent_step_end(
     double* __restrict__ ring,
     int ring_len)
 {
+    __shared__ float isv_s[ISV_N_SLOTS];
+    __shared__ double stats_s[AGENT_N_STATS];
     if (blockIdx.x != 0) return;
-    step_stats(probs, actions, flags, reward_raw, reward_scaled, clipped, closed, closed_pnl, lots, stats, B);
-    if (threadIdx.x == 0) {
-        reward_controller(isv, stats);
-        lr_plateau(isv, losses);
-        other_controllers(isv, stats);
-        diagnostics_frame(stats, losses, isv, extras, isv_slots, n_isv, ring, ring_len);
-        step_increment(isv);
+    for (int i = threadIdx.x; i < ISV_N_SLOTS; i += AGENT_STATS_BLOCK) isv_s[i] = isv[i];
+    step_stats(probs, actions, flags, reward_raw, reward_scaled, clipped, closed, closed_pnl, lots, stats_s, B);
+    if (threadIdx.x == 0) {  // step_stats' barriers made isv_s whole; its thread 0 wrote stats_s
+        reward_controller(isv_s, stats_s);
+        lr_plateau(isv_s, losses);
+        other_controllers(isv_s, stats_s);
+        diagnostics_frame(stats_s, losses, isv_s, extras, isv_slots, n_isv, ring, ring_len);
+        step_increment(isv_s);
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < ISV_N_SLOTS; i += AGENT_STATS_BLOCK) isv_host[i] = isv[i];
+    for (int i = threadIdx.x; i < ISV_N_SLOTS; i += AGENT_STATS_BLOCK) {
+        isv[i] = isv_s[i];
+        isv_host[i] = isv_s[i];
+    }
+    for (int i = threadIdx.x; i < AGENT_N_STATS; i += AGENT_STATS_BLOCK) stats[i] = stats_s[i];
 }
