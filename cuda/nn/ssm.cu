@@ -81,6 +81,63 @@ __device__ __forceinline__ float4 scan_step_grad(float& ds, float u, float a, fl
     return g4;
 }
 
+// Phase A of the fused backwards for one thread: lane = channel d, the warp's PS_WINDOWS_PER_THREAD
+// windows from w0 = b0 + wl0. Keeps the windows clamped into range for loads (results for windows past
+// B are masked by the caller), the carried ds and the output gate's dz (nonzero at the last step only).
+struct ScanBwdLanes {
+    int bc[PS_WINDOWS_PER_THREAD];
+    float ds[PS_WINDOWS_PER_THREAD], dzg[PS_WINDOWS_PER_THREAD];
+    long long zstep, sstep;
+    int d, D4;
+
+    // The reverse scan's start from the last step's output gate, dy and state.
+    __device__ __forceinline__ void start(const float* __restrict__ gates, const float* __restrict__ states,
+                                          const float* __restrict__ dy, int w0, int d_, int K, int B, int D)
+    {
+        d = d_;
+        D4 = NN_SSM_PARTS * D;
+        zstep = (long long)B * D4;
+        sstep = (long long)B * D;
+#pragma unroll
+        for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
+            bc[r] = min(w0 + r, B - 1);
+            const float g = gates[(K - 1) * zstep + (long long)bc[r] * D4 + 3 * D + d];
+            const float dyv = dy[(long long)bc[r] * D + d];
+            ds[r] = dyv * g;
+            dzg[r] = dyv * states[(K - 1) * sstep + (long long)bc[r] * D + d] * g * (1.0f - g);
+        }
+    }
+
+    // Step t's gates u, a, i and the previous state of every window (0 before the first step).
+    __device__ __forceinline__ void load(float* u, float* a, float* i, float* s_prev, const float* __restrict__ gates,
+                                         const float* __restrict__ states, int t, int D) const
+    {
+#pragma unroll
+        for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
+            const float* gt = gates + t * zstep + (long long)bc[r] * D4 + d;
+            u[r] = gt[0];
+            a[r] = gt[D];
+            i[r] = gt[2 * D];
+            s_prev[r] = t > 0 ? states[(t - 1) * sstep + (long long)bc[r] * D + d] : 0.0f;
+        }
+    }
+
+    // Step t's dz of window r (zero for a window past B), advancing its ds.
+    __device__ __forceinline__ float4 grad(int r, float u, float a, float i, float s_prev, int t, int K, bool exists)
+    {
+        const float4 g4 = scan_step_grad(ds[r], u, a, i, s_prev, t == K - 1 ? dzg[r] : 0.0f);
+        return exists ? g4 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+};
+
+// The element of the fused backwards' [x, 1] at step t, window b (past B: 0) and column f (F: the ones
+// column of the bias gradient; past it: 0).
+__device__ __forceinline__ float x_or_one(const float* __restrict__ x, int t, int b, int f, int B, int F)
+{
+    if (b >= B) return 0.0f;
+    return f < F ? x[((long long)t * B + b) * F + f] : (f == F ? 1.0f : 0.0f);
+}
+
 // Element e of a block's staged features: step st (< STEPS), window wb (< PS_WINDOWS) and feature f
 // (< PS_MAX_FEATURES); FEATURE_FASTEST: neighbouring elements are neighbouring features of one row of
 // x, else neighbouring steps of one feature.
@@ -324,37 +381,16 @@ ssm_scan_bwd_dw(SCAN_BWD_DW_PARAMS)
     const int b0 = blockIdx.y * PS_WINDOWS;
     const int wl0 = warp * PS_WINDOWS_PER_THREAD;  // this thread's first window in the block
     const int D4 = NN_SSM_PARTS * D;
-    const long long zstep = (long long)B * D4, sstep = (long long)B * D;
-    int bc[PS_WINDOWS_PER_THREAD];  // window index clamped into range for loads (results masked)
-    float ds[PS_WINDOWS_PER_THREAD], dzg[PS_WINDOWS_PER_THREAD];
-#pragma unroll
-    for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
-        bc[r] = min(b0 + wl0 + r, B - 1);
-        const float g = gates[(K - 1) * zstep + (long long)bc[r] * D4 + 3 * D + d];
-        const float dyv = dy[(long long)bc[r] * D + d];
-        ds[r] = dyv * g;
-        dzg[r] = dyv * states[(K - 1) * sstep + (long long)bc[r] * D + d] * g * (1.0f - g);
-    }
+    ScanBwdLanes lanes;
+    lanes.start(gates, states, dy, b0 + wl0, d, K, B, D);
     float pu[PS_WINDOWS_PER_THREAD], pa[PS_WINDOWS_PER_THREAD], pi[PS_WINDOWS_PER_THREAD],
         ps[PS_WINDOWS_PER_THREAD];
-    auto load_z = [&](int t) {
-#pragma unroll
-        for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
-            const float* zt = gates + t * zstep + (long long)bc[r] * D4 + d;
-            pu[r] = zt[0];
-            pa[r] = zt[D];
-            pi[r] = zt[2 * D];
-            ps[r] = t > 0 ? states[(t - 1) * sstep + (long long)bc[r] * D + d] : 0.0f;
-        }
-    };
     float rx[PS_X_PER_THREAD];
     auto load_x = [&](int t) {
 #pragma unroll
         for (int r = 0; r < PS_X_PER_THREAD; ++r) {
-            const int e = tid + r * PS_WARPS * 32, f = e / PS_WINDOWS, wb = e % PS_WINDOWS;
-            float v = 0.0f;
-            if (b0 + wb < B) v = f < F ? x[((long long)t * B + b0 + wb) * F + f] : (f == F ? 1.0f : 0.0f);
-            rx[r] = v;
+            const int e = tid + r * PS_WARPS * 32;
+            rx[r] = x_or_one(x, t, b0 + e % PS_WINDOWS, e / PS_WINDOWS, B, F);
         }
     };
     float acc[PS_MAX_FEATURES / PS_WARPS][NN_SSM_PARTS];
@@ -362,7 +398,7 @@ ssm_scan_bwd_dw(SCAN_BWD_DW_PARAMS)
     for (int j = 0; j < PS_MAX_FEATURES / PS_WARPS; ++j)
 #pragma unroll
         for (int p = 0; p < NN_SSM_PARTS; ++p) acc[j][p] = 0.0f;
-    load_z(K - 1);
+    lanes.load(pu, pa, pi, ps, gates, states, K - 1, D);
     load_x(K - 1);
     for (int n = 0; n < K; ++n) {
         const int t = K - 1 - n, buf = n & 1;
@@ -373,12 +409,10 @@ ssm_scan_bwd_dw(SCAN_BWD_DW_PARAMS)
         }
 #pragma unroll
         for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
-            float4 g4 = scan_step_grad(ds[r], pu[r], pa[r], pi[r], ps[r], t == K - 1 ? dzg[r] : 0.0f);
-            if (b0 + wl0 + r >= B) g4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            dzs[buf][wl0 + r][lane] = g4;
+            dzs[buf][wl0 + r][lane] = lanes.grad(r, pu[r], pa[r], pi[r], ps[r], t, K, b0 + wl0 + r < B);
         }
         if (t > 0) {  // the next step's inputs fly while this one is reduced
-            load_z(t - 1);
+            lanes.load(pu, pa, pi, ps, gates, states, t - 1, D);
             load_x(t - 1);
         }
         __syncthreads();
@@ -538,38 +572,19 @@ ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
     const int d = blockIdx.x * PS_CHANNELS + lane;  // phase A: a lane per channel
     const int b0 = blockIdx.y * PS_WINDOWS;
     const int wl0 = warp * PS_WINDOWS_PER_THREAD;
-    const int D4 = NN_SSM_PARTS * D;
-    const long long zstep = (long long)B * D4, sstep = (long long)B * D;
-    int bc[PS_WINDOWS_PER_THREAD];
-    float ds[PS_WINDOWS_PER_THREAD], dzg[PS_WINDOWS_PER_THREAD];
-#pragma unroll
-    for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
-        bc[r] = min(b0 + wl0 + r, B - 1);
-        const float gt = gates[(K - 1) * zstep + (long long)bc[r] * D4 + 3 * D + d];
-        const float dyv = dy[(long long)bc[r] * D + d];
-        ds[r] = dyv * gt;
-        dzg[r] = dyv * states[(K - 1) * sstep + (long long)bc[r] * D + d] * gt * (1.0f - gt);
-    }
+    ScanBwdLanes lanes;
+    lanes.start(gates, states, dy, b0 + wl0, d, K, B, D);
     // The inputs of a step, loaded TC_AHEAD steps before it is reached.
     struct Ahead {
         float u[PS_WINDOWS_PER_THREAD], a[PS_WINDOWS_PER_THREAD], i[PS_WINDOWS_PER_THREAD], s[PS_WINDOWS_PER_THREAD];
         float x[PS_X_PER_THREAD];  // element e = window * PS_MAX_FEATURES + f; the ones column at f = F
     };
     auto load = [&](Ahead& p, int t) {
-#pragma unroll
-        for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
-            const float* zt = gates + t * zstep + (long long)bc[r] * D4 + d;
-            p.u[r] = zt[0];
-            p.a[r] = zt[D];
-            p.i[r] = zt[2 * D];
-            p.s[r] = t > 0 ? states[(t - 1) * sstep + (long long)bc[r] * D + d] : 0.0f;
-        }
+        lanes.load(p.u, p.a, p.i, p.s, gates, states, t, D);
 #pragma unroll
         for (int r = 0; r < PS_X_PER_THREAD; ++r) {
-            const int e = tid + r * PS_WARPS * 32, f = e % PS_MAX_FEATURES, wb = e / PS_MAX_FEATURES;
-            float v = 0.0f;
-            if (b0 + wb < B) v = f < F ? x[((long long)t * B + b0 + wb) * F + f] : (f == F ? 1.0f : 0.0f);
-            p.x[r] = v;
+            const int e = tid + r * PS_WARPS * 32;
+            p.x[r] = x_or_one(x, t, b0 + e / PS_MAX_FEATURES, e % PS_MAX_FEATURES, B, F);
         }
     };
     float acc[TC_MTILES][2][4];
@@ -595,9 +610,8 @@ ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
             }
 #pragma unroll
             for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
-                float4 g4 = scan_step_grad(ds[r], pre[k].u[r], pre[k].a[r], pre[k].i[r], pre[k].s[r],
-                                           t == K - 1 ? dzg[r] : 0.0f);
-                if (b0 + wl0 + r >= B) g4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                const float4 g4 = lanes.grad(r, pre[k].u[r], pre[k].a[r], pre[k].i[r], pre[k].s[r], t, K,
+                                             b0 + wl0 + r < B);
                 float* row = dzs[buf][wl0 + r];
                 row[tc_column(lane, 0)] = __uint_as_float(nn_tf32(g4.x));
                 row[tc_column(lane, 1)] = __uint_as_float(nn_tf32(g4.y));
@@ -630,6 +644,7 @@ ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
     }
     // acc[mt][tile] = {D[g][2q], D[g][2q+1], D[g+8][2q], D[g+8][2q+1]}: rows are features mt*16 + g (+ 8),
     // columns 2q and 2q+1 of the tile are parts 2*tile and 2*tile + 1 of channel 4*warp + q.
+    const int D4 = NN_SSM_PARTS * D;
     float* out = partials + (long long)blockIdx.y * (F + 1) * D4 + blockIdx.x * PS_CHANNELS + warp * 4 + q;
 #pragma unroll
     for (int mt = 0; mt < TC_MTILES; ++mt)
