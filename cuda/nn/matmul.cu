@@ -262,13 +262,17 @@ __device__ __forceinline__ void gemm_tf32(const GemmShape& g)
 // a 32x32 tile per block of 4 warps, warp (wm, wn) = (warp / 2, warp % 2) owning rows wm*16.. and
 // columns wn*16.. (one mma row tile, two column tiles). k is staged TG_KT deep by cp.async with
 // TG_STAGES stages in flight, so a layer with K <= 128 waits for global memory once, not once a
-// stage (these products are bound by latency). Operands are rounded to TF32 (cvt.rna) as the
-// fragments are read; sums in FP32 on the tensor cores. Shared memory: 36 KB.
+// stage (these products are bound by latency). Each stage keeps the stored matrices' contiguous
+// dimension contiguous (A as [m][k]; B as [n][k] for B^T, [k][n] for B), so a row whose address is
+// 16-byte aligned (the model's rows of 128, 136, 256 floats) is copied 16 bytes at a time, others 4;
+// the kernel is bound by its instruction count and the copies were most of it. Operands are rounded
+// to TF32 (cvt.rna) as the fragments are read; sums in FP32 on the tensor cores. Shared memory: 38 KB.
 #define TG_TILE 32
 #define TG_KT 32
 #define TG_STAGES 4
 #define TG_THREADS 128
-#define TG_STRIDE (TG_KT + 4)  // words per staged row ([m][k] and [n][k]): conflict-free fragment reads
+#define TG_STRIDE (TG_KT + 4)   // words per staged [m][k] or [n][k] row: conflict-free fragment reads
+#define TG_STRIDE_N (TG_TILE + 8)  // words per staged [k][n] row: conflict-free fragment reads
 
 // 4 bytes global -> shared without passing through registers; an invalid element is zero-filled.
 __device__ __forceinline__ void cp_async4(float* dst, const float* src, bool valid)
@@ -277,31 +281,61 @@ __device__ __forceinline__ void cp_async4(float* dst, const float* src, bool val
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
 }
 
+// 16 bytes (4 floats) global -> shared, of which the first `n` (0..4) floats exist; the rest zero-filled.
+// src must be 16-byte aligned when n > 0.
+__device__ __forceinline__ void cp_async16(float* dst, const float* src, int n)
+{
+    const unsigned int d = (unsigned int)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(4 * n));
+}
+
+// Stage rows x cols (TG_TILE x TG_KT or TG_KT x TG_TILE) of a row-major matrix `src` (leading dimension
+// ld) starting at (r0, c0), into dst[row][col] (row stride STRIDE words); rows past `rows` and columns
+// past `cols` are zero. VEC: 16-byte copies (ld and src 16-byte aligned).
+template <int ROWS, int COLS, int STRIDE, bool VEC>
+__device__ __forceinline__ void stage_async(float* dst, const float* src, long long ld, int r0, int c0, int rows,
+                                            int cols)
+{
+    if (VEC) {
+#pragma unroll
+        for (int r = 0; r < ROWS * COLS / 4 / TG_THREADS; ++r) {
+            const int e = threadIdx.x + r * TG_THREADS, row = e / (COLS / 4), col = (e % (COLS / 4)) * 4;
+            const int n = r0 + row < rows ? min(max(cols - (c0 + col), 0), 4) : 0;
+            cp_async16(dst + row * STRIDE + col, n > 0 ? src + (r0 + row) * ld + c0 + col : src, n);
+        }
+    } else {
+#pragma unroll
+        for (int r = 0; r < ROWS * COLS / TG_THREADS; ++r) {
+            const int e = threadIdx.x + r * TG_THREADS, row = e / COLS, col = e % COLS;
+            const bool ok = r0 + row < rows && c0 + col < cols;
+            cp_async4(dst + row * STRIDE + col, ok ? src + (r0 + row) * ld + c0 + col : src, ok);
+        }
+    }
+}
+
+__device__ __forceinline__ bool rows_aligned16(const float* p, int ld) { return ld % 4 == 0 && ((size_t)p & 15) == 0; }
+
 template <bool TB>
 __device__ __forceinline__ void gemm_tf32_t32(const GemmShape& g)
 {
+    constexpr int B_ROWS = TB ? TG_TILE : TG_KT, B_STRIDE = TB ? TG_STRIDE : TG_STRIDE_N;
     __shared__ __align__(16) float As[TG_STAGES][TG_TILE][TG_STRIDE];
-    __shared__ __align__(16) float Bs[TG_STAGES][TG_TILE][TG_STRIDE];
+    __shared__ __align__(16) float Bs[TG_STAGES][B_ROWS][B_STRIDE];
     const int m0 = blockIdx.y * TG_TILE, n0 = blockIdx.x * TG_TILE;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, q = lane % 4;
     const int wm = warp / 2, wn = warp % 2;
     const int stages = (g.K + TG_KT - 1) / TG_KT;
+    const bool a16 = rows_aligned16(g.A, g.lda), b16 = rows_aligned16(g.B, g.ldb);  // uniform
     auto issue = [&](int st) {
         const int k0 = st * TG_KT, buf = st % TG_STAGES;
-#pragma unroll
-        for (int r = 0; r < TG_TILE * TG_KT / TG_THREADS; ++r) {
-            const int e = tid + r * TG_THREADS, m = e / TG_KT, kk = e % TG_KT;  // neighbours walk k of a row of A
-            const bool ok = m0 + m < g.M && k0 + kk < g.K;
-            cp_async4(&As[buf][m][kk], ok ? g.A + (long long)(m0 + m) * g.lda + k0 + kk : g.A, ok);
-        }
-#pragma unroll
-        for (int r = 0; r < TG_TILE * TG_KT / TG_THREADS; ++r) {
-            const int e = tid + r * TG_THREADS;
-            const int n = TB ? e / TG_KT : e % TG_TILE, kk = TB ? e % TG_KT : e / TG_TILE;  // along the stored rows
-            const bool ok = n0 + n < g.N && k0 + kk < g.K;
-            const float* src = TB ? g.B + (long long)(n0 + n) * g.ldb + k0 + kk
-                                  : g.B + (long long)(k0 + kk) * g.ldb + n0 + n;
-            cp_async4(&Bs[buf][n][kk], ok ? src : g.B, ok);
+        if (a16) stage_async<TG_TILE, TG_KT, TG_STRIDE, true>(&As[buf][0][0], g.A, g.lda, m0, k0, g.M, g.K);
+        else stage_async<TG_TILE, TG_KT, TG_STRIDE, false>(&As[buf][0][0], g.A, g.lda, m0, k0, g.M, g.K);
+        if (TB) {  // B stored [N][K]: rows n, k contiguous
+            if (b16) stage_async<TG_TILE, TG_KT, B_STRIDE, true>(&Bs[buf][0][0], g.B, g.ldb, n0, k0, g.N, g.K);
+            else stage_async<TG_TILE, TG_KT, B_STRIDE, false>(&Bs[buf][0][0], g.B, g.ldb, n0, k0, g.N, g.K);
+        } else {  // B stored [K][N]: rows k, n contiguous
+            if (b16) stage_async<TG_KT, TG_TILE, B_STRIDE, true>(&Bs[buf][0][0], g.B, g.ldb, k0, n0, g.K, g.N);
+            else stage_async<TG_KT, TG_TILE, B_STRIDE, false>(&Bs[buf][0][0], g.B, g.ldb, k0, n0, g.K, g.N);
         }
     };
 #pragma unroll
@@ -321,8 +355,9 @@ __device__ __forceinline__ void gemm_tf32_t32(const GemmShape& g)
             const unsigned int a[4] = {nn_tf32(a0[0]), nn_tf32(a1[0]), nn_tf32(a0[4]), nn_tf32(a1[4])};
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt) {
-                const float* b0 = &Bs[buf][wn * 16 + nt * 8 + gq][ks * 8 + q];
-                const unsigned int b[2] = {nn_tf32(b0[0]), nn_tf32(b0[4])};
+                const int n = wn * 16 + nt * 8 + gq, k = ks * 8 + q;
+                const unsigned int b[2] = {nn_tf32(TB ? Bs[buf][n][k] : Bs[buf][k][n]),
+                                           nn_tf32(TB ? Bs[buf][n][k + 4] : Bs[buf][k + 4][n])};
                 nn_mma_tf32(acc[nt], a, b);
             }
         }
