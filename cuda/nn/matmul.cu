@@ -93,6 +93,48 @@ __device__ __forceinline__ float load_b(const GemmShape& g, int n, int k, int k_
     return operand(g, TB ? g.B + (long long)n * g.ldb + k : g.B + (long long)k * g.ldb + n);
 }
 
+// Whether every row of a row-major matrix (leading dimension ld) starts 16-byte aligned.
+__device__ __forceinline__ bool rows_aligned16(const float* p, int ld) { return ld % 4 == 0 && ((size_t)p & 15) == 0; }
+
+__device__ __forceinline__ float4 operand4(const GemmShape& g, const float* p)
+{
+    const float4* p4 = reinterpret_cast<const float4*>(p);
+    return g.group ? __ldg(p4) : *p4;
+}
+
+// Four neighbours along the stored matrix's contiguous index from op(A)'s (m, k): one 16-byte load when
+// `vec` (rows 16-byte aligned) and all four lie inside, else load_a's element by element (zeros outside,
+// the ones row). The same values either way.
+template <bool TA>
+__device__ __forceinline__ void load_a4(const GemmShape& g, int m, int k, int k_end, bool vec, float* v)
+{
+    const bool inside = TA ? (m + 3 < g.a_rows && k < k_end) : (m < g.a_rows && k + 3 < k_end);
+    if (vec && inside) {
+        const float4 x = operand4(g, TA ? g.A + (long long)k * g.lda + m : g.A + (long long)m * g.lda + k);
+        v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+    } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[j] = load_a<TA>(g, TA ? m + j : m, TA ? k : k + j, k_end);
+    }
+}
+
+template <bool TB>
+__device__ __forceinline__ void load_b4(const GemmShape& g, int n, int k, int k_end, bool vec, float* v)
+{
+    const bool inside = TB ? (n < g.N && k + 3 < k_end) : (n + 3 < g.N && k < k_end);
+    if (vec && inside) {
+        const float4 x = operand4(g, TB ? g.B + (long long)n * g.ldb + k : g.B + (long long)k * g.ldb + n);
+        v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+    } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[j] = load_b<TB>(g, TB ? n : n + j, TB ? k + j : k, k_end);
+    }
+}
+
+// A thread's element r of a stage when it takes four neighbours (along the stored contiguous index) at a time.
+template <int THREADS>
+__device__ __forceinline__ int stage_elem(int r) { return 4 * ((int)threadIdx.x + (r / 4) * THREADS) + r % 4; }
+
 // Element e of a BM x KT (A) or KT x BN (B) stage: (row in the tile, k in the tile),
 // neighbours walking the stored matrix's contiguous index.
 template <bool T, int W, int KT = TILE_K>
@@ -139,7 +181,7 @@ __device__ __forceinline__ void store_out(const GemmShape& g, int m, int n, floa
 // FP32, a BM x BN tile per block of (BM/TM)(BN/TN) threads: thread (tx, ty) owns rows ty*TM+i and
 // columns tx*TN+j (i < TM, j < TN) and reads them from shared memory as one vector each. The
 // next k-stage (KT deep) is loaded into registers while the current one is multiplied (one shared
-// buffer, two barriers per stage). Every output is one fmaf chain over k in increasing order,
+// buffer, two barriers per stage), four neighbours at a time (one 16-byte load where rows align). Every output is one fmaf chain over k in increasing order,
 // whatever the tiling, so every FP32 tiling gives the same bits.
 template <int BM, int BN, int TM, int TN, int KT>
 struct F32Tile {
@@ -166,19 +208,22 @@ __device__ __forceinline__ void gemm_f32(const GemmShape& g)
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
+    // The next stage's operands, four neighbours at a time (16-byte loads where rows are aligned).
+    static_assert(T::A_PER % 4 == 0 && T::B_PER % 4 == 0, "whole vectors per thread");
+    const bool va = rows_aligned16(g.A, g.lda), vb = rows_aligned16(g.B, g.ldb);
     float ra[T::A_PER], rb[T::B_PER];
     auto fetch = [&](int k0) {
 #pragma unroll
-        for (int r = 0; r < T::A_PER; ++r) {
+        for (int r = 0; r < T::A_PER; r += 4) {
             int mm, kk;
-            stage_index<TA, BM, KT>(tid + r * T::THREADS, mm, kk);
-            ra[r] = load_a<TA>(g, m0 + mm, k0 + kk, k_end);
+            stage_index<TA, BM, KT>(stage_elem<T::THREADS>(r), mm, kk);
+            load_a4<TA>(g, m0 + mm, k0 + kk, k_end, va, &ra[r]);
         }
 #pragma unroll
-        for (int r = 0; r < T::B_PER; ++r) {
+        for (int r = 0; r < T::B_PER; r += 4) {
             int nn, kk;
-            stage_index<!TB, BN, KT>(tid + r * T::THREADS, nn, kk);
-            rb[r] = load_b<TB>(g, n0 + nn, k0 + kk, k_end);
+            stage_index<!TB, BN, KT>(stage_elem<T::THREADS>(r), nn, kk);
+            load_b4<TB>(g, n0 + nn, k0 + kk, k_end, vb, &rb[r]);
         }
     };
     fetch(k_begin);
@@ -186,13 +231,13 @@ __device__ __forceinline__ void gemm_f32(const GemmShape& g)
 #pragma unroll
         for (int r = 0; r < T::A_PER; ++r) {
             int mm, kk;
-            stage_index<TA, BM, KT>(tid + r * T::THREADS, mm, kk);
+            stage_index<TA, BM, KT>(stage_elem<T::THREADS>(r), mm, kk);
             As[kk][mm] = ra[r];
         }
 #pragma unroll
         for (int r = 0; r < T::B_PER; ++r) {
             int nn, kk;
-            stage_index<!TB, BN, KT>(tid + r * T::THREADS, nn, kk);
+            stage_index<!TB, BN, KT>(stage_elem<T::THREADS>(r), nn, kk);
             Bs[kk][nn] = rb[r];
         }
         __syncthreads();
@@ -312,8 +357,6 @@ __device__ __forceinline__ void stage_async(float* dst, const float* src, long l
         }
     }
 }
-
-__device__ __forceinline__ bool rows_aligned16(const float* p, int ld) { return ld % 4 == 0 && ((size_t)p & 15) == 0; }
 
 template <bool TB>
 __device__ __forceinline__ void gemm_tf32_t32(const GemmShape& g)
