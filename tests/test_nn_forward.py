@@ -59,20 +59,25 @@ def test_matmul_nt_and_accumulate(ref_rt, rng):
     assert_close(c, c0 + naive_matmul(a, b.T), 1e-6)
 
 
-def test_matmul_tn_splits_and_column_sums(ref_rt, rng):
+@pytest.mark.parametrize("precision", matmul.PRECISIONS)
+def test_row_split_passes_and_column_sums(ref_rt, rng, precision):
+    """dW (matmul_tn) and db (column_sum_partial) split over the rows, added by a GradPartials."""
     R, M, N = 300, 4, 6
     a = rng.standard_normal((R, M)).astype(np.float32)
     b = rng.standard_normal((R, N)).astype(np.float32)
-    dW = ref_rt.device_array((M, N), np.float32, "dW")
-    db = ref_rt.device_array(N, np.float32, "db")
+    grad = ref_rt.device_array((M + 1) * N, np.float32, "grad")
     A = ref_rt.device_array((R, M), np.float32, "A"); A.upload(a)
     B = ref_rt.device_array((R, N), np.float32, "B"); B.upload(b)
-    red_w = matmul.RowReduction(ref_rt, dW, B, R, N, A=A, M=M)
-    red_b = matmul.RowReduction(ref_rt, db, B, R, N)
-    assert red_w.splits > 1 and red_b.splits > 1  # the split path and reduce_splits are exercised
-    red_w.launch(ref_rt.stream); red_b.launch(ref_rt.stream)
-    assert_close(dW.download(), naive_matmul(a.T, b), 1e-6)
-    assert_close(db.download(), b.astype(np.float64).sum(axis=0), 1e-6)
+    partials = matmul.GradPartials(ref_rt, grad)
+    red_w = matmul.plan_row_split(ref_rt, partials, 0, B, R, N, A=A, M=M, precision=precision)
+    red_b = matmul.plan_row_split(ref_rt, partials, M * N, B, R, N)
+    assert red_w.splits > 1 and red_b.splits > 1  # the split path is exercised
+    partials.finish()
+    for p in (red_w, red_b, partials):
+        p.launch(ref_rt.stream)
+    g = grad.download()
+    assert_close(g[:M * N].reshape(M, N), naive_matmul(a.T, b), 1e-6 if precision == "f32" else 2e-3)
+    assert_close(g[M * N:], b.astype(np.float64).sum(axis=0), 1e-6)
 
 
 def test_grad_partials_sum_every_pass_into_the_gradient_in_one_launch(ref_rt, rng):

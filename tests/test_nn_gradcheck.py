@@ -32,17 +32,23 @@ def test_linear_backward(ref_rt, rng, act):
     X, W, Bb = dev(ref_rt, x, "X"), dev(ref_rt, w, "W"), dev(ref_rt, b, "b")
     Y = ref_rt.device_array((M, N), np.float32, "Y")
     dY = dev(ref_rt, r, "dY")
-    dX, dW, db = (ref_rt.device_array(s, np.float32, n) for s, n in [((M, K), "dX"), ((K, N), "dW"), (N, "db")])
+    dX, grad = ref_rt.device_array((M, K), np.float32, "dX"), ref_rt.device_array((K + 1) * N, np.float32, "grad")
+    partials = matmul.GradPartials(ref_rt, grad)
+    passes = [matmul.plan_row_split(ref_rt, partials, 0, dY, M, N, A=X, M=K),
+              matmul.plan_row_split(ref_rt, partials, K * N, dY, M, N)]
+    partials.finish()
     matmul.plan_linear(ref_rt, Y, X, W, Bb, M, K, N, act).launch(ref_rt.stream)
     matmul.plan_act_bwd(ref_rt, dY, dY, Y, M * N, act).launch(ref_rt.stream)
     matmul.plan_matmul_nt(ref_rt, dX, dY, W, M, N, K).launch(ref_rt.stream)
-    matmul.RowReduction(ref_rt, dW, dY, M, N, A=X, M=K).launch(ref_rt.stream)
-    matmul.RowReduction(ref_rt, db, dY, M, N).launch(ref_rt.stream)
+    for p in (*passes, partials):
+        p.launch(ref_rt.stream)
+    g = grad.download()
+    dW, db = g[:K * N].reshape(K, N), g[K * N:]
     r64 = r.astype(np.float64)
     loss = lambda x_, w_, b_: float((r64 * F.linear(x_, w_, b_, act)).sum())  # noqa: E731
     check(f"linear act={act} dX", dX.download(), numeric_grad(lambda v: loss(v, w, b), x), RTOL)
-    check(f"linear act={act} dW", dW.download(), numeric_grad(lambda v: loss(x, v, b), w), RTOL)
-    check(f"linear act={act} db", db.download(), numeric_grad(lambda v: loss(x, w, v), b), RTOL)
+    check(f"linear act={act} dW", dW, numeric_grad(lambda v: loss(x, v, b), w), RTOL)
+    check(f"linear act={act} db", db, numeric_grad(lambda v: loss(x, w, v), b), RTOL)
 
 
 def test_ssm_scan_backward(ref_rt, rng):

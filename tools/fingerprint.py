@@ -2,8 +2,8 @@
 
     PYTHONPATH=$PWD python3 tools/fingerprint.py [cuda|reference]
 
-Four short runs (B = 16; B = 1,024, K = 32; B = 256 with the gate, the seed clamp, the plateau and
-PopArt on; B = 1,024 in TF32), each printing a hash of the exported trainer state and one of its diagnostics frames
+Five short runs (B = 16; B = 1,024, K = 32; B = 256 with the gate, the seed clamp, the plateau and
+PopArt on; B = 1,024 and B = 256 in TF32), each printing a hash of the exported trainer state and one of its diagnostics frames
 (the device clock `t_ns` left out), and the frame count. Run it from the root of each tree in one
 device command (an old revision: `git archive REV foxc tests | tar -x -C exp/old`, then
 `cd exp/old && PYTHONPATH=$PWD python3 /path/to/tools/fingerprint.py cuda`): equal lines mean a
@@ -29,6 +29,8 @@ RUNS = [
         ("gate_enabled", 1.0), ("reward_clamp_mode", 1.0), ("lr_plateau_patience", 2.0),
         ("lr_warmup_steps", 0.0), ("popart_rate", 0.01))), 60),
     ("b1024_tf32_graph", dict(graph="on", n_backtests=1024, seq_len=32, per_capacity=4096, precision="tf32"), 60),
+    # the unfused encoder, whose 8,192-row input projection takes TF32 dW and FP32 db split passes
+    ("b256_tf32_graph", dict(graph="on", n_backtests=256, seq_len=32, per_capacity=1024, precision="tf32"), 40),
 ]
 
 

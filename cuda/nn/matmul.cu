@@ -4,7 +4,7 @@
 //
 // Layout: row-major everywhere. A linear layer is Y[M,N] = act(X[M,K] . W[K,N] + b[N]).
 // Every output element is owned by exactly one thread and its sum runs over k in increasing
-// order; split reductions write per-split partials that reduce_splits adds in split order.
+// order; split reductions write per-split partials that reduce_grad_splits adds in split order.
 // No atomics, so every kernel here gives the same bits on every run.
 //
 // GEMM kernels: grid (ceil(N/T), ceil(M/T), splits), block 256, each block a T x T tile of C:
@@ -535,7 +535,7 @@ matmul_nt_tf32(float* __restrict__ C, const float* __restrict__ A, const float* 
 
 // matmul_tn_* — C[z][M,N] = sum over r in split z of A[r,m] * B[r,n] (dW = X^T . dY), where
 // split z covers rows [z*r_chunk, min(R, (z+1)*r_chunk)) and grid.z is the number of splits.
-// With one split C is the product itself; otherwise reduce_splits adds the partials in order.
+// reduce_grad_splits adds the partials in split order (matmul.GradPartials).
 // matmul_tn_ones_f32(_t32): the same with A given a column of ones: C[z] is (M+1) x N and its
 // last row holds the split's column sums of B (the bias gradient in the same pass).
 extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
@@ -546,18 +546,6 @@ matmul_tn_tf32(float* __restrict__ C, const float* __restrict__ A, const float* 
     gemm_tf32<true, false>(g);
 }
 
-// reduce_splits — out[i] = partials[0][i] + partials[1][i] + ... in split order.
-// 1-D grid of 256-thread blocks, grid-stride over n. out may alias partials[0].
-extern "C" __global__ void reduce_splits(float* out, const float* partials, int splits, long long n)
-{
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) {
-        float s = partials[i];
-        for (int z = 1; z < splits; ++z) s += partials[(long long)z * n + i];
-        out[i] = s;
-    }
-}
-
 // reduce_grad_splits — every split dW + db pass of a backward reduced in one launch, after the
 // last of them: the layers' partials (matmul_tn_ones_f32*, ssm_scan_bwd_dw) lie side by side in one
 // workspace, and nothing between those passes and this launch reads the gradients (the optimizer's
@@ -566,7 +554,7 @@ extern "C" __global__ void reduce_splits(float* out, const float* partials, int 
 // NN_GRAD_SPLITS_MAX, copied to shared memory) row j: begin (entry j's first i), size ((M+1) x N:
 // dW's M x N, then db's N), splits, partials (where its [splits][size] block starts in
 // `partials`), n_main (M x N), out and tail (where dW and db start in `grad`). Element k = i - begin
-// of entry j: s = partials[p + k] + partials[p + size + k] + ... in split order (as reduce_splits),
+// of entry j: s = partials[p + k] + partials[p + size + k] + ... in split order,
 // written to grad[out + k] when k < n_main, else to grad[tail + k - n_main].
 extern "C" __global__ void __launch_bounds__(256)
 reduce_grad_splits(float* __restrict__ grad, const float* __restrict__ partials, const long long* __restrict__ table,

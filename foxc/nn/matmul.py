@@ -1,8 +1,9 @@
 """Matrix products (cuda/nn/matmul.cu) in FP32 and TF32, the bias gradient and activation backward.
 
 Row-major throughout: a linear layer is Y[M,N] = act(X[M,K] . W[K,N] + b[N]); its backward is
-dX = dY . W^T (`matmul_nt`), dW = X^T . dY (`matmul_tn`, split over rows, partials added in split
-order by `reduce_splits`) and db = column sums of dY (`column_sum_partial`, same split scheme).
+dX = dY . W^T (`matmul_nt`), dW = X^T . dY (`matmul_tn`, split over rows) and db = column sums of
+dY (`column_sum_partial`, same split scheme), their split partials added in split order by the
+backward's GradPartials (`plan_row_split`).
 FP32 layers take dW and db in one pass (`matmul_tn_ones`, `plan_dw_db`) whose split partials wait
 in a workspace shared by the backward's layers (`GradPartials`), all added by one launch
 (`reduce_grad_splits`) after the backward.
@@ -79,8 +80,6 @@ MATMUL_TN_ONES_GROUP = KernelSpec("matmul_tn_ones_f32_t32_group", MODULE, (ptr("
 REDUCE_GRAD_SPLITS = KernelSpec("reduce_grad_splits", MODULE, (
     ptr("grad"), ptr("partials"), ptr("table"), i32("n_entries"), i64("total")),
     doc="every split dW + db pass of a backward summed in split order into grad (table: GRAD_SPLIT_FIELDS rows)")
-REDUCE_SPLITS = KernelSpec("reduce_splits", MODULE, (ptr("out"), ptr("partials"), i32("splits"), i64("n")),
-                           doc="out[i] = sum over z in order of partials[z][i]")
 COLUMN_SUM_PARTIAL = KernelSpec("column_sum_partial", MODULE,
                                 (ptr("partials"), ptr("X"), i32("R"), i32("N"), i32("r_chunk")),
                                 doc="partials[z][n] = sum of X[r][n] over the rows of split z")
@@ -242,16 +241,6 @@ def _reduce_grad_splits(launch, grad, partials, table, n_entries, total):
         g[f["tail"]:f["tail"] + size - n_main] = s[n_main:]
 
 
-@reference(REDUCE_SPLITS)
-def _reduce_splits(launch, out, partials, splits, n):
-    n, splits = int(n), int(splits)
-    p = partials.f32(splits * n).reshape(splits, n)
-    s = p[0].copy()
-    for z in range(1, splits):
-        s += p[z]
-    out.f32(n)[:] = s
-
-
 @reference(COLUMN_SUM_PARTIAL)
 def _column_sum_partial(launch, partials, X, R, N, r_chunk):
     R, N, chunk = int(R), int(N), int(r_chunk)
@@ -266,39 +255,6 @@ def _column_sum_partial(launch, partials, X, R, N, r_chunk):
 def _act_bwd(launch, dx, dy, y, n, act):
     n = int(n)
     dx.f32(n)[:] = dy.f32(n) * F.activate_grad(y.f32(n), int(act))
-
-
-class RowReduction:
-    """dW = A^T . B (matmul_tn) or db = column sums of B, over R rows, split for parallelism.
-
-    Owns its partials workspace (allocated here, before any capture) and the plans that fill
-    `out` deterministically: one kernel when a single split suffices, else the split kernel
-    then reduce_splits. (FP32 layers take dW and db in one pass instead: `plan_dw_db`.)
-    """
-
-    def __init__(self, rt, out, B, R: int, N: int, A=None, M: int = 1, precision: str = "f32", name: str = "dW"):
-        if A is not None:
-            spec, tile, threads = gemm_kernel("tn", M, N, precision)
-            grid = gemm_grid(M, N, 1, tile)
-            tiles = grid[0] * grid[1] * threads // GEMM_THREADS
-        else:
-            tiles = -(-N // 32)
-        self.splits, chunk = row_split(R, max(tiles, 1))
-        size = (M if A is not None else 1) * N
-        self.partials = rt.device_array(self.splits * size, np.float32, f"{name}_partials") if self.splits > 1 else None
-        target = self.partials if self.partials is not None else out
-        if A is not None:
-            first = rt.plan(spec, gemm_grid(M, N, self.splits, tile), threads, (target, A, B, R, M, N, chunk))
-        else:
-            first = rt.plan(COLUMN_SUM_PARTIAL, (-(-N // 32), self.splits), (32, 8), (target, B, R, N, chunk))
-        self.plans = [first]
-        if self.partials is not None:
-            self.plans.append(rt.plan(REDUCE_SPLITS, elementwise_grid(size), ELEMENTWISE_BLOCK,
-                                      (out, self.partials, self.splits, size)))
-
-    def launch(self, stream):
-        for p in self.plans:
-            p.launch(stream)
 
 
 class SplitPass:
@@ -385,6 +341,27 @@ class GradPartials:
             raise RuntimeError(f"{self.name}: GradPartials.finish() was not called")
         for p in self.plans:
             p.launch(stream)
+
+
+def plan_row_split(rt, partials: GradPartials, out: int, B, R: int, N: int, A=None, M: int = 1,
+                   precision: str = "f32", name: str = "dW") -> SplitPass:
+    """dW = A^T . B [M, N] (matmul_tn, FP32 or TF32) or, without A, db = the column sums of B [N]
+    (column_sum_partial), over R rows split for parallelism (`row_split`); the splits are added in
+    split order by `partials`' reduction into grad[out:]. (FP32 layers take dW and db in one pass
+    instead: `plan_dw_db`.)"""
+    if A is not None:
+        spec, tile, threads = gemm_kernel("tn", M, N, precision)
+        grid = gemm_grid(M, N, 1, tile)
+        tiles = grid[0] * grid[1] * threads // GEMM_THREADS
+    else:
+        tiles = -(-N // 32)
+    splits, chunk = row_split(R, max(tiles, 1))
+    size = (M if A is not None else 1) * N
+    if A is not None:
+        build = lambda C: rt.plan(spec, gemm_grid(M, N, splits, tile), threads, (C, A, B, R, M, N, chunk))  # noqa: E731
+    else:
+        build = lambda C: rt.plan(COLUMN_SUM_PARTIAL, (-(-N // 32), splits), (32, 8), (C, B, R, N, chunk))  # noqa: E731
+    return partials.add(name, splits, size, size, out, out, build)
 
 
 def plan_dw_db(rt, partials: GradPartials, A, dY, R: int, M: int, N: int, out: int, tail: int,

@@ -27,8 +27,8 @@ from ..agent.layout import LOSS_NAMES, N_POSITION_FEATURES, POS_INDEX
 from ..isv.registry import slot_index
 from . import heads, losses, matmul, optim, ssm
 from .heads import C51_ATOMS, N_ACTIONS, N_PERCEPTION, Q_OUTPUTS
-from .matmul import (ACT_IDENTITY, ACT_RELU, ACT_TANH, GradPartials, RowReduction, plan_act_bwd, plan_dw_db,
-                     plan_linear, plan_linear_group, plan_matmul_nt)
+from .matmul import (ACT_IDENTITY, ACT_RELU, ACT_TANH, GradPartials, plan_act_bwd, plan_dw_db, plan_linear,
+                     plan_linear_group, plan_matmul_nt, plan_row_split)
 
 HIDDEN_DIM = 128
 # The RL heads read the agent's state: h followed by the backtest's position features (foxc.agent.layout).
@@ -140,9 +140,9 @@ class Linear:
     backward: dpre = act'(dY) (in place over dY when act is not identity), dW = X^T dpre,
     db = colsum(dpre) and, when dX is given, dX (+)= dpre W^T. With precision "tf32" the forward and dX
     run on the tensor cores (`matmul.gemm_kernel` picks the tiling); dW and db stay one FP32 pass
-    below the size where 64x64 TF32 tiles fill the GPU (`matmul.layer_precision`). An FP32 dW and db
-    pass leaves split partials that `partials` (the backward's GradPartials) adds up; without it, the
-    layer's own reduction follows the pass. Layers sharing a `grads_together` key (and a GradPartials)
+    below the size where 64x64 TF32 tiles fill the GPU (`matmul.layer_precision`), else dW takes a
+    TF32 split pass and db an FP32 one. Every pass leaves split partials that `partials` (the
+    backward's GradPartials) adds up; without it, the layer's own reduction follows its passes. Layers sharing a `grads_together` key (and a GradPartials)
     take their FP32 dW + db passes in one launch, where the first of them stands in the backward.
     """
 
@@ -159,17 +159,18 @@ class Linear:
             return
         if act != ACT_IDENTITY:
             self.backward.append(plan_act_bwd(rt, dY, dY, Y, rows * n_out, act))
+        own = partials is None
+        partials = GradPartials(rt, params.grad, f"d{w}_splits") if own else partials
+        w_at, b_at = params.by_name[w].offset, params.by_name[b].offset
         if grads == "f32":  # dW and db in one pass (matmul_tn_ones)
-            own = partials is None
-            partials = GradPartials(rt, params.grad, f"d{w}_splits") if own else partials
-            self.backward.append(plan_dw_db(rt, partials, X, dY, rows, n_in, n_out, params.by_name[w].offset,
-                                            params.by_name[b].offset, f"d{w}", grads_together))
-            if own:
-                self.backward.append(partials.finish())
-        else:
-            self.backward.append(RowReduction(rt, params.ptr(w, "grad"), dY, rows, n_out, A=X, M=n_in,
-                                              precision=grads, name=f"d{w}"))
-            self.backward.append(RowReduction(rt, params.ptr(b, "grad"), dY, rows, n_out, name=f"d{b}"))
+            self.backward.append(plan_dw_db(rt, partials, X, dY, rows, n_in, n_out, w_at, b_at, f"d{w}",
+                                            grads_together))
+        else:  # dW on the tensor cores, db in FP32: two split passes
+            self.backward.append(plan_row_split(rt, partials, w_at, dY, rows, n_out, A=X, M=n_in, precision=grads,
+                                                name=f"d{w}"))
+            self.backward.append(plan_row_split(rt, partials, b_at, dY, rows, n_out, name=f"d{b}"))
+        if own:
+            self.backward.append(partials.finish())
         if dX is not None:
             self.backward.append(plan_matmul_nt(rt, dX, dY, W, rows, n_out, n_in, accumulate_dX, precision))
 
