@@ -1,10 +1,10 @@
 // The n-step ring per backtest and its flush into the replay storage.
 //
 // One step: replay_ring_push appends this step's entry to each backtest's ring
-// and decides how many transitions leave it; replay_flush gives them consecutive
-// slots (each block the sum of the emit counts before it: integer sums, so slot
-// order is the same on every run) and copies them out; its last block (an integer
-// ticket) advances the write head. No spin-waits, no float atomics.
+// and decides how many transitions leave it; replay_flush_scan gives them
+// consecutive slots (an exclusive prefix sum in backtest order: integer sums,
+// so slot order is the same on every run); replay_flush_write copies them out. Stream order is the only
+// barrier between the three: no spin-waits, no atomics.
 //
 // Ring of backtest b: entries start..start+count-1 (mod n_max) of ring_h and
 // ring_rows; ring_pos[2b] = start, ring_pos[2b+1] = count. Entry i (0 = oldest)
@@ -62,121 +62,131 @@ extern "C" __global__ void replay_ring_push(
     }
 }
 
-// The sum over a block of one unsigned value per thread (every thread gets it). Integer sums are exact,
-// so the result does not depend on the order of the adds.
-__device__ __forceinline__ unsigned int block_sum_u32(unsigned int v, unsigned int* scratch)
+// replay_flush_scan — grid (1), block (REPLAY_REDUCE_BLOCK = 32 warps).
+// Reads flush[2b] for b < n_backtests and counters. Writes offsets[b] = exclusive
+// prefix sum of the emit counts, counters: FLUSH_BASE = write head before,
+// FLUSH_TOTAL = emitted, WRITE_HEAD advanced mod capacity, LENGTH grown up to
+// capacity. Per chunk of 1,024 backtests: a shuffle scan inside each warp, a
+// scan of the 32 warp totals by warp 0, then every thread adds its warp's base
+// and the running total of earlier chunks. Unsigned integer sums are exact, so
+// the offsets are the same as a serial scan's whatever the order of the adds.
+extern "C" __global__ void replay_flush_scan(
+    const int* __restrict__ flush, unsigned int* __restrict__ offsets, unsigned int* __restrict__ counters,
+    int n_backtests, int capacity)
 {
+    __shared__ unsigned int warp_total[REPLAY_REDUCE_BLOCK / 32];
     const int t = threadIdx.x;
-    scratch[t] = v;
-    __syncthreads();
-    for (int half = blockDim.x / 2; half > 0; half >>= 1) {
-        if (t < half) scratch[t] += scratch[t + half];
+    const int lane = t & 31;
+    const int warp = t >> 5;
+    unsigned int running = 0u;  // the same in every thread: emits of the chunks before this one
+    for (int first = 0; first < n_backtests; first += REPLAY_REDUCE_BLOCK) {
+        const int b = first + t;
+        const unsigned int own = b < n_backtests ? (unsigned int)flush[2 * b] : 0u;
+        unsigned int inclusive = own;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const unsigned int below = __shfl_up_sync(0xffffffffu, inclusive, d);
+            if (lane >= d) inclusive += below;
+        }
+        if (lane == 31) warp_total[warp] = inclusive;
         __syncthreads();
-    }
-    const unsigned int sum = scratch[0];
-    __syncthreads();  // every thread has read the sum before the scratch is reused
-    return sum;
-}
-
-// replay_flush — grid (n_backtests), block (REPLAY_ROW_BLOCK, a power of two).
-// Block b gives the transitions leaving its ring consecutive slots after those of the backtests
-// before it (its offset: the sum of their emit counts, integer sums, so the slots are the same on
-// every run) and copies them out: for each, thread k copies floats k, k + block, ... of h_t and
-// h_tp1 (coalesced rows), thread 0 computes the n-step returns, writes the transition row and sets
-// the leaf to the running max priority. Then thread 0 drops the emitted entries from the ring.
-// The last block to finish (an integer ticket after a __threadfence(), as replay_tree_subtrees)
-// publishes the flush: counters FLUSH_BASE = the write head before, FLUSH_TOTAL = the emitted
-// count, WRITE_HEAD advanced mod capacity, LENGTH grown up to capacity; every block has read the
-// write head before it takes its ticket. When one flush can emit more than capacity transitions
-// (n_backtests x n_max > capacity), only the last capacity are written, so no two blocks write the
-// same slot (each block then also sums every emit count for the flush's total).
-// Reads ring_*, flush, counters, h_tp1[n_backtests*width], isv[ISV_GAMMA], max_priority[0].
-// Writes store_h_t, store_h_tp1 [capacity*width], store_rows [capacity*TR_COLS], tree[capacity +
-// slot] (float64), ring_pos, counters; ticket[0] is 0 before and after.
-extern "C" __global__ void replay_flush(
-    const float* __restrict__ ring_h, const float* __restrict__ ring_rows, unsigned int* __restrict__ ring_pos,
-    const int* __restrict__ flush, unsigned int* __restrict__ counters, unsigned int* __restrict__ ticket,
-    const float* __restrict__ h_tp1, const float* __restrict__ isv, const float* __restrict__ max_priority,
-    float* __restrict__ store_h_t, float* __restrict__ store_h_tp1, float* __restrict__ store_rows,
-    double* __restrict__ tree, int n_backtests, int n_max, int capacity, int width)
-{
-    __shared__ unsigned int scratch[REPLAY_ROW_BLOCK];
-    __shared__ bool s_last;
-    const int b = blockIdx.x;
-    const int t = threadIdx.x;
-    const unsigned int cap = (unsigned int)capacity;
-    const int emit = b < n_backtests ? flush[2 * b] : 0;
-    const unsigned int base = counters[CTR_WRITE_HEAD];
-    const bool may_overflow = (long long)n_backtests * n_max > (long long)capacity;  // uniform
-    if (emit > 0) {  // block-uniform
-        unsigned int before = 0u, all = 0u;
-        for (int i = t; i < (may_overflow ? n_backtests : b); i += blockDim.x) {
-            const unsigned int e = (unsigned int)flush[2 * i];
-            if (i < b) before += e;
-            all += e;
-        }
-        const unsigned int first = block_sum_u32(before, scratch);
-        const unsigned int total = may_overflow ? block_sum_u32(all, scratch) : 0u;
-        const int n = flush[2 * b + 1];
-        const unsigned int start = ring_pos[2 * b];
-        const int count = (int)ring_pos[2 * b + 1];
-        const long long ring0 = (long long)b * n_max;
-        const float gamma = isv[ISV_GAMMA];
-        const float newest_done = ring_rows[(ring0 + (start + count - 1) % (unsigned int)n_max) * RING_COLS + RING_DONE];
-        for (int i = 0; i < emit; ++i) {
-            const unsigned int o = first + (unsigned int)i;
-            if (may_overflow && total - o > cap) continue;  // overwritten later in this same flush
-            const unsigned int slot = (base + o) & (cap - 1u);
-            const int j = min(i + n, count);
-            const long long entry_i = ring0 + (start + i) % (unsigned int)n_max;
-            const float* next = j < count ? ring_h + (ring0 + (start + j) % (unsigned int)n_max) * width
-                                          : h_tp1 + (long long)b * width;
-            for (int k = t; k < width; k += blockDim.x) {
-                store_h_t[(long long)slot * width + k] = ring_h[entry_i * width + k];
-                store_h_tp1[(long long)slot * width + k] = next[k];
+        if (warp == 0) {
+            unsigned int sum = warp_total[lane];
+#pragma unroll
+            for (int d = 1; d < 32; d <<= 1) {
+                const unsigned int below = __shfl_up_sync(0xffffffffu, sum, d);
+                if (lane >= d) sum += below;
             }
-            if (t == 0) {
-                float ret = 0.0f, ret_raw = 0.0f, gamma_n = 1.0f;
-                for (int q = j - 1; q >= i; --q) {  // Horner from the newest reward back
-                    const float* row = ring_rows + (ring0 + (start + q) % (unsigned int)n_max) * RING_COLS;
-                    ret = fmaf(gamma, ret, row[RING_REWARD]);
-                    ret_raw = fmaf(gamma, ret_raw, row[RING_REWARD_RAW]);
-                    gamma_n *= gamma;
-                }
-                const float* first_row = ring_rows + entry_i * RING_COLS;
-                float* out = store_rows + (long long)slot * TR_COLS;
-                out[TR_ACTION] = first_row[RING_ACTION];
-                out[TR_RETURN] = ret;
-                out[TR_RETURN_RAW] = ret_raw;
-                out[TR_DONE] = j == count && newest_done > 0.5f ? 1.0f : 0.0f;
-                out[TR_LOG_PI] = first_row[RING_LOG_PI];
-                out[TR_GAMMA_N] = gamma_n;
-                out[TR_STEPS] = (float)(j - i);
-                out[TR_COLS - 1] = 0.0f;
-                tree[capacity + slot] = (double)max_priority[0];
-            }
+            warp_total[lane] = sum;  // now inclusive over warps
         }
-        __syncthreads();  // every thread has read ring_pos and the ring before thread 0 moves it
-        if (t == 0) {
-            ring_pos[2 * b] = (start + (unsigned int)emit) % (unsigned int)n_max;
-            ring_pos[2 * b + 1] = (unsigned int)(count - emit);
-        }
+        __syncthreads();
+        const unsigned int warp_base = warp > 0 ? warp_total[warp - 1] : 0u;
+        if (b < n_backtests) offsets[b] = running + warp_base + inclusive - own;
+        running += warp_total[REPLAY_REDUCE_BLOCK / 32 - 1];
+        __syncthreads();  // every thread has read warp_total before the next chunk rewrites it
     }
     if (t == 0) {
-        __threadfence();  // this block's reads of the write head are done before the ticket counts it
-        s_last = atomicAdd(ticket, 1u) == gridDim.x - 1u;
-    }
-    __syncthreads();
-    if (!s_last) return;
-    unsigned int all = 0u;
-    for (int i = t; i < n_backtests; i += blockDim.x) all += (unsigned int)flush[2 * i];
-    const unsigned int total = block_sum_u32(all, scratch);
-    if (t == 0) {
+        const unsigned int total = running;
+        const unsigned int base = counters[CTR_WRITE_HEAD];
+        const unsigned int cap = (unsigned int)capacity;
         counters[CTR_FLUSH_BASE] = base;
         counters[CTR_FLUSH_TOTAL] = total;
         counters[CTR_WRITE_HEAD] = (base + total) & (cap - 1u);
         const unsigned int len = counters[CTR_LENGTH];
         counters[CTR_LENGTH] = total >= cap - len ? cap : len + total;
-        ticket[0] = 0u;
+    }
+}
+
+// replay_flush_write — grid (n_backtests), block (REPLAY_ROW_BLOCK).
+// Block b copies the transitions leaving its ring: for each, thread k copies
+// floats k, k + block, ... of h_t and h_tp1 (coalesced rows), thread 0 computes the
+// n-step returns, writes the transition row and sets the leaf to the running
+// max priority. Then thread 0 drops the emitted entries from the ring.
+// Reads ring_*, flush, offsets, counters, h_tp1[n_backtests*width], isv[ISV_GAMMA],
+// max_priority[0]. Writes store_h_t, store_h_tp1 [capacity*width], store_rows
+// [capacity*TR_COLS], tree[capacity + slot] (float64), ring_pos.
+// When one flush emits more than capacity transitions, only the last capacity
+// are written, so no two blocks write the same slot.
+extern "C" __global__ void replay_flush_write(
+    const float* __restrict__ ring_h, const float* __restrict__ ring_rows, unsigned int* __restrict__ ring_pos,
+    const int* __restrict__ flush, const unsigned int* __restrict__ offsets,
+    const unsigned int* __restrict__ counters, const float* __restrict__ h_tp1,
+    const float* __restrict__ isv, const float* __restrict__ max_priority,
+    float* __restrict__ store_h_t, float* __restrict__ store_h_tp1, float* __restrict__ store_rows,
+    double* __restrict__ tree, int n_backtests, int n_max, int capacity, int width)
+{
+    const int b = blockIdx.x;
+    const int t = threadIdx.x;
+    if (b >= n_backtests) return;
+    const int emit = flush[2 * b];
+    if (emit == 0) return;
+    const int n = flush[2 * b + 1];
+    const unsigned int start = ring_pos[2 * b];
+    const int count = (int)ring_pos[2 * b + 1];
+    const unsigned int cap = (unsigned int)capacity;
+    const unsigned int base = counters[CTR_FLUSH_BASE];
+    const unsigned int total = counters[CTR_FLUSH_TOTAL];
+    const unsigned int first = offsets[b];
+    const long long ring0 = (long long)b * n_max;
+    const float gamma = isv[ISV_GAMMA];
+    const float newest_done = ring_rows[(ring0 + (start + count - 1) % (unsigned int)n_max) * RING_COLS + RING_DONE];
+
+    for (int i = 0; i < emit; ++i) {
+        const unsigned int o = first + (unsigned int)i;
+        if (total - o > cap) continue;  // overwritten later in this same flush
+        const unsigned int slot = (base + o) & (cap - 1u);
+        const int j = min(i + n, count);
+        const long long entry_i = ring0 + (start + i) % (unsigned int)n_max;
+        const float* next = j < count ? ring_h + (ring0 + (start + j) % (unsigned int)n_max) * width
+                                      : h_tp1 + (long long)b * width;
+        for (int k = t; k < width; k += blockDim.x) {
+            store_h_t[(long long)slot * width + k] = ring_h[entry_i * width + k];
+            store_h_tp1[(long long)slot * width + k] = next[k];
+        }
+        if (t == 0) {
+            float ret = 0.0f, ret_raw = 0.0f, gamma_n = 1.0f;
+            for (int q = j - 1; q >= i; --q) {  // Horner from the newest reward back
+                const float* row = ring_rows + (ring0 + (start + q) % (unsigned int)n_max) * RING_COLS;
+                ret = fmaf(gamma, ret, row[RING_REWARD]);
+                ret_raw = fmaf(gamma, ret_raw, row[RING_REWARD_RAW]);
+                gamma_n *= gamma;
+            }
+            const float* first_row = ring_rows + entry_i * RING_COLS;
+            float* out = store_rows + (long long)slot * TR_COLS;
+            out[TR_ACTION] = first_row[RING_ACTION];
+            out[TR_RETURN] = ret;
+            out[TR_RETURN_RAW] = ret_raw;
+            out[TR_DONE] = j == count && newest_done > 0.5f ? 1.0f : 0.0f;
+            out[TR_LOG_PI] = first_row[RING_LOG_PI];
+            out[TR_GAMMA_N] = gamma_n;
+            out[TR_STEPS] = (float)(j - i);
+            out[TR_COLS - 1] = 0.0f;
+            tree[capacity + slot] = (double)max_priority[0];
+        }
+    }
+    __syncthreads();  // every thread has read ring_pos and the ring before thread 0 moves it
+    if (t == 0) {
+        ring_pos[2 * b] = (start + (unsigned int)emit) % (unsigned int)n_max;
+        ring_pos[2 * b + 1] = (unsigned int)(count - emit);
     }
 }

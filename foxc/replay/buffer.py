@@ -21,7 +21,7 @@ from ..component import Component
 from ..rng import seed_states
 from .layout import (CTR_COUNT, MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS, MAX_WIDTH, N_STEP_MAX, REDUCE_BLOCK,
                      RING_COLS, ROW_BLOCK, TR_COLS)
-from .nstep import FLUSH, RING_PUSH
+from .nstep import FLUSH_SCAN, FLUSH_WRITE, RING_PUSH
 from .priority import UPDATE_PRIORITIES, rebuild_plans
 from .sampling import SAMPLE
 
@@ -40,7 +40,7 @@ _STATE = {
 }
 _SCRATCH = {
     "flush": (lambda C, E, S, N, W: (E, 2), np.int32),
-    "flush_ticket": (lambda C, E, S, N, W: (1,), np.uint32),  # replay_flush's finished-block count: the same
+    "offsets": (lambda C, E, S, N, W: (E,), np.uint32),
     "ticket": (lambda C, E, S, N, W: (1,), np.uint32),  # replay_sample's finished-block count: 0 between launches
     "tree_ticket": (lambda C, E, S, N, W: (1,), np.uint32),  # replay_tree_subtrees' finished-block count: the same
 }
@@ -101,9 +101,13 @@ class ReplayBuffer(Component):
         self.push_plans = [rt.plan(RING_PUSH, E, ROW_BLOCK, (
             s["ring_h"], s["ring_rows"], s["ring_pos"], x["flush"], i["h_t"], i["action"], i["reward"],
             i["reward_raw"], i["done"], i["log_pi"], self.isv, E, N, W))]
-        self.flush_plans = [rt.plan(FLUSH, E, ROW_BLOCK, (
-            s["ring_h"], s["ring_rows"], s["ring_pos"], x["flush"], s["counters"], x["flush_ticket"], i["h_tp1"],
-            self.isv, s["max_priority"], s["store_h_t"], s["store_h_tp1"], s["store_rows"], s["tree"], E, N, C, W))]
+        self.flush_plans = [
+            rt.plan(FLUSH_SCAN, 1, REDUCE_BLOCK, (x["flush"], x["offsets"], s["counters"], E, C)),
+            rt.plan(FLUSH_WRITE, E, ROW_BLOCK, (
+                s["ring_h"], s["ring_rows"], s["ring_pos"], x["flush"], x["offsets"], s["counters"], i["h_tp1"],
+                self.isv, s["max_priority"], s["store_h_t"], s["store_h_tp1"], s["store_rows"], s["tree"],
+                E, N, C, W)),
+        ]
         self.sample_plans = [rt.plan(SAMPLE, S, ROW_BLOCK, (
             s["tree"], s["counters"], s["store_h_t"], s["store_h_tp1"], s["store_rows"], s["rng"], self.isv,
             o["h_t"], o["h_tp1"], o["action"], o["return"], o["return_raw"], o["done"], o["log_pi"],

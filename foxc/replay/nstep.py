@@ -24,13 +24,16 @@ RING_PUSH = KernelSpec(
      ptr("reward_raw"), ptr("done"), ptr("log_pi"), ptr("isv"), i32("n_backtests"), i32("n_max"), i32("width")),
     doc="append this step's entry (a width-float state row and its scalars) to every ring; flush[2b] = "
         "transitions leaving, flush[2b+1] = n; grid n_backtests, block ROW_BLOCK")
-FLUSH = KernelSpec(
-    "replay_flush", MODULE,
-    (ptr("ring_h"), ptr("ring_rows"), ptr("ring_pos"), ptr("flush"), ptr("counters"), ptr("ticket"),
+FLUSH_SCAN = KernelSpec(
+    "replay_flush_scan", MODULE,
+    (ptr("flush"), ptr("offsets"), ptr("counters"), i32("n_backtests"), i32("capacity")),
+    doc="exclusive prefix sum of the emit counts (warp-shuffle scan); advances write head and length; grid 1, block 1024")
+FLUSH_WRITE = KernelSpec(
+    "replay_flush_write", MODULE,
+    (ptr("ring_h"), ptr("ring_rows"), ptr("ring_pos"), ptr("flush"), ptr("offsets"), ptr("counters"),
      ptr("h_tp1"), ptr("isv"), ptr("max_priority"), ptr("store_h_t"), ptr("store_h_tp1"), ptr("store_rows"),
      ptr("tree"), i32("n_backtests"), i32("n_max"), i32("capacity"), i32("width")),
-    doc="copy the leaving transitions into consecutive slots (in backtest order) at the running max priority; "
-        "the last block advances write head and length; grid n_backtests, block ROW_BLOCK")
+    doc="copy the leaving transitions into their slots at the running max priority; grid n_backtests, block ROW_BLOCK")
 
 _GAMMA = slot_index("gamma")
 _N_STEP = slot_index("n_step")
@@ -71,19 +74,31 @@ def _ring_push(launch, ring_h, ring_rows, ring_pos, flush, h_t, action, reward, 
     pos[:, 1] = held
 
 
-@reference(FLUSH)
-def _flush(launch, ring_h, ring_rows, ring_pos, flush, counters, ticket, h_tp1, isv, max_priority,
-           store_h_t, store_h_tp1, store_rows, tree, n_backtests, n_max, capacity, width):
+@reference(FLUSH_SCAN)
+def _flush_scan(launch, flush, offsets, counters, n_backtests, capacity):
+    nb, cap = int(n_backtests), int(capacity)
+    emit = flush.i32(2 * nb)[0::2].astype(np.int64)
+    offsets.u32(nb)[:] = (np.cumsum(emit) - emit).astype(np.uint32)
+    total = int(emit.sum())
+    ctr = counters.u32(4)
+    base, length = int(ctr[CTR_WRITE_HEAD]), int(ctr[CTR_LENGTH])
+    ctr[CTR_FLUSH_BASE] = base
+    ctr[CTR_FLUSH_TOTAL] = total
+    ctr[CTR_WRITE_HEAD] = (base + total) & (cap - 1)
+    ctr[CTR_LENGTH] = min(cap, length + total)
+
+
+@reference(FLUSH_WRITE)
+def _flush_write(launch, ring_h, ring_rows, ring_pos, flush, offsets, counters, h_tp1, isv, max_priority,
+                 store_h_t, store_h_tp1, store_rows, tree, n_backtests, n_max, capacity, width):
     nb, nm, cap, w = int(n_backtests), int(n_max), int(capacity), int(width)
     pos = ring_pos.u32(2 * nb).reshape(nb, 2)
     ring = ring_h.f32(nb * nm * w).reshape(nb, nm, w)
     rows = ring_rows.f32(nb * nm * RING_COLS).reshape(nb, nm, RING_COLS)
     fl = flush.i32(2 * nb).reshape(nb, 2)
-    emits = fl[:, 0].astype(np.int64)
-    first_offset = np.cumsum(emits) - emits  # the emits of the backtests before each
-    total = int(emits.sum())
+    first_offset = offsets.u32(nb)
     ctr = counters.u32(4)
-    base, length = int(ctr[CTR_WRITE_HEAD]), int(ctr[CTR_LENGTH])
+    base, total = int(ctr[CTR_FLUSH_BASE]), int(ctr[CTR_FLUSH_TOTAL])
     nxt = h_tp1.f32(nb * w).reshape(nb, w)
     gamma = isv.f32()[_GAMMA]
     priority = np.float64(max_priority.f32(1)[0])
@@ -122,7 +137,3 @@ def _flush(launch, ring_h, ring_rows, ring_pos, flush, counters, ticket, h_tp1, 
             leaves[slot] = priority
         pos[b, 0] = (start + emit) % nm
         pos[b, 1] = count - emit
-    ctr[CTR_FLUSH_BASE] = base
-    ctr[CTR_FLUSH_TOTAL] = total
-    ctr[CTR_WRITE_HEAD] = (base + total) & (cap - 1)
-    ctr[CTR_LENGTH] = min(cap, length + total)

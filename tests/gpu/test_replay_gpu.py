@@ -11,7 +11,7 @@ from foxc.isv import IsvBus  # noqa: E402
 from foxc.replay import STATE_NAMES, ReplayBuffer  # noqa: E402
 from foxc.replay.layout import (CTR_LENGTH, CTR_WRITE_HEAD, ROW_BLOCK, REDUCE_BLOCK, RING_COLS,  # noqa: E402
                                 SUBTREE_BLOCK, SUBTREE_SPAN, TR_COLS)
-from foxc.replay.nstep import FLUSH, RING_PUSH  # noqa: E402
+from foxc.replay.nstep import FLUSH_SCAN, FLUSH_WRITE, RING_PUSH  # noqa: E402
 from foxc.replay.priority import TREE_SUBTREES, UPDATE_PRIORITIES  # noqa: E402
 from foxc.replay.sampling import SAMPLE, is_weights  # noqa: E402
 from foxc.testing import assert_close, poisoned, run_kernel  # noqa: E402
@@ -50,9 +50,7 @@ def ring_state(rng, n_backtests, n_max):
 
 
 @pytest.mark.parametrize("n_backtests,n_max,n", [(1, 1, 1), (1000, 8, 3), (4099, 8, 8), (333, 5, 2)])
-def test_push_and_flush_match_reference(cuda_rt, ref_rt, rng, n_backtests, n_max, n):
-    """replay_ring_push, then replay_flush (slots from each block's sum of the emits before it; the last
-    block advancing the counters; more emits than capacity at 4,099 x 8) bit for bit as the references."""
+def test_push_scan_write_match_reference(cuda_rt, ref_rt, rng, n_backtests, n_max, n):
     cap = 1 << 12
     isv = isv_host(ref_rt, n_step=n, gamma=0.97)
     ring_h, rows, pos = ring_state(rng, n_backtests, n_max)
@@ -65,16 +63,18 @@ def test_push_and_flush_match_reference(cuda_rt, ref_rt, rng, n_backtests, n_max
 
     counters = np.array([rng.integers(0, cap), rng.integers(0, cap + 1), 7, 7], np.uint32)
     counters[CTR_WRITE_HEAD] = counters[CTR_WRITE_HEAD] % cap
+    got, want = both(cuda_rt, ref_rt, FLUSH_SCAN, 1, REDUCE_BLOCK,
+                     [flush, poisoned(n_backtests, np.uint32), counters, n_backtests, cap])
+    same(got, want, "replay_flush_scan")
+    offsets, counters = want[1], want[2]
+
     store_h = poisoned((cap, WIDTH))
     tree = poisoned(2 * cap, np.float64)
-    got, want = both(cuda_rt, ref_rt, FLUSH, n_backtests, ROW_BLOCK, [
-        ring_h, rows, pos, flush, counters, np.zeros(1, np.uint32), s["h_tp1"], isv, np.array([2.5], np.float32),
+    got, want = both(cuda_rt, ref_rt, FLUSH_WRITE, n_backtests, ROW_BLOCK, [
+        ring_h, rows, pos, flush, offsets, counters, s["h_tp1"], isv, np.array([2.5], np.float32),
         store_h, store_h.copy(), poisoned((cap, TR_COLS)), tree, n_backtests, n_max, cap, WIDTH])
-    same(got, want, "replay_flush", rtol=1e-6)
+    same(got, want, "replay_flush_write", rtol=1e-6)
     assert np.array_equal(np.isnan(got[11]), np.isnan(want[11]))
-    assert got[5][0] == 0  # the ticket is back to 0
-    emitted = int(flush[:, 0].sum())
-    assert got[4][CTR_LENGTH] == min(cap, int(counters[CTR_LENGTH]) + emitted)
 
 
 def level_sums(leaves):
