@@ -194,3 +194,21 @@ def test_the_replay_buffer_is_full_when_the_graph_is_captured(ref_rt, capacity, 
     t.capture = lambda orig=t.capture: (held.append(t.ts.replay.length()), orig())[1]
     t.train(t.capture_after + 1)
     assert held == [capacity] and t.graph_step == t.capture_after
+
+
+@pytest.mark.parametrize("B,precision,kernels,group", [(1024, "f32", 40, "linear_fwd_f32_t32_group"),
+                                                      (1024, "tf32", 40, "linear_fwd_tf32_t32_group"),
+                                                      (4096, "tf32", 42, "linear_fwd_tf32_group")])
+def test_kernels_per_step(ref_rt, B, precision, kernels, group):
+    """The step's launch count (issue 18's budget: 40 at B = 1,024): the RL trunks and the Q heads take
+    one group launch each, every split pass is reduced by one launch. A change that adds launches has to
+    say so here."""
+    cfg = config(n_backtests=B, seq_len=32, per_capacity=8192, precision=precision)
+    t = Trainer(ref_rt, cfg, *market(cfg.synthetic_rows, cfg.seed), None)
+    try:
+        names = [p.kernel.spec.name for e in t.ts.launches() for p in (e.plans if hasattr(e, "plans") else [e])]
+        assert t.ts.kernel_count() == len(names) == kernels, names
+        assert names.count(group) == 2 and names.count("linear_fwd_f32_t16_group") == 1
+        assert names.count("matmul_tn_ones_f32_t32_group") == 1 and names.count("reduce_grad_splits") == 1
+    finally:
+        t.close()
