@@ -3,8 +3,8 @@
     PYTHONPATH=$PWD python3 tools/fingerprint.py [cuda|reference]
 
 Five short runs (B = 16; B = 1,024, K = 32; B = 256 with the gate, the seed clamp, the plateau and
-PopArt on; B = 1,024 and B = 256 in TF32), each printing a hash of the exported trainer state and one of its diagnostics frames
-(the device clock `t_ns` left out), and the frame count. Run it from the root of each tree in one
+PopArt on; B = 1,024 and B = 256 in TF32), each printing a hash of the exported trainer state and one
+of its diagnostics frames (the device clock `t_ns` left out), and the frame count. Run it from the root of each tree in one
 device command (an old revision: `git archive REV foxc tests | tar -x -C exp/old`, then
 `cd exp/old && PYTHONPATH=$PWD python3 /path/to/tools/fingerprint.py cuda`): equal lines mean a
 kernel change kept every bit, so the learning benchmark's figures stand as they were.

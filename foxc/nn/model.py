@@ -142,8 +142,9 @@ class Linear:
     run on the tensor cores (`matmul.gemm_kernel` picks the tiling); dW and db stay one FP32 pass
     below the size where 64x64 TF32 tiles fill the GPU (`matmul.layer_precision`), else dW takes a
     TF32 split pass and db an FP32 one. Every pass leaves split partials that `partials` (the
-    backward's GradPartials) adds up; without it, the layer's own reduction follows its passes. Layers sharing a `grads_together` key (and a GradPartials)
-    take their FP32 dW + db passes in one launch, where the first of them stands in the backward.
+    backward's GradPartials) adds up; without it, the layer's own reduction follows its passes.
+    Layers sharing a `grads_together` key (and a GradPartials) take their FP32 dW + db passes in one
+    launch, where the first of them stands in the backward.
     """
 
     def __init__(self, rt, params, w: str, b: str, X, Y, rows: int, n_in: int, n_out: int, act=ACT_IDENTITY,
@@ -391,7 +392,8 @@ class Learner:
         self.perception = PerceptionHead(rt, self.params, self.encoder.h, self.encoder.dh, self.labels, self.mask,
                                          B, precision, self.partials, grads_together=NARROW_GRADS)
         self.rl = RlHeads(rt, self.params, self.h_t, self.h_tp1, self.action, self.ret, self.gamma_n, self.done,
-                          self.weight, isv, B, precision, self.partials, td_error, with_narrow=(self.perception.linear,))
+                          self.weight, isv, B, precision, self.partials, td_error,
+                          with_narrow=(self.perception.linear,))
         self.partials.finish()
         self.optimizer = Optimizer(rt, self.params, isv)
         # the batch means of the losses (C51, policy, value, perception BCE) where the host reads them

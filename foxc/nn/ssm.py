@@ -157,13 +157,15 @@ def plan_scan_fwd(rt, states, y, z, K: int, B: int, D: int):
 def plan_proj_scan_fwd(rt, gates, states, y, x, W, bias, K: int, B: int, D: int, F: int, precision: str = "f32"):
     if not proj_scan_fits(D, F):
         raise ValueError(f"ssm_proj_scan_fwd needs D % {PS_CHANNELS} == 0 and F < {PS_MAX_FEATURES} (D={D}, F={F})")
-    return rt.plan(PROJ_SCAN_FWD[precision], proj_scan_grid(B, D), PS_THREADS, (gates, states, y, x, W, bias, K, B, D, F))
+    return rt.plan(PROJ_SCAN_FWD[precision], proj_scan_grid(B, D), PS_THREADS,
+                   (gates, states, y, x, W, bias, K, B, D, F))
 
 
 def plan_scan_bwd_dw(rt, partials, gates, states, dy, x, K: int, B: int, D: int, F: int, precision: str = "f32"):
     if not proj_scan_fits(D, F):
         raise ValueError(f"ssm_scan_bwd_dw needs D % {PS_CHANNELS} == 0 and F < {PS_MAX_FEATURES} (D={D}, F={F})")
-    return rt.plan(SCAN_BWD_DW[precision], proj_scan_grid(B, D), PS_THREADS, (partials, gates, states, dy, x, K, B, D, F))
+    return rt.plan(SCAN_BWD_DW[precision], proj_scan_grid(B, D), PS_THREADS,
+                   (partials, gates, states, dy, x, K, B, D, F))
 
 
 def plan_scan_bwd(rt, dz, z, states, dy, K: int, B: int, D: int):
