@@ -103,8 +103,7 @@ def _main(args, rt) -> int:
         learner.params.init(np.random.default_rng(1))
         learner.load_inputs(learner.random_inputs(np.random.default_rng(2)))
         enc = learner.encoder
-        head_plans = [*learner.perception.forward, *learner.rl.forward, learner.loss_means,
-                      *learner.perception.backward, *learner.rl.backward]
+        head_plans = learner.heads  # the perception head's forward runs in the RL heads' narrow launch
         # the fwd+bwd rows run their dW passes; the sum of every pass's splits is its own row
         parts = [("encoder fwd+bwd", enc.forward + enc.backward, encoder_flops(B, K, F, D)),
                  ("heads fwd+bwd", head_plans, heads_flops(B, D)),

@@ -20,6 +20,7 @@ reduction over one buffer and the checkpoint writer sees named tensors.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -152,8 +153,8 @@ class Linear:
                  grads_together: str | None = None):
         sfx = "_target" if target else ""
         self.layer = (Y, X, params.ptr(w + sfx), params.ptr(b + sfx), rows, n_in, n_out, act)  # plan_linear's
+        self._rt, self._precision = rt, precision
         W = self.layer[2]
-        self.forward = [plan_linear(rt, *self.layer, precision)]
         grads = matmul.layer_precision(rows, n_out, precision)  # dW and db: one FP32 pass below the fill
         self.backward = []
         if dY is None:
@@ -174,6 +175,12 @@ class Linear:
             self.backward.append(partials.finish())
         if dX is not None:
             self.backward.append(plan_matmul_nt(rt, dX, dY, W, rows, n_out, n_in, accumulate_dX, precision))
+
+    @cached_property
+    def forward(self) -> list:
+        """The layer's own forward launch, planned when first asked for: a layer that runs in a group
+        launch (`forward_together`) never needs one."""
+        return [plan_linear(self._rt, *self.layer, self._precision)]
 
 
 NARROW_GRADS = "narrow_heads_dw"  # the narrow heads' dW + db passes run as one launch (grads_together)
@@ -247,8 +254,12 @@ class PerceptionHead:
                              precision=precision, dY=self.dlogits, dX=dh, partials=partials,
                              grads_together=grads_together)
         self.losses = [losses.plan_bce_masked(rt, self.dlogits, self.loss, self.logits, labels, mask, B, N_PERCEPTION)]
-        self.forward = [*self.linear.forward, *self.losses]
         self.backward = self.linear.backward
+
+    @property
+    def forward(self) -> list:
+        """The head on its own: its layer, then the loss (the Learner launches the layer with the RL heads')."""
+        return [*self.linear.forward, *self.losses]
 
 
 class RlHeads:
@@ -402,9 +413,11 @@ class Learner:
         rl = self.rl
         self.loss_means = losses.plan_loss_means(rt, self.losses, rl.loss_q, rl.loss_pi, rl.loss_v,
                                                  self.perception.loss, B, B * N_PERCEPTION)
-        # the RL heads' forward includes the perception head's layer (one launch with the narrow heads)
-        self.learn = [*self.rl.forward, *self.perception.losses, self.loss_means, *self.perception.backward,
-                      *self.rl.backward, *self.encoder.backward, self.partials]
+        # the heads' forward and backward; the RL heads' forward includes the perception head's layer (one
+        # launch with the narrow heads)
+        self.heads = [*self.rl.forward, *self.perception.losses, self.loss_means, *self.perception.backward,
+                      *self.rl.backward]
+        self.learn = [*self.heads, *self.encoder.backward, self.partials]
         self.forward_backward = [*self.encoder.forward, *self.learn]
         self.update = self.optimizer.update
         self.step = self.forward_backward + self.update
