@@ -344,14 +344,11 @@ ssm_scan_bwd(float* __restrict__ dz, const float* __restrict__ z, const float* _
             const int t = t0 - c;
             if (t >= 0) {
                 float* dzt = dzb + t * zstep;
-                const float u = tanhf(zu[c]);
-                const float a = nn_sigmoid(za[c]);
-                const float i = nn_sigmoid(zi[c]);
-                dzt[0] = ds * i * (1.0f - u * u);
-                dzt[D] = ds * sp[c] * a * (1.0f - a);
-                dzt[2 * D] = ds * u * i * (1.0f - i);
+                const float4 g4 = scan_step_grad(ds, tanhf(zu[c]), nn_sigmoid(za[c]), nn_sigmoid(zi[c]), sp[c], 0.0f);
+                dzt[0] = g4.x;
+                dzt[D] = g4.y;
+                dzt[2 * D] = g4.z;
                 if (t < K - 1) dzt[3 * D] = 0.0f;
-                ds *= a;
             }
         }
     }
