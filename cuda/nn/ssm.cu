@@ -41,31 +41,61 @@ __device__ __forceinline__ float scan_sigmoid(float x)
 
 // One step of the recurrence of window b, channel d from its four pre-activations: advances s and,
 // for a window that exists, writes the gates u, a, i (and g at the last step: the backward reads no
-// other) to gates[t, b, p*D + d], the state and, at the last step, y. The fused backwards read the
-// gates instead of recomputing them from z (three transcendentals an element fewer there; the same
-// values, so the same bits). Both fused forwards.
+// other) to gt = &gates[t, b, d] (+ p*D), the state to st = &states[t, b, d] and, at the last step,
+// y to yb = &y[b, d]. The fused backwards read the gates instead of recomputing them from z (three
+// transcendentals an element fewer there; the same values, so the same bits). Both fused forwards;
+// the callers step the pointers (the scans are bound by issue, and index arithmetic was most of it).
 template <bool FAST>
-__device__ __forceinline__ void scan_step(float& s, float zu, float za, float zi, float zg, float* __restrict__ gates,
-                                          float* __restrict__ states, float* __restrict__ y, int t, int b, int d,
-                                          int K, int B, int D)
+__device__ __forceinline__ void scan_step(float& s, float zu, float za, float zi, float zg, float* __restrict__ gt,
+                                          float* __restrict__ st, float* __restrict__ yb, bool last, bool exists,
+                                          int D)
 {
     const float u = tanhf(zu);
     const float a = scan_sigmoid<FAST>(za);
     const float i = scan_sigmoid<FAST>(zi);
     s = a * s + i * u;
-    if (b < B) {
-        float* gt = gates + ((long long)t * B + b) * (NN_SSM_PARTS * D) + d;
+    if (exists) {
         gt[0] = u;
         gt[D] = a;
         gt[2 * D] = i;
-        states[((long long)t * B + b) * D + d] = s;
-        if (t == K - 1) {
+        *st = s;
+        if (last) {
             const float g = scan_sigmoid<FAST>(zg);
             gt[3 * D] = g;
-            y[(long long)b * D + d] = g * s;
+            *yb = g * s;
         }
     }
 }
+
+// Where a thread of the fused forwards writes: its first window's gates, state and y at the step it is
+// at (the R windows of a thread are consecutive rows). `next()` moves to the following step: the
+// pointers are carried from step to step, because index arithmetic recomputed per store was most of
+// the scans' instructions and they are bound by issue.
+struct ScanOut {
+    float *g, *s, *y;
+    long long gstep, sstep;  // elements from one step to the next
+    int D;
+
+    __device__ __forceinline__ ScanOut(float* gates, float* states, float* y_, int b, int d, int B, int D_)
+        : g(gates + (long long)b * (NN_SSM_PARTS * D_) + d), s(states + (long long)b * D_ + d),
+          y(y_ + (long long)b * D_ + d), gstep((long long)B * (NN_SSM_PARTS * D_)), sstep((long long)B * D_), D(D_)
+    {
+    }
+
+    // This step of the thread's window r, from its pre-activations.
+    template <bool FAST>
+    __device__ __forceinline__ void step(float& s_r, float zu, float za, float zi, float zg, int r, bool last,
+                                         bool exists) const
+    {
+        scan_step<FAST>(s_r, zu, za, zi, zg, g + r * (NN_SSM_PARTS * D), s + r * D, y + r * D, last, exists, D);
+    }
+
+    __device__ __forceinline__ void next()
+    {
+        g += gstep;
+        s += sstep;
+    }
+};
 
 // One step of the reverse scan: dz of the value, decay and input-gate parts from the carried ds, the
 // step's gates and the previous state (ssm_scan_bwd's arithmetic); the output-gate part (dzg: nonzero
@@ -82,44 +112,54 @@ __device__ __forceinline__ float4 scan_step_grad(float& ds, float u, float a, fl
 }
 
 // Phase A of the fused backwards for one thread: lane = channel d, the warp's PS_WINDOWS_PER_THREAD
-// windows from w0 = b0 + wl0. Keeps the windows clamped into range for loads (results for windows past
-// B are masked by the caller), the carried ds and the output gate's dz (nonzero at the last step only).
+// windows from w0 = b0 + wl0. Walks the steps down from K - 1 with its first window's gates and previous
+// state as cursors (as ScanOut does in the forwards), each window's row offsets from it clamped to the
+// last window (loads stay in range; results for windows past B are masked by the caller), and keeps the
+// carried ds and the output gate's dz (nonzero at the last step only).
 struct ScanBwdLanes {
-    int bc[PS_WINDOWS_PER_THREAD];
+    const float *g, *s;  // &gates[t, w0, d] and &states[t - 1, w0, d] of the next step t to load
+    int t;
+    int go[PS_WINDOWS_PER_THREAD], so[PS_WINDOWS_PER_THREAD];
     float ds[PS_WINDOWS_PER_THREAD], dzg[PS_WINDOWS_PER_THREAD];
     long long zstep, sstep;
-    int d, D4;
+    int D;
 
     // The reverse scan's start from the last step's output gate, dy and state.
     __device__ __forceinline__ void start(const float* __restrict__ gates, const float* __restrict__ states,
-                                          const float* __restrict__ dy, int w0, int d_, int K, int B, int D)
+                                          const float* __restrict__ dy, int w0, int d, int K, int B, int D_)
     {
-        d = d_;
-        D4 = NN_SSM_PARTS * D;
-        zstep = (long long)B * D4;
+        D = D_;
+        t = K - 1;
+        zstep = (long long)B * (NN_SSM_PARTS * D);
         sstep = (long long)B * D;
+        g = gates + t * zstep + (long long)w0 * (NN_SSM_PARTS * D) + d;
+        s = states + (t - 1) * sstep + (long long)w0 * D + d;
 #pragma unroll
         for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
-            bc[r] = min(w0 + r, B - 1);
-            const float g = gates[(K - 1) * zstep + (long long)bc[r] * D4 + 3 * D + d];
-            const float dyv = dy[(long long)bc[r] * D + d];
-            ds[r] = dyv * g;
-            dzg[r] = dyv * states[(K - 1) * sstep + (long long)bc[r] * D + d] * g * (1.0f - g);
+            const int w = min(r, B - 1 - w0);
+            go[r] = w * (NN_SSM_PARTS * D);
+            so[r] = w * D;
+            const float gk = g[go[r] + 3 * D];
+            const float dyv = dy[(long long)w0 * D + d + so[r]];
+            ds[r] = dyv * gk;
+            dzg[r] = dyv * s[sstep + so[r]] * gk * (1.0f - gk);
         }
     }
 
-    // Step t's gates u, a, i and the previous state of every window (0 before the first step).
-    __device__ __forceinline__ void load(float* u, float* a, float* i, float* s_prev, const float* __restrict__ gates,
-                                         const float* __restrict__ states, int t, int D) const
+    // The next step's gates u, a, i and the previous state of every window (0 before the first step).
+    __device__ __forceinline__ void load_next(float* u, float* a, float* i, float* s_prev)
     {
 #pragma unroll
         for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
-            const float* gt = gates + t * zstep + (long long)bc[r] * D4 + d;
-            u[r] = gt[0];
-            a[r] = gt[D];
-            i[r] = gt[2 * D];
-            s_prev[r] = t > 0 ? states[(t - 1) * sstep + (long long)bc[r] * D + d] : 0.0f;
+            const float* gr = g + go[r];
+            u[r] = gr[0];
+            a[r] = gr[D];
+            i[r] = gr[2 * D];
+            s_prev[r] = t > 0 ? s[so[r]] : 0.0f;
         }
+        g -= zstep;
+        s -= sstep;
+        --t;
     }
 
     // Step t's dz of window r (zero for a window past B), advancing its ds.
@@ -130,57 +170,37 @@ struct ScanBwdLanes {
     }
 };
 
-// The element of the fused backwards' [x, 1] at step t, window b (past B: 0) and column f (F: the ones
-// column of the bias gradient; past it: 0).
-__device__ __forceinline__ float x_or_one(const float* __restrict__ x, int t, int b, int f, int B, int F)
+// An element of the fused backwards' [x, 1] at window b (past B: 0) and column f (F: the ones column of
+// the bias gradient; past it: 0), as an offset into a step's rows of x, or ONES / ZERO.
+constexpr int X_ONES = -1, X_ZERO = -2;
+__device__ __forceinline__ int x_or_one_at(int b, int f, int B, int F)
 {
-    if (b >= B) return 0.0f;
-    return f < F ? x[((long long)t * B + b) * F + f] : (f == F ? 1.0f : 0.0f);
+    if (b >= B) return X_ZERO;
+    return f < F ? b * F + f : (f == F ? X_ONES : X_ZERO);
+}
+// The element at that place in step xt = x + t B F.
+__device__ __forceinline__ float x_or_one(const float* __restrict__ xt, int at)
+{
+    return at >= 0 ? xt[at] : (at == X_ONES ? 1.0f : 0.0f);
 }
 
-// Element e of a block's staged features: step st (< STEPS), window wb (< PS_WINDOWS) and feature f
-// (< PS_MAX_FEATURES); FEATURE_FASTEST: neighbouring elements are neighbouring features of one row of
-// x, else neighbouring steps of one feature.
-template <bool FEATURE_FASTEST, int STEPS>
+// The FP32 forward's staging: element e of a block's staged features is step st (< STEPS), feature f
+// (< PS_MAX_FEATURES) and window wb (< PS_WINDOWS), neighbouring elements neighbouring steps of one feature.
+template <int STEPS>
 __device__ __forceinline__ void stage_index(int e, int& st, int& wb, int& f)
 {
-    if (FEATURE_FASTEST) {
-        f = e % PS_MAX_FEATURES;
-        wb = (e / PS_MAX_FEATURES) % PS_WINDOWS;
-        st = e / (PS_MAX_FEATURES * PS_WINDOWS);
-    } else {
-        st = e % STEPS;
-        f = (e / STEPS) % PS_MAX_FEATURES;
-        wb = e / (STEPS * PS_MAX_FEATURES);
-    }
+    st = e % STEPS;
+    f = (e / STEPS) % PS_MAX_FEATURES;
+    wb = e / (STEPS * PS_MAX_FEATURES);
 }
 
-// The forwards' walk over the window in chunks of STEPS steps: the features of chunk 0 are staged
-// (`put(st, wb, f, value)` writes x[t0 + st][b0 + wb][f], zero outside x, to the kernel's shared
-// layout), then each chunk is computed (`chunk(t0)`) while the next chunk's features are loaded into
-// registers, which are staged after a barrier (two barriers a chunk).
-template <bool FEATURE_FASTEST, int STEPS, int N, class Put, class Chunk>
-__device__ __forceinline__ void walk_chunks(const float* __restrict__ x, int b0, int K, int B, int F, Put put,
-                                            Chunk chunk)
+// The forwards' walk over the window in chunks of STEPS steps: `load(t0)` reads the features of the chunk
+// from step t0 into registers (zero outside x) and `stage()` writes them to the kernel's shared layout.
+// Chunk 0 is staged, then each chunk is computed (`chunk(t0)`) while the next chunk's features are
+// loaded, which are staged after a barrier (two barriers a chunk).
+template <int STEPS, class Load, class Stage, class Chunk>
+__device__ __forceinline__ void walk_chunks(int K, Load load, Stage stage, Chunk chunk)
 {
-    float rx[N];
-    auto load = [&](int t0) {
-#pragma unroll
-        for (int r = 0; r < N; ++r) {
-            int st, wb, f;
-            stage_index<FEATURE_FASTEST, STEPS>(threadIdx.x + r * PS_WARPS * 32, st, wb, f);
-            const int t = t0 + st;
-            rx[r] = (f < F && b0 + wb < B && t < K) ? x[((long long)t * B + b0 + wb) * F + f] : 0.0f;
-        }
-    };
-    auto stage = [&]() {
-#pragma unroll
-        for (int r = 0; r < N; ++r) {
-            int st, wb, f;
-            stage_index<FEATURE_FASTEST, STEPS>(threadIdx.x + r * PS_WARPS * 32, st, wb, f);
-            put(st, wb, f, rx[r]);
-        }
-    };
     load(0);
     stage();
     __syncthreads();
@@ -229,9 +249,27 @@ ssm_proj_scan_fwd(PROJ_SCAN_FWD_PARAMS)
 #pragma unroll
     for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) s[r] = 0.0f;
     const int wl = warp * PS_WINDOWS_PER_THREAD;  // this thread's first window in the block
+    ScanOut out(gates, states, y, b0 + wl, d, B, D);
     // Staging: neighbouring elements are neighbouring steps. A warp reads 8 features of 4 rows (32-byte
     // pieces) and stores them to 32 distinct banks (the row stride is 4 mod 32 words).
-    auto put = [&](int st, int wb, int f, float v) { xs[f][wb * PS_STEPS + st] = v; };
+    float rx[PS_XC_PER_THREAD];
+    auto load = [&](int t0) {
+#pragma unroll
+        for (int r = 0; r < PS_XC_PER_THREAD; ++r) {
+            int st, wb, f;
+            stage_index<PS_STEPS>(tid + r * PS_WARPS * 32, st, wb, f);
+            const int t = t0 + st;
+            rx[r] = (f < F && b0 + wb < B && t < K) ? x[((long long)t * B + b0 + wb) * F + f] : 0.0f;
+        }
+    };
+    auto stage = [&]() {
+#pragma unroll
+        for (int r = 0; r < PS_XC_PER_THREAD; ++r) {
+            int st, wb, f;
+            stage_index<PS_STEPS>(tid + r * PS_WARPS * 32, st, wb, f);
+            xs[f][wb * PS_STEPS + st] = rx[r];
+        }
+    };
     auto chunk = [&](int t0) {
         float acc[PS_STEPS][PS_WINDOWS_PER_THREAD][NN_SSM_PARTS];
 #pragma unroll
@@ -260,12 +298,13 @@ ssm_proj_scan_fwd(PROJ_SCAN_FWD_PARAMS)
             if (t < K) {
 #pragma unroll
                 for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r)
-                    scan_step<false>(s[r], acc[st][r][0] + bu, acc[st][r][1] + ba, acc[st][r][2] + bi,
-                                     acc[st][r][3] + bg, gates, states, y, t, b0 + wl + r, d, K, B, D);
+                    out.step<false>(s[r], acc[st][r][0] + bu, acc[st][r][1] + ba, acc[st][r][2] + bi,
+                                    acc[st][r][3] + bg, r, t == K - 1, b0 + wl + r < B);
+                out.next();
             }
         }
     };
-    walk_chunks<false, PS_STEPS, PS_XC_PER_THREAD>(x, b0, K, B, F, put, chunk);
+    walk_chunks<PS_STEPS>(K, load, stage, chunk);
 }
 
 // ssm_scan_fwd — 1-D grid over B*D threads (256-thread blocks), each running the K steps of
@@ -383,20 +422,26 @@ ssm_scan_bwd_dw(SCAN_BWD_DW_PARAMS)
     float pu[PS_WINDOWS_PER_THREAD], pa[PS_WINDOWS_PER_THREAD], pi[PS_WINDOWS_PER_THREAD],
         ps[PS_WINDOWS_PER_THREAD];
     float rx[PS_X_PER_THREAD];
-    auto load_x = [&](int t) {
+    int xat[PS_X_PER_THREAD];  // element e = f * PS_WINDOWS + window of the block's [x, 1]
 #pragma unroll
-        for (int r = 0; r < PS_X_PER_THREAD; ++r) {
-            const int e = tid + r * PS_WARPS * 32;
-            rx[r] = x_or_one(x, t, b0 + e % PS_WINDOWS, e / PS_WINDOWS, B, F);
-        }
+    for (int r = 0; r < PS_X_PER_THREAD; ++r) {
+        const int e = tid + r * PS_WARPS * 32;
+        xat[r] = x_or_one_at(b0 + e % PS_WINDOWS, e / PS_WINDOWS, B, F);
+    }
+    const long long xstep = (long long)B * F;
+    const float* xt = x + (K - 1) * xstep;  // the next step's rows, walking down
+    auto load_x = [&]() {
+#pragma unroll
+        for (int r = 0; r < PS_X_PER_THREAD; ++r) rx[r] = x_or_one(xt, xat[r]);
+        xt -= xstep;
     };
     float acc[PS_MAX_FEATURES / PS_WARPS][NN_SSM_PARTS];
 #pragma unroll
     for (int j = 0; j < PS_MAX_FEATURES / PS_WARPS; ++j)
 #pragma unroll
         for (int p = 0; p < NN_SSM_PARTS; ++p) acc[j][p] = 0.0f;
-    lanes.load(pu, pa, pi, ps, gates, states, K - 1, D);
-    load_x(K - 1);
+    lanes.load_next(pu, pa, pi, ps);
+    load_x();
     for (int n = 0; n < K; ++n) {
         const int t = K - 1 - n, buf = n & 1;
 #pragma unroll
@@ -409,8 +454,8 @@ ssm_scan_bwd_dw(SCAN_BWD_DW_PARAMS)
             dzs[buf][wl0 + r][lane] = lanes.grad(r, pu[r], pa[r], pi[r], ps[r], t, K, b0 + wl0 + r < B);
         }
         if (t > 0) {  // the next step's inputs fly while this one is reduced
-            lanes.load(pu, pa, pi, ps, gates, states, t - 1, D);
-            load_x(t - 1);
+            lanes.load_next(pu, pa, pi, ps);
+            load_x();
         }
         __syncthreads();
 #pragma unroll 2
@@ -467,8 +512,9 @@ ssm_scan_bwd_dw(SCAN_BWD_DW_PARAMS)
 #define TC_MTILES (PS_MAX_FEATURES / 16)
 #define TC_STEPS 2  // ssm_proj_scan_fwd_tf32: steps of features staged at a time
 #define TC_AHEAD 2  // ssm_scan_bwd_dw_tf32: steps between loading a step's inputs and using them
-#define TC_XC_PER_THREAD (PS_X_PER_THREAD * TC_STEPS)       // the backward's mma row tiles over the features (+ ones)
-static_assert(PS_WINDOWS == 16 && PS_CHANNELS == 4 * PS_WARPS && PS_MAX_FEATURES % 16 == 0,
+#define TC_RUN (PS_MAX_FEATURES * PS_WINDOWS * TC_STEPS / (PS_WARPS * 32))  // the forward's staging: features a thread
+static_assert(PS_WINDOWS == 16 && PS_CHANNELS == 4 * PS_WARPS && PS_MAX_FEATURES % 16 == 0 &&
+                  PS_MAX_FEATURES % TC_RUN == 0,
               "the tensor-core scans: 16 windows (one mma row tile), 4 channels a warp, whole feature tiles");
 
 // The column of the block's [parts x channels] tile that holds part p of channel c (c < 32): warp c/4's
@@ -489,7 +535,7 @@ ssm_proj_scan_fwd_tf32(PROJ_SCAN_FWD_PARAMS)
 {
     __shared__ __align__(16) float xs[TC_STEPS][PS_WINDOWS][TC_X_STRIDE];
     __shared__ __align__(16) float zs[2][PS_WINDOWS][TC_Z_STRIDE];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, tid = threadIdx.x;
     const int g = lane / 4, q = lane % 4;
     const int b0 = blockIdx.y * PS_WINDOWS, c0 = blockIdx.x * PS_CHANNELS;
     unsigned int bw[2][TC_KSTEPS][2];
@@ -509,10 +555,26 @@ ssm_proj_scan_fwd_tf32(PROJ_SCAN_FWD_PARAMS)
 #pragma unroll
     for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) s[r] = 0.0f;
     const int col = warp * 4 + q;  // this lane's channel in the mma fragments
-    // Staging: neighbouring elements are neighbouring features of one row of x.
-    auto put = [&](int st, int wb, int f, float v) {
-        const int j = f % 8;
-        xs[st][wb][(f / 8) * 8 + 2 * (j % 4) + j / 4] = __uint_as_float(nn_tf32(v));
+    ScanOut out(gates, states, y, b0 + wl, d, B, D);
+    // Staging: thread tid reads TC_RUN neighbouring features f0.. of one row (step xst, window xwb) of a
+    // chunk and stores them rounded to TF32 where the fragments read them (f' pairs k and k + 4 of each 8).
+    const int xrow = tid / (PS_MAX_FEATURES / TC_RUN), f0 = tid % (PS_MAX_FEATURES / TC_RUN) * TC_RUN;
+    const int xst = xrow / PS_WINDOWS, xwb = xrow % PS_WINDOWS;
+    float rx[TC_RUN];
+    const float* xr = x + ((long long)xst * B + b0 + xwb) * F + f0;  // the row at the chunk being loaded
+    const long long xchunk = (long long)TC_STEPS * B * F;
+    auto load = [&](int t0) {
+        const bool row = b0 + xwb < B && t0 + xst < K;
+#pragma unroll
+        for (int r = 0; r < TC_RUN; ++r) rx[r] = row && f0 + r < F ? xr[r] : 0.0f;
+        xr += xchunk;
+    };
+    auto stage = [&]() {
+#pragma unroll
+        for (int r = 0; r < TC_RUN; ++r) {
+            const int f = f0 + r;
+            xs[xst][xwb][(f & ~7) + 2 * (f & 3) + ((f >> 2) & 1)] = __uint_as_float(nn_tf32(rx[r]));
+        }
     };
     auto chunk = [&](int t0) {
 #pragma unroll 1
@@ -542,13 +604,14 @@ ssm_proj_scan_fwd_tf32(PROJ_SCAN_FWD_PARAMS)
 #pragma unroll
                 for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
                     const float* zr = zt[wl + r];
-                    scan_step<true>(s[r], zr[lane] + bu, zr[PS_CHANNELS + lane] + ba, zr[2 * PS_CHANNELS + lane] + bi,
-                                    zr[3 * PS_CHANNELS + lane] + bg, gates, states, y, t, b0 + wl + r, d, K, B, D);
+                    out.step<true>(s[r], zr[lane] + bu, zr[PS_CHANNELS + lane] + ba, zr[2 * PS_CHANNELS + lane] + bi,
+                                   zr[3 * PS_CHANNELS + lane] + bg, r, t == K - 1, b0 + wl + r < B);
                 }
+                out.next();
             }
         }
     };
-    walk_chunks<true, TC_STEPS, TC_XC_PER_THREAD>(x, b0, K, B, F, put, chunk);
+    walk_chunks<TC_STEPS>(K, load, stage, chunk);
 }
 
 // ssm_scan_bwd_dw_tf32 — ssm_scan_bwd_dw with [x, 1]^T dz on the tensor cores. Phase A is the FP32
@@ -576,13 +639,19 @@ ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
         float u[PS_WINDOWS_PER_THREAD], a[PS_WINDOWS_PER_THREAD], i[PS_WINDOWS_PER_THREAD], s[PS_WINDOWS_PER_THREAD];
         float x[PS_X_PER_THREAD];  // element e = window * PS_MAX_FEATURES + f; the ones column at f = F
     };
-    auto load = [&](Ahead& p, int t) {
-        lanes.load(p.u, p.a, p.i, p.s, gates, states, t, D);
+    int xat[PS_X_PER_THREAD];
 #pragma unroll
-        for (int r = 0; r < PS_X_PER_THREAD; ++r) {
-            const int e = tid + r * PS_WARPS * 32;
-            p.x[r] = x_or_one(x, t, b0 + e / PS_MAX_FEATURES, e % PS_MAX_FEATURES, B, F);
-        }
+    for (int r = 0; r < PS_X_PER_THREAD; ++r) {
+        const int e = tid + r * PS_WARPS * 32;
+        xat[r] = x_or_one_at(b0 + e / PS_MAX_FEATURES, e % PS_MAX_FEATURES, B, F);
+    }
+    const long long xstep = (long long)B * F;
+    const float* xt = x + (K - 1) * xstep;  // the next step's rows, walking down with the lanes' cursors
+    auto load = [&](Ahead& p) {
+        lanes.load_next(p.u, p.a, p.i, p.s);
+#pragma unroll
+        for (int r = 0; r < PS_X_PER_THREAD; ++r) p.x[r] = x_or_one(xt, xat[r]);
+        xt -= xstep;
     };
     float acc[TC_MTILES][2][4];
 #pragma unroll
@@ -594,7 +663,7 @@ ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
     Ahead pre[TC_AHEAD];
 #pragma unroll
     for (int k = 0; k < TC_AHEAD; ++k)
-        if (K - 1 - k >= 0) load(pre[k], K - 1 - k);
+        if (K - 1 - k >= 0) load(pre[k]);  // steps K - 1, K - 2, ...
     for (int n0 = 0; n0 < K; n0 += TC_AHEAD) {
 #pragma unroll
         for (int k = 0; k < TC_AHEAD; ++k) {
@@ -615,7 +684,7 @@ ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
                 row[tc_column(lane, 2)] = __uint_as_float(nn_tf32(g4.z));
                 row[tc_column(lane, 3)] = __uint_as_float(nn_tf32(g4.w));
             }
-            if (t - TC_AHEAD >= 0) load(pre[k], t - TC_AHEAD);
+            if (t - TC_AHEAD >= 0) load(pre[k]);  // step t - TC_AHEAD: the loads walk down in order
             __syncthreads();
 #pragma unroll
             for (int ks = 0; ks < PS_WINDOWS / 8; ++ks) {
