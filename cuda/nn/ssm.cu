@@ -506,8 +506,8 @@ ssm_scan_bwd_dw(SCAN_BWD_DW_PARAMS)
 // (channel 4w + j/2, part 2 + j%2) in tile 1, so that lane (g, q) = (lane/4, lane%4) ends each
 // product holding all four parts of channel 4w + q for windows g and g + 8 of the block.
 #define TC_KSTEPS (PS_MAX_FEATURES / 8)        // mma k-steps over the (padded) features
-#define TC_X_STRIDE (PS_MAX_FEATURES + 8)      // words per window row of staged features (conflict-free)
-#define TC_DZ_STRIDE (NN_SSM_PARTS * PS_CHANNELS + 8)  // words per window row of staged dz
+#define TC_XG_STRIDE (TC_KSTEPS * 16 + 16)     // ssm_proj_scan_fwd_tf32: words per row pair (16 mod 32: no conflicts)
+#define TC_DZ_COLS (NN_SSM_PARTS * PS_CHANNELS + 4)  // columns of staged dz (2 words each; 8 mod 32 words a row)
 #define TC_Z_STRIDE (NN_SSM_PARTS * PS_CHANNELS + 4)   // words per window row of staged products (conflict-free)
 #define TC_MTILES (PS_MAX_FEATURES / 16)
 #define TC_STEPS 2  // ssm_proj_scan_fwd_tf32: steps of features staged at a time
@@ -523,8 +523,8 @@ __device__ __forceinline__ int tc_column(int c, int p) { return (c / 4) * 16 + (
 
 // ssm_proj_scan_fwd_tf32 — ssm_proj_scan_fwd with the projection on the tensor cores. The W_in
 // fragments of a warp's 16 columns stay in registers (2 tiles x TC_KSTEPS k-steps x 2); the block
-// stages the features of TC_STEPS (2) steps at a time, rounded to TF32, as xs[step][window][f'] with
-// f' pairing features k and k+4 of each group of 8 (one 8-byte load gives a0 and a2). Per step each
+// stages the features of TC_STEPS (2) steps at a time, rounded to TF32, in the order of the mma's A
+// fragments (one 16-byte load a k-step). Per step each
 // warp runs 2 x TC_KSTEPS mma and puts the products in zs[window][part * 32 + channel] (double
 // buffered, one barrier a step); then, as in ssm_proj_scan_fwd, lane l advances the recurrence of
 // channel l for the warp's two windows (scan_step with the fast sigmoid), so that every store of gates and states
@@ -533,7 +533,7 @@ __device__ __forceinline__ int tc_column(int c, int p) { return (c / 4) * 16 + (
 extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
 ssm_proj_scan_fwd_tf32(PROJ_SCAN_FWD_PARAMS)
 {
-    __shared__ __align__(16) float xs[TC_STEPS][PS_WINDOWS][TC_X_STRIDE];
+    __shared__ __align__(16) float xs[TC_STEPS][8][TC_XG_STRIDE];
     __shared__ __align__(16) float zs[2][PS_WINDOWS][TC_Z_STRIDE];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, tid = threadIdx.x;
     const int g = lane / 4, q = lane % 4;
@@ -557,7 +557,9 @@ ssm_proj_scan_fwd_tf32(PROJ_SCAN_FWD_PARAMS)
     const int col = warp * 4 + q;  // this lane's channel in the mma fragments
     ScanOut out(gates, states, y, b0 + wl, d, B, D);
     // Staging: thread tid reads TC_RUN neighbouring features f0.. of one row (step xst, window xwb) of a
-    // chunk and stores them rounded to TF32 where the fragments read them (f' pairs k and k + 4 of each 8).
+    // chunk and stores them rounded to TF32 as the mma's A fragments: windows g and g + 8 (g < 8) share
+    // a row pair, in which k-step ks, lane q holds {x[g][8ks + q], x[g + 8][8ks + q], x[g][8ks + q + 4],
+    // x[g + 8][8ks + q + 4]} = a[0..3], one 16-byte load.
     const int xrow = tid / (PS_MAX_FEATURES / TC_RUN), f0 = tid % (PS_MAX_FEATURES / TC_RUN) * TC_RUN;
     const int xst = xrow / PS_WINDOWS, xwb = xrow % PS_WINDOWS;
     float rx[TC_RUN];
@@ -573,7 +575,7 @@ ssm_proj_scan_fwd_tf32(PROJ_SCAN_FWD_PARAMS)
 #pragma unroll
         for (int r = 0; r < TC_RUN; ++r) {
             const int f = f0 + r;
-            xs[xst][xwb][(f & ~7) + 2 * (f & 3) + ((f >> 2) & 1)] = __uint_as_float(nn_tf32(rx[r]));
+            xs[xst][xwb % 8][(f / 8) * 16 + (f % 4) * 4 + xwb / 8 + 2 * ((f / 4) % 2)] = __uint_as_float(nn_tf32(rx[r]));
         }
     };
     auto chunk = [&](int t0) {
@@ -584,10 +586,9 @@ ssm_proj_scan_fwd_tf32(PROJ_SCAN_FWD_PARAMS)
                 float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
                 for (int ks = 0; ks < TC_KSTEPS; ++ks) {
-                    const float2 lo = *reinterpret_cast<const float2*>(&xs[st][g][ks * 8 + 2 * q]);
-                    const float2 hi = *reinterpret_cast<const float2*>(&xs[st][g + 8][ks * 8 + 2 * q]);
-                    const unsigned int a[4] = {__float_as_uint(lo.x), __float_as_uint(hi.x), __float_as_uint(lo.y),
-                                               __float_as_uint(hi.y)};
+                    const float4 a4 = *reinterpret_cast<const float4*>(&xs[st][g][ks * 16 + q * 4]);
+                    const unsigned int a[4] = {__float_as_uint(a4.x), __float_as_uint(a4.y), __float_as_uint(a4.z),
+                                               __float_as_uint(a4.w)};
                     nn_mma_tf32(acc[0], a, bw[0][ks]);
                     nn_mma_tf32(acc[1], a, bw[1][ks]);
                 }
@@ -616,17 +617,21 @@ ssm_proj_scan_fwd_tf32(PROJ_SCAN_FWD_PARAMS)
 
 // ssm_scan_bwd_dw_tf32 — ssm_scan_bwd_dw with [x, 1]^T dz on the tensor cores. Phase A is the FP32
 // kernel's (lane = channel, two windows a warp; scan_step_grad on the forward's gates),
-// storing dz rounded to TF32 in dzs[window][tc_column] and the features with their ones column,
-// rounded, in xs[window][f] (double buffered, one barrier a step); each step's gates, states and features
+// storing dz rounded to TF32 in column tc_column of dzs and the features with their ones column,
+// rounded, in xs, both in the order of the mma's fragments (double buffered, one barrier a step); each
+// step's gates, states and features
 // are loaded TC_AHEAD (2) steps before it is reached. Phase B: warp w adds, per step, the product of
 // the [48 x 16] block x^T (features by windows) and its [16 x 16] columns of dz into 3 x 2 mma
 // accumulators. Writes partials[ceil(B/W)][F+1][4D] as ssm_scan_bwd_dw does (row F: the bias
-// gradient's). Shared memory: 24 KB.
+// gradient's). Shared memory: 22.5 KB.
 extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
 ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
 {
-    __shared__ __align__(16) float xs[2][PS_WINDOWS][TC_X_STRIDE];
-    __shared__ __align__(16) float dzs[2][PS_WINDOWS][TC_DZ_STRIDE];
+    // [x, 1] as the mma's A fragments: in k-step ks (windows 8 ks ..) and row tile mt, lane (g, q) holds
+    // {x[w][f], x[w][f + 8], x[w + 4][f], x[w + 4][f + 8]} with w = 8 ks + q, f = 16 mt + g (one 16-byte load);
+    // dz as the B fragments: windows w and w + 4 of a column side by side (one 8-byte load).
+    __shared__ __align__(16) float xs[2][PS_WINDOWS / 8][TC_MTILES][32][4];
+    __shared__ __align__(16) float dzs[2][PS_WINDOWS / 8][4][TC_DZ_COLS][2];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, tid = threadIdx.x;
     const int g = lane / 4, q = lane % 4;
     const int d = blockIdx.x * PS_CHANNELS + lane;  // phase A: a lane per channel
@@ -639,11 +644,12 @@ ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
         float u[PS_WINDOWS_PER_THREAD], a[PS_WINDOWS_PER_THREAD], i[PS_WINDOWS_PER_THREAD], s[PS_WINDOWS_PER_THREAD];
         float x[PS_X_PER_THREAD];  // element e = window * PS_MAX_FEATURES + f; the ones column at f = F
     };
-    int xat[PS_X_PER_THREAD];
+    int xat[PS_X_PER_THREAD], xsi[PS_X_PER_THREAD];  // where element e is read, and staged (in xs[buf])
 #pragma unroll
     for (int r = 0; r < PS_X_PER_THREAD; ++r) {
-        const int e = tid + r * PS_WARPS * 32;
-        xat[r] = x_or_one_at(b0 + e / PS_MAX_FEATURES, e % PS_MAX_FEATURES, B, F);
+        const int e = tid + r * PS_WARPS * 32, w = e / PS_MAX_FEATURES, f = e % PS_MAX_FEATURES;
+        xat[r] = x_or_one_at(b0 + w, f, B, F);
+        xsi[r] = (((w / 8) * TC_MTILES + f / 16) * 32 + (f % 8) * 4 + w % 4) * 4 + (f % 16) / 8 + 2 * ((w % 8) / 4);
     }
     const long long xstep = (long long)B * F;
     const float* xt = x + (K - 1) * xstep;  // the next step's rows, walking down with the lanes' cursors
@@ -670,38 +676,34 @@ ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
             const int n = n0 + k, t = K - 1 - n, buf = n & 1;
             if (n >= K) break;
 #pragma unroll
-            for (int r = 0; r < PS_X_PER_THREAD; ++r) {
-                const int e = tid + r * PS_WARPS * 32;
-                xs[buf][e / PS_MAX_FEATURES][e % PS_MAX_FEATURES] = __uint_as_float(nn_tf32(pre[k].x[r]));
-            }
+            for (int r = 0; r < PS_X_PER_THREAD; ++r) (&xs[buf][0][0][0][0])[xsi[r]] = __uint_as_float(nn_tf32(pre[k].x[r]));
 #pragma unroll
             for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
                 const float4 g4 = lanes.grad(r, pre[k].u[r], pre[k].a[r], pre[k].i[r], pre[k].s[r], t, K,
                                              b0 + wl0 + r < B);
-                float* row = dzs[buf][wl0 + r];
-                row[tc_column(lane, 0)] = __uint_as_float(nn_tf32(g4.x));
-                row[tc_column(lane, 1)] = __uint_as_float(nn_tf32(g4.y));
-                row[tc_column(lane, 2)] = __uint_as_float(nn_tf32(g4.z));
-                row[tc_column(lane, 3)] = __uint_as_float(nn_tf32(g4.w));
+                const int w = wl0 + r;
+                float(*row)[2] = dzs[buf][w / 8][w % 4];
+                row[tc_column(lane, 0)][(w % 8) / 4] = __uint_as_float(nn_tf32(g4.x));
+                row[tc_column(lane, 1)][(w % 8) / 4] = __uint_as_float(nn_tf32(g4.y));
+                row[tc_column(lane, 2)][(w % 8) / 4] = __uint_as_float(nn_tf32(g4.z));
+                row[tc_column(lane, 3)][(w % 8) / 4] = __uint_as_float(nn_tf32(g4.w));
             }
             if (t - TC_AHEAD >= 0) load(pre[k]);  // step t - TC_AHEAD: the loads walk down in order
             __syncthreads();
 #pragma unroll
-            for (int ks = 0; ks < PS_WINDOWS / 8; ++ks) {
-                const int w0 = ks * 8 + q;  // this lane's windows in the k-step: w0 and w0 + 4
+            for (int ks = 0; ks < PS_WINDOWS / 8; ++ks) {  // this lane's windows: 8 ks + q and 8 ks + q + 4
                 unsigned int bfr[2][2];
 #pragma unroll
                 for (int tile = 0; tile < 2; ++tile) {
-                    const int cz = warp * 16 + tile * 8 + g;
-                    bfr[tile][0] = __float_as_uint(dzs[buf][w0][cz]);
-                    bfr[tile][1] = __float_as_uint(dzs[buf][w0 + 4][cz]);
+                    const float2 b2 = *reinterpret_cast<const float2*>(dzs[buf][ks][q][warp * 16 + tile * 8 + g]);
+                    bfr[tile][0] = __float_as_uint(b2.x);
+                    bfr[tile][1] = __float_as_uint(b2.y);
                 }
 #pragma unroll
                 for (int mt = 0; mt < TC_MTILES; ++mt) {
-                    const unsigned int a[4] = {__float_as_uint(xs[buf][w0][mt * 16 + g]),
-                                               __float_as_uint(xs[buf][w0][mt * 16 + g + 8]),
-                                               __float_as_uint(xs[buf][w0 + 4][mt * 16 + g]),
-                                               __float_as_uint(xs[buf][w0 + 4][mt * 16 + g + 8])};
+                    const float4 a4 = *reinterpret_cast<const float4*>(xs[buf][ks][mt][lane]);
+                    const unsigned int a[4] = {__float_as_uint(a4.x), __float_as_uint(a4.y), __float_as_uint(a4.z),
+                                               __float_as_uint(a4.w)};
                     nn_mma_tf32(acc[mt][0], a, bfr[0]);
                     nn_mma_tf32(acc[mt][1], a, bfr[1]);
                 }
