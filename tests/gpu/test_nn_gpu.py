@@ -350,12 +350,23 @@ def test_losses(cuda_rt, ref_rt, rng):
         for a, b in zip(got[:3], again[:3]):
             assert np.array_equal(a, b)
     v, v_next = rng.standard_normal(B).astype(np.float32), rng.standard_normal(B).astype(np.float32)
-    (_, _, adv, *_), _ = compare(cuda_rt, ref_rt, losses.VALUE_LOSS, losses.grid_for(B), 256, [
-        poisoned(B), poisoned(B), poisoned(B), v, v_next, ret, gamma_n, done, B], 1e-5)
     pl = rng.standard_normal((B, 5)).astype(np.float32)
-    q = np.where(valid_actions(rng.integers(-1, 2, B)), rng.standard_normal((B, 5)) * 2, Q_INVALID).astype(np.float32)
-    compare(cuda_rt, ref_rt, losses.POLICY_LOSS, losses.grid_for(B), 256, [
-        poisoned((B, 5)), poisoned(B), pl, q, isv, B], 1e-4)
+    side = rng.integers(-1, 2, B)
+    q = np.where(valid_actions(side), rng.standard_normal((B, 5)) * 2, Q_INVALID).astype(np.float32)
+    vp_args = [poisoned(B), poisoned(B), poisoned(B), v, v_next, ret, gamma_n, done, poisoned((B, 5)), poisoned(B),
+               pl, q, isv, B]
+    got = run_kernel(cuda_rt, losses.VALUE_POLICY_LOSS, losses.grid_for(B), 256, [
+        a.copy() if isinstance(a, np.ndarray) else a for a in vp_args])
+    want = run_kernel(ref_rt, losses.VALUE_POLICY_LOSS, losses.grid_for(B), 256, [
+        a.copy() if isinstance(a, np.ndarray) else a for a in vp_args])
+    # the value's (the kernel's contracted fma: a tolerance) and the policy's outputs (expf, logf)
+    for i, what, rtol in ((0, "grad_v", 1e-5), (1, "loss_v", 1e-5), (2, "advantage", 1e-5), (8, "grad_pi", 1e-4),
+                          (9, "loss_pi", 1e-4)):
+        assert not np.isnan(got[i]).any(), f"value_policy_loss {what}: unwritten elements"
+        assert_close(got[i], want[i], rtol, f"value_policy_loss {what}")
+    for i in (3, 4, 5, 6, 7, 10, 11):
+        assert np.array_equal(got[i], vp_args[i]), f"value_policy_loss wrote input {i}"
+    assert np.all(got[8][~valid_actions(side)] == 0), "no gradient on an invalid action's logit"
     x = (rng.standard_normal((B, 9)) * 3).astype(np.float32)
     y = (rng.random((B, 9)) < 0.5).astype(np.float32)
     mask = (rng.random((B, 9)) < 0.8).astype(np.float32)
