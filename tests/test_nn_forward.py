@@ -212,8 +212,11 @@ def test_c51_distribution(ref_rt, rng):
     isv = isv_values(c51_v_min=-4.0, c51_v_max=6.0)
     rows = rng.standard_normal((B, stride)).astype(np.float32)
     rows[:, 2] = [-1, 0, 1, 1, 0, -1]  # the side feature, column 2 of each row
-    probs, q, *_ = run_kernel(ref_rt, heads.C51_DISTRIBUTION, 1, 256,
-                              [poisoned((B, 5, 51)), poisoned((B, 5)), logits, isv, rows.ravel()[2:].copy(), stride, B])
+    side = rows.ravel()[2:].copy()
+    probs, q, _, _, unread_probs, unread_q, *_ = run_kernel(ref_rt, heads.C51_DISTRIBUTION, 1, 256, [
+        poisoned((B, 5, 51)), poisoned((B, 5)), logits, side, poisoned((B, 5, 51)), poisoned((B, 5)), logits, side,
+        isv, stride, B])
+    assert np.isnan(unread_probs).all() and np.isnan(unread_q).all(), "grid.y = 1: the second head is not written"
     z = np.linspace(-4.0, 6.0, 51)
     valid = {-1: (HOLD, LONG, FLAT_FROM_SHORT), 0: (HOLD, LONG, SHORT), 1: (HOLD, SHORT, FLAT_FROM_LONG)}
     for b in range(B):
@@ -226,6 +229,21 @@ def test_c51_distribution(ref_rt, rng):
             else:
                 assert q[b, a] == Q_INVALID, "an action that changes nothing is never taken"
     assert np.allclose(probs.sum(-1), 1, atol=1e-6)
+
+
+def test_c51_distribution_two_heads_as_two_launches(ref_rt, rng):
+    """grid.y = 2: each head gets the bits a launch of its own gives it."""
+    B, stride = 5, 4
+    isv = isv_values(c51_v_min=-3.0, c51_v_max=2.0)
+    logits = [rng.standard_normal((B, heads.Q_OUTPUTS)).astype(np.float32) * 2 for _ in range(2)]
+    sides = [rng.integers(-1, 2, B * stride).astype(np.float32) for _ in range(2)]
+    out = lambda: [poisoned((B, 5, 51)), poisoned((B, 5))]  # noqa: E731
+    both = run_kernel(ref_rt, heads.C51_DISTRIBUTION, (1, 2), 256, [
+        *out(), logits[0], sides[0], *out(), logits[1], sides[1], isv, stride, B])
+    for h in range(2):
+        alone = run_kernel(ref_rt, heads.C51_DISTRIBUTION, 1, 256, [
+            *out(), logits[h], sides[h], *out(), logits[h], sides[h], isv, stride, B])
+        assert both[4 * h].tobytes() == alone[0].tobytes() and both[4 * h + 1].tobytes() == alone[1].tobytes()
 
 
 def naive_projection(next_probs, next_q, ret, gamma_n, done, v_min, v_max):

@@ -109,12 +109,20 @@ def test_c51_loss_gradient(ref_rt, rng):
     check("c51 cross-entropy dlogits", grad, num, RTOL)
 
 
+def value_policy_loss(rt, B, v=None, v_next=None, ret=None, gamma_n=None, done=None, logits=None, q=None, isv=None):
+    """value_policy_loss on the reference backend; inputs of the head not under test are zeros (q: all valid)."""
+    z = np.zeros(B, np.float32)
+    args = [poisoned(B), poisoned(B), poisoned(B), *(z if a is None else a for a in (v, v_next, ret, gamma_n, done)),
+            poisoned((B, 5)), poisoned(B), np.zeros((B, 5), np.float32) if logits is None else logits,
+            np.zeros((B, 5), np.float32) if q is None else q, isv_values() if isv is None else isv, B]
+    return run_kernel(rt, losses.VALUE_POLICY_LOSS, 1, 256, args)
+
+
 def test_value_loss_gradient(ref_rt, rng):
     B = 5
     v, v_next, ret, gamma_n = (rng.standard_normal(B).astype(np.float32) for _ in range(4))
     done = (rng.random(B) < 0.4).astype(np.float32)
-    grad, loss, adv, *_ = run_kernel(ref_rt, losses.VALUE_LOSS, 1, 256, [
-        poisoned(B), poisoned(B), poisoned(B), v, v_next, ret, gamma_n, done, B])
+    grad, loss, adv, *_ = value_policy_loss(ref_rt, B, v, v_next, ret, gamma_n, done)
     y = F.value_target(v_next.astype(np.float64), ret, gamma_n, done)
     assert np.allclose(adv, y - v, atol=1e-6)
     check("value MSE dv", grad, numeric_grad(lambda u: float(F.value_loss(u, y).mean()), v), RTOL)
@@ -126,7 +134,8 @@ def test_policy_distillation_gradient(ref_rt, rng):
     side = np.array([-1, 0, 1, 1, 0, -1])
     q = np.where(valid_actions(side), rng.standard_normal((B, 5)), Q_INVALID).astype(np.float32)
     isv = isv_values(distill_temperature=0.3)
-    grad, loss, *_ = run_kernel(ref_rt, losses.POLICY_LOSS, 1, 256, [poisoned((B, 5)), poisoned(B), logits, q, isv, B])
+    out = value_policy_loss(ref_rt, B, logits=logits, q=q, isv=isv)
+    grad, loss = out[8], out[9]
     t = np.exp(q.astype(np.float64) / 0.3 - (q.astype(np.float64) / 0.3).max(1, keepdims=True))
     t = np.where(valid_actions(side), t, 0)
     t /= t.sum(1, keepdims=True)

@@ -53,8 +53,8 @@ def test_graph_replay_equals_eager(ref_rt):
     upload_step(graphed, steps[0])
     with ref_rt.capture(name="replay step") as cap:
         graphed.step()
-    # push; scan + write; sample (weights included); update; one subtree launch (capacity <= SUBTREE_SPAN)
-    assert cap.graph.kernel_count == graphed.launches_per_step == 1 + 2 + 1 + 1 + 1
+    # push; scan + write; sample (weights included); the priorities and the tree's sums
+    assert cap.graph.kernel_count == graphed.launches_per_step == 1 + 2 + 1 + 1
     for s in steps:
         upload_step(eager, s)
         eager.step()
@@ -70,8 +70,8 @@ def test_graph_replay_equals_eager(ref_rt):
 @pytest.mark.parametrize("capacity", [2, 1024, 2048, 1 << 16, 1 << 20])
 def test_launches_per_step(ref_rt, capacity):
     rb = ReplayBuffer(ref_rt, IsvBus(ref_rt), capacity=capacity, width=WIDTH, n_backtests=1, batch=1)
-    assert len(rb.rebuild_plans) == 1
-    assert rb.launches_per_step == 1 + 2 + 1 + 1 + 1
+    assert len(rb.update_plans) == len(rb.rebuild_plans) == 1
+    assert rb.launches_per_step == 1 + 2 + 1 + 1  # push; flush scan and write; sample; priorities and sums
     rb.close()
 
 

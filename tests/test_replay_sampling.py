@@ -5,13 +5,12 @@ import pytest
 from foxc.isv import IsvBus
 from foxc.replay import ReplayBuffer
 from foxc.replay.layout import CTR_LENGTH, CTR_WRITE_HEAD, PRIORITY_EPS, SUBTREE_SPAN, WALK_DEPTH
-from foxc.replay.priority import subtree_sums
 from foxc.replay.sampling import tree_walk
 from replay_helpers import WIDTH, chi_square_sf, random_step, upload_step
 
 
 def build_tree(leaves: np.ndarray, dtype=np.float64) -> np.ndarray:
-    """Internal sums level by level: tree[k] = tree[2k] + tree[2k+1], the adds replay_tree_subtrees does."""
+    """Internal sums level by level: tree[k] = tree[2k] + tree[2k+1], the adds replay_update_tree does."""
     cap = leaves.size
     tree = np.zeros(2 * cap, dtype)
     tree[cap:] = leaves
@@ -73,22 +72,6 @@ def test_subtree_rebuild_has_the_level_by_level_bits(ref_rt, rng, cap):
     assert len(rb.rebuild_plans) == 1
     assert np.isnan(got[0]) and np.array_equal(got[1:], build_tree(leaves)[1:])
     rb.close()
-
-
-def test_subtree_sums_cover_only_their_blocks(rng):
-    """A partial grid writes exactly the subtrees of its blocks, and nothing at or above their level."""
-    level, span, blocks = 64, 16, 3
-    tree = np.full(2 * level, np.nan)
-    tree[level:] = rng.random(level)
-    subtree_sums(tree, level, span, blocks)
-    full = build_tree(tree[level:])
-    written = ~np.isnan(tree[:level])
-    want = np.zeros(level, bool)
-    for w in (8, 4, 2, 1):
-        top = level // span
-        want[top * w:(top + blocks) * w] = True
-    assert np.array_equal(written, want)
-    assert np.array_equal(tree[:level][want], full[:level][want])
 
 
 def lookahead_walk(tree, u, cap):
@@ -192,8 +175,9 @@ def test_empty_buffer_samples_nothing(ref_rt):
     assert np.all(rb.export_state()["tree"] == 0.0)
 
 
-def test_priority_update_matches_naive(ref_rt, rng):
-    cap, batch = 64, 40
+@pytest.mark.parametrize("cap,batch", [(64, 40), (4 * SUBTREE_SPAN, 3000)])
+def test_priority_update_matches_naive(ref_rt, rng, cap, batch):
+    """The batch's leaves and the running max, then every internal node summed over the new leaves (one launch)."""
     isv = IsvBus(ref_rt)
     isv["per_alpha"] = 0.6
     rb = ReplayBuffer(ref_rt, isv, capacity=cap, width=WIDTH, n_backtests=1, batch=batch)
@@ -218,6 +202,8 @@ def test_priority_update_matches_naive(ref_rt, rng):
         want[nan_leaf] = 0.0
     assert np.allclose(st["tree"][cap:], want, rtol=1e-6)
     assert np.isclose(st["max_priority"][0], largest, rtol=1e-6)
+    assert st["tree"][0] == 0.0 and np.array_equal(st["tree"][1:cap], build_tree(st["tree"][cap:])[1:cap])
+    assert len(rb.update_plans) == 1
 
 
 def test_same_seed_same_samples(ref_rt, rng):

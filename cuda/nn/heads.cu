@@ -5,18 +5,29 @@
 #include "foxc/isv_slots.h"
 #include "foxc/nn_math.cuh"
 
-// c51_distribution — one warp per (b, action) row, warp-strided over the B*5 rows (any 1-D
-// launch of 32-multiple blocks works; plans use 256-thread blocks, one row per warp). Lane l holds
-// atoms l and l + 32 (< 51). Reads logits[B, 5, 51], the support bounds isv[ISV_C51_V_MIN],
-// isv[ISV_C51_V_MAX] and side[b * side_stride] (the sign of b's position, the state's side
-// feature); writes probs[B, 5, 51] (softmax over the atoms) and q[B, 5] = sum_j p_j z_j, with
+// c51_distribution — the distributions of one or two C51 heads on B states each: blockIdx.y picks
+// the head (grid.y = 1: head 0 only, head 1's pointers are not read; 2: both, e.g. the learner's
+// target head on the next states and its online head). Within a head, one warp per (b, action)
+// row, warp-strided over the B*5 rows (any 1-D grid.x of 32-multiple blocks works; plans use
+// 256-thread blocks, one row per warp). Lane l holds atoms l and l + 32 (< 51). Reads
+// logits[B, 5, 51], the support bounds isv[ISV_C51_V_MIN], isv[ISV_C51_V_MAX] and
+// side[b * side_stride] (the sign of b's position, the state's side feature); writes
+// probs[B, 5, 51] (softmax over the atoms) and q[B, 5] = sum_j p_j z_j, with
 // z_j = v_min + j (v_max - v_min) / 50, or AGENT_Q_INVALID for an action that changes nothing
 // for that side (agent_action_valid): an argmax over q (acting, the C51 target) never picks one.
 // Sums are fixed butterfly reductions.
 extern "C" __global__ void __launch_bounds__(256)
-c51_distribution(float* __restrict__ probs, float* __restrict__ q, const float* __restrict__ logits,
-                 const float* __restrict__ isv, const float* __restrict__ side, int side_stride, int B)
+c51_distribution(float* __restrict__ probs0, float* __restrict__ q0, const float* __restrict__ logits0,
+                 const float* __restrict__ side0, float* __restrict__ probs1, float* __restrict__ q1,
+                 const float* __restrict__ logits1, const float* __restrict__ side1, const float* __restrict__ isv,
+                 int side_stride, int B)
 {
+    if (blockIdx.y > 1) return;
+    const bool head1 = blockIdx.y == 1;
+    float* __restrict__ probs = head1 ? probs1 : probs0;
+    float* __restrict__ q = head1 ? q1 : q0;
+    const float* __restrict__ logits = head1 ? logits1 : logits0;
+    const float* __restrict__ side = head1 ? side1 : side0;
     const int lane = threadIdx.x & 31;
     const int warps = (gridDim.x * blockDim.x) >> 5;
     const float v_min = isv[ISV_C51_V_MIN];

@@ -90,36 +90,32 @@ c51_loss(float* __restrict__ grad_logits, float* __restrict__ loss, float* __res
     }
 }
 
-// value_loss — 1-D grid over B threads. Target y = ret + gamma_n (1 - done) v_next (v_next held
-// constant). Reads v[B], v_next[B], ret, gamma_n, done; writes loss[b] = (v - y)^2,
-// advantage[b] = y - v (the policy's baseline-corrected return) and grad_v[b] = 2 (v - y) / B.
+// value_policy_loss — 1-D grid over B threads (256-thread blocks): thread b does the value head's
+// loss, then the policy head's (independent: one launch for two heads of a few flops a sample).
+// Value: target y = ret + gamma_n (1 - done) v_next (v_next held constant). Reads v[B], v_next[B],
+// ret, gamma_n, done; writes loss_v[b] = (v - y)^2, advantage[b] = y - v (the policy's
+// baseline-corrected return) and grad_v[b] = 2 (v - y) / B.
+// Policy, distilled from the C51 head: reads pi_logits[B,5], q[B,5] (the online C51 means on the
+// same states, held constant; AGENT_Q_INVALID where an action changes nothing) and
+// isv[ISV_DISTILL_TEMPERATURE] = T. Over the valid actions, target t = softmax(q / T) and
+// pi = softmax(pi_logits); writes loss_pi[b] = KL(t || pi) = sum t (log t - log pi) and
+// grad_pi[b,k] = (pi_k - t_k) / B (0 on invalid actions, whose logits the policy never uses).
 extern "C" __global__ void __launch_bounds__(256)
-value_loss(float* __restrict__ grad_v, float* __restrict__ loss, float* __restrict__ advantage,
-           const float* __restrict__ v, const float* __restrict__ v_next, const float* __restrict__ ret,
-           const float* __restrict__ gamma_n, const float* __restrict__ done, int B)
+value_policy_loss(float* __restrict__ grad_v, float* __restrict__ loss_v, float* __restrict__ advantage,
+                  const float* __restrict__ v, const float* __restrict__ v_next, const float* __restrict__ ret,
+                  const float* __restrict__ gamma_n, const float* __restrict__ done, float* __restrict__ grad_pi,
+                  float* __restrict__ loss_pi, const float* __restrict__ pi_logits, const float* __restrict__ q,
+                  const float* __restrict__ isv, int B)
 {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
     const float y = ret[b] + gamma_n[b] * (1.0f - done[b]) * v_next[b];
     const float adv = y - v[b];
-    loss[b] = adv * adv;
+    loss_v[b] = adv * adv;
     advantage[b] = adv;
     grad_v[b] = -2.0f * adv / (float)B;
-}
 
-// policy_loss — 1-D grid over B threads: the policy head distilled from the C51 head.
-// Reads logits[B,5] (the policy's), q[B,5] (the online C51 means on the same states, held
-// constant; AGENT_Q_INVALID where an action changes nothing) and isv[ISV_DISTILL_TEMPERATURE] = T.
-// Over the valid actions, target t = softmax(q / T) and pi = softmax(logits); writes
-// loss[b] = KL(t || pi) = sum t (log t - log pi) and grad_logits[b,k] = (pi_k - t_k) / B (0 on
-// invalid actions, whose logits the policy never uses).
-extern "C" __global__ void __launch_bounds__(256)
-policy_loss(float* __restrict__ grad_logits, float* __restrict__ loss, const float* __restrict__ logits,
-            const float* __restrict__ q, const float* __restrict__ isv, int B)
-{
-    const int b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= B) return;
-    const float* l = logits + (long long)b * NN_N_ACTIONS;
+    const float* l = pi_logits + (long long)b * NN_N_ACTIONS;
     const float* qb = q + (long long)b * NN_N_ACTIONS;
     const float inv_t = 1.0f / fmaxf(isv[ISV_DISTILL_TEMPERATURE], 1e-6f);
     bool valid[NN_N_ACTIONS];
@@ -148,9 +144,9 @@ policy_loss(float* __restrict__ grad_logits, float* __restrict__ loss, const flo
             kl += t * (log_t - log_pi);
             g = (expf(log_pi) - t) * inv_b;
         }
-        grad_logits[(long long)b * NN_N_ACTIONS + k] = g;
+        grad_pi[(long long)b * NN_N_ACTIONS + k] = g;
     }
-    loss[b] = kl;
+    loss_pi[b] = kl;
 }
 
 // bce_masked — 1-D grid-stride over rows*cols elements (256-thread blocks). Reads logits, labels

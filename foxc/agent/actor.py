@@ -63,7 +63,7 @@ class Actor:
         trunk = Linear(rt, params, "rl_w", "rl_b", self.state, self.z, B, S, R, ACT_RELU, precision=precision)
         q = Linear(rt, params, "dqn_w", "dqn_b", self.z, self.q_logits, B, R, Q_OUTPUTS, precision=precision)
         heads = [*trunk.forward, *q.forward,
-                 plan_c51_distribution(rt, self.q_probs, self.q, self.q_logits, isv, side, S, B)]
+                 plan_c51_distribution(rt, [(self.q_probs, self.q, self.q_logits, side)], isv, S, B)]
         self.policy_logits = None
         if actor == "policy":
             self.policy_logits = dev((B, N_ACTIONS), np.float32, "act_policy_logits")

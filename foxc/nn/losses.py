@@ -1,7 +1,8 @@
 """Losses and their gradients (cuda/nn/losses.cu): C51 cross-entropy, value MSE, policy distillation, masked BCE.
 
 Per-sample losses are written out (the C51 one also a |TD| for the priorities); the gradients
-are those of the batch mean, so they already carry the 1/B. `loss_means` reduces the four
+are those of the batch mean, so they already carry the 1/B. The value and policy losses, a few
+flops a sample each, share one launch (`value_policy_loss`). `loss_means` reduces the four
 per-sample losses to their means in one launch, each in a fixed order.
 """
 from __future__ import annotations
@@ -20,12 +21,11 @@ C51_LOSS = KernelSpec("c51_loss", MODULE, (
     ptr("grad_logits"), ptr("loss"), ptr("td_error"), ptr("logits"), ptr("next_probs"), ptr("next_q"),
     ptr("action"), ptr("ret"), ptr("gamma_n"), ptr("done"), ptr("weight"), ptr("isv"), i32("B")),
     doc="C51 projection of the n-step target, cross-entropy, |TD|, importance-weighted gradient")
-VALUE_LOSS = KernelSpec("value_loss", MODULE, (
-    ptr("grad_v"), ptr("loss"), ptr("advantage"), ptr("v"), ptr("v_next"), ptr("ret"), ptr("gamma_n"), ptr("done"),
-    i32("B")), doc="(v - y)^2 with y = ret + gamma_n (1 - done) v_next; advantage = y - v")
-POLICY_LOSS = KernelSpec("policy_loss", MODULE, (
-    ptr("grad_logits"), ptr("loss"), ptr("logits"), ptr("q"), ptr("isv"), i32("B")),
-    doc="KL(softmax(q / T) || pi) over the valid actions (q > Q_INVALID / 2), T = ISV distill_temperature")
+VALUE_POLICY_LOSS = KernelSpec("value_policy_loss", MODULE, (
+    ptr("grad_v"), ptr("loss_v"), ptr("advantage"), ptr("v"), ptr("v_next"), ptr("ret"), ptr("gamma_n"), ptr("done"),
+    ptr("grad_pi"), ptr("loss_pi"), ptr("pi_logits"), ptr("q"), ptr("isv"), i32("B")),
+    doc="value: (v - y)^2 with y = ret + gamma_n (1 - done) v_next, advantage = y - v; policy: KL(softmax(q / T) "
+        "|| pi) over the valid actions (q > Q_INVALID / 2), T = ISV distill_temperature; one thread a sample")
 BCE_MASKED = KernelSpec("bce_masked", MODULE, (
     ptr("grad"), ptr("loss"), ptr("logits"), ptr("labels"), ptr("mask"), i32("rows"), i32("cols")),
     doc="mask * BCE-with-logits and its gradient / rows")
@@ -50,28 +50,25 @@ def _c51_loss(launch, grad_logits, loss, td_error, logits, next_probs, next_q, a
     grad_logits.f32(B * Q_OUTPUTS)[:] = g.ravel()
 
 
-@reference(VALUE_LOSS)
-def _value_loss(launch, grad_v, loss, advantage, v, v_next, ret, gamma_n, done, B):
+@reference(VALUE_POLICY_LOSS)
+def _value_policy_loss(launch, grad_v, loss_v, advantage, v, v_next, ret, gamma_n, done, grad_pi, loss_pi, pi_logits,
+                       q, isv, B):
     B = int(B)
     y = F.value_target(v_next.f32(B), ret.f32(B), gamma_n.f32(B), done.f32(B))
     adv = y - v.f32(B)
-    loss.f32(B)[:] = adv * adv
+    loss_v.f32(B)[:] = adv * adv
     advantage.f32(B)[:] = adv
     grad_v.f32(B)[:] = np.float32(-2) * adv / np.float32(B)
 
-
-@reference(POLICY_LOSS)
-def _policy_loss(launch, grad_logits, loss, logits, q, isv, B):
-    B = int(B)
     T = max(isv.f32()[slot_index("distill_temperature")], np.float32(1e-6))
-    lg = logits.f32(B * N_ACTIONS).reshape(B, N_ACTIONS)
+    lg = pi_logits.f32(B * N_ACTIONS).reshape(B, N_ACTIONS)
     qv = q.f32(B * N_ACTIONS).reshape(B, N_ACTIONS)
     target, valid = F.distill_target(qv, T)
     z = np.where(valid, lg, -np.inf)
     pi = np.exp(z - z.max(axis=1, keepdims=True))
     pi = pi / pi.sum(axis=1, keepdims=True)
-    loss.f32(B)[:] = F.distill_loss(lg, qv, T)
-    grad_logits.f32(B * N_ACTIONS)[:] = np.where(valid, (pi - target) / np.float32(B), 0).astype(np.float32).ravel()
+    loss_pi.f32(B)[:] = F.distill_loss(lg, qv, T)
+    grad_pi.f32(B * N_ACTIONS)[:] = np.where(valid, (pi - target) / np.float32(B), 0).astype(np.float32).ravel()
 
 
 @reference(BCE_MASKED)
@@ -108,12 +105,10 @@ def plan_c51_loss(rt, grad_logits, loss, td_error, logits, next_probs, next_q, a
                                                   ret, gamma_n, done, weight, isv, B))
 
 
-def plan_value_loss(rt, grad_v, loss, advantage, v, v_next, ret, gamma_n, done, B: int):
-    return rt.plan(VALUE_LOSS, grid_for(B), BLOCK, (grad_v, loss, advantage, v, v_next, ret, gamma_n, done, B))
-
-
-def plan_policy_loss(rt, grad_logits, loss, logits, q, isv, B: int):
-    return rt.plan(POLICY_LOSS, grid_for(B), BLOCK, (grad_logits, loss, logits, q, isv, B))
+def plan_value_policy_loss(rt, grad_v, loss_v, advantage, v, v_next, ret, gamma_n, done, grad_pi, loss_pi, pi_logits,
+                           q, isv, B: int):
+    return rt.plan(VALUE_POLICY_LOSS, grid_for(B), BLOCK, (grad_v, loss_v, advantage, v, v_next, ret, gamma_n, done,
+                                                           grad_pi, loss_pi, pi_logits, q, isv, B))
 
 
 def plan_bce_masked(rt, grad, loss, logits, labels, mask, rows: int, cols: int):

@@ -275,11 +275,11 @@ class RlHeads:
     params.grad. The heads do not train the encoder: a replayed state's h came from windows the
     encoder is not processing in this step. `td_error` (float32 [B]), when given, is where the C51
     loss writes |TD| (the replay's priority input reads it there), else the heads own one.
-    The three trunk passes run as one launch, so do the two Q heads and the narrow heads (policy,
-    value, next value, and `with_narrow`: other heads' independent layers of that tiling, which the
-    Learner hands in so the perception head's forward joins that launch); the policy's and value's
-    dW + db passes run as one launch too (with every other pass of the same GradPartials keyed
-    NARROW_GRADS: the Learner's perception head).
+    The three trunk passes run as one launch, so do the two Q heads, their two distributions, the value
+    and policy losses, and the narrow heads (policy, value, next value, and `with_narrow`: other heads'
+    independent layers of that tiling, which the Learner hands in so the perception head's forward joins
+    that launch); the policy's and value's dW + db passes run as one launch too (with every other pass
+    of the same GradPartials keyed NARROW_GRADS: the Learner's perception head).
     """
 
     def __init__(self, rt, params: Parameters, s_t, s_tp1, action, ret, gamma_n, done, weight, isv,
@@ -318,13 +318,12 @@ class RlHeads:
             *forward_together(rt, [trunk, trunk_next, trunk_target], precision, "rl_trunks"),
             *forward_together(rt, [q, q_next], precision, "q_heads"),
             *forward_together(rt, [*with_narrow, pi, v, v_next], precision, "narrow_heads"),
-            heads.plan_c51_distribution(rt, self.next_probs, self.next_q, self.next_logits, isv, s_tp1.at(side), S, B),
-            heads.plan_c51_distribution(rt, self.q_probs, self.q, self.q_logits, isv, s_t.at(side), S, B),
+            heads.plan_c51_distribution(rt, [(self.next_probs, self.next_q, self.next_logits, s_tp1.at(side)),
+                                             (self.q_probs, self.q, self.q_logits, s_t.at(side))], isv, S, B),
             losses.plan_c51_loss(rt, self.dq_logits, self.loss_q, self.td_error, self.q_logits, self.next_probs,
                                  self.next_q, action, ret, gamma_n, done, weight, isv, B),
-            losses.plan_value_loss(rt, self.dv, self.loss_v, self.advantage, self.v, self.v_next, ret, gamma_n,
-                                   done, B),
-            losses.plan_policy_loss(rt, self.dpi_logits, self.loss_pi, self.pi_logits, self.q, isv, B),
+            losses.plan_value_policy_loss(rt, self.dv, self.loss_v, self.advantage, self.v, self.v_next, ret, gamma_n,
+                                          done, self.dpi_logits, self.loss_pi, self.pi_logits, self.q, isv, B),
         ]
         self.backward = [*q.backward, *trunk.backward, *pi.backward, *v.backward]
         if own:

@@ -3,7 +3,7 @@
     rb = ReplayBuffer(rt, isv, capacity=65536, n_backtests=1024, batch=1024, width=132, seed=7)
     rb.inputs["h_t"].upload(...)         # or pass other components' arrays as `inputs=`
     rb.push(); rb.flush(); rb.sample()   # rb.sampled["h_t"], ["weight"], ["index"], ...
-    rb.inputs["td"] <- |TD| of the batch; rb.update_priorities(); rb.rebuild()
+    rb.inputs["td"] <- |TD| of the batch; rb.update_priorities()   # leaves, then the tree's sums
 
 Every method only launches prebuilt plans on the stream: no allocation, no
 host reads and no host branches on device data, so a whole step can be
@@ -22,7 +22,7 @@ from ..rng import seed_states
 from .layout import (CTR_COUNT, MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS, MAX_WIDTH, N_STEP_MAX, REDUCE_BLOCK,
                      RING_COLS, ROW_BLOCK, TR_COLS)
 from .nstep import FLUSH_SCAN, FLUSH_WRITE, RING_PUSH
-from .priority import UPDATE_PRIORITIES, rebuild_plans
+from .priority import plan_update_tree
 from .sampling import SAMPLE
 
 # name -> (shape given capacity C, envs E, batch S, ring length N, row width W; dtype)
@@ -42,7 +42,7 @@ _SCRATCH = {
     "flush": (lambda C, E, S, N, W: (E, 2), np.int32),
     "offsets": (lambda C, E, S, N, W: (E,), np.uint32),
     "ticket": (lambda C, E, S, N, W: (1,), np.uint32),  # replay_sample's finished-block count: 0 between launches
-    "tree_ticket": (lambda C, E, S, N, W: (1,), np.uint32),  # replay_tree_subtrees' finished-block count: the same
+    "tree_ticket": (lambda C, E, S, N, W: (1,), np.uint32),  # replay_update_tree's finished-block count: the same
 }
 INPUTS = {
     "h_t": (lambda E, S, W: (E, W), np.float32),
@@ -112,9 +112,9 @@ class ReplayBuffer(Component):
             s["tree"], s["counters"], s["store_h_t"], s["store_h_tp1"], s["store_rows"], s["rng"], self.isv,
             o["h_t"], o["h_tp1"], o["action"], o["return"], o["return_raw"], o["done"], o["log_pi"],
             o["gamma_n"], o["index"], o["prob"], o["weight"], x["ticket"], S, C, W))]
-        self.update_plans = [rt.plan(UPDATE_PRIORITIES, 1, REDUCE_BLOCK, (
-            s["tree"], o["index"], i["td"], self.isv, s["max_priority"], S, C))]
-        self.rebuild_plans = rebuild_plans(rt, s["tree"], x["tree_ticket"], C)
+        tree = (s["tree"], s["max_priority"], x["tree_ticket"], o["index"], i["td"], self.isv)
+        self.update_plans = [plan_update_tree(rt, *tree, S, C)]
+        self.rebuild_plans = [plan_update_tree(rt, *tree, 0, C)]  # no sample: the sums alone
 
     def _run(self, plans, stream):
         stream = stream or self.rt.stream
@@ -135,22 +135,22 @@ class ReplayBuffer(Component):
         self._run(self.sample_plans, stream)
 
     def update_priorities(self, stream=None):
-        """Set the sampled leaves' priorities from input td (|TD error|)."""
+        """Set the sampled leaves' priorities from input td (|TD error|), then recompute the tree's internal
+        sums (the flushed leaves' too): one launch."""
         self._run(self.update_plans, stream)
 
     def rebuild(self, stream=None):
-        """Recompute the tree's internal sums: subtrees of SUBTREE_SPAN leaves, then their top (two launches)."""
+        """Recompute the tree's internal sums alone, after leaves were written some other way."""
         self._run(self.rebuild_plans, stream)
 
     def step(self, stream=None):
-        """push, flush, sample, update_priorities, rebuild: what a training step launches (TD comes from outside)."""
-        for part in (self.push, self.flush, self.sample, self.update_priorities, self.rebuild):
+        """push, flush, sample, update_priorities: what a training step launches (TD comes from outside)."""
+        for part in (self.push, self.flush, self.sample, self.update_priorities):
             part(stream)
 
     @property
     def launches_per_step(self) -> int:
-        return sum(len(p) for p in (self.push_plans, self.flush_plans, self.sample_plans, self.update_plans,
-                                    self.rebuild_plans))
+        return sum(len(p) for p in (self.push_plans, self.flush_plans, self.sample_plans, self.update_plans))
 
     # --- state outside a step -----------------------------------------------------
     def reset(self):

@@ -61,8 +61,8 @@ def render_header() -> str:
         ("CTR_FLUSH_TOTAL", CTR_FLUSH_TOTAL, "transitions emitted by the latest flush (may exceed capacity)"),
         ("CTR_COUNT", CTR_COUNT, ""),
         ("REPLAY_PRIORITY_EPS", PRIORITY_EPS, "added to |TD| so no stored transition has priority 0"),
-        ("REPLAY_REDUCE_BLOCK", REDUCE_BLOCK, "block of the single-block scan and priority kernels"),
-        ("REPLAY_SUBTREE_SPAN", SUBTREE_SPAN, "leaves (or level nodes) one block of replay_tree_subtrees sums up"),
+        ("REPLAY_REDUCE_BLOCK", REDUCE_BLOCK, "block of the single-block flush scan"),
+        ("REPLAY_SUBTREE_SPAN", SUBTREE_SPAN, "leaves one block of replay_update_tree owns and sums up"),
         ("REPLAY_SUBTREE_BLOCK", SUBTREE_BLOCK, "its block: one thread per node of the subtree's widest level"),
         ("REPLAY_WALK_DEPTH", WALK_DEPTH, "tree levels per lookahead round of replay_sample's walk (30 nodes, a warp)"),
     ])

@@ -1,4 +1,5 @@
-"""Priority updates and the sum-tree rebuild in shared-memory subtrees (cuda/replay/priority.cu) with numpy references."""
+"""The batch's priorities into the sum-tree and the tree's sums in one launch (cuda/replay/priority.cu), with its
+numpy reference."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,14 +10,13 @@ from .layout import PRIORITY_EPS, SUBTREE_BLOCK, SUBTREE_SPAN
 
 MODULE = "replay/priority"
 
-UPDATE_PRIORITIES = KernelSpec(
-    "replay_update_priorities", MODULE,
-    (ptr("tree"), ptr("index"), ptr("td"), ptr("isv"), ptr("max_priority"), i32("batch"), i32("capacity")),
-    doc="leaf = (|td| + eps)^alpha, last of each run of equal indices writes; running max; grid 1, block 1024")
-TREE_SUBTREES = KernelSpec(
-    "replay_tree_subtrees", MODULE, (ptr("tree"), ptr("ticket"), i32("level"), i32("span")),
-    doc="block g sums nodes [level + g*span, +span) up to their subtree root in shared memory, and with the "
-        "whole grid the last block the level / span roots up to the root; grid level/span, block SUBTREE_BLOCK")
+UPDATE_TREE = KernelSpec(
+    "replay_update_tree", MODULE,
+    (ptr("tree"), ptr("max_priority"), ptr("ticket"), ptr("index"), ptr("td"), ptr("isv"), i32("batch"),
+     i32("capacity")),
+    doc="leaf = (|td| + eps)^alpha (the last of each run of equal indices writes), running max; then block g sums "
+        "its SUBTREE_SPAN leaves up to their subtree's root and the last block the roots up to the root; "
+        "grid capacity / span, block SUBTREE_BLOCK")
 
 _ALPHA = slot_index("per_alpha")
 
@@ -28,9 +28,32 @@ def priorities_of(td: np.ndarray, alpha) -> np.ndarray:
         return np.power(e + np.float32(PRIORITY_EPS), np.float32(alpha))
 
 
-@reference(UPDATE_PRIORITIES)
-def _update_priorities(launch, tree, index, td, isv, max_priority, batch, capacity):
+def subtree_sums(tree: np.ndarray, level: int, span: int):
+    """The internal nodes of the level // span subtrees over tree[level .. 2*level), level by level.
+
+    Every node is tree[2k] + tree[2k+1], computed once: the same bits as any other
+    bottom-up order of the same adds.
+    """
+    top = level // span
+    w = span // 2
+    while w >= 1:
+        lo, hi = top * w, 2 * top * w
+        tree[lo:hi] = tree[2 * lo:2 * hi:2] + tree[2 * lo + 1:2 * hi:2]
+        w //= 2
+
+
+def grid(capacity: int) -> int:
+    """replay_update_tree's blocks: one a subtree of SUBTREE_SPAN leaves."""
+    return capacity // min(capacity, SUBTREE_SPAN)
+
+
+@reference(UPDATE_TREE)
+def _update_tree(launch, tree, max_priority, ticket, index, td, isv, batch, capacity):
     nb, cap = int(batch), int(capacity)
+    span = min(cap, SUBTREE_SPAN)
+    top = cap // span
+    if launch.grid[0] != top:
+        return
     idx = index.i32(nb)
     e = np.abs(td.f32(nb))
     valid = (idx >= 0) & (idx < cap) & np.isfinite(e)
@@ -38,39 +61,17 @@ def _update_priorities(launch, tree, index, td, isv, max_priority, batch, capaci
     last = np.ones(nb, bool)
     last[:-1] = idx[1:] != idx[:-1]
     write = valid & last
-    tree.f64(2 * cap)[cap + idx[write]] = p[write].astype(np.float64)
+    nodes = tree.f64(2 * cap)
+    nodes[cap + idx[write]] = p[write].astype(np.float64)
     mp = max_priority.f32(1)
     largest = np.float32(np.fmax.reduce(p[valid], initial=np.float32(0.0)))
     mp[0] = np.fmax(mp[0], largest)
-
-
-def subtree_sums(tree: np.ndarray, level: int, span: int, blocks: int | None = None):
-    """What `blocks` blocks of replay_tree_subtrees write (all level // span by default), level by level.
-
-    Every node is tree[2k] + tree[2k+1], computed once: the same bits as any other
-    bottom-up order of the same adds.
-    """
-    top = level // span
-    blocks = top if blocks is None else min(int(blocks), top)
-    w = span // 2
-    while w >= 1:
-        lo, hi = top * w, (top + blocks) * w
-        tree[lo:hi] = tree[2 * lo:2 * hi:2] + tree[2 * lo + 1:2 * hi:2]
-        w //= 2
-
-
-@reference(TREE_SUBTREES)
-def _tree_subtrees(launch, tree, ticket, level, span):
-    lv, sp = int(level), int(span)
-    if sp < 2 or sp > SUBTREE_SPAN:
-        return
-    nodes, top = tree.f64(2 * lv), lv // sp
-    subtree_sums(nodes, lv, sp, launch.grid[0])
-    if 2 <= top <= SUBTREE_SPAN and launch.grid[0] == top:  # the last block sums the roots
+    subtree_sums(nodes, cap, span)
+    if 2 <= top <= SUBTREE_SPAN:  # the last block sums the roots
         subtree_sums(nodes, top, top)
 
 
-def rebuild_plans(rt, tree, ticket, capacity: int) -> list:
-    """One launch: the subtrees of SUBTREE_SPAN leaves, and (when capacity exceeds that) their top."""
-    span = min(capacity, SUBTREE_SPAN)
-    return [rt.plan(TREE_SUBTREES, capacity // span, SUBTREE_BLOCK, (tree, ticket, capacity, span))]
+def plan_update_tree(rt, tree, max_priority, ticket, index, td, isv, batch: int, capacity: int):
+    """`batch` = 0: the tree's sums alone (leaves written some other way)."""
+    return rt.plan(UPDATE_TREE, grid(capacity), SUBTREE_BLOCK, (tree, max_priority, ticket, index, td, isv, batch,
+                                                                capacity))

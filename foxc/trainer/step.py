@@ -14,7 +14,7 @@ The step, top to bottom (each line one phase; `phases` holds them in this order)
   replay_sample  a prioritized batch of stored transitions
   learn        perception and RL losses, every backward, the RL gradient into the encoder
   update       gradient clip, AdamW (learning rates from the ISV), target soft update
-  priorities   |TD| of the batch into the tree, tree rebuild
+  priorities   |TD| of the batch into the tree's leaves, then the tree's sums (one launch)
   control      step statistics, reward/PopArt, learning-rate plateau and other controllers, the step's frame
                into the mapped-pinned ring, the step counter, the ISV published to the host (one kernel)
   advance      cursors move on, or start new episodes (the next step gathers at them)
@@ -115,7 +115,7 @@ class TrainStep:
             ("replay_sample", self.replay.sample_plans),
             ("learn", self.learner.learn),
             ("update", self.learner.update),
-            ("priorities", [*self.replay.update_plans, *self.replay.rebuild_plans]),
+            ("priorities", self.replay.update_plans),
             ("control", [
                 rt.plan(agent.AGENT_STEP_END, 1, agent.STATS_BLOCK, (
                     act.probs, self.sim.actions, act.flags, self.reward_raw, self.reward_scaled, self.clipped,

@@ -297,16 +297,34 @@ def test_reduce_grad_splits_bitwise(cuda_rt, ref_rt, rng):
 
 
 def test_heads(cuda_rt, ref_rt, rng):
-    logits = (rng.standard_normal((B, heads.Q_OUTPUTS)) * 3).astype(np.float32)
+    """c51_distribution with one head (grid.y = 1: the second set stays poisoned) and two (the learner's):
+    each head's outputs have the bits of a launch of its own, on any grid."""
     isv = isv_values(c51_v_min=-7.0, c51_v_max=9.0)
     stride = model.STATE_DIM
-    states = rng.standard_normal((B, stride)).astype(np.float32)
-    states[:, model.SIDE_COLUMN] = rng.integers(-1, 2, B)
-    side = states.ravel()[model.SIDE_COLUMN:].copy()
-    for grid in (heads.c51_distribution_grid(B), 7):  # the plan's warp per row; a small grid striding
-        (_, q, *_), _ = compare(cuda_rt, ref_rt, heads.C51_DISTRIBUTION, grid, 256,
-                                [poisoned((B, 5, 51)), poisoned((B, 5)), logits, isv, side, stride, B], 1e-5)
-        assert np.array_equal(q == Q_INVALID, ~valid_actions(states[:, model.SIDE_COLUMN]))
+    logits, states = [], []
+    for _ in range(2):
+        logits.append((rng.standard_normal((B, heads.Q_OUTPUTS)) * 3).astype(np.float32))
+        states.append(rng.standard_normal((B, stride)).astype(np.float32))
+        states[-1][:, model.SIDE_COLUMN] = rng.integers(-1, 2, B)
+    sides = [s.ravel()[model.SIDE_COLUMN:].copy() for s in states]
+
+    def launch(grid, first, second):  # (logits, side) of head 0 and head 1
+        return compare(cuda_rt, ref_rt, heads.C51_DISTRIBUTION, grid, 256, [
+            poisoned((B, 5, 51)), poisoned((B, 5)), *first, poisoned((B, 5, 51)), poisoned((B, 5)), *second,
+            isv, stride, B], 1e-5)[0]
+    alone = [launch(heads.c51_distribution_grid(B), (logits[h], sides[h]), (logits[h], sides[h])) for h in range(2)]
+    for h in range(2):
+        assert np.array_equal(alone[h][1] == Q_INVALID, ~valid_actions(states[h][:, model.SIDE_COLUMN]))
+        assert np.isnan(alone[h][4]).all() and np.isnan(alone[h][5]).all(), "grid.y = 1 writes only head 0"
+    # the plan's warp per row for two heads; a small grid striding, with one head and two
+    for grid in (heads.c51_distribution_grid(B, 2), (7, 1), (7, 2)):
+        got = launch(grid, (logits[0], sides[0]), (logits[1], sides[1]))
+        for h in range(2):
+            if h < grid[1]:
+                assert got[4 * h].tobytes() == alone[h][0].tobytes(), f"grid {grid}: head {h} probs"
+                assert got[4 * h + 1].tobytes() == alone[h][1].tobytes(), f"grid {grid}: head {h} q"
+            else:
+                assert np.isnan(got[4 * h]).all() and np.isnan(got[4 * h + 1]).all()
 
 
 def test_losses(cuda_rt, ref_rt, rng):
@@ -332,12 +350,23 @@ def test_losses(cuda_rt, ref_rt, rng):
         for a, b in zip(got[:3], again[:3]):
             assert np.array_equal(a, b)
     v, v_next = rng.standard_normal(B).astype(np.float32), rng.standard_normal(B).astype(np.float32)
-    (_, _, adv, *_), _ = compare(cuda_rt, ref_rt, losses.VALUE_LOSS, losses.grid_for(B), 256, [
-        poisoned(B), poisoned(B), poisoned(B), v, v_next, ret, gamma_n, done, B], 1e-5)
     pl = rng.standard_normal((B, 5)).astype(np.float32)
-    q = np.where(valid_actions(rng.integers(-1, 2, B)), rng.standard_normal((B, 5)) * 2, Q_INVALID).astype(np.float32)
-    compare(cuda_rt, ref_rt, losses.POLICY_LOSS, losses.grid_for(B), 256, [
-        poisoned((B, 5)), poisoned(B), pl, q, isv, B], 1e-4)
+    side = rng.integers(-1, 2, B)
+    q = np.where(valid_actions(side), rng.standard_normal((B, 5)) * 2, Q_INVALID).astype(np.float32)
+    vp_args = [poisoned(B), poisoned(B), poisoned(B), v, v_next, ret, gamma_n, done, poisoned((B, 5)), poisoned(B),
+               pl, q, isv, B]
+    got = run_kernel(cuda_rt, losses.VALUE_POLICY_LOSS, losses.grid_for(B), 256, [
+        a.copy() if isinstance(a, np.ndarray) else a for a in vp_args])
+    want = run_kernel(ref_rt, losses.VALUE_POLICY_LOSS, losses.grid_for(B), 256, [
+        a.copy() if isinstance(a, np.ndarray) else a for a in vp_args])
+    # the value's (the kernel's contracted fma: a tolerance) and the policy's outputs (expf, logf)
+    for i, what, rtol in ((0, "grad_v", 1e-5), (1, "loss_v", 1e-5), (2, "advantage", 1e-5), (8, "grad_pi", 1e-4),
+                          (9, "loss_pi", 1e-4)):
+        assert not np.isnan(got[i]).any(), f"value_policy_loss {what}: unwritten elements"
+        assert_close(got[i], want[i], rtol, f"value_policy_loss {what}")
+    for i in (3, 4, 5, 6, 7, 10, 11):
+        assert np.array_equal(got[i], vp_args[i]), f"value_policy_loss wrote input {i}"
+    assert np.all(got[8][~valid_actions(side)] == 0), "no gradient on an invalid action's logit"
     x = (rng.standard_normal((B, 9)) * 3).astype(np.float32)
     y = (rng.random((B, 9)) < 0.5).astype(np.float32)
     mask = (rng.random((B, 9)) < 0.8).astype(np.float32)

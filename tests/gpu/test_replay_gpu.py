@@ -10,9 +10,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from foxc.isv import IsvBus  # noqa: E402
 from foxc.replay import STATE_NAMES, ReplayBuffer  # noqa: E402
 from foxc.replay.layout import (CTR_LENGTH, CTR_WRITE_HEAD, ROW_BLOCK, REDUCE_BLOCK, RING_COLS,  # noqa: E402
-                                SUBTREE_BLOCK, SUBTREE_SPAN, TR_COLS)
+                                SUBTREE_BLOCK, TR_COLS)
 from foxc.replay.nstep import FLUSH_SCAN, FLUSH_WRITE, RING_PUSH  # noqa: E402
-from foxc.replay.priority import TREE_SUBTREES, UPDATE_PRIORITIES  # noqa: E402
+from foxc.replay.priority import UPDATE_TREE, grid as tree_grid  # noqa: E402
 from foxc.replay.sampling import SAMPLE, is_weights  # noqa: E402
 from foxc.testing import assert_close, poisoned, run_kernel  # noqa: E402
 from replay_helpers import WIDTH, chi_square_sf, random_step, upload_step  # noqa: E402
@@ -152,39 +152,66 @@ def test_sample_weights_every_launch_of_a_buffer(cuda_rt, ref_rt):
         rb.close()
 
 
-@pytest.mark.parametrize("cap,batch", [(1 << 10, 1024), (1 << 16, 65_536), (1 << 8, 3000)])
-def test_update_priorities_matches_reference(cuda_rt, ref_rt, rng, cap, batch):
-    index = np.sort(rng.integers(-1, cap, batch)).astype(np.int32)
-    td = (rng.standard_normal(batch) * 10.0 ** rng.uniform(-4, 2, batch)).astype(np.float32)
-    td[rng.random(batch) < 0.01] = np.inf
-    tree = rng.random(2 * cap)
-    isv = isv_host(ref_rt, per_alpha=0.6)
-    got, want = both(cuda_rt, ref_rt, UPDATE_PRIORITIES, 1, REDUCE_BLOCK,
-                     [tree, index, td, isv, np.array([0.75], np.float32), batch, cap])
-    same(got, want, "replay_update_priorities", rtol=1e-6)
-
-
-@pytest.mark.parametrize("cap", [2, 1 << 10, 1 << 11, 1 << 16, 1 << 20])
-def test_tree_subtrees_match_reference(cuda_rt, ref_rt, rng, cap):
-    """The one rebuild launch (subtrees, then the last block's top) against the reference on a NaN-poisoned
-    tree: every node has the level-sum bits, and the ticket is back at 0."""
+def leaves_and_batch(rng, cap, batch):
+    """A tree with NaN internal nodes and leaves over 40 orders of magnitude (a tenth 0), and a sorted batch
+    with duplicates, -1 and non-finite td; the last sample sets the last leaf, above the running max 0.75."""
     tree = np.full(2 * cap, np.nan)
     tree[cap:] = rng.random(cap) * 10.0 ** rng.uniform(-20, 20, cap)
     tree[cap:][rng.random(cap) < 0.1] = 0.0
-    span = min(cap, SUBTREE_SPAN)
-    got, want = both(cuda_rt, ref_rt, TREE_SUBTREES, cap // span, SUBTREE_BLOCK, [tree, np.zeros(1, np.uint32), cap, span])
-    same(got, want, "replay_tree_subtrees")  # float64 adds: bit-identical
-    assert got[1][0] == 0, "the ticket is not back at 0"  # the buffer's steps reuse it (test_graph_step_equals_eager_step)
+    index = np.sort(rng.integers(-1, cap, batch)).astype(np.int32)
+    td = (rng.standard_normal(batch) * 10.0 ** rng.uniform(-4, 2, batch)).astype(np.float32)
+    td[rng.random(batch) < 0.01] = np.inf
+    td[rng.random(batch) < 0.01] = np.nan
+    index[-1], td[-1] = cap - 1, 50.0
+    return tree, index, td
+
+
+@pytest.mark.parametrize("cap,batch", [(2, 3), (1 << 8, 3000), (1 << 10, 1024), (1 << 11, 3000),
+                                       (1 << 16, 65_536), (1 << 20, 65_536)])
+def test_update_tree_matches_reference(cuda_rt, ref_rt, rng, cap, batch):
+    """The batch's leaves and the running max against the reference (powf is not numpy's power: a tolerance);
+    every internal node is the level sum of the kernel's own leaves, bit for bit (the subtrees, then the last
+    block's top); tree[0] untouched, the ticket back at 0, the inputs unchanged."""
+    tree, index, td = leaves_and_batch(rng, cap, batch)
+    isv = isv_host(ref_rt, per_alpha=0.6)
+    got, want = both(cuda_rt, ref_rt, UPDATE_TREE, tree_grid(cap), SUBTREE_BLOCK,
+                     [tree, np.array([0.75], np.float32), np.zeros(1, np.uint32), index, td, isv, batch, cap])
+    written = np.zeros(cap, bool)
+    last = np.append(index[1:] != index[:-1], True)
+    written[index[(index >= 0) & np.isfinite(td) & last]] = True
+    assert written.any()
+    leaves = got[0][cap:]
+    assert np.array_equal(leaves[~written], tree[cap:][~written]), "a leaf outside the batch changed"
+    np.testing.assert_allclose(leaves[written], want[0][cap:][written], rtol=1e-6, atol=0)
+    assert np.isclose(got[1][0], want[1][0], rtol=1e-6, atol=0) and want[1][0] > 0.75
+    assert np.isnan(got[0][0]) and np.array_equal(got[0][1:cap], level_sums(leaves)[1:cap])
+    assert got[2][0] == 0, "the ticket is not back at 0"  # the buffer's steps reuse it
+    assert np.array_equal(got[3], index) and np.array_equal(got[4], td, equal_nan=True)
+
+
+@pytest.mark.parametrize("cap", [2, 1 << 10, 1 << 11, 1 << 16, 1 << 20])
+def test_tree_sums_match_reference(cuda_rt, ref_rt, rng, cap):
+    """batch = 0 (ReplayBuffer.rebuild): the sums alone, bit-identical to the reference and to level sums;
+    no leaf and not the running max changes."""
+    tree, _, _ = leaves_and_batch(rng, cap, 1)
+    isv = isv_host(ref_rt, per_alpha=0.6)
+    got, want = both(cuda_rt, ref_rt, UPDATE_TREE, tree_grid(cap), SUBTREE_BLOCK, [
+        tree, np.array([0.75], np.float32), np.zeros(1, np.uint32), np.zeros(1, np.int32), np.ones(1, np.float32),
+        isv, 0, cap])
+    same(got, want, "replay_update_tree, batch 0")  # float64 adds: bit-identical
+    assert got[2][0] == 0, "the ticket is not back at 0"
     assert np.isnan(got[0][0]) and np.array_equal(got[0][1:], level_sums(tree[cap:])[1:])
+    assert got[1][0] == np.float32(0.75)
 
 
-@pytest.mark.parametrize("level,span,grid", [(64, 16, 4), (64, 16, 2), (4096, 512, 8), (8, 2, 4), (8, 2, 3)])
-def test_tree_subtrees_other_spans_match_reference(cuda_rt, ref_rt, rng, level, span, grid):
-    """Whole grids sum the top too; partial grids only their subtrees (the reference says which)."""
-    tree = np.full(2 * level, np.nan)
-    tree[level:] = rng.random(level)
-    got, want = both(cuda_rt, ref_rt, TREE_SUBTREES, grid, SUBTREE_BLOCK, [tree, np.zeros(1, np.uint32), level, span])
-    same(got, want, f"replay_tree_subtrees level={level} span={span} grid={grid}")
+@pytest.mark.parametrize("cap,grid", [(64, 2), (1 << 12, 3), (1 << 12, 5)])
+def test_update_tree_other_grids_do_nothing(cuda_rt, ref_rt, rng, cap, grid):
+    tree, index, td = leaves_and_batch(rng, cap, 100)
+    isv = isv_host(ref_rt, per_alpha=0.6)
+    args = [tree, np.array([0.75], np.float32), np.zeros(1, np.uint32), index, td, isv, 100, cap]
+    got, want = both(cuda_rt, ref_rt, UPDATE_TREE, grid, SUBTREE_BLOCK, args)
+    for g, w, a in zip(got, want, args):
+        assert np.array_equal(g, a, equal_nan=True) and np.array_equal(w, a, equal_nan=True)
 
 
 def test_chi_square_on_gpu_and_same_draws_as_reference(cuda_rt, ref_rt):
