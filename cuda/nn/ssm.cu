@@ -507,7 +507,8 @@ ssm_scan_bwd_dw(SCAN_BWD_DW_PARAMS)
 // product holding all four parts of channel 4w + q for windows g and g + 8 of the block.
 #define TC_KSTEPS (PS_MAX_FEATURES / 8)        // mma k-steps over the (padded) features
 #define TC_XG_STRIDE (TC_KSTEPS * 16 + 16)     // ssm_proj_scan_fwd_tf32: words per row pair (16 mod 32: no conflicts)
-#define TC_DZ_COLS (NN_SSM_PARTS * PS_CHANNELS + 4)  // columns of staged dz (2 words each; 8 mod 32 words a row)
+#define TC_X_STRIDE (PS_MAX_FEATURES + 8)      // ssm_scan_bwd_dw_tf32: words per window row of staged features
+#define TC_DZ_STRIDE (NN_SSM_PARTS * PS_CHANNELS + 8)  // words per window row of staged dz
 #define TC_Z_STRIDE (NN_SSM_PARTS * PS_CHANNELS + 4)   // words per window row of staged products (conflict-free)
 #define TC_MTILES (PS_MAX_FEATURES / 16)
 #define TC_STEPS 2  // ssm_proj_scan_fwd_tf32: steps of features staged at a time
@@ -617,21 +618,17 @@ ssm_proj_scan_fwd_tf32(PROJ_SCAN_FWD_PARAMS)
 
 // ssm_scan_bwd_dw_tf32 — ssm_scan_bwd_dw with [x, 1]^T dz on the tensor cores. Phase A is the FP32
 // kernel's (lane = channel, two windows a warp; scan_step_grad on the forward's gates),
-// storing dz rounded to TF32 in column tc_column of dzs and the features with their ones column,
-// rounded, in xs, both in the order of the mma's fragments (double buffered, one barrier a step); each
-// step's gates, states and features
+// storing dz rounded to TF32 in dzs[window][tc_column] and the features with their ones column,
+// rounded, in xs[window][f] (double buffered, one barrier a step); each step's gates, states and features
 // are loaded TC_AHEAD (2) steps before it is reached. Phase B: warp w adds, per step, the product of
 // the [48 x 16] block x^T (features by windows) and its [16 x 16] columns of dz into 3 x 2 mma
 // accumulators. Writes partials[ceil(B/W)][F+1][4D] as ssm_scan_bwd_dw does (row F: the bias
-// gradient's). Shared memory: 22.5 KB.
+// gradient's). Shared memory: 24 KB.
 extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
 ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
 {
-    // [x, 1] as the mma's A fragments: in k-step ks (windows 8 ks ..) and row tile mt, lane (g, q) holds
-    // {x[w][f], x[w][f + 8], x[w + 4][f], x[w + 4][f + 8]} with w = 8 ks + q, f = 16 mt + g (one 16-byte load);
-    // dz as the B fragments: windows w and w + 4 of a column side by side (one 8-byte load).
-    __shared__ __align__(16) float xs[2][PS_WINDOWS / 8][TC_MTILES][32][4];
-    __shared__ __align__(16) float dzs[2][PS_WINDOWS / 8][4][TC_DZ_COLS][2];
+    __shared__ __align__(16) float xs[2][PS_WINDOWS][TC_X_STRIDE];
+    __shared__ __align__(16) float dzs[2][PS_WINDOWS][TC_DZ_STRIDE];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, tid = threadIdx.x;
     const int g = lane / 4, q = lane % 4;
     const int d = blockIdx.x * PS_CHANNELS + lane;  // phase A: a lane per channel
@@ -644,12 +641,11 @@ ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
         float u[PS_WINDOWS_PER_THREAD], a[PS_WINDOWS_PER_THREAD], i[PS_WINDOWS_PER_THREAD], s[PS_WINDOWS_PER_THREAD];
         float x[PS_X_PER_THREAD];  // element e = window * PS_MAX_FEATURES + f; the ones column at f = F
     };
-    int xat[PS_X_PER_THREAD], xsi[PS_X_PER_THREAD];  // where element e is read, and staged (in xs[buf])
+    int xat[PS_X_PER_THREAD];
 #pragma unroll
     for (int r = 0; r < PS_X_PER_THREAD; ++r) {
-        const int e = tid + r * PS_WARPS * 32, w = e / PS_MAX_FEATURES, f = e % PS_MAX_FEATURES;
-        xat[r] = x_or_one_at(b0 + w, f, B, F);
-        xsi[r] = (((w / 8) * TC_MTILES + f / 16) * 32 + (f % 8) * 4 + w % 4) * 4 + (f % 16) / 8 + 2 * ((w % 8) / 4);
+        const int e = tid + r * PS_WARPS * 32;
+        xat[r] = x_or_one_at(b0 + e / PS_MAX_FEATURES, e % PS_MAX_FEATURES, B, F);
     }
     const long long xstep = (long long)B * F;
     const float* xt = x + (K - 1) * xstep;  // the next step's rows, walking down with the lanes' cursors
@@ -676,34 +672,38 @@ ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
             const int n = n0 + k, t = K - 1 - n, buf = n & 1;
             if (n >= K) break;
 #pragma unroll
-            for (int r = 0; r < PS_X_PER_THREAD; ++r) (&xs[buf][0][0][0][0])[xsi[r]] = __uint_as_float(nn_tf32(pre[k].x[r]));
+            for (int r = 0; r < PS_X_PER_THREAD; ++r) {
+                const int e = tid + r * PS_WARPS * 32;
+                xs[buf][e / PS_MAX_FEATURES][e % PS_MAX_FEATURES] = __uint_as_float(nn_tf32(pre[k].x[r]));
+            }
 #pragma unroll
             for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
                 const float4 g4 = lanes.grad(r, pre[k].u[r], pre[k].a[r], pre[k].i[r], pre[k].s[r], t, K,
                                              b0 + wl0 + r < B);
-                const int w = wl0 + r;
-                float(*row)[2] = dzs[buf][w / 8][w % 4];
-                row[tc_column(lane, 0)][(w % 8) / 4] = __uint_as_float(nn_tf32(g4.x));
-                row[tc_column(lane, 1)][(w % 8) / 4] = __uint_as_float(nn_tf32(g4.y));
-                row[tc_column(lane, 2)][(w % 8) / 4] = __uint_as_float(nn_tf32(g4.z));
-                row[tc_column(lane, 3)][(w % 8) / 4] = __uint_as_float(nn_tf32(g4.w));
+                float* row = dzs[buf][wl0 + r];
+                row[tc_column(lane, 0)] = __uint_as_float(nn_tf32(g4.x));
+                row[tc_column(lane, 1)] = __uint_as_float(nn_tf32(g4.y));
+                row[tc_column(lane, 2)] = __uint_as_float(nn_tf32(g4.z));
+                row[tc_column(lane, 3)] = __uint_as_float(nn_tf32(g4.w));
             }
             if (t - TC_AHEAD >= 0) load(pre[k]);  // step t - TC_AHEAD: the loads walk down in order
             __syncthreads();
 #pragma unroll
-            for (int ks = 0; ks < PS_WINDOWS / 8; ++ks) {  // this lane's windows: 8 ks + q and 8 ks + q + 4
+            for (int ks = 0; ks < PS_WINDOWS / 8; ++ks) {
+                const int w0 = ks * 8 + q;  // this lane's windows in the k-step: w0 and w0 + 4
                 unsigned int bfr[2][2];
 #pragma unroll
                 for (int tile = 0; tile < 2; ++tile) {
-                    const float2 b2 = *reinterpret_cast<const float2*>(dzs[buf][ks][q][warp * 16 + tile * 8 + g]);
-                    bfr[tile][0] = __float_as_uint(b2.x);
-                    bfr[tile][1] = __float_as_uint(b2.y);
+                    const int cz = warp * 16 + tile * 8 + g;
+                    bfr[tile][0] = __float_as_uint(dzs[buf][w0][cz]);
+                    bfr[tile][1] = __float_as_uint(dzs[buf][w0 + 4][cz]);
                 }
 #pragma unroll
                 for (int mt = 0; mt < TC_MTILES; ++mt) {
-                    const float4 a4 = *reinterpret_cast<const float4*>(xs[buf][ks][mt][lane]);
-                    const unsigned int a[4] = {__float_as_uint(a4.x), __float_as_uint(a4.y), __float_as_uint(a4.z),
-                                               __float_as_uint(a4.w)};
+                    const unsigned int a[4] = {__float_as_uint(xs[buf][w0][mt * 16 + g]),
+                                               __float_as_uint(xs[buf][w0][mt * 16 + g + 8]),
+                                               __float_as_uint(xs[buf][w0 + 4][mt * 16 + g]),
+                                               __float_as_uint(xs[buf][w0 + 4][mt * 16 + g + 8])};
                     nn_mma_tf32(acc[mt][0], a, bfr[0]);
                     nn_mma_tf32(acc[mt][1], a, bfr[1]);
                 }
