@@ -20,6 +20,7 @@
 #define PS_STEPS NN_PS_STEPS
 #define PS_XC_PER_THREAD (PS_X_PER_THREAD * PS_STEPS)  // the forward's staging: a chunk of PS_STEPS steps
 #define PS_XS_STRIDE (PS_WINDOWS * PS_STEPS + 4)       // words per feature row of the forward's xs
+static_assert(PS_MAX_FEATURES % PS_XC_PER_THREAD == 0, "the forward's staging: whole runs of features a row");
 constexpr int PS_F_UNROLL = NN_PS_F_UNROLL;  // #pragma unroll takes a constant, not a macro
 
 // The parameters of the fused forwards (FP32 and TF32) and of the fused backwards.
@@ -184,16 +185,6 @@ __device__ __forceinline__ float x_or_one(const float* __restrict__ xt, int at)
     return at >= 0 ? xt[at] : (at == X_ONES ? 1.0f : 0.0f);
 }
 
-// The FP32 forward's staging: element e of a block's staged features is step st (< STEPS), feature f
-// (< PS_MAX_FEATURES) and window wb (< PS_WINDOWS), neighbouring elements neighbouring steps of one feature.
-template <int STEPS>
-__device__ __forceinline__ void stage_index(int e, int& st, int& wb, int& f)
-{
-    st = e % STEPS;
-    f = (e / STEPS) % PS_MAX_FEATURES;
-    wb = e / (STEPS * PS_MAX_FEATURES);
-}
-
 // The forwards' walk over the window in chunks of STEPS steps: `load(t0)` reads the features of the chunk
 // from step t0 into registers (zero outside x) and `stage()` writes them to the kernel's shared layout.
 // Chunk 0 is staged, then each chunk is computed (`chunk(t0)`) while the next chunk's features are
@@ -250,25 +241,24 @@ ssm_proj_scan_fwd(PROJ_SCAN_FWD_PARAMS)
     for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) s[r] = 0.0f;
     const int wl = warp * PS_WINDOWS_PER_THREAD;  // this thread's first window in the block
     ScanOut out(gates, states, y, b0 + wl, d, B, D);
-    // Staging: neighbouring elements are neighbouring steps. A warp reads 8 features of 4 rows (32-byte
-    // pieces) and stores them to 32 distinct banks (the row stride is 4 mod 32 words).
+    // Staging: thread tid reads PS_XC_PER_THREAD neighbouring features f0.. of one row (step xst, window
+    // xwb) of a chunk, from a pointer carried from chunk to chunk (the kernel is bound by issue, and the
+    // index arithmetic of a thread's scattered elements was a fifth of it).
+    constexpr int RUNS = PS_MAX_FEATURES / PS_XC_PER_THREAD;  // threads a row
+    const int xrow = tid / RUNS, f0 = tid % RUNS * PS_XC_PER_THREAD;
+    const int xst = xrow % PS_STEPS, xwb = xrow / PS_STEPS;  // xwb * PS_STEPS + xst = xrow: its column of xs
     float rx[PS_XC_PER_THREAD];
+    const float* xr = x + ((long long)xst * B + b0 + xwb) * F + f0;  // the row at the chunk being loaded
+    const long long xchunk = (long long)PS_STEPS * B * F;
     auto load = [&](int t0) {
+        const bool row = b0 + xwb < B && t0 + xst < K;
 #pragma unroll
-        for (int r = 0; r < PS_XC_PER_THREAD; ++r) {
-            int st, wb, f;
-            stage_index<PS_STEPS>(tid + r * PS_WARPS * 32, st, wb, f);
-            const int t = t0 + st;
-            rx[r] = (f < F && b0 + wb < B && t < K) ? x[((long long)t * B + b0 + wb) * F + f] : 0.0f;
-        }
+        for (int r = 0; r < PS_XC_PER_THREAD; ++r) rx[r] = row && f0 + r < F ? xr[r] : 0.0f;
+        xr += xchunk;
     };
     auto stage = [&]() {
 #pragma unroll
-        for (int r = 0; r < PS_XC_PER_THREAD; ++r) {
-            int st, wb, f;
-            stage_index<PS_STEPS>(tid + r * PS_WARPS * 32, st, wb, f);
-            xs[f][wb * PS_STEPS + st] = rx[r];
-        }
+        for (int r = 0; r < PS_XC_PER_THREAD; ++r) xs[f0 + r][xrow] = rx[r];
     };
     auto chunk = [&](int t0) {
         float acc[PS_STEPS][PS_WINDOWS_PER_THREAD][NN_SSM_PARTS];
@@ -507,7 +497,6 @@ ssm_scan_bwd_dw(SCAN_BWD_DW_PARAMS)
 // product holding all four parts of channel 4w + q for windows g and g + 8 of the block.
 #define TC_KSTEPS (PS_MAX_FEATURES / 8)        // mma k-steps over the (padded) features
 #define TC_XG_STRIDE (TC_KSTEPS * 16 + 16)     // ssm_proj_scan_fwd_tf32: words per row pair (16 mod 32: no conflicts)
-#define TC_X_STRIDE (PS_MAX_FEATURES + 8)      // ssm_scan_bwd_dw_tf32: words per window row of staged features
 #define TC_DZ_STRIDE (NN_SSM_PARTS * PS_CHANNELS + 8)  // words per window row of staged dz
 #define TC_Z_STRIDE (NN_SSM_PARTS * PS_CHANNELS + 4)   // words per window row of staged products (conflict-free)
 #define TC_MTILES (PS_MAX_FEATURES / 16)
@@ -576,7 +565,8 @@ ssm_proj_scan_fwd_tf32(PROJ_SCAN_FWD_PARAMS)
 #pragma unroll
         for (int r = 0; r < TC_RUN; ++r) {
             const int f = f0 + r;
-            xs[xst][xwb % 8][(f / 8) * 16 + (f % 4) * 4 + xwb / 8 + 2 * ((f / 4) % 2)] = __uint_as_float(nn_tf32(rx[r]));
+            const float v = __uint_as_float(nn_tf32(rx[r]));
+            xs[xst][xwb % 8][(f / 8) * 16 + (f % 4) * 4 + xwb / 8 + 2 * ((f / 4) % 2)] = v;
         }
     };
     auto chunk = [&](int t0) {
@@ -619,15 +609,17 @@ ssm_proj_scan_fwd_tf32(PROJ_SCAN_FWD_PARAMS)
 // ssm_scan_bwd_dw_tf32 — ssm_scan_bwd_dw with [x, 1]^T dz on the tensor cores. Phase A is the FP32
 // kernel's (lane = channel, two windows a warp; scan_step_grad on the forward's gates),
 // storing dz rounded to TF32 in dzs[window][tc_column] and the features with their ones column,
-// rounded, in xs[window][f] (double buffered, one barrier a step); each step's gates, states and features
-// are loaded TC_AHEAD (2) steps before it is reached. Phase B: warp w adds, per step, the product of
+// rounded, in xs in the order of the mma's A fragments (double buffered, one barrier a step); each step's
+// gates, states and features are loaded TC_AHEAD (2) steps before it is reached. Phase B: warp w adds, per step, the product of
 // the [48 x 16] block x^T (features by windows) and its [16 x 16] columns of dz into 3 x 2 mma
 // accumulators. Writes partials[ceil(B/W)][F+1][4D] as ssm_scan_bwd_dw does (row F: the bias
-// gradient's). Shared memory: 24 KB.
+// gradient's). Shared memory: 23 KB.
 extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
 ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
 {
-    __shared__ __align__(16) float xs[2][PS_WINDOWS][TC_X_STRIDE];
+    // [x, 1] as the mma's A fragments: in k-step ks (windows 8 ks ..) and row tile mt, lane (g, q) holds
+    // {x[w][f], x[w][f + 8], x[w + 4][f], x[w + 4][f + 8]} with w = 8 ks + q, f = 16 mt + g: one 16-byte load
+    __shared__ __align__(16) float xs[2][PS_WINDOWS / 8][TC_MTILES][32][4];
     __shared__ __align__(16) float dzs[2][PS_WINDOWS][TC_DZ_STRIDE];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, tid = threadIdx.x;
     const int g = lane / 4, q = lane % 4;
@@ -639,13 +631,17 @@ ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
     // The inputs of a step, loaded TC_AHEAD steps before it is reached.
     struct Ahead {
         float u[PS_WINDOWS_PER_THREAD], a[PS_WINDOWS_PER_THREAD], i[PS_WINDOWS_PER_THREAD], s[PS_WINDOWS_PER_THREAD];
-        float x[PS_X_PER_THREAD];  // element e = window * PS_MAX_FEATURES + f; the ones column at f = F
+        float x[PS_X_PER_THREAD];  // element tid + 256 r of a buffer of xs; the ones column at f = F
     };
+    // A thread stages the elements tid + 256 r of xs's order (a warp writes 32 neighbouring words): where
+    // each is in a step's rows of x.
     int xat[PS_X_PER_THREAD];
 #pragma unroll
     for (int r = 0; r < PS_X_PER_THREAD; ++r) {
-        const int e = tid + r * PS_WARPS * 32;
-        xat[r] = x_or_one_at(b0 + e / PS_MAX_FEATURES, e % PS_MAX_FEATURES, B, F);
+        const int i = tid + r * PS_WARPS * 32, slot = i % 4, ln = i / 4 % 32;
+        const int w = i / (128 * TC_MTILES) * 8 + ln % 4 + 4 * (slot / 2);
+        const int f = i / 128 % TC_MTILES * 16 + ln / 4 + 8 * (slot % 2);
+        xat[r] = x_or_one_at(b0 + w, f, B, F);
     }
     const long long xstep = (long long)B * F;
     const float* xt = x + (K - 1) * xstep;  // the next step's rows, walking down with the lanes' cursors
@@ -672,10 +668,8 @@ ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
             const int n = n0 + k, t = K - 1 - n, buf = n & 1;
             if (n >= K) break;
 #pragma unroll
-            for (int r = 0; r < PS_X_PER_THREAD; ++r) {
-                const int e = tid + r * PS_WARPS * 32;
-                xs[buf][e / PS_MAX_FEATURES][e % PS_MAX_FEATURES] = __uint_as_float(nn_tf32(pre[k].x[r]));
-            }
+            for (int r = 0; r < PS_X_PER_THREAD; ++r)
+                (&xs[buf][0][0][0][0])[tid + r * PS_WARPS * 32] = __uint_as_float(nn_tf32(pre[k].x[r]));
 #pragma unroll
             for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
                 const float4 g4 = lanes.grad(r, pre[k].u[r], pre[k].a[r], pre[k].i[r], pre[k].s[r], t, K,
@@ -700,10 +694,9 @@ ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
                 }
 #pragma unroll
                 for (int mt = 0; mt < TC_MTILES; ++mt) {
-                    const unsigned int a[4] = {__float_as_uint(xs[buf][w0][mt * 16 + g]),
-                                               __float_as_uint(xs[buf][w0][mt * 16 + g + 8]),
-                                               __float_as_uint(xs[buf][w0 + 4][mt * 16 + g]),
-                                               __float_as_uint(xs[buf][w0 + 4][mt * 16 + g + 8])};
+                    const float4 a4 = *reinterpret_cast<const float4*>(xs[buf][ks][mt][lane]);
+                    const unsigned int a[4] = {__float_as_uint(a4.x), __float_as_uint(a4.y), __float_as_uint(a4.z),
+                                               __float_as_uint(a4.w)};
                     nn_mma_tf32(acc[mt][0], a, bfr[0]);
                     nn_mma_tf32(acc[mt][1], a, bfr[1]);
                 }
