@@ -497,6 +497,7 @@ ssm_scan_bwd_dw(SCAN_BWD_DW_PARAMS)
 // product holding all four parts of channel 4w + q for windows g and g + 8 of the block.
 #define TC_KSTEPS (PS_MAX_FEATURES / 8)        // mma k-steps over the (padded) features
 #define TC_XG_STRIDE (TC_KSTEPS * 16 + 16)     // ssm_proj_scan_fwd_tf32: words per row pair (16 mod 32: no conflicts)
+#define TC_X_STRIDE (PS_MAX_FEATURES + 8)      // ssm_scan_bwd_dw_tf32: words per window row of staged features
 #define TC_DZ_STRIDE (NN_SSM_PARTS * PS_CHANNELS + 8)  // words per window row of staged dz
 #define TC_Z_STRIDE (NN_SSM_PARTS * PS_CHANNELS + 4)   // words per window row of staged products (conflict-free)
 #define TC_MTILES (PS_MAX_FEATURES / 16)
@@ -609,17 +610,15 @@ ssm_proj_scan_fwd_tf32(PROJ_SCAN_FWD_PARAMS)
 // ssm_scan_bwd_dw_tf32 — ssm_scan_bwd_dw with [x, 1]^T dz on the tensor cores. Phase A is the FP32
 // kernel's (lane = channel, two windows a warp; scan_step_grad on the forward's gates),
 // storing dz rounded to TF32 in dzs[window][tc_column] and the features with their ones column,
-// rounded, in xs in the order of the mma's A fragments (double buffered, one barrier a step); each step's
-// gates, states and features are loaded TC_AHEAD (2) steps before it is reached. Phase B: warp w adds, per step, the product of
+// rounded, in xs[window][f] (double buffered, one barrier a step); each step's gates, states and features
+// are loaded TC_AHEAD (2) steps before it is reached. Phase B: warp w adds, per step, the product of
 // the [48 x 16] block x^T (features by windows) and its [16 x 16] columns of dz into 3 x 2 mma
 // accumulators. Writes partials[ceil(B/W)][F+1][4D] as ssm_scan_bwd_dw does (row F: the bias
-// gradient's). Shared memory: 23 KB.
+// gradient's). Shared memory: 24 KB.
 extern "C" __global__ void __launch_bounds__(PS_WARPS * 32, NN_PS_MIN_BLOCKS)
 ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
 {
-    // [x, 1] as the mma's A fragments: in k-step ks (windows 8 ks ..) and row tile mt, lane (g, q) holds
-    // {x[w][f], x[w][f + 8], x[w + 4][f], x[w + 4][f + 8]} with w = 8 ks + q, f = 16 mt + g: one 16-byte load
-    __shared__ __align__(16) float xs[2][PS_WINDOWS / 8][TC_MTILES][32][4];
+    __shared__ __align__(16) float xs[2][PS_WINDOWS][TC_X_STRIDE];
     __shared__ __align__(16) float dzs[2][PS_WINDOWS][TC_DZ_STRIDE];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, tid = threadIdx.x;
     const int g = lane / 4, q = lane % 4;
@@ -631,17 +630,13 @@ ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
     // The inputs of a step, loaded TC_AHEAD steps before it is reached.
     struct Ahead {
         float u[PS_WINDOWS_PER_THREAD], a[PS_WINDOWS_PER_THREAD], i[PS_WINDOWS_PER_THREAD], s[PS_WINDOWS_PER_THREAD];
-        float x[PS_X_PER_THREAD];  // element tid + 256 r of a buffer of xs; the ones column at f = F
+        float x[PS_X_PER_THREAD];  // element e = window * PS_MAX_FEATURES + f; the ones column at f = F
     };
-    // A thread stages the elements tid + 256 r of xs's order (a warp writes 32 neighbouring words): where
-    // each is in a step's rows of x.
     int xat[PS_X_PER_THREAD];
 #pragma unroll
     for (int r = 0; r < PS_X_PER_THREAD; ++r) {
-        const int i = tid + r * PS_WARPS * 32, slot = i % 4, ln = i / 4 % 32;
-        const int w = i / (128 * TC_MTILES) * 8 + ln % 4 + 4 * (slot / 2);
-        const int f = i / 128 % TC_MTILES * 16 + ln / 4 + 8 * (slot % 2);
-        xat[r] = x_or_one_at(b0 + w, f, B, F);
+        const int e = tid + r * PS_WARPS * 32;
+        xat[r] = x_or_one_at(b0 + e / PS_MAX_FEATURES, e % PS_MAX_FEATURES, B, F);
     }
     const long long xstep = (long long)B * F;
     const float* xt = x + (K - 1) * xstep;  // the next step's rows, walking down with the lanes' cursors
@@ -668,8 +663,10 @@ ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
             const int n = n0 + k, t = K - 1 - n, buf = n & 1;
             if (n >= K) break;
 #pragma unroll
-            for (int r = 0; r < PS_X_PER_THREAD; ++r)
-                (&xs[buf][0][0][0][0])[tid + r * PS_WARPS * 32] = __uint_as_float(nn_tf32(pre[k].x[r]));
+            for (int r = 0; r < PS_X_PER_THREAD; ++r) {
+                const int e = tid + r * PS_WARPS * 32;
+                xs[buf][e / PS_MAX_FEATURES][e % PS_MAX_FEATURES] = __uint_as_float(nn_tf32(pre[k].x[r]));
+            }
 #pragma unroll
             for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) {
                 const float4 g4 = lanes.grad(r, pre[k].u[r], pre[k].a[r], pre[k].i[r], pre[k].s[r], t, K,
@@ -694,9 +691,10 @@ ssm_scan_bwd_dw_tf32(SCAN_BWD_DW_PARAMS)
                 }
 #pragma unroll
                 for (int mt = 0; mt < TC_MTILES; ++mt) {
-                    const float4 a4 = *reinterpret_cast<const float4*>(xs[buf][ks][mt][lane]);
-                    const unsigned int a[4] = {__float_as_uint(a4.x), __float_as_uint(a4.y), __float_as_uint(a4.z),
-                                               __float_as_uint(a4.w)};
+                    const unsigned int a[4] = {__float_as_uint(xs[buf][w0][mt * 16 + g]),
+                                               __float_as_uint(xs[buf][w0][mt * 16 + g + 8]),
+                                               __float_as_uint(xs[buf][w0 + 4][mt * 16 + g]),
+                                               __float_as_uint(xs[buf][w0 + 4][mt * 16 + g + 8])};
                     nn_mma_tf32(acc[mt][0], a, bfr[0]);
                     nn_mma_tf32(acc[mt][1], a, bfr[1]);
                 }
