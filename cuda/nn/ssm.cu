@@ -185,6 +185,22 @@ __device__ __forceinline__ float x_or_one(const float* __restrict__ xt, int at)
     return at >= 0 ? xt[at] : (at == X_ONES ? 1.0f : 0.0f);
 }
 
+// The forwards' staging: a thread reads a run of RUN neighbouring features of one row of x into v
+// (zero outside x: `row` says whether the row exists, f0 is the run's first feature) from a pointer p
+// carried from chunk to chunk by `stride` (the scans are bound by issue, and per-element index
+// arithmetic had been a fifth of the FP32 forward's instructions).
+__device__ __forceinline__ const float* run_origin(const float* x, int st, int wb, int f0, int b0, int B, int F)
+{
+    return x + ((long long)st * B + b0 + wb) * F + f0;  // the run's row at the first chunk (step st)
+}
+template <int RUN>
+__device__ __forceinline__ void load_run(float (&v)[RUN], const float*& p, long long stride, bool row, int f0, int F)
+{
+#pragma unroll
+    for (int r = 0; r < RUN; ++r) v[r] = row && f0 + r < F ? p[r] : 0.0f;
+    p += stride;
+}
+
 // The forwards' walk over the window in chunks of STEPS steps: `load(t0)` reads the features of the chunk
 // from step t0 into registers (zero outside x) and `stage()` writes them to the kernel's shared layout.
 // Chunk 0 is staged, then each chunk is computed (`chunk(t0)`) while the next chunk's features are
@@ -241,21 +257,15 @@ ssm_proj_scan_fwd(PROJ_SCAN_FWD_PARAMS)
     for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) s[r] = 0.0f;
     const int wl = warp * PS_WINDOWS_PER_THREAD;  // this thread's first window in the block
     ScanOut out(gates, states, y, b0 + wl, d, B, D);
-    // Staging: thread tid reads PS_XC_PER_THREAD neighbouring features f0.. of one row (step xst, window
-    // xwb) of a chunk, from a pointer carried from chunk to chunk (the kernel is bound by issue, and the
-    // index arithmetic of a thread's scattered elements was a fifth of it).
+    // Staging: thread tid reads a run of PS_XC_PER_THREAD features f0.. of one row (step xst, window xwb)
+    // of a chunk (load_run).
     constexpr int RUNS = PS_MAX_FEATURES / PS_XC_PER_THREAD;  // threads a row
     const int xrow = tid / RUNS, f0 = tid % RUNS * PS_XC_PER_THREAD;
     const int xst = xrow % PS_STEPS, xwb = xrow / PS_STEPS;  // xwb * PS_STEPS + xst = xrow: its column of xs
     float rx[PS_XC_PER_THREAD];
-    const float* xr = x + ((long long)xst * B + b0 + xwb) * F + f0;  // the row at the chunk being loaded
+    const float* xr = run_origin(x, xst, xwb, f0, b0, B, F);
     const long long xchunk = (long long)PS_STEPS * B * F;
-    auto load = [&](int t0) {
-        const bool row = b0 + xwb < B && t0 + xst < K;
-#pragma unroll
-        for (int r = 0; r < PS_XC_PER_THREAD; ++r) rx[r] = row && f0 + r < F ? xr[r] : 0.0f;
-        xr += xchunk;
-    };
+    auto load = [&](int t0) { load_run(rx, xr, xchunk, b0 + xwb < B && t0 + xst < K, f0, F); };
     auto stage = [&]() {
 #pragma unroll
         for (int r = 0; r < PS_XC_PER_THREAD; ++r) xs[f0 + r][xrow] = rx[r];
@@ -547,21 +557,16 @@ ssm_proj_scan_fwd_tf32(PROJ_SCAN_FWD_PARAMS)
     for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) s[r] = 0.0f;
     const int col = warp * 4 + q;  // this lane's channel in the mma fragments
     ScanOut out(gates, states, y, b0 + wl, d, B, D);
-    // Staging: thread tid reads TC_RUN neighbouring features f0.. of one row (step xst, window xwb) of a
-    // chunk and stores them rounded to TF32 as the mma's A fragments: windows g and g + 8 (g < 8) share
+    // Staging: thread tid reads a run of TC_RUN features f0.. of one row (step xst, window xwb) of a chunk
+    // (load_run) and stores them rounded to TF32 as the mma's A fragments: windows g and g + 8 (g < 8) share
     // a row pair, in which k-step ks, lane q holds {x[g][8ks + q], x[g + 8][8ks + q], x[g][8ks + q + 4],
     // x[g + 8][8ks + q + 4]} = a[0..3], one 16-byte load.
     const int xrow = tid / (PS_MAX_FEATURES / TC_RUN), f0 = tid % (PS_MAX_FEATURES / TC_RUN) * TC_RUN;
     const int xst = xrow / PS_WINDOWS, xwb = xrow % PS_WINDOWS;
     float rx[TC_RUN];
-    const float* xr = x + ((long long)xst * B + b0 + xwb) * F + f0;  // the row at the chunk being loaded
+    const float* xr = run_origin(x, xst, xwb, f0, b0, B, F);
     const long long xchunk = (long long)TC_STEPS * B * F;
-    auto load = [&](int t0) {
-        const bool row = b0 + xwb < B && t0 + xst < K;
-#pragma unroll
-        for (int r = 0; r < TC_RUN; ++r) rx[r] = row && f0 + r < F ? xr[r] : 0.0f;
-        xr += xchunk;
-    };
+    auto load = [&](int t0) { load_run(rx, xr, xchunk, b0 + xwb < B && t0 + xst < K, f0, F); };
     auto stage = [&]() {
 #pragma unroll
         for (int r = 0; r < TC_RUN; ++r) {
