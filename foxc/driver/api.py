@@ -99,6 +99,10 @@ class Capture(Protocol):
     """`with rt.capture() as cap:` records what is launched on the stream; `cap.graph` is ready after the block.
     Warm up on the stream and allocate everything first; nothing may synchronize while it is open."""
     graph: Graph | None
+    def fork(self, side: Stream) -> None:
+        """`side` joins the capture as a branch after what the stream has issued so far."""
+    def join(self, side: Stream) -> None:
+        """The stream goes on only after the branch's work; every fork must be joined before the capture ends."""
     def __enter__(self) -> Capture: ...
     def __exit__(self, *exc) -> bool: ...
 

@@ -52,7 +52,7 @@ class RuntimeBase(Owned):
         return self._plan(self, self.kernel(spec), grid, block, args, shared_bytes)
 
     def capture(self, stream: Stream | None = None, name: str = "graph") -> Capture:
-        return self._capture(stream or self.stream, name)
+        return self._capture(stream or self.stream, name, self.event)
 
     def profiler_start(self):
         self.profiling = True
@@ -161,10 +161,13 @@ class GraphBase(Owned):
 class CaptureBase:
     """While open, the stream's `capture_log` lists what is launched on it; host copies are refused then,
     and nothing may synchronize. A backend adds `_begin()` and `_end(log, failed)`, which returns the graph
-    (None when failed)."""
+    (None when failed). `fork(side)` / `join(side)` record work on a second stream into the same graph, as a
+    branch that runs beside the capture stream's (ordered by events; the reference backend runs everything in
+    the order it was issued)."""
 
-    def __init__(self, stream, name: str):
-        self._stream, self._name = stream, name
+    def __init__(self, stream, name: str, event):
+        self._stream, self._name, self._event = stream, name, event
+        self._sides, self._events = [], []
         self.graph = None
 
     def __enter__(self):
@@ -175,10 +178,42 @@ class CaptureBase:
         self._stream.capture_log = []
         return self
 
+    def fork(self, side):
+        """`side` joins the capture after what its stream has issued so far; what is launched on `side` from
+        now on may run concurrently with the stream's later launches, until `join(side)`."""
+        if side.capture_log is not None or side is self._stream:
+            raise CudaError(f"stream '{side.name}' is already capturing")
+        self._order(self._stream, side, "fork")
+        side.capture_log = self._stream.capture_log
+        self._sides.append(side)
+
+    def join(self, side):
+        """The capture's stream goes on only after everything launched on `side` since its fork."""
+        if side not in self._sides:
+            raise CudaError(f"stream '{side.name}' was not forked from the capture '{self._name}'")
+        self._order(side, self._stream, "join")
+        side.capture_log = None
+        self._sides.remove(side)
+
+    def _order(self, first, then, what: str):
+        event = self._event(f"{self._name} {what}")
+        self._events.append(event)  # kept open until the capture ends
+        event.record(first)
+        then.wait(event)
+
     def __exit__(self, exc_type, exc, tb):
         log, self._stream.capture_log = self._stream.capture_log, None
+        unjoined = [f"'{s.name}'" for s in self._sides]
+        for side in self._sides:
+            side.capture_log = None
+        self._sides.clear()
         try:
-            self.graph = self._end(log, failed=exc_type is not None)
+            self.graph = self._end(log, failed=exc_type is not None or bool(unjoined))
         finally:
             capture_closed()
+            for event in self._events:
+                event.close()
+            self._events.clear()
+        if unjoined and exc_type is None:
+            raise CudaError(f"capture '{self._name}' ended with stream(s) {', '.join(unjoined)} forked and not joined")
         return False

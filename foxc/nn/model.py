@@ -412,11 +412,14 @@ class Learner:
         rl = self.rl
         self.loss_means = losses.plan_loss_means(rt, self.losses, rl.loss_q, rl.loss_pi, rl.loss_v,
                                                  self.perception.loss, B, B * N_PERCEPTION)
-        # the heads' forward and backward; the RL heads' forward includes the perception head's layer (one
-        # launch with the narrow heads)
-        self.heads = [*self.rl.forward, *self.perception.losses, self.loss_means, *self.perception.backward,
-                      *self.rl.backward]
-        self.learn = [*self.heads, *self.encoder.backward, self.partials]
+        # The RL heads' forward includes the perception head's layer (one launch with the narrow heads). After
+        # it, two lanes share no array that either writes (the trainer's graph runs them side by side): the RL
+        # heads' backward, and the perception loss with the loss means, its backward and then the encoder's.
+        self.rl_backward = self.rl.backward
+        self.perception_backward = [*self.perception.losses, self.loss_means, *self.perception.backward]
+        self.heads = [*self.rl.forward, *self.perception_backward, *self.rl_backward]  # the encoder's backward out
+        self.learn = [*self.rl.forward, *self.perception_backward, *self.encoder.backward, *self.rl_backward,
+                      self.partials]
         self.forward_backward = [*self.encoder.forward, *self.learn]
         self.update = self.optimizer.update
         self.step = self.forward_backward + self.update

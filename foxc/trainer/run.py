@@ -76,9 +76,7 @@ class Trainer:
             with nvtx_range("step"):
                 self.graph.launch(stream)
         else:
-            for name, entries in self.ts.phases:
-                if first and name in self.ts.skip_first:
-                    continue
+            for name, entries in self.ts.ordered(first):
                 with nvtx_range(name):
                     for entry in entries:
                         entry.launch(stream)
@@ -90,8 +88,7 @@ class Trainer:
     def capture(self):
         """Capture the whole step into one graph (replayed from now on); warm-up has run on this stream."""
         with self.rt.capture(name="train_step") as cap:
-            for entry in self.ts.launches():
-                entry.launch(self.rt.stream)
+            self.ts.capture(cap, self.rt.stream)
         self.graph = cap.graph
         self.graph_step = self.steps_done
 

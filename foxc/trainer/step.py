@@ -1,29 +1,43 @@
 """One training step, built once: every component's device state and the ordered launches.
 
-The step, top to bottom (each line one phase; `phases` holds them in this order):
+The step, top to bottom (each line one phase; `phases` holds them in this order). A `Beside` runs two
+lists of phases that share no array either writes: in the captured graph its side lane runs on a second
+stream, concurrently with its main lane, and the step goes on when both are done; eagerly they run one
+after the other. Either way each kernel reads the same inputs, so the bits are the same.
 
-  gather       dataset: windows [K, B, F] and label planes at each backtest's cursor
-  encode       encoder forward: h_t for every backtest
-  replay_push  the previous step's transition (its state, action, reward) enters the n-step rings
+  beside       side: replay_push   the previous step's transition (its state, action, reward) enters the
+                                   n-step rings
+               main: gather        dataset: windows [K, B, F] and label planes at each backtest's cursor
+                     encode        encoder forward: h_t for every backtest
   state        the agent's state s_t = [h_t | position features] (and lots, the open trade's drawdown)
-  replay_flush completed n-step transitions into storage; s_t is the next state of the newest
-  act          the online C51 head on s_t, epsilon-greedy over the valid actions, gate, stop-loss
-  simulate     one thread a backtest: book update, market fills, PnL; closed trades and drawdown; the reward
-               (equity change in ticks, drawdown penalty, PopArt scale, clamp); the perception targets from the
-               gathered label planes
-  replay_sample  a prioritized batch of stored transitions
-  learn        perception and RL losses, every backward, the RL gradient into the encoder
+  beside       side: act           the online C51 head on s_t, epsilon-greedy over the valid actions, gate,
+                                   stop-loss
+                     simulate      one thread a backtest: book update, market fills, PnL; closed trades and
+                                   drawdown; the reward (equity change in ticks, drawdown penalty, PopArt
+                                   scale, clamp); the perception targets from the gathered label planes
+                     advance       cursors move on, or start new episodes (the next step gathers at them)
+               main: replay_flush  completed n-step transitions into storage; s_t is the next state of the newest
+                     replay_sample a prioritized batch of stored transitions
+                     rl_forward    the RL heads on the replayed states (and the perception head's layer), their
+                                   losses
+  beside       side: rl_backward   the RL heads' backward
+                     priorities    |TD| of the batch into the tree's leaves, then the tree's sums (one launch)
+               main: perception    the perception loss and the loss means, the narrow heads' dW, the
+                                   perception head's dX
+                     encoder_backward  into the encoder: its output layer, then the scan
+  gradients    every split pass's partials added into the gradient (one launch)
   update       gradient clip, AdamW (learning rates from the ISV), target soft update
-  priorities   |TD| of the batch into the tree's leaves, then the tree's sums (one launch)
   control      step statistics, reward/PopArt, learning-rate plateau and other controllers, the step's frame
-               into the mapped-pinned ring, the step counter, the ISV published to the host (one kernel)
-  advance      cursors move on, or start new episodes (the next step gathers at them)
+               into the mapped-pinned ring, the step counter, the ISV published to the host (one kernel; the
+               only writer of the ISV, so it comes last)
 
 Nothing here reads the host or allocates once built, so the whole list can be captured into one
 CUDA graph. The first step skips `replay_push` and `replay_flush` (there is no previous step);
 `skip_first` names them.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,6 +60,14 @@ from .config import ConfigError
 
 
 RING_LEN = 1024  # diagnostics frames the mapped-pinned ring holds (the host reads them asynchronously)
+
+
+@dataclass(frozen=True)
+class Beside:
+    """Two lanes of (name, entries) phases that share no array either writes: a graph runs `side` on a
+    second stream beside `main`; `tests/test_train_lanes.py` runs them in both orders and compares the bits."""
+    side: list
+    main: list
 
 
 class TrainStep:
@@ -101,34 +123,65 @@ class TrainStep:
                                  stop_loss=self.sim.stop_loss, precision=cfg.precision)
         self.diagnostics = DiagnosticsRing(rt, ring_len=ring_len)
 
+        learner, replay = self.learner, self.replay
         self.phases = [
-            ("gather", [self.data.gather_plan]),
-            ("encode", enc.forward),
-            ("replay_push", self.replay.push_plans),
+            Beside(side=[("replay_push", replay.push_plans)],
+                   main=[("gather", [self.data.gather_plan]), ("encode", enc.forward)]),
             ("state", act.state_plans),
-            ("replay_flush", self.replay.flush_plans),
-            ("act", act.act_plans),
-            ("simulate", [rt.plan(bridge.BACKTEST_STEP, self.sim.grid, SIM_BLOCK, (
-                *self.sim.step_args, self.prev_trades, self.closed, self.closed_pnl, act.drawdown, MONEY_SCALE,
-                self.isv, self.reward_raw, self.reward_scaled, self.clipped, self.data.labels_out, self.labels,
-                self.mask))]),
-            ("replay_sample", self.replay.sample_plans),
-            ("learn", self.learner.learn),
-            ("update", self.learner.update),
-            ("priorities", self.replay.update_plans),
+            Beside(side=[("act", act.act_plans),
+                         ("simulate", [rt.plan(bridge.BACKTEST_STEP, self.sim.grid, SIM_BLOCK, (
+                             *self.sim.step_args, self.prev_trades, self.closed, self.closed_pnl, act.drawdown,
+                             MONEY_SCALE, self.isv, self.reward_raw, self.reward_scaled, self.clipped,
+                             self.data.labels_out, self.labels, self.mask))]),
+                         ("advance", [self.cursors.advance_plan])],
+                   main=[("replay_flush", replay.flush_plans), ("replay_sample", replay.sample_plans),
+                         ("rl_forward", learner.rl.forward)]),
+            Beside(side=[("rl_backward", learner.rl_backward), ("priorities", replay.update_plans)],
+                   main=[("perception", learner.perception_backward),
+                         ("encoder_backward", enc.backward)]),
+            ("gradients", [learner.partials]),
+            ("update", learner.update),
             ("control", [
                 rt.plan(agent.AGENT_STEP_END, 1, agent.STATS_BLOCK, (
                     act.probs, self.sim.actions, act.flags, self.reward_raw, self.reward_scaled, self.clipped,
                     self.closed, self.closed_pnl, act.lots, B, self.losses, self.stats, self.isv, self.isv.array,
                     *self.diagnostics.frame_args))]),
-            ("advance", [self.cursors.advance_plan]),
         ]
         self.skip_first = {"replay_push", "replay_flush"}
+        self.lane = rt.side_stream("step_lane")  # a graph's side lanes (eager steps run on one stream)
         self.reset(cfg.seed)
+
+    def ordered(self, first: bool = False, side_first: bool = False) -> list[tuple[str, list]]:
+        """The phases as one list in an order that runs them correctly on one stream; `first` leaves out
+        what needs a previous step; `side_first` puts each Beside's side lane before its main one."""
+        out = []
+        for item in self.phases:
+            lanes = ((item.side, item.main) if side_first else (item.main, item.side)) if isinstance(item, Beside) \
+                else ([item],)
+            out += [phase for lane in lanes for phase in lane if not (first and phase[0] in self.skip_first)]
+        return out
 
     def launches(self, first: bool = False) -> list:
         """The step's entries in order; `first` leaves out what needs a previous step."""
-        return [entry for name, entries in self.phases if not (first and name in self.skip_first) for entry in entries]
+        return [entry for _, entries in self.ordered(first) for entry in entries]
+
+    def capture(self, cap, stream, side_first: bool = False):
+        """Launch one (non-first) step into the open capture `cap` on `stream`, each Beside's side lane on
+        the step's second stream, forked from and joined back into the capture. `side_first` issues the side
+        lane first: on the GPU the graph is the same; the reference backend runs in issue order (tested)."""
+        side = self.lane
+        for item in self.phases:
+            if not isinstance(item, Beside):
+                for entry in item[1]:
+                    entry.launch(stream)
+                continue
+            cap.fork(side)
+            lanes = [(side, item.side), (stream, item.main)]
+            for on, phases in (lanes if side_first else lanes[::-1]):
+                for _, entries in phases:
+                    for entry in entries:
+                        entry.launch(on)
+            cap.join(side)
 
     def kernel_count(self) -> int:
         """Kernel launches in one (non-first) step; composite entries count their plans."""

@@ -84,6 +84,51 @@ def test_graph_equals_eager_launches(cuda_rt, rng):
     cap.graph.close()  # idempotent
 
 
+def test_forked_branch_runs_beside_the_stream(cuda_rt, rng):
+    """Two independent chains, one on a forked side stream: the graph holds both, in parallel (no edge
+    between them), and replays to the eager result; an unjoined fork fails the capture by name and leaves
+    both streams usable."""
+    n, steps = 100_000, 5
+    x0, y0 = rng.standard_normal((2, n)).astype(np.float32)
+
+    def setup():
+        x, y = cuda_rt.device_array(n, np.float32, "x"), cuda_rt.device_array(n, np.float32, "y")
+        x.upload(x0)
+        y.upload(y0)
+        return x, y, [vec.plan_elementwise(cuda_rt, vec.SCALE_F32, x, 0.5, n)], \
+            [vec.plan_elementwise(cuda_rt, vec.SCALE_F32, y, 2.0, n), vec.plan_elementwise(cuda_rt, vec.AXPY_F32, y,
+                                                                                             1.0, y, n)]
+    x_e, y_e, main, side_plans = setup()
+    for _ in range(steps):
+        for p in main + side_plans:
+            p.launch(cuda_rt.stream)
+    x_g, y_g, main, side_plans = setup()
+    side = cuda_rt.side_stream("lane")
+    with cuda_rt.capture(name="branches") as cap:
+        cap.fork(side)
+        for p in side_plans:
+            p.launch(side)
+        for p in main:
+            p.launch(cuda_rt.stream)
+        cap.join(side)
+    from cuda.bindings import driver
+    err, _, _, _, n_edges = driver.cuGraphGetEdges(cap.graph._graph, 0)
+    assert not err and cap.graph.kernel_count == 3 and cap.graph.node_count() == 3 and n_edges == 1
+    for _ in range(steps):
+        cap.graph.launch(cuda_rt.stream)
+    cuda_rt.stream.synchronize()
+    assert np.array_equal(x_e.download(), x_g.download()) and np.array_equal(y_e.download(), y_g.download())
+    with pytest.raises(CudaError, match="'lane' forked and not joined"):
+        with cuda_rt.capture(name="unjoined") as bad:
+            bad.fork(side)
+            main[0].launch(side)
+    assert side.capture_log is None and cuda_rt.stream.capture_log is None
+    main[0].launch(side)  # neither stream is left capturing
+    side.synchronize()
+    main[0].launch(cuda_rt.stream)
+    cuda_rt.stream.synchronize()
+
+
 def test_finalizer_during_capture_is_deferred(cuda_rt):
     """A buffer collected while a capture is open is freed after it, not inside it."""
     import gc
