@@ -245,19 +245,20 @@ class PerceptionHead:
     """logits = h Wp + bp [B, 9]; masked BCE against labels; backward writes dh (not accumulated)."""
 
     def __init__(self, rt, params: Parameters, h, dh, labels, mask, batch: int, precision="f32",
-                 partials: GradPartials | None = None):
+                 partials: GradPartials | None = None, grads_together: str | None = None):
         B, D = batch, params.hidden
         self.logits = rt.device_array((B, N_PERCEPTION), np.float32, "perception_logits")
         self.dlogits = rt.device_array((B, N_PERCEPTION), np.float32, "perception_dlogits")
         self.loss = rt.device_array((B, N_PERCEPTION), np.float32, "perception_loss")
         self.linear = Linear(rt, params, "perception_w", "perception_b", h, self.logits, B, D, N_PERCEPTION,
-                             precision=precision, dY=self.dlogits, dX=dh, partials=partials)
+                             precision=precision, dY=self.dlogits, dX=dh, partials=partials,
+                             grads_together=grads_together)
         self.losses = [losses.plan_bce_masked(rt, self.dlogits, self.loss, self.logits, labels, mask, B, N_PERCEPTION)]
         self.backward = self.linear.backward
 
     @property
     def forward(self) -> list:
-        """The head's layer, then the loss."""
+        """The head on its own: its layer, then the loss (the Learner launches the layer with the RL heads')."""
         return [*self.linear.forward, *self.losses]
 
 
@@ -275,12 +276,15 @@ class RlHeads:
     encoder is not processing in this step. `td_error` (float32 [B]), when given, is where the C51
     loss writes |TD| (the replay's priority input reads it there), else the heads own one.
     The three trunk passes run as one launch, so do the two Q heads, their two distributions, the value
-    and policy losses, and the narrow heads (policy, value, next value); the policy's and value's dW + db
-    passes run as one launch too (NARROW_GRADS).
+    and policy losses, and the narrow heads (policy, value, next value, and `with_narrow`: other heads'
+    independent layers of that tiling, which the Learner hands in so the perception head's forward joins
+    that launch); the policy's and value's dW + db passes run as one launch too (with every other pass
+    of the same GradPartials keyed NARROW_GRADS: the Learner's perception head).
     """
 
     def __init__(self, rt, params: Parameters, s_t, s_tp1, action, ret, gamma_n, done, weight, isv,
-                 batch: int, precision="f32", partials: GradPartials | None = None, td_error=None):
+                 batch: int, precision="f32", partials: GradPartials | None = None, td_error=None,
+                 with_narrow: tuple[Linear, ...] = ()):
         B, S, R = batch, params.state_dim, params.rl_hidden
         own = partials is None
         partials = GradPartials(rt, params.grad, "rl_grad_splits") if own else partials
@@ -313,7 +317,7 @@ class RlHeads:
         self.forward = [
             *forward_together(rt, [trunk, trunk_next, trunk_target], precision, "rl_trunks"),
             *forward_together(rt, [q, q_next], precision, "q_heads"),
-            *forward_together(rt, [pi, v, v_next], precision, "narrow_heads"),
+            *forward_together(rt, [*with_narrow, pi, v, v_next], precision, "narrow_heads"),
             heads.plan_c51_distribution(rt, [(self.next_probs, self.next_q, self.next_logits, s_tp1.at(side)),
                                              (self.q_probs, self.q, self.q_logits, s_t.at(side))], isv, S, B),
             losses.plan_c51_loss(rt, self.dq_logits, self.loss_q, self.td_error, self.q_logits, self.next_probs,
@@ -395,12 +399,11 @@ class Learner:
         # every FP32 split pass of the backward leaves its partials here; one launch adds them all
         self.partials = GradPartials(rt, self.params.grad)
         self.encoder = Encoder(rt, self.params, B, K, self.features, precision, fused_encoder, self.partials)
-        # the perception head has launches of its own (not in the RL heads' narrow groups), so the trainer can run
-        # it and the encoder's backward beside the RL heads
         self.perception = PerceptionHead(rt, self.params, self.encoder.h, self.encoder.dh, self.labels, self.mask,
-                                         B, precision, self.partials)
+                                         B, precision, self.partials, grads_together=NARROW_GRADS)
         self.rl = RlHeads(rt, self.params, self.h_t, self.h_tp1, self.action, self.ret, self.gamma_n, self.done,
-                          self.weight, isv, B, precision, self.partials, td_error)
+                          self.weight, isv, B, precision, self.partials, td_error,
+                          with_narrow=(self.perception.linear,))
         self.partials.finish()
         self.optimizer = Optimizer(rt, self.params, isv)
         # the batch means of the losses (C51, policy, value, perception BCE) where the host reads them
@@ -409,13 +412,14 @@ class Learner:
         rl = self.rl
         self.loss_means = losses.plan_loss_means(rt, self.losses, rl.loss_q, rl.loss_pi, rl.loss_v,
                                                  self.perception.loss, B, B * N_PERCEPTION)
-        # Two lanes that share no array either writes (the trainer's graph runs them side by side): the RL heads
-        # (forward and backward), and the perception head (forward, loss, backward) with the encoder's backward.
-        # The loss means read both.
-        self.perception_learn = [*self.perception.forward, *self.perception.backward]
-        self.heads = [*self.rl.forward, *self.perception_learn, *self.rl.backward, self.loss_means]
-        self.learn = [*self.rl.forward, *self.perception_learn, *self.encoder.backward, *self.rl.backward,
-                      self.loss_means, self.partials]
+        # The RL heads' forward includes the perception head's layer (one launch with the narrow heads). After
+        # it, two lanes share no array that either writes (the trainer's graph runs them side by side): the RL
+        # heads' backward, and the perception loss with the loss means, its backward and then the encoder's.
+        self.rl_backward = self.rl.backward
+        self.perception_backward = [*self.perception.losses, self.loss_means, *self.perception.backward]
+        self.heads = [*self.rl.forward, *self.perception_backward, *self.rl_backward]  # the encoder's backward out
+        self.learn = [*self.rl.forward, *self.perception_backward, *self.encoder.backward, *self.rl_backward,
+                      self.partials]
         self.forward_backward = [*self.encoder.forward, *self.learn]
         self.update = self.optimizer.update
         self.step = self.forward_backward + self.update

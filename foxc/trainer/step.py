@@ -10,21 +10,21 @@ after the other. Either way each kernel reads the same inputs, so the bits are t
                main: gather        dataset: windows [K, B, F] and label planes at each backtest's cursor
                      encode        encoder forward: h_t for every backtest
   state        the agent's state s_t = [h_t | position features] (and lots, the open trade's drawdown)
-  beside       side: replay_flush  completed n-step transitions into storage; s_t is the next state of the
-                                   newest
-                     replay_sample a prioritized batch of stored transitions
-                     rl_forward    the RL heads on the replayed states, their losses
-                     rl_backward   the RL heads' backward
-                     priorities    |TD| of the batch into the tree's leaves, then the tree's sums (one launch)
-               main: act           the online C51 head on s_t, epsilon-greedy over the valid actions, gate,
+  beside       side: act           the online C51 head on s_t, epsilon-greedy over the valid actions, gate,
                                    stop-loss
                      simulate      one thread a backtest: book update, market fills, PnL; closed trades and
                                    drawdown; the reward (equity change in ticks, drawdown penalty, PopArt
                                    scale, clamp); the perception targets from the gathered label planes
                      advance       cursors move on, or start new episodes (the next step gathers at them)
-                     perception    the perception head on h_t, its loss against the targets, its backward
+               main: replay_flush  completed n-step transitions into storage; s_t is the next state of the newest
+                     replay_sample a prioritized batch of stored transitions
+                     rl_forward    the RL heads on the replayed states (and the perception head's layer), their
+                                   losses
+  beside       side: rl_backward   the RL heads' backward
+                     priorities    |TD| of the batch into the tree's leaves, then the tree's sums (one launch)
+               main: perception    the perception loss and the loss means, the narrow heads' dW, the
+                                   perception head's dX
                      encoder_backward  into the encoder: its output layer, then the scan
-  losses       the batch means of the four losses (where the host and the controllers read them)
   gradients    every split pass's partials added into the gradient (one launch)
   update       gradient clip, AdamW (learning rates from the ISV), target soft update
   control      step statistics, reward/PopArt, learning-rate plateau and other controllers, the step's frame
@@ -128,17 +128,17 @@ class TrainStep:
             Beside(side=[("replay_push", replay.push_plans)],
                    main=[("gather", [self.data.gather_plan]), ("encode", enc.forward)]),
             ("state", act.state_plans),
-            Beside(side=[("replay_flush", replay.flush_plans), ("replay_sample", replay.sample_plans),
-                         ("rl_forward", learner.rl.forward), ("rl_backward", learner.rl.backward),
-                         ("priorities", replay.update_plans)],
-                   main=[("act", act.act_plans),
+            Beside(side=[("act", act.act_plans),
                          ("simulate", [rt.plan(bridge.BACKTEST_STEP, self.sim.grid, SIM_BLOCK, (
                              *self.sim.step_args, self.prev_trades, self.closed, self.closed_pnl, act.drawdown,
                              MONEY_SCALE, self.isv, self.reward_raw, self.reward_scaled, self.clipped,
                              self.data.labels_out, self.labels, self.mask))]),
-                         ("advance", [self.cursors.advance_plan]),
-                         ("perception", learner.perception_learn), ("encoder_backward", enc.backward)]),
-            ("losses", [learner.loss_means]),
+                         ("advance", [self.cursors.advance_plan])],
+                   main=[("replay_flush", replay.flush_plans), ("replay_sample", replay.sample_plans),
+                         ("rl_forward", learner.rl.forward)]),
+            Beside(side=[("rl_backward", learner.rl_backward), ("priorities", replay.update_plans)],
+                   main=[("perception", learner.perception_backward),
+                         ("encoder_backward", enc.backward)]),
             ("gradients", [learner.partials]),
             ("update", learner.update),
             ("control", [
