@@ -23,7 +23,7 @@ from .layout import (CTR_COUNT, MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS, MAX_WIDT
                      RING_COLS, ROW_BLOCK, TR_COLS)
 from .nstep import FLUSH_SCAN, FLUSH_WRITE, RING_PUSH
 from .priority import plan_update_tree
-from .sampling import SAMPLE, sample_grid
+from .sampling import SAMPLE
 
 # name -> (shape given capacity C, envs E, batch S, ring length N, row width W; dtype)
 _STATE = {
@@ -108,7 +108,7 @@ class ReplayBuffer(Component):
                 self.isv, s["max_priority"], s["store_h_t"], s["store_h_tp1"], s["store_rows"], s["tree"],
                 E, N, C, W)),
         ]
-        self.sample_plans = [rt.plan(SAMPLE, sample_grid(S), ROW_BLOCK, (
+        self.sample_plans = [rt.plan(SAMPLE, S, ROW_BLOCK, (
             s["tree"], s["counters"], s["store_h_t"], s["store_h_tp1"], s["store_rows"], s["rng"], self.isv,
             o["h_t"], o["h_tp1"], o["action"], o["return"], o["return_raw"], o["done"], o["log_pi"],
             o["gamma_n"], o["index"], o["prob"], o["weight"], x["ticket"], S, C, W))]
