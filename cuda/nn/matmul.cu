@@ -11,7 +11,6 @@
 // T = 64 (static shared memory FP32 8.5 KB, TF32 26 KB), T = 32 for the *_t32 FP32 kernels
 // (9 KB) and T = 16 for linear_fwd_f32_t16 (10 KB).
 #include <mma.h>
-#include <type_traits>
 #include "foxc/nn_math.cuh"
 
 using namespace nvcuda;
@@ -145,6 +144,29 @@ __device__ __forceinline__ void stage_index(int e, int& w, int& kk)
     else   { w = e / KT; kk = e % KT; }  // stored [W][K]: neighbours walk k
 }
 
+// Stage op(A)[m0.., k0..] as As[k][m] and op(B)[k0.., n0..] as Bs[k][n] (TF32 path, 64x64, 256
+// threads); zero outside the matrices and past k_end, so padded products add exact zeros.
+template <bool TA, bool TB, bool TF32>
+__device__ __forceinline__ void stage_tiles(const GemmShape& g, int m0, int n0, int k0, int k_end,
+                                            float (*As)[TILE_M + TILE_PAD], float (*Bs)[TILE_N + TILE_PAD])
+{
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int r = 0; r < (TILE_M * TILE_K) / GEMM_THREADS; ++r) {
+        int mm, kk;
+        stage_index<TA, TILE_M>(tid + r * GEMM_THREADS, mm, kk);
+        const float v = load_a<TA>(g, m0 + mm, k0 + kk, k_end);
+        As[kk][mm] = TF32 ? wmma::__float_to_tf32(v) : v;
+    }
+#pragma unroll
+    for (int r = 0; r < (TILE_N * TILE_K) / GEMM_THREADS; ++r) {
+        int nn, kk;
+        stage_index<!TB, TILE_N>(tid + r * GEMM_THREADS, nn, kk);
+        const float v = load_b<TB>(g, n0 + nn, k0 + kk, k_end);
+        Bs[kk][nn] = TF32 ? wmma::__float_to_tf32(v) : v;
+    }
+}
+
 __device__ __forceinline__ void store_out(const GemmShape& g, int m, int n, float acc)
 {
     if (m >= g.M || n >= g.N) return;
@@ -238,6 +260,49 @@ __device__ __forceinline__ void gemm_f32(const GemmShape& g)
         for (int j = 0; j < TN; ++j) store_out(g, m0 + ty * TM + i, n0 + tx * TN + j, acc[i][j]);
 }
 
+// TF32: 8 warps; warp w owns rows (w%4)*16.. and columns (w/4)*32.. (two 16x16 accumulators).
+// The tile goes through shared memory so the epilogue can bound-check, add bias and activate.
+template <bool TA, bool TB>
+__device__ __forceinline__ void gemm_tf32(const GemmShape& g)
+{
+    __shared__ __align__(32) float As[TILE_K][TILE_M + TILE_PAD];
+    __shared__ __align__(32) float Bs[TILE_K][TILE_N + TILE_PAD];
+    __shared__ __align__(32) float Cs[TILE_M][TILE_N + TILE_PAD];
+    const int m0 = blockIdx.y * TILE_M, n0 = blockIdx.x * TILE_N;
+    const int k_begin = split_of(g) * g.k_chunk;
+    const int k_end = min(g.K, k_begin + g.k_chunk);
+    const int warp = threadIdx.x / 32;
+    const int wm = warp % 4, wn = warp / 4;
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[2];
+    wmma::fill_fragment(acc[0], 0.0f);
+    wmma::fill_fragment(acc[1], 0.0f);
+
+    for (int k0 = k_begin; k0 < k_end; k0 += TILE_K) {
+        stage_tiles<TA, TB, true>(g, m0, n0, k0, k_end, As, Bs);
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < TILE_K; kk += 8) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major> a;
+            wmma::load_matrix_sync(a, &As[kk][wm * 16], TILE_M + TILE_PAD);
+#pragma unroll
+            for (int f = 0; f < 2; ++f) {
+                wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> b;
+                wmma::load_matrix_sync(b, &Bs[kk][wn * 32 + f * 16], TILE_N + TILE_PAD);
+                wmma::mma_sync(acc[f], a, b, acc[f]);
+            }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int f = 0; f < 2; ++f)
+        wmma::store_matrix_sync(&Cs[wm * 16][wn * 32 + f * 16], acc[f], TILE_N + TILE_PAD, wmma::mem_row_major);
+    __syncthreads();
+    for (int e = threadIdx.x; e < TILE_M * TILE_N; e += GEMM_THREADS) {
+        const int mm = e / TILE_N, nn = e % TILE_N;
+        store_out(g, m0 + mm, n0 + nn, Cs[mm][nn]);
+    }
+}
+
 // TF32 for layers too small to fill the GPU with 64x64 tiles (the learner's layers at B = 1,024):
 // a 32x32 tile per block of 4 warps, warp (wm, wn) = (warp / 2, warp % 2) owning rows wm*16.. and
 // columns wn*16.. (one mma row tile, two column tiles). k is staged TG_KT deep by cp.async with
@@ -269,25 +334,24 @@ __device__ __forceinline__ void cp_async16(float* dst, const float* src, int n)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(4 * n));
 }
 
-// Stage ROWS x COLS of a row-major matrix `src` (leading dimension ld) starting at (r0, c0), into
-// dst[row][col] (row stride STRIDE words), by a block of THREADS; rows past `rows` and columns past `cols`
-// are zero. VEC: 16-byte copies (ld and src 16-byte aligned).
-template <int ROWS, int COLS, int STRIDE, bool VEC, int THREADS = TG_THREADS>
+// Stage rows x cols (TG_TILE x TG_KT or TG_KT x TG_TILE) of a row-major matrix `src` (leading dimension
+// ld) starting at (r0, c0), into dst[row][col] (row stride STRIDE words); rows past `rows` and columns
+// past `cols` are zero. VEC: 16-byte copies (ld and src 16-byte aligned).
+template <int ROWS, int COLS, int STRIDE, bool VEC>
 __device__ __forceinline__ void stage_async(float* dst, const float* src, long long ld, int r0, int c0, int rows,
                                             int cols)
 {
     if (VEC) {
 #pragma unroll
-        static_assert(ROWS * COLS % (4 * THREADS) == 0, "whole vectors per thread");
-        for (int r = 0; r < ROWS * COLS / 4 / THREADS; ++r) {
-            const int e = threadIdx.x + r * THREADS, row = e / (COLS / 4), col = (e % (COLS / 4)) * 4;
+        for (int r = 0; r < ROWS * COLS / 4 / TG_THREADS; ++r) {
+            const int e = threadIdx.x + r * TG_THREADS, row = e / (COLS / 4), col = (e % (COLS / 4)) * 4;
             const int n = r0 + row < rows ? min(max(cols - (c0 + col), 0), 4) : 0;
             cp_async16(dst + row * STRIDE + col, n > 0 ? src + (r0 + row) * ld + c0 + col : src, n);
         }
     } else {
 #pragma unroll
-        for (int r = 0; r < ROWS * COLS / THREADS; ++r) {
-            const int e = threadIdx.x + r * THREADS, row = e / COLS, col = e % COLS;
+        for (int r = 0; r < ROWS * COLS / TG_THREADS; ++r) {
+            const int e = threadIdx.x + r * TG_THREADS, row = e / COLS, col = e % COLS;
             const bool ok = r0 + row < rows && c0 + col < cols;
             cp_async4(dst + row * STRIDE + col, ok ? src + (r0 + row) * ld + c0 + col : src, ok);
         }
@@ -351,101 +415,6 @@ __device__ __forceinline__ void gemm_tf32_t32(const GemmShape& g)
         store_out(g, m, n + 1, acc[nt][1]);
         store_out(g, m + 8, n, acc[nt][2]);
         store_out(g, m + 8, n + 1, acc[nt][3]);
-    }
-}
-
-// TF32, 64x64 tiles: 8 warps; warp w owns rows (w%4)*16.. and columns (w/4)*32.. (two 16x16 wmma
-// accumulators). k is staged TILE_K deep by cp.async, TT_STAGES stages in flight, each operand as it is
-// stored (A as [m][k], or [k][m] for A^T; B as [k][n], or [n][k] for B^T; the fragments' layouts follow),
-// 16 bytes at a time where rows align; a fragment's elements are rounded to TF32 (cvt.rna) as it is loaded,
-// the same rounding of the same values as rounding them into shared memory. Sums in FP32 on the tensor
-// cores in increasing k. The tile goes through shared memory (the stages' space) so the epilogue can
-// bound-check, add bias and activate. Shared memory: at most 41 KB.
-#define TT_STAGES 4
-
-template <typename Frag>
-__device__ __forceinline__ void round_tf32(Frag& f)
-{
-#pragma unroll
-    for (int i = 0; i < f.num_elements; ++i) f.x[i] = wmma::__float_to_tf32(f.x[i]);
-}
-
-template <bool TA, bool TB>
-__device__ __forceinline__ void gemm_tf32(const GemmShape& g)
-{
-    constexpr int A_ROWS = TA ? TILE_K : TILE_M, A_LD = (TA ? TILE_M : TILE_K) + TILE_PAD;
-    constexpr int B_ROWS = TB ? TILE_N : TILE_K, B_LD = (TB ? TILE_K : TILE_N) + TILE_PAD;
-    constexpr int STAGE = A_ROWS * A_LD + B_ROWS * B_LD, C_LD = TILE_N + TILE_PAD;
-    constexpr int WORDS = TT_STAGES * STAGE > TILE_M * C_LD ? TT_STAGES * STAGE : TILE_M * C_LD;
-    using ALayout = typename std::conditional<TA, wmma::col_major, wmma::row_major>::type;
-    using BLayout = typename std::conditional<TB, wmma::col_major, wmma::row_major>::type;
-    __shared__ __align__(32) float smem[WORDS];
-    const int m0 = blockIdx.y * TILE_M, n0 = blockIdx.x * TILE_N;
-    const int k_begin = split_of(g) * g.k_chunk;
-    const int k_end = min(g.K, k_begin + g.k_chunk);
-    const int warp = threadIdx.x / 32;
-    const int wm = warp % 4, wn = warp / 4;
-    const int stages = (k_end - k_begin + TILE_K - 1) / TILE_K;
-    const bool a16 = rows_aligned16(g.A, g.lda), b16 = rows_aligned16(g.B, g.ldb);  // uniform
-    auto issue = [&](int st) {
-        const int k0 = k_begin + st * TILE_K;
-        float* As = smem + (st % TT_STAGES) * STAGE;
-        float* Bs = As + A_ROWS * A_LD;
-        if (TA) {  // A stored [K][M]
-            if (a16) stage_async<TILE_K, TILE_M, A_LD, true, GEMM_THREADS>(As, g.A, g.lda, k0, m0, k_end, g.a_rows);
-            else stage_async<TILE_K, TILE_M, A_LD, false, GEMM_THREADS>(As, g.A, g.lda, k0, m0, k_end, g.a_rows);
-        } else {  // A stored [M][K]
-            if (a16) stage_async<TILE_M, TILE_K, A_LD, true, GEMM_THREADS>(As, g.A, g.lda, m0, k0, g.a_rows, k_end);
-            else stage_async<TILE_M, TILE_K, A_LD, false, GEMM_THREADS>(As, g.A, g.lda, m0, k0, g.a_rows, k_end);
-        }
-        if (TB) {  // B stored [N][K]
-            if (b16) stage_async<TILE_N, TILE_K, B_LD, true, GEMM_THREADS>(Bs, g.B, g.ldb, n0, k0, g.N, k_end);
-            else stage_async<TILE_N, TILE_K, B_LD, false, GEMM_THREADS>(Bs, g.B, g.ldb, n0, k0, g.N, k_end);
-        } else {  // B stored [K][N]
-            if (b16) stage_async<TILE_K, TILE_N, B_LD, true, GEMM_THREADS>(Bs, g.B, g.ldb, k0, n0, k_end, g.N);
-            else stage_async<TILE_K, TILE_N, B_LD, false, GEMM_THREADS>(Bs, g.B, g.ldb, k0, n0, k_end, g.N);
-        }
-    };
-    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[2];
-    wmma::fill_fragment(acc[0], 0.0f);
-    wmma::fill_fragment(acc[1], 0.0f);
-#pragma unroll
-    for (int st = 0; st < TT_STAGES; ++st) {
-        if (st < stages) issue(st);
-        asm volatile("cp.async.commit_group;\n" ::);  // empty groups too: one group per stage slot
-    }
-    for (int st = 0; st < stages; ++st) {
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(TT_STAGES - 1));  // stage st has landed
-        __syncthreads();
-        const float* As = smem + (st % TT_STAGES) * STAGE;
-        const float* Bs = As + A_ROWS * A_LD;
-#pragma unroll
-        for (int kk = 0; kk < TILE_K; kk += 8) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, ALayout> a;
-            wmma::load_matrix_sync(a, TA ? As + kk * A_LD + wm * 16 : As + wm * 16 * A_LD + kk, A_LD);
-            round_tf32(a);
-#pragma unroll
-            for (int f = 0; f < 2; ++f) {
-                const int n = wn * 32 + f * 16;
-                wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, BLayout> b;
-                wmma::load_matrix_sync(b, TB ? Bs + n * B_LD + kk : Bs + kk * B_LD + n, B_LD);
-                round_tf32(b);
-                wmma::mma_sync(acc[f], a, b, acc[f]);
-            }
-        }
-        __syncthreads();  // every warp is done with this buffer
-        if (st + TT_STAGES < stages) issue(st + TT_STAGES);
-        asm volatile("cp.async.commit_group;\n" ::);
-    }
-    asm volatile("cp.async.wait_group 0;\n" ::);  // only empty groups remain: the space is free for the tile
-    float* Cs = smem;
-#pragma unroll
-    for (int f = 0; f < 2; ++f)
-        wmma::store_matrix_sync(Cs + wm * 16 * C_LD + wn * 32 + f * 16, acc[f], C_LD, wmma::mem_row_major);
-    __syncthreads();
-    for (int e = threadIdx.x; e < TILE_M * TILE_N; e += GEMM_THREADS) {
-        const int mm = e / TILE_N, nn = e % TILE_N;
-        store_out(g, m0 + mm, n0 + nn, Cs[mm * C_LD + nn]);
     }
 }
 
