@@ -77,7 +77,7 @@ class StepEnd:
         self.stats = rt.device_array(N_STATS, np.float64, "stats")
         self.ring = DiagnosticsRing(rt, ring_len=ring_len)
         self.plan = rt.plan(K.AGENT_STEP_END, 1, STATS_BLOCK, (*self.inputs, B, self.losses, self.stats, self.bus,
-                                                               self.bus.array, *self.ring.frame_args))
+                                                               self.bus.array, *self.ring.frame_args.values()))
 
 
 assert N_SLOTS == len(isv_values())

@@ -117,3 +117,16 @@ def test_a_parameter_count_from_the_driver_replaces_the_probe():
     assert probed == list(range(len(SPEC.layout)))  # nothing asked past the last parameter
     with pytest.raises(CudaError, match=f"declared with {len(SPEC.layout)} parameters, but the cubin's kernel has 9"):
         verify_params(SPEC, info, count=9)
+
+
+def test_convert_args_by_name_binds_each_value_to_its_parameter():
+    x, y = _Buf(0x1000), DevPtr(0x2000)
+    positional = convert_args(SPEC, (x, 3, 2**40, 1.5, 7, y))
+    named = convert_args(SPEC, dict(y=y, d=7, c=1.5, b=2**40, a=3, x=x))  # any order
+    assert [int(v) if isinstance(v, DevPtr) else v for v in named] == \
+        [int(v) if isinstance(v, DevPtr) else v for v in positional]
+    assert int(named[0]) == 0x1000 and int(named[5]) == 0x2000
+    with pytest.raises(CudaError, match="kernel k: unknown argument\\(s\\) z; missing argument\\(s\\) d"):
+        convert_args(SPEC, dict(x=x, a=3, b=1, c=1.0, z=7, y=y))
+    with pytest.raises(CudaError, match="parameter 5 'y' declared ptr .* needs a device buffer"):
+        convert_args(SPEC, dict(x=x, a=3, b=1, c=1.0, d=7, y=5))  # a swapped-in int is still refused

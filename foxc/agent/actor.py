@@ -69,13 +69,15 @@ class Actor:
             self.policy_logits = dev((B, N_ACTIONS), np.float32, "act_policy_logits")
             heads += Linear(rt, params, "policy_w", "policy_b", self.z, self.policy_logits, B, R, N_ACTIONS,
                             precision=precision).forward
-        self.state_plans = [rt.plan(kernels.AGENT_STATE, B, STATE_BLOCK, (
-            h, pos, features, self.trade_steps, self.prev_lots, self.state, self.lots, self.drawdown, int(tick),
-            MONEY_SCALE, D, int(seq_len), B))]
-        self.act_plans = heads + [rt.plan(kernels.AGENT_ACT, kernels.per_backtest_grid(B), kernels.BLOCK, (
-            self.q, self.policy_logits if self.policy_logits is not None else self.q, self.rng, self.explore, self.lots,
-            self.drawdown, isv, self.actions, self.log_prob, self.probs, self.flags, self.stop_loss, ACTORS[actor],
-            int(greedy), B))]
+        self.state_plans = [rt.plan(kernels.AGENT_STATE, B, STATE_BLOCK, dict(
+            h=h, pos=pos, features=features, trade_steps=self.trade_steps, prev_lots=self.prev_lots, state=self.state,
+            lots=self.lots, drawdown=self.drawdown, tick=int(tick), money_scale=MONEY_SCALE, D=D, K=int(seq_len),
+            B=B))]
+        self.act_plans = heads + [rt.plan(kernels.AGENT_ACT, kernels.per_backtest_grid(B), kernels.BLOCK, dict(
+            q=self.q, policy_logits=self.policy_logits if self.policy_logits is not None else self.q, rng_state=self.rng,
+            explore=self.explore, position_lots=self.lots, drawdown=self.drawdown, isv=isv, actions=self.actions,
+            log_prob=self.log_prob, probs=self.probs, flags=self.flags, stop_loss=self.stop_loss, actor=ACTORS[actor],
+            greedy=int(greedy), B=B))]
 
     def reset(self, seed: int):
         """No position history, fresh sampling states (host uploads: call outside a capture)."""

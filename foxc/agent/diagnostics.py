@@ -44,7 +44,8 @@ class DiagnosticsRing:
             self.extras.host[:] = 0.0
         self._slots = rt.device_array(len(FRAME_ISV), np.int32, "diag_isv_slots")
         self._slots.upload(np.array([slot_index(n) for n in FRAME_ISV], np.int32))
-        self.frame_args = (self.extras, self._slots, len(FRAME_ISV), self.ring, ring_len)  # agent_step_end's
+        self.frame_args = dict(extras=self.extras, isv_slots=self._slots, n_isv=len(FRAME_ISV), ring=self.ring,
+                               ring_len=ring_len)  # agent_step_end's, by name
         self.ring_len = ring_len
         self.lead_limit = ring_len // 2  # steps the host may launch past the next unread frame
         self.next_step = 0

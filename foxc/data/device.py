@@ -105,8 +105,8 @@ class DeviceDataset(Component):
         self.labels_out = rt.device_array((LABEL_PLANES, self.B, HORIZONS), np.float32, "labels_out")
         self.gather_plan = rt.plan(
             gather.GATHER_WINDOWS, self.B, GATHER_BLOCK,
-            (self.records, self.labels, self.segment_first, self.cursor, self.features, self.labels_out,
-             n, self.B, self.K, self.tick),
+            dict(records=self.records, labels=self.labels, segment_first=self.segment_first, cursor=self.cursor,
+                 features=self.features, labels_out=self.labels_out, n_records=n, B=self.B, K=self.K, tick=self.tick),
             shared_bytes=gather.shared_bytes(self.K))
 
     def _upload_segments(self, read, first, end):

@@ -126,7 +126,8 @@ class Runtime(Closeable, Protocol):
     def kernel(self, spec: KernelSpec) -> Kernel:
         """`spec`'s kernel, checked and loaded once; another declaration under the same name is refused."""
     def plan(self, spec: KernelSpec, grid, block, args, shared_bytes: int = 0) -> LaunchPlan:
-        """Arguments go through `spec`: pointers as DevPtrs (never plain ints), scalars checked for type and range."""
+        """Arguments go through `spec`: pointers as DevPtrs (never plain ints), scalars checked for type and range;
+        `args` in the declaration's order, or a mapping from parameter names to values (bound by name)."""
     def event(self, name: str = "event") -> Event: ...
     def capture(self, stream: Stream | None = None, name: str = "graph") -> Capture: ...
     def synchronize(self) -> None:

@@ -7,6 +7,7 @@ pointer and a float is never passed where the kernel expects an integer.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -115,7 +116,17 @@ def scalar_of(value, spec: KernelSpec, index: int):
 
 
 def convert_args(spec: KernelSpec, args) -> list:
-    """Launch arguments checked against the declaration: DevPtr for pointers, numpy scalars otherwise."""
+    """Launch arguments checked against the declaration: DevPtr for pointers, numpy scalars otherwise.
+    `args` is the values in the declaration's order, or a mapping from each parameter's name to its value
+    (what a call site with many parameters should pass: an argument is then bound by its name)."""
+    if isinstance(args, Mapping):
+        names = [p.name for p in spec.params]
+        unknown, missing = sorted(set(args) - set(names)), [n for n in names if n not in args]
+        if unknown or missing:
+            raise CudaError(f"kernel {spec.name}: " + "; ".join(
+                f"{what} argument(s) {', '.join(found)}" for what, found in (("unknown", unknown),
+                                                                             ("missing", missing)) if found))
+        args = [args[n] for n in names]
     if len(args) != len(spec.params):
         names = ", ".join(p.name for p in spec.params)
         raise CudaError(f"kernel {spec.name} takes {len(spec.params)} arguments ({names}), got {len(args)}")

@@ -130,8 +130,8 @@ class LobSim(Component):
         self.dones = dev(n, np.float32, "dones")
         self.reset_state()
         self.ptrs = self._raw_ptrs()
-        # lobsim_step's arguments in its order: a kernel that steps the simulator and goes on (the trainer's
-        # backtest_step) takes them first, then its own
+        # lobsim_step's arguments by name: a kernel that steps the simulator and goes on (the trainer's
+        # backtest_step) takes them, then its own
         self.step_args = self._step_args(self.ptrs)
         self.grid = (n + BLOCK - 1) // BLOCK
         self.plans = [rt.plan(LOBSIM_STEP, self.grid, BLOCK, self.step_args)]
@@ -142,12 +142,14 @@ class LobSim(Component):
         return LobSimRawPtrs(**arrays, step_fn=self.rt.kernel(LOBSIM_STEP), n_backtests=self.n,
                              trade_log_cap=self.config.trade_log_cap)
 
-    def _step_args(self, t: LobSimRawPtrs) -> tuple:
+    def _step_args(self, t: LobSimRawPtrs) -> dict:
         c = self.config
-        return (t.snapshots, t.cursor, t.episode_end, t.bid_px, t.ask_px, t.bid_sz, t.ask_sz, t.book_ts, t.book_idx,
-                t.mid_x2, t.atr_ema, t.skip_range, t.skip_crossed, t.actions, t.stop_loss, t.fee_per_lot, t.pos,
-                t.trade_log, t.rewards, t.dones, c.min_price, c.max_price, c.atr_alpha, c.reward_scale,
-                t.trade_log_cap, c.lots_per_entry, t.n_backtests)
+        books = ("cursor", "episode_end", "bid_px", "ask_px", "bid_sz", "ask_sz", "book_ts", "book_idx", "mid_x2",
+                 "atr_ema", "skip_range", "skip_crossed", "actions", "stop_loss", "fee_per_lot", "pos", "trade_log",
+                 "rewards", "dones")
+        return dict(snaps=t.snapshots, **{name: getattr(t, name) for name in books}, min_px=c.min_price,
+                    max_px=c.max_price, atr_alpha=c.atr_alpha, reward_scale=c.reward_scale, trade_cap=t.trade_log_cap,
+                    lots_per_entry=c.lots_per_entry, n=t.n_backtests)
 
     def reset_state(self, fee_per_lot: np.ndarray | None = None):
         """Flat positions, empty books, zero counters (host uploads: call outside a capture)."""

@@ -99,16 +99,14 @@ def c51_loss_grid(B: int) -> int:
     return max(1, -(-B * 32 // C51_BLOCK))
 
 
-def plan_c51_loss(rt, grad_logits, loss, td_error, logits, next_probs, next_q, action, ret, gamma_n, done, weight,
-                  isv, B: int):
-    return rt.plan(C51_LOSS, c51_loss_grid(B), C51_BLOCK, (grad_logits, loss, td_error, logits, next_probs, next_q, action,
-                                                  ret, gamma_n, done, weight, isv, B))
+def plan_c51_loss(rt, B: int, **args):
+    """c51_loss over B samples; every other argument by its parameter name."""
+    return rt.plan(C51_LOSS, c51_loss_grid(B), C51_BLOCK, dict(args, B=B))
 
 
-def plan_value_policy_loss(rt, grad_v, loss_v, advantage, v, v_next, ret, gamma_n, done, grad_pi, loss_pi, pi_logits,
-                           q, isv, B: int):
-    return rt.plan(VALUE_POLICY_LOSS, grid_for(B), BLOCK, (grad_v, loss_v, advantage, v, v_next, ret, gamma_n, done,
-                                                           grad_pi, loss_pi, pi_logits, q, isv, B))
+def plan_value_policy_loss(rt, B: int, **args):
+    """value_policy_loss over B samples; every other argument by its parameter name."""
+    return rt.plan(VALUE_POLICY_LOSS, grid_for(B), BLOCK, dict(args, B=B))
 
 
 def plan_bce_masked(rt, grad, loss, logits, labels, mask, rows: int, cols: int):

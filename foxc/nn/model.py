@@ -221,20 +221,22 @@ class Encoder:
             self.gates = rt.device_array((K, B, ssm.PARTS * D), np.float32, "enc_gates")
             # precision "tf32": the projection's products on the tensor cores (the FP32 kernels are
             # bound by shared-memory loads and issue, not by moving z)
-            scan_fwd = [ssm.plan_proj_scan_fwd(rt, self.gates, self.states, self.y, features, params.ptr("enc_w_in"),
-                                               params.ptr("enc_b_in"), K, B, D, F, precision)]
+            scan_fwd = [ssm.plan_proj_scan_fwd(rt, K, B, D, F, precision, gates=self.gates, states=self.states, y=self.y,
+                                               x=features, W=params.ptr("enc_w_in"), bias=params.ptr("enc_b_in"))]
             w_in, b_in = params.by_name["enc_w_in"], params.by_name["enc_b_in"]
             scan_bwd = [partials.add("denc_w_in", ssm.bwd_dw_splits(B), (F + 1) * ssm.PARTS * D, F * ssm.PARTS * D,
                                      w_in.offset, b_in.offset, lambda parts: ssm.plan_scan_bwd_dw(
-                                         rt, parts, self.gates, self.states, self.dy, features, K, B, D, F, precision))]
+                                         rt, K, B, D, F, precision, partials=parts, gates=self.gates,
+                                         states=self.states, dy=self.dy, x=features))]
         else:
             self.gates = None
             self.z = rt.device_array((K, B, ssm.PARTS * D), np.float32, "enc_z")
             self.dz = rt.device_array((K, B, ssm.PARTS * D), np.float32, "enc_dz")
             inp = Linear(rt, params, "enc_w_in", "enc_b_in", features, self.z, K * B, F, ssm.PARTS * D,
                          precision=precision, dY=self.dz, partials=partials)
-            scan_fwd = [*inp.forward, ssm.plan_scan_fwd(rt, self.states, self.y, self.z, K, B, D)]
-            scan_bwd = [ssm.plan_scan_bwd(rt, self.dz, self.z, self.states, self.dy, K, B, D), *inp.backward]
+            scan_fwd = [*inp.forward, ssm.plan_scan_fwd(rt, K, B, D, states=self.states, y=self.y, z=self.z)]
+            scan_bwd = [ssm.plan_scan_bwd(rt, K, B, D, dz=self.dz, z=self.z, states=self.states, dy=self.dy),
+                        *inp.backward]
         self.forward = [*scan_fwd, *out.forward]
         self.backward = [*out.backward, *scan_bwd]
         if own:
@@ -320,10 +322,13 @@ class RlHeads:
             *forward_together(rt, [*with_narrow, pi, v, v_next], precision, "narrow_heads"),
             heads.plan_c51_distribution(rt, [(self.next_probs, self.next_q, self.next_logits, s_tp1.at(side)),
                                              (self.q_probs, self.q, self.q_logits, s_t.at(side))], isv, S, B),
-            losses.plan_c51_loss(rt, self.dq_logits, self.loss_q, self.td_error, self.q_logits, self.next_probs,
-                                 self.next_q, action, ret, gamma_n, done, weight, isv, B),
-            losses.plan_value_policy_loss(rt, self.dv, self.loss_v, self.advantage, self.v, self.v_next, ret, gamma_n,
-                                          done, self.dpi_logits, self.loss_pi, self.pi_logits, self.q, isv, B),
+            losses.plan_c51_loss(rt, B, grad_logits=self.dq_logits, loss=self.loss_q, td_error=self.td_error,
+                                 logits=self.q_logits, next_probs=self.next_probs, next_q=self.next_q, action=action,
+                                 ret=ret, gamma_n=gamma_n, done=done, weight=weight, isv=isv),
+            losses.plan_value_policy_loss(rt, B, grad_v=self.dv, loss_v=self.loss_v, advantage=self.advantage, v=self.v,
+                                          v_next=self.v_next, ret=ret, gamma_n=gamma_n, done=done,
+                                          grad_pi=self.dpi_logits, loss_pi=self.loss_pi, pi_logits=self.pi_logits,
+                                          q=self.q, isv=isv),
         ]
         self.backward = [*q.backward, *trunk.backward, *pi.backward, *v.backward]
         if own:
@@ -342,8 +347,9 @@ class Optimizer:
                                    np.int32))
         self.clip = optim.GradClip(rt, params.grad, params.size, isv, steps=params.adam_steps, n_steps=n_tensors)
         self.update = [self.clip, optim.plan_adamw_all(
-            rt, params.theta, params.grad, params.adam_m, params.adam_v, params.target, self.clip.clip,
-            params.adam_steps, self.table, n_tensors, isv, params.size, params.target_offset, params.target_size)]
+            rt, n_tensors, params.size, theta=params.theta, grad=params.grad, m=params.adam_m, v=params.adam_v,
+            target=params.target, clip=self.clip.clip, steps=params.adam_steps, table=self.table, isv=isv,
+            target_begin=params.target_offset, target_n=params.target_size)]
 
 
 def launch_all(plans, stream):

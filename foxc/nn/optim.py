@@ -100,19 +100,21 @@ class GradClip:
         self.ticket.upload(np.zeros(1, np.uint32))
         if steps is None:
             steps, n_steps = self.ticket, 0  # a valid pointer, never written through
-        self.plans = [rt.plan(GRAD_NORM_CLIP, SUMSQ_BLOCKS, BLOCK,
-                              (self.partials, self.clip, grad, n, isv, steps, n_steps, self.ticket))]
+        self.plans = [rt.plan(GRAD_NORM_CLIP, SUMSQ_BLOCKS, BLOCK, dict(
+            partials=self.partials, clip=self.clip, grad=grad, n=n, isv=isv, steps=steps, n_steps=n_steps,
+            ticket=self.ticket))]
 
     def launch(self, stream):
         for p in self.plans:
             p.launch(stream)
 
 
-def plan_adamw_all(rt, theta, grad, m, v, target, clip, steps, table, n_tensors: int, isv, n: int,
-                   target_begin: int, target_n: int, beta1=ADAM_BETA1, beta2=ADAM_BETA2, eps=ADAM_EPS, wd=ADAM_WD):
+def plan_adamw_all(rt, n_tensors: int, n: int, beta1=ADAM_BETA1, beta2=ADAM_BETA2, eps=ADAM_EPS, wd=ADAM_WD,
+                   **args):
     """AdamW over every tensor of the flat buffers (table: int32 [n_tensors, 3] of begin, end, ISV lr
-    slot), then target[0:target_n] soft-updated from the new theta[target_begin:]; one launch."""
+    slot), then target[0:target_n] soft-updated from the new theta[target_begin:]; one launch. The
+    buffers and the target's range by their parameter names."""
     if not 0 < n_tensors <= ADAMW_MAX_TENSORS:
         raise ValueError(f"adamw_all takes 1..{ADAMW_MAX_TENSORS} tensors, got {n_tensors}")
-    return rt.plan(ADAMW_ALL, grid_for(n), BLOCK, (theta, grad, m, v, target, clip, steps, table, n_tensors, isv, n,
-                                                   target_begin, target_n, beta1, beta2, eps, wd))
+    return rt.plan(ADAMW_ALL, grid_for(n), BLOCK, dict(args, n_tensors=n_tensors, n=n, beta1=beta1, beta2=beta2,
+                                                       eps=eps, wd=wd))

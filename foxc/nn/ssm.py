@@ -150,23 +150,25 @@ def _ssm_scan_bwd(launch, dz, z, states, dy, K, B, D):
         zz, states.f32(K * B * D).reshape(K, B, D), dy.f32(B * D).reshape(B, D), D)
 
 
-def plan_scan_fwd(rt, states, y, z, K: int, B: int, D: int):
-    return rt.plan(SSM_SCAN_FWD, scan_grid(B, D), BLOCK, (states, y, z, K, B, D))
+def plan_scan_fwd(rt, K: int, B: int, D: int, **args):
+    """ssm_scan_fwd; its buffers by their parameter names."""
+    return rt.plan(SSM_SCAN_FWD, scan_grid(B, D), BLOCK, dict(args, K=K, B=B, D=D))
 
 
-def plan_proj_scan_fwd(rt, gates, states, y, x, W, bias, K: int, B: int, D: int, F: int, precision: str = "f32"):
+def plan_proj_scan_fwd(rt, K: int, B: int, D: int, F: int, precision: str = "f32", **args):
+    """ssm_proj_scan_fwd[_tf32]; its buffers by their parameter names."""
     if not proj_scan_fits(D, F):
         raise ValueError(f"ssm_proj_scan_fwd needs D % {PS_CHANNELS} == 0 and F < {PS_MAX_FEATURES} (D={D}, F={F})")
-    return rt.plan(PROJ_SCAN_FWD[precision], proj_scan_grid(B, D), PS_THREADS,
-                   (gates, states, y, x, W, bias, K, B, D, F))
+    return rt.plan(PROJ_SCAN_FWD[precision], proj_scan_grid(B, D), PS_THREADS, dict(args, K=K, B=B, D=D, F=F))
 
 
-def plan_scan_bwd_dw(rt, partials, gates, states, dy, x, K: int, B: int, D: int, F: int, precision: str = "f32"):
+def plan_scan_bwd_dw(rt, K: int, B: int, D: int, F: int, precision: str = "f32", **args):
+    """ssm_scan_bwd_dw[_tf32]; its buffers by their parameter names."""
     if not proj_scan_fits(D, F):
         raise ValueError(f"ssm_scan_bwd_dw needs D % {PS_CHANNELS} == 0 and F < {PS_MAX_FEATURES} (D={D}, F={F})")
-    return rt.plan(SCAN_BWD_DW[precision], proj_scan_grid(B, D), PS_THREADS,
-                   (partials, gates, states, dy, x, K, B, D, F))
+    return rt.plan(SCAN_BWD_DW[precision], proj_scan_grid(B, D), PS_THREADS, dict(args, K=K, B=B, D=D, F=F))
 
 
-def plan_scan_bwd(rt, dz, z, states, dy, K: int, B: int, D: int):
-    return rt.plan(SSM_SCAN_BWD, scan_grid(B, D), BLOCK, (dz, z, states, dy, K, B, D))
+def plan_scan_bwd(rt, K: int, B: int, D: int, **args):
+    """ssm_scan_bwd; its buffers by their parameter names."""
+    return rt.plan(SSM_SCAN_BWD, scan_grid(B, D), BLOCK, dict(args, K=K, B=B, D=D))

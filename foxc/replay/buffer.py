@@ -98,23 +98,28 @@ class ReplayBuffer(Component):
     def _build_plans(self):
         rt, s, x, i, o = self.rt, self.state, self.scratch, self.inputs, self.sampled
         E, S, N, C, W = self.n_backtests, self.batch, self.n_max, self.capacity, self.width
-        self.push_plans = [rt.plan(RING_PUSH, E, ROW_BLOCK, (
-            s["ring_h"], s["ring_rows"], s["ring_pos"], x["flush"], i["h_t"], i["action"], i["reward"],
-            i["reward_raw"], i["done"], i["log_pi"], self.isv, E, N, W))]
+        ring = {k: s[k] for k in ("ring_h", "ring_rows", "ring_pos")}
+        store = {k: s[k] for k in ("store_h_t", "store_h_tp1", "store_rows")}
+        self.push_plans = [rt.plan(RING_PUSH, E, ROW_BLOCK, dict(
+            **ring, flush=x["flush"], **{k: i[k] for k in ("h_t", "action", "reward", "reward_raw", "done", "log_pi")},
+            isv=self.isv, n_backtests=E, n_max=N, width=W))]
         self.flush_plans = [
-            rt.plan(FLUSH_SCAN, 1, REDUCE_BLOCK, (x["flush"], x["offsets"], s["counters"], E, C)),
-            rt.plan(FLUSH_WRITE, E, ROW_BLOCK, (
-                s["ring_h"], s["ring_rows"], s["ring_pos"], x["flush"], x["offsets"], s["counters"], i["h_tp1"],
-                self.isv, s["max_priority"], s["store_h_t"], s["store_h_tp1"], s["store_rows"], s["tree"],
-                E, N, C, W)),
+            rt.plan(FLUSH_SCAN, 1, REDUCE_BLOCK, dict(flush=x["flush"], offsets=x["offsets"], counters=s["counters"],
+                                                      n_backtests=E, capacity=C)),
+            rt.plan(FLUSH_WRITE, E, ROW_BLOCK, dict(
+                **ring, flush=x["flush"], offsets=x["offsets"], counters=s["counters"], h_tp1=i["h_tp1"],
+                isv=self.isv, max_priority=s["max_priority"], **store, tree=s["tree"], n_backtests=E, n_max=N,
+                capacity=C, width=W)),
         ]
-        self.sample_plans = [rt.plan(SAMPLE, S, ROW_BLOCK, (
-            s["tree"], s["counters"], s["store_h_t"], s["store_h_tp1"], s["store_rows"], s["rng"], self.isv,
-            o["h_t"], o["h_tp1"], o["action"], o["return"], o["return_raw"], o["done"], o["log_pi"],
-            o["gamma_n"], o["index"], o["prob"], o["weight"], x["ticket"], S, C, W))]
-        tree = (s["tree"], s["max_priority"], x["tree_ticket"], o["index"], i["td"], self.isv)
-        self.update_plans = [plan_update_tree(rt, *tree, S, C)]
-        self.rebuild_plans = [plan_update_tree(rt, *tree, 0, C)]  # no sample: the sums alone
+        self.sample_plans = [rt.plan(SAMPLE, S, ROW_BLOCK, dict(
+            tree=s["tree"], counters=s["counters"], **store, rng=s["rng"], isv=self.isv,
+            **{f"out_{k}": o[k] for k in ("h_t", "h_tp1", "action", "return", "return_raw", "done", "log_pi",
+                                         "gamma_n", "index", "prob", "weight")},
+            ticket=x["ticket"], batch=S, capacity=C, width=W))]
+        tree = dict(tree=s["tree"], max_priority=s["max_priority"], ticket=x["tree_ticket"], index=o["index"],
+                    td=i["td"], isv=self.isv)
+        self.update_plans = [plan_update_tree(rt, C, S, **tree)]
+        self.rebuild_plans = [plan_update_tree(rt, C, 0, **tree)]  # no sample: the sums alone
 
     def _run(self, plans, stream):
         stream = stream or self.rt.stream

@@ -71,7 +71,6 @@ def _update_tree(launch, tree, max_priority, ticket, index, td, isv, batch, capa
         subtree_sums(nodes, top, top)
 
 
-def plan_update_tree(rt, tree, max_priority, ticket, index, td, isv, batch: int, capacity: int):
-    """`batch` = 0: the tree's sums alone (leaves written some other way)."""
-    return rt.plan(UPDATE_TREE, grid(capacity), SUBTREE_BLOCK, (tree, max_priority, ticket, index, td, isv, batch,
-                                                                capacity))
+def plan_update_tree(rt, capacity: int, batch: int, **args):
+    """`batch` = 0: the tree's sums alone (leaves written some other way). The buffers by their parameter names."""
+    return rt.plan(UPDATE_TREE, grid(capacity), SUBTREE_BLOCK, dict(args, batch=batch, capacity=capacity))

@@ -129,10 +129,11 @@ class TrainStep:
                    main=[("gather", [self.data.gather_plan]), ("encode", enc.forward)]),
             ("state", act.state_plans),
             Beside(side=[("act", act.act_plans),
-                         ("simulate", [rt.plan(bridge.BACKTEST_STEP, self.sim.grid, SIM_BLOCK, (
-                             *self.sim.step_args, self.prev_trades, self.closed, self.closed_pnl, act.drawdown,
-                             MONEY_SCALE, self.isv, self.reward_raw, self.reward_scaled, self.clipped,
-                             self.data.labels_out, self.labels, self.mask))]),
+                         ("simulate", [rt.plan(bridge.BACKTEST_STEP, self.sim.grid, SIM_BLOCK, dict(
+                             **self.sim.step_args, prev_trades=self.prev_trades, closed=self.closed,
+                             closed_pnl=self.closed_pnl, drawdown=act.drawdown, money_scale=MONEY_SCALE, isv=self.isv,
+                             reward_raw=self.reward_raw, reward_scaled=self.reward_scaled, clipped=self.clipped,
+                             labels_out=self.data.labels_out, labels=self.labels, mask=self.mask))]),
                          ("advance", [self.cursors.advance_plan])],
                    main=[("replay_flush", replay.flush_plans), ("replay_sample", replay.sample_plans),
                          ("rl_forward", learner.rl.forward)]),
@@ -142,10 +143,11 @@ class TrainStep:
             ("gradients", [learner.partials]),
             ("update", learner.update),
             ("control", [
-                rt.plan(agent.AGENT_STEP_END, 1, agent.STATS_BLOCK, (
-                    act.probs, self.sim.actions, act.flags, self.reward_raw, self.reward_scaled, self.clipped,
-                    self.closed, self.closed_pnl, act.lots, B, self.losses, self.stats, self.isv, self.isv.array,
-                    *self.diagnostics.frame_args))]),
+                rt.plan(agent.AGENT_STEP_END, 1, agent.STATS_BLOCK, dict(
+                    probs=act.probs, actions=self.sim.actions, flags=act.flags, reward_raw=self.reward_raw,
+                    reward_scaled=self.reward_scaled, clipped=self.clipped, closed=self.closed,
+                    closed_pnl=self.closed_pnl, lots=act.lots, B=B, losses=self.losses, stats=self.stats,
+                    isv=self.isv, isv_host=self.isv.array, **self.diagnostics.frame_args))]),
         ]
         self.skip_first = {"replay_push", "replay_flush"}
         self.lane = rt.side_stream("step_lane")  # a graph's side lanes (eager steps run on one stream)
