@@ -117,8 +117,9 @@ class Cursors(Component):
         self.cursor = keep("cursor", dev(self.B, np.int64, "cursors.cursor"))
         self.episode_end = keep("episode_end", dev(self.B, np.int64, "cursors.episode_end"))
         self.rng = keep("rng", dev(self.B, np.uint32, "cursors.rng"))
-        self.advance_plan = rt.plan(CURSOR_ADVANCE, grid(self.B), BLOCK, (
-            self.cursor, self.episode_end, self.rng, self.spans, self.episode_len, self.B))
+        self.advance_plan = rt.plan(CURSOR_ADVANCE, grid(self.B), BLOCK, dict(
+            cursor=self.cursor, episode_end=self.episode_end, rng=self.rng, spans=self.spans,
+            episode_len=self.episode_len, B=self.B))
         self.reset(seed)
 
     def draw_from(self, first, last, stream=None):
@@ -134,7 +135,8 @@ class Cursors(Component):
 
     def evict(self, lo: int, hi: int, stream=None):
         """The backtests whose cursor is in rows lo..hi-1 end their episode at the next step (a flat exit)."""
-        self.rt.plan(CURSOR_EVICT, grid(self.B), BLOCK, (self.cursor, self.episode_end, int(lo), int(hi), self.B)
+        self.rt.plan(CURSOR_EVICT, grid(self.B), BLOCK, dict(cursor=self.cursor, episode_end=self.episode_end,
+                                                             lo=int(lo), hi=int(hi), B=self.B)
                      ).launch(stream or self.rt.stream)
 
     def reset(self, seed: int):

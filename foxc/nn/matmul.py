@@ -332,8 +332,9 @@ class GradPartials:
                                                                for _, offset, _, args in members], key)]
                     for entry, *_ in members:
                         entry.planned = True
-                self.plans = [rt.plan(REDUCE_GRAD_SPLITS, elementwise_grid(self.total), ELEMENTWISE_BLOCK,
-                                      (self.grad, self.partials, self.table, len(self.rows), self.total))]
+                self.plans = [rt.plan(REDUCE_GRAD_SPLITS, elementwise_grid(self.total), ELEMENTWISE_BLOCK, dict(
+                    grad=self.grad, partials=self.partials, table=self.table, n_entries=len(self.rows),
+                    total=self.total))]
         return self
 
     def launch(self, stream):
@@ -358,9 +359,11 @@ def plan_row_split(rt, partials: GradPartials, out: int, B, R: int, N: int, A=No
     splits, chunk = row_split(R, max(tiles, 1))
     size = (M if A is not None else 1) * N
     if A is not None:
-        build = lambda C: rt.plan(spec, gemm_grid(M, N, splits, tile), threads, (C, A, B, R, M, N, chunk))  # noqa: E731
+        build = lambda C: rt.plan(spec, gemm_grid(M, N, splits, tile), threads,  # noqa: E731
+                                  dict(C=C, A=A, B=B, R=R, M=M, N=N, r_chunk=chunk))
     else:
-        build = lambda C: rt.plan(COLUMN_SUM_PARTIAL, (-(-N // 32), splits), (32, 8), (C, B, R, N, chunk))  # noqa: E731
+        build = lambda C: rt.plan(COLUMN_SUM_PARTIAL, (-(-N // 32), splits), (32, 8),  # noqa: E731
+                                  dict(partials=C, X=B, R=R, N=N, r_chunk=chunk))
     return partials.add(name, splits, size, size, out, out, build)
 
 
@@ -381,7 +384,8 @@ def plan_dw_db(rt, partials: GradPartials, A, dY, R: int, M: int, N: int, out: i
     chunk = -(-rows_per_split // 16) * 16
     splits = -(-R // chunk)
     return partials.add(name, splits, (M + 1) * N, M * N, out, tail, lambda C: rt.plan(
-        MATMUL_TN_ONES[tile], gemm_grid(M + 1, N, splits, tile), threads, (C, A, dY, R, M, N, chunk)),
+        MATMUL_TN_ONES[tile], gemm_grid(M + 1, N, splits, tile), threads,
+        dict(C=C, A=A, B=dY, R=R, M=M, N=N, r_chunk=chunk)),
         together=(together, (A, dY, R, M, N, chunk)) if together else None)
 
 
@@ -397,14 +401,14 @@ def plan_tn_ones_group(rt, passes, name: str = "dw_db_group"):
     table = rt.device_array((len(rows), len(TN_GROUP_FIELDS)), np.int64, f"{name}_passes")
     table.upload(np.array(rows, np.int64))
     grid = (max(-(-p[5] // SMALL_TILE) for p in passes), max(-(-(p[4] + 1) // SMALL_TILE) for p in passes), z)
-    plan = rt.plan(MATMUL_TN_ONES_GROUP, grid, SMALL_THREADS, (table, len(rows)))
+    plan = rt.plan(MATMUL_TN_ONES_GROUP, grid, SMALL_THREADS, dict(passes=table, n_passes=len(rows)))
     plan.layer_buffers = (table, pointers)  # the table holds bare addresses: keep what they point into alive
     return plan
 
 
 def plan_linear(rt, Y, X, W, bias, M: int, K: int, N: int, act: int = ACT_IDENTITY, precision: str = "f32"):
     spec, tile, threads = gemm_kernel("linear", M, N, precision)
-    return rt.plan(spec, gemm_grid(M, N, 1, tile), threads, (Y, X, W, bias, M, K, N, act))
+    return rt.plan(spec, gemm_grid(M, N, 1, tile), threads, dict(Y=Y, X=X, W=W, bias=bias, M=M, K=K, N=N, act=act))
 
 
 def plan_linear_group(rt, layers, precision: str = "f32", name: str = "linear_group"):
@@ -423,15 +427,16 @@ def plan_linear_group(rt, layers, precision: str = "f32", name: str = "linear_gr
                            for ptrs, layer in zip(pointers, layers)], np.int64))
     grid = (max(-(-int(layer[6]) // tile) for layer in layers), max(-(-int(layer[4]) // tile) for layer in layers),
             len(layers))
-    plan = rt.plan(LINEAR_GROUP[spec.name], grid, threads, (table,))
+    plan = rt.plan(LINEAR_GROUP[spec.name], grid, threads, dict(layers=table))
     plan.layer_buffers = (table, pointers)  # the table holds bare addresses: keep what they point into alive
     return plan
 
 
 def plan_matmul_nt(rt, C, A, B, M: int, K: int, N: int, accumulate: bool = False, precision: str = "f32"):
     spec, tile, threads = gemm_kernel("nt", M, N, precision)
-    return rt.plan(spec, gemm_grid(M, N, 1, tile), threads, (C, A, B, M, K, N, int(accumulate)))
+    return rt.plan(spec, gemm_grid(M, N, 1, tile), threads,
+                   dict(C=C, A=A, B=B, M=M, K=K, N=N, accumulate=int(accumulate)))
 
 
 def plan_act_bwd(rt, dx, dy, y, n: int, act: int):
-    return rt.plan(ACT_BWD, elementwise_grid(n), ELEMENTWISE_BLOCK, (dx, dy, y, n, act))
+    return rt.plan(ACT_BWD, elementwise_grid(n), ELEMENTWISE_BLOCK, dict(dx=dx, dy=dy, y=y, n=n, act=act))
