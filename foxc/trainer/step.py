@@ -153,15 +153,12 @@ class TrainStep:
         self.lane = rt.side_stream("step_lane")  # a graph's side lanes (eager steps run on one stream)
         self.reset(cfg.seed)
 
-    def ordered(self, first: bool = False, side_first: bool = False) -> list[tuple[str, list]]:
-        """The phases as one list in an order that runs them correctly on one stream; `first` leaves out
-        what needs a previous step; `side_first` puts each Beside's side lane before its main one."""
-        out = []
-        for item in self.phases:
-            lanes = ((item.side, item.main) if side_first else (item.main, item.side)) if isinstance(item, Beside) \
-                else ([item],)
-            out += [phase for lane in lanes for phase in lane if not (first and phase[0] in self.skip_first)]
-        return out
+    def ordered(self, first: bool = False) -> list[tuple[str, list]]:
+        """The phases as one list in an order that runs them correctly on one stream (each Beside's main lane,
+        then its side lane); `first` leaves out what needs a previous step."""
+        lanes = [lane for item in self.phases
+                 for lane in ((item.main, item.side) if isinstance(item, Beside) else ([item],))]
+        return [phase for lane in lanes for phase in lane if not (first and phase[0] in self.skip_first)]
 
     def launches(self, first: bool = False) -> list:
         """The step's entries in order; `first` leaves out what needs a previous step."""
