@@ -421,10 +421,9 @@ class Learner:
         # The RL heads' forward includes the perception head's layer (one launch with the narrow heads). After
         # it, two lanes share no array that either writes (the trainer's graph runs them side by side): the RL
         # heads' backward, and the perception loss with the loss means, its backward and then the encoder's.
-        self.rl_backward = self.rl.backward
         self.perception_backward = [*self.perception.losses, self.loss_means, *self.perception.backward]
-        self.heads = [*self.rl.forward, *self.perception_backward, *self.rl_backward]  # the encoder's backward out
-        self.learn = [*self.rl.forward, *self.perception_backward, *self.encoder.backward, *self.rl_backward,
+        self.heads = [*self.rl.forward, *self.perception_backward, *self.rl.backward]  # the encoder's backward out
+        self.learn = [*self.rl.forward, *self.perception_backward, *self.encoder.backward, *self.rl.backward,
                       self.partials]
         self.forward_backward = [*self.encoder.forward, *self.learn]
         self.update = self.optimizer.update

@@ -85,10 +85,11 @@ class Trainer:
         self.steps_done += 1
         self.window.after_step(step)
 
-    def capture(self):
-        """Capture the whole step into one graph (replayed from now on); warm-up has run on this stream."""
+    def capture(self, side_first: bool = False):
+        """Capture the whole step into one graph (replayed from now on); warm-up has run on this stream.
+        `side_first`: issue each side lane first (the same graph on the GPU; the reference backend's order)."""
         with self.rt.capture(name="train_step") as cap:
-            self.ts.capture(cap, self.rt.stream)
+            self.ts.capture(cap, self.rt.stream, side_first)
         self.graph = cap.graph
         self.graph_step = self.steps_done
 

@@ -137,7 +137,7 @@ class TrainStep:
                          ("advance", [self.cursors.advance_plan])],
                    main=[("replay_flush", replay.flush_plans), ("replay_sample", replay.sample_plans),
                          ("rl_forward", learner.rl.forward)]),
-            Beside(side=[("rl_backward", learner.rl_backward), ("priorities", replay.update_plans)],
+            Beside(side=[("rl_backward", learner.rl.backward), ("priorities", replay.update_plans)],
                    main=[("perception", learner.perception_backward),
                          ("encoder_backward", enc.backward)]),
             ("gradients", [learner.partials]),
