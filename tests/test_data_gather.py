@@ -5,7 +5,7 @@ import sys
 import numpy as np
 import pytest
 
-from foxc.data import features as F
+from foxc.data import features as F, gather
 from foxc.data.device import DeviceDataset
 from foxc.data.labels import LabelConfig, compute_labels
 from foxc.data.record import PRICE_UNDEF
@@ -155,3 +155,41 @@ def test_bench_runs_small_on_reference(capsys):
     assert bench.main(["--backend", "reference", "--rows", "20000", "--n-backtests", "8", "--seq-len", "8",
                        "--launches", "2"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("summary:")
+
+
+def test_windows_that_slide_are_moved_and_equal_windows_formed_whole(ref_rt):
+    """Most steps slide every window by one (the held rows move down); each step's features equal the windows
+    formed from scratch, through episode ends and redraws."""
+    data, labels, ds = make(ref_rt, n=600, segments=3, B=16, K=8, seed=5, max_steps=9)
+    slid = 0
+    for _ in range(40):
+        held = ds.held.download()
+        ds.gather()
+        c = ds.cursor.download()
+        slid += int((held == c - 1).sum())
+        rows = gather.window_rows(data.records, ds.segment_first.download(), c, 8)
+        want = F.window_features(data.records, rows, data.tick).transpose(1, 0, 2)
+        assert ds.features.download().tobytes() == want.tobytes()
+        assert (ds.held.download() == c).all()
+        ds.advance()
+    assert slid > 16 * 40 // 2, "most windows slide"
+
+
+def test_rows_rewritten_under_held_windows_are_forgotten(ref_rt):
+    """A window held over rows that changed would be moved stale: `forget` makes the next gather form it whole
+    (and without it the moved rows are the old ones, so the check can fail)."""
+    data, labels, ds = make(ref_rt, n=600, segments=1, B=4, K=5, seed=6)
+    ds.gather()
+    ds.advance()
+    changed = data.records.copy()
+    changed["bid_sz"] += 7
+    ds.records.upload(changed)
+    c = ds.cursor.download()
+    want = F.window_features(changed, gather.window_rows(changed, ds.segment_first.download(), c, 5),
+                             data.tick).transpose(1, 0, 2)
+    ds.gather()
+    assert ds.features.download().tobytes() != want.tobytes()  # moved stale
+    ds.held.upload(c - 1)  # held again as before that gather: it would slide, moving stale rows
+    ds.forget()
+    ds.gather()
+    assert ds.features.download().tobytes() == want.tobytes()

@@ -115,6 +115,21 @@ def test_a_late_refill_changes_nothing(ref_rt, monkeypatch):
     assert_same_state(state(straight), state(late))
 
 
+def test_refilled_slots_forget_the_held_windows(ref_rt):
+    """A reload of the slots and each boundary that ends a refill leave no window held (the gather forms them
+    whole), so no window is ever moved from rows that changed under it."""
+    t = trainer(ref_rt, rotating_config(), DATA)
+    data = t.ts.data
+    walk(t, 2)
+    assert (data.held.download() >= 0).all()
+    t.ts.rotation._load_all()
+    assert (data.held.download() == -1).all()
+    walk(t, 2 * EVERY - 2)  # up to the second boundary: the first one's refill ends there
+    assert t.ts.rotation.pending >= 0 and (data.held.download() >= 0).all()
+    t.ts.rotation.before_step(t.steps_done)
+    assert (data.held.download() == -1).all()
+
+
 def test_graph_replay_equals_eager_while_rotating(ref_rt):
     eager = trainer(ref_rt, rotating_config(), DATA)
     eager.train(4 * EVERY + 1)

@@ -58,6 +58,9 @@ class DeviceDataset(Component):
         if cursor is not None and (cursor.dtype != np.int64 or cursor.shape != (n_backtests,)):
             raise ValueError(f"cursor must be an int64 [{n_backtests}] device array, got {cursor.dtype} {cursor.shape}")
         self.rt, self.B, self.K, self.tick = rt, int(n_backtests), int(seq_len), int(data.tick)
+        # the cursor whose window `features` holds, per backtest (gather_windows moves a window that slid by one)
+        self.held = rt.device_array(self.B, np.int64, "held")
+        self.forget()
         first, end = data.segment_bounds()
         read = data.read if labels is None else _reader(data, labels)
         slots, usable = 0, np.ones(len(first), bool)
@@ -83,7 +86,7 @@ class DeviceDataset(Component):
             self.cursors = Cursors(rt, None, self.B, history=self.K - 1, episode_len=max_episode_steps, seed=seed,
                                    bounds=(np.zeros(1, np.int64), np.full(1, P - 1)), capacity=slots)
             self.rotation = ShardRotation(rt, (segments, first, end), read, self.records, self.labels,
-                                          self.cursors, slots, P, rotate_every, seed)
+                                          self.cursors, slots, P, rotate_every, seed, self.forget)
             self.cursors.reset(seed)  # the first draws in the resident slots
         else:
             self.records = rt.device_array(n, SNAPSHOT_DTYPE, "records")
@@ -106,7 +109,8 @@ class DeviceDataset(Component):
         self.gather_plan = rt.plan(
             gather.GATHER_WINDOWS, self.B, GATHER_BLOCK,
             dict(records=self.records, labels=self.labels, segment_first=self.segment_first, cursor=self.cursor,
-                 features=self.features, labels_out=self.labels_out, n_records=n, B=self.B, K=self.K, tick=self.tick),
+                 held=self.held, features=self.features, labels_out=self.labels_out, n_records=n, B=self.B, K=self.K,
+                 tick=self.tick),
             shared_bytes=gather.shared_bytes(self.K))
 
     def _upload_segments(self, read, first, end):
@@ -120,6 +124,10 @@ class DeviceDataset(Component):
         finally:
             for a in staging:
                 a.close()
+
+    def forget(self, stream=None):
+        """No window held: the next gather reads every snapshot of its windows (rows were rewritten)."""
+        self.held.upload(np.full(self.B, -1, np.int64), stream)
 
     def _owned(self) -> Cursors:
         if self.cursors is None:
@@ -143,5 +151,6 @@ class DeviceDataset(Component):
     def buffers(self):  # the rotation first: its side stream may still be copying into the records
         own = self.cursors.buffers() if self.cursors is not None else []
         rotation = [self.rotation] if self.rotation is not None else []
-        return [*rotation, self.records, self.labels, self.segment_first, *own, self.features, self.labels_out]
+        return [*rotation, self.records, self.labels, self.segment_first, *own, self.features, self.labels_out,
+                self.held]
 

@@ -83,14 +83,15 @@ def staging_pair(rt, rows: int, name: str):
 
 class ShardRotation(Component):
     def __init__(self, rt, shards: tuple[np.ndarray, np.ndarray, np.ndarray], read, records, labels, cursors,
-                 slots: int, slot_rows: int, every: int, seed: int):
+                 slots: int, slot_rows: int, every: int, seed: int, rewritten=lambda stream: None):
         """`shards`: (segment, first, end) of each shard that holds an episode start, its rows in the data
         first..end-1; `read(segment, records, labels)`: a segment's rows into records[:n] and labels[:, :, :n]
         (host arrays: the staging buffers); `records`, `labels`: the device arrays of `slots` × `slot_rows`
         rows (labels [planes, horizons, rows]); `cursors`: the foxc.data.cursors.Cursors that draw in them;
-        `every`: steps between rotations (0: never)."""
+        `every`: steps between rotations (0: never); `rewritten(stream)`: called, in the stream's order, once slots
+        were refilled (the gather's held windows are forgotten)."""
         segment, first, end = (np.asarray(a, np.int64) for a in shards)
-        self.rt, self.cursors, self.every, self.read = rt, cursors, int(every), read
+        self.rt, self.cursors, self.every, self.read, self.rewritten = rt, cursors, int(every), read, rewritten
         self.segment, self.first, self.rows = segment, first, end - first
         self.records, self.labels = records, labels
         self.S, self.P, self.n = int(slots), int(slot_rows), int(first.size)
@@ -119,6 +120,7 @@ class ShardRotation(Component):
             return
         if self.pending >= 0:
             self.rt.stream.wait(self.copied[(self.rotations - 1) % 2])
+            self.rewritten(self.rt.stream)
             self.pending = -1
         slot, shard = self.rotations % self.S, int(self.order[(self.S + self.rotations) % self.n])
         self.pending, self.slot_shard[slot] = slot, shard
@@ -205,6 +207,7 @@ class ShardRotation(Component):
                 self._stage(int(shard), slot, 0)
                 self._copy(slot, 0, self.rt.stream)
                 self.rt.stream.synchronize()
+        self.rewritten(self.rt.stream)
         self._publish()
 
     def _publish(self):

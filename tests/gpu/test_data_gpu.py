@@ -35,18 +35,50 @@ def test_gather_matches_reference(cuda_rt, ref_rt, rng, B, K):
     cursor = np.where(rng.random(B) < 0.33, near, rng.integers(0, len(data.records), B)).astype(np.int64)
     cursor[rng.random(B) < 0.05] = 0
     cursor[rng.random(B) < 0.05] = len(data.records) - 1
-    args = [data.records, labels, starts, cursor, poisoned((K, B, FEATURES)), poisoned((LABEL_PLANES, B, HORIZONS)),
-            len(data.records), B, K, data.tick]
+    args = [data.records, labels, starts, cursor, np.full(B, -1, np.int64), poisoned((K, B, FEATURES)),
+            poisoned((LABEL_PLANES, B, HORIZONS)), len(data.records), B, K, data.tick]
     shared = gather.shared_bytes(K)
     got = run_kernel(cuda_rt, gather.GATHER_WINDOWS, B, GATHER_BLOCK, copies(args), shared_bytes=shared)
     want = run_kernel(ref_rt, gather.GATHER_WINDOWS, B, GATHER_BLOCK, copies(args), shared_bytes=shared)
-    names = ["records", "labels", "segment_first", "cursor", "features", "labels_out"]
+    names = ["records", "labels", "segment_first", "cursor", "held", "features", "labels_out"]
     for name, g, w in zip(names, got, want):
         if name == "features":
             assert not np.isnan(g).any(), "features left unwritten"
             assert_close(g, w, 1e-6, name)
         else:
             assert g.tobytes() == w.tobytes(), name
+    assert (got[4] == cursor).all(), "held: each window's cursor"
+
+
+@pytest.mark.parametrize("B, K", [(1, 1), (37, 5), (1024, 32), (300, 128)])
+def test_a_window_that_slid_has_the_bits_of_one_formed_whole(cuda_rt, rng, B, K):
+    """Gather at cursor - 1, then at the cursor with the held windows: every feature has the bits of a gather
+    that forms them all (held -1), also where the step crossed into a new segment or jumped."""
+    data, labels = dataset(60_000, 5, int(rng.integers(1 << 30)))
+    starts, _ = data.segment_bounds()
+    cursor = rng.integers(1, len(data.records), B).astype(np.int64)
+    at_first = rng.random(B) < 0.2
+    cursor[at_first] = starts[rng.integers(1, len(starts), int(at_first.sum()))]  # a segment's first: no slide
+    near = starts[rng.integers(0, len(starts), B)] + rng.integers(1, K + 1, B)  # the window still clamped
+    cursor = np.where(rng.random(B) < 0.3, near, cursor)
+    before = cursor - 1
+    jumped = rng.random(B) < 0.1
+    before[jumped] = rng.integers(0, len(data.records), int(jumped.sum()))  # not a slide: formed whole
+    shared = gather.shared_bytes(K)
+
+    def launch(at, held, feats):
+        args = [data.records, labels, starts, at, held, feats, poisoned((LABEL_PLANES, B, HORIZONS)),
+                len(data.records), B, K, data.tick]
+        return run_kernel(cuda_rt, gather.GATHER_WINDOWS, B, GATHER_BLOCK, args, shared_bytes=shared)
+
+    first = launch(before, np.full(B, -1, np.int64), poisoned((K, B, FEATURES)))
+    slid = launch(cursor, first[4], first[5])
+    whole = launch(cursor, np.full(B, -1, np.int64), poisoned((K, B, FEATURES)))
+    slides = (before == cursor - 1) & (cursor - 1 >= starts[data.records["segment"][cursor]])
+    assert 0 < slides.sum() < B or B == 1
+    assert slid[5].tobytes() == whole[5].tobytes(), \
+        f"windows {np.flatnonzero((slid[5] != whole[5]).any(axis=(0, 2)))[:8].tolist()} differ"
+    assert slid[6].tobytes() == whole[6].tobytes() and (slid[4] == cursor).all()
 
 
 @pytest.mark.parametrize("rows, B, episode_len", [(50_000, 1, 0), (50_000, 257, 1), (50_000, 5000, 17),
