@@ -2,12 +2,12 @@
 #include "foxc/snapshot.h"
 #include "foxc/data.h"
 
-// FOXC_F_MID_REL of snapshot s: its mid relative to the window's newest (mid2_newest, twice that mid), in ticks.
-__device__ __forceinline__ float mid_rel(const FoxcSnapshot& s, long long mid2_newest, long long tick)
+// FOXC_F_MID_REL of a snapshot whose best prices are bid0, ask0: its mid relative to the window's newest
+// (mid2_newest, twice that mid), in ticks.
+__device__ __forceinline__ float mid_rel(long long bid0, long long ask0, long long mid2_newest, long long tick)
 {
-    const bool touch = s.bid_px[0] != FOXC_PRICE_UNDEF && s.ask_px[0] != FOXC_PRICE_UNDEF;
-    return touch && mid2_newest != 0 ? (float)((double)(s.bid_px[0] + s.ask_px[0] - mid2_newest) / (double)(2 * tick))
-                                     : 0.0f;
+    const bool touch = bid0 != FOXC_PRICE_UNDEF && ask0 != FOXC_PRICE_UNDEF;
+    return touch && mid2_newest != 0 ? (float)((double)(bid0 + ask0 - mid2_newest) / (double)(2 * tick)) : 0.0f;
 }
 
 // One normalised feature f of snapshot s; mid2_newest is twice the mid of the window's newest snapshot.
@@ -42,7 +42,7 @@ __device__ float snapshot_feature(const FoxcSnapshot& s, int f, long long tick, 
         return b + a > 0 ? (float)(((double)b - (double)a) / ((double)b + (double)a)) : 0.0f;
     }
     case FOXC_F_MID_REL:
-        return mid_rel(s, mid2_newest, tick);
+        return mid_rel(s.bid_px[0], s.ask_px[0], mid2_newest, tick);
     case FOXC_F_LOG_DT: {
         const long long dt = s.ts_ns - s.prev_ts_ns;
         return (float)log1p((double)(dt > 0 ? dt : 0) / 1000.0);
@@ -69,6 +69,7 @@ __device__ float snapshot_feature(const FoxcSnapshot& s, int f, long long tick, 
 // held with -1 when it rewrites rows a held window may cover).
 // Reads: records, labels, segment_first, cursor, held, features (a sliding window's held rows).
 // Writes: features, labels_out, held.
+static_assert(FOXC_GATHER_BLOCK >= FOXC_GATHER_MAX_K - 1, "a sliding window's held rows: a thread each");
 extern "C" __global__ void __launch_bounds__(FOXC_GATHER_BLOCK) gather_windows(
     const FoxcSnapshot* __restrict__ records, const float* __restrict__ labels,
     const long long* __restrict__ segment_first, const long long* __restrict__ cursor, long long* held,
@@ -87,22 +88,33 @@ extern "C" __global__ void __launch_bounds__(FOXC_GATHER_BLOCK) gather_windows(
     const size_t row_stride = (size_t)B * FOXC_FEATURES;
 
     if (slide) {
-        // shared memory: the newest snapshot, then the held rows 1..K-1 (K * 352 bytes hold both)
+        // shared memory: the newest snapshot, the held rows 1..K-1, then the mid relative to the newest of
+        // rows 0..K-2 (K * 352 bytes hold them all). Every global load is issued before the first barrier:
+        // a load waited for inside the copy loop below stalled its warp once an iteration.
         float* moved = reinterpret_cast<float*>(window_words + SNAPSHOT_WORDS);
+        float* rel = moved + (K - 1) * FOXC_FEATURES;
+        const FoxcSnapshot& newest = *reinterpret_cast<const FoxcSnapshot*>(window_words);
         for (int i = threadIdx.x; i < SNAPSHOT_WORDS; i += blockDim.x)
             window_words[i] = reinterpret_cast<const long long*>(records + c)[i];
         for (int e = threadIdx.x; e < (K - 1) * FOXC_FEATURES; e += blockDim.x) {
             const int k = e / FOXC_FEATURES;
             moved[e] = column[(k + 1) * row_stride + e - k * FOXC_FEATURES];
         }
+        long long bid0 = 0, ask0 = 0;
+        if (threadIdx.x < K - 1) {  // row k = threadIdx.x of the window's first K - 1
+            const long long row = oldest + threadIdx.x > first ? oldest + threadIdx.x : first;
+            bid0 = records[row].bid_px[0];
+            ask0 = records[row].ask_px[0];
+        }
         __syncthreads();  // every held row is read before any is overwritten
-        const FoxcSnapshot& newest = *reinterpret_cast<const FoxcSnapshot*>(window_words);
         const long long mid2_newest = newest.bid_px[0] != FOXC_PRICE_UNDEF && newest.ask_px[0] != FOXC_PRICE_UNDEF
                                           ? newest.bid_px[0] + newest.ask_px[0] : 0;
+        if (threadIdx.x < K - 1)
+            rel[threadIdx.x] = mid_rel(bid0, ask0, mid2_newest, tick);
+        __syncthreads();
         for (int e = threadIdx.x; e < (K - 1) * FOXC_FEATURES; e += blockDim.x) {
             const int k = e / FOXC_FEATURES, f = e - k * FOXC_FEATURES;
-            const long long row = oldest + k > first ? oldest + k : first;
-            column[k * row_stride + f] = f == FOXC_F_MID_REL ? mid_rel(records[row], mid2_newest, tick) : moved[e];
+            column[k * row_stride + f] = f == FOXC_F_MID_REL ? rel[k] : moved[e];
         }
         for (int f = threadIdx.x; f < FOXC_FEATURES; f += blockDim.x)
             column[(K - 1) * row_stride + f] = snapshot_feature(newest, f, tick, mid2_newest);

@@ -549,14 +549,14 @@ matmul_tn_tf32(float* __restrict__ C, const float* __restrict__ A, const float* 
 // reduce_grad_splits — every split dW + db pass of a backward reduced in one launch, after the
 // last of them: the layers' partials (matmul_tn_ones_f32*, ssm_scan_bwd_dw) lie side by side in one
 // workspace, and nothing between those passes and this launch reads the gradients (the optimizer's
-// norm is their first reader). 1-D grid of 256-thread blocks, grid-stride over i < total, the
-// entries' elements one after another. table (int64 [n_entries][NN_GS_FIELDS], n_entries <=
+// norm is their first reader). 1-D grid of blocks of up to 256 threads (matmul.REDUCE_BLOCK: 64),
+// grid-stride over i < total, the entries' elements one after another. table (int64 [n_entries][NN_GS_FIELDS], n_entries <=
 // NN_GRAD_SPLITS_MAX, copied to shared memory) row j: begin (entry j's first i), size ((M+1) x N:
 // dW's M x N, then db's N), splits, partials (where its [splits][size] block starts in
 // `partials`), n_main (M x N), out and tail (where dW and db start in `grad`). Element k = i - begin
 // of entry j: s = partials[p + k] + partials[p + size + k] + ... in split order,
 // written to grad[out + k] when k < n_main, else to grad[tail + k - n_main].
-#define REDUCE_AHEAD 16
+#define REDUCE_AHEAD 32
 extern "C" __global__ void __launch_bounds__(256)
 reduce_grad_splits(float* __restrict__ grad, const float* __restrict__ partials, const long long* __restrict__ table,
                    int n_entries, long long total)

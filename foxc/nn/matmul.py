@@ -26,6 +26,8 @@ GEMM_THREADS = 256
 SMALL_TILE, SMALL_THREADS = 32, 256  # the *_t32 FP32 kernels (2x2 outputs per thread)
 SKINNY_TILE = 16  # linear_fwd_f32_t16 (one output per thread, block 256): outputs at most 16 wide
 ELEMENTWISE_BLOCK = 256
+REDUCE_BLOCK = 64  # reduce_grad_splits: an element's splits are one thread's serial sum; small blocks spread the
+# long sums (the encoder's 256 splits at B = 4,096) over every SM
 MAX_BLOCKS = 4096
 SPLIT_TARGET_BLOCKS = 264  # two waves of an H200's 132 SMs
 FILL_BLOCKS = 256  # fewer 64x64 tiles than this: FP32 GEMMs use 32x32 tiles (B = 4,096: 64x64 tiles of the
@@ -332,7 +334,8 @@ class GradPartials:
                                                                for _, offset, _, args in members], key)]
                     for entry, *_ in members:
                         entry.planned = True
-                self.plans = [rt.plan(REDUCE_GRAD_SPLITS, elementwise_grid(self.total), ELEMENTWISE_BLOCK, dict(
+                grid = max(1, min(-(-self.total // REDUCE_BLOCK), MAX_BLOCKS))
+                self.plans = [rt.plan(REDUCE_GRAD_SPLITS, grid, REDUCE_BLOCK, dict(
                     grad=self.grad, partials=self.partials, table=self.table, n_entries=len(self.rows),
                     total=self.total))]
         return self
