@@ -243,28 +243,41 @@ __device__ __noinline__ void other_controllers(float* isv, const double* stats)
 }
 
 // The diagnostics frame: one fixed-layout record per step in a mapped-pinned ring the host reads
-// without synchronising the step.
-// Reads stats[AGENT_N_STATS], losses[FRAME_N_LOSSES], isv, extras[FRAME_N_EXTRAS] (float64 counters
-// of other components), isv_slots[n_isv] (indices of the ISV slots to record, FRAME_ISV order).
-// Writes ring[(step % ring_len) * FRAME_LEN ...]: every field, FRAME_T_NS = the device's global
-// timer (ns; consecutive frames are one step apart in device time), a system-wide fence, then
-// FRAME_SEQ = step + 1, so a host that sees the sequence number also sees the fields.
-__device__ __noinline__ void diagnostics_frame(
+// without synchronising the step. Every thread of the block writes a share of the fields (one thread
+// waited a load's latency for each ISV slot index and extra, and the frame was most of the kernel).
+// Reads stats[AGENT_N_STATS], losses[FRAME_N_LOSSES], isv (shared: the block's copy), extras[FRAME_N_EXTRAS]
+// (float64 counters of other components), isv_slots[n_isv] (indices of the ISV slots to record, FRAME_ISV
+// order). Writes frame = ring + (step % ring_len) * FRAME_LEN: every field but FRAME_SEQ, FRAME_T_NS = the
+// device's global timer (ns; consecutive frames are one step apart in device time), then a system-wide
+// fence; the caller writes FRAME_SEQ = step + 1 after a barrier, so a host that sees the sequence number
+// also sees the fields.
+__device__ __forceinline__ double frame_step(const float* isv)
+{
+    return (double)isv[ISV_STEP_HI] * (double)ISV_STEP_WRAP + (double)isv[ISV_STEP_LO];
+}
+__device__ __forceinline__ double* frame_of(const float* isv, double* ring, int ring_len)
+{
+    return ring + (long long)fmod(frame_step(isv), (double)ring_len) * FRAME_LEN;
+}
+__device__ __forceinline__ void diagnostics_frame(
     const double* stats, const float* losses, const float* isv, const double* __restrict__ extras,
     const int* __restrict__ isv_slots, int n_isv, double* __restrict__ ring, int ring_len)
 {
-    const double step = (double)isv[ISV_STEP_HI] * (double)ISV_STEP_WRAP + (double)isv[ISV_STEP_LO];
-    double* frame = ring + (long long)fmod(step, (double)ring_len) * FRAME_LEN;
-    frame[FRAME_STEP] = step;
-    for (int k = 0; k < AGENT_N_STATS; ++k) frame[FRAME_STATS + k] = stats[k];
-    for (int k = 0; k < FRAME_N_LOSSES; ++k) frame[FRAME_LOSSES + k] = losses[k];
-    for (int k = 0; k < n_isv; ++k) frame[FRAME_ISV_FIELDS + k] = isv[isv_slots[k]];
-    for (int k = 0; k < FRAME_N_EXTRAS; ++k) frame[FRAME_EXTRAS + k] = extras[k];
-    unsigned long long now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    frame[FRAME_T_NS] = (double)now;
+    double* frame = frame_of(isv, ring, ring_len);
+    const int t = threadIdx.x;
+    if (t == 0) {
+        frame[FRAME_STEP] = frame_step(isv);
+        unsigned long long now;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        frame[FRAME_T_NS] = (double)now;
+    }
+    if (t < AGENT_N_STATS) frame[FRAME_STATS + t] = stats[t];
+    else if (t < AGENT_N_STATS + FRAME_N_LOSSES) frame[FRAME_LOSSES + t - AGENT_N_STATS] = losses[t - AGENT_N_STATS];
+    else if (t < AGENT_N_STATS + FRAME_N_LOSSES + FRAME_N_EXTRAS)
+        frame[FRAME_EXTRAS + t - AGENT_N_STATS - FRAME_N_LOSSES] = extras[t - AGENT_N_STATS - FRAME_N_LOSSES];
+    const int k = t - (AGENT_N_STATS + FRAME_N_LOSSES + FRAME_N_EXTRAS);
+    if (k >= 0 && k < n_isv && k < FRAME_EXTRAS - FRAME_ISV_FIELDS) frame[FRAME_ISV_FIELDS + k] = isv[isv_slots[k]];
     __threadfence_system();
-    frame[FRAME_SEQ] = step + 1.0;
 }
 
 // The device-resident step counter: step_lo += 1. float32 holds integers exactly only to 2^24,
@@ -287,12 +300,13 @@ __device__ __forceinline__ void step_increment(float* isv)
 // Writes stats[AGENT_N_STATS]; isv (controllers, then the step counter); ring (the frame of this
 //        step, recorded before the counter moves); isv_host[ISV_N_SLOTS] (the mapped-pinned view the
 //        host reads) = isv as the step leaves it.
-// Order: the block copies the ISV into shared memory; the statistics (every thread, into shared
-// memory); then on thread 0 the reward controller, the plateau controller, the other controllers,
-// the frame and the step counter, all on the shared copies (thread 0's reads and writes are a
-// dependent chain: shared memory's latency, not global memory's, is what they wait for); then, after
-// a barrier, every thread writes its share of the ISV to isv and isv_host and of the statistics to
-// stats. The arithmetic is the same whichever memory holds the values.
+// Order: the block copies the ISV and the losses into shared memory; the statistics (every thread, into
+// shared memory); then on thread 0 the reward controller, the plateau controller and the other
+// controllers, on the shared copies (thread 0's reads and writes are a dependent chain: shared memory's
+// latency, not global memory's, is what they wait for); after a barrier the frame (every thread a share);
+// after another, on thread 0, the frame's sequence number and the step counter; then, after a barrier,
+// every thread writes its share of the ISV to isv and isv_host and of the statistics to stats. The
+// arithmetic is the same whichever memory holds the values and whichever thread copies them.
 extern "C" __global__ void agent_step_end(
     STEP_ARRAYS,
     int B,
@@ -307,15 +321,24 @@ extern "C" __global__ void agent_step_end(
     int ring_len)
 {
     __shared__ float isv_s[ISV_N_SLOTS];
+    __shared__ float losses_s[FRAME_N_LOSSES];
     __shared__ double stats_s[AGENT_N_STATS];
+    static_assert(AGENT_N_STATS + FRAME_N_LOSSES + FRAME_N_EXTRAS + (FRAME_EXTRAS - FRAME_ISV_FIELDS) <= AGENT_STATS_BLOCK,
+                  "the frame: a field a thread");
     if (blockIdx.x != 0) return;
     for (int i = threadIdx.x; i < ISV_N_SLOTS; i += AGENT_STATS_BLOCK) isv_s[i] = isv[i];
+    if (threadIdx.x < FRAME_N_LOSSES) losses_s[threadIdx.x] = losses[threadIdx.x];
     step_stats(probs, actions, flags, reward_raw, reward_scaled, clipped, closed, closed_pnl, lots, stats_s, B);
-    if (threadIdx.x == 0) {  // step_stats' barriers made isv_s whole; its thread 0 wrote stats_s
+    if (threadIdx.x == 0) {  // step_stats' barriers made isv_s and losses_s whole; its thread 0 wrote stats_s
         reward_controller(isv_s, stats_s);
-        lr_plateau(isv_s, losses);
+        lr_plateau(isv_s, losses_s);
         other_controllers(isv_s, stats_s);
-        diagnostics_frame(stats_s, losses, isv_s, extras, isv_slots, n_isv, ring, ring_len);
+    }
+    __syncthreads();
+    diagnostics_frame(stats_s, losses_s, isv_s, extras, isv_slots, n_isv, ring, ring_len);
+    __syncthreads();  // every thread's fields are fenced before the sequence number
+    if (threadIdx.x == 0) {
+        frame_of(isv_s, ring, ring_len)[FRAME_SEQ] = frame_step(isv_s) + 1.0;
         step_increment(isv_s);
     }
     __syncthreads();

@@ -556,7 +556,7 @@ matmul_tn_tf32(float* __restrict__ C, const float* __restrict__ A, const float* 
 // `partials`), n_main (M x N), out and tail (where dW and db start in `grad`). Element k = i - begin
 // of entry j: s = partials[p + k] + partials[p + size + k] + ... in split order,
 // written to grad[out + k] when k < n_main, else to grad[tail + k - n_main].
-#define REDUCE_AHEAD 32
+#define REDUCE_AHEAD 64
 extern "C" __global__ void __launch_bounds__(256)
 reduce_grad_splits(float* __restrict__ grad, const float* __restrict__ partials, const long long* __restrict__ table,
                    int n_entries, long long total)
