@@ -1,5 +1,5 @@
 // Matrix products for the model's shapes (rows up to B*K = 524,288, widths up to a few hundred),
-// in FP32 and on TF32 tensor cores (wmma 16x16x8, FP32 accumulate), plus the bias gradient,
+// in FP32 and on TF32 tensor cores (mma.sync m16n8k8, FP32 accumulate), plus the bias gradient,
 // the split-sum that finishes a split reduction, and the activation backward.
 //
 // Layout: row-major everywhere. A linear layer is Y[M,N] = act(X[M,K] . W[K,N] + b[N]).
@@ -7,18 +7,15 @@
 // order; split reductions write per-split partials that reduce_grad_splits adds in split order.
 // No atomics, so every kernel here gives the same bits on every run.
 //
-// GEMM kernels: grid (ceil(N/T), ceil(M/T), splits), block 256, each block a T x T tile of C:
-// T = 64 (static shared memory FP32 8.5 KB, TF32 26 KB), T = 32 for the *_t32 FP32 kernels
-// (9 KB) and T = 16 for linear_fwd_f32_t16 (10 KB).
-#include <mma.h>
+// GEMM kernels: grid (ceil(N/T), ceil(M/T), splits), each block a T x T tile of C: T = 64 (block 256;
+// static shared memory FP32 8.5 KB, TF32 40 KB at most), T = 32 for the *_t32 kernels (FP32: block 256,
+// 9 KB; TF32: block 128, 38 KB) and T = 16 for linear_fwd_f32_t16 (block 256, 10 KB).
 #include "foxc/nn_math.cuh"
-
-using namespace nvcuda;
 
 #define TILE_M 64
 #define TILE_N 64
 #define TILE_K 16
-#define TILE_PAD 4   // keeps wmma pointers 32-byte aligned, float4 rows 16-byte aligned
+#define TILE_PAD 4   // keeps float4 rows 16-byte aligned
 #define GEMM_THREADS 256
 
 struct GemmShape {
@@ -144,29 +141,6 @@ __device__ __forceinline__ void stage_index(int e, int& w, int& kk)
     else   { w = e / KT; kk = e % KT; }  // stored [W][K]: neighbours walk k
 }
 
-// Stage op(A)[m0.., k0..] as As[k][m] and op(B)[k0.., n0..] as Bs[k][n] (TF32 path, 64x64, 256
-// threads); zero outside the matrices and past k_end, so padded products add exact zeros.
-template <bool TA, bool TB, bool TF32>
-__device__ __forceinline__ void stage_tiles(const GemmShape& g, int m0, int n0, int k0, int k_end,
-                                            float (*As)[TILE_M + TILE_PAD], float (*Bs)[TILE_N + TILE_PAD])
-{
-    const int tid = threadIdx.x;
-#pragma unroll
-    for (int r = 0; r < (TILE_M * TILE_K) / GEMM_THREADS; ++r) {
-        int mm, kk;
-        stage_index<TA, TILE_M>(tid + r * GEMM_THREADS, mm, kk);
-        const float v = load_a<TA>(g, m0 + mm, k0 + kk, k_end);
-        As[kk][mm] = TF32 ? wmma::__float_to_tf32(v) : v;
-    }
-#pragma unroll
-    for (int r = 0; r < (TILE_N * TILE_K) / GEMM_THREADS; ++r) {
-        int nn, kk;
-        stage_index<!TB, TILE_N>(tid + r * GEMM_THREADS, nn, kk);
-        const float v = load_b<TB>(g, n0 + nn, k0 + kk, k_end);
-        Bs[kk][nn] = TF32 ? wmma::__float_to_tf32(v) : v;
-    }
-}
-
 __device__ __forceinline__ void store_out(const GemmShape& g, int m, int n, float acc)
 {
     if (m >= g.M || n >= g.N) return;
@@ -260,64 +234,27 @@ __device__ __forceinline__ void gemm_f32(const GemmShape& g)
         for (int j = 0; j < TN; ++j) store_out(g, m0 + ty * TM + i, n0 + tx * TN + j, acc[i][j]);
 }
 
-// TF32: 8 warps; warp w owns rows (w%4)*16.. and columns (w/4)*32.. (two 16x16 accumulators).
-// The tile goes through shared memory so the epilogue can bound-check, add bias and activate.
-template <bool TA, bool TB>
-__device__ __forceinline__ void gemm_tf32(const GemmShape& g)
-{
-    __shared__ __align__(32) float As[TILE_K][TILE_M + TILE_PAD];
-    __shared__ __align__(32) float Bs[TILE_K][TILE_N + TILE_PAD];
-    __shared__ __align__(32) float Cs[TILE_M][TILE_N + TILE_PAD];
-    const int m0 = blockIdx.y * TILE_M, n0 = blockIdx.x * TILE_N;
-    const int k_begin = split_of(g) * g.k_chunk;
-    const int k_end = min(g.K, k_begin + g.k_chunk);
-    const int warp = threadIdx.x / 32;
-    const int wm = warp % 4, wn = warp / 4;
-    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[2];
-    wmma::fill_fragment(acc[0], 0.0f);
-    wmma::fill_fragment(acc[1], 0.0f);
-
-    for (int k0 = k_begin; k0 < k_end; k0 += TILE_K) {
-        stage_tiles<TA, TB, true>(g, m0, n0, k0, k_end, As, Bs);
-        __syncthreads();
-#pragma unroll
-        for (int kk = 0; kk < TILE_K; kk += 8) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major> a;
-            wmma::load_matrix_sync(a, &As[kk][wm * 16], TILE_M + TILE_PAD);
-#pragma unroll
-            for (int f = 0; f < 2; ++f) {
-                wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> b;
-                wmma::load_matrix_sync(b, &Bs[kk][wn * 32 + f * 16], TILE_N + TILE_PAD);
-                wmma::mma_sync(acc[f], a, b, acc[f]);
-            }
-        }
-        __syncthreads();
-    }
-#pragma unroll
-    for (int f = 0; f < 2; ++f)
-        wmma::store_matrix_sync(&Cs[wm * 16][wn * 32 + f * 16], acc[f], TILE_N + TILE_PAD, wmma::mem_row_major);
-    __syncthreads();
-    for (int e = threadIdx.x; e < TILE_M * TILE_N; e += GEMM_THREADS) {
-        const int mm = e / TILE_N, nn = e % TILE_N;
-        store_out(g, m0 + mm, n0 + nn, Cs[mm][nn]);
-    }
-}
-
-// TF32 for layers too small to fill the GPU with 64x64 tiles (the learner's layers at B = 1,024):
-// a 32x32 tile per block of 4 warps, warp (wm, wn) = (warp / 2, warp % 2) owning rows wm*16.. and
-// columns wn*16.. (one mma row tile, two column tiles). k is staged TG_KT deep by cp.async with
-// TG_STAGES stages in flight, so a layer with K <= 128 waits for global memory once, not once a
-// stage (these products are bound by latency). Each stage keeps the stored matrices' contiguous
-// dimension contiguous (A as [m][k]; B as [n][k] for B^T, [k][n] for B), so a row whose address is
-// 16-byte aligned (the model's rows of 128, 136, 256 floats) is copied 16 bytes at a time, others 4;
-// the kernel is bound by its instruction count and the copies were most of it. Operands are rounded
-// to TF32 (cvt.rna) as the fragments are read; sums in FP32 on the tensor cores. Shared memory: 38 KB.
+// TF32 on mma.sync (m16n8k8): a TILE x TILE output tile per block of WM x WN warps, warp (wm, wn) =
+// (warp / WN, warp % WN) owning rows wm*(TILE/WM).. and columns wn*(TILE/WN).. (MT = TILE/WM/16 mma row
+// tiles, NT = TILE/WN/8 column tiles). k over the block's split [k_begin, k_end) is staged KT deep by
+// cp.async with STAGES stages in flight, so a product waits for global memory about once, not once a
+// stage (these products are bound by latency and instruction count). Each stage keeps the stored
+// matrices' contiguous dimension contiguous (op(A) as [m][k], or [k][m] when TA; op(B) as [n][k] for B^T,
+// [k][n] for B), so a row whose address is 16-byte aligned (the model's rows of 128, 136, 256 floats) is
+// copied 16 bytes at a time, others 4; padded strides make the fragment reads conflict-free. Operands are
+// rounded to TF32 (cvt.rna) as the fragments are read; sums in FP32 on the tensor cores, each output's
+// over k in increasing 8-steps whatever the tiling. Two tilings:
+//   *_t32 (TG_*): 32x32, 4 warps, KT 32, 4 stages (38 KB): layers too small to fill the GPU with 64x64
+//     tiles (the learner's layers at B = 1,024);
+//   the 64x64 kernels (TM_*): 8 warps of 32x16, KT 16, 4 stages (40 KB at most): 4 mma a k-step share
+//     each warp's fragment reads, where wmma's 16x16 tiles staged through registers a k-step at a time
+//     were bound by instruction issue (B = 4,096).
 #define TG_TILE 32
 #define TG_KT 32
 #define TG_STAGES 4
 #define TG_THREADS 128
-#define TG_STRIDE (TG_KT + 4)   // words per staged [m][k] or [n][k] row: conflict-free fragment reads
-#define TG_STRIDE_N (TG_TILE + 8)  // words per staged [k][n] row: conflict-free fragment reads
+#define TM_KT 16
+#define TM_STAGES 4
 
 // 4 bytes global -> shared without passing through registers; an invalid element is zero-filled.
 __device__ __forceinline__ void cp_async4(float* dst, const float* src, bool valid)
@@ -334,88 +271,131 @@ __device__ __forceinline__ void cp_async16(float* dst, const float* src, int n)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(4 * n));
 }
 
-// Stage rows x cols (TG_TILE x TG_KT or TG_KT x TG_TILE) of a row-major matrix `src` (leading dimension
-// ld) starting at (r0, c0), into dst[row][col] (row stride STRIDE words); rows past `rows` and columns
-// past `cols` are zero. VEC: 16-byte copies (ld and src 16-byte aligned).
-template <int ROWS, int COLS, int STRIDE, bool VEC>
+// Stage ROWS x COLS of a row-major matrix `src` (leading dimension ld) starting at (r0, c0), into
+// dst[row][col] (row stride STRIDE words) with THREADS threads; rows from `rows` on and columns from
+// `cols` on are zero. VEC: 16-byte copies (ld and src 16-byte aligned).
+template <int ROWS, int COLS, int STRIDE, int THREADS, bool VEC>
 __device__ __forceinline__ void stage_async(float* dst, const float* src, long long ld, int r0, int c0, int rows,
                                             int cols)
 {
     if (VEC) {
+        static_assert(ROWS * COLS % (4 * THREADS) == 0, "whole 16-byte copies a thread");
 #pragma unroll
-        for (int r = 0; r < ROWS * COLS / 4 / TG_THREADS; ++r) {
-            const int e = threadIdx.x + r * TG_THREADS, row = e / (COLS / 4), col = (e % (COLS / 4)) * 4;
+        for (int r = 0; r < ROWS * COLS / 4 / THREADS; ++r) {
+            const int e = threadIdx.x + r * THREADS, row = e / (COLS / 4), col = (e % (COLS / 4)) * 4;
             const int n = r0 + row < rows ? min(max(cols - (c0 + col), 0), 4) : 0;
             cp_async16(dst + row * STRIDE + col, n > 0 ? src + (r0 + row) * ld + c0 + col : src, n);
         }
     } else {
 #pragma unroll
-        for (int r = 0; r < ROWS * COLS / TG_THREADS; ++r) {
-            const int e = threadIdx.x + r * TG_THREADS, row = e / COLS, col = e % COLS;
+        for (int r = 0; r < ROWS * COLS / THREADS; ++r) {
+            const int e = threadIdx.x + r * THREADS, row = e / COLS, col = e % COLS;
             const bool ok = r0 + row < rows && c0 + col < cols;
             cp_async4(dst + row * STRIDE + col, ok ? src + (r0 + row) * ld + c0 + col : src, ok);
         }
     }
 }
 
-template <bool TB>
-__device__ __forceinline__ void gemm_tf32_t32(const GemmShape& g)
+template <int TILE, int WM, int WN, int KT, int STAGES, bool TA, bool TB>
+__device__ __forceinline__ void gemm_tf32_mma(const GemmShape& g)
 {
-    constexpr int B_ROWS = TB ? TG_TILE : TG_KT, B_STRIDE = TB ? TG_STRIDE : TG_STRIDE_N;
-    __shared__ __align__(16) float As[TG_STAGES][TG_TILE][TG_STRIDE];
-    __shared__ __align__(16) float Bs[TG_STAGES][B_ROWS][B_STRIDE];
-    const int m0 = blockIdx.y * TG_TILE, n0 = blockIdx.x * TG_TILE;
+    constexpr int THREADS = WM * WN * 32, MT = TILE / WM / 16, NT = TILE / WN / 8;
+    static_assert(MT * WM * 16 == TILE && NT * WN * 8 == TILE && KT % 8 == 0, "the tiling");
+    constexpr int KSTRIDE = KT + 4, WSTRIDE = TILE + 8;  // words per staged row: conflict-free fragment reads
+    // op(A) as [m][k] ([k][m] when TA), op(B) as [n][k] when TB, else [k][n]
+    constexpr int A_ROWS = TA ? KT : TILE, A_STRIDE = TA ? WSTRIDE : KSTRIDE;
+    constexpr int B_ROWS = TB ? TILE : KT, B_STRIDE = TB ? KSTRIDE : WSTRIDE;
+    __shared__ __align__(16) float As[STAGES][A_ROWS][A_STRIDE];
+    __shared__ __align__(16) float Bs[STAGES][B_ROWS][B_STRIDE];
+    const int m0 = blockIdx.y * TILE, n0 = blockIdx.x * TILE;
+    const int k_begin = split_of(g) * g.k_chunk;
+    const int k_end = min(g.K, k_begin + g.k_chunk);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, q = lane % 4;
-    const int wm = warp / 2, wn = warp % 2;
-    const int stages = (g.K + TG_KT - 1) / TG_KT;
+    const int wr = (warp / WN) * (MT * 16), wc = (warp % WN) * (NT * 8);  // the warp's first row and column
+    const int stages = (k_end - k_begin + KT - 1) / KT;
     const bool a16 = rows_aligned16(g.A, g.lda), b16 = rows_aligned16(g.B, g.ldb);  // uniform
     auto issue = [&](int st) {
-        const int k0 = st * TG_KT, buf = st % TG_STAGES;
-        if (a16) stage_async<TG_TILE, TG_KT, TG_STRIDE, true>(&As[buf][0][0], g.A, g.lda, m0, k0, g.M, g.K);
-        else stage_async<TG_TILE, TG_KT, TG_STRIDE, false>(&As[buf][0][0], g.A, g.lda, m0, k0, g.M, g.K);
+        const int k0 = k_begin + st * KT, buf = st % STAGES;
+        float* as = &As[buf][0][0];
+        float* bs = &Bs[buf][0][0];
+        if (TA) {  // A stored [K][M]: rows k, m contiguous
+            if (a16) stage_async<KT, TILE, A_STRIDE, THREADS, true>(as, g.A, g.lda, k0, m0, k_end, g.a_rows);
+            else stage_async<KT, TILE, A_STRIDE, THREADS, false>(as, g.A, g.lda, k0, m0, k_end, g.a_rows);
+        } else {  // A stored [M][K]: rows m, k contiguous
+            if (a16) stage_async<TILE, KT, A_STRIDE, THREADS, true>(as, g.A, g.lda, m0, k0, g.a_rows, k_end);
+            else stage_async<TILE, KT, A_STRIDE, THREADS, false>(as, g.A, g.lda, m0, k0, g.a_rows, k_end);
+        }
         if (TB) {  // B stored [N][K]: rows n, k contiguous
-            if (b16) stage_async<TG_TILE, TG_KT, B_STRIDE, true>(&Bs[buf][0][0], g.B, g.ldb, n0, k0, g.N, g.K);
-            else stage_async<TG_TILE, TG_KT, B_STRIDE, false>(&Bs[buf][0][0], g.B, g.ldb, n0, k0, g.N, g.K);
+            if (b16) stage_async<TILE, KT, B_STRIDE, THREADS, true>(bs, g.B, g.ldb, n0, k0, g.N, k_end);
+            else stage_async<TILE, KT, B_STRIDE, THREADS, false>(bs, g.B, g.ldb, n0, k0, g.N, k_end);
         } else {  // B stored [K][N]: rows k, n contiguous
-            if (b16) stage_async<TG_KT, TG_TILE, B_STRIDE, true>(&Bs[buf][0][0], g.B, g.ldb, k0, n0, g.K, g.N);
-            else stage_async<TG_KT, TG_TILE, B_STRIDE, false>(&Bs[buf][0][0], g.B, g.ldb, k0, n0, g.K, g.N);
+            if (b16) stage_async<KT, TILE, B_STRIDE, THREADS, true>(bs, g.B, g.ldb, k0, n0, k_end, g.N);
+            else stage_async<KT, TILE, B_STRIDE, THREADS, false>(bs, g.B, g.ldb, k0, n0, k_end, g.N);
         }
     };
 #pragma unroll
-    for (int st = 0; st < TG_STAGES; ++st) {
+    for (int st = 0; st < STAGES; ++st) {
         if (st < stages) issue(st);
         asm volatile("cp.async.commit_group;\n" ::);  // empty groups too: one group per stage slot
     }
-    float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
     for (int st = 0; st < stages; ++st) {
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(TG_STAGES - 1));  // stage st has landed
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1));  // stage st has landed
         __syncthreads();
-        const int buf = st % TG_STAGES;
+        const int buf = st % STAGES;
+        auto a_at = [&](int m, int k) { return nn_tf32(TA ? As[buf][k][m] : As[buf][m][k]); };
+        auto b_at = [&](int k, int n) { return nn_tf32(TB ? Bs[buf][n][k] : Bs[buf][k][n]); };
 #pragma unroll
-        for (int ks = 0; ks < TG_KT / 8; ++ks) {
-            const float* a0 = &As[buf][wm * 16 + gq][ks * 8 + q];
-            const float* a1 = &As[buf][wm * 16 + gq + 8][ks * 8 + q];
-            const unsigned int a[4] = {nn_tf32(a0[0]), nn_tf32(a1[0]), nn_tf32(a0[4]), nn_tf32(a1[4])};
+        for (int ks = 0; ks < KT / 8; ++ks) {
+            const int k = ks * 8 + q;
+            unsigned int a[MT][4];
 #pragma unroll
-            for (int nt = 0; nt < 2; ++nt) {
-                const int n = wn * 16 + nt * 8 + gq, k = ks * 8 + q;
-                const unsigned int b[2] = {nn_tf32(TB ? Bs[buf][n][k] : Bs[buf][k][n]),
-                                           nn_tf32(TB ? Bs[buf][n][k + 4] : Bs[buf][k + 4][n])};
-                nn_mma_tf32(acc[nt], a, b);
+            for (int mt = 0; mt < MT; ++mt) {
+                const int m = wr + mt * 16 + gq;
+                a[mt][0] = a_at(m, k);
+                a[mt][1] = a_at(m + 8, k);
+                a[mt][2] = a_at(m, k + 4);
+                a[mt][3] = a_at(m + 8, k + 4);
+            }
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                const int n = wc + nt * 8 + gq;
+                const unsigned int b[2] = {b_at(k, n), b_at(k + 4, n)};
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) nn_mma_tf32(acc[mt][nt], a[mt], b);
             }
         }
         __syncthreads();  // every warp is done with this buffer
-        if (st + TG_STAGES < stages) issue(st + TG_STAGES);
+        if (st + STAGES < stages) issue(st + STAGES);
         asm volatile("cp.async.commit_group;\n" ::);
     }
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-        const int m = m0 + wm * 16 + gq, n = n0 + wn * 16 + nt * 8 + 2 * q;
-        store_out(g, m, n, acc[nt][0]);
-        store_out(g, m, n + 1, acc[nt][1]);
-        store_out(g, m + 8, n, acc[nt][2]);
-        store_out(g, m + 8, n + 1, acc[nt][3]);
-    }
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            const int m = m0 + wr + mt * 16 + gq, n = n0 + wc + nt * 8 + 2 * q;
+            store_out(g, m, n, acc[mt][nt][0]);
+            store_out(g, m, n + 1, acc[mt][nt][1]);
+            store_out(g, m + 8, n, acc[mt][nt][2]);
+            store_out(g, m + 8, n + 1, acc[mt][nt][3]);
+        }
+}
+
+// The two tilings (see above).
+template <bool TB>
+__device__ __forceinline__ void gemm_tf32_t32(const GemmShape& g)
+{
+    gemm_tf32_mma<TG_TILE, 2, 2, TG_KT, TG_STAGES, false, TB>(g);
+}
+template <bool TA, bool TB>
+__device__ __forceinline__ void gemm_tf32(const GemmShape& g)
+{
+    static_assert(TILE_M == 64 && TILE_N == 64 && GEMM_THREADS == 256, "the 64x64 kernels: 8 warps");
+    gemm_tf32_mma<64, 2, 4, TM_KT, TM_STAGES, TA, TB>(g);
 }
 
 extern "C" __global__ void __launch_bounds__(TG_THREADS)
