@@ -8,7 +8,7 @@
 // No atomics, so every kernel here gives the same bits on every run.
 //
 // GEMM kernels: grid (ceil(N/T), ceil(M/T), splits), each block a T x T tile of C: T = 64 (block 256;
-// static shared memory FP32 8.5 KB, TF32 40 KB at most), T = 32 for the *_t32 kernels (FP32: block 256,
+// static shared memory FP32 8.5 KB, TF32 30 KB at most), T = 32 for the *_t32 kernels (FP32: block 256,
 // 9 KB; TF32: block 128, 38 KB) and T = 16 for linear_fwd_f32_t16 (block 256, 10 KB).
 #include "foxc/nn_math.cuh"
 
@@ -246,15 +246,18 @@ __device__ __forceinline__ void gemm_f32(const GemmShape& g)
 // over k in increasing 8-steps whatever the tiling. Two tilings:
 //   *_t32 (TG_*): 32x32, 4 warps, KT 32, 4 stages (38 KB): layers too small to fill the GPU with 64x64
 //     tiles (the learner's layers at B = 1,024);
-//   the 64x64 kernels (TM_*): 8 warps of 32x16, KT 16, 4 stages (40 KB at most): 4 mma a k-step share
-//     each warp's fragment reads, where wmma's 16x16 tiles staged through registers a k-step at a time
-//     were bound by instruction issue (B = 4,096).
+//   the 64x64 kernels (TM_*): 8 warps of 32x16, KT 16, 3 stages (30 KB at most), 4 blocks an SM (64
+//     registers): 4 mma a k-step share each warp's fragment reads, where wmma's 16x16 tiles staged through
+//     registers a k-step at a time were bound by instruction issue, and at 2 blocks an SM the group
+//     forwards of B = 4,096 ran in 3 waves (4 stages, or 2 blocks an SM: 0.676 and 0.682 ms a step against
+//     0.669 on an H200).
 #define TG_TILE 32
 #define TG_KT 32
 #define TG_STAGES 4
 #define TG_THREADS 128
 #define TM_KT 16
-#define TM_STAGES 4
+#define TM_STAGES 3
+#define TM_MIN_BLOCKS 4
 
 // 4 bytes global -> shared without passing through registers; an invalid element is zero-filled.
 __device__ __forceinline__ void cp_async4(float* dst, const float* src, bool valid)
@@ -487,7 +490,7 @@ F32_LINEAR(_t32, 32, 32, 2, 2, 32, 2)
 F32_GRADS(_t32, 32, 32, 2, 2, 32, 2)
 F32_LINEAR(_t16, 16, 16, 1, 1, 64, 4)
 
-extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
+extern "C" __global__ void __launch_bounds__(GEMM_THREADS, TM_MIN_BLOCKS)
 linear_fwd_tf32(float* __restrict__ Y, const float* __restrict__ X, const float* __restrict__ W,
                 const float* __restrict__ bias, int M, int K, int N, int act)
 {
@@ -495,7 +498,7 @@ linear_fwd_tf32(float* __restrict__ Y, const float* __restrict__ X, const float*
     gemm_tf32<false, false>(g);
 }
 
-extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
+extern "C" __global__ void __launch_bounds__(GEMM_THREADS, TM_MIN_BLOCKS)
 linear_fwd_tf32_group(const long long* __restrict__ layers)
 {
     const GemmShape g = group_layer(layers);
@@ -505,7 +508,7 @@ linear_fwd_tf32_group(const long long* __restrict__ layers)
 
 // matmul_nt_* — C[M,N] (+)= A[M,K] . B[N,K]^T (dX = dY . W^T). Reads A, B (and C when
 // accumulate is 1); writes C. C must not alias A or B. Tilings as linear_fwd_*.
-extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
+extern "C" __global__ void __launch_bounds__(GEMM_THREADS, TM_MIN_BLOCKS)
 matmul_nt_tf32(float* __restrict__ C, const float* __restrict__ A, const float* __restrict__ B,
                int M, int K, int N, int accumulate)
 {
@@ -518,7 +521,7 @@ matmul_nt_tf32(float* __restrict__ C, const float* __restrict__ A, const float* 
 // reduce_grad_splits adds the partials in split order (matmul.GradPartials).
 // matmul_tn_ones_f32(_t32): the same with A given a column of ones: C[z] is (M+1) x N and its
 // last row holds the split's column sums of B (the bias gradient in the same pass).
-extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
+extern "C" __global__ void __launch_bounds__(GEMM_THREADS, TM_MIN_BLOCKS)
 matmul_tn_tf32(float* __restrict__ C, const float* __restrict__ A, const float* __restrict__ B,
                int R, int M, int N, int r_chunk)
 {

@@ -137,7 +137,9 @@ class TrainStep:
                          ("advance", [self.cursors.advance_plan])],
                    main=[("replay_flush", replay.flush_plans), ("replay_sample", replay.sample_plans),
                          ("rl_forward", learner.rl.forward)]),
-            Beside(side=[("rl_backward", learner.rl.backward), ("priorities", replay.update_plans)],
+            # the priorities first: they read only the forward's TD errors, and last they waited for the
+            # RL backward, whose last pass waits for the encoder's backward to leave SMs free (B = 4,096)
+            Beside(side=[("priorities", replay.update_plans), ("rl_backward", learner.rl.backward)],
                    main=[("perception", learner.perception_backward),
                          ("encoder_backward", enc.backward)]),
             ("gradients", [learner.partials]),
