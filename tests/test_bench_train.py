@@ -14,9 +14,10 @@ def test_train_benchmark_runs_small_on_reference(capsys, tmp_path):
 
 def test_bench_train_says_busy_is_not_measured_on_the_reference_backend(capsys):
     assert train.main(["--backend", "reference", "--n-backtests", "8", "--steps", "2", "--seq-len", "4",
-                       "--per-capacity", "32", "--busy"]) == 0
+                       "--per-capacity", "32", "--timeline"]) == 0  # --timeline asks for --busy
     out = capsys.readouterr().out
     assert "busy B=8: not measured (reference backend" in out and "busy B=8: gpu_busy" not in out
+    assert "timeline B=8" not in out  # nothing traced, nothing to show
 
 
 class Timeline:
@@ -66,6 +67,9 @@ def test_traced_busy_takes_the_timed_replays_and_their_host_span(monkeypatch):
     assert [(k["name"], k["per_step"], k["ms_per_step"], k["share"]) for k in row["top_kernels"]] == [
         ("k2", 1.0, 0.03, 0.5), ("k1", 1.0, 0.02, 0.333), ("k0", 1.0, 0.01, 0.167)]
     assert line.steps_done == train.BUSY_WARMUP + 4 and row["copy_nodes"] == 1
+    assert row["timeline"] == [{"kernel": "k0#0", "start_us": 0.0, "end_us": 10.0, "us": 10.0},
+                               {"kernel": "k1#0", "start_us": 15.0, "end_us": 35.0, "us": 20.0},
+                               {"kernel": "k2#0", "start_us": 40.0, "end_us": 70.0, "us": 30.0}]
 
 
 def test_traced_busy_refuses_records_that_do_not_match_the_replays(monkeypatch):

@@ -134,3 +134,22 @@ def test_library_search_finds_pip_packages_and_names_what_it_tried(tmp_path, mon
     assert cupti.library_candidates() == [os.environ["FOXC_CUPTI"]]
     with pytest.raises(CuptiUnavailable, match="libcupti.so.13"):
         cupti.KernelActivity()
+
+
+def test_replay_timeline_takes_medians_per_kernel_and_occurrence():
+    """Two kernels of one name in a replay are told apart by their order; a lane's kernel that starts
+    beside another keeps its own start; medians, so one slow replay moves nothing."""
+    replays = []
+    for i, late in enumerate((0, 0, 9_000)):
+        t0 = 100_000 * i
+        replays += [cupti.KernelRecord("scan", t0, t0 + 5_000, 0, 1),
+                    cupti.KernelRecord("gemm", t0 + 5_000, t0 + 7_000 + late, 0, 1),
+                    cupti.KernelRecord("push", t0 + 1_000, t0 + 2_000, 0, 1),
+                    cupti.KernelRecord("gemm", t0 + 7_500 + late, t0 + 9_000 + late, 0, 1)]
+    got = cupti.replay_timeline(replays[::-1], 4)  # any order: sorted by start
+    assert got == [{"kernel": "scan#0", "start_us": 0.0, "end_us": 5.0, "us": 5.0},
+                   {"kernel": "push#0", "start_us": 1.0, "end_us": 2.0, "us": 1.0},
+                   {"kernel": "gemm#0", "start_us": 5.0, "end_us": 7.0, "us": 2.0},
+                   {"kernel": "gemm#1", "start_us": 7.5, "end_us": 9.0, "us": 1.5}]
+    with pytest.raises(ValueError, match="7 kernel records are not whole replays of 4"):
+        cupti.replay_timeline(replays[:7], 4)

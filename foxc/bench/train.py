@@ -1,12 +1,17 @@
 """The whole training step: steps/s eager and as one CUDA graph, GPU time, host cost per step, a roofline.
 
     python -m foxc.bench train [--backend auto|cuda|reference] [--n-backtests 256,1024,4096] [--steps N]
-                               [--seq-len K] [--per-capacity C] [--precision f32|tf32] [--busy] [--json FILE]
+                               [--seq-len K] [--per-capacity C] [--precision f32|tf32] [--busy [--timeline]]
+                               [--json FILE]
 
 Per batch size B: a trainer on the default synthetic market, set up by the run pipeline
 (`foxc.trainer.session.run_data`, as `python -m foxc.train` does), runs eagerly until the replay
 buffer is full (ceil(per_capacity / B) + n_step steps), then `steps` more eager steps are timed on
 the full buffer; then the step is captured once and `steps` graph replays are timed with events.
+
+--timeline (implies --busy) prints the same replays as a timeline: each kernel of the step (`name#i`, the
+i-th launch of that name) with its median start and end, in µs after the replay's first kernel, and its
+median duration; kernels that overlap ran beside each other in the graph's lanes.
 
 GPU busy, with --busy: `steps` more graph replays (after BUSY_WARMUP untimed ones) run inside a
 CUPTI kernel-activity trace (`foxc/profile/cupti.py`, ctypes; cuda-python binds no CUPTI). `gpu_busy`
@@ -45,7 +50,8 @@ from ..data.features import FEATURES
 from ..nn import model
 from ..nn.heads import Q_OUTPUTS
 from ..profile import KernelProfiler
-from ..profile.cupti import CuptiError, CuptiUnavailable, KernelActivity, busy_fraction, kernel_summary
+from ..profile.cupti import (CuptiError, CuptiUnavailable, KernelActivity, busy_fraction, kernel_summary,
+                             replay_timeline)
 from ..trainer.config import TrainConfig
 from ..trainer.run import Trainer
 from ..trainer.session import run_data
@@ -111,6 +117,7 @@ def traced_busy(rt, t: Trainer, steps: int) -> dict:
     top = [{"name": r["name"], "per_step": r["count"] / steps, "ms_per_step": round(r["total_ns"] / steps / 1e6, 4),
             "share": round(r["total_ns"] / kernel_ns, 3)} for r in kernel_summary(timed)[:TOP_KERNELS]]
     return {"gpu_busy": round(busy_fraction([(k.start, k.end) for k in timed], span), 3),
+            "timeline": replay_timeline(timed, traced_per_replay),
             "kernel_ms": round(kernel_ns / steps / 1e6, 4), "traced_ms": round((span[1] - span[0]) / steps / 1e6, 4),
             "top_kernels": top, "copy_nodes": t.graph.node_count() - per_replay, "cupti": trace.cupti.path,
             "kernels_traced": traced_per_replay}
@@ -201,6 +208,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seq-len", type=positive_int, default=None, help="window K (default 32)")
     ap.add_argument("--per-capacity", type=positive_int, default=None, help="replay capacity (default 65536)")
     ap.add_argument("--precision", choices=("f32", "tf32"), default="f32")
+    ap.add_argument("--timeline", action="store_true",
+                    help="--busy, and print each B's replay timeline: every kernel's median start and end in the step")
     ap.add_argument("--busy", action="store_true",
                     help="also replay the graph under a CUPTI kernel trace: true GPU busy and kernel time per step "
                          "(needs libcupti: found in the CUDA toolkit, the nvidia pip packages, or FOXC_CUPTI)")
@@ -221,7 +230,7 @@ def _main(args, rt) -> int:
     with tempfile.TemporaryDirectory() as tmp:  # the checkpoint of the B=1,024 run (or the first) is timed too
         timed_ckpt = 1024 if 1024 in sizes else sizes[0]
         rows = [bench_one(rt, cfg, data, steps, Path(tmp) / str(cfg.n_backtests)
-                          if cfg.n_backtests == timed_ckpt else None, args.busy) for cfg in configs]
+                          if cfg.n_backtests == timed_ckpt else None, args.busy or args.timeline) for cfg in configs]
     print(f"backend {rt.backend}: {rt.device_name}; K={K}, PER {capacity}, {args.precision}, {steps} timed steps")
     print(table(rows, ["B", "kernels", "eager_sps", "graph_sps", "speedup", "gpu_ms_per_step", "event_ms",
                        "gpu_busy", "kernel_ms", "host_us_per_step", "host_bound_share_eager", "env_steps_per_s"]))
@@ -232,6 +241,10 @@ def _main(args, rt) -> int:
                   f"step, traced_ms {r['traced_ms']:.3f} per step; top: " + ", ".join(f"{k['name']} {k['ms_per_step']:.3f}" for k in r["top_kernels"][:3]))
         else:
             print(f"busy B={r['B']}: not measured ({r['busy_unmeasured']})")
+    for r in rows if args.timeline else []:
+        if "timeline" in r:
+            print(f"timeline B={r['B']} (µs from the replay's first kernel, medians of {steps} replays):")
+            print(table(r["timeline"], ["start_us", "end_us", "us", "kernel"]))
     for r in rows if rt.backend == "cuda" else []:
         step_ms = 1e3 / r["graph_sps"]
         if "kernel_ms" in r:  # CUPTI's kernel time: the FLOP rate of the kernels themselves too

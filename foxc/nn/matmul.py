@@ -105,7 +105,7 @@ def f32_tile(M: int, N: int, kind: str = "linear") -> int:
 
 def layer_precision(M: int, N: int, precision: str) -> str:
     """The precision a layer with an M x N output runs at: "tf32" keeps the tensor cores only where
-    the 64x64 wmma grid fills the GPU; smaller layers run the FP32 32x32 kernels and the fused
+    the 64x64 mma grid fills the GPU; smaller layers run the FP32 32x32 kernels and the fused
     dW+db pass, which are faster there (a few hundred blocks of a 33-MFLOP GEMM are bound by
     staging and latency, not by FMA throughput) and exact FP32."""
     if precision == "tf32":

@@ -83,6 +83,30 @@ def kernel_summary(records) -> list[dict]:
     return sorted(rows, key=lambda r: (-r["total_ns"], r["name"]))
 
 
+def replay_timeline(records, per_replay: int) -> list[dict]:
+    """Where each kernel of a replayed graph runs inside its replay: records in start order, `per_replay`
+    of them a replay. A kernel is its name and occurrence in the replay (`name#i`, in start order); per
+    kernel the median over replays of its start and end (µs after the replay's first start) and of its
+    duration, in start order. Shows what runs beside what and what waits: the critical path."""
+    if per_replay <= 0 or not records or len(records) % per_replay:
+        raise ValueError(f"{len(records)} kernel records are not whole replays of {per_replay}")
+    ordered = sorted(records, key=lambda r: r.start)
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for i in range(0, len(ordered), per_replay):
+        replay, seen = ordered[i:i + per_replay], {}
+        t0 = replay[0].start
+        for r in replay:
+            key = f"{r.name}#{seen.setdefault(r.name, 0)}"
+            seen[r.name] += 1
+            spans.setdefault(key, []).append(((r.start - t0) / 1e3, (r.end - t0) / 1e3))
+    rows = []
+    for key, se in spans.items():
+        s, e = np.asarray(se).T
+        rows.append({"kernel": key, "start_us": round(float(np.median(s)), 1), "end_us": round(float(np.median(e)), 1),
+                     "us": round(float(np.median(e - s)), 1)})
+    return sorted(rows, key=lambda r: (r["start_us"], r["kernel"]))
+
+
 def parse_kernel(address: int) -> KernelRecord | None:
     """The kernel record at `address`, None for a record of another kind; its name is copied now,
     while the buffer (and CUPTI's string) are still valid."""
