@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import difflib
 import os
 import secrets
 import shutil
@@ -72,12 +71,6 @@ def _is_number(text: str) -> bool:
         return True
     except ValueError:
         return False
-
-
-def did_you_mean(name: str, known, otherwise: str) -> str:
-    """A hint for a name that names nothing: the known names close to it, else `otherwise`."""
-    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
-    return f"did you mean {' or '.join(close)}?" if close else otherwise
 
 
 def describe(exc: BaseException) -> str:

@@ -30,7 +30,7 @@ import numpy as np
 from .cli import (ArgumentParser, UsageError, add_run_dir_arguments, backend_name, check_run_dir, default_run_dir,
                   finite_float, nonnegative_float, nonnegative_int, open_run_dir, positive_int, run as run_cli)
 from .data.record import PRICE_SCALE
-from .data.source import MarketData
+from .data.market import MarketData
 from .driver import BACKENDS
 from .evaluate import scaleout
 from .evaluate.folds import FoldSpec, describe_window, ray_windows, run_fold_safely, windows_of

@@ -211,7 +211,7 @@ def test_training_from_a_cache_sees_what_training_from_the_files_sees(data, cach
 def test_the_tick_is_inferred_from_the_rows_load_samples(tmp_path, monkeypatch):
     """Sampled every few rows (sparser than a read block, and denser): the cache's tick is load()'s, whichever
     rows the sample hits, here where a few rows sit off the 0.25 grid."""
-    import foxc.data.source as source
+    import foxc.data.market as market
     rng = np.random.default_rng(4)
     for day in range(3):
         rec = on_day(generate(700 + 300 * day, seed=day), day)
@@ -221,7 +221,7 @@ def test_the_tick_is_inferred_from_the_rows_load_samples(tmp_path, monkeypatch):
         write_parquet(tmp_path / f"day{day}.parquet", rec)
     ticks = set()
     for sample in (1, 7, 13, 40, 100, 10**9):
-        monkeypatch.setattr(source, "TICK_SAMPLE", sample)
+        monkeypatch.setattr(market, "TICK_SAMPLE", sample)
         prepare(tmp_path, tmp_path / "cache", workers=1, rows=ROWS, overwrite=True)
         tick = load(tmp_path).tick
         assert open_cache(tmp_path / "cache", LabelConfig()).market.tick == tick

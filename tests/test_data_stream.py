@@ -86,8 +86,9 @@ def read(path, rows):
 
 def read_whole_file(path):
     """The file read whole and validated in one piece, as the readers did before they streamed."""
-    from foxc.data.source import finish, source_kind
-    from foxc.data.stream import read_whole, reader
+    from foxc.data.chunks import read_whole
+    from foxc.data.market import finish
+    from foxc.data.stream import reader, source_kind
     rec, bad, meta = read_whole(reader(source_kind(path)), path)
     kept, skipped = apply(rec, bad, ValidationConfig())
     return finish(kept.copy()), len(rec), skipped, meta

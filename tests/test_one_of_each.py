@@ -47,3 +47,73 @@ def test_every_shared_header_is_generated_and_current():
 def test_one_definition_of_the_action_count():
     hits = _defining(r"^N_ACTIONS\s*=", ROOT.glob("foxc/**/*.py"))
     assert hits == ["foxc/lobsim/layout.py"]
+
+
+def _imports(path: pathlib.Path) -> set[str]:
+    """The foxc modules a file imports anywhere in it (function-level imports too), as dotted names."""
+    import ast
+    module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    package = package.removesuffix(".__init__")
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            base = base[:len(base) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            found.add(target)
+            found |= {f"{target}.{a.name}" for a in node.names}  # `from . import x` names a module x
+    return {m for m in found if m.split(".")[0] == "foxc"}
+
+
+def _import_graph() -> dict[str, set[str]]:
+    files = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in ROOT.glob("foxc/**/*.py")}
+    return {m: {t for t in _imports(p) if t in files and t != m} for m, p in files.items()}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan), each sorted."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circles():
+    """No two modules import each other, even through functions: a lazy import that breaks a circle at load time
+    still ties the two files together (a package's __init__ re-exporting its modules is not a circle of them)."""
+    graph = _import_graph()
+    for m in graph:  # a package's face imports its own modules; they may import the package's other modules
+        if m.count(".") >= 1 and (ROOT / pathlib.Path(*m.split("."), "__init__.py")).is_file():
+            graph[m] = {t for t in graph[m] if not t.startswith(m + ".")}
+    assert _circles(graph) == []
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

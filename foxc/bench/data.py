@@ -133,7 +133,7 @@ def _scale_shard(args) -> tuple[int, int, float, dict]:
     labelled and hashed by prepare's shard writer. Returns (first_ts, last_ts, seconds, its files)."""
     from ..data.cache import RECORDS
     from ..data.prepare import records_header, write_shard
-    from ..data.stream import CHUNK_ROWS
+    from ..data.chunks import CHUNK_ROWS
     folder, k, rows, shard_rows, labels = args
     t0 = time.perf_counter()
     base = _base_day(shard_rows)[:rows]  # the last shard, shorter, is a head of the same day

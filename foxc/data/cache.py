@@ -41,7 +41,7 @@ import numpy.lib.format as npy
 
 from .labels import N_PLANES, LabelConfig
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
-from .source import MarketData, market_data, report_of
+from .market import MarketData, market_data, report_of
 from .stream import FileSummary
 from .validate import DataError
 

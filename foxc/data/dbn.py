@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .record import LEVELS, SNAPSHOT_DTYPE
+from .chunks import read_whole
 from .validate import DataError
 
 MAGIC = b"DBN"
@@ -265,5 +266,4 @@ def iter_dbn(path, meta: dict, rows: int = 1 << 16):
 
 def read_dbn(path) -> tuple[np.ndarray, None, dict]:
     """(records, None, metadata) of a whole file: iter_dbn's chunks joined (tests, the oracle)."""
-    from .stream import read_whole
     return read_whole(iter_dbn, path)

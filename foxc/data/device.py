@@ -24,7 +24,7 @@ from .cursors import Cursors
 from .features import FEATURES, GATHER_BLOCK, GATHER_MAX_K, HORIZONS, LABEL_PLANES
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .resident import ShardRotation, copy_staged, resident_slots, staging_pair
-from .source import MarketData
+from .market import MarketData
 
 
 def _reader(data: MarketData, labels: np.ndarray):

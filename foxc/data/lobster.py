@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from .record import LEVELS, PRICE_UNDEF, SNAPSHOT_DTYPE
+from .chunks import read_whole
 from .validate import DataError
 
 LOBSTER_TO_UNITS = 100_000  # 1e9 / 1e4
@@ -234,5 +235,4 @@ def _book_records(path: Path, piece: pa.RecordBatch, levels: int, first_row: int
 
 def read_lobster(path) -> tuple[np.ndarray, None, dict]:
     """(records, None, metadata) of a whole file: iter_lobster's chunks joined (tests)."""
-    from .stream import read_whole
     return read_whole(iter_lobster, path)

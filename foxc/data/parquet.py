@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
-from .stream import CHUNK_ROWS
+from .chunks import CHUNK_ROWS, read_whole
 from .validate import DataError
 
 SIDES = ("bid", "ask")
@@ -168,7 +168,6 @@ def _convert(batch: pa.RecordBatch, columns: list[str], time: str, has_ct: bool)
 
 def read_parquet(path) -> tuple[np.ndarray, np.ndarray, dict]:
     """(records, bad-float mask, metadata) of a whole file: iter_parquet's chunks joined (tests, benchmarks)."""
-    from .stream import read_whole
     return read_whole(iter_parquet, path)
 
 

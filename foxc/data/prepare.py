@@ -31,10 +31,12 @@ import numpy.lib.format as npy
 
 from .cache import (FORMAT, LABELS, MANIFEST, RECORDS, VERSION, content_sha256, file_sha256, is_cache,
                     label_dict, shard_dir)
+from .chunks import CHUNK_ROWS
 from .labels import N_PLANES, LabelConfig, compute_labels
+from .market import tick_of, tick_step
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
-from .source import expand, in_time_order, tick_of, tick_step
-from .stream import CHUNK_ROWS, FileStream, FileSummary
+from .source import expand, in_time_order
+from .stream import FileStream, FileSummary
 from .validate import DataError, ValidationConfig
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .record import LEVELS, PRICE_SCALE, SNAPSHOT_DTYPE
-from .source import MarketData, from_records
+from .market import MarketData, from_records
 from .validate import ValidationReport
 
 START_NS = 1_704_205_800 * 10**9  # 2024-01-02 14:30 UTC

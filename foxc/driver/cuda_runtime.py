@@ -14,7 +14,7 @@ import gc
 import numpy as np
 from cuda.bindings import driver
 
-from .backend import Device, probe_device
+from .device import Device, probe_device
 from .cubins import check_spec, cubin_path, shipped_archs, verify_params
 from .errors import CudaError, check, raise_for
 from .kernel_spec import KernelSpec, pack_slot

@@ -20,7 +20,7 @@ from ..agent.layout import HOLD
 from ..data.device import DeviceDataset
 from ..data.features import HORIZONS, LABEL_PLANES
 from ..data.record import segment_runs
-from ..data.source import MarketData
+from ..data.market import MarketData
 from ..isv import IsvBus
 from ..nn.model import Encoder, Parameters
 

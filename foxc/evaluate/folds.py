@@ -25,7 +25,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..data.source import MarketData
+from ..data.market import MarketData
 from ..data.validate import DataError
 from ..driver import open_runtime
 from .runner import EvalConfig, Evaluator

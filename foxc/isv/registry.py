@@ -13,10 +13,10 @@ own, or a slot no kernel reads.
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 from dataclasses import dataclass
 
-from ..cli import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -210,6 +210,12 @@ def slot_index(name: str) -> int:
 
 def slot(name: str) -> Slot:
     return SLOTS[slot_index(name)]
+
+
+def did_you_mean(name: str, known, otherwise: str) -> str:
+    """A hint for a name that names nothing: the known names close to it, else `otherwise`."""
+    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+    return f"did you mean {' or '.join(close)}?" if close else otherwise
 
 
 def unknown_slot(name: str) -> str:

@@ -17,8 +17,8 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from ..cli import UsageError, did_you_mean
-from ..isv.registry import SLOTS, slot
+from ..cli import UsageError
+from ..isv.registry import SLOTS, did_you_mean, slot
 from ..rng import generator
 from ..trainer.config import ConfigError, merge_isv, parse_settings, setting_actions
 

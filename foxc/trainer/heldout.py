@@ -27,7 +27,7 @@ def holdout_market(cfg, market):
     segment could begin (the held-out part keeps its segment ids), and removed from training; of a
     cache's rows (left on disk) only the `eval_rows` evaluated are read."""
     from ..data.cache import CacheRows
-    from ..data.source import MarketData
+    from ..data.market import MarketData
     if cfg.data is None:
         from ..data.markets import MARKETS
         from ..data.synthetic import synthetic_data

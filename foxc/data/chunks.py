@@ -1,0 +1,26 @@
+"""What every format's chunk reader shares: the chunk size, the metadata a reader fills, and a whole file
+read as its chunks joined (tests, the DBN oracle, the benchmarks)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .record import SNAPSHOT_DTYPE
+
+CHUNK_ROWS = 1 << 14  # 5.8 MB of records: a chunk stays in cache while its columns land and are checked
+                      # (measured: validation 2x faster than with 64k rows, conversion no slower)
+
+
+def new_meta() -> dict:
+    """What a reader learns about its file: instrument, its id, notes for the report."""
+    return {"instrument": "", "instrument_id": 0, "notes": []}
+
+
+def read_whole(read, path) -> tuple[np.ndarray, np.ndarray | None, dict]:
+    """(records, bad-float mask or None, meta) of a whole file, unvalidated: a reader's chunks joined."""
+    meta = new_meta()
+    chunks = list(read(path, meta))
+    rec = np.concatenate([c[0] for c in chunks]) if chunks else np.empty(0, SNAPSHOT_DTYPE)
+    masks = [c[1] for c in chunks]
+    bad = None if all(m is None for m in masks) else \
+        np.concatenate([np.zeros(len(c[0]), bool) if m is None else m for c, m in zip(chunks, masks)])
+    return rec, bad, meta
