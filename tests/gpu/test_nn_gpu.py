@@ -36,6 +36,11 @@ def compare(cuda_rt, ref_rt, spec, grid, block, args, rtol, what=None):
     return got, max(errs) if errs else 0.0
 
 
+def threads(precision: str) -> int:
+    """The block of the 64x64 GEMM kernels of a precision (as matmul.gemm_kernel gives it)."""
+    return matmul.gemm_kernel("linear", 4096, 256, precision)[2]
+
+
 GEMM_SHAPES = [(K * B, F, 4 * D), (B, D, D), (B, model.STATE_DIM, model.RL_HIDDEN),
                (B, model.RL_HIDDEN, heads.Q_OUTPUTS), (B, model.RL_HIDDEN, 1), (1000, 37, 67), (1, 5, 3)]
 
@@ -49,7 +54,7 @@ def test_linear_fwd(cuda_rt, ref_rt, rng, precision, shape):
     b = rng.standard_normal(N).astype(np.float32)
     tol = 1e-5 if precision == "f32" else 2e-5  # the TF32 reference rounds operands as the tensor cores do
     for act in (0, 1, 2):
-        compare(cuda_rt, ref_rt, matmul.LINEAR_FWD[precision], matmul.gemm_grid(M, N), 256,
+        compare(cuda_rt, ref_rt, matmul.LINEAR_FWD[precision], matmul.gemm_grid(M, N), threads(precision),
                 [poisoned((M, N)), x, w, b, M, Kd, N, act], tol)
 
 
@@ -60,7 +65,7 @@ def test_tf32_within_tolerance_of_fp32(cuda_rt, rng, precision):
     w = rng.standard_normal((Kd, N)).astype(np.float32)
     b = np.zeros(N, np.float32)
     exact = x.astype(np.float64) @ w
-    y, *_ = run_kernel(cuda_rt, matmul.LINEAR_FWD[precision], matmul.gemm_grid(M, N), 256,
+    y, *_ = run_kernel(cuda_rt, matmul.LINEAR_FWD[precision], matmul.gemm_grid(M, N), threads(precision),
                        [poisoned((M, N)), x, w, b, M, Kd, N, 0])
     err = rel_error(y, exact)
     print(f"{precision} vs float64: relative error {err:.2e}")
@@ -74,10 +79,11 @@ def test_matmul_nt(cuda_rt, ref_rt, rng, precision, shape):
     a = rng.standard_normal((M, Kd)).astype(np.float32)
     b = rng.standard_normal((N, Kd)).astype(np.float32)
     tol = 1e-5 if precision == "f32" else 2e-5
-    compare(cuda_rt, ref_rt, matmul.MATMUL_NT[precision], matmul.gemm_grid(M, N), 256,
+    compare(cuda_rt, ref_rt, matmul.MATMUL_NT[precision], matmul.gemm_grid(M, N), threads(precision),
             [poisoned((M, N)), a, b, M, Kd, N, 0], tol)
     c0 = rng.standard_normal((M, N)).astype(np.float32)
-    compare(cuda_rt, ref_rt, matmul.MATMUL_NT[precision], matmul.gemm_grid(M, N), 256, [c0, a, b, M, Kd, N, 1], tol)
+    compare(cuda_rt, ref_rt, matmul.MATMUL_NT[precision], matmul.gemm_grid(M, N), threads(precision),
+            [c0, a, b, M, Kd, N, 1], tol)
 
 
 @pytest.mark.parametrize("precision", matmul.PRECISIONS)
@@ -89,7 +95,8 @@ def test_matmul_tn_split_and_reduce(cuda_rt, ref_rt, rng, precision, shape):
     a = rng.standard_normal((R, M)).astype(np.float32)
     b = rng.standard_normal((R, N)).astype(np.float32)
     tol = 1e-5 if precision == "f32" else 2e-5
-    (parts, *_), _ = compare(cuda_rt, ref_rt, matmul.MATMUL_TN[precision], matmul.gemm_grid(M, N, splits), 256,
+    (parts, *_), _ = compare(cuda_rt, ref_rt, matmul.MATMUL_TN[precision], matmul.gemm_grid(M, N, splits),
+                             threads(precision),
                              [poisoned((splits, M, N)), a, b, R, M, N, chunk], tol)
     [(dw, _)], _ = reduce_grad_splits(cuda_rt, [(parts.reshape(splits, -1), M * N)])  # as plan_row_split's passes
     assert_close(dw, (a.astype(np.float64).T @ b).ravel(), 1e-5 if precision == "f32" else 2e-3)
