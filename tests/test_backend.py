@@ -43,3 +43,24 @@ def test_arch_choice():
     assert pick_arch(8, 0, shipped) == "sm_80"
     with pytest.raises(CudaError, match=r"compute capability 12\.0.*ships sm_80, sm_86, sm_89, sm_90"):
         pick_arch(12, 0, shipped)
+
+
+def test_a_release_after_the_context_is_gone_calls_nothing(monkeypatch):
+    """A finalizer that runs after the runtime closed (a stream or array that outlived it) must not touch the
+    driver: its handle died with the primary context, and a call on it can crash the process."""
+    cuda_runtime = pytest.importorskip("foxc.driver.cuda_runtime")
+    calls = []
+
+    class Driver:
+        def __getattr__(self, name):
+            return lambda *args: calls.append(name) or (0,)
+    monkeypatch.setattr(cuda_runtime, "driver", Driver())
+    monkeypatch.setattr(cuda_runtime, "check", lambda result, *a, **k: result)
+    monkeypatch.setattr(cuda_runtime, "_contexts", 0)
+    cuda_runtime.release("cuMemFree", 1234, "freeing 'x'")
+    cuda_runtime._destroy_stream(5678, "lane")
+    assert calls == []
+    monkeypatch.setattr(cuda_runtime, "_contexts", 1)  # while a context is held, both release
+    cuda_runtime.release("cuMemFree", 1234, "freeing 'x'")
+    cuda_runtime._destroy_stream(5678, "lane")
+    assert calls == ["cuMemFree", "cuStreamSynchronize", "cuStreamDestroy"]

@@ -22,8 +22,15 @@ from .lifecycle import Owned
 from .runtime import ArrayBase, CaptureBase, DeviceArrayBase, GraphBase, PlanBase, RuntimeBase
 
 
+_contexts = 0  # the primary contexts foxc holds retained: at 0 the driver has freed every resource they held
+
+
 def release(call: str, handle, doing: str, after: Stream | None = None):
-    """`call(handle)`, checked, after waiting for `after` (while it is open): the stream that used the resource."""
+    """`call(handle)`, checked, after waiting for `after` (while it is open): the stream that used the resource.
+    Nothing once every context is released: the driver freed the resource with it, and a call on its stale
+    handle may crash the process (a finalizer that runs after the runtime closed)."""
+    if not _contexts:
+        return
     if after is not None and not after._closed:
         after.synchronize(f"waiting for stream '{after.name}' before {doing}")
     check(getattr(driver, call)(handle), call, doing)
@@ -36,8 +43,16 @@ class Context(Owned):
         self.device = device.handle  # the CUdevice, for attribute queries
         self._handle = check(driver.cuDevicePrimaryCtxRetain(device.handle), "cuDevicePrimaryCtxRetain",
                              f"retaining the primary context of device {device.ordinal}")
-        self._own(release, "cuDevicePrimaryCtxRelease", device.handle, "releasing the primary context")
+        global _contexts
+        _contexts += 1
+        self._own(_release_context, device.handle)
         check(driver.cuCtxSetCurrent(self._handle), "cuCtxSetCurrent", "making foxc's context current")
+
+
+def _release_context(device):
+    global _contexts
+    _contexts -= 1
+    check(driver.cuDevicePrimaryCtxRelease(device), "cuDevicePrimaryCtxRelease", "releasing the primary context")
 
 
 class Stream(Owned):
@@ -60,6 +75,8 @@ class Stream(Owned):
 
 
 def _destroy_stream(handle, name: str):
+    if not _contexts:  # freed with the context (see release)
+        return
     check(driver.cuStreamSynchronize(handle), "cuStreamSynchronize",
           f"waiting for stream '{name}' before destroying it")
     release("cuStreamDestroy", handle, f"destroying stream '{name}'")
