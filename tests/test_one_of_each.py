@@ -52,9 +52,7 @@ def test_one_definition_of_the_action_count():
 def _imports(path: pathlib.Path) -> set[str]:
     """The foxc modules a file imports anywhere in it (function-level imports too), as dotted names."""
     import ast
-    module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
-    package = package.removesuffix(".__init__")
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])  # where a relative import starts
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):

@@ -1,7 +1,8 @@
 """A rotating resident set: training on more segments (day-shards) than the device budget holds.
 
     slots = resident_slots(shard_rows, budget_bytes)   # 0: everything fits (the plain layout)
-    rotation = ShardRotation(rt, shards, read, records, label_planes, cursors, slots, slot_rows, every=1000, seed=7)
+    rotation = ShardRotation(rt, shards, read, records, label_planes, cursors, slots, slot_rows, every=1000, seed=7,
+                             rewritten=dataset.forget)
     rotation.before_step(step); <the step's launches>; rotation.after_step()
 
 The device holds `slots` slots of `slot_rows` rows each (the largest shard's; shorter shards leave
@@ -83,7 +84,7 @@ def staging_pair(rt, rows: int, name: str):
 
 class ShardRotation(Component):
     def __init__(self, rt, shards: tuple[np.ndarray, np.ndarray, np.ndarray], read, records, labels, cursors,
-                 slots: int, slot_rows: int, every: int, seed: int, rewritten=lambda stream: None):
+                 slots: int, slot_rows: int, every: int, seed: int, rewritten):
         """`shards`: (segment, first, end) of each shard that holds an episode start, its rows in the data
         first..end-1; `read(segment, records, labels)`: a segment's rows into records[:n] and labels[:, :, :n]
         (host arrays: the staging buffers); `records`, `labels`: the device arrays of `slots` × `slot_rows`
