@@ -18,9 +18,7 @@
 #define PS_MAX_FEATURES NN_PS_MAX_FEATURES
 #define PS_X_PER_THREAD (PS_MAX_FEATURES * PS_WINDOWS / (PS_WARPS * 32))
 #define PS_STEPS NN_PS_STEPS
-#define PS_XC_PER_THREAD (PS_X_PER_THREAD * PS_STEPS)  // the forward's staging: a chunk of PS_STEPS steps
 #define PS_XS_STRIDE (PS_WINDOWS * PS_STEPS + 4)       // words per feature row of the forward's xs
-static_assert(PS_MAX_FEATURES % PS_XC_PER_THREAD == 0, "the forward's staging: whole runs of features a row");
 constexpr int PS_F_UNROLL = NN_PS_F_UNROLL;  // #pragma unroll takes a constant, not a macro
 
 // The parameters of the fused forwards (FP32 and TF32) and of the fused backwards.
@@ -185,29 +183,39 @@ __device__ __forceinline__ float x_or_one(const float* __restrict__ xt, int at)
     return at >= 0 ? xt[at] : (at == X_ONES ? 1.0f : 0.0f);
 }
 
-// The forwards' staging: a thread reads a run of RUN neighbouring features of one row of x into v
-// (zero outside x: `row` says whether the row exists, f0 is the run's first feature) from a pointer p
-// carried from chunk to chunk by `stride` (the scans are bound by issue, and per-element index
-// arithmetic had been a fifth of the FP32 forward's instructions).
-__device__ __forceinline__ const float* run_origin(const float* x, int st, int wb, int f0, int b0, int B, int F)
-{
-    return x + ((long long)st * B + b0 + wb) * F + f0;  // the run's row at the first chunk (step st)
-}
-template <int RUN>
-__device__ __forceinline__ void load_run(float (&v)[RUN], const float*& p, long long stride, bool row, int f0, int F)
-{
-#pragma unroll
-    for (int r = 0; r < RUN; ++r) v[r] = row && f0 + r < F ? p[r] : 0.0f;
-    p += stride;
-}
+// The fused forwards' staging of a step's features: the block's rows x[t, b0 .. b0 + W - 1, :] are one
+// run of rows * F floats, read one float a thread per load, coalesced: thread tid reads the elements
+// e = tid + 256 r (r < PS_X_PER_THREAD: window e / F, feature e % F) with e < rows * F. (A thread had read
+// a run of one row's features: a warp's load touched eight rows, and the TF32 forward's staging made a
+// third of its L1 traffic.) The kernels zero their staging once, so the places no element reaches
+// (features past F, windows past B) read as 0.
+struct StepRows {
+    const float* x;  // &x[0, b0, 0]
+    long long step;  // B * F: one step's rows
+    int n, tid;      // n = rows * F
+
+    __device__ __forceinline__ StepRows(const float* x_, int b0, int B, int F, int tid_)
+        : x(x_ + (long long)b0 * F), step((long long)B * F), n(min(PS_WINDOWS, B - b0) * F), tid(tid_)
+    {
+    }
+    __device__ __forceinline__ int element(int r) const { return tid + r * PS_WARPS * 32; }
+    __device__ __forceinline__ bool has(int r) const { return element(r) < n; }
+    // Element r of step t (0 for none, or for a step past the window: `in_window` false).
+    __device__ __forceinline__ float at(int t, int r, bool in_window) const
+    {
+        return has(r) && in_window ? x[t * step + element(r)] : 0.0f;
+    }
+};
 
 // The forwards' walk over the window in chunks of STEPS steps: `load(t0)` reads the features of the chunk
 // from step t0 into registers (zero outside x) and `stage()` writes them to the kernel's shared layout.
 // Chunk 0 is staged, then each chunk is computed (`chunk(t0)`) while the next chunk's features are
-// loaded, which are staged after a barrier (two barriers a chunk).
+// loaded, which are staged after a barrier (two barriers a chunk). The first barrier also orders the
+// kernel's zeroing of its staging before the first stage.
 template <int STEPS, class Load, class Stage, class Chunk>
 __device__ __forceinline__ void walk_chunks(int K, Load load, Stage stage, Chunk chunk)
 {
+    __syncthreads();  // the staging is zeroed
     load(0);
     stage();
     __syncthreads();
@@ -257,18 +265,25 @@ ssm_proj_scan_fwd(PROJ_SCAN_FWD_PARAMS)
     for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) s[r] = 0.0f;
     const int wl = warp * PS_WINDOWS_PER_THREAD;  // this thread's first window in the block
     ScanOut out(gates, states, y, b0 + wl, d, B, D);
-    // Staging: thread tid reads a run of PS_XC_PER_THREAD features f0.. of one row (step xst, window xwb)
-    // of a chunk (load_run).
-    constexpr int RUNS = PS_MAX_FEATURES / PS_XC_PER_THREAD;  // threads a row
-    const int xrow = tid / RUNS, f0 = tid % RUNS * PS_XC_PER_THREAD;
-    const int xst = xrow % PS_STEPS, xwb = xrow / PS_STEPS;  // xwb * PS_STEPS + xst = xrow: its column of xs
-    float rx[PS_XC_PER_THREAD];
-    const float* xr = run_origin(x, xst, xwb, f0, b0, B, F);
-    const long long xchunk = (long long)PS_STEPS * B * F;
-    auto load = [&](int t0) { load_run(rx, xr, xchunk, b0 + xwb < B && t0 + xst < K, f0, F); };
+    // Staging: element r of a step's rows (StepRows) goes to xs[f][window * PS_STEPS + step].
+    for (int e = tid; e < PS_MAX_FEATURES * PS_XS_STRIDE; e += PS_WARPS * 32) (&xs[0][0])[e] = 0.0f;
+    const StepRows rows(x, b0, B, F, tid);
+    int place[PS_X_PER_THREAD];
+#pragma unroll
+    for (int r = 0; r < PS_X_PER_THREAD; ++r) place[r] = rows.element(r) % F * PS_XS_STRIDE + rows.element(r) / F * PS_STEPS;
+    float rx[PS_STEPS][PS_X_PER_THREAD];
+    auto load = [&](int t0) {
+#pragma unroll
+        for (int st = 0; st < PS_STEPS; ++st)
+#pragma unroll
+            for (int r = 0; r < PS_X_PER_THREAD; ++r) rx[st][r] = rows.at(t0 + st, r, t0 + st < K);
+    };
     auto stage = [&]() {
 #pragma unroll
-        for (int r = 0; r < PS_XC_PER_THREAD; ++r) xs[f0 + r][xrow] = rx[r];
+        for (int st = 0; st < PS_STEPS; ++st)
+#pragma unroll
+            for (int r = 0; r < PS_X_PER_THREAD; ++r)
+                if (rows.has(r)) (&xs[0][0])[place[r] + st] = rx[st][r];
     };
     auto chunk = [&](int t0) {
         float acc[PS_STEPS][PS_WINDOWS_PER_THREAD][NN_SSM_PARTS];
@@ -513,9 +528,7 @@ ssm_scan_bwd_dw(SCAN_BWD_DW_PARAMS)
 #define TC_MTILES (PS_MAX_FEATURES / 16)
 #define TC_STEPS 2  // ssm_proj_scan_fwd_tf32: steps of features staged at a time
 #define TC_AHEAD 2  // ssm_scan_bwd_dw_tf32: steps between loading a step's inputs and using them
-#define TC_RUN (PS_MAX_FEATURES * PS_WINDOWS * TC_STEPS / (PS_WARPS * 32))  // the forward's staging: features a thread
-static_assert(PS_WINDOWS == 16 && PS_CHANNELS == 4 * PS_WARPS && PS_MAX_FEATURES % 16 == 0 &&
-                  PS_MAX_FEATURES % TC_RUN == 0,
+static_assert(PS_WINDOWS == 16 && PS_CHANNELS == 4 * PS_WARPS && PS_MAX_FEATURES % 16 == 0,
               "the tensor-core scans: 16 windows (one mma row tile), 4 channels a warp, whole feature tiles");
 
 // The column of the block's [parts x channels] tile that holds part p of channel c (c < 32): warp c/4's
@@ -557,23 +570,30 @@ ssm_proj_scan_fwd_tf32(PROJ_SCAN_FWD_PARAMS)
     for (int r = 0; r < PS_WINDOWS_PER_THREAD; ++r) s[r] = 0.0f;
     const int col = warp * 4 + q;  // this lane's channel in the mma fragments
     ScanOut out(gates, states, y, b0 + wl, d, B, D);
-    // Staging: thread tid reads a run of TC_RUN features f0.. of one row (step xst, window xwb) of a chunk
-    // (load_run) and stores them rounded to TF32 as the mma's A fragments: windows g and g + 8 (g < 8) share
-    // a row pair, in which k-step ks, lane q holds {x[g][8ks + q], x[g + 8][8ks + q], x[g][8ks + q + 4],
-    // x[g + 8][8ks + q + 4]} = a[0..3], one 16-byte load.
-    const int xrow = tid / (PS_MAX_FEATURES / TC_RUN), f0 = tid % (PS_MAX_FEATURES / TC_RUN) * TC_RUN;
-    const int xst = xrow / PS_WINDOWS, xwb = xrow % PS_WINDOWS;
-    float rx[TC_RUN];
-    const float* xr = run_origin(x, xst, xwb, f0, b0, B, F);
-    const long long xchunk = (long long)TC_STEPS * B * F;
-    auto load = [&](int t0) { load_run(rx, xr, xchunk, b0 + xwb < B && t0 + xst < K, f0, F); };
+    // Staging: element r of a step's rows (StepRows) goes, rounded to TF32, where the mma's A fragments
+    // read it: windows g and g + 8 (g < 8) share a row pair, in which k-step ks, lane q holds
+    // {x[g][8ks + q], x[g + 8][8ks + q], x[g][8ks + q + 4], x[g + 8][8ks + q + 4]} = a[0..3], one 16-byte load.
+    for (int e = tid; e < TC_STEPS * 8 * TC_XG_STRIDE; e += PS_WARPS * 32) (&xs[0][0][0])[e] = 0.0f;
+    const StepRows rows(x, b0, B, F, tid);
+    int place[PS_X_PER_THREAD];
+#pragma unroll
+    for (int r = 0; r < PS_X_PER_THREAD; ++r) {
+        const int w = rows.element(r) / F, f = rows.element(r) % F;
+        place[r] = (w % 8) * TC_XG_STRIDE + (f / 8) * 16 + (f % 4) * 4 + w / 8 + 2 * ((f / 4) % 2);
+    }
+    float rx[TC_STEPS][PS_X_PER_THREAD];
+    auto load = [&](int t0) {
+#pragma unroll
+        for (int st = 0; st < TC_STEPS; ++st)
+#pragma unroll
+            for (int r = 0; r < PS_X_PER_THREAD; ++r) rx[st][r] = rows.at(t0 + st, r, t0 + st < K);
+    };
     auto stage = [&]() {
 #pragma unroll
-        for (int r = 0; r < TC_RUN; ++r) {
-            const int f = f0 + r;
-            const float v = __uint_as_float(nn_tf32(rx[r]));
-            xs[xst][xwb % 8][(f / 8) * 16 + (f % 4) * 4 + xwb / 8 + 2 * ((f / 4) % 2)] = v;
-        }
+        for (int st = 0; st < TC_STEPS; ++st)
+#pragma unroll
+            for (int r = 0; r < PS_X_PER_THREAD; ++r)
+                if (rows.has(r)) (&xs[st][0][0])[place[r]] = __uint_as_float(nn_tf32(rx[st][r]));
     };
     auto chunk = [&](int t0) {
 #pragma unroll 1
