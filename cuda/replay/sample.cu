@@ -11,28 +11,31 @@
 #include "foxc/replay.h"
 #include "foxc/rng.h"
 
-// replay_sample — grid (batch), block (REPLAY_ROW_BLOCK); one launch per sample().
-// Sample s draws u uniformly in stratum s of [0, root): u = (s + frac) * root / batch,
-// frac from its own xorshift32 state rng[s] (advanced and stored). Warp 0 walks
-// the tree REPLAY_WALK_DEPTH levels per round: its lanes load the 30 nodes of
-// the next 4 levels below the current node at once (one memory latency per
-// round instead of one per level), then every lane walks those levels in
-// shared memory with the same float64 compares and `u -= left` as a one-level
-// walk, so the leaf is the same. Lane 0 clamps the leaf to the filled range
-// [0, length) and unpacks the scalars; all threads then copy floats k, k + block, ...
-// of the width-float rows h_t and h_tp1 (coalesced). Leaves are non-decreasing in s, so duplicates in a batch
+#define TAIL_AHEAD 8  // the last block's probs in flight a thread
+
+// replay_sample — grid (ceil(batch / REPLAY_SAMPLE_WARPS)), block (REPLAY_ROW_BLOCK); one launch per
+// sample(). Warp w of block b draws sample s = b * REPLAY_SAMPLE_WARPS + w (one a warp, so that every
+// resident warp walks: a sample a block left three warps of four idle through the walk's latencies),
+// u uniformly in stratum s of [0, root): u = (s + frac) * root / batch,
+// frac from its own xorshift32 state rng[s] (advanced and stored). The warp walks the tree
+// REPLAY_WALK_DEPTH levels per round: its lanes load the 30 nodes of the next 4 levels below the
+// current node at once (one memory latency per round instead of one per level), then every lane walks
+// those levels in shared memory with the same float64 compares and `u -= left` as a one-level walk, so
+// the leaf is the same, and in every lane. The leaf is clamped to the filled range [0, length); lane 0
+// unpacks the scalars, and the lanes copy floats k, k + 32, ... of the width-float rows h_t and h_tp1
+// (coalesced). Leaves are non-decreasing in s, so duplicates in a batch
 // are adjacent (the priority update relies on that).
 // Importance weights, w_s = (length * P_s)^-beta / max_s' (length * P_s')^-beta
 // = (P_min / P_s)^beta, beta = isv[ISV_PER_BETA], P_min the smallest positive
 // prob of the batch: the last block to finish computes them. Each block bumps
 // ticket[0] (an integer atomic) after a __threadfence(); the block that draws
-// ticket batch - 1 reads every prob, takes the min (exact, so any order gives
+// ticket gridDim.x - 1 reads every prob, takes the min (exact, so any order gives
 // the same value), writes all weights and sets ticket[0] back to 0. Which block
 // is last does not change any value. Prob 0 (empty buffer) gives weight 0.
 // Reads tree, counters[CTR_LENGTH], store_*, isv. Writes rng[s], out_* [batch(*width)],
 // out_index (-1 when the buffer is empty), out_prob = leaf / root (0 when
 // empty), out_weight [batch]; ticket[0] is 0 before and after.
-extern "C" __global__ void replay_sample(
+extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_sample(
     const double* __restrict__ tree, const unsigned int* __restrict__ counters,
     const float* __restrict__ store_h_t, const float* __restrict__ store_h_tp1,
     const float* __restrict__ store_rows, unsigned int* __restrict__ rng, const float* __restrict__ isv,
@@ -42,28 +45,28 @@ extern "C" __global__ void replay_sample(
     double* __restrict__ out_prob, float* __restrict__ out_weight, unsigned int* __restrict__ ticket,
     int batch, int capacity, int width)
 {
-    __shared__ double below[2 << REPLAY_WALK_DEPTH];  // local heap nodes 2 .. 2^(depth+1) - 1
+    static_assert(REPLAY_SAMPLE_WARPS * 32 == REPLAY_ROW_BLOCK, "one sample a warp");
+    __shared__ double below_[REPLAY_SAMPLE_WARPS][2 << REPLAY_WALK_DEPTH];  // a warp's heap nodes 2 .. 2^(depth+1) - 1
     __shared__ double smallest[REPLAY_ROW_BLOCK];
-    __shared__ int s_leaf;
     __shared__ bool s_last;
-    const int s = blockIdx.x;
-    const int t = threadIdx.x;
-    if (s >= batch) return;
-    if (t < 32) {
+    const int t = threadIdx.x, lane = t % 32;
+    const int s = blockIdx.x * REPLAY_SAMPLE_WARPS + t / 32;
+    double* below = below_[t / 32];
+    if (s < batch) {  // the block meets at barriers below: no early return
         const unsigned int length = counters[CTR_LENGTH];
         const double root = tree[1];
         int leaf = -1;
         if (length > 0u && root > 0.0) {  // the same in every lane: the warp walks in step
             const unsigned int x = xorshift32(rng[s]);
             __syncwarp();  // every lane has read the old state before lane 0 stores the new one
-            if (t == 0) rng[s] = x;
+            if (lane == 0) rng[s] = x;
             const double frac = (double)(x >> 8) * 0x1p-24;
             double u = ((double)s + frac) * (root / (double)batch);
             long long node = 1;
             int levels = __ffs(capacity) - 1;  // capacity is a power of two
             while (levels > 0) {
                 const int r = min(levels, REPLAY_WALK_DEPTH);
-                for (int j = 2 + t; j < (2 << r); j += 32) {
+                for (int j = 2 + lane; j < (2 << r); j += 32) {
                     const int d = 31 - __clz(j);
                     below[j] = tree[(node << d) + (j - (1 << d))];
                 }
@@ -84,7 +87,7 @@ extern "C" __global__ void replay_sample(
                 levels -= r;
             }
             leaf = min((int)(node - capacity), (int)length - 1);
-            if (t == 0) {
+            if (lane == 0) {
                 const float* row = store_rows + (long long)leaf * TR_COLS;
                 out_action[s] = (int)row[TR_ACTION];
                 out_return[s] = row[TR_RETURN];
@@ -94,7 +97,7 @@ extern "C" __global__ void replay_sample(
                 out_gamma_n[s] = row[TR_GAMMA_N];
                 out_prob[s] = tree[capacity + leaf] / root;
             }
-        } else if (t == 0) {
+        } else if (lane == 0) {
             out_action[s] = 0;
             out_return[s] = 0.0f;
             out_return_raw[s] = 0.0f;
@@ -103,32 +106,38 @@ extern "C" __global__ void replay_sample(
             out_gamma_n[s] = 0.0f;
             out_prob[s] = 0.0;
         }
-        if (t == 0) {
+        if (lane == 0) {
             out_index[s] = leaf;
-            s_leaf = leaf;
+            __threadfence();  // out_prob[s] is visible to every block before this block's ticket counts it
+        }
+        for (int k = lane; k < width; k += 32) {
+            const long long dst = (long long)s * width + k;
+            const long long src = (long long)leaf * width + k;
+            out_h_t[dst] = leaf >= 0 ? store_h_t[src] : 0.0f;
+            out_h_tp1[dst] = leaf >= 0 ? store_h_tp1[src] : 0.0f;
         }
     }
     __syncthreads();
-    const int leaf = s_leaf;
-    for (int k = t; k < width; k += REPLAY_ROW_BLOCK) {
-        const long long dst = (long long)s * width + k;
-        const long long src = (long long)leaf * width + k;
-        out_h_t[dst] = leaf >= 0 ? store_h_t[src] : 0.0f;
-        out_h_tp1[dst] = leaf >= 0 ? store_h_tp1[src] : 0.0f;
-    }
-
     if (t == 0) {
-        __threadfence();  // out_prob[s] is visible to every block before the ticket counts it
         const unsigned int drawn = atomicAdd(ticket, 1u);
-        s_last = drawn == (unsigned int)batch - 1u;
+        s_last = drawn == gridDim.x - 1u;
         __threadfence();
     }
     __syncthreads();
     if (!s_last) return;
+    // The last block reads the batch's probs TAIL_AHEAD a thread at a time (from L2: written by other
+    // blocks of this launch), so that a batch of 4,096 waits 4 memory latencies a pass, not 32.
     double m = 1.0 / 0.0;
-    for (int i = t; i < batch; i += REPLAY_ROW_BLOCK) {
-        const double p = __ldcg(out_prob + i);  // from L2: written by other blocks of this launch
-        if (p > 0.0 && p < m) m = p;
+    for (int i0 = t; i0 < batch; i0 += REPLAY_ROW_BLOCK * TAIL_AHEAD) {
+        double p[TAIL_AHEAD];
+#pragma unroll
+        for (int u = 0; u < TAIL_AHEAD; ++u) {
+            const int i = i0 + u * REPLAY_ROW_BLOCK;
+            p[u] = i < batch ? __ldcg(out_prob + i) : 0.0;
+        }
+#pragma unroll
+        for (int u = 0; u < TAIL_AHEAD; ++u)
+            if (p[u] > 0.0 && p[u] < m) m = p[u];
     }
     smallest[t] = m;
     __syncthreads();
@@ -138,9 +147,18 @@ extern "C" __global__ void replay_sample(
     }
     const double p_min = smallest[0];
     const float beta = isv[ISV_PER_BETA];
-    for (int i = t; i < batch; i += REPLAY_ROW_BLOCK) {
-        const double p = __ldcg(out_prob + i);
-        out_weight[i] = p > 0.0 ? powf((float)(p_min / p), beta) : 0.0f;
+    for (int i0 = t; i0 < batch; i0 += REPLAY_ROW_BLOCK * TAIL_AHEAD) {
+        double p[TAIL_AHEAD];
+#pragma unroll
+        for (int u = 0; u < TAIL_AHEAD; ++u) {
+            const int i = i0 + u * REPLAY_ROW_BLOCK;
+            p[u] = i < batch ? __ldcg(out_prob + i) : 0.0;
+        }
+#pragma unroll
+        for (int u = 0; u < TAIL_AHEAD; ++u) {
+            const int i = i0 + u * REPLAY_ROW_BLOCK;
+            if (i < batch) out_weight[i] = p[u] > 0.0 ? powf((float)(p_min / p[u]), beta) : 0.0f;
+        }
     }
     if (t == 0) ticket[0] = 0u;
 }

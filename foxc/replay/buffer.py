@@ -23,7 +23,7 @@ from .layout import (CTR_COUNT, MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS, MAX_WIDT
                      RING_COLS, ROW_BLOCK, TR_COLS)
 from .nstep import FLUSH_SCAN, FLUSH_WRITE, RING_PUSH
 from .priority import plan_update_tree
-from .sampling import SAMPLE
+from .sampling import SAMPLE, sample_grid
 
 # name -> (shape given capacity C, envs E, batch S, ring length N, row width W; dtype)
 _STATE = {
@@ -111,7 +111,7 @@ class ReplayBuffer(Component):
                 isv=self.isv, max_priority=s["max_priority"], **store, tree=s["tree"], n_backtests=E, n_max=N,
                 capacity=C, width=W)),
         ]
-        self.sample_plans = [rt.plan(SAMPLE, S, ROW_BLOCK, dict(
+        self.sample_plans = [rt.plan(SAMPLE, sample_grid(S), ROW_BLOCK, dict(
             tree=s["tree"], counters=s["counters"], **store, rng=s["rng"], isv=self.isv,
             **{f"out_{k}": o[k] for k in ("h_t", "h_tp1", "action", "return", "return_raw", "done", "log_pi",
                                          "gamma_n", "index", "prob", "weight")},

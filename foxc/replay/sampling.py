@@ -6,7 +6,7 @@ import numpy as np
 from ..driver import KernelSpec, i32, ptr, reference
 from ..isv.registry import slot_index
 from ..rng import xorshift32
-from .layout import (CTR_LENGTH, TR_ACTION, TR_COLS, TR_DONE, TR_GAMMA_N, TR_LOG_PI, TR_RETURN,
+from .layout import (CTR_LENGTH, SAMPLE_WARPS, TR_ACTION, TR_COLS, TR_DONE, TR_GAMMA_N, TR_LOG_PI, TR_RETURN,
                      TR_RETURN_RAW)
 
 MODULE = "replay/sample"
@@ -17,10 +17,15 @@ SAMPLE = KernelSpec(
      ptr("out_h_t"), ptr("out_h_tp1"), ptr("out_action"), ptr("out_return"), ptr("out_return_raw"),
      ptr("out_done"), ptr("out_log_pi"), ptr("out_gamma_n"), ptr("out_index"), ptr("out_prob"),
      ptr("out_weight"), ptr("ticket"), i32("batch"), i32("capacity"), i32("width")),
-    doc="one stratified proportional draw per block, a coalesced gather; the last block (integer ticket) "
-        "writes the weights (P_min / P)^beta; grid batch, block ROW_BLOCK")
+    doc="one stratified proportional draw per warp, a coalesced gather; the last block (integer ticket) "
+        "writes the weights (P_min / P)^beta; grid sample_grid(batch), block ROW_BLOCK")
 
 _BETA = slot_index("per_beta")
+
+
+def sample_grid(batch: int) -> int:
+    """replay_sample's blocks: SAMPLE_WARPS samples each, one a warp."""
+    return -(-batch // SAMPLE_WARPS)
 
 
 def tree_walk(tree: np.ndarray, u: np.ndarray, capacity: int) -> np.ndarray:

@@ -13,7 +13,7 @@ from foxc.replay.layout import (CTR_LENGTH, CTR_WRITE_HEAD, ROW_BLOCK, REDUCE_BL
                                 SUBTREE_BLOCK, TR_COLS)
 from foxc.replay.nstep import FLUSH_SCAN, FLUSH_WRITE, RING_PUSH  # noqa: E402
 from foxc.replay.priority import UPDATE_TREE, grid as tree_grid  # noqa: E402
-from foxc.replay.sampling import SAMPLE, is_weights  # noqa: E402
+from foxc.replay.sampling import SAMPLE, is_weights, sample_grid  # noqa: E402
 from foxc.testing import assert_close, poisoned, run_kernel  # noqa: E402
 from replay_helpers import WIDTH, chi_square_sf, random_step, upload_step  # noqa: E402
 
@@ -112,7 +112,7 @@ def test_sample_with_weights_matches_reference(cuda_rt, ref_rt, rng, cap, length
             *[poisoned(batch) for _ in range(5)], poisoned(batch, np.int32), poisoned(batch, np.float64),
             poisoned(batch)]
     ticket = np.zeros(1, np.uint32)
-    got, want = both(cuda_rt, ref_rt, SAMPLE, batch, ROW_BLOCK,
+    got, want = both(cuda_rt, ref_rt, SAMPLE, sample_grid(batch), ROW_BLOCK,
                      [tree, counters, h_t, h_tp1, rows, state, isv, *outs, ticket, batch, cap, WIDTH])
     weight = 17  # the walk is exact IEEE float64 on both; powf is not numpy's power
     same(got[:weight] + got[weight + 1:], want[:weight] + want[weight + 1:], "replay_sample")
