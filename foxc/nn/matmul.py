@@ -24,7 +24,10 @@ MODULE = "nn/matmul"
 TILE = 64
 GEMM_THREADS = 256
 SMALL_TILE, SMALL_THREADS = 32, 256  # the *_t32 FP32 kernels (2x2 outputs per thread)
-SKINNY_TILE = 16  # linear_fwd_f32_t16 (one output per thread, block 256): outputs at most 16 wide
+# linear_fwd_f32_t16: 64 rows x 16 columns (rows, columns; a thread four neighbouring outputs of a row, block
+# 256), for outputs at most 16 wide. (16 x 16 tiles of one output per thread read two shared floats an FMA:
+# at B = 4,096 the narrow heads' group forward was bound by shared-memory loads, 24 us a step on an H200.)
+SKINNY_TILE = (64, 16)
 ELEMENTWISE_BLOCK = 256
 REDUCE_BLOCK = 64  # reduce_grad_splits: an element's splits are one thread's serial sum; small blocks spread the
 # long sums (the encoder's 256 splits at B = 4,096) over every SM
@@ -57,7 +60,7 @@ MATMUL_NT = {"f32": _nt_spec("matmul_nt_f32"), "tf32": _nt_spec("matmul_nt_tf32"
 MATMUL_TN = {"f32": _tn_spec("matmul_tn_f32"), "tf32": _tn_spec("matmul_tn_tf32")}
 # FP32 kernels with 32x32 tiles (block 256), same results as the 64x64 ones: for small outputs.
 LINEAR_FWD_T32 = _linear_spec("linear_fwd_f32_t32")
-# 16x16 tiles, same results again: for layers at most 16 outputs wide.
+# 64x16 tiles (SKINNY_TILE), same results again: for layers at most 16 outputs wide.
 LINEAR_FWD_T16 = _linear_spec("linear_fwd_f32_t16")
 MATMUL_NT_T32 = _nt_spec("matmul_nt_f32_t32")
 MATMUL_TN_T32 = _tn_spec("matmul_tn_f32_t32")
@@ -90,14 +93,20 @@ ACT_BWD = KernelSpec("act_bwd", MODULE, (ptr("dx"), ptr("dy"), ptr("y"), i64("n"
 PRECISIONS = ("f32", "tf32")
 
 
-def gemm_grid(M: int, N: int, splits: int = 1, tile: int = TILE) -> tuple[int, int, int]:
-    return (-(-N // tile), -(-M // tile), splits)
+def tile_dims(tile) -> tuple[int, int]:
+    """(rows, columns) of a tiling: a square tile's side, or SKINNY_TILE's pair."""
+    return (tile, tile) if isinstance(tile, int) else tile
 
 
-def f32_tile(M: int, N: int, kind: str = "linear") -> int:
+def gemm_grid(M: int, N: int, splits: int = 1, tile=TILE) -> tuple[int, int, int]:
+    rows, cols = tile_dims(tile)
+    return (-(-N // cols), -(-M // rows), splits)
+
+
+def f32_tile(M: int, N: int, kind: str = "linear"):
     """The FP32 tiling for an M x N output: 64 when that gives enough blocks to fill the GPU, else 32;
-    16 for a layer's forward at most 16 outputs wide (a wider tile would idle most of its threads)."""
-    if kind == "linear" and N <= SKINNY_TILE:
+    SKINNY_TILE for a layer's forward at most 16 outputs wide (a wider tile would idle most of its threads)."""
+    if kind == "linear" and N <= SKINNY_TILE[1]:
         return SKINNY_TILE
     grid = gemm_grid(M, N)
     return TILE if grid[0] * grid[1] >= FILL_BLOCKS else SMALL_TILE
@@ -117,9 +126,9 @@ def layer_precision(M: int, N: int, precision: str) -> str:
 def gemm_kernel(kind: str, M: int, N: int, precision: str):
     """(spec, tile, threads) of the linear/nt/tn kernel for an M x N output. A TF32 forward or dX below
     the 64x64 grid that fills the GPU takes the 32x32 mma kernels (a forward at most 16 wide: FP32's
-    16x16 tiles); `Linear` asks for a TF32 dW only where that grid fills the GPU."""
+    64x16 tiles); `Linear` asks for a TF32 dW only where that grid fills the GPU."""
     if precision == "tf32" and kind in TF32_T32 and layer_precision(M, N, precision) == "f32":
-        if not (kind == "linear" and N <= SKINNY_TILE):
+        if not (kind == "linear" and N <= SKINNY_TILE[1]):
             return TF32_T32[kind], SMALL_TILE, TF32_T32_THREADS
         precision = "f32"
     tile = f32_tile(M, N, kind) if precision == "f32" else TILE
@@ -428,8 +437,8 @@ def plan_linear_group(rt, layers, precision: str = "f32", name: str = "linear_gr
     table = rt.device_array((len(layers), len(LINEAR_GROUP_FIELDS)), np.int64, f"{name}_layers")
     table.upload(np.array([[p.addr for p in ptrs] + [int(v) for v in layer[4:]]
                            for ptrs, layer in zip(pointers, layers)], np.int64))
-    grid = (max(-(-int(layer[6]) // tile) for layer in layers), max(-(-int(layer[4]) // tile) for layer in layers),
-            len(layers))
+    grid = (max(gemm_grid(int(layer[4]), int(layer[6]), 1, tile)[0] for layer in layers),
+            max(gemm_grid(int(layer[4]), int(layer[6]), 1, tile)[1] for layer in layers), len(layers))
     plan = rt.plan(LINEAR_GROUP[spec.name], grid, threads, dict(layers=table))
     plan.layer_buffers = (table, pointers)  # the table holds bare addresses: keep what they point into alive
     return plan
