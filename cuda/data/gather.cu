@@ -2,6 +2,12 @@
 #include "foxc/snapshot.h"
 #include "foxc/data.h"
 
+// Twice the mid of a snapshot whose best prices are bid0, ask0 (exact in integer ticks), 0 without both.
+__device__ __forceinline__ long long mid2_of(long long bid0, long long ask0)
+{
+    return bid0 != FOXC_PRICE_UNDEF && ask0 != FOXC_PRICE_UNDEF ? bid0 + ask0 : 0;
+}
+
 // FOXC_F_MID_REL of a snapshot whose best prices are bid0, ask0: its mid relative to the window's newest
 // (mid2_newest, twice that mid), in ticks.
 __device__ __forceinline__ float mid_rel(long long bid0, long long ask0, long long mid2_newest, long long tick)
@@ -15,7 +21,7 @@ __device__ __forceinline__ float mid_rel(long long bid0, long long ask0, long lo
 __device__ float snapshot_feature(const FoxcSnapshot& s, int f, long long tick, long long mid2_newest)
 {
     const bool touch = s.bid_px[0] != FOXC_PRICE_UNDEF && s.ask_px[0] != FOXC_PRICE_UNDEF;
-    const long long mid2 = touch ? s.bid_px[0] + s.ask_px[0] : 0;
+    const long long mid2 = mid2_of(s.bid_px[0], s.ask_px[0]);
     if (f < FOXC_F_BID_SZ) {
         const long long px = f < FOXC_F_ASK_PX ? s.bid_px[f - FOXC_F_BID_PX] : s.ask_px[f - FOXC_F_ASK_PX];
         if (!touch || px == FOXC_PRICE_UNDEF)
@@ -107,8 +113,7 @@ extern "C" __global__ void __launch_bounds__(FOXC_GATHER_BLOCK) gather_windows(
             ask0 = records[row].ask_px[0];
         }
         __syncthreads();  // every held row is read before any is overwritten
-        const long long mid2_newest = newest.bid_px[0] != FOXC_PRICE_UNDEF && newest.ask_px[0] != FOXC_PRICE_UNDEF
-                                          ? newest.bid_px[0] + newest.ask_px[0] : 0;
+        const long long mid2_newest = mid2_of(newest.bid_px[0], newest.ask_px[0]);
         if (threadIdx.x < K - 1)
             rel[threadIdx.x] = mid_rel(bid0, ask0, mid2_newest, tick);
         __syncthreads();
@@ -128,8 +133,7 @@ extern "C" __global__ void __launch_bounds__(FOXC_GATHER_BLOCK) gather_windows(
 
         const FoxcSnapshot* window = reinterpret_cast<const FoxcSnapshot*>(window_words);
         const FoxcSnapshot& newest = window[K - 1];
-        const long long mid2_newest = newest.bid_px[0] != FOXC_PRICE_UNDEF && newest.ask_px[0] != FOXC_PRICE_UNDEF
-                                          ? newest.bid_px[0] + newest.ask_px[0] : 0;
+        const long long mid2_newest = mid2_of(newest.bid_px[0], newest.ask_px[0]);
         // One pass per kind of feature (prices, sizes, the rest), so the threads of a warp take the same
         // branch of snapshot_feature: with all 46 in one pass a warp ran the price, size and other paths
         // (each in double) one after another.

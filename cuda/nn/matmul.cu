@@ -540,7 +540,6 @@ matmul_tn_tf32(float* __restrict__ C, const float* __restrict__ A, const float* 
 // `partials`), n_main (M x N), out and tail (where dW and db start in `grad`). Element k = i - begin
 // of entry j: s = partials[p + k] + partials[p + size + k] + ... in split order,
 // written to grad[out + k] when k < n_main, else to grad[tail + k - n_main].
-#define REDUCE_AHEAD 64
 extern "C" __global__ void __launch_bounds__(256)
 reduce_grad_splits(float* __restrict__ grad, const float* __restrict__ partials, const long long* __restrict__ table,
                    int n_entries, long long total)
@@ -556,18 +555,8 @@ reduce_grad_splits(float* __restrict__ grad, const float* __restrict__ partials,
         const long long k = i - row[NN_GS_BEGIN], size = row[NN_GS_SIZE];
         const float* p = partials + row[NN_GS_PARTIALS] + k;
         const int splits = (int)row[NN_GS_SPLITS];
-        // REDUCE_AHEAD splits' loads in flight before they are added, in split order: a B = 4,096 step's
-        // encoder has 256 splits, and one thread an element waited a memory latency for each.
         float s = p[0];
-        int z = 1;
-        for (; z + REDUCE_AHEAD <= splits; z += REDUCE_AHEAD) {
-            float v[REDUCE_AHEAD];
-#pragma unroll
-            for (int u = 0; u < REDUCE_AHEAD; ++u) v[u] = p[(long long)(z + u) * size];
-#pragma unroll
-            for (int u = 0; u < REDUCE_AHEAD; ++u) s += v[u];
-        }
-        for (; z < splits; ++z) s += p[(long long)z * size];
+        for (int z = 1; z < splits; ++z) s += p[(long long)z * size];  // in split order
         if (k < row[NN_GS_N_MAIN]) grad[row[NN_GS_OUT] + k] = s;
         else grad[row[NN_GS_TAIL] + k - row[NN_GS_N_MAIN]] = s;
     }
