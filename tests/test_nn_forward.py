@@ -126,6 +126,7 @@ def test_gemm_kernel_choice():
     assert matmul.gemm_kernel("tn", 136, 255, "tf32")[:2] == (matmul.MATMUL_TN["tf32"], 64)  # Linear's big layers
     assert matmul.gemm_kernel("linear", 32768, 512, "tf32")[:2] == (matmul.LINEAR_FWD["tf32"], 64)
     assert matmul.gemm_kernel("linear", 1024, 5, "f32")[:2] == (matmul.LINEAR_FWD_T16, matmul.SKINNY_TILE)
+    assert matmul.gemm_kernel("linear", 4096, 9, "tf32")[:2] == (matmul.LINEAR_FWD_T16_TALL, matmul.TALL_SKINNY_TILE)
     assert matmul.gemm_kernel("nt", 1024, 5, "f32")[1] == 32  # only the forward has a 16-wide tiling
     assert matmul.layer_precision(1024, 255, "tf32") == "f32" and matmul.layer_precision(1024, 255, "f32") == "f32"
     assert matmul.layer_precision(32768, 512, "tf32") == "tf32"

@@ -9,7 +9,8 @@
 //
 // GEMM kernels: grid (ceil(N/T), ceil(M/T), splits), each block a T x T tile of C: T = 64 (block 256;
 // static shared memory FP32 8.5 KB, TF32 30 KB at most), T = 32 for the *_t32 kernels (FP32: block 256,
-// 9 KB; TF32: block 128, 38 KB) and 64 x 16 for linear_fwd_f32_t16 (block 256, 23 KB).
+// 9 KB; TF32: block 128, 38 KB), 16 x 16 for linear_fwd_f32_t16 (block 256, 10 KB) and 64 x 16 for
+// linear_fwd_f32_t16_tall (block 256, 23 KB).
 #include "foxc/nn_math.cuh"
 
 #define TILE_M 64
@@ -428,9 +429,10 @@ matmul_nt_tf32_t32(float* __restrict__ C, const float* __restrict__ A, const flo
 // linear_fwd_* — Y[M,N] = act(X[M,K] . W[K,N] + bias[N]). Reads X, W, bias; writes Y.
 // FP32 tilings (same bits from each): linear_fwd_f32, 64x64 tiles of 4x4 per thread (block 256);
 // *_t32, 32x32 tiles of 2x2 per thread (block 256), for shapes with few 64x64 tiles;
-// linear_fwd_f32_t16, 64x16 tiles of four neighbouring outputs of a row per thread, k staged 64 deep
-// (block 256), for outputs at most 16 wide (the heads' few logits), where a wider tile would idle most
-// threads (16x16 tiles of one output a thread read two shared floats an FMA, and were bound by it).
+// linear_fwd_f32_t16, 16x16 tiles of one output per thread, and *_t16_tall, 64x16 tiles of four
+// neighbouring outputs of a row per thread (one output a thread reads two shared floats an FMA: tall
+// layers were bound by it), k staged 64 deep (block 256), for outputs at most 16 wide (the heads' few
+// logits), where a wider tile would idle most threads.
 // Small tiles put more warps on each SM: these products are bound by latency, not FMAs.
 // linear_fwd_*_group(layers) — the forwards of independent layers in one launch (the RL heads'):
 // grid (tiles of the widest N, tiles of the tallest M, layers), block z computing a tile of layer z
@@ -489,7 +491,8 @@ F32_LINEAR(, 64, 64, 4, 4, TILE_K, 2)
 F32_GRADS(, 64, 64, 4, 4, TILE_K, 2)
 F32_LINEAR(_t32, 32, 32, 2, 2, 32, 2)
 F32_GRADS(_t32, 32, 32, 2, 2, 32, 2)
-F32_LINEAR(_t16, 64, 16, 1, 4, 64, 2)
+F32_LINEAR(_t16, 16, 16, 1, 1, 64, 4)
+F32_LINEAR(_t16_tall, 64, 16, 1, 4, 64, 2)
 
 extern "C" __global__ void __launch_bounds__(GEMM_THREADS, TM_MIN_BLOCKS)
 linear_fwd_tf32(float* __restrict__ Y, const float* __restrict__ X, const float* __restrict__ W,

@@ -24,10 +24,12 @@ MODULE = "nn/matmul"
 TILE = 64
 GEMM_THREADS = 256
 SMALL_TILE, SMALL_THREADS = 32, 256  # the *_t32 FP32 kernels (2x2 outputs per thread)
-# linear_fwd_f32_t16: 64 rows x 16 columns (rows, columns; a thread four neighbouring outputs of a row, block
-# 256), for outputs at most 16 wide. (16 x 16 tiles of one output per thread read two shared floats an FMA:
-# at B = 4,096 the narrow heads' group forward was bound by shared-memory loads, 24 us a step on an H200.)
-SKINNY_TILE = (64, 16)
+# Tiles (rows, columns) for layers at most 16 outputs wide (block 256): linear_fwd_f32_t16, 16 x 16 of one
+# output a thread, and, from TALL_ROWS rows, linear_fwd_f32_t16_tall, 64 x 16 of four neighbouring outputs
+# of a row a thread. One output a thread reads two shared floats an FMA: at B = 4,096 the narrow heads'
+# group forward was bound by shared-memory loads (24.2 us a step on an H200; 19.2 with the tall tiles),
+# while at B = 256 the tall tiles' 4x fewer blocks took it from 5.6 to 11.2 us.
+SKINNY_TILE, TALL_SKINNY_TILE, TALL_ROWS = (16, 16), (64, 16), 4096
 ELEMENTWISE_BLOCK = 256
 REDUCE_BLOCK = 64  # reduce_grad_splits: an element's splits are one thread's serial sum; small blocks spread the
 # long sums (the encoder's 256 splits at B = 4,096) over every SM
@@ -60,8 +62,9 @@ MATMUL_NT = {"f32": _nt_spec("matmul_nt_f32"), "tf32": _nt_spec("matmul_nt_tf32"
 MATMUL_TN = {"f32": _tn_spec("matmul_tn_f32"), "tf32": _tn_spec("matmul_tn_tf32")}
 # FP32 kernels with 32x32 tiles (block 256), same results as the 64x64 ones: for small outputs.
 LINEAR_FWD_T32 = _linear_spec("linear_fwd_f32_t32")
-# 64x16 tiles (SKINNY_TILE), same results again: for layers at most 16 outputs wide.
+# 16x16 and 64x16 tiles (SKINNY_TILE, TALL_SKINNY_TILE), same results again: layers at most 16 outputs wide.
 LINEAR_FWD_T16 = _linear_spec("linear_fwd_f32_t16")
+LINEAR_FWD_T16_TALL = _linear_spec("linear_fwd_f32_t16_tall")
 MATMUL_NT_T32 = _nt_spec("matmul_nt_f32_t32")
 MATMUL_TN_T32 = _tn_spec("matmul_tn_f32_t32")
 # TF32 on mma.sync with 32x32 tiles (block 128, k staged by cp.async): the forward and dX of layers
@@ -72,7 +75,8 @@ TF32_T32_THREADS = 128
 # (LINEAR_GROUP_FIELDS int64 a row: addresses, shape, activation) from a table; grid.z = the layers.
 LINEAR_GROUP = {spec.name: KernelSpec(spec.name + "_group", MODULE, (ptr("layers"),),
                                       doc=f"{spec.name} of every layer in the table, block z a tile of layer z")
-                for spec in (*LINEAR_FWD.values(), LINEAR_FWD_T32, LINEAR_FWD_T16, TF32_T32["linear"])}
+                for spec in (*LINEAR_FWD.values(), LINEAR_FWD_T32, LINEAR_FWD_T16, LINEAR_FWD_T16_TALL,
+                             TF32_T32["linear"])}
 # dW and db in one pass: A gets a column of ones, so C[z] is (M+1) x N with the column sums last.
 MATMUL_TN_ONES = {TILE: KernelSpec("matmul_tn_ones_f32", MODULE, MATMUL_TN["f32"].params,
                                    doc="C[z][M+1,N]: X^T dY over split z's rows, then dY's column sums"),
@@ -105,9 +109,10 @@ def gemm_grid(M: int, N: int, splits: int = 1, tile=TILE) -> tuple[int, int, int
 
 def f32_tile(M: int, N: int, kind: str = "linear"):
     """The FP32 tiling for an M x N output: 64 when that gives enough blocks to fill the GPU, else 32;
-    SKINNY_TILE for a layer's forward at most 16 outputs wide (a wider tile would idle most of its threads)."""
+    SKINNY_TILE (TALL_SKINNY_TILE from TALL_ROWS rows) for a layer's forward at most 16 outputs wide (a
+    wider tile would idle most of its threads)."""
     if kind == "linear" and N <= SKINNY_TILE[1]:
-        return SKINNY_TILE
+        return TALL_SKINNY_TILE if M >= TALL_ROWS else SKINNY_TILE
     grid = gemm_grid(M, N)
     return TILE if grid[0] * grid[1] >= FILL_BLOCKS else SMALL_TILE
 
@@ -126,14 +131,14 @@ def layer_precision(M: int, N: int, precision: str) -> str:
 def gemm_kernel(kind: str, M: int, N: int, precision: str):
     """(spec, tile, threads) of the linear/nt/tn kernel for an M x N output. A TF32 forward or dX below
     the 64x64 grid that fills the GPU takes the 32x32 mma kernels (a forward at most 16 wide: FP32's
-    64x16 tiles); `Linear` asks for a TF32 dW only where that grid fills the GPU."""
+    skinny tiles); `Linear` asks for a TF32 dW only where that grid fills the GPU."""
     if precision == "tf32" and kind in TF32_T32 and layer_precision(M, N, precision) == "f32":
         if not (kind == "linear" and N <= SKINNY_TILE[1]):
             return TF32_T32[kind], SMALL_TILE, TF32_T32_THREADS
         precision = "f32"
     tile = f32_tile(M, N, kind) if precision == "f32" else TILE
-    if tile == SKINNY_TILE:
-        return LINEAR_FWD_T16, tile, SMALL_THREADS
+    if tile in (SKINNY_TILE, TALL_SKINNY_TILE):
+        return LINEAR_FWD_T16 if tile == SKINNY_TILE else LINEAR_FWD_T16_TALL, tile, SMALL_THREADS
     if tile == SMALL_TILE:
         return {"linear": LINEAR_FWD_T32, "nt": MATMUL_NT_T32, "tn": MATMUL_TN_T32}[kind], tile, SMALL_THREADS
     return {"linear": LINEAR_FWD, "nt": MATMUL_NT, "tn": MATMUL_TN}[kind][precision], tile, GEMM_THREADS
@@ -193,6 +198,7 @@ _TF32_REFS = _register_linear("tf32")
 for _spec, _fn in zip((LINEAR_FWD_T32, MATMUL_NT_T32, MATMUL_TN_T32), _F32_REFS):
     reference(_spec)(_fn)  # the tiling does not change the result
 reference(LINEAR_FWD_T16)(_F32_REFS[0])
+reference(LINEAR_FWD_T16_TALL)(_F32_REFS[0])
 for _spec, _fn in zip(TF32_T32.values(), _TF32_REFS):
     reference(_spec)(_fn)
 

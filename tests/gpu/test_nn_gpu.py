@@ -110,7 +110,7 @@ SMALL_SHAPES = [(B, D, heads.Q_OUTPUTS), (B, D, D), (B, D, 5), (B, D, 1), (1000,
 
 @pytest.mark.parametrize("shape", SMALL_SHAPES)
 def test_t32_kernels_match_reference_and_64_tiles(cuda_rt, ref_rt, rng, shape):
-    """The 32x32- and 64x16-tile FP32 kernels against the reference, and bit-identical to the 64x64 ones."""
+    """The 32x32-, 16x16- and 64x16-tile FP32 kernels against the reference, and bit-identical to the 64x64 ones."""
     M, Kd, N = shape
     x = rng.standard_normal((M, Kd)).astype(np.float32)
     w = (rng.standard_normal((Kd, N)) / np.sqrt(Kd)).astype(np.float32)
@@ -121,9 +121,11 @@ def test_t32_kernels_match_reference_and_64_tiles(cuda_rt, ref_rt, rng, shape):
     y64, *_ = run_kernel(cuda_rt, matmul.LINEAR_FWD["f32"], matmul.gemm_grid(M, N), 256,
                          [poisoned((M, N)), x, w, bias, M, Kd, N, 2])
     assert np.array_equal(y32, y64)
-    (y16, *_), _ = compare(cuda_rt, ref_rt, matmul.LINEAR_FWD_T16, matmul.gemm_grid(M, N, 1, matmul.SKINNY_TILE),
-                           matmul.SMALL_THREADS, [poisoned((M, N)), x, w, bias, M, Kd, N, 2], 1e-5)
-    assert np.array_equal(y16, y64)
+    skinny = ((matmul.LINEAR_FWD_T16, matmul.SKINNY_TILE), (matmul.LINEAR_FWD_T16_TALL, matmul.TALL_SKINNY_TILE))
+    for spec, tile in skinny:
+        (y16, *_), _ = compare(cuda_rt, ref_rt, spec, matmul.gemm_grid(M, N, 1, tile),
+                               matmul.SMALL_THREADS, [poisoned((M, N)), x, w, bias, M, Kd, N, 2], 1e-5)
+        assert np.array_equal(y16, y64), spec.name
     wt = rng.standard_normal((N, Kd)).astype(np.float32)
     c0 = rng.standard_normal((M, N)).astype(np.float32)
     for acc, c in ((0, poisoned((M, N))), (1, c0)):
