@@ -25,6 +25,8 @@ def reduce_grad_splits(rt, blocks):
 # Layers grouped in one launch by the model, by the kernel they take: (M, K, N, act) each.
 LINEAR_GROUPS = {
     "skinny": [(40, 33, 9, matmul.ACT_IDENTITY), (40, 64, 5, matmul.ACT_TANH), (17, 64, 1, matmul.ACT_IDENTITY)],
+    "tall_skinny": [(4096, 256, 9, matmul.ACT_IDENTITY), (4100, 256, 5, matmul.ACT_TANH),
+                    (4096, 200, 1, matmul.ACT_IDENTITY)],
     "small": [(300, 136, 200, matmul.ACT_RELU), (300, 136, 200, matmul.ACT_RELU), (250, 100, 180, matmul.ACT_SIGMOID)],
     "large": [(4096, 136, 256, matmul.ACT_RELU), (4100, 100, 250, matmul.ACT_IDENTITY)],
 }

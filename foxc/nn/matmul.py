@@ -212,7 +212,8 @@ def _register_group(single, group):
 
 
 for _spec, _fn in ((LINEAR_FWD["f32"], _F32_REFS[0]), (LINEAR_FWD_T32, _F32_REFS[0]), (LINEAR_FWD_T16, _F32_REFS[0]),
-                   (LINEAR_FWD["tf32"], _TF32_REFS[0]), (TF32_T32["linear"], _TF32_REFS[0])):
+                   (LINEAR_FWD_T16_TALL, _F32_REFS[0]), (LINEAR_FWD["tf32"], _TF32_REFS[0]),
+                   (TF32_T32["linear"], _TF32_REFS[0])):
     _register_group(_fn, LINEAR_GROUP[_spec.name])
 
 
