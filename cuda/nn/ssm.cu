@@ -200,10 +200,15 @@ struct StepRows {
     }
     __device__ __forceinline__ int element(int r) const { return tid + r * PS_WARPS * 32; }
     __device__ __forceinline__ bool has(int r) const { return element(r) < n; }
-    // Element r of step t (0 for none, or for a step past the window: `in_window` false).
-    __device__ __forceinline__ float at(int t, int r, bool in_window) const
+    // The elements of the STEPS steps from t0 (0 for none, or past the window's K steps).
+    template <int STEPS>
+    __device__ __forceinline__ void load(float (&v)[STEPS][PS_X_PER_THREAD], int t0, int K) const
     {
-        return has(r) && in_window ? x[t * step + element(r)] : 0.0f;
+#pragma unroll
+        for (int st = 0; st < STEPS; ++st)
+#pragma unroll
+            for (int r = 0; r < PS_X_PER_THREAD; ++r)
+                v[st][r] = has(r) && t0 + st < K ? x[(t0 + st) * step + element(r)] : 0.0f;
     }
 };
 
@@ -270,14 +275,10 @@ ssm_proj_scan_fwd(PROJ_SCAN_FWD_PARAMS)
     const StepRows rows(x, b0, B, F, tid);
     int place[PS_X_PER_THREAD];
 #pragma unroll
-    for (int r = 0; r < PS_X_PER_THREAD; ++r) place[r] = rows.element(r) % F * PS_XS_STRIDE + rows.element(r) / F * PS_STEPS;
+    for (int r = 0; r < PS_X_PER_THREAD; ++r)
+        place[r] = rows.element(r) % F * PS_XS_STRIDE + rows.element(r) / F * PS_STEPS;
     float rx[PS_STEPS][PS_X_PER_THREAD];
-    auto load = [&](int t0) {
-#pragma unroll
-        for (int st = 0; st < PS_STEPS; ++st)
-#pragma unroll
-            for (int r = 0; r < PS_X_PER_THREAD; ++r) rx[st][r] = rows.at(t0 + st, r, t0 + st < K);
-    };
+    auto load = [&](int t0) { rows.load(rx, t0, K); };
     auto stage = [&]() {
 #pragma unroll
         for (int st = 0; st < PS_STEPS; ++st)
@@ -582,12 +583,7 @@ ssm_proj_scan_fwd_tf32(PROJ_SCAN_FWD_PARAMS)
         place[r] = (w % 8) * TC_XG_STRIDE + (f / 8) * 16 + (f % 4) * 4 + w / 8 + 2 * ((f / 4) % 2);
     }
     float rx[TC_STEPS][PS_X_PER_THREAD];
-    auto load = [&](int t0) {
-#pragma unroll
-        for (int st = 0; st < TC_STEPS; ++st)
-#pragma unroll
-            for (int r = 0; r < PS_X_PER_THREAD; ++r) rx[st][r] = rows.at(t0 + st, r, t0 + st < K);
-    };
+    auto load = [&](int t0) { rows.load(rx, t0, K); };
     auto stage = [&]() {
 #pragma unroll
         for (int st = 0; st < TC_STEPS; ++st)

@@ -11,8 +11,6 @@
 #include "foxc/replay.h"
 #include "foxc/rng.h"
 
-#define TAIL_AHEAD 8  // the last block's probs in flight a thread
-
 // replay_sample — grid (ceil(batch / REPLAY_SAMPLE_WARPS)), block (REPLAY_ROW_BLOCK); one launch per
 // sample(). Warp w of block b draws sample s = b * REPLAY_SAMPLE_WARPS + w (one a warp, so that every
 // resident warp walks: a sample a block left three warps of four idle through the walk's latencies),
@@ -125,19 +123,10 @@ extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_sample(
     }
     __syncthreads();
     if (!s_last) return;
-    // The last block reads the batch's probs TAIL_AHEAD a thread at a time (from L2: written by other
-    // blocks of this launch), so that a batch of 4,096 waits 4 memory latencies a pass, not 32.
     double m = 1.0 / 0.0;
-    for (int i0 = t; i0 < batch; i0 += REPLAY_ROW_BLOCK * TAIL_AHEAD) {
-        double p[TAIL_AHEAD];
-#pragma unroll
-        for (int u = 0; u < TAIL_AHEAD; ++u) {
-            const int i = i0 + u * REPLAY_ROW_BLOCK;
-            p[u] = i < batch ? __ldcg(out_prob + i) : 0.0;
-        }
-#pragma unroll
-        for (int u = 0; u < TAIL_AHEAD; ++u)
-            if (p[u] > 0.0 && p[u] < m) m = p[u];
+    for (int i = t; i < batch; i += REPLAY_ROW_BLOCK) {
+        const double p = __ldcg(out_prob + i);  // from L2: written by other blocks of this launch
+        if (p > 0.0 && p < m) m = p;
     }
     smallest[t] = m;
     __syncthreads();
@@ -147,18 +136,9 @@ extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_sample(
     }
     const double p_min = smallest[0];
     const float beta = isv[ISV_PER_BETA];
-    for (int i0 = t; i0 < batch; i0 += REPLAY_ROW_BLOCK * TAIL_AHEAD) {
-        double p[TAIL_AHEAD];
-#pragma unroll
-        for (int u = 0; u < TAIL_AHEAD; ++u) {
-            const int i = i0 + u * REPLAY_ROW_BLOCK;
-            p[u] = i < batch ? __ldcg(out_prob + i) : 0.0;
-        }
-#pragma unroll
-        for (int u = 0; u < TAIL_AHEAD; ++u) {
-            const int i = i0 + u * REPLAY_ROW_BLOCK;
-            if (i < batch) out_weight[i] = p[u] > 0.0 ? powf((float)(p_min / p[u]), beta) : 0.0f;
-        }
+    for (int i = t; i < batch; i += REPLAY_ROW_BLOCK) {
+        const double p = __ldcg(out_prob + i);
+        out_weight[i] = p > 0.0 ? powf((float)(p_min / p), beta) : 0.0f;
     }
     if (t == 0) ticket[0] = 0u;
 }
