@@ -65,6 +65,7 @@ LINEAR_FWD_T32 = _linear_spec("linear_fwd_f32_t32")
 # 16x16 and 64x16 tiles (SKINNY_TILE, TALL_SKINNY_TILE), same results again: layers at most 16 outputs wide.
 LINEAR_FWD_T16 = _linear_spec("linear_fwd_f32_t16")
 LINEAR_FWD_T16_TALL = _linear_spec("linear_fwd_f32_t16_tall")
+SKINNY_KERNELS = {SKINNY_TILE: LINEAR_FWD_T16, TALL_SKINNY_TILE: LINEAR_FWD_T16_TALL}
 MATMUL_NT_T32 = _nt_spec("matmul_nt_f32_t32")
 MATMUL_TN_T32 = _tn_spec("matmul_tn_f32_t32")
 # TF32 on mma.sync with 32x32 tiles (block 128, k staged by cp.async): the forward and dX of layers
@@ -98,7 +99,7 @@ PRECISIONS = ("f32", "tf32")
 
 
 def tile_dims(tile) -> tuple[int, int]:
-    """(rows, columns) of a tiling: a square tile's side, or SKINNY_TILE's pair."""
+    """(rows, columns) of a tiling: a square tile's side, or a (rows, columns) pair (the skinny tiles)."""
     return (tile, tile) if isinstance(tile, int) else tile
 
 
@@ -137,8 +138,8 @@ def gemm_kernel(kind: str, M: int, N: int, precision: str):
             return TF32_T32[kind], SMALL_TILE, TF32_T32_THREADS
         precision = "f32"
     tile = f32_tile(M, N, kind) if precision == "f32" else TILE
-    if tile in (SKINNY_TILE, TALL_SKINNY_TILE):
-        return LINEAR_FWD_T16 if tile == SKINNY_TILE else LINEAR_FWD_T16_TALL, tile, SMALL_THREADS
+    if tile in SKINNY_KERNELS:
+        return SKINNY_KERNELS[tile], tile, SMALL_THREADS
     if tile == SMALL_TILE:
         return {"linear": LINEAR_FWD_T32, "nt": MATMUL_NT_T32, "tn": MATMUL_TN_T32}[kind], tile, SMALL_THREADS
     return {"linear": LINEAR_FWD, "nt": MATMUL_NT, "tn": MATMUL_TN}[kind][precision], tile, GEMM_THREADS
@@ -197,8 +198,8 @@ _F32_REFS = _register_linear("f32")
 _TF32_REFS = _register_linear("tf32")
 for _spec, _fn in zip((LINEAR_FWD_T32, MATMUL_NT_T32, MATMUL_TN_T32), _F32_REFS):
     reference(_spec)(_fn)  # the tiling does not change the result
-reference(LINEAR_FWD_T16)(_F32_REFS[0])
-reference(LINEAR_FWD_T16_TALL)(_F32_REFS[0])
+for _spec in SKINNY_KERNELS.values():
+    reference(_spec)(_F32_REFS[0])
 for _spec, _fn in zip(TF32_T32.values(), _TF32_REFS):
     reference(_spec)(_fn)
 
@@ -444,8 +445,8 @@ def plan_linear_group(rt, layers, precision: str = "f32", name: str = "linear_gr
     table = rt.device_array((len(layers), len(LINEAR_GROUP_FIELDS)), np.int64, f"{name}_layers")
     table.upload(np.array([[p.addr for p in ptrs] + [int(v) for v in layer[4:]]
                            for ptrs, layer in zip(pointers, layers)], np.int64))
-    grid = (max(gemm_grid(int(layer[4]), int(layer[6]), 1, tile)[0] for layer in layers),
-            max(gemm_grid(int(layer[4]), int(layer[6]), 1, tile)[1] for layer in layers), len(layers))
+    grids = [gemm_grid(int(layer[4]), int(layer[6]), 1, tile) for layer in layers]
+    grid = (max(g[0] for g in grids), max(g[1] for g in grids), len(layers))
     plan = rt.plan(LINEAR_GROUP[spec.name], grid, threads, dict(layers=table))
     plan.layer_buffers = (table, pointers)  # the table holds bare addresses: keep what they point into alive
     return plan
