@@ -41,6 +41,7 @@ def test_nstep_returns_match_naive_across_dones(ref_rt, rng, n_max, n_seq, done_
             upload_step(rb, s)
             rb.push()
             rb.flush()
+            rb.next_state()
             naive.step(s, min(n, n_max), float(np.float32(0.9)))
             check_storage(rb, naive)
 
@@ -57,10 +58,46 @@ def test_write_head_wraps_and_oversized_flush_keeps_the_last(ref_rt, rng):
         upload_step(rb, s)
         rb.push()
         rb.flush()
+        rb.next_state()
         naive.step(s, 2, float(np.float32(isv["gamma"])))
         check_storage(rb, naive)
         heads.append(naive.head)
     assert naive.length == capacity and len(set(heads)) > 1
+
+
+def test_draws_of_pending_next_states_get_this_steps_h_tp1(ref_rt, rng):
+    """flush leaves the next states that are this step's h_tp1 pending and sample draws some of them (once the
+    write head wraps onto leaves the tree's sums hold) before h_tp1 exists; next_state then writes them: the
+    batch equals its stored rows, stored next states equal the naive model's, nothing stays pending."""
+    n_backtests, capacity, batch = 24, 64, 64
+    isv = IsvBus(ref_rt)
+    isv["n_step"] = 2
+    rb = ReplayBuffer(ref_rt, isv, capacity=capacity, width=WIDTH, n_backtests=n_backtests, batch=batch, n_max=4,
+                      seed=2)
+    naive = NaiveNStep(n_backtests, capacity)
+    drawn_pending = 0
+    for _ in range(8):
+        s = random_step(rng, n_backtests, batch, done_rate=0.1)
+        upload_step(rb, s)
+        rb.push()
+        rb.flush()
+        pending = rb.scratch["pending"].download()
+        rb.sample()
+        drew = rb.scratch["drew_pending"].download()
+        index = rb.sampled["index"].download()
+        assert np.array_equal(drew, np.where(index >= 0, pending[np.maximum(index, 0)] - 1, -1))
+        drawn_pending += int((drew >= 0).sum())
+        rb.next_state()
+        naive.step(s, 2, float(np.float32(isv["gamma"])))
+        st = rb.export_state()
+        for slot, tr in naive.slots.items():
+            assert np.array_equal(st["store_h_tp1"][slot], tr["h_tp1"]), slot
+        filled = index >= 0
+        assert np.array_equal(rb.sampled["h_tp1"].download()[filled], st["store_h_tp1"][index[filled]])
+        assert np.array_equal(rb.sampled["h_tp1"].download()[drew >= 0], s["h_tp1"][drew[drew >= 0]])
+        assert not rb.scratch["pending"].download().any()
+        rb.update_priorities()  # the tree's sums take in the flushed leaves: later draws reach them
+    assert drawn_pending > 0
 
 
 def test_n_step_slot_is_clamped_to_ring():

@@ -35,14 +35,15 @@ def test_lanes_in_either_order_give_the_same_bits(ref_rt, precision):
 
 
 def test_a_lane_that_shares_data_changes_the_bits(ref_rt):
-    """replay_sample reads what replay_flush writes: in two lanes of one Beside, the order decides."""
+    """rl_forward reads the batch's next states that replay_next writes: in two lanes of one Beside, the order
+    decides."""
     def misdeclared(phases):
         out = []
         for item in phases:
             names = [name for name, _ in item.main] if isinstance(item, Beside) else []
-            if "replay_flush" in names:
-                flush = item.main[names.index("replay_flush")]
-                item = Beside(side=[*item.side, flush], main=[p for p in item.main if p is not flush])
+            if "replay_next" in names:
+                moved = item.main[names.index("replay_next")]
+                item = Beside(side=[*item.side, moved], main=[p for p in item.main if p is not moved])
             out.append(item)
         return out
     cfg = config(graph="on")

@@ -1,10 +1,14 @@
 // The n-step ring per backtest and its flush into the replay storage.
 //
-// One step: replay_ring_push appends this step's entry to each backtest's ring
-// and decides how many transitions leave it; replay_flush_scan gives them
+// One step: replay_ring_push appends this step's entry to each backtest's ring,
+// decides how many transitions leave it and (its last block) gives them
 // consecutive slots (an exclusive prefix sum in backtest order: integer sums,
-// so slot order is the same on every run); replay_flush_write copies them out. Stream order is the only
-// barrier between the three: no spin-waits, no atomics.
+// so slot order is the same on every run); replay_flush_write copies them out,
+// all but the next states that are this step's h_tp1, which it marks pending;
+// replay_next_state writes those once h_tp1 exists. So the flush and the
+// sample need nothing of this step but the ring: a trainer runs them beside
+// the encoder and only replay_next_state after it. Stream order is the only
+// barrier between the kernels: no spin-waits, no float atomics.
 //
 // Ring of backtest b: entries start..start+count-1 (mod n_max) of ring_h and
 // ring_rows; ring_pos[2b] = start, ring_pos[2b+1] = count. Entry i (0 = oldest)
@@ -24,89 +28,38 @@ __device__ __forceinline__ int replay_n_step(const float* isv, int n_max)
     return (int)fminf(fmaxf(isv[ISV_N_STEP], 1.0f), (float)n_max);
 }
 
-// replay_ring_push — grid (n_backtests), block (REPLAY_ROW_BLOCK).
-// Reads h_t[n_backtests*width] (the agent's state rows), action, reward, reward_raw, done, log_pi [n_backtests],
-// isv[ISV_N_STEP], ring_pos. Writes the new entry into ring_h / ring_rows,
-// ring_pos count += 1, flush[2b] = transitions to emit, flush[2b+1] = n used.
-extern "C" __global__ void replay_ring_push(
-    float* __restrict__ ring_h, float* __restrict__ ring_rows, unsigned int* __restrict__ ring_pos,
-    int* __restrict__ flush,
-    const float* __restrict__ h_t, const int* __restrict__ action, const float* __restrict__ reward,
-    const float* __restrict__ reward_raw, const float* __restrict__ done, const float* __restrict__ log_pi,
-    const float* __restrict__ isv, int n_backtests, int n_max, int width)
+// The leaving transitions' slots, by one block of REPLAY_ROW_BLOCK threads once every flush[2b] is written:
+// offsets[b] = exclusive prefix sum of the emit counts; counters FLUSH_BASE = write head before,
+// FLUSH_TOTAL = emitted, WRITE_HEAD advanced mod capacity, LENGTH grown up to capacity. Thread t sums a run
+// of consecutive backtests, the runs' totals are scanned across the block, then each thread writes its
+// run's offsets. Unsigned integer sums are exact, so the offsets are a serial scan's whatever the order.
+__device__ void replay_flush_slots(const int* flush, unsigned int* offsets, unsigned int* counters,
+                                   int n_backtests, int capacity)
 {
-    const int b = blockIdx.x;
-    const int t = threadIdx.x;
-    if (b >= n_backtests) return;
-    const unsigned int start = ring_pos[2 * b];
-    const unsigned int count = ring_pos[2 * b + 1];
-    const unsigned int slot = (start + count) % (unsigned int)n_max;
-    const long long entry = (long long)b * n_max + slot;
-    for (int k = t; k < width; k += blockDim.x)
-        ring_h[entry * width + k] = h_t[(long long)b * width + k];
-    __syncthreads();  // every thread has read ring_pos before thread 0 advances it
-    if (t == 0) {
-        float* row = ring_rows + entry * RING_COLS;
-        const float d = done[b];
-        row[RING_ACTION] = (float)action[b];
-        row[RING_REWARD] = reward[b];
-        row[RING_REWARD_RAW] = reward_raw[b];
-        row[RING_DONE] = d;
-        row[RING_LOG_PI] = log_pi[b];
-        const int held = (int)count + 1;
-        const int n = replay_n_step(isv, n_max);
-        const int emit = d > 0.5f ? held : max(0, held - n + 1);
-        ring_pos[2 * b + 1] = (unsigned int)held;
-        flush[2 * b] = emit;
-        flush[2 * b + 1] = n;
+    __shared__ unsigned int warp_total[REPLAY_ROW_BLOCK / 32];
+    const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+    const int run = (n_backtests + REPLAY_ROW_BLOCK - 1) / REPLAY_ROW_BLOCK;
+    const int lo = min(n_backtests, t * run), hi = min(n_backtests, lo + run);
+    unsigned int own = 0u;
+    for (int b = lo; b < hi; ++b) own += (unsigned int)__ldcg(flush + 2 * b);  // L2: other blocks wrote them
+    unsigned int inclusive = own;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const unsigned int below = __shfl_up_sync(0xffffffffu, inclusive, d);
+        if (lane >= d) inclusive += below;
     }
-}
-
-// replay_flush_scan — grid (1), block (REPLAY_REDUCE_BLOCK = 32 warps).
-// Reads flush[2b] for b < n_backtests and counters. Writes offsets[b] = exclusive
-// prefix sum of the emit counts, counters: FLUSH_BASE = write head before,
-// FLUSH_TOTAL = emitted, WRITE_HEAD advanced mod capacity, LENGTH grown up to
-// capacity. Per chunk of 1,024 backtests: a shuffle scan inside each warp, a
-// scan of the 32 warp totals by warp 0, then every thread adds its warp's base
-// and the running total of earlier chunks. Unsigned integer sums are exact, so
-// the offsets are the same as a serial scan's whatever the order of the adds.
-extern "C" __global__ void replay_flush_scan(
-    const int* __restrict__ flush, unsigned int* __restrict__ offsets, unsigned int* __restrict__ counters,
-    int n_backtests, int capacity)
-{
-    __shared__ unsigned int warp_total[REPLAY_REDUCE_BLOCK / 32];
-    const int t = threadIdx.x;
-    const int lane = t & 31;
-    const int warp = t >> 5;
-    unsigned int running = 0u;  // the same in every thread: emits of the chunks before this one
-    for (int first = 0; first < n_backtests; first += REPLAY_REDUCE_BLOCK) {
-        const int b = first + t;
-        const unsigned int own = b < n_backtests ? (unsigned int)flush[2 * b] : 0u;
-        unsigned int inclusive = own;
-#pragma unroll
-        for (int d = 1; d < 32; d <<= 1) {
-            const unsigned int below = __shfl_up_sync(0xffffffffu, inclusive, d);
-            if (lane >= d) inclusive += below;
-        }
-        if (lane == 31) warp_total[warp] = inclusive;
-        __syncthreads();
-        if (warp == 0) {
-            unsigned int sum = warp_total[lane];
-#pragma unroll
-            for (int d = 1; d < 32; d <<= 1) {
-                const unsigned int below = __shfl_up_sync(0xffffffffu, sum, d);
-                if (lane >= d) sum += below;
-            }
-            warp_total[lane] = sum;  // now inclusive over warps
-        }
-        __syncthreads();
-        const unsigned int warp_base = warp > 0 ? warp_total[warp - 1] : 0u;
-        if (b < n_backtests) offsets[b] = running + warp_base + inclusive - own;
-        running += warp_total[REPLAY_REDUCE_BLOCK / 32 - 1];
-        __syncthreads();  // every thread has read warp_total before the next chunk rewrites it
+    if (lane == 31) warp_total[warp] = inclusive;
+    __syncthreads();
+    unsigned int next = inclusive - own, total = 0u;
+    for (int w = 0; w < REPLAY_ROW_BLOCK / 32; ++w) {
+        next += w < warp ? warp_total[w] : 0u;
+        total += warp_total[w];
+    }
+    for (int b = lo; b < hi; ++b) {
+        offsets[b] = next;
+        next += (unsigned int)__ldcg(flush + 2 * b);
     }
     if (t == 0) {
-        const unsigned int total = running;
         const unsigned int base = counters[CTR_WRITE_HEAD];
         const unsigned int cap = (unsigned int)capacity;
         counters[CTR_FLUSH_BASE] = base;
@@ -117,23 +70,74 @@ extern "C" __global__ void replay_flush_scan(
     }
 }
 
+// replay_ring_push — grid (n_backtests), block (REPLAY_ROW_BLOCK).
+// Reads h_t[n_backtests*width] (the agent's state rows), action, reward, reward_raw, done, log_pi [n_backtests],
+// isv[ISV_N_STEP], ring_pos. Writes the new entry into ring_h / ring_rows,
+// ring_pos count += 1, flush[2b] = transitions to emit, flush[2b+1] = n used.
+// Each block bumps ticket[0] (an integer atomic) after a __threadfence(); the block that draws ticket
+// gridDim.x - 1 computes the slots (replay_flush_slots: offsets, counters) and sets ticket[0] back to 0.
+extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_ring_push(
+    float* __restrict__ ring_h, float* __restrict__ ring_rows, unsigned int* __restrict__ ring_pos,
+    int* __restrict__ flush, unsigned int* __restrict__ offsets, unsigned int* __restrict__ counters,
+    unsigned int* __restrict__ ticket,
+    const float* __restrict__ h_t, const int* __restrict__ action, const float* __restrict__ reward,
+    const float* __restrict__ reward_raw, const float* __restrict__ done, const float* __restrict__ log_pi,
+    const float* __restrict__ isv, int n_backtests, int n_max, int width, int capacity)
+{
+    __shared__ bool s_last;
+    const int b = blockIdx.x;
+    const int t = threadIdx.x;
+    if (b < n_backtests) {  // the same in the whole block: every block takes a ticket below
+        const unsigned int start = ring_pos[2 * b];
+        const unsigned int count = ring_pos[2 * b + 1];
+        const unsigned int slot = (start + count) % (unsigned int)n_max;
+        const long long entry = (long long)b * n_max + slot;
+        for (int k = t; k < width; k += blockDim.x)
+            ring_h[entry * width + k] = h_t[(long long)b * width + k];
+        __syncthreads();  // every thread has read ring_pos before thread 0 advances it
+        if (t == 0) {
+            float* row = ring_rows + entry * RING_COLS;
+            const float d = done[b];
+            row[RING_ACTION] = (float)action[b];
+            row[RING_REWARD] = reward[b];
+            row[RING_REWARD_RAW] = reward_raw[b];
+            row[RING_DONE] = d;
+            row[RING_LOG_PI] = log_pi[b];
+            const int held = (int)count + 1;
+            const int n = replay_n_step(isv, n_max);
+            const int emit = d > 0.5f ? held : max(0, held - n + 1);
+            ring_pos[2 * b + 1] = (unsigned int)held;
+            flush[2 * b] = emit;
+            flush[2 * b + 1] = n;
+        }
+    }
+    if (t == 0) {
+        __threadfence();  // this block's flush entry is visible to every block before its ticket counts it
+        s_last = atomicAdd(ticket, 1u) == gridDim.x - 1u;
+    }
+    __syncthreads();
+    if (!s_last) return;
+    replay_flush_slots(flush, offsets, counters, n_backtests, capacity);
+    if (t == 0) ticket[0] = 0u;
+}
+
 // replay_flush_write — grid (n_backtests), block (REPLAY_ROW_BLOCK).
 // Block b copies the transitions leaving its ring: for each, thread k copies
-// floats k, k + block, ... of h_t and h_tp1 (coalesced rows), thread 0 computes the
-// n-step returns, writes the transition row and sets the leaf to the running
-// max priority. Then thread 0 drops the emitted entries from the ring.
-// Reads ring_*, flush, offsets, counters, h_tp1[n_backtests*width], isv[ISV_GAMMA],
-// max_priority[0]. Writes store_h_t, store_h_tp1 [capacity*width], store_rows
-// [capacity*TR_COLS], tree[capacity + slot] (float64), ring_pos.
+// floats k, k + block, ... of h_t and, when it is a ring entry (j < count), of h_tp1 (coalesced rows);
+// thread 0 computes the n-step returns, writes the transition row, sets the leaf to the running
+// max priority and pending[slot] = b + 1 when the next state is this step's h_tp1 (j == count; else 0):
+// replay_next_state writes those rows. Then thread 0 drops the emitted entries from the ring.
+// Reads ring_*, flush, offsets, counters, isv[ISV_GAMMA], max_priority[0]. Writes store_h_t,
+// store_h_tp1 [capacity*width], store_rows [capacity*TR_COLS], tree[capacity + slot] (float64),
+// pending[capacity], ring_pos.
 // When one flush emits more than capacity transitions, only the last capacity
 // are written, so no two blocks write the same slot.
 extern "C" __global__ void replay_flush_write(
     const float* __restrict__ ring_h, const float* __restrict__ ring_rows, unsigned int* __restrict__ ring_pos,
     const int* __restrict__ flush, const unsigned int* __restrict__ offsets,
-    const unsigned int* __restrict__ counters, const float* __restrict__ h_tp1,
-    const float* __restrict__ isv, const float* __restrict__ max_priority,
+    const unsigned int* __restrict__ counters, const float* __restrict__ isv, const float* __restrict__ max_priority,
     float* __restrict__ store_h_t, float* __restrict__ store_h_tp1, float* __restrict__ store_rows,
-    double* __restrict__ tree, int n_backtests, int n_max, int capacity, int width)
+    double* __restrict__ tree, int* __restrict__ pending, int n_backtests, int n_max, int capacity, int width)
 {
     const int b = blockIdx.x;
     const int t = threadIdx.x;
@@ -157,11 +161,10 @@ extern "C" __global__ void replay_flush_write(
         const unsigned int slot = (base + o) & (cap - 1u);
         const int j = min(i + n, count);
         const long long entry_i = ring0 + (start + i) % (unsigned int)n_max;
-        const float* next = j < count ? ring_h + (ring0 + (start + j) % (unsigned int)n_max) * width
-                                      : h_tp1 + (long long)b * width;
+        const float* next = ring_h + (ring0 + (start + j) % (unsigned int)n_max) * width;
         for (int k = t; k < width; k += blockDim.x) {
             store_h_t[(long long)slot * width + k] = ring_h[entry_i * width + k];
-            store_h_tp1[(long long)slot * width + k] = next[k];
+            if (j < count) store_h_tp1[(long long)slot * width + k] = next[k];
         }
         if (t == 0) {
             float ret = 0.0f, ret_raw = 0.0f, gamma_n = 1.0f;
@@ -182,11 +185,60 @@ extern "C" __global__ void replay_flush_write(
             out[TR_STEPS] = (float)(j - i);
             out[TR_COLS - 1] = 0.0f;
             tree[capacity + slot] = (double)max_priority[0];
+            pending[slot] = j == count ? b + 1 : 0;
         }
     }
     __syncthreads();  // every thread has read ring_pos and the ring before thread 0 moves it
     if (t == 0) {
         ring_pos[2 * b] = (start + (unsigned int)emit) % (unsigned int)n_max;
         ring_pos[2 * b + 1] = (unsigned int)(count - emit);
+    }
+}
+
+// Warp-strided copy of one width-float row (lane k copies floats k, k + 32, ...: coalesced).
+__device__ __forceinline__ void replay_copy_row(float* dst, const float* src, int width, int lane)
+{
+    for (int k = lane; k < width; k += 32) dst[k] = src[k];
+}
+
+// replay_next_state — grid (ceil(n_backtests / REPLAY_SAMPLE_WARPS) + ceil(batch / REPLAY_SAMPLE_WARPS)),
+// block (REPLAY_ROW_BLOCK); a warp an item, after replay_flush_write, replay_sample and whatever writes
+// h_tp1. The first blocks' warps are backtests: backtest b's transitions that left its ring this step with
+// window end j == count (i >= count - n, count = what the ring held before the flush: ring_pos[2b+1] + emit)
+// and pending[slot] == b + 1 take h_tp1[b] as their stored next state, and pending[slot] = 0 again (so a
+// second launch writes nothing). The last blocks' warps are samples: out_next[s] = b >= 0 (replay_sample
+// drew a pending transition) takes h_tp1[b] as out_h_tp1[s]. The two parts share no written array.
+extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_next_state(
+    const unsigned int* __restrict__ ring_pos, const int* __restrict__ flush,
+    const unsigned int* __restrict__ offsets, const unsigned int* __restrict__ counters,
+    const float* __restrict__ h_tp1, int* __restrict__ pending, float* __restrict__ store_h_tp1,
+    const int* __restrict__ out_next, float* __restrict__ out_h_tp1, int n_backtests, int batch, int capacity,
+    int width)
+{
+    const int lane = threadIdx.x % 32;
+    const int backtest_blocks = (n_backtests + REPLAY_SAMPLE_WARPS - 1) / REPLAY_SAMPLE_WARPS;
+    const bool backtests = (int)blockIdx.x < backtest_blocks;
+    const int item = ((int)blockIdx.x - (backtests ? 0 : backtest_blocks)) * REPLAY_SAMPLE_WARPS + threadIdx.x / 32;
+    if (!backtests) {
+        const int b = item < batch ? out_next[item] : -1;
+        if (b >= 0) replay_copy_row(out_h_tp1 + (long long)item * width, h_tp1 + (long long)b * width, width, lane);
+        return;
+    }
+    const int b = item;
+    if (b >= n_backtests) return;
+    const int emit = flush[2 * b];
+    const int n = flush[2 * b + 1];
+    const int count = (int)ring_pos[2 * b + 1] + emit;
+    const unsigned int cap = (unsigned int)capacity;
+    const unsigned int base = counters[CTR_FLUSH_BASE];
+    const unsigned int total = counters[CTR_FLUSH_TOTAL];
+    for (int i = max(0, count - n); i < emit; ++i) {
+        const unsigned int o = offsets[b] + (unsigned int)i;
+        if (total - o > cap) continue;  // overwritten later in the same flush
+        const unsigned int slot = (base + o) & (cap - 1u);
+        if (pending[slot] != b + 1) continue;  // the same in every lane
+        replay_copy_row(store_h_tp1 + (long long)slot * width, h_tp1 + (long long)b * width, width, lane);
+        __syncwarp();  // every lane has read pending[slot] before lane 0 clears it
+        if (lane == 0) pending[slot] = 0;
     }
 }

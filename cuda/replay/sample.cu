@@ -21,7 +21,9 @@
 // those levels in shared memory with the same float64 compares and `u -= left` as a one-level walk, so
 // the leaf is the same, and in every lane. The leaf is clamped to the filled range [0, length); lane 0
 // unpacks the scalars, and the lanes copy floats k, k + 32, ... of the width-float rows h_t and h_tp1
-// (coalesced). Leaves are non-decreasing in s, so duplicates in a batch
+// (coalesced). A transition flushed this step whose next state is still pending (pending[leaf] = b + 1:
+// replay_flush_write) gets out_next[s] = b and no h_tp1 row (replay_next_state copies it); otherwise
+// out_next[s] = -1. Leaves are non-decreasing in s, so duplicates in a batch
 // are adjacent (the priority update relies on that).
 // Importance weights, w_s = (length * P_s)^-beta / max_s' (length * P_s')^-beta
 // = (P_min / P_s)^beta, beta = isv[ISV_PER_BETA], P_min the smallest positive
@@ -30,17 +32,19 @@
 // ticket gridDim.x - 1 reads every prob, takes the min (exact, so any order gives
 // the same value), writes all weights and sets ticket[0] back to 0. Which block
 // is last does not change any value. Prob 0 (empty buffer) gives weight 0.
-// Reads tree, counters[CTR_LENGTH], store_*, isv. Writes rng[s], out_* [batch(*width)],
+// Reads tree, counters[CTR_LENGTH], store_*, pending, isv. Writes rng[s], out_* [batch(*width)],
 // out_index (-1 when the buffer is empty), out_prob = leaf / root (0 when
 // empty), out_weight [batch]; ticket[0] is 0 before and after.
 extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_sample(
     const double* __restrict__ tree, const unsigned int* __restrict__ counters,
     const float* __restrict__ store_h_t, const float* __restrict__ store_h_tp1,
-    const float* __restrict__ store_rows, unsigned int* __restrict__ rng, const float* __restrict__ isv,
+    const float* __restrict__ store_rows, const int* __restrict__ pending, unsigned int* __restrict__ rng,
+    const float* __restrict__ isv,
     float* __restrict__ out_h_t, float* __restrict__ out_h_tp1, int* __restrict__ out_action,
     float* __restrict__ out_return, float* __restrict__ out_return_raw, float* __restrict__ out_done,
     float* __restrict__ out_log_pi, float* __restrict__ out_gamma_n, int* __restrict__ out_index,
-    double* __restrict__ out_prob, float* __restrict__ out_weight, unsigned int* __restrict__ ticket,
+    double* __restrict__ out_prob, float* __restrict__ out_weight, int* __restrict__ out_next,
+    unsigned int* __restrict__ ticket,
     int batch, int capacity, int width)
 {
     static_assert(REPLAY_SAMPLE_WARPS * 32 == REPLAY_ROW_BLOCK, "one sample a warp");
@@ -104,15 +108,17 @@ extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_sample(
             out_gamma_n[s] = 0.0f;
             out_prob[s] = 0.0;
         }
+        const int awaits = leaf >= 0 ? pending[leaf] - 1 : -1;  // the same in every lane
         if (lane == 0) {
             out_index[s] = leaf;
+            out_next[s] = awaits;
             __threadfence();  // out_prob[s] is visible to every block before this block's ticket counts it
         }
         for (int k = lane; k < width; k += 32) {
             const long long dst = (long long)s * width + k;
             const long long src = (long long)leaf * width + k;
             out_h_t[dst] = leaf >= 0 ? store_h_t[src] : 0.0f;
-            out_h_tp1[dst] = leaf >= 0 ? store_h_tp1[src] : 0.0f;
+            if (awaits < 0) out_h_tp1[dst] = leaf >= 0 ? store_h_tp1[src] : 0.0f;
         }
     }
     __syncthreads();

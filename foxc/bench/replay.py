@@ -127,10 +127,9 @@ def _main(args, rt) -> int:
     eager_dev, eager_wall = _timed(rt, rb.step, reps)
     if args.profile:
         from ..profile import KernelProfiler
-        plans = rb.push_plans + rb.flush_plans + rb.sample_plans + rb.update_plans  # the step's launches
         with KernelProfiler(rt) as kernels:
             for _ in range(min(reps, 100)):
-                kernels.profile_step(plans)
+                kernels.profile_step(rb.step_plans)
             print(kernels.table())
     with rt.capture(name="replay step") as cap:
         rb.step()

@@ -3,6 +3,7 @@
     rb = ReplayBuffer(rt, isv, capacity=65536, n_backtests=1024, batch=1024, width=132, seed=7)
     rb.inputs["h_t"].upload(...)         # or pass other components' arrays as `inputs=`
     rb.push(); rb.flush(); rb.sample()   # rb.sampled["h_t"], ["weight"], ["index"], ...
+    rb.next_state()                      # after input h_tp1 is written: the next states that are h_tp1
     rb.inputs["td"] <- |TD| of the batch; rb.update_priorities()   # leaves, then the tree's sums
 
 Every method only launches prebuilt plans on the stream: no allocation, no
@@ -10,7 +11,9 @@ host reads and no host branches on device data, so a whole step can be
 captured into a graph. A transition's states (`h_t`, `h_tp1`) are rows of `width`
 floats: the buffer does not care what they hold (the trainer stores the agent's state,
 the encoder's h followed by the backtest's position features). Write head, length, running max priority and the
-samplers' generator states all live on the device.
+samplers' generator states all live on the device. Only `next_state` reads input h_tp1 (this step's
+next state): push, flush and sample need nothing of the current step but the ring's inputs, so a trainer
+runs them while h_tp1 is still being computed.
 """
 from __future__ import annotations
 
@@ -19,9 +22,8 @@ import numpy as np
 from .. import vec
 from ..component import Component
 from ..rng import seed_states
-from .layout import (CTR_COUNT, MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS, MAX_WIDTH, N_STEP_MAX, REDUCE_BLOCK,
-                     RING_COLS, ROW_BLOCK, TR_COLS)
-from .nstep import FLUSH_SCAN, FLUSH_WRITE, RING_PUSH
+from .layout import CTR_COUNT, MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS, MAX_WIDTH, N_STEP_MAX, RING_COLS, ROW_BLOCK, TR_COLS
+from .nstep import FLUSH_WRITE, NEXT_STATE, RING_PUSH, next_state_grid
 from .priority import plan_update_tree
 from .sampling import SAMPLE, sample_grid
 
@@ -41,6 +43,10 @@ _STATE = {
 _SCRATCH = {
     "flush": (lambda C, E, S, N, W: (E, 2), np.int32),
     "offsets": (lambda C, E, S, N, W: (E,), np.uint32),
+    # flushed slots whose next state is this step's h_tp1: backtest + 1 until replay_next_state (0 between steps)
+    "pending": (lambda C, E, S, N, W: (C,), np.int32),
+    "drew_pending": (lambda C, E, S, N, W: (S,), np.int32),  # per sample: that backtest, or -1
+    "push_ticket": (lambda C, E, S, N, W: (1,), np.uint32),  # replay_ring_push's finished-block count: 0 between
     "ticket": (lambda C, E, S, N, W: (1,), np.uint32),  # replay_sample's finished-block count: 0 between launches
     "tree_ticket": (lambda C, E, S, N, W: (1,), np.uint32),  # replay_update_tree's finished-block count: the same
 }
@@ -100,22 +106,22 @@ class ReplayBuffer(Component):
         E, S, N, C, W = self.n_backtests, self.batch, self.n_max, self.capacity, self.width
         ring = {k: s[k] for k in ("ring_h", "ring_rows", "ring_pos")}
         store = {k: s[k] for k in ("store_h_t", "store_h_tp1", "store_rows")}
+        slots = dict(flush=x["flush"], offsets=x["offsets"], counters=s["counters"])
         self.push_plans = [rt.plan(RING_PUSH, E, ROW_BLOCK, dict(
-            **ring, flush=x["flush"], **{k: i[k] for k in ("h_t", "action", "reward", "reward_raw", "done", "log_pi")},
-            isv=self.isv, n_backtests=E, n_max=N, width=W))]
-        self.flush_plans = [
-            rt.plan(FLUSH_SCAN, 1, REDUCE_BLOCK, dict(flush=x["flush"], offsets=x["offsets"], counters=s["counters"],
-                                                      n_backtests=E, capacity=C)),
-            rt.plan(FLUSH_WRITE, E, ROW_BLOCK, dict(
-                **ring, flush=x["flush"], offsets=x["offsets"], counters=s["counters"], h_tp1=i["h_tp1"],
-                isv=self.isv, max_priority=s["max_priority"], **store, tree=s["tree"], n_backtests=E, n_max=N,
-                capacity=C, width=W)),
-        ]
+            **ring, **slots, ticket=x["push_ticket"],
+            **{k: i[k] for k in ("h_t", "action", "reward", "reward_raw", "done", "log_pi")},
+            isv=self.isv, n_backtests=E, n_max=N, width=W, capacity=C))]
+        self.flush_plans = [rt.plan(FLUSH_WRITE, E, ROW_BLOCK, dict(
+            **ring, **slots, isv=self.isv, max_priority=s["max_priority"], **store, tree=s["tree"],
+            pending=x["pending"], n_backtests=E, n_max=N, capacity=C, width=W))]
         self.sample_plans = [rt.plan(SAMPLE, sample_grid(S), ROW_BLOCK, dict(
-            tree=s["tree"], counters=s["counters"], **store, rng=s["rng"], isv=self.isv,
+            tree=s["tree"], counters=s["counters"], **store, pending=x["pending"], rng=s["rng"], isv=self.isv,
             **{f"out_{k}": o[k] for k in ("h_t", "h_tp1", "action", "return", "return_raw", "done", "log_pi",
                                          "gamma_n", "index", "prob", "weight")},
-            ticket=x["ticket"], batch=S, capacity=C, width=W))]
+            out_next=x["drew_pending"], ticket=x["ticket"], batch=S, capacity=C, width=W))]
+        self.next_plans = [rt.plan(NEXT_STATE, next_state_grid(E, S), ROW_BLOCK, dict(
+            ring_pos=s["ring_pos"], **slots, h_tp1=i["h_tp1"], pending=x["pending"], store_h_tp1=s["store_h_tp1"],
+            out_next=x["drew_pending"], out_h_tp1=o["h_tp1"], n_backtests=E, batch=S, capacity=C, width=W))]
         tree = dict(tree=s["tree"], max_priority=s["max_priority"], ticket=x["tree_ticket"], index=o["index"],
                     td=i["td"], isv=self.isv)
         self.update_plans = [plan_update_tree(rt, C, S, **tree)]
@@ -128,16 +134,24 @@ class ReplayBuffer(Component):
 
     # --- one step, in the trainer's order ---------------------------------------
     def push(self, stream=None):
-        """Append inputs h_t, action, reward, reward_raw, done, log_pi to every backtest's ring."""
+        """Append inputs h_t, action, reward, reward_raw, done, log_pi to every backtest's ring; give the
+        transitions leaving the rings their slots."""
         self._run(self.push_plans, stream)
 
     def flush(self, stream=None):
-        """Move completed n-step transitions (h_tp1 = input h_tp1) into storage at the running max priority."""
+        """Move completed n-step transitions into storage at the running max priority; a next state that is
+        this step's input h_tp1 stays pending until `next_state`."""
         self._run(self.flush_plans, stream)
 
     def sample(self, stream=None):
-        """Draw `batch` transitions into `sampled`, with importance weights (one launch)."""
+        """Draw `batch` transitions into `sampled`, with importance weights (one launch); a drawn transition
+        whose next state is pending gets its h_tp1 row from `next_state`."""
         self._run(self.sample_plans, stream)
+
+    def next_state(self, stream=None):
+        """Input h_tp1 into the pending next states, in storage and in `sampled` (after flush and sample,
+        once h_tp1 is written; one launch)."""
+        self._run(self.next_plans, stream)
 
     def update_priorities(self, stream=None):
         """Set the sampled leaves' priorities from input td (|TD error|), then recompute the tree's internal
@@ -149,22 +163,30 @@ class ReplayBuffer(Component):
         self._run(self.rebuild_plans, stream)
 
     def step(self, stream=None):
-        """push, flush, sample, update_priorities: what a training step launches (TD comes from outside)."""
-        for part in (self.push, self.flush, self.sample, self.update_priorities):
+        """push, flush, sample, next_state, update_priorities: what a training step launches (TD comes from
+        outside)."""
+        for part in (self.push, self.flush, self.sample, self.next_state, self.update_priorities):
             part(stream)
 
     @property
+    def step_plans(self) -> list:
+        """The plans `step` launches, in its order."""
+        return self.push_plans + self.flush_plans + self.sample_plans + self.next_plans + self.update_plans
+
+    @property
     def launches_per_step(self) -> int:
-        return sum(len(p) for p in (self.push_plans, self.flush_plans, self.sample_plans, self.update_plans))
+        return len(self.step_plans)
 
     # --- state outside a step -----------------------------------------------------
     def reset(self):
-        """Empty rings and storage, max priority 1, generator states from the seed; zeroes the inputs it owns."""
+        """Empty rings and storage, max priority 1, generator states from the seed, no draw awaiting a next
+        state; zeroes the inputs it owns."""
         rt, stream = self.rt, self.rt.stream
         for arr in (*self.state.values(), *self.scratch.values(), *self._owned_inputs.values()):
             words = arr.nbytes // 4
             vec.plan_elementwise(rt, vec.FILL_U32, arr, 0, words).launch(stream)
         vec.plan_elementwise(rt, vec.FILL_F32, self.state["max_priority"], 1.0, 1).launch(stream)
+        vec.plan_elementwise(rt, vec.FILL_U32, self.scratch["drew_pending"], 0xFFFFFFFF, self.batch).launch(stream)  # -1
         self.state["rng"].upload(seed_states(self.seed, self.batch, "replay"), stream)
         stream.synchronize()
 

@@ -24,7 +24,6 @@ CTR_WRITE_HEAD, CTR_LENGTH, CTR_FLUSH_BASE, CTR_FLUSH_TOTAL = range(4)
 CTR_COUNT = 4
 
 PRIORITY_EPS = 1e-6
-REDUCE_BLOCK = 1024
 SUBTREE_SPAN = 1024
 SUBTREE_BLOCK = 512
 WALK_DEPTH = 4
@@ -62,7 +61,6 @@ def render_header() -> str:
         ("CTR_FLUSH_TOTAL", CTR_FLUSH_TOTAL, "transitions emitted by the latest flush (may exceed capacity)"),
         ("CTR_COUNT", CTR_COUNT, ""),
         ("REPLAY_PRIORITY_EPS", PRIORITY_EPS, "added to |TD| so no stored transition has priority 0"),
-        ("REPLAY_REDUCE_BLOCK", REDUCE_BLOCK, "block of the single-block flush scan"),
         ("REPLAY_SUBTREE_SPAN", SUBTREE_SPAN, "leaves one block of replay_update_tree owns and sums up"),
         ("REPLAY_SUBTREE_BLOCK", SUBTREE_BLOCK, "its block: one thread per node of the subtree's widest level"),
         ("REPLAY_WALK_DEPTH", WALK_DEPTH, "tree levels per lookahead round of replay_sample's walk (30 nodes, a warp)"),

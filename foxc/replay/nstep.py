@@ -13,27 +13,39 @@ import numpy as np
 from ..driver import KernelSpec, i32, ptr, reference
 from ..isv.registry import slot_index
 from .layout import (CTR_FLUSH_BASE, CTR_FLUSH_TOTAL, CTR_LENGTH, CTR_WRITE_HEAD, RING_ACTION,
-                     RING_COLS, RING_DONE, RING_LOG_PI, RING_REWARD, RING_REWARD_RAW, TR_ACTION, TR_COLS, TR_DONE,
-                     TR_GAMMA_N, TR_LOG_PI, TR_RETURN, TR_RETURN_RAW, TR_STEPS)
+                     RING_COLS, RING_DONE, RING_LOG_PI, RING_REWARD, RING_REWARD_RAW, SAMPLE_WARPS, TR_ACTION,
+                     TR_COLS, TR_DONE, TR_GAMMA_N, TR_LOG_PI, TR_RETURN, TR_RETURN_RAW, TR_STEPS)
 
 MODULE = "replay/nstep"
 
 RING_PUSH = KernelSpec(
     "replay_ring_push", MODULE,
-    (ptr("ring_h"), ptr("ring_rows"), ptr("ring_pos"), ptr("flush"), ptr("h_t"), ptr("action"), ptr("reward"),
-     ptr("reward_raw"), ptr("done"), ptr("log_pi"), ptr("isv"), i32("n_backtests"), i32("n_max"), i32("width")),
+    (ptr("ring_h"), ptr("ring_rows"), ptr("ring_pos"), ptr("flush"), ptr("offsets"), ptr("counters"), ptr("ticket"),
+     ptr("h_t"), ptr("action"), ptr("reward"), ptr("reward_raw"), ptr("done"), ptr("log_pi"), ptr("isv"),
+     i32("n_backtests"), i32("n_max"), i32("width"), i32("capacity")),
     doc="append this step's entry (a width-float state row and its scalars) to every ring; flush[2b] = "
-        "transitions leaving, flush[2b+1] = n; grid n_backtests, block ROW_BLOCK")
-FLUSH_SCAN = KernelSpec(
-    "replay_flush_scan", MODULE,
-    (ptr("flush"), ptr("offsets"), ptr("counters"), i32("n_backtests"), i32("capacity")),
-    doc="exclusive prefix sum of the emit counts (warp-shuffle scan); advances write head and length; grid 1, block 1024")
+        "transitions leaving, flush[2b+1] = n; the last block (integer ticket) gives them slots: offsets, "
+        "write head, length; grid n_backtests, block ROW_BLOCK")
 FLUSH_WRITE = KernelSpec(
     "replay_flush_write", MODULE,
-    (ptr("ring_h"), ptr("ring_rows"), ptr("ring_pos"), ptr("flush"), ptr("offsets"), ptr("counters"),
-     ptr("h_tp1"), ptr("isv"), ptr("max_priority"), ptr("store_h_t"), ptr("store_h_tp1"), ptr("store_rows"),
-     ptr("tree"), i32("n_backtests"), i32("n_max"), i32("capacity"), i32("width")),
-    doc="copy the leaving transitions into their slots at the running max priority; grid n_backtests, block ROW_BLOCK")
+    (ptr("ring_h"), ptr("ring_rows"), ptr("ring_pos"), ptr("flush"), ptr("offsets"), ptr("counters"), ptr("isv"),
+     ptr("max_priority"), ptr("store_h_t"), ptr("store_h_tp1"), ptr("store_rows"), ptr("tree"), ptr("pending"),
+     i32("n_backtests"), i32("n_max"), i32("capacity"), i32("width")),
+    doc="copy the leaving transitions into their slots at the running max priority; a next state that is this "
+        "step's h_tp1 is marked pending[slot] = b + 1; grid n_backtests, block ROW_BLOCK")
+NEXT_STATE = KernelSpec(
+    "replay_next_state", MODULE,
+    (ptr("ring_pos"), ptr("flush"), ptr("offsets"), ptr("counters"), ptr("h_tp1"), ptr("pending"),
+     ptr("store_h_tp1"), ptr("out_next"), ptr("out_h_tp1"), i32("n_backtests"), i32("batch"), i32("capacity"),
+     i32("width")),
+    doc="h_tp1 into the pending stored next states (pending back to 0) and into the sampled rows that drew "
+        "them; grid next_state_grid(n_backtests, batch), block ROW_BLOCK")
+
+
+def next_state_grid(n_backtests: int, batch: int) -> int:
+    """replay_next_state's blocks: a warp a backtest, then a warp a sample."""
+    return -(-n_backtests // SAMPLE_WARPS) + -(-batch // SAMPLE_WARPS)
+
 
 _GAMMA = slot_index("gamma")
 _N_STEP = slot_index("n_step")
@@ -50,9 +62,9 @@ def _fma32(a, b, c) -> np.float32:
 
 
 @reference(RING_PUSH)
-def _ring_push(launch, ring_h, ring_rows, ring_pos, flush, h_t, action, reward, reward_raw, done, log_pi, isv,
-               n_backtests, n_max, width):
-    nb, nm, w = int(n_backtests), int(n_max), int(width)
+def _ring_push(launch, ring_h, ring_rows, ring_pos, flush, offsets, counters, ticket, h_t, action, reward, reward_raw,
+               done, log_pi, isv, n_backtests, n_max, width, capacity):
+    nb, nm, w, cap = int(n_backtests), int(n_max), int(width), int(capacity)
     pos = ring_pos.u32(2 * nb).reshape(nb, 2)
     ring = ring_h.f32(nb * nm * w).reshape(nb, nm, w)
     rows = ring_rows.f32(nb * nm * RING_COLS).reshape(nb, nm, RING_COLS)
@@ -72,12 +84,8 @@ def _ring_push(launch, ring_h, ring_rows, ring_pos, flush, h_t, action, reward, 
     out[:, 0] = np.where(d > np.float32(0.5), held, np.maximum(0, held - n + 1))
     out[:, 1] = n
     pos[:, 1] = held
-
-
-@reference(FLUSH_SCAN)
-def _flush_scan(launch, flush, offsets, counters, n_backtests, capacity):
-    nb, cap = int(n_backtests), int(capacity)
-    emit = flush.i32(2 * nb)[0::2].astype(np.int64)
+    # the last block's slots
+    emit = out[:, 0].astype(np.int64)
     offsets.u32(nb)[:] = (np.cumsum(emit) - emit).astype(np.uint32)
     total = int(emit.sum())
     ctr = counters.u32(4)
@@ -89,8 +97,8 @@ def _flush_scan(launch, flush, offsets, counters, n_backtests, capacity):
 
 
 @reference(FLUSH_WRITE)
-def _flush_write(launch, ring_h, ring_rows, ring_pos, flush, offsets, counters, h_tp1, isv, max_priority,
-                 store_h_t, store_h_tp1, store_rows, tree, n_backtests, n_max, capacity, width):
+def _flush_write(launch, ring_h, ring_rows, ring_pos, flush, offsets, counters, isv, max_priority, store_h_t,
+                 store_h_tp1, store_rows, tree, pending, n_backtests, n_max, capacity, width):
     nb, nm, cap, w = int(n_backtests), int(n_max), int(capacity), int(width)
     pos = ring_pos.u32(2 * nb).reshape(nb, 2)
     ring = ring_h.f32(nb * nm * w).reshape(nb, nm, w)
@@ -99,7 +107,7 @@ def _flush_write(launch, ring_h, ring_rows, ring_pos, flush, offsets, counters, 
     first_offset = offsets.u32(nb)
     ctr = counters.u32(4)
     base, total = int(ctr[CTR_FLUSH_BASE]), int(ctr[CTR_FLUSH_TOTAL])
-    nxt = h_tp1.f32(nb * w).reshape(nb, w)
+    waiting = pending.i32(cap)
     gamma = isv.f32()[_GAMMA]
     priority = np.float64(max_priority.f32(1)[0])
     out_h_t = store_h_t.f32(cap * w).reshape(cap, w)
@@ -118,7 +126,9 @@ def _flush_write(launch, ring_h, ring_rows, ring_pos, flush, offsets, counters, 
             slot = (base + o) & (cap - 1)
             j = min(i + n, count)
             out_h_t[slot] = ring[b, entry[i]]
-            out_h_tp1[slot] = ring[b, entry[j]] if j < count else nxt[b]
+            if j < count:
+                out_h_tp1[slot] = ring[b, entry[j]]
+            waiting[slot] = b + 1 if j == count else 0
             ret = ret_raw = np.float32(0.0)
             gamma_n = np.float32(1.0)
             for q in range(j - 1, i - 1, -1):
@@ -137,3 +147,27 @@ def _flush_write(launch, ring_h, ring_rows, ring_pos, flush, offsets, counters, 
             leaves[slot] = priority
         pos[b, 0] = (start + emit) % nm
         pos[b, 1] = count - emit
+
+
+@reference(NEXT_STATE)
+def _next_state(launch, ring_pos, flush, offsets, counters, h_tp1, pending, store_h_tp1, out_next, out_h_tp1,
+                n_backtests, batch, capacity, width):
+    nb, ns, cap, w = int(n_backtests), int(batch), int(capacity), int(width)
+    nxt = h_tp1.f32(nb * w).reshape(nb, w)
+    waiting = pending.i32(cap)
+    stored = store_h_tp1.f32(cap * w).reshape(cap, w)
+    fl = flush.i32(2 * nb).reshape(nb, 2)
+    count = ring_pos.u32(2 * nb)[1::2].astype(np.int64) + fl[:, 0]
+    first_offset = offsets.u32(nb)
+    ctr = counters.u32(4)
+    base, total = int(ctr[CTR_FLUSH_BASE]), int(ctr[CTR_FLUSH_TOTAL])
+    for b in np.flatnonzero(fl[:, 0]):
+        for i in range(max(0, int(count[b]) - int(fl[b, 1])), int(fl[b, 0])):
+            o = int(first_offset[b]) + i
+            slot = (base + o) & (cap - 1)
+            if total - o <= cap and waiting[slot] == b + 1:
+                stored[slot] = nxt[b]
+                waiting[slot] = 0
+    drew = out_next.i32(ns)
+    rows = out_h_tp1.f32(ns * w).reshape(ns, w)
+    rows[drew >= 0] = nxt[drew[drew >= 0]]

@@ -13,12 +13,14 @@ MODULE = "replay/sample"
 
 SAMPLE = KernelSpec(
     "replay_sample", MODULE,
-    (ptr("tree"), ptr("counters"), ptr("store_h_t"), ptr("store_h_tp1"), ptr("store_rows"), ptr("rng"), ptr("isv"),
-     ptr("out_h_t"), ptr("out_h_tp1"), ptr("out_action"), ptr("out_return"), ptr("out_return_raw"),
-     ptr("out_done"), ptr("out_log_pi"), ptr("out_gamma_n"), ptr("out_index"), ptr("out_prob"),
-     ptr("out_weight"), ptr("ticket"), i32("batch"), i32("capacity"), i32("width")),
-    doc="one stratified proportional draw per warp, a coalesced gather; the last block (integer ticket) "
-        "writes the weights (P_min / P)^beta; grid sample_grid(batch), block ROW_BLOCK")
+    (ptr("tree"), ptr("counters"), ptr("store_h_t"), ptr("store_h_tp1"), ptr("store_rows"), ptr("pending"),
+     ptr("rng"), ptr("isv"), ptr("out_h_t"), ptr("out_h_tp1"), ptr("out_action"), ptr("out_return"),
+     ptr("out_return_raw"), ptr("out_done"), ptr("out_log_pi"), ptr("out_gamma_n"), ptr("out_index"),
+     ptr("out_prob"), ptr("out_weight"), ptr("out_next"), ptr("ticket"), i32("batch"), i32("capacity"),
+     i32("width")),
+    doc="one stratified proportional draw per warp, a coalesced gather (a pending next state: out_next = its "
+        "backtest, the row left to replay_next_state); the last block (integer ticket) writes the weights "
+        "(P_min / P)^beta; grid sample_grid(batch), block ROW_BLOCK")
 
 _BETA = slot_index("per_beta")
 
@@ -41,9 +43,9 @@ def tree_walk(tree: np.ndarray, u: np.ndarray, capacity: int) -> np.ndarray:
 
 
 @reference(SAMPLE)
-def _sample(launch, tree, counters, store_h_t, store_h_tp1, store_rows, rng, isv, out_h_t, out_h_tp1, out_action,
-            out_return, out_return_raw, out_done, out_log_pi, out_gamma_n, out_index, out_prob, out_weight, ticket,
-            batch, capacity, width):
+def _sample(launch, tree, counters, store_h_t, store_h_tp1, store_rows, pending, rng, isv, out_h_t, out_h_tp1,
+            out_action, out_return, out_return_raw, out_done, out_log_pi, out_gamma_n, out_index, out_prob, out_weight,
+            out_next, ticket, batch, capacity, width):
     nb, cap, w = int(batch), int(capacity), int(width)
     t = tree.f64(2 * cap)
     length = int(counters.u32(4)[CTR_LENGTH])
@@ -59,6 +61,7 @@ def _sample(launch, tree, counters, store_h_t, store_h_tp1, store_rows, rng, isv
         for arr, _ in outs:
             arr.f32(nb)[:] = 0.0
         out_index.i32(nb)[:] = -1
+        out_next.i32(nb)[:] = -1
         out_prob.f64(nb)[:] = 0.0
         out_weight.f32(nb)[:] = 0.0
         return
@@ -75,7 +78,9 @@ def _sample(launch, tree, counters, store_h_t, store_h_tp1, store_rows, rng, isv
     out_index.i32(nb)[:] = leaf
     out_prob.f64(nb)[:] = t[cap + leaf] / root
     h_t[:] = store_h_t.f32(cap * w).reshape(cap, w)[leaf]
-    h_tp1[:] = store_h_tp1.f32(cap * w).reshape(cap, w)[leaf]
+    awaits = pending.i32(cap)[leaf] - 1
+    out_next.i32(nb)[:] = awaits
+    h_tp1[awaits < 0] = store_h_tp1.f32(cap * w).reshape(cap, w)[leaf[awaits < 0]]
     out_weight.f32(nb)[:] = is_weights(out_prob.f64(nb), isv.f32()[_BETA])
 
 

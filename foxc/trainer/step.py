@@ -6,7 +6,9 @@ stream, concurrently with its main lane, and the step goes on when both are done
 after the other. Either way each kernel reads the same inputs, so the bits are the same.
 
   beside       side: replay_push   the previous step's transition (its state, action, reward) enters the
-                                   n-step rings
+                                   n-step rings; the transitions leaving them get their slots
+                     replay_flush  completed n-step transitions into storage (a next state that is s_t: pending)
+                     replay_sample a prioritized batch of stored transitions (none of it needs this step's s_t)
                main: gather        dataset: windows [K, B, F] and label planes at each backtest's cursor
                      encode        encoder forward: h_t for every backtest
   state        the agent's state s_t = [h_t | position features] (and lots, the open trade's drawdown)
@@ -16,8 +18,7 @@ after the other. Either way each kernel reads the same inputs, so the bits are t
                                    drawdown; the reward (equity change in ticks, drawdown penalty, PopArt
                                    scale, clamp); the perception targets from the gathered label planes
                      advance       cursors move on, or start new episodes (the next step gathers at them)
-               main: replay_flush  completed n-step transitions into storage; s_t is the next state of the newest
-                     replay_sample a prioritized batch of stored transitions
+               main: replay_next   s_t into the pending next states, in storage and in the batch
                      rl_forward    the RL heads on the replayed states (and the perception head's layer), their
                                    losses
   beside       side: rl_backward   the RL heads' backward
@@ -125,7 +126,10 @@ class TrainStep:
 
         learner, replay = self.learner, self.replay
         self.phases = [
-            Beside(side=[("replay_push", replay.push_plans)],
+            # the replay's push, flush and sample need only the previous step's arrays: beside the encoder,
+            # off the path between agent_state and the RL heads
+            Beside(side=[("replay_push", replay.push_plans), ("replay_flush", replay.flush_plans),
+                         ("replay_sample", replay.sample_plans)],
                    main=[("gather", [self.data.gather_plan]), ("encode", enc.forward)]),
             ("state", act.state_plans),
             Beside(side=[("act", act.act_plans),
@@ -135,8 +139,7 @@ class TrainStep:
                              reward_raw=self.reward_raw, reward_scaled=self.reward_scaled, clipped=self.clipped,
                              labels_out=self.data.labels_out, labels=self.labels, mask=self.mask))]),
                          ("advance", [self.cursors.advance_plan])],
-                   main=[("replay_flush", replay.flush_plans), ("replay_sample", replay.sample_plans),
-                         ("rl_forward", learner.rl.forward)]),
+                   main=[("replay_next", replay.next_plans), ("rl_forward", learner.rl.forward)]),
             # the priorities first: they read only the forward's TD errors, and last they waited for the
             # RL backward, whose last pass waits for the encoder's backward to leave SMs free (B = 4,096)
             Beside(side=[("priorities", replay.update_plans), ("rl_backward", learner.rl.backward)],

@@ -9,9 +9,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from foxc.isv import IsvBus  # noqa: E402
 from foxc.replay import STATE_NAMES, ReplayBuffer  # noqa: E402
-from foxc.replay.layout import (CTR_LENGTH, CTR_WRITE_HEAD, ROW_BLOCK, REDUCE_BLOCK, RING_COLS,  # noqa: E402
-                                SUBTREE_BLOCK, TR_COLS)
-from foxc.replay.nstep import FLUSH_SCAN, FLUSH_WRITE, RING_PUSH  # noqa: E402
+from foxc.replay.layout import (CTR_LENGTH, CTR_WRITE_HEAD, ROW_BLOCK, RING_COLS, SUBTREE_BLOCK,  # noqa: E402
+                                TR_COLS)
+from foxc.replay.nstep import FLUSH_WRITE, NEXT_STATE, RING_PUSH, next_state_grid  # noqa: E402
 from foxc.replay.priority import UPDATE_TREE, grid as tree_grid  # noqa: E402
 from foxc.replay.sampling import SAMPLE, is_weights, sample_grid  # noqa: E402
 from foxc.testing import assert_close, poisoned, run_kernel  # noqa: E402
@@ -49,32 +49,44 @@ def ring_state(rng, n_backtests, n_max):
     return ring_h, rows, pos
 
 
-@pytest.mark.parametrize("n_backtests,n_max,n", [(1, 1, 1), (1000, 8, 3), (4099, 8, 8), (333, 5, 2)])
-def test_push_scan_write_match_reference(cuda_rt, ref_rt, rng, n_backtests, n_max, n):
-    cap = 1 << 12
+@pytest.mark.parametrize("n_backtests,n_max,n,cap", [(1, 1, 1, 1 << 12), (1000, 8, 3, 1 << 12),
+                                                   (4099, 8, 8, 1 << 12), (333, 5, 2, 1 << 12), (500, 8, 4, 256)])
+def test_push_write_next_state_match_reference(cuda_rt, ref_rt, rng, n_backtests, n_max, n, cap):
+    """The three kernels of a flush, each against its reference from the same inputs; after the last one
+    every written slot has its next state, and nothing is pending."""
     isv = isv_host(ref_rt, n_step=n, gamma=0.97)
     ring_h, rows, pos = ring_state(rng, n_backtests, n_max)
     s = random_step(rng, n_backtests, 1, done_rate=0.2)
-    push_args = [ring_h, rows, pos, poisoned((n_backtests, 2), np.int32), s["h_t"], s["action"], s["reward"],
-                 s["reward_raw"], s["done"], s["log_pi"], isv, n_backtests, n_max, WIDTH]
-    got, want = both(cuda_rt, ref_rt, RING_PUSH, n_backtests, ROW_BLOCK, push_args)
-    same(got, want, "replay_ring_push")
-    ring_h, rows, pos, flush = want[:4]
-
     counters = np.array([rng.integers(0, cap), rng.integers(0, cap + 1), 7, 7], np.uint32)
     counters[CTR_WRITE_HEAD] = counters[CTR_WRITE_HEAD] % cap
-    got, want = both(cuda_rt, ref_rt, FLUSH_SCAN, 1, REDUCE_BLOCK,
-                     [flush, poisoned(n_backtests, np.uint32), counters, n_backtests, cap])
-    same(got, want, "replay_flush_scan")
-    offsets, counters = want[1], want[2]
+    got, want = both(cuda_rt, ref_rt, RING_PUSH, n_backtests, ROW_BLOCK, [
+        ring_h, rows, pos, poisoned((n_backtests, 2), np.int32), poisoned(n_backtests, np.uint32), counters,
+        np.zeros(1, np.uint32), s["h_t"], s["action"], s["reward"], s["reward_raw"], s["done"], s["log_pi"], isv,
+        n_backtests, n_max, WIDTH, cap])
+    same(got, want, "replay_ring_push")
+    assert got[6][0] == 0, "the last block resets the ticket"
+    ring_h, rows, pos, flush, offsets, counters = want[:6]
 
     store_h = poisoned((cap, WIDTH))
-    tree = poisoned(2 * cap, np.float64)
     got, want = both(cuda_rt, ref_rt, FLUSH_WRITE, n_backtests, ROW_BLOCK, [
-        ring_h, rows, pos, flush, offsets, counters, s["h_tp1"], isv, np.array([2.5], np.float32),
-        store_h, store_h.copy(), poisoned((cap, TR_COLS)), tree, n_backtests, n_max, cap, WIDTH])
+        ring_h, rows, pos, flush, offsets, counters, isv, np.array([2.5], np.float32), store_h, store_h.copy(),
+        poisoned((cap, TR_COLS)), poisoned(2 * cap, np.float64), np.zeros(cap, np.int32), n_backtests, n_max, cap,
+        WIDTH])
     same(got, want, "replay_flush_write", rtol=1e-6)
-    assert np.array_equal(np.isnan(got[11]), np.isnan(want[11]))
+    pos, store_h_tp1, tree, pending = want[2], want[9], want[11], want[12]
+    written = tree[cap:] == 2.5
+    assert (pending > 0).any() and np.all(written[pending > 0])
+
+    batch = 300  # draws of pending transitions (their backtest) and of stored ones (-1)
+    drew = np.where(rng.random(batch) < 0.5, rng.integers(0, n_backtests, batch), -1).astype(np.int32)
+    got, want = both(cuda_rt, ref_rt, NEXT_STATE, next_state_grid(n_backtests, batch), ROW_BLOCK, [
+        pos, flush, offsets, counters, s["h_tp1"], pending, store_h_tp1, drew, poisoned((batch, WIDTH)),
+        n_backtests, batch, cap, WIDTH])
+    same(got, want, "replay_next_state")
+    assert not got[5].any(), "a next state is still pending"
+    assert not np.isnan(got[6][written]).any(), "a written slot lacks its next state"
+    assert np.array_equal(got[8][drew >= 0], s["h_tp1"][drew[drew >= 0]])
+    assert np.isnan(got[8][drew < 0]).all(), "a stored draw's row was written"
 
 
 def level_sums(leaves):
@@ -112,14 +124,20 @@ def test_sample_with_weights_matches_reference(cuda_rt, ref_rt, rng, cap, length
             *[poisoned(batch) for _ in range(5)], poisoned(batch, np.int32), poisoned(batch, np.float64),
             poisoned(batch)]
     ticket = np.zeros(1, np.uint32)
+    pending = np.where(rng.random(cap) < 0.3, rng.integers(1, 1000, cap), 0).astype(np.int32)  # backtest + 1
     got, want = both(cuda_rt, ref_rt, SAMPLE, sample_grid(batch), ROW_BLOCK,
-                     [tree, counters, h_t, h_tp1, rows, state, isv, *outs, ticket, batch, cap, WIDTH])
-    weight = 17  # the walk is exact IEEE float64 on both; powf is not numpy's power
+                     [tree, counters, h_t, h_tp1, rows, pending, state, isv, *outs, poisoned(batch, np.int32), ticket,
+                      batch, cap, WIDTH])
+    weight = 18  # the walk is exact IEEE float64 on both; powf is not numpy's power
     same(got[:weight] + got[weight + 1:], want[:weight] + want[weight + 1:], "replay_sample")
     assert_close(got[weight], want[weight], 1e-6, "replay_sample weights")
-    assert got[18][0] == 0, "the last block resets the ticket"
+    assert got[20][0] == 0, "the last block resets the ticket"
+    index, drew = got[16], got[19]
+    assert np.array_equal(drew, np.where(index >= 0, pending[index] - 1, -1))
     if length:
         assert got[weight].max() == 1.0 and got[weight].min() > 0.0
+    if length and batch >= 64:
+        assert (drew >= 0).any() and (drew < 0).any()
 
 
 def test_sample_weights_every_launch_of_a_buffer(cuda_rt, ref_rt):
@@ -279,6 +297,7 @@ def test_buffer_push_flush_matches_reference_over_steps(cuda_rt, ref_rt):
             upload_step(rb, s)
             rb.push()
             rb.flush()
+            rb.next_state()
     a, b = (rb.export_state() for rb in bufs)
     for k in STATE_NAMES:
         if a[k].dtype.kind == "f":

@@ -24,7 +24,6 @@
 #define CTR_FLUSH_TOTAL      3           // transitions emitted by the latest flush (may exceed capacity)
 #define CTR_COUNT            4
 #define REPLAY_PRIORITY_EPS  1e-6f       // added to |TD| so no stored transition has priority 0
-#define REPLAY_REDUCE_BLOCK  1024        // block of the single-block flush scan
 #define REPLAY_SUBTREE_SPAN  1024        // leaves one block of replay_update_tree owns and sums up
 #define REPLAY_SUBTREE_BLOCK 512         // its block: one thread per node of the subtree's widest level
 #define REPLAY_WALK_DEPTH    4           // tree levels per lookahead round of replay_sample's walk (30 nodes, a warp)
