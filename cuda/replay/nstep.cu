@@ -201,7 +201,7 @@ __device__ __forceinline__ void replay_copy_row(float* dst, const float* src, in
     for (int k = lane; k < width; k += 32) dst[k] = src[k];
 }
 
-// replay_next_state — grid (ceil(n_backtests / REPLAY_SAMPLE_WARPS) + ceil(batch / REPLAY_SAMPLE_WARPS)),
+// replay_next_state — grid (ceil(n_backtests / REPLAY_ROW_WARPS) + ceil(batch / REPLAY_ROW_WARPS)),
 // block (REPLAY_ROW_BLOCK); a warp an item, after replay_flush_write, replay_sample and whatever writes
 // h_tp1. The first blocks' warps are backtests: backtest b's transitions that left its ring this step with
 // window end j == count (i >= count - n, count = what the ring held before the flush: ring_pos[2b+1] + emit)
@@ -216,9 +216,9 @@ extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_next_state
     int width)
 {
     const int lane = threadIdx.x % 32;
-    const int backtest_blocks = (n_backtests + REPLAY_SAMPLE_WARPS - 1) / REPLAY_SAMPLE_WARPS;
+    const int backtest_blocks = (n_backtests + REPLAY_ROW_WARPS - 1) / REPLAY_ROW_WARPS;
     const bool backtests = (int)blockIdx.x < backtest_blocks;
-    const int item = ((int)blockIdx.x - (backtests ? 0 : backtest_blocks)) * REPLAY_SAMPLE_WARPS + threadIdx.x / 32;
+    const int item = ((int)blockIdx.x - (backtests ? 0 : backtest_blocks)) * REPLAY_ROW_WARPS + threadIdx.x / 32;
     if (!backtests) {
         const int b = item < batch ? out_next[item] : -1;
         if (b >= 0) replay_copy_row(out_h_tp1 + (long long)item * width, h_tp1 + (long long)b * width, width, lane);

@@ -11,8 +11,8 @@
 #include "foxc/replay.h"
 #include "foxc/rng.h"
 
-// replay_sample — grid (ceil(batch / REPLAY_SAMPLE_WARPS)), block (REPLAY_ROW_BLOCK); one launch per
-// sample(). Warp w of block b draws sample s = b * REPLAY_SAMPLE_WARPS + w (one a warp, so that every
+// replay_sample — grid (ceil(batch / REPLAY_ROW_WARPS)), block (REPLAY_ROW_BLOCK); one launch per
+// sample(). Warp w of block b draws sample s = b * REPLAY_ROW_WARPS + w (one a warp, so that every
 // resident warp walks: a sample a block left three warps of four idle through the walk's latencies),
 // u uniformly in stratum s of [0, root): u = (s + frac) * root / batch,
 // frac from its own xorshift32 state rng[s] (advanced and stored). The warp walks the tree
@@ -47,12 +47,12 @@ extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_sample(
     unsigned int* __restrict__ ticket,
     int batch, int capacity, int width)
 {
-    static_assert(REPLAY_SAMPLE_WARPS * 32 == REPLAY_ROW_BLOCK, "one sample a warp");
-    __shared__ double below_[REPLAY_SAMPLE_WARPS][2 << REPLAY_WALK_DEPTH];  // a warp's heap nodes 2 .. 2^(depth+1) - 1
+    static_assert(REPLAY_ROW_WARPS * 32 == REPLAY_ROW_BLOCK, "one sample a warp");
+    __shared__ double below_[REPLAY_ROW_WARPS][2 << REPLAY_WALK_DEPTH];  // a warp's heap nodes 2 .. 2^(depth+1) - 1
     __shared__ double smallest[REPLAY_ROW_BLOCK];
     __shared__ bool s_last;
     const int t = threadIdx.x, lane = t % 32;
-    const int s = blockIdx.x * REPLAY_SAMPLE_WARPS + t / 32;
+    const int s = blockIdx.x * REPLAY_ROW_WARPS + t / 32;
     double* below = below_[t / 32];
     if (s < batch) {  // the block meets at barriers below: no early return
         const unsigned int length = counters[CTR_LENGTH];

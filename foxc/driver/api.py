@@ -25,6 +25,7 @@ class Closeable(Protocol):
 class Stream(Closeable, Protocol):
     """Orders work; a runtime's work goes to `rt.stream`, background copies to a stream of `rt.side_stream`."""
     name: str
+    urgent: bool  # at the device's highest priority (`Runtime.side_stream`); the reference backend ignores it
     capture_log: list | None  # what was launched since a capture opened on the stream; None when none is open
     def synchronize(self, doing: str | None = None) -> None:
         """Wait for everything issued on the stream; `doing` names the wait in an error."""
@@ -116,9 +117,11 @@ class Runtime(Closeable, Protocol):
     profiling: bool  # between profiler_start and profiler_stop
     def device_array(self, shape, dtype, name: str) -> DeviceArray: ...
     def mapped_array(self, shape, dtype, name: str) -> MappedArray: ...
-    def side_stream(self, name: str) -> Stream:
+    def side_stream(self, name: str, urgent: bool = False) -> Stream:
         """A second stream for work beside the step's (background copies); order it with events and `wait`.
-        Its work must be done before the runtime closes (synchronize it; its close waits too)."""
+        Its work must be done before the runtime closes (synchronize it; its close waits too). `urgent`: the
+        device's highest priority, so its blocks are dispatched before the waiting blocks of other streams' kernels
+        (captured kernels keep it in the graph); it changes when work runs, never what it computes."""
     def free_bytes(self) -> int:
         """Device memory free now (cuMemGetInfo); the reference backend reports a fixed REFERENCE_FREE_BYTES."""
     def copy_dtod(self, dst, src, nbytes: int, stream: Stream | None = None) -> None:

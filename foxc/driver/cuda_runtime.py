@@ -56,13 +56,15 @@ def _release_context(device):
 
 
 class Stream(Owned):
-    """A non-blocking stream."""
+    """A non-blocking stream; `urgent`: at the context's greatest priority (the default is the least)."""
 
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, name: str, urgent: bool = False):
+        self.name, self.urgent = name, urgent
         self.capture_log = None
-        self._handle = check(driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate",
-                             f"creating stream '{name}'")
+        _, greatest = check(driver.cuCtxGetStreamPriorityRange(), "cuCtxGetStreamPriorityRange",
+                            f"creating stream '{name}'") if urgent else (0, 0)
+        self._handle = check(driver.cuStreamCreateWithPriority(driver.CUstream_flags.CU_STREAM_NON_BLOCKING, greatest),
+                             "cuStreamCreateWithPriority", f"creating stream '{name}'")
         self._own(_destroy_stream, self._handle, name)
 
     def synchronize(self, doing: str | None = None):
@@ -246,6 +248,9 @@ def _destroy_graph(exec_handle, graph, name: str):
     release("cuGraphDestroy", graph, f"destroying graph '{name}'")
 
 
+_USE_NODE_PRIORITY = int(driver.CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)
+
+
 class Capture(CaptureBase):
     def _begin(self):
         gc.collect()  # run pending finalizers now rather than inside the capture
@@ -261,7 +266,8 @@ class Capture(CaptureBase):
             return None
         check((err,), "cuStreamEndCapture", f"ending capture of '{self._name}'")
         try:
-            exec_handle = check(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate",
+            # each kernel node at the priority of the stream it was captured from (an urgent side lane stays urgent)
+            exec_handle = check(driver.cuGraphInstantiate(graph, _USE_NODE_PRIORITY), "cuGraphInstantiate",
                                 f"instantiating '{self._name}'")
         except CudaError:
             driver.cuGraphDestroy(graph)

@@ -32,8 +32,8 @@ class RuntimeBase(Owned):
     def mapped_array(self, shape, dtype, name: str) -> MappedArray:
         return self._mapped_array(self, shape, dtype, name)
 
-    def side_stream(self, name: str) -> Stream:
-        return self._stream(name)
+    def side_stream(self, name: str, urgent: bool = False) -> Stream:
+        return self._stream(name, urgent)
 
     def event(self, name: str = "event") -> Event:
         return self._event(name)

@@ -22,10 +22,11 @@ import numpy as np
 from .. import vec
 from ..component import Component
 from ..rng import seed_states
-from .layout import CTR_COUNT, MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS, MAX_WIDTH, N_STEP_MAX, RING_COLS, ROW_BLOCK, TR_COLS
-from .nstep import FLUSH_WRITE, NEXT_STATE, RING_PUSH, next_state_grid
+from .layout import (CTR_COUNT, MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS, MAX_WIDTH, N_STEP_MAX, RING_COLS, ROW_BLOCK,
+                     TR_COLS, warp_grid)
+from .nstep import FLUSH_WRITE, NEXT_STATE, RING_PUSH
 from .priority import plan_update_tree
-from .sampling import SAMPLE, sample_grid
+from .sampling import SAMPLE
 
 # name -> (shape given capacity C, envs E, batch S, ring length N, row width W; dtype)
 _STATE = {
@@ -114,12 +115,12 @@ class ReplayBuffer(Component):
         self.flush_plans = [rt.plan(FLUSH_WRITE, E, ROW_BLOCK, dict(
             **ring, **slots, isv=self.isv, max_priority=s["max_priority"], **store, tree=s["tree"],
             pending=x["pending"], n_backtests=E, n_max=N, capacity=C, width=W))]
-        self.sample_plans = [rt.plan(SAMPLE, sample_grid(S), ROW_BLOCK, dict(
+        self.sample_plans = [rt.plan(SAMPLE, warp_grid(S), ROW_BLOCK, dict(
             tree=s["tree"], counters=s["counters"], **store, pending=x["pending"], rng=s["rng"], isv=self.isv,
             **{f"out_{k}": o[k] for k in ("h_t", "h_tp1", "action", "return", "return_raw", "done", "log_pi",
                                          "gamma_n", "index", "prob", "weight")},
             out_next=x["drew_pending"], ticket=x["ticket"], batch=S, capacity=C, width=W))]
-        self.next_plans = [rt.plan(NEXT_STATE, next_state_grid(E, S), ROW_BLOCK, dict(
+        self.next_plans = [rt.plan(NEXT_STATE, warp_grid(E) + warp_grid(S), ROW_BLOCK, dict(
             ring_pos=s["ring_pos"], **slots, h_tp1=i["h_tp1"], pending=x["pending"], store_h_tp1=s["store_h_tp1"],
             out_next=x["drew_pending"], out_h_tp1=o["h_tp1"], n_backtests=E, batch=S, capacity=C, width=W))]
         tree = dict(tree=s["tree"], max_priority=s["max_priority"], ticket=x["tree_ticket"], index=o["index"],

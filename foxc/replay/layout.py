@@ -27,12 +27,19 @@ PRIORITY_EPS = 1e-6
 SUBTREE_SPAN = 1024
 SUBTREE_BLOCK = 512
 WALK_DEPTH = 4
-SAMPLE_WARPS = ROW_BLOCK // 32  # replay_sample: one sample a warp, so every resident warp walks
+ROW_WARPS = ROW_BLOCK // 32  # replay_sample, replay_next_state: one item (a sample, a backtest) a warp, this many a block
 
 MAX_CAPACITY = 1 << 20
 MAX_BACKTESTS = 65_536
 MAX_BATCH = 65_536
 MAX_WIDTH = 4096  # floats per state row
+
+
+
+def warp_grid(items: int) -> int:
+    """Blocks of ROW_BLOCK threads for `items` items, one a warp."""
+    return -(-items // ROW_WARPS)
+
 
 HEADER_PATH = Path(__file__).resolve().parents[2] / "cuda" / "include" / "foxc" / "replay.h"
 
@@ -64,7 +71,7 @@ def render_header() -> str:
         ("REPLAY_SUBTREE_SPAN", SUBTREE_SPAN, "leaves one block of replay_update_tree owns and sums up"),
         ("REPLAY_SUBTREE_BLOCK", SUBTREE_BLOCK, "its block: one thread per node of the subtree's widest level"),
         ("REPLAY_WALK_DEPTH", WALK_DEPTH, "tree levels per lookahead round of replay_sample's walk (30 nodes, a warp)"),
-        ("REPLAY_SAMPLE_WARPS", SAMPLE_WARPS, "samples a block of replay_sample draws: one a warp"),
+        ("REPLAY_ROW_WARPS", ROW_WARPS, "items a block of replay_sample / replay_next_state takes: one a warp"),
     ])
     return header_text("FOXC_REPLAY_H", "foxc.replay.layout", "foxc/replay/layout.py", body)
 

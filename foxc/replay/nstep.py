@@ -13,7 +13,7 @@ import numpy as np
 from ..driver import KernelSpec, i32, ptr, reference
 from ..isv.registry import slot_index
 from .layout import (CTR_FLUSH_BASE, CTR_FLUSH_TOTAL, CTR_LENGTH, CTR_WRITE_HEAD, RING_ACTION,
-                     RING_COLS, RING_DONE, RING_LOG_PI, RING_REWARD, RING_REWARD_RAW, SAMPLE_WARPS, TR_ACTION,
+                     RING_COLS, RING_DONE, RING_LOG_PI, RING_REWARD, RING_REWARD_RAW, TR_ACTION,
                      TR_COLS, TR_DONE, TR_GAMMA_N, TR_LOG_PI, TR_RETURN, TR_RETURN_RAW, TR_STEPS)
 
 MODULE = "replay/nstep"
@@ -39,12 +39,7 @@ NEXT_STATE = KernelSpec(
      ptr("store_h_tp1"), ptr("out_next"), ptr("out_h_tp1"), i32("n_backtests"), i32("batch"), i32("capacity"),
      i32("width")),
     doc="h_tp1 into the pending stored next states (pending back to 0) and into the sampled rows that drew "
-        "them; grid next_state_grid(n_backtests, batch), block ROW_BLOCK")
-
-
-def next_state_grid(n_backtests: int, batch: int) -> int:
-    """replay_next_state's blocks: a warp a backtest, then a warp a sample."""
-    return -(-n_backtests // SAMPLE_WARPS) + -(-batch // SAMPLE_WARPS)
+        "them; grid warp_grid(n_backtests) + warp_grid(batch) (a warp a backtest, then a sample), block ROW_BLOCK")
 
 
 _GAMMA = slot_index("gamma")

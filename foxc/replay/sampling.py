@@ -6,7 +6,7 @@ import numpy as np
 from ..driver import KernelSpec, i32, ptr, reference
 from ..isv.registry import slot_index
 from ..rng import xorshift32
-from .layout import (CTR_LENGTH, SAMPLE_WARPS, TR_ACTION, TR_COLS, TR_DONE, TR_GAMMA_N, TR_LOG_PI, TR_RETURN,
+from .layout import (CTR_LENGTH, TR_ACTION, TR_COLS, TR_DONE, TR_GAMMA_N, TR_LOG_PI, TR_RETURN,
                      TR_RETURN_RAW)
 
 MODULE = "replay/sample"
@@ -20,14 +20,9 @@ SAMPLE = KernelSpec(
      i32("width")),
     doc="one stratified proportional draw per warp, a coalesced gather (a pending next state: out_next = its "
         "backtest, the row left to replay_next_state); the last block (integer ticket) writes the weights "
-        "(P_min / P)^beta; grid sample_grid(batch), block ROW_BLOCK")
+        "(P_min / P)^beta; grid warp_grid(batch), block ROW_BLOCK")
 
 _BETA = slot_index("per_beta")
-
-
-def sample_grid(batch: int) -> int:
-    """replay_sample's blocks: SAMPLE_WARPS samples each, one a warp."""
-    return -(-batch // SAMPLE_WARPS)
 
 
 def tree_walk(tree: np.ndarray, u: np.ndarray, capacity: int) -> np.ndarray:

@@ -155,7 +155,9 @@ class TrainStep:
                     isv=self.isv, isv_host=self.isv.array, **self.diagnostics.frame_args))]),
         ]
         self.skip_first = {"replay_push", "replay_flush"}
-        self.lane = rt.side_stream("step_lane")  # a graph's side lanes (eager steps run on one stream)
+        # a graph's side lanes (eager steps run on one stream), urgent: their short kernels go ahead of the
+        # waiting blocks of the main lane's long ones (the encoder's scans) instead of queueing behind them
+        self.lane = rt.side_stream("step_lane", urgent=True)
         self.reset(cfg.seed)
 
     def ordered(self, first: bool = False) -> list[tuple[str, list]]:

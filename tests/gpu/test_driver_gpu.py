@@ -4,6 +4,7 @@ import pytest
 
 from foxc import vec
 from foxc.driver import CudaError, KernelSpec, f32, i32, i64, ptr
+from foxc.driver.errors import check
 from foxc.testing import assert_close, poisoned, run_kernel
 
 
@@ -127,6 +128,35 @@ def test_forked_branch_runs_beside_the_stream(cuda_rt, rng):
     side.synchronize()
     main[0].launch(cuda_rt.stream)
     cuda_rt.stream.synchronize()
+
+
+def test_urgent_side_stream_keeps_its_priority_in_a_graph(cuda_rt):
+    """An urgent side stream is at the context's greatest priority, the main stream at the least; captured
+    kernels keep their stream's priority as a node attribute, which the instantiated graph uses."""
+    from cuda.bindings import driver
+    least, greatest = check(driver.cuCtxGetStreamPriorityRange(), "cuCtxGetStreamPriorityRange", "test")
+    assert greatest < least  # numerically lower is more urgent
+    urgent, plain = cuda_rt.side_stream("urgent", urgent=True), cuda_rt.side_stream("plain")
+    prio = lambda st: check(driver.cuStreamGetPriority(st._handle), "cuStreamGetPriority", "test")  # noqa: E731
+    assert (prio(urgent), prio(plain), prio(cuda_rt.stream)) == (greatest, least, least)
+    assert urgent.urgent and not plain.urgent
+    n = 4096
+    x, y = cuda_rt.device_array(n, np.float32, "x"), cuda_rt.device_array(n, np.float32, "y")
+    x.upload(np.ones(n, np.float32))
+    y.upload(np.ones(n, np.float32))
+    with cuda_rt.capture(name="priorities") as cap:
+        cap.fork(urgent)
+        vec.plan_elementwise(cuda_rt, vec.SCALE_F32, y, 3.0, n).launch(urgent)
+        vec.plan_elementwise(cuda_rt, vec.SCALE_F32, x, 2.0, n).launch(cuda_rt.stream)
+        cap.join(urgent)
+    nodes, count = check(driver.cuGraphGetNodes(cap.graph._graph, 8), "cuGraphGetNodes", "test")
+    attr = driver.CUkernelNodeAttrID.CU_LAUNCH_ATTRIBUTE_PRIORITY
+    found = sorted(check(driver.cuGraphKernelNodeGetAttribute(node, attr), "cuGraphKernelNodeGetAttribute",
+                         "test").priority for node in nodes[:count])
+    assert found == sorted([greatest, least])
+    cap.graph.launch(cuda_rt.stream)
+    cuda_rt.stream.synchronize()
+    assert np.all(x.download() == 2.0) and np.all(y.download() == 3.0)
 
 
 def test_finalizer_during_capture_is_deferred(cuda_rt):

@@ -10,10 +10,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from foxc.isv import IsvBus  # noqa: E402
 from foxc.replay import STATE_NAMES, ReplayBuffer  # noqa: E402
 from foxc.replay.layout import (CTR_LENGTH, CTR_WRITE_HEAD, ROW_BLOCK, RING_COLS, SUBTREE_BLOCK,  # noqa: E402
-                                TR_COLS)
-from foxc.replay.nstep import FLUSH_WRITE, NEXT_STATE, RING_PUSH, next_state_grid  # noqa: E402
+                                TR_COLS, warp_grid)
+from foxc.replay.nstep import FLUSH_WRITE, NEXT_STATE, RING_PUSH  # noqa: E402
 from foxc.replay.priority import UPDATE_TREE, grid as tree_grid  # noqa: E402
-from foxc.replay.sampling import SAMPLE, is_weights, sample_grid  # noqa: E402
+from foxc.replay.sampling import SAMPLE, is_weights  # noqa: E402
 from foxc.testing import assert_close, poisoned, run_kernel  # noqa: E402
 from replay_helpers import WIDTH, chi_square_sf, random_step, upload_step  # noqa: E402
 
@@ -79,7 +79,7 @@ def test_push_write_next_state_match_reference(cuda_rt, ref_rt, rng, n_backtests
 
     batch = 300  # draws of pending transitions (their backtest) and of stored ones (-1)
     drew = np.where(rng.random(batch) < 0.5, rng.integers(0, n_backtests, batch), -1).astype(np.int32)
-    got, want = both(cuda_rt, ref_rt, NEXT_STATE, next_state_grid(n_backtests, batch), ROW_BLOCK, [
+    got, want = both(cuda_rt, ref_rt, NEXT_STATE, warp_grid(n_backtests) + warp_grid(batch), ROW_BLOCK, [
         pos, flush, offsets, counters, s["h_tp1"], pending, store_h_tp1, drew, poisoned((batch, WIDTH)),
         n_backtests, batch, cap, WIDTH])
     same(got, want, "replay_next_state")
@@ -125,7 +125,7 @@ def test_sample_with_weights_matches_reference(cuda_rt, ref_rt, rng, cap, length
             poisoned(batch)]
     ticket = np.zeros(1, np.uint32)
     pending = np.where(rng.random(cap) < 0.3, rng.integers(1, 1000, cap), 0).astype(np.int32)  # backtest + 1
-    got, want = both(cuda_rt, ref_rt, SAMPLE, sample_grid(batch), ROW_BLOCK,
+    got, want = both(cuda_rt, ref_rt, SAMPLE, warp_grid(batch), ROW_BLOCK,
                      [tree, counters, h_t, h_tp1, rows, pending, state, isv, *outs, poisoned(batch, np.int32), ticket,
                       batch, cap, WIDTH])
     weight = 18  # the walk is exact IEEE float64 on both; powf is not numpy's power

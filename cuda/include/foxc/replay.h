@@ -27,6 +27,6 @@
 #define REPLAY_SUBTREE_SPAN  1024        // leaves one block of replay_update_tree owns and sums up
 #define REPLAY_SUBTREE_BLOCK 512         // its block: one thread per node of the subtree's widest level
 #define REPLAY_WALK_DEPTH    4           // tree levels per lookahead round of replay_sample's walk (30 nodes, a warp)
-#define REPLAY_SAMPLE_WARPS  4           // samples a block of replay_sample draws: one a warp
+#define REPLAY_ROW_WARPS     4           // items a block of replay_sample / replay_next_state takes: one a warp
 
 #endif  // FOXC_REPLAY_H

@@ -50,8 +50,8 @@ def _issue(stream: RefStream, work: list):
 
 
 class RefStream(Owned):
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, name: str, urgent: bool = False):
+        self.name, self.urgent = name, urgent  # urgent has no effect here: work runs in issue order
         self.capture_log = None
 
     def synchronize(self, doing: str | None = None):
