@@ -100,6 +100,29 @@ def test_draws_of_pending_next_states_get_this_steps_h_tp1(ref_rt, rng):
     assert drawn_pending > 0
 
 
+def test_import_state_leaves_nothing_pending(ref_rt, rng):
+    """A flush leaves next states pending; importing a saved state clears the marks, so a later next_state
+    cannot write this step's h_tp1 into the imported storage."""
+    kw = dict(capacity=64, width=WIDTH, n_backtests=6, batch=8, n_max=4, seed=1)
+    isv = IsvBus(ref_rt)
+    isv["n_step"] = 1
+    rb = ReplayBuffer(ref_rt, isv, **kw)
+    upload_step(rb, random_step(rng, 6, 8))
+    rb.push()
+    rb.flush()
+    rb.next_state()
+    saved = rb.export_state()
+    upload_step(rb, random_step(rng, 6, 8))
+    rb.push()
+    rb.flush()
+    assert rb.scratch["pending"].download().any()
+    rb.import_state(saved)
+    assert not rb.scratch["pending"].download().any() and np.all(rb.scratch["drew_pending"].download() == -1)
+    rb.next_state()
+    st = rb.export_state()
+    assert all(np.array_equal(st[k], saved[k]) for k in saved), "next_state wrote into the imported state"
+
+
 def test_n_step_slot_is_clamped_to_ring():
     v = np.zeros(64, np.float32)
     from foxc.isv.registry import slot_index

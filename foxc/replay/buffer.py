@@ -187,9 +187,15 @@ class ReplayBuffer(Component):
             words = arr.nbytes // 4
             vec.plan_elementwise(rt, vec.FILL_U32, arr, 0, words).launch(stream)
         vec.plan_elementwise(rt, vec.FILL_F32, self.state["max_priority"], 1.0, 1).launch(stream)
-        vec.plan_elementwise(rt, vec.FILL_U32, self.scratch["drew_pending"], 0xFFFFFFFF, self.batch).launch(stream)  # -1
+        self._nothing_pending()
         self.state["rng"].upload(seed_states(self.seed, self.batch, "replay"), stream)
         stream.synchronize()
+
+    def _nothing_pending(self):
+        """No slot awaits its next state and no draw a row (flush / sample leave them for next_state)."""
+        rt, stream = self.rt, self.rt.stream
+        vec.plan_elementwise(rt, vec.FILL_U32, self.scratch["pending"], 0, self.capacity).launch(stream)
+        vec.plan_elementwise(rt, vec.FILL_U32, self.scratch["drew_pending"], 0xFFFFFFFF, self.batch).launch(stream)  # -1
 
     def length(self) -> int:
         """Filled slots (reads the device: not for use inside a step)."""
@@ -220,6 +226,7 @@ class ReplayBuffer(Component):
                 raise ValueError(f"replay state '{k}': expected {arr.shape} {arr.dtype}, got {host.shape} {host.dtype}")
         for k, arr in self.state.items():
             arr.upload(np.asarray(state[k]), self.rt.stream)
+        self._nothing_pending()  # marks of a flush before the import would point into the imported storage
         self.rt.stream.synchronize()
 
     def buffers(self) -> list:
