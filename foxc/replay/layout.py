@@ -35,7 +35,6 @@ MAX_BATCH = 65_536
 MAX_WIDTH = 4096  # floats per state row
 
 
-
 def warp_grid(items: int) -> int:
     """Blocks of ROW_BLOCK threads for `items` items, one a warp."""
     return -(-items // ROW_WARPS)
