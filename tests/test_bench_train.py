@@ -1,6 +1,7 @@
 from types import SimpleNamespace
 
 from foxc.bench import train
+from foxc.profile import cupti
 from foxc.profile.cupti import KernelRecord
 
 
@@ -60,7 +61,7 @@ class Traced:
 
 def test_traced_busy_takes_the_timed_replays_and_their_host_span(monkeypatch):
     line = Timeline()
-    monkeypatch.setattr(train, "KernelActivity", Traced(line))
+    monkeypatch.setattr(cupti, "KernelActivity", Traced(line))
     row = train.traced_busy(SimpleNamespace(stream=line.stream), line, 4)
     # 4 replays of 60 µs of kernels in a span of 4 x 75 µs + the 100 µs synchronize: the warm-up is left out
     assert row["gpu_busy"] == 0.6 and row["kernel_ms"] == 0.06 and row["traced_ms"] == 0.1
@@ -74,14 +75,15 @@ def test_traced_busy_takes_the_timed_replays_and_their_host_span(monkeypatch):
 
 def test_traced_busy_refuses_records_that_do_not_match_the_replays(monkeypatch):
     line = Timeline(lose_one=True)
-    monkeypatch.setattr(train, "KernelActivity", Traced(line))
+    monkeypatch.setattr(cupti, "KernelActivity", Traced(line))
     row = train.traced_busy(SimpleNamespace(stream=line.stream), line, 4)
-    assert "gpu_busy" not in row and "41 kernel records for 14 replays of 3 kernel nodes" in row["busy_unmeasured"]
+    assert "gpu_busy" not in row and "41 kernel records for 14 replays" in row["busy_unmeasured"]
+    assert "(3 kernel nodes a replay)" in row["busy_unmeasured"]
 
 
 def test_traced_busy_counts_the_kernels_each_replay_runs(monkeypatch):
     """A node the driver runs as a kernel is one more record per replay than the graph's kernel nodes."""
     line = Timeline(claimed_kernels=2)
-    monkeypatch.setattr(train, "KernelActivity", Traced(line))
+    monkeypatch.setattr(cupti, "KernelActivity", Traced(line))
     row = train.traced_busy(SimpleNamespace(stream=line.stream), line, 4)
     assert row["kernels_traced"] == 3 and row["kernel_ms"] == 0.06

@@ -50,8 +50,7 @@ from ..data.features import FEATURES
 from ..nn import model
 from ..nn.heads import Q_OUTPUTS
 from ..profile import KernelProfiler
-from ..profile.cupti import (CuptiError, CuptiUnavailable, KernelActivity, busy_fraction, kernel_summary,
-                             replay_timeline)
+from ..profile.cupti import CuptiError, CuptiUnavailable, busy_fraction, kernel_summary, replay_timeline, trace_replays
 from ..trainer.config import TrainConfig
 from ..trainer.run import Trainer
 from ..trainer.session import run_data
@@ -87,39 +86,21 @@ def event_ms(rt, t: Trainer) -> float:
 def traced_busy(rt, t: Trainer, steps: int) -> dict:
     """gpu_busy, kernel_ms and the top kernels of `steps` graph replays under a CUPTI kernel trace;
     {"busy_unmeasured": reason} when CUPTI cannot give them exactly."""
-    stream, per_replay = rt.stream, t.graph.kernel_count
-
-    def replays(n: int):
-        for _ in range(n):
-            t.graph.launch(stream)
-            t.steps_done += 1
-        stream.synchronize()
+    def replay():
+        t.graph.launch(rt.stream)
+        t.steps_done += 1
 
     try:
-        with KernelActivity() as trace:
-            replays(BUSY_WARMUP)
-            t0 = trace.timestamp()
-            replays(steps)
-            t1 = trace.timestamp()
+        timed, traced_per_replay, span, library = trace_replays(replay, rt.stream.synchronize, BUSY_WARMUP, steps)
     except (CuptiUnavailable, CuptiError) as e:
-        return {"busy_unmeasured": str(e)}
-    replayed = BUSY_WARMUP + steps
-    if trace.dropped or trace.untimed or not trace.kernels or len(trace.kernels) % replayed:
-        return {"busy_unmeasured": f"CUPTI gave {len(trace.kernels)} kernel records for {replayed} replays "
-                                   f"of {per_replay} kernel nodes, {trace.dropped} dropped, {trace.untimed} untimed"}
-    # Every replay runs the same kernels: the graph's kernel nodes, and any node the driver runs as a
-    # kernel (on the H200 one more per replay than the kernel nodes), so the records are an exact multiple.
-    traced_per_replay = len(trace.kernels) // replayed
-    # the warm-up replays ran to completion before t0: they are the earliest records
-    timed = sorted(trace.kernels, key=lambda k: k.start)[BUSY_WARMUP * traced_per_replay:]
-    span = (min(t0, timed[0].start), max(t1, max(k.end for k in timed)))  # the host's span, widened by any clock skew
+        return {"busy_unmeasured": f"{e} ({t.graph.kernel_count} kernel nodes a replay)"}
     kernel_ns = sum(k.end - k.start for k in timed)
     top = [{"name": r["name"], "per_step": r["count"] / steps, "ms_per_step": round(r["total_ns"] / steps / 1e6, 4),
             "share": round(r["total_ns"] / kernel_ns, 3)} for r in kernel_summary(timed)[:TOP_KERNELS]]
     return {"gpu_busy": round(busy_fraction([(k.start, k.end) for k in timed], span), 3),
             "timeline": replay_timeline(timed, traced_per_replay),
             "kernel_ms": round(kernel_ns / steps / 1e6, 4), "traced_ms": round((span[1] - span[0]) / steps / 1e6, 4),
-            "top_kernels": top, "copy_nodes": t.graph.node_count() - per_replay, "cupti": trace.cupti.path,
+            "top_kernels": top, "copy_nodes": t.graph.node_count() - t.graph.kernel_count, "cupti": library,
             "kernels_traced": traced_per_replay}
 
 

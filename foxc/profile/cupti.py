@@ -107,6 +107,36 @@ def replay_timeline(records, per_replay: int) -> list[dict]:
     return sorted(rows, key=lambda r: (r["start_us"], r["kernel"]))
 
 
+class Replays(NamedTuple):
+    kernels: list[KernelRecord]  # the timed replays' records, in start order
+    per_replay: int  # records a replay: the graph's kernel nodes and any node the driver runs as a kernel
+    span: tuple[int, int]  # the host's span of the timed replays, widened by any clock skew
+    library: str  # the libcupti that traced them
+
+
+def trace_replays(replay, synchronize, warmup: int, steps: int) -> Replays:
+    """`replay()` `warmup` times then `steps` times under a KernelActivity, `synchronize()` after each
+    group: the timed replays' records. Raises CuptiUnavailable or CuptiError (also when the records are
+    not whole replays: dropped, untimed or missing ones)."""
+    with KernelActivity() as trace:
+        for _ in range(warmup):  # CUPTI sets itself up on the first
+            replay()
+        synchronize()
+        t0 = trace.timestamp()
+        for _ in range(steps):
+            replay()
+        synchronize()
+        t1 = trace.timestamp()
+    replayed = warmup + steps
+    if trace.dropped or trace.untimed or not trace.kernels or len(trace.kernels) % replayed:
+        raise CuptiError(f"CUPTI gave {len(trace.kernels)} kernel records for {replayed} replays, "
+                         f"{trace.dropped} dropped, {trace.untimed} untimed")
+    per_replay = len(trace.kernels) // replayed
+    # the warm-up replays ran to completion before t0: they are the earliest records
+    timed = sorted(trace.kernels, key=lambda k: k.start)[warmup * per_replay:]
+    return Replays(timed, per_replay, (min(t0, timed[0].start), max(t1, max(k.end for k in timed))), trace.cupti.path)
+
+
 def parse_kernel(address: int) -> KernelRecord | None:
     """The kernel record at `address`, None for a record of another kind; its name is copied now,
     while the buffer (and CUPTI's string) are still valid."""
