@@ -161,12 +161,14 @@ def test_sample_outputs_and_weights_match_naive(ref_rt):
     prob = leaves[idx] / st["tree"][1]
     assert np.allclose(rb.sampled["prob"].download(), prob, rtol=1e-12)
     w = (length * prob) ** -0.7
+    rb.next_state()  # the weights, from the batch's smallest prob that sample() left
     assert np.allclose(rb.sampled["weight"].download(), w / w.max(), rtol=1e-5)
 
 
 def test_empty_buffer_samples_nothing(ref_rt):
     rb = ReplayBuffer(ref_rt, IsvBus(ref_rt), capacity=16, width=WIDTH, n_backtests=2, batch=8)
     rb.sample()
+    rb.next_state()
     assert np.all(rb.sampled["index"].download() == -1)
     assert np.all(rb.sampled["weight"].download() == 0.0)
     assert np.all(rb.sampled["h_t"].download() == 0.0)

@@ -21,6 +21,7 @@
 // entry when the newest one is done.
 #include "foxc/isv_slots.h"
 #include "foxc/replay.h"
+#include "foxc/replay_rows.cuh"
 
 __device__ __forceinline__ int replay_n_step(const float* isv, int n_max)
 {
@@ -30,47 +31,56 @@ __device__ __forceinline__ int replay_n_step(const float* isv, int n_max)
 
 // The leaving transitions' slots, by one block of REPLAY_ROW_BLOCK threads once every flush[2b] is written:
 // offsets[b] = exclusive prefix sum of the emit counts; counters FLUSH_BASE = write head before,
-// FLUSH_TOTAL = emitted, WRITE_HEAD advanced mod capacity, LENGTH grown up to capacity. Thread t sums a run
-// of consecutive backtests, the runs' totals are scanned across the block, then each thread writes its
-// run's offsets. Unsigned integer sums are exact, so the offsets are a serial scan's whatever the order.
+// FLUSH_TOTAL = emitted, WRITE_HEAD advanced mod capacity, LENGTH grown up to capacity. The backtests go in
+// chunks of REPLAY_ROW_BLOCK * REPLAY_ROW_REGS: thread t loads the emit counts of a run of REPLAY_ROW_REGS
+// consecutive backtests at once (one memory latency a chunk), the runs' totals are scanned across the block,
+// then each thread writes its run's offsets. Unsigned integer sums are exact, so the offsets are a serial
+// scan's whatever the order.
 __device__ void replay_flush_slots(const int* flush, unsigned int* offsets, unsigned int* counters,
                                    int n_backtests, int capacity)
 {
     __shared__ unsigned int warp_total[REPLAY_ROW_BLOCK / 32];
     const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-    const int run = (n_backtests + REPLAY_ROW_BLOCK - 1) / REPLAY_ROW_BLOCK;
-    const int lo = min(n_backtests, t * run), hi = min(n_backtests, lo + run);
-    unsigned int own = 0u;
-    for (int b = lo; b < hi; ++b) own += (unsigned int)__ldcg(flush + 2 * b);  // L2: other blocks wrote them
-    unsigned int inclusive = own;
+    const unsigned int head = counters[CTR_WRITE_HEAD], len = counters[CTR_LENGTH];  // with the first chunk
+    unsigned int before = 0u;  // the emit counts of the chunks before this one
+    for (int c0 = 0; c0 < n_backtests; c0 += REPLAY_ROW_BLOCK * REPLAY_ROW_REGS) {
+        const int lo = c0 + t * REPLAY_ROW_REGS;
+        unsigned int emit[REPLAY_ROW_REGS], own = 0u;
 #pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-        const unsigned int below = __shfl_up_sync(0xffffffffu, inclusive, d);
-        if (lane >= d) inclusive += below;
-    }
-    if (lane == 31) warp_total[warp] = inclusive;
-    __syncthreads();
-    unsigned int next = inclusive - own, total = 0u;
-    for (int w = 0; w < REPLAY_ROW_BLOCK / 32; ++w) {
-        next += w < warp ? warp_total[w] : 0u;
-        total += warp_total[w];
-    }
-    for (int b = lo; b < hi; ++b) {
-        offsets[b] = next;
-        next += (unsigned int)__ldcg(flush + 2 * b);
+        for (int r = 0; r < REPLAY_ROW_REGS; ++r)  // from L2: other blocks wrote them
+            emit[r] = lo + r < n_backtests ? (unsigned int)__ldcg(flush + 2 * (lo + r)) : 0u;
+#pragma unroll
+        for (int r = 0; r < REPLAY_ROW_REGS; ++r) own += emit[r];
+        unsigned int inclusive = own;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const unsigned int below = __shfl_up_sync(0xffffffffu, inclusive, d);
+            if (lane >= d) inclusive += below;
+        }
+        if (lane == 31) warp_total[warp] = inclusive;
+        __syncthreads();
+        unsigned int next = before + inclusive - own;
+        for (int w = 0; w < REPLAY_ROW_BLOCK / 32; ++w) {
+            next += w < warp ? warp_total[w] : 0u;
+            before += warp_total[w];
+        }
+#pragma unroll
+        for (int r = 0; r < REPLAY_ROW_REGS; ++r) {
+            if (lo + r < n_backtests) offsets[lo + r] = next;
+            next += emit[r];
+        }
+        __syncthreads();  // every thread has read warp_total before the next chunk writes it
     }
     if (t == 0) {
-        const unsigned int base = counters[CTR_WRITE_HEAD];
         const unsigned int cap = (unsigned int)capacity;
-        counters[CTR_FLUSH_BASE] = base;
-        counters[CTR_FLUSH_TOTAL] = total;
-        counters[CTR_WRITE_HEAD] = (base + total) & (cap - 1u);
-        const unsigned int len = counters[CTR_LENGTH];
-        counters[CTR_LENGTH] = total >= cap - len ? cap : len + total;
+        counters[CTR_FLUSH_BASE] = head;
+        counters[CTR_FLUSH_TOTAL] = before;
+        counters[CTR_WRITE_HEAD] = (head + before) & (cap - 1u);
+        counters[CTR_LENGTH] = before >= cap - len ? cap : len + before;
     }
 }
 
-// replay_ring_push — grid (n_backtests), block (REPLAY_ROW_BLOCK).
+// replay_ring_push — grid (ceil(n_backtests / REPLAY_ROW_WARPS)), block (REPLAY_ROW_BLOCK): a warp a backtest.
 // Reads h_t[n_backtests*width] (the agent's state rows), action, reward, reward_raw, done, log_pi [n_backtests],
 // isv[ISV_N_STEP], ring_pos. Writes the new entry into ring_h / ring_rows,
 // ring_pos count += 1, flush[2b] = transitions to emit, flush[2b+1] = n used.
@@ -85,65 +95,64 @@ extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_ring_push(
     const float* __restrict__ isv, int n_backtests, int n_max, int width, int capacity)
 {
     __shared__ bool s_last;
-    const int b = blockIdx.x;
-    const int t = threadIdx.x;
-    if (b < n_backtests) {  // the same in the whole block: every block takes a ticket below
+    const int t = threadIdx.x, lane = t % 32;
+    const int b = blockIdx.x * REPLAY_ROW_WARPS + t / 32;
+    if (b < n_backtests) {  // the same in the whole warp: every block takes a ticket below
+        // every load first: lane c < RING_COLS takes column c of the new ring entry
         const unsigned int start = ring_pos[2 * b];
         const unsigned int count = ring_pos[2 * b + 1];
+        const float d = done[b];
+        float column = d;
+        if (lane == RING_ACTION) column = (float)action[b];
+        if (lane == RING_REWARD) column = reward[b];
+        if (lane == RING_REWARD_RAW) column = reward_raw[b];
+        if (lane == RING_LOG_PI) column = log_pi[b];
+        const int n = replay_n_step(isv, n_max);
         const unsigned int slot = (start + count) % (unsigned int)n_max;
         const long long entry = (long long)b * n_max + slot;
-        for (int k = t; k < width; k += blockDim.x)
-            ring_h[entry * width + k] = h_t[(long long)b * width + k];
-        __syncthreads();  // every thread has read ring_pos before thread 0 advances it
-        if (t == 0) {
-            float* row = ring_rows + entry * RING_COLS;
-            const float d = done[b];
-            row[RING_ACTION] = (float)action[b];
-            row[RING_REWARD] = reward[b];
-            row[RING_REWARD_RAW] = reward_raw[b];
-            row[RING_DONE] = d;
-            row[RING_LOG_PI] = log_pi[b];
+        replay_copy_rows(ring_h + entry * width, h_t + (long long)b * width, nullptr, nullptr, width, lane, 32);
+        if (lane < RING_COLS) ring_rows[entry * RING_COLS + lane] = column;
+        __syncwarp();  // every lane has read ring_pos before lane 0 advances it
+        if (lane == 0) {
             const int held = (int)count + 1;
-            const int n = replay_n_step(isv, n_max);
-            const int emit = d > 0.5f ? held : max(0, held - n + 1);
             ring_pos[2 * b + 1] = (unsigned int)held;
-            flush[2 * b] = emit;
+            flush[2 * b] = d > 0.5f ? held : max(0, held - n + 1);
             flush[2 * b + 1] = n;
+            __threadfence();  // this backtest's flush entry is visible to every block before the ticket counts it
         }
     }
-    if (t == 0) {
-        __threadfence();  // this block's flush entry is visible to every block before its ticket counts it
-        s_last = atomicAdd(ticket, 1u) == gridDim.x - 1u;
-    }
+    __syncthreads();
+    if (t == 0) s_last = atomicAdd(ticket, 1u) == gridDim.x - 1u;
     __syncthreads();
     if (!s_last) return;
     replay_flush_slots(flush, offsets, counters, n_backtests, capacity);
     if (t == 0) ticket[0] = 0u;
 }
 
-// replay_flush_write — grid (n_backtests), block (REPLAY_ROW_BLOCK).
-// Block b copies the transitions leaving its ring: for each, thread k copies
-// floats k, k + block, ... of h_t and, when it is a ring entry (j < count), of h_tp1 (coalesced rows);
-// thread 0 computes the n-step returns, writes the transition row, sets the leaf to the running
+// replay_flush_write — grid (ceil(n_backtests / REPLAY_ROW_WARPS)), block (REPLAY_ROW_BLOCK): a warp a backtest.
+// The warp of backtest b copies the transitions leaving its ring: for each, lane k copies
+// floats k, k + 32, ... of h_t and, when it is a ring entry (j < count), of h_tp1 (coalesced rows);
+// lane q < j - i loads reward q of the window, and every lane sums the n-step returns from them (Horner,
+// newest first, the same in every lane); lane 0 writes the transition row, sets the leaf to the running
 // max priority and pending[slot] = b + 1 when the next state is this step's h_tp1 (j == count; else 0):
-// replay_next_state writes those rows. Then thread 0 drops the emitted entries from the ring.
+// replay_next_state writes those rows. Then lane 0 drops the emitted entries from the ring.
 // Reads ring_*, flush, offsets, counters, isv[ISV_GAMMA], max_priority[0]. Writes store_h_t,
 // store_h_tp1 [capacity*width], store_rows [capacity*TR_COLS], tree[capacity + slot] (float64),
 // pending[capacity], ring_pos.
 // When one flush emits more than capacity transitions, only the last capacity
-// are written, so no two blocks write the same slot.
-extern "C" __global__ void replay_flush_write(
+// are written, so no two warps write the same slot.
+extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_flush_write(
     const float* __restrict__ ring_h, const float* __restrict__ ring_rows, unsigned int* __restrict__ ring_pos,
     const int* __restrict__ flush, const unsigned int* __restrict__ offsets,
     const unsigned int* __restrict__ counters, const float* __restrict__ isv, const float* __restrict__ max_priority,
     float* __restrict__ store_h_t, float* __restrict__ store_h_tp1, float* __restrict__ store_rows,
     double* __restrict__ tree, int* __restrict__ pending, int n_backtests, int n_max, int capacity, int width)
 {
-    const int b = blockIdx.x;
-    const int t = threadIdx.x;
+    const int lane = threadIdx.x % 32;
+    const int b = blockIdx.x * REPLAY_ROW_WARPS + threadIdx.x / 32;
     if (b >= n_backtests) return;
     const int emit = flush[2 * b];
-    if (emit == 0) return;
+    if (emit == 0) return;  // the same in the whole warp
     const int n = flush[2 * b + 1];
     const unsigned int start = ring_pos[2 * b];
     const int count = (int)ring_pos[2 * b + 1];
@@ -153,6 +162,7 @@ extern "C" __global__ void replay_flush_write(
     const unsigned int first = offsets[b];
     const long long ring0 = (long long)b * n_max;
     const float gamma = isv[ISV_GAMMA];
+    const float priority = max_priority[0];
     const float newest_done = ring_rows[(ring0 + (start + count - 1) % (unsigned int)n_max) * RING_COLS + RING_DONE];
 
     for (int i = 0; i < emit; ++i) {
@@ -161,44 +171,42 @@ extern "C" __global__ void replay_flush_write(
         const unsigned int slot = (base + o) & (cap - 1u);
         const int j = min(i + n, count);
         const long long entry_i = ring0 + (start + i) % (unsigned int)n_max;
-        const float* next = ring_h + (ring0 + (start + j) % (unsigned int)n_max) * width;
-        for (int k = t; k < width; k += blockDim.x) {
-            store_h_t[(long long)slot * width + k] = ring_h[entry_i * width + k];
-            if (j < count) store_h_tp1[(long long)slot * width + k] = next[k];
+        // every load first: lane q < j - i the window's reward q, lanes 0 and 1 the first entry's action and log pi
+        const float* window = ring_rows + (ring0 + (start + i + lane) % (unsigned int)n_max) * RING_COLS;
+        const float r = lane < j - i ? window[RING_REWARD] : 0.0f;
+        const float r_raw = lane < j - i ? window[RING_REWARD_RAW] : 0.0f;
+        const int column = lane == 0 ? RING_ACTION : RING_LOG_PI;
+        const float carried = lane < 2 ? ring_rows[entry_i * RING_COLS + column] : 0.0f;
+        replay_copy_rows(store_h_t + (long long)slot * width, ring_h + entry_i * width,
+                         j < count ? store_h_tp1 + (long long)slot * width : nullptr,
+                         j < count ? ring_h + (ring0 + (start + j) % (unsigned int)n_max) * width : nullptr,
+                         width, lane, 32);
+        float ret = 0.0f, ret_raw = 0.0f, gamma_n = 1.0f;
+        for (int q = j - i - 1; q >= 0; --q) {  // Horner from the newest reward back
+            ret = fmaf(gamma, ret, __shfl_sync(0xffffffffu, r, q));
+            ret_raw = fmaf(gamma, ret_raw, __shfl_sync(0xffffffffu, r_raw, q));
+            gamma_n *= gamma;
         }
-        if (t == 0) {
-            float ret = 0.0f, ret_raw = 0.0f, gamma_n = 1.0f;
-            for (int q = j - 1; q >= i; --q) {  // Horner from the newest reward back
-                const float* row = ring_rows + (ring0 + (start + q) % (unsigned int)n_max) * RING_COLS;
-                ret = fmaf(gamma, ret, row[RING_REWARD]);
-                ret_raw = fmaf(gamma, ret_raw, row[RING_REWARD_RAW]);
-                gamma_n *= gamma;
-            }
-            const float* first_row = ring_rows + entry_i * RING_COLS;
+        const float log_pi = __shfl_sync(0xffffffffu, carried, 1);
+        if (lane == 0) {
             float* out = store_rows + (long long)slot * TR_COLS;
-            out[TR_ACTION] = first_row[RING_ACTION];
+            out[TR_ACTION] = carried;
             out[TR_RETURN] = ret;
             out[TR_RETURN_RAW] = ret_raw;
             out[TR_DONE] = j == count && newest_done > 0.5f ? 1.0f : 0.0f;
-            out[TR_LOG_PI] = first_row[RING_LOG_PI];
+            out[TR_LOG_PI] = log_pi;
             out[TR_GAMMA_N] = gamma_n;
             out[TR_STEPS] = (float)(j - i);
             out[TR_COLS - 1] = 0.0f;
-            tree[capacity + slot] = (double)max_priority[0];
+            tree[capacity + slot] = (double)priority;
             pending[slot] = j == count ? b + 1 : 0;
         }
     }
-    __syncthreads();  // every thread has read ring_pos and the ring before thread 0 moves it
-    if (t == 0) {
+    __syncwarp();  // every lane has read ring_pos and the ring before lane 0 moves it
+    if (lane == 0) {
         ring_pos[2 * b] = (start + (unsigned int)emit) % (unsigned int)n_max;
         ring_pos[2 * b + 1] = (unsigned int)(count - emit);
     }
-}
-
-// Warp-strided copy of one width-float row (lane k copies floats k, k + 32, ...: coalesced).
-__device__ __forceinline__ void replay_copy_row(float* dst, const float* src, int width, int lane)
-{
-    for (int k = lane; k < width; k += 32) dst[k] = src[k];
 }
 
 // replay_next_state — grid (ceil(n_backtests / REPLAY_ROW_WARPS) + ceil(batch / REPLAY_ROW_WARPS)),
@@ -207,21 +215,32 @@ __device__ __forceinline__ void replay_copy_row(float* dst, const float* src, in
 // window end j == count (i >= count - n, count = what the ring held before the flush: ring_pos[2b+1] + emit)
 // and pending[slot] == b + 1 take h_tp1[b] as their stored next state, and pending[slot] = 0 again (so a
 // second launch writes nothing). The last blocks' warps are samples: out_next[s] = b >= 0 (replay_sample
-// drew a pending transition) takes h_tp1[b] as out_h_tp1[s]. The two parts share no written array.
+// drew a pending transition) takes h_tp1[b] as out_h_tp1[s], and every sample its importance weight
+// out_weight[s] = (P_min / P_s)^beta (0 where P_s = out_prob[s] is 0), P_min = prob_min[0] (replay_sample),
+// beta = isv[ISV_PER_BETA]: a warp a sample, so the powf of a batch run side by side. The two parts
+// share no written array.
 extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_next_state(
     const unsigned int* __restrict__ ring_pos, const int* __restrict__ flush,
     const unsigned int* __restrict__ offsets, const unsigned int* __restrict__ counters,
     const float* __restrict__ h_tp1, int* __restrict__ pending, float* __restrict__ store_h_tp1,
-    const int* __restrict__ out_next, float* __restrict__ out_h_tp1, int n_backtests, int batch, int capacity,
-    int width)
+    const int* __restrict__ out_next, const double* __restrict__ out_prob, const double* __restrict__ prob_min,
+    const float* __restrict__ isv, float* __restrict__ out_h_tp1, float* __restrict__ out_weight,
+    int n_backtests, int batch, int capacity, int width)
 {
     const int lane = threadIdx.x % 32;
     const int backtest_blocks = (n_backtests + REPLAY_ROW_WARPS - 1) / REPLAY_ROW_WARPS;
     const bool backtests = (int)blockIdx.x < backtest_blocks;
     const int item = ((int)blockIdx.x - (backtests ? 0 : backtest_blocks)) * REPLAY_ROW_WARPS + threadIdx.x / 32;
     if (!backtests) {
-        const int b = item < batch ? out_next[item] : -1;
-        if (b >= 0) replay_copy_row(out_h_tp1 + (long long)item * width, h_tp1 + (long long)b * width, width, lane);
+        if (item >= batch) return;
+        const int b = out_next[item];
+        const double p = out_prob[item];
+        const double p_min = prob_min[0];
+        const float beta = isv[ISV_PER_BETA];
+        if (b >= 0)
+            replay_copy_rows(out_h_tp1 + (long long)item * width, h_tp1 + (long long)b * width, nullptr, nullptr,
+                             width, lane, 32);
+        if (lane == 0) out_weight[item] = p > 0.0 ? powf((float)(p_min / p), beta) : 0.0f;
         return;
     }
     const int b = item;
@@ -237,7 +256,8 @@ extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_next_state
         if (total - o > cap) continue;  // overwritten later in the same flush
         const unsigned int slot = (base + o) & (cap - 1u);
         if (pending[slot] != b + 1) continue;  // the same in every lane
-        replay_copy_row(store_h_tp1 + (long long)slot * width, h_tp1 + (long long)b * width, width, lane);
+        replay_copy_rows(store_h_tp1 + (long long)slot * width, h_tp1 + (long long)b * width, nullptr, nullptr, width,
+                         lane, 32);
         __syncwarp();  // every lane has read pending[slot] before lane 0 clears it
         if (lane == 0) pending[slot] = 0;
     }

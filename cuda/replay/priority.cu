@@ -50,20 +50,37 @@ extern "C" __global__ void replay_update_tree(
     const int top = capacity / span;
     if ((int)gridDim.x != top) return;
     const int first = g * span;  // this block's first leaf
-    for (int i = t; i < span; i += REPLAY_SUBTREE_BLOCK) node[span + i] = tree[capacity + first + i];
+    // the leaves and the batch's first REPLAY_SUBTREE_BLOCK samples are loaded at once (one memory latency)
+    constexpr int LEAVES = REPLAY_SUBTREE_SPAN / REPLAY_SUBTREE_BLOCK;
+    double leaves[LEAVES];
+#pragma unroll
+    for (int q = 0; q < LEAVES; ++q) {
+        const int i = q * REPLAY_SUBTREE_BLOCK + t;
+        leaves[q] = i < span ? tree[capacity + first + i] : 0.0;
+    }
+    const float alpha = isv[ISV_PER_ALPHA];
+    int leaf = t < batch ? index[t] : -1, after = t + 1 < batch ? index[t + 1] : -1;
+    float e = t < batch ? fabsf(td[t]) : 0.0f;
+#pragma unroll
+    for (int q = 0; q < LEAVES; ++q) {
+        const int i = q * REPLAY_SUBTREE_BLOCK + t;
+        if (i < span) node[span + i] = leaves[q];
+    }
     __syncthreads();
 
-    const float alpha = isv[ISV_PER_ALPHA];
     float m = 0.0f;
     for (int s = t; s < batch; s += REPLAY_SUBTREE_BLOCK) {
-        const int leaf = index[s];
+        if (s != t) {
+            leaf = index[s];
+            after = s + 1 < batch ? index[s + 1] : -1;
+            e = fabsf(td[s]);
+        }
         const bool mine = leaf >= first && leaf < first + span;
         if (!mine && g != 0) continue;  // block 0 takes every sample's priority into the max
-        const float e = fabsf(td[s]);
         if (leaf < 0 || leaf >= capacity || !isfinite(e)) continue;
         const float p = powf(e + REPLAY_PRIORITY_EPS, alpha);
         m = fmaxf(m, p);
-        if (mine && (s == batch - 1 || index[s + 1] != leaf)) {
+        if (mine && (s == batch - 1 || after != leaf)) {
             tree[capacity + leaf] = (double)p;
             node[span + leaf - first] = (double)p;
         }

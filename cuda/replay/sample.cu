@@ -9,6 +9,7 @@
 // ends on a positive leaf whatever the rounding: unfilled leaves are 0.
 #include "foxc/isv_slots.h"
 #include "foxc/replay.h"
+#include "foxc/replay_rows.cuh"
 #include "foxc/rng.h"
 
 // replay_sample — grid (ceil(batch / REPLAY_ROW_WARPS)), block (REPLAY_ROW_BLOCK); one launch per
@@ -17,62 +18,60 @@
 // u uniformly in stratum s of [0, root): u = (s + frac) * root / batch,
 // frac from its own xorshift32 state rng[s] (advanced and stored). The warp walks the tree
 // REPLAY_WALK_DEPTH levels per round: its lanes load the 30 nodes of the next 4 levels below the
-// current node at once (one memory latency per round instead of one per level), then every lane walks
+// current node at once (one memory latency per round instead of one per level; the first round's, below
+// the root, go out with the generator state, the length and the root), then every lane walks
 // those levels in shared memory with the same float64 compares and `u -= left` as a one-level walk, so
-// the leaf is the same, and in every lane. The leaf is clamped to the filled range [0, length); lane 0
-// unpacks the scalars, and the lanes copy floats k, k + 32, ... of the width-float rows h_t and h_tp1
-// (coalesced). A transition flushed this step whose next state is still pending (pending[leaf] = b + 1:
-// replay_flush_write) gets out_next[s] = b and no h_tp1 row (replay_next_state copies it); otherwise
-// out_next[s] = -1. Leaves are non-decreasing in s, so duplicates in a batch
+// the leaf is the same, and in every lane. The leaf is clamped to the filled range [0, length). Then
+// every load of the draw goes out at once (one memory latency): lane c < TR_COLS takes column c of the
+// transition's row, every lane its pending mark and its floats k, k + 32, ... of the width-float rows
+// h_t and h_tp1 (coalesced). A transition flushed this step whose next state is still pending
+// (pending[leaf] = b + 1: replay_flush_write) gets out_next[s] = b and no h_tp1 row (replay_next_state
+// copies it); otherwise out_next[s] = -1. Leaves are non-decreasing in s, so duplicates in a batch
 // are adjacent (the priority update relies on that).
-// Importance weights, w_s = (length * P_s)^-beta / max_s' (length * P_s')^-beta
-// = (P_min / P_s)^beta, beta = isv[ISV_PER_BETA], P_min the smallest positive
-// prob of the batch: the last block to finish computes them. Each block bumps
-// ticket[0] (an integer atomic) after a __threadfence(); the block that draws
-// ticket gridDim.x - 1 reads every prob, takes the min (exact, so any order gives
-// the same value), writes all weights and sets ticket[0] back to 0. Which block
-// is last does not change any value. Prob 0 (empty buffer) gives weight 0.
-// Reads tree, counters[CTR_LENGTH], store_*, pending, isv. Writes rng[s], out_* [batch(*width)],
-// out_index (-1 when the buffer is empty), out_prob = leaf / root (0 when
-// empty), out_weight [batch]; ticket[0] is 0 before and after.
+// The importance weights (replay_next_state writes them) need P_min, the smallest positive prob of the
+// batch: each block writes the smallest positive prob of its samples to block_min[b] (infinity when
+// none) and bumps ticket[0] (an integer atomic) after a __threadfence(); the block that draws ticket
+// gridDim.x - 1 writes the min of block_min to prob_min[0] (exact, so any order and whichever block is
+// last give the same value; infinity for an empty buffer) and sets ticket[0] back to 0.
+// Reads tree, counters[CTR_LENGTH], store_*, pending. Writes rng[s], out_* [batch(*width)],
+// out_index (-1 when the buffer is empty), out_prob = leaf / root (0 when empty), block_min
+// [gridDim.x], prob_min[0]; ticket[0] is 0 before and after.
 extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_sample(
     const double* __restrict__ tree, const unsigned int* __restrict__ counters,
     const float* __restrict__ store_h_t, const float* __restrict__ store_h_tp1,
     const float* __restrict__ store_rows, const int* __restrict__ pending, unsigned int* __restrict__ rng,
-    const float* __restrict__ isv,
     float* __restrict__ out_h_t, float* __restrict__ out_h_tp1, int* __restrict__ out_action,
     float* __restrict__ out_return, float* __restrict__ out_return_raw, float* __restrict__ out_done,
     float* __restrict__ out_log_pi, float* __restrict__ out_gamma_n, int* __restrict__ out_index,
-    double* __restrict__ out_prob, float* __restrict__ out_weight, int* __restrict__ out_next,
-    unsigned int* __restrict__ ticket,
+    double* __restrict__ out_prob, int* __restrict__ out_next, double* __restrict__ block_min,
+    double* __restrict__ prob_min, unsigned int* __restrict__ ticket,
     int batch, int capacity, int width)
 {
     static_assert(REPLAY_ROW_WARPS * 32 == REPLAY_ROW_BLOCK, "one sample a warp");
     __shared__ double below_[REPLAY_ROW_WARPS][2 << REPLAY_WALK_DEPTH];  // a warp's heap nodes 2 .. 2^(depth+1) - 1
-    __shared__ double smallest[REPLAY_ROW_BLOCK];
+    __shared__ double smallest[REPLAY_ROW_WARPS];
     __shared__ bool s_last;
-    const int t = threadIdx.x, lane = t % 32;
-    const int s = blockIdx.x * REPLAY_ROW_WARPS + t / 32;
-    double* below = below_[t / 32];
+    const double none = 1.0 / 0.0;
+    const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+    const int s = blockIdx.x * REPLAY_ROW_WARPS + warp;
+    double* below = below_[warp];
+    double drawn = none;  // this warp's prob when positive
     if (s < batch) {  // the block meets at barriers below: no early return
         const unsigned int length = counters[CTR_LENGTH];
         const double root = tree[1];
+        const unsigned int state = rng[s];
+        int levels = __ffs(capacity) - 1;  // capacity is a power of two
+        int r = min(levels, REPLAY_WALK_DEPTH);
+        // the first round's nodes (the root's heap is the tree's) go out with the loads above
+        for (int j = 2 + lane; j < (2 << r); j += 32) below[j] = tree[j];
         int leaf = -1;
         if (length > 0u && root > 0.0) {  // the same in every lane: the warp walks in step
-            const unsigned int x = xorshift32(rng[s]);
-            __syncwarp();  // every lane has read the old state before lane 0 stores the new one
-            if (lane == 0) rng[s] = x;
+            const unsigned int x = xorshift32(state);
             const double frac = (double)(x >> 8) * 0x1p-24;
             double u = ((double)s + frac) * (root / (double)batch);
             long long node = 1;
-            int levels = __ffs(capacity) - 1;  // capacity is a power of two
-            while (levels > 0) {
-                const int r = min(levels, REPLAY_WALK_DEPTH);
-                for (int j = 2 + lane; j < (2 << r); j += 32) {
-                    const int d = 31 - __clz(j);
-                    below[j] = tree[(node << d) + (j - (1 << d))];
-                }
-                __syncwarp();
+            while (true) {
+                __syncwarp();  // the round's nodes are in `below` for every lane
                 int j = 1;
                 for (int q = 0; q < r; ++q) {
                     const double left = below[2 * j];
@@ -84,67 +83,63 @@ extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_sample(
                         j = 2 * j + 1;
                     }
                 }
-                __syncwarp();  // every lane has read `below` before the next round refills it
                 node = (node << r) + (j - (1 << r));
                 levels -= r;
+                if (levels == 0) break;
+                r = min(levels, REPLAY_WALK_DEPTH);
+                __syncwarp();  // every lane has read `below` before the next round refills it
+                for (int k = 2 + lane; k < (2 << r); k += 32) {
+                    const int d = 31 - __clz(k);
+                    below[k] = tree[(node << d) + (k - (1 << d))];
+                }
             }
+            if (lane == 0) rng[s] = x;  // after the walk's __syncwarp(): every lane has read the old state
             leaf = min((int)(node - capacity), (int)length - 1);
-            if (lane == 0) {
-                const float* row = store_rows + (long long)leaf * TR_COLS;
-                out_action[s] = (int)row[TR_ACTION];
-                out_return[s] = row[TR_RETURN];
-                out_return_raw[s] = row[TR_RETURN_RAW];
-                out_done[s] = row[TR_DONE];
-                out_log_pi[s] = row[TR_LOG_PI];
-                out_gamma_n[s] = row[TR_GAMMA_N];
-                out_prob[s] = tree[capacity + leaf] / root;
-            }
-        } else if (lane == 0) {
-            out_action[s] = 0;
-            out_return[s] = 0.0f;
-            out_return_raw[s] = 0.0f;
-            out_done[s] = 0.0f;
-            out_log_pi[s] = 0.0f;
-            out_gamma_n[s] = 0.0f;
-            out_prob[s] = 0.0;
         }
-        const int awaits = leaf >= 0 ? pending[leaf] - 1 : -1;  // the same in every lane
+        // every load first, then every store: the same in every lane but the column
+        const float column = leaf >= 0 && lane < TR_COLS ? store_rows[(long long)leaf * TR_COLS + lane] : 0.0f;
+        const double prob = leaf >= 0 ? tree[capacity + leaf] / root : 0.0;
+        const int awaits = leaf >= 0 ? pending[leaf] - 1 : -1;
+        const long long row = (long long)leaf * width;
+        replay_copy_rows(out_h_t + (long long)s * width, leaf >= 0 ? store_h_t + row : nullptr,
+                         awaits < 0 ? out_h_tp1 + (long long)s * width : nullptr,
+                         leaf >= 0 ? store_h_tp1 + row : nullptr, width, lane, 32);
+        if (lane == TR_ACTION) out_action[s] = (int)column;
+        if (lane == TR_RETURN) out_return[s] = column;
+        if (lane == TR_RETURN_RAW) out_return_raw[s] = column;
+        if (lane == TR_DONE) out_done[s] = column;
+        if (lane == TR_LOG_PI) out_log_pi[s] = column;
+        if (lane == TR_GAMMA_N) out_gamma_n[s] = column;
         if (lane == 0) {
+            out_prob[s] = prob;
             out_index[s] = leaf;
             out_next[s] = awaits;
-            __threadfence();  // out_prob[s] is visible to every block before this block's ticket counts it
         }
-        for (int k = lane; k < width; k += 32) {
-            const long long dst = (long long)s * width + k;
-            const long long src = (long long)leaf * width + k;
-            out_h_t[dst] = leaf >= 0 ? store_h_t[src] : 0.0f;
-            if (awaits < 0) out_h_tp1[dst] = leaf >= 0 ? store_h_tp1[src] : 0.0f;
-        }
+        if (prob > 0.0) drawn = prob;
     }
+    if (lane == 0) smallest[warp] = drawn;
     __syncthreads();
     if (t == 0) {
-        const unsigned int drawn = atomicAdd(ticket, 1u);
-        s_last = drawn == gridDim.x - 1u;
+        double m = smallest[0];
+        for (int w = 1; w < REPLAY_ROW_WARPS; ++w) m = fmin(m, smallest[w]);
+        block_min[blockIdx.x] = m;
+        __threadfence();  // block_min is visible to every block before the ticket counts it
+        s_last = atomicAdd(ticket, 1u) == gridDim.x - 1u;
         __threadfence();
     }
     __syncthreads();
     if (!s_last) return;
-    double m = 1.0 / 0.0;
-    for (int i = t; i < batch; i += REPLAY_ROW_BLOCK) {
-        const double p = __ldcg(out_prob + i);  // from L2: written by other blocks of this launch
-        if (p > 0.0 && p < m) m = p;
-    }
-    smallest[t] = m;
+    double m = none;
+    for (int i = t; i < (int)gridDim.x; i += REPLAY_ROW_BLOCK)
+        m = fmin(m, __ldcg(block_min + i));  // from L2: written by other blocks of this launch
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) m = fmin(m, __shfl_xor_sync(0xffffffffu, m, d));
+    if (lane == 0) smallest[warp] = m;  // thread 0 read the block's values before the barrier above
     __syncthreads();
-    for (int half = REPLAY_ROW_BLOCK / 2; half > 0; half >>= 1) {
-        if (t < half) smallest[t] = fmin(smallest[t], smallest[t + half]);
-        __syncthreads();
+    if (t == 0) {
+        double p_min = smallest[0];
+        for (int w = 1; w < REPLAY_ROW_WARPS; ++w) p_min = fmin(p_min, smallest[w]);
+        prob_min[0] = p_min;
+        ticket[0] = 0u;
     }
-    const double p_min = smallest[0];
-    const float beta = isv[ISV_PER_BETA];
-    for (int i = t; i < batch; i += REPLAY_ROW_BLOCK) {
-        const double p = __ldcg(out_prob + i);
-        out_weight[i] = p > 0.0 ? powf((float)(p_min / p), beta) : 0.0f;
-    }
-    if (t == 0) ticket[0] = 0u;
 }

@@ -1,6 +1,7 @@
-"""GPU prioritized replay: one push+flush+sample+update+rebuild step, eager and graph; sampling vs a peer.
+"""GPU prioritized replay: one push+flush+sample+next-state+update step, eager and graph; sampling vs a peer.
 
-    python -m foxc.bench replay [--backend auto|cuda|reference] [--n-backtests B] [--per-capacity C] [--json FILE]
+    python -m foxc.bench replay [--backend auto|cuda|reference] [--n-backtests B] [--per-capacity C] [--profile]
+                                [--timeline] [--json FILE]
 
 The peer is TorchRL's PrioritizedReplayBuffer on the GPU when torch and torchrl
 import, else the numpy sum-tree below; both are timed in the same run, on the
@@ -14,6 +15,7 @@ import numpy as np
 
 from ..cli import int_at_least, positive_int, power_of_two
 from ..isv import IsvBus
+from ..profile.cupti import CuptiError, CuptiUnavailable, replay_timeline, trace_replays
 from ..nn.model import STATE_DIM
 from ..replay import ReplayBuffer
 from ..replay.layout import MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS
@@ -109,7 +111,23 @@ def main(argv=None) -> int:
     ap.add_argument("--peer", choices=("auto", "numpy"), default="auto", help="auto tries TorchRL first")
     ap.add_argument("--profile", action="store_true",
                     help="also time each kernel of the step with CUDA events (eager) and print the table")
+    ap.add_argument("--timeline", action="store_true",
+                    help="also replay the step's graph under a CUPTI kernel trace and print each kernel's median "
+                         "start and end in it (needs libcupti, as bench train --busy)")
     return harness.run(ap, argv, _main)
+
+
+def graph_timeline(rt, graph, reps: int) -> str:
+    """The replayed graph's kernels, each's median start and end (µs), as a table; or why not."""
+    if rt.backend != "cuda":
+        return f"timeline: not traced ({rt.backend} backend: no GPU kernels)"
+    try:
+        timed, per_replay, span, _ = trace_replays(lambda: graph.launch(rt.stream), rt.stream.synchronize, 10, reps)
+    except (CuptiUnavailable, CuptiError) as e:
+        return f"timeline: not traced ({e})"
+    return (f"timeline of the graph (µs from a replay's first kernel, medians of {reps} replays; "
+            f"traced {(span[1] - span[0]) / reps / 1e3:.1f} µs a replay):\n"
+            + table(replay_timeline(timed, per_replay), ["start_us", "end_us", "us", "kernel"]))
 
 
 def _main(args, rt) -> int:
@@ -134,8 +152,11 @@ def _main(args, rt) -> int:
     with rt.capture(name="replay step") as cap:
         rb.step()
     graph_dev, graph_wall = _timed(rt, lambda: cap.graph.launch(rt.stream), reps)
-    with rt.capture(name="replay sample") as cap_sample:
+    if args.timeline:
+        print(graph_timeline(rt, cap.graph, reps))
+    with rt.capture(name="replay sample") as cap_sample:  # the batch with its weights: sample, then next state
         rb.sample()
+        rb.next_state()
     sample_dev, sample_wall = _timed(rt, lambda: cap_sample.graph.launch(rt.stream), reps)
     ours = batch / (sample_wall * 1e-6)
 
@@ -163,7 +184,7 @@ def _main(args, rt) -> int:
         {"what": f"step eager ({rb.launches_per_step} launches)", "count": reps,
          "device_us": round(eager_dev, 2), "wall_us": round(eager_wall, 2)},
         {"what": "step as a graph", "count": reps, "device_us": round(graph_dev, 2), "wall_us": round(graph_wall, 2)},
-        {"what": "sample + weights (graph)", "count": reps, "device_us": round(sample_dev, 2),
+        {"what": "sample + next state (graph)", "count": reps, "device_us": round(sample_dev, 2),
          "wall_us": round(sample_wall, 2), "samples_per_s": round(ours)},
         {"what": f"peer: {peer_name}", "count": "", "samples_per_s": round(peer)},
     ]

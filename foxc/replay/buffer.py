@@ -2,8 +2,8 @@
 
     rb = ReplayBuffer(rt, isv, capacity=65536, n_backtests=1024, batch=1024, width=132, seed=7)
     rb.inputs["h_t"].upload(...)         # or pass other components' arrays as `inputs=`
-    rb.push(); rb.flush(); rb.sample()   # rb.sampled["h_t"], ["weight"], ["index"], ...
-    rb.next_state()                      # after input h_tp1 is written: the next states that are h_tp1
+    rb.push(); rb.flush(); rb.sample()   # rb.sampled["h_t"], ["index"], ["prob"], ...
+    rb.next_state()                      # after input h_tp1 is written: the next states that are h_tp1, ["weight"]
     rb.inputs["td"] <- |TD| of the batch; rb.update_priorities()   # leaves, then the tree's sums
 
 Every method only launches prebuilt plans on the stream: no allocation, no
@@ -48,6 +48,8 @@ _SCRATCH = {
     "pending": (lambda C, E, S, N, W: (C,), np.int32),
     "drew_pending": (lambda C, E, S, N, W: (S,), np.int32),  # per sample: that backtest, or -1
     "push_ticket": (lambda C, E, S, N, W: (1,), np.uint32),  # replay_ring_push's finished-block count: 0 between
+    "block_min": (lambda C, E, S, N, W: (warp_grid(S),), np.float64),  # replay_sample's smallest prob a block
+    "prob_min": (lambda C, E, S, N, W: (1,), np.float64),  # the batch's smallest prob: replay_next_state's weights
     "ticket": (lambda C, E, S, N, W: (1,), np.uint32),  # replay_sample's finished-block count: 0 between launches
     "tree_ticket": (lambda C, E, S, N, W: (1,), np.uint32),  # replay_update_tree's finished-block count: the same
 }
@@ -108,21 +110,23 @@ class ReplayBuffer(Component):
         ring = {k: s[k] for k in ("ring_h", "ring_rows", "ring_pos")}
         store = {k: s[k] for k in ("store_h_t", "store_h_tp1", "store_rows")}
         slots = dict(flush=x["flush"], offsets=x["offsets"], counters=s["counters"])
-        self.push_plans = [rt.plan(RING_PUSH, E, ROW_BLOCK, dict(
+        self.push_plans = [rt.plan(RING_PUSH, warp_grid(E), ROW_BLOCK, dict(
             **ring, **slots, ticket=x["push_ticket"],
             **{k: i[k] for k in ("h_t", "action", "reward", "reward_raw", "done", "log_pi")},
             isv=self.isv, n_backtests=E, n_max=N, width=W, capacity=C))]
-        self.flush_plans = [rt.plan(FLUSH_WRITE, E, ROW_BLOCK, dict(
+        self.flush_plans = [rt.plan(FLUSH_WRITE, warp_grid(E), ROW_BLOCK, dict(
             **ring, **slots, isv=self.isv, max_priority=s["max_priority"], **store, tree=s["tree"],
             pending=x["pending"], n_backtests=E, n_max=N, capacity=C, width=W))]
         self.sample_plans = [rt.plan(SAMPLE, warp_grid(S), ROW_BLOCK, dict(
-            tree=s["tree"], counters=s["counters"], **store, pending=x["pending"], rng=s["rng"], isv=self.isv,
+            tree=s["tree"], counters=s["counters"], **store, pending=x["pending"], rng=s["rng"],
             **{f"out_{k}": o[k] for k in ("h_t", "h_tp1", "action", "return", "return_raw", "done", "log_pi",
-                                         "gamma_n", "index", "prob", "weight")},
-            out_next=x["drew_pending"], ticket=x["ticket"], batch=S, capacity=C, width=W))]
+                                         "gamma_n", "index", "prob")},
+            out_next=x["drew_pending"], block_min=x["block_min"], prob_min=x["prob_min"], ticket=x["ticket"],
+            batch=S, capacity=C, width=W))]
         self.next_plans = [rt.plan(NEXT_STATE, warp_grid(E) + warp_grid(S), ROW_BLOCK, dict(
             ring_pos=s["ring_pos"], **slots, h_tp1=i["h_tp1"], pending=x["pending"], store_h_tp1=s["store_h_tp1"],
-            out_next=x["drew_pending"], out_h_tp1=o["h_tp1"], n_backtests=E, batch=S, capacity=C, width=W))]
+            out_next=x["drew_pending"], out_prob=o["prob"], prob_min=x["prob_min"], isv=self.isv, out_h_tp1=o["h_tp1"],
+            out_weight=o["weight"], n_backtests=E, batch=S, capacity=C, width=W))]
         tree = dict(tree=s["tree"], max_priority=s["max_priority"], ticket=x["tree_ticket"], index=o["index"],
                     td=i["td"], isv=self.isv)
         self.update_plans = [plan_update_tree(rt, C, S, **tree)]
@@ -145,13 +149,13 @@ class ReplayBuffer(Component):
         self._run(self.flush_plans, stream)
 
     def sample(self, stream=None):
-        """Draw `batch` transitions into `sampled`, with importance weights (one launch); a drawn transition
-        whose next state is pending gets its h_tp1 row from `next_state`."""
+        """Draw `batch` transitions into `sampled` (one launch); a drawn transition whose next state is pending
+        gets its h_tp1 row from `next_state`, and every sample its importance weight."""
         self._run(self.sample_plans, stream)
 
     def next_state(self, stream=None):
-        """Input h_tp1 into the pending next states, in storage and in `sampled` (after flush and sample,
-        once h_tp1 is written; one launch)."""
+        """Input h_tp1 into the pending next states, in storage and in `sampled`, and the batch's importance
+        weights into `sampled["weight"]` (after flush and sample, once h_tp1 is written; one launch)."""
         self._run(self.next_plans, stream)
 
     def update_priorities(self, stream=None):

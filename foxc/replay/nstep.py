@@ -15,6 +15,7 @@ from ..isv.registry import slot_index
 from .layout import (CTR_FLUSH_BASE, CTR_FLUSH_TOTAL, CTR_LENGTH, CTR_WRITE_HEAD, RING_ACTION,
                      RING_COLS, RING_DONE, RING_LOG_PI, RING_REWARD, RING_REWARD_RAW, TR_ACTION,
                      TR_COLS, TR_DONE, TR_GAMMA_N, TR_LOG_PI, TR_RETURN, TR_RETURN_RAW, TR_STEPS)
+from .sampling import is_weights
 
 MODULE = "replay/nstep"
 
@@ -25,25 +26,28 @@ RING_PUSH = KernelSpec(
      i32("n_backtests"), i32("n_max"), i32("width"), i32("capacity")),
     doc="append this step's entry (a width-float state row and its scalars) to every ring; flush[2b] = "
         "transitions leaving, flush[2b+1] = n; the last block (integer ticket) gives them slots: offsets, "
-        "write head, length; grid n_backtests, block ROW_BLOCK")
+        "write head, length; grid warp_grid(n_backtests) (a warp a backtest), block ROW_BLOCK")
 FLUSH_WRITE = KernelSpec(
     "replay_flush_write", MODULE,
     (ptr("ring_h"), ptr("ring_rows"), ptr("ring_pos"), ptr("flush"), ptr("offsets"), ptr("counters"), ptr("isv"),
      ptr("max_priority"), ptr("store_h_t"), ptr("store_h_tp1"), ptr("store_rows"), ptr("tree"), ptr("pending"),
      i32("n_backtests"), i32("n_max"), i32("capacity"), i32("width")),
     doc="copy the leaving transitions into their slots at the running max priority; a next state that is this "
-        "step's h_tp1 is marked pending[slot] = b + 1; grid n_backtests, block ROW_BLOCK")
+        "step's h_tp1 is marked pending[slot] = b + 1; grid warp_grid(n_backtests) (a warp a backtest), "
+        "block ROW_BLOCK")
 NEXT_STATE = KernelSpec(
     "replay_next_state", MODULE,
     (ptr("ring_pos"), ptr("flush"), ptr("offsets"), ptr("counters"), ptr("h_tp1"), ptr("pending"),
-     ptr("store_h_tp1"), ptr("out_next"), ptr("out_h_tp1"), i32("n_backtests"), i32("batch"), i32("capacity"),
-     i32("width")),
+     ptr("store_h_tp1"), ptr("out_next"), ptr("out_prob"), ptr("prob_min"), ptr("isv"), ptr("out_h_tp1"),
+     ptr("out_weight"), i32("n_backtests"), i32("batch"), i32("capacity"), i32("width")),
     doc="h_tp1 into the pending stored next states (pending back to 0) and into the sampled rows that drew "
-        "them; grid warp_grid(n_backtests) + warp_grid(batch) (a warp a backtest, then a sample), block ROW_BLOCK")
+        "them; the batch's importance weights (P_min / P)^beta; grid warp_grid(n_backtests) + warp_grid(batch) "
+        "(a warp a backtest, then a sample), block ROW_BLOCK")
 
 
 _GAMMA = slot_index("gamma")
 _N_STEP = slot_index("n_step")
+_BETA = slot_index("per_beta")
 
 
 def n_step_of(isv_values: np.ndarray, n_max: int) -> int:
@@ -145,8 +149,8 @@ def _flush_write(launch, ring_h, ring_rows, ring_pos, flush, offsets, counters, 
 
 
 @reference(NEXT_STATE)
-def _next_state(launch, ring_pos, flush, offsets, counters, h_tp1, pending, store_h_tp1, out_next, out_h_tp1,
-                n_backtests, batch, capacity, width):
+def _next_state(launch, ring_pos, flush, offsets, counters, h_tp1, pending, store_h_tp1, out_next, out_prob, prob_min,
+                isv, out_h_tp1, out_weight, n_backtests, batch, capacity, width):
     nb, ns, cap, w = int(n_backtests), int(batch), int(capacity), int(width)
     nxt = h_tp1.f32(nb * w).reshape(nb, w)
     waiting = pending.i32(cap)
@@ -166,3 +170,4 @@ def _next_state(launch, ring_pos, flush, offsets, counters, h_tp1, pending, stor
     drew = out_next.i32(ns)
     rows = out_h_tp1.f32(ns * w).reshape(ns, w)
     rows[drew >= 0] = nxt[drew[drew >= 0]]
+    out_weight.f32(ns)[:] = is_weights(out_prob.f64(ns), isv.f32()[_BETA], prob_min.f64(1)[0])

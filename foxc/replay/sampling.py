@@ -1,29 +1,27 @@
-"""Stratified proportional sampling with importance weights, one kernel (cuda/replay/sample.cu), and its numpy reference."""
+"""Stratified proportional sampling, one kernel (cuda/replay/sample.cu), its numpy reference, and the importance
+weights' arithmetic (replay_next_state writes them from the batch's smallest prob that the sample leaves)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..driver import KernelSpec, i32, ptr, reference
-from ..isv.registry import slot_index
 from ..rng import xorshift32
-from .layout import (CTR_LENGTH, TR_ACTION, TR_COLS, TR_DONE, TR_GAMMA_N, TR_LOG_PI, TR_RETURN,
-                     TR_RETURN_RAW)
+from .layout import (CTR_LENGTH, ROW_WARPS, TR_ACTION, TR_COLS, TR_DONE, TR_GAMMA_N, TR_LOG_PI, TR_RETURN,
+                     TR_RETURN_RAW, warp_grid)
 
 MODULE = "replay/sample"
 
 SAMPLE = KernelSpec(
     "replay_sample", MODULE,
     (ptr("tree"), ptr("counters"), ptr("store_h_t"), ptr("store_h_tp1"), ptr("store_rows"), ptr("pending"),
-     ptr("rng"), ptr("isv"), ptr("out_h_t"), ptr("out_h_tp1"), ptr("out_action"), ptr("out_return"),
+     ptr("rng"), ptr("out_h_t"), ptr("out_h_tp1"), ptr("out_action"), ptr("out_return"),
      ptr("out_return_raw"), ptr("out_done"), ptr("out_log_pi"), ptr("out_gamma_n"), ptr("out_index"),
-     ptr("out_prob"), ptr("out_weight"), ptr("out_next"), ptr("ticket"), i32("batch"), i32("capacity"),
-     i32("width")),
+     ptr("out_prob"), ptr("out_next"), ptr("block_min"), ptr("prob_min"), ptr("ticket"), i32("batch"),
+     i32("capacity"), i32("width")),
     doc="one stratified proportional draw per warp, a coalesced gather (a pending next state: out_next = its "
-        "backtest, the row left to replay_next_state); the last block (integer ticket) writes the weights "
-        "(P_min / P)^beta; grid warp_grid(batch), block ROW_BLOCK")
-
-_BETA = slot_index("per_beta")
-
+        "backtest, the row left to replay_next_state); each block's smallest positive prob into block_min, and "
+        "the last block (integer ticket) their min into prob_min (replay_next_state writes the weights); grid "
+        "warp_grid(batch), block ROW_BLOCK")
 
 def tree_walk(tree: np.ndarray, u: np.ndarray, capacity: int) -> np.ndarray:
     """Leaf reached by each u (float64), as replay_sample walks: never into a subtree whose sum is 0."""
@@ -38,9 +36,9 @@ def tree_walk(tree: np.ndarray, u: np.ndarray, capacity: int) -> np.ndarray:
 
 
 @reference(SAMPLE)
-def _sample(launch, tree, counters, store_h_t, store_h_tp1, store_rows, pending, rng, isv, out_h_t, out_h_tp1,
-            out_action, out_return, out_return_raw, out_done, out_log_pi, out_gamma_n, out_index, out_prob, out_weight,
-            out_next, ticket, batch, capacity, width):
+def _sample(launch, tree, counters, store_h_t, store_h_tp1, store_rows, pending, rng, out_h_t, out_h_tp1,
+            out_action, out_return, out_return_raw, out_done, out_log_pi, out_gamma_n, out_index, out_prob,
+            out_next, block_min, prob_min, ticket, batch, capacity, width):
     nb, cap, w = int(batch), int(capacity), int(width)
     t = tree.f64(2 * cap)
     length = int(counters.u32(4)[CTR_LENGTH])
@@ -58,7 +56,8 @@ def _sample(launch, tree, counters, store_h_t, store_h_tp1, store_rows, pending,
         out_index.i32(nb)[:] = -1
         out_next.i32(nb)[:] = -1
         out_prob.f64(nb)[:] = 0.0
-        out_weight.f32(nb)[:] = 0.0
+        block_min.f64(warp_grid(nb))[:] = np.inf
+        prob_min.f64(1)[0] = np.inf
         return
     state = rng.u32(nb)
     x = xorshift32(state)
@@ -76,13 +75,19 @@ def _sample(launch, tree, counters, store_h_t, store_h_tp1, store_rows, pending,
     awaits = pending.i32(cap)[leaf] - 1
     out_next.i32(nb)[:] = awaits
     h_tp1[awaits < 0] = store_h_tp1.f32(cap * w).reshape(cap, w)[leaf[awaits < 0]]
-    out_weight.f32(nb)[:] = is_weights(out_prob.f64(nb), isv.f32()[_BETA])
+    prob = out_prob.f64(nb)
+    by_block = np.full(warp_grid(nb) * ROW_WARPS, np.inf)
+    by_block[:nb] = np.where(prob > 0.0, prob, np.inf)
+    block_min.f64(warp_grid(nb))[:] = by_block.reshape(-1, ROW_WARPS).min(axis=1)
+    prob_min.f64(1)[0] = by_block.min()
 
 
-def is_weights(prob: np.ndarray, beta) -> np.ndarray:
-    """(P_min / P)^beta in float32 over the positive probs, 0 where prob is 0: the last block's arithmetic."""
+def is_weights(prob: np.ndarray, beta, p_min: float | None = None) -> np.ndarray:
+    """(P_min / P)^beta in float32, 0 where prob is not positive: replay_next_state's arithmetic. P_min is the
+    smallest positive prob (infinity when none) unless given."""
     positive = prob > 0.0
-    p_min = prob[positive].min() if positive.any() else np.inf
+    if p_min is None:
+        p_min = prob[positive].min() if positive.any() else np.inf
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = (p_min / np.where(positive, prob, 1.0)).astype(np.float32)
     return np.where(positive, np.power(ratio, np.float32(beta)), np.float32(0.0))

@@ -59,7 +59,7 @@ def test_push_write_next_state_match_reference(cuda_rt, ref_rt, rng, n_backtests
     s = random_step(rng, n_backtests, 1, done_rate=0.2)
     counters = np.array([rng.integers(0, cap), rng.integers(0, cap + 1), 7, 7], np.uint32)
     counters[CTR_WRITE_HEAD] = counters[CTR_WRITE_HEAD] % cap
-    got, want = both(cuda_rt, ref_rt, RING_PUSH, n_backtests, ROW_BLOCK, [
+    got, want = both(cuda_rt, ref_rt, RING_PUSH, warp_grid(n_backtests), ROW_BLOCK, [
         ring_h, rows, pos, poisoned((n_backtests, 2), np.int32), poisoned(n_backtests, np.uint32), counters,
         np.zeros(1, np.uint32), s["h_t"], s["action"], s["reward"], s["reward_raw"], s["done"], s["log_pi"], isv,
         n_backtests, n_max, WIDTH, cap])
@@ -68,7 +68,7 @@ def test_push_write_next_state_match_reference(cuda_rt, ref_rt, rng, n_backtests
     ring_h, rows, pos, flush, offsets, counters = want[:6]
 
     store_h = poisoned((cap, WIDTH))
-    got, want = both(cuda_rt, ref_rt, FLUSH_WRITE, n_backtests, ROW_BLOCK, [
+    got, want = both(cuda_rt, ref_rt, FLUSH_WRITE, warp_grid(n_backtests), ROW_BLOCK, [
         ring_h, rows, pos, flush, offsets, counters, isv, np.array([2.5], np.float32), store_h, store_h.copy(),
         poisoned((cap, TR_COLS)), poisoned(2 * cap, np.float64), np.zeros(cap, np.int32), n_backtests, n_max, cap,
         WIDTH])
@@ -79,14 +79,17 @@ def test_push_write_next_state_match_reference(cuda_rt, ref_rt, rng, n_backtests
 
     batch = 300  # draws of pending transitions (their backtest) and of stored ones (-1)
     drew = np.where(rng.random(batch) < 0.5, rng.integers(0, n_backtests, batch), -1).astype(np.int32)
+    prob = 10.0 ** rng.uniform(-6, -1, batch)
     got, want = both(cuda_rt, ref_rt, NEXT_STATE, warp_grid(n_backtests) + warp_grid(batch), ROW_BLOCK, [
-        pos, flush, offsets, counters, s["h_tp1"], pending, store_h_tp1, drew, poisoned((batch, WIDTH)),
-        n_backtests, batch, cap, WIDTH])
-    same(got, want, "replay_next_state")
+        pos, flush, offsets, counters, s["h_tp1"], pending, store_h_tp1, drew, prob, prob.min(keepdims=True),
+        isv_host(ref_rt, per_beta=0.4), poisoned((batch, WIDTH)), poisoned(batch), n_backtests, batch, cap, WIDTH])
+    weight = 12  # powf is not numpy's power
+    same(got[:weight] + got[weight + 1:], want[:weight] + want[weight + 1:], "replay_next_state")
+    assert_close(got[weight], want[weight], 1e-6, "replay_next_state weights")
     assert not got[5].any(), "a next state is still pending"
     assert not np.isnan(got[6][written]).any(), "a written slot lacks its next state"
-    assert np.array_equal(got[8][drew >= 0], s["h_tp1"][drew[drew >= 0]])
-    assert np.isnan(got[8][drew < 0]).all(), "a stored draw's row was written"
+    assert np.array_equal(got[11][drew >= 0], s["h_tp1"][drew[drew >= 0]])
+    assert np.isnan(got[11][drew < 0]).all(), "a stored draw's row was written"
 
 
 def level_sums(leaves):
@@ -119,29 +122,34 @@ def test_sample_with_weights_matches_reference(cuda_rt, ref_rt, rng, cap, length
         leaves[0] = 1.0
     tree, counters, h_t, h_tp1, rows = filled_store(rng, cap, length, leaves)
     state = rng.integers(1, 2**32, batch, dtype=np.uint64).astype(np.uint32)
-    isv = isv_host(ref_rt, per_beta=0.55)
     outs = [poisoned((batch, WIDTH)), poisoned((batch, WIDTH)), poisoned(batch, np.int32),
-            *[poisoned(batch) for _ in range(5)], poisoned(batch, np.int32), poisoned(batch, np.float64),
-            poisoned(batch)]
+            *[poisoned(batch) for _ in range(5)], poisoned(batch, np.int32), poisoned(batch, np.float64)]
     ticket = np.zeros(1, np.uint32)
     pending = np.where(rng.random(cap) < 0.3, rng.integers(1, 1000, cap), 0).astype(np.int32)  # backtest + 1
     got, want = both(cuda_rt, ref_rt, SAMPLE, warp_grid(batch), ROW_BLOCK,
-                     [tree, counters, h_t, h_tp1, rows, pending, state, isv, *outs, poisoned(batch, np.int32), ticket,
-                      batch, cap, WIDTH])
-    weight = 18  # the walk is exact IEEE float64 on both; powf is not numpy's power
-    same(got[:weight] + got[weight + 1:], want[:weight] + want[weight + 1:], "replay_sample")
-    assert_close(got[weight], want[weight], 1e-6, "replay_sample weights")
+                     [tree, counters, h_t, h_tp1, rows, pending, state, *outs, poisoned(batch, np.int32),
+                      poisoned(warp_grid(batch), np.float64), poisoned(1, np.float64), ticket, batch, cap, WIDTH])
+    same(got, want, "replay_sample")  # the walk is exact IEEE float64 on both, the mins exact
     assert got[20][0] == 0, "the last block resets the ticket"
-    index, drew = got[16], got[19]
+    index, prob, drew, p_min = got[15], got[16], got[17], got[19]
     assert np.array_equal(drew, np.where(index >= 0, pending[index] - 1, -1))
-    if length:
-        assert got[weight].max() == 1.0 and got[weight].min() > 0.0
+    assert p_min[0] == (prob[prob > 0].min() if (prob > 0).any() else np.inf)
     if length and batch >= 64:
         assert (drew >= 0).any() and (drew < 0).any()
+    # the weights, by replay_next_state's sample warps (no rows to copy: the backtest part has nothing flushed)
+    g, w = both(cuda_rt, ref_rt, NEXT_STATE, warp_grid(1) + warp_grid(batch), ROW_BLOCK, [
+        np.zeros(2, np.uint32), np.zeros(2, np.int32), np.zeros(1, np.uint32), counters, poisoned((1, WIDTH)),
+        np.zeros(cap, np.int32), poisoned((cap, WIDTH)), np.full(batch, -1, np.int32), prob, p_min,
+        isv_host(ref_rt, per_beta=0.55), poisoned((batch, WIDTH)), poisoned(batch), 1, batch, cap, WIDTH])
+    assert_close(g[12], w[12], 1e-6, "weights")
+    if length:
+        assert g[12].max() == 1.0 and g[12].min() > 0.0
+    else:
+        assert not g[12].any()
 
 
 def test_sample_weights_every_launch_of_a_buffer(cuda_rt, ref_rt):
-    """The ticket returns to 0 after each launch: weights are written again on every sample()."""
+    """The ticket returns to 0 after each launch: weights are written again on every sample() + next_state()."""
     cap, length, batch = 1 << 12, 3000, 1024
     r = np.random.default_rng(31)
     leaves = np.zeros(cap)
@@ -159,6 +167,7 @@ def test_sample_weights_every_launch_of_a_buffer(cuda_rt, ref_rt):
         for rb in bufs:
             rb.sampled["weight"].upload(poisoned(batch))
             rb.sample()
+            rb.next_state()
         g, w = (rb.sampled for rb in bufs)
         assert np.array_equal(g["index"].download(), w["index"].download())
         assert np.array_equal(g["prob"].download(), w["prob"].download())
