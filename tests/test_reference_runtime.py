@@ -152,3 +152,24 @@ def test_reference_runtime_pins_blas_to_one_thread_unless_the_user_chose():
     assert after == [1] and "pinned" in name
     before, after, name = _blas_probe(OPENBLAS_NUM_THREADS="2")
     assert before == after == [2] and "OPENBLAS_NUM_THREADS=2" in name
+
+
+def test_max_blocks_per_sm_changes_nothing_on_the_reference_and_must_be_positive(ref_rt):
+    out = ref_rt.device_array(10, np.float32, "out")
+    plan = ref_rt.plan(vec.FILL_F32, 1, vec.BLOCK, (out, 3.0, 10), max_blocks_per_sm=2)
+    plan.launch(ref_rt.stream)
+    assert np.all(out.download() == 3.0) and ref_rt.multiprocessors == 1
+    with pytest.raises(ValueError, match="max_blocks_per_sm must be at least 1"):
+        ref_rt.plan(vec.FILL_F32, 1, vec.BLOCK, (out, 3.0, 10), max_blocks_per_sm=0)
+    out.close()
+
+
+def test_forward_scan_is_spread_only_when_its_grid_fits_one_wave():
+    from types import SimpleNamespace
+
+    from foxc.nn import ssm
+    h200 = SimpleNamespace(multiprocessors=132)
+    assert ssm.one_wave_spread(h200, ssm.proj_scan_grid(1024, 128)) == ssm.PS_SPREAD  # 256 blocks <= 264
+    assert ssm.one_wave_spread(h200, ssm.proj_scan_grid(1056, 128)) == ssm.PS_SPREAD  # 264
+    assert ssm.one_wave_spread(h200, ssm.proj_scan_grid(1072, 128)) is None  # 268
+    assert ssm.one_wave_spread(h200, ssm.proj_scan_grid(4096, 128)) is None

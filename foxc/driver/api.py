@@ -113,6 +113,7 @@ class Runtime(Closeable, Protocol):
     backend: str  # "cuda" or "reference"
     reason: str  # why this backend
     device_name: str
+    multiprocessors: int  # the device's SMs (the reference backend: 1)
     stream: Stream
     profiling: bool  # between profiler_start and profiler_stop
     def device_array(self, shape, dtype, name: str) -> DeviceArray: ...
@@ -128,9 +129,13 @@ class Runtime(Closeable, Protocol):
         """Copy `nbytes` between device addresses, in stream order; recorded into an open capture."""
     def kernel(self, spec: KernelSpec) -> Kernel:
         """`spec`'s kernel, checked and loaded once; another declaration under the same name is refused."""
-    def plan(self, spec: KernelSpec, grid, block, args, shared_bytes: int = 0) -> LaunchPlan:
+    def plan(self, spec: KernelSpec, grid, block, args, shared_bytes: int = 0,
+             max_blocks_per_sm: int | None = None) -> LaunchPlan:
         """Arguments go through `spec`: pointers as DevPtrs (never plain ints), scalars checked for type and range;
-        `args` in the declaration's order, or a mapping from parameter names to values (bound by name)."""
+        `args` in the declaration's order, or a mapping from parameter names to values (bound by name).
+        `max_blocks_per_sm`: at most that many of the launch's blocks resident on an SM (the CUDA backend pads each
+        block's dynamic shared memory so one more does not fit); it changes where blocks run, never what they
+        compute."""
     def event(self, name: str = "event") -> Event: ...
     def capture(self, stream: Stream | None = None, name: str = "graph") -> Capture: ...
     def synchronize(self) -> None:

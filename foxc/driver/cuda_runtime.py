@@ -14,7 +14,7 @@ import gc
 import numpy as np
 from cuda.bindings import driver
 
-from .device import Device, probe_device
+from .device import Device, device_attribute, probe_device
 from .cubins import check_spec, cubin_path, shipped_archs, verify_params
 from .errors import CudaError, check, raise_for
 from .kernel_spec import KernelSpec, pack_slot
@@ -285,7 +285,8 @@ class CudaRuntime(RuntimeBase):
     def __init__(self, ordinal: int = 0, reason: str = "", device: Device | None = None):
         device = device or probe_device(ordinal)
         self.ctx = Context(device)
-        super().__init__(reason or f"found {device.describe()}", device.describe(), Stream("main"))
+        super().__init__(reason or f"found {device.describe()}", device.describe(), Stream("main"),
+                         device.multiprocessors)
         self._arch = device.arch
         self._modules: dict[str, Module] = {}
         self._own(_close, self.stream, self._kernels, self._modules, self.ctx)
@@ -295,6 +296,20 @@ class CudaRuntime(RuntimeBase):
         if module is None:
             module = self._modules[spec.module] = Module(self._arch, spec.module, self.stream)
         return module.kernel(spec)
+
+    def _residency_shared(self, kernel: Kernel, shared_bytes: int, per_sm: int) -> int:
+        """Pad the block's dynamic shared memory past 1 / (per_sm + 1) of an SM's (minus the block's static and
+        the driver's reserved share), so per_sm + 1 blocks never fit; above 48 KB the kernel is allowed it."""
+        attr, dev = driver.CUfunction_attribute, self.ctx.device
+        static = check(driver.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, kernel._handle),
+                       "cuFuncGetAttribute", f"reading {kernel.name}'s shared memory")
+        per_block = device_attribute(dev, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR") // (per_sm + 1) + 1
+        dynamic = max(shared_bytes, per_block - static - device_attribute(dev, "RESERVED_SHARED_MEMORY_PER_BLOCK"))
+        if static + dynamic > device_attribute(dev, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"):
+            raise CudaError(f"{kernel.name}: shared memory cannot hold it to {per_sm} blocks an SM on this device")
+        check(driver.cuFuncSetAttribute(kernel._handle, attr.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic),
+              "cuFuncSetAttribute", f"allowing {kernel.name} {dynamic} B of dynamic shared memory")
+        return dynamic
 
     def copy_dtod(self, dst, src, nbytes: int, stream: Stream | None = None):
         stream = stream or self.stream

@@ -23,6 +23,13 @@ class Device:
                 f"driver CUDA {_version(self.driver_version)}, cubins {self.arch})")
 
 
+def device_attribute(handle, name: str) -> int:
+    """CU_DEVICE_ATTRIBUTE_<name> of the CUdevice `handle`."""
+    from cuda.bindings import driver
+    return check(driver.cuDeviceGetAttribute(getattr(driver.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}"), handle),
+                 "cuDeviceGetAttribute", f"reading {name}")
+
+
 def _version(v: int) -> str:
     return f"{v // 1000}.{v % 1000 // 10}"
 
@@ -52,8 +59,7 @@ def probe_device(ordinal: int = 0) -> Device:
     handle = check(driver.cuDeviceGet(ordinal), "cuDeviceGet", f"opening device {ordinal}")
 
     def attribute(name: str) -> int:
-        return check(driver.cuDeviceGetAttribute(getattr(driver.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}"),
-                                                 handle), "cuDeviceGetAttribute", f"reading {name}")
+        return device_attribute(handle, name)
 
     major, minor = attribute("COMPUTE_CAPABILITY_MAJOR"), attribute("COMPUTE_CAPABILITY_MINOR")
     raw = check(driver.cuDeviceGetName(256, handle), "cuDeviceGetName", "reading the device name")

@@ -21,8 +21,9 @@ class RuntimeBase(Owned):
     backend = ""
     _device_array = _mapped_array = _stream = _event = _plan = _capture = None
 
-    def __init__(self, reason: str, device_name: str, stream: Stream):
+    def __init__(self, reason: str, device_name: str, stream: Stream, multiprocessors: int = 1):
         self.reason, self.device_name, self.stream = reason, device_name, stream
+        self.multiprocessors = multiprocessors
         self.profiling = False
         self._kernels: dict[str, Kernel] = {}
 
@@ -48,8 +49,19 @@ class RuntimeBase(Owned):
         self._kernels[spec.name] = kernel
         return kernel
 
-    def plan(self, spec: KernelSpec, grid, block, args, shared_bytes: int = 0) -> LaunchPlan:
-        return self._plan(self, self.kernel(spec), grid, block, args, shared_bytes)
+    def plan(self, spec: KernelSpec, grid, block, args, shared_bytes: int = 0,
+             max_blocks_per_sm: int | None = None) -> LaunchPlan:
+        kernel = self.kernel(spec)
+        if max_blocks_per_sm is not None:
+            if max_blocks_per_sm < 1:
+                raise ValueError(f"{spec.name}: max_blocks_per_sm must be at least 1, got {max_blocks_per_sm}")
+            shared_bytes = self._residency_shared(kernel, shared_bytes, max_blocks_per_sm)
+        return self._plan(self, kernel, grid, block, args, shared_bytes)
+
+    def _residency_shared(self, kernel, shared_bytes: int, per_sm: int) -> int:
+        """The dynamic shared bytes that let at most `per_sm` blocks of `kernel` reside on an SM: a backend
+        without SMs runs every block the same way."""
+        return shared_bytes
 
     def capture(self, stream: Stream | None = None, name: str = "graph") -> Capture:
         return self._capture(stream or self.stream, name, self.event)

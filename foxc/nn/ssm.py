@@ -11,11 +11,15 @@ TF32 form (`*_tf32`, taken with precision "tf32") whose projection products run 
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..driver import KernelSpec, i32, ptr, reference
 from . import functional as F
 from .layout import PS_CHANNELS, PS_MAX_FEATURES, PS_THREADS, PS_WINDOWS
+
+PS_SPREAD = 2  # blocks an SM of a forward scan whose grid fits one wave at that many (one_wave_spread)
 
 MODULE = "nn/ssm"
 BLOCK = 256
@@ -73,6 +77,16 @@ def bwd_dw_splits(B: int) -> int:
 
 def proj_scan_grid(B: int, D: int) -> tuple[int, int, int]:
     return D // PS_CHANNELS, -(-B // PS_WINDOWS), 1
+
+
+def one_wave_spread(rt, grid) -> int | None:
+    """PS_SPREAD when the grid's blocks fit in one wave at that many an SM, else None. The step's side lane
+    (the replay) runs beside the forward scan; with room for three TF32 blocks an SM, the scheduler then
+    stacked three on some SMs while others held one, and the scan ran as long as its fullest SM: at
+    B = 1,024 (256 blocks, 132 SMs) the training step fell from ~4,140 to ~3,990 steps/s (H200, TF32) as
+    soon as the replay lane got faster; capped at two it ran ~4,110. With more blocks than one wave holds,
+    the third block hides latency instead (1,645 against 1,620 steps/s capped at B = 4,096)."""
+    return PS_SPREAD if math.prod(grid) <= PS_SPREAD * rt.multiprocessors else None
 
 
 def scan_grid(B: int, D: int) -> int:
@@ -159,7 +173,9 @@ def plan_proj_scan_fwd(rt, K: int, B: int, D: int, F: int, precision: str = "f32
     """ssm_proj_scan_fwd[_tf32]; its buffers by their parameter names."""
     if not proj_scan_fits(D, F):
         raise ValueError(f"ssm_proj_scan_fwd needs D % {PS_CHANNELS} == 0 and F < {PS_MAX_FEATURES} (D={D}, F={F})")
-    return rt.plan(PROJ_SCAN_FWD[precision], proj_scan_grid(B, D), PS_THREADS, dict(args, K=K, B=B, D=D, F=F))
+    grid = proj_scan_grid(B, D)
+    return rt.plan(PROJ_SCAN_FWD[precision], grid, PS_THREADS, dict(args, K=K, B=B, D=D, F=F),
+                   max_blocks_per_sm=one_wave_spread(rt, grid))
 
 
 def plan_scan_bwd_dw(rt, K: int, B: int, D: int, F: int, precision: str = "f32", **args):

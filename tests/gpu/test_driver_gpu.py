@@ -257,3 +257,38 @@ def test_dtod_copy_and_close_waits(cuda_rt, rng):
     a.close(); a.close()
     with pytest.raises(ValueError, match="closed"):
         a.ptr
+
+
+def _resident_blocks(plan, block: int) -> int:
+    from cuda.bindings import driver
+    return check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(plan.kernel._handle, block, plan._shared_bytes),
+                 "cuOccupancyMaxActiveBlocksPerMultiprocessor", f"the occupancy of {plan.name}")
+
+
+@pytest.mark.parametrize("per_sm", [1, 2, 3, 5])
+def test_max_blocks_per_sm_holds_a_kernel_to_that_many_blocks(cuda_rt, per_sm):
+    """The padded shared memory leaves room for exactly `per_sm` blocks of a kernel that would fit more (a fill of
+    256-thread blocks: 8 an SM by threads), and the padded plan still computes the same."""
+    n = 10_000
+    out = cuda_rt.device_array(n, np.float32, "out")
+    free = vec.plan_elementwise(cuda_rt, vec.FILL_F32, out, 1.0, n)
+    held = cuda_rt.plan(vec.FILL_F32, vec.grid_for(n), vec.BLOCK, (out, 2.5, n), max_blocks_per_sm=per_sm)
+    assert _resident_blocks(free, vec.BLOCK) > per_sm and _resident_blocks(held, vec.BLOCK) == per_sm
+    held.launch(cuda_rt.stream)
+    assert np.all(out.download() == 2.5)
+    out.close()
+
+
+def test_the_forward_scan_is_spread_when_it_fits_one_wave(cuda_rt):
+    """At B = 1,024 the TF32 forward scan's 256 blocks fit one wave at two an SM: held to two (three fit by
+    registers); at B = 4,096 it is left as it is."""
+    from foxc.nn import ssm
+    D, F, K = 128, 16, 32
+    arrays = {k: cuda_rt.device_array(1, np.float32, k) for k in ("gates", "states", "y", "x", "W", "bias")}
+    plans = {B: ssm.plan_proj_scan_fwd(cuda_rt, K, B, D, F, precision="tf32", **arrays) for B in (1024, 4096)}
+    assert ssm.one_wave_spread(cuda_rt, ssm.proj_scan_grid(1024, D)) == ssm.PS_SPREAD
+    assert ssm.one_wave_spread(cuda_rt, ssm.proj_scan_grid(4096, D)) is None
+    assert _resident_blocks(plans[1024], ssm.PS_THREADS) == ssm.PS_SPREAD
+    assert _resident_blocks(plans[4096], ssm.PS_THREADS) > ssm.PS_SPREAD
+    for a in arrays.values():
+        a.close()
