@@ -216,14 +216,15 @@ extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_flush_writ
 // and pending[slot] == b + 1 take h_tp1[b] as their stored next state, and pending[slot] = 0 again (so a
 // second launch writes nothing). The last blocks' warps are samples: out_next[s] = b >= 0 (replay_sample
 // drew a pending transition) takes h_tp1[b] as out_h_tp1[s], and every sample its importance weight
-// out_weight[s] = (P_min / P_s)^beta (0 where P_s = out_prob[s] is 0), P_min = prob_min[0] (replay_sample),
-// beta = isv[ISV_PER_BETA]: a warp a sample, so the powf of a batch run side by side. The two parts
-// share no written array.
+// out_weight[s] = (P_min / P_s)^beta (0 where P_s = out_prob[s] is 0), beta = isv[ISV_PER_BETA]: a warp
+// a sample, so the powf of a batch run side by side. P_min, the batch's smallest positive prob, is the
+// min of replay_sample's block_min[ceil(batch / REPLAY_ROW_WARPS)]: every sample block takes it (exact,
+// so each finds the same; infinity when none). The two parts share no written array.
 extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_next_state(
     const unsigned int* __restrict__ ring_pos, const int* __restrict__ flush,
     const unsigned int* __restrict__ offsets, const unsigned int* __restrict__ counters,
     const float* __restrict__ h_tp1, int* __restrict__ pending, float* __restrict__ store_h_tp1,
-    const int* __restrict__ out_next, const double* __restrict__ out_prob, const double* __restrict__ prob_min,
+    const int* __restrict__ out_next, const double* __restrict__ out_prob, const double* __restrict__ block_min,
     const float* __restrict__ isv, float* __restrict__ out_h_tp1, float* __restrict__ out_weight,
     int n_backtests, int batch, int capacity, int width)
 {
@@ -231,16 +232,24 @@ extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_next_state
     const int backtest_blocks = (n_backtests + REPLAY_ROW_WARPS - 1) / REPLAY_ROW_WARPS;
     const bool backtests = (int)blockIdx.x < backtest_blocks;
     const int item = ((int)blockIdx.x - (backtests ? 0 : backtest_blocks)) * REPLAY_ROW_WARPS + threadIdx.x / 32;
-    if (!backtests) {
-        if (item >= batch) return;
-        const int b = out_next[item];
-        const double p = out_prob[item];
-        const double p_min = prob_min[0];
+    if (!backtests) {  // the same in the whole block: it meets at a barrier below
+        __shared__ double smallest[REPLAY_ROW_WARPS];
+        const int b = item < batch ? out_next[item] : -1;
+        const double p = item < batch ? out_prob[item] : 0.0;
         const float beta = isv[ISV_PER_BETA];
+        double m = 1.0 / 0.0;
+        for (int i = threadIdx.x; i < (batch + REPLAY_ROW_WARPS - 1) / REPLAY_ROW_WARPS; i += REPLAY_ROW_BLOCK)
+            m = fmin(m, block_min[i]);
+#pragma unroll
+        for (int d = 16; d > 0; d >>= 1) m = fmin(m, __shfl_xor_sync(0xffffffffu, m, d));
+        if (lane == 0) smallest[threadIdx.x / 32] = m;
+        __syncthreads();
+        double p_min = smallest[0];
+        for (int w = 1; w < REPLAY_ROW_WARPS; ++w) p_min = fmin(p_min, smallest[w]);
         if (b >= 0)
             replay_copy_rows(out_h_tp1 + (long long)item * width, h_tp1 + (long long)b * width, nullptr, nullptr,
                              width, lane, 32);
-        if (lane == 0) out_weight[item] = p > 0.0 ? powf((float)(p_min / p), beta) : 0.0f;
+        if (lane == 0 && item < batch) out_weight[item] = p > 0.0 ? powf((float)(p_min / p), beta) : 0.0f;
         return;
     }
     const int b = item;

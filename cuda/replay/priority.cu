@@ -31,7 +31,7 @@ __device__ __forceinline__ void sum_up(double* tree, double* node, int span, lon
 // max_s p_s) (a block reduction; no other block reads it). batch = 0: the sums alone.
 // Sums: each block sums its leaves (as they stand after its writes) up to its subtree's root; with
 // top > 1 (at most REPLAY_SUBTREE_SPAN), the last block to finish its subtree (an integer ticket
-// after a __threadfence(), as replay_sample's weights) sums the top roots tree[top .. 2*top) up to
+// after a __threadfence(), as replay_ring_push's slots) sums the top roots tree[top .. 2*top) up to
 // the root the same way, read from L2 (written by the other blocks of this launch), and puts the
 // ticket back to 0: every node the same add as a level-by-level rebuild, whichever block is last.
 // Reads index, td [batch], isv, the leaves. Writes the batch's leaves, every internal node but

@@ -30,12 +30,9 @@
 // are adjacent (the priority update relies on that).
 // The importance weights (replay_next_state writes them) need P_min, the smallest positive prob of the
 // batch: each block writes the smallest positive prob of its samples to block_min[b] (infinity when
-// none) and bumps ticket[0] (an integer atomic) after a __threadfence(); the block that draws ticket
-// gridDim.x - 1 writes the min of block_min to prob_min[0] (exact, so any order and whichever block is
-// last give the same value; infinity for an empty buffer) and sets ticket[0] back to 0.
+// none), and replay_next_state takes their min.
 // Reads tree, counters[CTR_LENGTH], store_*, pending. Writes rng[s], out_* [batch(*width)],
-// out_index (-1 when the buffer is empty), out_prob = leaf / root (0 when empty), block_min
-// [gridDim.x], prob_min[0]; ticket[0] is 0 before and after.
+// out_index (-1 when the buffer is empty), out_prob = leaf / root (0 when empty), block_min [gridDim.x].
 extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_sample(
     const double* __restrict__ tree, const unsigned int* __restrict__ counters,
     const float* __restrict__ store_h_t, const float* __restrict__ store_h_tp1,
@@ -44,13 +41,11 @@ extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_sample(
     float* __restrict__ out_return, float* __restrict__ out_return_raw, float* __restrict__ out_done,
     float* __restrict__ out_log_pi, float* __restrict__ out_gamma_n, int* __restrict__ out_index,
     double* __restrict__ out_prob, int* __restrict__ out_next, double* __restrict__ block_min,
-    double* __restrict__ prob_min, unsigned int* __restrict__ ticket,
     int batch, int capacity, int width)
 {
     static_assert(REPLAY_ROW_WARPS * 32 == REPLAY_ROW_BLOCK, "one sample a warp");
     __shared__ double below_[REPLAY_ROW_WARPS][2 << REPLAY_WALK_DEPTH];  // a warp's heap nodes 2 .. 2^(depth+1) - 1
     __shared__ double smallest[REPLAY_ROW_WARPS];
-    __shared__ bool s_last;
     const double none = 1.0 / 0.0;
     const int t = threadIdx.x, lane = t % 32, warp = t / 32;
     const int s = blockIdx.x * REPLAY_ROW_WARPS + warp;
@@ -123,23 +118,5 @@ extern "C" __global__ void __launch_bounds__(REPLAY_ROW_BLOCK) replay_sample(
         double m = smallest[0];
         for (int w = 1; w < REPLAY_ROW_WARPS; ++w) m = fmin(m, smallest[w]);
         block_min[blockIdx.x] = m;
-        __threadfence();  // block_min is visible to every block before the ticket counts it
-        s_last = atomicAdd(ticket, 1u) == gridDim.x - 1u;
-        __threadfence();
-    }
-    __syncthreads();
-    if (!s_last) return;
-    double m = none;
-    for (int i = t; i < (int)gridDim.x; i += REPLAY_ROW_BLOCK)
-        m = fmin(m, __ldcg(block_min + i));  // from L2: written by other blocks of this launch
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) m = fmin(m, __shfl_xor_sync(0xffffffffu, m, d));
-    if (lane == 0) smallest[warp] = m;  // thread 0 read the block's values before the barrier above
-    __syncthreads();
-    if (t == 0) {
-        double p_min = smallest[0];
-        for (int w = 1; w < REPLAY_ROW_WARPS; ++w) p_min = fmin(p_min, smallest[w]);
-        prob_min[0] = p_min;
-        ticket[0] = 0u;
     }
 }

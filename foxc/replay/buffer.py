@@ -49,8 +49,6 @@ _SCRATCH = {
     "drew_pending": (lambda C, E, S, N, W: (S,), np.int32),  # per sample: that backtest, or -1
     "push_ticket": (lambda C, E, S, N, W: (1,), np.uint32),  # replay_ring_push's finished-block count: 0 between
     "block_min": (lambda C, E, S, N, W: (warp_grid(S),), np.float64),  # replay_sample's smallest prob a block
-    "prob_min": (lambda C, E, S, N, W: (1,), np.float64),  # the batch's smallest prob: replay_next_state's weights
-    "ticket": (lambda C, E, S, N, W: (1,), np.uint32),  # replay_sample's finished-block count: 0 between launches
     "tree_ticket": (lambda C, E, S, N, W: (1,), np.uint32),  # replay_update_tree's finished-block count: the same
 }
 INPUTS = {
@@ -121,11 +119,10 @@ class ReplayBuffer(Component):
             tree=s["tree"], counters=s["counters"], **store, pending=x["pending"], rng=s["rng"],
             **{f"out_{k}": o[k] for k in ("h_t", "h_tp1", "action", "return", "return_raw", "done", "log_pi",
                                          "gamma_n", "index", "prob")},
-            out_next=x["drew_pending"], block_min=x["block_min"], prob_min=x["prob_min"], ticket=x["ticket"],
-            batch=S, capacity=C, width=W))]
+            out_next=x["drew_pending"], block_min=x["block_min"], batch=S, capacity=C, width=W))]
         self.next_plans = [rt.plan(NEXT_STATE, warp_grid(E) + warp_grid(S), ROW_BLOCK, dict(
             ring_pos=s["ring_pos"], **slots, h_tp1=i["h_tp1"], pending=x["pending"], store_h_tp1=s["store_h_tp1"],
-            out_next=x["drew_pending"], out_prob=o["prob"], prob_min=x["prob_min"], isv=self.isv, out_h_tp1=o["h_tp1"],
+            out_next=x["drew_pending"], out_prob=o["prob"], block_min=x["block_min"], isv=self.isv, out_h_tp1=o["h_tp1"],
             out_weight=o["weight"], n_backtests=E, batch=S, capacity=C, width=W))]
         tree = dict(tree=s["tree"], max_priority=s["max_priority"], ticket=x["tree_ticket"], index=o["index"],
                     td=i["td"], isv=self.isv)

@@ -14,7 +14,7 @@ from ..driver import KernelSpec, i32, ptr, reference
 from ..isv.registry import slot_index
 from .layout import (CTR_FLUSH_BASE, CTR_FLUSH_TOTAL, CTR_LENGTH, CTR_WRITE_HEAD, RING_ACTION,
                      RING_COLS, RING_DONE, RING_LOG_PI, RING_REWARD, RING_REWARD_RAW, TR_ACTION,
-                     TR_COLS, TR_DONE, TR_GAMMA_N, TR_LOG_PI, TR_RETURN, TR_RETURN_RAW, TR_STEPS)
+                     TR_COLS, TR_DONE, TR_GAMMA_N, TR_LOG_PI, TR_RETURN, TR_RETURN_RAW, TR_STEPS, warp_grid)
 from .sampling import is_weights
 
 MODULE = "replay/nstep"
@@ -38,10 +38,11 @@ FLUSH_WRITE = KernelSpec(
 NEXT_STATE = KernelSpec(
     "replay_next_state", MODULE,
     (ptr("ring_pos"), ptr("flush"), ptr("offsets"), ptr("counters"), ptr("h_tp1"), ptr("pending"),
-     ptr("store_h_tp1"), ptr("out_next"), ptr("out_prob"), ptr("prob_min"), ptr("isv"), ptr("out_h_tp1"),
+     ptr("store_h_tp1"), ptr("out_next"), ptr("out_prob"), ptr("block_min"), ptr("isv"), ptr("out_h_tp1"),
      ptr("out_weight"), i32("n_backtests"), i32("batch"), i32("capacity"), i32("width")),
     doc="h_tp1 into the pending stored next states (pending back to 0) and into the sampled rows that drew "
-        "them; the batch's importance weights (P_min / P)^beta; grid warp_grid(n_backtests) + warp_grid(batch) "
+        "them; the batch's importance weights (P_min / P)^beta, P_min the min of block_min; grid "
+        "warp_grid(n_backtests) + warp_grid(batch) "
         "(a warp a backtest, then a sample), block ROW_BLOCK")
 
 
@@ -149,7 +150,7 @@ def _flush_write(launch, ring_h, ring_rows, ring_pos, flush, offsets, counters, 
 
 
 @reference(NEXT_STATE)
-def _next_state(launch, ring_pos, flush, offsets, counters, h_tp1, pending, store_h_tp1, out_next, out_prob, prob_min,
+def _next_state(launch, ring_pos, flush, offsets, counters, h_tp1, pending, store_h_tp1, out_next, out_prob, block_min,
                 isv, out_h_tp1, out_weight, n_backtests, batch, capacity, width):
     nb, ns, cap, w = int(n_backtests), int(batch), int(capacity), int(width)
     nxt = h_tp1.f32(nb * w).reshape(nb, w)
@@ -170,4 +171,5 @@ def _next_state(launch, ring_pos, flush, offsets, counters, h_tp1, pending, stor
     drew = out_next.i32(ns)
     rows = out_h_tp1.f32(ns * w).reshape(ns, w)
     rows[drew >= 0] = nxt[drew[drew >= 0]]
-    out_weight.f32(ns)[:] = is_weights(out_prob.f64(ns), isv.f32()[_BETA], prob_min.f64(1)[0])
+    p_min = block_min.f64(warp_grid(ns)).min()  # the kernel's: exact, in any order
+    out_weight.f32(ns)[:] = is_weights(out_prob.f64(ns), isv.f32()[_BETA], p_min)

@@ -1,5 +1,5 @@
 """Stratified proportional sampling, one kernel (cuda/replay/sample.cu), its numpy reference, and the importance
-weights' arithmetic (replay_next_state writes them from the batch's smallest prob that the sample leaves)."""
+weights' arithmetic (replay_next_state writes them from the per-block smallest probs that the sample leaves)."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,12 +16,10 @@ SAMPLE = KernelSpec(
     (ptr("tree"), ptr("counters"), ptr("store_h_t"), ptr("store_h_tp1"), ptr("store_rows"), ptr("pending"),
      ptr("rng"), ptr("out_h_t"), ptr("out_h_tp1"), ptr("out_action"), ptr("out_return"),
      ptr("out_return_raw"), ptr("out_done"), ptr("out_log_pi"), ptr("out_gamma_n"), ptr("out_index"),
-     ptr("out_prob"), ptr("out_next"), ptr("block_min"), ptr("prob_min"), ptr("ticket"), i32("batch"),
-     i32("capacity"), i32("width")),
+     ptr("out_prob"), ptr("out_next"), ptr("block_min"), i32("batch"), i32("capacity"), i32("width")),
     doc="one stratified proportional draw per warp, a coalesced gather (a pending next state: out_next = its "
-        "backtest, the row left to replay_next_state); each block's smallest positive prob into block_min, and "
-        "the last block (integer ticket) their min into prob_min (replay_next_state writes the weights); grid "
-        "warp_grid(batch), block ROW_BLOCK")
+        "backtest, the row left to replay_next_state); each block's smallest positive prob into block_min "
+        "(replay_next_state takes their min and writes the weights); grid warp_grid(batch), block ROW_BLOCK")
 
 def tree_walk(tree: np.ndarray, u: np.ndarray, capacity: int) -> np.ndarray:
     """Leaf reached by each u (float64), as replay_sample walks: never into a subtree whose sum is 0."""
@@ -38,7 +36,7 @@ def tree_walk(tree: np.ndarray, u: np.ndarray, capacity: int) -> np.ndarray:
 @reference(SAMPLE)
 def _sample(launch, tree, counters, store_h_t, store_h_tp1, store_rows, pending, rng, out_h_t, out_h_tp1,
             out_action, out_return, out_return_raw, out_done, out_log_pi, out_gamma_n, out_index, out_prob,
-            out_next, block_min, prob_min, ticket, batch, capacity, width):
+            out_next, block_min, batch, capacity, width):
     nb, cap, w = int(batch), int(capacity), int(width)
     t = tree.f64(2 * cap)
     length = int(counters.u32(4)[CTR_LENGTH])
@@ -57,7 +55,6 @@ def _sample(launch, tree, counters, store_h_t, store_h_tp1, store_rows, pending,
         out_next.i32(nb)[:] = -1
         out_prob.f64(nb)[:] = 0.0
         block_min.f64(warp_grid(nb))[:] = np.inf
-        prob_min.f64(1)[0] = np.inf
         return
     state = rng.u32(nb)
     x = xorshift32(state)
@@ -79,7 +76,6 @@ def _sample(launch, tree, counters, store_h_t, store_h_tp1, store_rows, pending,
     by_block = np.full(warp_grid(nb) * ROW_WARPS, np.inf)
     by_block[:nb] = np.where(prob > 0.0, prob, np.inf)
     block_min.f64(warp_grid(nb))[:] = by_block.reshape(-1, ROW_WARPS).min(axis=1)
-    prob_min.f64(1)[0] = by_block.min()
 
 
 def is_weights(prob: np.ndarray, beta, p_min: float | None = None) -> np.ndarray:

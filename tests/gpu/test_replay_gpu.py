@@ -9,8 +9,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from foxc.isv import IsvBus  # noqa: E402
 from foxc.replay import STATE_NAMES, ReplayBuffer  # noqa: E402
-from foxc.replay.layout import (CTR_LENGTH, CTR_WRITE_HEAD, ROW_BLOCK, RING_COLS, SUBTREE_BLOCK,  # noqa: E402
-                                TR_COLS, warp_grid)
+from foxc.replay.layout import (CTR_LENGTH, CTR_WRITE_HEAD, ROW_BLOCK, ROW_WARPS, RING_COLS,  # noqa: E402
+                                SUBTREE_BLOCK, TR_COLS, warp_grid)
 from foxc.replay.nstep import FLUSH_WRITE, NEXT_STATE, RING_PUSH  # noqa: E402
 from foxc.replay.priority import UPDATE_TREE, grid as tree_grid  # noqa: E402
 from foxc.replay.sampling import SAMPLE, is_weights  # noqa: E402
@@ -81,7 +81,7 @@ def test_push_write_next_state_match_reference(cuda_rt, ref_rt, rng, n_backtests
     drew = np.where(rng.random(batch) < 0.5, rng.integers(0, n_backtests, batch), -1).astype(np.int32)
     prob = 10.0 ** rng.uniform(-6, -1, batch)
     got, want = both(cuda_rt, ref_rt, NEXT_STATE, warp_grid(n_backtests) + warp_grid(batch), ROW_BLOCK, [
-        pos, flush, offsets, counters, s["h_tp1"], pending, store_h_tp1, drew, prob, prob.min(keepdims=True),
+        pos, flush, offsets, counters, s["h_tp1"], pending, store_h_tp1, drew, prob, block_minima(prob),
         isv_host(ref_rt, per_beta=0.4), poisoned((batch, WIDTH)), poisoned(batch), n_backtests, batch, cap, WIDTH])
     weight = 12  # powf is not numpy's power
     same(got[:weight] + got[weight + 1:], want[:weight] + want[weight + 1:], "replay_next_state")
@@ -112,6 +112,13 @@ def filled_store(rng, cap, length, leaves):
             rng.standard_normal((cap, TR_COLS)).astype(np.float32))
 
 
+def block_minima(prob):
+    """The smallest positive prob of each ROW_WARPS samples (infinity when none), as replay_sample leaves them."""
+    padded = np.full(warp_grid(prob.size) * ROW_WARPS, np.inf)
+    padded[:prob.size] = np.where(prob > 0, prob, np.inf)
+    return padded.reshape(-1, ROW_WARPS).min(axis=1)
+
+
 @pytest.mark.parametrize("cap,length,batch", [(2, 1, 1), (1 << 10, 700, 1024), (1 << 16, 1 << 16, 4096),
                                               (1 << 12, 0, 64), (1 << 17, 100_000, 1000), (32, 20, 5000)])
 def test_sample_with_weights_matches_reference(cuda_rt, ref_rt, rng, cap, length, batch):
@@ -124,24 +131,23 @@ def test_sample_with_weights_matches_reference(cuda_rt, ref_rt, rng, cap, length
     state = rng.integers(1, 2**32, batch, dtype=np.uint64).astype(np.uint32)
     outs = [poisoned((batch, WIDTH)), poisoned((batch, WIDTH)), poisoned(batch, np.int32),
             *[poisoned(batch) for _ in range(5)], poisoned(batch, np.int32), poisoned(batch, np.float64)]
-    ticket = np.zeros(1, np.uint32)
     pending = np.where(rng.random(cap) < 0.3, rng.integers(1, 1000, cap), 0).astype(np.int32)  # backtest + 1
     got, want = both(cuda_rt, ref_rt, SAMPLE, warp_grid(batch), ROW_BLOCK,
                      [tree, counters, h_t, h_tp1, rows, pending, state, *outs, poisoned(batch, np.int32),
-                      poisoned(warp_grid(batch), np.float64), poisoned(1, np.float64), ticket, batch, cap, WIDTH])
-    same(got, want, "replay_sample")  # the walk is exact IEEE float64 on both, the mins exact
-    assert got[20][0] == 0, "the last block resets the ticket"
-    index, prob, drew, p_min = got[15], got[16], got[17], got[19]
+                      poisoned(warp_grid(batch), np.float64), batch, cap, WIDTH])
+    same(got, want, "replay_sample")  # the walk is exact IEEE float64 on both, the minima exact
+    index, prob, drew, minima = got[15], got[16], got[17], got[18]
     assert np.array_equal(drew, np.where(index >= 0, pending[index] - 1, -1))
-    assert p_min[0] == (prob[prob > 0].min() if (prob > 0).any() else np.inf)
+    assert np.array_equal(minima, block_minima(prob))
     if length and batch >= 64:
         assert (drew >= 0).any() and (drew < 0).any()
     # the weights, by replay_next_state's sample warps (no rows to copy: the backtest part has nothing flushed)
     g, w = both(cuda_rt, ref_rt, NEXT_STATE, warp_grid(1) + warp_grid(batch), ROW_BLOCK, [
         np.zeros(2, np.uint32), np.zeros(2, np.int32), np.zeros(1, np.uint32), counters, poisoned((1, WIDTH)),
-        np.zeros(cap, np.int32), poisoned((cap, WIDTH)), np.full(batch, -1, np.int32), prob, p_min,
+        np.zeros(cap, np.int32), poisoned((cap, WIDTH)), np.full(batch, -1, np.int32), prob, minima,
         isv_host(ref_rt, per_beta=0.55), poisoned((batch, WIDTH)), poisoned(batch), 1, batch, cap, WIDTH])
     assert_close(g[12], w[12], 1e-6, "weights")
+    assert_close(g[12], is_weights(prob, np.float32(0.55)), 1e-6, "weights from the batch's smallest prob")
     if length:
         assert g[12].max() == 1.0 and g[12].min() > 0.0
     else:
@@ -149,7 +155,7 @@ def test_sample_with_weights_matches_reference(cuda_rt, ref_rt, rng, cap, length
 
 
 def test_sample_weights_every_launch_of_a_buffer(cuda_rt, ref_rt):
-    """The ticket returns to 0 after each launch: weights are written again on every sample() + next_state()."""
+    """Weights are written again on every sample() + next_state()."""
     cap, length, batch = 1 << 12, 3000, 1024
     r = np.random.default_rng(31)
     leaves = np.zeros(cap)
@@ -174,7 +180,6 @@ def test_sample_weights_every_launch_of_a_buffer(cuda_rt, ref_rt):
         weight = g["weight"].download()
         assert_close(weight, w["weight"].download(), 1e-6, "weight")
         assert_close(weight, is_weights(g["prob"].download(), 0.4), 1e-6, "weight from prob")
-        assert bufs[0].scratch["ticket"].download()[0] == 0
     for rb in bufs:
         rb.close()
 
