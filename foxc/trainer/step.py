@@ -18,7 +18,8 @@ after the other. Either way each kernel reads the same inputs, so the bits are t
                                    drawdown; the reward (equity change in ticks, drawdown penalty, PopArt
                                    scale, clamp); the perception targets from the gathered label planes
                      advance       cursors move on, or start new episodes (the next step gathers at them)
-               main: replay_next   s_t into the pending next states, in storage and in the batch
+               main: replay_next   s_t into the pending next states, in storage and in the batch; the
+                                   batch's importance weights
                      rl_forward    the RL heads on the replayed states (and the perception head's layer), their
                                    losses
   beside       side: rl_backward   the RL heads' backward
