@@ -57,11 +57,8 @@ def probe_device(ordinal: int = 0) -> Device:
                         f"CUDA {_version(needed)} (NVIDIA driver >= 580 for CUDA 13); this driver supports CUDA "
                         f"{_version(version)}. Upgrade the driver, or use --backend reference")
     handle = check(driver.cuDeviceGet(ordinal), "cuDeviceGet", f"opening device {ordinal}")
-
-    def attribute(name: str) -> int:
-        return device_attribute(handle, name)
-
-    major, minor = attribute("COMPUTE_CAPABILITY_MAJOR"), attribute("COMPUTE_CAPABILITY_MINOR")
+    major = device_attribute(handle, "COMPUTE_CAPABILITY_MAJOR")
+    minor = device_attribute(handle, "COMPUTE_CAPABILITY_MINOR")
     raw = check(driver.cuDeviceGetName(256, handle), "cuDeviceGetName", "reading the device name")
     return Device(ordinal, handle, raw.split(b"\0", 1)[0].decode(), (major, minor),
-                  attribute("MULTIPROCESSOR_COUNT"), version, pick_arch(major, minor))
+                  device_attribute(handle, "MULTIPROCESSOR_COUNT"), version, pick_arch(major, minor))
