@@ -3,7 +3,7 @@ import os
 import numpy as np
 import pytest
 
-from foxc.driver import probe_cuda
+from foxc.driver import select_backend
 from foxc.driver.reference.runtime import ReferenceRuntime
 
 
@@ -15,11 +15,11 @@ def ref_rt():
 @pytest.fixture(scope="session")
 def cuda_rt():
     """The CUDA runtime; skips (with the probe's reason) where no usable GPU is present."""
-    ok, why = probe_cuda()
-    if not ok:
-        pytest.skip(f"no usable CUDA device: {why}")
+    choice = select_backend("auto")
+    if choice.name != "cuda":
+        pytest.skip(choice.reason)
     from foxc.driver.cuda_runtime import CudaRuntime
-    rt = CudaRuntime(0, why)
+    rt = CudaRuntime(0, choice.reason, choice.device)
     yield rt
     rt.close()
 

@@ -12,14 +12,6 @@ from .errors import CudaError
 BACKENDS = ("auto", "cuda", "reference")
 
 
-def probe_cuda(ordinal: int = 0) -> tuple[bool, str]:
-    """(usable, why): can foxc run its cubins on device `ordinal`?"""
-    try:
-        return True, f"found {probe_device(ordinal).describe()}"
-    except CudaError as e:
-        return False, str(e)
-
-
 @dataclass(frozen=True)
 class BackendChoice:
     name: str  # "cuda" or "reference"
