@@ -59,17 +59,15 @@ def section_rows(ckpt: Checkpoint) -> list[dict]:
     rows = []
     for name, value in ckpt.sections.items():
         info = ckpt.infos[name]
-        about = None if ckpt.has_meta else SECTION_ABOUT.get(name)
-        base = {"name": name, "bytes": info.nbytes, "dtype": info.dtype, "shape": list(info.shape)}
+        row = {"name": name, "bytes": info.nbytes, "dtype": info.dtype, "shape": list(info.shape)}
         if isinstance(value, AdamState):
-            rows.append({**base, "name": f"{name}.m", "dtype": f"adamw step {value.step}", **array_stats(value.m),
-                         "about": about})
+            row.update(name=f"{name}.m", dtype=f"adamw step {value.step}", **array_stats(value.m))
+        elif not isinstance(value, bytes):
+            row.update(array_stats(value))
+        rows.append({**row, "about": None if ckpt.has_meta else SECTION_ABOUT.get(name)})
+        if isinstance(value, AdamState):
             rows.append({"name": f"{name}.v", "bytes": None, "dtype": None, "shape": None, **array_stats(value.v),
                          "about": None})
-        elif isinstance(value, bytes):
-            rows.append({**base, "about": about})
-        else:
-            rows.append({**base, **array_stats(value), "about": about})
     return rows
 
 
@@ -191,7 +189,7 @@ def _array_diff(a: np.ndarray, b: np.ndarray) -> float:
 
 def show_diff(ckpt: Checkpoint, other: Checkpoint, path: str, other_path: str, as_json: bool) -> int:
     rows = []
-    for name in list(ckpt.sections) + [n for n in other.sections if n not in ckpt.sections]:
+    for name in {**ckpt.sections, **other.sections}:  # ckpt's order, then what only `other` has
         if name not in other.sections or name not in ckpt.sections:
             diff, note = None, f"only in {path if name in ckpt.sections else other_path}"
         else:
