@@ -38,7 +38,7 @@ import numpy as np
 from .. import __version__
 from ..isv.registry import SLOTS
 from . import seed_layout
-from .adamw import AdamState, adamw_chunks, unpack_adamw
+from .adamw import AdamState, adamw_chunks, le_bytes, unpack_adamw
 from .atomic import atomic_write
 from .errors import CheckpointError
 from .meta import (ADAMW, BYTES, RESERVED_KEYS, SectionInfo, canonical_dtype, check_meta, decode_meta,
@@ -218,8 +218,7 @@ def _payload(value) -> list:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return [_byte_view(value)]
     array = np.asarray(value)
-    flat = np.ascontiguousarray(array, dtype=np.dtype(canonical_dtype(array.dtype))).reshape(-1)
-    return [memoryview(flat.view(np.uint8))]
+    return [le_bytes(array, canonical_dtype(array.dtype))]
 
 
 def write_checkpoint(path, step: int, sections: dict, meta: dict | None = None) -> Path:

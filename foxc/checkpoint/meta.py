@@ -92,9 +92,7 @@ def encode_meta(doc: dict) -> bytes:
 
 
 def _to_msgpack(value):
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
+    if isinstance(value, (np.generic, np.ndarray)):
         return value.tolist()
     if isinstance(value, (PurePath, np.dtype)):
         return str(value)
