@@ -60,7 +60,7 @@ def wire_size(n: int) -> int:
 def adamw_chunks(state: AdamState) -> list:
     """The wire format as buffers to write one after the other (the moments are not copied)."""
     head = HEAD.pack(state.n, state.step, state.lr, state.beta1, state.beta2, state.eps, state.wd)
-    return [head, _le_bytes(state.m), _le_bytes(state.v)]
+    return [head, le_bytes(state.m), le_bytes(state.v)]
 
 
 def unpack_adamw(data, section: str = "adamw", offset: int = 0) -> AdamState:
@@ -79,6 +79,7 @@ def unpack_adamw(data, section: str = "adamw", offset: int = 0) -> AdamState:
     return AdamState(m, v, step, lr, beta1, beta2, eps, wd)
 
 
-def _le_bytes(array: np.ndarray) -> memoryview:
-    flat = np.ascontiguousarray(array, dtype=F32).reshape(-1)
+def le_bytes(array: np.ndarray, dtype=F32) -> memoryview:
+    """The array's bytes as `dtype` (little-endian), flat; not copied when the array already is."""
+    flat = np.ascontiguousarray(array, dtype=dtype).reshape(-1)
     return memoryview(flat.view(np.uint8))

@@ -82,12 +82,10 @@ def remove_stale_temp_files(directory: Path, target: re.Pattern) -> None:
 
 
 def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
     try:
-        os.kill(pid, 0)
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
     except ProcessLookupError:
         return False
     except (PermissionError, OverflowError):
-        return True
+        pass  # another user's process (or a pid too large to ask about): assume it runs
     return True

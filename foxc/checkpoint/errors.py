@@ -25,14 +25,10 @@ class CheckpointError(Exception):
         return CheckpointError(self.reason, section=self.section, offset=self.offset, path=path)
 
     def _render(self) -> str:
-        where = [] if self.path is None else [f"{self.path}:"]
-        if self.section is not None:
-            where.append(f"section '{self.section}'")
-        if self.offset is not None:
-            where.append(f"at byte {self.offset}")
-        if self.path is not None and len(where) == 1:
-            return f"{self.path}: {self.reason}"
-        return f"{' '.join(where)}: {self.reason}" if where else self.reason
+        where = [] if self.section is None else [f"section '{self.section}'"]
+        where += [] if self.offset is None else [f"at byte {self.offset}"]
+        head = "" if self.path is None else f"{self.path}: "
+        return head + (f"{' '.join(where)}: {self.reason}" if where else self.reason)
 
 
 class CheckpointSaveError(Exception):

@@ -38,7 +38,7 @@ import numpy as np
 from .. import __version__
 from ..isv.registry import SLOTS
 from . import seed_layout
-from .adamw import AdamState, adamw_chunks, unpack_adamw
+from .adamw import AdamState, adamw_chunks, le_bytes, unpack_adamw
 from .atomic import atomic_write
 from .errors import CheckpointError
 from .meta import (ADAMW, BYTES, RESERVED_KEYS, SectionInfo, canonical_dtype, check_meta, decode_meta,
@@ -74,18 +74,9 @@ class SectionSpan:
         return self.data_offset + self.data_len
 
 
-@dataclass(frozen=True)
-class Layout:
-    step: int
-    sections: tuple[SectionSpan, ...]
-    size: int
-
-    def find(self, name: str) -> SectionSpan | None:
-        return next((s for s in self.sections if s.name == name), None)
-
-
-def parse_layout(buf) -> Layout:
-    """Parse the header and section framing of a whole file held in `buf` (bytes, mmap, memoryview)."""
+def parse_layout(buf) -> tuple[int, dict[str, SectionSpan]]:
+    """Parse the header and section framing of a whole file held in `buf` (bytes, mmap, memoryview):
+    its step, and its sections by name in file order."""
     view = _byte_view(buf)
     size = len(view)
     if size < HEADER.size:
@@ -100,7 +91,7 @@ def parse_layout(buf) -> Layout:
     if count * SECTION_OVERHEAD > size - pos:
         raise CheckpointError(f"n_sections {count} cannot fit in the {size - pos} bytes after the header", offset=16)
 
-    spans, first_at = [], {}
+    spans = {}
     for index in range(count):
         label = f"#{index}"
         if size - pos < NAME_LEN.size:
@@ -124,14 +115,14 @@ def parse_layout(buf) -> Layout:
         if data_len > size - data_at:
             raise CheckpointError(f"data_len {data_len} runs past the end of the file ({size - data_at} bytes remain)",
                                   section=name, offset=len_at)
-        if name in first_at:
-            raise CheckpointError(f"duplicate section name (first at byte {first_at[name]})", section=name, offset=pos)
-        first_at[name] = pos
-        spans.append(SectionSpan(name, pos, data_at, data_len))
+        if name in spans:
+            raise CheckpointError(f"duplicate section name (first at byte {spans[name].offset})", section=name,
+                                  offset=pos)
+        spans[name] = SectionSpan(name, pos, data_at, data_len)
         pos = data_at + data_len
     if pos != size:
         raise CheckpointError(f"{size - pos} trailing bytes after the last section", offset=pos)
-    return Layout(step, tuple(spans), size)
+    return step, spans
 
 
 def _byte_view(buf) -> memoryview:
@@ -146,7 +137,7 @@ def _section_header(name: str, data_len: int) -> bytes:
     return NAME_LEN.pack(len(raw)) + raw + DATA_LEN.pack(data_len)
 
 
-def _seal(header: bytes, framed: list[tuple[bytes, bytes]]) -> bytes:
+def _seal(header, framed: list) -> bytes:
     """The checksum section's data: sha256 over the header, then each section's header and data digest."""
     digest = hashlib.sha256(header)
     for section_header, data_digest in framed:
@@ -227,8 +218,7 @@ def _payload(value) -> list:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return [_byte_view(value)]
     array = np.asarray(value)
-    flat = np.ascontiguousarray(array, dtype=np.dtype(canonical_dtype(array.dtype))).reshape(-1)
-    return [memoryview(flat.view(np.uint8))]
+    return [le_bytes(array, canonical_dtype(array.dtype))]
 
 
 def write_checkpoint(path, step: int, sections: dict, meta: dict | None = None) -> Path:
@@ -237,8 +227,7 @@ def write_checkpoint(path, step: int, sections: dict, meta: dict | None = None) 
     Raises CheckpointSaveError when the save fails; `path` is then as it was before.
     """
     path = Path(path)
-    encoded = encode_checkpoint(step, sections, meta)
-    atomic_write(path, encoded.chunks)
+    atomic_write(path, encode_checkpoint(step, sections, meta).chunks)
     return path
 
 
@@ -304,13 +293,9 @@ def read_checkpoint(path, expected: dict | None = None, check_meta_first=None) -
             if not stat.S_ISREG(info.st_mode):
                 raise CheckpointError("not a regular file", path=path)
             data = np.empty(info.st_size, np.uint8)  # not zero-filled: every byte is read into
-            filled = 0
-            with memoryview(data) as view:
-                while filled < data.size:
-                    got = f.readinto(view[filled:])
-                    if not got:
-                        raise CheckpointError(f"shrank while being read ({filled} of {data.size} bytes)", path=path)
-                    filled += got
+            filled = f.readinto(data)  # a buffered file reads until the buffer is full or the file ends
+            if filled < data.size:
+                raise CheckpointError(f"shrank while being read ({filled} of {data.size} bytes)", path=path)
             if f.read(1):
                 raise CheckpointError("grew while being read", path=path)
     except IsADirectoryError:
@@ -341,24 +326,24 @@ def parse_checkpoint(buf, expected: dict | None = None, check_meta_first=None) -
     whenever `expected` is given: nothing in it says which run it continues.
     """
     view = _byte_view(buf)
-    layout = parse_layout(view)
-    seal = _seal_span(layout)
-    body = layout.sections[:-1] if seal is not None else layout.sections
+    step, spans = parse_layout(view)
+    seal = _seal_span(spans)
+    body = [s for s in spans.values() if s is not seal]
     digests = {s.name: hashlib.sha256(view[s.data_offset:s.end]).digest() for s in body}
-    intact = seal is None or _seal_matches(view, body, digests, seal)
-    meta_span = layout.find(META)
+    framed = [(view[s.offset:s.data_offset], digests[s.name]) for s in body]
+    intact = seal is None or _seal(view[:HEADER.size], framed) == view[seal.data_offset:seal.end]
+    meta_span = spans.get(META)
     if meta_span is None:
         if not intact:
             raise CheckpointError("file checksum mismatch: the file was altered or damaged (it has no meta to "
                                   "name the section)", section=CHECKSUM, offset=seal.offset)
         if expected is not None:
             raise CheckpointError(NOT_RESUMABLE)
-        return _parse_without_meta(view, layout, body, digests, seal is not None)
+        return _parse_without_meta(view, step, body, digests, seal is not None)
 
-    spans = {s.name: (s.offset, s.data_len) for s in layout.sections}
     # The meta is checked first: its per-section digests name a damaged section precisely.
     doc = decode_meta(view[meta_span.data_offset:meta_span.end], meta_span.data_offset)
-    infos = check_meta(doc, layout.step, spans, digests, meta_span.data_offset)
+    infos = check_meta(doc, step, spans, digests, meta_span.data_offset)
     if not intact:
         raise CheckpointError("file checksum mismatch: the header, a section header or the meta was altered "
                               "(every section's data matches its sha256)", section=CHECKSUM, offset=seal.offset)
@@ -375,17 +360,17 @@ def parse_checkpoint(buf, expected: dict | None = None, check_meta_first=None) -
     if check_meta_first is not None:
         check_meta_first(doc)
     wanted = infos if expected is None else _match_expected(infos, expected)
-    sections = {name: _decode(view, infos[name], layout.find(name)) for name in wanted}
-    skipped = [s.name for s in layout.sections if s.name not in sections and s.name not in (META, CHECKSUM)]
-    return Checkpoint(layout.step, sections, doc, infos, skipped, layout.size, notes, True, seal is not None)
+    sections = {name: _decode(view, infos[name], spans[name]) for name in wanted}
+    skipped = [name for name in spans if name not in sections and name not in (META, CHECKSUM)]
+    return Checkpoint(step, sections, doc, infos, skipped, len(view), notes, True, seal is not None)
 
 
-def _seal_span(layout: Layout) -> SectionSpan | None:
+def _seal_span(spans: dict[str, SectionSpan]) -> SectionSpan | None:
     """The `checksum` section, when there is one: it must be last and hold one sha256."""
-    seal = layout.find(CHECKSUM)
+    seal = spans.get(CHECKSUM)
     if seal is None:
         return None
-    if seal is not layout.sections[-1]:
+    if seal is not next(reversed(spans.values())):
         raise CheckpointError("must be the last section", section=CHECKSUM, offset=seal.offset)
     if seal.data_len != DIGEST_BYTES:
         raise CheckpointError(f"holds {seal.data_len} bytes, not a {DIGEST_BYTES}-byte sha256",
@@ -393,12 +378,7 @@ def _seal_span(layout: Layout) -> SectionSpan | None:
     return seal
 
 
-def _seal_matches(view: memoryview, body, digests: dict, seal: SectionSpan) -> bool:
-    framed = [(bytes(view[s.offset:s.data_offset]), digests[s.name]) for s in body]
-    return _seal(bytes(view[:HEADER.size]), framed) == bytes(view[seal.data_offset:seal.end])
-
-
-def _parse_without_meta(view: memoryview, layout: Layout, body, digests: dict, sealed: bool) -> Checkpoint:
+def _parse_without_meta(view: memoryview, step: int, body, digests: dict, sealed: bool) -> Checkpoint:
     """Every section decoded with an inferred type, and notes on what the missing meta leaves unknown."""
     sections, infos, problems = {}, {}, []
     for span in body:
@@ -408,7 +388,7 @@ def _parse_without_meta(view: memoryview, layout: Layout, body, digests: dict, s
         if problem is not None:
             problems.append(problem)
     notes = seed_layout.notes_without_meta(sections, sealed, problems)
-    return Checkpoint(layout.step, sections, {}, infos, [], layout.size, notes, False, sealed)
+    return Checkpoint(step, sections, {}, infos, [], len(view), notes, False, sealed)
 
 
 def _match_expected(infos: dict[str, SectionInfo], expected: dict) -> list[str]:

@@ -59,17 +59,15 @@ def section_rows(ckpt: Checkpoint) -> list[dict]:
     rows = []
     for name, value in ckpt.sections.items():
         info = ckpt.infos[name]
-        about = None if ckpt.has_meta else SECTION_ABOUT.get(name)
-        base = {"name": name, "bytes": info.nbytes, "dtype": info.dtype, "shape": list(info.shape)}
+        row = {"name": name, "bytes": info.nbytes, "dtype": info.dtype, "shape": list(info.shape)}
         if isinstance(value, AdamState):
-            rows.append({**base, "name": f"{name}.m", "dtype": f"adamw step {value.step}", **array_stats(value.m),
-                         "about": about})
+            row.update(name=f"{name}.m", dtype=f"adamw step {value.step}", **array_stats(value.m))
+        elif not isinstance(value, bytes):
+            row.update(array_stats(value))
+        rows.append({**row, "about": None if ckpt.has_meta else SECTION_ABOUT.get(name)})
+        if isinstance(value, AdamState):
             rows.append({"name": f"{name}.v", "bytes": None, "dtype": None, "shape": None, **array_stats(value.v),
                          "about": None})
-        elif isinstance(value, bytes):
-            rows.append({**base, "about": about})
-        else:
-            rows.append({**base, **array_stats(value), "about": about})
     return rows
 
 
@@ -79,14 +77,6 @@ def adamw_rows(ckpt: Checkpoint) -> list[dict]:
              "m_norm": float(np.linalg.norm(value.m.astype(np.float64))),
              "v_norm": float(np.linalg.norm(value.v.astype(np.float64)))}
             for name, value in ckpt.sections.items() if isinstance(value, AdamState)]
-
-
-def summary(ckpt: Checkpoint, path: str) -> dict:
-    meta = ckpt.meta
-    return {"path": path, "magic": f"{MAGIC:#010x}", "version": VERSION, "step": ckpt.step,
-            "sections": ckpt.n_sections, "bytes": ckpt.size, "has_meta": ckpt.has_meta, "sealed": ckpt.sealed,
-            "foxc_version": meta.get("foxc_version"), "data": meta.get("data"), "skipped": ckpt.skipped,
-            "notes": ckpt.notes}
 
 
 def print_table(rows: list[dict], columns: list[str]) -> None:
@@ -103,11 +93,15 @@ def _cell(value) -> str:
     return str(value)
 
 
-def show(ckpt: Checkpoint, path: str, as_json: bool) -> int:
-    head, rows, adamw = summary(ckpt, path), section_rows(ckpt), adamw_rows(ckpt)
+def show(ckpt: Checkpoint, path: str, as_json: bool) -> None:
+    rows, adamw = section_rows(ckpt), adamw_rows(ckpt)
+    head = {"path": path, "magic": f"{MAGIC:#010x}", "version": VERSION, "step": ckpt.step,
+            "sections": ckpt.n_sections, "bytes": ckpt.size, "has_meta": ckpt.has_meta, "sealed": ckpt.sealed,
+            "foxc_version": ckpt.meta.get("foxc_version"), "data": ckpt.meta.get("data"), "skipped": ckpt.skipped,
+            "notes": ckpt.notes}
     if as_json:
-        _dump({**head, "config": ckpt.config if ckpt.has_meta else None, "section_table": rows, "adamw": adamw})
-        return 0
+        return _dump({**head, "config": ckpt.config if ckpt.has_meta else None, "section_table": rows,
+                      "adamw": adamw})
     framing = ", ".join([f"{len(ckpt.sections)} of state", "meta" if ckpt.has_meta else "no meta",
                          "checksum" if ckpt.sealed else "no checksum"])
     writer = f"written by foxc {head['foxc_version']}" if ckpt.has_meta else "writer unknown"
@@ -124,7 +118,6 @@ def show(ckpt: Checkpoint, path: str, as_json: bool) -> int:
     if ckpt.skipped:
         print("skipped (not described by the meta): " + ", ".join(ckpt.skipped))
     print_notes(ckpt)
-    return 0
 
 
 def print_notes(ckpt: Checkpoint) -> None:
@@ -132,31 +125,25 @@ def print_notes(ckpt: Checkpoint) -> None:
         print(f"note: {note}")
 
 
-def show_isv(ckpt: Checkpoint, as_json: bool) -> int:
+def show_isv(ckpt: Checkpoint, as_json: bool) -> None:
     values = ckpt.isv()
     if as_json:
-        _dump({"step": ckpt.step, "isv": values, "notes": ckpt.notes})
-        return 0
-    rows = [{"index": i, "slot": name, "value": value} for i, (name, value) in enumerate(values.items())]
-    if ckpt.has_meta:
-        print_table(rows, ["index", "slot", "value"])
-    else:
-        print_table([{**row, "about": SLOT_ABOUT.get(row["index"], "")} for row in rows],
-                    ["index", "slot", "value", "about"])
+        return _dump({"step": ckpt.step, "isv": values, "notes": ckpt.notes})
+    rows = [{"index": i, "slot": name, "value": value, "about": SLOT_ABOUT.get(i, "")}
+            for i, (name, value) in enumerate(values.items())]
+    print_table(rows, ["index", "slot", "value"] + ([] if ckpt.has_meta else ["about"]))
     print_notes(ckpt)
-    return 0
 
 
-def show_section(ckpt: Checkpoint, name: str, as_json: bool, full: bool) -> int:
+def show_section(ckpt: Checkpoint, path: str, name: str, as_json: bool, full: bool) -> None:
     if name not in ckpt.sections:
-        raise CheckpointError(f"no section '{name}' (the file has: {', '.join(ckpt.sections)})")
+        raise CheckpointError(f"no section '{name}' (the file has: {', '.join(ckpt.sections)})", path=path)
     value, info = ckpt.sections[name], ckpt.infos[name]
     if as_json:
         body = ({**value.settings, "m": _json_values(value.m), "v": _json_values(value.v)}
                 if isinstance(value, AdamState) else
                 {"hex": value.hex()} if isinstance(value, bytes) else {"values": _json_values(value)})
-        _dump({"name": name, "dtype": info.dtype, "shape": list(info.shape), **body})
-        return 0
+        return _dump({"name": name, "dtype": info.dtype, "shape": list(info.shape), **body})
     checked = "" if ckpt.has_meta else " (computed: no meta to check it against)"
     print(f"section '{name}': {info.dtype} {list(info.shape)}, {info.nbytes:,} bytes, sha256 {info.sha256}{checked}")
     threshold = sys.maxsize if full else 1000
@@ -171,7 +158,6 @@ def show_section(ckpt: Checkpoint, name: str, as_json: bool, full: bool) -> int:
         else:
             print(np.array2string(value))
     print_notes(ckpt)
-    return 0
 
 
 def max_abs_diff(a, b) -> tuple[float | None, str]:
@@ -203,7 +189,7 @@ def _array_diff(a: np.ndarray, b: np.ndarray) -> float:
 
 def show_diff(ckpt: Checkpoint, other: Checkpoint, path: str, other_path: str, as_json: bool) -> int:
     rows = []
-    for name in list(ckpt.sections) + [n for n in other.sections if n not in ckpt.sections]:
+    for name in {**ckpt.sections, **other.sections}:  # ckpt's order, then what only `other` has
         if name not in other.sections or name not in ckpt.sections:
             diff, note = None, f"only in {path if name in ckpt.sections else other_path}"
         else:
@@ -248,9 +234,7 @@ def _dump(record: dict) -> None:
 
 
 def _json_default(value):
-    if isinstance(value, bytes):
-        return value.hex()
-    return str(value)
+    return value.hex() if isinstance(value, bytes) else str(value)
 
 
 def parse_args(argv):
@@ -288,16 +272,15 @@ def _run(args) -> int:
         _verdict(args, True, f"step {ckpt.step}, {ckpt.n_sections} sections, {ckpt.size:,} bytes, "
                              f"{_verified(ckpt)}", ckpt)
         return 0
-    if args.isv:
-        return show_isv(ckpt, args.json)
-    if args.section is not None:
-        try:
-            return show_section(ckpt, args.section, args.json, args.full)
-        except CheckpointError as exc:
-            raise exc.with_path(args.path) from None
     if args.diff is not None:
         return show_diff(ckpt, read_checkpoint(args.diff), args.path, args.diff, args.json)
-    return show(ckpt, args.path, args.json)
+    if args.isv:
+        show_isv(ckpt, args.json)
+    elif args.section is not None:
+        show_section(ckpt, args.path, args.section, args.json, args.full)
+    else:
+        show(ckpt, args.path, args.json)
+    return 0
 
 
 def _verified(ckpt: Checkpoint) -> str:

@@ -92,9 +92,7 @@ def encode_meta(doc: dict) -> bytes:
 
 
 def _to_msgpack(value):
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
+    if isinstance(value, (np.generic, np.ndarray)):
         return value.tolist()
     if isinstance(value, (PurePath, np.dtype)):
         return str(value)
@@ -117,7 +115,7 @@ def decode_meta(data, offset: int) -> dict:
 def check_meta(doc: dict, step: int, spans: dict, digests: dict[str, bytes], offset: int) -> dict[str, SectionInfo]:
     """Validate the decoded meta against the file; return every section it describes.
 
-    `spans` maps each section name in the file to its (header offset, data_len).
+    `spans` maps each section name in the file to its SectionSpan (format.py).
     """
     def fail(reason: str, section: str = "meta", at: int | None = offset):
         raise CheckpointError(reason, section=section, offset=at)
@@ -138,8 +136,7 @@ def check_meta(doc: dict, step: int, spans: dict, digests: dict[str, bytes], off
     for name, entry in doc["sections"].items():
         if name not in spans:
             fail(f"describes section '{name}', which the file lacks")
-        at, data_len = spans[name]
-        infos[name] = _check_entry(name, entry, at, data_len, digests[name])
+        infos[name] = _check_entry(name, entry, spans[name].offset, spans[name].data_len, digests[name])
     isv = infos.get("isv")
     if isv is not None and (isv.dtype != "<f4" or isv.shape != (len(doc["isv_slots"]),)):
         fail(f"is {isv.describe()} but there are {len(doc['isv_slots'])} ISV slot names", "isv", isv.offset)

@@ -20,12 +20,8 @@ def list_checkpoints(out_dir) -> list[tuple[int, Path]]:
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
         return []
-    found = []
-    for entry in out_dir.iterdir():
-        match = CHECKPOINT_RE.fullmatch(entry.name)
-        if match and entry.is_file():
-            found.append((int(match[1]), entry))
-    return sorted(found)
+    return sorted((int(match[1]), entry) for entry in out_dir.iterdir()
+                  if (match := CHECKPOINT_RE.fullmatch(entry.name)) and entry.is_file())
 
 
 class CheckpointSaver:
@@ -56,15 +52,8 @@ class CheckpointSaver:
 
     def _prune(self, newest: Path) -> None:
         """Remove all but the newest `keep` checkpoints (never `newest`); a failed removal only warns."""
-        found = [p for _, p in list_checkpoints(self.out_dir)]
-        kept = {newest}
-        for path in reversed(found):
-            if len(kept) >= self.keep:
-                break
-            kept.add(path)
-        for path in found:
-            if path in kept:
-                continue
+        others = [path for _, path in list_checkpoints(self.out_dir) if path != newest]
+        for path in others[:max(0, len(others) - (self.keep - 1))]:  # the newest keep - 1 stay beside `newest`
             try:
                 path.unlink()
             except OSError as exc:

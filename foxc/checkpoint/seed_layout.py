@@ -32,74 +32,62 @@ MAX_PROBLEM_NOTES = 8  # a hostile file may hold a million odd sections; the not
 
 # The ISV slots whose index the seed's text states: (index, constant, seed commit(s), file, what it holds).
 # Files are under crates/ml-alpha/; "ba4bacd9" and "be27fd34" are the commits of SEED_COMMITS.
+_FLUSH = ("ba4bacd9", "cuda/rl_per_push_flush.cu")
+_LR = ("ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu")
+_GATE = ("ba4bacd9, be27fd34", "cuda/rl_confidence_gate.cu")
+_SLOTS_RS = ("ba4bacd9, be27fd34", "src/rl/isv_slots.rs")
 SEED_ISV_SLOTS = (
-    (400, "RL_GAMMA_INDEX", "ba4bacd9", "cuda/rl_per_push_flush.cu", "discount factor γ"),
-    (403, "RL_N_STEP_INDEX", "ba4bacd9", "cuda/rl_per_push_flush.cu", "n-step return length"),
-    (412, "RL_LR_BCE_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "learning rate, BCE head"),
-    (413, "RL_LR_Q_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "learning rate, Q (C51) head"),
-    (414, "RL_LR_PI_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "learning rate, policy head"),
-    (415, "RL_LR_V_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "learning rate, value head"),
-    (416, "RL_LR_AUX_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "learning rate, auxiliary heads"),
-    (423, "RL_MEAN_ABS_PNL_EMA_INDEX", "ba4bacd9, be27fd34", "cuda/rl_confidence_gate.cu",
-     "EMA of |PnL| (scales the stop-loss drawdown)"),
-    (455, "RL_IMPROVEMENT_THRESHOLD_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu",
-     "LR controller: an improvement is a loss EMA below best × this"),
-    (456, "RL_PLATEAU_PATIENCE_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu",
-     "LR controller: steps without improvement before the LR decays"),
-    (461, "RL_LR_WARMUP_STEPS_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "LR controller: warm-up steps"),
-    (462, "RL_LR_BOOTSTRAP_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "LR controller: bootstrap LR"),
-    (463, "RL_LR_MIN_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "LR controller: lowest LR"),
-    (464, "RL_LR_MAX_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "LR controller: highest LR"),
-    (465, "RL_LR_LOSS_EMA_ALPHA_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu", "LR controller: loss EMA α"),
-    (466, "RL_LR_DECAY_FACTOR_INDEX", "ba4bacd9", "cuda/rl_lr_from_mapped_pinned.cu",
-     "LR controller: decay factor on a plateau"),
-    (575, "RL_HOLD_TARGET_FRAC_INDEX", "ba4bacd9, be27fd34", "cuda/rl_confidence_gate.cu",
-     "confidence gate: hold-fraction target"),
-    (576, "RL_HOLD_FRAC_EMA_INDEX", "ba4bacd9, be27fd34", "cuda/rl_confidence_gate.cu",
-     "confidence gate: EMA of the hold fraction"),
-    (583, "RL_ACTION_ENTROPY_EMA_INDEX", "ba4bacd9, be27fd34", "src/rl/isv_slots.rs", "EMA of the action entropy"),
-    (584, "RL_CONF_GATE_MAX_HOLD_FRAC_INDEX", "ba4bacd9, be27fd34", "src/rl/isv_slots.rs",
-     "confidence gate: highest hold fraction (bootstrap 0.85)"),
-    (586, "RL_DRAWDOWN_PENALTY_RATE_INDEX", "ba4bacd9, be27fd34", "src/rl/isv_slots.rs",
-     "per-step drawdown penalty rate (bootstrap 0.01)"),
-    (587, "RL_STOP_LOSS_THRESHOLD_INDEX", "ba4bacd9, be27fd34", "src/rl/isv_slots.rs",
-     "hard stop-loss threshold (bootstrap 2.0)"),
+    (400, "RL_GAMMA_INDEX", *_FLUSH, "discount factor γ"),
+    (403, "RL_N_STEP_INDEX", *_FLUSH, "n-step return length"),
+    (412, "RL_LR_BCE_INDEX", *_LR, "learning rate, BCE head"),
+    (413, "RL_LR_Q_INDEX", *_LR, "learning rate, Q (C51) head"),
+    (414, "RL_LR_PI_INDEX", *_LR, "learning rate, policy head"),
+    (415, "RL_LR_V_INDEX", *_LR, "learning rate, value head"),
+    (416, "RL_LR_AUX_INDEX", *_LR, "learning rate, auxiliary heads"),
+    (423, "RL_MEAN_ABS_PNL_EMA_INDEX", *_GATE, "EMA of |PnL| (scales the stop-loss drawdown)"),
+    (455, "RL_IMPROVEMENT_THRESHOLD_INDEX", *_LR, "LR controller: an improvement is a loss EMA below best × this"),
+    (456, "RL_PLATEAU_PATIENCE_INDEX", *_LR, "LR controller: steps without improvement before the LR decays"),
+    (461, "RL_LR_WARMUP_STEPS_INDEX", *_LR, "LR controller: warm-up steps"),
+    (462, "RL_LR_BOOTSTRAP_INDEX", *_LR, "LR controller: bootstrap LR"),
+    (463, "RL_LR_MIN_INDEX", *_LR, "LR controller: lowest LR"),
+    (464, "RL_LR_MAX_INDEX", *_LR, "LR controller: highest LR"),
+    (465, "RL_LR_LOSS_EMA_ALPHA_INDEX", *_LR, "LR controller: loss EMA α"),
+    (466, "RL_LR_DECAY_FACTOR_INDEX", *_LR, "LR controller: decay factor on a plateau"),
+    (575, "RL_HOLD_TARGET_FRAC_INDEX", *_GATE, "confidence gate: hold-fraction target"),
+    (576, "RL_HOLD_FRAC_EMA_INDEX", *_GATE, "confidence gate: EMA of the hold fraction"),
+    (583, "RL_ACTION_ENTROPY_EMA_INDEX", *_SLOTS_RS, "EMA of the action entropy"),
+    (584, "RL_CONF_GATE_MAX_HOLD_FRAC_INDEX", *_SLOTS_RS, "confidence gate: highest hold fraction (bootstrap 0.85)"),
+    (586, "RL_DRAWDOWN_PENALTY_RATE_INDEX", *_SLOTS_RS, "per-step drawdown penalty rate (bootstrap 0.01)"),
+    (587, "RL_STOP_LOSS_THRESHOLD_INDEX", *_SLOTS_RS, "hard stop-loss threshold (bootstrap 2.0)"),
 )
 SLOT_NAMES = {index: name for index, name, *_ in SEED_ISV_SLOTS}
-SLOT_ABOUT = {index: about for index, _, _, _, about in SEED_ISV_SLOTS}
+SLOT_ABOUT = {index: about for index, *_, about in SEED_ISV_SLOTS}
 
 # Shapes the seed's text states (docs/superpowers/specs/2026-05-27-alpha-rl-perf-checkpoint-walkforward.md:
 # "DQN weights (online) | W[128×231] + b[231]", "DQN weights (target) | Same"); every other section is 1-D.
 SEED_SHAPES = {"dqn_w": (128, 231), "dqn_b": (231,), "dqn_w_target": (128, 231), "dqn_b_target": (231,)}
 
 
-def _heads() -> dict[str, str]:
-    """The seed's device-buffer sections (save_checkpoint in src/trainer/integrated.rs, be27fd34), described."""
-    about = {"isv": f"the seed's ISV bus (f32 × RL_SLOTS_END, {ISV_SLOTS_END}; {ISV_SLOTS_END_BEFORE} before)",
-             "dqn_w": "the seed's C51/DQN head weights", "dqn_b": "the seed's C51/DQN head bias",
-             "policy_w": "the seed's policy head weights", "policy_b": "the seed's policy head bias",
-             "value_w": "the seed's value head weights", "value_b": "the seed's value head bias",
-             "iqn_w_embed": "the seed's IQN head, embedding weights",
-             "iqn_b_embed": "the seed's IQN head, embedding bias",
-             "iqn_w_out": "the seed's IQN head, output weights", "iqn_b_out": "the seed's IQN head, output bias",
-             "frd_w1": "the seed's FRD head, layer 1 weights", "frd_b1": "the seed's FRD head, layer 1 bias",
-             "frd_w2": "the seed's FRD head, layer 2 weights", "frd_b2": "the seed's FRD head, layer 2 bias",
-             "noisy_mu_w": "the seed's noisy exploration, weight means",
-             "noisy_sigma_w": "the seed's noisy exploration, weight noise scales",
-             "noisy_mu_b": "the seed's noisy exploration, bias means",
-             "noisy_sigma_b": "the seed's noisy exploration, bias noise scales",
-             "outcome_w": "the seed's outcome head weights", "outcome_b": "the seed's outcome head bias"}
-    for online in ("dqn_w", "dqn_b", "iqn_w_embed", "iqn_b_embed", "iqn_w_out", "iqn_b_out"):
-        about[f"{online}_target"] = f"target-network copy of {online}"
-    optimised = ("dqn_w", "dqn_b", "iqn_w_embed", "iqn_b_embed", "iqn_w_out", "iqn_b_out", "policy_w", "policy_b",
-                 "value_w", "value_b", "frd_w1", "frd_b1", "frd_w2", "frd_b2", "noisy_mu_w", "noisy_sigma_w",
-                 "noisy_mu_b", "noisy_sigma_b", "outcome_w", "outcome_b")
-    for tensor in optimised:
-        about[f"{ADAM_PREFIX}{tensor}"] = f"the seed's AdamW state of {tensor}"
-    return about
-
-
-SECTION_ABOUT = _heads()
+# The seed's device-buffer sections (save_checkpoint in src/trainer/integrated.rs, be27fd34), described: the
+# tensors it optimises, each with its AdamW state, and target-network copies of the DQN and IQN heads.
+_TENSORS = {"dqn_w": "the seed's C51/DQN head weights", "dqn_b": "the seed's C51/DQN head bias",
+            "policy_w": "the seed's policy head weights", "policy_b": "the seed's policy head bias",
+            "value_w": "the seed's value head weights", "value_b": "the seed's value head bias",
+            "iqn_w_embed": "the seed's IQN head, embedding weights",
+            "iqn_b_embed": "the seed's IQN head, embedding bias",
+            "iqn_w_out": "the seed's IQN head, output weights", "iqn_b_out": "the seed's IQN head, output bias",
+            "frd_w1": "the seed's FRD head, layer 1 weights", "frd_b1": "the seed's FRD head, layer 1 bias",
+            "frd_w2": "the seed's FRD head, layer 2 weights", "frd_b2": "the seed's FRD head, layer 2 bias",
+            "noisy_mu_w": "the seed's noisy exploration, weight means",
+            "noisy_sigma_w": "the seed's noisy exploration, weight noise scales",
+            "noisy_mu_b": "the seed's noisy exploration, bias means",
+            "noisy_sigma_b": "the seed's noisy exploration, bias noise scales",
+            "outcome_w": "the seed's outcome head weights", "outcome_b": "the seed's outcome head bias"}
+SECTION_ABOUT = {
+    "isv": f"the seed's ISV bus (f32 × RL_SLOTS_END, {ISV_SLOTS_END}; {ISV_SLOTS_END_BEFORE} before)", **_TENSORS,
+    **{f"{online}_target": f"target-network copy of {online}"
+       for online in ("dqn_w", "dqn_b", "iqn_w_embed", "iqn_b_embed", "iqn_w_out", "iqn_b_out")},
+    **{f"{ADAM_PREFIX}{tensor}": f"the seed's AdamW state of {tensor}" for tensor in _TENSORS}}
 
 
 def isv_slot_names(n: int) -> list[str]:
@@ -157,7 +145,5 @@ def notes_without_meta(sections: dict, sealed: bool, problems: list[str]) -> lis
 def encoder_note(path) -> str:
     """Where the seed keeps the encoder of the checkpoint at `path`, and whether it is there."""
     sibling = Path(path).with_suffix(ENCODER_SUFFIX)
-    if sibling.is_file():
-        return (f"the seed keeps the encoder (perception trunk) beside it in its own format: {sibling} is present "
-                f"({sibling.stat().st_size:,} bytes), not read by foxc")
-    return f"the seed keeps the encoder (perception trunk) beside it in its own format: {sibling} is absent"
+    there = f"is present ({sibling.stat().st_size:,} bytes), not read by foxc" if sibling.is_file() else "is absent"
+    return f"the seed keeps the encoder (perception trunk) beside it in its own format: {sibling} {there}"

@@ -4,8 +4,7 @@
     python -m foxc.isv [show] NAME [--json]  # one slot
     python -m foxc.isv set RUN_DIR NAME=VALUE [NAME=VALUE ...]  # change slots of a running trainer
 
-Each command is a function taking its parsed arguments; a new one (e.g. `set RUN_DIR NAME=VALUE`)
-is one more entry in COMMANDS.
+Each command is a function taking its parsed arguments; a new one is one more entry in COMMANDS.
 """
 from __future__ import annotations
 
@@ -21,20 +20,10 @@ from .registry import SLOTS, Range, Slot, isv_setting, slot, unknown_slot
 PROG = "python -m foxc.isv"
 
 
-def range_text(s: Slot) -> str:
-    """The slot's valid settings ("(0, 1]", "1..8", "0 or 1", ">= 0"), or why it has none."""
-    return str(s.valid)
-
-
-def meaning(s: Slot) -> str:
-    """The registry's doc, and the reason for the range when it is not plain from the doc."""
-    return f"{s.doc} [{s.valid.why}]" if s.valid.why else s.doc
-
-
 def as_record(s: Slot) -> dict:
     """A slot for --json: bounds as numbers (null when unbounded), `settable` false for internal slots."""
     record = {"index": s.index, "name": s.name, "default": s.bootstrap, "settable": s.settable,
-              "range": range_text(s), "doc": s.doc, "why": s.valid.why}
+              "range": str(s.valid), "doc": s.doc, "why": s.valid.why}
     if isinstance(s.valid, Range):
         bound = lambda v: None if math.isinf(v) else v  # noqa: E731 (JSON has no infinity)
         record.update(lo=bound(s.valid.lo), hi=bound(s.valid.hi), lo_open=s.valid.lo_open,
@@ -43,8 +32,12 @@ def as_record(s: Slot) -> dict:
 
 
 def table(slots) -> str:
+    """Index, name, default, valid settings ("(0, 1]", "1..8", "0 or 1", ">= 0", or state/unused) and the doc,
+    with the reason for the range when it is not plain from the doc."""
     rows = [("#", "name", "default", "range", "meaning")]
-    rows += [(str(s.index), s.name, f"{s.bootstrap:g}", range_text(s), meaning(s)) for s in slots]
+    for s in slots:
+        why = f" [{s.valid.why}]" if s.valid.why else ""
+        rows.append((str(s.index), s.name, f"{s.bootstrap:g}", str(s.valid), s.doc + why))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     return "\n".join(f"{r[0]:>{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]:<{widths[3]}}  {r[4]}"
                      for r in rows)
@@ -70,7 +63,7 @@ def cmd_show(args) -> int:
         return 0
     how = (f"--set {s.name}=VALUE, or {s.name} = VALUE under [isv] in a --config file" if s.settable else
            {"state": "no: state the trainer owns", "unused": "no: no kernel reads it"}[s.valid.kind])
-    lines = [f"{s.name} (slot {s.index}, {s.macro})", f"  default   {s.bootstrap:g}", f"  range     {range_text(s)}",
+    lines = [f"{s.name} (slot {s.index}, {s.macro})", f"  default   {s.bootstrap:g}", f"  range     {s.valid}",
              f"  settable  {how}", f"  meaning   {s.doc}"]
     if s.valid.why:
         lines.append(f"  why       {s.valid.why}")

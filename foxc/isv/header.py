@@ -21,9 +21,6 @@ def render() -> str:
     return header_text("FOXC_ISV_SLOTS_H", "foxc.isv.header", "foxc/isv/registry.py", lines)
 
 
-
-
-
 HEADER = GeneratedHeader(HEADER_PATH, render, "foxc.isv.header", "foxc/isv/registry.py")
 is_current, write, main = HEADER.is_current, HEADER.write, HEADER.main
 

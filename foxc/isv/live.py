@@ -12,6 +12,7 @@ that waited from before a trainer started is rejected, not applied to a run it w
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -80,10 +81,8 @@ class LiveRequests:
 
     def close(self):
         (self.folder / MARKER).unlink(missing_ok=True)
-        try:
+        with contextlib.suppress(OSError):
             self.folder.rmdir()  # a run without live requests leaves no trace; one with them keeps their record
-        except OSError:
-            pass
 
     def due(self) -> bool:
         now = time.monotonic()

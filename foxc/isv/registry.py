@@ -18,7 +18,6 @@ import math
 from dataclasses import dataclass
 
 
-
 @dataclass(frozen=True)
 class Range:
     """The values a user may set a slot to: lo..hi, each end open or closed; `why` when the
@@ -132,10 +131,8 @@ _TABLE = [
     ("drawdown_penalty_rate", 0.0, NONNEGATIVE, "reward penalty per unit of the open trade's normalised drawdown per step (penalty only); 0: off, it taxes holding, where the edge is"),
     ("stop_loss_threshold", 0.0, NONNEGATIVE, "open trade's drawdown from its peak equity, over mean_abs_pnl_ema, that forces a flat exit; 0: off"),
     ("mean_abs_pnl_ema", 1.0, STATE, "EMA of |PnL| per closed trade: the drawdown normaliser; 1 until trades close"),
-    ("loss_ema_q", 0.0, STATE, "EMA of the C51 cross-entropy loss"),
-    ("loss_ema_pi", 0.0, STATE, "EMA of the policy loss"),
-    ("loss_ema_v", 0.0, STATE, "EMA of the value loss"),
-    ("loss_ema_bce", 0.0, STATE, "EMA of the perception BCE loss"),
+    *[(f"loss_ema_{head}", 0.0, STATE, f"EMA of the {loss} loss")
+      for head, loss in (("q", "C51 cross-entropy"), ("pi", "policy"), ("v", "value"), ("bce", "perception BCE"))],
     ("c51_v_min", -10.0, Range(-math.inf, 0.0, hi_open=True, why=ZERO_ON_SUPPORT),
      "lowest atom of the C51 support, in ticks (the reward's unit)"),
     ("c51_v_max", 10.0, Range(0.0, lo_open=True, why=ZERO_ON_SUPPORT),
@@ -153,20 +150,13 @@ _TABLE = [
     ("lr_plateau_improvement", 0.995, Range(0.0, 1.0, lo_open=True, why="above 1 a worse loss would count as an improvement"),
      "a loss EMA below best x this counts as an improvement (0.5 %)"),
     ("lr_warmup_steps", 1000.0, STEPS, "steps before plateau detection starts (losses are noisy while the buffer fills)"),
-    ("best_loss_q", 0.0, STATE, "plateau controller: best C51 loss EMA seen"),
-    ("plateau_count_q", 0.0, STATE, "plateau controller: steps since the C51 loss improved"),
-    ("best_loss_pi", 0.0, STATE, "plateau controller: best policy loss EMA seen"),
-    ("plateau_count_pi", 0.0, STATE, "plateau controller: steps since the policy loss improved"),
-    ("best_loss_v", 0.0, STATE, "plateau controller: best value loss EMA seen"),
-    ("plateau_count_v", 0.0, STATE, "plateau controller: steps since the value loss improved"),
-    ("best_loss_bce", 0.0, STATE, "plateau controller: best perception loss EMA seen"),
-    ("plateau_count_bce", 0.0, STATE, "plateau controller: steps since the perception loss improved"),
+    *[row for head, loss in (("q", "C51"), ("pi", "policy"), ("v", "value"), ("bce", "perception"))
+      for row in ((f"best_loss_{head}", 0.0, STATE, f"plateau controller: best {loss} loss EMA seen"),
+                  (f"plateau_count_{head}", 0.0, STATE, f"plateau controller: steps since the {loss} loss improved"))],
     ("per_beta_anneal_steps", 100000.0, Range(0.0, why="0: beta is 1 from the first step"),
      "steps over which PER beta rises linearly to 1 (full IS correction)"),
-    ("entropy_target", 1.0, UNUSED, "not read (no entropy controller: see entropy_coef)"),
-    ("entropy_coef_rate", 1e-3, UNUSED, "not read (no entropy controller: see entropy_coef)"),
-    ("entropy_coef_min", 1e-4, UNUSED, "not read (no entropy controller: see entropy_coef)"),
-    ("entropy_coef_max", 0.1, UNUSED, "not read (no entropy controller: see entropy_coef)"),
+    *[(name, bootstrap, UNUSED, "not read (no entropy controller: see entropy_coef)") for name, bootstrap in
+      (("entropy_target", 1.0), ("entropy_coef_rate", 1e-3), ("entropy_coef_min", 1e-4), ("entropy_coef_max", 0.1))],
     ("action_entropy_ema", 0.0, STATE, "EMA of the sampling distribution's entropy (rate loss_ema_rate)"),
     ("reward_clip_frac_ema", 0.0, STATE, "EMA of the fraction of scaled rewards that hit a clamp bound (rate loss_ema_rate)"),
     ("reward_clip_target", 0.01, FRACTION, "adaptive clamp: widen when more than 1 % of rewards clip, narrow below 0.25 %"),
