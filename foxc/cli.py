@@ -56,7 +56,7 @@ class ArgumentParser(argparse.ArgumentParser):
 def text_table(rows: list[dict], columns: list[str], cell=str) -> str:
     """Rows (dicts) as columns under a header and a rule: `cell` writes each value; numbers right-aligned."""
     cells = [[cell(r.get(c, "")) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
 
     def aligned(text: str, width: int, raw) -> str:
         return text.rjust(width) if isinstance(raw, (int, float)) or _is_number(text) else text.ljust(width)

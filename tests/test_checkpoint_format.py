@@ -340,9 +340,10 @@ def test_meta_sha256_must_be_hex():
     refused(container([("meta", packed(doc)), ("w", b"\0" * 4)]), "64 lowercase hex")
 
 
-def test_meta_cannot_describe_reserved_sections():
-    doc = meta_doc(sections={"meta": {"dtype": "bytes", "shape": [1], "sha256": "0" * 64}})
-    refused(container([("meta", packed(doc))]), "reserved")
+@pytest.mark.parametrize("name", ["meta", "checksum"])
+def test_meta_cannot_describe_reserved_sections(name):
+    doc = meta_doc(sections={name: {"dtype": "bytes", "shape": [1], "sha256": "0" * 64}})
+    refused(container([("meta", packed(doc))]), "reserved", f"section '{name}'")
 
 
 def test_isv_length_must_match_the_slot_names():

@@ -165,3 +165,11 @@ def test_checkpoint_benchmark_runs_small(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.splitlines()[-1].startswith("summary: checkpoint of")
     assert json.loads(out_json.read_text())["rows"][2]["what"].startswith("load")
+
+
+def test_table_of_a_checkpoint_without_state_sections(tmp_path, capsys):
+    """A valid file that holds no state (only its meta and seal) lists an empty table, not a traceback."""
+    path = write_checkpoint(tmp_path / "checkpoint-1.foxc", 1, {})
+    code, out, err = run(capsys, path)
+    assert code == 0 and not err
+    assert out.splitlines()[-2].split()[:2] == ["name", "bytes"] and set(out.splitlines()[-1]) <= {"-", " "}
