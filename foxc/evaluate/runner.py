@@ -20,7 +20,7 @@ and `is_baseline` (True for anything that is not the RL agent).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -82,9 +82,6 @@ class EvalConfig:
     trade_log_cap: int = 64
     backend: str | None = None     # auto | cuda | reference (None: $FOXC_BACKEND or auto)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass
 class Evaluation:
@@ -136,9 +133,8 @@ def _harvest(ring: np.ndarray, counts: np.ndarray, taken: np.ndarray, cap: int, 
         ks = np.arange(taken[b], counts[b])
         rows = ring[b, ks % cap]
         t = np.zeros(rows.size, EVAL_TRADE_DTYPE)
-        for name in TRADE_DTYPE.names:
-            if name != "pad":
-                t[name] = rows[name]
+        for name in EVAL_TRADE_DTYPE.names[:-1]:  # the trade log's fields, its padding left out
+            t[name] = rows[name]
         t["chunk"] = b
         out.append(t)
         taken[b] = counts[b]
