@@ -35,7 +35,7 @@ from .data.market import MarketData
 from .data.validate import DataError
 from .driver import BACKENDS
 from .evaluate import scaleout
-from .evaluate.folds import FoldSpec, describe_window, ray_windows, run_fold_safely, windows_of
+from .evaluate.folds import FoldSpec, describe_window, fold_days, ray_windows, run_fold_safely, windows_of
 from .evaluate.optimum import optimal_pnl
 from .evaluate.windows import MIN_WINDOW_ROWS, SPLITS, FoldWindows, Segments, day_folds, split_bounds, split_windows
 from .evaluate.plots import PlotsUnavailable, walkforward_plots
@@ -128,14 +128,13 @@ def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, ste
     cache = {"cache": str(data.path.absolute()), "cache_sha256": data.manifest["sha256"]} if cached else {}
     # worker processes read the records from a file (a cache's, its shards)
     data_npy = out / "data.npy" if parallel == "local" and not cached else None
-    specs = [FoldSpec(fold=i, train=w.train, eval=w.eval, steps=steps, out_dir=str(out / f"fold-{i}"), trainer=trainer,
-                      config=config, eval_config=asdict(eval_config), tick=int(data.tick), source=data.source,
-                      train_days=w.train_days, eval_days=w.eval_days, data_npy=str(data_npy or ""), **cache)
-             for i, w in enumerate(plan)]
+    specs = [FoldSpec(fold=i, **asdict(w), steps=steps, out_dir=str(out / f"fold-{i}"), trainer=trainer, config=config,
+                      eval_config=asdict(eval_config), tick=int(data.tick), source=data.source,
+                      data_npy=str(data_npy or ""), **cache) for i, w in enumerate(plan)]
     describe = segs.describe if cached else lambda a, b: describe_window(data.records[a:b], a, b)
     if train_days is not None:
-        cut["day_folds"] = [{"fold": i, "train_days": list(w.train_days), "eval_days": list(w.eval_days),
-                         "train": describe(*w.train), "eval": describe(*w.eval)} for i, w in enumerate(plan)]
+        cut["day_folds"] = [{"fold": i, **fold_days(w), "train": describe(*w.train), "eval": describe(*w.eval)}
+                            for i, w in enumerate(plan)]
         log(f"walk-forward: {named.name}; {segs.rows} rows on {len(cut['days']['dates'])} days "
             f"({cut['days']['dates'][0]} .. {cut['days']['dates'][-1]}), {len(plan)} folds of {train_days} training "
             f"and {eval_days} evaluation day(s) every {step_days or eval_days}, {steps} steps each, runner {parallel}")
@@ -319,9 +318,8 @@ def _main(args, train_args: list[str]) -> int:
         if args.keep_data:
             raise UsageError(f"--keep-data: the folds of a cache read its shards ({args.data}); there is no data.npy "
                              "to keep")
-        d = data.describe()
-        print(f"cache {args.data}: {len(data.manifest['shards'])} shard(s), {d['rows']:,} rows, prepared from "
-              f"{data.manifest['data']}", flush=True)
+        print(f"cache {args.data}: {len(data.manifest['shards'])} shard(s), {int(data.manifest['rows']):,} rows, "
+              f"prepared from {data.manifest['data']}", flush=True)
     else:
         print(data.report.summary(), flush=True)
     try:

@@ -160,9 +160,9 @@ def _yardstick(window, evaluator, out: Path, config: dict) -> dict:
     return {k: m[k] for k in ("net_pnl", "trades", "win_rate", "pnl_ticks", "trade_t_stat", "exposure")}
 
 
-def fold_days(spec: FoldSpec) -> dict:
-    """A fold by dates: the first and last date of its two windows, for its record."""
-    return {"train_days": list(spec.train_days), "eval_days": list(spec.eval_days)} if spec.train_days else {}
+def fold_days(fold) -> dict:
+    """A fold by dates (a FoldSpec or FoldWindows): the first and last date of its two windows, for its record."""
+    return {"train_days": list(fold.train_days), "eval_days": list(fold.eval_days)} if fold.train_days else {}
 
 
 def run_fold_safely(spec: FoldSpec, train_records=None, eval_records=None) -> dict:

@@ -197,8 +197,8 @@ class Evaluator(Component):
             counts = info["trades"].astype(np.int64)
             if (counts - taken).max() >= cap // 2:
                 _harvest(env.sim.trade_log.download(), counts, taken, cap, trades)
-        _harvest(env.sim.trade_log.download(), env.sim.positions()["trades"].astype(np.int64), taken, cap, trades)
         pos = env.sim.positions()
+        _harvest(env.sim.trade_log.download(), pos["trades"].astype(np.int64), taken, cap, trades)
         sim = {"unfilled_lots": int(pos["unfilled_lots"].sum()), "forced_lots": int(pos["forced_lots"].sum()),
                "invalid_actions": int(pos["invalid_actions"].sum()),
                "skipped_snapshots": int((self.verdicts != BOOK_OK).sum())}
