@@ -84,8 +84,6 @@ def describe_window(window: np.ndarray, start: int, stop: int) -> dict:
 
 def equity_points(equity: np.ndarray, ts_ns: np.ndarray, points: int = CURVE_POINTS) -> list[list[int]]:
     """[[ts_ns, equity], ...] at up to `points` evenly spaced snapshots (first and last included)."""
-    if len(equity) == 0:
-        return []
     idx = np.unique(np.linspace(0, len(equity) - 1, min(points, len(equity))).round().astype(np.int64))
     return [[int(ts_ns[i]), int(equity[i])] for i in idx]
 

@@ -192,12 +192,11 @@ def markdown(report: dict) -> str:
             continue
         m, cr = f["metrics"], f["criteria"]
         frac = cr["edge"].get("opt_frac", {}).get("value")
-        row = [f["fold"], *when, f["train_window"]["rows"], f["eval_window"]["rows"], m["trades"], _fmt(m["win_rate"]),
-               _money(m["net_pnl"]), _fmt(m.get("pnl_ticks"), 5), _fmt(frac),
-               _money((f.get("yardstick") or {}).get("net_pnl")), _fmt(m["trade_t_stat"], 2),
-               _money(m["max_drawdown"]), _fmt(m["hold_frac"]), _fmt(m.get("exposure")),
-               _mark(cr["edge"]), _mark(cr["seed"]), "**pass**" if f["passed"] else "fail"]
-        rows.append(row)
+        rows.append([f["fold"], *when, f["train_window"]["rows"], f["eval_window"]["rows"], m["trades"],
+                     _fmt(m["win_rate"]), _money(m["net_pnl"]), _fmt(m.get("pnl_ticks"), 5), _fmt(frac),
+                     _money((f.get("yardstick") or {}).get("net_pnl")), _fmt(m["trade_t_stat"], 2),
+                     _money(m["max_drawdown"]), _fmt(m["hold_frac"]), _fmt(m.get("exposure")),
+                     _mark(cr["edge"]), _mark(cr["seed"]), "**pass**" if f["passed"] else "fail"])
     lines += markdown_table(head, rows)
     lines += ["", "ticks/snapshot: net PnL per snapshot of the evaluation window in ticks per lot; t/trade: mean/std "
               "of per-trade net PnL × √trades; yardstick: the logistic-imbalance baseline trained and evaluated on "

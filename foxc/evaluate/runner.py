@@ -191,17 +191,15 @@ class Evaluator(Component):
                 probs_at = np.zeros((n, 5)) if probs_at is None else probs_at
                 probs_at[at] = probs[active]
             delta[at] = info["equity"][active] - equity[active]
-            equity = info["equity"]
-            lots = info["lots"]
+            equity, lots = info["equity"], info["lots"]
             in_position[at] = lots[active] != 0
             counts = info["trades"].astype(np.int64)
             if (counts - taken).max() >= cap // 2:
                 _harvest(env.sim.trade_log.download(), counts, taken, cap, trades)
         pos = env.sim.positions()
         _harvest(env.sim.trade_log.download(), pos["trades"].astype(np.int64), taken, cap, trades)
-        sim = {"unfilled_lots": int(pos["unfilled_lots"].sum()), "forced_lots": int(pos["forced_lots"].sum()),
-               "invalid_actions": int(pos["invalid_actions"].sum()),
-               "skipped_snapshots": int((self.verdicts != BOOK_OK).sum())}
+        sim = {k: int(pos[k].sum()) for k in ("unfilled_lots", "forced_lots", "invalid_actions")}
+        sim["skipped_snapshots"] = int((self.verdicts != BOOK_OK).sum())
         trades_arr = np.concatenate(trades) if trades else np.zeros(0, EVAL_TRADE_DTYPE)
         trades_arr = trades_arr[np.argsort(trades_arr["chunk"], kind="stable")]
         metrics = summarize(trades_arr, delta, records["ts_ns"], actions, probs_at, in_position)
