@@ -29,11 +29,14 @@ import numpy as np
 
 from .cli import (ArgumentParser, UsageError, add_run_dir_arguments, backend_name, check_run_dir, default_run_dir,
                   finite_float, nonnegative_float, nonnegative_int, open_run_dir, positive_int, run as run_cli)
+from .data.markets import MARKETS, market as named_market
 from .data.record import PRICE_SCALE
 from .data.market import MarketData
+from .data.validate import DataError
 from .driver import BACKENDS
 from .evaluate import scaleout
-from .evaluate.folds import FoldSpec, describe_window, ray_windows, run_fold_safely, windows_of
+from .evaluate.folds import FoldSpec, describe_window, fold_days, ray_windows, run_fold_safely, windows_of
+from .evaluate.optimum import optimal_pnl
 from .evaluate.windows import MIN_WINDOW_ROWS, SPLITS, FoldWindows, Segments, day_folds, split_bounds, split_windows
 from .evaluate.plots import PlotsUnavailable, walkforward_plots
 from .evaluate.reporting import RULES, Criteria, assemble, write
@@ -73,9 +76,8 @@ def load_data(spec: str, rows: int, seed: int, segments: int, market: str = "def
     if is_cache(spec):
         return CachedData(Path(spec), read_manifest(Path(spec)))
     if spec == "synthetic":
-        from .data.markets import market as named
         from .data.synthetic import synthetic_data
-        return synthetic_data(rows, seed=seed, params=named(market).params, n_segments=segments)
+        return synthetic_data(rows, seed=seed, params=named_market(market).params, n_segments=segments)
     from .data.source import load
     return load(spec)
 
@@ -104,24 +106,12 @@ def plan_folds(segs: Segments, *, folds: int | None = None, split: str = "auto",
     return [FoldWindows(bounds[i], bounds[i + 1]) for i in range(folds)], {"split": how}
 
 
-def fold_specs(data, plan: list[FoldWindows], steps: int, out: Path, trainer: str, config: dict,
-               eval_config: EvalConfig) -> list[FoldSpec]:
-    cached = isinstance(data, CachedData)
-    # an absolute path: a worker may run in another directory (Ray)
-    cache = {"cache": str(data.path.absolute()), "cache_sha256": data.manifest["sha256"]} if cached else {}
-    return [FoldSpec(fold=i, train=w.train, eval=w.eval, steps=steps, out_dir=str(out / f"fold-{i}"),
-                     trainer=trainer, config=config, eval_config=eval_config.to_dict(), tick=int(data.tick),
-                     source=data.source, train_days=w.train_days, eval_days=w.eval_days, **cache)
-            for i, w in enumerate(plan)]
-
-
 def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, steps: int, out: Path,
                  trainer: str = "rl", train_args: list[str] | None = None, split: str = "auto",
                  train_days: int | None = None, eval_days: int | None = None, step_days: int | None = None,
-                 eval_config: EvalConfig = EvalConfig(),
-                 criteria: Criteria = Criteria(), parallel: str = "none", workers: int | None = None,
-                 ray_address: str | None = None, gpus_per_fold: float = 1, seed: int = 0, plots: bool = True, keep_data: bool = False, market: str | None = None,
-                 log=print) -> dict:
+                 eval_config: EvalConfig = EvalConfig(), criteria: Criteria = Criteria(), parallel: str = "none",
+                 workers: int | None = None, ray_address: str | None = None, gpus_per_fold: float = 1, seed: int = 0,
+                 plots: bool = True, keep_data: bool = False, market: str | None = None, log=print) -> dict:
     """Run every fold and write the report; returns it. `data`: the records (MarketData), or a cache
     (CachedData) whose folds each read their own shards. The folds: `folds` (F+1 windows cut at
     `split`) or `train_days` and `eval_days` (by dates, see plan_folds). `market`: the named synthetic
@@ -134,11 +124,17 @@ def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, ste
                            step_days=step_days, cached=cached)
     out.mkdir(parents=True, exist_ok=True)
     config = {"train_args": list(train_args or []), "backend": eval_config.backend, "seed": seed}
-    specs = fold_specs(data, plan, steps, out, trainer, config, eval_config)
+    # an absolute path: a worker may run in another directory (Ray)
+    cache = {"cache": str(data.path.absolute()), "cache_sha256": data.manifest["sha256"]} if cached else {}
+    # worker processes read the records from a file (a cache's, its shards)
+    data_npy = out / "data.npy" if parallel == "local" and not cached else None
+    specs = [FoldSpec(fold=i, **asdict(w), steps=steps, out_dir=str(out / f"fold-{i}"), trainer=trainer, config=config,
+                      eval_config=asdict(eval_config), tick=int(data.tick), source=data.source,
+                      data_npy=str(data_npy or ""), **cache) for i, w in enumerate(plan)]
     describe = segs.describe if cached else lambda a, b: describe_window(data.records[a:b], a, b)
     if train_days is not None:
-        cut["day_folds"] = [{"fold": i, "train_days": list(w.train_days), "eval_days": list(w.eval_days),
-                         "train": describe(*w.train), "eval": describe(*w.eval)} for i, w in enumerate(plan)]
+        cut["day_folds"] = [{"fold": i, **fold_days(w), "train": describe(*w.train), "eval": describe(*w.eval)}
+                            for i, w in enumerate(plan)]
         log(f"walk-forward: {named.name}; {segs.rows} rows on {len(cut['days']['dates'])} days "
             f"({cut['days']['dates'][0]} .. {cut['days']['dates'][-1]}), {len(plan)} folds of {train_days} training "
             f"and {eval_days} evaluation day(s) every {step_days or eval_days}, {steps} steps each, runner {parallel}")
@@ -147,11 +143,8 @@ def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, ste
         log(f"walk-forward: {named.name}; {segs.rows} rows in {len(plan) + 1} windows (split at {cut['split']}), "
             f"{len(plan)} folds of {steps} steps, runner {parallel}")
     t0 = time.perf_counter()
-    data_npy = None
-    if parallel == "local" and not cached:  # worker processes read the records from a file (a cache's, its shards)
-        data_npy = out / "data.npy"
+    if data_npy is not None:
         np.save(data_npy, data.records)
-        specs = [FoldSpec(**{**asdict(s), "data_npy": str(data_npy)}) for s in specs]
     try:
         # with Ray, a cache's folds read their shards where they run: every node needs it at the same path
         results = scaleout.run_jobs(specs, parallel, here=run_fold_safely if cached else
@@ -164,8 +157,6 @@ def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, ste
             data_npy.unlink(missing_ok=True)
     optimum = None
     if market is not None:
-        from .data.markets import market as named_market
-        from .evaluate.optimum import optimal_pnl
         params = named_market(market).params
         optimum = optimal_pnl(params, eval_config.fee_per_lot / PRICE_SCALE / params.tick).pnl_per_snapshot
     described = data.describe() if cached else {"source": data.source, "files": data.files,
@@ -173,7 +164,7 @@ def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, ste
                                                 "tick": int(data.tick)}
     run = {"trainer": named.name, "trainer_spec": trainer, "train_args": config["train_args"],
            "data": {**described, "market": market}, "optimum": optimum, **cut,
-           "steps_per_fold": steps, "parallel": parallel, "eval_config": eval_config.to_dict(),
+           "steps_per_fold": steps, "parallel": parallel, "eval_config": asdict(eval_config),
            "seconds": time.perf_counter() - t0}
     report = assemble(results, criteria, run)
     if plots:
@@ -233,7 +224,8 @@ def build_parser() -> ArgumentParser:
     ev.add_argument("--eval-backtests", type=positive_int, default=None,
                     help="chunks of the window evaluated side by side (default 1,024 with CUDA, 64 on the reference)")
     ev.add_argument("--fee", type=nonnegative_float, default=None,
-                    help="fee per lot per side, in price units (e.g. 0.005; default: the synthetic market's own, else 0)")
+                    help="fee per lot per side, in price units (e.g. 0.005; default: the synthetic market's own, "
+                         "else 0)")
     ev.add_argument("--lots", type=positive_int, default=1, help="lots per entry")
     ev.add_argument("--sampled", action="store_true", help="sample actions from the policy (default: greedy)")
     cr = ap.add_argument_group("success criteria")
@@ -261,7 +253,6 @@ FOLD_SETTINGS = {"data": "--data", "synthetic": "--synthetic", "synthetic_rows":
 def check_args(args, train_args: list[str]) -> None:
     """Refuse a bad setting before any data is loaded or written, naming the flag; sets the defaults
     of --folds and --split when the folds are not by dates."""
-    from .data.markets import MARKETS
     by_days = [f"--{n.replace('_', '-')}" for n in ("train_days", "eval_days", "step_days")
                if getattr(args, n) is not None]
     if by_days:
@@ -300,22 +291,12 @@ def check_args(args, train_args: list[str]) -> None:
 OUTPUTS = ("fold-*", "report.json", "report.md", "equity.png", "net_pnl.png", "data.npy", "data_validation.json")
 
 
-def fold_flags(args) -> str:
-    """The flags that cut the data, as given (for error messages)."""
-    if args.train_days is None:
-        return f"--folds {args.folds} (--split {args.split})"
-    return f"--train-days {args.train_days} --eval-days {args.eval_days}" + \
-        (f" --step-days {args.step_days}" if args.step_days is not None else "")
-
-
 def main(argv=None) -> int:
     args, train_args = build_parser().parse_known_args(argv)
     return run_cli("foxc.walkforward", lambda: _main(args, train_args), also=(ValueError, scaleout.ScaleoutError))
 
 
 def _main(args, train_args: list[str]) -> int:
-    from .data.markets import MARKETS
-    from .data.validate import DataError
     check_args(args, train_args)
     backend = backend_name(args.backend)
     for name, value in DEFAULTS[backend].items():
@@ -337,16 +318,18 @@ def _main(args, train_args: list[str]) -> int:
         if args.keep_data:
             raise UsageError(f"--keep-data: the folds of a cache read its shards ({args.data}); there is no data.npy "
                              "to keep")
-        d = data.describe()
-        print(f"cache {args.data}: {len(data.manifest['shards'])} shard(s), {d['rows']:,} rows, prepared from "
-              f"{data.manifest['data']}", flush=True)
+        print(f"cache {args.data}: {len(data.manifest['shards'])} shard(s), {int(data.manifest['rows']):,} rows, "
+              f"prepared from {data.manifest['data']}", flush=True)
     else:
         print(data.report.summary(), flush=True)
     try:
         plan_folds(segments_of(data), folds=args.folds, split=args.split, train_days=args.train_days,
                    eval_days=args.eval_days, step_days=args.step_days, cached=cached)
-    except ValueError as e:
-        raise UsageError(f"--data {args.data}: {fold_flags(args)}: {e}") from None
+    except ValueError as e:  # named by the flags that cut the data, as given
+        flags = (f"--folds {args.folds} (--split {args.split})" if args.train_days is None else
+                 f"--train-days {args.train_days} --eval-days {args.eval_days}"
+                 + (f" --step-days {args.step_days}" if args.step_days is not None else ""))
+        raise UsageError(f"--data {args.data}: {flags}: {e}") from None
     if synthetic and args.trainer == "rl":  # the agent trains on the same market, at the same fee
         train_args = ["--synthetic", args.synthetic, "--fee", repr(fee), *train_args]
     out = open_run_dir(args.out or default_run_dir("walkforward"), args.overwrite, OUTPUTS)
@@ -357,8 +340,7 @@ def _main(args, train_args: list[str]) -> int:
     report = walk_forward(data, folds=args.folds, steps=args.steps_per_fold, out=out, trainer=args.trainer,
                           train_args=train_args, split=args.split, train_days=args.train_days,
                           eval_days=args.eval_days, step_days=args.step_days, eval_config=eval_config,
-                          criteria=criteria,
-                          parallel=args.parallel, workers=args.workers, ray_address=args.ray_address,
+                          criteria=criteria, parallel=args.parallel, workers=args.workers, ray_address=args.ray_address,
                           gpus_per_fold=args.gpus_per_fold, seed=args.seed, plots=not args.no_plots,
                           keep_data=args.keep_data, market=args.synthetic if synthetic else None)
     refused = [f for f in report["folds"] if f.get("data_error")]

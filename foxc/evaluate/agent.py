@@ -59,11 +59,15 @@ class AgentPolicy:
         records, sim, B, K = ctx.records, ctx.sim, len(ctx.cursor), self.seq_len
         if sim is None:
             raise ValueError("AgentPolicy runs on the device: it needs the evaluation's simulator (ctx.sim)")
-        market = MarketData(records, "", 0, "evaluation", [], ctx.tick)
         first, last = segment_runs(records["segment"])
         self._first_ok = np.repeat(first, last - first + 1) + K - 1  # per row: the first with a whole window
         labels = np.zeros((LABEL_PLANES, HORIZONS, len(records)), np.float32)  # the gather's input; unused here
-        self.data = DeviceDataset(self.rt, _renumbered(market), labels, B, K, cursor=sim.cursor)
+        renumbered = records
+        if len(records) and records["segment"][0] != 0:  # a window cut from the middle of a file starts mid-way
+            renumbered = records.copy()
+            renumbered["segment"] -= records["segment"][0]
+        market = MarketData(renumbered, "", 0, "evaluation", [], ctx.tick)
+        self.data = DeviceDataset(self.rt, market, labels, B, K, cursor=sim.cursor)
         self.encoder = Encoder(self.rt, self.params, B, K, self.data.features, self.precision)
         self.actor = Actor(self.rt, self.params, self.isv, h=self.encoder.h, pos=sim.pos,
                            features=self.data.features, batch=B, seq_len=K, tick=ctx.tick, actor=self.actor_kind,
@@ -93,11 +97,3 @@ class AgentPolicy:
             part.close()
         self._parts, self._bound = [], None
 
-
-def _renumbered(market: MarketData) -> MarketData:
-    """The window with segment ids from 0 (a window cut from the middle of a file starts mid-way)."""
-    records = market.records
-    if len(records) and records["segment"][0] != 0:
-        records = records.copy()
-        records["segment"] -= records["segment"][0]
-    return MarketData(records, market.instrument, market.instrument_id, market.source, market.files, market.tick)

@@ -54,7 +54,6 @@ def direction_labels(records: np.ndarray, horizon: int) -> tuple[np.ndarray, np.
 def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float, max_iter: int) -> tuple[np.ndarray, int]:
     """Newton's method on the mean log-loss + l2/2·|w|² (bias included); (weights, iterations)."""
     w = np.zeros(x.shape[1])
-    it = 0
     for it in range(1, max(1, max_iter) + 1):
         p = sigmoid(x @ w)
         grad = x.T @ (p - y) / len(y) + l2 * w
@@ -115,12 +114,10 @@ class LogisticImbalanceTrainer:
                "train_accuracy": float(((py > 0.5) == (y > 0.5)).mean()),
                "train_log_loss": float(-(y * np.log(py + 1e-12) + (1 - y) * np.log(1 - py + 1e-12)).mean()),
                "weights": dict(zip(FEATURE_NAMES, map(float, w))), "margin": margin, **opts}
-        out_dir = Path(out_dir)
-        saver = CheckpointSaver(out_dir)
-        path = saver.save(iters, {"baseline_w": w, "baseline_margin": np.array([margin])},
-                          {"config": {**config, "baseline": opts}, "policy": NAME,
-                           "features": list(FEATURE_NAMES)})
-        (out_dir / "train.json").write_text(json.dumps(fit, indent=2) + "\n")
+        path = CheckpointSaver(out_dir).save(iters, {"baseline_w": w, "baseline_margin": np.array([margin])},
+                                             {"config": {**config, "baseline": opts}, "policy": NAME,
+                                              "features": list(FEATURE_NAMES)})
+        (Path(out_dir) / "train.json").write_text(json.dumps(fit, indent=2) + "\n")
         return path
 
     def load_policy(self, checkpoint: Path, config: dict, rt=None) -> LogisticImbalancePolicy:

@@ -60,8 +60,12 @@ class FoldSpec(Job):
     def key(self) -> int:
         return self.fold
 
-    def failed(self, error: str) -> dict:
-        return failed_record(self, error)
+    def failed(self, error: str, data_error: str | None = None) -> dict:
+        record = {"fold": self.fold, "error": error, "fold_dir": self.out_dir, "host": socket.gethostname(),
+                  **fold_days(self)}
+        if data_error is not None:
+            record["data_error"] = data_error  # the data was refused (a tampered shard): the user's to fix
+        return record
 
     @classmethod
     def from_json(cls, text: str) -> "FoldSpec":
@@ -71,17 +75,15 @@ class FoldSpec(Job):
         return cls(**d)
 
 
-def describe_window(records: np.ndarray, start: int, stop: int) -> dict:
-    r = records if len(records) == stop - start else records[start:stop]
+def describe_window(window: np.ndarray, start: int, stop: int) -> dict:
+    """What the report says of rows [start, stop) of the data; `window` holds them."""
     return {"start": int(start), "stop": int(stop), "rows": int(stop - start),
-            "first_ts_ns": int(r["ts_ns"][0]), "last_ts_ns": int(r["ts_ns"][-1]),
-            "segments": int(len(np.unique(r["segment"])))}
+            "first_ts_ns": int(window["ts_ns"][0]), "last_ts_ns": int(window["ts_ns"][-1]),
+            "segments": int(len(np.unique(window["segment"])))}
 
 
 def equity_points(equity: np.ndarray, ts_ns: np.ndarray, points: int = CURVE_POINTS) -> list[list[int]]:
     """[[ts_ns, equity], ...] at up to `points` evenly spaced snapshots (first and last included)."""
-    if len(equity) == 0:
-        return []
     idx = np.unique(np.linspace(0, len(equity) - 1, min(points, len(equity))).round().astype(np.int64))
     return [[int(ts_ns[i]), int(equity[i])] for i in idx]
 
@@ -156,17 +158,9 @@ def _yardstick(window, evaluator, out: Path, config: dict) -> dict:
     return {k: m[k] for k in ("net_pnl", "trades", "win_rate", "pnl_ticks", "trade_t_stat", "exposure")}
 
 
-def fold_days(spec: FoldSpec) -> dict:
-    """A fold by dates: the first and last date of its two windows, for its record."""
-    return {"train_days": list(spec.train_days), "eval_days": list(spec.eval_days)} if spec.train_days else {}
-
-
-def failed_record(spec: FoldSpec, error: str, data_error: str | None = None) -> dict:
-    record = {"fold": spec.fold, "error": error, "fold_dir": spec.out_dir, "host": socket.gethostname(),
-              **fold_days(spec)}
-    if data_error is not None:
-        record["data_error"] = data_error  # the data was refused (a tampered shard): the user's to fix
-    return record
+def fold_days(fold) -> dict:
+    """A fold by dates (a FoldSpec or FoldWindows): the first and last date of its two windows, for its record."""
+    return {"train_days": list(fold.train_days), "eval_days": list(fold.eval_days)} if fold.train_days else {}
 
 
 def run_fold_safely(spec: FoldSpec, train_records=None, eval_records=None) -> dict:
@@ -177,9 +171,9 @@ def run_fold_safely(spec: FoldSpec, train_records=None, eval_records=None) -> di
             train_records, eval_records = records_of(spec)
         return run_fold(spec, train_records, eval_records)
     except DataError as e:
-        return failed_record(spec, f"{type(e).__name__}: {e}", str(e))
+        return spec.failed(f"{type(e).__name__}: {e}", str(e))
     except Exception:
-        return failed_record(spec, traceback.format_exc(limit=8))
+        return spec.failed(traceback.format_exc(limit=8))
 
 
 def records_of(spec: FoldSpec) -> tuple[np.ndarray, np.ndarray]:
@@ -187,8 +181,7 @@ def records_of(spec: FoldSpec) -> tuple[np.ndarray, np.ndarray]:
     if spec.cache:
         from ..data.cache import read_rows
         return tuple(read_rows(spec.cache, a, b, spec.cache_sha256 or None) for a, b in (spec.train, spec.eval))
-    data = np.load(spec.data_npy, mmap_mode="r")
-    return data[spec.train[0]:spec.train[1]], data[spec.eval[0]:spec.eval[1]]
+    return windows_of(spec, np.load(spec.data_npy, mmap_mode="r"))
 
 
 def windows_of(spec: FoldSpec, records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

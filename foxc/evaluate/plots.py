@@ -85,12 +85,9 @@ def training_curves(metrics_path: Path, out_png: Path, title: str = "") -> list[
     return [_save(plt, fig, out_png)]
 
 
-def _when(ns: int) -> datetime:
-    return datetime.fromtimestamp(ns / 1e9, timezone.utc)
-
-
 def walkforward_plots(report: dict, run_dir: Path) -> list[Path]:
-    """equity.png (each fold's out-of-sample equity curve over time) and net_pnl.png (per fold, beside the yardstick)."""
+    """equity.png (each fold's out-of-sample equity curve over time) and net_pnl.png (per fold, beside the
+    yardstick)."""
     plt = _pyplot()
     run_dir = Path(run_dir)
     folds = [f for f in report["folds"] if "error" not in f]
@@ -98,7 +95,8 @@ def walkforward_plots(report: dict, run_dir: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(10, 4))
     for f in folds:
         pts = f.get("equity_curve") or []
-        ax.plot([_when(t) for t, _ in pts], [e / PRICE_SCALE for _, e in pts], lw=1, label=f"fold {f['fold']}")
+        ax.plot([datetime.fromtimestamp(t / 1e9, timezone.utc) for t, _ in pts], [e / PRICE_SCALE for _, e in pts],
+                lw=1, label=f"fold {f['fold']}")
     ax.axhline(0, color="grey", lw=0.5)
     ax.set_ylabel("equity (price units per lot)")
     ax.set_title(f"out-of-sample equity per fold: {label}", fontsize=10)

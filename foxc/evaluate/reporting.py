@@ -48,29 +48,31 @@ class Criteria:
         wr, hold, quarters = m.get("win_rate"), m.get("hold_frac"), m.get("entropy_quarters") or []
         lo, hi = (min(quarters), max(quarters)) if quarters else (None, None)
         return {
-            "win_rate": {"value": wr, "rule": f"> {self.min_win_rate}",
-                         "pass": wr is not None and wr > self.min_win_rate},
-            "hold_frac": {"value": hold, "rule": f"{self.hold_min}..{self.hold_max}",
-                          "pass": hold is not None and self.hold_min <= hold <= self.hold_max},
-            "entropy_stable": {"value": quarters,
-                               "rule": f"every quarter >= {self.entropy_min} nats, lowest >= "
-                                       f"{self.entropy_stability} x highest",
-                               "pass": bool(quarters) and lo >= self.entropy_min
-                               and lo >= self.entropy_stability * hi},
+            "win_rate": verdict(wr, f"> {self.min_win_rate}", wr is not None and wr > self.min_win_rate),
+            "hold_frac": verdict(hold, f"{self.hold_min}..{self.hold_max}",
+                                 hold is not None and self.hold_min <= hold <= self.hold_max),
+            "entropy_stable": verdict(quarters, f"every quarter >= {self.entropy_min} nats, lowest >= "
+                                                f"{self.entropy_stability} x highest",
+                                      bool(quarters) and lo >= self.entropy_min and lo >= self.entropy_stability * hi),
         }
 
     def judge_edge(self, m: dict, fold: dict, optimum: float | None) -> dict:
         """The edge rule's per-fold verdicts (the pooled t-statistic is judged over the run)."""
         if optimum is not None:
             frac = m["pnl_ticks"] / optimum if optimum > 0 else None
-            return {"opt_frac": {"value": frac, "rule": f">= {self.min_opt_frac} of the optimum {optimum:.5f}",
-                                 "pass": frac is not None and frac >= self.min_opt_frac}}
+            return {"opt_frac": verdict(frac, f">= {self.min_opt_frac} of the optimum {optimum:.5f}",
+                                        frac is not None and frac >= self.min_opt_frac)}
         yard = (fold.get("yardstick") or {}).get("net_pnl")
         return {
-            "net_pnl": {"value": m["net_pnl"], "rule": "> 0 after fees", "pass": m["net_pnl"] > 0},
-            "beats_yardstick": {"value": yard, "rule": "net PnL > the logistic-imbalance yardstick's",
-                                "pass": yard is not None and m["net_pnl"] > yard},
+            "net_pnl": verdict(m["net_pnl"], "> 0 after fees", m["net_pnl"] > 0),
+            "beats_yardstick": verdict(yard, "net PnL > the logistic-imbalance yardstick's",
+                                       yard is not None and m["net_pnl"] > yard),
         }
+
+
+def verdict(value, rule: str, passed: bool) -> dict:
+    """One criterion's verdict as the report holds it."""
+    return {"value": value, "rule": rule, "pass": passed}
 
 
 def pooled_t_stat(folds: list[dict]) -> tuple[float | None, int]:
@@ -103,7 +105,8 @@ def assemble(results: list[dict], criteria: Criteria, run: dict) -> dict:
         if "error" in r:
             r["criteria"], r["passed"] = {"edge": {}, "seed": {}}, False
         else:
-            r["criteria"] = {"edge": criteria.judge_edge(r["metrics"], r, optimum), "seed": criteria.judge(r["metrics"])}
+            m = r["metrics"]
+            r["criteria"] = {"edge": criteria.judge_edge(m, r, optimum), "seed": criteria.judge(m)}
             r["passed_by"] = {rule: all(c["pass"] for c in v.values()) for rule, v in r["criteria"].items()}
             r["passed"] = r["passed_by"][criteria.rule]
         folds.append(r)
@@ -113,13 +116,11 @@ def assemble(results: list[dict], criteria: Criteria, run: dict) -> dict:
     if optimum is None:
         run_level["pooled_t_stat"] = {"value": t, "trades": n, "rule": f"> {criteria.min_t_stat} (edge rule)",
                                       "pass": t is not None and t > criteria.min_t_stat}
-    needs_run_level = criteria.rule == "edge" and optimum is None
-    baseline = any(r.get("is_baseline", True) for r in ok)
     all_passed = bool(folds) and all(f["passed"] for f in folds) and \
-        (not needs_run_level or run_level["pooled_t_stat"]["pass"])
+        (criteria.rule != "edge" or optimum is not None or run_level["pooled_t_stat"]["pass"])
     return {**run, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "is_baseline": baseline, "criteria": asdict(criteria), "run_criteria": run_level, "folds": folds,
-            "all_passed": all_passed}
+            "is_baseline": any(r.get("is_baseline", True) for r in ok), "criteria": asdict(criteria),
+            "run_criteria": run_level, "folds": folds, "all_passed": all_passed}
 
 
 def markdown_table(head: list[str], rows: list[list]) -> list[str]:
@@ -191,12 +192,11 @@ def markdown(report: dict) -> str:
             continue
         m, cr = f["metrics"], f["criteria"]
         frac = cr["edge"].get("opt_frac", {}).get("value")
-        row = [f["fold"], *when, f["train_window"]["rows"], f["eval_window"]["rows"], m["trades"], _fmt(m["win_rate"]),
-               _money(m["net_pnl"]), _fmt(m.get("pnl_ticks"), 5), _fmt(frac),
-               _money((f.get("yardstick") or {}).get("net_pnl")), _fmt(m["trade_t_stat"], 2),
-               _money(m["max_drawdown"]), _fmt(m["hold_frac"]), _fmt(m.get("exposure")),
-               _mark(cr["edge"]), _mark(cr["seed"]), "**pass**" if f["passed"] else "fail"]
-        rows.append(row)
+        rows.append([f["fold"], *when, f["train_window"]["rows"], f["eval_window"]["rows"], m["trades"],
+                     _fmt(m["win_rate"]), _money(m["net_pnl"]), _fmt(m.get("pnl_ticks"), 5), _fmt(frac),
+                     _money((f.get("yardstick") or {}).get("net_pnl")), _fmt(m["trade_t_stat"], 2),
+                     _money(m["max_drawdown"]), _fmt(m["hold_frac"]), _fmt(m.get("exposure")),
+                     _mark(cr["edge"]), _mark(cr["seed"]), "**pass**" if f["passed"] else "fail"])
     lines += markdown_table(head, rows)
     lines += ["", "ticks/snapshot: net PnL per snapshot of the evaluation window in ticks per lot; t/trade: mean/std "
               "of per-trade net PnL × √trades; yardstick: the logistic-imbalance baseline trained and evaluated on "

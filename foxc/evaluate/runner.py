@@ -20,7 +20,7 @@ and `is_baseline` (True for anything that is not the RL agent).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -82,9 +82,6 @@ class EvalConfig:
     trade_log_cap: int = 64
     backend: str | None = None     # auto | cuda | reference (None: $FOXC_BACKEND or auto)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass
 class Evaluation:
@@ -136,9 +133,8 @@ def _harvest(ring: np.ndarray, counts: np.ndarray, taken: np.ndarray, cap: int, 
         ks = np.arange(taken[b], counts[b])
         rows = ring[b, ks % cap]
         t = np.zeros(rows.size, EVAL_TRADE_DTYPE)
-        for name in TRADE_DTYPE.names:
-            if name != "pad":
-                t[name] = rows[name]
+        for name in EVAL_TRADE_DTYPE.names[:-1]:  # the trade log's fields, its padding left out
+            t[name] = rows[name]
         t["chunk"] = b
         out.append(t)
         taken[b] = counts[b]
@@ -195,17 +191,15 @@ class Evaluator(Component):
                 probs_at = np.zeros((n, 5)) if probs_at is None else probs_at
                 probs_at[at] = probs[active]
             delta[at] = info["equity"][active] - equity[active]
-            equity = info["equity"]
-            lots = info["lots"]
+            equity, lots = info["equity"], info["lots"]
             in_position[at] = lots[active] != 0
             counts = info["trades"].astype(np.int64)
             if (counts - taken).max() >= cap // 2:
                 _harvest(env.sim.trade_log.download(), counts, taken, cap, trades)
-        _harvest(env.sim.trade_log.download(), env.sim.positions()["trades"].astype(np.int64), taken, cap, trades)
         pos = env.sim.positions()
-        sim = {"unfilled_lots": int(pos["unfilled_lots"].sum()), "forced_lots": int(pos["forced_lots"].sum()),
-               "invalid_actions": int(pos["invalid_actions"].sum()),
-               "skipped_snapshots": int((self.verdicts != BOOK_OK).sum())}
+        _harvest(env.sim.trade_log.download(), pos["trades"].astype(np.int64), taken, cap, trades)
+        sim = {k: int(pos[k].sum()) for k in ("unfilled_lots", "forced_lots", "invalid_actions")}
+        sim["skipped_snapshots"] = int((self.verdicts != BOOK_OK).sum())
         trades_arr = np.concatenate(trades) if trades else np.zeros(0, EVAL_TRADE_DTYPE)
         trades_arr = trades_arr[np.argsort(trades_arr["chunk"], kind="stable")]
         metrics = summarize(trades_arr, delta, records["ts_ns"], actions, probs_at, in_position)

@@ -35,8 +35,6 @@ class ScaleoutError(RuntimeError):
 POLL_S = 0.05
 RESULT_FILE = "result.json"
 WORKER_LOG = "worker.log"
-
-
 PARALLEL = ("none", "local", "ray")
 
 
@@ -73,24 +71,20 @@ def run_jobs(jobs: list, parallel: str, *, here, remote, backend: str | None, no
     """Every job's record, in the jobs' order: `here(job)` in this process (`parallel` "none"), a worker
     process per job (local) or `remote(job, *inputs(job, put))` as a Ray task (see run_ray).
     `on_result(job, record)` is called as each job ends (after all of them with Ray)."""
+    def ended(job, record: dict) -> dict:
+        if on_result is not None:
+            on_result(job, record)
+        return record
+
     if parallel == "none":
-        records = []
-        for job in jobs:
-            records.append(here(job))
-            if on_result is not None:
-                on_result(job, records[-1])
-        return records
+        return [ended(job, here(job)) for job in jobs]
     if parallel == "local":
         slots = local_slots(backend, workers, len(jobs))
         log(f"local workers: {len(slots)} ({'GPUs ' + ','.join(slots) if slots[0] is not None else 'CPU'})")
         return run_local(jobs, slots, {"FOXC_BACKEND": backend} if backend else {}, on_result)
     if parallel == "ray":
-        records = run_ray(jobs, remote, inputs=inputs, address=ray_address, num_gpus=gpus, noun=noun,
-                          gpus_flag=f"--gpus-per-{noun}")
-        for job, record in zip(jobs, records):
-            if on_result is not None:
-                on_result(job, record)
-        return records
+        records = run_ray(jobs, remote, inputs=inputs, address=ray_address, num_gpus=gpus, noun=noun)
+        return [ended(job, record) for job, record in zip(jobs, records)]
     raise ValueError(f"parallel must be none, local or ray, got '{parallel}'")
 
 
@@ -196,12 +190,12 @@ def require_ray():
     return ray
 
 
-def run_ray(jobs: list, work, *, inputs=None, address: str | None = None, num_gpus: float = 1, noun: str = "job",
-            gpus_flag: str = "--gpus-per-job") -> list[dict]:
+def run_ray(jobs: list, work, *, inputs=None, address: str | None = None, num_gpus: float = 1,
+            noun: str = "job") -> list[dict]:
     """One Ray task per job (`num_gpus` each) running `work(job, *inputs(job, put))`: `put(key, make)`
     puts make() into the object store once per key, so an input several jobs share travels once.
-    Connects to `address` (or starts a local Ray) if needed; `noun` and `gpus_flag` name the job and
-    the flag of `num_gpus` in the error of a cluster with too few GPUs."""
+    Connects to `address` (or starts a local Ray) if needed; `noun` names the job and its flag
+    --gpus-per-NOUN in the error of a cluster with too few GPUs."""
     ray = require_ray()
     if not ray.is_initialized():
         ray.init(address=address)
@@ -209,7 +203,7 @@ def run_ray(jobs: list, work, *, inputs=None, address: str | None = None, num_gp
     if num_gpus > have:
         # a task asking for more GPUs than the cluster has would wait for ever
         raise ScaleoutError(f"each {noun} asks for {num_gpus} GPU(s) but the Ray cluster has {have:g}; "
-                            f"use {gpus_flag} 0 for CPU workers (reference backend)")
+                            f"use --gpus-per-{noun} 0 for CPU workers (reference backend)")
     task = ray.remote(num_gpus=num_gpus, num_cpus=1)(work)
     refs: dict = {}
 

@@ -85,8 +85,7 @@ def split_bounds(segs: Segments, k: int, how: str = "auto") -> tuple[list[tuple[
     else:
         cuts = [int(round(i * n / k)) for i in range(1, k)]
     bounds = list(zip([0] + cuts, cuts + [n]))
-    small = [b for b in bounds if b[1] - b[0] < MIN_WINDOW_ROWS]
-    if small:
+    if any(b - a < MIN_WINDOW_ROWS for a, b in bounds):
         raise ValueError(f"{n} rows cannot make {k} windows of at least {MIN_WINDOW_ROWS} rows")
     return bounds, how
 
