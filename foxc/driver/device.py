@@ -34,8 +34,8 @@ def _version(v: int) -> str:
     return f"{v // 1000}.{v % 1000 // 10}"
 
 
-def probe_device(ordinal: int = 0) -> Device:
-    """Device `ordinal` when foxc can run its cubins on it, else a CudaError saying why. Creates no context."""
+def device_count() -> int:
+    """The CUDA devices the driver sees (CUDA_VISIBLE_DEVICES applied), else a CudaError saying why none can be."""
     try:
         from cuda.bindings import driver
     except ImportError as e:
@@ -45,7 +45,13 @@ def probe_device(ordinal: int = 0) -> Device:
     except RuntimeError as e:  # cuda.bindings raises this when libcuda cannot be loaded
         raise CudaError("no NVIDIA driver library (libcuda.so) found") from e
     check(initialised, "cuInit", "initialising the CUDA driver")
-    count = check(driver.cuDeviceGetCount(), "cuDeviceGetCount", "counting CUDA devices")
+    return check(driver.cuDeviceGetCount(), "cuDeviceGetCount", "counting CUDA devices")
+
+
+def probe_device(ordinal: int = 0) -> Device:
+    """Device `ordinal` when foxc can run its cubins on it, else a CudaError saying why. Creates no context."""
+    count = device_count()
+    from cuda.bindings import driver  # device_count has checked that it imports
     if count == 0:
         raise CudaError("the CUDA driver found no device", result="CUDA_ERROR_NO_DEVICE")
     if not 0 <= ordinal < count:

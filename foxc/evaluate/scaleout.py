@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from ..cli import nonnegative_float, positive_int
+from ..driver.device import device_count
+from ..driver.errors import CudaError
 
 
 class ScaleoutError(RuntimeError):
@@ -94,13 +96,8 @@ def visible_gpus() -> list[str]:
     if env is not None:
         return [g.strip() for g in env.split(",") if g.strip() and not g.strip().startswith("-")]
     try:
-        from cuda.bindings import driver
-        (err,) = driver.cuInit(0)
-        if err:
-            return []
-        err, count = driver.cuDeviceGetCount()
-        return [str(i) for i in range(count)] if not err else []
-    except (ImportError, RuntimeError):
+        return [str(i) for i in range(device_count())]
+    except CudaError:  # no usable driver: no GPU to hand out
         return []
 
 
