@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import numpy.lib.format as npy
 
-from .labels import N_PLANES, LabelConfig
+from .labels import N_PLANES, PLANES, LabelConfig
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .market import MarketData, market_data, report_of
 from .stream import FileSummary
@@ -209,17 +209,10 @@ class CacheRows:
 
     def labelled(self) -> list[bool]:
         """Per horizon, whether some row keeps a label (outcome weight): the first shard that has one ends the search."""
-        from .labels import PLANES
-        plane, found = PLANES.index("outcome_weight"), []
+        plane, cut, found = PLANES.index("outcome_weight"), self.stop < self.manifest["rows"], []
         for j, horizon in enumerate(self.horizons):
-            hit = False
-            for k in range(self.n_segments):
-                n = min(int(self.rows[k]), self.stop - horizon - int(self.first[k]) if self.stop < self.manifest["rows"]
-                        else int(self.rows[k]))
-                if n > 0 and np.any(self._plane(k, plane, j, n)):
-                    hit = True
-                    break
-            found.append(hit)
+            ns = [min(int(n), self.stop - horizon - int(a)) if cut else int(n) for a, n in zip(self.first, self.rows)]
+            found.append(any(n > 0 and np.any(self._plane(k, plane, j, n)) for k, n in enumerate(ns)))
         return found
 
     def _plane(self, k: int, plane: int, j: int, n: int) -> np.ndarray:
@@ -263,21 +256,15 @@ def read_rows(path, start: int, stop: int, sha256: str | None = None) -> np.ndar
     if sha256 is not None and manifest["sha256"] != sha256:
         raise DataError(folder, f"the cache is {manifest['sha256'][:12]}…, not the {sha256[:12]}… the folds were "
                                 "planned on: it was prepared again meanwhile (run the walk-forward again)")
-    shards = manifest["shards"]
-    ends = np.cumsum([s["rows"] for s in shards])
-    if not 0 <= start < stop <= ends[-1]:
-        raise ValueError(f"rows [{start}, {stop}) are not within the cache's {ends[-1]} rows")
-    first, last = int(np.searchsorted(ends, start, "right")), int(np.searchsorted(ends, stop - 1, "right"))
-    offset = int(ends[first] - shards[first]["rows"])
-    records = np.empty(int(ends[last]) - offset, SNAPSHOT_DTYPE)
-    reads, row = [], 0
-    for k in range(first, last + 1):
-        n = shards[k]["rows"]
-        reads.append((shard_dir(folder, k) / RECORDS, shards[k]["files"][RECORDS], SNAPSHOT_DTYPE, (n,),
-                      [records[row:row + n]]))
-        row += n
-    with ThreadPoolExecutor(min(32, os.cpu_count() or 1, len(reads))) as pool:
-        list(pool.map(lambda r: _read_verified(*r), reads))
+    rows = CacheRows(folder, None, manifest=manifest)
+    first, end = rows.segment_bounds()
+    if not 0 <= start < stop <= end[-1]:
+        raise ValueError(f"rows [{start}, {stop}) are not within the cache's {end[-1]} rows")
+    a, b = int(np.searchsorted(end, start, "right")), int(np.searchsorted(end, stop - 1, "right"))
+    offset = int(first[a])
+    records = np.empty(int(end[b]) - offset, SNAPSHOT_DTYPE)
+    with ThreadPoolExecutor(min(32, os.cpu_count() or 1, b + 1 - a)) as pool:
+        list(pool.map(lambda k: rows.read(k, records[first[k] - offset:end[k] - offset]), range(a, b + 1)))
     return records[start - offset:stop - offset]
 
 

@@ -134,15 +134,11 @@ def _in_step(book, messages, rows: int, msg_path: Path):
     book, messages = _pieces(book, rows), _pieces(messages, rows)
     b = m = None
     done = 0
-    while True:
-        while b is None or not b.num_rows:
+    while True:  # _pieces yields no empty piece: one `next` refills a side
+        if b is None or not b.num_rows:
             b = next(book, None)
-            if b is None:
-                break
-        while m is None or not m.num_rows:
+        if m is None or not m.num_rows:
             m = next(messages, None)
-            if m is None:
-                break
         if b is None or m is None:
             break
         k = min(b.num_rows, m.num_rows)

@@ -33,6 +33,7 @@ from .cache import (FORMAT, LABELS, MANIFEST, RECORDS, VERSION, content_sha256, 
                     label_dict, shard_dir)
 from .chunks import CHUNK_ROWS
 from .labels import N_PLANES, LabelConfig, compute_labels
+from .lobster import message_path
 from .market import tick_of, tick_step
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .source import expand, in_time_order
@@ -129,17 +130,10 @@ def _read_file(args) -> tuple[int, FileSummary, list[dict]]:
             chunk["segment"] = index
             fh.write(chunk.data)
         os.pwrite(fh.fileno(), records_header(stream.summary().rows), 0)
+    book = stream.path  # and a LOBSTER book's message file: the files its rows come from
+    messages = [message_path(book)] if stream.kind == "lobster" and message_path(book).is_file() else []
     return index, stream.summary(), [{"path": str(p), "bytes": p.stat().st_size, "sha256": file_sha256(p)}
-                                     for p in _sources(stream.path, stream.kind)]
-
-
-def _sources(path: Path, kind: str) -> list[Path]:
-    """The files a data file's rows come from (a LOBSTER order book and its message file)."""
-    if kind == "lobster":
-        from .lobster import message_path
-        if message_path(path).is_file():
-            return [path, message_path(path)]
-    return [path]
+                                     for p in [book, *messages]]
 
 
 def _tick(pool, files: list[Path], counts: list[int]) -> int:

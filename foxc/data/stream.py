@@ -35,10 +35,6 @@ def source_kind(path: Path) -> str:
     raise DataError(path, "unknown format: expected .parquet, .dbn, .dbn.zst or LOBSTER *_orderbook_N.csv")
 
 
-def validate_summary(skipped: dict[str, int]) -> str:
-    return ", ".join(f"{n} {reason}" for reason, n in skipped.items() if n) or "none"
-
-
 def reader(kind: str):
     """The chunk reader of a format: f(path, meta, rows) yielding (records, bad-float mask or None)."""
     if kind == "dbn":
@@ -90,8 +86,8 @@ class FileStream:
         except (OSError, MemoryError) as e:
             raise DataError(self.path, f"cannot read ({e.__class__.__name__}: {e})") from None
         if not self.validator.rows_kept:
-            raise DataError(self.path, f"no usable rows: all {self.validator.rows_read} skipped "
-                                       f"({validate_summary(self.validator.skipped())})")
+            why = ", ".join(f"{n} {reason}" for reason, n in self.validator.skipped().items() if n) or "none"
+            raise DataError(self.path, f"no usable rows: all {self.validator.rows_read} skipped ({why})")
 
     def _timed(self, kept: np.ndarray) -> np.ndarray:
         """prev_ts_ns within the file, carried from the previous chunk."""

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .record import LEVELS, PRICE_SCALE, SNAPSHOT_DTYPE
-from .market import MarketData, from_records
+from .market import MarketData, finish, infer_tick
 from .validate import ValidationReport
 
 START_NS = 1_704_205_800 * 10**9  # 2024-01-02 14:30 UTC
@@ -126,10 +126,11 @@ def generate(n: int, seed: int = 0, params: SynthParams = SynthParams(), n_segme
 
 
 def synthetic_data(n: int, seed: int = 0, params: SynthParams = SynthParams(), n_segments: int = 1) -> MarketData:
-    rec = generate(n, seed, params, n_segments)
+    rec = finish(generate(n, seed, params, n_segments))
     report = ValidationReport()
     report.add("<synthetic>", n, {}, [f"seed {seed}, {params}"])
-    return from_records(rec, "synthetic", "SYNTH", params.tick_units, report)
+    return MarketData(rec, "SYNTH", int(rec["instrument_id"][0]) if n else 0, "synthetic", [],
+                      params.tick_units or infer_tick(rec), report)
 
 
 def h1_move_probs(x: np.ndarray, spread: int, p: SynthParams) -> tuple[np.ndarray, np.ndarray]:
