@@ -157,33 +157,25 @@ class CacheRows:
         (float32 [planes, horizons, >= n]), its files verified whole as they are read."""
         shard, folder, n = self.manifest["shards"][k], shard_dir(self.path, k), int(self.rows[k])
         whole, cut = shard["rows"], int(self.rows[k]) < shard["rows"]
-        if records is not None:
-            into = np.empty(whole, SNAPSHOT_DTYPE) if cut else records[:n]
-            _read_verified(folder / RECORDS, shard["files"][RECORDS], SNAPSHOT_DTYPE, (whole,), [into])
-            if cut:
-                records[:n] = into[:n]
-        if labels is not None:
-            h = len(self.horizons)
-            into = np.empty((N_PLANES, h, whole), np.float32) if cut else labels[:, :, :n]
-            _read_verified(folder / LABELS, shard["files"][LABELS], np.dtype(np.float32), (N_PLANES, h, whole),
-                           [into[p, j] for p in range(N_PLANES) for j in range(h)])
-            if cut:
-                labels[:, :, :n] = into[:, :, :n]
-            if self.stop < self.manifest["rows"]:
-                head_labels(labels[:, :, :n], self.horizons, self.stop, int(self.first[k]))
+        for name, target, dtype, shape in ((RECORDS, records, SNAPSHOT_DTYPE, (whole,)),
+                                           (LABELS, labels, np.dtype(np.float32), (N_PLANES, len(self.horizons), whole))):
+            if target is not None:  # a cut shard is read whole, then its head kept
+                into = np.empty(shape, dtype) if cut else target[..., :n]
+                _read_verified(folder / name, shard["files"][name], dtype, shape,
+                               [into[i] for i in np.ndindex(shape[:-1])])  # the rows of each (plane, horizon)
+                if cut:
+                    target[..., :n] = into[..., :n]
+        if labels is not None and self.stop < self.manifest["rows"]:
+            head_labels(labels[:, :, :n], self.horizons, self.stop, int(self.first[k]))
 
     def load(self) -> tuple[MarketData, np.ndarray]:
         """All these rows in memory: (MarketData, label planes), every file read on threads and verified."""
         records = np.empty(self.n_rows, SNAPSHOT_DTYPE)
         planes = np.empty((N_PLANES, len(self.horizons), self.n_rows), np.float32)
-        first, end = self.segment_bounds()
-
-        def read(job):
-            k, part = job
-            a, b = first[k], end[k]
-            self.read(k, **({"records": records[a:b]} if part == "records" else {"labels": planes[:, :, a:b]}))
+        jobs = [job for k, (a, b) in enumerate(zip(*self.segment_bounds()))
+                for job in ((k, records[a:b], None), (k, None, planes[:, :, a:b]))]
         with ThreadPoolExecutor(min(32, os.cpu_count() or 1)) as pool:  # hashing and reading release the GIL
-            list(pool.map(read, [(k, part) for k in range(self.n_segments) for part in ("records", "labels")]))
+            list(pool.map(lambda job: self.read(*job), jobs))
         market = market_data(records, [_summary(s) for s in self.manifest["shards"]], self.tick, self.report)
         return market, planes
 
