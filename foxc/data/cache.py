@@ -156,9 +156,9 @@ class CacheRows:
         """Segment k's rows into records[:n] (SNAPSHOT_DTYPE) and its label planes into labels[:, :, :n]
         (float32 [planes, horizons, >= n]), its files verified whole as they are read."""
         shard, folder, n = self.manifest["shards"][k], shard_dir(self.path, k), int(self.rows[k])
-        whole, cut = shard["rows"], int(self.rows[k]) < shard["rows"]
+        whole, cut, h = shard["rows"], int(self.rows[k]) < shard["rows"], len(self.horizons)
         for name, target, dtype, shape in ((RECORDS, records, SNAPSHOT_DTYPE, (whole,)),
-                                           (LABELS, labels, np.dtype(np.float32), (N_PLANES, len(self.horizons), whole))):
+                                           (LABELS, labels, np.dtype(np.float32), (N_PLANES, h, whole))):
             if target is not None:  # a cut shard is read whole, then its head kept
                 into = np.empty(shape, dtype) if cut else target[..., :n]
                 _read_verified(folder / name, shard["files"][name], dtype, shape,
