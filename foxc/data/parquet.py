@@ -171,7 +171,8 @@ def read_parquet(path) -> tuple[np.ndarray, np.ndarray, dict]:
     return read_whole(iter_parquet, path)
 
 
-def write_parquet(path, rec: np.ndarray, symbol: str = "SYNTH", row_group_rows: int = 1 << 20):
+def write_parquet(path, rec: np.ndarray, symbol: str = "SYNTH", publisher_id: int = 1,
+                  compression: str = "zstd", row_group_rows: int = 1 << 20):
     """Write records in the Databento MBP-10 Parquet layout (fixed-point prices, uint64 ns times)."""
     n = len(rec)
     trade = rec["trade_count"] > 0
@@ -179,7 +180,7 @@ def write_parquet(path, rec: np.ndarray, symbol: str = "SYNTH", row_group_rows: 
         "ts_recv": pa.array(rec["ts_ns"].astype(np.uint64)),
         "ts_event": pa.array(rec["ts_ns"].astype(np.uint64)),
         "rtype": pa.array(np.full(n, 10, np.uint8)),
-        "publisher_id": pa.array(np.full(n, 1, np.uint16)),
+        "publisher_id": pa.array(np.full(n, publisher_id, np.uint16)),
         "instrument_id": pa.array(rec["instrument_id"]),
         "action": pa.array(np.where(trade, "T", "A")),
         "side": pa.array(np.full(n, "N")),
@@ -195,4 +196,4 @@ def write_parquet(path, rec: np.ndarray, symbol: str = "SYNTH", row_group_rows: 
             for side in SIDES:
                 cols[f"{side}_{kind}_{lvl:02d}"] = pa.array(rec[f"{side}_{kind}"][:, lvl])
     cols["symbol"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([symbol]))
-    pq.write_table(pa.table(cols), path, compression="zstd", row_group_size=row_group_rows)
+    pq.write_table(pa.table(cols), path, compression=compression, row_group_size=row_group_rows)

@@ -58,7 +58,7 @@ def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
             read = run_jobs(pool, _read_file, [(i, p, tmp / f"part-{i:05d}", config, rows) for i, p in enumerate(paths)],
                         lambda count, r: log(f"  read {count}/{len(paths)}: {r[1].path}: {r[1].rows:,} of "
                                              f"{r[1].rows_read:,} rows kept"))
-            shards = in_time_order(read, key=lambda r: r[1])
+            shards = in_time_order(read)
             for segment, (i, _, _) in enumerate(shards):
                 os.rename(tmp / f"part-{i:05d}", shard_dir(tmp, segment))
             tick = _tick(pool, [shard_dir(tmp, k) / RECORDS for k in range(len(shards))],

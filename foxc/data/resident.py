@@ -214,10 +214,7 @@ class ShardRotation(Component):
     def _publish(self):
         """The state array (what a checkpoint saves) and the draw table: the resident slots but the pending one."""
         self.state.upload(np.r_[self.slot_shard, self.rotations, self.pending].astype(np.int64))
-        drawn = [s for s in range(self.S) if self.slot_shard[s] >= 0 and s != self.pending]
-        rows = self.rows[self.slot_shard[drawn]]
-        base = np.asarray(drawn, np.int64) * self.P
-        self.cursors.draw_from(base, base + rows - 1)
+        self.cursors.draw_from(*np.array(self.drawable_rows(), np.int64).reshape(-1, 2).T)
 
     def _stage(self, shard: int, slot: int, buffer: int):
         """Shard `shard`'s rows into staging buffer `buffer`, their segment set to `slot` (the gather's window

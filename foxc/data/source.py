@@ -55,7 +55,7 @@ def load(spec, config: ValidationConfig | None = None, tick: int | None = None) 
         stream = FileStream(path, config)
         files.append((list(stream), stream.summary()))
     report = report_of([summary for _, summary in files])
-    files = in_time_order(files, key=lambda f: f[1])
+    files = in_time_order(files)
     records = np.empty(sum(summary.rows for _, summary in files), SNAPSHOT_DTYPE)
     row = 0
     for segment, (chunks, _) in enumerate(files):
@@ -67,6 +67,6 @@ def load(spec, config: ValidationConfig | None = None, tick: int | None = None) 
     return market_data(records, [summary for _, summary in files], tick or infer_tick(records), report)
 
 
-def in_time_order(items: list, key=lambda summary: summary) -> list:
-    """Files (FileSummary, or items holding one) as segments: by first kept time, then by path."""
-    return sorted(items, key=lambda item: (key(item).first_ts, key(item).path))
+def in_time_order(items: list) -> list:
+    """Files, as tuples holding their FileSummary second, as segments: by first kept time, then by path."""
+    return sorted(items, key=lambda item: (item[1].first_ts, item[1].path))
