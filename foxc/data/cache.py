@@ -33,7 +33,7 @@ import os
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -176,8 +176,7 @@ class CacheRows:
                 for job in ((k, records[a:b], None), (k, None, planes[:, :, a:b]))]
         with ThreadPoolExecutor(min(32, os.cpu_count() or 1)) as pool:  # hashing and reading release the GIL
             list(pool.map(lambda job: self.read(*job), jobs))
-        market = market_data(records, [_summary(s) for s in self.manifest["shards"]], self.tick, self.report)
-        return market, planes
+        return replace(self.meta, records=records), planes
 
     def verify(self, threads: int = 1, visit=None) -> list:
         """Read (and so hash) every shard, into one shard's buffers per thread; `visit(k, records, labels)`

@@ -18,7 +18,7 @@ from .cache import MANIFEST
 from .lobster import is_lobster
 from .market import MarketData, infer_tick, market_data, report_of
 from .record import SNAPSHOT_DTYPE
-from .stream import FileStream
+from .stream import SUFFIXES, FileStream
 from .validate import DataError, ValidationConfig
 
 
@@ -31,8 +31,7 @@ def expand(spec) -> list[Path]:
                               "give the data files here")
     if path.is_dir():
         found = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-        found = [p for p in found if p.name.lower().endswith((".parquet", ".pq", ".arrow", ".dbn", ".dbn.zst"))
-                 or is_lobster(p)]
+        found = [p for p in found if p.name.lower().endswith(tuple(SUFFIXES)) or is_lobster(p)]
         if not found:
             raise DataError(path, "no data files in the directory (.parquet, .dbn, .dbn.zst, *_orderbook_N.csv)")
         return found
