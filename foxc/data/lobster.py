@@ -217,10 +217,10 @@ def _book_records(path: Path, piece: pa.RecordBatch, levels: int, first_row: int
     """Records of an order-book piece (times and trades left 0); levels beyond `levels` empty."""
     rec = empty_snapshots(piece.num_rows)
     for lvl in range(levels):
-        for side, col, dummy in (("ask", 4 * lvl, DUMMY_ASK), ("bid", 4 * lvl + 2, DUMMY_BID)):
+        for side, col in (("ask", 4 * lvl), ("bid", 4 * lvl + 2)):
             px = _column(path, piece, col, first_row)
             sz = _column(path, piece, col + 1, first_row)
-            empty = (px >= DUMMY_ASK) | (px <= DUMMY_BID) | (px == dummy)
+            empty = (px >= DUMMY_ASK) | (px <= DUMMY_BID)  # either side's dummy price
             rec[f"{side}_px"][:, lvl] = np.where(empty, PRICE_UNDEF, px * LOBSTER_TO_UNITS)
             rec[f"{side}_sz"][:, lvl] = np.where(empty, 0, np.clip(sz, 0, 2**32 - 1))
     return rec

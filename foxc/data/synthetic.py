@@ -109,14 +109,11 @@ def generate(n: int, seed: int = 0, params: SynthParams = SynthParams(), n_segme
     rec["ask_px"] = (bid_ticks[:, None] + spread[:, None] + lv) * tick
     profile = (p.touch_size * (1.0 + p.depth_slope * lv)).astype(np.float32)
     noise = rng.random((2, n, LEVELS), dtype=np.float32) + np.float32(0.5)
-    bid_sz = np.ceil(profile * noise[0]).astype(np.uint32)
-    ask_sz = np.ceil(profile * noise[1]).astype(np.uint32)
-    bid_sz[:, 0] = np.ceil(p.touch_size * np.exp(p.kappa * x))
-    ask_sz[:, 0] = np.ceil(p.touch_size * np.exp(-p.kappa * x))
-    rec["bid_sz"] = bid_sz
-    rec["ask_sz"] = ask_sz
-    rec["bid_ct"] = bid_sz // 4 + 1
-    rec["ask_ct"] = ask_sz // 4 + 1
+    for side, z, sign in (("bid", noise[0], 1.0), ("ask", noise[1], -1.0)):
+        size = np.ceil(profile * z).astype(np.uint32)
+        size[:, 0] = np.ceil(p.touch_size * np.exp(sign * p.kappa * x))
+        rec[f"{side}_sz"] = size
+        rec[f"{side}_ct"] = size // 4 + 1
     rec["trade_count"] = rng.random(n, dtype=np.float32) < np.where(move, np.float32(0.5), np.float32(0.05))
     gaps = 1 + (rng.exponential(p.mean_gap_us * 1000.0, n)).astype(np.int64)
     rec["ts_ns"] = START_NS + np.cumsum(gaps)
