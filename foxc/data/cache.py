@@ -50,6 +50,9 @@ MANIFEST = "manifest.json"
 RECORDS, LABELS = "records.npy", "labels.npy"
 HASH_BLOCK = 1 << 22
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# what a shard's entry says of its file as read: its place in DATA's order, then its FileSummary's fields
+READ = {"input": int, "kind": str, "rows_read": int, "skipped": dict, "notes": list, "instrument": str,
+        "instrument_id": int, "extra": dict}
 
 
 def is_cache(path) -> bool:
@@ -312,10 +315,8 @@ def _refuse(path: Path, entry: dict, problem: str):
 
 def _summary(shard: dict) -> FileSummary:
     """The FileSummary pass 1 made of the shard's file, from the manifest."""
-    read = shard["read"]
-    return FileSummary(shard["sources"][0]["path"], read["kind"], read["rows_read"], shard["rows"], read["skipped"],
-                       read["notes"], read["instrument"], read["instrument_id"], shard["first_ts_ns"],
-                       shard["last_ts_ns"], read["extra"])
+    return FileSummary(shard["sources"][0]["path"], rows=shard["rows"], first_ts=shard["first_ts_ns"],
+                       last_ts=shard["last_ts_ns"], **{key: shard["read"][key] for key in READ if key != "input"})
 
 
 def read_manifest(folder: Path) -> dict:
@@ -377,9 +378,7 @@ def _shard_problem(k: int, s) -> str | None:
                                                           for x in sources)):
         return "sources missing"
     read = s.get("read")
-    keys = {"input": int, "kind": str, "rows_read": int, "skipped": dict, "notes": list, "instrument": str,
-            "instrument_id": int, "extra": dict}
-    if not (isinstance(read, dict) and all(isinstance(read.get(key), t) for key, t in keys.items())):
+    if not (isinstance(read, dict) and all(isinstance(read.get(key), t) for key, t in READ.items())):
         return "what was read of its file is missing"
     return None
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import numpy.lib.format as npy
 
-from .cache import (FORMAT, LABELS, MANIFEST, RECORDS, VERSION, content_sha256, file_sha256, is_cache,
+from .cache import (FORMAT, LABELS, MANIFEST, READ, RECORDS, VERSION, content_sha256, file_sha256, is_cache,
                     label_dict, shard_dir)
 from .chunks import CHUNK_ROWS
 from .labels import N_PLANES, LabelConfig, compute_labels
@@ -214,13 +214,10 @@ RECORDS_AT = len(_npy_header(SNAPSHOT_DTYPE, (0,)))  # where a records.npy's row
 
 def build_manifest(spec, shards: list, files: list[dict], tick: int, labels: LabelConfig,
               config: ValidationConfig) -> dict:
-    entries = []
-    for segment, ((index, s, sources), shard_files) in enumerate(zip(shards, files)):
-        entries.append({"segment": segment, "rows": s.rows, "first_ts_ns": s.first_ts, "last_ts_ns": s.last_ts,
-                        "sources": sources, "files": shard_files,
-                        "read": {"input": index, "kind": s.kind, "rows_read": s.rows_read, "skipped": s.skipped,
-                                 "notes": s.notes, "instrument": s.instrument, "instrument_id": s.instrument_id,
-                                 "extra": s.extra}})
+    entries = [{"segment": segment, "rows": s.rows, "first_ts_ns": s.first_ts, "last_ts_ns": s.last_ts,
+                "sources": sources, "files": shard_files,
+                "read": {"input": index, **{key: getattr(s, key) for key in READ if key != "input"}}}
+               for segment, ((index, s, sources), shard_files) in enumerate(zip(shards, files))]
     manifest = {"format": FORMAT, "version": VERSION, "data": str(spec), "record_bytes": SNAPSHOT_BYTES,
                 "tick": int(tick), "labels": label_dict(labels), "validation": asdict(config),
                 "rows": sum(e["rows"] for e in entries), "shards": entries}
