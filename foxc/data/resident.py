@@ -183,8 +183,7 @@ class ShardRotation(Component):
         saved = self.state.download()
         slot_shard, rotations, pending = saved[:self.S], int(saved[self.S]), int(saved[self.S + 1])
         expected = self._expected(rotations)
-        if rotations < 0 or not -1 <= pending < self.S or not np.array_equal(slot_shard, expected[0]) \
-                or pending != expected[1]:
+        if rotations < 0 or not np.array_equal(slot_shard, expected[0]) or pending != expected[1]:
             raise ValueError(f"section resident.slots: slots {slot_shard.tolist()}, {rotations} rotation(s), pending "
                              f"{pending} is not a state this run's rotation of {self.n} shards through {self.S} slots "
                              "reaches (another --device-data-gb, --rotate-every or data?)")
