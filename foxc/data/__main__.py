@@ -19,7 +19,7 @@ from .validate import ValidationConfig
 
 
 FILE_ONLY = {"min_price": ValidationConfig.min_price, "max_price": ValidationConfig.max_price, "tick": None,
-             "horizons": list(LabelConfig.horizons), "dead_band": 0.0, "fee": 0.0}  # inspect's flags for data files only
+             "horizons": list(LabelConfig.horizons), "dead_band": 0.0, "fee": 0.0}  # inspect's data-file-only flags
 
 
 def cmd_inspect(args) -> int:
