@@ -19,7 +19,7 @@ from .validate import ValidationConfig
 
 
 FILE_ONLY = {"min_price": ValidationConfig.min_price, "max_price": ValidationConfig.max_price, "tick": None,
-             "horizons": [10, 50, 100], "dead_band": 0.0, "fee": 0.0}  # inspect's flags that data files take
+             "horizons": list(LabelConfig.horizons), "dead_band": 0.0, "fee": 0.0}  # inspect's data-file-only flags
 
 
 def cmd_inspect(args) -> int:
@@ -186,7 +186,7 @@ def parse_args(argv):
     pre = sub.add_parser("prepare", help="validate and label data once into a cache that --data CACHE trains from")
     pre.add_argument("data", help="a file, a directory or a glob: .parquet, .dbn, .dbn.zst, *_orderbook_N.csv")
     pre.add_argument("--out", required=True, help="the cache directory to write (new or empty, unless --overwrite)")
-    pre.add_argument("--horizons", type=positive_ints, default=[10, 50, 100],
+    pre.add_argument("--horizons", type=positive_ints, default=list(LabelConfig.horizons),
                      help="label horizons in snapshots, three comma-separated (default 10,50,100): a run "
                           "training from the cache must use the same")
     pre.add_argument("--workers", type=positive_int, default=default_workers(),

@@ -33,13 +33,13 @@ import os
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import numpy.lib.format as npy
 
-from .labels import N_PLANES, LabelConfig
+from .labels import N_PLANES, PLANES, LabelConfig
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .market import MarketData, market_data, report_of
 from .stream import FileSummary
@@ -50,6 +50,9 @@ MANIFEST = "manifest.json"
 RECORDS, LABELS = "records.npy", "labels.npy"
 HASH_BLOCK = 1 << 22
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# what a shard's entry says of its file as read: its place in DATA's order, then its FileSummary's fields
+READ = {"input": int, "kind": str, "rows_read": int, "skipped": dict, "notes": list, "instrument": str,
+        "instrument_id": int, "extra": dict}
 
 
 def is_cache(path) -> bool:
@@ -156,36 +159,27 @@ class CacheRows:
         """Segment k's rows into records[:n] (SNAPSHOT_DTYPE) and its label planes into labels[:, :, :n]
         (float32 [planes, horizons, >= n]), its files verified whole as they are read."""
         shard, folder, n = self.manifest["shards"][k], shard_dir(self.path, k), int(self.rows[k])
-        whole, cut = shard["rows"], int(self.rows[k]) < shard["rows"]
-        if records is not None:
-            into = np.empty(whole, SNAPSHOT_DTYPE) if cut else records[:n]
-            _read_verified(folder / RECORDS, shard["files"][RECORDS], SNAPSHOT_DTYPE, (whole,), [into])
-            if cut:
-                records[:n] = into[:n]
-        if labels is not None:
-            h = len(self.horizons)
-            into = np.empty((N_PLANES, h, whole), np.float32) if cut else labels[:, :, :n]
-            _read_verified(folder / LABELS, shard["files"][LABELS], np.dtype(np.float32), (N_PLANES, h, whole),
-                           [into[p, j] for p in range(N_PLANES) for j in range(h)])
-            if cut:
-                labels[:, :, :n] = into[:, :, :n]
-            if self.stop < self.manifest["rows"]:
-                head_labels(labels[:, :, :n], self.horizons, self.stop, int(self.first[k]))
+        whole, cut, h = shard["rows"], int(self.rows[k]) < shard["rows"], len(self.horizons)
+        for name, target, dtype, shape in ((RECORDS, records, SNAPSHOT_DTYPE, (whole,)),
+                                           (LABELS, labels, np.dtype(np.float32), (N_PLANES, h, whole))):
+            if target is not None:  # a cut shard is read whole, then its head kept
+                into = np.empty(shape, dtype) if cut else target[..., :n]
+                _read_verified(folder / name, shard["files"][name], dtype, shape,
+                               [into[i] for i in np.ndindex(shape[:-1])])  # the rows of each (plane, horizon)
+                if cut:
+                    target[..., :n] = into[..., :n]
+        if labels is not None and self.stop < self.manifest["rows"]:
+            head_labels(labels[:, :, :n], self.horizons, self.stop, int(self.first[k]))
 
     def load(self) -> tuple[MarketData, np.ndarray]:
         """All these rows in memory: (MarketData, label planes), every file read on threads and verified."""
         records = np.empty(self.n_rows, SNAPSHOT_DTYPE)
         planes = np.empty((N_PLANES, len(self.horizons), self.n_rows), np.float32)
-        first, end = self.segment_bounds()
-
-        def read(job):
-            k, part = job
-            a, b = first[k], end[k]
-            self.read(k, **({"records": records[a:b]} if part == "records" else {"labels": planes[:, :, a:b]}))
+        jobs = [job for k, (a, b) in enumerate(zip(*self.segment_bounds()))
+                for job in ((k, records[a:b], None), (k, None, planes[:, :, a:b]))]
         with ThreadPoolExecutor(min(32, os.cpu_count() or 1)) as pool:  # hashing and reading release the GIL
-            list(pool.map(read, [(k, part) for k in range(self.n_segments) for part in ("records", "labels")]))
-        market = market_data(records, [_summary(s) for s in self.manifest["shards"]], self.tick, self.report)
-        return market, planes
+            list(pool.map(lambda job: self.read(*job), jobs))
+        return replace(self.meta, records=records), planes
 
     def verify(self, threads: int = 1, visit=None) -> list:
         """Read (and so hash) every shard, into one shard's buffers per thread; `visit(k, records, labels)`
@@ -209,17 +203,10 @@ class CacheRows:
 
     def labelled(self) -> list[bool]:
         """Per horizon, whether some row keeps a label (outcome weight): the first shard that has one ends the search."""
-        from .labels import PLANES
-        plane, found = PLANES.index("outcome_weight"), []
+        plane, cut, found = PLANES.index("outcome_weight"), self.stop < self.manifest["rows"], []
         for j, horizon in enumerate(self.horizons):
-            hit = False
-            for k in range(self.n_segments):
-                n = min(int(self.rows[k]), self.stop - horizon - int(self.first[k]) if self.stop < self.manifest["rows"]
-                        else int(self.rows[k]))
-                if n > 0 and np.any(self._plane(k, plane, j, n)):
-                    hit = True
-                    break
-            found.append(hit)
+            ns = [min(int(n), self.stop - horizon - int(a)) if cut else int(n) for a, n in zip(self.first, self.rows)]
+            found.append(any(n > 0 and np.any(self._plane(k, plane, j, n)) for k, n in enumerate(ns)))
         return found
 
     def _plane(self, k: int, plane: int, j: int, n: int) -> np.ndarray:
@@ -263,21 +250,15 @@ def read_rows(path, start: int, stop: int, sha256: str | None = None) -> np.ndar
     if sha256 is not None and manifest["sha256"] != sha256:
         raise DataError(folder, f"the cache is {manifest['sha256'][:12]}…, not the {sha256[:12]}… the folds were "
                                 "planned on: it was prepared again meanwhile (run the walk-forward again)")
-    shards = manifest["shards"]
-    ends = np.cumsum([s["rows"] for s in shards])
-    if not 0 <= start < stop <= ends[-1]:
-        raise ValueError(f"rows [{start}, {stop}) are not within the cache's {ends[-1]} rows")
-    first, last = int(np.searchsorted(ends, start, "right")), int(np.searchsorted(ends, stop - 1, "right"))
-    offset = int(ends[first] - shards[first]["rows"])
-    records = np.empty(int(ends[last]) - offset, SNAPSHOT_DTYPE)
-    reads, row = [], 0
-    for k in range(first, last + 1):
-        n = shards[k]["rows"]
-        reads.append((shard_dir(folder, k) / RECORDS, shards[k]["files"][RECORDS], SNAPSHOT_DTYPE, (n,),
-                      [records[row:row + n]]))
-        row += n
-    with ThreadPoolExecutor(min(32, os.cpu_count() or 1, len(reads))) as pool:
-        list(pool.map(lambda r: _read_verified(*r), reads))
+    rows = CacheRows(folder, None, manifest=manifest)
+    first, end = rows.segment_bounds()
+    if not 0 <= start < stop <= end[-1]:
+        raise ValueError(f"rows [{start}, {stop}) are not within the cache's {end[-1]} rows")
+    a, b = int(np.searchsorted(end, start, "right")), int(np.searchsorted(end, stop - 1, "right"))
+    offset = int(first[a])
+    records = np.empty(int(end[b]) - offset, SNAPSHOT_DTYPE)
+    with ThreadPoolExecutor(min(32, os.cpu_count() or 1, b + 1 - a)) as pool:
+        list(pool.map(lambda k: rows.read(k, records[first[k] - offset:end[k] - offset]), range(a, b + 1)))
     return records[start - offset:stop - offset]
 
 
@@ -334,10 +315,8 @@ def _refuse(path: Path, entry: dict, problem: str):
 
 def _summary(shard: dict) -> FileSummary:
     """The FileSummary pass 1 made of the shard's file, from the manifest."""
-    read = shard["read"]
-    return FileSummary(shard["sources"][0]["path"], read["kind"], read["rows_read"], shard["rows"], read["skipped"],
-                       read["notes"], read["instrument"], read["instrument_id"], shard["first_ts_ns"],
-                       shard["last_ts_ns"], read["extra"])
+    return FileSummary(shard["sources"][0]["path"], rows=shard["rows"], first_ts=shard["first_ts_ns"],
+                       last_ts=shard["last_ts_ns"], **{key: shard["read"][key] for key in READ if key != "input"})
 
 
 def read_manifest(folder: Path) -> dict:
@@ -399,9 +378,7 @@ def _shard_problem(k: int, s) -> str | None:
                                                           for x in sources)):
         return "sources missing"
     read = s.get("read")
-    keys = {"input": int, "kind": str, "rows_read": int, "skipped": dict, "notes": list, "instrument": str,
-            "instrument_id": int, "extra": dict}
-    if not (isinstance(read, dict) and all(isinstance(read.get(key), t) for key, t in keys.items())):
+    if not (isinstance(read, dict) and all(isinstance(read.get(key), t) for key, t in READ.items())):
         return "what was read of its file is missing"
     return None
 

@@ -19,8 +19,7 @@ def read_whole(read, path) -> tuple[np.ndarray, np.ndarray | None, dict]:
     """(records, bad-float mask or None, meta) of a whole file, unvalidated: a reader's chunks joined."""
     meta = new_meta()
     chunks = list(read(path, meta))
-    rec = np.concatenate([c[0] for c in chunks]) if chunks else np.empty(0, SNAPSHOT_DTYPE)
-    masks = [c[1] for c in chunks]
-    bad = None if all(m is None for m in masks) else \
-        np.concatenate([np.zeros(len(c[0]), bool) if m is None else m for c, m in zip(chunks, masks)])
+    rec = np.concatenate([r for r, _ in chunks]) if chunks else np.empty(0, SNAPSHOT_DTYPE)
+    bad = None if all(m is None for _, m in chunks) else \
+        np.concatenate([np.zeros(len(r), bool) if m is None else m for r, m in chunks])
     return rec, bad, meta

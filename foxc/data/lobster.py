@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from .record import LEVELS, PRICE_UNDEF, SNAPSHOT_DTYPE
+from .record import LEVELS, PRICE_UNDEF, empty_snapshots
 from .chunks import read_whole
 from .validate import DataError
 
@@ -105,12 +105,11 @@ def _csv(path: Path, what: str, column_types: dict | None = None):
     return reader.schema, batches()
 
 
-def _check_type(path: Path, schema: pa.Schema, index: int, kind: str = "integer"):
+def _check_type(path: Path, schema: pa.Schema, index: int, number: bool = False):
+    """Column `index` holds integers (or, with `number`, floats too)."""
     t = schema.field(index).type
-    if kind == "integer" and not pa.types.is_integer(t):
-        raise DataError(path, f"wrong type {t} (expected integer)", column=f"#{index + 1}")
-    if kind == "number" and not (pa.types.is_integer(t) or pa.types.is_floating(t)):
-        raise DataError(path, f"wrong type {t} (expected a number)", column=f"#{index + 1}")
+    if not (pa.types.is_integer(t) or number and pa.types.is_floating(t)):
+        raise DataError(path, f"wrong type {t} (expected {'a number' if number else 'integer'})", column=f"#{index + 1}")
 
 
 def _column(path: Path, batch: pa.RecordBatch, index: int, first_row: int) -> np.ndarray:
@@ -134,15 +133,11 @@ def _in_step(book, messages, rows: int, msg_path: Path):
     book, messages = _pieces(book, rows), _pieces(messages, rows)
     b = m = None
     done = 0
-    while True:
-        while b is None or not b.num_rows:
+    while True:  # _pieces yields no empty piece: one `next` refills a side
+        if b is None or not b.num_rows:
             b = next(book, None)
-            if b is None:
-                break
-        while m is None or not m.num_rows:
+        if m is None or not m.num_rows:
             m = next(messages, None)
-            if m is None:
-                break
         if b is None or m is None:
             break
         k = min(b.num_rows, m.num_rows)
@@ -185,7 +180,7 @@ def iter_lobster(path, meta: dict, rows: int = 1 << 16):
         msg_schema, messages = _csv(msg_path, "message", {"f0": pa.float64()})  # times: seconds, any decimals
         if len(msg_schema) < 2:
             raise DataError(msg_path, f"{len(msg_schema)} columns, expected at least 6")
-        _check_type(msg_path, msg_schema, 1, "number")
+        _check_type(msg_path, msg_schema, 1, number=True)
         pieces = _in_step(book, messages, rows, msg_path)
     else:
         start = int(named["start"]) * 10**6 if named else 0
@@ -220,14 +215,12 @@ def iter_lobster(path, meta: dict, rows: int = 1 << 16):
 
 def _book_records(path: Path, piece: pa.RecordBatch, levels: int, first_row: int) -> np.ndarray:
     """Records of an order-book piece (times and trades left 0); levels beyond `levels` empty."""
-    rec = np.zeros(piece.num_rows, SNAPSHOT_DTYPE)
-    rec["bid_px"] = PRICE_UNDEF
-    rec["ask_px"] = PRICE_UNDEF
+    rec = empty_snapshots(piece.num_rows)
     for lvl in range(levels):
-        for side, col, dummy in (("ask", 4 * lvl, DUMMY_ASK), ("bid", 4 * lvl + 2, DUMMY_BID)):
+        for side, col in (("ask", 4 * lvl), ("bid", 4 * lvl + 2)):
             px = _column(path, piece, col, first_row)
             sz = _column(path, piece, col + 1, first_row)
-            empty = (px >= DUMMY_ASK) | (px <= DUMMY_BID) | (px == dummy)
+            empty = (px >= DUMMY_ASK) | (px <= DUMMY_BID)  # either side's dummy price
             rec[f"{side}_px"][:, lvl] = np.where(empty, PRICE_UNDEF, px * LOBSTER_TO_UNITS)
             rec[f"{side}_sz"][:, lvl] = np.where(empty, 0, np.clip(sz, 0, 2**32 - 1))
     return rec

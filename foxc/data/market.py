@@ -30,10 +30,6 @@ class MarketData:
     def n_segments(self) -> int:
         return int(self.records["segment"][-1]) + 1 if len(self.records) else 0
 
-    @property
-    def time_range(self) -> tuple[int, int]:
-        return int(self.records["ts_ns"][0]), int(self.records["ts_ns"][-1])
-
     def segment_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) record index per segment, end exclusive."""
         seg = self.records["segment"]
@@ -42,9 +38,8 @@ class MarketData:
         return starts.astype(np.int64), ends.astype(np.int64)
 
     def describe_time(self) -> str:
-        lo, hi = self.time_range
-        fmt = lambda ns: datetime.fromtimestamp(ns / 1e9, timezone.utc).isoformat(timespec="microseconds")
-        return f"{fmt(lo)} .. {fmt(hi)}"
+        fmt = lambda ns: datetime.fromtimestamp(int(ns) / 1e9, timezone.utc).isoformat(timespec="microseconds")
+        return f"{fmt(self.records['ts_ns'][0])} .. {fmt(self.records['ts_ns'][-1])}"
 
 
 TICK_SAMPLE = 200_000  # rows the tick is inferred from, at least
@@ -76,14 +71,6 @@ def finish(rec: np.ndarray) -> np.ndarray:
         same = rec["segment"][1:] == rec["segment"][:-1]
         rec["prev_ts_ns"][1:] = np.where(same, rec["ts_ns"][:-1], rec["ts_ns"][1:])
     return rec
-
-
-def from_records(rec: np.ndarray, source: str, instrument: str = "", tick: int | None = None,
-                 report: ValidationReport | None = None) -> MarketData:
-    """MarketData for records already validated (segments set); fills prev_ts_ns."""
-    finish(rec)
-    return MarketData(rec, instrument, int(rec["instrument_id"][0]) if len(rec) else 0, source, [],
-                      tick or infer_tick(rec), report or ValidationReport())
 
 
 def report_of(summaries) -> ValidationReport:

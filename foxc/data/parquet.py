@@ -192,11 +192,8 @@ def write_parquet(path, rec: np.ndarray, symbol: str = "SYNTH", publisher_id: in
         "sequence": pa.array(np.arange(n, dtype=np.uint32)),
     }
     for lvl in range(LEVELS):
-        for side in SIDES:
-            cols[f"{side}_px_{lvl:02d}"] = pa.array(rec[f"{side}_px"][:, lvl])
-        for side in SIDES:
-            cols[f"{side}_sz_{lvl:02d}"] = pa.array(rec[f"{side}_sz"][:, lvl])
-        for side in SIDES:
-            cols[f"{side}_ct_{lvl:02d}"] = pa.array(rec[f"{side}_ct"][:, lvl])
+        for kind in ("px", "sz", "ct"):
+            for side in SIDES:
+                cols[f"{side}_{kind}_{lvl:02d}"] = pa.array(rec[f"{side}_{kind}"][:, lvl])
     cols["symbol"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([symbol]))
     pq.write_table(pa.table(cols), path, compression=compression, row_group_size=row_group_rows)

@@ -29,10 +29,11 @@ from pathlib import Path
 import numpy as np
 import numpy.lib.format as npy
 
-from .cache import (FORMAT, LABELS, MANIFEST, RECORDS, VERSION, content_sha256, file_sha256, is_cache,
+from .cache import (FORMAT, LABELS, MANIFEST, READ, RECORDS, VERSION, content_sha256, file_sha256, is_cache,
                     label_dict, shard_dir)
 from .chunks import CHUNK_ROWS
 from .labels import N_PLANES, LabelConfig, compute_labels
+from .lobster import message_path
 from .market import tick_of, tick_step
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .source import expand, in_time_order
@@ -57,7 +58,7 @@ def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
             read = run_jobs(pool, _read_file, [(i, p, tmp / f"part-{i:05d}", config, rows) for i, p in enumerate(paths)],
                         lambda count, r: log(f"  read {count}/{len(paths)}: {r[1].path}: {r[1].rows:,} of "
                                              f"{r[1].rows_read:,} rows kept"))
-            shards = in_time_order(read, key=lambda r: r[1])
+            shards = in_time_order(read)
             for segment, (i, _, _) in enumerate(shards):
                 os.rename(tmp / f"part-{i:05d}", shard_dir(tmp, segment))
             tick = _tick(pool, [shard_dir(tmp, k) / RECORDS for k in range(len(shards))],
@@ -129,17 +130,10 @@ def _read_file(args) -> tuple[int, FileSummary, list[dict]]:
             chunk["segment"] = index
             fh.write(chunk.data)
         os.pwrite(fh.fileno(), records_header(stream.summary().rows), 0)
+    book = stream.path  # and a LOBSTER book's message file: the files its rows come from
+    messages = [message_path(book)] if stream.kind == "lobster" and message_path(book).is_file() else []
     return index, stream.summary(), [{"path": str(p), "bytes": p.stat().st_size, "sha256": file_sha256(p)}
-                                     for p in _sources(stream.path, stream.kind)]
-
-
-def _sources(path: Path, kind: str) -> list[Path]:
-    """The files a data file's rows come from (a LOBSTER order book and its message file)."""
-    if kind == "lobster":
-        from .lobster import message_path
-        if message_path(path).is_file():
-            return [path, message_path(path)]
-    return [path]
+                                     for p in [book, *messages]]
 
 
 def _tick(pool, files: list[Path], counts: list[int]) -> int:
@@ -220,13 +214,10 @@ RECORDS_AT = len(_npy_header(SNAPSHOT_DTYPE, (0,)))  # where a records.npy's row
 
 def build_manifest(spec, shards: list, files: list[dict], tick: int, labels: LabelConfig,
               config: ValidationConfig) -> dict:
-    entries = []
-    for segment, ((index, s, sources), shard_files) in enumerate(zip(shards, files)):
-        entries.append({"segment": segment, "rows": s.rows, "first_ts_ns": s.first_ts, "last_ts_ns": s.last_ts,
-                        "sources": sources, "files": shard_files,
-                        "read": {"input": index, "kind": s.kind, "rows_read": s.rows_read, "skipped": s.skipped,
-                                 "notes": s.notes, "instrument": s.instrument, "instrument_id": s.instrument_id,
-                                 "extra": s.extra}})
+    entries = [{"segment": segment, "rows": s.rows, "first_ts_ns": s.first_ts, "last_ts_ns": s.last_ts,
+                "sources": sources, "files": shard_files,
+                "read": {"input": index, **{key: getattr(s, key) for key in READ if key != "input"}}}
+               for segment, ((index, s, sources), shard_files) in enumerate(zip(shards, files))]
     manifest = {"format": FORMAT, "version": VERSION, "data": str(spec), "record_bytes": SNAPSHOT_BYTES,
                 "tick": int(tick), "labels": label_dict(labels), "validation": asdict(config),
                 "rows": sum(e["rows"] for e in entries), "shards": entries}

@@ -183,8 +183,7 @@ class ShardRotation(Component):
         saved = self.state.download()
         slot_shard, rotations, pending = saved[:self.S], int(saved[self.S]), int(saved[self.S + 1])
         expected = self._expected(rotations)
-        if rotations < 0 or not -1 <= pending < self.S or not np.array_equal(slot_shard, expected[0]) \
-                or pending != expected[1]:
+        if rotations < 0 or not np.array_equal(slot_shard, expected[0]) or pending != expected[1]:
             raise ValueError(f"section resident.slots: slots {slot_shard.tolist()}, {rotations} rotation(s), pending "
                              f"{pending} is not a state this run's rotation of {self.n} shards through {self.S} slots "
                              "reaches (another --device-data-gb, --rotate-every or data?)")
@@ -214,10 +213,7 @@ class ShardRotation(Component):
     def _publish(self):
         """The state array (what a checkpoint saves) and the draw table: the resident slots but the pending one."""
         self.state.upload(np.r_[self.slot_shard, self.rotations, self.pending].astype(np.int64))
-        drawn = [s for s in range(self.S) if self.slot_shard[s] >= 0 and s != self.pending]
-        rows = self.rows[self.slot_shard[drawn]]
-        base = np.asarray(drawn, np.int64) * self.P
-        self.cursors.draw_from(base, base + rows - 1)
+        self.cursors.draw_from(*np.array(self.drawable_rows(), np.int64).reshape(-1, 2).T)
 
     def _stage(self, shard: int, slot: int, buffer: int):
         """Shard `shard`'s rows into staging buffer `buffer`, their segment set to `slot` (the gather's window

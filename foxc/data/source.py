@@ -18,7 +18,7 @@ from .cache import MANIFEST
 from .lobster import is_lobster
 from .market import MarketData, infer_tick, market_data, report_of
 from .record import SNAPSHOT_DTYPE
-from .stream import FileStream
+from .stream import SUFFIXES, FileStream
 from .validate import DataError, ValidationConfig
 
 
@@ -31,8 +31,7 @@ def expand(spec) -> list[Path]:
                               "give the data files here")
     if path.is_dir():
         found = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-        found = [p for p in found if p.name.lower().endswith((".parquet", ".pq", ".arrow", ".dbn", ".dbn.zst"))
-                 or is_lobster(p)]
+        found = [p for p in found if p.name.lower().endswith(tuple(SUFFIXES)) or is_lobster(p)]
         if not found:
             raise DataError(path, "no data files in the directory (.parquet, .dbn, .dbn.zst, *_orderbook_N.csv)")
         return found
@@ -55,7 +54,7 @@ def load(spec, config: ValidationConfig | None = None, tick: int | None = None) 
         stream = FileStream(path, config)
         files.append((list(stream), stream.summary()))
     report = report_of([summary for _, summary in files])
-    files = in_time_order(files, key=lambda f: f[1])
+    files = in_time_order(files)
     records = np.empty(sum(summary.rows for _, summary in files), SNAPSHOT_DTYPE)
     row = 0
     for segment, (chunks, _) in enumerate(files):
@@ -67,6 +66,6 @@ def load(spec, config: ValidationConfig | None = None, tick: int | None = None) 
     return market_data(records, [summary for _, summary in files], tick or infer_tick(records), report)
 
 
-def in_time_order(items: list, key=lambda summary: summary) -> list:
-    """Files (FileSummary, or items holding one) as segments: by first kept time, then by path."""
-    return sorted(items, key=lambda item: (key(item).first_ts, key(item).path))
+def in_time_order(items: list) -> list:
+    """Files, as tuples holding their FileSummary second, as segments: by first kept time, then by path."""
+    return sorted(items, key=lambda item: (item[1].first_ts, item[1].path))

@@ -15,6 +15,7 @@ read at once, wherever the chunks fall.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from importlib import import_module
 from pathlib import Path
 
 import numpy as np
@@ -23,32 +24,20 @@ from .chunks import CHUNK_ROWS, new_meta
 from .lobster import is_lobster
 from .validate import DataError, ValidationConfig, Validator
 
+SUFFIXES = {".dbn": "dbn", ".dbn.zst": "dbn", ".parquet": "parquet", ".pq": "parquet", ".arrow": "parquet"}
+
 
 def source_kind(path: Path) -> str:
-    name = path.name.lower()
-    if name.endswith((".dbn", ".dbn.zst")):
-        return "dbn"
-    if name.endswith((".parquet", ".pq", ".arrow")):
-        return "parquet"
-    if is_lobster(path):
-        return "lobster"
-    raise DataError(path, "unknown format: expected .parquet, .dbn, .dbn.zst or LOBSTER *_orderbook_N.csv")
-
-
-def validate_summary(skipped: dict[str, int]) -> str:
-    return ", ".join(f"{n} {reason}" for reason, n in skipped.items() if n) or "none"
+    kind = next((kind for suffix, kind in SUFFIXES.items() if path.name.lower().endswith(suffix)), None)
+    if kind is None and not is_lobster(path):
+        raise DataError(path, "unknown format: expected .parquet, .dbn, .dbn.zst or LOBSTER *_orderbook_N.csv")
+    return kind or "lobster"
 
 
 def reader(kind: str):
-    """The chunk reader of a format: f(path, meta, rows) yielding (records, bad-float mask or None)."""
-    if kind == "dbn":
-        from .dbn import iter_dbn
-        return iter_dbn
-    if kind == "parquet":
-        from .parquet import iter_parquet
-        return iter_parquet
-    from .lobster import iter_lobster
-    return iter_lobster
+    """The chunk reader of a format, iter_<kind> of foxc.data.<kind> (imported when first needed):
+    f(path, meta, rows) yielding (records, bad-float mask or None)."""
+    return getattr(import_module(f"{__package__}.{kind}"), f"iter_{kind}")
 
 
 @dataclass
@@ -90,8 +79,8 @@ class FileStream:
         except (OSError, MemoryError) as e:
             raise DataError(self.path, f"cannot read ({e.__class__.__name__}: {e})") from None
         if not self.validator.rows_kept:
-            raise DataError(self.path, f"no usable rows: all {self.validator.rows_read} skipped "
-                                       f"({validate_summary(self.validator.skipped())})")
+            why = ", ".join(f"{n} {reason}" for reason, n in self.validator.skipped().items() if n) or "none"
+            raise DataError(self.path, f"no usable rows: all {self.validator.rows_read} skipped ({why})")
 
     def _timed(self, kept: np.ndarray) -> np.ndarray:
         """prev_ts_ns within the file, carried from the previous chunk."""

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .record import LEVELS, PRICE_SCALE, SNAPSHOT_DTYPE
-from .market import MarketData, from_records
+from .market import MarketData, finish, infer_tick
 from .validate import ValidationReport
 
 START_NS = 1_704_205_800 * 10**9  # 2024-01-02 14:30 UTC
@@ -109,14 +109,11 @@ def generate(n: int, seed: int = 0, params: SynthParams = SynthParams(), n_segme
     rec["ask_px"] = (bid_ticks[:, None] + spread[:, None] + lv) * tick
     profile = (p.touch_size * (1.0 + p.depth_slope * lv)).astype(np.float32)
     noise = rng.random((2, n, LEVELS), dtype=np.float32) + np.float32(0.5)
-    bid_sz = np.ceil(profile * noise[0]).astype(np.uint32)
-    ask_sz = np.ceil(profile * noise[1]).astype(np.uint32)
-    bid_sz[:, 0] = np.ceil(p.touch_size * np.exp(p.kappa * x))
-    ask_sz[:, 0] = np.ceil(p.touch_size * np.exp(-p.kappa * x))
-    rec["bid_sz"] = bid_sz
-    rec["ask_sz"] = ask_sz
-    rec["bid_ct"] = bid_sz // 4 + 1
-    rec["ask_ct"] = ask_sz // 4 + 1
+    for side, z, sign in (("bid", noise[0], 1.0), ("ask", noise[1], -1.0)):
+        size = np.ceil(profile * z).astype(np.uint32)
+        size[:, 0] = np.ceil(p.touch_size * np.exp(sign * p.kappa * x))
+        rec[f"{side}_sz"] = size
+        rec[f"{side}_ct"] = size // 4 + 1
     rec["trade_count"] = rng.random(n, dtype=np.float32) < np.where(move, np.float32(0.5), np.float32(0.05))
     gaps = 1 + (rng.exponential(p.mean_gap_us * 1000.0, n)).astype(np.int64)
     rec["ts_ns"] = START_NS + np.cumsum(gaps)
@@ -126,10 +123,11 @@ def generate(n: int, seed: int = 0, params: SynthParams = SynthParams(), n_segme
 
 
 def synthetic_data(n: int, seed: int = 0, params: SynthParams = SynthParams(), n_segments: int = 1) -> MarketData:
-    rec = generate(n, seed, params, n_segments)
+    rec = finish(generate(n, seed, params, n_segments))
     report = ValidationReport()
     report.add("<synthetic>", n, {}, [f"seed {seed}, {params}"])
-    return from_records(rec, "synthetic", "SYNTH", params.tick_units, report)
+    return MarketData(rec, "SYNTH", int(rec["instrument_id"][0]) if n else 0, "synthetic", [],
+                      params.tick_units or infer_tick(rec), report)
 
 
 def h1_move_probs(x: np.ndarray, spread: int, p: SynthParams) -> tuple[np.ndarray, np.ndarray]:

@@ -161,19 +161,18 @@ def _book_reasons(rec: np.ndarray, bad_float: np.ndarray | None, cfg: Validation
     # contiguous copies: the checks below read each level many times, and a record's fields lie 352 bytes apart
     bid, ask = np.ascontiguousarray(rec["bid_px"]), np.ascontiguousarray(rec["ask_px"])
     bid_set, ask_set = bid != PRICE_UNDEF, ask != PRICE_UNDEF
-    checks = []
-    checks.append(bad_float if bad_float is not None else np.zeros(n, bool))
-    checks.append(~bid_set[:, 0] & ~ask_set[:, 0])
-    checks.append(bid_set[:, 0] != ask_set[:, 0])
-    checks.append(((bid <= 0) & bid_set).any(1) | ((ask <= 0) & ask_set).any(1))
     lo, hi = cfg.min_units, cfg.max_units
-    checks.append((((bid < lo) | (bid > hi)) & bid_set).any(1) | (((ask < lo) | (ask > hi)) & ask_set).any(1))
-    checks.append(bid[:, 0] > ask[:, 0])
-    checks.append(bid[:, 0] == ask[:, 0])
     # an empty level may only be followed by empty levels; set levels strictly move away from the touch
     bid_bad = (bid_set[:, 1:] & ~bid_set[:, :-1]) | (bid_set[:, 1:] & (bid[:, 1:] >= bid[:, :-1]))
     ask_bad = (ask_set[:, 1:] & ~ask_set[:, :-1]) | (ask_set[:, 1:] & (ask[:, 1:] <= ask[:, :-1]))
-    checks.append(bid_bad.any(1) | ask_bad.any(1))
+    checks = [bad_float if bad_float is not None else np.zeros(n, bool),  # in the order of SKIP_REASONS
+              ~bid_set[:, 0] & ~ask_set[:, 0],
+              bid_set[:, 0] != ask_set[:, 0],
+              ((bid <= 0) & bid_set).any(1) | ((ask <= 0) & ask_set).any(1),
+              (((bid < lo) | (bid > hi)) & bid_set).any(1) | (((ask < lo) | (ask > hi)) & ask_set).any(1),
+              bid[:, 0] > ask[:, 0],
+              bid[:, 0] == ask[:, 0],
+              bid_bad.any(1) | ask_bad.any(1)]
     code = np.zeros(n, np.uint8)
     for i in range(len(checks) - 1, -1, -1):  # the earliest reason wins
         code[checks[i]] = i + 1
