@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..cgen import GeneratedHeader, defines, header_text
+from .labels import N_HORIZONS, N_PLANES, PLANES
 from .record import LEVELS, PRICE_UNDEF, SNAPSHOT_BYTES
 
 F_BID_PX = 0
@@ -29,9 +30,8 @@ F_LOG_DT = 44
 F_LOG_TRADES = 45
 FEATURES = 46
 
-HORIZONS = 3
-LABEL_SOURCES = 5
-LABEL_PLANES = 7
+HORIZONS, LABEL_PLANES = N_HORIZONS, N_PLANES  # the label planes' shape, defined with them (labels.py)
+LABEL_SOURCES = PLANES.index("mid_weight")  # the planes before the two weights are the heads' sources
 GATHER_BLOCK = 128
 GATHER_MAX_K = 128
 

@@ -22,6 +22,7 @@ from .record import PRICE_SCALE
 
 PLANES = ("mid_up", "long_win", "short_win", "long_size", "short_size", "mid_weight", "outcome_weight")
 N_PLANES = len(PLANES)
+N_HORIZONS = 3  # every label plane, the gather and the perception head take three horizons
 DEFAULT_HORIZONS = (10, 50, 100)
 
 
@@ -33,7 +34,7 @@ class LabelConfig:
     size_scale_ticks: float = 4.0
 
     def __post_init__(self):
-        if len(self.horizons) != 3 or any(int(h) < 1 for h in self.horizons):
+        if len(self.horizons) != N_HORIZONS or any(int(h) < 1 for h in self.horizons):
             raise ValueError(f"three horizons >= 1 are needed, got {self.horizons}")
 
     @property
