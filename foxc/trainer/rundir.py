@@ -14,7 +14,7 @@ import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..checkpoint import read_checkpoint
+from ..cli import output_dir
 from ..checkpoint.meta import config_differences
 
 # what a run writes into its directory: --overwrite removes these (and nothing else) before a run
@@ -53,9 +53,7 @@ class RunDir:
                     continue
                 except OSError as e:
                     raise RunDirError(f"--out {path}: cannot create the run directory: {e.strerror or e}") from None
-        path = Path(out)
-        if path.exists() and not path.is_dir():
-            raise RunDirError(f"--out {path}: exists and is not a directory")
+        path = output_dir("--out", out)  # a file, or a folder that cannot be written: named before any work
         same = resuming is not None and resuming.resolve().parent == path.resolve()
         if path.is_dir() and any(path.iterdir()) and not (same or overwrite):
             raise RunDirError(f"--out {path}: the directory holds another run (give a new directory, resume that "
@@ -76,11 +74,6 @@ class RunDir:
         """Remove the directory if this run created it (a run that failed before its first step)."""
         if self.created:
             shutil.rmtree(self.path, ignore_errors=True)
-
-
-def checkpoint_meta(path) -> dict:
-    """The meta (configuration, data) of a checkpoint, verified; errors name the file."""
-    return read_checkpoint(path, expected={}).meta
 
 
 def resume_settings(path, saved: dict, given: dict) -> dict:
