@@ -94,7 +94,9 @@ class TrainConfig:
         ]
         for ok, message in checks:
             if not ok:
-                raise ConfigError(f"{message} (got {self._value_for(message)})")
+                flag = message.split()[0]
+                value = next(getattr(self, dest) for dest, a in setting_actions().items() if flag in a.option_strings)
+                raise ConfigError(f"{message} (got {value})")
         from ..data.markets import MARKETS
         if self.synthetic not in MARKETS:
             raise ConfigError(f"--synthetic must be one of {', '.join(MARKETS)} (got '{self.synthetic}')")
@@ -102,19 +104,11 @@ class TrainConfig:
             problem = setting_problem(name, value)
             if problem:
                 raise ConfigError(f"--set {name}: {problem}")
-        self._check_isv_together()
-
-    def _check_isv_together(self):
-        """The checks of a slot against another setting, on the values the run starts with."""
+        # the checks of a slot against another setting, on the values the run starts with
         values = {s.name: s.bootstrap for s in SLOTS} | {"n_step": float(self.n_step)} | dict(self.isv_overrides())
         conflict = isv_conflict(values, self.n_step)
         if conflict:
             raise ConfigError(*conflict)
-
-    def _value_for(self, message: str):
-        flag = message.split()[0].lstrip("-").replace("-", "_")
-        aliases = {"lots": "lots_per_entry", "fee": "fee_per_lot", "holdout": "holdout_frac"}
-        return getattr(self, aliases.get(flag, flag), "?")
 
     @classmethod
     def for_backend(cls, backend: str, **given) -> "TrainConfig":
@@ -164,10 +158,6 @@ class TrainConfig:
     # settings that define the state's shapes and meaning: a resume must match them
     SHAPE_KEYS = ("n_backtests", "seq_len", "per_capacity", "n_step", "precision", "horizons", "lots_per_entry",
                   "fee_per_lot", "episode_steps", "data", "synthetic", "synthetic_rows", "seed", "actor")
-
-    @staticmethod
-    def field_names() -> list[str]:
-        return [f.name for f in fields(TrainConfig)]
 
 
 def isv_conflict(values: dict, rings: int) -> tuple[str, tuple[str, ...]] | None:
@@ -254,7 +244,7 @@ def add_config_arguments(ap: argparse.ArgumentParser) -> list[argparse.Action]:
 
 def config_settings(namespace) -> dict:
     """The TrainConfig settings a parsed namespace gives (those not given are left out)."""
-    names = set(TrainConfig.field_names())
+    names = {f.name for f in fields(TrainConfig)}
     return {k: v for k, v in vars(namespace).items() if k in names and v is not None}
 
 
