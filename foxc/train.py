@@ -14,7 +14,7 @@ from .cli import ArgumentParser, UsageError, describe, fail, user_errors
 from .driver import BACKENDS, CudaError, open_runtime
 from .profile import KernelProfiler, add_profile_args, profile_window
 from .isv.registry import setting_problem
-from .trainer.config import ConfigError, ConfigFile, add_config_arguments, config_settings, merge_isv
+from .trainer.config import ConfigError, ConfigFile, TrainConfig, add_config_arguments, config_settings, merge_isv
 from .trainer import tensorboard
 
 PROG = "foxc.train"
@@ -55,7 +55,6 @@ def describe_evaluation(e: dict) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from .trainer.config import TrainConfig
     from .trainer.rundir import RunDir, check_same_data, resume_settings
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     run_dir, trainer = None, None

@@ -283,12 +283,12 @@ def setting_actions() -> dict[str, argparse.Action]:
     return {a.dest: a for a in add_config_arguments(_Refusing(add_help=False))}
 
 
+@dataclass
 class ConfigFile:
     """A `--config FILE.toml`: training settings by name (as TrainConfig spells them) and an [isv]
     table of slots, every key and value checked as it is read; errors name the file and the key."""
-
-    def __init__(self, path: Path, settings: dict):
-        self.path, self.settings = path, settings
+    path: Path
+    settings: dict
 
     def refuse(self, owned: dict[str, str]) -> "ConfigFile":
         """This file, unless it gives a setting a command sets itself for every run it starts (setting -> its flag)."""

@@ -133,7 +133,9 @@ class Trainer:
         rejected/ with a warning and changes nothing."""
         changes = []
         for path, settings, problem in self.live.pending():
-            problem = problem or self._live_problem(settings)
+            # a value that conflicts with the run's shapes or the bus's other settings cannot apply either
+            conflict = not problem and isv_conflict(self.ts.isv.as_dict() | dict(settings), self.cfg.n_step)
+            problem = problem or (conflict[0] if conflict else "")
             if problem:
                 moved = self.live.file(path, self.steps_done, "rejected")
                 print(f"foxc.train: warning: ISV request {path.name} not applied: {problem} (now {moved})",
@@ -146,11 +148,6 @@ class Trainer:
                 print(f"ISV {name} = {value:g} from step {first} (live request {path.name})", flush=True)
             self.live.file(path, self.steps_done, "applied")
         return changes
-
-    def _live_problem(self, settings) -> str:
-        """A live value that conflicts with the run's shapes or the bus's other settings, or ''."""
-        conflict = isv_conflict(self.ts.isv.as_dict() | dict(settings), self.cfg.n_step)
-        return conflict[0] if conflict else ""
 
     # --- the loop ------------------------------------------------------------
     def train(self, n_steps: int, metrics: MetricsLog | None = None, checkpoint_every: int = 0, stop=None) -> dict:

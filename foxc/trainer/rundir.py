@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import secrets
 import shutil
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..cli import output_dir
+from ..cli import UsageError, output_dir
 from ..checkpoint.meta import config_differences
 
 # what a run writes into its directory: --overwrite removes these (and nothing else) before a run
@@ -25,17 +26,14 @@ RUN_FILES = ("config.json", "metrics.jsonl", "summary.json", "data_validation.js
 RESUME_FREE = ("n_steps", "log_every", "checkpoint_every", "eval_every", "eval_rows", "graph")
 
 
-class RunDirError(ValueError):
-    """A run directory that cannot be used; the message names it."""
-
-
 class ResumeError(ValueError):
     """A checkpoint that does not fit this run; the message names the setting, file or hash."""
 
 
+@dataclass
 class RunDir:
-    def __init__(self, path: Path, created: bool):
-        self.path, self.created = Path(path), created
+    path: Path
+    created: bool  # by this run: discard removes it
 
     @classmethod
     def open(cls, out: str | None, *, resuming: Path | None = None, overwrite: bool = False) -> "RunDir":
@@ -52,11 +50,11 @@ class RunDir:
                 except FileExistsError:
                     continue
                 except OSError as e:
-                    raise RunDirError(f"--out {path}: cannot create the run directory: {e.strerror or e}") from None
+                    raise UsageError(f"--out {path}: cannot create the run directory: {e.strerror or e}") from None
         path = output_dir("--out", out)  # a file, or a folder that cannot be written: named before any work
         same = resuming is not None and resuming.resolve().parent == path.resolve()
         if path.is_dir() and any(path.iterdir()) and not (same or overwrite):
-            raise RunDirError(f"--out {path}: the directory holds another run (give a new directory, resume that "
+            raise UsageError(f"--out {path}: the directory holds another run (give a new directory, resume that "
                               "run with --resume-from DIR/checkpoint-<step>.foxc, or --overwrite)")
         if path.is_dir() and overwrite and not same:
             for pattern in RUN_FILES:  # the old run's records would otherwise mix with the new run's
@@ -67,7 +65,7 @@ class RunDir:
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise RunDirError(f"--out {path}: cannot create the run directory: {e.strerror or e}") from None
+            raise UsageError(f"--out {path}: cannot create the run directory: {e.strerror or e}") from None
         return cls(path, created)
 
     def discard(self):
