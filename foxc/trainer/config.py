@@ -114,8 +114,7 @@ class TrainConfig:
     def for_backend(cls, backend: str, **given) -> "TrainConfig":
         """Defaults of `backend` overridden by every setting in `given` that is not None (as_dict's lists
         taken back as tuples, so a saved configuration gives the same config)."""
-        settings = dict(DEFAULTS[backend])
-        settings.update({k: v for k, v in given.items() if v is not None})
+        settings = {**DEFAULTS[backend], **{k: v for k, v in given.items() if v is not None}}
         if "isv" in settings:
             settings["isv"] = merge_isv(settings["isv"])
         if "horizons" in settings:
@@ -150,10 +149,7 @@ class TrainConfig:
                 ("reward_clamp_mode", 1.0 if self.loss_clamp == "seed" else 0.0), *self.isv)
 
     def as_dict(self) -> dict:
-        d = asdict(self)
-        d["horizons"] = list(self.horizons)
-        d["isv"] = [list(kv) for kv in self.isv]
-        return d
+        return asdict(self) | {"horizons": list(self.horizons), "isv": [list(kv) for kv in self.isv]}
 
     # settings that define the state's shapes and meaning: a resume must match them
     SHAPE_KEYS = ("n_backtests", "seq_len", "per_capacity", "n_step", "precision", "horizons", "lots_per_entry",

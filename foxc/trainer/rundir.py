@@ -84,11 +84,8 @@ def resume_settings(path, saved: dict, given: dict) -> dict:
     if conflicts:
         raise ResumeError(f"{path}: settings given beside --resume-from differ from the checkpoint's: "
                           + "; ".join(conflicts) + " (leave them out to keep the checkpoint's)")
-    settings = dict(saved)
-    settings.update({k: given[k] for k in RESUME_FREE if k in given})
-    if "data" in given:
-        settings["data"] = given["data"]  # the same data at another path: checked by content
-    return settings
+    # data given: the same data at another path, checked by content
+    return {**saved, **{k: given[k] for k in (*RESUME_FREE, "data") if k in given}}
 
 
 def check_same_data(path, saved_data: dict, now: dict):
