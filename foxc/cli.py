@@ -82,8 +82,8 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from .checkpoint.errors import CheckpointError, CheckpointSaveError
     from .data.validate import DataError
     from .trainer.config import ConfigError
-    from .trainer.rundir import ResumeError
-    return (UsageError, ConfigError, DataError, CheckpointError, CheckpointSaveError, ResumeError)
+    from .trainer.rundir import ResumeError, RunDirError
+    return (UsageError, ConfigError, DataError, CheckpointError, CheckpointSaveError, ResumeError, RunDirError)
 
 
 def run(prog: str, body, *, also: tuple[type[BaseException], ...] = ()) -> int:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .cli import ArgumentParser, UsageError, describe, fail, user_errors
+from .cli import ArgumentParser, UsageError, describe, fail, output_dir, user_errors
 from .driver import BACKENDS, CudaError, open_runtime
 from .profile import KernelProfiler, add_profile_args, profile_window
 from .isv.registry import setting_problem
@@ -77,6 +77,8 @@ def main(argv=None) -> int:
         log(f"foxc {__version__}: backend {rt.backend} — {rt.reason}")
         if cfg.graph == "on" and rt.backend == "reference":
             log(REFERENCE_GRAPH_NOTE)
+        if args.out is not None:
+            output_dir("--out", args.out)  # a file, or a folder that cannot be written: named before any work
         run_dir = RunDir.open(args.out, resuming=resume, overwrite=args.overwrite)
         out = run_dir.path
         from .trainer.run import write_json  # the heavy imports, once the settings are known good

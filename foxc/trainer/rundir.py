@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..cli import UsageError, output_dir
 from ..checkpoint.meta import config_differences
 
 # what a run writes into its directory: --overwrite removes these (and nothing else) before a run
@@ -24,6 +23,10 @@ RUN_FILES = ("config.json", "metrics.jsonl", "summary.json", "data_validation.js
 
 # settings a resumed run may change: how long, how often it logs, saves and evaluates, how it runs
 RESUME_FREE = ("n_steps", "log_every", "checkpoint_every", "eval_every", "eval_rows", "graph")
+
+
+class RunDirError(ValueError):
+    """A run directory that cannot be used; the message names it."""
 
 
 class ResumeError(ValueError):
@@ -50,11 +53,13 @@ class RunDir:
                 except FileExistsError:
                     continue
                 except OSError as e:
-                    raise UsageError(f"--out {path}: cannot create the run directory: {e.strerror or e}") from None
-        path = output_dir("--out", out)  # a file, or a folder that cannot be written: named before any work
+                    raise RunDirError(f"--out {path}: cannot create the run directory: {e.strerror or e}") from None
+        path = Path(out)
+        if path.exists() and not path.is_dir():
+            raise RunDirError(f"--out {path}: exists and is not a directory")
         same = resuming is not None and resuming.resolve().parent == path.resolve()
         if path.is_dir() and any(path.iterdir()) and not (same or overwrite):
-            raise UsageError(f"--out {path}: the directory holds another run (give a new directory, resume that "
+            raise RunDirError(f"--out {path}: the directory holds another run (give a new directory, resume that "
                               "run with --resume-from DIR/checkpoint-<step>.foxc, or --overwrite)")
         if path.is_dir() and overwrite and not same:
             for pattern in RUN_FILES:  # the old run's records would otherwise mix with the new run's
@@ -65,7 +70,7 @@ class RunDir:
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise UsageError(f"--out {path}: cannot create the run directory: {e.strerror or e}") from None
+            raise RunDirError(f"--out {path}: cannot create the run directory: {e.strerror or e}") from None
         return cls(path, created)
 
     def discard(self):
