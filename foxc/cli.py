@@ -27,11 +27,6 @@ class UsageError(ValueError):
     """A user's mistake a command found itself; the message names the flag, file or value."""
 
 
-def name_of(prog: str) -> str:
-    """The name an error line starts with: the parser's prog without `python -m `."""
-    return prog[len("python -m "):] if prog.startswith("python -m ") else prog
-
-
 def one_line(message) -> str:
     """A message on one line (a multi-line text joined with single spaces)."""
     text = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
@@ -39,8 +34,9 @@ def one_line(message) -> str:
 
 
 def fail(prog: str, message) -> int:
-    """Print `<prog>: error: <message>` as one line on stderr; returns 2 for main() to return."""
-    print(f"{name_of(prog)}: error: {one_line(message)}", file=sys.stderr, flush=True)
+    """Print `<prog>: error: <message>` as one line on stderr (prog without `python -m `); returns 2 for main()
+    to return."""
+    print(f"{prog.removeprefix('python -m ')}: error: {one_line(message)}", file=sys.stderr, flush=True)
     return 2
 
 
@@ -100,7 +96,7 @@ def run(prog: str, body, *, also: tuple[type[BaseException], ...] = ()) -> int:
     except (*user_errors(), OSError, *also) as exc:
         return fail(prog, describe(exc))
     except KeyboardInterrupt:
-        print(f"{name_of(prog)}: interrupted", file=sys.stderr, flush=True)
+        print(f"{prog.removeprefix('python -m ')}: interrupted", file=sys.stderr, flush=True)
         return 130
 
 

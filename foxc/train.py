@@ -14,7 +14,7 @@ from .cli import ArgumentParser, UsageError, describe, fail, output_dir, user_er
 from .driver import BACKENDS, CudaError, open_runtime
 from .profile import KernelProfiler, add_profile_args, profile_window
 from .isv.registry import setting_problem
-from .trainer.config import ConfigError, ConfigFile, add_config_arguments, config_settings, merge_isv
+from .trainer.config import ConfigError, ConfigFile, TrainConfig, add_config_arguments, config_settings, merge_isv
 from .trainer import tensorboard
 
 PROG = "foxc.train"
@@ -55,7 +55,6 @@ def describe_evaluation(e: dict) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from .trainer.config import TrainConfig
     from .trainer.rundir import RunDir, check_same_data, resume_settings
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     run_dir, trainer = None, None
@@ -86,7 +85,6 @@ def main(argv=None) -> int:
         data = load_data_logged(cfg, log)
         if resume:
             check_same_data(resume, saved.get("data", {}), data.source)
-        data.market.report.write_json(out)
         trainer = open_trainer(rt, cfg, data, out)
         isv_changes = []
         if resume:
@@ -101,40 +99,34 @@ def main(argv=None) -> int:
         log(describe_training(trainer, cfg, out))
         board = tensorboard.TensorBoardLog(out, trainer.ts.isv) if args.tensorboard else None
         with StopOnSignal() as stop:
-            summary = train_logged(trainer, cfg, out, stop, board)
-        if stop.requested and not args.checkpoint_on_exit:
-            write_json(out / "summary.json", summary)
-            print(f"foxc.train: stopped by {stop.requested} at step {trainer.steps_done}; the last checkpoint is "
-                  f"the newest in {out} (--checkpoint-on-exit also saves the step reached)", file=sys.stderr)
-            trainer.close()
-            return 130
-        final = trainer.save()
-        summary["checkpoint"] = str(final)
-        if kernels is not None:
-            if kernels.steps:
-                kernels.report(out)
-            else:
-                log(f"--profile: no step of the run fell in the window {profile_window(args)}")
+            summary = trainer.train_logged(stop, board)
+        final = None
+        if args.checkpoint_on_exit or not stop.requested:
+            final = trainer.save()
+            summary["checkpoint"] = str(final)
+            if kernels is not None:
+                if kernels.steps:
+                    kernels.report(out)
+                else:
+                    log(f"--profile: no step of the run fell in the window {profile_window(args)}")
         write_json(out / "summary.json", summary)
         if stop.requested:
-            print(f"foxc.train: stopped by {stop.requested} at step {trainer.steps_done}; checkpoint {final}",
-                  file=sys.stderr)
-            trainer.close()
-            return 130
-        log_done(log, summary, final, out)
+            where = (f"checkpoint {final}" if final is not None else f"the last checkpoint is the newest in {out} "
+                     "(--checkpoint-on-exit also saves the step reached)")
+            print(f"foxc.train: stopped by {stop.requested} at step {trainer.steps_done}; {where}", file=sys.stderr)
+        else:
+            log_done(log, summary, final, out)
         trainer.close()
-        return 0
-    except (*user_errors(), CudaError, ValueError, OSError) as e:
+        return 130 if stop.requested else 0
+    except (*user_errors(), CudaError, ValueError, OSError, KeyboardInterrupt) as e:
         if run_dir is not None and (trainer is None or trainer.steps_done == 0):
             run_dir.discard()
+        if isinstance(e, KeyboardInterrupt):
+            print(f"{PROG}: interrupted", file=sys.stderr)
+            return 130
         from .data import DataError
         # a cache's shard is read (and refused) when the dataset uploads or stages it, past load_data_logged
         return fail(PROG, f"--data {e}" if isinstance(e, DataError) else describe(e))
-    except KeyboardInterrupt:
-        if run_dir is not None and (trainer is None or trainer.steps_done == 0):
-            run_dir.discard()
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
 
 
 def run(rt, cfg, out: Path, log=lambda msg: None) -> dict:
@@ -143,12 +135,11 @@ def run(rt, cfg, out: Path, log=lambda msg: None) -> dict:
     summary.json; returns the summary. For callers that run many (foxc.sweep)."""
     from .trainer.run import write_json
     data = load_data_logged(cfg, log)
-    data.market.report.write_json(out)
     trainer = open_trainer(rt, cfg, data, out)
     try:
         write_config(out, rt, trainer.cfg, data)
         log(describe_training(trainer, cfg, out))
-        summary = train_logged(trainer, cfg, out)
+        summary = trainer.train_logged()
         final = trainer.save()
         summary["checkpoint"] = str(final)
         write_json(out / "summary.json", summary)
@@ -175,7 +166,9 @@ def load_data_logged(cfg, log):
 
 
 def open_trainer(rt, cfg, data, out: Path):
+    """The run's Trainer, its data's validation report written into `out` first."""
     from .trainer.run import Trainer
+    data.market.report.write_json(out)
     return Trainer(rt, cfg, data.market, data.labels, out, data_meta=data.source, held=data.held,
                    optimum=data.optimum)
 
@@ -189,17 +182,6 @@ def write_config(out: Path, rt, cfg, data, config_file=None, resumed_from=None, 
                                      "resumed_from": resumed_from,
                                      "isv_set_on_resume": [{"slot": n, "old": o, "new": v}
                                                            for n, o, v in isv_changes]})
-
-
-def train_logged(trainer, cfg, out: Path, stop=None, board=None) -> dict:
-    """cfg.n_steps more steps, their records in out/metrics.jsonl (and TensorBoard's, given `board`); the summary."""
-    from .trainer.metrics import MetricsLog
-    metrics = MetricsLog(out / "metrics.jsonl", trainer.steps_done + cfg.n_steps, start_step=trainer.steps_done,
-                         tensorboard=board)
-    try:
-        return trainer.train(cfg.n_steps, metrics, cfg.checkpoint_every, stop=stop)
-    finally:
-        metrics.close()
 
 
 def describe_training(trainer, cfg, out: Path) -> str:
@@ -245,11 +227,11 @@ def kept_isv(saved, log) -> tuple[tuple[str, float], ...]:
 
 
 def resume_meta(path: Path) -> dict:
-    """The meta of the checkpoint --resume-from names; a file that is not one is refused naming the flag."""
-    from .checkpoint import CheckpointError
-    from .trainer.rundir import checkpoint_meta
+    """The meta (configuration, data) of the checkpoint --resume-from names, verified; a file that is not one
+    is refused naming the flag."""
+    from .checkpoint import CheckpointError, read_checkpoint
     try:
-        return checkpoint_meta(path)
+        return read_checkpoint(path, expected={}).meta
     except CheckpointError as e:
         raise UsageError(f"--resume-from {e}") from None
 
@@ -259,8 +241,7 @@ class StopOnSignal:
     `requested`); a second signal interrupts at once."""
 
     def __init__(self):
-        self.requested = None
-        self._previous = {}
+        self.requested, self._previous = None, {}
 
     def _handler(self, signum, frame):
         self.requested = signal.Signals(signum).name
@@ -275,7 +256,6 @@ class StopOnSignal:
     def __exit__(self, *exc):
         for sig, old in self._previous.items():
             signal.signal(sig, old)
-        return False
 
     def __bool__(self):
         return self.requested is not None

@@ -52,16 +52,11 @@ class Target:
         hint = did_you_mean(slot_name, known, "python -m foxc.isv lists the slots")
         raise UsageError(f"{flag} {name}: no training setting or ISV slot of that name ({hint})")
 
-    def flag_text(self, text: str) -> str:
-        """The training flag that gives the value `text`."""
-        if self.slot:
-            return f"--set={self.slot}={text}"
-        return f"{setting_actions()[self.setting].option_strings[0]}={text}"
-
     def parse(self, text: str, flag: str):
         """The value of `text`, read as the target's flag reads it."""
+        option = f"--set={self.slot}" if self.slot else setting_actions()[self.setting].option_strings[0]
         try:
-            settings = parse_settings([self.flag_text(text)], f"{flag} {self.name}")
+            settings = parse_settings([f"{option}={text}"], f"{flag} {self.name}")
         except ConfigError as e:
             raise UsageError(str(e)) from None
         return settings["isv"][0][1] if self.slot else settings[self.setting]

@@ -108,7 +108,7 @@ def sweep(args) -> int:
 
 def plan_sweep(args) -> Plan:
     """Every flag, axis and run checked, in that order; a mistake is a UsageError naming it."""
-    given, config_file = training_settings(args)
+    given = training_settings(args)
     check_run_dir(args.out, args.overwrite)
     if args.parallel == "ray":
         scaleout.require_ray()
@@ -116,25 +116,22 @@ def plan_sweep(args) -> Plan:
     axes = parse_axes(args.grid, args.ranges, args.random)
     steps = args.steps or DEFAULTS[backend]["n_steps"]
     out = args.out or default_run_dir("sweep")
-    check_base(given, config_file, backend, steps)
-    specs = run_specs(sweep_points(axes, args.random, args.sweep_seed), axes, {**given, "n_steps": steps}, backend,
-                      args.seeds, out)
+    base = {**given, "n_steps": steps}
+    TrainConfig.for_backend(backend, **run_defaults(base))  # the training flags by themselves: an error names one
+    specs = run_specs(sweep_points(axes, args.random, args.sweep_seed), axes, base, backend, args.seeds, out)
     plan = Plan(axes, specs, given, backend, steps, out)
     if plan.first.data:
         check_data(plan.first)
     return plan
 
 
-def training_settings(args) -> tuple[dict, ConfigFile | None]:
+def training_settings(args) -> dict:
     """The training flags' settings over the --config file's; the settings the sweep owns are refused."""
     given = config_settings(args)
     for name, flag in OWNED.items():
         if name in given:
             raise UsageError(f"--{name.replace('_', '-')}: the sweep sets it for every run (give {flag})")
-    if not args.config_file:
-        return given, None
-    config = ConfigFile.read(args.config_file).refuse(OWNED)
-    return config.under(given), config
+    return ConfigFile.read(args.config_file).refuse(OWNED).under(given) if args.config_file else given
 
 
 def run_defaults(settings: dict) -> dict:
@@ -148,14 +145,6 @@ def config(backend: str, settings: dict, where: str) -> TrainConfig:
         return TrainConfig.for_backend(backend, **run_defaults(settings))
     except ConfigError as e:
         raise UsageError(f"{where}: {e}") from None
-
-
-def check_base(given: dict, config_file: ConfigFile | None, backend: str, steps: int) -> None:
-    """The training flags by themselves; an error names the flag (or the --config file)."""
-    try:
-        TrainConfig.for_backend(backend, **run_defaults({**given, "n_steps": steps}))
-    except ConfigError as e:
-        raise config_file.blame(e, given) if config_file else e
 
 
 def run_specs(points: list[dict], axes: list[Axis], base: dict, backend: str, seeds: int,

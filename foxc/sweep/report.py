@@ -16,7 +16,6 @@ from .axes import show
 from .point import ROW_FIELDS
 
 TARGETS = {"eval_opt_frac": "held-out fraction of the optimum", "eval_pnl": "held-out net PnL (ticks per snapshot)"}
-TABLES = ("sweep.csv", "sweep.parquet")
 
 
 def target_of(rows: list[dict], synthetic: bool) -> str:
@@ -36,11 +35,6 @@ def mean_se(values: list[float]) -> tuple[float | None, float | None]:
     return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
 
 
-def _mean(rows: list[dict], field: str) -> float | None:
-    values = [r[field] for r in rows if r.get(field) is not None]
-    return sum(values) / len(values) if values else None
-
-
 def rank(rows: list[dict], axes: list[str], target: str) -> list[dict]:
     """One entry per point, best mean of the target first (points with no result last, in order):
     its axes, runs, the target's mean, se and n (the runs that gave one), other figures' means."""
@@ -54,23 +48,20 @@ def rank(rows: list[dict], axes: list[str], target: str) -> list[dict]:
         points.append({"point": point, "axes": {a: runs[0][a] for a in axes}, "runs": len(runs),
                        "n": sum(r.get(target) is not None for r in ok), "mean": mean, "se": se,
                        "failed": [f"{r['point']}-seed{r['seed']}" for r in runs if r["status"] != "ok"],
-                       **{f: _mean(ok, f) for f in ("eval_pnl", "eval_trades", "train_sps", "seconds")}})
+                       **{f: mean_se([r[f] for r in ok if r.get(f) is not None])[0]
+                          for f in ("eval_pnl", "eval_trades", "train_sps", "seconds")}})
     points.sort(key=lambda p: (p["mean"] is None, -(p["mean"] or 0.0)))
     for i, p in enumerate(points):
         p["rank"] = i + 1 if p["mean"] is not None else None
     return points
 
 
-def columns(axes: list[str]) -> list[str]:
-    return ["point", "seed", *axes, *ROW_FIELDS]
-
-
 def write_tables(rows: list[dict], axes: list[str], out: Path) -> list[Path]:
     """sweep.csv and sweep.parquet: one row per run, in the sweep's order."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    cols = columns(axes)
-    csv_path, parquet_path = (out / name for name in TABLES)
+    cols = ["point", "seed", *axes, *ROW_FIELDS]
+    csv_path, parquet_path = out / "sweep.csv", out / "sweep.parquet"
     with csv_path.open("w", newline="") as f:
         writer = csv.DictWriter(f, cols)
         writer.writeheader()

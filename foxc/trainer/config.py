@@ -94,7 +94,9 @@ class TrainConfig:
         ]
         for ok, message in checks:
             if not ok:
-                raise ConfigError(f"{message} (got {self._value_for(message)})")
+                flag = message.split()[0]
+                value = next(getattr(self, dest) for dest, a in setting_actions().items() if flag in a.option_strings)
+                raise ConfigError(f"{message} (got {value})")
         from ..data.markets import MARKETS
         if self.synthetic not in MARKETS:
             raise ConfigError(f"--synthetic must be one of {', '.join(MARKETS)} (got '{self.synthetic}')")
@@ -102,26 +104,17 @@ class TrainConfig:
             problem = setting_problem(name, value)
             if problem:
                 raise ConfigError(f"--set {name}: {problem}")
-        self._check_isv_together()
-
-    def _check_isv_together(self):
-        """The checks of a slot against another setting, on the values the run starts with."""
+        # the checks of a slot against another setting, on the values the run starts with
         values = {s.name: s.bootstrap for s in SLOTS} | {"n_step": float(self.n_step)} | dict(self.isv_overrides())
         conflict = isv_conflict(values, self.n_step)
         if conflict:
             raise ConfigError(*conflict)
 
-    def _value_for(self, message: str):
-        flag = message.split()[0].lstrip("-").replace("-", "_")
-        aliases = {"lots": "lots_per_entry", "fee": "fee_per_lot", "holdout": "holdout_frac"}
-        return getattr(self, aliases.get(flag, flag), "?")
-
     @classmethod
     def for_backend(cls, backend: str, **given) -> "TrainConfig":
         """Defaults of `backend` overridden by every setting in `given` that is not None (as_dict's lists
         taken back as tuples, so a saved configuration gives the same config)."""
-        settings = dict(DEFAULTS[backend])
-        settings.update({k: v for k, v in given.items() if v is not None})
+        settings = {**DEFAULTS[backend], **{k: v for k, v in given.items() if v is not None}}
         if "isv" in settings:
             settings["isv"] = merge_isv(settings["isv"])
         if "horizons" in settings:
@@ -156,18 +149,11 @@ class TrainConfig:
                 ("reward_clamp_mode", 1.0 if self.loss_clamp == "seed" else 0.0), *self.isv)
 
     def as_dict(self) -> dict:
-        d = asdict(self)
-        d["horizons"] = list(self.horizons)
-        d["isv"] = [list(kv) for kv in self.isv]
-        return d
+        return asdict(self) | {"horizons": list(self.horizons), "isv": [list(kv) for kv in self.isv]}
 
     # settings that define the state's shapes and meaning: a resume must match them
     SHAPE_KEYS = ("n_backtests", "seq_len", "per_capacity", "n_step", "precision", "horizons", "lots_per_entry",
                   "fee_per_lot", "episode_steps", "data", "synthetic", "synthetic_rows", "seed", "actor")
-
-    @staticmethod
-    def field_names() -> list[str]:
-        return [f.name for f in fields(TrainConfig)]
 
 
 def isv_conflict(values: dict, rings: int) -> tuple[str, tuple[str, ...]] | None:
@@ -254,7 +240,7 @@ def add_config_arguments(ap: argparse.ArgumentParser) -> list[argparse.Action]:
 
 def config_settings(namespace) -> dict:
     """The TrainConfig settings a parsed namespace gives (those not given are left out)."""
-    names = set(TrainConfig.field_names())
+    names = {f.name for f in fields(TrainConfig)}
     return {k: v for k, v in vars(namespace).items() if k in names and v is not None}
 
 
@@ -293,12 +279,12 @@ def setting_actions() -> dict[str, argparse.Action]:
     return {a.dest: a for a in add_config_arguments(_Refusing(add_help=False))}
 
 
+@dataclass
 class ConfigFile:
     """A `--config FILE.toml`: training settings by name (as TrainConfig spells them) and an [isv]
     table of slots, every key and value checked as it is read; errors name the file and the key."""
-
-    def __init__(self, path: Path, settings: dict):
-        self.path, self.settings = path, settings
+    path: Path
+    settings: dict
 
     def refuse(self, owned: dict[str, str]) -> "ConfigFile":
         """This file, unless it gives a setting a command sets itself for every run it starts (setting -> its flag)."""

@@ -9,7 +9,6 @@ from ..data.labels import LabelConfig, compute_labels
 from ..driver import open_runtime
 from ..evaluate.agent import AgentPolicy
 from .config import TrainConfig, parse_settings
-from .metrics import MetricsLog
 from .run import Trainer, write_json
 
 NAME = "rl: foxc integrated trainer"
@@ -29,11 +28,7 @@ class RlFoldTrainer:
         out_dir = Path(out_dir)
         trainer = Trainer(rt, cfg, window, labels, out_dir, data_meta={"source": window.source,
                                                                        "fold": config.get("fold")})
-        metrics = MetricsLog(out_dir / "metrics.jsonl", cfg.n_steps, label=f"fold {config.get('fold')}")
-        try:
-            summary = trainer.train(cfg.n_steps, metrics, cfg.checkpoint_every)
-        finally:
-            metrics.close()
+        summary = trainer.train_logged(label=f"fold {config.get('fold')}")
         write_json(out_dir / "summary.json", summary)  # the fold's record quotes its training (run_fold)
         path = trainer.save()
         trainer.close()

@@ -37,13 +37,12 @@ def holdout_market(cfg, market):
     cut = int(n * (1.0 - cfg.holdout_frac))
     if cut < 2 or n - cut < 2:
         raise ValueError(f"--holdout {cfg.holdout_frac} of {n} rows leaves too few rows to train or evaluate on")
+    part = lambda r: MarketData(r, market.instrument, market.instrument_id, market.source,  # noqa: E731
+                                market.files, market.tick, market.report)
     if isinstance(market, CacheRows):  # rows on disk: read only the evaluated ones
-        held = market.read_rows(cut, min(n, cut + cfg.eval_rows))
-        return market.head(cut), MarketData(held, market.instrument, market.instrument_id, market.source,
-                                            market.files, market.tick, market.report)
-    part = lambda r: MarketData(np.ascontiguousarray(r), market.instrument, market.instrument_id,  # noqa: E731
-                                market.source, market.files, market.tick, market.report)
-    return part(market.records[:cut]), part(market.records[cut:])
+        held = part(market.read_rows(cut, min(n, cut + cfg.eval_rows)))
+        return market.head(cut), held
+    return part(np.ascontiguousarray(market.records[:cut])), part(np.ascontiguousarray(market.records[cut:]))
 
 
 class HeldOutEvaluation:

@@ -27,20 +27,15 @@ def interval_record(frames: list[dict]) -> dict:
         "step": int(last["step"]) + 1,
         "steps": len(frames),
         "sps": round((len(frames) - 1) / span, 2) if span > 0 else None,
-        "l_q": _mean(frames, "l_q"), "l_pi": _mean(frames, "l_pi"), "l_v": _mean(frames, "l_v"),
-        "l_bce": _mean(frames, "l_bce"),
+        **{k: _mean(frames, k) for k in ("l_q", "l_pi", "l_v", "l_bce")},
         "wr": wins / trades if trades else None,
         "trades": int(trades),
         "pnl": sum(f["closed_pnl_sum"] for f in frames),
-        "hold_frac": _mean(frames, "hold_frac"),
-        "in_market": _mean(frames, "in_market_frac"),
-        "entropy": _mean(frames, "entropy_mean"),
-        "reward": _mean(frames, "reward_raw_mean"),
-        "stopped_frac": _mean(frames, "stopped_frac"),
-        "gated_frac": _mean(frames, "gated_frac"),
-        "lr_q": last["lr_q"], "lr_policy": last["lr_policy"], "lr_value": last["lr_value"],
-        "lr_perception": last["lr_perception"], "lr_encoder": last["lr_encoder"],
-        "entropy_coef": last["entropy_coef"], "per_beta": last["per_beta"],
+        **{k: _mean(frames, field) for k, field in (
+            ("hold_frac", "hold_frac"), ("in_market", "in_market_frac"), ("entropy", "entropy_mean"),
+            ("reward", "reward_raw_mean"), ("stopped_frac", "stopped_frac"), ("gated_frac", "gated_frac"))},
+        **{k: last[k] for k in ("lr_q", "lr_policy", "lr_value", "lr_perception", "lr_encoder", "entropy_coef",
+                                "per_beta")},
     }
 
 

@@ -93,19 +93,11 @@ class Trainer:
         self.graph = cap.graph
         self.graph_step = self.steps_done
 
-    def release_graph(self):
-        """Drop the captured graph (the next steps run eagerly until a new capture)."""
-        if self.graph is not None:
-            self.graph.close()
-            self.graph = None
-
     # --- checkpoints -------------------------------------------------------
-    def meta(self) -> dict:
-        return {"config": self.cfg.as_dict(), "data": self.data_meta}
-
     def save(self):
         with nvtx_range("checkpoint.save"):
-            return self.saver.save(self.steps_done, export_state(self.ts, self.staging), self.meta())
+            meta = {"config": self.cfg.as_dict(), "data": self.data_meta}
+            return self.saver.save(self.steps_done, export_state(self.ts, self.staging), meta)
 
     def resume(self, path):
         """Restore every persistent array and continue from the checkpoint's step.
@@ -141,7 +133,9 @@ class Trainer:
         rejected/ with a warning and changes nothing."""
         changes = []
         for path, settings, problem in self.live.pending():
-            problem = problem or self._live_problem(settings)
+            # a value that conflicts with the run's shapes or the bus's other settings cannot apply either
+            conflict = not problem and isv_conflict(self.ts.isv.as_dict() | dict(settings), self.cfg.n_step)
+            problem = problem or (conflict[0] if conflict else "")
             if problem:
                 moved = self.live.file(path, self.steps_done, "rejected")
                 print(f"foxc.train: warning: ISV request {path.name} not applied: {problem} (now {moved})",
@@ -154,11 +148,6 @@ class Trainer:
                 print(f"ISV {name} = {value:g} from step {first} (live request {path.name})", flush=True)
             self.live.file(path, self.steps_done, "applied")
         return changes
-
-    def _live_problem(self, settings) -> str:
-        """A live value that conflicts with the run's shapes or the bus's other settings, or ''."""
-        conflict = isv_conflict(self.ts.isv.as_dict() | dict(settings), self.cfg.n_step)
-        return conflict[0] if conflict else ""
 
     # --- the loop ------------------------------------------------------------
     def train(self, n_steps: int, metrics: MetricsLog | None = None, checkpoint_every: int = 0, stop=None) -> dict:
@@ -237,6 +226,16 @@ class Trainer:
         summary["stopped_at"] = self.steps_done if self.steps_done < target else None
         return summary
 
+    def train_logged(self, stop=None, board=None, label: str = "") -> dict:
+        """cfg.n_steps more steps, their records in the run directory's metrics.jsonl (and TensorBoard's,
+        given `board`; progress lines headed by `label`); the summary."""
+        metrics = MetricsLog(self.out_dir / "metrics.jsonl", self.steps_done + self.cfg.n_steps,
+                             label=label, start_step=self.steps_done, tensorboard=board)
+        try:
+            return self.train(self.cfg.n_steps, metrics, self.cfg.checkpoint_every, stop=stop)
+        finally:
+            metrics.close()
+
     def evaluate_heldout(self) -> dict:
         """A greedy pass over the held-out rows with the weights as they stand now (between steps).
         The steps queued before it finish first, so its time (`eval_seconds`) is its own."""
@@ -253,8 +252,11 @@ class Trainer:
         training, evaluations excluded."""
         trades = sum(f["closed_trades"] for f in frames)
         wins = sum(f["closed_wins"] for f in frames)
-        span = sum(device_span(r) for r in self._record_frames(records, frames))
-        timed = sum(max(len(r) - 1, 0) for r in self._record_frames(records, frames))
+        span, timed, at = 0, 0, 0
+        for r in records:  # the frames of each record, in order (records cover consecutive frames)
+            block, at = frames[at:at + r["steps"]], at + r["steps"]
+            span += device_span(block)
+            timed += max(len(block) - 1, 0)
         return {
             "steps": self.steps_done, "steps_this_run": n_steps, "seconds": round(seconds, 3),
             "sps": round(timed / span, 2) if span > 0 else None,
@@ -278,19 +280,13 @@ class Trainer:
             return {"rotating": False, "device_data_gb": budget}
         return {"rotating": True, "device_data_gb": budget, **self.ts.rotation.describe()}
 
-    @staticmethod
-    def _record_frames(records, frames):
-        """The frames of each record, in order (records cover consecutive frames)."""
-        at = 0
-        for r in records:
-            yield frames[at:at + r["steps"]]
-            at += r["steps"]
-
     def close(self):
         if self.live is not None:
             self.live.close()
         self.window.close()
-        self.release_graph()
+        if self.graph is not None:
+            self.graph.close()
+            self.graph = None
         self.staging.close()
         if self.heldout is not None:
             self.heldout.close()

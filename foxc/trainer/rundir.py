@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import secrets
 import shutil
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..checkpoint import read_checkpoint
 from ..checkpoint.meta import config_differences
 
 # what a run writes into its directory: --overwrite removes these (and nothing else) before a run
@@ -33,9 +33,10 @@ class ResumeError(ValueError):
     """A checkpoint that does not fit this run; the message names the setting, file or hash."""
 
 
+@dataclass
 class RunDir:
-    def __init__(self, path: Path, created: bool):
-        self.path, self.created = Path(path), created
+    path: Path
+    created: bool  # by this run: discard removes it
 
     @classmethod
     def open(cls, out: str | None, *, resuming: Path | None = None, overwrite: bool = False) -> "RunDir":
@@ -78,11 +79,6 @@ class RunDir:
             shutil.rmtree(self.path, ignore_errors=True)
 
 
-def checkpoint_meta(path) -> dict:
-    """The meta (configuration, data) of a checkpoint, verified; errors name the file."""
-    return read_checkpoint(path, expected={}).meta
-
-
 def resume_settings(path, saved: dict, given: dict) -> dict:
     """The settings of a run resumed from `path`: the checkpoint's configuration `saved`, with the
     settings in RESUME_FREE that are given taken from `given` (the others keep the checkpoint's,
@@ -93,11 +89,8 @@ def resume_settings(path, saved: dict, given: dict) -> dict:
     if conflicts:
         raise ResumeError(f"{path}: settings given beside --resume-from differ from the checkpoint's: "
                           + "; ".join(conflicts) + " (leave them out to keep the checkpoint's)")
-    settings = dict(saved)
-    settings.update({k: given[k] for k in RESUME_FREE if k in given})
-    if "data" in given:
-        settings["data"] = given["data"]  # the same data at another path: checked by content
-    return settings
+    # data given: the same data at another path, checked by content
+    return {**saved, **{k: given[k] for k in (*RESUME_FREE, "data") if k in given}}
 
 
 def check_same_data(path, saved_data: dict, now: dict):

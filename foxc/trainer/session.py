@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .config import ConfigError
 from .heldout import holdout_market
 
 
@@ -39,7 +40,6 @@ def files_digest(files) -> str:
 def check_horizons(horizons, labelled: list[bool], rows: int) -> None:
     """Refuse a label horizon that leaves no labelled row (it reaches past the end of every segment);
     `labelled`: per horizon, whether some training row keeps a label."""
-    from .config import ConfigError
     empty = [h for h, any_row in zip(horizons, labelled) if not any_row]
     if empty:
         raise ConfigError(f"--horizons {','.join(map(str, horizons))}: horizon {empty[0]} leaves no labelled row in "

@@ -54,16 +54,12 @@ def export_state(ts, staging: Staging | None = None) -> dict:
     stage = staging or Staging(ts.rt)
     params, isv = ts.learner.params, ts.isv
     state = {"isv": isv.values.copy()}
-
-    def named(buffer: str) -> dict:
-        flat = stage.fetch(getattr(params, buffer))
-        return {t.name: flat[t.offset:t.offset + t.size].reshape(t.shape) for t in params.tensors}
-    theta, m, v = named("theta"), named("adam_m"), named("adam_v")
-    steps = stage.fetch(params.adam_steps)
+    theta, m, v, steps = (stage.fetch(getattr(params, b)) for b in ("theta", "adam_m", "adam_v", "adam_steps"))
     for i, t in enumerate(params.tensors):
-        state[t.name] = theta[t.name]
-        state[f"adam_{t.name}"] = AdamState(m[t.name].reshape(-1), v[t.name].reshape(-1), int(steps[i]),
-                                            isv[t.lr_slot], ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD)
+        at = slice(t.offset, t.offset + t.size)
+        state[t.name] = theta[at].reshape(t.shape)
+        state[f"adam_{t.name}"] = AdamState(m[at], v[at], int(steps[i]), isv[t.lr_slot], ADAM_BETA1, ADAM_BETA2,
+                                            ADAM_EPS, ADAM_WD)
     target = stage.fetch(params.target)
     for name in TARGET_TENSORS:
         t = params.by_name[name]
@@ -113,11 +109,9 @@ def import_state(ts, sections: dict):
         t = params.by_name[name]
         start = t.offset - params.target_offset
         target[start:start + t.size] = np.asarray(sections[f"{name}_target"]).reshape(-1)
-    params.theta.upload(theta)
-    params.adam_m.upload(m)
-    params.adam_v.upload(v)
-    params.adam_steps.upload(steps)
-    params.target.upload(target)
+    for buffer, host in ((params.theta, theta), (params.adam_m, m), (params.adam_v, v), (params.adam_steps, steps),
+                         (params.target, target)):
+        buffer.upload(host)
     ts.replay.import_state({k[len("replay."):]: a for k, a in sections.items() if k.startswith("replay.")})
     for name, arr in persistent_arrays(ts).items():
         host = np.asarray(sections[name])

@@ -194,16 +194,13 @@ class TrainStep:
         """Kernel launches in one (non-first) step; composite entries count their plans."""
         return sum(len(e.plans) if hasattr(e, "plans") else int(hasattr(e, "kernel")) for e in self.launches())
 
-    def apply_isv(self):
-        """Bootstrap values, then the run's settings (n-step, the configuration's ISV overrides)."""
+    def reset(self, seed: int):
+        """A fresh run: bootstrap ISV, then the run's settings (n-step, the configuration's ISV overrides),
+        initial weights, empty replay, flat simulator, new episodes."""
         self.isv.reset()
         self.isv["n_step"] = self.cfg.n_step
         for name, value in self.cfg.isv_overrides():
             self.isv[name] = value
-
-    def reset(self, seed: int):
-        """A fresh run: bootstrap ISV, initial weights, empty replay, flat simulator, new episodes."""
-        self.apply_isv()
         self.learner.params.init(generator(seed, "weights"))
         self.actor.reset(seed)
         zero = lambda a: a.upload(np.zeros(a.shape, a.dtype))  # noqa: E731
