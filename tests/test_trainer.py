@@ -1,4 +1,5 @@
 """The integrated trainer on the reference backend: the step, graph identity, resume identity, the CLI."""
+import io
 import json
 import subprocess
 import sys
@@ -217,3 +218,21 @@ def test_kernels_per_step(ref_rt, B, precision, kernels, group):
         assert names.count("value_policy_loss") == 1 and names.count("replay_update_tree") == 1
     finally:
         t.close()
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("given", [True, False])
+def test_progress_is_a_bar_on_a_terminal_and_lines_elsewhere(tmp_path, monkeypatch, given):
+    """On a terminal (the stream given, or stdout when none is) the progress redraws one bar; in a file, lines."""
+    from foxc.trainer.metrics import MetricsLog
+    record = dict(step=5, sps=10.0, wr=0.5, l_q=0.1, l_pi=0.2, l_v=0.3, l_bce=0.4, in_market=0.25)
+    for stream, bar in ((_Terminal(), True), (io.StringIO(), False)):
+        monkeypatch.setattr(sys, "stdout", stream)
+        log = MetricsLog(tmp_path / "metrics.jsonl", 10, stream=stream if given else None)
+        log.write(record)
+        log.close()
+        assert stream.getvalue().startswith("\r[") == bar and "step 5/10" in stream.getvalue()

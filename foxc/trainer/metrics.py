@@ -72,7 +72,7 @@ class MetricsLog:
         self.path, self.label = path, label  # label: what the progress lines belong to (e.g. "fold 2")
         self.total, self.start = total_steps, start_step
         self.stream = stream or sys.stdout  # looked up now: a caller may have replaced sys.stdout
-        self.tty = hasattr(stream, "isatty") and stream.isatty()
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()  # stdout too, when no stream is given
         self.file = open(path, "a", buffering=1)
         self.tensorboard = tensorboard
         self.t0 = time.perf_counter()
