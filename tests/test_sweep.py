@@ -123,6 +123,13 @@ def test_a_config_file_may_not_set_what_the_sweep_sets(tmp_path, capsys):
     assert code == 2 and f"--config {config}: seed" in err and "--seeds" in err
 
 
+def test_a_slot_of_the_config_file_at_odds_with_a_flag_names_the_file(tmp_path, capsys):
+    config = tmp_path / "c.toml"
+    config.write_text("[isv]\nn_step = 5\n")
+    code, _, err = sweep([*TINY, *GRID, "--n-step", "3", "--config", config, "--out", tmp_path / "s"], capsys)
+    assert code == 2 and f"--config {config}: [isv] n_step = 5 is above --n-step 3" in err, err
+
+
 def test_a_directory_that_holds_files_is_refused_without_overwrite(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("mine")
     code, _, err = sweep([*TINY, *GRID, "--out", tmp_path], capsys)

@@ -108,7 +108,7 @@ def sweep(args) -> int:
 
 def plan_sweep(args) -> Plan:
     """Every flag, axis and run checked, in that order; a mistake is a UsageError naming it."""
-    given = training_settings(args)
+    given, config_file = training_settings(args)
     check_run_dir(args.out, args.overwrite)
     if args.parallel == "ray":
         scaleout.require_ray()
@@ -117,7 +117,10 @@ def plan_sweep(args) -> Plan:
     steps = args.steps or DEFAULTS[backend]["n_steps"]
     out = args.out or default_run_dir("sweep")
     base = {**given, "n_steps": steps}
-    TrainConfig.for_backend(backend, **run_defaults(base))  # the training flags by themselves: an error names one
+    try:  # the training flags by themselves: an error names the flag, or the --config file that set it
+        TrainConfig.for_backend(backend, **run_defaults(base))
+    except ConfigError as e:
+        raise config_file.blame(e, config_settings(args)) if config_file else e
     specs = run_specs(sweep_points(axes, args.random, args.sweep_seed), axes, base, backend, args.seeds, out)
     plan = Plan(axes, specs, given, backend, steps, out)
     if plan.first.data:
@@ -125,13 +128,17 @@ def plan_sweep(args) -> Plan:
     return plan
 
 
-def training_settings(args) -> dict:
-    """The training flags' settings over the --config file's; the settings the sweep owns are refused."""
+def training_settings(args) -> tuple[dict, ConfigFile | None]:
+    """The training flags' settings over the --config file's, and the file; the settings the sweep owns are
+    refused."""
     given = config_settings(args)
     for name, flag in OWNED.items():
         if name in given:
             raise UsageError(f"--{name.replace('_', '-')}: the sweep sets it for every run (give {flag})")
-    return ConfigFile.read(args.config_file).refuse(OWNED).under(given) if args.config_file else given
+    if not args.config_file:
+        return given, None
+    config_file = ConfigFile.read(args.config_file).refuse(OWNED)
+    return config_file.under(given), config_file
 
 
 def run_defaults(settings: dict) -> dict:
