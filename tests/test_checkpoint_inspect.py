@@ -173,3 +173,28 @@ def test_table_of_a_checkpoint_without_state_sections(tmp_path, capsys):
     code, out, err = run(capsys, path)
     assert code == 0 and not err
     assert out.splitlines()[-2].split()[:2] == ["name", "bytes"] and set(out.splitlines()[-1]) <= {"-", " "}
+
+
+def test_json_of_non_finite_values_is_valid_json(tmp_path, rng, capsys):
+    """A diverged run's state (NaN or inf in the ISV, an AdamW moment, a difference, a std that overflows)
+    comes out as the strings "nan", "inf", "-inf" in every --json mode, as section values do: no traceback."""
+    state = sample_state(rng)
+    state["isv"][3], state["isv"][4] = np.nan, -np.inf
+    state["adam_dqn_w"].m[0] = np.inf
+    state["huge"] = np.array([1e300, -1e300], np.float64)
+    path = write_checkpoint(tmp_path / "checkpoint-1.foxc", 1, state, {"config": {"lr": float("nan")}})
+    other = dict(state, dqn_b=state["dqn_b"].copy())
+    other["dqn_b"][0] = np.inf
+    other_path = write_checkpoint(tmp_path / "other.foxc", 1, other, {"config": {"lr": 1.0}})
+    for argv in ([path, "--json"], [path, "--isv", "--json"], [path, "--section", "adam_dqn_w", "--json"],
+                 [path, "--diff", other_path, "--json"], [path, "--verify", "--json"]):
+        code, out, err = run(capsys, *argv)
+        assert code in (0, 1) and not err, (argv, err)
+        json.loads(out)
+    record = json.loads(run(capsys, path, "--isv", "--json")[1])
+    assert list(record["isv"].values())[3:5] == ["nan", "-inf"]
+    table = json.loads(run(capsys, path, "--json")[1])
+    assert table["config"] == {"lr": "nan"} and table["adamw"][0]["m_norm"] == "inf"
+    diff = json.loads(run(capsys, path, "--diff", other_path, "--json")[1])
+    assert {row["name"]: row["max_abs_diff"] for row in diff["sections"]}["dqn_b"] == "inf"
+

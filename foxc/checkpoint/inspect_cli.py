@@ -18,6 +18,7 @@ text gives their index, and `note:` lines saying what cannot be known or verifie
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 import numpy as np
@@ -230,7 +231,18 @@ def _json_values(array: np.ndarray):
 
 
 def _dump(record: dict) -> None:
-    print(json.dumps(record, indent=1, default=_json_default, allow_nan=False))
+    print(json.dumps(_finite(record), indent=1, default=_json_default, allow_nan=False))
+
+
+def _finite(value):
+    """`value` with every non-finite float written as JSON has none: "nan", "inf", "-inf" (as _json_values)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _json_default(value):
