@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -198,3 +199,11 @@ def test_json_of_non_finite_values_is_valid_json(tmp_path, rng, capsys):
     diff = json.loads(run(capsys, path, "--diff", other_path, "--json")[1])
     assert {row["name"]: row["max_abs_diff"] for row in diff["sections"]}["dqn_b"] == "inf"
 
+
+def test_statistics_of_huge_values_print_no_warnings(tmp_path, capsys):
+    """A std or mean that overflows float64 is shown as inf, without numpy's RuntimeWarning lines on stderr."""
+    path = write_checkpoint(tmp_path / "checkpoint-1.foxc", 1, {"w": np.array([1e308, -1e308, 1e308], np.float64)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning would print on stderr
+        code, out, err = run(capsys, path)
+    assert code == 0 and err == "" and out.splitlines()[-1].split()[-3:] == ["inf", "0", "0"]

@@ -46,8 +46,9 @@ def array_stats(values: np.ndarray) -> dict:
             values = values[np.isfinite(values)]
     if values.size == 0:
         return {**stats, "min": None, "max": None, "mean": None, "std": None}
-    return {**stats, "min": _num(values.min()), "max": _num(values.max()),
-            "mean": float(values.mean(dtype=np.float64)), "std": float(values.std(dtype=np.float64))}
+    with np.errstate(over="ignore", invalid="ignore"):  # a sum or square past float64's range is inf, quietly
+        mean, std = float(values.mean(dtype=np.float64)), float(values.std(dtype=np.float64))
+    return {**stats, "min": _num(values.min()), "max": _num(values.max()), "mean": mean, "std": std}
 
 
 def _num(value):
