@@ -207,3 +207,21 @@ def test_statistics_of_huge_values_print_no_warnings(tmp_path, capsys):
         warnings.simplefilter("error")  # a warning would print on stderr
         code, out, err = run(capsys, path)
     assert code == 0 and err == "" and out.splitlines()[-1].split()[-3:] == ["inf", "0", "0"]
+
+
+def test_interrupt_and_a_failed_write_are_one_line(saved, monkeypatch, capsys):
+    """Ctrl-C while a large file is read: `interrupted`, 130; stdout on a full disk: one line naming the error, 2."""
+    import foxc.checkpoint.inspect_cli as cli
+
+    def interrupted(path):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "read_checkpoint", interrupted)
+    assert run(capsys, saved[0])[0] == 130
+    assert capsys.readouterr().err == "" and run(capsys, saved[0], "--verify")[2] == "foxc-ckpt-inspect: interrupted\n"
+    monkeypatch.undo()
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(cli, "print_table", full)
+    code, _, err = run(capsys, saved[0])
+    assert code == 2 and err == "foxc-ckpt-inspect: error: No space left on device\n"

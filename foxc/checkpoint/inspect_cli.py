@@ -23,7 +23,7 @@ import sys
 
 import numpy as np
 
-from ..cli import ArgumentParser, fail, text_table
+from ..cli import ArgumentParser, run, text_table
 from .adamw import AdamState
 from .errors import CheckpointError
 from .format import MAGIC, VERSION, Checkpoint, read_checkpoint
@@ -267,13 +267,17 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        return _run(args)
-    except CheckpointError as exc:
-        if args.verify:
+
+    def body() -> int:
+        try:
+            return _run(args)
+        except CheckpointError as exc:
+            if not args.verify:
+                raise
             _verdict(args, False, str(exc))
             return EXIT_NO
-        return fail(PROG, exc)
+    try:  # a file that is no checkpoint, an OSError (stdout on a full disk): one line, 2; Ctrl-C: 130
+        return run(PROG, body)
     except BrokenPipeError:
         sys.stderr.close()
         return 0
