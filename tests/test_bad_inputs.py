@@ -270,6 +270,8 @@ CASES = [
     case("inspect-modes-exclusive", "inspect", ["{case}/ck.foxc", "--isv", "--verify"], "--verify", "--isv",
          files={"ck.foxc": "ckpt"}),
     case("inspect-no-path", "inspect", [], "path"),
+    case("inspect-full-without-section", "inspect", ["{case}/ck.foxc", "--full"], "--full", "--section",
+         files={"ck.foxc": "ckpt"}),
     case("ckpt-tool-short", "ckpt_tool", ["{case}/short.foxc"], "short.foxc", "short file",
          files={"short.foxc": "truncated"}),
     case("ckpt-tool-empty", "ckpt_tool", ["{case}/empty.foxc"], "empty.foxc", files={"empty.foxc": b""}),

@@ -225,3 +225,12 @@ def test_interrupt_and_a_failed_write_are_one_line(saved, monkeypatch, capsys):
     monkeypatch.setattr(cli, "print_table", full)
     code, _, err = run(capsys, saved[0])
     assert code == 2 and err == "foxc-ckpt-inspect: error: No space left on device\n"
+
+
+def test_full_only_with_section(saved, capsys):
+    """--full changes only what --section prints: with another mode it is refused, not ignored."""
+    for argv in ([], ["--isv"], ["--verify"], ["--diff", str(saved[0])]):
+        with pytest.raises(SystemExit) as exit_:
+            main([str(saved[0]), "--full", *argv])
+        assert exit_.value.code == 2 and "--full: only with --section" in capsys.readouterr().err
+    assert run(capsys, saved[0], "--section", "dqn_b", "--full")[0] == 0

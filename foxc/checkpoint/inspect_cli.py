@@ -262,7 +262,10 @@ def parse_args(argv):
     mode.add_argument("--verify", action="store_true", help="exit 0 when valid, 1 with the reason when not")
     ap.add_argument("--full", action="store_true", help="with --section: print every value, not a summary")
     ap.add_argument("--json", action="store_true", help="machine-readable output")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if args.full and args.section is None:
+        ap.error("--full: only with --section (it prints every value of that section)")
+    return args
 
 
 def main(argv=None) -> int:
