@@ -234,3 +234,12 @@ def test_full_only_with_section(saved, capsys):
             main([str(saved[0]), "--full", *argv])
         assert exit_.value.code == 2 and "--full: only with --section" in capsys.readouterr().err
     assert run(capsys, saved[0], "--section", "dqn_b", "--full")[0] == 0
+
+
+@pytest.mark.parametrize("argv", [[""], ["{path}", "--diff", ""], ["  ", "--verify"]])
+def test_an_empty_path_is_named_as_such(saved, capsys, argv):
+    """An empty path (an unset shell variable) is not read as the current directory ('.: a directory')."""
+    with pytest.raises(SystemExit) as exit_:
+        main([a.format(path=saved[0]) for a in argv])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "an empty path" in err and "'.'" not in err and ".:" not in err

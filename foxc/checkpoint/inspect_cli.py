@@ -263,6 +263,9 @@ def parse_args(argv):
     ap.add_argument("--full", action="store_true", help="with --section: print every value, not a summary")
     ap.add_argument("--json", action="store_true", help="machine-readable output")
     args = ap.parse_args(argv)
+    for flag, path in (("path", args.path), ("--diff", args.diff)):
+        if path is not None and not path.strip():  # not Path("") == ".", "a directory"
+            ap.error(f"{flag}: an empty path (give a checkpoint file)")
     if args.full and args.section is None:
         ap.error("--full: only with --section (it prints every value of that section)")
     return args
