@@ -4,7 +4,7 @@
   trainer's figures: sps, l_q, l_pi, l_v, l_bce, wr, pnl, hold_frac, entropy, lr_q) ->
   training.png, one panel per field against the step;
 - RUN_DIR/report.json (a walk-forward) -> equity.png and net_pnl.png, and training.png in each
-  fold directory that has a metrics.jsonl.
+  fold directory RUN_DIR/fold-<i> that has a metrics.jsonl (in OUT/fold-<i> with --out).
 Needs matplotlib (`pip install 'foxc[plots]'`); without it, it says so and exits 1. A missing or
 empty RUN_DIR, an unreadable or damaged metrics.jsonl or report.json, or a bad --out is one line,
 `foxc.report: error: ...`, exit status 2 (foxc.cli).
@@ -34,10 +34,14 @@ def plot_run(run_dir: Path, out: Path | None = None) -> list[Path]:
         report = read_report(report_path)
         written += walkforward_plots(report, out)
         for fold in report["folds"]:
-            metrics = Path(fold.get("fold_dir", "")) / "metrics.jsonl"
+            # RUN_DIR/fold-<i> (foxc.walkforward's name), not the record's fold_dir: that is the path as the
+            # walk-forward was given it, relative to where it ran, and names another directory from elsewhere
+            # or in a copy of the run
+            name = f"fold-{fold['fold']}"
+            metrics = run_dir / name / "metrics.jsonl"
             if metrics.is_file():
-                written += training_curves(metrics, Path(fold["fold_dir"]) / "training.png",
-                                           f"fold {fold['fold']} training curves")
+                (out / name).mkdir(exist_ok=True)
+                written += training_curves(metrics, out / name / "training.png", f"fold {fold['fold']} training curves")
     return written
 
 

@@ -67,3 +67,43 @@ def test_evaluate_bench_smoke(tmp_path, capsys):
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("summary: evaluation at")
     record = json.loads(out.read_text())
     assert record["benchmark"] == "evaluate" and record["rows"][0]["snapshots"] == 1000
+
+
+def fake_walkforward(run_dir: Path, fold_dir: str) -> None:
+    """A walk-forward's directory: report.json with one fold whose `fold_dir` is `fold_dir` as recorded, and
+    RUN_DIR/fold-0/metrics.jsonl."""
+    fold = {"fold": 0, "fold_dir": fold_dir, "metrics": {"net_pnl": 5}, "passed_by": {"edge": True},
+            "equity_curve": [[1_700_000_000_000_000_000, 0], [1_700_000_060_000_000_000, 5]]}
+    (run_dir / "fold-0").mkdir(parents=True)
+    shutil.copy(FIXTURE, run_dir / "fold-0" / "metrics.jsonl")
+    (run_dir / "report.json").write_text(json.dumps({"folds": [fold]}))
+
+
+def recorded_plots(monkeypatch) -> list:
+    """Replace the plots with a record of the files they would write (no matplotlib needed)."""
+    calls = []
+    monkeypatch.setattr(report_cli, "walkforward_plots", lambda report, out: [])
+    monkeypatch.setattr(report_cli, "training_curves", lambda metrics, png, title="": calls.append((metrics, png))
+                        or [png])
+    return calls
+
+
+def test_fold_curves_are_found_and_written_under_run_dir_and_out(tmp_path, monkeypatch):
+    """report.json records each fold's directory as the walk-forward was given it (relative to where it ran):
+    the folds' curves are RUN_DIR/fold-<i>'s wherever foxc.report runs, written there or under --out, never
+    into the directory of another run (a copy's original)."""
+    original, copy = tmp_path / "wf", tmp_path / "copy"
+    fake_walkforward(original, "wf/fold-0")
+    shutil.copytree(original, copy)
+    monkeypatch.chdir(tmp_path)  # where the walk-forward ran: wf/fold-0 is the original's fold
+    calls = recorded_plots(monkeypatch)
+    assert report_cli.main([str(copy)]) == 0
+    assert calls == [(copy / "fold-0" / "metrics.jsonl", copy / "fold-0" / "training.png")]
+    calls.clear()
+    monkeypatch.chdir(copy)  # elsewhere: wf/fold-0 names nothing
+    assert report_cli.main([str(original)]) == 0
+    assert calls == [(original / "fold-0" / "metrics.jsonl", original / "fold-0" / "training.png")]
+    calls.clear()
+    assert report_cli.main([str(original), "--out", str(tmp_path / "plots")]) == 0
+    assert calls == [(original / "fold-0" / "metrics.jsonl", tmp_path / "plots" / "fold-0" / "training.png")]
+    assert (tmp_path / "plots" / "fold-0").is_dir()
