@@ -33,16 +33,34 @@ def plot_run(run_dir: Path, out: Path | None = None) -> list[Path]:
     if report_path.is_file():
         report = read_report(report_path)
         written += walkforward_plots(report, out)
-        for fold in report["folds"]:
-            # RUN_DIR/fold-<i> (foxc.walkforward's name), not the record's fold_dir: that is the path as the
-            # walk-forward was given it, relative to where it ran, and names another directory from elsewhere
-            # or in a copy of the run
-            name = f"fold-{fold['fold']}"
-            metrics = run_dir / name / "metrics.jsonl"
-            if metrics.is_file():
-                (out / name).mkdir(exist_ok=True)
-                written += training_curves(metrics, out / name / "training.png", f"fold {fold['fold']} training curves")
+        for fold, metrics in fold_metrics(run_dir, report)[0]:
+            name = metrics.parent.name
+            (out / name).mkdir(exist_ok=True)
+            written += training_curves(metrics, out / name / "training.png", f"fold {fold['fold']} training curves")
     return written
+
+
+def fold_metrics(run_dir: Path, report: dict) -> tuple[list[tuple[dict, Path]], list[str]]:
+    """([(fold record, its metrics.jsonl)] of the folds with curves to draw, notes on failed folds without any).
+
+    A fold's directory is RUN_DIR/fold-<i> (foxc.walkforward's name), not the record's fold_dir: that is the
+    path as the walk-forward was given it, relative to where it ran, and names another directory from
+    elsewhere or in a copy of the run. A damaged metrics.jsonl of a fold that finished is refused naming it;
+    one of a fold that failed (before its first record) is noted."""
+    drawn, notes = [], []
+    for fold in report["folds"]:
+        metrics = Path(run_dir) / f"fold-{fold['fold']}" / "metrics.jsonl"
+        if not metrics.is_file():
+            continue
+        try:
+            read_metrics(metrics)
+        except ValueError as e:
+            if "error" not in fold:
+                raise UsageError(str(e)) from None
+            notes.append(f"note: {e} (fold {fold['fold']} failed): no training.png for it")
+            continue
+        drawn.append((fold, metrics))
+    return drawn, notes
 
 
 def read_report(path: Path) -> dict:
@@ -84,8 +102,7 @@ def _main(args) -> int:
             read_metrics(metrics)
         except ValueError as e:
             raise UsageError(str(e)) from None
-    if report.is_file():
-        read_report(report)
+    notes = fold_metrics(args.run_dir, read_report(report))[1] if report.is_file() else []
     if args.out is not None:
         output_dir("--out", args.out)
     try:
@@ -93,8 +110,8 @@ def _main(args) -> int:
     except PlotsUnavailable as e:
         print(e, file=sys.stderr)
         return 1
-    for path in written:
-        print(path)
+    for line in [*map(str, written), *notes]:
+        print(line)
     return 0
 
 

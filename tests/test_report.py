@@ -107,3 +107,26 @@ def test_fold_curves_are_found_and_written_under_run_dir_and_out(tmp_path, monke
     assert report_cli.main([str(original), "--out", str(tmp_path / "plots")]) == 0
     assert calls == [(original / "fold-0" / "metrics.jsonl", tmp_path / "plots" / "fold-0" / "training.png")]
     assert (tmp_path / "plots" / "fold-0").is_dir()
+
+
+def test_a_folds_damaged_metrics_is_refused_before_any_plot(tmp_path, monkeypatch, capsys):
+    """A fold that finished but whose metrics.jsonl is damaged or empty: one line naming it, exit 2, nothing
+    drawn; a fold that failed before its first record is noted and left without curves, the rest drawn."""
+    fake_walkforward(tmp_path / "wf", "wf/fold-0")
+    calls = recorded_plots(monkeypatch)
+    for damage in (b"", b"\xff\xfe not text"):
+        (tmp_path / "wf" / "fold-0" / "metrics.jsonl").write_bytes(damage)
+        assert report_cli.main([str(tmp_path / "wf")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("foxc.report: error: ") and "fold-0/metrics.jsonl" in err and len(err.splitlines()) == 1
+    assert calls == []
+    report = json.loads((tmp_path / "wf" / "report.json").read_text())
+    failed = {"fold": 1, "error": "RuntimeError: boom", "fold_dir": "wf/fold-1"}
+    (tmp_path / "wf" / "report.json").write_text(json.dumps({"folds": [report["folds"][0], failed]}))
+    shutil.copy(FIXTURE, tmp_path / "wf" / "fold-0" / "metrics.jsonl")
+    (tmp_path / "wf" / "fold-1").mkdir()
+    (tmp_path / "wf" / "fold-1" / "metrics.jsonl").write_bytes(b"")  # it stopped before its first record
+    assert report_cli.main([str(tmp_path / "wf")]) == 0
+    out = capsys.readouterr().out
+    assert [png for _, png in calls] == [tmp_path / "wf" / "fold-0" / "training.png"]
+    assert "note: " in out and "fold 1 failed" in out and "fold-1/metrics.jsonl" in out
