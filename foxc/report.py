@@ -78,7 +78,37 @@ def read_report(path: Path) -> dict:
         if not ok:
             raise UsageError(f"{path}: not a walk-forward report (fold record {i} lacks fold, metrics.net_pnl "
                              "or passed_by.edge)")
+        bad = _unreadable_field(fold)
+        if bad:
+            raise UsageError(f"{path}: fold record {i}: {bad} (the file was altered or damaged: run the walk-forward "
+                             "again)")
     return report
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _unreadable_field(fold: dict) -> str:
+    """What the plots would read of a fold record and could not ("" when nothing)."""
+    if not isinstance(fold["fold"], int) or isinstance(fold["fold"], bool) or fold["fold"] < 0:
+        return f"fold {fold['fold']!r} is not a fold number"
+    if "error" in fold:
+        return ""
+    if not _number(fold["metrics"]["net_pnl"]):
+        return f"metrics.net_pnl {fold['metrics']['net_pnl']!r} is not a number"
+    if not isinstance(fold["passed_by"]["edge"], bool):
+        return f"passed_by.edge {fold['passed_by']['edge']!r} is not true or false"
+    curve = fold.get("equity_curve") or []
+    if not isinstance(curve, list) or not all(
+            isinstance(p, list) and len(p) == 2 and isinstance(p[0], int) and not isinstance(p[0], bool)
+            and 0 <= p[0] < 2**63 and _number(p[1]) for p in curve):
+        return "equity_curve is not a list of [ts_ns, equity] pairs (ts_ns an int64 time)"
+    yardstick = fold.get("yardstick")
+    if yardstick is not None and not (isinstance(yardstick, dict) and
+                                      (yardstick.get("net_pnl") is None or _number(yardstick["net_pnl"]))):
+        return "yardstick is not a record with a numeric net_pnl"
+    return ""
 
 
 def main(argv=None) -> int:

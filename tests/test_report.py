@@ -130,3 +130,29 @@ def test_a_folds_damaged_metrics_is_refused_before_any_plot(tmp_path, monkeypatc
     out = capsys.readouterr().out
     assert [png for _, png in calls] == [tmp_path / "wf" / "fold-0" / "training.png"]
     assert "note: " in out and "fold 1 failed" in out and "fold-1/metrics.jsonl" in out
+
+
+@pytest.mark.parametrize("damage, named", [
+    (lambda f: f["metrics"].update(net_pnl="x"), "metrics.net_pnl"),
+    (lambda f: f["metrics"].update(net_pnl=None), "metrics.net_pnl"),
+    (lambda f: f["passed_by"].update(edge="yes"), "passed_by.edge"),
+    (lambda f: f.update(fold=[1]), "fold"),
+    (lambda f: f.update(fold=True), "fold"),
+    (lambda f: f.update(equity_curve=[[1]]), "equity_curve"),
+    (lambda f: f.update(equity_curve="abc"), "equity_curve"),
+    (lambda f: f.update(equity_curve=[[10**30, 1]]), "equity_curve"),
+    (lambda f: f.update(yardstick=[1]), "yardstick"),
+    (lambda f: f.update(yardstick={"net_pnl": "x"}), "yardstick"),
+])
+def test_a_damaged_report_is_one_line_naming_the_field(tmp_path, capsys, damage, named):
+    """A report.json edited by hand or damaged: the fold record and the field the plots cannot read, exit 2,
+    before any plot (not a TypeError or OverflowError from matplotlib's side)."""
+    fake_walkforward(tmp_path / "wf", "wf/fold-0")
+    report = json.loads((tmp_path / "wf" / "report.json").read_text())
+    damage(report["folds"][0])
+    (tmp_path / "wf" / "report.json").write_text(json.dumps(report))
+    assert report_cli.main([str(tmp_path / "wf")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("foxc.report: error: ") and "report.json" in err and f"fold record 0" in err
+    assert named in err and len(err.splitlines()) == 1
+    assert sorted(p.name for p in (tmp_path / "wf").iterdir()) == ["fold-0", "report.json"]
