@@ -40,3 +40,11 @@ def test_a_bad_json_fails_before_the_benchmark_body(tmp_path, capsys):
     assert harness.run(ap, ["--backend", "reference", "--json", str(tmp_path)],
                        lambda args, rt: ran.append(rt) or 0) == 2
     assert not ran and "probe: error: --json" in capsys.readouterr().err
+
+
+def test_an_empty_json_path_is_refused_not_skipped(capsys):
+    """--json "" (an unset shell variable) would write nothing and say nothing: refused before the benchmark."""
+    ran = []
+    ap = harness.parser("probe", "probe: a test benchmark")
+    assert harness.run(ap, ["--backend", "reference", "--json", ""], lambda args, rt: ran.append(rt) or 0) == 2
+    assert not ran and "probe: error: --json: an empty path" in capsys.readouterr().err

@@ -343,9 +343,9 @@ def _check(args):
         raise UsageError("--prepare and --scale: --scale runs alone (give one of them)")
     args.rows = args.rows or 500_000_000
     args.shard_rows = min(args.shard_rows or 1_000_000, args.rows)
-    folder = Path(args.dir) if args.dir else Path(tempfile.gettempdir())
-    if args.dir:
-        output_dir("--dir", folder)
+    folder = Path(args.dir) if args.dir is not None else Path(tempfile.gettempdir())
+    if args.dir is not None:
+        output_dir("--dir", args.dir)
         if folder.is_dir() and any(folder.iterdir()):
             raise UsageError(f"--dir {folder}: the directory holds files (give a new or empty directory)")
     where = f"--dir {folder}" if args.dir else f"{folder} (no --dir given)"

@@ -35,7 +35,7 @@ def run(ap: ArgumentParser, argv, body, *, check=None) -> int:
     def main() -> int:
         if check is not None:
             check(args)
-        if args.json:
+        if args.json is not None:  # "" too: refused as an empty path, not skipped
             output_file("--json", args.json)
         return body(args, open_runtime(args.backend))
 
