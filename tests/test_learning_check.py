@@ -46,3 +46,16 @@ def test_edge_benchmark_cli_smoke(tmp_path, capsys):
     assert record["precision"] == "tf32"
     assert [r["market"] for r in rows] == ["null", "easy"] and all(r["goal"] in ("pass", "fail") for r in rows)
     assert rows[1]["optimum"] > 0.19 and rows[0]["optimum"] == 0.0
+
+
+def test_edge_steps_of_a_market_not_run_is_refused(monkeypatch, capsys):
+    """`--markets easy --steps null=20`: the steps would be ignored and easy run at its default budget (3,000
+    steps on the CPU); refused naming both flags before any run."""
+    from foxc.bench import edge
+
+    def ran(*args, **kwargs):
+        raise AssertionError("a run started")
+    monkeypatch.setattr(edge, "run_one", ran)
+    assert edge.main(["--backend", "reference", "--markets", "easy", "--steps", "null=20", "--seeds", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--steps null=20" in err and "--markets" in err and len(err.splitlines()) == 1

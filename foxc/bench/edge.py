@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..cli import nonnegative_int, positive_int
+from ..cli import UsageError, nonnegative_int, positive_int
 from . import harness
 from ..cli import text_table as table
 from .report import write_json
@@ -117,7 +117,16 @@ def main(argv=None) -> int:
                     help="matrix products in FP32 (the default) or on TF32 tensor cores")
     from ..isv.registry import isv_setting
     ap.add_argument("--set", dest="isv", action="append", type=isv_setting, default=None, metavar="NAME=VALUE")
-    return harness.run(ap, argv, _main)
+    return harness.run(ap, argv, _main, check=_check_steps)
+
+
+def _check_steps(args):
+    """--steps names only markets of --markets: the steps of another would be ignored."""
+    unused = [m for m in args.steps if m not in args.markets]
+    if unused:
+        given = ",".join(f"{m}={args.steps[m]}" for m in unused)
+        raise UsageError(f"--steps {given}: not among --markets {','.join(args.markets)} (add it there, or give "
+                         "steps of the markets run)")
 
 
 def _main(args, rt) -> int:
