@@ -219,6 +219,8 @@ CASES = [
          files={"taken": DIR, "taken/keep.txt": b"keep me\n"}),
     case("bench-data-shard-rows-without-scale", "bench", ["data", "--backend", "reference", "--shard-rows", "10"],
          "--shard-rows", "only with --scale"),
+    case("bench-data-prepare-rows-below-workers", "bench", ["data", "--backend", "reference", "--prepare", "--rows",
+                                                            "3", "--workers", "4"], "--rows 3", "--workers 4"),
     case("bench-data-scale-and-prepare", "bench", ["data", "--backend", "reference", "--scale", "--prepare"],
          "--prepare", "--scale"),
     case("bench-driver-launches", "bench", ["driver", "--backend", "reference", "--launches", "-1"], "--launches"),

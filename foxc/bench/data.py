@@ -338,6 +338,9 @@ def _check(args):
             if value is not None:
                 raise UsageError(f"{flag} {value}: only with --scale")
         args.rows = args.rows or 2_000_000
+        if args.prepare and args.rows < args.workers:
+            raise UsageError(f"--rows {args.rows} --workers {args.workers}: --prepare writes --workers files of "
+                             "--rows / --workers snapshots each (give --rows of at least --workers)")
         return
     if args.prepare:
         raise UsageError("--prepare and --scale: --scale runs alone (give one of them)")
