@@ -301,3 +301,26 @@ def test_bench_runs_on_reference(tmp_path, capsys):
     assert bench.main(["--backend", "reference", "--n-backtests", "64", "--steps", "3", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert text.strip().splitlines()[-1].startswith("summary:") and out.is_file()
+
+
+@pytest.mark.parametrize("actions, message", [
+    (np.full(8, 7), "got 7 at backtest 0"),
+    (np.array([0, 1, 2, 3, 4, -1, 0, 0]), "got -1 at backtest 5"),
+    (np.full(8, 1.9), "whole numbers"),
+    (np.full(8, np.nan), "whole numbers"),
+    (np.full(8, 2**32 + 1), "at backtest 0"),
+    (np.array(["1"] * 8), "dtype <U1"),
+])
+def test_env_step_refuses_actions_outside_its_five(ref_rt, rng, actions, message):
+    """An action that is none of HOLD..FLAT_FROM_SHORT was a silent HOLD (7, -1, a wrapped 2**32 + 1 became
+    LONG, 1.9 became LONG, "1" was parsed): refused naming the value and backtest, the state untouched."""
+    env = LobEnv(random_books(200, rng), 8, episode_len=20, rt=ref_rt)
+    env.reset(3)
+    before = env.sim.positions().tobytes(), env.cursors.cursor.download().tobytes()
+    with pytest.raises(ValueError, match="actions") as info:
+        env.step(actions)
+    assert message in str(info.value)
+    assert (env.sim.positions().tobytes(), env.cursors.cursor.download().tobytes()) == before
+    rewards, dones, _ = env.step(np.array([LONG, SHORT, HOLD, FLAT_FROM_LONG, FLAT_FROM_SHORT, 1.0, 2.0, 0],
+                                          np.float64))  # whole numbers of any dtype, as before
+    assert rewards.shape == (8,)

@@ -33,6 +33,7 @@ from ..component import Component
 from ..data.cursors import Cursors
 from ..data.record import SNAPSHOT_DTYPE
 from ..driver import open_runtime
+from .layout import N_ACTIONS
 from .sim import LobSim, LobSimConfig
 
 
@@ -70,10 +71,8 @@ class LobEnv(Component):
         """Apply `actions` (int [B]); `stop_loss` (bool [B], optional) forces open positions flat.
 
         Returns (rewards float32 [B], dones float32 [B], info dict of per-backtest arrays)."""
-        actions = np.asarray(actions)
-        if actions.shape != (self.n,):
-            raise ValueError(f"actions must have shape ({self.n},), got {actions.shape}")
-        self.sim.actions.upload(actions.astype(np.int32))
+        actions = _checked_actions(np.asarray(actions), self.n)
+        self.sim.actions.upload(actions)
         stops = np.zeros(self.n, np.uint32) if stop_loss is None else np.asarray(stop_loss).astype(np.uint32)
         self.sim.stop_loss.upload(stops)
         self.launch_step(self.rt.stream)
@@ -91,3 +90,22 @@ class LobEnv(Component):
 
     def buffers(self) -> list:
         return [self.sim, self.cursors, self.snapshots]
+
+
+def _checked_actions(actions: np.ndarray, n: int) -> np.ndarray:
+    """`actions` as int32 [n], each one of HOLD..FLAT_FROM_SHORT (whole numbers of any numeric dtype); anything
+    else is a ValueError naming the value and its backtest (the kernel would take it for HOLD, or wrap it)."""
+    if actions.shape != (n,):
+        raise ValueError(f"actions must have shape ({n},), got {actions.shape}")
+    if actions.dtype.kind not in "iuf":
+        raise ValueError(f"actions must be numbers HOLD..FLAT_FROM_SHORT (0..{N_ACTIONS - 1}), got dtype {actions.dtype}")
+    if actions.dtype.kind == "f":
+        whole = np.isfinite(actions) & (actions == np.round(actions))
+        if not whole.all():
+            i = int(np.argmin(whole))
+            raise ValueError(f"actions must be whole numbers 0..{N_ACTIONS - 1}, got {actions[i]} at backtest {i}")
+    bad = (actions < 0) | (actions >= N_ACTIONS)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"actions must be HOLD..FLAT_FROM_SHORT (0..{N_ACTIONS - 1}), got {actions[i]} at backtest {i}")
+    return actions.astype(np.int32)
