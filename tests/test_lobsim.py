@@ -324,3 +324,18 @@ def test_env_step_refuses_actions_outside_its_five(ref_rt, rng, actions, message
     rewards, dones, _ = env.step(np.array([LONG, SHORT, HOLD, FLAT_FROM_LONG, FLAT_FROM_SHORT, 1.0, 2.0, 0],
                                           np.float64))  # whole numbers of any dtype, as before
     assert rewards.shape == (8,)
+
+
+@pytest.mark.parametrize("stop_loss", [[1, 1, 1], np.ones((2, 4), bool), True, np.ones(9, bool)])
+def test_env_step_refuses_a_stop_loss_mask_of_another_shape(ref_rt, rng, stop_loss):
+    """A mask shorter than B was uploaded as far as it went (the rest kept the last step's flags), a 2-D one
+    flattened, a scalar set backtest 0 only: refused naming the shape, the state untouched."""
+    env = LobEnv(random_books(200, rng), 8, episode_len=20, rt=ref_rt)
+    env.reset(3)
+    env.step(np.full(8, LONG))
+    before = env.sim.positions().tobytes(), env.cursors.cursor.download().tobytes()
+    with pytest.raises(ValueError, match=r"stop_loss must have shape \(8,\)"):
+        env.step(np.full(8, LONG), stop_loss=stop_loss)
+    assert (env.sim.positions().tobytes(), env.cursors.cursor.download().tobytes()) == before
+    _, _, info = env.step(np.full(8, HOLD), stop_loss=np.arange(8) % 2)  # a mask of numbers: nonzero stops
+    assert (info["lots"][1::2] == 0).all()

@@ -72,9 +72,11 @@ class LobEnv(Component):
 
         Returns (rewards float32 [B], dones float32 [B], info dict of per-backtest arrays)."""
         actions = _checked_actions(np.asarray(actions), self.n)
+        stops = np.zeros(self.n, np.uint32) if stop_loss is None else np.asarray(stop_loss)
+        if stops.shape != (self.n,):
+            raise ValueError(f"stop_loss must have shape ({self.n},), got {stops.shape}")
         self.sim.actions.upload(actions)
-        stops = np.zeros(self.n, np.uint32) if stop_loss is None else np.asarray(stop_loss).astype(np.uint32)
-        self.sim.stop_loss.upload(stops)
+        self.sim.stop_loss.upload((stops != 0).astype(np.uint32))
         self.launch_step(self.rt.stream)
         self.rt.stream.synchronize()
         pos = self.sim.positions()
