@@ -339,3 +339,26 @@ def test_env_step_refuses_a_stop_loss_mask_of_another_shape(ref_rt, rng, stop_lo
     assert (env.sim.positions().tobytes(), env.cursors.cursor.download().tobytes()) == before
     _, _, info = env.step(np.full(8, HOLD), stop_loss=np.arange(8) % 2)  # a mask of numbers: nonzero stops
     assert (info["lots"][1::2] == 0).all()
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"fee_per_lot": 0.005}, "fee_per_lot must be a whole number"),
+    ({"lots_per_entry": 1.5}, "lots_per_entry must be a whole number"),
+    ({"n_backtests": 4.5}, "n_backtests must be a whole number"),
+    ({"n_backtests": "4"}, "n_backtests must be a whole number"),
+    ({"fee_per_lot": float("nan")}, "fee_per_lot must be a whole number"),
+])
+def test_env_refuses_fractional_integer_settings(ref_rt, rng, settings, message):
+    """fee_per_lot=0.005 (the price, not its ×1e9 money units) ran with no fee at all; lots_per_entry=1.5 failed
+    deep in a kernel's argument packing; n_backtests 4.5 or "4" with an unrelated TypeError: each is a ValueError
+    naming the setting. Whole numbers of any type keep working."""
+    snaps = random_books(200, rng)
+    with pytest.raises(ValueError, match=message):
+        LobEnv(snaps, **{"n_backtests": 4, **settings}, rt=ref_rt)
+    env = LobEnv(snaps, np.int64(4), rt=ref_rt, fee_per_lot=5e6, lots_per_entry=2.0)
+    assert env.sim.config.fee_per_lot == 5_000_000 and env.sim.config.lots_per_entry == 2 and env.n == 4
+    env.reset(1)
+    for _ in range(4):
+        _, _, info = env.step(np.full(4, LONG))
+        env.step(np.full(4, SHORT))
+    assert (info["fees_paid"] > 0).all()

@@ -46,6 +46,8 @@ class LobEnv(Component):
             raise ValueError("snapshots must be a 1-D array of at least 2 SNAPSHOT_DTYPE records")
         if episode_len < 0:
             raise ValueError(f"episode_len must be >= 0, got {episode_len}")
+        sim_config = LobSimConfig(n_backtests=n_backtests, **config)  # its settings refused before any allocation
+        n_backtests = sim_config.n_backtests
         self.rt = rt if rt is not None else open_runtime(backend)
         self.host_snapshots = np.ascontiguousarray(snapshots)
         self.n, self.episode_len = n_backtests, int(episode_len)
@@ -53,7 +55,7 @@ class LobEnv(Component):
                                stream="episodes")
         self.snapshots = self.rt.device_array(snapshots.size, SNAPSHOT_DTYPE, "env.snapshots")
         self.snapshots.upload(self.host_snapshots)
-        self.sim = LobSim(self.rt, LobSimConfig(n_backtests=n_backtests, **config), self.snapshots,
+        self.sim = LobSim(self.rt, sim_config, self.snapshots,
                           self.cursors.cursor, self.cursors.episode_end)
 
     def reset(self, seed: int) -> np.ndarray:
