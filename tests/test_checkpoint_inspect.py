@@ -243,3 +243,22 @@ def test_an_empty_path_is_named_as_such(saved, capsys, argv):
         main([a.format(path=saved[0]) for a in argv])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "an empty path" in err and "'.'" not in err and ".:" not in err
+
+
+def test_a_huge_file_is_refused_by_its_header_or_its_size(tmp_path, monkeypatch, capsys):
+    """A large file that is no checkpoint (a data file given by mistake) is refused by its first bytes, not after
+    reading all of it into memory; one that does not fit in memory is one line, not a MemoryError traceback."""
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as f:
+        f.write(b"PAR1")
+        f.truncate(1 << 40)  # 1 TiB, sparse
+    code, _, err = run(capsys, big)
+    assert code == 2 and "bad magic" in err and len(err.splitlines()) == 1
+    path = write_checkpoint(tmp_path / "checkpoint-1.foxc", 1, {"w": np.zeros(4, np.float32)})
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+    import foxc.checkpoint.format as fmt
+    monkeypatch.setattr(fmt.np, "empty", no_memory)
+    code, _, err = run(capsys, path)
+    assert code == 2 and "do not fit in memory" in err and str(path) in err and len(err.splitlines()) == 1
