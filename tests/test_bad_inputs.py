@@ -221,6 +221,8 @@ CASES = [
          "--shard-rows", "only with --scale"),
     case("bench-data-prepare-rows-below-workers", "bench", ["data", "--backend", "reference", "--prepare", "--rows",
                                                             "3", "--workers", "4"], "--rows 3", "--workers 4"),
+    case("bench-data-workers-alone", "bench", ["data", "--backend", "reference", "--workers", "4"], "--workers 4",
+         "--prepare"),
     case("bench-data-scale-and-prepare", "bench", ["data", "--backend", "reference", "--scale", "--prepare"],
          "--prepare", "--scale"),
     case("bench-driver-launches", "bench", ["driver", "--backend", "reference", "--launches", "-1"], "--launches"),
