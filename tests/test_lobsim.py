@@ -362,3 +362,18 @@ def test_env_refuses_fractional_integer_settings(ref_rt, rng, settings, message)
         _, _, info = env.step(np.full(4, LONG))
         env.step(np.full(4, SHORT))
     assert (info["fees_paid"] > 0).all()
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, None, "7", True])
+def test_env_reset_refuses_a_bad_seed_before_touching_the_state(ref_rt, rng, seed):
+    """reset(-1) raised from inside the cursors' reset after the accounts were cleared and every cursor set to
+    -1 (the next step read snapshot -1: out of bounds on a GPU); 1.5 was cut to 1: a ValueError naming the seed,
+    the environment as it was."""
+    env = LobEnv(random_books(200, rng), 4, episode_len=20, rt=ref_rt)
+    env.reset(3)
+    env.step(np.full(4, LONG))
+    before = env.sim.positions().tobytes(), env.cursors.cursor.download().tobytes()
+    with pytest.raises(ValueError, match="seed must be a non-negative whole number"):
+        env.reset(seed)
+    assert (env.sim.positions().tobytes(), env.cursors.cursor.download().tobytes()) == before
+    assert env.reset(np.int64(5)).shape == (4,) and env.reset(5.0).shape == (4,)

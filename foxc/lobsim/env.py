@@ -60,6 +60,9 @@ class LobEnv(Component):
 
     def reset(self, seed: int) -> np.ndarray:
         """Fresh accounts and a new episode for every backtest, drawn from `seed`; returns the observation."""
+        if not _whole(seed) or seed < 0:  # refused before any state is touched
+            raise ValueError(f"seed must be a non-negative whole number, got {seed!r}")
+        seed = int(seed)
         self.sim.reset_state()
         self.cursors.reset(seed)
         return self.observation()
@@ -94,6 +97,13 @@ class LobEnv(Component):
 
     def buffers(self) -> list:
         return [self.sim, self.cursors, self.snapshots]
+
+
+def _whole(value) -> bool:
+    """An integer, or a float without a fraction (not a bool)."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    return isinstance(value, (int, np.integer)) or (isinstance(value, (float, np.floating)) and float(value).is_integer())
 
 
 def _checked_actions(actions: np.ndarray, n: int) -> np.ndarray:
