@@ -377,3 +377,11 @@ def test_env_reset_refuses_a_bad_seed_before_touching_the_state(ref_rt, rng, see
         env.reset(seed)
     assert (env.sim.positions().tobytes(), env.cursors.cursor.download().tobytes()) == before
     assert env.reset(np.int64(5)).shape == (4,) and env.reset(5.0).shape == (4,)
+
+
+@pytest.mark.parametrize("episode_len", [2.5, None, "20", -1])
+def test_env_refuses_an_episode_len_that_is_not_a_whole_number(ref_rt, rng, episode_len):
+    """episode_len=2.5 was cut to 2, None or "20" failed with "'<' not supported": a ValueError naming it."""
+    with pytest.raises(ValueError, match="episode_len must be"):
+        LobEnv(random_books(200, rng), 4, episode_len=episode_len, rt=ref_rt)
+    assert LobEnv(random_books(200, rng), 4, episode_len=20.0, rt=ref_rt).episode_len == 20
