@@ -59,3 +59,14 @@ def test_edge_steps_of_a_market_not_run_is_refused(monkeypatch, capsys):
     assert edge.main(["--backend", "reference", "--markets", "easy", "--steps", "null=20", "--seeds", "1"]) == 2
     err = capsys.readouterr().err
     assert "--steps null=20" in err and "--markets" in err and len(err.splitlines()) == 1
+
+
+def test_edge_market_or_steps_given_twice_is_refused(monkeypatch, capsys):
+    """--markets easy,easy ran every seed of easy twice; --steps easy=4,easy=40 kept the last silently."""
+    from foxc.bench import edge
+    monkeypatch.setattr(edge, "run_one", lambda *a, **k: (_ for _ in ()).throw(AssertionError("a run started")))
+    for argv, named in ((["--markets", "easy,easy"], "--markets"), (["--steps", "easy=4,easy=40"], "--steps")):
+        with pytest.raises(SystemExit) as exit_:
+            edge.main(["--backend", "reference", *argv])
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and named in err and "easy given twice" in err

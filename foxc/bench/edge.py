@@ -39,6 +39,9 @@ def parse_markets(text: str) -> list[str]:
     unknown = [m for m in markets if m not in MARKETS]
     if unknown or not markets:
         raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown) or 'none given'} (known: {', '.join(MARKETS)})")
+    twice = next((m for i, m in enumerate(markets) if m in markets[:i]), None)
+    if twice:
+        raise argparse.ArgumentTypeError(f"{twice} given twice in '{text}'")
     return markets
 
 
@@ -49,6 +52,8 @@ def parse_steps(text: str) -> dict[str, int]:
         if name not in MARKETS or not value.isdigit() or int(value) < 1:
             raise argparse.ArgumentTypeError(f"expected MARKET=STEPS pairs over {', '.join(MARKETS)} with STEPS >= 1, "
                                              f"got '{part}'")
+        if name in out:
+            raise argparse.ArgumentTypeError(f"{name} given twice in '{text}'")
         out[name] = int(value)
     return out
 
