@@ -113,9 +113,13 @@ def _unreadable_field(fold: dict) -> str:
 
 def main(argv=None) -> int:
     ap = ArgumentParser(prog="python -m foxc.report", description=__doc__.split("\n")[0])
-    ap.add_argument("run_dir", type=Path)
-    ap.add_argument("--out", type=Path, default=None, help="where to write the PNGs (default: RUN_DIR)")
+    ap.add_argument("run_dir")
+    ap.add_argument("--out", default=None, help="where to write the PNGs (default: RUN_DIR)")
     args = ap.parse_args(argv)
+    for flag, path in (("RUN_DIR", args.run_dir), ("--out", args.out)):
+        if path is not None and not path.strip():  # not Path("") == ".": this directory
+            ap.error(f"{flag}: an empty path (give a directory)")
+    args.run_dir, args.out = Path(args.run_dir), None if args.out is None else Path(args.out)
     return run(PROG, lambda: _main(args))
 
 

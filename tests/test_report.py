@@ -156,3 +156,19 @@ def test_a_damaged_report_is_one_line_naming_the_field(tmp_path, capsys, damage,
     assert err.startswith("foxc.report: error: ") and "report.json" in err and f"fold record 0" in err
     assert named in err and len(err.splitlines()) == 1
     assert sorted(p.name for p in (tmp_path / "wf").iterdir()) == ["fold-0", "report.json"]
+
+
+def test_an_empty_path_is_refused_not_read_as_here(tmp_path, monkeypatch, capsys):
+    """RUN_DIR "" or --out "" (an unset shell variable) was Path("") = ".": the current directory plotted, or
+    the plots written into it silently; refused as an empty path, nothing written."""
+    shutil.copy(FIXTURE, tmp_path / "metrics.jsonl")
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    recorded_plots(monkeypatch)
+    for argv, flag in (([""], "RUN_DIR"), ([str(tmp_path), "--out", ""], "--out")):
+        with pytest.raises(SystemExit) as exit_:
+            report_cli.main(argv)
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and f"{flag}: an empty path" in err and len(err.splitlines()) == 1
+    assert list(here.iterdir()) == []
