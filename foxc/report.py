@@ -4,7 +4,7 @@
   trainer's figures: sps, l_q, l_pi, l_v, l_bce, wr, pnl, hold_frac, entropy, lr_q) ->
   training.png, one panel per field against the step;
 - RUN_DIR/report.json (a walk-forward) -> equity.png and net_pnl.png, and training.png in each
-  fold directory that has a metrics.jsonl.
+  fold directory RUN_DIR/fold-<i> that has a metrics.jsonl (in OUT/fold-<i> with --out).
 Needs matplotlib (`pip install 'foxc[plots]'`); without it, it says so and exits 1. A missing or
 empty RUN_DIR, an unreadable or damaged metrics.jsonl or report.json, or a bad --out is one line,
 `foxc.report: error: ...`, exit status 2 (foxc.cli).
@@ -33,12 +33,34 @@ def plot_run(run_dir: Path, out: Path | None = None) -> list[Path]:
     if report_path.is_file():
         report = read_report(report_path)
         written += walkforward_plots(report, out)
-        for fold in report["folds"]:
-            metrics = Path(fold.get("fold_dir", "")) / "metrics.jsonl"
-            if metrics.is_file():
-                written += training_curves(metrics, Path(fold["fold_dir"]) / "training.png",
-                                           f"fold {fold['fold']} training curves")
+        for fold, metrics in fold_metrics(run_dir, report)[0]:
+            name = metrics.parent.name
+            (out / name).mkdir(exist_ok=True)
+            written += training_curves(metrics, out / name / "training.png", f"fold {fold['fold']} training curves")
     return written
+
+
+def fold_metrics(run_dir: Path, report: dict) -> tuple[list[tuple[dict, Path]], list[str]]:
+    """([(fold record, its metrics.jsonl)] of the folds with curves to draw, notes on failed folds without any).
+
+    A fold's directory is RUN_DIR/fold-<i> (foxc.walkforward's name), not the record's fold_dir: that is the
+    path as the walk-forward was given it, relative to where it ran, and names another directory from
+    elsewhere or in a copy of the run. A damaged metrics.jsonl of a fold that finished is refused naming it;
+    one of a fold that failed (before its first record) is noted."""
+    drawn, notes = [], []
+    for fold in report["folds"]:
+        metrics = Path(run_dir) / f"fold-{fold['fold']}" / "metrics.jsonl"
+        if not metrics.is_file():
+            continue
+        try:
+            read_metrics(metrics)
+        except ValueError as e:
+            if "error" not in fold:
+                raise UsageError(str(e)) from None
+            notes.append(f"note: {e} (fold {fold['fold']} failed): no training.png for it")
+            continue
+        drawn.append((fold, metrics))
+    return drawn, notes
 
 
 def read_report(path: Path) -> dict:
@@ -56,14 +78,48 @@ def read_report(path: Path) -> dict:
         if not ok:
             raise UsageError(f"{path}: not a walk-forward report (fold record {i} lacks fold, metrics.net_pnl "
                              "or passed_by.edge)")
+        bad = _unreadable_field(fold)
+        if bad:
+            raise UsageError(f"{path}: fold record {i}: {bad} (the file was altered or damaged: run the walk-forward "
+                             "again)")
     return report
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _unreadable_field(fold: dict) -> str:
+    """What the plots would read of a fold record and could not ("" when nothing)."""
+    if not isinstance(fold["fold"], int) or isinstance(fold["fold"], bool) or fold["fold"] < 0:
+        return f"fold {fold['fold']!r} is not a fold number"
+    if "error" in fold:
+        return ""
+    if not _number(fold["metrics"]["net_pnl"]):
+        return f"metrics.net_pnl {fold['metrics']['net_pnl']!r} is not a number"
+    if not isinstance(fold["passed_by"]["edge"], bool):
+        return f"passed_by.edge {fold['passed_by']['edge']!r} is not true or false"
+    curve = fold.get("equity_curve") or []
+    if not isinstance(curve, list) or not all(
+            isinstance(p, list) and len(p) == 2 and isinstance(p[0], int) and not isinstance(p[0], bool)
+            and 0 <= p[0] < 2**63 and _number(p[1]) for p in curve):
+        return "equity_curve is not a list of [ts_ns, equity] pairs (ts_ns an int64 time)"
+    yardstick = fold.get("yardstick")
+    if yardstick is not None and not (isinstance(yardstick, dict) and
+                                      (yardstick.get("net_pnl") is None or _number(yardstick["net_pnl"]))):
+        return "yardstick is not a record with a numeric net_pnl"
+    return ""
 
 
 def main(argv=None) -> int:
     ap = ArgumentParser(prog="python -m foxc.report", description=__doc__.split("\n")[0])
-    ap.add_argument("run_dir", type=Path)
-    ap.add_argument("--out", type=Path, default=None, help="where to write the PNGs (default: RUN_DIR)")
+    ap.add_argument("run_dir")
+    ap.add_argument("--out", default=None, help="where to write the PNGs (default: RUN_DIR)")
     args = ap.parse_args(argv)
+    for flag, path in (("RUN_DIR", args.run_dir), ("--out", args.out)):
+        if path is not None and not path.strip():  # not Path("") == ".": this directory
+            ap.error(f"{flag}: an empty path (give a directory)")
+    args.run_dir, args.out = Path(args.run_dir), None if args.out is None else Path(args.out)
     return run(PROG, lambda: _main(args))
 
 
@@ -80,8 +136,7 @@ def _main(args) -> int:
             read_metrics(metrics)
         except ValueError as e:
             raise UsageError(str(e)) from None
-    if report.is_file():
-        read_report(report)
+    notes = fold_metrics(args.run_dir, read_report(report))[1] if report.is_file() else []
     if args.out is not None:
         output_dir("--out", args.out)
     try:
@@ -89,8 +144,8 @@ def _main(args) -> int:
     except PlotsUnavailable as e:
         print(e, file=sys.stderr)
         return 1
-    for path in written:
-        print(path)
+    for line in [*map(str, written), *notes]:
+        print(line)
     return 0
 
 

@@ -40,3 +40,21 @@ def test_a_bad_json_fails_before_the_benchmark_body(tmp_path, capsys):
     assert harness.run(ap, ["--backend", "reference", "--json", str(tmp_path)],
                        lambda args, rt: ran.append(rt) or 0) == 2
     assert not ran and "probe: error: --json" in capsys.readouterr().err
+
+
+def test_an_empty_json_path_is_refused_not_skipped(capsys):
+    """--json "" (an unset shell variable) would write nothing and say nothing: refused before the benchmark."""
+    ran = []
+    ap = harness.parser("probe", "probe: a test benchmark")
+    assert harness.run(ap, ["--backend", "reference", "--json", ""], lambda args, rt: ran.append(rt) or 0) == 2
+    assert not ran and "probe: error: --json: an empty path" in capsys.readouterr().err
+
+
+def test_sizes_past_the_hosts_memory_are_one_line(capsys):
+    """A size whose arrays do not fit in host memory (--n-backtests 10**11 of the checkpoint benchmark) ended in
+    numpy's MemoryError traceback: one line saying so, exit 2."""
+    from foxc.bench import checkpoint
+    assert checkpoint.main(["--backend", "reference", "--n-backtests", str(10**11), "--per-capacity", "64"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("foxc.bench checkpoint: error: out of host memory: ") and "give smaller sizes" in err
+    assert len(err.splitlines()) == 1

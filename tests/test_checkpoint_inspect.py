@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -173,3 +174,91 @@ def test_table_of_a_checkpoint_without_state_sections(tmp_path, capsys):
     code, out, err = run(capsys, path)
     assert code == 0 and not err
     assert out.splitlines()[-2].split()[:2] == ["name", "bytes"] and set(out.splitlines()[-1]) <= {"-", " "}
+
+
+def test_json_of_non_finite_values_is_valid_json(tmp_path, rng, capsys):
+    """A diverged run's state (NaN or inf in the ISV, an AdamW moment, a difference, a std that overflows)
+    comes out as the strings "nan", "inf", "-inf" in every --json mode, as section values do: no traceback."""
+    state = sample_state(rng)
+    state["isv"][3], state["isv"][4] = np.nan, -np.inf
+    state["adam_dqn_w"].m[0] = np.inf
+    state["huge"] = np.array([1e300, -1e300], np.float64)
+    path = write_checkpoint(tmp_path / "checkpoint-1.foxc", 1, state, {"config": {"lr": float("nan")}})
+    other = dict(state, dqn_b=state["dqn_b"].copy())
+    other["dqn_b"][0] = np.inf
+    other_path = write_checkpoint(tmp_path / "other.foxc", 1, other, {"config": {"lr": 1.0}})
+    for argv in ([path, "--json"], [path, "--isv", "--json"], [path, "--section", "adam_dqn_w", "--json"],
+                 [path, "--diff", other_path, "--json"], [path, "--verify", "--json"]):
+        code, out, err = run(capsys, *argv)
+        assert code in (0, 1) and not err, (argv, err)
+        json.loads(out)
+    record = json.loads(run(capsys, path, "--isv", "--json")[1])
+    assert list(record["isv"].values())[3:5] == ["nan", "-inf"]
+    table = json.loads(run(capsys, path, "--json")[1])
+    assert table["config"] == {"lr": "nan"} and table["adamw"][0]["m_norm"] == "inf"
+    diff = json.loads(run(capsys, path, "--diff", other_path, "--json")[1])
+    assert {row["name"]: row["max_abs_diff"] for row in diff["sections"]}["dqn_b"] == "inf"
+
+
+def test_statistics_of_huge_values_print_no_warnings(tmp_path, capsys):
+    """A std or mean that overflows float64 is shown as inf, without numpy's RuntimeWarning lines on stderr."""
+    path = write_checkpoint(tmp_path / "checkpoint-1.foxc", 1, {"w": np.array([1e308, -1e308, 1e308], np.float64)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning would print on stderr
+        code, out, err = run(capsys, path)
+    assert code == 0 and err == "" and out.splitlines()[-1].split()[-3:] == ["inf", "0", "0"]
+
+
+def test_interrupt_and_a_failed_write_are_one_line(saved, monkeypatch, capsys):
+    """Ctrl-C while a large file is read: `interrupted`, 130; stdout on a full disk: one line naming the error, 2."""
+    import foxc.checkpoint.inspect_cli as cli
+
+    def interrupted(path):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "read_checkpoint", interrupted)
+    assert run(capsys, saved[0])[0] == 130
+    assert capsys.readouterr().err == "" and run(capsys, saved[0], "--verify")[2] == "foxc-ckpt-inspect: interrupted\n"
+    monkeypatch.undo()
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(cli, "print_table", full)
+    code, _, err = run(capsys, saved[0])
+    assert code == 2 and err == "foxc-ckpt-inspect: error: No space left on device\n"
+
+
+def test_full_only_with_section(saved, capsys):
+    """--full changes only what --section prints: with another mode it is refused, not ignored."""
+    for argv in ([], ["--isv"], ["--verify"], ["--diff", str(saved[0])]):
+        with pytest.raises(SystemExit) as exit_:
+            main([str(saved[0]), "--full", *argv])
+        assert exit_.value.code == 2 and "--full: only with --section" in capsys.readouterr().err
+    assert run(capsys, saved[0], "--section", "dqn_b", "--full")[0] == 0
+
+
+@pytest.mark.parametrize("argv", [[""], ["{path}", "--diff", ""], ["  ", "--verify"]])
+def test_an_empty_path_is_named_as_such(saved, capsys, argv):
+    """An empty path (an unset shell variable) is not read as the current directory ('.: a directory')."""
+    with pytest.raises(SystemExit) as exit_:
+        main([a.format(path=saved[0]) for a in argv])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "an empty path" in err and "'.'" not in err and ".:" not in err
+
+
+def test_a_huge_file_is_refused_by_its_header_or_its_size(tmp_path, monkeypatch, capsys):
+    """A large file that is no checkpoint (a data file given by mistake) is refused by its first bytes, not after
+    reading all of it into memory; one that does not fit in memory is one line, not a MemoryError traceback."""
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as f:
+        f.write(b"PAR1")
+        f.truncate(1 << 40)  # 1 TiB, sparse
+    code, _, err = run(capsys, big)
+    assert code == 2 and "bad magic" in err and len(err.splitlines()) == 1
+    path = write_checkpoint(tmp_path / "checkpoint-1.foxc", 1, {"w": np.zeros(4, np.float32)})
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+    import foxc.checkpoint.format as fmt
+    monkeypatch.setattr(fmt.np, "empty", no_memory)
+    code, _, err = run(capsys, path)
+    assert code == 2 and "do not fit in memory" in err and str(path) in err and len(err.splitlines()) == 1

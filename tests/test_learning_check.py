@@ -46,3 +46,27 @@ def test_edge_benchmark_cli_smoke(tmp_path, capsys):
     assert record["precision"] == "tf32"
     assert [r["market"] for r in rows] == ["null", "easy"] and all(r["goal"] in ("pass", "fail") for r in rows)
     assert rows[1]["optimum"] > 0.19 and rows[0]["optimum"] == 0.0
+
+
+def test_edge_steps_of_a_market_not_run_is_refused(monkeypatch, capsys):
+    """`--markets easy --steps null=20`: the steps would be ignored and easy run at its default budget (3,000
+    steps on the CPU); refused naming both flags before any run."""
+    from foxc.bench import edge
+
+    def ran(*args, **kwargs):
+        raise AssertionError("a run started")
+    monkeypatch.setattr(edge, "run_one", ran)
+    assert edge.main(["--backend", "reference", "--markets", "easy", "--steps", "null=20", "--seeds", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--steps null=20" in err and "--markets" in err and len(err.splitlines()) == 1
+
+
+def test_edge_market_or_steps_given_twice_is_refused(monkeypatch, capsys):
+    """--markets easy,easy ran every seed of easy twice; --steps easy=4,easy=40 kept the last silently."""
+    from foxc.bench import edge
+    monkeypatch.setattr(edge, "run_one", lambda *a, **k: (_ for _ in ()).throw(AssertionError("a run started")))
+    for argv, named in ((["--markets", "easy,easy"], "--markets"), (["--steps", "easy=4,easy=40"], "--steps")):
+        with pytest.raises(SystemExit) as exit_:
+            edge.main(["--backend", "reference", *argv])
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and named in err and "easy given twice" in err

@@ -301,3 +301,87 @@ def test_bench_runs_on_reference(tmp_path, capsys):
     assert bench.main(["--backend", "reference", "--n-backtests", "64", "--steps", "3", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert text.strip().splitlines()[-1].startswith("summary:") and out.is_file()
+
+
+@pytest.mark.parametrize("actions, message", [
+    (np.full(8, 7), "got 7 at backtest 0"),
+    (np.array([0, 1, 2, 3, 4, -1, 0, 0]), "got -1 at backtest 5"),
+    (np.full(8, 1.9), "whole numbers"),
+    (np.full(8, np.nan), "whole numbers"),
+    (np.full(8, 2**32 + 1), "at backtest 0"),
+    (np.array(["1"] * 8), "dtype <U1"),
+])
+def test_env_step_refuses_actions_outside_its_five(ref_rt, rng, actions, message):
+    """An action that is none of HOLD..FLAT_FROM_SHORT was a silent HOLD (7, -1, a wrapped 2**32 + 1 became
+    LONG, 1.9 became LONG, "1" was parsed): refused naming the value and backtest, the state untouched."""
+    env = LobEnv(random_books(200, rng), 8, episode_len=20, rt=ref_rt)
+    env.reset(3)
+    before = env.sim.positions().tobytes(), env.cursors.cursor.download().tobytes()
+    with pytest.raises(ValueError, match="actions") as info:
+        env.step(actions)
+    assert message in str(info.value)
+    assert (env.sim.positions().tobytes(), env.cursors.cursor.download().tobytes()) == before
+    rewards, dones, _ = env.step(np.array([LONG, SHORT, HOLD, FLAT_FROM_LONG, FLAT_FROM_SHORT, 1.0, 2.0, 0],
+                                          np.float64))  # whole numbers of any dtype, as before
+    assert rewards.shape == (8,)
+
+
+@pytest.mark.parametrize("stop_loss", [[1, 1, 1], np.ones((2, 4), bool), True, np.ones(9, bool)])
+def test_env_step_refuses_a_stop_loss_mask_of_another_shape(ref_rt, rng, stop_loss):
+    """A mask shorter than B was uploaded as far as it went (the rest kept the last step's flags), a 2-D one
+    flattened, a scalar set backtest 0 only: refused naming the shape, the state untouched."""
+    env = LobEnv(random_books(200, rng), 8, episode_len=20, rt=ref_rt)
+    env.reset(3)
+    env.step(np.full(8, LONG))
+    before = env.sim.positions().tobytes(), env.cursors.cursor.download().tobytes()
+    with pytest.raises(ValueError, match=r"stop_loss must have shape \(8,\)"):
+        env.step(np.full(8, LONG), stop_loss=stop_loss)
+    assert (env.sim.positions().tobytes(), env.cursors.cursor.download().tobytes()) == before
+    _, _, info = env.step(np.full(8, HOLD), stop_loss=np.arange(8) % 2)  # a mask of numbers: nonzero stops
+    assert (info["lots"][1::2] == 0).all()
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"fee_per_lot": 0.005}, "fee_per_lot must be a whole number"),
+    ({"lots_per_entry": 1.5}, "lots_per_entry must be a whole number"),
+    ({"n_backtests": 4.5}, "n_backtests must be a whole number"),
+    ({"n_backtests": "4"}, "n_backtests must be a whole number"),
+    ({"fee_per_lot": float("nan")}, "fee_per_lot must be a whole number"),
+])
+def test_env_refuses_fractional_integer_settings(ref_rt, rng, settings, message):
+    """fee_per_lot=0.005 (the price, not its ×1e9 money units) ran with no fee at all; lots_per_entry=1.5 failed
+    deep in a kernel's argument packing; n_backtests 4.5 or "4" with an unrelated TypeError: each is a ValueError
+    naming the setting. Whole numbers of any type keep working."""
+    snaps = random_books(200, rng)
+    with pytest.raises(ValueError, match=message):
+        LobEnv(snaps, **{"n_backtests": 4, **settings}, rt=ref_rt)
+    env = LobEnv(snaps, np.int64(4), rt=ref_rt, fee_per_lot=5e6, lots_per_entry=2.0)
+    assert env.sim.config.fee_per_lot == 5_000_000 and env.sim.config.lots_per_entry == 2 and env.n == 4
+    env.reset(1)
+    for _ in range(4):
+        _, _, info = env.step(np.full(4, LONG))
+        env.step(np.full(4, SHORT))
+    assert (info["fees_paid"] > 0).all()
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, None, "7", True])
+def test_env_reset_refuses_a_bad_seed_before_touching_the_state(ref_rt, rng, seed):
+    """reset(-1) raised from inside the cursors' reset after the accounts were cleared and every cursor set to
+    -1 (the next step read snapshot -1: out of bounds on a GPU); 1.5 was cut to 1: a ValueError naming the seed,
+    the environment as it was."""
+    env = LobEnv(random_books(200, rng), 4, episode_len=20, rt=ref_rt)
+    env.reset(3)
+    env.step(np.full(4, LONG))
+    before = env.sim.positions().tobytes(), env.cursors.cursor.download().tobytes()
+    with pytest.raises(ValueError, match="seed must be a non-negative whole number"):
+        env.reset(seed)
+    assert (env.sim.positions().tobytes(), env.cursors.cursor.download().tobytes()) == before
+    assert env.reset(np.int64(5)).shape == (4,) and env.reset(5.0).shape == (4,)
+
+
+@pytest.mark.parametrize("episode_len", [2.5, None, "20", -1])
+def test_env_refuses_an_episode_len_that_is_not_a_whole_number(ref_rt, rng, episode_len):
+    """episode_len=2.5 was cut to 2, None or "20" failed with "'<' not supported": a ValueError naming it."""
+    with pytest.raises(ValueError, match="episode_len must be"):
+        LobEnv(random_books(200, rng), 4, episode_len=episode_len, rt=ref_rt)
+    assert LobEnv(random_books(200, rng), 4, episode_len=20.0, rt=ref_rt).episode_len == 20

@@ -67,3 +67,108 @@ def test_evaluate_bench_smoke(tmp_path, capsys):
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("summary: evaluation at")
     record = json.loads(out.read_text())
     assert record["benchmark"] == "evaluate" and record["rows"][0]["snapshots"] == 1000
+
+
+def fake_walkforward(run_dir: Path, fold_dir: str) -> None:
+    """A walk-forward's directory: report.json with one fold whose `fold_dir` is `fold_dir` as recorded, and
+    RUN_DIR/fold-0/metrics.jsonl."""
+    fold = {"fold": 0, "fold_dir": fold_dir, "metrics": {"net_pnl": 5}, "passed_by": {"edge": True},
+            "equity_curve": [[1_700_000_000_000_000_000, 0], [1_700_000_060_000_000_000, 5]]}
+    (run_dir / "fold-0").mkdir(parents=True)
+    shutil.copy(FIXTURE, run_dir / "fold-0" / "metrics.jsonl")
+    (run_dir / "report.json").write_text(json.dumps({"folds": [fold]}))
+
+
+def recorded_plots(monkeypatch) -> list:
+    """Replace the plots with a record of the files they would write (no matplotlib needed)."""
+    calls = []
+    monkeypatch.setattr(report_cli, "walkforward_plots", lambda report, out: [])
+    monkeypatch.setattr(report_cli, "training_curves", lambda metrics, png, title="": calls.append((metrics, png))
+                        or [png])
+    return calls
+
+
+def test_fold_curves_are_found_and_written_under_run_dir_and_out(tmp_path, monkeypatch):
+    """report.json records each fold's directory as the walk-forward was given it (relative to where it ran):
+    the folds' curves are RUN_DIR/fold-<i>'s wherever foxc.report runs, written there or under --out, never
+    into the directory of another run (a copy's original)."""
+    original, copy = tmp_path / "wf", tmp_path / "copy"
+    fake_walkforward(original, "wf/fold-0")
+    shutil.copytree(original, copy)
+    monkeypatch.chdir(tmp_path)  # where the walk-forward ran: wf/fold-0 is the original's fold
+    calls = recorded_plots(monkeypatch)
+    assert report_cli.main([str(copy)]) == 0
+    assert calls == [(copy / "fold-0" / "metrics.jsonl", copy / "fold-0" / "training.png")]
+    calls.clear()
+    monkeypatch.chdir(copy)  # elsewhere: wf/fold-0 names nothing
+    assert report_cli.main([str(original)]) == 0
+    assert calls == [(original / "fold-0" / "metrics.jsonl", original / "fold-0" / "training.png")]
+    calls.clear()
+    assert report_cli.main([str(original), "--out", str(tmp_path / "plots")]) == 0
+    assert calls == [(original / "fold-0" / "metrics.jsonl", tmp_path / "plots" / "fold-0" / "training.png")]
+    assert (tmp_path / "plots" / "fold-0").is_dir()
+
+
+def test_a_folds_damaged_metrics_is_refused_before_any_plot(tmp_path, monkeypatch, capsys):
+    """A fold that finished but whose metrics.jsonl is damaged or empty: one line naming it, exit 2, nothing
+    drawn; a fold that failed before its first record is noted and left without curves, the rest drawn."""
+    fake_walkforward(tmp_path / "wf", "wf/fold-0")
+    calls = recorded_plots(monkeypatch)
+    for damage in (b"", b"\xff\xfe not text"):
+        (tmp_path / "wf" / "fold-0" / "metrics.jsonl").write_bytes(damage)
+        assert report_cli.main([str(tmp_path / "wf")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("foxc.report: error: ") and "fold-0/metrics.jsonl" in err and len(err.splitlines()) == 1
+    assert calls == []
+    report = json.loads((tmp_path / "wf" / "report.json").read_text())
+    failed = {"fold": 1, "error": "RuntimeError: boom", "fold_dir": "wf/fold-1"}
+    (tmp_path / "wf" / "report.json").write_text(json.dumps({"folds": [report["folds"][0], failed]}))
+    shutil.copy(FIXTURE, tmp_path / "wf" / "fold-0" / "metrics.jsonl")
+    (tmp_path / "wf" / "fold-1").mkdir()
+    (tmp_path / "wf" / "fold-1" / "metrics.jsonl").write_bytes(b"")  # it stopped before its first record
+    assert report_cli.main([str(tmp_path / "wf")]) == 0
+    out = capsys.readouterr().out
+    assert [png for _, png in calls] == [tmp_path / "wf" / "fold-0" / "training.png"]
+    assert "note: " in out and "fold 1 failed" in out and "fold-1/metrics.jsonl" in out
+
+
+@pytest.mark.parametrize("damage, named", [
+    (lambda f: f["metrics"].update(net_pnl="x"), "metrics.net_pnl"),
+    (lambda f: f["metrics"].update(net_pnl=None), "metrics.net_pnl"),
+    (lambda f: f["passed_by"].update(edge="yes"), "passed_by.edge"),
+    (lambda f: f.update(fold=[1]), "fold"),
+    (lambda f: f.update(fold=True), "fold"),
+    (lambda f: f.update(equity_curve=[[1]]), "equity_curve"),
+    (lambda f: f.update(equity_curve="abc"), "equity_curve"),
+    (lambda f: f.update(equity_curve=[[10**30, 1]]), "equity_curve"),
+    (lambda f: f.update(yardstick=[1]), "yardstick"),
+    (lambda f: f.update(yardstick={"net_pnl": "x"}), "yardstick"),
+])
+def test_a_damaged_report_is_one_line_naming_the_field(tmp_path, capsys, damage, named):
+    """A report.json edited by hand or damaged: the fold record and the field the plots cannot read, exit 2,
+    before any plot (not a TypeError or OverflowError from matplotlib's side)."""
+    fake_walkforward(tmp_path / "wf", "wf/fold-0")
+    report = json.loads((tmp_path / "wf" / "report.json").read_text())
+    damage(report["folds"][0])
+    (tmp_path / "wf" / "report.json").write_text(json.dumps(report))
+    assert report_cli.main([str(tmp_path / "wf")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("foxc.report: error: ") and "report.json" in err and f"fold record 0" in err
+    assert named in err and len(err.splitlines()) == 1
+    assert sorted(p.name for p in (tmp_path / "wf").iterdir()) == ["fold-0", "report.json"]
+
+
+def test_an_empty_path_is_refused_not_read_as_here(tmp_path, monkeypatch, capsys):
+    """RUN_DIR "" or --out "" (an unset shell variable) was Path("") = ".": the current directory plotted, or
+    the plots written into it silently; refused as an empty path, nothing written."""
+    shutil.copy(FIXTURE, tmp_path / "metrics.jsonl")
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    recorded_plots(monkeypatch)
+    for argv, flag in (([""], "RUN_DIR"), ([str(tmp_path), "--out", ""], "--out")):
+        with pytest.raises(SystemExit) as exit_:
+            report_cli.main(argv)
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and f"{flag}: an empty path" in err and len(err.splitlines()) == 1
+    assert list(here.iterdir()) == []

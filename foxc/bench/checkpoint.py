@@ -113,7 +113,7 @@ def main(argv=None) -> int:
 
 
 def _check_dir(args):
-    if args.dir:  # the saver keeps the newest two checkpoint-<n>.foxc: never among a user's files
+    if args.dir is not None:  # the saver keeps the newest two checkpoint-<n>.foxc: never among a user's files
         output_dir("--dir", args.dir)
         if Path(args.dir).is_dir() and any(Path(args.dir).iterdir()):
             raise UsageError(f"--dir {args.dir}: the directory holds files (the benchmark writes and removes "

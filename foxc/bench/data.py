@@ -320,7 +320,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seq-len", type=int_at_least(1, GATHER_MAX_K), default=32, help="window K (default 32)")
     ap.add_argument("--launches", type=positive_int, default=1000, help="timed gather launches (default 1000)")
     ap.add_argument("--prepare", action="store_true", help="also time preparing a cache of the rows and opening it")
-    ap.add_argument("--workers", type=positive_int, default=2,
+    ap.add_argument("--workers", type=positive_int, default=None,
                     help="files and workers of --prepare, processes of --scale (default 2)")
     ap.add_argument("--scale", action="store_true",
                     help="only build a synthetic cache of --rows in shards and open it (see the module's help)")
@@ -337,15 +337,23 @@ def _check(args):
         for flag, value in (("--shard-rows", args.shard_rows), ("--dir", args.dir)):
             if value is not None:
                 raise UsageError(f"{flag} {value}: only with --scale")
+        if args.workers is not None and not args.prepare:
+            raise UsageError(f"--workers {args.workers}: only with --prepare or --scale (the other benchmarks run "
+                             "in this process)")
+        args.workers = args.workers or 2
         args.rows = args.rows or 2_000_000
+        if args.prepare and args.rows < args.workers:
+            raise UsageError(f"--rows {args.rows} --workers {args.workers}: --prepare writes --workers files of "
+                             "--rows / --workers snapshots each (give --rows of at least --workers)")
         return
     if args.prepare:
         raise UsageError("--prepare and --scale: --scale runs alone (give one of them)")
     args.rows = args.rows or 500_000_000
+    args.workers = args.workers or 2
     args.shard_rows = min(args.shard_rows or 1_000_000, args.rows)
-    folder = Path(args.dir) if args.dir else Path(tempfile.gettempdir())
-    if args.dir:
-        output_dir("--dir", folder)
+    folder = Path(args.dir) if args.dir is not None else Path(tempfile.gettempdir())
+    if args.dir is not None:
+        output_dir("--dir", args.dir)
         if folder.is_dir() and any(folder.iterdir()):
             raise UsageError(f"--dir {folder}: the directory holds files (give a new or empty directory)")
     where = f"--dir {folder}" if args.dir else f"{folder} (no --dir given)"

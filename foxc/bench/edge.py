@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..cli import nonnegative_int, positive_int
+from ..cli import UsageError, nonnegative_int, positive_int
 from . import harness
 from ..cli import text_table as table
 from .report import write_json
@@ -39,6 +39,9 @@ def parse_markets(text: str) -> list[str]:
     unknown = [m for m in markets if m not in MARKETS]
     if unknown or not markets:
         raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown) or 'none given'} (known: {', '.join(MARKETS)})")
+    twice = next((m for i, m in enumerate(markets) if m in markets[:i]), None)
+    if twice:
+        raise argparse.ArgumentTypeError(f"{twice} given twice in '{text}'")
     return markets
 
 
@@ -49,6 +52,8 @@ def parse_steps(text: str) -> dict[str, int]:
         if name not in MARKETS or not value.isdigit() or int(value) < 1:
             raise argparse.ArgumentTypeError(f"expected MARKET=STEPS pairs over {', '.join(MARKETS)} with STEPS >= 1, "
                                              f"got '{part}'")
+        if name in out:
+            raise argparse.ArgumentTypeError(f"{name} given twice in '{text}'")
         out[name] = int(value)
     return out
 
@@ -117,7 +122,16 @@ def main(argv=None) -> int:
                     help="matrix products in FP32 (the default) or on TF32 tensor cores")
     from ..isv.registry import isv_setting
     ap.add_argument("--set", dest="isv", action="append", type=isv_setting, default=None, metavar="NAME=VALUE")
-    return harness.run(ap, argv, _main)
+    return harness.run(ap, argv, _main, check=_check_steps)
+
+
+def _check_steps(args):
+    """--steps names only markets of --markets: the steps of another would be ignored."""
+    unused = [m for m in args.steps if m not in args.markets]
+    if unused:
+        given = ",".join(f"{m}={args.steps[m]}" for m in unused)
+        raise UsageError(f"--steps {given}: not among --markets {','.join(args.markets)} (add it there, or give "
+                         "steps of the markets run)")
 
 
 def _main(args, rt) -> int:

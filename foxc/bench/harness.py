@@ -7,14 +7,15 @@
 `run` adds --json last (where every benchmark's usage line has it), parses, then through
 foxc.cli.run (a user's mistake: one line on stderr, exit 2) runs the benchmark's own
 `check(args)` when given, checks that --json can be written, opens the runtime of --backend
-and calls `body(args, rt)`: every flag is refused before any data is made or device work is done.
+and calls `body(args, rt)`: every flag is refused before any data is made or device work is done;
+sizes whose arrays do not fit in host memory (a MemoryError) are one line too.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 
-from ..cli import ArgumentParser, open_runtime, output_file, run as run_cli
+from ..cli import ArgumentParser, UsageError, one_line, open_runtime, output_file, run as run_cli
 from ..driver import BACKENDS
 
 
@@ -35,9 +36,12 @@ def run(ap: ArgumentParser, argv, body, *, check=None) -> int:
     def main() -> int:
         if check is not None:
             check(args)
-        if args.json:
+        if args.json is not None:  # "" too: refused as an empty path, not skipped
             output_file("--json", args.json)
-        return body(args, open_runtime(args.backend))
+        try:
+            return body(args, open_runtime(args.backend))
+        except MemoryError as e:  # sizes past this host's memory: numpy says how much it could not allocate
+            raise UsageError(f"out of host memory: {one_line(e) or 'MemoryError'} (give smaller sizes)") from None
 
     return run_cli(ap.prog, main)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..agent.layout import N_POSITION_FEATURES
-from ..cli import output_dir, positive_int
+from ..cli import UsageError, output_dir, positive_int
 from ..isv import IsvBus
 from ..nn import matmul, model
 from ..nn.heads import N_ACTIONS, N_PERCEPTION, Q_OUTPUTS
@@ -75,8 +75,9 @@ def main(argv=None) -> int:
                     help="the encoder's kernels: fused projection and scan, separate, or auto (fused where they "
                          "fill the GPU): for A/B timing")
     add_profile_args(ap)
-    ap.add_argument("--precision", choices=matmul.PRECISIONS, default="f32", help="the profiled step's precision")
-    ap.add_argument("--out", default=".", help="where --profile writes profile.json (default: here)")
+    ap.add_argument("--precision", choices=matmul.PRECISIONS, default=None,
+                    help="the profiled step's precision (default f32; without a profile both are timed)")
+    ap.add_argument("--out", default=None, help="where --profile writes profile.json (default: here)")
     return harness.run(ap, argv, _main, check=_check_out)
 
 
@@ -84,6 +85,15 @@ ENCODERS = {"auto": None, "fused": True, "separate": False}
 
 
 def _check_out(args):
+    """--out only with --profile (it writes profile.json), --precision only with a profile (the benchmark times
+    both otherwise): not ignored."""
+    if args.out is not None and not args.profile:
+        raise UsageError(f"--out {args.out}: only with --profile (it says where profile.json goes)")
+    if args.precision is not None and not (args.profile or args.profile_steps):
+        raise UsageError(f"--precision {args.precision}: only with --profile or --profile-steps (without them the "
+                         "benchmark times both precisions)")
+    args.out = "." if args.out is None else args.out
+    args.precision = args.precision or "f32"
     if args.profile:
         output_dir("--out", args.out)
 

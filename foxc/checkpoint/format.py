@@ -79,14 +79,8 @@ def parse_layout(buf) -> tuple[int, dict[str, SectionSpan]]:
     its step, and its sections by name in file order."""
     view = _byte_view(buf)
     size = len(view)
-    if size < HEADER.size:
-        raise CheckpointError(f"short file: {size} bytes, the header alone needs {HEADER.size}", offset=0)
+    check_header(view)
     magic, version, step, count = HEADER.unpack_from(view, 0)
-    if magic != MAGIC:
-        raise CheckpointError(f"bad magic {magic:#010x} (a FOXC checkpoint starts with u32 {MAGIC:#010x}, the bytes 'CXOF')",
-                              offset=0)
-    if version != VERSION:
-        raise CheckpointError(f"unsupported version {version} (this reader knows version {VERSION})", offset=4)
     pos = HEADER.size
     if count * SECTION_OVERHEAD > size - pos:
         raise CheckpointError(f"n_sections {count} cannot fit in the {size - pos} bytes after the header", offset=16)
@@ -123,6 +117,18 @@ def parse_layout(buf) -> tuple[int, dict[str, SectionSpan]]:
     if pos != size:
         raise CheckpointError(f"{size - pos} trailing bytes after the last section", offset=pos)
     return step, spans
+
+
+def check_header(head) -> None:
+    """Refuse a file by its first bytes: cut short before the header's end, a bad magic or version."""
+    if len(head) < HEADER.size:
+        raise CheckpointError(f"short file: {len(head)} bytes, the header alone needs {HEADER.size}", offset=0)
+    magic, version, _, _ = HEADER.unpack_from(head, 0)
+    if magic != MAGIC:
+        raise CheckpointError(f"bad magic {magic:#010x} (a FOXC checkpoint starts with u32 {MAGIC:#010x}, the bytes 'CXOF')",
+                              offset=0)
+    if version != VERSION:
+        raise CheckpointError(f"unsupported version {version} (this reader knows version {VERSION})", offset=4)
 
 
 def _byte_view(buf) -> memoryview:
@@ -292,7 +298,15 @@ def read_checkpoint(path, expected: dict | None = None, check_meta_first=None) -
             info = os.fstat(f.fileno())
             if not stat.S_ISREG(info.st_mode):
                 raise CheckpointError("not a regular file", path=path)
-            data = np.empty(info.st_size, np.uint8)  # not zero-filled: every byte is read into
+            try:  # by its first bytes, before the whole of a large file that is no checkpoint is read
+                check_header(f.read(HEADER.size))
+            except CheckpointError as exc:
+                raise exc.with_path(path) from None
+            f.seek(0)
+            try:
+                data = np.empty(info.st_size, np.uint8)  # not zero-filled: every byte is read into
+            except MemoryError:
+                raise CheckpointError(f"cannot read: its {info.st_size:,} bytes do not fit in memory", path=path) from None
             filled = f.readinto(data)  # a buffered file reads until the buffer is full or the file ends
             if filled < data.size:
                 raise CheckpointError(f"shrank while being read ({filled} of {data.size} bytes)", path=path)

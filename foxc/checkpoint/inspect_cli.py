@@ -18,11 +18,12 @@ text gives their index, and `note:` lines saying what cannot be known or verifie
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 import numpy as np
 
-from ..cli import ArgumentParser, fail, text_table
+from ..cli import ArgumentParser, run, text_table
 from .adamw import AdamState
 from .errors import CheckpointError
 from .format import MAGIC, VERSION, Checkpoint, read_checkpoint
@@ -45,8 +46,9 @@ def array_stats(values: np.ndarray) -> dict:
             values = values[np.isfinite(values)]
     if values.size == 0:
         return {**stats, "min": None, "max": None, "mean": None, "std": None}
-    return {**stats, "min": _num(values.min()), "max": _num(values.max()),
-            "mean": float(values.mean(dtype=np.float64)), "std": float(values.std(dtype=np.float64))}
+    with np.errstate(over="ignore", invalid="ignore"):  # a sum or square past float64's range is inf, quietly
+        mean, std = float(values.mean(dtype=np.float64)), float(values.std(dtype=np.float64))
+    return {**stats, "min": _num(values.min()), "max": _num(values.max()), "mean": mean, "std": std}
 
 
 def _num(value):
@@ -230,7 +232,18 @@ def _json_values(array: np.ndarray):
 
 
 def _dump(record: dict) -> None:
-    print(json.dumps(record, indent=1, default=_json_default, allow_nan=False))
+    print(json.dumps(_finite(record), indent=1, default=_json_default, allow_nan=False))
+
+
+def _finite(value):
+    """`value` with every non-finite float written as JSON has none: "nan", "inf", "-inf" (as _json_values)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _json_default(value):
@@ -249,18 +262,28 @@ def parse_args(argv):
     mode.add_argument("--verify", action="store_true", help="exit 0 when valid, 1 with the reason when not")
     ap.add_argument("--full", action="store_true", help="with --section: print every value, not a summary")
     ap.add_argument("--json", action="store_true", help="machine-readable output")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    for flag, path in (("path", args.path), ("--diff", args.diff)):
+        if path is not None and not path.strip():  # not Path("") == ".", "a directory"
+            ap.error(f"{flag}: an empty path (give a checkpoint file)")
+    if args.full and args.section is None:
+        ap.error("--full: only with --section (it prints every value of that section)")
+    return args
 
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        return _run(args)
-    except CheckpointError as exc:
-        if args.verify:
+
+    def body() -> int:
+        try:
+            return _run(args)
+        except CheckpointError as exc:
+            if not args.verify:
+                raise
             _verdict(args, False, str(exc))
             return EXIT_NO
-        return fail(PROG, exc)
+    try:  # a file that is no checkpoint, an OSError (stdout on a full disk): one line, 2; Ctrl-C: 130
+        return run(PROG, body)
     except BrokenPipeError:
         sys.stderr.close()
         return 0

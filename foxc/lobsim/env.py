@@ -33,6 +33,7 @@ from ..component import Component
 from ..data.cursors import Cursors
 from ..data.record import SNAPSHOT_DTYPE
 from ..driver import open_runtime
+from .layout import N_ACTIONS
 from .sim import LobSim, LobSimConfig
 
 
@@ -43,8 +44,10 @@ class LobEnv(Component):
         most (0: to the segment's end); `config`: the other LobSimConfig fields (fee_per_lot, lots_per_entry, ...)."""
         if snapshots.dtype != SNAPSHOT_DTYPE or snapshots.ndim != 1 or snapshots.size < 2:
             raise ValueError("snapshots must be a 1-D array of at least 2 SNAPSHOT_DTYPE records")
-        if episode_len < 0:
-            raise ValueError(f"episode_len must be >= 0, got {episode_len}")
+        if not _whole(episode_len) or episode_len < 0:
+            raise ValueError(f"episode_len must be a whole number >= 0, got {episode_len!r}")
+        sim_config = LobSimConfig(n_backtests=n_backtests, **config)  # its settings refused before any allocation
+        n_backtests = sim_config.n_backtests
         self.rt = rt if rt is not None else open_runtime(backend)
         self.host_snapshots = np.ascontiguousarray(snapshots)
         self.n, self.episode_len = n_backtests, int(episode_len)
@@ -52,11 +55,14 @@ class LobEnv(Component):
                                stream="episodes")
         self.snapshots = self.rt.device_array(snapshots.size, SNAPSHOT_DTYPE, "env.snapshots")
         self.snapshots.upload(self.host_snapshots)
-        self.sim = LobSim(self.rt, LobSimConfig(n_backtests=n_backtests, **config), self.snapshots,
+        self.sim = LobSim(self.rt, sim_config, self.snapshots,
                           self.cursors.cursor, self.cursors.episode_end)
 
     def reset(self, seed: int) -> np.ndarray:
         """Fresh accounts and a new episode for every backtest, drawn from `seed`; returns the observation."""
+        if not _whole(seed) or seed < 0:  # refused before any state is touched
+            raise ValueError(f"seed must be a non-negative whole number, got {seed!r}")
+        seed = int(seed)
         self.sim.reset_state()
         self.cursors.reset(seed)
         return self.observation()
@@ -70,12 +76,12 @@ class LobEnv(Component):
         """Apply `actions` (int [B]); `stop_loss` (bool [B], optional) forces open positions flat.
 
         Returns (rewards float32 [B], dones float32 [B], info dict of per-backtest arrays)."""
-        actions = np.asarray(actions)
-        if actions.shape != (self.n,):
-            raise ValueError(f"actions must have shape ({self.n},), got {actions.shape}")
-        self.sim.actions.upload(actions.astype(np.int32))
-        stops = np.zeros(self.n, np.uint32) if stop_loss is None else np.asarray(stop_loss).astype(np.uint32)
-        self.sim.stop_loss.upload(stops)
+        actions = _checked_actions(np.asarray(actions), self.n)
+        stops = np.zeros(self.n, np.uint32) if stop_loss is None else np.asarray(stop_loss)
+        if stops.shape != (self.n,):
+            raise ValueError(f"stop_loss must have shape ({self.n},), got {stops.shape}")
+        self.sim.actions.upload(actions)
+        self.sim.stop_loss.upload((stops != 0).astype(np.uint32))
         self.launch_step(self.rt.stream)
         self.rt.stream.synchronize()
         pos = self.sim.positions()
@@ -91,3 +97,29 @@ class LobEnv(Component):
 
     def buffers(self) -> list:
         return [self.sim, self.cursors, self.snapshots]
+
+
+def _whole(value) -> bool:
+    """An integer, or a float without a fraction (not a bool)."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    return isinstance(value, (int, np.integer)) or (isinstance(value, (float, np.floating)) and float(value).is_integer())
+
+
+def _checked_actions(actions: np.ndarray, n: int) -> np.ndarray:
+    """`actions` as int32 [n], each one of HOLD..FLAT_FROM_SHORT (whole numbers of any numeric dtype); anything
+    else is a ValueError naming the value and its backtest (the kernel would take it for HOLD, or wrap it)."""
+    if actions.shape != (n,):
+        raise ValueError(f"actions must have shape ({n},), got {actions.shape}")
+    if actions.dtype.kind not in "iuf":
+        raise ValueError(f"actions must be numbers HOLD..FLAT_FROM_SHORT (0..{N_ACTIONS - 1}), got dtype {actions.dtype}")
+    if actions.dtype.kind == "f":
+        whole = np.isfinite(actions) & (actions == np.round(actions))
+        if not whole.all():
+            i = int(np.argmin(whole))
+            raise ValueError(f"actions must be whole numbers 0..{N_ACTIONS - 1}, got {actions[i]} at backtest {i}")
+    bad = (actions < 0) | (actions >= N_ACTIONS)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"actions must be HOLD..FLAT_FROM_SHORT (0..{N_ACTIONS - 1}), got {actions[i]} at backtest {i}")
+    return actions.astype(np.int32)

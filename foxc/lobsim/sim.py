@@ -26,6 +26,7 @@ from .kernels import LOBSIM_STEP
 from .layout import POSITION_DTYPE, TRADE_DTYPE
 
 BLOCK = 128
+MONEY_UNITS = " of money units (prices ×1e9: 5_000_000 is 0.005 per lot per side)"
 MAX_LOTS_PER_ENTRY = 1_000_000  # keeps |lots| × price × 2 well inside int64 for prices up to 1e6
 
 
@@ -43,6 +44,14 @@ class LobSimConfig:
     trade_log_cap: int = 64
 
     def __post_init__(self):
+        for name, unit in (("n_backtests", ""), ("lots_per_entry", ""), ("fee_per_lot", MONEY_UNITS),
+                           ("min_price", " (×1e9)"), ("max_price", " (×1e9)"), ("trade_log_cap", "")):
+            value = getattr(self, name)  # a fraction would be cut (fee_per_lot=0.005 is no fee at all)
+            whole = isinstance(value, (int, np.integer)) or (
+                isinstance(value, (float, np.floating)) and float(value).is_integer())
+            if isinstance(value, (bool, np.bool_)) or not whole:
+                raise ValueError(f"{name} must be a whole number{unit}, got {value!r}")
+            object.__setattr__(self, name, int(value))
         if not 1 <= self.n_backtests < 2**31:
             raise ValueError(f"n_backtests must be 1 to 2^31 - 1, got {self.n_backtests}")
         if not 1 <= self.lots_per_entry <= MAX_LOTS_PER_ENTRY:
