@@ -129,6 +129,7 @@ def _read_file(args) -> tuple[int, FileSummary, list[dict]]:
         for chunk in stream:
             chunk["segment"] = index
             fh.write(chunk.data)
+        fh.flush()  # the buffered zeros must reach the file before the header goes over them
         os.pwrite(fh.fileno(), records_header(stream.summary().rows), 0)
     book = stream.path  # and a LOBSTER book's message file: the files its rows come from
     messages = [message_path(book)] if stream.kind == "lobster" and message_path(book).is_file() else []
