@@ -159,6 +159,17 @@ def test_a_file_of_a_few_rows_makes_a_shard_that_verifies(tmp_path, n):
     assert cache.market.records.tobytes() == load(tmp_path / "few.parquet").records.tobytes()
 
 
+def test_a_horizon_longer_than_the_data_is_prepared_as_compute_labels_gives_it(tmp_path):
+    """The label window reached the longest horizon past each block, whatever the shard's rows: a horizon of
+    10^12 snapshots asked numpy for 352 TB (a MemoryError traceback); it labels no row, as compute_labels says."""
+    write_parquet(tmp_path / "day.parquet", generate(300, seed=3))
+    labels = LabelConfig((10, 50, 10**12))
+    prepare(tmp_path / "day.parquet", tmp_path / "cache", labels, workers=1, rows=ROWS)
+    want = load(tmp_path / "day.parquet")
+    assert open_cache(tmp_path / "cache", labels).labels.tobytes() == \
+        compute_labels(want.records, want.tick, labels).tobytes()
+
+
 def test_a_refused_input_leaves_no_cache(data, tmp_path):
     mixed = tmp_path / "mixed"
     shutil.copytree(data, mixed)
