@@ -136,6 +136,10 @@ def test_parquet_infinite_price_is_skipped(tmp_path):
     (lambda t: t.set_column(t.schema.get_field_index("bid_px_00"), "bid_px_00",
                             pa.array(["x"] * t.num_rows)), "column 'bid_px_00': wrong type"),
     (lambda t: t.slice(0, 0), "no rows"),
+    (lambda t: pa.Table.from_arrays([*t.columns, t.column("bid_px_00")], names=[*t.schema.names, "bid_px_00"]),
+     "column 'bid_px_00': 2 columns of this name"),
+    (lambda t: pa.Table.from_arrays([*t.columns, t.column("ts_recv")], names=[*t.schema.names, "ts_recv"]),
+     "column 'ts_recv': 2 columns of this name"),
 ])
 def test_parquet_bad_schema(tmp_path, edit, message):
     rec = generate(50)

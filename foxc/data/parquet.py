@@ -45,6 +45,10 @@ def _check_schema(path, schema: pa.Schema) -> tuple[list[str], str]:
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise DataError(path, f"missing column{more}; not Databento MBP-10 layout", column=missing[0])
+    twice = next((c for c in [time, *REQUIRED, *OPTIONAL] if schema.names.count(c) > 1), None)
+    if twice:
+        raise DataError(path, f"{schema.names.count(twice)} columns of this name: ambiguous, not Databento MBP-10 "
+                              "layout", column=twice)
     for c in [time, *PRICE_COLUMNS]:
         t = schema.field(c).type
         if not (pa.types.is_integer(t) or pa.types.is_floating(t) or (c == time and pa.types.is_timestamp(t))):
