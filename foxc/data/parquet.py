@@ -53,10 +53,16 @@ def _check_schema(path, schema: pa.Schema) -> tuple[list[str], str]:
         t = schema.field(c).type
         if not (pa.types.is_integer(t) or pa.types.is_floating(t) or (c == time and pa.types.is_timestamp(t))):
             raise DataError(path, f"wrong type {t} (expected integer or float)", column=c)
-    for c in SIZE_COLUMNS + [c for c in COUNT_COLUMNS if c in names]:
+    for c in SIZE_COLUMNS + [c for c in [*COUNT_COLUMNS, "instrument_id", "flags"] if c in names]:
         t = schema.field(c).type
         if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
             raise DataError(path, f"wrong type {t} (expected integer)", column=c)
+    if "action" in names:
+        t = schema.field("action").type
+        value = t.value_type if pa.types.is_dictionary(t) else t
+        if not (pa.types.is_string(value) or pa.types.is_large_string(value) or pa.types.is_integer(value)):
+            raise DataError(path, f"wrong type {t} (expected a string, 'T' for a trade, or its integer code)",
+                            column="action")
     return [time] + [c for c in REQUIRED + OPTIONAL if c in names], time
 
 
