@@ -112,6 +112,18 @@ def test_parquet_float_prices_and_timestamps(tmp_path):
     assert not bad.any() and any("bid_ct" in n for n in meta["notes"])
 
 
+@pytest.mark.parametrize("unit", ["s", "ms", "us"])
+def test_parquet_timestamps_of_any_unit_are_ns(tmp_path, unit):
+    """A timestamp column in µs (Spark, parquet format 1.0 writers) was read as ns: 1000 times too early."""
+    rec = generate(200, seed=5)
+    step = {"s": 10**9, "ms": 10**6, "us": 10**3}[unit]
+    table = databento_float_export(rec)
+    table = table.set_column(0, "ts_recv", table.column("ts_recv").cast(pa.timestamp(unit, "UTC"), safe=False))
+    pq.write_table(table, tmp_path / "t.parquet")
+    got, _, _ = read_parquet(tmp_path / "t.parquet")
+    assert np.array_equal(got["ts_ns"], rec["ts_ns"] // step * step)
+
+
 def test_parquet_without_ts_recv_uses_ts_event_and_says_so(tmp_path):
     rec = generate(200, seed=6)
     pq.write_table(databento_float_export(rec, time="ts_event"), tmp_path / "e.parquet")

@@ -67,8 +67,8 @@ def _check_schema(path, schema: pa.Schema) -> tuple[list[str], str]:
 
 
 def _ints(col: pa.Array) -> np.ndarray:
-    if pa.types.is_timestamp(col.type):
-        col = col.cast(pa.int64())
+    if pa.types.is_timestamp(col.type):  # of any unit: ns since the epoch
+        col = col.cast(pa.timestamp("ns", col.type.tz)).cast(pa.int64())
     if col.null_count:
         col = col.fill_null(0)
     return col.to_numpy(zero_copy_only=False)
