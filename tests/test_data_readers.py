@@ -148,6 +148,8 @@ def test_parquet_infinite_price_is_skipped(tmp_path):
     (lambda t: t.set_column(t.schema.get_field_index("bid_px_00"), "bid_px_00",
                             pa.array(["x"] * t.num_rows)), "column 'bid_px_00': wrong type"),
     (lambda t: t.slice(0, 0), "no rows"),
+    (lambda t: t.set_column(t.schema.get_field_index("ts_recv"), "ts_recv",  # seconds, taken as ns: 1970
+                            pa.array(t.column("ts_recv").to_numpy() / 1e9)), "column 'ts_recv': wrong type double"),
     (lambda t: t.set_column(t.schema.get_field_index("instrument_id"), "instrument_id",
                             pa.array(["ESH1"] * t.num_rows)), "column 'instrument_id': wrong type string"),
     (lambda t: t.set_column(t.schema.get_field_index("flags"), "flags", pa.array(["x"] * t.num_rows)),

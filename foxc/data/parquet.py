@@ -49,9 +49,12 @@ def _check_schema(path, schema: pa.Schema) -> tuple[list[str], str]:
     if twice:
         raise DataError(path, f"{schema.names.count(twice)} columns of this name: ambiguous, not Databento MBP-10 "
                               "layout", column=twice)
-    for c in [time, *PRICE_COLUMNS]:
+    t = schema.field(time).type
+    if not (pa.types.is_integer(t) or pa.types.is_timestamp(t)):  # float seconds would be read as ns: 1970
+        raise DataError(path, f"wrong type {t} (expected integer ns since the epoch, or a timestamp)", column=time)
+    for c in PRICE_COLUMNS:
         t = schema.field(c).type
-        if not (pa.types.is_integer(t) or pa.types.is_floating(t) or (c == time and pa.types.is_timestamp(t))):
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
             raise DataError(path, f"wrong type {t} (expected integer or float)", column=c)
     for c in SIZE_COLUMNS + [c for c in [*COUNT_COLUMNS, "instrument_id", "flags"] if c in names]:
         t = schema.field(c).type
