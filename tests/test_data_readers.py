@@ -124,6 +124,18 @@ def test_parquet_timestamps_of_any_unit_are_ns(tmp_path, unit):
     assert np.array_equal(got["ts_ns"], rec["ts_ns"] // step * step)
 
 
+def test_parquet_missing_time_is_refused_naming_the_row(tmp_path):
+    """A null time was read as 0 (1970-01-01): kept as the first row, or counted as late further on."""
+    rec = generate(300, seed=5)
+    write_parquet(tmp_path / "ok.parquet", rec, row_group_rows=100)
+    table = pq.read_table(tmp_path / "ok.parquet")
+    times = pa.array([None if i == 250 else t for i, t in enumerate(rec["ts_ns"].tolist())], pa.uint64())
+    pq.write_table(table.set_column(table.schema.get_field_index("ts_recv"), "ts_recv", times), tmp_path / "t.parquet",
+                   row_group_size=100)
+    with pytest.raises(DataError, match=r"t.parquet, row 250, column 'ts_recv': missing value"):
+        read_parquet(tmp_path / "t.parquet")
+
+
 def test_parquet_without_ts_recv_uses_ts_event_and_says_so(tmp_path):
     rec = generate(200, seed=6)
     pq.write_table(databento_float_export(rec, time="ts_event"), tmp_path / "e.parquet")

@@ -133,6 +133,9 @@ def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
             batch = next(batches, None)
             if batch is None:
                 break
+            if batch.column(time).null_count:  # not 0 (1970): the row has no time at all
+                at = int(np.flatnonzero(batch.column(time).is_null().to_numpy(zero_copy_only=False))[0])
+                raise DataError(path, "missing value", row=row + at, column=time)
             rec, bad = _convert(batch, columns, time, has_ct)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
             raise DataError(path, f"unreadable Parquet data after row {row} ({str(e).splitlines()[0]})") from None
