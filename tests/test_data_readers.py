@@ -1,4 +1,6 @@
 """Readers: Databento DBN (the real samples, the fixtures; field-by-field oracle in test_data_dbn_oracle.py), Parquet, LOBSTER, directories and globs."""
+import warnings
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -153,6 +155,21 @@ def test_parquet_infinite_price_is_skipped(tmp_path):
     pq.write_table(table, tmp_path / "inf.parquet")
     data = load(tmp_path / "inf.parquet")
     assert data.report.skipped() == {"nan_or_inf": 1} and len(data.records) == 99
+
+
+def test_parquet_float_price_beyond_int64_is_out_of_range(tmp_path):
+    """1e30 × 1e9 does not fit int64: numpy's cast warned on stderr and gave -2^63, a 'nonpositive_price'."""
+    rec = generate(100, seed=5)
+    table = databento_float_export(rec)
+    for name, value in (("ask_px_03", 1e30), ("bid_px_05", -1e30)):
+        px = table.column(name).to_numpy().copy()
+        px[10 if value > 0 else 20] = value
+        table = table.set_column(table.schema.get_field_index(name), name, pa.array(px))
+    pq.write_table(table, tmp_path / "huge.parquet")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        data = load(tmp_path / "huge.parquet")
+    assert data.report.skipped() == {"nonpositive_price": 1, "price_out_of_range": 1} and len(data.records) == 98
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -77,6 +77,9 @@ def _ints(col: pa.Array) -> np.ndarray:
     return col.to_numpy(zero_copy_only=False)
 
 
+FLOAT_UNITS = (-2.0**63, 2.0**63 - 1024)  # the float prices (in units) that fit int64 below PRICE_UNDEF
+
+
 def _fill_prices(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray):
     """Into out (int64 [m, LEVELS], price units); non-finite floats flagged in `bad`."""
     for lvl, c in enumerate(cols):
@@ -84,7 +87,8 @@ def _fill_prices(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray):
             x = c.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
             finite = np.isfinite(x)
             bad |= np.isinf(x)
-            out[:, lvl] = np.where(finite, np.rint(np.where(finite, x, 0.0) * PRICE_SCALE), 0)
+            units = np.clip(np.where(finite, x, 0.0) * PRICE_SCALE, *FLOAT_UNITS)  # beyond int64: out of range
+            out[:, lvl] = np.where(finite, np.rint(units), 0)
             out[~finite, lvl] = PRICE_UNDEF
         else:
             out[:, lvl] = _ints(c)
