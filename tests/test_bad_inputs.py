@@ -170,6 +170,8 @@ CASES = [
     case("data-inspect-horizons", "data", ["inspect", "{parquet}", "--horizons", "a,b"], "--horizons", "a,b"),
     case("data-inspect-price-bounds", "data", ["inspect", "{parquet}", "--min-price", "5", "--max-price", "1"],
          "--min-price", "--max-price"),
+    case("data-inspect-tick-below-resolution", "data", ["inspect", "{parquet}", "--tick", "1e-12"], "--tick", "1e-12"),
+    case("data-inspect-tick-huge", "data", ["inspect", "{parquet}", "--tick", "1e300"], "--tick", "1e+300"),
     case("data-inspect-run-dir-is-a-file", "data", ["inspect", "{parquet}", "--run-dir", "{case}/taken.txt"],
          "--run-dir", "taken.txt", files={"taken.txt": b"keep me\n"}),
     case("data-unknown-command", "data", ["frobnicate"], "frobnicate"),
