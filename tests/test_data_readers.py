@@ -65,6 +65,7 @@ def test_dbn_mixed_record_types():
     (lambda raw: b"XYZ" + raw[3:], "not a DBN file"),
     (lambda raw: raw[:3] + bytes([9]) + raw[4:], "version 9"),
     (lambda raw: raw[:20], "metadata"),
+    (lambda raw: raw[:4] + (101).to_bytes(4, "little") + raw[8:], "corrupt DBN metadata (length 101"),
     (lambda raw: raw[:8 + int.from_bytes(raw[4:8], "little")], "no records"),
     (lambda raw: b"", "empty"),
 ])

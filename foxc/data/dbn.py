@@ -36,6 +36,7 @@ MBP10_BYTES = 368
 ZSTD_MAGIC = 0xFD2FB528
 ZSTD_SKIPPABLE = range(0x184D2A50, 0x184D2A60)
 MAX_METADATA = 1 << 30
+META_FIXED = 104  # the metadata's fields up to schema_definition_length (any version): what read_metadata reads
 
 _LEVEL = np.dtype([("bid_px", "<i8"), ("ask_px", "<i8"), ("bid_sz", "<u4"), ("ask_sz", "<u4"),
                    ("bid_ct", "<u4"), ("ask_ct", "<u4")])
@@ -124,7 +125,7 @@ def read_metadata(path, stream: _Bytes) -> dict:
     if not 1 <= version <= MAX_VERSION:
         raise DataError(path, f"DBN version {version} is not supported (1-{MAX_VERSION})")
     (length,) = struct.unpack_from("<I", prelude, 4)
-    meta = stream.read(length) if 100 <= length <= MAX_METADATA else b""
+    meta = stream.read(length) if META_FIXED <= length <= MAX_METADATA else b""
     if len(meta) < length or not meta:
         raise DataError(path, f"truncated or corrupt DBN metadata (length {length}, file {stream.size()} bytes)")
     dataset = meta[:16].split(b"\0", 1)[0].decode("ascii", "replace")
