@@ -129,6 +129,9 @@ def flip(raw: bytes) -> bytes:
     (lambda m: m.__setitem__("version", 99), "version 99"),
     (lambda m: m.__setitem__("tick", "quarter"), "tick"),
     (lambda m: m["shards"].reverse(), "segment out of order"),
+    (lambda m: m.pop("data"), "data is not"),  # was a KeyError traceback in inspect and training
+    (lambda m: m["shards"][1]["read"]["skipped"].__setitem__("crossed", "2"), "shard 1: what was read"),  # TypeError
+    (lambda m: m["shards"][2].__setitem__("first_ts_ns", 10**30), "shard 2: rows or times"),  # 'year is out of range'
 ])
 def test_a_manifest_that_is_not_one_is_refused(cache, edit, message):
     manifest = json.loads((cache / MANIFEST).read_text())
