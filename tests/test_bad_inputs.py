@@ -90,6 +90,7 @@ CASES = [
     case("train-unknown-flag", "train", ["--n-stepz", "3", *OUT], "--n-stepz"),
     case("train-profile-window", "train", ["--profile-steps", "9:4", *OUT], "--profile-steps"),
     case("train-data-missing", "train", ["--data", "{case}/missing.parquet", *OUT], "--data", "missing.parquet"),
+    case("train-data-empty", "train", ["--data", "", *OUT], "--data", "an empty path"),
     case("train-data-not-parquet", "train", ["--data", "{case}/bad.parquet", *OUT], "--data", "bad.parquet",
          files={"bad.parquet": b"not parquet at all"}),
     case("train-data-cache-tampered", "train", ["--data", "{case}/cache", *OUT], "--data", "00000/labels.npy",
