@@ -344,6 +344,15 @@ def test_directory_in_time_order_with_segments(tmp_path):
     assert len(glob.records) == 200
 
 
+@pytest.mark.parametrize("spec", ["", " "])
+def test_an_empty_path_is_not_the_current_directory(tmp_path, monkeypatch, spec):
+    """Path("") is ".": `prepare "$DATA"` with DATA unset read whatever data the current directory held."""
+    write_parquet(tmp_path / "here.parquet", generate(50))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataError, match="an empty path"):
+        load(spec)
+
+
 def test_missing_and_unknown(tmp_path):
     with pytest.raises(DataError, match="no such file"):
         load(tmp_path / "nope.parquet")

@@ -56,7 +56,7 @@ READ = {"input": int, "kind": str, "rows_read": int, "skipped": dict, "notes": l
 
 
 def is_cache(path) -> bool:
-    return path is not None and (Path(path) / MANIFEST).is_file()
+    return path is not None and bool(str(path).strip()) and (Path(path) / MANIFEST).is_file()  # "" is not "."
 
 
 def shard_dir(cache: Path, segment: int) -> Path:

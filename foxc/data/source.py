@@ -25,6 +25,8 @@ from .validate import DataError, ValidationConfig
 def expand(spec) -> list[Path]:
     """The data files named by a path, a directory or a glob (LOBSTER message files are companions)."""
     spec = str(spec)
+    if not spec.strip():  # Path("") is the current directory
+        raise DataError(repr(spec), "an empty path: give a file, a directory or a glob")
     path = Path(spec)
     if (path / MANIFEST).is_file():
         raise DataError(path, "a prepared cache (it holds manifest.json): python -m foxc.train --data reads one; "
