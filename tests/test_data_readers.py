@@ -324,6 +324,15 @@ def test_lobster_bad_files(tmp_path):
         load(tmp_path / "W_2012-02-30_1_2_orderbook_1.csv")
 
 
+def test_lobster_message_time_beyond_int64_ns_is_refused(tmp_path):
+    """1e30 s: numpy's cast warned on stderr and gave -2^63 ns, a time in 1720 kept as the first row."""
+    book = write_lobster(tmp_path, lobster_records(4), 2, seconds=["1e30", "34200", "34201", "34202"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(DataError, match=r"message_2.csv, row 1, column '#1': time 1e\+30 s"):
+            load(book)
+
+
 # ---- directories, globs, segments -------------------------------------------------------------------
 
 def test_directory_in_time_order_with_segments(tmp_path):
