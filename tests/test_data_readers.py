@@ -60,6 +60,14 @@ def test_dbn_mixed_record_types():
     assert "mixed record types" in meta["notes"][0]
 
 
+def test_a_file_of_several_instruments_says_so():
+    """A parent symbol (ES.FUT) gives every contract's book in one file: read as one book, interleaved."""
+    _, _, meta = read_dbn(FIXTURES / "mbp10.v2.dbn")
+    assert "3 instruments (instrument_id 5482, 13615, 42005204): their books are read as one" in " ".join(meta["notes"])
+    _, _, meta = read_dbn(FIXTURES / "mbp10.v1.dbn")
+    assert not any("instruments" in note for note in meta["notes"])
+
+
 @pytest.mark.parametrize("damage, message", [
     (lambda raw: raw[:-100], "truncated"),
     (lambda raw: b"XYZ" + raw[3:], "not a DBN file"),
@@ -156,6 +164,16 @@ def test_parquet_infinite_price_is_skipped(tmp_path):
     pq.write_table(table, tmp_path / "inf.parquet")
     data = load(tmp_path / "inf.parquet")
     assert data.report.skipped() == {"nan_or_inf": 1} and len(data.records) == 99
+
+
+def test_parquet_of_several_instruments_says_so(tmp_path):
+    rec = generate(300, seed=4)
+    write_parquet(tmp_path / "one.parquet", rec)
+    rec["instrument_id"][150:] = 7
+    write_parquet(tmp_path / "two.parquet", rec, row_group_rows=100)
+    assert not any("instruments" in note for note in read_parquet(tmp_path / "one.parquet")[2]["notes"])
+    summary = load(tmp_path / "two.parquet").report.summary()
+    assert "two.parquet: 2 instruments (instrument_id 1, 7): their books are read as one, interleaved" in summary
 
 
 def test_parquet_float_price_beyond_int64_is_out_of_range(tmp_path):
