@@ -380,6 +380,20 @@ def test_an_empty_path_is_not_the_current_directory(tmp_path, monkeypatch, spec)
         load(spec)
 
 
+@pytest.mark.parametrize("odd", ["folder", "dangling link"])
+def test_a_data_name_that_is_not_a_file_is_not_skipped(tmp_path, odd):
+    """A directory named b.parquet (a Spark dataset) or a dangling link among the files was dropped without a word."""
+    write_parquet(tmp_path / "a.parquet", generate(50))
+    if odd == "folder":
+        (tmp_path / "b.parquet").mkdir()
+        write_parquet(tmp_path / "b.parquet" / "part-0.parquet", generate(50, seed=2))
+    else:
+        (tmp_path / "b.parquet").symlink_to(tmp_path / "gone.parquet")
+    for spec in (tmp_path, str(tmp_path / "*.parquet")):
+        with pytest.raises(DataError, match=r"b.parquet: named as a data file but not a file"):
+            load(spec)
+
+
 def test_missing_and_unknown(tmp_path):
     with pytest.raises(DataError, match="no such file"):
         load(tmp_path / "nope.parquet")
