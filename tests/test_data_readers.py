@@ -228,6 +228,18 @@ def test_parquet_not_data_and_truncated(tmp_path):
         read_parquet(tmp_path / "cut.parquet")
 
 
+def test_parquet_with_a_damaged_footer_is_refused_naming_it(tmp_path):
+    """Bytes of the footer (the schema) damaged: pyarrow raised ArrowNotImplementedError (a traceback) or
+    UnicodeDecodeError (a line naming no file) instead of ArrowInvalid."""
+    write_parquet(tmp_path / "ok.parquet", generate(50))
+    raw = (tmp_path / "ok.parquet").read_bytes()
+    footer = len(raw) - 8 - int.from_bytes(raw[-8:-4], "little")
+    name = raw.index(b"bid_px_00", footer)
+    (tmp_path / "name.parquet").write_bytes(raw[:name] + b"\xc1" + raw[name + 1:])  # a column name not UTF-8
+    with pytest.raises(DataError, match="name.parquet: not a Parquet file"):
+        read_parquet(tmp_path / "name.parquet")
+
+
 # ---- LOBSTER ----------------------------------------------------------------------------------------
 
 NY_TZ_NOTE = "times: America/New_York local, stored as UTC ns"

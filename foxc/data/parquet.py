@@ -117,9 +117,10 @@ def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
     path = Path(path)
     try:
         pf = pq.ParquetFile(path, memory_map=True)
-    except (pa.ArrowInvalid, OSError) as e:
+        schema = pf.schema_arrow
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as e:  # a damaged footer raises any of them
         raise DataError(path, f"not a Parquet file ({str(e).splitlines()[0]})") from None
-    columns, time = _check_schema(path, pf.schema_arrow)
+    columns, time = _check_schema(path, schema)
     n = pf.metadata.num_rows
     if n == 0:
         raise DataError(path, "the file holds no rows")
