@@ -1,4 +1,6 @@
 """Readers: Databento DBN (the real samples, the fixtures; field-by-field oracle in test_data_dbn_oracle.py), Parquet, LOBSTER, directories and globs."""
+import warnings
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -58,11 +60,20 @@ def test_dbn_mixed_record_types():
     assert "mixed record types" in meta["notes"][0]
 
 
+def test_a_file_of_several_instruments_says_so():
+    """A parent symbol (ES.FUT) gives every contract's book in one file: read as one book, interleaved."""
+    _, _, meta = read_dbn(FIXTURES / "mbp10.v2.dbn")
+    assert "3 instruments (instrument_id 5482, 13615, 42005204): their books are read as one" in " ".join(meta["notes"])
+    _, _, meta = read_dbn(FIXTURES / "mbp10.v1.dbn")
+    assert not any("instruments" in note for note in meta["notes"])
+
+
 @pytest.mark.parametrize("damage, message", [
     (lambda raw: raw[:-100], "truncated"),
     (lambda raw: b"XYZ" + raw[3:], "not a DBN file"),
     (lambda raw: raw[:3] + bytes([9]) + raw[4:], "version 9"),
     (lambda raw: raw[:20], "metadata"),
+    (lambda raw: raw[:4] + (101).to_bytes(4, "little") + raw[8:], "corrupt DBN metadata (length 101"),
     (lambda raw: raw[:8 + int.from_bytes(raw[4:8], "little")], "no records"),
     (lambda raw: b"", "empty"),
 ])
@@ -112,6 +123,30 @@ def test_parquet_float_prices_and_timestamps(tmp_path):
     assert not bad.any() and any("bid_ct" in n for n in meta["notes"])
 
 
+@pytest.mark.parametrize("unit", ["s", "ms", "us"])
+def test_parquet_timestamps_of_any_unit_are_ns(tmp_path, unit):
+    """A timestamp column in µs (Spark, parquet format 1.0 writers) was read as ns: 1000 times too early."""
+    rec = generate(200, seed=5)
+    step = {"s": 10**9, "ms": 10**6, "us": 10**3}[unit]
+    table = databento_float_export(rec)
+    table = table.set_column(0, "ts_recv", table.column("ts_recv").cast(pa.timestamp(unit, "UTC"), safe=False))
+    pq.write_table(table, tmp_path / "t.parquet")
+    got, _, _ = read_parquet(tmp_path / "t.parquet")
+    assert np.array_equal(got["ts_ns"], rec["ts_ns"] // step * step)
+
+
+def test_parquet_missing_time_is_refused_naming_the_row(tmp_path):
+    """A null time was read as 0 (1970-01-01): kept as the first row, or counted as late further on."""
+    rec = generate(300, seed=5)
+    write_parquet(tmp_path / "ok.parquet", rec, row_group_rows=100)
+    table = pq.read_table(tmp_path / "ok.parquet")
+    times = pa.array([None if i == 250 else t for i, t in enumerate(rec["ts_ns"].tolist())], pa.uint64())
+    pq.write_table(table.set_column(table.schema.get_field_index("ts_recv"), "ts_recv", times), tmp_path / "t.parquet",
+                   row_group_size=100)
+    with pytest.raises(DataError, match=r"t.parquet, row 250, column 'ts_recv': missing value"):
+        read_parquet(tmp_path / "t.parquet")
+
+
 def test_parquet_without_ts_recv_uses_ts_event_and_says_so(tmp_path):
     rec = generate(200, seed=6)
     pq.write_table(databento_float_export(rec, time="ts_event"), tmp_path / "e.parquet")
@@ -131,11 +166,48 @@ def test_parquet_infinite_price_is_skipped(tmp_path):
     assert data.report.skipped() == {"nan_or_inf": 1} and len(data.records) == 99
 
 
+def test_parquet_of_several_instruments_says_so(tmp_path):
+    rec = generate(300, seed=4)
+    write_parquet(tmp_path / "one.parquet", rec)
+    rec["instrument_id"][150:] = 7
+    write_parquet(tmp_path / "two.parquet", rec, row_group_rows=100)
+    assert not any("instruments" in note for note in read_parquet(tmp_path / "one.parquet")[2]["notes"])
+    summary = load(tmp_path / "two.parquet").report.summary()
+    assert "two.parquet: 2 instruments (instrument_id 1, 7): their books are read as one, interleaved" in summary
+
+
+def test_parquet_float_price_beyond_int64_is_out_of_range(tmp_path):
+    """1e30 × 1e9 does not fit int64: numpy's cast warned on stderr and gave -2^63, a 'nonpositive_price'."""
+    rec = generate(100, seed=5)
+    table = databento_float_export(rec)
+    for name, value in (("ask_px_03", 1e30), ("bid_px_05", -1e30)):
+        px = table.column(name).to_numpy().copy()
+        px[10 if value > 0 else 20] = value
+        table = table.set_column(table.schema.get_field_index(name), name, pa.array(px))
+    pq.write_table(table, tmp_path / "huge.parquet")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        data = load(tmp_path / "huge.parquet")
+    assert data.report.skipped() == {"nonpositive_price": 1, "price_out_of_range": 1} and len(data.records) == 98
+
+
 @pytest.mark.parametrize("edit, message", [
     (lambda t: t.drop(["ask_px_04"]), "column 'ask_px_04': missing"),
     (lambda t: t.set_column(t.schema.get_field_index("bid_px_00"), "bid_px_00",
                             pa.array(["x"] * t.num_rows)), "column 'bid_px_00': wrong type"),
     (lambda t: t.slice(0, 0), "no rows"),
+    (lambda t: t.set_column(t.schema.get_field_index("ts_recv"), "ts_recv",  # seconds, taken as ns: 1970
+                            pa.array(t.column("ts_recv").to_numpy() / 1e9)), "column 'ts_recv': wrong type double"),
+    (lambda t: t.set_column(t.schema.get_field_index("instrument_id"), "instrument_id",
+                            pa.array(["ESH1"] * t.num_rows)), "column 'instrument_id': wrong type string"),
+    (lambda t: t.set_column(t.schema.get_field_index("flags"), "flags", pa.array(["x"] * t.num_rows)),
+     "column 'flags': wrong type string"),
+    (lambda t: t.set_column(t.schema.get_field_index("action"), "action", pa.array([b"T"] * t.num_rows)),
+     "column 'action': wrong type binary"),
+    (lambda t: pa.Table.from_arrays([*t.columns, t.column("bid_px_00")], names=[*t.schema.names, "bid_px_00"]),
+     "column 'bid_px_00': 2 columns of this name"),
+    (lambda t: pa.Table.from_arrays([*t.columns, t.column("ts_recv")], names=[*t.schema.names, "ts_recv"]),
+     "column 'ts_recv': 2 columns of this name"),
 ])
 def test_parquet_bad_schema(tmp_path, edit, message):
     rec = generate(50)
@@ -154,6 +226,18 @@ def test_parquet_not_data_and_truncated(tmp_path):
     (tmp_path / "cut.parquet").write_bytes(raw[:len(raw) // 2])
     with pytest.raises(DataError):
         read_parquet(tmp_path / "cut.parquet")
+
+
+def test_parquet_with_a_damaged_footer_is_refused_naming_it(tmp_path):
+    """Bytes of the footer (the schema) damaged: pyarrow raised ArrowNotImplementedError (a traceback) or
+    UnicodeDecodeError (a line naming no file) instead of ArrowInvalid."""
+    write_parquet(tmp_path / "ok.parquet", generate(50))
+    raw = (tmp_path / "ok.parquet").read_bytes()
+    footer = len(raw) - 8 - int.from_bytes(raw[-8:-4], "little")
+    name = raw.index(b"bid_px_00", footer)
+    (tmp_path / "name.parquet").write_bytes(raw[:name] + b"\xc1" + raw[name + 1:])  # a column name not UTF-8
+    with pytest.raises(DataError, match="name.parquet: not a Parquet file"):
+        read_parquet(tmp_path / "name.parquet")
 
 
 # ---- LOBSTER ----------------------------------------------------------------------------------------
@@ -270,6 +354,15 @@ def test_lobster_bad_files(tmp_path):
         load(tmp_path / "W_2012-02-30_1_2_orderbook_1.csv")
 
 
+def test_lobster_message_time_beyond_int64_ns_is_refused(tmp_path):
+    """1e30 s: numpy's cast warned on stderr and gave -2^63 ns, a time in 1720 kept as the first row."""
+    book = write_lobster(tmp_path, lobster_records(4), 2, seconds=["1e30", "34200", "34201", "34202"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(DataError, match=r"message_2.csv, row 1, column '#1': time 1e\+30 s"):
+            load(book)
+
+
 # ---- directories, globs, segments -------------------------------------------------------------------
 
 def test_directory_in_time_order_with_segments(tmp_path):
@@ -288,6 +381,29 @@ def test_directory_in_time_order_with_segments(tmp_path):
     assert list(starts) == [0, 300] and list(ends) == [300, 500]
     glob = load(str(tmp_path / "*.parquet"))
     assert len(glob.records) == 200
+
+
+@pytest.mark.parametrize("spec", ["", " "])
+def test_an_empty_path_is_not_the_current_directory(tmp_path, monkeypatch, spec):
+    """Path("") is ".": `prepare "$DATA"` with DATA unset read whatever data the current directory held."""
+    write_parquet(tmp_path / "here.parquet", generate(50))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataError, match="an empty path"):
+        load(spec)
+
+
+@pytest.mark.parametrize("odd", ["folder", "dangling link"])
+def test_a_data_name_that_is_not_a_file_is_not_skipped(tmp_path, odd):
+    """A directory named b.parquet (a Spark dataset) or a dangling link among the files was dropped without a word."""
+    write_parquet(tmp_path / "a.parquet", generate(50))
+    if odd == "folder":
+        (tmp_path / "b.parquet").mkdir()
+        write_parquet(tmp_path / "b.parquet" / "part-0.parquet", generate(50, seed=2))
+    else:
+        (tmp_path / "b.parquet").symlink_to(tmp_path / "gone.parquet")
+    for spec in (tmp_path, str(tmp_path / "*.parquet")):
+        with pytest.raises(DataError, match=r"b.parquet: named as a data file but not a file"):
+            load(spec)
 
 
 def test_missing_and_unknown(tmp_path):

@@ -143,3 +143,16 @@ def test_the_whole_book_check_keeps_only_rows_every_rule_keeps(cfg, monkeypatch)
     slow = validate.skip_reasons(rec, bad, cfg)
     assert np.array_equal(fast, slow)
     assert 0.3 < (slow == 0).mean() < 0.8 and set(np.unique(slow)) == set(range(len(SKIP_REASONS) + 1))
+
+
+def test_price_bounds_beyond_int64_units_bound_nothing(tmp_path, capsys):
+    """--max-price 1e300 is 1e309 price units: int(round(inf)) was an OverflowError traceback. A bound past
+    every int64 price passes them all (the lower bound refuses them all)."""
+    rec = generate(100, seed=3)
+    assert len(validate.apply(rec, None, ValidationConfig(0.0, 1e300))[0]) == 100
+    kept, skipped = validate.apply(rec, None, ValidationConfig(1e300, 1e301))
+    assert len(kept) == 0 and skipped["price_out_of_range"] == 100
+    write_parquet(tmp_path / "x.parquet", rec)
+    from foxc.data.__main__ import main
+    assert main(["inspect", str(tmp_path / "x.parquet"), "--max-price", "1e300"]) == 0
+    assert "100 kept" in capsys.readouterr().out

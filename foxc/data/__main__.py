@@ -35,10 +35,14 @@ def cmd_inspect(args) -> int:
     from .source import load
     if args.min_price < 0 or args.max_price <= args.min_price:
         raise UsageError(f"--min-price {args.min_price:g} and --max-price {args.max_price:g}: need 0 <= min < max")
+    tick = round(args.tick * PRICE_SCALE) if args.tick and args.tick * PRICE_SCALE < PRICE_UNDEF else None
+    if args.tick and not tick:  # 0 units would mean "infer it", silently
+        raise UsageError(f"--tick {args.tick:g}: must be from {1 / PRICE_SCALE:g} (a price unit: prices are "
+                         f"integers × {1 / PRICE_SCALE:g}) to {PRICE_UNDEF / PRICE_SCALE:.3g}")
     if args.run_dir:
         output_dir("--run-dir", args.run_dir)
     cfg = ValidationConfig(args.min_price, args.max_price)
-    data = load(args.path, cfg, tick=int(round(args.tick * PRICE_SCALE)) if args.tick else None)
+    data = load(args.path, cfg, tick=tick)
     rec = data.records
     print(f"source      {data.source}: {len(data.files)} file(s), {data.n_segments} segment(s)")
     print(f"instrument  {data.instrument or '?'} (id {data.instrument_id})")

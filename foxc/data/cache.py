@@ -56,7 +56,7 @@ READ = {"input": int, "kind": str, "rows_read": int, "skipped": dict, "notes": l
 
 
 def is_cache(path) -> bool:
-    return path is not None and (Path(path) / MANIFEST).is_file()
+    return path is not None and bool(str(path).strip()) and (Path(path) / MANIFEST).is_file()  # "" is not "."
 
 
 def shard_dir(cache: Path, segment: int) -> Path:
@@ -348,6 +348,8 @@ def _manifest_problem(m) -> str | None:
         return "labels is not a label configuration"
     if not (_is_int(m.get("tick")) and m["tick"] >= 1):
         return "tick is not a positive integer"
+    if not isinstance(m.get("data"), str):
+        return "data is not the DATA it was prepared from"
     shards = m.get("shards")
     if not isinstance(shards, list) or not shards:
         return "no shards"
@@ -365,8 +367,7 @@ def _manifest_problem(m) -> str | None:
 def _shard_problem(k: int, s) -> str | None:
     if not isinstance(s, dict) or s.get("segment") != k:
         return "segment out of order"
-    if not (_is_int(s.get("rows")) and s["rows"] >= 1 and _is_int(s.get("first_ts_ns"))
-            and _is_int(s.get("last_ts_ns"))):
+    if not (_is_int(s.get("rows")) and s["rows"] >= 1 and _is_ns(s.get("first_ts_ns")) and _is_ns(s.get("last_ts_ns"))):
         return "rows or times missing"
     files = s.get("files")
     if not (isinstance(files, dict) and all(isinstance(files.get(n), dict) and _is_int(files[n].get("bytes"))
@@ -378,13 +379,19 @@ def _shard_problem(k: int, s) -> str | None:
                                                           for x in sources)):
         return "sources missing"
     read = s.get("read")
-    if not (isinstance(read, dict) and all(isinstance(read.get(key), t) for key, t in READ.items())):
+    if not (isinstance(read, dict) and all(isinstance(read.get(key), t) for key, t in READ.items())
+            and all(_is_int(n) and n >= 0 for n in read["skipped"].values())):
         return "what was read of its file is missing"
     return None
 
 
 def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_ns(x) -> bool:
+    """An int64 time stamp (ns since the epoch)."""
+    return _is_int(x) and -2**63 <= x < 2**63
 
 
 def head_labels(labels: np.ndarray, horizons, rows: int, first: int = 0) -> np.ndarray:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .record import LEVELS, SNAPSHOT_DTYPE
-from .chunks import read_whole
+from .chunks import note_instruments, read_whole, seen_instruments
 from .validate import DataError
 
 MAGIC = b"DBN"
@@ -36,6 +36,7 @@ MBP10_BYTES = 368
 ZSTD_MAGIC = 0xFD2FB528
 ZSTD_SKIPPABLE = range(0x184D2A50, 0x184D2A60)
 MAX_METADATA = 1 << 30
+META_FIXED = 104  # the metadata's fields up to schema_definition_length (any version): what read_metadata reads
 
 _LEVEL = np.dtype([("bid_px", "<i8"), ("ask_px", "<i8"), ("bid_sz", "<u4"), ("ask_sz", "<u4"),
                    ("bid_ct", "<u4"), ("ask_ct", "<u4")])
@@ -124,7 +125,7 @@ def read_metadata(path, stream: _Bytes) -> dict:
     if not 1 <= version <= MAX_VERSION:
         raise DataError(path, f"DBN version {version} is not supported (1-{MAX_VERSION})")
     (length,) = struct.unpack_from("<I", prelude, 4)
-    meta = stream.read(length) if 100 <= length <= MAX_METADATA else b""
+    meta = stream.read(length) if META_FIXED <= length <= MAX_METADATA else b""
     if len(meta) < length or not meta:
         raise DataError(path, f"truncated or corrupt DBN metadata (length {length}, file {stream.size()} bytes)")
     dataset = meta[:16].split(b"\0", 1)[0].decode("ascii", "replace")
@@ -242,7 +243,7 @@ def iter_dbn(path, meta: dict, rows: int = 1 << 16):
         head = read_metadata(path, stream)
         meta["instrument"] = head["symbols"][0] if head["symbols"] else ""
         meta["dbn"] = {k: head[k] for k in ("version", "dataset", "schema", "ts_out")}
-        walk, tail = _Walk(path, stream.offset), b""
+        walk, tail, ids = _Walk(path, stream.offset), b"", set()
         while True:
             data = stream.read(rows * max(walk.length, MBP10_BYTES))
             if not data and not tail and not walk.records:
@@ -257,11 +258,14 @@ def iter_dbn(path, meta: dict, rows: int = 1 << 16):
             if len(src) and walk.mbp10 == len(src):  # the file's first MBP-10 records
                 meta["instrument_id"] = int(src["instrument_id"][0])
             for i in range(0, len(src), rows):
-                yield _snapshots(src[i:i + rows]), None
+                rec = _snapshots(src[i:i + rows])
+                seen_instruments(ids, rec)
+                yield rec, None
     if not walk.mbp10:
         raise DataError(path, "no MBP-10 records (rtype 0x0A) in the file")
     if not walk.same:
         meta["notes"].append("mixed record types: only MBP-10 records read")
+    note_instruments(meta, ids)
 
 
 def read_dbn(path) -> tuple[np.ndarray, None, dict]:

@@ -45,6 +45,7 @@ NAME = re.compile(r"^(?P<ticker>[^_]+)_(?P<date>\d{4}-\d{2}-\d{2})_(?P<start>\d+
 TIME_ZONE = "America/New_York"
 NS_PER_HOUR = 3600 * 10**9
 NS_PER_DAY = 24 * NS_PER_HOUR
+MAX_SECONDS = 2.0**62 / 1e9  # message times (s after midnight) whose ns, and the date's, fit int64
 ROW_SPACING_NS = 1000  # rows without a message file: 1 µs apart
 CSV_BLOCK_BYTES = 1 << 24  # arrow parses this much CSV at a time (the first block also sets the column types)
 ANY_ORDERBOOK = re.compile(r"orderbook_(?P<n>\d+)\.csv$")
@@ -203,6 +204,10 @@ def iter_lobster(path, meta: dict, rows: int = 1 << 16):
             if not np.all(np.isfinite(seconds)):
                 bad = int(np.flatnonzero(~np.isfinite(seconds))[0])
                 raise DataError(msg_path, "time is NaN or infinite", row=row + bad + 1, column="#1")
+            if not np.all(np.abs(seconds) < MAX_SECONDS):
+                bad = int(np.flatnonzero(~(np.abs(seconds) < MAX_SECONDS))[0])
+                raise DataError(msg_path, f"time {seconds[bad]:g} s after midnight is beyond int64 ns",
+                                row=row + bad + 1, column="#1")
             rec["ts_ns"] = to_ns(np.rint(seconds * 1e9).astype(np.int64))
             rec["trade_count"] = np.isin(_column(msg_path, msg, 1, row), TRADE_TYPES)
         else:

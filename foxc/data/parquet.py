@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
-from .chunks import CHUNK_ROWS, read_whole
+from .chunks import CHUNK_ROWS, note_instruments, read_whole, seen_instruments
 from .validate import DataError
 
 SIDES = ("bid", "ask")
@@ -45,23 +45,39 @@ def _check_schema(path, schema: pa.Schema) -> tuple[list[str], str]:
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise DataError(path, f"missing column{more}; not Databento MBP-10 layout", column=missing[0])
-    for c in [time, *PRICE_COLUMNS]:
+    twice = next((c for c in [time, *REQUIRED, *OPTIONAL] if schema.names.count(c) > 1), None)
+    if twice:
+        raise DataError(path, f"{schema.names.count(twice)} columns of this name: ambiguous, not Databento MBP-10 "
+                              "layout", column=twice)
+    t = schema.field(time).type
+    if not (pa.types.is_integer(t) or pa.types.is_timestamp(t)):  # float seconds would be read as ns: 1970
+        raise DataError(path, f"wrong type {t} (expected integer ns since the epoch, or a timestamp)", column=time)
+    for c in PRICE_COLUMNS:
         t = schema.field(c).type
-        if not (pa.types.is_integer(t) or pa.types.is_floating(t) or (c == time and pa.types.is_timestamp(t))):
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
             raise DataError(path, f"wrong type {t} (expected integer or float)", column=c)
-    for c in SIZE_COLUMNS + [c for c in COUNT_COLUMNS if c in names]:
+    for c in SIZE_COLUMNS + [c for c in [*COUNT_COLUMNS, "instrument_id", "flags"] if c in names]:
         t = schema.field(c).type
         if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
             raise DataError(path, f"wrong type {t} (expected integer)", column=c)
+    if "action" in names:
+        t = schema.field("action").type
+        value = t.value_type if pa.types.is_dictionary(t) else t
+        if not (pa.types.is_string(value) or pa.types.is_large_string(value) or pa.types.is_integer(value)):
+            raise DataError(path, f"wrong type {t} (expected a string, 'T' for a trade, or its integer code)",
+                            column="action")
     return [time] + [c for c in REQUIRED + OPTIONAL if c in names], time
 
 
 def _ints(col: pa.Array) -> np.ndarray:
-    if pa.types.is_timestamp(col.type):
-        col = col.cast(pa.int64())
+    if pa.types.is_timestamp(col.type):  # of any unit: ns since the epoch
+        col = col.cast(pa.timestamp("ns", col.type.tz)).cast(pa.int64())
     if col.null_count:
         col = col.fill_null(0)
     return col.to_numpy(zero_copy_only=False)
+
+
+FLOAT_UNITS = (-2.0**63, 2.0**63 - 1024)  # the float prices (in units) that fit int64 below PRICE_UNDEF
 
 
 def _fill_prices(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray):
@@ -71,7 +87,8 @@ def _fill_prices(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray):
             x = c.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
             finite = np.isfinite(x)
             bad |= np.isinf(x)
-            out[:, lvl] = np.where(finite, np.rint(np.where(finite, x, 0.0) * PRICE_SCALE), 0)
+            units = np.clip(np.where(finite, x, 0.0) * PRICE_SCALE, *FLOAT_UNITS)  # beyond int64: out of range
+            out[:, lvl] = np.where(finite, np.rint(units), 0)
             out[~finite, lvl] = PRICE_UNDEF
         else:
             out[:, lvl] = _ints(c)
@@ -100,9 +117,10 @@ def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
     path = Path(path)
     try:
         pf = pq.ParquetFile(path, memory_map=True)
-    except (pa.ArrowInvalid, OSError) as e:
+        schema = pf.schema_arrow
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as e:  # a damaged footer raises any of them
         raise DataError(path, f"not a Parquet file ({str(e).splitlines()[0]})") from None
-    columns, time = _check_schema(path, pf.schema_arrow)
+    columns, time = _check_schema(path, schema)
     n = pf.metadata.num_rows
     if n == 0:
         raise DataError(path, "the file holds no rows")
@@ -113,13 +131,16 @@ def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
         meta["notes"].append("no bid_ct/ask_ct columns: order counts are 0")
     if "action" not in columns:
         meta["notes"].append("no action column: trade_count is 0")
-    row = 0
+    row, ids = 0, set()
     batches = pf.iter_batches(batch_size=rows, columns=columns, use_threads=True)
     while True:
         try:
             batch = next(batches, None)
             if batch is None:
                 break
+            if batch.column(time).null_count:  # not 0 (1970): the row has no time at all
+                at = int(np.flatnonzero(batch.column(time).is_null().to_numpy(zero_copy_only=False))[0])
+                raise DataError(path, "missing value", row=row + at, column=time)
             rec, bad = _convert(batch, columns, time, has_ct)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
             raise DataError(path, f"unreadable Parquet data after row {row} ({str(e).splitlines()[0]})") from None
@@ -128,9 +149,12 @@ def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
             if "symbol" in columns and len(rec):
                 meta["instrument"] = str(batch.column("symbol")[0].as_py() or "")
         row += len(rec)
+        if "instrument_id" in columns:
+            seen_instruments(ids, rec)
         yield rec, bad
     if row != n:
         raise DataError(path, f"truncated: metadata promises {n} rows, read {row}", row=row)
+    note_instruments(meta, ids)
 
 
 def _convert(batch: pa.RecordBatch, columns: list[str], time: str, has_ct: bool) -> tuple[np.ndarray, np.ndarray]:

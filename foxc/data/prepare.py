@@ -183,7 +183,7 @@ def write_shard(args) -> dict:
 def _windows(fh, n: int, rows: int, reach: int, segment: int):
     """(start, records [start, start + rows + reach) of the n of records.npy `fh`, numbered `segment`) for
     start = 0, rows, 2 rows, ...: read in order into one buffer, the lookahead moved to its front each time."""
-    window = np.empty(rows + reach, SNAPSHOT_DTYPE)
+    window = np.empty(min(n, rows + reach), SNAPSHOT_DTYPE)  # a horizon past the shard's end reads no further
     held = 0
     fh.seek(RECORDS_AT)
     for start in range(0, n, rows):

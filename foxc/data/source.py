@@ -25,24 +25,37 @@ from .validate import DataError, ValidationConfig
 def expand(spec) -> list[Path]:
     """The data files named by a path, a directory or a glob (LOBSTER message files are companions)."""
     spec = str(spec)
+    if not spec.strip():  # Path("") is the current directory
+        raise DataError(repr(spec), "an empty path: give a file, a directory or a glob")
     path = Path(spec)
     if (path / MANIFEST).is_file():
         raise DataError(path, "a prepared cache (it holds manifest.json): python -m foxc.train --data reads one; "
                               "give the data files here")
     if path.is_dir():
-        found = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+        found = sorted(p for p in path.iterdir() if not p.name.startswith("."))
         found = [p for p in found if p.name.lower().endswith(tuple(SUFFIXES)) or is_lobster(p)]
         if not found:
             raise DataError(path, "no data files in the directory (.parquet, .dbn, .dbn.zst, *_orderbook_N.csv)")
-        return found
+        return files_only(found)
     if any(ch in spec for ch in "*?["):
-        found = sorted(Path(p) for p in globmod.glob(spec) if Path(p).is_file() and "message_" not in Path(p).name)
+        found = sorted(Path(p) for p in globmod.glob(spec) if "message_" not in Path(p).name)
+        found = [p for p in found if p.is_file() or p.name.lower().endswith(tuple(SUFFIXES)) or is_lobster(p)]
         if not found:
             raise DataError(spec, "the pattern matches no files")
-        return found
+        return files_only(found)
     if not path.exists():
         raise DataError(path, "no such file or directory")
     return [path]
+
+
+def files_only(paths: list[Path]) -> list[Path]:
+    """`paths` (named as data files), refused if one is not a file: never dropped without a word."""
+    odd = next((p for p in paths if not p.is_file()), None)
+    if odd is not None:
+        what = ("a directory (give it as a path of its own)" if odd.is_dir() else
+                "a link to nothing" if odd.is_symlink() else "not a regular file")
+        raise DataError(odd, f"named as a data file but not a file: {what}")
+    return paths
 
 
 def load(spec, config: ValidationConfig | None = None, tick: int | None = None) -> MarketData:

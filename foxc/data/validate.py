@@ -58,11 +58,17 @@ class ValidationConfig:
 
     @property
     def min_units(self) -> int:
-        return int(round(self.min_price * PRICE_SCALE))
+        return _units(self.min_price)
 
     @property
     def max_units(self) -> int:
-        return int(round(self.max_price * PRICE_SCALE))
+        return _units(self.max_price)
+
+
+def _units(price: float) -> int:
+    """A price bound in price units; PRICE_UNDEF for one past every int64 price (1e300 is 1e309 units)."""
+    units = price * PRICE_SCALE
+    return int(round(units)) if units < PRICE_UNDEF else PRICE_UNDEF
 
 
 @dataclass
