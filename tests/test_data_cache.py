@@ -259,15 +259,6 @@ def test_the_benchmark_prepares_and_opens():
     assert made["count"] == opened["count"] == 3000 and "snapshots/s" in made["rate"] + opened["rate"]
 
 
-def test_a_cache_of_a_small_file_opens(tmp_path):
-    """A file of a few rows (its records.npy smaller than a write buffer): the shard's header is written, not
-    overwritten by the buffered rows' zeroed placeholder, so the cache verifies against its own manifest."""
-    write_parquet(tmp_path / "tiny.parquet", generate(5, 1))
-    prepare(tmp_path / "tiny.parquet", tmp_path / "cache")
-    want = load(tmp_path / "tiny.parquet")
-    assert open_cache(tmp_path / "cache", LabelConfig()).market.records.tobytes() == want.records.tobytes()
-
-
 def test_inspect_prints_a_cache_and_verify_gives_the_label_balance_of_its_files(data, tmp_path, capsys):
     from foxc.data.__main__ import main
     manifest = prepared(data, tmp_path / "cache")
