@@ -162,6 +162,8 @@ CASES = [
     case("data-synth-out-under-a-file", "data", ["synth", "--out", "{case}/taken.txt/s.parquet"], "--out",
          "taken.txt", files={"taken.txt": b"keep me\n"}),
     case("data-synth-rows-zero", "data", ["synth", "--out", "{case}/s.parquet", "--rows", "0"], "--rows", "0"),
+    case("data-synth-rows-past-memory", "data", ["synth", "--out", "{case}/s.parquet", "--rows", "100000000000"],
+         "--rows", "100,000,000,000", "memory"),
     case("data-synth-seed-negative", "data", ["synth", "--out", "{case}/s.parquet", "--seed", "-1"], "--seed"),
     case("data-inspect-missing", "data", ["inspect", "{case}/missing.parquet"], "missing.parquet"),
     case("data-inspect-not-parquet", "data", ["inspect", "{case}/bad.parquet"], "bad.parquet",

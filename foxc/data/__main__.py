@@ -14,7 +14,7 @@ from pathlib import Path
 from ..cli import ArgumentParser, UsageError, finite_float, nonnegative_float, nonnegative_int, output_dir, \
     output_file, positive_float, positive_int, positive_ints, run, text_table
 from .labels import LabelConfig, balance, balance_counts, compute_labels
-from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF
+from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_BYTES
 from .validate import ValidationConfig
 
 
@@ -113,7 +113,12 @@ def cmd_synth(args) -> int:
     from .synthetic import generate
     out = output_file("--out", args.out, suffixes=(".parquet",), overwrite=args.overwrite,
                       overwrite_flag="--overwrite")
-    rec = generate(args.rows, args.seed)
+    try:
+        rec = generate(args.rows, args.seed)
+    except MemoryError:
+        gb = args.rows * SNAPSHOT_BYTES / 1e9
+        raise UsageError(f"--rows {args.rows:,}: not enough memory to generate them ({gb:,.1f} GB of snapshots, and "
+                         "the generator's temporaries); give fewer rows") from None
     out.parent.mkdir(parents=True, exist_ok=True)
     part = out.with_name(f".{out.name}.{os.getpid()}.part")  # written whole, then renamed over --out
     try:
