@@ -104,6 +104,12 @@ CASES = [
          "--resume-from", "notes.txt", files={"notes.txt": b"hello, not a checkpoint\n"}),
     case("train-resume-differs", "train", ["--resume-from", "{case}/ck.foxc", "--n-backtests", "16"],
          "ck.foxc", "n_backtests", files={"ck.foxc": "ckpt"}),
+    case("train-resume-bench-checkpoint", "train", ["--resume-from", "{case}/bench.foxc"], "--resume-from",
+         "bench.foxc", "batch", files={"bench.foxc": "bench_ckpt"}),
+    case("train-resume-no-run-meta", "train", ["--resume-from", "{case}/bare.foxc"], "--resume-from", "bare.foxc",
+         "no training configuration", files={"bare.foxc": "bare_ckpt"}),
+    case("train-resume-bad-saved-setting", "train", ["--resume-from", "{case}/odd.foxc"], "--resume-from",
+         "odd.foxc", "n_backtests", files={"odd.foxc": "odd_ckpt"}),
     case("train-out-is-a-file", "train", [*SMALL, "--out", "{case}/taken.txt"], "--out", "taken.txt",
          files={"taken.txt": b"keep me\n"}),
     case("train-out-holds-a-run", "train", [*SMALL, "--out", "{case}/run"], "--out", "--overwrite",
@@ -295,6 +301,12 @@ def shared_files(base: Path) -> dict:
     state = {"isv": np.array([s.bootstrap for s in SLOTS], np.float32), "dqn_w": np.arange(24, dtype=np.float32)}
     config = {"n_backtests": 8, "seq_len": 4, "per_capacity": 64, "synthetic_rows": 20000, "n_steps": 2}
     ckpt = write_checkpoint(base / "ckpt.foxc", 2, state, {"config": config, "data": {"source": "synthetic"}})
+    # checkpoints foxc.train did not write: foxc.bench checkpoint's meta, none at all, a setting of the wrong type
+    bench = write_checkpoint(base / "bench.foxc", 1, state, {"config": {"batch": 64, "per": 1024},
+                                                             "data": {"source": "bench", "sha256": "0" * 64}})
+    bare = write_checkpoint(base / "bare.foxc", 2, state)
+    odd = write_checkpoint(base / "odd.foxc", 2, state, {"config": {**config, "n_backtests": "8"},
+                                                         "data": {"source": "synthetic"}})
     whole = ckpt.read_bytes()
     damaged = bytearray(whole)
     damaged[-60] ^= 0xFF  # in the data of dqn_w, the last section before the checksum
@@ -310,7 +322,8 @@ def shared_files(base: Path) -> dict:
     shard = base / "cache" / "shards" / "00000"
     labels = bytearray((shard / "labels.npy").read_bytes())
     labels[-8] ^= 0x01
-    return {"ckpt": whole, "damaged": bytes(damaged), "truncated": whole[:12], "parquet_path": parquet,
+    return {"ckpt": whole, "bench_ckpt": bench.read_bytes(), "bare_ckpt": bare.read_bytes(),
+            "odd_ckpt": odd.read_bytes(), "damaged": bytes(damaged), "truncated": whole[:12], "parquet_path": parquet,
             "parquet_bytes": parquet.read_bytes(), "one_sided_parquet": (base / "one_sided.parquet").read_bytes(),
             "cache_manifest": (base / "cache" / "manifest.json").read_bytes(),
             "cache_records": (shard / "records.npy").read_bytes(), "cache_labels": (shard / "labels.npy").read_bytes(),

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import secrets
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ..checkpoint.meta import config_differences
+from ..isv.registry import setting_problem
+from .config import TrainConfig
 
 # what a run writes into its directory: --overwrite removes these (and nothing else) before a run
 RUN_FILES = ("config.json", "metrics.jsonl", "summary.json", "data_validation.json", "profile.json",
@@ -77,6 +79,33 @@ class RunDir:
         """Remove the directory if this run created it (a run that failed before its first step)."""
         if self.created:
             shutil.rmtree(self.path, ignore_errors=True)
+
+
+def saved_run(path, meta: dict) -> tuple[dict, dict]:
+    """The configuration and data a checkpoint's meta records. A checkpoint foxc.train did not write
+    (foxc.bench's, a program's with no meta of a run, another version's settings) is refused naming
+    the file and the setting: nothing in it says how to continue the run."""
+    config, data = meta.get("config"), meta.get("data")
+    if not config or not isinstance(config, dict) or not isinstance(data, dict):
+        raise ResumeError(f"--resume-from {path}: not a checkpoint of a foxc.train run: its meta records no training "
+                          "configuration and data (foxc-ckpt-inspect shows what it holds)")
+    unknown = sorted(set(config) - {f.name for f in fields(TrainConfig)}, key=str)
+    if unknown:
+        raise ResumeError(f"--resume-from {path}: not a checkpoint of a foxc.train run of this version: its "
+                          f"configuration has settings foxc.train does not know ({', '.join(map(str, unknown))})")
+    try:  # the slots no longer accepted leave only their record, as the run keeps them (kept_isv)
+        isv = [(n, v) for n, v in config.get("isv", ()) if not setting_problem(str(n), float(v))]
+    except (TypeError, ValueError):
+        raise ResumeError(f"--resume-from {path}: the checkpoint's setting isv = {config['isv']!r} cannot be resumed: "
+                          "expected a list of [slot, value] pairs") from None
+    settings = {**config, "isv": isv}
+    for key in [*(k for k in settings if k != "isv"), None]:  # each by itself (naming it), then all together
+        try:
+            TrainConfig.for_backend("reference", **(settings if key is None else {key: settings[key]}))
+        except (TypeError, ValueError) as e:
+            what = "configuration" if key is None else f"setting {key} = {config[key]!r}"
+            raise ResumeError(f"--resume-from {path}: the checkpoint's {what} cannot be resumed: {e}") from None
+    return config, data
 
 
 def resume_settings(path, saved: dict, given: dict) -> dict:
