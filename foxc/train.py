@@ -65,7 +65,8 @@ def main(argv=None) -> int:
         given = config_file.under(config_settings(args)) if config_file else config_settings(args)
         rt = open_runtime(args.backend)
         resume = Path(args.resume_from) if args.resume_from else None
-        saved_config, saved_data = saved_run(resume, resume_meta(resume)) if resume else (None, None)
+        saved = resume_meta(resume) if resume else None
+        saved_config, saved_data = saved_run(resume, saved) if resume else (None, None)
         new_isv = given.pop("isv", ()) if resume else ()  # set on top of the checkpoint's bus
         settings = resume_settings(resume, saved_config, given) if resume else given
         if resume:
@@ -79,7 +80,8 @@ def main(argv=None) -> int:
             log(REFERENCE_GRAPH_NOTE)
         if args.out is not None:
             output_dir("--out", args.out)  # a file, or a folder that cannot be written: named before any work
-        run_dir = RunDir.open(args.out, resuming=resume, overwrite=args.overwrite)
+        run_dir = RunDir.open(args.out, resuming=resume, step=saved["step"] if resume else 0,
+                              overwrite=args.overwrite)
         out = run_dir.path
         from .trainer.run import write_json  # the heavy imports, once the settings are known good
         data = load_data_logged(cfg, log)

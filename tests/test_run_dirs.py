@@ -85,6 +85,21 @@ def test_flags_beside_resume_must_agree_and_data_is_checked_by_content(tmp_path)
     assert agreeing.returncode == 0, agreeing.stderr
 
 
+def test_resuming_an_earlier_checkpoint_never_overwrites_the_later_ones(tmp_path):
+    run = tmp_path / "run"
+    assert cli("--n-steps", "8", *SMALL, "--checkpoint-every", "4", "--out", str(run)).returncode == 0
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    assert {"checkpoint-4.foxc", "checkpoint-8.foxc"} <= set(before)
+    for out in ([], ["--out", str(run)]):  # its own directory, by default or named
+        done = cli("--resume-from", str(run / "checkpoint-4.foxc"), "--n-steps", "2", "--set", "lr_q=0.001", *out)
+        one_line_error(done, "checkpoint-4.foxc", "checkpoint-8.foxc", "--out")
+        assert {p.name: p.read_bytes() for p in run.iterdir()} == before, "a refused resume changed the run"
+    branch = tmp_path / "branch"
+    done = cli("--resume-from", str(run / "checkpoint-4.foxc"), "--n-steps", "2", "--out", str(branch))
+    assert done.returncode == 0, done.stderr
+    assert (branch / "checkpoint-6.foxc").is_file() and {p.name: p.read_bytes() for p in run.iterdir()} == before
+
+
 def test_sigterm_stops_cleanly_and_checkpoint_on_exit_saves_the_step(tmp_path):
     for extra, want_checkpoint in (([], False), (["--checkpoint-on-exit"], True)):
         out = tmp_path / ("kept" if want_checkpoint else "plain")

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..checkpoint.meta import config_differences
+from ..checkpoint.saver import list_checkpoints
 from ..isv.registry import setting_problem
 from .config import TrainConfig
 
@@ -41,8 +42,17 @@ class RunDir:
     created: bool  # by this run: discard removes it
 
     @classmethod
-    def open(cls, out: str | None, *, resuming: Path | None = None, overwrite: bool = False) -> "RunDir":
-        """The run's directory: `out`, else (resuming) the checkpoint's own, else a new unique one."""
+    def open(cls, out: str | None, *, resuming: Path | None = None, step: int = 0,
+             overwrite: bool = False) -> "RunDir":
+        """The run's directory: `out`, else (resuming the checkpoint of `step`) the checkpoint's own, else a
+        new unique one. Going on in the checkpoint's own directory is refused where it holds a later
+        checkpoint: the resumed run would overwrite or prune it and append a second history of those steps."""
+        if resuming is not None and (out is None or Path(out).resolve() == resuming.resolve().parent):
+            later = [p for s, p in list_checkpoints(resuming.parent) if s > step]
+            if later:
+                raise RunDirError(f"--resume-from {resuming}: its directory holds {later[-1].name}, later than this "
+                                  f"checkpoint's step {step}: going on there would overwrite or prune it and mix "
+                                  f"two runs' records (give --out NEWDIR to go on from step {step} beside it)")
         if out is None and resuming is not None:
             return cls(resuming.parent, False)
         if out is None:
