@@ -25,6 +25,7 @@ DEFAULTS = {
                       eval_every=0, eval_rows=8_192, rotate_every=50),
 }
 DATA_BUDGET_FRACTION = 0.5  # of the device's free memory, the default --device-data-gb
+MAX_FEE = 10_000_000.0  # price units: the simulator's largest price (LobSimConfig.max_price); in its money (x1e9) an int64
 
 
 class ConfigError(ValueError):
@@ -79,7 +80,8 @@ class TrainConfig:
             (self.gate in ("on", "off"), "--gate must be on or off"),
             (self.loss_clamp in ("symmetric", "seed"), "--loss-clamp must be symmetric or seed"),
             (self.lots_per_entry >= 1, "--lots must be >= 1"),
-            (self.fee_per_lot is None or self.fee_per_lot >= 0, "--fee must be >= 0"),
+            (self.fee_per_lot is None or 0 <= self.fee_per_lot <= MAX_FEE,
+             f"--fee must be 0 to {MAX_FEE:,.0f}, the simulator's largest price"),
             (self.episode_steps >= 0, "--episode-steps must be >= 0"),
             (len(self.horizons) == 3 and all(h >= 1 for h in self.horizons), "--horizons needs three positive values"),
             (self.graph in ("auto", "on", "off"), "--graph must be auto, on or off"),
