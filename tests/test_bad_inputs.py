@@ -91,6 +91,7 @@ CASES = [
     case("train-fee-past-int64", "train", ["--fee", "1e10", *OUT], "--fee", "(got 10000000000.0)"),
     case("train-config-fee-infinite", "train", ["--config", "{case}/run.toml", *OUT], "run.toml", "fee_per_lot",
          "--fee", files={"run.toml": b"fee_per_lot = inf\n"}),
+    case("train-device-data-gb-infinite", "train", ["--device-data-gb", "inf", *OUT], "--device-data-gb", "(got inf)"),
     case("train-unknown-flag", "train", ["--n-stepz", "3", *OUT], "--n-stepz"),
     case("train-profile-window", "train", ["--profile-steps", "9:4", *OUT], "--profile-steps"),
     case("train-data-missing", "train", ["--data", "{case}/missing.parquet", *OUT], "--data", "missing.parquet"),

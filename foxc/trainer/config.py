@@ -25,6 +25,7 @@ DEFAULTS = {
                       eval_every=0, eval_rows=8_192, rotate_every=50),
 }
 DATA_BUDGET_FRACTION = 0.5  # of the device's free memory, the default --device-data-gb
+MAX_DATA_GB = 1_000_000  # a petabyte, more than any device holds: --device-data-gb inf has no size in bytes
 MAX_FEE = 10_000_000.0  # price units: the simulator's largest price (LobSimConfig.max_price); in its money (x1e9) an int64
 
 
@@ -92,6 +93,8 @@ class TrainConfig:
             (0.0 < self.holdout_frac < 1.0, "--holdout must be between 0 and 1"),
             (self.synthetic_rows >= 1000, "--synthetic-rows must be >= 1000"),
             (self.device_data_gb is None or self.device_data_gb > 0, "--device-data-gb must be > 0"),
+            (self.device_data_gb is None or self.device_data_gb <= MAX_DATA_GB,
+             f"--device-data-gb must be at most {MAX_DATA_GB:,} (GB)"),
             (self.rotate_every >= 1, "--rotate-every must be >= 1"),
         ]
         for ok, message in checks:
