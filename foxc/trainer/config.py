@@ -68,6 +68,7 @@ class TrainConfig:
     rotate_every: int = 1000  # steps between refills of one slot when the data does not fit (foxc.data.resident)
 
     def __post_init__(self):
+        from ..lobsim.sim import MAX_LOTS_PER_ENTRY
         checks = [
             (1 <= self.n_backtests <= 65536, "--n-backtests must be 1 to 65536"),
             (self.n_steps >= 0, "--n-steps must be >= 0"),
@@ -80,7 +81,7 @@ class TrainConfig:
             (self.actor in ACTORS, f"--actor must be {' or '.join(ACTORS)}"),
             (self.gate in ("on", "off"), "--gate must be on or off"),
             (self.loss_clamp in ("symmetric", "seed"), "--loss-clamp must be symmetric or seed"),
-            (self.lots_per_entry >= 1, "--lots must be >= 1"),
+            (1 <= self.lots_per_entry <= MAX_LOTS_PER_ENTRY, f"--lots must be 1 to {MAX_LOTS_PER_ENTRY:,}"),
             (self.fee_per_lot is None or 0 <= self.fee_per_lot <= MAX_FEE,
              f"--fee must be 0 to {MAX_FEE:,.0f}, the simulator's largest price"),
             (self.episode_steps >= 0, "--episode-steps must be >= 0"),
