@@ -93,6 +93,7 @@ CASES = [
          "--fee", files={"run.toml": b"fee_per_lot = inf\n"}),
     case("train-device-data-gb-infinite", "train", ["--device-data-gb", "inf", *OUT], "--device-data-gb", "(got inf)"),
     case("train-lots-past-the-simulator", "train", ["--lots", "2000000", *OUT], "--lots", "1,000,000", "(got 2000000)"),
+    case("train-data-empty", "train", ["--data", "", *OUT], "--data", "empty path"),
     case("train-unknown-flag", "train", ["--n-stepz", "3", *OUT], "--n-stepz"),
     case("train-profile-window", "train", ["--profile-steps", "9:4", *OUT], "--profile-steps"),
     case("train-data-missing", "train", ["--data", "{case}/missing.parquet", *OUT], "--data", "missing.parquet"),

@@ -103,6 +103,9 @@ class TrainConfig:
                 flag = message.split()[0]
                 value = next(getattr(self, dest) for dest, a in setting_actions().items() if flag in a.option_strings)
                 raise ConfigError(f"{message} (got {value})")
+        if self.data is not None and not self.data.strip():  # `--data "$DATA"` of an unset variable
+            raise ConfigError("--data: an empty path (give a file, directory or glob; leave --data out for the "
+                              "synthetic market)")
         from ..data.markets import MARKETS
         if self.synthetic not in MARKETS:
             raise ConfigError(f"--synthetic must be one of {', '.join(MARKETS)} (got '{self.synthetic}')")
