@@ -25,6 +25,7 @@ DEFAULTS = {
                       eval_every=0, eval_rows=8_192, rotate_every=50),
 }
 DATA_BUDGET_FRACTION = 0.5  # of the device's free memory, the default --device-data-gb
+INT64_MAX = 2**63 - 1  # the largest integer setting: checkpoints' meta and kernel parameters are int64
 MAX_DATA_GB = 1_000_000  # a petabyte, more than any device holds: --device-data-gb inf has no size in bytes
 MAX_FEE = 10_000_000.0  # price units: the simulator's largest price (LobSimConfig.max_price); in its money (x1e9) an int64
 
@@ -98,6 +99,10 @@ class TrainConfig:
              f"--device-data-gb must be at most {MAX_DATA_GB:,} (GB)"),
             (self.rotate_every >= 1, "--rotate-every must be >= 1"),
         ]
+        for dest, action in setting_actions().items():  # a checkpoint's meta and the kernels hold int64s
+            value = getattr(self, dest)
+            if action.type is int and isinstance(value, int) and value > INT64_MAX:
+                raise ConfigError(f"{action.option_strings[0]} must be at most 2^63 - 1 (got {value})")
         for ok, message in checks:
             if not ok:
                 flag = message.split()[0]
