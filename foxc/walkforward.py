@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from .cli import (ArgumentParser, UsageError, add_run_dir_arguments, backend_name, check_run_dir, default_run_dir,
-                  finite_float, nonnegative_float, nonnegative_int, open_run_dir, positive_int, run as run_cli)
+                  finite_float, int_at_least, nonnegative_float, nonnegative_int, open_run_dir, positive_int,
+                  run as run_cli)
 from .data.markets import MARKETS, market as named_market
 from .data.record import PRICE_SCALE
 from .data.market import MarketData
@@ -42,6 +43,8 @@ from .evaluate.plots import PlotsUnavailable, walkforward_plots
 from .evaluate.reporting import RULES, Criteria, assemble, write
 from .evaluate.runner import EvalConfig
 from .evaluate.trainers import resolve_trainer
+from .lobsim.sim import MAX_LOTS_PER_ENTRY
+from .trainer.config import MAX_FEE
 
 __all__ = ["CachedData", "main", "plan_folds", "split_windows", "walk_forward"]
 
@@ -226,7 +229,7 @@ def build_parser() -> ArgumentParser:
     ev.add_argument("--fee", type=nonnegative_float, default=None,
                     help="fee per lot per side, in price units (e.g. 0.005; default: the synthetic market's own, "
                          "else 0)")
-    ev.add_argument("--lots", type=positive_int, default=1, help="lots per entry")
+    ev.add_argument("--lots", type=int_at_least(1, MAX_LOTS_PER_ENTRY), default=1, help="lots per entry")
     ev.add_argument("--sampled", action="store_true", help="sample actions from the policy (default: greedy)")
     cr = ap.add_argument_group("success criteria")
     cr.add_argument("--criteria", dest="rule", choices=RULES, default="edge",
@@ -275,6 +278,8 @@ def check_args(args, train_args: list[str]) -> None:
         if args.split == "segments" and args.synthetic_segments < windows:
             raise UsageError(f"--split segments: --synthetic-segments {args.synthetic_segments} cannot make "
                              f"{windows} windows (--folds {args.folds})")
+    if args.fee is not None and args.fee > MAX_FEE:  # the simulator's money (x1e9) is an int64
+        raise UsageError(f"--fee must be 0 to {MAX_FEE:,.0f}, the simulator's largest price (got {args.fee:g})")
     if args.hold_min > args.hold_max:
         raise UsageError(f"--hold-min {args.hold_min:g} is above --hold-max {args.hold_max:g}")
     try:

@@ -55,6 +55,7 @@ CACHE = {"cache/manifest.json": "cache_manifest", "cache/shards/00000/records.np
          "cache/shards/00000/labels.npy": "cache_labels"}  # book.parquet prepared
 SMALL = ["--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64", "--synthetic-rows", "20000"]
 OUT = ["--out", "{case}/run"]
+WF_SMALL = ["--trainer", "baseline", "--synthetic-rows", "20000", "--folds", "1", "--no-plots", "--out", "{case}/wf"]
 
 CASES = [
     # ---------------------------------------------------------------------------- python -m foxc.train
@@ -141,6 +142,8 @@ CASES = [
     case("wf-config-slot", "walkforward", ["--config", "{case}/wf.toml"], "wf.toml", "[isv] popart_mean", "state",
          files={"wf.toml": b"[isv]\npopart_mean = 1\n"}),
     case("wf-fee-negative", "walkforward", ["--fee", "-0.5"], "--fee", "-0.5"),
+    case("wf-fee-past-int64", "walkforward", ["--fee", "1e10", *WF_SMALL], "--fee", "10,000,000", "(got 1e+10)"),
+    case("wf-lots-past-the-simulator", "walkforward", ["--lots", "2000000", *WF_SMALL], "--lots", "2000000"),
     case("wf-hold-min-above-max", "walkforward", ["--hold-min", "0.9", "--hold-max", "0.1"], "--hold-min"),
     case("wf-segments-split", "walkforward", ["--split", "segments", "--synthetic-segments", "2", "--folds", "3"],
          "--split", "--synthetic-segments"),
