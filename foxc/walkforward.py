@@ -256,6 +256,8 @@ FOLD_SETTINGS = {"data": "--data", "synthetic": "--synthetic", "synthetic_rows":
 def check_args(args, train_args: list[str]) -> None:
     """Refuse a bad setting before any data is loaded or written, naming the flag; sets the defaults
     of --folds and --split when the folds are not by dates."""
+    if not args.data.strip():  # `--data "$DATA"` of an unset variable: not the data files of the current directory
+        raise UsageError("--data: an empty path (give a file, directory, glob or cache, or 'synthetic')")
     by_days = [f"--{n.replace('_', '-')}" for n in ("train_days", "eval_days", "step_days")
                if getattr(args, n) is not None]
     if by_days:

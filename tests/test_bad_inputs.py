@@ -147,6 +147,7 @@ CASES = [
     case("wf-hold-min-above-max", "walkforward", ["--hold-min", "0.9", "--hold-max", "0.1"], "--hold-min"),
     case("wf-segments-split", "walkforward", ["--split", "segments", "--synthetic-segments", "2", "--folds", "3"],
          "--split", "--synthetic-segments"),
+    case("wf-data-empty", "walkforward", ["--data", "", *WF_SMALL[:-2]], "--data", "empty path"),
     case("wf-data-missing", "walkforward", ["--data", "{case}/missing.parquet"], "--data", "missing.parquet"),
     case("wf-folds-past-data", "walkforward", ["--data", "{parquet}", "--folds", "5000", "--out", "{case}/wf"],
          "--folds", "5000"),
