@@ -100,6 +100,22 @@ def test_resuming_an_earlier_checkpoint_never_overwrites_the_later_ones(tmp_path
     assert (branch / "checkpoint-6.foxc").is_file() and {p.name: p.read_bytes() for p in run.iterdir()} == before
 
 
+def test_a_torn_last_record_of_a_killed_run_does_not_swallow_the_resumed_runs_first(tmp_path):
+    run = tmp_path / "run"
+    assert cli("--n-steps", "4", *SMALL, "--out", str(run)).returncode == 0
+    with (run / "metrics.jsonl").open("a") as f:  # killed while writing a record (kill -9, a full disk)
+        f.write('{"step": 8, "steps": 4, "sps": 1')
+    done = cli("--resume-from", str(run / "checkpoint-4.foxc"), "--n-steps", "4")
+    assert done.returncode == 0, done.stderr
+    records = []
+    for line in (run / "metrics.jsonl").read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            assert line == '{"step": 8, "steps": 4, "sps": 1', line  # the torn record alone, on its own line
+    assert [r["step"] for r in records] == [4, 8], "the resumed run's first record was lost"
+
+
 def test_sigterm_stops_cleanly_and_checkpoint_on_exit_saves_the_step(tmp_path):
     for extra, want_checkpoint in (([], False), (["--checkpoint-on-exit"], True)):
         out = tmp_path / ("kept" if want_checkpoint else "plain")
