@@ -116,6 +116,24 @@ def test_a_torn_last_record_of_a_killed_run_does_not_swallow_the_resumed_runs_fi
     assert [r["step"] for r in records] == [4, 8], "the resumed run's first record was lost"
 
 
+def test_the_directory_of_a_running_trainer_is_refused_even_with_overwrite(tmp_path):
+    busy = tmp_path / "busy"
+    proc = subprocess.Popen([sys.executable, "-m", "foxc.train", "--backend", "reference", "--n-steps", "100000",
+                             *SMALL, "--checkpoint-every", "0", "--out", str(busy)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while not (busy / "metrics.jsonl").is_file() or not (busy / "metrics.jsonl").read_text().strip():
+            assert time.time() < deadline and proc.poll() is None
+            time.sleep(0.2)
+        one_line_error(cli("--n-steps", "2", *SMALL, "--out", str(busy), "--overwrite"), str(busy),
+                       f"pid {proc.pid}")
+        assert proc.poll() is None and {"config.json", "metrics.jsonl"} <= {p.name for p in busy.iterdir()}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=120)
+
+
 def test_sigterm_stops_cleanly_and_checkpoint_on_exit_saves_the_step(tmp_path):
     for extra, want_checkpoint in (([], False), (["--checkpoint-on-exit"], True)):
         out = tmp_path / ("kept" if want_checkpoint else "plain")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..checkpoint.meta import config_differences
 from ..checkpoint.saver import list_checkpoints
+from ..isv.live import MARKER, REQUESTS, running_trainer
 from ..isv.registry import setting_problem
 from .config import TrainConfig
 
@@ -47,6 +48,12 @@ class RunDir:
         """The run's directory: `out`, else (resuming the checkpoint of `step`) the checkpoint's own, else a
         new unique one. Going on in the checkpoint's own directory is refused where it holds a later
         checkpoint: the resumed run would overwrite or prune it and append a second history of those steps."""
+        target = Path(out) if out is not None else resuming.parent if resuming is not None else None
+        who = running_trainer(target) if target is not None else None
+        if who:  # --overwrite would delete its files under it, a resume would write beside it
+            raise RunDirError(f"--out {target}: a trainer is running there ({who}); runs never mix: let it end or "
+                              f"stop it, or give another directory (if it no longer runs, remove its marker "
+                              f"{target / REQUESTS / MARKER})")
         if resuming is not None and (out is None or Path(out).resolve() == resuming.resolve().parent):
             later = [p for s, p in list_checkpoints(resuming.parent) if s > step]
             if later:
