@@ -126,6 +126,8 @@ CASES = [
          files={"taken.txt": b"keep me\n"}),
     case("train-out-holds-a-run", "train", [*SMALL, "--out", "{case}/run"], "--out", "--overwrite",
          files={"run": DIR, "run/metrics.jsonl": METRICS}),
+    case("train-out-holds-other-files", "train", [*SMALL, "--out", "{case}/mine"], "--out", "holds files",
+         "--overwrite", files={"mine/notes.txt": b"keep me\n"}),
     case("train-out-under-a-file", "train", [*SMALL, "--out", "{case}/taken.txt/run"], "--out", "taken.txt",
          files={"taken.txt": b"keep me\n"}),
 

@@ -78,6 +78,9 @@ class RunDir:
             raise RunDirError(f"--out {path}: exists and is not a directory")
         same = resuming is not None and resuming.resolve().parent == path.resolve()
         if path.is_dir() and any(path.iterdir()) and not (same or overwrite):
+            if not any(any(path.glob(pattern)) for pattern in RUN_FILES):
+                raise RunDirError(f"--out {path}: the directory holds files (give a new or empty directory, or "
+                                  "--overwrite: the run writes beside them, removing only a run's files)")
             raise RunDirError(f"--out {path}: the directory holds another run (give a new directory, resume that "
                               "run with --resume-from DIR/checkpoint-<step>.foxc, or --overwrite)")
         if path.is_dir() and overwrite and not same:
