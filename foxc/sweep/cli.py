@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..cli import (ArgumentParser, UsageError, add_run_dir_arguments, backend_name, check_run_dir, default_run_dir,
-                   nonnegative_int, open_run_dir, positive_int, run as run_cli)
+                   int_at_least, nonnegative_int, open_run_dir, positive_int, run as run_cli)
 from ..driver import BACKENDS
 from ..evaluate import scaleout
-from ..trainer.config import DEFAULTS, ConfigError, ConfigFile, TrainConfig, add_config_arguments, config_settings
+from ..trainer.config import (DEFAULTS, INT64_MAX, ConfigError, ConfigFile, TrainConfig, add_config_arguments,
+                              config_settings)
 from .axes import Axis, parse_axes, points as sweep_points, settings_of, show
 from .point import RunSpec, run_point_safely
 from .report import TARGETS, error_line, rank, ranking_table, target_of, write_report, write_tables
@@ -49,7 +50,7 @@ def build_parser() -> ArgumentParser:
                     help="seed of the --random draws (default 0)")
     sw.add_argument("--seeds", type=positive_int, default=3, metavar="S",
                     help="runs per point, with seeds 0..S-1 (default 3)")
-    sw.add_argument("--steps", type=positive_int, default=None, metavar="N",
+    sw.add_argument("--steps", type=int_at_least(1, INT64_MAX), default=None, metavar="N",
                     help="training steps of each run (default 5,000 with CUDA, 150 on the reference backend)")
     sw.add_argument("--backend", choices=BACKENDS, default=None)
     scaleout.add_runner_arguments(sw, "run")
