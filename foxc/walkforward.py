@@ -44,7 +44,7 @@ from .evaluate.reporting import RULES, Criteria, assemble, write
 from .evaluate.runner import EvalConfig
 from .evaluate.trainers import resolve_trainer
 from .lobsim.sim import MAX_LOTS_PER_ENTRY
-from .trainer.config import MAX_FEE
+from .trainer.config import INT64_MAX, MAX_FEE
 
 __all__ = ["CachedData", "main", "plan_folds", "split_windows", "walk_forward"]
 
@@ -213,7 +213,7 @@ def build_parser() -> ArgumentParser:
     ap.add_argument("--eval-days", type=positive_int, default=None, help="folds by dates: days each fold evaluates on")
     ap.add_argument("--step-days", type=positive_int, default=None,
                     help="folds by dates: days from one fold's start to the next (default --eval-days)")
-    ap.add_argument("--steps-per-fold", type=positive_int, default=None,
+    ap.add_argument("--steps-per-fold", type=int_at_least(1, INT64_MAX), default=None,
                     help="training steps per fold (default 25,000 with CUDA, 1,500 on the reference backend)")
     add_run_dir_arguments(ap, "walkforward")
     ap.add_argument("--trainer", default="rl",

@@ -146,6 +146,8 @@ CASES = [
     case("wf-fee-negative", "walkforward", ["--fee", "-0.5"], "--fee", "-0.5"),
     case("wf-fee-past-int64", "walkforward", ["--fee", "1e10", *WF_SMALL], "--fee", "10,000,000", "(got 1e+10)"),
     case("wf-lots-past-the-simulator", "walkforward", ["--lots", "2000000", *WF_SMALL], "--lots", "2000000"),
+    case("wf-steps-per-fold-past-int64", "walkforward", ["--steps-per-fold", "100000000000000000000"],
+         "--steps-per-fold", "100000000000000000000"),
     case("wf-hold-min-above-max", "walkforward", ["--hold-min", "0.9", "--hold-max", "0.1"], "--hold-min"),
     case("wf-segments-split", "walkforward", ["--split", "segments", "--synthetic-segments", "2", "--folds", "3"],
          "--split", "--synthetic-segments"),
