@@ -79,8 +79,9 @@ def load_data(spec: str, rows: int, seed: int, segments: int, market: str = "def
     if is_cache(spec):
         return CachedData(Path(spec), read_manifest(Path(spec)))
     if spec == "synthetic":
-        from .data.synthetic import synthetic_data
-        return synthetic_data(rows, seed=seed, params=named_market(market).params, n_segments=segments)
+        from .trainer.heldout import synthetic_rows
+        return synthetic_rows(rows, "--synthetic-rows", seed=seed, params=named_market(market).params,
+                              n_segments=segments)
     from .data.source import load
     return load(spec)
 

@@ -140,6 +140,8 @@ CASES = [
     case("wf-seed-negative", "walkforward", ["--seed", "-1"], "--seed", "-1"),
     case("wf-synthetic-unknown", "walkforward", ["--synthetic", "bogus"], "--synthetic", "bogus"),
     case("wf-too-few-rows", "walkforward", ["--synthetic-rows", "5", "--folds", "3"], "--synthetic-rows", "5"),
+    case("wf-synthetic-rows-past-memory", "walkforward", ["--synthetic-rows", "100000000000", "--folds", "1"],
+         "--synthetic-rows", "100,000,000,000", "memory"),
     case("wf-trainer-unknown", "walkforward", ["--trainer", "nope"], "--trainer", "nope"),
     case("wf-baseline-with-training-flags", "walkforward", ["--trainer", "baseline", "--n-step", "3"], "--n-step"),
     case("wf-training-flag-value", "walkforward", ["--n-step", "9"], "--n-step", "9"),
