@@ -11,6 +11,7 @@ one Ray task each (`ray`), on the walk-forward's runners (foxc.evaluate.scaleout
 """
 from __future__ import annotations
 
+import math
 import sys
 import time
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ PROG = "foxc.sweep"
 # file may not set them
 OWNED = {"seed": "--seeds", "n_steps": "--steps"}
 POINTS_DIR = "points"
+MAX_RUNS = 100_000  # runs of one sweep: each a run directory and a checkpoint; planning them takes seconds
 # what a sweep writes into its directory: --overwrite removes these (and nothing else) first
 OUTPUTS = (POINTS_DIR, "sweep.csv", "sweep.parquet", "sweep.json", "report.md", "sweep.png")
 
@@ -115,6 +117,7 @@ def plan_sweep(args) -> Plan:
         scaleout.require_ray()
     backend = backend_name(args.backend)
     axes = parse_axes(args.grid, args.ranges, args.random)
+    check_size(axes, args.random, args.seeds)
     steps = args.steps or DEFAULTS[backend]["n_steps"]
     out = args.out or default_run_dir("sweep")
     base = {**given, "n_steps": steps}
@@ -127,6 +130,17 @@ def plan_sweep(args) -> Plan:
     if plan.first.data:
         check_data(plan.first)
     return plan
+
+
+def check_size(axes: list[Axis], draws: int | None, seeds: int) -> None:
+    """A sweep of more than MAX_RUNS runs (a few zeros too many) is refused before its points are drawn."""
+    grid = math.prod(len(a.values) for a in axes if a.values)
+    n_points = grid * (draws if any(a.bounds for a in axes) else 1)
+    if n_points * seeds > MAX_RUNS:
+        made = (f"{grid:,} grid point(s) × --random {draws:,}" if any(a.bounds for a in axes) else
+                f"{n_points:,} point(s) of --grid")
+        raise UsageError(f"{made} × --seeds {seeds:,} = {n_points * seeds:,} runs, more than a sweep takes "
+                         f"({MAX_RUNS:,}): fewer values, draws or seeds")
 
 
 def training_settings(args) -> tuple[dict, ConfigFile | None]:
