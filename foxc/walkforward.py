@@ -313,10 +313,13 @@ def _main(args, train_args: list[str]) -> int:
     synthetic = args.data == "synthetic"
     fee = args.fee if args.fee is not None else (MARKETS[args.synthetic].fee_per_lot if synthetic else 0.0)
     if args.trainer == "rl":  # a bad training flag or setting fails here, before any fold
-        from .trainer.config import TrainConfig, inline_config_file, parse_settings
+        from .trainer.config import TrainConfig, inline_config_file, parse_settings, setting_actions
         train_args = inline_config_file(train_args, FOLD_SETTINGS)  # a fold on another machine has no file
-        TrainConfig.for_backend(backend, **{**parse_settings(train_args, "training flags"),
-                                            "n_steps": args.steps_per_fold})
+        given = parse_settings(train_args, "training flags")
+        for name in FOLD_SETTINGS.keys() & given.keys():  # the fold would set it over the flag without a word
+            raise UsageError(f"{setting_actions()[name].option_strings[0]}: set by the walk-forward for every fold "
+                             f"(give {FOLD_SETTINGS[name]})")
+        TrainConfig.for_backend(backend, **{**given, "n_steps": args.steps_per_fold})
     try:
         data = load_data(args.data, args.synthetic_rows, args.seed, args.synthetic_segments, args.synthetic)
     except DataError as e:
