@@ -55,7 +55,7 @@ def describe_evaluation(e: dict) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from .trainer.rundir import RunDir, check_same_data, resume_settings
+    from .trainer.rundir import RunDir, check_same_data, resume_settings, saved_run
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     run_dir, trainer = None, None
     try:
@@ -66,8 +66,9 @@ def main(argv=None) -> int:
         rt = open_runtime(args.backend)
         resume = Path(args.resume_from) if args.resume_from else None
         saved = resume_meta(resume) if resume else None
+        saved_config, saved_data = saved_run(resume, saved) if resume else (None, None)
         new_isv = given.pop("isv", ()) if resume else ()  # set on top of the checkpoint's bus
-        settings = resume_settings(resume, saved.get("config", {}), given) if resume else given
+        settings = resume_settings(resume, saved_config, given) if resume else given
         if resume:
             settings["isv"] = merge_isv(kept_isv(settings.get("isv", ()), log), new_isv)
         try:
@@ -79,12 +80,13 @@ def main(argv=None) -> int:
             log(REFERENCE_GRAPH_NOTE)
         if args.out is not None:
             output_dir("--out", args.out)  # a file, or a folder that cannot be written: named before any work
-        run_dir = RunDir.open(args.out, resuming=resume, overwrite=args.overwrite)
+        run_dir = RunDir.open(args.out, resuming=resume, step=saved["step"] if resume else 0,
+                              overwrite=args.overwrite)
         out = run_dir.path
         from .trainer.run import write_json  # the heavy imports, once the settings are known good
         data = load_data_logged(cfg, log)
         if resume:
-            check_same_data(resume, saved.get("data", {}), data.source)
+            check_same_data(resume, saved_data, data.source)
         trainer = open_trainer(rt, cfg, data, out)
         isv_changes = []
         if resume:

@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from .cli import (ArgumentParser, UsageError, add_run_dir_arguments, backend_name, check_run_dir, default_run_dir,
-                  finite_float, nonnegative_float, nonnegative_int, open_run_dir, positive_int, run as run_cli)
+                  finite_float, int_at_least, nonnegative_float, nonnegative_int, open_run_dir, positive_int,
+                  run as run_cli)
 from .data.markets import MARKETS, market as named_market
 from .data.record import PRICE_SCALE
 from .data.market import MarketData
@@ -42,6 +43,8 @@ from .evaluate.plots import PlotsUnavailable, walkforward_plots
 from .evaluate.reporting import RULES, Criteria, assemble, write
 from .evaluate.runner import EvalConfig
 from .evaluate.trainers import resolve_trainer
+from .lobsim.sim import MAX_LOTS_PER_ENTRY
+from .trainer.config import INT64_MAX, MAX_FEE
 
 __all__ = ["CachedData", "main", "plan_folds", "split_windows", "walk_forward"]
 
@@ -76,8 +79,9 @@ def load_data(spec: str, rows: int, seed: int, segments: int, market: str = "def
     if is_cache(spec):
         return CachedData(Path(spec), read_manifest(Path(spec)))
     if spec == "synthetic":
-        from .data.synthetic import synthetic_data
-        return synthetic_data(rows, seed=seed, params=named_market(market).params, n_segments=segments)
+        from .trainer.heldout import synthetic_rows
+        return synthetic_rows(rows, "--synthetic-rows", seed=seed, params=named_market(market).params,
+                              n_segments=segments)
     from .data.source import load
     return load(spec)
 
@@ -210,7 +214,7 @@ def build_parser() -> ArgumentParser:
     ap.add_argument("--eval-days", type=positive_int, default=None, help="folds by dates: days each fold evaluates on")
     ap.add_argument("--step-days", type=positive_int, default=None,
                     help="folds by dates: days from one fold's start to the next (default --eval-days)")
-    ap.add_argument("--steps-per-fold", type=positive_int, default=None,
+    ap.add_argument("--steps-per-fold", type=int_at_least(1, INT64_MAX), default=None,
                     help="training steps per fold (default 25,000 with CUDA, 1,500 on the reference backend)")
     add_run_dir_arguments(ap, "walkforward")
     ap.add_argument("--trainer", default="rl",
@@ -226,7 +230,7 @@ def build_parser() -> ArgumentParser:
     ev.add_argument("--fee", type=nonnegative_float, default=None,
                     help="fee per lot per side, in price units (e.g. 0.005; default: the synthetic market's own, "
                          "else 0)")
-    ev.add_argument("--lots", type=positive_int, default=1, help="lots per entry")
+    ev.add_argument("--lots", type=int_at_least(1, MAX_LOTS_PER_ENTRY), default=1, help="lots per entry")
     ev.add_argument("--sampled", action="store_true", help="sample actions from the policy (default: greedy)")
     cr = ap.add_argument_group("success criteria")
     cr.add_argument("--criteria", dest="rule", choices=RULES, default="edge",
@@ -253,6 +257,8 @@ FOLD_SETTINGS = {"data": "--data", "synthetic": "--synthetic", "synthetic_rows":
 def check_args(args, train_args: list[str]) -> None:
     """Refuse a bad setting before any data is loaded or written, naming the flag; sets the defaults
     of --folds and --split when the folds are not by dates."""
+    if not args.data.strip():  # `--data "$DATA"` of an unset variable: not the data files of the current directory
+        raise UsageError("--data: an empty path (give a file, directory, glob or cache, or 'synthetic')")
     by_days = [f"--{n.replace('_', '-')}" for n in ("train_days", "eval_days", "step_days")
                if getattr(args, n) is not None]
     if by_days:
@@ -275,6 +281,8 @@ def check_args(args, train_args: list[str]) -> None:
         if args.split == "segments" and args.synthetic_segments < windows:
             raise UsageError(f"--split segments: --synthetic-segments {args.synthetic_segments} cannot make "
                              f"{windows} windows (--folds {args.folds})")
+    if args.fee is not None and args.fee > MAX_FEE:  # the simulator's money (x1e9) is an int64
+        raise UsageError(f"--fee must be 0 to {MAX_FEE:,.0f}, the simulator's largest price (got {args.fee:g})")
     if args.hold_min > args.hold_max:
         raise UsageError(f"--hold-min {args.hold_min:g} is above --hold-max {args.hold_max:g}")
     try:
@@ -305,10 +313,13 @@ def _main(args, train_args: list[str]) -> int:
     synthetic = args.data == "synthetic"
     fee = args.fee if args.fee is not None else (MARKETS[args.synthetic].fee_per_lot if synthetic else 0.0)
     if args.trainer == "rl":  # a bad training flag or setting fails here, before any fold
-        from .trainer.config import TrainConfig, inline_config_file, parse_settings
+        from .trainer.config import TrainConfig, inline_config_file, parse_settings, setting_actions
         train_args = inline_config_file(train_args, FOLD_SETTINGS)  # a fold on another machine has no file
-        TrainConfig.for_backend(backend, **{**parse_settings(train_args, "training flags"),
-                                            "n_steps": args.steps_per_fold})
+        given = parse_settings(train_args, "training flags")
+        for name in FOLD_SETTINGS.keys() & given.keys():  # the fold would set it over the flag without a word
+            raise UsageError(f"{setting_actions()[name].option_strings[0]}: set by the walk-forward for every fold "
+                             f"(give {FOLD_SETTINGS[name]})")
+        TrainConfig.for_backend(backend, **{**given, "n_steps": args.steps_per_fold})
     try:
         data = load_data(args.data, args.synthetic_rows, args.seed, args.synthetic_segments, args.synthetic)
     except DataError as e:

@@ -55,6 +55,7 @@ CACHE = {"cache/manifest.json": "cache_manifest", "cache/shards/00000/records.np
          "cache/shards/00000/labels.npy": "cache_labels"}  # book.parquet prepared
 SMALL = ["--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64", "--synthetic-rows", "20000"]
 OUT = ["--out", "{case}/run"]
+WF_SMALL = ["--trainer", "baseline", "--synthetic-rows", "20000", "--folds", "1", "--no-plots", "--out", "{case}/wf"]
 
 CASES = [
     # ---------------------------------------------------------------------------- python -m foxc.train
@@ -87,6 +88,20 @@ CASES = [
          "(0, 1]", files={"run.toml": b"[isv]\ntau = 0\n"}),
     case("train-config-slot-n-step", "train", ["--config", "{case}/run.toml", *OUT], "run.toml", "[isv] n_step",
          "--n-step", files={"run.toml": b"[isv]\nn_step = 6\n"}),
+    case("train-fee-infinite", "train", ["--fee", "inf", *OUT], "--fee", "(got inf)"),
+    case("train-fee-past-int64", "train", ["--fee", "1e10", *OUT], "--fee", "(got 10000000000.0)"),
+    case("train-config-fee-infinite", "train", ["--config", "{case}/run.toml", *OUT], "run.toml", "fee_per_lot",
+         "--fee", files={"run.toml": b"fee_per_lot = inf\n"}),
+    case("train-device-data-gb-infinite", "train", ["--device-data-gb", "inf", *OUT], "--device-data-gb", "(got inf)"),
+    case("train-lots-past-the-simulator", "train", ["--lots", "2000000", *OUT], "--lots", "1,000,000", "(got 2000000)"),
+    case("train-checkpoint-every-past-int64", "train", [*SMALL, "--n-steps", "2", "--checkpoint-every",
+                                                        "100000000000000000000", *OUT], "--checkpoint-every", "2^63"),
+    case("train-episode-steps-past-int64", "train", [*SMALL, "--n-steps", "2", "--episode-steps",
+                                                     "100000000000000000000", *OUT], "--episode-steps", "2^63"),
+    case("train-synthetic-rows-past-memory", "train", ["--synthetic-rows", "100000000000", *OUT], "--synthetic-rows",
+         "100,000,000,000", "memory"),
+    case("train-eval-rows-past-memory", "train", [*SMALL, "--eval-rows", "100000000000", *OUT], "--eval-rows",
+         "100,000,000,000", "memory"),
     case("train-unknown-flag", "train", ["--n-stepz", "3", *OUT], "--n-stepz"),
     case("train-profile-window", "train", ["--profile-steps", "9:4", *OUT], "--profile-steps"),
     case("train-data-missing", "train", ["--data", "{case}/missing.parquet", *OUT], "--data", "missing.parquet"),
@@ -105,10 +120,18 @@ CASES = [
          "--resume-from", "notes.txt", files={"notes.txt": b"hello, not a checkpoint\n"}),
     case("train-resume-differs", "train", ["--resume-from", "{case}/ck.foxc", "--n-backtests", "16"],
          "ck.foxc", "n_backtests", files={"ck.foxc": "ckpt"}),
+    case("train-resume-bench-checkpoint", "train", ["--resume-from", "{case}/bench.foxc"], "--resume-from",
+         "bench.foxc", "batch", files={"bench.foxc": "bench_ckpt"}),
+    case("train-resume-no-run-meta", "train", ["--resume-from", "{case}/bare.foxc"], "--resume-from", "bare.foxc",
+         "no training configuration", files={"bare.foxc": "bare_ckpt"}),
+    case("train-resume-bad-saved-setting", "train", ["--resume-from", "{case}/odd.foxc"], "--resume-from",
+         "odd.foxc", "n_backtests", files={"odd.foxc": "odd_ckpt"}),
     case("train-out-is-a-file", "train", [*SMALL, "--out", "{case}/taken.txt"], "--out", "taken.txt",
          files={"taken.txt": b"keep me\n"}),
     case("train-out-holds-a-run", "train", [*SMALL, "--out", "{case}/run"], "--out", "--overwrite",
          files={"run": DIR, "run/metrics.jsonl": METRICS}),
+    case("train-out-holds-other-files", "train", [*SMALL, "--out", "{case}/mine"], "--out", "holds files",
+         "--overwrite", files={"mine/notes.txt": b"keep me\n"}),
     case("train-out-under-a-file", "train", [*SMALL, "--out", "{case}/taken.txt/run"], "--out", "taken.txt",
          files={"taken.txt": b"keep me\n"}),
 
@@ -117,6 +140,8 @@ CASES = [
     case("wf-seed-negative", "walkforward", ["--seed", "-1"], "--seed", "-1"),
     case("wf-synthetic-unknown", "walkforward", ["--synthetic", "bogus"], "--synthetic", "bogus"),
     case("wf-too-few-rows", "walkforward", ["--synthetic-rows", "5", "--folds", "3"], "--synthetic-rows", "5"),
+    case("wf-synthetic-rows-past-memory", "walkforward", ["--synthetic-rows", "100000000000", "--folds", "1"],
+         "--synthetic-rows", "100,000,000,000", "memory"),
     case("wf-trainer-unknown", "walkforward", ["--trainer", "nope"], "--trainer", "nope"),
     case("wf-baseline-with-training-flags", "walkforward", ["--trainer", "baseline", "--n-step", "3"], "--n-step"),
     case("wf-training-flag-value", "walkforward", ["--n-step", "9"], "--n-step", "9"),
@@ -124,10 +149,18 @@ CASES = [
          "--seed", files={"wf.toml": b"seed = 3\n"}),
     case("wf-config-slot", "walkforward", ["--config", "{case}/wf.toml"], "wf.toml", "[isv] popart_mean", "state",
          files={"wf.toml": b"[isv]\npopart_mean = 1\n"}),
+    case("wf-n-steps-is-the-folds", "walkforward", ["--n-steps", "7", "--steps-per-fold", "2", *SMALL, "--folds", "1",
+                                                    "--eval-backtests", "4", "--no-plots", "--out", "{case}/wf"],
+         "--n-steps", "--steps-per-fold"),
     case("wf-fee-negative", "walkforward", ["--fee", "-0.5"], "--fee", "-0.5"),
+    case("wf-fee-past-int64", "walkforward", ["--fee", "1e10", *WF_SMALL], "--fee", "10,000,000", "(got 1e+10)"),
+    case("wf-lots-past-the-simulator", "walkforward", ["--lots", "2000000", *WF_SMALL], "--lots", "2000000"),
+    case("wf-steps-per-fold-past-int64", "walkforward", ["--steps-per-fold", "100000000000000000000"],
+         "--steps-per-fold", "100000000000000000000"),
     case("wf-hold-min-above-max", "walkforward", ["--hold-min", "0.9", "--hold-max", "0.1"], "--hold-min"),
     case("wf-segments-split", "walkforward", ["--split", "segments", "--synthetic-segments", "2", "--folds", "3"],
          "--split", "--synthetic-segments"),
+    case("wf-data-empty", "walkforward", ["--data", "", *WF_SMALL[:-2]], "--data", "empty path"),
     case("wf-data-missing", "walkforward", ["--data", "{case}/missing.parquet"], "--data", "missing.parquet"),
     case("wf-folds-past-data", "walkforward", ["--data", "{parquet}", "--folds", "5000", "--out", "{case}/wf"],
          "--folds", "5000"),
@@ -315,6 +348,12 @@ def shared_files(base: Path) -> dict:
     state = {"isv": np.array([s.bootstrap for s in SLOTS], np.float32), "dqn_w": np.arange(24, dtype=np.float32)}
     config = {"n_backtests": 8, "seq_len": 4, "per_capacity": 64, "synthetic_rows": 20000, "n_steps": 2}
     ckpt = write_checkpoint(base / "ckpt.foxc", 2, state, {"config": config, "data": {"source": "synthetic"}})
+    # checkpoints foxc.train did not write: foxc.bench checkpoint's meta, none at all, a setting of the wrong type
+    bench = write_checkpoint(base / "bench.foxc", 1, state, {"config": {"batch": 64, "per": 1024},
+                                                             "data": {"source": "bench", "sha256": "0" * 64}})
+    bare = write_checkpoint(base / "bare.foxc", 2, state)
+    odd = write_checkpoint(base / "odd.foxc", 2, state, {"config": {**config, "n_backtests": "8"},
+                                                         "data": {"source": "synthetic"}})
     whole = ckpt.read_bytes()
     damaged = bytearray(whole)
     damaged[-60] ^= 0xFF  # in the data of dqn_w, the last section before the checksum
@@ -330,7 +369,8 @@ def shared_files(base: Path) -> dict:
     shard = base / "cache" / "shards" / "00000"
     labels = bytearray((shard / "labels.npy").read_bytes())
     labels[-8] ^= 0x01
-    return {"ckpt": whole, "damaged": bytes(damaged), "truncated": whole[:12], "parquet_path": parquet,
+    return {"ckpt": whole, "bench_ckpt": bench.read_bytes(), "bare_ckpt": bare.read_bytes(),
+            "odd_ckpt": odd.read_bytes(), "damaged": bytes(damaged), "truncated": whole[:12], "parquet_path": parquet,
             "parquet_bytes": parquet.read_bytes(), "one_sided_parquet": (base / "one_sided.parquet").read_bytes(),
             "cache_manifest": (base / "cache" / "manifest.json").read_bytes(),
             "cache_records": (shard / "records.npy").read_bytes(), "cache_labels": (shard / "labels.npy").read_bytes(),

@@ -85,6 +85,55 @@ def test_flags_beside_resume_must_agree_and_data_is_checked_by_content(tmp_path)
     assert agreeing.returncode == 0, agreeing.stderr
 
 
+def test_resuming_an_earlier_checkpoint_never_overwrites_the_later_ones(tmp_path):
+    run = tmp_path / "run"
+    assert cli("--n-steps", "8", *SMALL, "--checkpoint-every", "4", "--out", str(run)).returncode == 0
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    assert {"checkpoint-4.foxc", "checkpoint-8.foxc"} <= set(before)
+    for out in ([], ["--out", str(run)]):  # its own directory, by default or named
+        done = cli("--resume-from", str(run / "checkpoint-4.foxc"), "--n-steps", "2", "--set", "lr_q=0.001", *out)
+        one_line_error(done, "checkpoint-4.foxc", "checkpoint-8.foxc", "--out")
+        assert {p.name: p.read_bytes() for p in run.iterdir()} == before, "a refused resume changed the run"
+    branch = tmp_path / "branch"
+    done = cli("--resume-from", str(run / "checkpoint-4.foxc"), "--n-steps", "2", "--out", str(branch))
+    assert done.returncode == 0, done.stderr
+    assert (branch / "checkpoint-6.foxc").is_file() and {p.name: p.read_bytes() for p in run.iterdir()} == before
+
+
+def test_a_torn_last_record_of_a_killed_run_does_not_swallow_the_resumed_runs_first(tmp_path):
+    run = tmp_path / "run"
+    assert cli("--n-steps", "4", *SMALL, "--out", str(run)).returncode == 0
+    with (run / "metrics.jsonl").open("a") as f:  # killed while writing a record (kill -9, a full disk)
+        f.write('{"step": 8, "steps": 4, "sps": 1')
+    done = cli("--resume-from", str(run / "checkpoint-4.foxc"), "--n-steps", "4")
+    assert done.returncode == 0, done.stderr
+    records = []
+    for line in (run / "metrics.jsonl").read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            assert line == '{"step": 8, "steps": 4, "sps": 1', line  # the torn record alone, on its own line
+    assert [r["step"] for r in records] == [4, 8], "the resumed run's first record was lost"
+
+
+def test_the_directory_of_a_running_trainer_is_refused_even_with_overwrite(tmp_path):
+    busy = tmp_path / "busy"
+    proc = subprocess.Popen([sys.executable, "-m", "foxc.train", "--backend", "reference", "--n-steps", "100000",
+                             *SMALL, "--checkpoint-every", "0", "--out", str(busy)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while not (busy / "metrics.jsonl").is_file() or not (busy / "metrics.jsonl").read_text().strip():
+            assert time.time() < deadline and proc.poll() is None
+            time.sleep(0.2)
+        one_line_error(cli("--n-steps", "2", *SMALL, "--out", str(busy), "--overwrite"), str(busy),
+                       f"pid {proc.pid}")
+        assert proc.poll() is None and {"config.json", "metrics.jsonl"} <= {p.name for p in busy.iterdir()}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=120)
+
+
 def test_sigterm_stops_cleanly_and_checkpoint_on_exit_saves_the_step(tmp_path):
     for extra, want_checkpoint in (([], False), (["--checkpoint-on-exit"], True)):
         out = tmp_path / ("kept" if want_checkpoint else "plain")

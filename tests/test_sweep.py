@@ -106,6 +106,9 @@ def test_random_draws_are_deterministic_inside_their_ranges_and_log_uniform_with
     (["--grid", "lr_q=1e-4", "--n-steps", "5"], ["--n-steps", "--steps"]),
     (["--grid", "lr_q=1e-4", "--n-backtests", "0"], ["--n-backtests"]),
     (["--grid", "lr_q=1e-4", "--seeds", "0"], ["--seeds"]),
+    (["--grid", "lr_q=1e-4", "--steps", "100000000000000000000"], ["--steps", "100000000000000000000"]),
+    (["--random", "100000000000", "--range", "lr_q=1e-5:1e-3"], ["--random 100,000,000,000", "runs"]),
+    (["--grid", "lr_q=1e-4,2e-4", "--seeds", "100000000000"], ["2 point(s) of --grid", "--seeds 100,000,000,000", "runs"]),
 ])
 def test_bad_axes_and_flags_are_refused_up_front_in_one_line_and_nothing_is_written(tmp_path, capsys, argv, names):
     out = tmp_path / "sweep"

@@ -51,6 +51,15 @@ def request(run_dir, settings: list[tuple[str, float]]) -> Path:
     return path
 
 
+def running_trainer(run_dir) -> str | None:
+    """Who trains in `run_dir` now ("pid N on HOST"), from its marker; None where no trainer runs."""
+    marker = Path(run_dir) / REQUESTS / MARKER
+    if not _trainer_alive(marker):
+        return None
+    who = json.loads(marker.read_text())
+    return f"pid {who.get('pid')} on {who.get('host')}"
+
+
 def _trainer_alive(marker: Path) -> bool:
     """Whether the trainer that wrote `marker` runs (a crashed one leaves its marker behind)."""
     try:

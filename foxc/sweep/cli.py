@@ -11,16 +11,18 @@ one Ray task each (`ray`), on the walk-forward's runners (foxc.evaluate.scaleout
 """
 from __future__ import annotations
 
+import math
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..cli import (ArgumentParser, UsageError, add_run_dir_arguments, backend_name, check_run_dir, default_run_dir,
-                   nonnegative_int, open_run_dir, positive_int, run as run_cli)
+                   int_at_least, nonnegative_int, open_run_dir, positive_int, run as run_cli)
 from ..driver import BACKENDS
 from ..evaluate import scaleout
-from ..trainer.config import DEFAULTS, ConfigError, ConfigFile, TrainConfig, add_config_arguments, config_settings
+from ..trainer.config import (DEFAULTS, INT64_MAX, ConfigError, ConfigFile, TrainConfig, add_config_arguments,
+                              config_settings)
 from .axes import Axis, parse_axes, points as sweep_points, settings_of, show
 from .point import RunSpec, run_point_safely
 from .report import TARGETS, error_line, rank, ranking_table, target_of, write_report, write_tables
@@ -30,6 +32,7 @@ PROG = "foxc.sweep"
 # file may not set them
 OWNED = {"seed": "--seeds", "n_steps": "--steps"}
 POINTS_DIR = "points"
+MAX_RUNS = 100_000  # runs of one sweep: each a run directory and a checkpoint; planning them takes seconds
 # what a sweep writes into its directory: --overwrite removes these (and nothing else) first
 OUTPUTS = (POINTS_DIR, "sweep.csv", "sweep.parquet", "sweep.json", "report.md", "sweep.png")
 
@@ -49,7 +52,7 @@ def build_parser() -> ArgumentParser:
                     help="seed of the --random draws (default 0)")
     sw.add_argument("--seeds", type=positive_int, default=3, metavar="S",
                     help="runs per point, with seeds 0..S-1 (default 3)")
-    sw.add_argument("--steps", type=positive_int, default=None, metavar="N",
+    sw.add_argument("--steps", type=int_at_least(1, INT64_MAX), default=None, metavar="N",
                     help="training steps of each run (default 5,000 with CUDA, 150 on the reference backend)")
     sw.add_argument("--backend", choices=BACKENDS, default=None)
     scaleout.add_runner_arguments(sw, "run")
@@ -114,6 +117,7 @@ def plan_sweep(args) -> Plan:
         scaleout.require_ray()
     backend = backend_name(args.backend)
     axes = parse_axes(args.grid, args.ranges, args.random)
+    check_size(axes, args.random, args.seeds)
     steps = args.steps or DEFAULTS[backend]["n_steps"]
     out = args.out or default_run_dir("sweep")
     base = {**given, "n_steps": steps}
@@ -126,6 +130,17 @@ def plan_sweep(args) -> Plan:
     if plan.first.data:
         check_data(plan.first)
     return plan
+
+
+def check_size(axes: list[Axis], draws: int | None, seeds: int) -> None:
+    """A sweep of more than MAX_RUNS runs (a few zeros too many) is refused before its points are drawn."""
+    grid = math.prod(len(a.values) for a in axes if a.values)
+    n_points = grid * (draws if any(a.bounds for a in axes) else 1)
+    if n_points * seeds > MAX_RUNS:
+        made = (f"{grid:,} grid point(s) × --random {draws:,}" if any(a.bounds for a in axes) else
+                f"{n_points:,} point(s) of --grid")
+        raise UsageError(f"{made} × --seeds {seeds:,} = {n_points * seeds:,} runs, more than a sweep takes "
+                         f"({MAX_RUNS:,}): fewer values, draws or seeds")
 
 
 def training_settings(args) -> tuple[dict, ConfigFile | None]:

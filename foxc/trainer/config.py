@@ -25,6 +25,9 @@ DEFAULTS = {
                       eval_every=0, eval_rows=8_192, rotate_every=50),
 }
 DATA_BUDGET_FRACTION = 0.5  # of the device's free memory, the default --device-data-gb
+INT64_MAX = 2**63 - 1  # the largest integer setting: checkpoints' meta and kernel parameters are int64
+MAX_DATA_GB = 1_000_000  # a petabyte, more than any device holds: --device-data-gb inf has no size in bytes
+MAX_FEE = 10_000_000.0  # price units: the simulator's largest price (LobSimConfig.max_price); in its money (x1e9) an int64
 
 
 class ConfigError(ValueError):
@@ -66,6 +69,7 @@ class TrainConfig:
     rotate_every: int = 1000  # steps between refills of one slot when the data does not fit (foxc.data.resident)
 
     def __post_init__(self):
+        from ..lobsim.sim import MAX_LOTS_PER_ENTRY
         checks = [
             (1 <= self.n_backtests <= 65536, "--n-backtests must be 1 to 65536"),
             (self.n_steps >= 0, "--n-steps must be >= 0"),
@@ -78,8 +82,9 @@ class TrainConfig:
             (self.actor in ACTORS, f"--actor must be {' or '.join(ACTORS)}"),
             (self.gate in ("on", "off"), "--gate must be on or off"),
             (self.loss_clamp in ("symmetric", "seed"), "--loss-clamp must be symmetric or seed"),
-            (self.lots_per_entry >= 1, "--lots must be >= 1"),
-            (self.fee_per_lot is None or self.fee_per_lot >= 0, "--fee must be >= 0"),
+            (1 <= self.lots_per_entry <= MAX_LOTS_PER_ENTRY, f"--lots must be 1 to {MAX_LOTS_PER_ENTRY:,}"),
+            (self.fee_per_lot is None or 0 <= self.fee_per_lot <= MAX_FEE,
+             f"--fee must be 0 to {MAX_FEE:,.0f}, the simulator's largest price"),
             (self.episode_steps >= 0, "--episode-steps must be >= 0"),
             (len(self.horizons) == 3 and all(h >= 1 for h in self.horizons), "--horizons needs three positive values"),
             (self.graph in ("auto", "on", "off"), "--graph must be auto, on or off"),
@@ -90,8 +95,14 @@ class TrainConfig:
             (0.0 < self.holdout_frac < 1.0, "--holdout must be between 0 and 1"),
             (self.synthetic_rows >= 1000, "--synthetic-rows must be >= 1000"),
             (self.device_data_gb is None or self.device_data_gb > 0, "--device-data-gb must be > 0"),
+            (self.device_data_gb is None or self.device_data_gb <= MAX_DATA_GB,
+             f"--device-data-gb must be at most {MAX_DATA_GB:,} (GB)"),
             (self.rotate_every >= 1, "--rotate-every must be >= 1"),
         ]
+        for dest, action in setting_actions().items():  # a checkpoint's meta and the kernels hold int64s
+            value = getattr(self, dest)
+            if action.type is int and isinstance(value, int) and value > INT64_MAX:
+                raise ConfigError(f"{action.option_strings[0]} must be at most 2^63 - 1 (got {value})")
         for ok, message in checks:
             if not ok:
                 flag = message.split()[0]

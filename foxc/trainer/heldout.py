@@ -15,8 +15,18 @@ import numpy as np
 
 from ..evaluate.agent import AgentPolicy
 from ..evaluate.runner import EvalConfig, Evaluator
+from .config import ConfigError
 
 MIN_CHUNK = 64  # snapshots per evaluated chunk at least: the window and the forced close stay small
+
+
+def synthetic_rows(n: int, flag: str, **kw):
+    """synthetic_data(n, **kw); more rows than the memory holds is refused naming the flag that asked for them."""
+    from ..data.synthetic import synthetic_data
+    try:
+        return synthetic_data(n, **kw)
+    except MemoryError as e:
+        raise ConfigError(f"{flag} {n:,}: not enough memory for that many synthetic snapshots ({e})") from None
 
 
 def holdout_market(cfg, market):
@@ -30,8 +40,7 @@ def holdout_market(cfg, market):
     from ..data.market import MarketData
     if cfg.data is None:
         from ..data.markets import MARKETS
-        from ..data.synthetic import synthetic_data
-        held = synthetic_data(cfg.eval_rows, seed=cfg.seed + 7919, params=MARKETS[cfg.synthetic].params)
+        held = synthetic_rows(cfg.eval_rows, "--eval-rows", seed=cfg.seed + 7919, params=MARKETS[cfg.synthetic].params)
         return market, held
     n = market.n_rows
     cut = int(n * (1.0 - cfg.holdout_frac))

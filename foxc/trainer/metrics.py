@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 
@@ -74,6 +75,8 @@ class MetricsLog:
         self.stream = stream or sys.stdout  # looked up now: a caller may have replaced sys.stdout
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()  # stdout too, when no stream is given
         self.file = open(path, "a", buffering=1)
+        if self.file.tell() and not _ends_a_line(path):  # a killed run's torn last record: keep it on a line of
+            self.file.write("\n")                          # its own, or the next record would be joined to it
         self.tensorboard = tensorboard
         self.t0 = time.perf_counter()
 
@@ -116,3 +119,10 @@ class MetricsLog:
         self.file.close()
         if self.tensorboard is not None:
             self.tensorboard.close()
+
+
+def _ends_a_line(path) -> bool:
+    """Whether the file at `path` ends with a newline."""
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"

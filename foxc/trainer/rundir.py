@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import secrets
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ..checkpoint.meta import config_differences
+from ..checkpoint.saver import list_checkpoints
+from ..isv.live import MARKER, REQUESTS, running_trainer
+from ..isv.registry import setting_problem
+from .config import TrainConfig
 
 # what a run writes into its directory: --overwrite removes these (and nothing else) before a run
 RUN_FILES = ("config.json", "metrics.jsonl", "summary.json", "data_validation.json", "profile.json",
@@ -39,8 +43,23 @@ class RunDir:
     created: bool  # by this run: discard removes it
 
     @classmethod
-    def open(cls, out: str | None, *, resuming: Path | None = None, overwrite: bool = False) -> "RunDir":
-        """The run's directory: `out`, else (resuming) the checkpoint's own, else a new unique one."""
+    def open(cls, out: str | None, *, resuming: Path | None = None, step: int = 0,
+             overwrite: bool = False) -> "RunDir":
+        """The run's directory: `out`, else (resuming the checkpoint of `step`) the checkpoint's own, else a
+        new unique one. Going on in the checkpoint's own directory is refused where it holds a later
+        checkpoint: the resumed run would overwrite or prune it and append a second history of those steps."""
+        target = Path(out) if out is not None else resuming.parent if resuming is not None else None
+        who = running_trainer(target) if target is not None else None
+        if who:  # --overwrite would delete its files under it, a resume would write beside it
+            raise RunDirError(f"--out {target}: a trainer is running there ({who}); runs never mix: let it end or "
+                              f"stop it, or give another directory (if it no longer runs, remove its marker "
+                              f"{target / REQUESTS / MARKER})")
+        if resuming is not None and (out is None or Path(out).resolve() == resuming.resolve().parent):
+            later = [p for s, p in list_checkpoints(resuming.parent) if s > step]
+            if later:
+                raise RunDirError(f"--resume-from {resuming}: its directory holds {later[-1].name}, later than this "
+                                  f"checkpoint's step {step}: going on there would overwrite or prune it and mix "
+                                  f"two runs' records (give --out NEWDIR to go on from step {step} beside it)")
         if out is None and resuming is not None:
             return cls(resuming.parent, False)
         if out is None:
@@ -59,6 +78,9 @@ class RunDir:
             raise RunDirError(f"--out {path}: exists and is not a directory")
         same = resuming is not None and resuming.resolve().parent == path.resolve()
         if path.is_dir() and any(path.iterdir()) and not (same or overwrite):
+            if not any(any(path.glob(pattern)) for pattern in RUN_FILES):
+                raise RunDirError(f"--out {path}: the directory holds files (give a new or empty directory, or "
+                                  "--overwrite: the run writes beside them, removing only a run's files)")
             raise RunDirError(f"--out {path}: the directory holds another run (give a new directory, resume that "
                               "run with --resume-from DIR/checkpoint-<step>.foxc, or --overwrite)")
         if path.is_dir() and overwrite and not same:
@@ -77,6 +99,33 @@ class RunDir:
         """Remove the directory if this run created it (a run that failed before its first step)."""
         if self.created:
             shutil.rmtree(self.path, ignore_errors=True)
+
+
+def saved_run(path, meta: dict) -> tuple[dict, dict]:
+    """The configuration and data a checkpoint's meta records. A checkpoint foxc.train did not write
+    (foxc.bench's, a program's with no meta of a run, another version's settings) is refused naming
+    the file and the setting: nothing in it says how to continue the run."""
+    config, data = meta.get("config"), meta.get("data")
+    if not config or not isinstance(config, dict) or not isinstance(data, dict):
+        raise ResumeError(f"--resume-from {path}: not a checkpoint of a foxc.train run: its meta records no training "
+                          "configuration and data (foxc-ckpt-inspect shows what it holds)")
+    unknown = sorted(set(config) - {f.name for f in fields(TrainConfig)}, key=str)
+    if unknown:
+        raise ResumeError(f"--resume-from {path}: not a checkpoint of a foxc.train run of this version: its "
+                          f"configuration has settings foxc.train does not know ({', '.join(map(str, unknown))})")
+    try:  # the slots no longer accepted leave only their record, as the run keeps them (kept_isv)
+        isv = [(n, v) for n, v in config.get("isv", ()) if not setting_problem(str(n), float(v))]
+    except (TypeError, ValueError):
+        raise ResumeError(f"--resume-from {path}: the checkpoint's setting isv = {config['isv']!r} cannot be resumed: "
+                          "expected a list of [slot, value] pairs") from None
+    settings = {**config, "isv": isv}
+    for key in [*(k for k in settings if k != "isv"), None]:  # each by itself (naming it), then all together
+        try:
+            TrainConfig.for_backend("reference", **(settings if key is None else {key: settings[key]}))
+        except (TypeError, ValueError) as e:
+            what = "configuration" if key is None else f"setting {key} = {config[key]!r}"
+            raise ResumeError(f"--resume-from {path}: the checkpoint's {what} cannot be resumed: {e}") from None
+    return config, data
 
 
 def resume_settings(path, saved: dict, given: dict) -> dict:

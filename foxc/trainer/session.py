@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import ConfigError
-from .heldout import holdout_market
+from .heldout import holdout_market, synthetic_rows
 
 
 @dataclass
@@ -77,10 +77,9 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
                   "sha256": files_digest(market.files)}
     else:
         from ..data.markets import MARKETS
-        from ..data.synthetic import synthetic_data
         from ..evaluate.optimum import optimal_pnl
         named = MARKETS[cfg.synthetic]
-        market = synthetic_data(cfg.synthetic_rows, seed=cfg.seed, params=named.params)
+        market = synthetic_rows(cfg.synthetic_rows, "--synthetic-rows", seed=cfg.seed, params=named.params)
         optimum = optimal_pnl(named.params, cfg.fee / named.params.tick).pnl_per_snapshot  # at the run's fee
         source = {"source": "synthetic", "market": cfg.synthetic, "rows": cfg.synthetic_rows, "seed": cfg.seed,
                   "optimum_ticks_per_snapshot": optimum,
