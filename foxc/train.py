@@ -68,7 +68,11 @@ def main(argv=None) -> int:
         saved = resume_meta(resume) if resume else None
         saved_config, saved_data = saved_run(resume, saved) if resume else (None, None)
         new_isv = given.pop("isv", ()) if resume else ()  # set on top of the checkpoint's bus
-        settings = resume_settings(resume, saved_config, given) if resume else given
+        from_file = {}  # a setting at odds with the checkpoint is named with the file that gave it
+        if config_file:
+            from_file = dict.fromkeys(config_file.settings.keys() - config_settings(args).keys(),
+                                      f"--config {config_file.path}")
+        settings = resume_settings(resume, saved_config, given, from_file) if resume else given
         if resume:
             settings["isv"] = merge_isv(kept_isv(settings.get("isv", ()), log), new_isv)
         try:
