@@ -207,7 +207,8 @@ def describe_residency(r: dict) -> str:
 
 def log_done(log, summary: dict, final, out: Path):
     run, wr = summary["this_run"], summary["this_run"]["win_rate"]
-    log(f"done: {summary['steps_this_run']} steps in {summary['seconds']:.1f} s ({summary['sps']} steps/s, "
+    sps = "-" if summary["sps"] is None else summary["sps"]  # too few frames to time an interval
+    log(f"done: {summary['steps_this_run']} steps in {summary['seconds']:.1f} s ({sps} steps/s, "
         f"{'graph' if summary['graph'] else 'eager'}); exploring, {run['trades']} trades, win rate "
         f"{'-' if wr is None else f'{wr:.3f}'}; checkpoint {final}; metrics {out / 'metrics.jsonl'}")
     if summary["data_residency"]["rotating"]:
