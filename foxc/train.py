@@ -88,7 +88,13 @@ def main(argv=None) -> int:
                               overwrite=args.overwrite)
         out = run_dir.path
         from .trainer.run import write_json  # the heavy imports, once the settings are known good
-        data = load_data_logged(cfg, log)
+        try:
+            data = load_data_logged(cfg, log)
+        except UsageError as e:  # the checkpoint's data, not a --data given now: it may have moved
+            if not resume or "data" in given or not cfg.data:
+                raise
+            raise UsageError(f"--resume-from {resume}: the checkpoint's data: {e} (give --data PATH where it is now: "
+                             "it is recognised by its content)") from None
         if resume:
             check_same_data(resume, saved_data, data.source)
         trainer = open_trainer(rt, cfg, data, out)
