@@ -144,6 +144,13 @@ def test_a_checkpoints_data_that_moved_is_named_as_the_checkpoints(tmp_path):
     done = cli("--resume-from", str(run / "checkpoint-2.foxc"), "--n-steps", "1")
     one_line_error(done, "checkpoint-2.foxc", str(book), "--data")
     assert "the checkpoint's data" in done.stderr, done.stderr
+    moved = str(tmp_path / "moved.parquet")  # the same file at another path: recognised by its content
+    done = cli("--resume-from", str(run / "checkpoint-2.foxc"), "--n-steps", "1", "--data", moved)
+    assert done.returncode == 0, done.stderr
+    write_parquet(tmp_path / "other.parquet", generate(20000, 2))  # another file: refused naming both hashes
+    done = cli("--resume-from", str(run / "checkpoint-2.foxc"), "--n-steps", "1", "--data", str(tmp_path / "other.parquet"),
+               "--out", str(tmp_path / "other-run"))
+    one_line_error(done, "the data differs", "sha256")
 
 
 def test_sigterm_stops_cleanly_and_checkpoint_on_exit_saves_the_step(tmp_path):
