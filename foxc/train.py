@@ -68,7 +68,11 @@ def main(argv=None) -> int:
         saved = resume_meta(resume) if resume else None
         saved_config, saved_data = saved_run(resume, saved) if resume else (None, None)
         new_isv = given.pop("isv", ()) if resume else ()  # set on top of the checkpoint's bus
-        settings = resume_settings(resume, saved_config, given) if resume else given
+        from_file = {}  # a setting at odds with the checkpoint is named with the file that gave it
+        if config_file:
+            from_file = dict.fromkeys(config_file.settings.keys() - config_settings(args).keys(),
+                                      f"--config {config_file.path}")
+        settings = resume_settings(resume, saved_config, given, from_file) if resume else given
         if resume:
             settings["isv"] = merge_isv(kept_isv(settings.get("isv", ()), log), new_isv)
         try:
@@ -84,7 +88,13 @@ def main(argv=None) -> int:
                               overwrite=args.overwrite)
         out = run_dir.path
         from .trainer.run import write_json  # the heavy imports, once the settings are known good
-        data = load_data_logged(cfg, log)
+        try:
+            data = load_data_logged(cfg, log)
+        except UsageError as e:  # the checkpoint's data, not a --data given now: it may have moved
+            if not resume or "data" in given or not cfg.data:
+                raise
+            raise UsageError(f"--resume-from {resume}: the checkpoint's data: {e} (give --data PATH where it is now: "
+                             "it is recognised by its content)") from None
         if resume:
             check_same_data(resume, saved_data, data.source)
         trainer = open_trainer(rt, cfg, data, out)
@@ -203,7 +213,8 @@ def describe_residency(r: dict) -> str:
 
 def log_done(log, summary: dict, final, out: Path):
     run, wr = summary["this_run"], summary["this_run"]["win_rate"]
-    log(f"done: {summary['steps_this_run']} steps in {summary['seconds']:.1f} s ({summary['sps']} steps/s, "
+    sps = "-" if summary["sps"] is None else summary["sps"]  # too few frames to time an interval
+    log(f"done: {summary['steps_this_run']} steps in {summary['seconds']:.1f} s ({sps} steps/s, "
         f"{'graph' if summary['graph'] else 'eager'}); exploring, {run['trades']} trades, win rate "
         f"{'-' if wr is None else f'{wr:.3f}'}; checkpoint {final}; metrics {out / 'metrics.jsonl'}")
     if summary["data_residency"]["rotating"]:

@@ -283,6 +283,7 @@ def check_args(args, train_args: list[str]) -> None:
                              f"{windows} windows (--folds {args.folds})")
     if args.fee is not None and args.fee > MAX_FEE:  # the simulator's money (x1e9) is an int64
         raise UsageError(f"--fee must be 0 to {MAX_FEE:,.0f}, the simulator's largest price (got {args.fee:g})")
+    scaleout.check_runner_arguments(args, "fold")
     if args.hold_min > args.hold_max:
         raise UsageError(f"--hold-min {args.hold_min:g} is above --hold-max {args.hold_max:g}")
     try:

@@ -105,6 +105,10 @@ def test_the_cli_refuses_a_directory_without_a_live_trainer(tmp_path, capsys):
     (crashed / REQUESTS).mkdir()
     (crashed / REQUESTS / MARKER).write_text(json.dumps({"host": socket.gethostname(), "pid": 2**22 + 12345}))
     assert isv_main(["set", str(crashed), "lr_q=1e-3"]) == 2  # its marker names a process that is gone
+    for damaged in ("", '{"host": "x', "[1]", "null"):  # cut short or edited: no trainer it names runs
+        (crashed / REQUESTS / MARKER).write_text(damaged)
+        assert isv_main(["set", str(crashed), "lr_q=1e-3"]) == 2
+        assert "no trainer is running there" in capsys.readouterr().err
     live = run_dir(tmp_path, "live")
     LiveRequests(live)
     assert isv_main(["set", str(live), "lr_q=1e-3"]) == 0

@@ -282,7 +282,7 @@ def test_resume_still_refuses_other_shapes_and_bad_overrides(tmp_path):
     assert train("--n-steps", "2", *SMALL, "--checkpoint-every", "0", "--out", str(run)).returncode == 0
     ckpt = str(run / "checkpoint-2.foxc")
     shape = toml(tmp_path, "seq_len = 8\n")
-    for argv, words in ((["--config", str(shape)], ["seq_len", "4", "8"]),
+    for argv, words in ((["--config", str(shape)], ["seq_len", "4", "8", f"--config {shape}"]),
                         (["--set", "popart_var=2"], ["--set popart_var", "state"]),
                         (["--set", "n_step=4"], ["n_step = 4", "--n-step 3"])):
         done = train("--resume-from", ckpt, "--n-steps", "1", *argv)

@@ -134,6 +134,25 @@ def test_the_directory_of_a_running_trainer_is_refused_even_with_overwrite(tmp_p
         proc.wait(timeout=120)
 
 
+def test_a_checkpoints_data_that_moved_is_named_as_the_checkpoints(tmp_path):
+    from foxc.data.parquet import write_parquet
+    from foxc.data.synthetic import generate
+    book, run = tmp_path / "book.parquet", tmp_path / "run"
+    write_parquet(book, generate(20000, 1))
+    assert cli("--n-steps", "2", *SMALL, "--data", str(book), "--out", str(run)).returncode == 0
+    book.rename(tmp_path / "moved.parquet")
+    done = cli("--resume-from", str(run / "checkpoint-2.foxc"), "--n-steps", "1")
+    one_line_error(done, "checkpoint-2.foxc", str(book), "--data")
+    assert "the checkpoint's data" in done.stderr, done.stderr
+    moved = str(tmp_path / "moved.parquet")  # the same file at another path: recognised by its content
+    done = cli("--resume-from", str(run / "checkpoint-2.foxc"), "--n-steps", "1", "--data", moved)
+    assert done.returncode == 0, done.stderr
+    write_parquet(tmp_path / "other.parquet", generate(20000, 2))  # another file: refused naming both hashes
+    done = cli("--resume-from", str(run / "checkpoint-2.foxc"), "--n-steps", "1", "--data", str(tmp_path / "other.parquet"),
+               "--out", str(tmp_path / "other-run"))
+    one_line_error(done, "the data differs", "sha256")
+
+
 def test_sigterm_stops_cleanly_and_checkpoint_on_exit_saves_the_step(tmp_path):
     for extra, want_checkpoint in (([], False), (["--checkpoint-on-exit"], True)):
         out = tmp_path / ("kept" if want_checkpoint else "plain")

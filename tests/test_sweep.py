@@ -107,6 +107,8 @@ def test_random_draws_are_deterministic_inside_their_ranges_and_log_uniform_with
     (["--grid", "lr_q=1e-4", "--n-backtests", "0"], ["--n-backtests"]),
     (["--grid", "lr_q=1e-4", "--seeds", "0"], ["--seeds"]),
     (["--grid", "lr_q=1e-4", "--steps", "100000000000000000000"], ["--steps", "100000000000000000000"]),
+    (["--grid", "lr_q=1e-4", "--workers", "2"], ["--workers", "--parallel local"]),  # would be ignored
+    (["--grid", "lr_q=1e-4", "--parallel", "local", "--gpus-per-run", "0"], ["--gpus-per-run", "--parallel ray"]),
     (["--random", "100000000000", "--range", "lr_q=1e-5:1e-3"], ["--random 100,000,000,000", "runs"]),
     (["--grid", "lr_q=1e-4,2e-4", "--seeds", "100000000000"], ["2 point(s) of --grid", "--seeds 100,000,000,000", "runs"]),
 ])

@@ -98,6 +98,15 @@ def test_cli_writes_the_run_directory(tmp_path):
     assert (out / "data_validation.json").is_file()
 
 
+def test_a_run_too_short_to_time_says_so_rather_than_none(tmp_path):
+    done = cli("--n-steps", "1", "--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64",
+               "--synthetic-rows", "20000", "--out", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["sps"] is None  # one frame: no interval
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("done: 1 steps")]
+    assert "None" not in line and "(- steps/s, eager)" in line, line
+
+
 @pytest.mark.parametrize("args,message", [
     (["--per-capacity", "1000"], "--per-capacity must be a power of two"),
     (["--data", "/nonexistent/file.parquet"], "/nonexistent/file.parquet"),

@@ -64,8 +64,21 @@ def add_runner_arguments(ap, noun: str) -> None:
                     help="local: at most this many processes (GPUs)")
     ap.add_argument("--ray-address", default=None, metavar="ADDR",
                     help="ray: the cluster to join (default: start a local one)")
-    ap.add_argument(f"--gpus-per-{noun}", type=nonnegative_float, default=1.0, metavar="G",
-                    help=f"ray: GPUs each {noun}'s task asks for (0 for CPU workers)")
+    ap.add_argument(f"--gpus-per-{noun}", type=nonnegative_float, default=None, metavar="G",
+                    help=f"ray: GPUs each {noun}'s task asks for (default 1; 0 for CPU workers)")
+
+
+def check_runner_arguments(args, noun: str) -> None:
+    """A runner's flag given with another --parallel is refused (it would be ignored without a word);
+    --gpus-per-<noun> defaults to 1."""
+    gpus = f"gpus_per_{noun}"
+    for flag, value, runner in (("--workers", args.workers, "local"), ("--ray-address", args.ray_address, "ray"),
+                                (f"--gpus-per-{noun}", getattr(args, gpus), "ray")):
+        if value is not None and args.parallel != runner:
+            raise ScaleoutError(f"{flag}: only with --parallel {runner} (not --parallel {args.parallel}, which "
+                                "would ignore it)")
+    if getattr(args, gpus) is None:
+        setattr(args, gpus, 1.0)
 
 
 def run_jobs(jobs: list, parallel: str, *, here, remote, backend: str | None, noun: str, workers: int | None = None,

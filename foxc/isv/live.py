@@ -66,6 +66,8 @@ def _trainer_alive(marker: Path) -> bool:
         who = json.loads(marker.read_text())
     except (OSError, ValueError):
         return False
+    if not isinstance(who, dict):  # not a marker a trainer wrote
+        return False
     if who.get("host") != socket.gethostname():
         return True  # another machine's process: it cannot be checked from here
     try:

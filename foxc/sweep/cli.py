@@ -113,6 +113,7 @@ def plan_sweep(args) -> Plan:
     """Every flag, axis and run checked, in that order; a mistake is a UsageError naming it."""
     given, config_file = training_settings(args)
     check_run_dir(args.out, args.overwrite)
+    scaleout.check_runner_arguments(args, "run")
     if args.parallel == "ray":
         scaleout.require_ray()
     backend = backend_name(args.backend)

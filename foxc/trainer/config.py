@@ -27,7 +27,7 @@ DEFAULTS = {
 DATA_BUDGET_FRACTION = 0.5  # of the device's free memory, the default --device-data-gb
 INT64_MAX = 2**63 - 1  # the largest integer setting: checkpoints' meta and kernel parameters are int64
 MAX_DATA_GB = 1_000_000  # a petabyte, more than any device holds: --device-data-gb inf has no size in bytes
-MAX_FEE = 10_000_000.0  # price units: the simulator's largest price (LobSimConfig.max_price); in its money (x1e9) an int64
+MAX_FEE = 10_000_000.0  # price units: the simulator's largest price (LobSimConfig.max_price); x1e9 an int64
 
 
 class ConfigError(ValueError):

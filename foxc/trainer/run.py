@@ -107,7 +107,12 @@ class Trainer:
         """
         def same_config(meta):
             saved, now, keys = meta.get("config", {}), self.cfg.as_dict(), TrainConfig.SHAPE_KEYS
+            want, got = (meta.get("data") or {}).get("sha256"), self.data_meta.get("sha256")
+            if want and got:  # the data by its content, where both record it: the same file may have moved
+                keys = [k for k in keys if k != "data"]
             problems = config_differences({k: saved.get(k) for k in keys}, {k: now.get(k) for k in keys})
+            if want and got and want != got:
+                problems.append(f"data: sha256 {want} in the checkpoint, {got} now")
             if problems:
                 raise ResumeError(f"{path} was saved with a different configuration: " + "; ".join(problems))
 

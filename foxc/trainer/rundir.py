@@ -128,16 +128,19 @@ def saved_run(path, meta: dict) -> tuple[dict, dict]:
     return config, data
 
 
-def resume_settings(path, saved: dict, given: dict) -> dict:
+def resume_settings(path, saved: dict, given: dict, sources: dict | None = None) -> dict:
     """The settings of a run resumed from `path`: the checkpoint's configuration `saved`, with the
     settings in RESUME_FREE that are given taken from `given` (the others keep the checkpoint's,
-    `n_steps` included: another run as long); any other setting given must agree with the saved one.
+    `n_steps` included: another run as long); any other setting given must agree with the saved one
+    (each that does not is named, with where it came from when `sources` says: setting -> "--config FILE").
     `data` is compared by content later (check_same_data), not by path."""
-    conflicts = config_differences({k: saved.get(k) for k in given if k not in RESUME_FREE and k != "data"},
-                                   {k: v for k, v in given.items() if k not in RESUME_FREE and k != "data"})
+    differ = [k for k in given if k not in RESUME_FREE and k != "data"]
+    conflicts = config_differences({k: saved.get(k) for k in differ}, {k: given[k] for k in differ})
     if conflicts:
+        sources = sources or {}
+        named = [c + (f" (from {sources[key]})" if (key := c.split(":")[0]) in sources else "") for c in conflicts]
         raise ResumeError(f"{path}: settings given beside --resume-from differ from the checkpoint's: "
-                          + "; ".join(conflicts) + " (leave them out to keep the checkpoint's)")
+                          + "; ".join(named) + " (leave them out to keep the checkpoint's)")
     # data given: the same data at another path, checked by content
     return {**saved, **{k: given[k] for k in (*RESUME_FREE, "data") if k in given}}
 
