@@ -34,7 +34,7 @@ from ..data.cursors import Cursors
 from ..data.record import SNAPSHOT_DTYPE
 from ..driver import open_runtime
 from .layout import N_ACTIONS
-from .sim import LobSim, LobSimConfig
+from .sim import LobSim, LobSimConfig, whole
 
 
 class LobEnv(Component):
@@ -44,7 +44,7 @@ class LobEnv(Component):
         most (0: to the segment's end); `config`: the other LobSimConfig fields (fee_per_lot, lots_per_entry, ...)."""
         if snapshots.dtype != SNAPSHOT_DTYPE or snapshots.ndim != 1 or snapshots.size < 2:
             raise ValueError("snapshots must be a 1-D array of at least 2 SNAPSHOT_DTYPE records")
-        if not _whole(episode_len) or episode_len < 0:
+        if not whole(episode_len) or episode_len < 0:
             raise ValueError(f"episode_len must be a whole number >= 0, got {episode_len!r}")
         sim_config = LobSimConfig(n_backtests=n_backtests, **config)  # its settings refused before any allocation
         n_backtests = sim_config.n_backtests
@@ -60,7 +60,7 @@ class LobEnv(Component):
 
     def reset(self, seed: int) -> np.ndarray:
         """Fresh accounts and a new episode for every backtest, drawn from `seed`; returns the observation."""
-        if not _whole(seed) or seed < 0:  # refused before any state is touched
+        if not whole(seed) or seed < 0:  # refused before any state is touched
             raise ValueError(f"seed must be a non-negative whole number, got {seed!r}")
         seed = int(seed)
         self.sim.reset_state()
@@ -97,13 +97,6 @@ class LobEnv(Component):
 
     def buffers(self) -> list:
         return [self.sim, self.cursors, self.snapshots]
-
-
-def _whole(value) -> bool:
-    """An integer, or a float without a fraction (not a bool)."""
-    if isinstance(value, (bool, np.bool_)):
-        return False
-    return isinstance(value, (int, np.integer)) or (isinstance(value, (float, np.floating)) and float(value).is_integer())
 
 
 def _checked_actions(actions: np.ndarray, n: int) -> np.ndarray:

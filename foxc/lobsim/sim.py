@@ -30,6 +30,13 @@ MONEY_UNITS = " of money units (prices ×1e9: 5_000_000 is 0.005 per lot per sid
 MAX_LOTS_PER_ENTRY = 1_000_000  # keeps |lots| × price × 2 well inside int64 for prices up to 1e6
 
 
+def whole(value) -> bool:
+    """An integer, or a float without a fraction (not a bool): what a count or a money setting may be."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    return isinstance(value, (int, np.integer)) or (isinstance(value, (float, np.floating)) and float(value).is_integer())
+
+
 @dataclass(frozen=True)
 class LobSimConfig:
     """Prices and money are integers ×1e9 (PRICE_SCALE): fee_per_lot=50_000_000 is 0.05 per lot per side."""
@@ -47,9 +54,7 @@ class LobSimConfig:
         for name, unit in (("n_backtests", ""), ("lots_per_entry", ""), ("fee_per_lot", MONEY_UNITS),
                            ("min_price", " (×1e9)"), ("max_price", " (×1e9)"), ("trade_log_cap", "")):
             value = getattr(self, name)  # a fraction would be cut (fee_per_lot=0.005 is no fee at all)
-            whole = isinstance(value, (int, np.integer)) or (
-                isinstance(value, (float, np.floating)) and float(value).is_integer())
-            if isinstance(value, (bool, np.bool_)) or not whole:
+            if not whole(value):
                 raise ValueError(f"{name} must be a whole number{unit}, got {value!r}")
             object.__setattr__(self, name, int(value))
         if not 1 <= self.n_backtests < 2**31:
