@@ -53,30 +53,32 @@ def request(run_dir, settings: list[tuple[str, float]]) -> Path:
 
 def running_trainer(run_dir) -> str | None:
     """Who trains in `run_dir` now ("pid N on HOST"), from its marker; None where no trainer runs."""
-    marker = Path(run_dir) / REQUESTS / MARKER
-    if not _trainer_alive(marker):
-        return None
-    who = json.loads(marker.read_text())
-    return f"pid {who.get('pid')} on {who.get('host')}"
+    who = _live_marker(Path(run_dir) / REQUESTS / MARKER)
+    return None if who is None else f"pid {who.get('pid')} on {who.get('host')}"
 
 
 def _trainer_alive(marker: Path) -> bool:
     """Whether the trainer that wrote `marker` runs (a crashed one leaves its marker behind)."""
+    return _live_marker(marker) is not None
+
+
+def _live_marker(marker: Path) -> dict | None:
+    """What `marker` says of the trainer that wrote it (host, pid), where that trainer runs; else None."""
     try:
         who = json.loads(marker.read_text())
     except (OSError, ValueError):
-        return False
+        return None
     if not isinstance(who, dict):  # not a marker a trainer wrote
-        return False
+        return None
     if who.get("host") != socket.gethostname():
-        return True  # another machine's process: it cannot be checked from here
+        return who  # another machine's process: it cannot be checked from here
     try:
         os.kill(int(who["pid"]), 0)
     except ProcessLookupError:
-        return False
+        return None
     except (PermissionError, KeyError, TypeError, ValueError):
-        return True
-    return True
+        return who
+    return who
 
 
 class LiveRequests:

@@ -51,8 +51,9 @@ class RunDir:
         target = Path(out) if out is not None else resuming.parent if resuming is not None else None
         who = running_trainer(target) if target is not None else None
         if who:  # --overwrite would delete its files under it, a resume would write beside it
-            raise RunDirError(f"--out {target}: a trainer is running there ({who}); runs never mix: let it end or "
-                              f"stop it, or give another directory (if it no longer runs, remove its marker "
+            where = f"--out {target}" if out is not None else f"--resume-from {resuming}: its directory"
+            raise RunDirError(f"{where}: a trainer is running there ({who}); runs never mix: let it end or stop it, "
+                              f"or give another directory (if it no longer runs, remove its marker "
                               f"{target / REQUESTS / MARKER})")
         if resuming is not None and (out is None or Path(out).resolve() == resuming.resolve().parent):
             later = [p for s, p in list_checkpoints(resuming.parent) if s > step]
