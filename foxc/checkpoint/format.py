@@ -125,7 +125,8 @@ def check_header(head) -> None:
         raise CheckpointError(f"short file: {len(head)} bytes, the header alone needs {HEADER.size}", offset=0)
     magic, version, _, _ = HEADER.unpack_from(head, 0)
     if magic != MAGIC:
-        raise CheckpointError(f"bad magic {magic:#010x} (a FOXC checkpoint starts with u32 {MAGIC:#010x}, the bytes 'CXOF')",
+        raise CheckpointError(f"bad magic {magic:#010x} (a FOXC checkpoint starts with u32 {MAGIC:#010x}, "
+                              "the bytes 'CXOF')",
                               offset=0)
     if version != VERSION:
         raise CheckpointError(f"unsupported version {version} (this reader knows version {VERSION})", offset=4)
@@ -306,7 +307,8 @@ def read_checkpoint(path, expected: dict | None = None, check_meta_first=None) -
             try:
                 data = np.empty(info.st_size, np.uint8)  # not zero-filled: every byte is read into
             except MemoryError:
-                raise CheckpointError(f"cannot read: its {info.st_size:,} bytes do not fit in memory", path=path) from None
+                raise CheckpointError(f"cannot read: its {info.st_size:,} bytes do not fit in memory",
+                                      path=path) from None
             filled = f.readinto(data)  # a buffered file reads until the buffer is full or the file ends
             if filled < data.size:
                 raise CheckpointError(f"shrank while being read ({filled} of {data.size} bytes)", path=path)

@@ -110,7 +110,8 @@ def _check_type(path: Path, schema: pa.Schema, index: int, number: bool = False)
     """Column `index` holds integers (or, with `number`, floats too)."""
     t = schema.field(index).type
     if not (pa.types.is_integer(t) or number and pa.types.is_floating(t)):
-        raise DataError(path, f"wrong type {t} (expected {'a number' if number else 'integer'})", column=f"#{index + 1}")
+        raise DataError(path, f"wrong type {t} (expected {'a number' if number else 'integer'})",
+                        column=f"#{index + 1}")
 
 
 def _column(path: Path, batch: pa.RecordBatch, index: int, first_row: int) -> np.ndarray:

@@ -105,14 +105,17 @@ def _checked_actions(actions: np.ndarray, n: int) -> np.ndarray:
     if actions.shape != (n,):
         raise ValueError(f"actions must have shape ({n},), got {actions.shape}")
     if actions.dtype.kind not in "iuf":
-        raise ValueError(f"actions must be numbers HOLD..FLAT_FROM_SHORT (0..{N_ACTIONS - 1}), got dtype {actions.dtype}")
+        raise ValueError(f"actions must be numbers HOLD..FLAT_FROM_SHORT (0..{N_ACTIONS - 1}), "
+                         f"got dtype {actions.dtype}")
     if actions.dtype.kind == "f":
         whole = np.isfinite(actions) & (actions == np.round(actions))
         if not whole.all():
             i = int(np.argmin(whole))
-            raise ValueError(f"actions must be whole numbers 0..{N_ACTIONS - 1}, got {actions[i]} at backtest {i}")
+            raise ValueError(f"actions must be whole numbers 0..{N_ACTIONS - 1}, "
+                             f"got {actions[i]} at backtest {i}")
     bad = (actions < 0) | (actions >= N_ACTIONS)
     if bad.any():
         i = int(np.argmax(bad))
-        raise ValueError(f"actions must be HOLD..FLAT_FROM_SHORT (0..{N_ACTIONS - 1}), got {actions[i]} at backtest {i}")
+        raise ValueError(f"actions must be HOLD..FLAT_FROM_SHORT (0..{N_ACTIONS - 1}), "
+                         f"got {actions[i]} at backtest {i}")
     return actions.astype(np.int32)

@@ -34,7 +34,8 @@ def whole(value) -> bool:
     """An integer, or a float without a fraction (not a bool): what a count or a money setting may be."""
     if isinstance(value, (bool, np.bool_)):
         return False
-    return isinstance(value, (int, np.integer)) or (isinstance(value, (float, np.floating)) and float(value).is_integer())
+    return isinstance(value, (int, np.integer)) or (
+        isinstance(value, (float, np.floating)) and float(value).is_integer())
 
 
 @dataclass(frozen=True)
