@@ -85,6 +85,20 @@ def test_dbn_bad_files_raise_one_line(tmp_path, damage, message):
     assert message in str(err.value) and str(path) in str(err.value) and "\n" not in str(err.value)
 
 
+def test_dbn_undefined_receive_time_is_refused_naming_the_row(tmp_path):
+    """ts_recv of u64 max (Databento's UNDEF_TIMESTAMP) as int64 ns would be a row just before 1970, kept."""
+    from foxc.data.dbn import MBP10_DTYPE
+    raw = bytearray((FIXTURES / "mbp10.v1.dbn").read_bytes())
+    first = 8 + int.from_bytes(raw[4:8], "little")
+    length = raw[first] * 4
+    at = first + 2 * length + MBP10_DTYPE.fields["ts_recv"][1]  # the third record's
+    raw[at:at + 8] = (2**64 - 1).to_bytes(8, "little")
+    (tmp_path / "undef.dbn").write_bytes(bytes(raw))
+    with pytest.raises(DataError) as err:
+        read_dbn(tmp_path / "undef.dbn")
+    assert str(err.value).startswith(f"{tmp_path / 'undef.dbn'}, row 2, column 'ts_recv': ts_recv 18446744073709551615")
+
+
 def test_corrupt_zstd(tmp_path):
     path = tmp_path / "bad.dbn.zst"
     path.write_bytes((FIXTURES / "mbp10.v3.dbn.zst").read_bytes()[:-20])

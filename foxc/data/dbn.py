@@ -255,6 +255,12 @@ def iter_dbn(path, meta: dict, rows: int = 1 << 16):
                 break
             src, used = walk.take(body, at)
             tail = body[used:].tobytes()
+            untimed = np.flatnonzero(src["ts_recv"] > np.iinfo(np.int64).max)
+            if len(untimed):  # UNDEF_TIMESTAMP or damage: as int64 ns it would wrap to before 1970, silently
+                first = int(untimed[0])
+                raise DataError(path, f"ts_recv {int(src['ts_recv'][first])} is no time (past int64 ns; Databento's "
+                                      "undefined time is 2^64 - 1)", row=walk.mbp10 - len(src) + first,
+                                column="ts_recv")
             if len(src) and walk.mbp10 == len(src):  # the file's first MBP-10 records
                 meta["instrument_id"] = int(src["instrument_id"][0])
             for i in range(0, len(src), rows):
