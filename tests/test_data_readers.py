@@ -99,6 +99,16 @@ def test_dbn_undefined_receive_time_is_refused_naming_the_row(tmp_path):
     assert str(err.value).startswith(f"{tmp_path / 'undef.dbn'}, row 2, column 'ts_recv': ts_recv 18446744073709551615")
 
 
+@pytest.mark.parametrize("spec", ["dir", "dir/*.dbn*"])
+def test_a_dbn_file_beside_its_compressed_twin_is_refused(tmp_path, spec):
+    """A decompressed copy left beside its .dbn.zst would be loaded as a second, overlapping segment."""
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "day.dbn.zst").write_bytes((FIXTURES / "mbp10.v3.dbn.zst").read_bytes())
+    (tmp_path / "dir" / "day.dbn").write_bytes((FIXTURES / "mbp10.v2.dbn").read_bytes())
+    with pytest.raises(DataError, match=r"day\.dbn\.zst: the same data as .*day\.dbn beside it, compressed"):
+        load(str(tmp_path / spec))
+
+
 def test_corrupt_zstd(tmp_path):
     path = tmp_path / "bad.dbn.zst"
     path.write_bytes((FIXTURES / "mbp10.v3.dbn.zst").read_bytes()[:-20])

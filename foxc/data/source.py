@@ -49,12 +49,18 @@ def expand(spec) -> list[Path]:
 
 
 def files_only(paths: list[Path]) -> list[Path]:
-    """`paths` (named as data files), refused if one is not a file: never dropped without a word."""
+    """`paths` (named as data files), refused if one is not a file: never dropped without a word; nor a
+    file with its compressed twice (`x.dbn` beside `x.dbn.zst`), whose rows would be read twice."""
     odd = next((p for p in paths if not p.is_file()), None)
     if odd is not None:
         what = ("a directory (give it as a path of its own)" if odd.is_dir() else
                 "a link to nothing" if odd.is_symlink() else "not a regular file")
         raise DataError(odd, f"named as a data file but not a file: {what}")
+    names = {str(p).lower() for p in paths}
+    twin = next((p for p in paths if str(p).lower().endswith(".zst") and str(p).lower()[:-4] in names), None)
+    if twin is not None:
+        raise DataError(twin, f"the same data as {twin.with_suffix('')} beside it, compressed: its rows would be "
+                              "read twice (keep one of the two)")
     return paths
 
 
