@@ -109,6 +109,8 @@ def test_the_cli_refuses_a_directory_without_a_live_trainer(tmp_path, capsys):
         (crashed / REQUESTS / MARKER).write_text(damaged)
         assert isv_main(["set", str(crashed), "lr_q=1e-3"]) == 2
         assert "no trainer is running there" in capsys.readouterr().err
+    (crashed / REQUESTS / MARKER).write_text(json.dumps({"host": socket.gethostname(), "pid": 10**30}))
+    assert isv_main(["set", str(crashed), "lr_q=1e-3"]) == 0, "a pid too large to ask about: assumed to run"
     live = run_dir(tmp_path, "live")
     LiveRequests(live)
     assert isv_main(["set", str(live), "lr_q=1e-3"]) == 0

@@ -75,13 +75,14 @@ def remove_stale_temp_files(directory: Path, target: re.Pattern) -> None:
     those of a live process (another save in progress) are left alone."""
     for entry in Path(directory).iterdir():
         match = TEMP_RE.fullmatch(entry.name)
-        if match is None or not target.fullmatch(match["target"]) or _alive(int(match["pid"])):
+        if match is None or not target.fullmatch(match["target"]) or process_alive(int(match["pid"])):
             continue
         with contextlib.suppress(OSError):
             entry.unlink()
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` of this machine may still run (what a marker or a temporary file names)."""
     try:
         os.kill(pid, 0)  # signal 0: only asks whether the process exists
     except ProcessLookupError:

@@ -19,6 +19,7 @@ import socket
 import time
 from pathlib import Path
 
+from ..checkpoint.atomic import process_alive
 from .registry import setting_problem
 
 REQUESTS = "isv_requests"
@@ -73,12 +74,10 @@ def _live_marker(marker: Path) -> dict | None:
     if who.get("host") != socket.gethostname():
         return who  # another machine's process: it cannot be checked from here
     try:
-        os.kill(int(who["pid"]), 0)
-    except ProcessLookupError:
-        return None
-    except (PermissionError, KeyError, TypeError, ValueError):
-        return who
-    return who
+        pid = int(who["pid"])
+    except (KeyError, TypeError, ValueError):
+        return who  # a marker of no pid: nothing to ask about
+    return who if process_alive(pid) else None
 
 
 class LiveRequests:
