@@ -20,10 +20,11 @@ from ..checkpoint.saver import list_checkpoints
 from ..isv.live import MARKER, REQUESTS, running_trainer
 from ..isv.registry import setting_problem
 from .config import TrainConfig
+from .metrics import SUPERSEDED
 
 # what a run writes into its directory: --overwrite removes these (and nothing else) before a run
-RUN_FILES = ("config.json", "metrics.jsonl", "summary.json", "data_validation.json", "profile.json",
-             "checkpoint-*.foxc", ".checkpoint-*.foxc.tmp-*")
+RUN_FILES = ("config.json", "metrics.jsonl", SUPERSEDED, ".metrics.jsonl.tmp-*", "summary.json", "data_validation.json",
+             "profile.json", "checkpoint-*.foxc", ".checkpoint-*.foxc.tmp-*")
 
 # settings a resumed run may change: how long, how often it logs, saves and evaluates, how it runs
 RESUME_FREE = ("n_steps", "log_every", "checkpoint_every", "eval_every", "eval_rows", "graph")
