@@ -14,7 +14,8 @@ from .cli import ArgumentParser, UsageError, describe, fail, output_dir, user_er
 from .driver import BACKENDS, CudaError, open_runtime
 from .profile import KernelProfiler, add_profile_args, profile_window
 from .isv.registry import setting_problem
-from .trainer.config import ConfigError, ConfigFile, TrainConfig, add_config_arguments, config_settings, merge_isv
+from .trainer.config import (ConfigError, ConfigFile, TrainConfig, add_config_arguments, config_settings, merge_isv,
+                             switches_from_slots)
 from .trainer import tensorboard
 
 PROG = "foxc.train"
@@ -73,8 +74,9 @@ def main(argv=None) -> int:
             from_file = dict.fromkeys(config_file.settings.keys() - config_settings(args).keys(),
                                       f"--config {config_file.path}")
         settings = resume_settings(resume, saved_config, given, from_file) if resume else given
-        if resume:
-            settings["isv"] = merge_isv(kept_isv(settings.get("isv", ()), log), new_isv)
+        if resume:  # a switch not given now follows its slot, as the bus will hold it (a --set on resuming wins)
+            settings = switches_from_slots({**settings, "isv": merge_isv(kept_isv(settings.get("isv", ()), log),
+                                                                          new_isv)}, keep=given)
         try:
             cfg = TrainConfig.for_backend(rt.backend, **settings)
         except ConfigError as e:

@@ -77,6 +77,8 @@ CASES = [
     case("train-set-out-of-range", "train", ["--set", "gamma=1", *OUT], "--set gamma", "[0, 0.9999]", "(got 1)"),
     case("train-set-not-finite", "train", ["--set", "lr_q=nan", *OUT], "--set lr_q", "finite", "nan"),
     case("train-set-above-n-step", "train", ["--set", "n_step=5", *OUT], "n_step = 5", "--n-step 3"),
+    case("train-gate-at-odds-with-its-slot", "train", ["--gate", "on", "--set", "gate_enabled=0", *OUT],
+         "ISV gate_enabled = 0", "--gate on"),
     case("train-config-missing", "train", ["--config", "{case}/none.toml", *OUT], "--config", "none.toml"),
     case("train-config-syntax", "train", ["--config", "{case}/bad.toml", *OUT], "--config", "bad.toml", "line 2",
          files={"bad.toml": b"n_step = 3\nseq_len =\n"}),
