@@ -237,6 +237,19 @@ def test_a_slot_of_the_file_at_odds_with_a_flag_names_the_file(tmp_path):
     assert config(**file.under({"n_step": 5})).isv == (("n_step", 5.0),)
 
 
+def test_synthetic_settings_beside_data_are_refused_naming_both_and_the_file(tmp_path):
+    from foxc.trainer.config import check_synthetic_beside_data as check
+    refused(lambda: check({"data": "a.parquet", "synthetic_rows": 5000}), "--synthetic-rows 5000", "--data a.parquet")
+    refused(lambda: check({"data": "a.parquet", "synthetic_segments": 2}), "--synthetic-segments 2")
+    path = toml(tmp_path, 'data = "a.parquet"\n')
+    file = ConfigFile.read(path)
+    given = {"synthetic": "easy"}
+    refused(lambda: check(file.under(given), file.sources(given)), "--synthetic easy is a setting of synthetic data",
+            f"--data a.parquet (from --config {path})")
+    check({"synthetic": "easy", "synthetic_rows": 5000})  # synthetic data: nothing to refuse
+    check({"data": "a.parquet", "synthetic": None})  # a walk-forward's flag not given
+
+
 def test_a_walk_forward_gives_its_folds_the_files_settings(tmp_path):
     from foxc import walkforward
     path = toml(tmp_path, "n_backtests = 8\nseq_len = 4\nper_capacity = 64\nlog_every = 6\n"

@@ -10,8 +10,8 @@ import pytest
 
 from foxc.checkpoint import read_checkpoint
 
-SMALL = ["--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64", "--synthetic-rows", "20000",
-         "--log-every", "4", "--eval-rows", "2000"]
+SIZES = ["--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64", "--log-every", "4", "--eval-rows", "2000"]
+SMALL = [*SIZES, "--synthetic-rows", "20000"]  # on synthetic data; SIZES with --data (its rows are the file's)
 
 
 def cli(*args, cwd=None):
@@ -49,7 +49,7 @@ def test_default_run_directories_are_unique_and_a_failed_run_leaves_none(tmp_pat
     assert len(made) == 2 and all((d / "checkpoint-2.foxc").is_file() for d in made)
     done = cli("--n-steps", "2", *SMALL, "--resume-from", str(tmp_path / "nope.foxc"), "--out", str(tmp_path / "x"))
     one_line_error(done, "nope.foxc")
-    done = cli("--n-steps", "2", *SMALL, "--data", str(tmp_path / "missing.parquet"), "--out", str(tmp_path / "y"))
+    done = cli("--n-steps", "2", *SIZES, "--data", str(tmp_path / "missing.parquet"), "--out", str(tmp_path / "y"))
     one_line_error(done, "missing.parquet")
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists(), "a failed run left its directory"
 
@@ -184,7 +184,7 @@ def test_a_checkpoints_data_that_moved_is_named_as_the_checkpoints(tmp_path):
     from foxc.data.synthetic import generate
     book, run = tmp_path / "book.parquet", tmp_path / "run"
     write_parquet(book, generate(20000, 1))
-    assert cli("--n-steps", "2", *SMALL, "--data", str(book), "--out", str(run)).returncode == 0
+    assert cli("--n-steps", "2", *SIZES, "--data", str(book), "--out", str(run)).returncode == 0
     book.rename(tmp_path / "moved.parquet")
     done = cli("--resume-from", str(run / "checkpoint-2.foxc"), "--n-steps", "1")
     one_line_error(done, "checkpoint-2.foxc", str(book), "--data")

@@ -110,6 +110,9 @@ def test_a_run_too_short_to_time_says_so_rather_than_none(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--per-capacity", "1000"], "--per-capacity must be a power of two"),
     (["--data", "/nonexistent/file.parquet"], "/nonexistent/file.parquet"),
+    (["--data", "book.parquet", "--synthetic-rows", "5000"], "--synthetic-rows 5000 is a setting of synthetic data: "
+                                                             "beside --data book.parquet it would be ignored"),
+    (["--data", "book.parquet", "--synthetic", "easy"], "--synthetic easy is a setting of synthetic data"),
     (["--resume-from", "/nonexistent.foxc", "--n-steps", "1"], "/nonexistent.foxc"),
 ])
 def test_cli_errors_are_one_line(tmp_path, args, message):

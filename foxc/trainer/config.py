@@ -196,6 +196,22 @@ def isv_conflict(values: dict, rings: int) -> tuple[str, tuple[str, ...]] | None
     return None
 
 
+def check_synthetic_beside_data(given: dict, sources: dict | None = None) -> None:
+    """Refuse a setting of synthetic data (`synthetic`, `synthetic_rows`, a walk-forward's `synthetic_segments`)
+    given beside real `data`, naming both: the run would ignore it without a word. `given`: the settings given,
+    by name, None for not given (train, sweep and walk-forward alike); `sources`: setting -> where it came from,
+    when not its flag."""
+    if not given.get("data"):
+        return
+    sources = sources or {}
+    named = lambda key: (f"--{key.replace('_', '-')} {_flag_text(given[key])}"  # noqa: E731
+                         + (f" (from {sources[key]})" if key in sources else ""))
+    for key in ("synthetic", "synthetic_rows", "synthetic_segments"):
+        if given.get(key) is not None:
+            raise ConfigError(f"{named(key)} is a setting of synthetic data: beside {named('data')} it would be "
+                              "ignored (give one of them)")
+
+
 def switches_from_slots(settings: dict, keep=()) -> dict:
     """`settings` without each switch (SWITCHES) whose slot their isv sets, unless `keep` names it, so that
     for_backend takes it from the slot: a checkpoint's slot, or one set on resuming, is what runs."""
@@ -362,6 +378,11 @@ class ConfigFile:
         if (self.settings.keys() - given.keys()).intersection(error.settings):  # the flag the slot is at odds with
             return ConfigError(f"--config {self.path}: {error}", error.slots, error.settings)
         return error
+
+    def sources(self, command_line: dict) -> dict:
+        """setting -> "--config FILE" for each setting the file gives and the command line's (`command_line`) does
+        not: where an error about it should send the user."""
+        return dict.fromkeys(self.settings.keys() - command_line.keys(), f"--config {self.path}")
 
     def as_dict(self) -> dict:
         """What config.json records: the file, and the settings it gave."""
