@@ -108,6 +108,11 @@ def main(argv=None) -> int:
                 log(f"ISV {name}: {old:g} → {new:g} (set on resuming)")
         kernels = KernelProfiler(rt, profile_window(args)) if args.profile else None
         trainer.set_profiling(args.profile_steps, kernels)
+        window = args.profile_steps or profile_window(args)  # the steps profiled, told now if the run misses some
+        outside = window and window.outside(trainer.steps_done, trainer.steps_done + cfg.n_steps)
+        if outside:
+            flag = "--profile-steps" if args.profile_steps else "--profile's window"
+            print(f"{PROG}: note: {flag} {outside}", file=sys.stderr, flush=True)
         write_config(out, rt, trainer.cfg, data, config_file, args.resume_from, isv_changes)
         log(describe_training(trainer, cfg, out))
         board = tensorboard.TensorBoardLog(out, trainer.ts.isv) if args.tensorboard else None

@@ -142,6 +142,14 @@ def test_cli_profile_table_and_window(tmp_path):
     assert all(row["launches"] % 4 == 0 for row in profile["kernels"])  # four profiled steps
 
 
+def test_cli_notes_a_profile_window_outside_the_run(tmp_path):
+    done = cli("--n-steps", "4", "--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64",
+               "--synthetic-rows", "20000", "--profile-steps", "2:9", "--out", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ("foxc.train: note: --profile-steps 2:9 lies partly outside the run (this run's steps are "
+                           "0..3): only steps 2..3 are profiled\n")
+
+
 def test_profiler_window_brackets_the_steps(ref_rt):
     calls = []
     ref_rt.profiler_start = lambda: calls.append(("start", t.steps_done))
