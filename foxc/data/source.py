@@ -16,7 +16,7 @@ import numpy as np
 
 from .cache import MANIFEST
 from .lobster import is_lobster
-from .market import MarketData, infer_tick, market_data, report_of
+from .market import MarketData, files_tick, market_data, report_of, tick_samples
 from .record import SNAPSHOT_DTYPE
 from .stream import SUFFIXES, FileStream
 from .validate import DataError, ValidationConfig
@@ -82,7 +82,15 @@ def load(spec, config: ValidationConfig | None = None, tick: int | None = None) 
             records["segment"][row:row + len(chunk)] = segment
             row += len(chunk)
         chunks.clear()
-    return market_data(records, [summary for _, summary in files], tick or infer_tick(records), report)
+    summaries = [summary for _, summary in files]
+    return market_data(records, summaries, tick or files_tick(spec, summaries, samples(records, summaries)), report)
+
+
+def samples(records: np.ndarray, summaries) -> list[np.ndarray]:
+    """The rows of each file's segment the tick is inferred from (tick_samples), as views of `records`."""
+    ends = np.cumsum([s.rows for s in summaries])
+    return [records[end - s.rows + first:end:step]
+            for s, end, (first, step) in zip(summaries, ends, tick_samples(summaries))]
 
 
 def in_time_order(items: list) -> list:
