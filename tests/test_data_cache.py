@@ -310,3 +310,23 @@ def test_inspect_prints_a_cache_and_verify_gives_the_label_balance_of_its_files(
     from_files = capsys.readouterr().out
     balance = lambda text: text[text.index("labels      horizon  labelled"):].splitlines()[:4]  # noqa: E731
     assert "verified    every shard" in verified and balance(verified) == balance(from_files)
+
+
+def test_inspect_replaces_a_validation_summary_only_with_overwrite(data, cache, tmp_path, capsys):
+    """--run-dir into a run's directory (or an earlier inspect's) replaced its data_validation.json silently."""
+    from foxc.data.__main__ import main
+    run = tmp_path / "run"
+    run.mkdir()
+    for path in (data, cache):
+        (run / "data_validation.json").write_text("a run's report\n")
+        assert main(["inspect", str(path), "--run-dir", str(run)]) == 2
+        assert capsys.readouterr().err == (f"foxc.data inspect: error: --run-dir {run}: holds a data_validation.json "
+                                           "already (give another directory, or --overwrite to replace it)\n")
+        assert (run / "data_validation.json").read_text() == "a run's report\n"
+        assert main(["inspect", str(path), "--run-dir", str(run), "--overwrite"]) == 0
+        assert f"validation summary written to {run / 'data_validation.json'}" in capsys.readouterr().out
+        assert json.loads((run / "data_validation.json").read_text())["rows_kept"] == load(data).n_rows
+    assert main(["inspect", str(cache), "--run-dir", str(tmp_path / "new")]) == 0  # a new file needs no flag
+    assert (tmp_path / "new" / "data_validation.json").is_file()
+    assert main(["inspect", str(data), "--overwrite"]) == 2
+    assert "error: --overwrite: only with --run-dir" in capsys.readouterr().err

@@ -33,6 +33,9 @@ SKIP_REASONS = (
 )
 
 
+VALIDATION_JSON = "data_validation.json"  # the report's file in a run's directory
+
+
 class DataError(Exception):
     """A file that cannot be read as market data; str() is the one line shown to the user."""
 
@@ -111,7 +114,7 @@ class ValidationReport:
         return {"rows_read": self.rows_read, "rows_kept": self.rows_kept, "skipped": self.skipped(),
                 "files": self.files}
 
-    def write_json(self, run_dir, name: str = "data_validation.json") -> Path:
+    def write_json(self, run_dir, name: str = VALIDATION_JSON) -> Path:
         path = Path(run_dir) / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
