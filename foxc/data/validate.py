@@ -101,6 +101,15 @@ class ValidationReport:
                 total[reason] = total.get(reason, 0) + n
         return {r: n for r, n in total.items() if n}
 
+    def most_skipped(self) -> str | None:
+        """When validation skipped most rows (the cause of too few left for what a run asks of them), what it
+        skipped and why, to lead an error; else None."""
+        skipped = self.rows_read - self.rows_kept
+        if skipped <= self.rows_kept:
+            return None
+        why = ", ".join(f"{n:,} {reason}" for reason, n in self.skipped().items())
+        return f"validation skipped {skipped:,} of its {self.rows_read:,} snapshots ({why})"
+
     def summary(self) -> str:
         skipped = self.skipped()
         lines = [f"validation: {self.rows_read} rows read, {self.rows_kept} kept, "
