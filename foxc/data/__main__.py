@@ -33,7 +33,7 @@ def cmd_inspect(args) -> int:
     if args.verify:
         raise UsageError(f"--verify: {args.path} is not a prepared cache (the data files are read and validated whole "
                          "anyway)")
-    from .source import load
+    from .source import labelled_need, load, no_room
     if args.min_price < 0 or args.max_price <= args.min_price:
         raise UsageError(f"--min-price {args.min_price:g} and --max-price {args.max_price:g}: need 0 <= min < max")
     tick = round(args.tick * PRICE_SCALE) if args.tick and args.tick * PRICE_SCALE < PRICE_UNDEF else None
@@ -55,8 +55,11 @@ def cmd_inspect(args) -> int:
     print(f"            (share of rows with both sides present, levels 0..{LEVELS - 1})")
     print(data.report.summary())
     horizons = tuple(args.horizons)
-    print_balance(balance_counts(compute_labels(rec, data.tick, LabelConfig(horizons, args.dead_band, args.fee))),
-                  horizons)
+    try:
+        planes = compute_labels(rec, data.tick, LabelConfig(horizons, args.dead_band, args.fee))
+    except MemoryError:
+        raise no_room(args.path, args.path, labelled_need(len(rec), len(horizons))) from None
+    print_balance(balance_counts(planes), horizons)
     if report_out:
         print(f"validation summary written to {data.report.write_json(report_out.parent, report_out.name)}")
     return 0

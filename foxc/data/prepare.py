@@ -68,6 +68,9 @@ def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         _install(tmp, out, overwrite)
         installed = True
+    except MemoryError as e:  # a worker holds a chunk and a label block (and pyarrow's row group), not a file
+        raise DataError(spec, f"out of memory preparing with {min(workers, len(paths))} worker(s) side by side "
+                              f"({str(e) or 'MemoryError'}): give fewer --workers") from None
     finally:
         shutil.rmtree(tmp if installed else made, ignore_errors=True)
     return manifest

@@ -118,7 +118,7 @@ class FileStream:
                 kept = self.validator.keep(raw, bad)
                 if len(kept):
                     yield self._timed(kept)
-        except (OSError, MemoryError) as e:
+        except OSError as e:  # a MemoryError goes to the caller, who knows what it holds (load(): every row)
             raise DataError(self.path, f"cannot read ({e.__class__.__name__}: {e})") from None
         if not self.validator.rows_kept:
             why = ", ".join(f"{n} {reason}" for reason, n in self.validator.skipped().items() if n) or "none"

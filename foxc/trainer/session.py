@@ -95,16 +95,24 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
                   "optimum_ticks_per_snapshot": optimum,
                   "sha256": hashlib.sha256(market.records.view(np.uint8)).hexdigest()}
     held = None
-    if cfg.data is None or cfg.eval_every:
-        market, held = holdout_market(cfg, market)
-    t0 = time.perf_counter()
-    if cached:
-        labels, labelled = None, market.labelled()
-        how = "labels from the cache"
-    else:
-        labels = compute_labels(market.records, market.tick, LabelConfig(horizons=cfg.horizons))
-        labelled = [bool(p.any()) for p in labels[PLANES.index("outcome_weight")]]  # 1 where the horizon ends in its segment
-        how = f"labels in {time.perf_counter() - t0:.1f} s"
+    try:
+        if cfg.data is None or cfg.eval_every:
+            market, held = holdout_market(cfg, market)
+        t0 = time.perf_counter()
+        if cached:
+            labels, labelled = None, market.labelled()
+            how = "labels from the cache"
+        else:
+            labels = compute_labels(market.records, market.tick, LabelConfig(horizons=cfg.horizons))
+            # outcome_weight: 1 where the horizon ends in its segment
+            labelled = [bool(p.any()) for p in labels[PLANES.index("outcome_weight")]]
+            how = f"labels in {time.perf_counter() - t0:.1f} s"
+    except MemoryError:
+        if not cfg.data or cached:
+            raise
+        from ..data.source import labelled_need, no_room
+        raise no_room(cfg.data, cfg.data, labelled_need(market.n_rows, len(cfg.horizons), held is None and
+                                                        bool(cfg.eval_every))) from None
     check_horizons(cfg.horizons, labelled, market.n_rows, market, cfg.data)
     log(f"data: {market.n_rows:,} snapshots from {market.source} ({market.instrument or 'unnamed'}), "
         f"tick {market.tick / 1e9:g}, {market.n_segments} segment(s); {how}"
