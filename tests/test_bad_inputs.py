@@ -219,6 +219,8 @@ CASES = [
     case("data-inspect-tick-huge", "data", ["inspect", "{parquet}", "--tick", "1e300"], "--tick", "1e+300"),
     case("data-inspect-run-dir-is-a-file", "data", ["inspect", "{parquet}", "--run-dir", "{case}/taken.txt"],
          "--run-dir", "taken.txt", files={"taken.txt": b"keep me\n"}),
+    case("data-inspect-run-dir-holds-a-summary", "data", ["inspect", "{parquet}", "--run-dir", "{case}/run"],
+         "--run-dir", "data_validation.json", "--overwrite", files={"run/data_validation.json": b"a run's report\n"}),
     case("data-unknown-command", "data", ["frobnicate"], "frobnicate"),
     case("data-prepare-missing", "data", ["prepare", "{case}/missing.parquet", "--out", "{case}/cache"],
          "missing.parquet"),
