@@ -80,22 +80,42 @@ def test_a_file_of_interleaved_instruments_is_refused_naming_the_row_and_ids(tmp
         load(tmp_path / "parent.parquet")
 
 
-def test_instruments_one_after_another_are_one_book_noted(tmp_path):
-    """A continuous symbol (ES.c.0) rolls from one contract's id to the next: one book, noted."""
+def test_instruments_one_after_another_are_a_segment_each_noted(tmp_path):
+    """A continuous symbol (ES.c.0) rolls from one contract's id to the next: each contract's rows are a segment
+    (a window, a label or a position across the roll would take its price gap for a return), noted."""
     rec = generate(300, seed=4)
     write_parquet(tmp_path / "one.parquet", rec)
     rec["instrument_id"][150:] = 7
     rec["instrument_id"][280:] = 2**32 - 1
     write_parquet(tmp_path / "roll.parquet", rec, row_group_rows=100)
     (tmp_path / "roll.dbn").write_bytes(dbn_bytes(rec))
-    assert not any("instruments" in note for note in load(tmp_path / "one.parquet").report.files[
-        str(tmp_path / "one.parquet")]["notes"])
+    one = load(tmp_path / "one.parquet")
+    assert one.n_segments == 1 and not (one.records["segment"] != 0).any()
+    assert not any("instruments" in note for note in one.report.files[str(tmp_path / "one.parquet")]["notes"])
+    ts, begins = rec["ts_ns"], [0, 150, 280]
+    prev = np.r_[ts[0], ts[:-1]]
+    prev[begins] = ts[begins]  # a segment's first row is its own previous
     for name in ("roll.parquet", "roll.dbn"):
-        for rows in (1, 64, 1 << 14):
+        for rows in (1, 64, 150, 1 << 14):  # the roll inside a chunk, at a chunk's first row, at its last
             stream = FileStream(tmp_path / name, rows=rows)
-            assert sum(map(len, stream)) == 300
+            got = np.concatenate(list(stream))
+            assert got["segment"].tolist() == [0] * 150 + [1] * 130 + [2] * 20, (name, rows)
+            assert np.array_equal(got["prev_ts_ns"], prev), (name, rows)
+            summary = stream.summary()
+            assert summary.segments == [(150, ts[0], ts[149]), (130, ts[150], ts[279]), (20, ts[280], ts[299])]
+            assert [(p.rows, p.first_ts, p.last_ts, p.rows_read) for p in summary.parts()] == \
+                [(n, a, b, 300) for n, a, b in summary.segments]
             assert ("3 instruments one after another (instrument_id 1 from row 0, 7 from row 150, 4294967295 from "
-                    "row 280): read as one book, one segment") in " ".join(stream.summary().notes), name
+                    "row 280): split into 3 segments at the rows where each begins") in " ".join(summary.notes), name
+        data = load(tmp_path / name)
+        assert [b.tolist() for b in data.segment_bounds()] == [[0, 150, 280], [150, 280, 300]]
+        assert data.files == [str(tmp_path / name)] and np.array_equal(data.records["prev_ts_ns"], prev)
+    rec["ask_px"][150:280] = PRICE_UNDEF  # every row of the second contract skipped
+    write_parquet(tmp_path / "gone.parquet", rec)
+    data = load(tmp_path / "gone.parquet")
+    assert [b.tolist() for b in data.segment_bounds()] == [[0, 150], [150, 170]]
+    assert "split into 2 segments at the rows where each begins (1 with no row kept)" in \
+        data.report.files[str(tmp_path / "gone.parquet")]["notes"][0]
 
 
 @pytest.mark.parametrize("damage, message", [

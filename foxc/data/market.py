@@ -61,8 +61,9 @@ def instrument_of(summary):
 
 
 def tick_samples(summaries) -> list[tuple[int, int]]:
-    """(first, step) per file (FileSummary, in segment order): the rows of it the tick is inferred from, every
-    tick_step-th row of its instrument's rows (the files of one instrument in order, as infer_tick samples one)."""
+    """(first, step) per segment (FileSummary, in segment order): the rows of it the tick is inferred from, every
+    tick_step-th row of its instrument's rows (the segments of one instrument in order, as infer_tick samples one;
+    a file's segments are its instrument's: a continuous symbol's contracts are measured together)."""
     rows, seen, plan = {}, {}, []
     for s in summaries:
         rows[instrument_of(s)] = rows.get(instrument_of(s), 0) + s.rows
@@ -75,7 +76,7 @@ def tick_samples(summaries) -> list[tuple[int, int]]:
 
 
 def files_tick(where, summaries, samples: list[np.ndarray]) -> int:
-    """The tick of files (FileSummary, in segment order) from the rows tick_samples picked of each: every
+    """The tick of segments (FileSummary, in segment order) from the rows tick_samples picked of each: every
     instrument's inferred from its own prices. One tick serves a run, so instruments whose ticks differ are
     refused (DataError naming `where`, the files and their ticks) rather than measured in the finest."""
     keys = [instrument_of(s) for s in summaries]
@@ -84,7 +85,7 @@ def files_tick(where, summaries, samples: list[np.ndarray]) -> int:
     if len(set(ticks.values())) > 1:
         def named(key):
             s = next(s for s in summaries if instrument_of(s) == key)
-            files = [s.path for s in summaries if instrument_of(s) == key]
+            files = list(dict.fromkeys(s.path for s in summaries if instrument_of(s) == key))
             name = f"{s.instrument or '?'} (instrument_id {s.instrument_id})" if s.instrument_id else s.instrument
             return f"{name or 'unnamed'}: tick {ticks[key] / PRICE_SCALE:g} in {files[0]}" + \
                 (f" and {len(files) - 1} more" if len(files) > 1 else "")
@@ -113,16 +114,19 @@ def finish(rec: np.ndarray) -> np.ndarray:
 
 
 def report_of(summaries) -> ValidationReport:
-    """The validation report of files given in the order they were named."""
+    """The validation report of files given in the order they were named (a file of several segments once)."""
     report = ValidationReport()
     for s in summaries:
-        report.add(s.path, s.rows_read, s.skipped, s.notes)
+        if s.path not in report.files:
+            report.add(s.path, s.rows_read, s.skipped, s.notes)
     return report
 
 
 def market_data(records: np.ndarray, segments, tick: int, report: ValidationReport) -> MarketData:
-    """MarketData of records whose segments are the files `segments` (FileSummary, in segment order)."""
+    """MarketData of records whose segments are `segments` (FileSummary, in segment order: a file's, or each of
+    its parts); its files are theirs, each once."""
     names = sorted({s.instrument for s in segments if s.instrument})
     ids = {s.instrument_id for s in segments}
     return MarketData(records, ",".join(names), ids.pop() if len(ids) == 1 else 0,
-                      "+".join(sorted({s.kind for s in segments})), [s.path for s in segments], tick, report)
+                      "+".join(sorted({s.kind for s in segments})), list(dict.fromkeys(s.path for s in segments)),
+                      tick, report)

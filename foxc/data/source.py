@@ -3,9 +3,11 @@
     data = load("data/*.dbn.zst")          # MarketData
     data.records, data.tick, data.report.summary()
 
-Each file is its own segment (windows and labels never cross one). Files are ordered by
-their first kept timestamp. Files are read as streams of chunks (foxc.data.stream); a prepared
-cache of them (foxc.data.cache) is opened by the trainer instead, not here.
+Each file is a segment (windows and labels never cross one); a file whose instrument_id changes (a
+continuous symbol's roll to its next contract) is a segment per id, from the row where it begins.
+Files are ordered by their first kept timestamp, a file's segments in its order. Files are read as
+streams of chunks (foxc.data.stream); a prepared cache of them (foxc.data.cache) is opened by the
+trainer instead, not here.
 """
 from __future__ import annotations
 
@@ -91,14 +93,15 @@ def load(spec, config: ValidationConfig | None = None, tick: int | None = None) 
         raise no_room(spec, spec, f"the {held:,} snapshots kept take {size(held * SNAPSHOT_BYTES)} "
                                   f"({SNAPSHOT_BYTES} bytes each), twice while they are joined into one "
                                   "array") from None
-    row = 0
-    for segment, (chunks, _) in enumerate(files):
+    row = segment = 0
+    for chunks, summary in files:
         for chunk in chunks:
             records[row:row + len(chunk)] = chunk
-            records["segment"][row:row + len(chunk)] = segment
+            records["segment"][row:row + len(chunk)] += segment  # the stream numbered the file's own from 0
             row += len(chunk)
+        segment += len(summary.parts())
         chunks.clear()
-    summaries = [summary for _, summary in files]
+    summaries = [part for _, summary in files for part in summary.parts()]
     return market_data(records, summaries, tick or files_tick(spec, summaries, samples(records, summaries)), report)
 
 
@@ -123,12 +126,13 @@ def no_room(where, spec, need: str) -> DataError:
 
 
 def samples(records: np.ndarray, summaries) -> list[np.ndarray]:
-    """The rows of each file's segment the tick is inferred from (tick_samples), as views of `records`."""
+    """The rows of each segment the tick is inferred from (tick_samples), as views of `records`."""
     ends = np.cumsum([s.rows for s in summaries])
     return [records[end - s.rows + first:end:step]
             for s, end, (first, step) in zip(summaries, ends, tick_samples(summaries))]
 
 
 def in_time_order(items: list) -> list:
-    """Files, as tuples holding their FileSummary second, as segments: by first kept time, then by path."""
+    """Files, as tuples holding their FileSummary second, in the order of their segments: by first kept time, then
+    by path."""
     return sorted(items, key=lambda item: (item[1].first_ts, item[1].path))

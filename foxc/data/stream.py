@@ -11,11 +11,13 @@ converting (plus the format's own read-ahead: a Parquet batch, a DBN block of `r
 a 16 MiB CSV block). The stream validates each chunk as it comes (foxc.data.validate.Validator
 carries time order across chunks), so the rows kept and the counts are those of the whole file
 read at once, wherever the chunks fall. A file is one instrument's book: rows of several
-instruments interleaved are refused (`Instruments`).
+instruments interleaved are refused (`Instruments`); ids one after another (a continuous symbol's
+roll) are a segment each: the stream numbers each kept row's segment within the file (`segment`,
+0 for a file of one instrument) and starts its prev_ts_ns afresh where the id changes.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import import_module
 from pathlib import Path
 
@@ -56,12 +58,21 @@ class FileSummary:
     first_ts: int                  # of the rows kept
     last_ts: int
     extra: dict = field(default_factory=dict)  # format-specific metadata (DBN's version, dataset, ...)
+    segments: list = field(default_factory=list)  # (rows, first_ts, last_ts) of each run of one instrument_id kept
+
+    def parts(self) -> list[FileSummary]:
+        """The file as its segments, in order: one summary each, with the segment's rows and times (what was read,
+        skipped, noted, and the instrument the tick is inferred for, are the file's)."""
+        if len(self.segments) <= 1:
+            return [self]
+        return [replace(self, rows=n, first_ts=a, last_ts=b, segments=[]) for n, a, b in self.segments]
 
 
 class Instruments:
     """The instrument ids of a file's rows in the order they come. Each row is read as the next snapshot of
     one book, so ids that interleave (a parent symbol's file, ES.FUT: every contract's book) are refused;
-    ids one after another (a continuous symbol, ES.c.0, rolling to the next contract) are one book, noted."""
+    ids one after another (a continuous symbol, ES.c.0, rolling to the next contract) are a segment each, noted:
+    a window, a label or a position across the roll would see its price gap as a return."""
 
     SHOWN = 5  # ids named in a message
 
@@ -90,11 +101,15 @@ class Instruments:
         shown = ", ".join(f"{iid} from row {r}" if rows else str(iid) for iid, r in items[:self.SHOWN])
         return "instrument_id " + shown + (", ..." if len(items) > self.SHOWN else "")
 
-    def notes(self) -> list[str]:
-        if len(self.first_row) < 2:
+    def notes(self, segments: int) -> list[str]:
+        """`segments`: those the file's kept rows make (an id whose every row was skipped makes none)."""
+        n = len(self.first_row)
+        if n < 2:
             return []
-        return [f"{len(self.first_row)} instruments one after another ({self._shown(rows=True)}): read as one book, "
-                "one segment (a continuous symbol's roll to the next contract?)"]
+        none = f" ({n - segments} with no row kept)" if segments < n else ""
+        return [f"{n} instruments one after another ({self._shown(rows=True)}): split into {segments} segment"
+                f"{'s' * (segments != 1)} at the rows where each begins{none} (a continuous symbol's roll to the next "
+                "contract?)"]
 
 
 class FileStream:
@@ -109,7 +124,7 @@ class FileStream:
         self.meta = new_meta()
         self.validator = Validator(config)
         self.instruments = Instruments(self.path)
-        self.first_ts = self.last_ts = None
+        self.segments: list[list[int]] = []  # [rows, first_ts, last_ts, instrument_id] of each, so far
 
     def __iter__(self):
         try:
@@ -125,17 +140,27 @@ class FileStream:
             raise DataError(self.path, f"no usable rows: all {self.validator.rows_read} skipped ({why})")
 
     def _timed(self, kept: np.ndarray) -> np.ndarray:
-        """prev_ts_ns within the file, carried from the previous chunk."""
-        kept["prev_ts_ns"][1:] = kept["ts_ns"][:-1]
-        kept["prev_ts_ns"][0] = kept["ts_ns"][0] if self.last_ts is None else self.last_ts
-        if self.first_ts is None:
-            self.first_ts = int(kept["ts_ns"][0])
-        self.last_ts = int(kept["ts_ns"][-1])
+        """segment and prev_ts_ns within the file, carried from the previous chunk: a segment begins where the
+        instrument_id changes (its first row's prev_ts_ns is its own ts_ns)."""
+        ids, ts, prev = kept["instrument_id"], kept["ts_ns"], kept["prev_ts_ns"]
+        begins = np.r_[not self.segments or ids[0] != self.segments[-1][3], ids[1:] != ids[:-1]]
+        prev[1:] = ts[:-1]
+        prev[0] = self.segments[-1][2] if self.segments else 0
+        prev[begins] = ts[begins]
+        kept["segment"] = len(self.segments) - 1 + np.cumsum(begins)
+        edges = [0, *(np.flatnonzero(begins[1:]) + 1).tolist(), len(kept)]
+        for a, b in zip(edges[:-1], edges[1:]):
+            if begins[a]:
+                self.segments.append([0, int(ts[a]), 0, int(ids[a])])
+            self.segments[-1][0] += b - a
+            self.segments[-1][2] = int(ts[b - 1])
         return kept
 
     def summary(self) -> FileSummary:
-        meta = self.meta
+        meta, segments = self.meta, [tuple(s[:3]) for s in self.segments]
         return FileSummary(str(self.path), self.kind, self.validator.rows_read, self.validator.rows_kept,
-                           self.validator.skipped(), [*meta["notes"], *self.instruments.notes()], meta["instrument"],
-                           int(meta["instrument_id"]), self.first_ts, self.last_ts,
-                           {k: v for k, v in meta.items() if k not in ("instrument", "instrument_id", "notes")})
+                           self.validator.skipped(), [*meta["notes"], *self.instruments.notes(len(segments))],
+                           meta["instrument"], int(meta["instrument_id"]), segments[0][1] if segments else None,
+                           segments[-1][2] if segments else None,
+                           {k: v for k, v in meta.items() if k not in ("instrument", "instrument_id", "notes")},
+                           segments)
