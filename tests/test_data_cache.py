@@ -7,12 +7,13 @@ import pytest
 
 from data_files import dbn_bytes, write_lobster
 from foxc.data.cache import MANIFEST, content_sha256, file_sha256, head_labels, is_cache, open_cache
+from foxc.data.cursors import valid_starts
 from foxc.data.prepare import prepare
-from foxc.data.labels import LabelConfig, compute_labels
+from foxc.data.labels import PLANES, LabelConfig, compute_labels
 from foxc.data.parquet import write_parquet
-from foxc.data.record import PRICE_UNDEF, SNAPSHOT_DTYPE
+from foxc.data.record import PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
 from foxc.data.source import load
-from foxc.data.synthetic import generate
+from foxc.data.synthetic import SynthParams, generate
 from foxc.data.validate import DataError
 from test_data_stream import lobster_day, troubled
 
@@ -58,6 +59,9 @@ def test_a_cache_opens_as_load_and_compute_labels(data, tmp_path, labels):
         (want.tick, want.files, want.instrument, want.instrument_id, want.source)
     assert got.report.to_dict() == want.report.to_dict() and got.report.summary() == want.report.summary()
     assert want.n_segments == len(manifest["shards"]) == 5 and manifest["rows"] == len(want.records)
+    ends = np.cumsum([s["rows"] for s in manifest["shards"]])  # files of one instrument: a segment each, as ever
+    assert [b.tolist() for b in want.segment_bounds()] == [[0, *ends[:-1]], ends.tolist()]
+    assert want.files == [s["sources"][0]["path"] for s in manifest["shards"]]
     assert cache.sha256 == manifest["sha256"] == content_sha256(manifest)
     assert want.instrument == "AAPL,OTHER,SYNTH,TEST"
 
@@ -91,6 +95,91 @@ def test_parallel_prepare_equals_sequential(data, tmp_path):
         for name in ("records.npy", "labels.npy"):
             a, b = (tmp_path / c / "shards" / f"{k:05d}" / name for c in ("one", "two"))
             assert a.read_bytes() == b.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def roll(tmp_path_factory):
+    """A continuous symbol's day (ES.c.0) rolling at row 250 to the next contract, 20.00 higher, and that
+    contract's next day, named first (out of time order: the shards after the roll are renumbered)."""
+    folder = tmp_path_factory.mktemp("roll")
+    rec = generate(400, seed=6)
+    rec["instrument_id"][250:] = 2
+    for side in ("bid_px", "ask_px"):
+        rec[side][250:] = np.where(rec[side][250:] == PRICE_UNDEF, PRICE_UNDEF, rec[side][250:] + 20 * PRICE_SCALE)
+    write_parquet(folder / "b_es_c_0.parquet", rec, row_group_rows=100)
+    write_parquet(folder / "a_next_day.parquet", on_day(generate(300, seed=7, params=SynthParams(instrument_id=2)), 1))
+    return folder
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_roll_begins_a_segment_through_load_and_through_a_cache(roll, tmp_path, workers):
+    """The roll's 20.00 gap is no return: no label horizon, window or episode crosses it, from the files as from
+    a cache of them, whose shards are the segments load() makes."""
+    cfg, K = LabelConfig(), 16
+    want = load(roll)
+    assert [b.tolist() for b in want.segment_bounds()] == [[0, 250, 400], [250, 400, 700]]
+    assert want.files == [str(roll / "b_es_c_0.parquet"), str(roll / "a_next_day.parquet")]
+    labels = compute_labels(want.records, want.tick, cfg)
+    weight = labels[PLANES.index("outcome_weight")]
+    for k, h in enumerate(cfg.horizons):
+        assert weight[k, :250 - h].all() and not weight[k, 250 - h:250].any()  # a horizon ends before the roll
+    starts, last = valid_starts(want.records["segment"], history=K - 1)  # a window of K ends at a start
+    assert not ((starts >= 250) & (starts < 250 + K - 1)).any() and (last[starts < 250] == 249).all()
+    assert want.records["prev_ts_ns"][250] == want.records["ts_ns"][250]
+    manifest = prepare(roll, tmp_path / "cache", cfg, workers=workers, rows=ROWS)
+    shards = manifest["shards"]
+    assert [(s["segment"], s["rows"], s["read"]["input"]) for s in shards] == [(0, 250, 1), (1, 150, 1), (2, 300, 0)]
+    assert [(s["first_ts_ns"], s["last_ts_ns"]) for s in shards] == \
+        [tuple(want.records["ts_ns"][[a, b - 1]].tolist()) for a, b in zip(*want.segment_bounds())]
+    assert shards[0]["read"] == shards[1]["read"] and shards[0]["sources"] == shards[1]["sources"]
+    cache = open_cache(tmp_path / "cache", cfg)
+    assert cache.market.records.tobytes() == want.records.tobytes() and cache.labels.tobytes() == labels.tobytes()
+    assert (cache.market.files, cache.market.tick) == (want.files, want.tick)
+    assert cache.market.report.to_dict() == want.report.to_dict() and \
+        "split into 2 segments" in want.report.summary()
+
+
+def test_prepare_and_inspect_count_a_rolling_file_once(roll, tmp_path, capsys):
+    from foxc.data.__main__ import main
+    assert main(["prepare", str(roll), "--out", str(tmp_path / "cache"), "--workers", "1"]) == 0
+    assert "3 shard(s), one per file, 1 more where a file's instrument_id changes; 700 snapshots kept of 700 read" \
+        in capsys.readouterr().out
+    for path, count in ((roll, "parquet: 2 file(s), 3 segment(s)"), (tmp_path / "cache", "3 shard(s)")):
+        assert main(["inspect", str(path)]) == 0
+        out = capsys.readouterr().out
+        assert count in out and "700 rows read, 700 kept, 0 skipped in 2 file(s)" in out, path
+        assert "split into 2 segments" in out
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda m: m["shards"][1]["read"]["notes"].clear(), "shards 0..1 \\(input 1\\) say different things of their file"),
+    (lambda m: m["shards"].insert(1, m["shards"].pop(2)), "the shards of a file are not consecutive"),
+    (lambda m: [s["read"]["skipped"].__setitem__("crossed", 1) for s in m["shards"][:2]],
+     "shards 0..1 \\(input 1\\) hold 400 rows, their file kept 399"),
+])
+def test_a_manifest_that_splits_a_file_otherwise_is_refused(roll, tmp_path, edit, message):
+    prepare(roll, tmp_path / "cache", workers=1, rows=ROWS)
+    manifest = json.loads((tmp_path / "cache" / MANIFEST).read_text())
+    edit(manifest)
+    for k, shard in enumerate(manifest["shards"]):
+        shard["segment"] = k
+    manifest["sha256"] = content_sha256(manifest)
+    (tmp_path / "cache" / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(DataError, match=message):
+        open_cache(tmp_path / "cache", LabelConfig())
+
+
+def test_a_cache_of_an_older_version_is_refused_saying_to_prepare_it_again(cache):
+    """Version 1 kept a roll inside one shard: its windows and labels crossed the gap."""
+    manifest = json.loads((cache / MANIFEST).read_text())
+    manifest["version"] = 1
+    (cache / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(DataError) as err:
+        open_cache(cache, LabelConfig())
+    assert str(err.value) == (f"{cache / MANIFEST}: cache version 1, this foxc reads version 2: a file whose "
+                              "instrument_id changes (a continuous symbol's roll) was one shard then, its windows and "
+                              f"labels across the roll; prepare it again: python -m foxc.data prepare "
+                              f"{manifest['data']} --out {cache} --overwrite")
 
 
 @pytest.fixture

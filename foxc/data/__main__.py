@@ -157,10 +157,12 @@ def cmd_prepare(args) -> int:
                        log=print)
     seconds = time.perf_counter() - t0
     shards, rows = manifest["shards"], manifest["rows"]
-    read = sum(s["read"]["rows_read"] for s in shards)
-    print(f"prepared {out}: {len(shards)} shard(s), one per file; {rows:,} snapshots kept of {read:,} read; "
+    files = {s["read"]["input"]: s["read"]["rows_read"] for s in shards}  # a file of several segments once
+    read = sum(files.values())
+    split = f", {len(shards) - len(files)} more where a file's instrument_id changes" if len(shards) > len(files) else ""
+    print(f"prepared {out}: {len(shards)} shard(s), one per file{split}; {rows:,} snapshots kept of {read:,} read; "
           f"tick {manifest['tick'] / PRICE_SCALE:g}; label horizons {','.join(map(str, horizons))}")
-    print(f"  {seconds:.2f} s, {read / seconds / 1e6:.2f} M snapshots/s read, {min(args.workers, len(shards))} "
+    print(f"  {seconds:.2f} s, {read / seconds / 1e6:.2f} M snapshots/s read, {min(args.workers, len(files))} "
           f"worker(s); identity sha256 {manifest['sha256']}")
     return 0
 

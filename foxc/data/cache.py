@@ -11,11 +11,13 @@ Layout:
     CACHE/shards/00000/labels.npy        float32 [7 planes, 3 horizons, rows]
     CACHE/shards/00001/...
 
-A shard is one data file's kept rows: the segment load() makes of that file, numbered in the
-same order (first kept time, then path). Databento's batch files and LOBSTER's are one day each,
-so a shard is a day; a file holding several days stays one shard and one segment, as it is when
-training from the files. Labels never cross a segment, so each shard is labelled on its own and
+A shard is one segment load() makes: a data file's kept rows, or, where the file's instrument_id
+changes (a continuous symbol's roll), the rows of each id, numbered in the same order (first kept
+time, then path; a file's segments in its order). Databento's batch files and LOBSTER's are one day
+each, so a shard is a day; a file holding several days stays one shard and one segment, as it is
+when training from the files. Labels never cross a segment, so each shard is labelled on its own and
 the shards side by side are, bit for bit, what load() + compute_labels give for the same files.
+Version 1 (before a roll began a shard) is refused: prepare the cache again.
 
 How a cache is made: foxc.data.prepare.
 
@@ -28,9 +30,11 @@ configuration: what a resumed run must match.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
+import shlex
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
@@ -45,12 +49,13 @@ from .market import MarketData, market_data, report_of
 from .stream import FileSummary
 from .validate import DataError
 
-FORMAT, VERSION = "foxc-cache", 1
+FORMAT, VERSION = "foxc-cache", 2  # 2: a file's instrument_id changing (a roll) begins a shard
 MANIFEST = "manifest.json"
 RECORDS, LABELS = "records.npy", "labels.npy"
 HASH_BLOCK = 1 << 22
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
-# what a shard's entry says of its file as read: its place in DATA's order, then its FileSummary's fields
+# what a shard's entry says of its file as read (the same for each shard of a file): its place in DATA's order,
+# then its FileSummary's fields
 READ = {"input": int, "kind": str, "rows_read": int, "skipped": dict, "notes": list, "instrument": str,
         "instrument_id": int, "extra": dict}
 
@@ -328,6 +333,13 @@ def read_manifest(folder: Path) -> dict:
         raise DataError(folder, f"not a prepared cache (no {MANIFEST})") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise DataError(path, f"not valid JSON ({e})") from None
+    if isinstance(manifest, dict) and manifest.get("format") == FORMAT and manifest.get("version") != VERSION:
+        again = f"python -m foxc.data prepare {shlex.quote(str(manifest.get('data', 'DATA')))} --out " \
+                f"{shlex.quote(str(folder))} --overwrite"
+        why = ": a file whose instrument_id changes (a continuous symbol's roll) was one shard then, its windows and " \
+              "labels across the roll" if manifest.get("version") == 1 else ""
+        raise DataError(path, f"cache version {manifest.get('version')!r}, this foxc reads version {VERSION}{why}; "
+                              f"prepare it again: {again}")
     problem = _manifest_problem(manifest)
     if problem:
         raise DataError(path, f"not a foxc cache manifest: {problem}")
@@ -337,8 +349,6 @@ def read_manifest(folder: Path) -> dict:
 def _manifest_problem(m) -> str | None:
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         return f"format is not '{FORMAT}'"
-    if m.get("version") != VERSION:
-        return f"version {m.get('version')!r}, this foxc reads version {VERSION} (prepare the cache again)"
     if m.get("record_bytes") != SNAPSHOT_BYTES:
         return f"records of {m.get('record_bytes')} bytes, this foxc's are {SNAPSHOT_BYTES} (prepare the cache again)"
     labels = m.get("labels")
@@ -359,8 +369,28 @@ def _manifest_problem(m) -> str | None:
             return f"shard {k}: {problem}"
     if m.get("rows") != sum(s["rows"] for s in shards):
         return "rows is not the sum of the shards' rows"
+    problem = _files_problem(shards)
+    if problem:
+        return problem
     if m.get("sha256") != content_sha256(m):
         return "sha256 is not the digest of the shards' hashes (the manifest was edited)"
+    return None
+
+
+def _files_problem(shards: list) -> str | None:
+    """Whether each file's shards (its segments) are consecutive, say the same of it and hold the rows it kept."""
+    runs = [(i, len(list(group))) for i, group in itertools.groupby(s["read"]["input"] for s in shards)]
+    if len(runs) != len({i for i, _ in runs}):
+        return "the shards of a file are not consecutive"
+    k = 0
+    for index, n in runs:
+        mine, read, rows = shards[k:k + n], shards[k]["read"], sum(s["rows"] for s in shards[k:k + n])
+        if any(s["read"] != read or s["sources"] != shards[k]["sources"] for s in mine):
+            return f"shards {k}..{k + n - 1} (input {index}) say different things of their file"
+        kept = read["rows_read"] - sum(read["skipped"].values())
+        if rows != kept:
+            return f"shards {k}..{k + n - 1} (input {index}) hold {rows} rows, their file kept {kept}"
+        k += n
     return None
 
 

@@ -1,17 +1,18 @@
-"""Preparing a cache (foxc.data.cache): the files DATA names, validated and labelled once, a shard each.
+"""Preparing a cache (foxc.data.cache): the files DATA names, validated and labelled once, a shard per segment.
 
     python -m foxc.data prepare DATA --out CACHE [--horizons 10,50,100] [--workers N] [--overwrite]
     manifest = prepare("data/ES/*.dbn.zst", "cache/es", LabelConfig(), workers=16)
 
 Every file is streamed (foxc.data.stream) in a process pool, one file per worker, in two passes:
-(1) read, validate and write the kept records straight into records.npy, numbered with the file's
-place in DATA's (sorted) order; (2) once every file's first time and the tick are known (the tick
-is inferred from all of them, as load() infers it), number the shards, read each records.npy once
-to hash it and compute labels.npy a block of rows at a time, writing the records back only where a
-shard's segment is not the number pass 1 guessed (files not named in time order). A worker holds a
-chunk of rows and a label block (and, reading Parquet, the row group pyarrow decodes), never a
-file. Everything is written into a hidden folder beside CACHE and renamed into place at the end,
-so a refused input leaves no cache behind.
+(1) read, validate and write the kept records straight into a records.npy per segment (the file, or
+each instrument's run of it where the id changes: a roll), numbered with the file's place in DATA's
+(sorted) order; (2) once every file's first time and the tick are known (the tick is inferred from
+all of them, as load() infers it), number the shards, read each records.npy once to hash it and
+compute labels.npy a block of rows at a time, writing the records back only where a shard's segment
+is not the number pass 1 guessed (files not named in time order, or after a file of several
+segments). A worker holds a chunk of rows and a label block (and, reading Parquet, the row group
+pyarrow decodes), never a file. Everything is written into a hidden folder beside CACHE and renamed
+into place at the end, so a refused input leaves no cache behind.
 """
 from __future__ import annotations
 
@@ -55,12 +56,14 @@ def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
     installed = False
     try:
         with process_pool(workers, len(paths)) as pool:
-            read = run_jobs(pool, _read_file, [(i, p, tmp / f"part-{i:05d}", config, rows) for i, p in enumerate(paths)],
+            read = run_jobs(pool, _read_file, [(i, p, tmp, config, rows) for i, p in enumerate(paths)],
                         lambda count, r: log(f"  read {count}/{len(paths)}: {r[1].path}: {r[1].rows:,} of "
                                              f"{r[1].rows_read:,} rows kept"))
-            shards = in_time_order(read)
-            for segment, (i, _, _) in enumerate(shards):
-                os.rename(tmp / f"part-{i:05d}", shard_dir(tmp, segment))
+            shards = []  # (input, FileSummary of the segment, sources) of each, in segment order
+            for i, summary, sources in in_time_order(read):
+                for j, part in enumerate(summary.parts()):
+                    os.rename(part_dir(tmp, i, j), shard_dir(tmp, len(shards)))
+                    shards.append((i, part, sources))
             tick = _tick(pool, spec, [shard_dir(tmp, k) / RECORDS for k in range(len(shards))], [r[1] for r in shards])
             files = run_jobs(pool, write_shard, [(shard_dir(tmp, k), k, i, tick, labels, rows)
                                               for k, (i, _, _) in enumerate(shards)])
@@ -121,27 +124,49 @@ def run_jobs(pool, job, args: list, progress=lambda done, result: None) -> list:
 
 
 def _read_file(args) -> tuple[int, FileSummary, list[dict]]:
-    """Pass 1, one file: its kept rows into records.npy (prev_ts_ns set, segment `index`: the segment it
-    gets when DATA's files are named in time order), its summary, its sources."""
-    index, path, folder, config, rows = args
-    folder.mkdir()
-    stream = FileStream(path, config, rows)
-    with open(folder / RECORDS, "wb") as fh:
-        fh.write(bytes(RECORDS_AT))  # the header, once the rows are counted
+    """Pass 1, one file: the kept rows of each of its segments into a records.npy of their own (part_dir;
+    prev_ts_ns set, segment `index`: the segment a file of one instrument gets when DATA's files are named in
+    time order), its summary, its sources."""
+    index, path, tmp, config, rows = args
+    stream, fh, n, made = FileStream(path, config, rows), None, 0, 0  # segment made - 1's records.npy, its rows
+    try:
         for chunk in stream:
-            chunk["segment"] = index
-            fh.write(chunk.data)
-        fh.flush()  # the buffered rows first: flushed after the header, they would write the zeros over it
-        os.pwrite(fh.fileno(), records_header(stream.summary().rows), 0)
+            for part in np.split(chunk, np.flatnonzero(np.diff(chunk["segment"])) + 1):  # cut at a roll
+                if part["segment"][0] == made:  # the next segment begins
+                    if fh is not None:
+                        _finish_records(fh, n)
+                    folder = part_dir(tmp, index, made)
+                    folder.mkdir()
+                    fh, n, made = open(folder / RECORDS, "wb"), 0, made + 1
+                    fh.write(bytes(RECORDS_AT))  # the header, once the rows are counted
+                part["segment"] = index
+                fh.write(part.data)
+                n += len(part)
+        _finish_records(fh, n)
+    finally:
+        if fh is not None:
+            fh.close()
     book = stream.path  # and a LOBSTER book's message file: the files its rows come from
     messages = [message_path(book)] if stream.kind == "lobster" and message_path(book).is_file() else []
     return index, stream.summary(), [{"path": str(p), "bytes": p.stat().st_size, "sha256": file_sha256(p)}
                                      for p in [book, *messages]]
 
 
+def part_dir(tmp: Path, index: int, segment: int) -> Path:
+    """Where pass 1 writes segment `segment` of input `index` (renamed to its shard once the order is known)."""
+    return tmp / f"part-{index:05d}-{segment:05d}"
+
+
+def _finish_records(fh, n: int):
+    """Its header, for its n rows, and closed."""
+    fh.flush()  # the buffered rows first: flushed after the header, they would write the zeros over it
+    os.pwrite(fh.fileno(), records_header(n), 0)
+    fh.close()
+
+
 def _tick(pool, spec, files: list[Path], summaries: list[FileSummary]) -> int:
     """The tick load() infers (each instrument's from its own rows), of the rows it would sample, gathered from each
-    shard (in the pool)."""
+    shard (in the pool); `summaries`: the shards' segments."""
     jobs = [(path, s.rows, first, step) for path, s, (first, step) in zip(files, summaries, tick_samples(summaries))]
     return files_tick(spec, summaries, run_jobs(pool, _sample, jobs))
 
