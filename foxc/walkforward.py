@@ -67,7 +67,7 @@ class CachedData:
     def describe(self) -> dict:
         shards = self.manifest["shards"]
         return {"source": str(self.path), "cache": True, "sha256": self.manifest["sha256"],
-                "files": [s["sources"][0]["path"] for s in shards],
+                "files": list(dict.fromkeys(s["sources"][0]["path"] for s in shards)),  # as MarketData's: each once
                 "instrument": ",".join(sorted({s["read"]["instrument"] for s in shards} - {""})),
                 "rows": int(self.manifest["rows"]), "tick": self.tick}
 

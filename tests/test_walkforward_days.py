@@ -8,14 +8,14 @@ import pytest
 
 import foxc.data.cache as cache_module
 import foxc.evaluate.folds as folds_module
-from foxc.data.cache import read_rows
+from foxc.data.cache import read_manifest, read_rows
 from foxc.data.prepare import prepare
 from foxc.data.parquet import write_parquet
 from foxc.data.source import load
 from foxc.data.synthetic import START_NS, generate
 from foxc.data.validate import DataError
 from foxc.evaluate.runner import EvalConfig
-from foxc.evaluate.windows import DAY_NS, Segments, day_folds
+from foxc.evaluate.windows import DAY_NS, Segments, day_folds, split_bounds
 from foxc.walkforward import CachedData, main, walk_forward
 
 EVAL = EvalConfig(n_backtests=8, backend="reference")
@@ -97,6 +97,24 @@ def test_the_cache_plans_from_its_manifest_as_the_files_do(files, cache):
     assert np.array_equal(on_files.first_ts, on_cache.first_ts)
     assert day_folds(on_files, 3, 2) == day_folds(on_cache, 3, 2)
     assert day_folds(on_cache, 3, 2)[0] == DATES
+
+
+def test_a_roll_is_a_segment_the_folds_cut_at_from_the_files_as_from_a_cache(tmp_path):
+    """A continuous symbol's file of two days rolling to the next contract with the second: two segments, from the
+    file as from its cache; --folds cuts at the roll, and the next contract's segment is the day it begins."""
+    rec = generate(1500, seed=3)
+    rec["ts_ns"][900:] += DAY_NS
+    rec["instrument_id"][900:] = 2
+    write_parquet(tmp_path / "es_c_0.parquet", rec)
+    prepare(tmp_path / "es_c_0.parquet", tmp_path / "cache")
+    data, cached = load(tmp_path / "es_c_0.parquet"), CachedData(tmp_path / "cache", read_manifest(tmp_path / "cache"))
+    for segs in (Segments.of_records(data.records, data.files), Segments.of_manifest(cached.manifest)):
+        assert segs.starts.tolist() == [0, 900] and segs.rows == 1500
+        assert segs.first_ts.tolist() == rec["ts_ns"][[0, 900]].tolist()
+        assert split_bounds(segs, 2, "segments") == ([(0, 900), (900, 1500)], "segments")
+        days, folds = day_folds(segs, train_days=1, eval_days=1)
+        assert days == ["2024-01-02", "2024-01-03"] and [(f.train, f.eval) for f in folds] == [((0, 900), (900, 1500))]
+    assert cached.describe()["files"] == data.files == [str(tmp_path / "es_c_0.parquet")]
 
 
 def test_read_rows_reads_only_the_shards_that_hold_them(cache, monkeypatch):

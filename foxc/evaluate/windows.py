@@ -6,9 +6,10 @@ rolling folds by calendar day, planned from the segments alone (their first rows
     days, folds = day_folds(segs, train_days=5, eval_days=1)    # FoldWindows: train/eval rows and dates
 
 A day is a UTC date of the snapshots' timestamps, and only a date that holds data counts (a weekend
-without snapshots is no day). A segment (a data file; a shard of a cache) belongs whole to the day
-of its first snapshot: a fold reads whole segments, so one that runs past midnight stays with the
-day it began on, and one file holding a week is one day.
+without snapshots is no day). A segment (a data file, or each contract of one that rolls; a shard of
+a cache) belongs whole to the day of its first snapshot: a fold reads whole segments, so one that
+runs past midnight stays with the day it began on, and one file holding a week is one day (a week
+that rolls, two: the next contract's begins on the day of the roll).
 """
 from __future__ import annotations
 
@@ -31,12 +32,13 @@ class Segments:
     first_ts: np.ndarray   # int64: each segment's first ts_ns
     last_ts: np.ndarray    # int64: each segment's last ts_ns
     rows: int              # of all segments
-    names: list[str]       # each segment's file, for messages
+    names: list[str]       # each segment's file (or shard), for messages
 
     @classmethod
     def of_records(cls, records: np.ndarray, files: list[str] | None = None) -> "Segments":
         first, last = segment_runs(records["segment"])
         ts = records["ts_ns"]
+        # files name the segments where each is one (a file whose instrument_id changes is several)
         names = list(files) if files and len(files) == len(first) else [f"segment {k}" for k in range(len(first))]
         return cls(first, ts[first].astype(np.int64), ts[last].astype(np.int64), len(records), names)
 
