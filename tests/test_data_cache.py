@@ -177,8 +177,8 @@ def test_a_cache_of_an_older_version_is_refused_saying_to_prepare_it_again(cache
     with pytest.raises(DataError) as err:
         open_cache(cache, LabelConfig())
     assert str(err.value) == (f"{cache / MANIFEST}: cache version 1, this foxc reads version 2: a file whose "
-                              "instrument_id changes (a continuous symbol's roll) was one shard then, its windows and "
-                              f"labels across the roll; prepare it again: python -m foxc.data prepare "
+                              "instrument_id changes (a continuous symbol's roll) was one shard then, whose windows "
+                              f"and labels cross the roll; prepare it again: python -m foxc.data prepare "
                               f"{manifest['data']} --out {cache} --overwrite")
 
 

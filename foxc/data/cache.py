@@ -336,8 +336,8 @@ def read_manifest(folder: Path) -> dict:
     if isinstance(manifest, dict) and manifest.get("format") == FORMAT and manifest.get("version") != VERSION:
         again = f"python -m foxc.data prepare {shlex.quote(str(manifest.get('data', 'DATA')))} --out " \
                 f"{shlex.quote(str(folder))} --overwrite"
-        why = ": a file whose instrument_id changes (a continuous symbol's roll) was one shard then, its windows and " \
-              "labels across the roll" if manifest.get("version") == 1 else ""
+        why = ": a file whose instrument_id changes (a continuous symbol's roll) was one shard then, whose windows " \
+              "and labels cross the roll" if manifest.get("version") == 1 else ""
         raise DataError(path, f"cache version {manifest.get('version')!r}, this foxc reads version {VERSION}{why}; "
                               f"prepare it again: {again}")
     problem = _manifest_problem(manifest)
