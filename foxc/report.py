@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from .cli import ArgumentParser, UsageError, output_dir, run
+from .cli import ArgumentParser, PathArg, UsageError, output_dir, run
 from .evaluate.plots import (PlotsUnavailable, drawable, parse_json, read_metrics, shown, training_curves,
                              walkforward_plots)
 
@@ -128,13 +128,10 @@ def _unreadable_field(fold: dict) -> str:
 
 def main(argv=None) -> int:
     ap = ArgumentParser(prog="python -m foxc.report", description=__doc__.split("\n")[0])
-    ap.add_argument("run_dir")
-    ap.add_argument("--out", default=None, help="where to write the PNGs (default: RUN_DIR)")
+    ap.add_argument("run_dir", metavar="RUN_DIR", type=PathArg("a run directory", Path))
+    ap.add_argument("--out", type=PathArg("a directory", Path), default=None,
+                    help="where to write the PNGs (default: RUN_DIR)")
     args = ap.parse_args(argv)
-    for flag, path in (("RUN_DIR", args.run_dir), ("--out", args.out)):
-        if path is not None and not path.strip():  # not Path("") == ".": this directory
-            ap.error(f"{flag}: an empty path (give a directory)")
-    args.run_dir, args.out = Path(args.run_dir), None if args.out is None else Path(args.out)
     return run(PROG, lambda: _main(args))
 
 
