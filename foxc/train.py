@@ -14,7 +14,8 @@ from .cli import ArgumentParser, PathArg, UsageError, describe, fail, output_dir
 from .driver import BACKENDS, CudaError, open_runtime
 from .profile import KernelProfiler, add_profile_args, profile_window
 from .isv.registry import setting_problem
-from .trainer.config import ConfigError, ConfigFile, TrainConfig, add_config_arguments, config_settings, merge_isv
+from .trainer.config import (ConfigError, ConfigFile, TrainConfig, add_config_arguments, check_synthetic_beside_data,
+                             config_settings, merge_isv, switches_from_slots)
 from .trainer import tensorboard
 
 PROG = "foxc.train"
@@ -64,18 +65,18 @@ def main(argv=None) -> int:
             raise UsageError(f"--tensorboard needs tensorboardX: {tensorboard.INSTALL}")
         config_file = ConfigFile.read(args.config_file) if args.config_file else None
         given = config_file.under(config_settings(args)) if config_file else config_settings(args)
+        # a setting at odds with another (or the checkpoint) is named with the file that gave it
+        from_file = config_file.sources(config_settings(args)) if config_file else {}
+        check_synthetic_beside_data(given, from_file)
         rt = open_runtime(args.backend)
         resume = Path(args.resume_from) if args.resume_from else None
         saved = resume_meta(resume) if resume else None
         saved_config, saved_data = saved_run(resume, saved) if resume else (None, None)
         new_isv = given.pop("isv", ()) if resume else ()  # set on top of the checkpoint's bus
-        from_file = {}  # a setting at odds with the checkpoint is named with the file that gave it
-        if config_file:
-            from_file = dict.fromkeys(config_file.settings.keys() - config_settings(args).keys(),
-                                      f"--config {config_file.path}")
         settings = resume_settings(resume, saved_config, given, from_file) if resume else given
-        if resume:
-            settings["isv"] = merge_isv(kept_isv(settings.get("isv", ()), log), new_isv)
+        if resume:  # a switch not given now follows its slot, as the bus will hold it (a --set on resuming wins)
+            settings = switches_from_slots({**settings, "isv": merge_isv(kept_isv(settings.get("isv", ()), log),
+                                                                          new_isv)}, keep=given)
         try:
             cfg = TrainConfig.for_backend(rt.backend, **settings)
         except ConfigError as e:
@@ -108,6 +109,11 @@ def main(argv=None) -> int:
                 log(f"ISV {name}: {old:g} → {new:g} (set on resuming)")
         kernels = KernelProfiler(rt, profile_window(args)) if args.profile else None
         trainer.set_profiling(args.profile_steps, kernels)
+        window = args.profile_steps or profile_window(args)  # the steps profiled, told now if the run misses some
+        outside = window and window.outside(trainer.steps_done, trainer.steps_done + cfg.n_steps)
+        if outside:
+            flag = "--profile-steps" if args.profile_steps else "--profile's window"
+            print(f"{PROG}: note: {flag} {outside}", file=sys.stderr, flush=True)
         write_config(out, rt, trainer.cfg, data, config_file, args.resume_from, isv_changes)
         log(describe_training(trainer, cfg, out))
         board = tensorboard.TensorBoardLog(out, trainer.ts.isv) if args.tensorboard else None

@@ -44,7 +44,7 @@ from .evaluate.reporting import RULES, Criteria, assemble, write
 from .evaluate.runner import EvalConfig
 from .evaluate.trainers import resolve_trainer
 from .lobsim.sim import MAX_LOTS_PER_ENTRY
-from .trainer.config import INT64_MAX, MAX_FEE
+from .trainer.config import INT64_MAX, MAX_FEE, check_synthetic_beside_data
 
 __all__ = ["CachedData", "main", "plan_folds", "split_windows", "walk_forward"]
 
@@ -204,11 +204,12 @@ def build_parser() -> ArgumentParser:
                         epilog="Flags not listed here are passed to the trainer.")
     ap.add_argument("--data", default="synthetic", type=PathArg("a file, directory, glob or cache, or 'synthetic'"),
                     help="a file, directory or glob of market data, a prepared cache, or 'synthetic'")
-    ap.add_argument("--synthetic", default="default", metavar="MARKET",
-                    help="the named synthetic market of --data synthetic: easy, default, null, noisy")
+    ap.add_argument("--synthetic", default=None, metavar="MARKET",  # None: not given (refused beside real data)
+                    help="the named synthetic market of --data synthetic: easy, default (the default), null, noisy")
     ap.add_argument("--synthetic-rows", type=positive_int, default=None,
                     help="rows of synthetic data (default 2,000,000 with CUDA, 200,000 on the reference backend)")
-    ap.add_argument("--synthetic-segments", type=positive_int, default=1)
+    ap.add_argument("--synthetic-segments", type=positive_int, default=None,
+                    help="segments of the synthetic data (default 1)")
     ap.add_argument("--folds", type=positive_int, default=None, help="F+1 consecutive windows (default 3)")
     ap.add_argument("--train-days", type=positive_int, default=None, help="folds by dates: days each fold trains on")
     ap.add_argument("--eval-days", type=positive_int, default=None, help="folds by dates: days each fold evaluates on")
@@ -257,6 +258,8 @@ FOLD_SETTINGS = {"data": "--data", "synthetic": "--synthetic", "synthetic_rows":
 def check_args(args, train_args: list[str]) -> None:
     """Refuse a bad setting before any data is loaded or written, naming the flag; sets the defaults
     of --folds and --split when the folds are not by dates."""
+    check_synthetic_beside_data({**vars(args), "data": None if args.data == "synthetic" else args.data})
+    args.synthetic, args.synthetic_segments = args.synthetic or "default", args.synthetic_segments or 1
     by_days = [f"--{n.replace('_', '-')}" for n in ("train_days", "eval_days", "step_days")
                if getattr(args, n) is not None]
     if by_days:

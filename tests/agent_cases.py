@@ -8,7 +8,7 @@ from foxc.agent.layout import (FRAME_ISV, FRAME_LEN, N_ACTIONS, N_FRAME_EXTRAS, 
 from foxc.isv import IsvBus
 from foxc.isv.registry import N_SLOTS, SLOTS, slot_index
 from foxc.rng import seed_states
-from foxc.testing import poisoned
+from kernel_check import poisoned
 
 
 def isv_values(**overrides) -> np.ndarray:

@@ -12,7 +12,7 @@ from foxc.agent.layout import (ACTOR_POLICY, ACTOR_Q, FLAG_GATED, FLAG_STOPPED, 
                                STATS_BLOCK, TIME_SCALE_STEPS, UNREALIZED_SCALE_TICKS, valid_actions)
 from foxc.data.features import F_SPREAD, FEATURES
 from foxc.isv.registry import STEP_WRAP, slot_index as S
-from foxc.testing import poisoned, run_kernel
+from kernel_check import poisoned, run_kernel
 
 
 def naive_xorshift(x):

@@ -1,8 +1,8 @@
 from types import SimpleNamespace
 
 from foxc.bench import train
-from foxc.profile import cupti
-from foxc.profile.cupti import KernelRecord
+from foxc.bench import cupti
+from foxc.bench.cupti import KernelRecord
 
 
 def test_train_benchmark_runs_small_on_reference(capsys, tmp_path):

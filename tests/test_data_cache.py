@@ -253,6 +253,44 @@ def test_the_tick_is_inferred_from_the_rows_load_samples(tmp_path, monkeypatch):
     assert ticks == {50_000_000, 250_000_000}
 
 
+def test_instruments_of_different_ticks_are_refused_naming_the_files_and_ticks(tmp_path, capsys):
+    """One tick serves a run: an instrument quoted in quarters beside one quoted in cents was measured in cents
+    (the largest step dividing both), the quarters' features, labels and PnL 25 times too large, silently."""
+    from foxc.data.__main__ import main
+    from foxc.data.synthetic import SynthParams
+    es, cl = tmp_path / "es.parquet", tmp_path / "cl.parquet"
+    write_parquet(es, generate(500, seed=1), symbol="ESM4")  # tick 0.25, instrument_id 1
+    write_parquet(cl, on_day(generate(500, seed=2, params=SynthParams(tick=0.01, start_price=70.0, instrument_id=2)),
+                             1), symbol="CLN4")
+    want = (f"{tmp_path}: instruments of different ticks (ESM4 (instrument_id 1): tick 0.25 in {es}; CLN4 "
+            f"(instrument_id 2): tick 0.01 in {cl}): one tick serves a run (features, labels and PnL are counted in "
+            "it): give the files of one instrument (foxc.data inspect takes --tick T to read them all in ticks of T)")
+    for read in (lambda: load(tmp_path), lambda: prepare(tmp_path, tmp_path / "cache", workers=1, rows=ROWS)):
+        with pytest.raises(DataError) as err:
+            read()
+        assert str(err.value) == want
+    assert not (tmp_path / "cache").exists()
+    assert main(["inspect", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"foxc.data inspect: error: {want}\n"
+    assert load(tmp_path, tick=10_000_000).tick == 10_000_000  # a tick given is the user's, for every file
+    assert main(["inspect", str(tmp_path), "--tick", "0.01"]) == 0 and "tick        0.01\n" in capsys.readouterr().out
+
+
+def test_each_instruments_tick_is_inferred_from_its_own_rows(tmp_path):
+    """Two instruments of one tick whose prices sit on grids 0.10 apart: each one's tick is 0.25 (measured together,
+    0.05); and one instrument's days together (a day of it alone may show a coarser step)."""
+    from foxc.data.synthetic import SynthParams
+    write_parquet(tmp_path / "a.parquet", generate(400, seed=1))
+    other = on_day(generate(300, seed=2, params=SynthParams(instrument_id=2)), 1)
+    for side in ("bid_px", "ask_px"):
+        other[side] += 100_000_000
+    write_parquet(tmp_path / "b.parquet", other)
+    write_parquet(tmp_path / "c.parquet", on_day(generate(300, seed=3, params=SynthParams(tick=0.5)), 2))
+    assert load(tmp_path / "c.parquet").tick == 500_000_000
+    assert load(tmp_path).tick == 250_000_000
+    assert prepare(tmp_path, tmp_path / "cache", workers=1, rows=ROWS)["tick"] == 250_000_000
+
+
 def test_the_benchmark_prepares_and_opens():
     from foxc.bench.data import bench_prepare
     made, opened = bench_prepare(3000, 2)
@@ -272,3 +310,23 @@ def test_inspect_prints_a_cache_and_verify_gives_the_label_balance_of_its_files(
     from_files = capsys.readouterr().out
     balance = lambda text: text[text.index("labels      horizon  labelled"):].splitlines()[:4]  # noqa: E731
     assert "verified    every shard" in verified and balance(verified) == balance(from_files)
+
+
+def test_inspect_replaces_a_validation_summary_only_with_overwrite(data, cache, tmp_path, capsys):
+    """--run-dir into a run's directory (or an earlier inspect's) replaced its data_validation.json silently."""
+    from foxc.data.__main__ import main
+    run = tmp_path / "run"
+    run.mkdir()
+    for path in (data, cache):
+        (run / "data_validation.json").write_text("a run's report\n")
+        assert main(["inspect", str(path), "--run-dir", str(run)]) == 2
+        assert capsys.readouterr().err == (f"foxc.data inspect: error: --run-dir {run}: holds a data_validation.json "
+                                           "already (give another directory, or --overwrite to replace it)\n")
+        assert (run / "data_validation.json").read_text() == "a run's report\n"
+        assert main(["inspect", str(path), "--run-dir", str(run), "--overwrite"]) == 0
+        assert f"validation summary written to {run / 'data_validation.json'}" in capsys.readouterr().out
+        assert json.loads((run / "data_validation.json").read_text())["rows_kept"] == load(data).n_rows
+    assert main(["inspect", str(cache), "--run-dir", str(tmp_path / "new")]) == 0  # a new file needs no flag
+    assert (tmp_path / "new" / "data_validation.json").is_file()
+    assert main(["inspect", str(data), "--overwrite"]) == 2
+    assert "error: --overwrite: only with --run-dir" in capsys.readouterr().err

@@ -7,7 +7,7 @@ from foxc.data import cursors as C
 from foxc.data.cursors import Cursors, draw_table, valid_starts
 from foxc.data.record import segment_runs
 from foxc.rng import seed_states, xorshift32
-from foxc.testing import poisoned, run_kernel
+from kernel_check import poisoned, run_kernel
 
 # rows 0..9 segment 0, 10 segment 1 (one row: never a start), 11..13 segment 2, 14..39 segment 3
 SEGMENT = np.r_[np.zeros(10), [1], np.full(3, 2), np.full(26, 3)].astype(np.uint32)

@@ -12,6 +12,7 @@ from foxc.data.dbn import read_dbn
 from foxc.data.parquet import read_parquet, write_parquet
 from foxc.data.record import PRICE_SCALE, PRICE_UNDEF
 from foxc.data.source import load
+from foxc.data.stream import FileStream
 from foxc.data.synthetic import generate
 from foxc.data.validate import DataError
 
@@ -60,12 +61,41 @@ def test_dbn_mixed_record_types():
     assert "mixed record types" in meta["notes"][0]
 
 
-def test_a_file_of_several_instruments_says_so():
-    """A parent symbol (ES.FUT) gives every contract's book in one file: read as one book, interleaved."""
-    _, _, meta = read_dbn(FIXTURES / "mbp10.v2.dbn")
-    assert "3 instruments (instrument_id 5482, 13615, 42005204): their books are read as one" in " ".join(meta["notes"])
-    _, _, meta = read_dbn(FIXTURES / "mbp10.v1.dbn")
-    assert not any("instruments" in note for note in meta["notes"])
+def test_a_file_of_interleaved_instruments_is_refused_naming_the_row_and_ids(tmp_path):
+    """A parent symbol (ES.FUT) gives every contract's book in one file: read as one book, their rows would
+    interleave into a book that never was. The decoder reads them (the oracle compares them); a stream refuses."""
+    assert len(np.unique(read_dbn(FIXTURES / "mbp10.v2.dbn")[0]["instrument_id"])) == 3
+    for rows in (1, 1 << 14):  # the repeat found across a chunk boundary as within one
+        with pytest.raises(DataError) as err:
+            list(FileStream(FIXTURES / "mbp10.v2.dbn", rows=rows))
+        assert str(err.value).startswith(f"{FIXTURES / 'mbp10.v2.dbn'}, row 3: instrument_id 5482 again after 13615: "
+                                         "the books of several instruments interleave (instrument_id 5482, 42005204, "
+                                         "13615 so far; a parent symbol's file"), str(err.value)
+        assert "give a file of one instrument" in str(err.value)
+    rec = generate(300, seed=4)
+    rec["instrument_id"][100::7] = 9  # another book now and then
+    write_parquet(tmp_path / "parent.parquet", rec, row_group_rows=64)
+    with pytest.raises(DataError, match=r"parent\.parquet, row 101: instrument_id 1 again after 9: .*instrument_id 1, "
+                                        r"9 so far"):
+        load(tmp_path / "parent.parquet")
+
+
+def test_instruments_one_after_another_are_one_book_noted(tmp_path):
+    """A continuous symbol (ES.c.0) rolls from one contract's id to the next: one book, noted."""
+    rec = generate(300, seed=4)
+    write_parquet(tmp_path / "one.parquet", rec)
+    rec["instrument_id"][150:] = 7
+    rec["instrument_id"][280:] = 2**32 - 1
+    write_parquet(tmp_path / "roll.parquet", rec, row_group_rows=100)
+    (tmp_path / "roll.dbn").write_bytes(dbn_bytes(rec))
+    assert not any("instruments" in note for note in load(tmp_path / "one.parquet").report.files[
+        str(tmp_path / "one.parquet")]["notes"])
+    for name in ("roll.parquet", "roll.dbn"):
+        for rows in (1, 64, 1 << 14):
+            stream = FileStream(tmp_path / name, rows=rows)
+            assert sum(map(len, stream)) == 300
+            assert ("3 instruments one after another (instrument_id 1 from row 0, 7 from row 150, 4294967295 from "
+                    "row 280): read as one book, one segment") in " ".join(stream.summary().notes), name
 
 
 @pytest.mark.parametrize("damage, message", [
@@ -188,16 +218,6 @@ def test_parquet_infinite_price_is_skipped(tmp_path):
     pq.write_table(table, tmp_path / "inf.parquet")
     data = load(tmp_path / "inf.parquet")
     assert data.report.skipped() == {"nan_or_inf": 1} and len(data.records) == 99
-
-
-def test_parquet_of_several_instruments_says_so(tmp_path):
-    rec = generate(300, seed=4)
-    write_parquet(tmp_path / "one.parquet", rec)
-    rec["instrument_id"][150:] = 7
-    write_parquet(tmp_path / "two.parquet", rec, row_group_rows=100)
-    assert not any("instruments" in note for note in read_parquet(tmp_path / "one.parquet")[2]["notes"])
-    summary = load(tmp_path / "two.parquet").report.summary()
-    assert "two.parquet: 2 instruments (instrument_id 1, 7): their books are read as one, interleaved" in summary
 
 
 def test_parquet_float_price_beyond_int64_is_out_of_range(tmp_path):

@@ -187,3 +187,104 @@ def test_a_zstd_file_cut_inside_a_frame_is_refused(tmp_path):
     path.write_bytes(b"".join(frames[:-1]))  # whole frames but a record cut: DBN's own check
     with pytest.raises(DataError, match="partial record"):
         load(path)
+
+
+ALLOC = "Unable to allocate 5.50 MiB for an array with shape (16384,) and data type |V352"
+CACHE_HINT = "; data files are held in memory whole: prepare a cache of them (python -m foxc.data prepare {} --out " \
+             "CACHE), whose rows a run reads from disk a shard at a time (--data CACHE)"
+
+
+@pytest.fixture
+def two_days(tmp_path):
+    """Two files of 300 rows: the second is the one whose rows memory cannot take."""
+    for day, name in enumerate(("a.parquet", "b.parquet")):
+        rec = generate(300, seed=day)
+        rec["ts_ns"] += day * 86400 * 10**9
+        write_parquet(tmp_path / name, rec)
+    return tmp_path
+
+
+def out_of_memory_reading(monkeypatch, name: str):
+    """The reader of file `name` runs out of memory at its first chunk (numpy's MemoryError), as a file larger
+    than memory does once the rows before it are held."""
+    from foxc.data import stream
+    real = stream.reader
+
+    def reader(kind):
+        def read(path, meta, rows):
+            if path.name == name:
+                raise MemoryError(ALLOC)
+            yield from real(kind)(path, meta, rows)
+        return read
+    monkeypatch.setattr(stream, "reader", reader)
+
+
+def test_rows_larger_than_memory_are_refused_naming_the_file_the_size_and_the_cache(two_days, monkeypatch):
+    """A MemoryError was 'cannot read (MemoryError: …)' while reading, and a traceback while joining the files."""
+    from foxc.data import source
+    out_of_memory_reading(monkeypatch, "b.parquet")
+    with pytest.raises(DataError) as err:
+        load(two_days)
+    assert str(err.value) == (f"{two_days / 'b.parquet'}: out of memory: 300 snapshots kept so far take 0.11 MB (352 "
+                              "bytes each) when reading this file ran out" + CACHE_HINT.format(two_days))
+    monkeypatch.undo()
+
+    class NoRoom:  # numpy, but the one array of every row cannot be had
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        @staticmethod
+        def empty(*args, **kwargs):
+            raise MemoryError(ALLOC)
+    monkeypatch.setattr(source, "np", NoRoom())
+    with pytest.raises(DataError) as err:
+        load(two_days)
+    assert str(err.value) == (f"{two_days}: out of memory: the 600 snapshots kept take 0.21 MB (352 bytes each), "
+                              "twice while they are joined into one array" + CACHE_HINT.format(two_days))
+
+
+def test_prepare_out_of_memory_says_to_give_fewer_workers(two_days, monkeypatch):
+    from foxc.data.prepare import prepare
+    out_of_memory_reading(monkeypatch, "b.parquet")
+    with pytest.raises(DataError) as err:
+        prepare(two_days, two_days / "cache")
+    assert str(err.value) == f"{two_days}: out of memory preparing with 1 worker(s) side by side ({ALLOC}): give " \
+                             "fewer --workers"
+    assert sorted(p.name for p in two_days.iterdir()) == ["a.parquet", "b.parquet"]
+
+
+def test_labels_larger_than_memory_are_refused_by_train_and_inspect(two_days, monkeypatch, capsys):
+    """The rows fit, their label planes (84 bytes a snapshot at three horizons) do not: a traceback, before."""
+    from foxc import train
+    from foxc.data import __main__ as data_cli
+    from foxc.data import labels
+
+    def no_room(*args, **kwargs):
+        raise MemoryError(ALLOC)
+    monkeypatch.setattr(labels, "compute_labels", no_room)
+    monkeypatch.setattr(data_cli, "compute_labels", no_room)
+    need = "600 snapshots take 0.21 MB of records (352 bytes each){} and 0.05 MB of label planes (84 bytes each)"
+    assert data_cli.main(["inspect", str(two_days)]) == 2
+    assert capsys.readouterr().err == (f"foxc.data inspect: error: {two_days}: out of memory: {need.format('')}"
+                                       + CACHE_HINT.format(two_days) + "\n")
+    assert train.main(["--backend", "reference", "--data", str(two_days), "--out", str(two_days / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"foxc.train: error: --data {two_days}: out of memory: {need.format('')}"
+                   + CACHE_HINT.format(two_days) + "\n")
+    assert not (two_days / "run").exists()
+    monkeypatch.undo()
+    from foxc.trainer import heldout
+
+    class NoCopy:  # the held-out cut's copy of the records is what memory cannot take
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        @staticmethod
+        def ascontiguousarray(*args, **kwargs):
+            raise MemoryError(ALLOC)
+    monkeypatch.setattr(heldout, "np", NoCopy())
+    assert train.main(["--backend", "reference", "--data", str(two_days), "--eval-every", "10", "--out",
+                       str(two_days / "run")]) == 2
+    assert capsys.readouterr().err == (f"foxc.train: error: --data {two_days}: out of memory: "
+                                       + need.format(", as much again for the held-out cut's copy,")
+                                       + CACHE_HINT.format(two_days) + "\n")

@@ -156,3 +156,29 @@ def test_price_bounds_beyond_int64_units_bound_nothing(tmp_path, capsys):
     from foxc.data.__main__ import main
     assert main(["inspect", str(tmp_path / "x.parquet"), "--max-price", "1e300"]) == 0
     assert "100 kept" in capsys.readouterr().out
+
+
+def test_a_run_whose_rows_validation_mostly_skipped_names_that_not_the_horizons(tmp_path):
+    """2,950 of 3,000 rows one-sided: the 50 kept are too few for horizon 50, and the error blamed --horizons
+    (the validation summary was not even shown: it is logged once the data is ready)."""
+    from foxc.trainer.config import ConfigError, TrainConfig
+    from foxc.trainer.session import run_data
+    rec = generate(3000, seed=1)
+    rec["ask_px"][:2950] = PRICE_UNDEF
+    rec["bid_px"][2950:2960, 0] = rec["ask_px"][2950:2960, 0]
+    write_parquet(tmp_path / "x.parquet", rec)
+    path = tmp_path / "x.parquet"
+    for eval_every, training in ((0, ""), (10, " (36 of them for training)")):
+        cfg = TrainConfig.for_backend("reference", data=str(path), eval_every=eval_every, holdout_frac=0.1)
+        with pytest.raises(ConfigError) as err:
+            run_data(cfg)
+        assert str(err.value) == (f"--data {path}: validation skipped 2,960 of its 3,000 snapshots (2,950 one_sided, "
+                                  f"10 locked): the 40 kept{training} leave no labelled row at horizon 50 of --horizons "
+                                  f"10,50,100 (python -m foxc.data inspect {path} shows the skips per file)")
+    cfg = TrainConfig.for_backend("reference", data=str(path), eval_every=10, holdout_frac=0.99)
+    with pytest.raises(ValueError, match=r"x\.parquet: validation skipped 2,960 of its 3,000 snapshots .*: the 40 kept "
+                                         r"are too few to hold out --holdout 0\.99 of them"):
+        run_data(cfg)
+    write_parquet(path, generate(40, seed=1))  # nothing skipped: the horizon is the cause
+    with pytest.raises(ConfigError, match=r"^--horizons 10,50,100: horizon 50 leaves no labelled row in the 40 "):
+        run_data(TrainConfig.for_backend("reference", data=str(path)))

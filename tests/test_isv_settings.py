@@ -128,6 +128,28 @@ def test_slots_are_checked_against_the_settings_they_depend_on():
     assert config(isv=[("reward_clamp_min", 12.0), ("reward_clamp_max", 12.0)])
 
 
+def test_a_switch_and_its_slot_are_one_setting_recorded_as_it_runs(tmp_path):
+    refused(lambda: config(gate="on", isv=[("gate_enabled", 0.0)]), "ISV gate_enabled = 0 contradicts --gate on",
+            "gate_enabled = 1", "give one of them")
+    refused(lambda: config(loss_clamp="symmetric", isv=[("reward_clamp_mode", 1.0)]),
+            "ISV reward_clamp_mode = 1 contradicts --loss-clamp symmetric")
+    cfg = config(isv=[("gate_enabled", 1.0), ("reward_clamp_mode", 1.0)])  # a --set alone: the switch follows it
+    assert (cfg.gate, cfg.loss_clamp) == ("on", "seed") and config(**cfg.as_dict()) == cfg
+    assert config(gate="off", isv=[("gate_enabled", 0.0)]).gate == "off"
+    assert dict(config(gate="on").isv_overrides())["gate_enabled"] == 1.0
+    path = toml(tmp_path, 'gate = "on"\n')  # the flag from a file, the slot from --set: the error names the file
+    file = ConfigFile.read(path)
+    given = {"isv": (("gate_enabled", 0.0),)}
+    with pytest.raises(ConfigError) as e:
+        config(**file.under(given))
+    assert str(file.blame(e.value, given)).startswith(f"--config {path}: ISV gate_enabled = 0 contradicts --gate on")
+    assert file.blame(e.value, {**given, "gate": "on"}) is e.value, "the flag on the command line is at fault"
+    from foxc.trainer.rundir import saved_run  # a checkpoint of earlier code recorded both: the slot is what ran
+    saved = {"n_backtests": 8, "seq_len": 4, "per_capacity": 64, "synthetic_rows": 20000, "n_steps": 2, "gate": "on",
+             "isv": [["gate_enabled", 0.0]]}
+    assert saved_run("ckpt.foxc", {"config": saved, "data": {}})[0] == saved
+
+
 # ------------------------------------------------------------------------------------ --config FILE
 
 GOOD = """# a run
@@ -222,6 +244,19 @@ def test_a_slot_of_the_file_at_odds_with_a_flag_names_the_file(tmp_path):
     assert config(**file.under({"n_step": 5})).isv == (("n_step", 5.0),)
 
 
+def test_synthetic_settings_beside_data_are_refused_naming_both_and_the_file(tmp_path):
+    from foxc.trainer.config import check_synthetic_beside_data as check
+    refused(lambda: check({"data": "a.parquet", "synthetic_rows": 5000}), "--synthetic-rows 5000", "--data a.parquet")
+    refused(lambda: check({"data": "a.parquet", "synthetic_segments": 2}), "--synthetic-segments 2")
+    path = toml(tmp_path, 'data = "a.parquet"\n')
+    file = ConfigFile.read(path)
+    given = {"synthetic": "easy"}
+    refused(lambda: check(file.under(given), file.sources(given)), "--synthetic easy is a setting of synthetic data",
+            f"--data a.parquet (from --config {path})")
+    check({"synthetic": "easy", "synthetic_rows": 5000})  # synthetic data: nothing to refuse
+    check({"data": "a.parquet", "synthetic": None})  # a walk-forward's flag not given
+
+
 def test_a_walk_forward_gives_its_folds_the_files_settings(tmp_path):
     from foxc import walkforward
     path = toml(tmp_path, "n_backtests = 8\nseq_len = 4\nper_capacity = 64\nlog_every = 6\n"
@@ -282,6 +317,22 @@ def test_overrides_are_recorded_kept_on_resume_and_set_on_top(tmp_path):
     last = run / "checkpoint-8.foxc"
     assert read_checkpoint(last).config["isv"] == merged
     assert bus(last, "explore_hold_steps") == 16.0 and bus(last, "gamma") == pytest.approx(0.97)
+
+
+def test_the_gate_flag_and_its_slot_cannot_disagree_and_config_json_records_the_gate_that_ran(tmp_path):
+    done = train("--n-steps", "2", *SMALL, "--gate", "on", "--set", "gate_enabled=0", "--out", str(tmp_path / "no"))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "ISV gate_enabled = 0 contradicts --gate on" in done.stderr and not (tmp_path / "no").exists()
+    run = tmp_path / "run"
+    done = train("--n-steps", "2", *SMALL, "--set", "gate_enabled=1", "--checkpoint-every", "0", "--out", str(run))
+    assert done.returncode == 0, done.stderr
+    assert json.loads((run / "config.json").read_text())["config"]["gate"] == "on"
+    assert bus(run / "checkpoint-2.foxc", "gate_enabled") == 1.0
+    done = train("--resume-from", str(run / "checkpoint-2.foxc"), "--n-steps", "2", "--set", "gate_enabled=0")
+    assert done.returncode == 0, done.stderr
+    record = json.loads((run / "config.json").read_text())["config"]
+    assert (record["gate"], record["isv"]) == ("off", [["gate_enabled", 0.0]]), "set on resuming: the gate is off"
+    assert bus(run / "checkpoint-4.foxc", "gate_enabled") == 0.0
 
 
 def test_resume_still_refuses_other_shapes_and_bad_overrides(tmp_path):

@@ -6,7 +6,7 @@ import pytest
 
 jax = pytest.importorskip("jax")
 
-from foxc.testing import rel_error  # noqa: E402
+from kernel_check import rel_error  # noqa: E402
 from peer_cases import foxc_learning_pass, load_peer  # noqa: E402
 
 

@@ -6,7 +6,7 @@ from foxc.agent.layout import FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG, Q_INV
 from foxc.isv.registry import SLOTS, slot_index
 from foxc.nn import functional as F
 from foxc.nn import heads, losses, matmul, optim, ssm
-from foxc.testing import assert_close, poisoned, run_kernel
+from kernel_check import assert_close, poisoned, run_kernel
 from nn_cases import DW_DB_PASSES, LINEAR_GROUPS, dw_db_grads, linear_group, reduce_grad_splits
 
 

@@ -8,8 +8,8 @@ import pytest
 from foxc.agent.layout import HOLD, LONG, POS_INDEX, Q_INVALID, SHORT, valid_actions
 from foxc.nn import functional as F
 from foxc.nn import losses, matmul, model, ssm
-from foxc.nn.gradcheck import check, numeric_grad
-from foxc.testing import poisoned, run_kernel
+from gradcheck import check, numeric_grad
+from kernel_check import poisoned, run_kernel
 
 from test_nn_forward import c51_inputs, isv_values
 

@@ -6,7 +6,7 @@ import pytest
 from foxc.isv import IsvBus
 from foxc.nn import functional as F
 from foxc.nn import matmul, model
-from foxc.testing import rel_error, run_kernel
+from kernel_check import rel_error, run_kernel
 
 
 def make_learner(rt, seed, precision="f32", hidden=16, B=8, K=4, F=6, fused=None):

@@ -31,6 +31,16 @@ def test_window_rejects_bad_specs_with_a_reason(spec, words):
         parse_window(spec)
 
 
+def test_a_window_outside_the_runs_steps_says_what_is_profiled():
+    assert StepWindow(2, 9).outside(0, 10) is None and StepWindow(100, 149).outside(100, 150) is None
+    assert StepWindow(200, 210).outside(0, 150) == ("200:210 lies outside the run (this run's steps are 0..149): "
+                                                    "no step is profiled")
+    assert StepWindow(140, 160).outside(0, 150) == ("140:160 lies partly outside the run (this run's steps are "
+                                                    "0..149): only steps 140..149 are profiled")
+    assert StepWindow(0, 9).outside(5, 20).endswith("(this run's steps are 5..19): only steps 5..9 are profiled")
+    assert StepWindow(0, 3).outside(0, 0) == "0:3 lies outside the run (this run takes no step): no step is profiled"
+
+
 def test_argparse_reports_a_bad_window_as_a_usage_error(capsys):
     import argparse
     ap = argparse.ArgumentParser()

@@ -6,10 +6,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from foxc.checkpoint import read_checkpoint
 
-SMALL = ["--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64", "--synthetic-rows", "20000",
-         "--log-every", "4", "--eval-rows", "2000"]
+SIZES = ["--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64", "--log-every", "4", "--eval-rows", "2000"]
+SMALL = [*SIZES, "--synthetic-rows", "20000"]  # on synthetic data; SIZES with --data (its rows are the file's)
 
 
 def cli(*args, cwd=None):
@@ -47,7 +49,7 @@ def test_default_run_directories_are_unique_and_a_failed_run_leaves_none(tmp_pat
     assert len(made) == 2 and all((d / "checkpoint-2.foxc").is_file() for d in made)
     done = cli("--n-steps", "2", *SMALL, "--resume-from", str(tmp_path / "nope.foxc"), "--out", str(tmp_path / "x"))
     one_line_error(done, "nope.foxc")
-    done = cli("--n-steps", "2", *SMALL, "--data", str(tmp_path / "missing.parquet"), "--out", str(tmp_path / "y"))
+    done = cli("--n-steps", "2", *SIZES, "--data", str(tmp_path / "missing.parquet"), "--out", str(tmp_path / "y"))
     one_line_error(done, "missing.parquet")
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists(), "a failed run left its directory"
 
@@ -116,6 +118,49 @@ def test_a_torn_last_record_of_a_killed_run_does_not_swallow_the_resumed_runs_fi
     assert [r["step"] for r in records] == [4, 8], "the resumed run's first record was lost"
 
 
+def test_a_resume_logs_each_step_once_and_moves_the_records_it_logs_again_aside(tmp_path):
+    run = tmp_path / "run"
+    assert cli("--n-steps", "8", *SMALL, "--checkpoint-every", "4", "--out", str(run)).returncode == 0
+    log, side = run / "metrics.jsonl", run / "metrics.superseded.jsonl"
+    first = log.read_bytes().splitlines(keepends=True)
+    torn = b'{"step": 12, "steps": 4, "sp'  # killed while writing it
+    superseded = []
+    for attempt in (1, 2):  # stopped after step 8 (SIGTERM: no checkpoint there), then resumed from step 4: twice
+        (run / "checkpoint-8.foxc").unlink()
+        log.write_bytes(first[0] + first[1] + torn)
+        done = cli("--resume-from", str(run / "checkpoint-4.foxc"), "--n-steps", "4")
+        assert done.returncode == 0, done.stderr
+        assert "metrics.jsonl: 2 line(s) logged past step 4" in done.stdout, done.stdout
+        assert "metrics.superseded.jsonl" in done.stdout
+        records = [json.loads(line) for line in log.read_text().splitlines()]
+        assert [r["step"] for r in records] == [4, 8], "a step was logged twice (or lost)"
+        assert log.read_bytes().startswith(first[0]) and records[1]["l_q"] == json.loads(first[1])["l_q"]
+        superseded += [first[1], torn + b"\n"]
+        assert side.read_bytes().splitlines(keepends=True) == superseded, "the side file lost or overwrote a line"
+    assert cli("--n-steps", "4", *SMALL, "--out", str(run), "--overwrite").returncode == 0
+    assert not side.exists(), "--overwrite kept the old run's superseded records"
+
+
+def test_moving_superseded_records_loses_none_when_the_replace_fails(tmp_path, monkeypatch):
+    from foxc.checkpoint import CheckpointSaveError
+    from foxc.trainer.metrics import supersede_records
+    log, side = tmp_path / "metrics.jsonl", tmp_path / "metrics.superseded.jsonl"
+    lines = [json.dumps({"step": s, "steps": 4}) + "\n" for s in (4, 8, 12)]
+    log.write_text("".join(lines))
+
+    def full_disk(*args):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(CheckpointSaveError, match="metrics.jsonl.*No space left.*metrics.superseded.jsonl"):
+        supersede_records(log, 4)
+    assert log.read_text() == "".join(lines) and side.read_text() == "".join(lines[1:])
+    assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name] == []
+    monkeypatch.undo()
+    assert supersede_records(log, 4) == 2 and log.read_text() == lines[0]
+    assert side.read_text() == "".join(lines[1:] * 2), "a line in both files after the failure, none lost"
+    assert supersede_records(log, 4) == 0 and supersede_records(tmp_path / "none.jsonl", 4) == 0
+
+
 def test_the_directory_of_a_running_trainer_is_refused_even_with_overwrite(tmp_path):
     busy = tmp_path / "busy"
     proc = subprocess.Popen([sys.executable, "-m", "foxc.train", "--backend", "reference", "--n-steps", "100000",
@@ -139,7 +184,7 @@ def test_a_checkpoints_data_that_moved_is_named_as_the_checkpoints(tmp_path):
     from foxc.data.synthetic import generate
     book, run = tmp_path / "book.parquet", tmp_path / "run"
     write_parquet(book, generate(20000, 1))
-    assert cli("--n-steps", "2", *SMALL, "--data", str(book), "--out", str(run)).returncode == 0
+    assert cli("--n-steps", "2", *SIZES, "--data", str(book), "--out", str(run)).returncode == 0
     book.rename(tmp_path / "moved.parquet")
     done = cli("--resume-from", str(run / "checkpoint-2.foxc"), "--n-steps", "1")
     one_line_error(done, "checkpoint-2.foxc", str(book), "--data")

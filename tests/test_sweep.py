@@ -95,6 +95,8 @@ def test_random_draws_are_deterministic_inside_their_ranges_and_log_uniform_with
     (["--grid", "data=a,b"], ["--grid data", "same data"]),
     (["--grid", "step_lo=1,2"], ["--grid step_lo", "state"]),
     (["--grid", "n_step=1,2", "--set", "n_step=3"], ["--grid n_step=1", "ISV n_step"]),  # a point with the flags
+    (["--grid", "gate_enabled=0,1", "--gate", "on"], ["--grid gate_enabled=0", "contradicts --gate on"]),
+    (["--grid", "lr_q=1e-4", "--data", "book.parquet"], ["--synthetic-rows 5000", "--data book.parquet", "ignored"]),
     (["--random", "2", "--range", "lr_q=1e-3:1e-5"], ["--range lr_q", "below"]),
     (["--random", "2", "--range", "lr_q=0:1e-3:log"], ["--range lr_q", "LO > 0"]),
     (["--random", "2", "--range", "lr_q=1e-5:2"], ["--range lr_q=2", "(0, 1]"]),

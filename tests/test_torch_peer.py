@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 
 from foxc.data.labels import LabelConfig, compute_labels  # noqa: E402
 from foxc.data.synthetic import synthetic_data  # noqa: E402
-from foxc.testing import rel_error  # noqa: E402
+from kernel_check import rel_error  # noqa: E402
 from peer_cases import foxc_learning_pass, load_peer  # noqa: E402
 
 

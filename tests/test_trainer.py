@@ -110,6 +110,9 @@ def test_a_run_too_short_to_time_says_so_rather_than_none(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--per-capacity", "1000"], "--per-capacity must be a power of two"),
     (["--data", "/nonexistent/file.parquet"], "/nonexistent/file.parquet"),
+    (["--data", "book.parquet", "--synthetic-rows", "5000"], "--synthetic-rows 5000 is a setting of synthetic data: "
+                                                             "beside --data book.parquet it would be ignored"),
+    (["--data", "book.parquet", "--synthetic", "easy"], "--synthetic easy is a setting of synthetic data"),
     (["--resume-from", "/nonexistent.foxc", "--n-steps", "1"], "/nonexistent.foxc"),
 ])
 def test_cli_errors_are_one_line(tmp_path, args, message):
@@ -137,6 +140,14 @@ def test_cli_profile_table_and_window(tmp_path):
     assert {"gather_windows", "cursor_advance", "agent_state", "agent_act", "backtest_step", "replay_sample",
             "agent_step_end"} <= names
     assert all(row["launches"] % 4 == 0 for row in profile["kernels"])  # four profiled steps
+
+
+def test_cli_notes_a_profile_window_outside_the_run(tmp_path):
+    done = cli("--n-steps", "4", "--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64",
+               "--synthetic-rows", "20000", "--profile-steps", "2:9", "--out", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ("foxc.train: note: --profile-steps 2:9 lies partly outside the run (this run's steps are "
+                           "0..3): only steps 2..3 are profiled\n")
 
 
 def test_profiler_window_brackets_the_steps(ref_rt):

@@ -8,7 +8,7 @@ from foxc.agent import kernels as K
 from foxc.isv.registry import slot_index as S
 from foxc.lobsim.kernels import LOBSIM_STEP
 from foxc.lobsim.sim import BLOCK
-from foxc.testing import poisoned, run_kernel
+from kernel_check import poisoned, run_kernel
 from foxc.trainer.bridge import BACKTEST_STEP
 
 B = 300

@@ -2,7 +2,7 @@
 import numpy as np
 
 from foxc import vec
-from foxc.testing import poisoned, run_kernel
+from kernel_check import poisoned, run_kernel
 
 
 def test_fill_and_copy(ref_rt, rng):

@@ -158,3 +158,13 @@ def test_a_backend_that_cannot_be_used_is_one_line(monkeypatch, capsys, tmp_path
     assert capsys.readouterr().err.strip() == ("foxc.walkforward: error: --backend cuda: no usable CUDA device: "
                                                "no NVIDIA driver library (libcuda.so) found")
     assert not (tmp_path / "wf").exists()
+
+
+@pytest.mark.parametrize("flags", [["--synthetic-rows", "12000"], ["--synthetic", "easy"],
+                                   ["--synthetic-segments", "4"]])
+def test_synthetic_flags_beside_real_data_are_refused_naming_both(flags, capsys, tmp_path):
+    assert main(["--backend", "reference", "--data", "book.parquet", *flags, "--out", str(tmp_path / "wf")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"foxc.walkforward: error: {flags[0]} {flags[1]} is a setting of synthetic data: beside --data "
+                   "book.parquet it would be ignored (give one of them)")
+    assert not (tmp_path / "wf").exists()

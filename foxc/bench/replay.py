@@ -15,7 +15,7 @@ import numpy as np
 
 from ..cli import int_at_least, positive_int, power_of_two
 from ..isv import IsvBus
-from ..profile.cupti import CuptiError, CuptiUnavailable, replay_timeline, trace_replays
+from .cupti import CuptiError, CuptiUnavailable, replay_timeline, trace_replays
 from ..nn.model import STATE_DIM
 from ..replay import ReplayBuffer
 from ..replay.layout import MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS

@@ -14,7 +14,7 @@ i-th launch of that name) with its median start and end, in µs after the replay
 median duration; kernels that overlap ran beside each other in the graph's lanes.
 
 GPU busy, with --busy: `steps` more graph replays (after BUSY_WARMUP untimed ones) run inside a
-CUPTI kernel-activity trace (`foxc/profile/cupti.py`, ctypes; cuda-python binds no CUPTI). `gpu_busy`
+CUPTI kernel-activity trace (`foxc/bench/cupti.py`, ctypes; cuda-python binds no CUPTI). `gpu_busy`
 = the union of the kernels' [start, end) intervals, as the GPU timed them, over the host's span
 around the replays (CUPTI's clock read after a synchronize before the first launch and after the
 last synchronize, so idle time at either end counts as idle); `kernel_ms` = the kernels' summed
@@ -50,7 +50,7 @@ from ..data.features import FEATURES
 from ..nn import model
 from ..nn.heads import Q_OUTPUTS
 from ..profile import KernelProfiler
-from ..profile.cupti import CuptiError, CuptiUnavailable, busy_fraction, kernel_summary, replay_timeline, trace_replays
+from .cupti import CuptiError, CuptiUnavailable, busy_fraction, kernel_summary, replay_timeline, trace_replays
 from ..trainer.config import TrainConfig
 from ..trainer.run import Trainer
 from ..trainer.session import run_data

@@ -25,14 +25,15 @@ def write_all(f, chunk) -> None:
     f.write(chunk)
 
 
-def atomic_write(path: Path, chunks) -> None:
-    """Write the buffers in `chunks` to `path` atomically and durably, or raise CheckpointSaveError."""
+def atomic_write(path: Path, chunks, intact: str = "earlier checkpoints are untouched") -> None:
+    """Write the buffers in `chunks` to `path` atomically and durably, or raise CheckpointSaveError (its
+    message ends with `intact`: what a failed write left as it was)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
     except OSError as exc:
-        raise _save_error(path, "create a temporary file", exc) from exc
+        raise _save_error(path, "create a temporary file", exc, intact) from exc
     try:
         with open(fd, "wb") as f:
             for chunk in chunks:
@@ -44,12 +45,12 @@ def atomic_write(path: Path, chunks) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(exc, OSError):
-            raise _save_error(path, "write", exc) from exc
+            raise _save_error(path, "write", exc, intact) from exc
         raise
     try:
         fsync_directory(path.parent)
     except OSError as exc:
-        raise _save_error(path, "fsync the directory after renaming", exc) from exc
+        raise _save_error(path, "fsync the directory after renaming", exc, intact) from exc
 
 
 def fsync_directory(directory: Path) -> None:
@@ -63,11 +64,10 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _save_error(path: Path, what: str, exc: OSError) -> CheckpointSaveError:
+def _save_error(path: Path, what: str, exc: OSError, intact: str) -> CheckpointSaveError:
     code = errno_codes.errorcode.get(exc.errno, "") if exc.errno else ""
     reason = f"{exc.strerror or exc}" + (f" [{code}]" if code else "")
-    return CheckpointSaveError(f"could not save {path}: {what} failed: {reason}; "
-                               f"earlier checkpoints are untouched", exc.errno)
+    return CheckpointSaveError(f"could not save {path}: {what} failed: {reason}; {intact}", exc.errno)
 
 
 def remove_stale_temp_files(directory: Path, target: re.Pattern) -> None:

@@ -2,7 +2,8 @@
 
 A bad flag, a bad file or bad data prints one line, `foxc.data <command>: error: <message naming the
 flag, file, row or column>`, and exits 2; never a traceback (foxc.cli). `synth` never overwrites a
-file, nor `prepare` a cache, unless --overwrite is given; a refused `prepare` leaves no cache.
+file, `prepare` a cache nor `inspect --run-dir` a validation summary, unless --overwrite is given; a
+refused `prepare` leaves no cache.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from ..cli import ArgumentParser, PathArg, UsageError, finite_float, nonnegative
     output_dir, output_file, positive_float, positive_int, positive_ints, run, text_table
 from .labels import LabelConfig, balance, balance_counts, compute_labels
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_BYTES
-from .validate import ValidationConfig
+from .validate import VALIDATION_JSON, ValidationConfig
 
 
 FILE_ONLY = {"min_price": ValidationConfig.min_price, "max_price": ValidationConfig.max_price, "tick": None,
@@ -32,15 +33,14 @@ def cmd_inspect(args) -> int:
     if args.verify:
         raise UsageError(f"--verify: {args.path} is not a prepared cache (the data files are read and validated whole "
                          "anyway)")
-    from .source import load
+    from .source import labelled_need, load, no_room
     if args.min_price < 0 or args.max_price <= args.min_price:
         raise UsageError(f"--min-price {args.min_price:g} and --max-price {args.max_price:g}: need 0 <= min < max")
     tick = round(args.tick * PRICE_SCALE) if args.tick and args.tick * PRICE_SCALE < PRICE_UNDEF else None
     if args.tick and not tick:  # 0 units would mean "infer it", silently
         raise UsageError(f"--tick {args.tick:g}: must be from {1 / PRICE_SCALE:g} (a price unit: prices are "
                          f"integers × {1 / PRICE_SCALE:g}) to {PRICE_UNDEF / PRICE_SCALE:.3g}")
-    if args.run_dir:
-        output_dir("--run-dir", args.run_dir)
+    report_out = validation_out(args)
     cfg = ValidationConfig(args.min_price, args.max_price)
     data = load(args.path, cfg, tick=tick)
     rec = data.records
@@ -55,11 +55,28 @@ def cmd_inspect(args) -> int:
     print(f"            (share of rows with both sides present, levels 0..{LEVELS - 1})")
     print(data.report.summary())
     horizons = tuple(args.horizons)
-    print_balance(balance_counts(compute_labels(rec, data.tick, LabelConfig(horizons, args.dead_band, args.fee))),
-                  horizons)
-    if args.run_dir:
-        print(f"validation summary written to {data.report.write_json(args.run_dir)}")
+    try:
+        planes = compute_labels(rec, data.tick, LabelConfig(horizons, args.dead_band, args.fee))
+    except MemoryError:
+        raise no_room(args.path, args.path, labelled_need(len(rec), len(horizons))) from None
+    print_balance(balance_counts(planes), horizons)
+    if report_out:
+        print(f"validation summary written to {data.report.write_json(report_out.parent, report_out.name)}")
     return 0
+
+
+def validation_out(args) -> Path | None:
+    """--run-dir's data_validation.json, checked before any work: a file inspect writes new, or replaces with
+    --overwrite (a run's or an earlier inspect's is never lost without a word)."""
+    if args.overwrite and not args.run_dir:
+        raise UsageError("--overwrite: only with --run-dir (it replaces the data_validation.json there)")
+    if not args.run_dir:
+        return None
+    out = output_dir("--run-dir", args.run_dir) / VALIDATION_JSON
+    if (out.exists() or out.is_symlink()) and not args.overwrite:
+        raise UsageError(f"--run-dir {args.run_dir}: holds a {VALIDATION_JSON} already (give another directory, or "
+                         "--overwrite to replace it)")
+    return output_file("--run-dir", out)
 
 
 def print_balance(counts, horizons):
@@ -81,8 +98,7 @@ def inspect_cache(args) -> int:
         flag = "--" + given[0].replace("_", "-")
         raise UsageError(f"{flag}: {args.path} is a prepared cache, validated and labelled when it was prepared "
                          "(its settings are printed here; prepare it again to change them)")
-    if args.run_dir:
-        output_dir("--run-dir", args.run_dir)
+    report_out = validation_out(args)
     rows = CacheRows(args.path, None)  # with the label settings it was prepared with
     manifest, shards = rows.manifest, rows.manifest["shards"]
     utc = lambda ns: datetime.fromtimestamp(ns / 1e9, timezone.utc).isoformat(timespec="seconds")  # noqa: E731
@@ -103,8 +119,8 @@ def inspect_cache(args) -> int:
         counts = sum(rows.verify(visit=lambda k, records, planes: balance_counts(planes)))
         print("verified    every shard's records.npy and labels.npy: size, sha256, dtype and shape as the manifest says")
         print_balance(counts, rows.horizons)
-    if args.run_dir:
-        print(f"validation summary written to {rows.report.write_json(args.run_dir)}")
+    if report_out:
+        print(f"validation summary written to {rows.report.write_json(report_out.parent, report_out.name)}")
     return 0
 
 
@@ -187,7 +203,10 @@ def parse_args(argv):
     ins.add_argument("--fee", type=nonnegative_float, default=None, help="fee per lot per side, in price (default 0)")
     ins.add_argument("--verify", action="store_true",
                      help="a cache only: read and hash every shard (one at a time) and print the label balance")
-    ins.add_argument("--run-dir", type=PathArg("a directory"), help="also write the validation summary as JSON here")
+    ins.add_argument("--run-dir", type=PathArg("a directory"),
+                     help=f"also write the validation summary here, as {VALIDATION_JSON} (a new file, unless "
+                          "--overwrite)")
+    ins.add_argument("--overwrite", action="store_true", help=f"replace the {VALIDATION_JSON} --run-dir holds")
     syn = sub.add_parser("synth", help="write synthetic data in the Databento MBP-10 Parquet layout")
     syn.add_argument("--out", required=True, type=PathArg("a .parquet file name"),
                      help="the .parquet file to write (a new file, unless --overwrite)")

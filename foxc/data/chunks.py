@@ -24,18 +24,3 @@ def read_whole(read, path) -> tuple[np.ndarray, np.ndarray | None, dict]:
         np.concatenate([np.zeros(len(r), bool) if m is None else m for r, m in chunks])
     return rec, bad, meta
 
-
-def seen_instruments(ids: set, records: np.ndarray) -> None:
-    """Add the instrument ids of a chunk's records to `ids` (one comparison when they are the one already seen)."""
-    iid = records["instrument_id"]
-    if len(iid) and not (len(ids) == 1 and iid[0] in ids and (iid == iid[0]).all()):
-        ids.update(np.unique(iid).tolist())
-
-
-def note_instruments(meta: dict, ids: set) -> None:
-    """A file of several instruments' records (a parent symbol's, ES.FUT) says so: each row is read as the
-    next snapshot of one book, so their books interleave in one segment."""
-    if len(ids) > 1:
-        shown = ", ".join(map(str, sorted(ids)[:5])) + (", ..." if len(ids) > 5 else "")
-        meta["notes"].append(f"{len(ids)} instruments (instrument_id {shown}): their books are read as one, "
-                             "interleaved (give a file of one instrument)")

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .record import LEVELS, SNAPSHOT_DTYPE
-from .chunks import note_instruments, read_whole, seen_instruments
+from .chunks import read_whole
 from .validate import DataError
 
 MAGIC = b"DBN"
@@ -243,7 +243,7 @@ def iter_dbn(path, meta: dict, rows: int = 1 << 16):
         head = read_metadata(path, stream)
         meta["instrument"] = head["symbols"][0] if head["symbols"] else ""
         meta["dbn"] = {k: head[k] for k in ("version", "dataset", "schema", "ts_out")}
-        walk, tail, ids = _Walk(path, stream.offset), b"", set()
+        walk, tail = _Walk(path, stream.offset), b""
         while True:
             data = stream.read(rows * max(walk.length, MBP10_BYTES))
             if not data and not tail and not walk.records:
@@ -264,14 +264,11 @@ def iter_dbn(path, meta: dict, rows: int = 1 << 16):
             if len(src) and walk.mbp10 == len(src):  # the file's first MBP-10 records
                 meta["instrument_id"] = int(src["instrument_id"][0])
             for i in range(0, len(src), rows):
-                rec = _snapshots(src[i:i + rows])
-                seen_instruments(ids, rec)
-                yield rec, None
+                yield _snapshots(src[i:i + rows]), None
     if not walk.mbp10:
         raise DataError(path, "no MBP-10 records (rtype 0x0A) in the file")
     if not walk.same:
         meta["notes"].append("mixed record types: only MBP-10 records read")
-    note_instruments(meta, ids)
 
 
 def read_dbn(path) -> tuple[np.ndarray, None, dict]:

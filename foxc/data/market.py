@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from .record import PRICE_UNDEF
-from .validate import ValidationReport
+from .record import PRICE_SCALE, PRICE_UNDEF
+from .validate import DataError, ValidationReport
 
 
 @dataclass
@@ -53,6 +53,45 @@ def tick_step(rows: int) -> int:
 def infer_tick(rec: np.ndarray) -> int:
     """The largest price step that divides every observed level price (of every tick_step-th row)."""
     return tick_of(rec[::tick_step(len(rec))])
+
+
+def instrument_of(summary):
+    """What tells a file's instrument (a FileSummary's): its id, else its name (LOBSTER's ticker; "" for none)."""
+    return summary.instrument_id or summary.instrument
+
+
+def tick_samples(summaries) -> list[tuple[int, int]]:
+    """(first, step) per file (FileSummary, in segment order): the rows of it the tick is inferred from, every
+    tick_step-th row of its instrument's rows (the files of one instrument in order, as infer_tick samples one)."""
+    rows, seen, plan = {}, {}, []
+    for s in summaries:
+        rows[instrument_of(s)] = rows.get(instrument_of(s), 0) + s.rows
+    for s in summaries:
+        key = instrument_of(s)
+        step = tick_step(rows[key])
+        plan.append((-seen.get(key, 0) % step, step))
+        seen[key] = seen.get(key, 0) + s.rows
+    return plan
+
+
+def files_tick(where, summaries, samples: list[np.ndarray]) -> int:
+    """The tick of files (FileSummary, in segment order) from the rows tick_samples picked of each: every
+    instrument's inferred from its own prices. One tick serves a run, so instruments whose ticks differ are
+    refused (DataError naming `where`, the files and their ticks) rather than measured in the finest."""
+    keys = [instrument_of(s) for s in summaries]
+    ticks = {key: tick_of(np.concatenate([x for k, x in zip(keys, samples) if k == key]))
+             for key in dict.fromkeys(keys)}
+    if len(set(ticks.values())) > 1:
+        def named(key):
+            s = next(s for s in summaries if instrument_of(s) == key)
+            files = [s.path for s in summaries if instrument_of(s) == key]
+            name = f"{s.instrument or '?'} (instrument_id {s.instrument_id})" if s.instrument_id else s.instrument
+            return f"{name or 'unnamed'}: tick {ticks[key] / PRICE_SCALE:g} in {files[0]}" + \
+                (f" and {len(files) - 1} more" if len(files) > 1 else "")
+        raise DataError(where, f"instruments of different ticks ({'; '.join(map(named, ticks))}): one tick serves a "
+                               "run (features, labels and PnL are counted in it): give the files of one instrument "
+                               "(foxc.data inspect takes --tick T to read them all in ticks of T)")
+    return next(iter(ticks.values()))
 
 
 def tick_of(rows: np.ndarray) -> int:

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
-from .chunks import CHUNK_ROWS, note_instruments, read_whole, seen_instruments
+from .chunks import CHUNK_ROWS, read_whole
 from .validate import DataError
 
 SIDES = ("bid", "ask")
@@ -131,7 +131,7 @@ def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
         meta["notes"].append("no bid_ct/ask_ct columns: order counts are 0")
     if "action" not in columns:
         meta["notes"].append("no action column: trade_count is 0")
-    row, ids = 0, set()
+    row = 0
     batches = pf.iter_batches(batch_size=rows, columns=columns, use_threads=True)
     while True:
         try:
@@ -149,12 +149,9 @@ def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
             if "symbol" in columns and len(rec):
                 meta["instrument"] = str(batch.column("symbol")[0].as_py() or "")
         row += len(rec)
-        if "instrument_id" in columns:
-            seen_instruments(ids, rec)
         yield rec, bad
     if row != n:
         raise DataError(path, f"truncated: metadata promises {n} rows, read {row}", row=row)
-    note_instruments(meta, ids)
 
 
 def _convert(batch: pa.RecordBatch, columns: list[str], time: str, has_ct: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -34,7 +34,7 @@ from .cache import (FORMAT, LABELS, MANIFEST, READ, RECORDS, VERSION, content_sh
 from .chunks import CHUNK_ROWS
 from .labels import N_PLANES, LabelConfig, compute_labels
 from .lobster import message_path
-from .market import tick_of, tick_step
+from .market import files_tick, tick_samples
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .source import expand, in_time_order
 from .stream import FileStream, FileSummary
@@ -61,14 +61,16 @@ def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
             shards = in_time_order(read)
             for segment, (i, _, _) in enumerate(shards):
                 os.rename(tmp / f"part-{i:05d}", shard_dir(tmp, segment))
-            tick = _tick(pool, [shard_dir(tmp, k) / RECORDS for k in range(len(shards))],
-                         [r[1].rows for r in shards])
+            tick = _tick(pool, spec, [shard_dir(tmp, k) / RECORDS for k in range(len(shards))], [r[1] for r in shards])
             files = run_jobs(pool, write_shard, [(shard_dir(tmp, k), k, i, tick, labels, rows)
                                               for k, (i, _, _) in enumerate(shards)])
         manifest = build_manifest(spec, shards, files, tick, labels, config)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         _install(tmp, out, overwrite)
         installed = True
+    except MemoryError as e:  # a worker holds a chunk and a label block (and pyarrow's row group), not a file
+        raise DataError(spec, f"out of memory preparing with {min(workers, len(paths))} worker(s) side by side "
+                              f"({str(e) or 'MemoryError'}): give fewer --workers") from None
     finally:
         shutil.rmtree(tmp if installed else made, ignore_errors=True)
     return manifest
@@ -137,12 +139,11 @@ def _read_file(args) -> tuple[int, FileSummary, list[dict]]:
                                      for p in [book, *messages]]
 
 
-def _tick(pool, files: list[Path], counts: list[int]) -> int:
-    """infer_tick of the shards side by side: the rows load() would sample, gathered from each file (in the pool)."""
-    step = tick_step(sum(counts))
-    starts = np.cumsum([0] + counts[:-1])
-    jobs = [(path, n, int(-start % step), step) for path, n, start in zip(files, counts, starts)]
-    return tick_of(np.concatenate(run_jobs(pool, _sample, jobs)))
+def _tick(pool, spec, files: list[Path], summaries: list[FileSummary]) -> int:
+    """The tick load() infers (each instrument's from its own rows), of the rows it would sample, gathered from each
+    shard (in the pool)."""
+    jobs = [(path, s.rows, first, step) for path, s, (first, step) in zip(files, summaries, tick_samples(summaries))]
+    return files_tick(spec, summaries, run_jobs(pool, _sample, jobs))
 
 
 def _sample(args) -> np.ndarray:

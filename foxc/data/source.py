@@ -16,9 +16,10 @@ import numpy as np
 
 from ..paths import empty_path
 from .cache import MANIFEST
+from .labels import N_PLANES
 from .lobster import is_lobster
-from .market import MarketData, infer_tick, market_data, report_of
-from .record import SNAPSHOT_DTYPE
+from .market import MarketData, files_tick, market_data, report_of, tick_samples
+from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .stream import SUFFIXES, FileStream
 from .validate import DataError, ValidationConfig
 
@@ -66,16 +67,31 @@ def files_only(paths: list[Path]) -> list[Path]:
 
 
 def load(spec, config: ValidationConfig | None = None, tick: int | None = None) -> MarketData:
-    """Read, validate and concatenate the files named by `spec`; raises DataError on a bad file.
+    """Read, validate and concatenate the files named by `spec`; raises DataError on a bad file, or on rows
+    that do not fit in memory (naming the cache that keeps them on disk).
 
     Each file is streamed chunk by chunk (foxc.data.stream); only the kept rows are held."""
-    files = []
-    for path in expand(spec):
-        stream = FileStream(path, config)
-        files.append((list(stream), stream.summary()))
+    files, held, path = [], 0, spec
+    try:
+        for path in expand(spec):
+            stream, chunks = FileStream(path, config), []
+            for chunk in stream:
+                chunks.append(chunk)
+                held += len(chunk)
+            files.append((chunks, stream.summary()))
+    except MemoryError:
+        files.clear()
+        raise no_room(path, spec, f"{held:,} snapshots kept so far take {size(held * SNAPSHOT_BYTES)} "
+                                  f"({SNAPSHOT_BYTES} bytes each) when reading this file ran out") from None
     report = report_of([summary for _, summary in files])
     files = in_time_order(files)
-    records = np.empty(sum(summary.rows for _, summary in files), SNAPSHOT_DTYPE)
+    try:
+        records = np.empty(held, SNAPSHOT_DTYPE)
+    except MemoryError:
+        files.clear()
+        raise no_room(spec, spec, f"the {held:,} snapshots kept take {size(held * SNAPSHOT_BYTES)} "
+                                  f"({SNAPSHOT_BYTES} bytes each), twice while they are joined into one "
+                                  "array") from None
     row = 0
     for segment, (chunks, _) in enumerate(files):
         for chunk in chunks:
@@ -83,7 +99,35 @@ def load(spec, config: ValidationConfig | None = None, tick: int | None = None) 
             records["segment"][row:row + len(chunk)] = segment
             row += len(chunk)
         chunks.clear()
-    return market_data(records, [summary for _, summary in files], tick or infer_tick(records), report)
+    summaries = [summary for _, summary in files]
+    return market_data(records, summaries, tick or files_tick(spec, summaries, samples(records, summaries)), report)
+
+
+def labelled_need(rows: int, horizons: int, copy: bool = False) -> str:
+    """What `rows` snapshots and their label planes take (out of memory labelling them); `copy`: and a copy of
+    the records (a held-out cut)."""
+    each = 4 * N_PLANES * horizons
+    return (f"{rows:,} snapshots take {size(rows * SNAPSHOT_BYTES)} of records ({SNAPSHOT_BYTES} bytes each)"
+            + (", as much again for the held-out cut's copy," if copy else "") +
+            f" and {size(rows * each)} of label planes ({each} bytes each)")
+
+
+def size(nbytes: int) -> str:
+    return f"{nbytes / 1e9:,.2f} GB" if nbytes >= 1e7 else f"{nbytes / 1e6:,.2f} MB"
+
+
+def no_room(where, spec, need: str) -> DataError:
+    """Data files whose rows (or what is made of them) do not fit in memory: what they needed, and the remedy."""
+    return DataError(where, f"out of memory: {need}; data files are held in memory whole: prepare a cache of "
+                            f"them (python -m foxc.data prepare {spec} --out CACHE), whose rows a run reads from disk a "
+                            "shard at a time (--data CACHE)")
+
+
+def samples(records: np.ndarray, summaries) -> list[np.ndarray]:
+    """The rows of each file's segment the tick is inferred from (tick_samples), as views of `records`."""
+    ends = np.cumsum([s.rows for s in summaries])
+    return [records[end - s.rows + first:end:step]
+            for s, end, (first, step) in zip(summaries, ends, tick_samples(summaries))]
 
 
 def in_time_order(items: list) -> list:

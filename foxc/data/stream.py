@@ -10,7 +10,8 @@ mask or None) chunks of at most `rows` rows and never holds more than the chunk 
 converting (plus the format's own read-ahead: a Parquet batch, a DBN block of `rows` records,
 a 16 MiB CSV block). The stream validates each chunk as it comes (foxc.data.validate.Validator
 carries time order across chunks), so the rows kept and the counts are those of the whole file
-read at once, wherever the chunks fall.
+read at once, wherever the chunks fall. A file is one instrument's book: rows of several
+instruments interleaved are refused (`Instruments`).
 """
 from __future__ import annotations
 
@@ -57,6 +58,45 @@ class FileSummary:
     extra: dict = field(default_factory=dict)  # format-specific metadata (DBN's version, dataset, ...)
 
 
+class Instruments:
+    """The instrument ids of a file's rows in the order they come. Each row is read as the next snapshot of
+    one book, so ids that interleave (a parent symbol's file, ES.FUT: every contract's book) are refused;
+    ids one after another (a continuous symbol, ES.c.0, rolling to the next contract) are one book, noted."""
+
+    SHOWN = 5  # ids named in a message
+
+    def __init__(self, path):
+        self.path, self.last = path, None
+        self.first_row: dict[int, int] = {}  # id -> the row it came first at, in that order
+
+    def see(self, ids: np.ndarray, row: int) -> None:
+        """The ids of rows row, row + 1, ... (one comparison a row while they stay the same)."""
+        if not len(ids) or (ids[0] == self.last and (ids == self.last).all()):
+            return
+        for at in [0, *(np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist()]:
+            iid = int(ids[at])
+            if iid == self.last:
+                continue
+            if iid in self.first_row:
+                raise DataError(self.path, f"instrument_id {iid} again after {self.last}: the books of several "
+                                           f"instruments interleave ({self._shown()} so far; a parent symbol's file, "
+                                           "e.g. ES.FUT), and a file is read as one book: give a file of one "
+                                           "instrument (its raw symbol, e.g. ESM4, or a continuous one, ES.c.0)",
+                                row=row + at)
+            self.first_row[iid], self.last = row + at, iid
+
+    def _shown(self, rows: bool = False) -> str:
+        items = list(self.first_row.items())
+        shown = ", ".join(f"{iid} from row {r}" if rows else str(iid) for iid, r in items[:self.SHOWN])
+        return "instrument_id " + shown + (", ..." if len(items) > self.SHOWN else "")
+
+    def notes(self) -> list[str]:
+        if len(self.first_row) < 2:
+            return []
+        return [f"{len(self.first_row)} instruments one after another ({self._shown(rows=True)}): read as one book, "
+                "one segment (a continuous symbol's roll to the next contract?)"]
+
+
 class FileStream:
     """A data file's validated records, chunk by chunk; iterate once, then `summary()`.
 
@@ -68,15 +108,17 @@ class FileStream:
         self.kind = source_kind(self.path)
         self.meta = new_meta()
         self.validator = Validator(config)
+        self.instruments = Instruments(self.path)
         self.first_ts = self.last_ts = None
 
     def __iter__(self):
         try:
             for raw, bad in reader(self.kind)(self.path, self.meta, self.rows):
+                self.instruments.see(raw["instrument_id"], self.validator.rows_read)
                 kept = self.validator.keep(raw, bad)
                 if len(kept):
                     yield self._timed(kept)
-        except (OSError, MemoryError) as e:
+        except OSError as e:  # a MemoryError goes to the caller, who knows what it holds (load(): every row)
             raise DataError(self.path, f"cannot read ({e.__class__.__name__}: {e})") from None
         if not self.validator.rows_kept:
             why = ", ".join(f"{n} {reason}" for reason, n in self.validator.skipped().items() if n) or "none"
@@ -94,6 +136,6 @@ class FileStream:
     def summary(self) -> FileSummary:
         meta = self.meta
         return FileSummary(str(self.path), self.kind, self.validator.rows_read, self.validator.rows_kept,
-                           self.validator.skipped(), list(meta["notes"]), meta["instrument"],
+                           self.validator.skipped(), [*meta["notes"], *self.instruments.notes()], meta["instrument"],
                            int(meta["instrument_id"]), self.first_ts, self.last_ts,
                            {k: v for k, v in meta.items() if k not in ("instrument", "instrument_id", "notes")})

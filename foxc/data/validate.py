@@ -33,6 +33,9 @@ SKIP_REASONS = (
 )
 
 
+VALIDATION_JSON = "data_validation.json"  # the report's file in a run's directory
+
+
 class DataError(Exception):
     """A file that cannot be read as market data; str() is the one line shown to the user."""
 
@@ -98,6 +101,15 @@ class ValidationReport:
                 total[reason] = total.get(reason, 0) + n
         return {r: n for r, n in total.items() if n}
 
+    def most_skipped(self) -> str | None:
+        """When validation skipped most rows (the cause of too few left for what a run asks of them), what it
+        skipped and why, to lead an error; else None."""
+        skipped = self.rows_read - self.rows_kept
+        if skipped <= self.rows_kept:
+            return None
+        why = ", ".join(f"{n:,} {reason}" for reason, n in self.skipped().items())
+        return f"validation skipped {skipped:,} of its {self.rows_read:,} snapshots ({why})"
+
     def summary(self) -> str:
         skipped = self.skipped()
         lines = [f"validation: {self.rows_read} rows read, {self.rows_kept} kept, "
@@ -111,7 +123,7 @@ class ValidationReport:
         return {"rows_read": self.rows_read, "rows_kept": self.rows_kept, "skipped": self.skipped(),
                 "files": self.files}
 
-    def write_json(self, run_dir, name: str = "data_validation.json") -> Path:
+    def write_json(self, run_dir, name: str = VALIDATION_JSON) -> Path:
         path = Path(run_dir) / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")

@@ -1,5 +1,5 @@
-"""Profiling a run: NVTX ranges, the `--profile-steps` capture window for nsys/ncu, `--profile`'s kernel table;
-CUPTI kernel records: `foxc.profile.cupti` (libcupti is loaded only when a KernelActivity is made)."""
+"""Profiling a run: NVTX ranges, the `--profile-steps` capture window for nsys/ncu, `--profile`'s kernel table
+(the benchmarks' CUPTI kernel records are `foxc.bench.cupti`)."""
 from .kernel_table import KernelProfiler
 from .nvtx import nvtx_range
 from .window import ProfilerWindow, StepWindow, WindowError, parse_window, window_arg

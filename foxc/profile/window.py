@@ -24,6 +24,16 @@ class StepWindow:
     def __str__(self) -> str:
         return f"{self.first}:{self.last}"
 
+    def outside(self, first: int, end: int) -> str | None:
+        """What of the window a run of steps first..end - 1 covers, when not all of it (None when it does)."""
+        if first <= self.first and self.last < end:
+            return None
+        lo, hi = max(self.first, first), min(self.last, end - 1)
+        steps = f"this run's steps are {first}..{end - 1}" if end > first else "this run takes no step"
+        if lo > hi:
+            return f"{self} lies outside the run ({steps}): no step is profiled"
+        return f"{self} lies partly outside the run ({steps}): only steps {lo}..{hi} are profiled"
+
 
 def parse_window(spec) -> StepWindow:
     """`"A:B"` (or a StepWindow) -> StepWindow; steps A through B inclusive, 0 <= A <= B."""

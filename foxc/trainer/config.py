@@ -29,16 +29,18 @@ DATA_BUDGET_FRACTION = 0.5  # of the device's free memory, the default --device-
 INT64_MAX = 2**63 - 1  # the largest integer setting: checkpoints' meta and kernel parameters are int64
 MAX_DATA_GB = 1_000_000  # a petabyte, more than any device holds: --device-data-gb inf has no size in bytes
 MAX_FEE = 10_000_000.0  # price units: the simulator's largest price (LobSimConfig.max_price); x1e9 an int64
+# settings that switch an ISV slot: setting -> (the slot, the setting's choices for the slot's values 0 and 1)
+SWITCHES = {"gate": ("gate_enabled", ("off", "on")), "loss_clamp": ("reward_clamp_mode", ("symmetric", "seed"))}
 DATA_HINT = "a file, directory, glob or prepared cache; leave --data out for synthetic data"  # for an empty --data
 
 
 class ConfigError(ValueError):
-    """A setting is out of range; the message names the flag. `slots`: the ISV slots a check of
-    slots against other settings found at fault."""
+    """A setting is out of range; the message names the flag. `slots`, `settings`: the ISV slots and the
+    settings a check of slots against other settings found at fault."""
 
-    def __init__(self, message: str, slots: tuple[str, ...] = ()):
+    def __init__(self, message: str, slots: tuple[str, ...] = (), settings: tuple[str, ...] = ()):
         super().__init__(message)
-        self.slots = slots
+        self.slots, self.settings = slots, settings
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,12 @@ class TrainConfig:
             problem = setting_problem(name, value)
             if problem:
                 raise ConfigError(f"--set {name}: {problem}")
+        for setting, (name, choices) in SWITCHES.items():  # one value for the slot: config.json records what runs
+            value, want = dict(self.isv).get(name), choices.index(getattr(self, setting))
+            if value is not None and value != want:
+                flag = setting_actions()[setting].option_strings[0]
+                raise ConfigError(f"ISV {name} = {value:g} contradicts {flag} {getattr(self, setting)}, which sets "
+                                  f"{name} = {want} (give one of them)", (name,), (setting,))
         # the checks of a slot against another setting, on the values the run starts with
         values = {s.name: s.bootstrap for s in SLOTS} | {"n_step": float(self.n_step)} | dict(self.isv_overrides())
         conflict = isv_conflict(values, self.n_step)
@@ -128,10 +136,15 @@ class TrainConfig:
     @classmethod
     def for_backend(cls, backend: str, **given) -> "TrainConfig":
         """Defaults of `backend` overridden by every setting in `given` that is not None (as_dict's lists
-        taken back as tuples, so a saved configuration gives the same config)."""
+        taken back as tuples, so a saved configuration gives the same config); a switch (SWITCHES) not given
+        is what its slot is set to, if it is."""
         settings = {**DEFAULTS[backend], **{k: v for k, v in given.items() if v is not None}}
         if "isv" in settings:
             settings["isv"] = merge_isv(settings["isv"])
+        slots = dict(settings.get("isv", ()))
+        for setting, (name, choices) in SWITCHES.items():  # a switch not given follows its slot's --set
+            if setting not in settings and slots.get(name) in (0.0, 1.0):
+                settings[setting] = choices[int(slots[name])]
         if "horizons" in settings:
             settings["horizons"] = tuple(settings["horizons"])
         return cls(**settings)
@@ -159,9 +172,9 @@ class TrainConfig:
 
     def isv_overrides(self) -> tuple[tuple[str, float], ...]:
         """The ISV slots this configuration sets at the start of a run: the gate and clamp switches,
-        then every --set (which wins)."""
-        return (("gate_enabled", 1.0 if self.gate == "on" else 0.0),
-                ("reward_clamp_mode", 1.0 if self.loss_clamp == "seed" else 0.0), *self.isv)
+        then every --set (a switch's slot agrees with it)."""
+        switches = ((name, float(choices.index(getattr(self, s)))) for s, (name, choices) in SWITCHES.items())
+        return (*switches, *self.isv)
 
     def as_dict(self) -> dict:
         return asdict(self) | {"horizons": list(self.horizons), "isv": [list(kv) for kv in self.isv]}
@@ -182,6 +195,29 @@ def isv_conflict(values: dict, rings: int) -> tuple[str, tuple[str, ...]] | None
     if lo > hi:
         return f"ISV reward_clamp_min = {lo:g} is above reward_clamp_max = {hi:g}", ("reward_clamp_min", "reward_clamp_max")
     return None
+
+
+def check_synthetic_beside_data(given: dict, sources: dict | None = None) -> None:
+    """Refuse a setting of synthetic data (`synthetic`, `synthetic_rows`, a walk-forward's `synthetic_segments`)
+    given beside real `data`, naming both: the run would ignore it without a word. `given`: the settings given,
+    by name, None for not given (train, sweep and walk-forward alike); `sources`: setting -> where it came from,
+    when not its flag."""
+    if not given.get("data"):
+        return
+    sources = sources or {}
+    named = lambda key: (f"--{key.replace('_', '-')} {_flag_text(given[key])}"  # noqa: E731
+                         + (f" (from {sources[key]})" if key in sources else ""))
+    for key in ("synthetic", "synthetic_rows", "synthetic_segments"):
+        if given.get(key) is not None:
+            raise ConfigError(f"{named(key)} is a setting of synthetic data: beside {named('data')} it would be "
+                              "ignored (give one of them)")
+
+
+def switches_from_slots(settings: dict, keep=()) -> dict:
+    """`settings` without each switch (SWITCHES) whose slot their isv sets, unless `keep` names it, so that
+    for_backend takes it from the slot: a checkpoint's slot, or one set on resuming, is what runs."""
+    slots = dict(settings.get("isv", ()))
+    return {k: v for k, v in settings.items() if k not in SWITCHES or SWITCHES[k][0] not in slots or k in keep}
 
 
 def merge_isv(*lists) -> tuple[tuple[str, float], ...]:
@@ -336,12 +372,19 @@ class ConfigFile:
         return merged
 
     def blame(self, error: ConfigError, given: dict) -> ConfigError:
-        """`error` naming this file when a slot it faults came from the file's [isv], not from --set
-        (`given`: the command line's settings)."""
+        """`error` naming this file when a slot it faults came from the file's [isv], not from --set, or a
+        setting from the file, not from its flag (`given`: the command line's settings)."""
         from_file = {name for name, _ in self.settings.get("isv", ())} - {name for name, _ in given.get("isv", ())}
-        if not from_file.intersection(error.slots):
-            return error
-        return ConfigError(f"--config {self.path}: [isv] {str(error).removeprefix('ISV ')}", error.slots)
+        if from_file.intersection(error.slots):
+            return ConfigError(f"--config {self.path}: [isv] {str(error).removeprefix('ISV ')}", error.slots)
+        if (self.settings.keys() - given.keys()).intersection(error.settings):  # the flag the slot is at odds with
+            return ConfigError(f"--config {self.path}: {error}", error.slots, error.settings)
+        return error
+
+    def sources(self, command_line: dict) -> dict:
+        """setting -> "--config FILE" for each setting the file gives and the command line's (`command_line`) does
+        not: where an error about it should send the user."""
+        return dict.fromkeys(self.settings.keys() - command_line.keys(), f"--config {self.path}")
 
     def as_dict(self) -> dict:
         """What config.json records: the file, and the settings it gave."""

@@ -45,7 +45,10 @@ def holdout_market(cfg, market):
     n = market.n_rows
     cut = int(n * (1.0 - cfg.holdout_frac))
     if cut < 2 or n - cut < 2:
-        raise ValueError(f"--holdout {cfg.holdout_frac} of {n} rows leaves too few rows to train or evaluate on")
+        cause = market.report.most_skipped()  # most rows of --data skipped: the cause, not --holdout
+        raise ValueError(f"--data {cfg.data}: {cause}: the {n:,} kept are too few to hold out --holdout "
+                         f"{cfg.holdout_frac} of them" if cause else
+                         f"--holdout {cfg.holdout_frac} of {n} rows leaves too few rows to train or evaluate on")
     part = lambda r: MarketData(r, market.instrument, market.instrument_id, market.source,  # noqa: E731
                                 market.files, market.tick, market.report)
     if isinstance(market, CacheRows):  # rows on disk: read only the evaluated ones

@@ -4,8 +4,15 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import time
+from pathlib import Path
+
+from ..checkpoint.atomic import atomic_write, fsync_directory, remove_stale_temp_files
+
+# beside metrics.jsonl: the records a resumed run logs again (supersede_records), appended, never overwritten
+SUPERSEDED = "metrics.superseded.jsonl"
 
 
 def _mean(frames, key):
@@ -74,6 +81,11 @@ class MetricsLog:
         self.total, self.start = total_steps, start_step
         self.stream = stream or sys.stdout  # looked up now: a caller may have replaced sys.stdout
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()  # stdout too, when no stream is given
+        moved = supersede_records(path, start_step)  # the log holds one record per step, a resumed run's too
+        if moved:
+            print(f"{self.label + ': ' if self.label else ''}{Path(path).name}: {moved} line(s) logged past step "
+                  f"{start_step} before this resume moved to {SUPERSEDED} (this run logs those steps again)",
+                  file=self.stream, flush=True)
         self.file = open(path, "a", buffering=1)
         if self.file.tell() and not _ends_a_line(path):  # a killed run's torn last record: keep it on a line of
             self.file.write("\n")                          # its own, or the next record would be joined to it
@@ -119,6 +131,45 @@ class MetricsLog:
         self.file.close()
         if self.tensorboard is not None:
             self.tensorboard.close()
+
+
+def supersede_records(path, step: int) -> int:
+    """Move every line of the metrics.jsonl at `path` that is not a record of the steps before `step` (the
+    records a stopped or crashed run logged past the checkpoint a resumed run starts from, which it logs again,
+    and any torn line) to SUPERSEDED beside it, appended; returns how many moved. Crash-safe: the side file is
+    written and fsynced before metrics.jsonl is replaced atomically, so a line is always in one of them (in both,
+    after a crash between the two: nothing is lost)."""
+    path = Path(path)
+    if not path.is_file():
+        return 0
+    kept, moved = [], []
+    for line in path.read_bytes().splitlines():
+        if line.strip():
+            at = _step_of(line)
+            (kept if at is not None and at <= step else moved).append(line + b"\n")
+    if not moved:
+        return 0
+    side = path.with_name(SUPERSEDED)
+    with open(side, "ab") as f:
+        if f.tell() and not _ends_a_line(side):  # its own torn end (a crash while appending): keep lines apart
+            f.write(b"\n")
+        f.write(b"".join(moved))
+        f.flush()
+        os.fsync(f.fileno())
+    fsync_directory(path.parent)
+    remove_stale_temp_files(path.parent, re.compile(re.escape(path.name)))
+    atomic_write(path, kept, intact=f"each of its records is in {path.name} or {SUPERSEDED}")
+    return len(moved)
+
+
+def _step_of(line: bytes) -> float | None:
+    """The `step` of a metrics record's line; None for a line that is not one (torn, not JSON, no number)."""
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    step = record.get("step") if isinstance(record, dict) else None
+    return step if isinstance(step, (int, float)) and not isinstance(step, bool) else None
 
 
 def _ends_a_line(path) -> bool:

@@ -19,11 +19,12 @@ from ..checkpoint.meta import config_differences
 from ..checkpoint.saver import list_checkpoints
 from ..isv.live import MARKER, REQUESTS, running_trainer
 from ..isv.registry import setting_problem
-from .config import TrainConfig
+from .config import TrainConfig, switches_from_slots
+from .metrics import SUPERSEDED
 
 # what a run writes into its directory: --overwrite removes these (and nothing else) before a run
-RUN_FILES = ("config.json", "metrics.jsonl", "summary.json", "data_validation.json", "profile.json",
-             "checkpoint-*.foxc", ".checkpoint-*.foxc.tmp-*")
+RUN_FILES = ("config.json", "metrics.jsonl", SUPERSEDED, ".metrics.jsonl.tmp-*", "summary.json", "data_validation.json",
+             "profile.json", "checkpoint-*.foxc", ".checkpoint-*.foxc.tmp-*")
 
 # settings a resumed run may change: how long, how often it logs, saves and evaluates, how it runs
 RESUME_FREE = ("n_steps", "log_every", "checkpoint_every", "eval_every", "eval_rows", "graph")
@@ -119,7 +120,7 @@ def saved_run(path, meta: dict) -> tuple[dict, dict]:
     except (TypeError, ValueError):
         raise ResumeError(f"--resume-from {path}: the checkpoint's setting isv = {config['isv']!r} cannot be resumed: "
                           "expected a list of [slot, value] pairs") from None
-    settings = {**config, "isv": isv}
+    settings = switches_from_slots({**config, "isv": isv})  # a switch its slot contradicts (earlier code): the slot ran
     for key in [*(k for k in settings if k != "isv"), None]:  # each by itself (naming it), then all together
         try:
             TrainConfig.for_backend("reference", **(settings if key is None else {key: settings[key]}))

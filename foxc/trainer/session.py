@@ -37,13 +37,23 @@ def files_digest(files) -> str:
     return h.hexdigest()
 
 
-def check_horizons(horizons, labelled: list[bool], rows: int) -> None:
+def check_horizons(horizons, labelled: list[bool], rows: int, market=None, data=None) -> None:
     """Refuse a label horizon that leaves no labelled row (it reaches past the end of every segment);
-    `labelled`: per horizon, whether some training row keeps a label."""
+    `labelled`: per horizon, whether some training row keeps a label. Where validation skipped most of the
+    rows of --data (`market.report`), that is named as the cause, not the horizon."""
     empty = [h for h, any_row in zip(horizons, labelled) if not any_row]
-    if empty:
-        raise ConfigError(f"--horizons {','.join(map(str, horizons))}: horizon {empty[0]} leaves no labelled row in "
-                          f"the {rows:,} training snapshots (each horizon must be shorter than a segment)")
+    if not empty:
+        return
+    given = ",".join(map(str, horizons))
+    cause = data and market.report.most_skipped()
+    if cause:
+        kept = market.report.rows_kept
+        training = f" ({rows:,} of them for training)" if rows != kept else ""
+        raise ConfigError(f"--data {data}: {cause}: the {kept:,} kept{training} leave no labelled row at horizon "
+                          f"{empty[0]} of --horizons {given} (python -m foxc.data inspect {data} shows the skips per "
+                          "file)")
+    raise ConfigError(f"--horizons {given}: horizon {empty[0]} leaves no labelled row in the {rows:,} training "
+                      "snapshots (each horizon must be shorter than a segment)")
 
 
 def cache_data(cfg, log) -> tuple:
@@ -85,17 +95,25 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
                   "optimum_ticks_per_snapshot": optimum,
                   "sha256": hashlib.sha256(market.records.view(np.uint8)).hexdigest()}
     held = None
-    if cfg.data is None or cfg.eval_every:
-        market, held = holdout_market(cfg, market)
-    t0 = time.perf_counter()
-    if cached:
-        labels, labelled = None, market.labelled()
-        how = "labels from the cache"
-    else:
-        labels = compute_labels(market.records, market.tick, LabelConfig(horizons=cfg.horizons))
-        labelled = [bool(p.any()) for p in labels[PLANES.index("outcome_weight")]]  # 1 where the horizon ends in its segment
-        how = f"labels in {time.perf_counter() - t0:.1f} s"
-    check_horizons(cfg.horizons, labelled, market.n_rows)
+    try:
+        if cfg.data is None or cfg.eval_every:
+            market, held = holdout_market(cfg, market)
+        t0 = time.perf_counter()
+        if cached:
+            labels, labelled = None, market.labelled()
+            how = "labels from the cache"
+        else:
+            labels = compute_labels(market.records, market.tick, LabelConfig(horizons=cfg.horizons))
+            # outcome_weight: 1 where the horizon ends in its segment
+            labelled = [bool(p.any()) for p in labels[PLANES.index("outcome_weight")]]
+            how = f"labels in {time.perf_counter() - t0:.1f} s"
+    except MemoryError:
+        if not cfg.data or cached:
+            raise
+        from ..data.source import labelled_need, no_room
+        raise no_room(cfg.data, cfg.data, labelled_need(market.n_rows, len(cfg.horizons), held is None and
+                                                        bool(cfg.eval_every))) from None
+    check_horizons(cfg.horizons, labelled, market.n_rows, market, cfg.data)
     log(f"data: {market.n_rows:,} snapshots from {market.source} ({market.instrument or 'unnamed'}), "
         f"tick {market.tick / 1e9:g}, {market.n_segments} segment(s); {how}"
         + (f"; {len(held.records):,} held-out snapshots for evaluation" if held is not None else "")

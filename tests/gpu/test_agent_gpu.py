@@ -7,7 +7,7 @@ from foxc.agent import kernels as K
 from foxc.agent.layout import (ACTOR_POLICY, ACTOR_Q, FRAME_INDEX, FRAME_ISV, LOSS_NAMES, N_ACTIONS, N_FRAME_EXTRAS,
                                N_POSITION_FEATURES, STAT_FIELDS, STATE_BLOCK, STATS_BLOCK)
 from foxc.isv.registry import slot_index
-from foxc.testing import assert_close, poisoned, run_kernel
+from kernel_check import assert_close, poisoned, run_kernel
 from test_agent_reference import state_inputs
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from bridge_cases import backtest_step_args, by_name
 from foxc.lobsim.sim import BLOCK
-from foxc.testing import assert_close, poisoned, run_kernel
+from kernel_check import assert_close, poisoned, run_kernel
 from foxc.trainer.bridge import BACKTEST_STEP
 
 REWARD_OUTPUTS = ("reward_raw", "reward_scaled", "clipped")

@@ -11,7 +11,7 @@ from foxc.data.features import FEATURES, GATHER_BLOCK, HORIZONS, LABEL_PLANES
 from foxc.data.labels import compute_labels
 from foxc.data.record import PRICE_UNDEF
 from foxc.data.synthetic import synthetic_data
-from foxc.testing import assert_close, poisoned, run_kernel
+from kernel_check import assert_close, poisoned, run_kernel
 
 
 def dataset(n, segments, seed):

@@ -5,7 +5,7 @@ import pytest
 from foxc import vec
 from foxc.driver import CudaError, KernelSpec, f32, i32, i64, ptr
 from foxc.driver.errors import check
-from foxc.testing import assert_close, poisoned, run_kernel
+from kernel_check import assert_close, poisoned, run_kernel
 
 
 def both(cuda_rt, ref_rt, spec, grid, block, args):

@@ -9,7 +9,7 @@ from foxc.lobsim import LobEnv
 from foxc.lobsim.books import random_books
 from foxc.lobsim.kernels import LOBSIM_STEP
 from foxc.lobsim.sim import BLOCK
-from foxc.testing import poisoned, run_kernel
+from kernel_check import poisoned, run_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lobsim_cases import FEE, HostDrivenSim, mid_run_state, run_random, step_args  # noqa: E402

@@ -8,7 +8,7 @@ from foxc.isv import IsvBus
 from foxc.isv.registry import SLOTS, slot_index
 from foxc.nn import functional
 from foxc.nn import heads, losses, matmul, model, optim, ssm
-from foxc.testing import assert_close, poisoned, rel_error, run_kernel
+from kernel_check import assert_close, poisoned, rel_error, run_kernel
 from nn_cases import DW_DB_PASSES, LINEAR_GROUPS, dw_db_grads, linear_group, reduce_grad_splits
 
 B, K, D, F = 1024, 32, 128, 40

@@ -14,7 +14,7 @@ from foxc.replay.layout import (CTR_LENGTH, CTR_WRITE_HEAD, ROW_BLOCK, ROW_WARPS
 from foxc.replay.nstep import FLUSH_WRITE, NEXT_STATE, RING_PUSH  # noqa: E402
 from foxc.replay.priority import UPDATE_TREE, grid as tree_grid  # noqa: E402
 from foxc.replay.sampling import SAMPLE, is_weights  # noqa: E402
-from foxc.testing import assert_close, poisoned, run_kernel  # noqa: E402
+from kernel_check import assert_close, poisoned, run_kernel  # noqa: E402
 from replay_helpers import WIDTH, chi_square_sf, random_step, upload_step  # noqa: E402
 
 

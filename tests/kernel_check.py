@@ -1,4 +1,4 @@
-"""Helpers for checking a CUDA kernel against its numpy reference (used by tests and benchmarks).
+"""Helpers for checking a CUDA kernel against its numpy reference (used by the kernel tests).
 
     outs = run_kernel(rt, SPEC, grid, block, [x_host, 2.0, out_poisoned, n])
     # every numpy array in the argument list is uploaded to a fresh device array,
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .driver import KernelSpec, Runtime
+from foxc.driver import KernelSpec, Runtime
 
 
 def poisoned(shape, dtype=np.float32) -> np.ndarray:

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from foxc.profile import cupti
-from foxc.profile.cupti import CuptiError, CuptiUnavailable, busy_fraction, kernel_summary, walk
+from foxc.bench import cupti
+from foxc.bench.cupti import CuptiError, CuptiUnavailable, busy_fraction, kernel_summary, walk
 
 RECORD = 216  # sizeof(CUpti_ActivityKernel10), CUDA 13
 # offsetof in CUpti_ActivityKernel5..10, written out here so that a changed offset in the module fails
