@@ -8,8 +8,9 @@ line on stderr and exit status 2, never a traceback:
 `ArgumentParser` does it for argparse's own errors (a bad or missing flag: one line, not a usage
 block; `--help` works as usual); `run(prog, body)` does it for the errors a command raises while
 it runs (user_errors(), OSError named by its file). A command checks its outputs before any
-work (`output_file`, `output_dir`), so a refused run overwrites nothing. An unexpected internal
-error (a bug) is not caught: it shows its traceback.
+work (`output_file`, `output_dir`), so a refused run overwrites nothing. Every flag that takes a path
+has `type=PathArg(WHAT)` (foxc.paths): an empty one (an unset shell variable) is refused by argparse
+with what to give. An unexpected internal error (a bug) is not caught: it shows its traceback.
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ import shutil
 import sys
 import time
 from pathlib import Path
+
+from .paths import PathArg, empty_path  # noqa: F401 (PathArg: the argparse type of every path flag)
 
 
 class UsageError(ValueError):
@@ -191,8 +194,8 @@ def output_file(flag: str, path, *, suffixes: tuple[str, ...] = (), overwrite: b
     ending in one of `suffixes` when given, in a writable folder, and (without `overwrite`) not
     an existing file. Returns it as a Path; raises UsageError naming the flag and the path."""
     text = str(path)
-    if not text.strip():
-        raise UsageError(f"{flag}: an empty path")
+    if problem := empty_path(text, "a file name"):
+        raise UsageError(f"{flag}: {problem}")
     p = Path(text)
     if text.endswith(os.sep) or p.is_dir():
         raise UsageError(f"{flag} {p}: is a directory (give a file name)")
@@ -213,8 +216,8 @@ def output_file(flag: str, path, *, suffixes: tuple[str, ...] = (), overwrite: b
 def output_dir(flag: str, path) -> Path:
     """Check that the directory `path` given by `flag` can be written into (or created)."""
     text = str(path)
-    if not text.strip():
-        raise UsageError(f"{flag}: an empty path")
+    if problem := empty_path(text, "a directory"):
+        raise UsageError(f"{flag}: {problem}")
     p = Path(text)
     if p.exists() and not p.is_dir():
         raise UsageError(f"{flag} {p}: exists and is not a directory")
@@ -228,7 +231,7 @@ def output_dir(flag: str, path) -> Path:
 
 def add_run_dir_arguments(ap, kind: str) -> None:
     """--out and --overwrite of a command that writes a directory of its own (check_run_dir, open_run_dir)."""
-    ap.add_argument("--out", type=Path, default=None, metavar="DIR",
+    ap.add_argument("--out", type=PathArg("a directory", Path), default=None, metavar="DIR",
                     help=f"its directory: new or empty, unless --overwrite (default runs/{kind}-<time>-<6 hex>)")
     ap.add_argument("--overwrite", action="store_true", help=f"first remove an earlier {kind}'s outputs from --out")
 

@@ -6,8 +6,9 @@
 - RUN_DIR/report.json (a walk-forward) -> equity.png and net_pnl.png, and training.png in each
   fold directory RUN_DIR/fold-<i> that has a metrics.jsonl (in OUT/fold-<i> with --out).
 Needs matplotlib (`pip install 'foxc[plots]'`); without it, it says so and exits 1. A missing or
-empty RUN_DIR, an unreadable or damaged metrics.jsonl or report.json, or a bad --out is one line,
-`foxc.report: error: ...`, exit status 2 (foxc.cli).
+empty RUN_DIR, an unreadable or damaged metrics.jsonl (naming its line) or report.json, or a bad --out is
+one line, `foxc.report: error: ...`, exit status 2 (foxc.cli). Lines of a metrics.jsonl that are not JSON (a
+killed run's torn record) are skipped and counted in a `note:`.
 """
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ import json
 import sys
 from pathlib import Path
 
-from .cli import ArgumentParser, UsageError, output_dir, run
-from .evaluate.plots import PlotsUnavailable, read_metrics, training_curves, walkforward_plots
+from .cli import ArgumentParser, PathArg, UsageError, output_dir, run
+from .evaluate.plots import (PlotsUnavailable, drawable, parse_json, read_metrics, shown, training_curves,
+                             walkforward_plots)
 
 PROG = "foxc.report"
 
@@ -53,22 +55,39 @@ def fold_metrics(run_dir: Path, report: dict) -> tuple[list[tuple[dict, Path]], 
         if not metrics.is_file():
             continue
         try:
-            read_metrics(metrics)
-        except ValueError as e:
+            notes += metrics_notes(metrics)
+        except UsageError as e:
             if "error" not in fold:
-                raise UsageError(str(e)) from None
+                raise
             notes.append(f"note: {e} (fold {fold['fold']} failed): no training.png for it")
             continue
         drawn.append((fold, metrics))
     return drawn, notes
 
 
+def metrics_notes(path: Path) -> list[str]:
+    """The note on the lines of a metrics.jsonl skipped as not JSON ([] when none); a metrics.jsonl the plots
+    cannot draw is a UsageError naming it and the line."""
+    try:
+        skipped = read_metrics(path)[1]
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if not skipped:
+        return []
+    many = len(skipped) > 1
+    where = ", ".join(map(str, skipped[:5])) + (", ..." if len(skipped) > 5 else "")
+    what = f"{len(skipped)} lines are" if many else "a line is"
+    return [f"note: {path}: {what} not JSON, skipped (line{'s' * many} {where}; a killed run leaves a torn record)"]
+
+
 def read_report(path: Path) -> dict:
     """A walk-forward's report.json; one that is not JSON or lacks what the plots read is refused naming it."""
     try:
-        report = json.loads(path.read_text())
+        report = parse_json(path.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise UsageError(f"{path}: not a walk-forward report (not JSON: {e})") from None
+    except ValueError as e:  # nested too deeply, a number too long
+        raise UsageError(f"{path}: not a walk-forward report ({e})") from None
     if not isinstance(report, dict) or not isinstance(report.get("folds"), list):
         raise UsageError(f"{path}: not a walk-forward report (no 'folds' list)")
     for i, fold in enumerate(report["folds"]):
@@ -85,41 +104,34 @@ def read_report(path: Path) -> dict:
     return report
 
 
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _unreadable_field(fold: dict) -> str:
     """What the plots would read of a fold record and could not ("" when nothing)."""
     if not isinstance(fold["fold"], int) or isinstance(fold["fold"], bool) or fold["fold"] < 0:
-        return f"fold {fold['fold']!r} is not a fold number"
+        return f"fold {shown(fold['fold'])} is not a fold number"
     if "error" in fold:
         return ""
-    if not _number(fold["metrics"]["net_pnl"]):
-        return f"metrics.net_pnl {fold['metrics']['net_pnl']!r} is not a number"
+    if not drawable(fold["metrics"]["net_pnl"]):
+        return f"metrics.net_pnl {shown(fold['metrics']['net_pnl'])} is not a number a plot can draw"
     if not isinstance(fold["passed_by"]["edge"], bool):
-        return f"passed_by.edge {fold['passed_by']['edge']!r} is not true or false"
+        return f"passed_by.edge {shown(fold['passed_by']['edge'])} is not true or false"
     curve = fold.get("equity_curve") or []
     if not isinstance(curve, list) or not all(
             isinstance(p, list) and len(p) == 2 and isinstance(p[0], int) and not isinstance(p[0], bool)
-            and 0 <= p[0] < 2**63 and _number(p[1]) for p in curve):
+            and 0 <= p[0] < 2**63 and drawable(p[1]) for p in curve):
         return "equity_curve is not a list of [ts_ns, equity] pairs (ts_ns an int64 time)"
     yardstick = fold.get("yardstick")
     if yardstick is not None and not (isinstance(yardstick, dict) and
-                                      (yardstick.get("net_pnl") is None or _number(yardstick["net_pnl"]))):
+                                      (yardstick.get("net_pnl") is None or drawable(yardstick["net_pnl"]))):
         return "yardstick is not a record with a numeric net_pnl"
     return ""
 
 
 def main(argv=None) -> int:
     ap = ArgumentParser(prog="python -m foxc.report", description=__doc__.split("\n")[0])
-    ap.add_argument("run_dir")
-    ap.add_argument("--out", default=None, help="where to write the PNGs (default: RUN_DIR)")
+    ap.add_argument("run_dir", metavar="RUN_DIR", type=PathArg("a run directory", Path))
+    ap.add_argument("--out", type=PathArg("a directory", Path), default=None,
+                    help="where to write the PNGs (default: RUN_DIR)")
     args = ap.parse_args(argv)
-    for flag, path in (("RUN_DIR", args.run_dir), ("--out", args.out)):
-        if path is not None and not path.strip():  # not Path("") == ".": this directory
-            ap.error(f"{flag}: an empty path (give a directory)")
-    args.run_dir, args.out = Path(args.run_dir), None if args.out is None else Path(args.out)
     return run(PROG, lambda: _main(args))
 
 
@@ -131,12 +143,8 @@ def _main(args) -> int:
     metrics, report = args.run_dir / "metrics.jsonl", args.run_dir / "report.json"
     if not (metrics.is_file() or report.is_file()):
         raise UsageError(f"{args.run_dir}: neither metrics.jsonl nor report.json to plot")
-    if metrics.is_file():
-        try:
-            read_metrics(metrics)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
-    notes = fold_metrics(args.run_dir, read_report(report))[1] if report.is_file() else []
+    notes = metrics_notes(metrics) if metrics.is_file() else []
+    notes += fold_metrics(args.run_dir, read_report(report))[1] if report.is_file() else []
     if args.out is not None:
         output_dir("--out", args.out)
     try:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .cli import ArgumentParser, UsageError, describe, fail, output_dir, user_errors
+from .cli import ArgumentParser, PathArg, UsageError, describe, fail, output_dir, user_errors
 from .driver import BACKENDS, CudaError, open_runtime
 from .profile import KernelProfiler, add_profile_args, profile_window
 from .isv.registry import setting_problem
@@ -31,11 +31,12 @@ def parse_args(argv=None):
     add = ap.add_argument
     add("--backend", choices=BACKENDS, default=None,
         help="auto (default; $FOXC_BACKEND overrides): CUDA when a usable GPU is present, else the numpy reference")
-    add("--resume-from", metavar="PATH",
+    add("--resume-from", metavar="PATH", type=PathArg("a checkpoint file"),
         help="continue from a checkpoint with its settings (only --n-steps, --log-every, --checkpoint-every, "
              "--eval-every, --eval-rows and --graph may change, and --set slots are set on top of the "
              "checkpoint's; other flags given must agree)")
-    add("--out", help="run directory: new or empty (default runs/<UTC time>-<6 hex>; resuming: the checkpoint's)")
+    add("--out", type=PathArg("a directory"),
+        help="run directory: new or empty (default runs/<UTC time>-<6 hex>; resuming: the checkpoint's)")
     add("--overwrite", action="store_true", help="allow --out to name a directory that holds another run")
     add("--checkpoint-on-exit", action="store_true",
         help="on Ctrl-C or SIGTERM, also save a checkpoint of the step reached (the run stops cleanly either way)")

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import (ArgumentParser, UsageError, add_run_dir_arguments, backend_name, check_run_dir, default_run_dir,
-                  finite_float, int_at_least, nonnegative_float, nonnegative_int, open_run_dir, positive_int,
-                  run as run_cli)
+from .cli import (ArgumentParser, PathArg, UsageError, add_run_dir_arguments, backend_name, check_run_dir,
+                  default_run_dir, finite_float, int_at_least, nonnegative_float, nonnegative_int, open_run_dir,
+                  positive_int, run as run_cli)
 from .data.markets import MARKETS, market as named_market
 from .data.record import PRICE_SCALE
 from .data.market import MarketData
@@ -202,7 +202,7 @@ def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, ste
 def build_parser() -> ArgumentParser:
     ap = ArgumentParser(prog="python -m foxc.walkforward", allow_abbrev=False, description=__doc__.split("\n")[0],
                         epilog="Flags not listed here are passed to the trainer.")
-    ap.add_argument("--data", default="synthetic",
+    ap.add_argument("--data", default="synthetic", type=PathArg("a file, directory, glob or cache, or 'synthetic'"),
                     help="a file, directory or glob of market data, a prepared cache, or 'synthetic'")
     ap.add_argument("--synthetic", default=None, metavar="MARKET",  # None: not given (refused beside real data)
                     help="the named synthetic market of --data synthetic: easy, default (the default), null, noisy")
@@ -258,8 +258,6 @@ FOLD_SETTINGS = {"data": "--data", "synthetic": "--synthetic", "synthetic_rows":
 def check_args(args, train_args: list[str]) -> None:
     """Refuse a bad setting before any data is loaded or written, naming the flag; sets the defaults
     of --folds and --split when the folds are not by dates."""
-    if not args.data.strip():  # `--data "$DATA"` of an unset variable: not the data files of the current directory
-        raise UsageError("--data: an empty path (give a file, directory, glob or cache, or 'synthetic')")
     check_synthetic_beside_data({**vars(args), "data": None if args.data == "synthetic" else args.data})
     args.synthetic, args.synthetic_segments = args.synthetic or "default", args.synthetic_segments or 1
     by_days = [f"--{n.replace('_', '-')}" for n in ("train_days", "eval_days", "step_days")

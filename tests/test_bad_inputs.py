@@ -313,7 +313,7 @@ CASES = [
          files={"run": DIR, "run/report.json": b'{"folds": 3}'}),
     case("report-out-is-a-file", "report", ["{case}/run", "--out", "{case}/taken.txt"], "--out", "taken.txt",
          files={"run": DIR, "run/metrics.jsonl": METRICS, "taken.txt": b"keep me\n"}),
-    case("report-no-run-dir", "report", [], "run_dir"),
+    case("report-no-run-dir", "report", [], "RUN_DIR"),
 
     # ---------------------------------------------------- foxc-ckpt-inspect (module and tools/ckpt_inspect.py)
     case("inspect-missing", "inspect", ["{case}/gone.foxc"], "gone.foxc"),
@@ -466,3 +466,35 @@ def test_graph_on_the_reference_backend_says_how_it_runs():
     from foxc.train import REFERENCE_GRAPH_NOTE
     assert "reference backend" in REFERENCE_GRAPH_NOTE and "list of launches" in REFERENCE_GRAPH_NOTE
     assert "\n" not in REFERENCE_GRAPH_NOTE
+
+
+@pytest.mark.parametrize("module, argv, said", [
+    ("foxc.train", ["--data", ""], "argument --data: an empty path (give a file, directory, glob or prepared cache"),
+    ("foxc.train", ["--resume-from", ""], "argument --resume-from: an empty path (give a checkpoint file)"),
+    ("foxc.train", ["--config", ""], "argument --config: an empty path (give a .toml file)"),
+    ("foxc.train", ["--out", ""], "argument --out: an empty path (give a directory)"),
+    ("foxc.walkforward", ["--data", ""], "argument --data: an empty path (give a file, directory, glob or cache, or "),
+    ("foxc.walkforward", ["--out", ""], "argument --out: an empty path (give a directory)"),
+    ("foxc.sweep.cli", ["--out", ""], "argument --out: an empty path (give a directory)"),
+    ("foxc.data.__main__", ["inspect", ""], "argument path: an empty path (give a file, a directory, a glob or a "),
+    ("foxc.data.__main__", ["inspect", "x", "--run-dir", ""], "argument --run-dir: an empty path (give a directory)"),
+    ("foxc.data.__main__", ["synth", "--out", ""], "argument --out: an empty path (give a .parquet file name)"),
+    ("foxc.data.__main__", ["prepare", "", "--out", "x"], "argument data: an empty path (give a file, a directory "),
+    ("foxc.data.__main__", ["prepare", "x", "--out", ""], "argument --out: an empty path (give a directory)"),
+    ("foxc.isv.__main__", ["set", "", "lr_q=1e-4"], "argument RUN_DIR: an empty path (give the running trainer's "),
+    ("foxc.report", [""], "argument RUN_DIR: an empty path (give a run directory)"),
+    ("foxc.checkpoint.inspect_cli", ["x", "--diff", ""], "argument --diff: an empty path (give a checkpoint file)"),
+    ("foxc.bench.__main__", ["learn", "--out", ""], "argument --out: an empty path (give a directory)"),
+])
+def test_an_empty_path_is_refused_by_argparse_naming_the_flag(module, argv, said, capsys, monkeypatch, tmp_path):
+    """`--flag "$VAR"` of an unset variable: every path flag refuses "" as argparse refuses a bad value (one line
+    naming the flag and what to give), before any work. --resume-from "", --config "" and --run-dir "" were taken
+    as not given (a fresh run, no file, no summary written); isv's RUN_DIR "" and --out "" as the current
+    directory."""
+    import importlib
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        importlib.import_module(module).main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(err.splitlines()) == 1 and ": error: " + said in err, err
+    assert list(tmp_path.iterdir()) == []

@@ -206,6 +206,8 @@ def test_a_config_file_inlined_as_flags_means_the_same(tmp_path):
     ("horizons = \"10,50,100\"\n", ["horizons", "a list of integers"]),
     ("n_backtests = 0\n", ["n_backtests = 0", "--n-backtests must be 1 to 65536"]),
     ("synthetic = \"bogus\"\n", ["synthetic = \"bogus\"", "must be one of"]),
+    ("data = \"\"\n", ["data = \"\"", "--data: an empty path (give a file, directory, glob or prepared cache"]),
+    ("data = 3\n", ["data = 3", "expected a string"]),
     ("isv = 3\n", ["isv must be a table"]),
     ("[isv]\nlr_q = \"fast\"\n", ["[isv] lr_q = \"fast\"", "expected a number"]),
     ("[isv]\nlr_q = 2\n", ["[isv] lr_q:", "must be in (0, 1] (got 2)"]),
@@ -218,6 +220,11 @@ def test_a_bad_config_file_is_refused_naming_the_file_and_the_key(tmp_path, text
     path = toml(tmp_path, text)
     message = refused(lambda: ConfigFile.read(path), f"--config {path}:", *words)
     assert "\n" not in message
+
+
+def test_a_config_files_data_is_a_path_setting(tmp_path):
+    """--data's type is a path flag's (foxc.paths.PathArg), no longer a plain string: the file's data still reads."""
+    assert ConfigFile.read(toml(tmp_path, "data = \"books/*.dbn\"\n")).as_dict()["settings"] == {"data": "books/*.dbn"}
 
 
 def test_a_missing_or_unreadable_config_file_is_refused_naming_it(tmp_path):

@@ -1,4 +1,5 @@
 """The LOB simulator on the reference backend: records, hand-made books, invariants, the environment."""
+import re
 import shutil
 import subprocess
 
@@ -289,6 +290,45 @@ def test_config_rejects_bad_values():
         LobSimConfig(n_backtests=4, fee_per_lot=-1)
     with pytest.raises(ValueError, match="lots_per_entry"):
         LobSimConfig(n_backtests=4, lots_per_entry=0)
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"reward_scale": float("nan")}, "reward_scale must be a number from 1.2e-38 to 3.4e+38"),
+    ({"reward_scale": float("inf")}, "reward_scale must be"),
+    ({"reward_scale": -1e-9}, "reward_scale must be"),
+    ({"reward_scale": 0.0}, "reward_scale must be"),
+    ({"reward_scale": 1e-50}, "reward_scale must be"),  # float32 holds it as 0: no reward at all
+    ({"reward_scale": 1e39}, "reward_scale must be"),  # float32 holds it as inf
+    ({"reward_scale": "1e-9"}, "reward_scale must be"),
+    ({"atr_alpha": float("nan")}, "atr_alpha must be a number from 1.2e-38 to 1 "),
+    ({"atr_alpha": 5.0}, "atr_alpha must be"),
+    ({"atr_alpha": 0}, "atr_alpha must be"),
+    ({"atr_alpha": -0.05}, "atr_alpha must be"),
+    ({"atr_alpha": float("-inf")}, "atr_alpha must be"),
+    ({"atr_alpha": 10**400}, "atr_alpha must be"),
+    ({"atr_alpha": True}, "atr_alpha must be"),
+    ({"atr_alpha": None}, "atr_alpha must be"),
+    ({"fee_per_lot": 10**30}, "fee_per_lot must be 0 to max_price"),
+    ({"fee_per_lot": 101 * PRICE_SCALE, "max_price": 100 * PRICE_SCALE}, "fee_per_lot must be 0 to max_price"),
+])
+def test_float_settings_outside_their_range_are_refused_naming_them(ref_rt, rng, settings, message):
+    """reward_scale=nan or atr_alpha=5 were accepted: the rewards ran NaN, the ATR diverged (a value float32 holds
+    as 0 or inf alike); None or a string failed deep in a kernel's argument packing, a fee past int64 with an
+    OverflowError in an upload: each is a ValueError naming the setting and value, before any allocation."""
+    with pytest.raises(ValueError, match=re.escape(message)) as info:
+        LobSimConfig(n_backtests=4, **settings)
+    assert repr(next(iter(settings.values())))[:20] in str(info.value)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        LobEnv(random_books(50, rng), 4, rt=ref_rt, **settings)
+    c = LobSimConfig(n_backtests=4, atr_alpha=1, reward_scale=np.float32(1e-7), fee_per_lot=10 * PRICE_SCALE,
+                     max_price=10 * PRICE_SCALE)
+    assert type(c.atr_alpha) is float and c.atr_alpha == 1.0 and c.reward_scale == float(np.float32(1e-7))
+
+
+def test_env_refuses_an_episode_len_past_int64(ref_rt, rng):
+    """episode_len=2**63 failed in the cursors' kernel arguments ("parameter 4 ... out of range")."""
+    with pytest.raises(ValueError, match="episode_len must be a whole number 0 to 2\\^63 - 1, got 9223372036854775808"):
+        LobEnv(random_books(50, rng), 4, episode_len=2**63, rt=ref_rt)
 
 
 def test_trade_record_dtype_fields():

@@ -115,3 +115,35 @@ def test_no_import_circles():
 
 def test_the_circle_finder_finds_a_circle():
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_one_refusal_of_an_empty_path():
+    """"an empty path" was written in six places, each with its own test of emptiness: one definition now
+    (foxc/paths.py), which the argparse type of every path flag and the library's own checks call."""
+    assert _defining(r"an empty path", ROOT.glob("foxc/**/*.py")) == ["foxc/paths.py"]
+
+
+PATH_FLAGS = {"--out", "--dir", "--data", "--json", "--resume-from", "--config", "--diff", "--run-dir", "path",
+              "run_dir", "data"}
+
+
+def test_every_path_flag_is_a_patharg():
+    """Every flag or positional that takes a path (by its name) is `type=PathArg(WHAT)`: argparse refuses an
+    empty one (an unset shell variable, read as the current directory or skipped as not given) naming the flag."""
+    import ast
+    seen, bare = [], []
+    for path in sorted(ROOT.glob("foxc/**/*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None))
+                    in ("add_argument", "add") and node.args and isinstance(node.args[0], ast.Constant)
+                    and node.args[0].value in PATH_FLAGS):
+                continue
+            keywords = {k.arg: k.value for k in node.keywords}
+            if isinstance(keywords.get("action"), ast.Constant):  # --json store_true: a switch, no path
+                continue
+            where = f"{path.relative_to(ROOT)}:{node.lineno} {node.args[0].value}"
+            seen.append(where)
+            kind = keywords.get("type")
+            if not (isinstance(kind, ast.Call) and getattr(kind.func, "id", None) == "PathArg"):
+                bare.append(where)
+    assert len(seen) >= 20 and bare == [], (len(seen), bare)

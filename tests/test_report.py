@@ -16,8 +16,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "metrics.jsonl"
 
 
 def test_read_metrics_skips_a_torn_last_line():
-    records = read_metrics(FIXTURE)
-    assert len(records) == 20 and records[-1]["step"] == 10_000
+    records, skipped = read_metrics(FIXTURE)
+    assert len(records) == 20 and records[-1]["step"] == 10_000 and skipped == [21]
     assert {"step", "sps", "l_q", "l_pi", "l_v", "l_bce", "wr", "pnl", "hold_frac", "entropy", "lr_q"} <= set(records[0])
 
 
@@ -172,3 +172,63 @@ def test_an_empty_path_is_refused_not_read_as_here(tmp_path, monkeypatch, capsys
         err = capsys.readouterr().err
         assert exit_.value.code == 2 and f"{flag}: an empty path" in err and len(err.splitlines()) == 1
     assert list(here.iterdir()) == []
+
+
+GOOD = '{"step": 1, "l_q": 1.5, "sps": null, "phase": "train"}\n{"step": 2, "l_q": 1.25, "sps": 3.0}\n'
+
+
+@pytest.mark.parametrize("line, said", [
+    ('{"step": 3, "l_q": %s}' % ("9" * 400), "'l_q' is an integer of 400 digits, too large to draw"),
+    ('{"step": %s}' % ("9" * 400), "'step' is an integer of 400 digits, too large to draw"),
+    ('{"step": 3, "l_q": %s}' % ("9" * 5000), "a number of more than 4300 digits, too long to read"
+     if sys.version_info >= (3, 11) else "'l_q' is an integer of 5000 digits, too large to draw"),
+    ('{"step": 3, "x": %s%s}' % ("[" * 100_000, "]" * 100_000), "JSON nested too deeply to read"),
+    ('[1, 2]', "not a JSON object"),
+    ('"text"', "not a JSON object"),
+    ('{"step": 3, "l_q": "abc"}', "'l_q' is \"abc\", not a number or null"),
+    ('{"step": 3, "l_q": true}', "'l_q' is true, not a number or null"),
+    ('{"step": 3, "l_q": [1]}', "'l_q' is a list, not a number or null"),
+    ('{"step": "3", "l_q": 1.0}', "'step' is \"3\", not a number"),
+    ('{"step": null}', "'step' is null, not a number"),
+    ('{"l_q": 1.0}', "no 'step'"),
+])
+def test_an_absurd_metrics_line_is_one_line_naming_the_file_and_line(tmp_path, monkeypatch, capsys, line, said):
+    """A metrics.jsonl line that is JSON but not a record the plots can draw (a number matplotlib cannot convert,
+    nesting deeper than the parser recurses, a string where a curve or the step needs a number) was a traceback
+    or a silently dropped record; refused before any plot, naming the file, the line and what is wrong, in the
+    run's metrics.jsonl and in a finished fold's alike."""
+    calls = recorded_plots(monkeypatch)
+    for run_dir, metrics in ((tmp_path / "run", tmp_path / "run" / "metrics.jsonl"),
+                             (tmp_path / "wf", tmp_path / "wf" / "fold-0" / "metrics.jsonl")):
+        if run_dir.name == "wf":
+            fake_walkforward(run_dir, "wf/fold-0")
+        run_dir.mkdir(exist_ok=True)
+        metrics.write_text(GOOD + line + "\n")
+        assert report_cli.main([str(run_dir)]) == 2
+        err = capsys.readouterr().err
+        assert err == f"foxc.report: error: {metrics}, line 3: {said}\n"
+    assert calls == []
+
+
+def test_lines_that_are_not_json_are_skipped_and_counted(tmp_path, monkeypatch, capsys):
+    """A killed run's torn record (a resume goes on after it) is skipped, never silently: a note names the file,
+    how many lines and which."""
+    calls = recorded_plots(monkeypatch)
+    (tmp_path / "metrics.jsonl").write_text(GOOD + '{"step": 3, "l_q"\n{"step": 4}\nnot json\n')
+    assert report_cli.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [str(tmp_path / "training.png"), f"note: {tmp_path / 'metrics.jsonl'}: 2 lines are not JSON, "
+                   "skipped (lines 3, 5; a killed run leaves a torn record)"]
+    assert read_metrics(tmp_path / "metrics.jsonl")[0][-1] == {"step": 4} and len(calls) == 1
+
+
+def test_an_absurd_report_json_is_one_line(tmp_path, capsys):
+    """report.json nested deeper than the parser recurses, or a net PnL too large to draw: one line, exit 2."""
+    fake_walkforward(tmp_path / "wf", "wf/fold-0")
+    for text, said in (("[" * 100_000, "not a walk-forward report (JSON nested too deeply to read)"),
+                       ('{"folds": [{"fold": 0, "metrics": {"net_pnl": %s}, "passed_by": {"edge": true}}]}'
+                        % ("9" * 400), "fold record 0: metrics.net_pnl an integer of 400 digits is not a number")):
+        (tmp_path / "wf" / "report.json").write_text(text)
+        assert report_cli.main([str(tmp_path / "wf")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("foxc.report: error: ") and said in err and len(err.splitlines()) == 1

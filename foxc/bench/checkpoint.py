@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..checkpoint import AdamState, CheckpointSaver, encode_checkpoint, expected_from, read_checkpoint
-from ..cli import UsageError, output_dir, positive_int
+from ..cli import PathArg, UsageError, output_dir, positive_int
 from ..isv.registry import SLOTS
 from . import harness
 from ..cli import text_table as table
@@ -107,8 +107,9 @@ def main(argv=None) -> int:
     ap.add_argument("--n-backtests", type=positive_int, default=1024, help="backtests B (default 1024)")
     ap.add_argument("--per-capacity", type=positive_int, default=None, help="replay capacity (default 65536; 8192 on reference)")
     ap.add_argument("--repeats", type=positive_int, default=3, help="saves and loads timed; the median is shown")
-    ap.add_argument("--dir", help="where to write: a new or empty directory (default: a temporary directory, "
-                                  "removed afterwards)")
+    ap.add_argument("--dir", type=PathArg("a directory"),
+                    help="where to write: a new or empty directory (default: a temporary directory, removed "
+                         "afterwards)")
     return harness.run(ap, argv, _main, check=_check_dir)
 
 

@@ -36,7 +36,7 @@ from ..data.labels import compute_labels
 from ..data.parquet import read_parquet, write_parquet
 from ..data.record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from ..data.synthetic import SynthParams, generate, synthetic_data
-from ..cli import UsageError, int_at_least, output_dir, positive_int
+from ..cli import PathArg, UsageError, int_at_least, output_dir, positive_int
 from . import harness
 from ..cli import text_table as table
 from .report import write_json
@@ -326,8 +326,9 @@ def main(argv=None) -> int:
                     help="only build a synthetic cache of --rows in shards and open it (see the module's help)")
     ap.add_argument("--shard-rows", type=positive_int, default=None,
                     help="snapshots a shard of --scale (default 1,000,000)")
-    ap.add_argument("--dir", help="where --scale writes its cache: a new or empty directory, kept (default: a "
-                                  "temporary directory, removed afterwards)")
+    ap.add_argument("--dir", type=PathArg("a directory"),
+                    help="where --scale writes its cache: a new or empty directory, kept (default: a temporary "
+                         "directory, removed afterwards)")
     return harness.run(ap, argv, _main, check=_check)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..cli import ArgumentParser, UsageError, one_line, open_runtime, output_file, run as run_cli
+from ..cli import ArgumentParser, PathArg, UsageError, one_line, open_runtime, output_file, run as run_cli
 from ..driver import BACKENDS
 
 
@@ -30,13 +30,13 @@ def run(ap: ArgumentParser, argv, body, *, check=None) -> int:
     """Add --json to `ap` and parse `argv`; then `check(args)` (the benchmark's own checks of its
     flags, raising UsageError), --json writable, the runtime opened, and `body(args, rt)`'s exit
     status, all through foxc.cli.run."""
-    ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--json", type=PathArg("a file name"), help="also write the results here")
     args = ap.parse_args(argv)
 
     def main() -> int:
         if check is not None:
             check(args)
-        if args.json is not None:  # "" too: refused as an empty path, not skipped
+        if args.json is not None:
             output_file("--json", args.json)
         try:
             return body(args, open_runtime(args.backend))

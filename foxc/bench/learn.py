@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..agent.layout import N_POSITION_FEATURES
-from ..cli import UsageError, output_dir, positive_int
+from ..cli import PathArg, UsageError, output_dir, positive_int
 from ..isv import IsvBus
 from ..nn import matmul, model
 from ..nn.heads import N_ACTIONS, N_PERCEPTION, Q_OUTPUTS
@@ -77,7 +77,8 @@ def main(argv=None) -> int:
     add_profile_args(ap)
     ap.add_argument("--precision", choices=matmul.PRECISIONS, default=None,
                     help="the profiled step's precision (default f32; without a profile both are timed)")
-    ap.add_argument("--out", default=None, help="where --profile writes profile.json (default: here)")
+    ap.add_argument("--out", type=PathArg("a directory"), default=None,
+                    help="where --profile writes profile.json (default: here)")
     return harness.run(ap, argv, _main, check=_check_out)
 
 

@@ -23,7 +23,7 @@ import sys
 
 import numpy as np
 
-from ..cli import ArgumentParser, run, text_table
+from ..cli import ArgumentParser, PathArg, run, text_table
 from .adamw import AdamState
 from .errors import CheckpointError
 from .format import MAGIC, VERSION, Checkpoint, read_checkpoint
@@ -254,18 +254,16 @@ def parse_args(argv):
     ap = ArgumentParser(prog=PROG, description="Inspect, verify and compare FOXC checkpoints.",
                         epilog="exit status: 0 ok, valid or identical; 1 --verify invalid or --diff differs; "
                                "2 a bad flag, or a file that is not a valid checkpoint")
-    ap.add_argument("path", help="a checkpoint-<step>.foxc file")
+    ap.add_argument("path", type=PathArg("a checkpoint file"), help="a checkpoint-<step>.foxc file")
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--isv", action="store_true", help="every ISV slot by name and value")
     mode.add_argument("--section", metavar="NAME", help="the values of one section")
-    mode.add_argument("--diff", metavar="OTHER", help="per-section max abs difference against OTHER")
+    mode.add_argument("--diff", metavar="OTHER", type=PathArg("a checkpoint file"),
+                      help="per-section max abs difference against OTHER")
     mode.add_argument("--verify", action="store_true", help="exit 0 when valid, 1 with the reason when not")
     ap.add_argument("--full", action="store_true", help="with --section: print every value, not a summary")
     ap.add_argument("--json", action="store_true", help="machine-readable output")
     args = ap.parse_args(argv)
-    for flag, path in (("path", args.path), ("--diff", args.diff)):
-        if path is not None and not path.strip():  # not Path("") == ".", "a directory"
-            ap.error(f"{flag}: an empty path (give a checkpoint file)")
     if args.full and args.section is None:
         ap.error("--full: only with --section (it prints every value of that section)")
     return args

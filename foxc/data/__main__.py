@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli import ArgumentParser, UsageError, finite_float, nonnegative_float, nonnegative_int, output_dir, \
-    output_file, positive_float, positive_int, positive_ints, run, text_table
+from ..cli import ArgumentParser, PathArg, UsageError, finite_float, nonnegative_float, nonnegative_int, \
+    output_dir, output_file, positive_float, positive_int, positive_ints, run, text_table
 from .labels import LabelConfig, balance, balance_counts, compute_labels
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_BYTES
 from .validate import VALIDATION_JSON, ValidationConfig
@@ -190,8 +190,9 @@ def parse_args(argv):
     sub = ap.add_subparsers(dest="command", required=True)
     ins = sub.add_parser("inspect", help="rows, time range, instrument, levels, validation counts, label balance; "
                                          "of a prepared cache, its manifest and shards")
-    ins.add_argument("path", help="a file, a directory or a glob: .parquet, .dbn, .dbn.zst, *_orderbook_N.csv; or a "
-                                  "prepared cache")
+    ins.add_argument("path", type=PathArg("a file, a directory, a glob or a prepared cache"),
+                     help="a file, a directory or a glob: .parquet, .dbn, .dbn.zst, *_orderbook_N.csv; or a "
+                          "prepared cache")
     ins.add_argument("--min-price", type=finite_float, default=None,
                      help=f"smallest reasonable price (default {ValidationConfig.min_price:g})")
     ins.add_argument("--max-price", type=finite_float, default=None,
@@ -204,17 +205,21 @@ def parse_args(argv):
     ins.add_argument("--fee", type=nonnegative_float, default=None, help="fee per lot per side, in price (default 0)")
     ins.add_argument("--verify", action="store_true",
                      help="a cache only: read and hash every shard (one at a time) and print the label balance")
-    ins.add_argument("--run-dir", help=f"also write the validation summary here, as {VALIDATION_JSON} (a new file, "
-                                       "unless --overwrite)")
+    ins.add_argument("--run-dir", type=PathArg("a directory"),
+                     help=f"also write the validation summary here, as {VALIDATION_JSON} (a new file, unless "
+                          "--overwrite)")
     ins.add_argument("--overwrite", action="store_true", help=f"replace the {VALIDATION_JSON} --run-dir holds")
     syn = sub.add_parser("synth", help="write synthetic data in the Databento MBP-10 Parquet layout")
-    syn.add_argument("--out", required=True, help="the .parquet file to write (a new file, unless --overwrite)")
+    syn.add_argument("--out", required=True, type=PathArg("a .parquet file name"),
+                     help="the .parquet file to write (a new file, unless --overwrite)")
     syn.add_argument("--overwrite", action="store_true", help="replace --out when it exists")
     syn.add_argument("--rows", type=positive_int, default=1_000_000, help="snapshots (default 1,000,000)")
     syn.add_argument("--seed", type=nonnegative_int, default=0)
     pre = sub.add_parser("prepare", help="validate and label data once into a cache that --data CACHE trains from")
-    pre.add_argument("data", help="a file, a directory or a glob: .parquet, .dbn, .dbn.zst, *_orderbook_N.csv")
-    pre.add_argument("--out", required=True, help="the cache directory to write (new or empty, unless --overwrite)")
+    pre.add_argument("data", type=PathArg("a file, a directory or a glob"),
+                     help="a file, a directory or a glob: .parquet, .dbn, .dbn.zst, *_orderbook_N.csv")
+    pre.add_argument("--out", required=True, type=PathArg("a directory"),
+                     help="the cache directory to write (new or empty, unless --overwrite)")
     pre.add_argument("--horizons", type=positive_ints, default=list(LabelConfig.horizons),
                      help="label horizons in snapshots, three comma-separated (default 10,50,100): a run "
                           "training from the cache must use the same")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..paths import empty_path
 from .cache import MANIFEST
 from .labels import N_PLANES
 from .lobster import is_lobster
@@ -28,8 +29,8 @@ from .validate import DataError, ValidationConfig
 def expand(spec) -> list[Path]:
     """The data files named by a path, a directory or a glob (LOBSTER message files are companions)."""
     spec = str(spec)
-    if not spec.strip():  # Path("") is the current directory
-        raise DataError(repr(spec), "an empty path: give a file, a directory or a glob")
+    if problem := empty_path(spec, "a file, a directory or a glob"):
+        raise DataError(repr(spec), problem)
     path = Path(spec)
     if (path / MANIFEST).is_file():
         raise DataError(path, "a prepared cache (it holds manifest.json): python -m foxc.train --data reads one; "

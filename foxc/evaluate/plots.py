@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -38,35 +39,90 @@ def _save(plt, fig, path) -> Path:
     return Path(path)
 
 
-def read_metrics(path: Path) -> list[dict]:
-    """The records of a metrics.jsonl that have a numeric `step`. A line that is not JSON is skipped (a
-    run still writing leaves a torn last line); a file that is not text, a line that is not a JSON
-    object or no record to plot is a ValueError naming the file."""
+def parse_json(text: str):
+    """json.loads; what it raises beyond a JSONDecodeError on absurd input (nesting deeper than Python recurses,
+    an integer longer than int() converts) is a ValueError saying so, not a RecursionError or int's own message."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read") from None
+    except ValueError:  # int()'s limit on digits (Python 3.11 on: sys.get_int_max_str_digits)
+        limit = getattr(sys, "get_int_max_str_digits", lambda: None)()
+        raise ValueError(f"a number of more than {limit} digits, too long to read" if limit else
+                         "a number too long to read") from None
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def drawable(value) -> bool:
+    """A number a plot can draw: an int or a float, not a bool, that converts to a float (a JSON integer of
+    hundreds of digits does not: matplotlib's OverflowError)."""
+    if not _number(value):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
+def read_metrics(path: Path) -> tuple[list[dict], list[int]]:
+    """(the records of a metrics.jsonl, the numbers of the lines skipped). A line that is not JSON is skipped
+    (a killed run leaves a torn record, and its resume goes on after it), and the caller says so. A file that is
+    not text, a line that is JSON but not a record the plots can draw (not an object, nested too deeply or a
+    number too long to read, a `step` that is not a number, a field drawn as a curve that is neither a number
+    nor null there, a number too large to draw) or no record at all is a ValueError naming the file and line."""
     try:
         lines = Path(path).read_text().splitlines()
     except UnicodeDecodeError:
         raise ValueError(f"{path}: not a text file of JSON records") from None
-    records = []
+    records, skipped = [], []
     for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
         try:
-            record = json.loads(line) if line.strip() else None
+            record = parse_json(line)
         except json.JSONDecodeError:
+            skipped.append(number)
             continue
-        if record is None:
-            continue
+        except ValueError as e:
+            raise ValueError(f"{path}, line {number}: {e}") from None
         if not isinstance(record, dict):
             raise ValueError(f"{path}, line {number}: not a JSON object")
-        if isinstance(record.get("step"), (int, float)) and not isinstance(record["step"], bool):
-            records.append(record)
+        records.append((number, record))
+    curves = {k for _, r in records for k, v in r.items() if _number(v)}  # a field drawn wherever it is a number
+    for number, record in records:
+        if "step" not in record:
+            raise ValueError(f"{path}, line {number}: no 'step'")
+        for key in ("step", *sorted(curves & set(record) - {"step"})):
+            value = record[key]
+            if not (drawable(value) or (value is None and key != "step")):
+                why = "too large to draw" if _number(value) else "not a number" + " or null" * (key != "step")
+                raise ValueError(f"{path}, line {number}: {key!r} is {shown(value)}, {why}")
     if not records:
         raise ValueError(f"{path}: no records with a 'step' to plot")
-    return records
+    return [r for _, r in records], skipped
+
+
+def shown(value) -> str:
+    """A JSON value as a message shows it, never the whole of a long one: a list or object by its kind, a number
+    too large to draw by its digits, anything else as JSON cut to 40 characters."""
+    if isinstance(value, (list, dict)):
+        return "a list" if isinstance(value, list) else "an object"
+    if isinstance(value, int) and not isinstance(value, bool) and not drawable(value):
+        return f"an integer of {len(str(abs(value)))} digits"
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def training_curves(metrics_path: Path, out_png: Path, title: str = "") -> list[Path]:
     """One panel per numeric field of metrics.jsonl against `step`."""
-    records = read_metrics(metrics_path)
-    numeric = {k for r in records for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    records = read_metrics(metrics_path)[0]
+    numeric = {k for r in records for k, v in r.items() if _number(v)}
     names = [k for k in CURVE_FIELDS if k in numeric] + sorted(numeric - set(CURVE_FIELDS) - {"step"})
     plt = _pyplot()
     cols = 4

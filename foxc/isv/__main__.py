@@ -13,7 +13,7 @@ import math
 import os
 import sys
 
-from ..cli import ArgumentParser, UsageError, run
+from ..cli import ArgumentParser, PathArg, UsageError, run
 from .registry import SLOTS, Range, Slot, isv_setting, slot, unknown_slot
 
 
@@ -95,7 +95,8 @@ def build_parser() -> ArgumentParser:
     show.add_argument("name", help="the slot's name, e.g. lr_q")
     show.add_argument("--json", action="store_true", help="as JSON, for programs")
     live = sub.add_parser("set", help="change slots of a trainer running in RUN_DIR, at its next step")
-    live.add_argument("run_dir", metavar="RUN_DIR", help="the running trainer's --out directory")
+    live.add_argument("run_dir", metavar="RUN_DIR", type=PathArg("the running trainer's --out directory"),
+                      help="the running trainer's --out directory")
     live.add_argument("settings", nargs="+", type=isv_setting, metavar="NAME=VALUE", help="e.g. lr_q=3e-4")
     return ap
 

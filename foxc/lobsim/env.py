@@ -44,8 +44,8 @@ class LobEnv(Component):
         most (0: to the segment's end); `config`: the other LobSimConfig fields (fee_per_lot, lots_per_entry, ...)."""
         if snapshots.dtype != SNAPSHOT_DTYPE or snapshots.ndim != 1 or snapshots.size < 2:
             raise ValueError("snapshots must be a 1-D array of at least 2 SNAPSHOT_DTYPE records")
-        if not whole(episode_len) or episode_len < 0:
-            raise ValueError(f"episode_len must be a whole number >= 0, got {episode_len!r}")
+        if not whole(episode_len) or not 0 <= episode_len < 2**63:  # the cursors' int64
+            raise ValueError(f"episode_len must be a whole number 0 to 2^63 - 1, got {episode_len!r}")
         sim_config = LobSimConfig(n_backtests=n_backtests, **config)  # its settings refused before any allocation
         n_backtests = sim_config.n_backtests
         self.rt = rt if rt is not None else open_runtime(backend)

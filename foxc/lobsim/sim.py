@@ -15,6 +15,7 @@ is one 176-byte struct per backtest, read and written whole by the fill.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -28,6 +29,7 @@ from .layout import POSITION_DTYPE, TRADE_DTYPE
 BLOCK = 128
 MONEY_UNITS = " of money units (prices ×1e9: 5_000_000 is 0.005 per lot per side)"
 MAX_LOTS_PER_ENTRY = 1_000_000  # keeps |lots| × price × 2 well inside int64 for prices up to 1e6
+F32_TINY, F32_MAX = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)  # kernels read float32
 
 
 def whole(value) -> bool:
@@ -36,6 +38,16 @@ def whole(value) -> bool:
         return False
     return isinstance(value, (int, np.integer)) or (
         isinstance(value, (float, np.floating)) and float(value).is_integer())
+
+
+def finite(value) -> bool:
+    """A finite number (not a bool): what a float setting may be; NaN, ±inf and an int past a float's range are not."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -62,10 +74,17 @@ class LobSimConfig:
             raise ValueError(f"n_backtests must be 1 to 2^31 - 1, got {self.n_backtests}")
         if not 1 <= self.lots_per_entry <= MAX_LOTS_PER_ENTRY:
             raise ValueError(f"lots_per_entry must be 1 to {MAX_LOTS_PER_ENTRY}, got {self.lots_per_entry}")
-        if self.fee_per_lot < 0:
-            raise ValueError(f"fee_per_lot must not be negative, got {self.fee_per_lot}")
         if not 0 < self.min_price <= self.max_price < PRICE_UNDEF:
             raise ValueError(f"need 0 < min_price <= max_price < PRICE_UNDEF, got {self.min_price}, {self.max_price}")
+        if not 0 <= self.fee_per_lot <= self.max_price:  # past int64 it failed in an upload
+            raise ValueError(f"fee_per_lot must be 0 to max_price, the simulator's largest price ({self.max_price:,} "
+                             f"money units), got {self.fee_per_lot}")
+        for name, low, high, meaning in (("atr_alpha", F32_TINY, 1.0, "the EMA rate of the mid's ATR"),
+                                         ("reward_scale", F32_TINY, F32_MAX, "reward per money unit, a float32")):
+            value = getattr(self, name)  # NaN or inf ran on (NaN rewards, an ATR never updated), and so did a value
+            if not finite(value) or not low <= value <= high:  # float32 rounds to 0 or inf
+                raise ValueError(f"{name} must be a number from {low:.2g} to {high:.2g} ({meaning}), got {value!r}")
+            object.__setattr__(self, name, float(value))
         if not 1 <= self.trade_log_cap <= 1 << 16:
             raise ValueError(f"trade_log_cap must be 1 to 65536, got {self.trade_log_cap}")
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..agent.layout import ACTORS
 from ..isv.registry import SLOTS, isv_setting, setting_problem
+from ..paths import PathArg, empty_path
 
 # What `python -m foxc.train` runs when a setting is not given. The reference backend runs the
 # same pipeline at a size a CPU finishes in about a minute.
@@ -30,6 +31,7 @@ MAX_DATA_GB = 1_000_000  # a petabyte, more than any device holds: --device-data
 MAX_FEE = 10_000_000.0  # price units: the simulator's largest price (LobSimConfig.max_price); x1e9 an int64
 # settings that switch an ISV slot: setting -> (the slot, the setting's choices for the slot's values 0 and 1)
 SWITCHES = {"gate": ("gate_enabled", ("off", "on")), "loss_clamp": ("reward_clamp_mode", ("symmetric", "seed"))}
+DATA_HINT = "a file, directory, glob or prepared cache; leave --data out for synthetic data"  # for an empty --data
 
 
 class ConfigError(ValueError):
@@ -110,9 +112,8 @@ class TrainConfig:
                 flag = message.split()[0]
                 value = next(getattr(self, dest) for dest, a in setting_actions().items() if flag in a.option_strings)
                 raise ConfigError(f"{message} (got {value})")
-        if self.data is not None and not str(self.data).strip():  # not the synthetic default, silently
-            raise ConfigError("--data: an empty path (give a file, directory, glob or prepared cache; leave --data out "
-                              "for synthetic data)")
+        if problem := empty_path(self.data, DATA_HINT):  # a config file's data = "" too: not synthetic, silently
+            raise ConfigError(f"--data: {problem}")
         from ..data.markets import MARKETS
         if self.synthetic not in MARKETS:
             raise ConfigError(f"--synthetic must be one of {', '.join(MARKETS)} (got '{self.synthetic}')")
@@ -243,8 +244,9 @@ def add_config_arguments(ap: argparse.ArgumentParser) -> list[argparse.Action]:
 
     def add(*flags, **kw):
         actions.append(ap.add_argument(*flags, **kw))
-    add("--data", help="MBP-10 data: a file, directory or glob (Databento Parquet/DBN, LOBSTER CSV); "
-                       "default: the synthetic market named by --synthetic")
+    add("--data", type=PathArg(DATA_HINT),
+        help="MBP-10 data: a file, directory or glob (Databento Parquet/DBN, LOBSTER CSV); "
+             "default: the synthetic market named by --synthetic")
     add("--synthetic", metavar="MARKET",
         help="the named synthetic market to train on without --data: easy, default (the default), null, noisy")
     add("--n-backtests", type=int, help="parallel backtests B, also the learning batch (default 1024 on CUDA, 32 on the reference)")
@@ -282,7 +284,7 @@ def add_config_arguments(ap: argparse.ArgumentParser) -> list[argparse.Action]:
     add("--set", dest="isv", action="append", type=isv_setting, metavar="NAME=VALUE",
         help="set an ISV slot (hyperparameter), e.g. --set lr_q=3e-4; repeatable; python -m foxc.isv lists the "
              "slots and their ranges")
-    ap.add_argument("--config", dest="config_file", metavar="FILE.toml",
+    ap.add_argument("--config", dest="config_file", metavar="FILE.toml", type=PathArg("a .toml file"),
                     help="training settings by name (n_backtests = 256) and an [isv] table of slots; the command "
                          "line's flags and --set win over the file's")
     return actions
@@ -315,7 +317,7 @@ def inline_config_file(argv: list[str], owned: dict[str, str] | None = None) -> 
     others (so the command line's still win): what a worker without the file can read. `owned`:
     settings the caller sets itself (setting -> its flag), refused in the file."""
     ap = _Refusing(prog="training flags", add_help=False, allow_abbrev=False)
-    ap.add_argument("--config", dest="config_file")
+    ap.add_argument("--config", dest="config_file", type=PathArg("a .toml file"))  # "": not no file, silently
     args, rest = ap.parse_known_args(argv)
     if not args.config_file:
         return list(argv)
@@ -452,7 +454,8 @@ def _typed(path: Path, key: str, value, action: argparse.Action):
         return float(value)
     if action.type is horizons_setting and isinstance(value, list) and all(integer(v) for v in value):
         return tuple(value)
-    if action.type is None and isinstance(value, str) and (action.choices is None or value in action.choices):
+    text = action.type is None or isinstance(action.type, PathArg)  # a path's "": refused by TrainConfig, naming it
+    if text and isinstance(value, str) and (action.choices is None or value in action.choices):
         return value
     raise ConfigError(f"--config {path}: {key} = {_toml(value)}: expected {_expected(action)}")
 

@@ -1,0 +1,30 @@
+"""One refusal of an empty path, for every command-line flag and library call that takes a path.
+
+`--data "$DATA"` of an unset shell variable is "": Path("") is ".", the current directory, which would be read
+as the data or written into, or taken as a flag not given, silently. Here rather than in foxc.cli, whose error
+path imports the modules that use it too (trainer.config's flags and settings, data.source).
+"""
+from __future__ import annotations
+
+import argparse
+
+
+def empty_path(path, what: str) -> str:
+    """'an empty path (give WHAT)' when `path` is empty or blank, else "" (check the text as given: Path("") is
+    already ".")."""
+    return f"an empty path (give {what})" if path is not None and not str(path).strip() else ""
+
+
+class PathArg:
+    """The argparse type of every path flag, `type=PathArg(WHAT)` (as argparse.FileType): the path as `kind`
+    (str or Path); an empty one is refused naming the flag ("argument --data: an empty path (give WHAT)"). A
+    config file's setting recognises a path setting by it."""
+
+    def __init__(self, what: str, kind=str):
+        self.what, self.kind = what, kind
+
+    def __call__(self, text: str):
+        problem = empty_path(text, self.what)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
+        return self.kind(text)
