@@ -25,9 +25,8 @@ from trainer_cases import config, market  # noqa: E402
 RUNS = [
     ("b16_graph", dict(graph="on", n_backtests=16), 40),
     ("b1024_graph", dict(graph="on", n_backtests=1024, seq_len=32, per_capacity=4096), 60),
-    ("b256_gate_seedclamp", dict(n_backtests=256, per_capacity=1024, graph="on", isv=(
-        ("gate_enabled", 1.0), ("reward_clamp_mode", 1.0), ("lr_plateau_patience", 2.0),
-        ("lr_warmup_steps", 0.0), ("popart_rate", 0.01))), 60),
+    ("b256_gate_seedclamp", dict(n_backtests=256, per_capacity=1024, graph="on", gate="on", loss_clamp="seed", isv=(
+        ("lr_plateau_patience", 2.0), ("lr_warmup_steps", 0.0), ("popart_rate", 0.01))), 60),
     ("b1024_tf32_graph", dict(graph="on", n_backtests=1024, seq_len=32, per_capacity=4096, precision="tf32"), 60),
     # the unfused encoder, whose 8,192-row input projection takes TF32 dW and FP32 db split passes
     ("b256_tf32_graph", dict(graph="on", n_backtests=256, seq_len=32, per_capacity=1024, precision="tf32"), 40),
