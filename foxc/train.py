@@ -116,7 +116,9 @@ def main(argv=None) -> int:
             print(f"{PROG}: note: {flag} {outside}", file=sys.stderr, flush=True)
         write_config(out, rt, trainer.cfg, data, config_file, args.resume_from, isv_changes)
         log(describe_training(trainer, cfg, out))
-        board = tensorboard.TensorBoardLog(out, trainer.ts.isv) if args.tensorboard else None
+        board = None
+        if args.tensorboard:  # a resumed run's: TensorBoard hides what a stopped run logged past the checkpoint
+            board = tensorboard.TensorBoardLog(out, trainer.ts.isv, trainer.steps_done)
         with StopOnSignal() as stop:
             summary = trainer.train_logged(stop, board)
         final = None

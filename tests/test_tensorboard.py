@@ -50,3 +50,22 @@ def test_tensorboard_without_tensorboardx_is_one_line(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "pip install 'foxc[tensorboard]'" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_resumed_run_purges_the_events_a_stopped_run_logged_past_its_checkpoint(tmp_path, monkeypatch):
+    made = []
+
+    class Writer:  # tensorboardX's SummaryWriter, as far as the run uses it
+        def __init__(self, logdir, purge_step=None):
+            made.append(purge_step)
+
+        def add_scalar(self, *args):
+            pass
+
+        flush = close = lambda self: None
+    monkeypatch.setattr(tensorboard, "_writer_class", lambda: Writer)
+    run = tmp_path / "run"
+    assert train.main([*SMALL, "--out", str(run), "--tensorboard", "--checkpoint-every", "4"]) == 0
+    (run / "checkpoint-8.foxc").unlink()  # stopped after logging step 8, before its checkpoint
+    assert train.main(["--resume-from", str(run / "checkpoint-4.foxc"), "--n-steps", "4", "--tensorboard"]) == 0
+    assert made == [None, 5], "a resumed run must hide the events of steps after its checkpoint (and only those)"

@@ -4,7 +4,8 @@ Every numeric field of each metrics record goes under `train/` (the greedy evalu
 fields under `eval/`), live ISV changes under `isv_set/` at the step they took effect, and the ISV
 slots a kernel reads under `isv/`, as the bus was last published when the record was written (the
 device is then at most the ring's lead ahead of the record's step). Written with tensorboardX into
-RUN_DIR/tensorboard/: `tensorboard --logdir RUN_DIR/tensorboard`.
+RUN_DIR/tensorboard/: `tensorboard --logdir RUN_DIR/tensorboard`. A resumed run purges the events a
+stopped run wrote past its checkpoint (tensorboardX's `purge_step`), as metrics.jsonl moves their records aside.
 """
 from __future__ import annotations
 
@@ -28,12 +29,14 @@ def available() -> bool:
 
 
 class TensorBoardLog:
-    def __init__(self, run_dir, isv=None):
-        """`isv`: the run's IsvBus, whose slots are logged with each record (None: not logged)."""
+    def __init__(self, run_dir, isv=None, start_step: int = 0):
+        """`isv`: the run's IsvBus, whose slots are logged with each record (None: not logged). `start_step`: the
+        step a resumed run starts from; TensorBoard hides the events of later steps logged before (it logs them
+        again)."""
         writer = _writer_class()
         if writer is None:
             raise ImportError(f"--tensorboard needs tensorboardX: {INSTALL}")
-        self.writer = writer(logdir=str(Path(run_dir) / "tensorboard"))
+        self.writer = writer(logdir=str(Path(run_dir) / "tensorboard"), purge_step=start_step + 1 if start_step else None)
         self.isv = isv
         self.slots = [s.name for s in SLOTS if s.read]
 
