@@ -35,7 +35,7 @@ SNAPSHOT_FIELDS = [
     ("bid_ct", np.uint32, (LEVELS,), "orders at each bid level; 0 when the source does not say"),
     ("ask_ct", np.uint32, (LEVELS,), "orders at each ask level; 0 when the source does not say"),
     ("trade_count", np.uint32, (), "trades since the previous snapshot"),
-    ("segment", np.uint32, (), "contiguous segment (file or session) this snapshot belongs to; windows never cross"),
+    ("segment", np.uint32, (), "its segment: a file, or one instrument's rows in it (windows never cross one)"),
     ("instrument_id", np.uint32, (), "the source's instrument id (0 when unknown)"),
     ("flags", np.uint32, (), "source flags (Databento's flags byte; 0 otherwise)"),
 ]

@@ -22,7 +22,7 @@ struct __align__(8) FoxcSnapshot {
     unsigned int bid_ct[FOXC_LEVELS];  // orders at each bid level; 0 when the source does not say
     unsigned int ask_ct[FOXC_LEVELS];  // orders at each ask level; 0 when the source does not say
     unsigned int trade_count;  // trades since the previous snapshot
-    unsigned int segment;  // contiguous segment (file or session) this snapshot belongs to; windows never cross
+    unsigned int segment;  // its segment: a file, or one instrument's rows in it (windows never cross one)
     unsigned int instrument_id;  // the source's instrument id (0 when unknown)
     unsigned int flags;  // source flags (Databento's flags byte; 0 otherwise)
 };
