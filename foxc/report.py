@@ -12,13 +12,12 @@ killed run's torn record) are skipped and counted in a `note:`.
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from .cli import ArgumentParser, PathArg, UsageError, output_dir, run
-from .evaluate.plots import (PlotsUnavailable, drawable, parse_json, read_metrics, shown, training_curves,
-                             walkforward_plots)
+from .evaluate.plots import PlotsUnavailable, drawable, read_metrics, shown, training_curves, walkforward_plots
+from .jsonfile import JsonFileError, read_json
 
 PROG = "foxc.report"
 
@@ -83,12 +82,10 @@ def metrics_notes(path: Path) -> list[str]:
 def read_report(path: Path) -> dict:
     """A walk-forward's report.json; one that is not JSON or lacks what the plots read is refused naming it."""
     try:
-        report = parse_json(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UsageError(f"{path}: not a walk-forward report (not JSON: {e})") from None
-    except ValueError as e:  # nested too deeply, a number too long
-        raise UsageError(f"{path}: not a walk-forward report ({e})") from None
-    if not isinstance(report, dict) or not isinstance(report.get("folds"), list):
+        report = read_json(path)
+    except JsonFileError as e:
+        raise UsageError(f"{path}: not a walk-forward report ({e.problem})") from None
+    if not isinstance(report.get("folds"), list):
         raise UsageError(f"{path}: not a walk-forward report (no 'folds' list)")
     for i, fold in enumerate(report["folds"]):
         ok = isinstance(fold, dict) and "fold" in fold and (

@@ -11,6 +11,7 @@ from foxc.data.synthetic import synthetic_data
 from foxc.evaluate.plots import read_metrics
 from foxc.evaluate.runner import EvalConfig
 from foxc.walkforward import walk_forward
+from test_jsonfile import ABSURD, IDS
 
 FIXTURE = Path(__file__).parent / "fixtures" / "metrics.jsonl"
 
@@ -220,6 +221,17 @@ def test_lines_that_are_not_json_are_skipped_and_counted(tmp_path, monkeypatch, 
     assert out == [str(tmp_path / "training.png"), f"note: {tmp_path / 'metrics.jsonl'}: 2 lines are not JSON, "
                    "skipped (lines 3, 5; a killed run leaves a torn record)"]
     assert read_metrics(tmp_path / "metrics.jsonl")[0][-1] == {"step": 4} and len(calls) == 1
+
+
+@pytest.mark.parametrize("raw, problem", ABSURD, ids=IDS)
+def test_a_report_json_that_is_no_json_object_names_the_file_and_why(tmp_path, capsys, raw, problem):
+    """Read by foxc.jsonfile as every JSON file: bytes that are not UTF-8 said 'not JSON: 'utf-8' codec can't
+    decode…', a list 'no folds list'."""
+    fake_walkforward(tmp_path / "wf", "wf/fold-0")
+    (tmp_path / "wf" / "report.json").write_bytes(raw)
+    assert report_cli.main([str(tmp_path / "wf")]) == 2
+    assert capsys.readouterr().err == (f"foxc.report: error: {tmp_path / 'wf' / 'report.json'}: not a walk-forward "
+                                       f"report ({problem})\n")
 
 
 def test_an_absurd_report_json_is_one_line(tmp_path, capsys):

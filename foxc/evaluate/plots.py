@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ..data.record import PRICE_SCALE
+from ..jsonfile import parse_json
 
 # Panels in this order when present; any other numeric field of metrics.jsonl follows.
 CURVE_FIELDS = ("l_q", "l_pi", "l_v", "l_bce", "wr", "pnl", "hold_frac", "entropy", "lr_q", "sps")
@@ -37,21 +37,6 @@ def _save(plt, fig, path) -> Path:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return Path(path)
-
-
-def parse_json(text: str):
-    """json.loads; what it raises beyond a JSONDecodeError on absurd input (nesting deeper than Python recurses,
-    an integer longer than int() converts) is a ValueError saying so, not a RecursionError or int's own message."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        raise
-    except RecursionError:
-        raise ValueError("JSON nested too deeply to read") from None
-    except ValueError:  # int()'s limit on digits (Python 3.11 on: sys.get_int_max_str_digits)
-        limit = getattr(sys, "get_int_max_str_digits", lambda: None)()
-        raise ValueError(f"a number of more than {limit} digits, too long to read" if limit else
-                         "a number too long to read") from None
 
 
 def _number(value) -> bool:
