@@ -9,6 +9,7 @@ import json
 import math
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 from ..data.record import PRICE_SCALE
 from ..jsonfile import parse_json
@@ -55,12 +56,21 @@ def drawable(value) -> bool:
     return True
 
 
-def read_metrics(path: Path) -> tuple[list[dict], list[int]]:
-    """(the records of a metrics.jsonl, the numbers of the lines skipped). A line that is not JSON is skipped
-    (a killed run leaves a torn record, and its resume goes on after it), and the caller says so. A file that is
-    not text, a line that is JSON but not a record the plots can draw (not an object, nested too deeply or a
-    number too long to read, a `step` that is not a number, a field drawn as a curve that is neither a number
-    nor null there, a number too large to draw) or no record at all is a ValueError naming the file and line."""
+class Metrics(NamedTuple):
+    records: list[dict]     # the records drawn, in the order logged
+    skipped: list[int]      # the numbers of the lines that are not JSON
+    superseded: list[int]   # the numbers of the lines of records logged again later
+
+
+def read_metrics(path: Path) -> Metrics:
+    """The records of a metrics.jsonl and the lines left out, which the caller names. A line that is not JSON is
+    skipped (a killed run leaves a torn record, and its resume goes on after it). A record whose step is not after
+    the one before it begins the history again there: the records before it of that step and later are superseded
+    (a run resumed by a foxc that did not move them aside logged those steps again), so the last record of each step
+    is drawn. A file that is not text, a line that is JSON but not a record the plots can draw (not an object,
+    nested too deeply or a number too long to read, a `step` that is not a number, a field drawn as a curve that is
+    neither a number nor null there, a number too large to draw) or no record at all is a ValueError naming the file
+    and line."""
     try:
         lines = Path(path).read_text().splitlines()
     except UnicodeDecodeError:
@@ -90,7 +100,12 @@ def read_metrics(path: Path) -> tuple[list[dict], list[int]]:
                 raise ValueError(f"{path}, line {number}: {key!r} is {shown(value)}, {why}")
     if not records:
         raise ValueError(f"{path}: no records with a 'step' to plot")
-    return [r for _, r in records], skipped
+    kept, superseded = [], []  # kept: steps increasing
+    for number, record in records:
+        while kept and kept[-1][1]["step"] >= record["step"]:
+            superseded.append(kept.pop()[0])
+        kept.append((number, record))
+    return Metrics([r for _, r in kept], skipped, sorted(superseded))
 
 
 def shown(value) -> str:
@@ -106,7 +121,7 @@ def shown(value) -> str:
 
 def training_curves(metrics_path: Path, out_png: Path, title: str = "") -> list[Path]:
     """One panel per numeric field of metrics.jsonl against `step`."""
-    records = read_metrics(metrics_path)[0]
+    records = read_metrics(metrics_path).records
     numeric = {k for r in records for k, v in r.items() if _number(v)}
     names = [k for k in CURVE_FIELDS if k in numeric] + sorted(numeric - set(CURVE_FIELDS) - {"step"})
     plt = _pyplot()
