@@ -92,7 +92,7 @@ def run_fold(spec: FoldSpec, train_records: np.ndarray, eval_records: np.ndarray
     out.mkdir(parents=True, exist_ok=True)
     trainer = resolve_trainer(spec.trainer)
     window = MarketData(np.ascontiguousarray(train_records), "", 0, spec.source, [], spec.tick)
-    config = {**spec.config, "fold": spec.fold}
+    config = {**spec.config, "fold": spec.fold, "cache": spec.cache}
     t0 = time.perf_counter()
     checkpoint = Path(trainer.train(window, spec.steps, out, config))
     t1 = time.perf_counter()
