@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from .jsonfile import JsonFileError
 from .paths import PathArg, empty_path  # noqa: F401 (PathArg: the argparse type of every path flag)
 
 
@@ -86,7 +87,8 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from .data.validate import DataError
     from .trainer.config import ConfigError
     from .trainer.rundir import ResumeError, RunDirError
-    return (UsageError, ConfigError, DataError, CheckpointError, CheckpointSaveError, ResumeError, RunDirError)
+    return (UsageError, ConfigError, DataError, CheckpointError, CheckpointSaveError, ResumeError, RunDirError,
+            JsonFileError)
 
 
 def run(prog: str, body, *, also: tuple[type[BaseException], ...] = ()) -> int:

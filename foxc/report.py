@@ -8,17 +8,17 @@
 Needs matplotlib (`pip install 'foxc[plots]'`); without it, it says so and exits 1. A missing or
 empty RUN_DIR, an unreadable or damaged metrics.jsonl (naming its line) or report.json, or a bad --out is
 one line, `foxc.report: error: ...`, exit status 2 (foxc.cli). Lines of a metrics.jsonl that are not JSON (a
-killed run's torn record) are skipped and counted in a `note:`.
+killed run's torn record) are skipped, and records of steps logged again later (a run resumed by an earlier foxc)
+left out for the last record of each step; a `note:` counts both.
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from .cli import ArgumentParser, PathArg, UsageError, output_dir, run
-from .evaluate.plots import (PlotsUnavailable, drawable, parse_json, read_metrics, shown, training_curves,
-                             walkforward_plots)
+from .evaluate.plots import PlotsUnavailable, drawable, read_metrics, shown, training_curves, walkforward_plots
+from .jsonfile import JsonFileError, read_json
 
 PROG = "foxc.report"
 
@@ -66,29 +66,41 @@ def fold_metrics(run_dir: Path, report: dict) -> tuple[list[tuple[dict, Path]], 
 
 
 def metrics_notes(path: Path) -> list[str]:
-    """The note on the lines of a metrics.jsonl skipped as not JSON ([] when none); a metrics.jsonl the plots
-    cannot draw is a UsageError naming it and the line."""
+    """The notes on the lines of a metrics.jsonl left out of the plots ([] when none): lines that are not JSON, and
+    records logged again by a resumed run; a metrics.jsonl the plots cannot draw is a UsageError naming it and the
+    line."""
     try:
-        skipped = read_metrics(path)[1]
+        metrics = read_metrics(path)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    if not skipped:
-        return []
-    many = len(skipped) > 1
-    where = ", ".join(map(str, skipped[:5])) + (", ..." if len(skipped) > 5 else "")
-    what = f"{len(skipped)} lines are" if many else "a line is"
-    return [f"note: {path}: {what} not JSON, skipped (line{'s' * many} {where}; a killed run leaves a torn record)"]
+    notes = []
+    if metrics.skipped:
+        notes.append(f"note: {path}: {_lines(metrics.skipped, 'line is', 'lines are')} not JSON, skipped "
+                     f"({_numbers(metrics.skipped)}; a killed run leaves a torn record)")
+    if metrics.superseded:
+        notes.append(f"note: {path}: {_lines(metrics.superseded, 'record is', 'records are')} of steps logged again "
+                     f"later, not drawn ({_numbers(metrics.superseded)}; a run resumed by an earlier foxc logged "
+                     "them again: the last record of each step is drawn)")
+    return notes
+
+
+def _lines(numbers: list[int], one: str, many: str) -> str:
+    return f"a {one}" if len(numbers) == 1 else f"{len(numbers)} {many}"
+
+
+def _numbers(numbers: list[int]) -> str:
+    """'line 3' or 'lines 3, 5, ...' (the first five)."""
+    where = ", ".join(map(str, numbers[:5])) + (", ..." if len(numbers) > 5 else "")
+    return f"line{'s' * (len(numbers) > 1)} {where}"
 
 
 def read_report(path: Path) -> dict:
     """A walk-forward's report.json; one that is not JSON or lacks what the plots read is refused naming it."""
     try:
-        report = parse_json(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UsageError(f"{path}: not a walk-forward report (not JSON: {e})") from None
-    except ValueError as e:  # nested too deeply, a number too long
-        raise UsageError(f"{path}: not a walk-forward report ({e})") from None
-    if not isinstance(report, dict) or not isinstance(report.get("folds"), list):
+        report = read_json(path)
+    except JsonFileError as e:
+        raise UsageError(f"{path}: not a walk-forward report ({e.problem})") from None
+    if not isinstance(report.get("folds"), list):
         raise UsageError(f"{path}: not a walk-forward report (no 'folds' list)")
     for i, fold in enumerate(report["folds"]):
         ok = isinstance(fold, dict) and "fold" in fold and (

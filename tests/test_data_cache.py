@@ -16,6 +16,7 @@ from foxc.data.source import load
 from foxc.data.synthetic import SynthParams, generate
 from foxc.data.validate import DataError
 from test_data_stream import lobster_day, troubled
+from test_jsonfile import ABSURD, IDS as ABSURD_IDS
 
 DAY = 86400 * 10**9
 ROWS = 64  # rows per chunk and per label block: blocks end well inside the horizons' reach
@@ -232,6 +233,23 @@ def test_a_manifest_that_is_not_one_is_refused(cache, edit, message):
     (cache / MANIFEST).write_text("{not json")
     with pytest.raises(DataError, match="not valid JSON"):
         open_cache(cache, LabelConfig())
+
+
+@pytest.mark.parametrize("raw, problem", ABSURD, ids=ABSURD_IDS)
+def test_an_absurd_manifest_is_one_line_naming_it(tmp_path, capsys, raw, problem):
+    """A manifest nested deeper than the parser recurses was a RecursionError traceback (inspect, train,
+    walk-forward); one of bytes that are not UTF-8 a UnicodeDecodeError's message without the word JSON."""
+    from foxc.data.__main__ import main as data_main
+    from foxc.walkforward import main as walkforward_main
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / MANIFEST).write_bytes(raw)
+    named = f"{tmp_path / 'cache' / MANIFEST}: {problem}"
+    assert data_main(["inspect", str(tmp_path / "cache")]) == 2
+    assert capsys.readouterr().err == f"foxc.data inspect: error: {named}\n"
+    assert walkforward_main(["--backend", "reference", "--data", str(tmp_path / "cache"), "--out",
+                             str(tmp_path / "wf")]) == 2
+    assert capsys.readouterr().err == f"foxc.walkforward: error: --data {named}\n"
+    assert not (tmp_path / "wf").exists()
 
 
 def test_other_horizons_are_refused_naming_both(cache):

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from data_files import FIXTURES, dbn_bytes, write_lobster
+from foxc.data.market import MarketData
 from foxc.data.parquet import write_parquet
 from foxc.data.record import PRICE_UNDEF
 from foxc.data.source import load
@@ -243,14 +244,32 @@ def test_rows_larger_than_memory_are_refused_naming_the_file_the_size_and_the_ca
                               "twice while they are joined into one array" + CACHE_HINT.format(two_days))
 
 
-def test_prepare_out_of_memory_says_to_give_fewer_workers(two_days, monkeypatch):
-    from foxc.data.prepare import prepare
+def test_prepare_out_of_memory_names_the_file_and_says_to_give_fewer_workers(two_days, monkeypatch):
+    """The error named the data (DATA: out of memory preparing …), not the file being read or labelled."""
+    import pickle
+
+    from foxc.data import prepare as preparing
     out_of_memory_reading(monkeypatch, "b.parquet")
     with pytest.raises(DataError) as err:
-        prepare(two_days, two_days / "cache")
-    assert str(err.value) == f"{two_days}: out of memory preparing with 1 worker(s) side by side ({ALLOC}): give " \
-                             "fewer --workers"
+        preparing.prepare(two_days, two_days / "cache")
+    assert str(err.value) == f"{two_days / 'b.parquet'}: out of memory reading it with 1 worker(s) side by side " \
+                             f"({ALLOC}): give fewer --workers"
     assert sorted(p.name for p in two_days.iterdir()) == ["a.parquet", "b.parquet"]
+    monkeypatch.undo()
+    real = preparing.compute_labels
+
+    def labels(window, tick, cfg):  # the second shard's label block is what memory cannot take
+        if window["segment"][0] == 1:
+            raise MemoryError(ALLOC)
+        return real(window, tick, cfg)
+    monkeypatch.setattr(preparing, "compute_labels", labels)
+    with pytest.raises(DataError) as err:
+        preparing.prepare(two_days, two_days / "cache")
+    assert str(err.value) == f"{two_days / 'b.parquet'}: out of memory labelling its rows with 1 worker(s) side by " \
+                             f"side ({ALLOC}): give fewer --workers"
+    assert sorted(p.name for p in two_days.iterdir()) == ["a.parquet", "b.parquet"]
+    crossed = pickle.loads(pickle.dumps(preparing.InputOutOfMemory(1, "reading it", ALLOC)))  # from a pool's worker
+    assert (crossed.index, crossed.doing, crossed.detail) == (1, "reading it", ALLOC)
 
 
 def test_labels_larger_than_memory_are_refused_by_train_and_inspect(two_days, monkeypatch, capsys):
@@ -288,3 +307,36 @@ def test_labels_larger_than_memory_are_refused_by_train_and_inspect(two_days, mo
     assert capsys.readouterr().err == (f"foxc.train: error: --data {two_days}: out of memory: "
                                        + need.format(", as much again for the held-out cut's copy,")
                                        + CACHE_HINT.format(two_days) + "\n")
+
+
+def test_labels_of_synthetic_rows_or_a_fold_larger_than_memory_are_refused_naming_the_remedy(tmp_path, monkeypatch,
+                                                                                              capsys):
+    """Synthetic rows whose label planes do not fit (foxc.train), or a walk-forward fold's training window
+    (foxc/trainer/fold.py): a MemoryError traceback, before (the fold's in its record, the run exiting 1)."""
+    from foxc import train, walkforward
+    from foxc.data import labels
+    from foxc.trainer import fold
+
+    def no_room(*args, **kwargs):
+        raise MemoryError(ALLOC)
+    monkeypatch.setattr(labels, "compute_labels", no_room)
+    monkeypatch.setattr(fold, "compute_labels", no_room)
+    need = "{:,} snapshots take {} of records (352 bytes each) and {} of label planes (84 bytes each)"
+    assert train.main(["--backend", "reference", "--synthetic-rows", "20000", "--eval-rows", "2000", "--out",
+                       str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err == ("foxc.train: error: --synthetic-rows 20,000: out of memory: "
+                                       + need.format(20_000, "7.04 MB", "1.68 MB") + "; give fewer rows\n")
+    assert not (tmp_path / "run").exists()
+    out = tmp_path / "wf"
+    assert walkforward.main(["--backend", "reference", "--synthetic-rows", "20000", "--folds", "1",
+                             "--steps-per-fold", "2", "--no-plots", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        "foxc.walkforward: error: --data synthetic: fold 0: labelling its training window: out of memory: "
+        + need.format(10_000, "3.52 MB", "0.84 MB") + "; give fewer --synthetic-rows, or more --folds (each fold "
+        f"labels its training window whole) (the report of every fold is in {out})\n")
+    window = MarketData(generate(300, seed=1), "", 0, "parquet", [], 1)  # real data: from files, or a cache
+    assert str(fold.no_room_labelling(window, 3, {"fold": 2, "cache": ""})) == (
+        "labelling its training window: out of memory: " + need.format(300, "0.11 MB", "0.03 MB")
+        + CACHE_HINT.format("DATA"))
+    assert str(fold.no_room_labelling(window, 3, {"fold": 2, "cache": "/data/cache"})).endswith(
+        "; give more --folds, or fewer --train-days (each fold labels its training window whole)")

@@ -9,6 +9,7 @@ import pytest
 from foxc.isv.__main__ import main as isv_main
 from foxc.isv.live import MARKER, REQUESTS, LiveRequestError, LiveRequests, request
 from foxc.trainer.metrics import MetricsLog
+from test_jsonfile import ABSURD, IDS
 from trainer_cases import assert_same_state, config, market, state, trainer
 
 DATA = market()
@@ -128,3 +129,38 @@ def test_a_request_from_before_the_trainer_started_is_not_applied(ref_rt, tmp_pa
     t.train(3)
     assert t.ts.isv["lr_q"] != pytest.approx(NEW_LR)
     assert len(list((out / REQUESTS / "rejected").iterdir())) == 1
+
+
+@pytest.mark.parametrize("raw, problem", ABSURD + [
+    (b'{"set": [["lr_q", %s]]}' % (b"9" * 400), "a value too large for a number"),
+    (b'{"set": [["lr_q"]]}', 'not {"set": [[NAME, VALUE], ...]}'),
+    (b'{"set": [["lr_q", true]]}', 'not {"set": [[NAME, VALUE], ...]}'),
+    (b'{"set": {"lr_q": 1}}', 'not {"set": [[NAME, VALUE], ...]}'),
+], ids=IDS + ["past-a-float", "no-value", "bool", "object"])
+def test_an_absurd_request_is_rejected_naming_why_not_a_crash(tmp_path, raw, problem):
+    """A request nested deeper than the parser recurses, or of a value past a float's range (a 400-digit integer),
+    stopped the trainer with a RecursionError or OverflowError traceback; it is an unreadable request, rejected
+    with a warning as any other."""
+    out = run_dir(tmp_path)
+    live = LiveRequests(out)
+    (out / REQUESTS / "00000000000000000001-1.json").write_bytes(raw)
+    (path, settings, said), = live.pending()
+    assert path.name == "00000000000000000001-1.json" and settings is None
+    assert said == f"unreadable request: {problem}"
+
+
+@pytest.mark.parametrize("raw", [raw for raw, _ in ABSURD] + [b'{"host": "%s", "pid": Infinity}'
+                                                              % socket.gethostname().encode()],
+                         ids=IDS + ["infinite-pid"])
+def test_an_absurd_marker_is_no_trainer_not_a_traceback(tmp_path, capsys, raw):
+    """`foxc.isv set` on a marker nested deeper than the parser recurses ended in a RecursionError traceback, and
+    on a pid of Infinity in an OverflowError one."""
+    out = run_dir(tmp_path)
+    (out / REQUESTS).mkdir()
+    (out / REQUESTS / MARKER).write_bytes(raw)
+    code = isv_main(["set", str(out), "lr_q=1e-3"])
+    err = capsys.readouterr().err
+    if raw.startswith(b'{"host"'):  # a marker of no pid it can ask about: assumed to run, as a pid of 10**30
+        assert code == 0 and err == ""
+    else:
+        assert code == 2 and "no trainer is running there" in err and len(err.splitlines()) == 1

@@ -147,3 +147,9 @@ def test_every_path_flag_is_a_patharg():
             if not (isinstance(kind, ast.Call) and getattr(kind.func, "id", None) == "PathArg"):
                 bare.append(where)
     assert len(seen) >= 20 and bare == [], (len(seen), bare)
+
+
+def test_one_reader_of_json():
+    """json.loads raises a RecursionError, int()'s digit limit or a UnicodeDecodeError on absurd input; every file
+    foxc reads goes through foxc/jsonfile.py, which says what is wrong and names the file."""
+    assert _defining(r"json\.loads?\(", ROOT.glob("foxc/**/*.py")) == ["foxc/jsonfile.py"]

@@ -11,13 +11,14 @@ from foxc.data.synthetic import synthetic_data
 from foxc.evaluate.plots import read_metrics
 from foxc.evaluate.runner import EvalConfig
 from foxc.walkforward import walk_forward
+from test_jsonfile import ABSURD, IDS
 
 FIXTURE = Path(__file__).parent / "fixtures" / "metrics.jsonl"
 
 
 def test_read_metrics_skips_a_torn_last_line():
-    records, skipped = read_metrics(FIXTURE)
-    assert len(records) == 20 and records[-1]["step"] == 10_000 and skipped == [21]
+    records, skipped, superseded = read_metrics(FIXTURE)
+    assert superseded == [] and len(records) == 20 and records[-1]["step"] == 10_000 and skipped == [21]
     assert {"step", "sps", "l_q", "l_pi", "l_v", "l_bce", "wr", "pnl", "hold_frac", "entropy", "lr_q"} <= set(records[0])
 
 
@@ -220,6 +221,35 @@ def test_lines_that_are_not_json_are_skipped_and_counted(tmp_path, monkeypatch, 
     assert out == [str(tmp_path / "training.png"), f"note: {tmp_path / 'metrics.jsonl'}: 2 lines are not JSON, "
                    "skipped (lines 3, 5; a killed run leaves a torn record)"]
     assert read_metrics(tmp_path / "metrics.jsonl")[0][-1] == {"step": 4} and len(calls) == 1
+
+
+@pytest.mark.parametrize("raw, problem", ABSURD, ids=IDS)
+def test_a_report_json_that_is_no_json_object_names_the_file_and_why(tmp_path, capsys, raw, problem):
+    """Read by foxc.jsonfile as every JSON file: bytes that are not UTF-8 said 'not JSON: 'utf-8' codec can't
+    decode…', a list 'no folds list'."""
+    fake_walkforward(tmp_path / "wf", "wf/fold-0")
+    (tmp_path / "wf" / "report.json").write_bytes(raw)
+    assert report_cli.main([str(tmp_path / "wf")]) == 2
+    assert capsys.readouterr().err == (f"foxc.report: error: {tmp_path / 'wf' / 'report.json'}: not a walk-forward "
+                                       f"report ({problem})\n")
+
+
+def test_the_last_record_of_each_step_is_drawn_and_the_rest_noted(tmp_path, monkeypatch, capsys):
+    """A run of steps 4..16 resumed from step 4 by a foxc that appended its records after the old ones (today a
+    resume moves those aside), then killed while writing step 16: the curve folded back from step 16 to 8; the
+    resumed history is drawn (its steps 8 and 12, no step 16 it has not logged), what it superseded is noted."""
+    calls = recorded_plots(monkeypatch)
+    lines = [{"step": s, "l_q": 1.0} for s in (4, 8, 12, 16)] + [{"step": s, "l_q": 2.0} for s in (8, 12)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines) + '{"step": 16, "l\n')
+    metrics = read_metrics(tmp_path / "metrics.jsonl")
+    assert metrics.records == [{"step": 4, "l_q": 1.0}, {"step": 8, "l_q": 2.0}, {"step": 12, "l_q": 2.0}]
+    assert metrics.superseded == [2, 3, 4] and metrics.skipped == [7]
+    assert report_cli.main([str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        f"note: {tmp_path / 'metrics.jsonl'}: a line is not JSON, skipped (line 7; a killed run leaves a torn record)",
+        f"note: {tmp_path / 'metrics.jsonl'}: 3 records are of steps logged again later, not drawn (lines 2, 3, 4; a "
+        "run resumed by an earlier foxc logged them again: the last record of each step is drawn)"]
+    assert len(calls) == 1
 
 
 def test_an_absurd_report_json_is_one_line(tmp_path, capsys):

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from foxc.checkpoint import read_checkpoint
+from test_jsonfile import ABSURD
 
 SIZES = ["--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64", "--log-every", "4", "--eval-rows", "2000"]
 SMALL = [*SIZES, "--synthetic-rows", "20000"]  # on synthetic data; SIZES with --data (its rows are the file's)
@@ -159,6 +160,16 @@ def test_moving_superseded_records_loses_none_when_the_replace_fails(tmp_path, m
     assert supersede_records(log, 4) == 2 and log.read_text() == lines[0]
     assert side.read_text() == "".join(lines[1:] * 2), "a line in both files after the failure, none lost"
     assert supersede_records(log, 4) == 0 and supersede_records(tmp_path / "none.jsonl", 4) == 0
+
+
+def test_absurd_lines_are_moved_aside_as_torn_ones_are(tmp_path):
+    """Read by foxc.jsonfile's parser: a line nested deeper than it recurses, or of a number past int()'s digits,
+    is no record of a step, moved aside with the torn ones."""
+    from foxc.trainer.metrics import supersede_records
+    log = tmp_path / "metrics.jsonl"
+    absurd = [raw for raw, _ in ABSURD if b"\n" not in raw]
+    log.write_bytes(b'{"step": 4}\n' + b"\n".join(absurd) + b"\n")
+    assert supersede_records(log, 4) == len(absurd) and log.read_bytes() == b'{"step": 4}\n'
 
 
 def test_the_directory_of_a_running_trainer_is_refused_even_with_overwrite(tmp_path):

@@ -9,6 +9,7 @@ from foxc.data.synthetic import synthetic_data
 from foxc.evaluate.reporting import Criteria, assemble, markdown
 from foxc.evaluate.runner import EvalConfig
 from foxc.walkforward import main, split_windows, walk_forward
+from test_jsonfile import ABSURD, IDS
 
 EVAL = EvalConfig(n_backtests=8, backend="reference")
 
@@ -168,3 +169,96 @@ def test_synthetic_flags_beside_real_data_are_refused_naming_both(flags, capsys,
     assert err == (f"foxc.walkforward: error: {flags[0]} {flags[1]} is a setting of synthetic data: beside --data "
                    "book.parquet it would be ignored (give one of them)")
     assert not (tmp_path / "wf").exists()
+
+
+# ------------------------------------------------------------------------ a worker's spec and record files
+
+def a_fold_spec(tmp_path) -> dict:
+    from foxc.evaluate.folds import FoldSpec
+    return json.loads(FoldSpec(fold=0, train=(0, 10), eval=(10, 20), steps=5, out_dir=str(tmp_path / "fold-0"),
+                               train_days=("2024-01-02", "2024-01-03"), eval_days=("2024-01-04", "2024-01-04"))
+                      .to_json())
+
+
+@pytest.mark.parametrize("raw, problem", ABSURD + [
+    (b"{}", "not a fold.json of foxc.evaluate.folds: no 'fold'"),
+    (lambda d: {**d, "steps": float("nan")}, "not a fold.json of foxc.evaluate.folds: steps is not of type int"),
+    (lambda d: {**d, "train": [1]}, "not a fold.json of foxc.evaluate.folds: train is not of type tuple[int, int]"),
+    (lambda d: {**d, "eval_days": "2024"}, "eval_days is not of type tuple[str, str] | None"),
+    (lambda d: {**d, "fold": True}, "fold is not of type int"),
+    (lambda d: {**d, "folds": 2}, "not a fold.json of foxc.evaluate.folds: no field 'folds'"),
+], ids=IDS + ["empty", "nan-steps", "short-window", "days-not-a-pair", "bool-fold", "unknown-field"])
+def test_an_absurd_fold_spec_is_one_line_naming_it(tmp_path, capsys, raw, problem):
+    """`python -m foxc.evaluate.folds FOLD.json` on a spec nested deeper than the parser recurses, of a field
+    missing, unknown or of another type, ended in a traceback (RecursionError, TypeError) or ran a fold of NaN
+    steps; one line naming the file, exit 2, no fold run."""
+    from foxc.evaluate.folds import main as fold_main
+    spec = tmp_path / "fold.json"
+    spec.write_bytes(raw if isinstance(raw, bytes) else json.dumps(raw(a_fold_spec(tmp_path))).encode())
+    assert fold_main([str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"foxc.evaluate.folds: error: {spec}: ") and err.endswith(f"{problem}\n")
+    assert len(err.splitlines()) == 1 and not (tmp_path / "fold-0").exists()
+
+
+def test_a_fold_spec_reads_back_as_written(tmp_path):
+    from foxc.evaluate.folds import FoldSpec
+    spec = FoldSpec(fold=3, train=(0, 10), eval=(10, 20), steps=5, out_dir="x", config={"seed": 1},
+                    train_days=("2024-01-02", "2024-01-03"), eval_days=("2024-01-04", "2024-01-04"))
+    (tmp_path / "fold.json").write_text(spec.to_json())
+    assert FoldSpec.read(tmp_path / "fold.json") == spec
+    bare = FoldSpec(fold=0, train=(0, 10), eval=(10, 20), steps=5, out_dir="x")
+    (tmp_path / "fold.json").write_text(json.dumps({k: v for k, v in json.loads(bare.to_json()).items()
+                                                    if k not in ("train_days", "eval_days", "config")}))
+    assert FoldSpec.read(tmp_path / "fold.json") == bare  # a field left out takes its default
+
+
+def test_an_absurd_sweep_run_spec_is_one_line_naming_it(tmp_path, capsys):
+    from foxc.sweep.point import main as point_main
+    spec = tmp_path / "run.json"
+    spec.write_bytes(ABSURD[0][0])
+    assert point_main([str(spec)]) == 2
+    assert capsys.readouterr().err == f"foxc.sweep.point: error: {spec}: {ABSURD[0][1]}\n"
+
+
+@pytest.mark.parametrize("raw, problem", ABSURD, ids=IDS)
+def test_a_workers_unreadable_record_is_a_failed_fold_not_a_traceback(tmp_path, raw, problem):
+    """A worker killed while writing result.json (or the file damaged) left the walk-forward to a JSONDecodeError
+    or RecursionError traceback, losing every other fold's record; it is that fold's failure, naming the file."""
+    from foxc.evaluate import scaleout
+    from foxc.evaluate.folds import FoldSpec
+    spec = FoldSpec(fold=0, train=(0, 10), eval=(10, 20), steps=5, out_dir=str(tmp_path))
+    (tmp_path / scaleout.RESULT_FILE).write_bytes(raw)
+    (tmp_path / scaleout.WORKER_LOG).write_bytes(b"killed \xff\n")  # a log need not be UTF-8 either
+    record = scaleout._worker_record(spec, -9)
+    assert record["fold"] == 0 and record["error"] == (
+        f"worker exited with status -9 and its record is unreadable ({tmp_path / scaleout.RESULT_FILE}: {problem}):"
+        "\nkilled \ufffd\n")
+
+
+class DamagedSummary:
+    """The baseline, leaving the summary.json a fold's record quotes damaged (a full disk, an edit)."""
+    name, is_baseline = "baseline: a damaged summary.json", True
+
+    def train(self, window, steps, out_dir, config):
+        from foxc.evaluate.baseline import TRAINER
+        checkpoint = TRAINER.train(window, steps, out_dir, config)
+        (Path(out_dir) / "summary.json").write_bytes(ABSURD[0][0])
+        return checkpoint
+
+    def load_policy(self, checkpoint, config, rt=None):
+        from foxc.evaluate.baseline import TRAINER
+        return TRAINER.load_policy(checkpoint, config)
+
+
+DAMAGED_SUMMARY = DamagedSummary()
+
+
+def test_a_folds_absurd_summary_is_its_failure_naming_the_file(tmp_path):
+    """A summary.json nested deeper than the parser recurses was a RecursionError traceback in the fold's record."""
+    from foxc.evaluate.folds import FoldSpec, run_fold_safely
+    data = synthetic_data(4_000, seed=2)
+    spec = FoldSpec(fold=0, train=(0, 2_000), eval=(2_000, 4_000), steps=5, out_dir=str(tmp_path / "fold-0"),
+                    trainer="test_walkforward:DAMAGED_SUMMARY", eval_config={"n_backtests": 4, "backend": "reference"})
+    record = run_fold_safely(spec, data.records[:2_000], data.records[2_000:])
+    assert record["error"] == f"JsonFileError: {tmp_path / 'fold-0' / 'summary.json'}: {ABSURD[0][1]}"

@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 import numpy.lib.format as npy
 
+from ..jsonfile import JsonFileError, read_json
 from .labels import N_PLANES, PLANES, LabelConfig
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .market import MarketData, market_data, report_of
@@ -328,12 +329,12 @@ def read_manifest(folder: Path) -> dict:
     """The manifest, checked the way an untrusted file is: every field present, typed and consistent."""
     path = folder / MANIFEST
     try:
-        manifest = json.loads(path.read_text())
+        manifest = read_json(path)
     except FileNotFoundError:
         raise DataError(folder, f"not a prepared cache (no {MANIFEST})") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise DataError(path, f"not valid JSON ({e})") from None
-    if isinstance(manifest, dict) and manifest.get("format") == FORMAT and manifest.get("version") != VERSION:
+    except JsonFileError as e:
+        raise DataError(path, e.problem) from None
+    if manifest.get("format") == FORMAT and manifest.get("version") != VERSION:
         again = f"python -m foxc.data prepare {shlex.quote(str(manifest.get('data', 'DATA')))} --out " \
                 f"{shlex.quote(str(folder))} --overwrite"
         why = ": a file whose instrument_id changes (a continuous symbol's roll) was one shard then, whose windows " \

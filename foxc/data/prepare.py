@@ -72,11 +72,28 @@ def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
         _install(tmp, out, overwrite)
         installed = True
     except MemoryError as e:  # a worker holds a chunk and a label block (and pyarrow's row group), not a file
-        raise DataError(spec, f"out of memory preparing with {min(workers, len(paths))} worker(s) side by side "
-                              f"({str(e) or 'MemoryError'}): give fewer --workers") from None
+        side = f"with {min(workers, len(paths))} worker(s) side by side"
+        if isinstance(e, InputOutOfMemory):  # the file it was reading or labelling
+            raise DataError(paths[e.index], f"out of memory {e.doing} {side} ({e.detail}): give fewer "
+                                            "--workers") from None
+        raise DataError(spec, f"out of memory preparing {side} ({str(e) or 'MemoryError'}): give fewer "
+                              "--workers") from None
     finally:
         shutil.rmtree(tmp if installed else made, ignore_errors=True)
     return manifest
+
+
+class InputOutOfMemory(MemoryError):
+    """Memory ran out in a job on input `index` of DATA (`doing`: reading it, labelling its rows): prepare() names
+    the file. Its arguments are its fields, so that it crosses the process pool intact."""
+
+    def __init__(self, index: int, doing: str, detail: str):
+        super().__init__(index, doing, detail)
+        self.index, self.doing, self.detail = index, doing, detail
+
+    @classmethod
+    def of(cls, index: int, doing: str, e: MemoryError) -> "InputOutOfMemory":
+        return cls(index, doing, str(e) or "MemoryError")
 
 
 def _first_missing(path: Path) -> Path:
@@ -143,6 +160,8 @@ def _read_file(args) -> tuple[int, FileSummary, list[dict]]:
                 fh.write(part.data)
                 n += len(part)
         _finish_records(fh, n)
+    except MemoryError as e:
+        raise InputOutOfMemory.of(index, "reading it", e) from None
     finally:
         if fh is not None:
             fh.close()
@@ -184,7 +203,14 @@ def write_shard(args) -> dict:
 
     Labels are computed `rows` rows at a time on a window reaching the longest horizon past them, so
     every label is the one the whole segment gives."""
-    folder, segment, guessed, tick, cfg, rows = args
+    folder, segment, guessed, tick, cfg, rows = args  # guessed: the shard's input, as pass 1 numbered it
+    try:
+        return _write_shard(folder, segment, guessed, tick, cfg, rows)
+    except MemoryError as e:
+        raise InputOutOfMemory.of(guessed, "labelling its rows", e) from None
+
+
+def _write_shard(folder: Path, segment: int, guessed: int, tick: int, cfg: LabelConfig, rows: int) -> dict:
     n = ((folder / RECORDS).stat().st_size - RECORDS_AT) // SNAPSHOT_BYTES
     records, labels = hashlib.sha256(records_header(n)), folder / LABELS
     shape = (N_PLANES, len(cfg.horizons), n)

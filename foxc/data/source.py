@@ -119,11 +119,12 @@ def size(nbytes: int) -> str:
     return f"{nbytes / 1e9:,.2f} GB" if nbytes >= 1e7 else f"{nbytes / 1e6:,.2f} MB"
 
 
-def no_room(where, spec, need: str) -> DataError:
-    """Data files whose rows (or what is made of them) do not fit in memory: what they needed, and the remedy."""
-    return DataError(where, f"out of memory: {need}; data files are held in memory whole: prepare a cache of "
-                            f"them (python -m foxc.data prepare {spec} --out CACHE), whose rows a run reads from disk a "
-                            "shard at a time (--data CACHE)")
+def no_room(where, spec, need: str, remedy: str = "") -> DataError:
+    """Rows (or what is made of them) that do not fit in memory: what they needed, and the remedy; by default, that
+    of data files (`spec`): a cache of them."""
+    return DataError(where, f"out of memory: {need}; " + (remedy or "data files are held in memory whole: prepare a "
+                            f"cache of them (python -m foxc.data prepare {spec} --out CACHE), whose rows a run reads "
+                            "from disk a shard at a time (--data CACHE)"))
 
 
 def samples(records: np.ndarray, summaries) -> list[np.ndarray]:

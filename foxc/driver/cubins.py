@@ -9,9 +9,9 @@ parameter pass it (`verify_params`, CUDA only); by name and type they do not.
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 
+from ..jsonfile import read_json
 from .errors import CudaError
 from .kernel_spec import KernelSpec
 
@@ -46,7 +46,7 @@ def cubin_path(arch: str, module: str) -> Path:
 def load_manifest() -> dict:
     if not MANIFEST.is_file():
         raise CudaError(f"{MANIFEST} is missing: run tools/build_cubins.py")
-    return json.loads(MANIFEST.read_text())
+    return read_json(MANIFEST)
 
 
 def required_driver_version() -> int:

@@ -28,6 +28,7 @@ import numpy as np
 from ..data.market import MarketData
 from ..data.validate import DataError
 from ..driver import open_runtime
+from ..jsonfile import JsonFileError, read_json
 from .runner import EvalConfig, Evaluator
 from .scaleout import Job, serve
 from .trainers import resolve_trainer
@@ -67,13 +68,6 @@ class FoldSpec(Job):
             record["data_error"] = data_error  # the data was refused (a tampered shard): the user's to fix
         return record
 
-    @classmethod
-    def from_json(cls, text: str) -> "FoldSpec":
-        d = json.loads(text)
-        for key in ("train", "eval", "train_days", "eval_days"):
-            d[key] = None if d.get(key) is None else tuple(d[key])
-        return cls(**d)
-
 
 def describe_window(window: np.ndarray, start: int, stop: int) -> dict:
     """What the report says of rows [start, stop) of the data; `window` holds them."""
@@ -98,7 +92,7 @@ def run_fold(spec: FoldSpec, train_records: np.ndarray, eval_records: np.ndarray
     out.mkdir(parents=True, exist_ok=True)
     trainer = resolve_trainer(spec.trainer)
     window = MarketData(np.ascontiguousarray(train_records), "", 0, spec.source, [], spec.tick)
-    config = {**spec.config, "fold": spec.fold}
+    config = {**spec.config, "fold": spec.fold, "cache": spec.cache}
     t0 = time.perf_counter()
     checkpoint = Path(trainer.train(window, spec.steps, out, config))
     t1 = time.perf_counter()
@@ -136,11 +130,11 @@ def run_fold(spec: FoldSpec, train_records: np.ndarray, eval_records: np.ndarray
         record["yardstick"] = yardstick
     trained = out / "summary.json"  # a trainer's run summary (the RL trainer writes one)
     if trained.is_file():
-        summary = json.loads(trained.read_text())
+        summary = read_json(trained)
         record["train_summary"] = {k: summary.get(k) for k in TRAIN_SUMMARY_KEYS}
     fit = out / "train.json"
     if fit.is_file():
-        record["train_fit"] = json.loads(fit.read_text())
+        record["train_fit"] = read_json(fit)
     (out / "eval.json").write_text(json.dumps({k: v for k, v in record.items() if k != "equity_curve"}, indent=2)
                                    + "\n")
     return record
@@ -172,6 +166,8 @@ def run_fold_safely(spec: FoldSpec, train_records=None, eval_records=None) -> di
         return run_fold(spec, train_records, eval_records)
     except DataError as e:
         return spec.failed(f"{type(e).__name__}: {e}", str(e))
+    except JsonFileError as e:  # a damaged summary.json or train.json: the file and why, not a traceback
+        return spec.failed(f"{type(e).__name__}: {e}")
     except Exception:
         return spec.failed(traceback.format_exc(limit=8))
 

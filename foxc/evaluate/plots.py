@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 from ..data.record import PRICE_SCALE
+from ..jsonfile import parse_json
 
 # Panels in this order when present; any other numeric field of metrics.jsonl follows.
 CURVE_FIELDS = ("l_q", "l_pi", "l_v", "l_bce", "wr", "pnl", "hold_frac", "entropy", "lr_q", "sps")
@@ -39,21 +40,6 @@ def _save(plt, fig, path) -> Path:
     return Path(path)
 
 
-def parse_json(text: str):
-    """json.loads; what it raises beyond a JSONDecodeError on absurd input (nesting deeper than Python recurses,
-    an integer longer than int() converts) is a ValueError saying so, not a RecursionError or int's own message."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        raise
-    except RecursionError:
-        raise ValueError("JSON nested too deeply to read") from None
-    except ValueError:  # int()'s limit on digits (Python 3.11 on: sys.get_int_max_str_digits)
-        limit = getattr(sys, "get_int_max_str_digits", lambda: None)()
-        raise ValueError(f"a number of more than {limit} digits, too long to read" if limit else
-                         "a number too long to read") from None
-
-
 def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -70,12 +56,21 @@ def drawable(value) -> bool:
     return True
 
 
-def read_metrics(path: Path) -> tuple[list[dict], list[int]]:
-    """(the records of a metrics.jsonl, the numbers of the lines skipped). A line that is not JSON is skipped
-    (a killed run leaves a torn record, and its resume goes on after it), and the caller says so. A file that is
-    not text, a line that is JSON but not a record the plots can draw (not an object, nested too deeply or a
-    number too long to read, a `step` that is not a number, a field drawn as a curve that is neither a number
-    nor null there, a number too large to draw) or no record at all is a ValueError naming the file and line."""
+class Metrics(NamedTuple):
+    records: list[dict]     # the records drawn, in the order logged
+    skipped: list[int]      # the numbers of the lines that are not JSON
+    superseded: list[int]   # the numbers of the lines of records logged again later
+
+
+def read_metrics(path: Path) -> Metrics:
+    """The records of a metrics.jsonl and the lines left out, which the caller names. A line that is not JSON is
+    skipped (a killed run leaves a torn record, and its resume goes on after it). A record whose step is not after
+    the one before it begins the history again there: the records before it of that step and later are superseded
+    (a run resumed by a foxc that did not move them aside logged those steps again), so the last record of each step
+    is drawn. A file that is not text, a line that is JSON but not a record the plots can draw (not an object,
+    nested too deeply or a number too long to read, a `step` that is not a number, a field drawn as a curve that is
+    neither a number nor null there, a number too large to draw) or no record at all is a ValueError naming the file
+    and line."""
     try:
         lines = Path(path).read_text().splitlines()
     except UnicodeDecodeError:
@@ -105,7 +100,12 @@ def read_metrics(path: Path) -> tuple[list[dict], list[int]]:
                 raise ValueError(f"{path}, line {number}: {key!r} is {shown(value)}, {why}")
     if not records:
         raise ValueError(f"{path}: no records with a 'step' to plot")
-    return [r for _, r in records], skipped
+    kept, superseded = [], []  # kept: steps increasing
+    for number, record in records:
+        while kept and kept[-1][1]["step"] >= record["step"]:
+            superseded.append(kept.pop()[0])
+        kept.append((number, record))
+    return Metrics([r for _, r in kept], skipped, sorted(superseded))
 
 
 def shown(value) -> str:
@@ -121,7 +121,7 @@ def shown(value) -> str:
 
 def training_curves(metrics_path: Path, out_png: Path, title: str = "") -> list[Path]:
     """One panel per numeric field of metrics.jsonl against `step`."""
-    records = read_metrics(metrics_path)[0]
+    records = read_metrics(metrics_path).records
     numeric = {k for r in records for k, v in r.items() if _number(v)}
     names = [k for k in CURVE_FIELDS if k in numeric] + sorted(numeric - set(CURVE_FIELDS) - {"step"})
     plt = _pyplot()

@@ -21,13 +21,16 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import asdict
+import types
+import typing
+from dataclasses import MISSING, asdict, fields
 from pathlib import Path
 from typing import ClassVar
 
-from ..cli import nonnegative_float, positive_int
+from ..cli import nonnegative_float, positive_int, run
 from ..driver.device import device_count
 from ..driver.errors import CudaError
+from ..jsonfile import JsonFileError, read_json
 
 
 class ScaleoutError(RuntimeError):
@@ -52,8 +55,53 @@ class Job:
         return json.dumps(asdict(self), indent=2)
 
     @classmethod
-    def from_json(cls, text: str):
-        return cls(**json.loads(text))
+    def read(cls, path):
+        """The job of the spec file at `path`; one that is not JSON, or not this job's fields each of its type (a
+        file damaged or edited by hand), is a JsonFileError naming it."""
+        doc = read_json(path)
+        problem = _fields_problem(cls, doc)
+        if problem:
+            raise JsonFileError(path, f"not a {cls.SPEC_FILE} of {cls.WORKER}: {problem}")
+        hints = typing.get_type_hints(cls)
+        return cls(**{k: _tupled(v, hints[k]) for k, v in doc.items()})
+
+
+def _fields_problem(cls, doc: dict) -> str:
+    """What keeps `doc` from being the fields of dataclass `cls` ("" when nothing)."""
+    names, hints = [f.name for f in fields(cls)], typing.get_type_hints(cls)
+    unknown = sorted(doc.keys() - set(names))
+    if unknown:
+        return f"no field {unknown[0]!r}"
+    for f in fields(cls):
+        if f.name not in doc:
+            if f.default is MISSING and f.default_factory is MISSING:
+                return f"no {f.name!r}"
+        elif not _is(doc[f.name], hints[f.name]):
+            hint = hints[f.name]
+            return f"{f.name} is not of type {hint if typing.get_origin(hint) else hint.__name__}"
+    return ""
+
+
+def _is(value, hint) -> bool:
+    """Whether a JSON value is of the type `hint` (a tuple as a list)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union):
+        return any(_is(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if origin is tuple:
+        return isinstance(value, list) and len(value) == len(args) and all(map(_is, value, args))
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, origin or hint)
+
+
+def _tupled(value, hint):
+    """A spec file's list as the tuple a field of type `hint` (or `hint | None`) holds."""
+    kinds = {typing.get_origin(h) for h in (hint, *typing.get_args(hint))}
+    return tuple(value) if isinstance(value, list) and tuple in kinds else value
 
 
 def add_runner_arguments(ap, noun: str) -> None:
@@ -169,10 +217,14 @@ def _start_worker(job, slot: str | None, env: dict | None):
 def _worker_record(job, returncode: int) -> dict:
     """The record the worker wrote, or a failed one with the end of its log."""
     result_path = Path(job.out_dir) / RESULT_FILE
+    unread = ""
     if result_path.is_file():
-        return json.loads(result_path.read_text())
-    tail = (Path(job.out_dir) / WORKER_LOG).read_text()[-2000:]
-    return job.failed(f"worker exited with status {returncode}:\n{tail}")
+        try:
+            return read_json(result_path)
+        except (OSError, JsonFileError) as e:  # a worker killed while writing it leaves it torn
+            unread = f" and its record is unreadable ({e})"
+    tail = (Path(job.out_dir) / WORKER_LOG).read_text(errors="replace")[-2000:]
+    return job.failed(f"worker exited with status {returncode}{unread}:\n{tail}")
 
 
 def serve(argv: list[str], job_type: type[Job], work) -> int:
@@ -181,7 +233,10 @@ def serve(argv: list[str], job_type: type[Job], work) -> int:
     if len(argv) != 1:
         print(f"usage: python -m {job_type.WORKER} {job_type.SPEC_FILE}", file=sys.stderr)
         return 2
-    job = job_type.from_json(Path(argv[0]).read_text())
+    return run(f"python -m {job_type.WORKER}", lambda: _serve(job_type.read(argv[0]), work))
+
+
+def _serve(job, work) -> int:
     record = work(job)
     Path(job.out_dir).mkdir(parents=True, exist_ok=True)
     (Path(job.out_dir) / RESULT_FILE).write_text(json.dumps(record) + "\n")

@@ -14,8 +14,9 @@ A fold trainer is an object with
 
 `config` is a plain dict (JSON-able, so it crosses process and machine boundaries): the
 walk-forward's `train_args` (training flags it did not recognise, passed through verbatim),
-`backend`, `seed` and `fold`. Trainers are named by a spec string, resolved in every worker
-process: a short name from TRAINERS or "package.module:attribute".
+`backend`, `seed`, `fold` and `cache` (the prepared cache its windows come from, "" for none).
+Trainers are named by a spec string, resolved in every worker process: a short name from
+TRAINERS or "package.module:attribute".
 """
 from __future__ import annotations
 

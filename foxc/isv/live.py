@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from ..checkpoint.atomic import process_alive
+from ..jsonfile import JsonFileError, read_json
 from .registry import setting_problem
 
 REQUESTS = "isv_requests"
@@ -66,18 +67,30 @@ def _trainer_alive(marker: Path) -> bool:
 def _live_marker(marker: Path) -> dict | None:
     """What `marker` says of the trainer that wrote it (host, pid), where that trainer runs; else None."""
     try:
-        who = json.loads(marker.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(who, dict):  # not a marker a trainer wrote
+        who = read_json(marker)
+    except (OSError, JsonFileError):  # none, or not a marker a trainer wrote
         return None
     if who.get("host") != socket.gethostname():
         return who  # another machine's process: it cannot be checked from here
     try:
         pid = int(who["pid"])
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: int(Infinity)
         return who  # a marker of no pid: nothing to ask about
     return who if process_alive(pid) else None
+
+
+def _settings(doc: dict) -> list[tuple[str, float]]:
+    """A request's {"set": [[NAME, VALUE], ...]} as (name, value) pairs; a ValueError for anything else, a value
+    past a float's range included (float() of a 400-digit integer raises OverflowError)."""
+    pairs = doc.get("set")
+    if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
+                                              and isinstance(p[1], (int, float)) and not isinstance(p[1], bool)
+                                              for p in pairs):
+        raise ValueError('not {"set": [[NAME, VALUE], ...]}')
+    try:
+        return [(name, float(value)) for name, value in pairs]
+    except OverflowError:
+        raise ValueError("a value too large for a number") from None
 
 
 class LiveRequests:
@@ -110,12 +123,14 @@ class LiveRequests:
         out = []
         for path in sorted(self.folder.glob("*.json")):
             try:
-                settings = [(str(n), float(v)) for n, v in json.loads(path.read_text())["set"]]
-            except (OSError, ValueError, KeyError, TypeError) as e:
-                out.append((path, None, f"unreadable request: {e}"))
-                continue
-            problems = [f"{n}: {p}" for n, v in settings if (p := setting_problem(n, v))]
-            out.append((path, settings, "; ".join(problems)))
+                settings = _settings(read_json(path))
+            except OSError as e:
+                out.append((path, None, f"unreadable request: {e.strerror or e}"))
+            except ValueError as e:  # a JsonFileError says its problem: the path is named beside it
+                out.append((path, None, f"unreadable request: {getattr(e, 'problem', e)}"))
+            else:
+                problems = [f"{n}: {p}" for n, v in settings if (p := setting_problem(n, v))]
+                out.append((path, settings, "; ".join(problems)))
         return out
 
     def file(self, path: Path, step: int, outcome: str) -> Path:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from ..checkpoint import read_checkpoint
 from ..data.labels import LabelConfig, compute_labels
+from ..data.source import labelled_need, no_room
+from ..data.validate import DataError
 from ..driver import open_runtime
 from ..evaluate.agent import AgentPolicy
 from .config import TrainConfig, parse_settings
@@ -24,7 +26,10 @@ class RlFoldTrainer:
         rt = open_runtime(config.get("backend"))
         given.update(n_steps=int(steps), seed=int(config.get("seed", 0)) + int(config.get("fold", 0)))
         cfg = TrainConfig.for_backend(rt.backend, **given)
-        labels = compute_labels(window.records, window.tick, LabelConfig(horizons=cfg.horizons))
+        try:
+            labels = compute_labels(window.records, window.tick, LabelConfig(horizons=cfg.horizons))
+        except MemoryError:
+            raise no_room_labelling(window, len(cfg.horizons), config) from None
         out_dir = Path(out_dir)
         trainer = Trainer(rt, cfg, window, labels, out_dir, data_meta={"source": window.source,
                                                                        "fold": config.get("fold")})
@@ -40,3 +45,12 @@ class RlFoldTrainer:
 
 
 TRAINER = RlFoldTrainer()
+
+
+def no_room_labelling(window, horizons: int, config: dict) -> DataError:
+    """A fold's training window whose label planes do not fit in memory: what it needed, and the remedy for the
+    walk-forward's data (synthetic rows, a prepared cache, or data files held whole)."""
+    whole = "each fold labels its training window whole"
+    remedy = (f"give fewer --synthetic-rows, or more --folds ({whole})" if window.source == "synthetic" else
+              f"give more --folds, or fewer --train-days ({whole})" if config.get("cache") else "")
+    return no_room("labelling its training window", "DATA", labelled_need(window.n_rows, horizons), remedy)

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from ..checkpoint.atomic import atomic_write, fsync_directory, remove_stale_temp_files
+from ..jsonfile import parse_json
 
 # beside metrics.jsonl: the records a resumed run logs again (supersede_records), appended, never overwritten
 SUPERSEDED = "metrics.superseded.jsonl"
@@ -165,8 +166,8 @@ def supersede_records(path, step: int) -> int:
 def _step_of(line: bytes) -> float | None:
     """The `step` of a metrics record's line; None for a line that is not one (torn, not JSON, no number)."""
     try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):
+        record = parse_json(line)
+    except ValueError:  # not JSON, or absurd JSON
         return None
     step = record.get("step") if isinstance(record, dict) else None
     return step if isinstance(step, (int, float)) and not isinstance(step, bool) else None

@@ -108,11 +108,14 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
             labelled = [bool(p.any()) for p in labels[PLANES.index("outcome_weight")]]
             how = f"labels in {time.perf_counter() - t0:.1f} s"
     except MemoryError:
-        if not cfg.data or cached:
+        if cached:
             raise
         from ..data.source import labelled_need, no_room
-        raise no_room(cfg.data, cfg.data, labelled_need(market.n_rows, len(cfg.horizons), held is None and
-                                                        bool(cfg.eval_every))) from None
+        need = labelled_need(market.n_rows, len(cfg.horizons), held is None and bool(cfg.eval_every))
+        if cfg.data is None:  # synthetic rows: fewer of them (a ConfigError: shown as is, not as --data's)
+            raise ConfigError(str(no_room(f"--synthetic-rows {cfg.synthetic_rows:,}", None, need,
+                                          "give fewer rows"))) from None
+        raise no_room(cfg.data, cfg.data, need) from None
     check_horizons(cfg.horizons, labelled, market.n_rows, market, cfg.data)
     log(f"data: {market.n_rows:,} snapshots from {market.source} ({market.instrument or 'unnamed'}), "
         f"tick {market.tick / 1e9:g}, {market.n_segments} segment(s); {how}"
