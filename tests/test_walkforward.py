@@ -236,6 +236,26 @@ def test_a_workers_unreadable_record_is_a_failed_fold_not_a_traceback(tmp_path, 
         "\nkilled \ufffd\n")
 
 
+def test_a_worker_writes_its_record_whole_or_not_at_all(tmp_path, monkeypatch):
+    """result.json goes through a temporary file and a rename: a worker stopped mid-write leaves no torn record."""
+    import os
+
+    from foxc.checkpoint import CheckpointSaveError
+    from foxc.evaluate import scaleout
+    from foxc.evaluate.folds import FoldSpec
+    spec = FoldSpec(fold=0, train=(0, 10), eval=(10, 20), steps=5, out_dir=str(tmp_path / "fold"))
+
+    def stopped(*args):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "replace", stopped)
+    with pytest.raises(CheckpointSaveError, match="result.json.*No space left"):
+        scaleout._serve(spec, lambda job: {"fold": job.fold, "error": None})
+    assert list((tmp_path / "fold").iterdir()) == [], "a partial record (or its temporary file) was left behind"
+    monkeypatch.undo()
+    assert scaleout._serve(spec, lambda job: {"fold": job.fold, "error": None}) == 0
+    assert scaleout._worker_record(spec, 0) == {"fold": 0, "error": None}
+
+
 class DamagedSummary:
     """The baseline, leaving the summary.json a fold's record quotes damaged (a full disk, an edit)."""
     name, is_baseline = "baseline: a damaged summary.json", True

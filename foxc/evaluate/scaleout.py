@@ -27,6 +27,7 @@ from dataclasses import MISSING, asdict, fields
 from pathlib import Path
 from typing import ClassVar
 
+from ..checkpoint.atomic import atomic_write
 from ..cli import nonnegative_float, positive_int, run
 from ..driver.device import device_count
 from ..driver.errors import CudaError
@@ -239,7 +240,8 @@ def serve(argv: list[str], job_type: type[Job], work) -> int:
 def _serve(job, work) -> int:
     record = work(job)
     Path(job.out_dir).mkdir(parents=True, exist_ok=True)
-    (Path(job.out_dir) / RESULT_FILE).write_text(json.dumps(record) + "\n")
+    # atomically: a worker killed while writing leaves no torn record for the parent to misread
+    atomic_write(Path(job.out_dir) / RESULT_FILE, [(json.dumps(record) + "\n").encode()], intact="no record written")
     if record.get("error"):
         print(record["error"], file=sys.stderr)
         return 1
