@@ -5,6 +5,7 @@ decoded rows (read_dbn, read_parquet), through load(), a prepared cache and the 
 """
 import argparse
 import datetime as dt
+import json
 import re
 from types import SimpleNamespace
 
@@ -171,3 +172,76 @@ def test_the_flags_value_is_an_id_or_a_symbol(text, want):
 def test_the_flags_value_is_refused_naming_why(text, words):
     with pytest.raises(argparse.ArgumentTypeError, match=re.escape(words)):
         instrument_arg(text)
+
+
+# ---- a prepared cache ------------------------------------------------------------------------------------------
+
+def test_a_cache_of_one_instrument_holds_the_rows_load_keeps(tmp_path):
+    from foxc.data.cache import MANIFEST, content_sha256, open_cache
+    from foxc.data.labels import LabelConfig, compute_labels
+    from foxc.data.prepare import prepare
+    folder = tmp_path / "in"
+    folder.mkdir()
+    parent_parquet(folder / "a.parquet")
+    parent_parquet(folder / "b.parquet", seeds=(4, 5, 6), rows=(100, 250, 150))
+    raw = {name: read_parquet(folder / name)[:2] for name in ("a.parquet", "b.parquet")}
+    for workers in (1, 2):
+        manifest = prepare(folder, tmp_path / f"cache{workers}", workers=workers, rows=64, instrument="33")
+        want = load(folder, instrument="33")
+        parts = [expected(*raw[name], 33)[0] for name in ("a.parquet", "b.parquet")]
+        order = np.argsort([p["ts_ns"][0] for p in parts], kind="stable")
+        assert want.records["ts_ns"].tolist() == np.concatenate([parts[i] for i in order])["ts_ns"].tolist()
+        cache = open_cache(tmp_path / f"cache{workers}", LabelConfig())
+        assert cache.market.records.tobytes() == want.records.tobytes()
+        assert cache.labels.tobytes() == compute_labels(want.records, want.tick, LabelConfig()).tobytes()
+        assert cache.market.report.to_dict() == want.report.to_dict() and cache.market.instrument == "NQM4"
+        assert manifest["instrument_selection"] == "33" and manifest["sha256"] == content_sha256(manifest)
+        for shard in manifest["shards"]:
+            name = shard["sources"][0]["path"].rsplit("/", 1)[1]
+            assert (shard["read"]["instrument_id"], shard["read"]["other_instruments"]) == (33, others(raw[name][0], 33))
+    other = prepare(folder, tmp_path / "other", rows=64, instrument="11")
+    assert other["sha256"] != manifest["sha256"], "the selection is part of the cache's identity"
+    edited = json.loads((tmp_path / "cache1" / MANIFEST).read_text())
+    edited["instrument_selection"] = "11"
+    (tmp_path / "cache1" / MANIFEST).write_text(json.dumps(edited))
+    with pytest.raises(DataError, match="sha256 is not the digest"):
+        open_cache(tmp_path / "cache1", LabelConfig())
+
+
+def test_a_cache_is_refused_for_another_selection_naming_both(tmp_path):
+    from foxc.data.cache import check_selection, read_manifest
+    from foxc.data.prepare import prepare
+    path = parent_parquet(tmp_path / "parent.parquet")
+    prepare(path, tmp_path / "c22", rows=64, instrument="22")
+    one = tmp_path / "one.parquet"
+    write_parquet(one, troubled(300, 7))
+    prepare(one, tmp_path / "plain", rows=64)
+    m22, plain = read_manifest(tmp_path / "c22"), read_manifest(tmp_path / "plain")
+    check_selection(tmp_path / "c22", m22, "22")
+    check_selection(tmp_path / "plain", plain, None)
+    for manifest, given, words in ((m22, "11", "prepared with --instrument 22, not this --instrument 11"),
+                                   (m22, None, "prepared with --instrument 22, and no --instrument is given now"),
+                                   (plain, "22", "prepared without --instrument, not with this --instrument 22")):
+        folder = tmp_path / ("c22" if manifest is m22 else "plain")
+        with pytest.raises(DataError) as err:
+            check_selection(folder, manifest, given)
+        assert str(err.value).startswith(f"{folder}: {words}"), str(err.value)
+        assert f"--out NEWCACHE{f' --instrument {given}' if given else ''})" in str(err.value)
+
+
+def test_prepare_and_inspect_take_the_flag(tmp_path, capsys):
+    from foxc.data.__main__ import main
+    path = parent_parquet(tmp_path / "parent.parquet")
+    assert main(["prepare", str(path), "--out", str(tmp_path / "c"), "--workers", "1", "--instrument", "22"]) == 0
+    assert "(--instrument 22; 600 rows of other instruments left out)" in capsys.readouterr().out
+    for target in (path, tmp_path / "c"):
+        assert main(["inspect", str(target), "--instrument", "22"]) == 0
+        out = capsys.readouterr().out
+        assert "instrument  ESU4 (id 22), the rows of --instrument 22" in out, out
+        assert "600 rows of other instruments left out" in out
+    assert main(["inspect", str(tmp_path / "c")]) == 0  # a cache shows its selection without the flag
+    assert "the rows of --instrument 22" in capsys.readouterr().out
+    assert main(["inspect", str(tmp_path / "c"), "--instrument", "11"]) == 2
+    assert "prepared with --instrument 22, not this --instrument 11" in capsys.readouterr().err
+    assert main(["inspect", str(path)]) == 2
+    assert "give --instrument ID to keep one instrument's rows" in capsys.readouterr().err
