@@ -198,7 +198,8 @@ def test_a_cache_of_one_instrument_holds_the_rows_load_keeps(tmp_path):
         assert manifest["instrument_selection"] == "33" and manifest["sha256"] == content_sha256(manifest)
         for shard in manifest["shards"]:
             name = shard["sources"][0]["path"].rsplit("/", 1)[1]
-            assert (shard["read"]["instrument_id"], shard["read"]["other_instruments"]) == (33, others(raw[name][0], 33))
+            read = shard["read"]
+            assert (read["instrument_id"], read["other_instruments"]) == (33, others(raw[name][0], 33))
     other = prepare(folder, tmp_path / "other", rows=64, instrument="11")
     assert other["sha256"] != manifest["sha256"], "the selection is part of the cache's identity"
     edited = json.loads((tmp_path / "cache1" / MANIFEST).read_text())
