@@ -28,13 +28,14 @@ PARENT_DBN = FIXTURES / "mbp10.v2.dbn"  # ESH1 (5482), ESH1-ESM1 (42005204, nega
 IDS = {11: "ESM4", 22: "ESU4", 33: "NQM4"}
 
 
-def parent_parquet(path, seeds=(1, 2, 3), rows=(400, 300, 200)):
+def parent_parquet(path, seeds=(1, 2, 3), rows=(400, 300, 200), shift: int = 0):
     """A Parquet file of three instruments' books interleaved in time (troubled: every kind of skipped row), each
-    row's symbol its instrument's."""
+    row's symbol its instrument's; `shift`: ns added to every time."""
     parts = []
     for (iid, _), seed, n in zip(IDS.items(), seeds, rows):
         rec = troubled(n, seed)
         rec["instrument_id"] = iid
+        rec["ts_ns"] += shift
         parts.append(rec)
     rec = np.concatenate(parts)
     rec = rec[np.argsort(rec["ts_ns"], kind="stable")]
@@ -154,11 +155,19 @@ def test_the_dbn_symbol_mappings_are_databentos():
         assert got == want and got, path.name
 
 
-def test_without_instrument_an_interleaved_file_is_refused_saying_how_to_pick_one():
+def test_without_instrument_an_interleaved_file_is_refused_saying_how_to_pick_one(tmp_path):
     with pytest.raises(DataError) as err:
         load(PARENT_DBN)
     assert ("(instrument_id 5482, 42005204, 13615 so far; a parent symbol's file, e.g. ES.FUT), and a file is read as "
             "one book: give --instrument ID to keep one instrument's rows (e.g. --instrument 5482)") in str(err.value)
+    path = parent_parquet(tmp_path / "parent.parquet")
+    raw = read_parquet(path)[0]["instrument_id"]
+    again = next(i for i in range(1, len(raw)) if raw[i] != raw[i - 1] and raw[i] in raw[:i])
+    first = list(dict.fromkeys(raw.tolist()))  # every id of the chunk read, not only those before the repeat
+    assert len(set(raw[:again].tolist())) < 3
+    with pytest.raises(DataError, match=rf"parent\.parquet, row {again}: .*\(instrument_id "
+                                        rf"{', '.join(map(str, first))} so far; .*give --instrument ID"):
+        load(path)
 
 
 @pytest.mark.parametrize("text, want", [("5482", "5482"), ("007", "7"), (" ESM4 ", "ESM4"),
@@ -246,3 +255,17 @@ def test_prepare_and_inspect_take_the_flag(tmp_path, capsys):
     assert "prepared with --instrument 22, not this --instrument 11" in capsys.readouterr().err
     assert main(["inspect", str(path)]) == 2
     assert "give --instrument ID to keep one instrument's rows" in capsys.readouterr().err
+
+
+def test_a_config_file_gives_the_instrument_as_an_id_or_a_symbol(tmp_path):
+    from foxc.trainer.config import ConfigError, ConfigFile, TrainConfig, parse_settings
+    for text, want in (("instrument = 5482\n", "5482"), ('instrument = "ESM4"\n', "ESM4")):
+        (tmp_path / "run.toml").write_text(f'data = "books/"\n{text}')
+        file = ConfigFile.read(tmp_path / "run.toml")
+        assert file.settings["instrument"] == want and f"--instrument={want}" in file.as_flags()
+        assert TrainConfig.for_backend("reference", **parse_settings(file.as_flags())).instrument == want
+    (tmp_path / "run.toml").write_text("instrument = -1\n")
+    with pytest.raises(ConfigError, match=re.escape(f"--config {tmp_path / 'run.toml'}: instrument = -1: "
+                                                    "instrument_id -1 is outside 0 to 2^32 - 1")):
+        ConfigFile.read(tmp_path / "run.toml")
+    assert parse_settings(["--data", "x.dbn", "--instrument", "007"])["instrument"] == "7"

@@ -91,17 +91,18 @@ class Instruments:
             if iid == self.last:
                 continue
             if iid in self.first_row:
+                found = dict(self.first_row)  # and those of the rest of the chunk, read already: in order of first row
+                unique, first = np.unique(ids, return_index=True)
+                found.update((int(i), row + int(r)) for r, i in sorted(zip(first, unique)) if int(i) not in found)
                 raise DataError(self.path, f"instrument_id {iid} again after {self.last}: the books of several "
-                                           f"instruments interleave ({self._shown()} so far; a parent symbol's file, "
-                                           f"e.g. ES.FUT), and a file is read as one book: give {FLAG} ID to keep "
-                                           f"one instrument's rows (e.g. {FLAG} {iid}), or give a file of one "
-                                           "instrument (its raw symbol, e.g. ESM4, or a continuous one, ES.c.0)",
+                                           f"instruments interleave ({ids_text(found, rows=False)} so far; a parent "
+                                           f"symbol's file, e.g. ES.FUT), and a file is read as one book: give {FLAG} "
+                                           f"ID to keep one instrument's rows (e.g. {FLAG} {iid}), or give a file of "
+                                           "one instrument (its raw symbol, e.g. ESM4, or a continuous one, ES.c.0)",
                                 row=row + at)
             self.first_row[iid], self.last = row + at, iid
 
-    def _shown(self, rows: bool = False) -> str:
-        if not rows:
-            return ids_text(self.first_row, rows=False)
+    def _shown(self) -> str:
         items = list(self.first_row.items())
         shown = ", ".join(f"{iid} from row {r}" for iid, r in items[:SHOWN])
         return "instrument_id " + shown + (", ..." if len(items) > SHOWN else "")
@@ -112,7 +113,7 @@ class Instruments:
         if n < 2:
             return []
         none = f" ({n - segments} with no row kept)" if segments < n else ""
-        return [f"{n} instruments one after another ({self._shown(rows=True)}): split into {segments} segment"
+        return [f"{n} instruments one after another ({self._shown()}): split into {segments} segment"
                 f"{'s' * (segments != 1)} at the rows where each begins{none} (a continuous symbol's roll to the next "
                 "contract?)"]
 
