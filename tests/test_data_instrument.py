@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from data_files import FIXTURES, NEEDS_DBN
+from data_files import FIXTURES, NEEDS_DBN, dbn_bytes
 from foxc.data.dbn import read_dbn
 from foxc.data.market import finish
 from foxc.data.parquet import read_parquet, write_parquet
@@ -137,6 +137,10 @@ def test_a_symbol_is_refused_where_the_file_maps_none_or_several(tmp_path):
                         stype_out=dbn.SType.INSTRUMENT_ID, schema=dbn.Schema.MBP_10, symbols=["ES.c.0"],
                         mappings=mappings, version=2).encode()
     (tmp_path / "roll.dbn").write_bytes(head + b"".join(bytes(r) for r in decoded[1:]))
+    (tmp_path / "bare.dbn").write_bytes(dbn_bytes(troubled(50, 1)))  # metadata without mappings
+    with pytest.raises(DataError, match=r"bare\.dbn: --instrument ESM4: not an instrument_id, and its DBN metadata "
+                                        "holds no symbol mappings: give the instrument_id"):
+        load(tmp_path / "bare.dbn", instrument="ESM4")
     with pytest.raises(DataError, match=r"--instrument ES\.c\.0: the file's symbol mappings map it to 2 instruments "
                                         r"\(instrument_id 5482, 13615\): give one instrument_id"):
         load(tmp_path / "roll.dbn", instrument="ES.c.0")

@@ -94,8 +94,9 @@ class Selection:
             raise DataError(self.path, f"{why} the file's symbol mappings do not name it (they map {listing}{more}): "
                                        "give one of those symbols or an instrument_id")
         if ids is None:
-            raise DataError(self.path, f"{why} the file maps no symbol to an instrument_id (only a DBN file's metadata "
-                                       "does): give the instrument_id")
+            how = "its DBN metadata holds no symbol mappings" if "dbn" in meta else \
+                "the file maps no symbol to an instrument_id (only a DBN file's metadata does)"
+            raise DataError(self.path, f"{why} {how}: give the instrument_id")
         if len(ids) > 1:
             raise DataError(self.path, f"{FLAG} {self.given}: the file's symbol mappings map it to {len(ids)} "
                                        f"instruments ({ids_text(dict.fromkeys(ids), rows=False)}): give one "
