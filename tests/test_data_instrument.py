@@ -273,3 +273,6 @@ def test_a_config_file_gives_the_instrument_as_an_id_or_a_symbol(tmp_path):
                                                     "instrument_id -1 is outside 0 to 2^32 - 1")):
         ConfigFile.read(tmp_path / "run.toml")
     assert parse_settings(["--data", "x.dbn", "--instrument", "007"])["instrument"] == "7"
+    assert TrainConfig.for_backend("reference", data="x.dbn", instrument=5482).instrument == "5482"  # a program's
+    with pytest.raises(ConfigError, match="--instrument must be given as its flag reads it, '7' \\(got '007'\\)"):
+        TrainConfig.for_backend("reference", data="x.dbn", instrument="007")  # would never match a cache's "7"

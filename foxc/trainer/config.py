@@ -116,6 +116,14 @@ class TrainConfig:
                 raise ConfigError(f"{message} (got {value})")
         if problem := empty_path(self.data, DATA_HINT):  # a config file's data = "" too: not synthetic, silently
             raise ConfigError(f"--data: {problem}")
+        if self.instrument is not None:  # as its flag gives it (a program's, a checkpoint's): the selection compared
+            try:
+                spelled = instrument_arg(self.instrument)
+            except argparse.ArgumentTypeError as e:
+                raise ConfigError(f"--instrument: {e}") from None
+            if spelled != self.instrument:
+                raise ConfigError(f"--instrument must be given as its flag reads it, {spelled!r} (got "
+                                  f"{self.instrument!r})")
         from ..data.markets import MARKETS
         if self.synthetic not in MARKETS:
             raise ConfigError(f"--synthetic must be one of {', '.join(MARKETS)} (got '{self.synthetic}')")
@@ -149,6 +157,8 @@ class TrainConfig:
                 settings[setting] = choices[int(slots[name])]
         if "horizons" in settings:
             settings["horizons"] = tuple(settings["horizons"])
+        if type(settings.get("instrument")) is int:  # an id given as a number: recorded as its flag gives it
+            settings["instrument"] = str(settings["instrument"])
         return cls(**settings)
 
     def with_data_budget(self, free_bytes: int) -> "TrainConfig":
