@@ -14,8 +14,8 @@ from .cli import ArgumentParser, PathArg, UsageError, describe, fail, output_dir
 from .driver import BACKENDS, CudaError, open_runtime
 from .profile import KernelProfiler, add_profile_args, profile_window
 from .isv.registry import setting_problem
-from .trainer.config import (ConfigError, ConfigFile, TrainConfig, add_config_arguments, check_synthetic_beside_data,
-                             config_settings, merge_isv, switches_from_slots)
+from .trainer.config import (ConfigError, ConfigFile, TrainConfig, add_config_arguments, check_instrument_beside_data,
+                             check_synthetic_beside_data, config_settings, merge_isv, switches_from_slots)
 from .trainer import tensorboard
 
 PROG = "foxc.train"
@@ -74,6 +74,7 @@ def main(argv=None) -> int:
         saved_config, saved_data = saved_run(resume, saved) if resume else (None, None)
         new_isv = given.pop("isv", ()) if resume else ()  # set on top of the checkpoint's bus
         settings = resume_settings(resume, saved_config, given, from_file) if resume else given
+        check_instrument_beside_data(settings, from_file)  # a resumed run's data: the checkpoint's
         if resume:  # a switch not given now follows its slot, as the bus will hold it (a --set on resuming wins)
             settings = switches_from_slots({**settings, "isv": merge_isv(kept_isv(settings.get("isv", ()), log),
                                                                           new_isv)}, keep=given)

@@ -31,6 +31,7 @@ from .cli import (ArgumentParser, PathArg, UsageError, add_run_dir_arguments, ba
                   default_run_dir, finite_float, int_at_least, nonnegative_float, nonnegative_int, open_run_dir,
                   positive_int, run as run_cli)
 from .data.markets import MARKETS, market as named_market
+from .data.select import add_instrument_flag
 from .data.record import PRICE_SCALE
 from .data.market import MarketData
 from .data.validate import DataError
@@ -44,7 +45,7 @@ from .evaluate.reporting import RULES, Criteria, assemble, write
 from .evaluate.runner import EvalConfig
 from .evaluate.trainers import resolve_trainer
 from .lobsim.sim import MAX_LOTS_PER_ENTRY
-from .trainer.config import INT64_MAX, MAX_FEE, check_synthetic_beside_data
+from .trainer.config import INT64_MAX, MAX_FEE, check_instrument_beside_data, check_synthetic_beside_data
 
 __all__ = ["CachedData", "main", "plan_folds", "split_windows", "walk_forward"]
 
@@ -65,25 +66,30 @@ class CachedData:
         return "+".join(sorted({s["read"]["kind"] for s in self.manifest["shards"]}))
 
     def describe(self) -> dict:
+        from .data.cache import SELECTION
         shards = self.manifest["shards"]
         return {"source": str(self.path), "cache": True, "sha256": self.manifest["sha256"],
+                **({SELECTION: self.manifest[SELECTION]} if SELECTION in self.manifest else {}),
                 "files": list(dict.fromkeys(s["sources"][0]["path"] for s in shards)),  # as MarketData's: each once
                 "instrument": ",".join(sorted({s["read"]["instrument"] for s in shards} - {""})),
                 "rows": int(self.manifest["rows"]), "tick": self.tick}
 
 
-def load_data(spec: str, rows: int, seed: int, segments: int, market: str = "default"):
+def load_data(spec: str, rows: int, seed: int, segments: int, market: str = "default", instrument: str | None = None):
     """`spec` 'synthetic': `rows` of the named synthetic market; a prepared cache: its manifest
-    (CachedData); else a file, directory or glob (MarketData)."""
-    from .data.cache import is_cache, read_manifest
+    (CachedData), refused unless prepared with `instrument` (--instrument); else a file, directory or glob
+    (MarketData), of each file `instrument`'s rows when given."""
+    from .data.cache import check_selection, is_cache, read_manifest
     if is_cache(spec):
-        return CachedData(Path(spec), read_manifest(Path(spec)))
+        manifest = read_manifest(Path(spec))
+        check_selection(Path(spec), manifest, instrument)
+        return CachedData(Path(spec), manifest)
     if spec == "synthetic":
         from .trainer.heldout import synthetic_rows
         return synthetic_rows(rows, "--synthetic-rows", seed=seed, params=named_market(market).params,
                               n_segments=segments)
     from .data.source import load
-    return load(spec)
+    return load(spec, instrument=instrument)
 
 
 def segments_of(data) -> Segments:
@@ -115,11 +121,13 @@ def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, ste
                  train_days: int | None = None, eval_days: int | None = None, step_days: int | None = None,
                  eval_config: EvalConfig = EvalConfig(), criteria: Criteria = Criteria(), parallel: str = "none",
                  workers: int | None = None, ray_address: str | None = None, gpus_per_fold: float = 1, seed: int = 0,
-                 plots: bool = True, keep_data: bool = False, market: str | None = None, log=print) -> dict:
+                 plots: bool = True, keep_data: bool = False, market: str | None = None,
+                 instrument: str | None = None, log=print) -> dict:
     """Run every fold and write the report; returns it. `data`: the records (MarketData), or a cache
     (CachedData) whose folds each read their own shards. The folds: `folds` (F+1 windows cut at
     `split`) or `train_days` and `eval_days` (by dates, see plan_folds). `market`: the named synthetic
-    market the data was drawn from (its exact optimum is the edge rule's yardstick), None for real data."""
+    market the data was drawn from (its exact optimum is the edge rule's yardstick), None for real data;
+    `instrument`: the --instrument the files were read with (the report records it)."""
     out = Path(out)
     named = resolve_trainer(trainer)  # fail before any work when the trainer does not resolve
     cached = isinstance(data, CachedData)
@@ -165,7 +173,8 @@ def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, ste
         optimum = optimal_pnl(params, eval_config.fee_per_lot / PRICE_SCALE / params.tick).pnl_per_snapshot
     described = data.describe() if cached else {"source": data.source, "files": data.files,
                                                 "instrument": data.instrument, "rows": int(len(data.records)),
-                                                "tick": int(data.tick)}
+                                                "tick": int(data.tick),
+                                                **({"instrument_selection": instrument} if instrument else {})}
     run = {"trainer": named.name, "trainer_spec": trainer, "train_args": config["train_args"],
            "data": {**described, "market": market}, "optimum": optimum, **cut,
            "steps_per_fold": steps, "parallel": parallel, "eval_config": asdict(eval_config),
@@ -204,6 +213,7 @@ def build_parser() -> ArgumentParser:
                         epilog="Flags not listed here are passed to the trainer.")
     ap.add_argument("--data", default="synthetic", type=PathArg("a file, directory, glob or cache, or 'synthetic'"),
                     help="a file, directory or glob of market data, a prepared cache, or 'synthetic'")
+    add_instrument_flag(ap.add_argument)
     ap.add_argument("--synthetic", default=None, metavar="MARKET",  # None: not given (refused beside real data)
                     help="the named synthetic market of --data synthetic: easy, default (the default), null, noisy")
     ap.add_argument("--synthetic-rows", type=positive_int, default=None,
@@ -251,14 +261,17 @@ DEFAULTS = {"cuda": dict(synthetic_rows=2_000_000, steps_per_fold=25_000, eval_b
 
 
 # training settings the walk-forward gives every fold itself: a --config file may not set them
-FOLD_SETTINGS = {"data": "--data", "synthetic": "--synthetic", "synthetic_rows": "--synthetic-rows", "seed": "--seed",
-                 "fee_per_lot": "--fee", "lots_per_entry": "--lots", "n_steps": "--steps-per-fold"}
+FOLD_SETTINGS = {"data": "--data", "instrument": "--instrument", "synthetic": "--synthetic",
+                 "synthetic_rows": "--synthetic-rows", "seed": "--seed", "fee_per_lot": "--fee",
+                 "lots_per_entry": "--lots", "n_steps": "--steps-per-fold"}
 
 
 def check_args(args, train_args: list[str]) -> None:
     """Refuse a bad setting before any data is loaded or written, naming the flag; sets the defaults
     of --folds and --split when the folds are not by dates."""
-    check_synthetic_beside_data({**vars(args), "data": None if args.data == "synthetic" else args.data})
+    real = None if args.data == "synthetic" else args.data
+    check_synthetic_beside_data({**vars(args), "data": real})
+    check_instrument_beside_data({"instrument": args.instrument, "data": real})
     args.synthetic, args.synthetic_segments = args.synthetic or "default", args.synthetic_segments or 1
     by_days = [f"--{n.replace('_', '-')}" for n in ("train_days", "eval_days", "step_days")
                if getattr(args, n) is not None]
@@ -323,7 +336,8 @@ def _main(args, train_args: list[str]) -> int:
                              f"(give {FOLD_SETTINGS[name]})")
         TrainConfig.for_backend(backend, **{**given, "n_steps": args.steps_per_fold})
     try:
-        data = load_data(args.data, args.synthetic_rows, args.seed, args.synthetic_segments, args.synthetic)
+        data = load_data(args.data, args.synthetic_rows, args.seed, args.synthetic_segments, args.synthetic,
+                         args.instrument)
     except DataError as e:
         raise UsageError(f"--data {e}") from None
     cached = isinstance(data, CachedData)
@@ -355,7 +369,8 @@ def _main(args, train_args: list[str]) -> int:
                           eval_days=args.eval_days, step_days=args.step_days, eval_config=eval_config,
                           criteria=criteria, parallel=args.parallel, workers=args.workers, ray_address=args.ray_address,
                           gpus_per_fold=args.gpus_per_fold, seed=args.seed, plots=not args.no_plots,
-                          keep_data=args.keep_data, market=args.synthetic if synthetic else None)
+                          keep_data=args.keep_data, market=args.synthetic if synthetic else None,
+                          instrument=args.instrument)
     refused = [f for f in report["folds"] if f.get("data_error")]
     if refused:  # the data, not the code: a user's error, as when the whole data is refused up front
         raise UsageError(f"--data {args.data}: fold {refused[0]['fold']}: {refused[0]['data_error']} (the report of "

@@ -114,6 +114,19 @@ CASES = [
          files={"bad.parquet": b"not parquet at all"}),
     case("train-data-cache-tampered", "train", ["--data", "{case}/cache", *OUT], "--data", "00000/labels.npy",
          "sha256", files={**CACHE, "cache/shards/00000/labels.npy": "cache_labels_tampered"}),
+    case("train-data-interleaved", "train", ["--data", "{case}/parent.parquet", *OUT], "--data", "parent.parquet",
+         "instrument_id 11 again after 33", "instrument_id 11, 33, 22 so far", "give --instrument ID",
+         files={"parent.parquet": "parent_parquet"}),
+    case("train-instrument-no-row", "train", ["--data", "{case}/parent.parquet", "--instrument", "99", *OUT], "--data",
+         "parent.parquet", "--instrument 99", "instrument_id 11 (4,000 rows), 22 (3,000 rows), 33 (2,000 rows)",
+         files={"parent.parquet": "parent_parquet"}),
+    case("train-instrument-without-data", "train", ["--instrument", "22", *OUT], "--instrument 22", "--data"),
+    case("train-instrument-empty", "train", ["--instrument", "", *OUT], "--instrument", "an empty instrument"),
+    case("train-instrument-past-u32", "train", ["--instrument", "4294967296", *OUT], "--instrument", "4294967296"),
+    case("train-config-instrument-type", "train", ["--config", "{case}/run.toml", *OUT], "run.toml",
+         "instrument = true", "an instrument_id", files={"run.toml": b"instrument = true\n"}),
+    case("train-data-cache-instrument", "train", ["--data", "{case}/cache", "--instrument", "7", *OUT], "--data",
+         "prepared without --instrument", "--instrument 7", files=CACHE),
     case("train-data-cache-horizons", "train", ["--data", "{case}/cache", "--horizons", "10,20,30", *OUT], "--data",
          "horizons 10,50,100", "--horizons 10,20,30", files=CACHE),
     case("train-resume-damaged", "train", ["--resume-from", "{case}/damaged.foxc", *OUT],
@@ -184,6 +197,12 @@ CASES = [
     case("wf-days-undated", "walkforward", ["--data", "{case}/undated.parquet", "--train-days", "1", "--eval-days",
                                             "1", "--out", "{case}/wf"], "undated.parquet", "not calendar times",
          files={"undated.parquet": "undated_parquet"}),
+    case("wf-instrument-without-data", "walkforward", ["--instrument", "22"], "--instrument 22", "--data"),
+    case("wf-config-instrument", "walkforward", ["--config", "{case}/wf.toml"], "--config", "wf.toml", "instrument",
+         "--instrument", files={"wf.toml": b"instrument = 22\n"}),
+    case("wf-cache-instrument", "walkforward", ["--data", "{case}/cache", "--instrument", "7", "--folds", "1", "--out",
+                                                "{case}/wf"], "--data", "prepared without --instrument",
+         "--instrument 7", files=CACHE),
     case("wf-cache-split-rows", "walkforward", ["--data", "{case}/cache", "--folds", "1", "--split", "rows",
                                                 "--out", "{case}/wf"], "--split rows", "shards", files=CACHE),
     case("wf-cache-tampered-manifest", "walkforward", ["--data", "{case}/cache", "--folds", "1", "--out",
@@ -243,6 +262,16 @@ CASES = [
          "prepared cache", files=CACHE),
     case("data-inspect-a-cache-with-file-flags", "data", ["inspect", "{case}/cache", "--fee", "1"], "--fee",
          "prepared cache", files=CACHE),
+    case("data-prepare-instrument-no-row", "data", ["prepare", "{case}/parent.parquet", "--out", "{case}/c",
+                                                    "--instrument", "99"], "parent.parquet", "--instrument 99",
+         "instrument_id 11 (4,000 rows)", files={"parent.parquet": "parent_parquet"}),
+    case("data-inspect-interleaved", "data", ["inspect", "{case}/parent.parquet"], "parent.parquet",
+         "give --instrument ID", files={"parent.parquet": "parent_parquet"}),
+    case("data-inspect-instrument-symbol-parquet", "data", ["inspect", "{case}/parent.parquet", "--instrument",
+                                                            "ESM4"], "--instrument ESM4", "give the instrument_id",
+         files={"parent.parquet": "parent_parquet"}),
+    case("data-inspect-cache-instrument", "data", ["inspect", "{case}/cache", "--instrument", "7"], "cache",
+         "prepared without --instrument", "--instrument 7", files=CACHE),
     case("data-inspect-verify-files", "data", ["inspect", "{parquet}", "--verify"], "--verify", "not a prepared cache"),
     case("data-inspect-cache-tampered", "data", ["inspect", "{case}/cache", "--verify"], "00000/labels.npy", "sha256",
          files={**CACHE, "cache/shards/00000/labels.npy": "cache_labels_tampered"}),
@@ -356,6 +385,7 @@ def shared_files(base: Path) -> dict:
     from foxc.data.record import PRICE_UNDEF
     from foxc.data.synthetic import generate
     from foxc.isv.registry import SLOTS
+    from test_data_instrument import parent_parquet
     state = {"isv": np.array([s.bootstrap for s in SLOTS], np.float32), "dqn_w": np.arange(24, dtype=np.float32)}
     config = {"n_backtests": 8, "seq_len": 4, "per_capacity": 64, "synthetic_rows": 20000, "n_steps": 2}
     ckpt = write_checkpoint(base / "ckpt.foxc", 2, state, {"config": config, "data": {"source": "synthetic"}})
@@ -377,6 +407,7 @@ def shared_files(base: Path) -> dict:
     undated["ts_ns"] -= undated["ts_ns"][0] - 1  # times counted from 0, as a file without its date
     write_parquet(base / "undated.parquet", undated)
     prepare(parquet, base / "cache")
+    parent = parent_parquet(base / "parent.parquet", rows=(4000, 3000, 2000))  # three instruments interleaved
     shard = base / "cache" / "shards" / "00000"
     labels = bytearray((shard / "labels.npy").read_bytes())
     labels[-8] ^= 0x01
@@ -385,7 +416,8 @@ def shared_files(base: Path) -> dict:
             "parquet_bytes": parquet.read_bytes(), "one_sided_parquet": (base / "one_sided.parquet").read_bytes(),
             "cache_manifest": (base / "cache" / "manifest.json").read_bytes(),
             "cache_records": (shard / "records.npy").read_bytes(), "cache_labels": (shard / "labels.npy").read_bytes(),
-            "cache_labels_tampered": bytes(labels), "undated_parquet": (base / "undated.parquet").read_bytes()}
+            "cache_labels_tampered": bytes(labels), "undated_parquet": (base / "undated.parquet").read_bytes(),
+            "parent_parquet": parent.read_bytes()}
 
 
 def snapshot(folder: Path) -> dict:

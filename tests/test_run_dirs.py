@@ -228,3 +228,39 @@ def test_sigterm_stops_cleanly_and_checkpoint_on_exit_saves_the_step(tmp_path):
         ckpts = sorted(p.name for p in out.glob("checkpoint-*.foxc"))
         assert ckpts == ([f"checkpoint-{stopped}.foxc"] if want_checkpoint else [])
         assert not [p for p in os.listdir(out) if ".tmp-" in p], "a temporary file was left"
+
+
+def test_a_run_of_one_instrument_resumes_and_reads_a_cache_only_with_that_instrument(tmp_path):
+    """--instrument is part of the data: the same file read for another instrument is other data (its identity, the
+    sha256 a resume checks, mixes the selection in), and a cache prepared for one is refused for another."""
+    from foxc.data.prepare import prepare
+    from foxc.trainer.session import files_digest
+    from test_data_instrument import parent_parquet
+    parent, run = parent_parquet(tmp_path / "parent.parquet", rows=(4000, 3000, 2000)), tmp_path / "run"
+    done = cli("--n-steps", "2", *SIZES, "--data", str(parent), "--instrument", "22", "--out", str(run))
+    assert done.returncode == 0, done.stderr
+    assert "instrument_id 22 kept; rows of other instruments left out: instrument_id 11 (4000), 33 (2000)" \
+        in done.stdout
+    record = json.loads((run / "config.json").read_text())
+    assert record["config"]["instrument"] == "22" and record["data"]["instrument_selection"] == "22"
+    digests = {files_digest([parent], i) for i in (None, "11", "22")}
+    assert record["data"]["sha256"] == files_digest([parent], "22") and len(digests) == 3
+    validation = json.loads((run / "data_validation.json").read_text())
+    assert validation["files"][str(parent)]["other_instruments"] == {"11": 4000, "33": 2000}
+    ckpt = str(run / "checkpoint-2.foxc")
+    one_line_error(cli("--resume-from", ckpt, "--n-steps", "1", "--instrument", "11", "--out", str(tmp_path / "r1")),
+                   "checkpoint-2.foxc", "instrument: '22' in the checkpoint, '11' now")
+    done = cli("--resume-from", ckpt, "--n-steps", "1", "--out", str(tmp_path / "r2"))  # the checkpoint's: 22
+    assert done.returncode == 0 and "instrument_id 22 kept" in done.stdout, done.stderr
+    prepare(parent, tmp_path / "cache", instrument="22")
+    for given, words in ((["--instrument", "11"], "prepared with --instrument 22, not this --instrument 11"),
+                         ([], "prepared with --instrument 22, and no --instrument is given now")):
+        done = cli("--n-steps", "1", *SIZES, "--data", str(tmp_path / "cache"), *given, "--out", str(tmp_path / "c"))
+        one_line_error(done, f"--data {tmp_path / 'cache'}: {words}", "give --instrument 22")
+    assert not (tmp_path / "c").exists()
+    done = cli("--n-steps", "1", *SIZES, "--data", str(tmp_path / "cache"), "--instrument", "22", "--out",
+               str(tmp_path / "c"))
+    assert done.returncode == 0, done.stderr
+    source = json.loads((tmp_path / "c" / "config.json").read_text())["data"]
+    manifest = json.loads((tmp_path / "cache" / "manifest.json").read_text())
+    assert source["instrument_selection"] == "22" and source["sha256"] == manifest["sha256"]

@@ -93,6 +93,8 @@ def test_random_draws_are_deterministic_inside_their_ranges_and_log_uniform_with
     (["--grid", "lr_q=1e-4", "--random", "2", "--range", "isv.lr_q=1e-5:1e-3"], ["--range isv.lr_q", "second axis"]),
     (["--grid", "seed=1,2"], ["--grid seed", "--seeds"]),
     (["--grid", "data=a,b"], ["--grid data", "same data"]),
+    (["--grid", "instrument=5482,13615"], ["--grid instrument", "same data"]),
+    (["--grid", "lr_q=1e-4", "--instrument", "5482"], ["--instrument 5482", "without --data", "ignored"]),
     (["--grid", "step_lo=1,2"], ["--grid step_lo", "state"]),
     (["--grid", "n_step=1,2", "--set", "n_step=3"], ["--grid n_step=1", "ISV n_step"]),  # a point with the flags
     (["--grid", "gate_enabled=0,1", "--gate", "on"], ["--grid gate_enabled=0", "contradicts --gate on"]),

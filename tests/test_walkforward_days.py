@@ -263,3 +263,35 @@ def test_a_cache_that_cannot_be_cut_so_is_refused_naming_it(argv, message, cache
     err = capsys.readouterr().err
     assert rc == 2 and message in err and str(cache) in err and "Traceback" not in err
     assert not (tmp_path / "wf").exists()
+
+
+def test_the_folds_of_one_instrument_from_the_files_are_those_of_its_cache(tmp_path, capsys):
+    """--instrument: the walk-forward reads each file's rows of one instrument (its report says so), and a cache
+    prepared with the same gives the same folds; a cache prepared for another is refused naming both."""
+    from test_data_instrument import parent_parquet
+    folder = tmp_path / "parent"
+    folder.mkdir()
+    for day in range(3):
+        parent_parquet(folder / f"day{day}.parquet", seeds=(day, day + 3, day + 6), rows=(900, 1200, 600),
+                       shift=day * DAY_NS)
+    want = load(folder, instrument="22")
+    assert set(want.records["instrument_id"].tolist()) == {22} and want.n_segments == 3
+    prepare(folder, tmp_path / "cache", instrument="22")
+    argv = ["--backend", "reference", "--trainer", "baseline", "--train-days", "1", "--eval-days", "1",
+            "--steps-per-fold", "5", "--eval-backtests", "8", "--no-plots", "--instrument", "22"]
+    reports = []
+    for data in (folder, tmp_path / "cache"):
+        out = tmp_path / f"wf-{data.name}"
+        assert main([*argv, "--data", str(data), "--out", str(out)]) in (0, 1), capsys.readouterr().err
+        reports.append(json.loads((out / "report.json").read_text()))
+        assert reports[-1]["data"]["instrument_selection"] == "22" and reports[-1]["data"]["instrument"] == "ESU4"
+        assert "--instrument 22" in (out / "report.md").read_text()
+    on_files, on_cache = reports
+    assert len(on_files["folds"]) == 2 and all("error" not in f for f in on_files["folds"] + on_cache["folds"])
+    assert on_files["day_folds"] == on_cache["day_folds"]
+    for a, b in zip(on_files["folds"], on_cache["folds"]):
+        for key in ("metrics", "train_window", "eval_window"):
+            assert a[key] == b[key], key
+    assert on_files["folds"][0]["train_window"]["rows"] == want.segment_bounds()[1][0]
+    assert main([*argv[:-1], "11", "--data", str(tmp_path / "cache"), "--out", str(tmp_path / "wf-11")]) == 2
+    assert "prepared with --instrument 22, not this --instrument 11" in capsys.readouterr().err

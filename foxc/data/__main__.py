@@ -1,4 +1,5 @@
-"""`python -m foxc.data inspect PATH|CACHE`, `synth --out FILE.parquet` and `prepare DATA --out CACHE`.
+"""`python -m foxc.data inspect PATH|CACHE`, `synth --out FILE.parquet` and `prepare DATA --out CACHE`
+(`--instrument ID`: one instrument's rows of files that interleave several; a cache records it).
 
 A bad flag, a bad file or bad data prints one line, `foxc.data <command>: error: <message naming the
 flag, file, row or column>`, and exits 2; never a traceback (foxc.cli). `synth` never overwrites a
@@ -16,6 +17,7 @@ from ..cli import ArgumentParser, PathArg, UsageError, finite_float, nonnegative
     output_dir, output_file, positive_float, positive_int, positive_ints, run, text_table
 from .labels import LabelConfig, balance, balance_counts, compute_labels
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_BYTES
+from .select import add_instrument_flag
 from .validate import VALIDATION_JSON, ValidationConfig
 
 
@@ -42,10 +44,10 @@ def cmd_inspect(args) -> int:
                          f"integers × {1 / PRICE_SCALE:g}) to {PRICE_UNDEF / PRICE_SCALE:.3g}")
     report_out = validation_out(args)
     cfg = ValidationConfig(args.min_price, args.max_price)
-    data = load(args.path, cfg, tick=tick)
+    data = load(args.path, cfg, tick=tick, instrument=args.instrument)
     rec = data.records
     print(f"source      {data.source}: {len(data.files)} file(s), {data.n_segments} segment(s)")
-    print(f"instrument  {data.instrument or '?'} (id {data.instrument_id})")
+    print(f"instrument  {data.instrument or '?'} (id {data.instrument_id})" + selected(args.instrument))
     print(f"rows        {len(rec)}")
     print(f"time        {data.describe_time()}")
     print(f"tick        {data.tick / PRICE_SCALE:g}")
@@ -63,6 +65,10 @@ def cmd_inspect(args) -> int:
     if report_out:
         print(f"validation summary written to {data.report.write_json(report_out.parent, report_out.name)}")
     return 0
+
+
+def selected(instrument: str | None) -> str:
+    return f", the rows of --instrument {instrument}" if instrument is not None else ""
 
 
 def validation_out(args) -> Path | None:
@@ -92,7 +98,7 @@ def inspect_cache(args) -> int:
     shard read and hashed, one at a time, and the label balance of all its rows."""
     from datetime import datetime, timezone
 
-    from .cache import CacheRows
+    from .cache import SELECTION, CacheRows, check_selection
     given = [name for name in FILE_ONLY if getattr(args, name) is not None]
     if given:
         flag = "--" + given[0].replace("_", "-")
@@ -101,10 +107,12 @@ def inspect_cache(args) -> int:
     report_out = validation_out(args)
     rows = CacheRows(args.path, None)  # with the label settings it was prepared with
     manifest, shards = rows.manifest, rows.manifest["shards"]
+    if args.instrument is not None:  # its selection was fixed when it was prepared: the same, or refused
+        check_selection(rows.path, manifest, args.instrument)
     utc = lambda ns: datetime.fromtimestamp(ns / 1e9, timezone.utc).isoformat(timespec="seconds")  # noqa: E731
     print(f"cache       {rows.path}: {len(shards)} shard(s), prepared from {manifest['data']}")
     print(f"identity    sha256 {rows.sha256}")
-    print(f"instrument  {rows.instrument or '?'} (id {rows.instrument_id})")
+    print(f"instrument  {rows.instrument or '?'} (id {rows.instrument_id})" + selected(manifest.get(SELECTION)))
     print(f"rows        {rows.n_rows}")
     print(f"time        {utc(shards[0]['first_ts_ns'])} .. {utc(shards[-1]['last_ts_ns'])}")
     print(f"tick        {rows.tick / PRICE_SCALE:g}")
@@ -154,14 +162,17 @@ def cmd_prepare(args) -> int:
     horizons = tuple(args.horizons)
     t0 = time.perf_counter()
     manifest = prepare(args.data, out, LabelConfig(horizons), workers=args.workers, overwrite=args.overwrite,
-                       log=print)
+                       instrument=args.instrument, log=print)
     seconds = time.perf_counter() - t0
     shards, rows = manifest["shards"], manifest["rows"]
-    files = {s["read"]["input"]: s["read"]["rows_read"] for s in shards}  # a file of several segments once
-    read = sum(files.values())
+    files = {s["read"]["input"]: s["read"] for s in shards}  # a file of several segments once
+    read = sum(f["rows_read"] for f in files.values())
     split = f", {len(shards) - len(files)} more where a file's instrument_id changes" if len(shards) > len(files) else ""
-    print(f"prepared {out}: {len(shards)} shard(s), one per file{split}; {rows:,} snapshots kept of {read:,} read; "
-          f"tick {manifest['tick'] / PRICE_SCALE:g}; label horizons {','.join(map(str, horizons))}")
+    other = sum(n for f in files.values() for n in f.get("other_instruments", {}).values())
+    chosen = f" (--instrument {args.instrument}; {other:,} rows of other instruments left out)" \
+        if args.instrument is not None else ""
+    print(f"prepared {out}: {len(shards)} shard(s), one per file{split}; {rows:,} snapshots kept of {read:,} read"
+          f"{chosen}; tick {manifest['tick'] / PRICE_SCALE:g}; label horizons {','.join(map(str, horizons))}")
     print(f"  {seconds:.2f} s, {read / seconds / 1e6:.2f} M snapshots/s read, {min(args.workers, len(files))} "
           f"worker(s); identity sha256 {manifest['sha256']}")
     return 0
@@ -203,6 +214,7 @@ def parse_args(argv):
     ins.add_argument("--dead-band", type=nonnegative_float, default=None,
                      help="mid moves at or below this many ticks are masked (default 0)")
     ins.add_argument("--fee", type=nonnegative_float, default=None, help="fee per lot per side, in price (default 0)")
+    add_instrument_flag(ins.add_argument)
     ins.add_argument("--verify", action="store_true",
                      help="a cache only: read and hash every shard (one at a time) and print the label balance")
     ins.add_argument("--run-dir", type=PathArg("a directory"),
@@ -223,6 +235,7 @@ def parse_args(argv):
     pre.add_argument("--horizons", type=positive_ints, default=list(LabelConfig.horizons),
                      help="label horizons in snapshots, three comma-separated (default 10,50,100): a run "
                           "training from the cache must use the same")
+    add_instrument_flag(pre.add_argument)
     pre.add_argument("--workers", type=positive_int, default=default_workers(),
                      help="files read side by side, one process each (default: the CPU count, %(default)s)")
     pre.add_argument("--overwrite", action="store_true", help="replace the cache --out holds")

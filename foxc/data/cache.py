@@ -25,7 +25,9 @@ A run trains from `CacheRows`: the manifest checked, the rows left on disk, each
 whole as it is read and refused, naming it, unless its size, sha256, dtype and shape are the
 manifest's (a stale or tampered shard). `open_cache` reads all of it into memory the same way.
 The cache's identity (`sha256`) is a digest of its shards' hashes, its tick and label
-configuration: what a resumed run must match.
+configuration, and the --instrument its files were read with, if any (`instrument_selection`): what a
+resumed run must match. A run, a walk-forward or `inspect --instrument` refuses a cache prepared with
+another selection (check_selection).
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ import os
 import re
 import shlex
 import threading
+from argparse import ArgumentTypeError
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -47,6 +50,7 @@ from ..jsonfile import JsonFileError, read_json
 from .labels import N_PLANES, PLANES, LabelConfig
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .market import MarketData, market_data, report_of
+from .select import instrument_arg
 from .stream import FileSummary
 from .validate import DataError
 
@@ -59,6 +63,8 @@ SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # then its FileSummary's fields
 READ = {"input": int, "kind": str, "rows_read": int, "skipped": dict, "notes": list, "instrument": str,
         "instrument_id": int, "extra": dict}
+OPTIONAL_READ = {"other_instruments": dict}  # --instrument: rows of each other instrument_id left out
+SELECTION = "instrument_selection"  # the manifest's --instrument, where the files were read with one
 
 
 def is_cache(path) -> bool:
@@ -89,6 +95,8 @@ def content_sha256(manifest: dict) -> str:
     """The cache's identity: its shards' hashes, in order, with the tick and the label configuration."""
     what = {"format": FORMAT, "version": VERSION, "tick": manifest["tick"], "labels": manifest["labels"],
             "shards": [[s["files"][RECORDS]["sha256"], s["files"][LABELS]["sha256"]] for s in manifest["shards"]]}
+    if manifest.get(SELECTION) is not None:  # absent: the identity of a cache prepared before --instrument existed
+        what[SELECTION] = manifest[SELECTION]
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 
@@ -235,6 +243,22 @@ def _check_labels(folder: Path, manifest: dict, labels: LabelConfig):
         raise DataError(folder, f"prepared with labels {have}, this run's are {want} (prepare the cache again)")
 
 
+def check_selection(folder, manifest: dict, instrument: str | None):
+    """Refuse a cache prepared with another --instrument than `instrument` (None: none), naming both: its rows are
+    that selection's, and a cache's rows cannot be selected again."""
+    have = manifest.get(SELECTION)
+    if have == instrument:
+        return
+    again = (f"python -m foxc.data prepare {shlex.quote(str(manifest['data']))} --out NEWCACHE"
+             + (f" --instrument {instrument}" if instrument is not None else ""))
+    if have is None:
+        raise DataError(folder, f"prepared without --instrument, not with this --instrument {instrument}: its rows "
+                                f"cannot be selected again (prepare a cache of that instrument: {again})")
+    now = f"not this --instrument {instrument}" if instrument is not None else "and no --instrument is given now"
+    raise DataError(folder, f"prepared with --instrument {have}, {now}: its rows are that instrument's (give "
+                            f"--instrument {have}, or prepare another cache: {again})")
+
+
 def open_cache(path, labels: LabelConfig) -> Cache:
     """The cache at `path` as one MarketData and its labels, every shard file verified first.
 
@@ -322,7 +346,8 @@ def _refuse(path: Path, entry: dict, problem: str):
 def _summary(shard: dict) -> FileSummary:
     """The FileSummary pass 1 made of the shard's file, from the manifest."""
     return FileSummary(shard["sources"][0]["path"], rows=shard["rows"], first_ts=shard["first_ts_ns"],
-                       last_ts=shard["last_ts_ns"], **{key: shard["read"][key] for key in READ if key != "input"})
+                       last_ts=shard["last_ts_ns"], **{key: shard["read"][key] for key in READ if key != "input"},
+                       **{key: shard["read"].get(key) for key in OPTIONAL_READ})
 
 
 def read_manifest(folder: Path) -> dict:
@@ -361,6 +386,8 @@ def _manifest_problem(m) -> str | None:
         return "tick is not a positive integer"
     if not isinstance(m.get("data"), str):
         return "data is not the DATA it was prepared from"
+    if SELECTION in m and not (isinstance(m[SELECTION], str) and _is_selection(m[SELECTION])):
+        return f"{SELECTION} is not an --instrument"
     shards = m.get("shards")
     if not isinstance(shards, list) or not shards:
         return "no shards"
@@ -411,9 +438,19 @@ def _shard_problem(k: int, s) -> str | None:
         return "sources missing"
     read = s.get("read")
     if not (isinstance(read, dict) and all(isinstance(read.get(key), t) for key, t in READ.items())
-            and all(_is_int(n) and n >= 0 for n in read["skipped"].values())):
+            and all(_is_int(n) and n >= 0 for n in read["skipped"].values())
+            and all(key not in read or isinstance(read[key], t) for key, t in OPTIONAL_READ.items())):
+        return "what was read of its file is missing"
+    if not all(_is_int(n) and n >= 0 for n in read.get("other_instruments", {}).values()):
         return "what was read of its file is missing"
     return None
+
+
+def _is_selection(text: str) -> bool:
+    try:
+        return instrument_arg(text) == text
+    except ArgumentTypeError:
+        return False
 
 
 def _is_int(x) -> bool:
@@ -434,5 +471,5 @@ def head_labels(labels: np.ndarray, horizons, rows: int, first: int = 0) -> np.n
     return labels
 
 
-__all__ = ["Cache", "CacheRows", "FORMAT", "MANIFEST", "VERSION", "content_sha256", "head_labels", "is_cache",
-           "open_cache", "read_manifest", "read_rows"]
+__all__ = ["Cache", "CacheRows", "FORMAT", "MANIFEST", "SELECTION", "VERSION", "check_selection", "content_sha256",
+           "head_labels", "is_cache", "open_cache", "read_manifest", "read_rows"]

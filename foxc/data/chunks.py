@@ -11,8 +11,13 @@ CHUNK_ROWS = 1 << 14  # 5.8 MB of records: a chunk stays in cache while its colu
 
 
 def new_meta() -> dict:
-    """What a reader learns about its file: instrument, its id, notes for the report."""
-    return {"instrument": "", "instrument_id": 0, "notes": []}
+    """What a reader learns about its file: instrument, its id, notes for the report; the symbols its metadata maps
+    to ids (DBN's symbol mappings: what --instrument SYMBOL resolves) and the names of ids (of those mappings, or
+    Parquet's symbol column)."""
+    return {"instrument": "", "instrument_id": 0, "notes": [], "symbol_ids": {}, "id_names": {}}
+
+
+NOT_EXTRA = ("instrument", "instrument_id", "notes", "symbol_ids", "id_names")  # meta's keys a summary holds apart
 
 
 def read_whole(read, path) -> tuple[np.ndarray, np.ndarray | None, dict]:

@@ -5,8 +5,9 @@ Layout (Databento's `dbn` crate, `decode/dbn/fsm.rs` and `record.rs`), little-en
   metadata  dataset char[16], schema u16, start u64, end u64, limit u64, [v1: record_count u64],
             stype_in u8, stype_out u8, ts_out u8, [v2+: symbol_cstr_len u16], reserved
             (v1: 47 bytes, v2+: 53), schema_definition_length u32 (+ that many bytes),
-            symbols: count u32 then count × symbol_cstr_len (v1: 22) bytes, then partial,
-            not_found and mappings (unused here)
+            symbols: count u32 then count × symbol_cstr_len (v1: 22) bytes, then partial and
+            not_found (the same), then mappings: count u32, each raw_symbol cstr, interval count
+            u32, intervals {start_date u32, end_date u32, symbol cstr} (what --instrument SYMBOL reads)
   records   RecordHeader {length u8 (in 4-byte words), rtype u8, publisher_id u16,
             instrument_id u32, ts_event u64}, then for MBP-10 (rtype 0x0A, 368 bytes):
             price i64, size u32, action char, side char, flags u8, depth u8, ts_recv u64,
@@ -131,7 +132,7 @@ def read_metadata(path, stream: _Bytes) -> dict:
     dataset = meta[:16].split(b"\0", 1)[0].decode("ascii", "replace")
     schema, start, end = struct.unpack_from("<HQQ", meta, 16)
     pos = 16 + 2 + 24 + (8 if version == 1 else 0)
-    ts_out = meta[pos + 2] != 0
+    stype_in, stype_out, ts_out = meta[pos], meta[pos + 1], meta[pos + 2] != 0
     pos += 3
     if version == 1:
         cstr_len, pos = 22, pos + 47
@@ -140,18 +141,61 @@ def read_metadata(path, stream: _Bytes) -> dict:
         pos += 2 + 53
     (schema_def,) = struct.unpack_from("<I", meta, pos)
     pos += 4 + schema_def
-    symbols = []
-    if pos + 4 <= length:
-        (count,) = struct.unpack_from("<I", meta, pos)
-        pos += 4
-        if pos + count * cstr_len > length:
-            raise DataError(path, f"corrupt DBN metadata: {count} symbols overrun the metadata")
-        symbols = [meta[pos + i * cstr_len: pos + (i + 1) * cstr_len].split(b"\0", 1)[0].decode("ascii", "replace")
-                   for i in range(min(count, 16))]
+    fields = _Fields(path, meta[:length], pos, cstr_len)
+    symbols = fields.strings("symbols", shown=16)
+    fields.strings("partial symbols")
+    fields.strings("not_found symbols")
     if schema not in (SCHEMA_MBP10, SCHEMA_NULL):
         raise DataError(path, f"DBN schema id {schema} is not mbp-10 ({SCHEMA_MBP10})")
     return {"version": version, "dataset": dataset, "schema": schema, "start": start, "end": end,
-            "ts_out": ts_out, "symbols": symbols}
+            "ts_out": ts_out, "symbols": symbols, "mappings": fields.mappings(stype_in, stype_out)}
+
+
+STYPE_INSTRUMENT_ID = 0  # a mapping's symbols on this side are instrument ids
+
+
+class _Fields:
+    """The metadata's variable-length part, read in order; a section that overruns the metadata is refused, one
+    that is not there at all (the metadata ends first) is empty."""
+
+    def __init__(self, path, meta: bytes, pos: int, cstr_len: int):
+        self.path, self.meta, self.pos, self.cstr_len = path, meta, pos, cstr_len
+
+    def _count(self, what: str, each: int) -> int | None:
+        if self.pos + 4 > len(self.meta):
+            return None
+        (count,) = struct.unpack_from("<I", self.meta, self.pos)
+        self.pos += 4
+        if self.pos + count * each > len(self.meta):
+            raise DataError(self.path, f"corrupt DBN metadata: {count} {what} overrun the metadata")
+        return count
+
+    def _cstr(self) -> str:
+        text = self.meta[self.pos:self.pos + self.cstr_len].split(b"\0", 1)[0].decode("ascii", "replace")
+        self.pos += self.cstr_len
+        return text
+
+    def strings(self, what: str, shown: int = 0) -> list[str]:
+        """A list of symbols: the first `shown` of them (the others passed over)."""
+        count = self._count(what, self.cstr_len) or 0
+        start, self.pos = self.pos, self.pos + count * self.cstr_len
+        return [self.meta[start + i * self.cstr_len:start + (i + 1) * self.cstr_len].split(b"\0", 1)[0]
+                .decode("ascii", "replace") for i in range(min(count, shown))]
+
+    def mappings(self, stype_in: int, stype_out: int) -> list[tuple[str, int]]:
+        """(symbol, instrument_id) of every mapping interval, where one side of the mapping is instrument ids."""
+        pairs = []
+        for i in range(self._count("symbol mappings", self.cstr_len + 4) or 0):
+            if self.pos + self.cstr_len + 4 > len(self.meta):
+                raise DataError(self.path, f"corrupt DBN metadata: symbol mapping {i} overruns the metadata")
+            raw = self._cstr()
+            for _ in range(self._count(f"intervals of the mapping of {raw!r}", 8 + self.cstr_len)):
+                self.pos += 8  # start_date, end_date: the whole file is read, whatever the dates
+                mapped = self._cstr()
+                symbol, iid = (raw, mapped) if stype_out == STYPE_INSTRUMENT_ID else (mapped, raw)
+                if STYPE_INSTRUMENT_ID in (stype_in, stype_out) and iid.isascii() and iid.isdigit() and symbol:
+                    pairs.append((symbol, int(iid)))
+        return pairs
 
 
 class _Walk:
@@ -242,6 +286,11 @@ def iter_dbn(path, meta: dict, rows: int = 1 << 16):
         stream = _open(path, fh)
         head = read_metadata(path, stream)
         meta["instrument"] = head["symbols"][0] if head["symbols"] else ""
+        for symbol, iid in head["mappings"]:  # what --instrument SYMBOL resolves, and the names of the ids
+            meta["symbol_ids"].setdefault(symbol, [])
+            if iid not in meta["symbol_ids"][symbol]:
+                meta["symbol_ids"][symbol].append(iid)
+            meta["id_names"].setdefault(iid, symbol)
         meta["dbn"] = {k: head[k] for k in ("version", "dataset", "schema", "ts_out")}
         walk, tail = _Walk(path, stream.offset), b""
         while True:

@@ -118,7 +118,7 @@ def report_of(summaries) -> ValidationReport:
     report = ValidationReport()
     for s in summaries:
         if s.path not in report.files:
-            report.add(s.path, s.rows_read, s.skipped, s.notes)
+            report.add(s.path, s.rows_read, s.skipped, s.notes, s.other_instruments, s.instrument_id)
     return report
 
 

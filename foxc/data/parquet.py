@@ -148,10 +148,22 @@ def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
             meta["instrument_id"] = int(rec["instrument_id"][0]) if len(rec) else 0
             if "symbol" in columns and len(rec):
                 meta["instrument"] = str(batch.column("symbol")[0].as_py() or "")
+        if "symbol" in columns and len(rec):
+            _name_ids(batch.column("symbol"), rec["instrument_id"], meta["id_names"])
         row += len(rec)
         yield rec, bad
     if row != n:
         raise DataError(path, f"truncated: metadata promises {n} rows, read {row}", row=row)
+
+
+def _name_ids(symbols: pa.Array, ids: np.ndarray, names: dict):
+    """The symbol of each id's first row, for the ids not named yet (what names the instrument --instrument keeps):
+    one comparison a row while the rows are of an id named already."""
+    if int(ids[0]) in names and (ids == ids[0]).all():
+        return
+    for iid, at in zip(*(x.tolist() for x in np.unique(ids, return_index=True))):
+        if iid not in names:
+            names[iid] = str(symbols[at].as_py() or "")
 
 
 def _convert(batch: pa.RecordBatch, columns: list[str], time: str, has_ct: bool) -> tuple[np.ndarray, np.ndarray]:

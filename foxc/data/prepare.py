@@ -1,6 +1,6 @@
 """Preparing a cache (foxc.data.cache): the files DATA names, validated and labelled once, a shard per segment.
 
-    python -m foxc.data prepare DATA --out CACHE [--horizons 10,50,100] [--workers N] [--overwrite]
+    python -m foxc.data prepare DATA --out CACHE [--horizons 10,50,100] [--instrument ID] [--workers N] [--overwrite]
     manifest = prepare("data/ES/*.dbn.zst", "cache/es", LabelConfig(), workers=16)
 
 Every file is streamed (foxc.data.stream) in a process pool, one file per worker, in two passes:
@@ -12,7 +12,8 @@ compute labels.npy a block of rows at a time, writing the records back only wher
 is not the number pass 1 guessed (files not named in time order, or after a file of several
 segments). A worker holds a chunk of rows and a label block (and, reading Parquet, the row group
 pyarrow decodes), never a file. Everything is written into a hidden folder beside CACHE and renamed
-into place at the end, so a refused input leaves no cache behind.
+into place at the end, so a refused input leaves no cache behind. With `instrument` (--instrument ID) each
+file's rows of that instrument are read (foxc.data.select), and the manifest records the selection.
 """
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ from pathlib import Path
 import numpy as np
 import numpy.lib.format as npy
 
-from .cache import (FORMAT, LABELS, MANIFEST, READ, RECORDS, VERSION, content_sha256, file_sha256, is_cache,
-                    label_dict, shard_dir)
+from .cache import (FORMAT, LABELS, MANIFEST, OPTIONAL_READ, READ, RECORDS, SELECTION, VERSION, content_sha256,
+                    file_sha256, is_cache, label_dict, shard_dir)
 from .chunks import CHUNK_ROWS
 from .labels import N_PLANES, LabelConfig, compute_labels
 from .lobster import message_path
@@ -44,9 +45,10 @@ from .validate import DataError, ValidationConfig
 
 def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
             config: ValidationConfig = ValidationConfig(), overwrite: bool = False, rows: int = CHUNK_ROWS,
-            log=lambda msg: None) -> dict:
-    """Write the cache of the files `spec` names into `out` (new, empty, or a cache when `overwrite`);
-    returns its manifest. A file that cannot be read, or keeps no row, raises DataError naming it."""
+            instrument: str | None = None, log=lambda msg: None) -> dict:
+    """Write the cache of the files `spec` names (of each, `instrument`'s rows when given) into `out` (new, empty,
+    or a cache when `overwrite`); returns its manifest. A file that cannot be read, or keeps no row, raises
+    DataError naming it."""
     out = Path(out)
     paths = expand(spec)
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
@@ -56,7 +58,7 @@ def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
     installed = False
     try:
         with process_pool(workers, len(paths)) as pool:
-            read = run_jobs(pool, _read_file, [(i, p, tmp, config, rows) for i, p in enumerate(paths)],
+            read = run_jobs(pool, _read_file, [(i, p, tmp, config, rows, instrument) for i, p in enumerate(paths)],
                         lambda count, r: log(f"  read {count}/{len(paths)}: {r[1].path}: {r[1].rows:,} of "
                                              f"{r[1].rows_read:,} rows kept"))
             shards = []  # (input, FileSummary of the segment, sources) of each, in segment order
@@ -67,7 +69,7 @@ def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
             tick = _tick(pool, spec, [shard_dir(tmp, k) / RECORDS for k in range(len(shards))], [r[1] for r in shards])
             files = run_jobs(pool, write_shard, [(shard_dir(tmp, k), k, i, tick, labels, rows)
                                               for k, (i, _, _) in enumerate(shards)])
-        manifest = build_manifest(spec, shards, files, tick, labels, config)
+        manifest = build_manifest(spec, shards, files, tick, labels, config, instrument)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         _install(tmp, out, overwrite)
         installed = True
@@ -144,8 +146,8 @@ def _read_file(args) -> tuple[int, FileSummary, list[dict]]:
     """Pass 1, one file: the kept rows of each of its segments into a records.npy of their own (part_dir;
     prev_ts_ns set, segment `index`: the segment a file of one instrument gets when DATA's files are named in
     time order), its summary, its sources."""
-    index, path, tmp, config, rows = args
-    stream, fh, n, made = FileStream(path, config, rows), None, 0, 0  # segment made - 1's records.npy, its rows
+    index, path, tmp, config, rows, instrument = args
+    stream, fh, n, made = FileStream(path, config, rows, instrument), None, 0, 0  # segment made - 1's records.npy
     try:
         for chunk in stream:
             for part in np.split(chunk, np.flatnonzero(np.diff(chunk["segment"])) + 1):  # cut at a roll
@@ -266,12 +268,15 @@ RECORDS_AT = len(_npy_header(SNAPSHOT_DTYPE, (0,)))  # where a records.npy's row
 
 
 def build_manifest(spec, shards: list, files: list[dict], tick: int, labels: LabelConfig,
-              config: ValidationConfig) -> dict:
+                   config: ValidationConfig, instrument: str | None = None) -> dict:
+    """`instrument`: the --instrument the files were read with (recorded, and in the identity), or None."""
     entries = [{"segment": segment, "rows": s.rows, "first_ts_ns": s.first_ts, "last_ts_ns": s.last_ts,
                 "sources": sources, "files": shard_files,
-                "read": {"input": index, **{key: getattr(s, key) for key in READ if key != "input"}}}
+                "read": {"input": index, **{key: getattr(s, key) for key in READ if key != "input"},
+                         **{key: getattr(s, key) for key in OPTIONAL_READ if getattr(s, key) is not None}}}
                for segment, ((index, s, sources), shard_files) in enumerate(zip(shards, files))]
-    manifest = {"format": FORMAT, "version": VERSION, "data": str(spec), "record_bytes": SNAPSHOT_BYTES,
+    manifest = {"format": FORMAT, "version": VERSION, "data": str(spec),
+                **({SELECTION: instrument} if instrument is not None else {}), "record_bytes": SNAPSHOT_BYTES,
                 "tick": int(tick), "labels": label_dict(labels), "validation": asdict(config),
                 "rows": sum(e["rows"] for e in entries), "shards": entries}
     manifest["sha256"] = content_sha256(manifest)

@@ -5,6 +5,8 @@
 
 Each file is a segment (windows and labels never cross one); a file whose instrument_id changes (a
 continuous symbol's roll to its next contract) is a segment per id, from the row where it begins.
+`load(spec, instrument="5482")` (--instrument) keeps one instrument's rows of files that interleave
+several (foxc.data.select).
 Files are ordered by their first kept timestamp, a file's segments in its order. Files are read as
 streams of chunks (foxc.data.stream); a prepared cache of them (foxc.data.cache) is opened by the
 trainer instead, not here.
@@ -68,15 +70,17 @@ def files_only(paths: list[Path]) -> list[Path]:
     return paths
 
 
-def load(spec, config: ValidationConfig | None = None, tick: int | None = None) -> MarketData:
-    """Read, validate and concatenate the files named by `spec`; raises DataError on a bad file, or on rows
-    that do not fit in memory (naming the cache that keeps them on disk).
+def load(spec, config: ValidationConfig | None = None, tick: int | None = None,
+         instrument: str | None = None) -> MarketData:
+    """Read, validate and concatenate the files named by `spec` (of each, the rows of `instrument` only, when
+    given: --instrument); raises DataError on a bad file, or on rows that do not fit in memory (naming the cache
+    that keeps them on disk).
 
     Each file is streamed chunk by chunk (foxc.data.stream); only the kept rows are held."""
     files, held, path = [], 0, spec
     try:
         for path in expand(spec):
-            stream, chunks = FileStream(path, config), []
+            stream, chunks = FileStream(path, config, instrument=instrument), []
             for chunk in stream:
                 chunks.append(chunk)
                 held += len(chunk)

@@ -11,7 +11,8 @@ converting (plus the format's own read-ahead: a Parquet batch, a DBN block of `r
 a 16 MiB CSV block). The stream validates each chunk as it comes (foxc.data.validate.Validator
 carries time order across chunks), so the rows kept and the counts are those of the whole file
 read at once, wherever the chunks fall. A file is one instrument's book: rows of several
-instruments interleaved are refused (`Instruments`); ids one after another (a continuous symbol's
+instruments interleaved are refused (`Instruments`), unless `instrument` (--instrument ID) selects
+one's rows before they are validated (foxc.data.select); ids one after another (a continuous symbol's
 roll) are a segment each: the stream numbers each kept row's segment within the file (`segment`,
 0 for a file of one instrument) and starts its prev_ts_ns afresh where the id changes.
 """
@@ -23,8 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .chunks import CHUNK_ROWS, new_meta
+from .chunks import CHUNK_ROWS, NOT_EXTRA, new_meta
 from .lobster import is_lobster
+from .select import FLAG, SHOWN, Selection, ids_text
 from .validate import DataError, ValidationConfig, Validator
 
 SUFFIXES = {".dbn": "dbn", ".dbn.zst": "dbn", ".parquet": "parquet", ".pq": "parquet", ".arrow": "parquet"}
@@ -59,6 +61,7 @@ class FileSummary:
     last_ts: int
     extra: dict = field(default_factory=dict)  # format-specific metadata (DBN's version, dataset, ...)
     segments: list = field(default_factory=list)  # (rows, first_ts, last_ts) of each run of one instrument_id kept
+    other_instruments: dict | None = None  # --instrument: rows left out per other instrument_id (None: no selection)
 
     def parts(self) -> list[FileSummary]:
         """The file as its segments, in order: one summary each, with the segment's rows and times (what was read,
@@ -70,11 +73,10 @@ class FileSummary:
 
 class Instruments:
     """The instrument ids of a file's rows in the order they come. Each row is read as the next snapshot of
-    one book, so ids that interleave (a parent symbol's file, ES.FUT: every contract's book) are refused;
+    one book, so ids that interleave (a parent symbol's file, ES.FUT: every contract's book) are refused (with
+    --instrument ID, the stream sees only that instrument's rows: foxc.data.select);
     ids one after another (a continuous symbol, ES.c.0, rolling to the next contract) are a segment each, noted:
     a window, a label or a position across the roll would see its price gap as a return."""
-
-    SHOWN = 5  # ids named in a message
 
     def __init__(self, path):
         self.path, self.last = path, None
@@ -89,17 +91,21 @@ class Instruments:
             if iid == self.last:
                 continue
             if iid in self.first_row:
+                found = dict(self.first_row)  # and those of the rest of the chunk, read already: in order of first row
+                unique, first = np.unique(ids, return_index=True)
+                found.update((int(i), row + int(r)) for r, i in sorted(zip(first, unique)) if int(i) not in found)
                 raise DataError(self.path, f"instrument_id {iid} again after {self.last}: the books of several "
-                                           f"instruments interleave ({self._shown()} so far; a parent symbol's file, "
-                                           "e.g. ES.FUT), and a file is read as one book: give a file of one "
-                                           "instrument (its raw symbol, e.g. ESM4, or a continuous one, ES.c.0)",
+                                           f"instruments interleave ({ids_text(found, rows=False)} so far; a parent "
+                                           f"symbol's file, e.g. ES.FUT), and a file is read as one book: give {FLAG} "
+                                           f"ID to keep one instrument's rows (e.g. {FLAG} {iid}), or give a file of "
+                                           "one instrument (its raw symbol, e.g. ESM4, or a continuous one, ES.c.0)",
                                 row=row + at)
             self.first_row[iid], self.last = row + at, iid
 
-    def _shown(self, rows: bool = False) -> str:
+    def _shown(self) -> str:
         items = list(self.first_row.items())
-        shown = ", ".join(f"{iid} from row {r}" if rows else str(iid) for iid, r in items[:self.SHOWN])
-        return "instrument_id " + shown + (", ..." if len(items) > self.SHOWN else "")
+        shown = ", ".join(f"{iid} from row {r}" for iid, r in items[:SHOWN])
+        return "instrument_id " + shown + (", ..." if len(items) > SHOWN else "")
 
     def notes(self, segments: int) -> list[str]:
         """`segments`: those the file's kept rows make (an id whose every row was skipped makes none)."""
@@ -107,7 +113,7 @@ class Instruments:
         if n < 2:
             return []
         none = f" ({n - segments} with no row kept)" if segments < n else ""
-        return [f"{n} instruments one after another ({self._shown(rows=True)}): split into {segments} segment"
+        return [f"{n} instruments one after another ({self._shown()}): split into {segments} segment"
                 f"{'s' * (segments != 1)} at the rows where each begins{none} (a continuous symbol's roll to the next "
                 "contract?)"]
 
@@ -116,28 +122,37 @@ class FileStream:
     """A data file's validated records, chunk by chunk; iterate once, then `summary()`.
 
     A file that cannot be read raises DataError naming it, as soon as the problem is met; one
-    whose every row is skipped raises it at the end."""
+    whose every row is skipped, or (with `instrument`) none of whose rows is the instrument's, raises
+    it at the end."""
 
-    def __init__(self, path, config: ValidationConfig | None = None, rows: int = CHUNK_ROWS):
+    def __init__(self, path, config: ValidationConfig | None = None, rows: int = CHUNK_ROWS,
+                 instrument: str | None = None):
         self.path, self.rows = Path(path), rows
         self.kind = source_kind(self.path)
         self.meta = new_meta()
         self.validator = Validator(config)
         self.instruments = Instruments(self.path)
+        self.selection = None if instrument is None else Selection(self.path, instrument)
         self.segments: list[list[int]] = []  # [rows, first_ts, last_ts, instrument_id] of each, so far
 
     def __iter__(self):
         try:
             for raw, bad in reader(self.kind)(self.path, self.meta, self.rows):
+                if self.selection is not None:  # before validation: its counts are the instrument's
+                    raw, bad = self.selection.keep(raw, bad, self.meta)
                 self.instruments.see(raw["instrument_id"], self.validator.rows_read)
                 kept = self.validator.keep(raw, bad)
                 if len(kept):
                     yield self._timed(kept)
         except OSError as e:  # a MemoryError goes to the caller, who knows what it holds (load(): every row)
             raise DataError(self.path, f"cannot read ({e.__class__.__name__}: {e})") from None
+        if self.selection is not None:
+            self.selection.finish()
         if not self.validator.rows_kept:
             why = ", ".join(f"{n} {reason}" for reason, n in self.validator.skipped().items() if n) or "none"
-            raise DataError(self.path, f"no usable rows: all {self.validator.rows_read} skipped ({why})")
+            chosen = self.selection
+            of = "" if chosen is None else f" of instrument_id {chosen.id} ({FLAG} {chosen.given})"
+            raise DataError(self.path, f"no usable rows{of}: all {self.validator.rows_read} skipped ({why})")
 
     def _timed(self, kept: np.ndarray) -> np.ndarray:
         """segment and prev_ts_ns within the file, carried from the previous chunk: a segment begins where the
@@ -157,10 +172,12 @@ class FileStream:
         return kept
 
     def summary(self) -> FileSummary:
-        meta, segments = self.meta, [tuple(s[:3]) for s in self.segments]
+        """What was read; with --instrument, the kept instrument's (its id, its name where the file has one)."""
+        meta, segments, chosen = self.meta, [tuple(s[:3]) for s in self.segments], self.selection
         return FileSummary(str(self.path), self.kind, self.validator.rows_read, self.validator.rows_kept,
                            self.validator.skipped(), [*meta["notes"], *self.instruments.notes(len(segments))],
-                           meta["instrument"], int(meta["instrument_id"]), segments[0][1] if segments else None,
-                           segments[-1][2] if segments else None,
-                           {k: v for k, v in meta.items() if k not in ("instrument", "instrument_id", "notes")},
-                           segments)
+                           meta["instrument"] if chosen is None else chosen.name(meta),
+                           int(meta["instrument_id"] if chosen is None else chosen.id),
+                           segments[0][1] if segments else None, segments[-1][2] if segments else None,
+                           {k: v for k, v in meta.items() if k not in NOT_EXTRA}, segments,
+                           None if chosen is None else chosen.other_instruments)

@@ -76,15 +76,22 @@ def _units(price: float) -> int:
 
 @dataclass
 class ValidationReport:
-    """Rows read and skipped per file and per reason."""
+    """Rows read and skipped per file and per reason; with --instrument (foxc.data.select), of the instrument kept,
+    and the rows of the other instruments left out, per id."""
 
     files: dict[str, dict] = field(default_factory=dict)
 
-    def add(self, path, rows_read: int, skipped: dict[str, int], notes: list[str] | None = None):
+    def add(self, path, rows_read: int, skipped: dict[str, int], notes: list[str] | None = None,
+            other_instruments: dict[str, int] | None = None, instrument_id: int | None = None):
+        """`other_instruments`: rows of each other instrument_id left out by --instrument, which kept `instrument_id`'s
+        (None: no selection)."""
         self.files[str(path)] = {"rows_read": int(rows_read),
                                  "rows_kept": int(rows_read - sum(skipped.values())),
                                  "skipped": {k: int(v) for k, v in skipped.items() if v},
                                  "notes": list(notes or [])}
+        if other_instruments is not None:
+            self.files[str(path)] |= {"instrument_id": int(instrument_id),
+                                      "other_instruments": {k: int(n) for k, n in other_instruments.items()}}
 
     @property
     def rows_read(self) -> int:
@@ -93,6 +100,12 @@ class ValidationReport:
     @property
     def rows_kept(self) -> int:
         return sum(f["rows_kept"] for f in self.files.values())
+
+    @property
+    def rows_other(self) -> int | None:
+        """Rows of other instruments left out by --instrument; None when no file was read with it."""
+        selected = [f for f in self.files.values() if "other_instruments" in f]
+        return sum(sum(f["other_instruments"].values()) for f in selected) if selected else None
 
     def skipped(self) -> dict[str, int]:
         total = {r: 0 for r in SKIP_REASONS}
@@ -112,16 +125,23 @@ class ValidationReport:
 
     def summary(self) -> str:
         skipped = self.skipped()
+        other = self.rows_other
         lines = [f"validation: {self.rows_read} rows read, {self.rows_kept} kept, "
-                 f"{self.rows_read - self.rows_kept} skipped in {len(self.files)} file(s)"]
+                 f"{self.rows_read - self.rows_kept} skipped in {len(self.files)} file(s)"
+                 + (f"; {other} rows of other instruments left out (--instrument)" if other is not None else "")]
         lines += [f"  skipped {n:>10}  {reason}" for reason, n in skipped.items()]
         for path, f in self.files.items():
+            if "other_instruments" in f:
+                left = ", ".join(f"{iid} ({n})" for iid, n in f["other_instruments"].items())
+                lines.append(f"  instrument {path}: instrument_id {f['instrument_id']} kept; rows of other "
+                             f"instruments left out: {f'instrument_id {left}' if left else 'none'}")
             lines += [f"  note {path}: {note}" for note in f["notes"]]
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
+        other = self.rows_other
         return {"rows_read": self.rows_read, "rows_kept": self.rows_kept, "skipped": self.skipped(),
-                "files": self.files}
+                **({"rows_other_instruments": other} if other is not None else {}), "files": self.files}
 
     def write_json(self, run_dir, name: str = VALIDATION_JSON) -> Path:
         path = Path(run_dir) / name

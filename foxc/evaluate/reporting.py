@@ -169,6 +169,7 @@ def markdown(report: dict) -> str:
                         f"{len(report.get('windows', []))} windows")
     lines += [f"- data: {data.get('source', '?')}" + (", a prepared cache" if data.get("cache") else "")
               + (f" (market `{data['market']}`)" if data.get("market") else "")
+              + (f", --instrument {data['instrument_selection']}" if data.get("instrument_selection") else "")
               + f" ({data.get('rows', '?')} rows, tick {_money(data.get('tick'))}), {cut}",
               f"- steps per fold: {report.get('steps_per_fold', '?')}; runner: {report.get('parallel', '?')}",
               f"- edge rule: {edge_rule}",

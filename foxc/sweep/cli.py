@@ -22,7 +22,7 @@ from ..cli import (ArgumentParser, UsageError, add_run_dir_arguments, backend_na
 from ..driver import BACKENDS
 from ..evaluate import scaleout
 from ..trainer.config import (DEFAULTS, INT64_MAX, ConfigError, ConfigFile, TrainConfig, add_config_arguments,
-                              check_synthetic_beside_data, config_settings)
+                              check_instrument_beside_data, check_synthetic_beside_data, config_settings)
 from .axes import Axis, parse_axes, points as sweep_points, settings_of, show
 from .point import RunSpec, run_point_safely
 from .report import TARGETS, error_line, rank, ranking_table, target_of, write_report, write_tables
@@ -153,9 +153,11 @@ def training_settings(args) -> tuple[dict, ConfigFile | None]:
             raise UsageError(f"--{name.replace('_', '-')}: the sweep sets it for every run (give {flag})")
     if not args.config_file:
         check_synthetic_beside_data(given)
+        check_instrument_beside_data(given)
         return given, None
     config_file = ConfigFile.read(args.config_file).refuse(OWNED)
     check_synthetic_beside_data(config_file.under(given), config_file.sources(given))
+    check_instrument_beside_data(config_file.under(given), config_file.sources(given))
     return config_file.under(given), config_file
 
 
@@ -249,7 +251,8 @@ def describe_point(point: dict) -> str:
 
 def describe_data(cfg: TrainConfig) -> str:
     if cfg.data:
-        return f"{cfg.data}, the last {cfg.holdout_frac:g} of its rows held out for the evaluation"
+        chosen = f" (--instrument {cfg.instrument})" if cfg.instrument is not None else ""
+        return f"{cfg.data}{chosen}, the last {cfg.holdout_frac:g} of its rows held out for the evaluation"
     return (f"synthetic market `{cfg.synthetic}`, {cfg.synthetic_rows:,} rows drawn with each run's seed; "
             f"{cfg.eval_rows:,} held-out rows drawn with another")
 

@@ -5,7 +5,9 @@
 
 `--data` names files (read, validated and labelled here) or a cache `python -m foxc.data prepare`
 made of them (its rows left on disk, each shard verified and read with its labels when the device
-dataset uploads it; foxc.data.cache.CacheRows).
+dataset uploads it; foxc.data.cache.CacheRows). `--instrument ID` keeps one instrument's rows of the
+files (foxc.data.select); it is part of the data's identity a resume checks (the files' sha256 mixes
+it in), and a cache must have been prepared with the same.
 """
 from __future__ import annotations
 
@@ -28,13 +30,22 @@ class RunData:
     source: dict            # what the checkpoint meta and config.json record about the data
 
 
-def files_digest(files) -> str:
+def files_digest(files, instrument: str | None = None) -> str:
+    """The identity of data files read whole, or (`instrument`) read for one instrument's rows: the same files read
+    for another instrument are other data."""
     h = hashlib.sha256()
     for f in files:
         with open(f, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
+    if instrument is not None:  # none: the identity the files had before --instrument existed
+        h.update(f"\0--instrument {instrument}".encode())
     return h.hexdigest()
+
+
+def selection(cfg) -> dict:
+    """What the run's data source records of --instrument (nothing without it)."""
+    return {"instrument_selection": cfg.instrument} if cfg.instrument is not None else {}
 
 
 def check_horizons(horizons, labelled: list[bool], rows: int, market=None, data=None) -> None:
@@ -59,13 +70,16 @@ def check_horizons(horizons, labelled: list[bool], rows: int, market=None, data=
 def cache_data(cfg, log) -> tuple:
     """(rows, source) of the prepared cache --data names: its rows stay on disk (foxc.data.cache.CacheRows:
     each shard is verified against the manifest when it is read), labels as prepared (their horizons
-    must be the run's); the identity is the cache's."""
-    from ..data.cache import CacheRows
+    must be the run's, and so must its --instrument); the identity is the cache's."""
+    from ..data.cache import CacheRows, check_selection
     from ..data.labels import LabelConfig
     rows = CacheRows(cfg.data, LabelConfig(horizons=cfg.horizons))
-    log(f"data: cache {cfg.data} ({len(rows.manifest['shards'])} shard(s), prepared from {rows.manifest['data']}); "
-        "each shard is verified as it is read")
-    source = {"source": cfg.data, "cache": True, "files": rows.files, "rows": rows.n_rows, "sha256": rows.sha256}
+    check_selection(rows.path, rows.manifest, cfg.instrument)
+    chosen = f" with --instrument {cfg.instrument}" if cfg.instrument is not None else ""
+    log(f"data: cache {cfg.data} ({len(rows.manifest['shards'])} shard(s), prepared from {rows.manifest['data']}"
+        f"{chosen}); each shard is verified as it is read")
+    source = {"source": cfg.data, "cache": True, **selection(cfg), "files": rows.files, "rows": rows.n_rows,
+              "sha256": rows.sha256}
     return rows, source
 
 
@@ -82,9 +96,9 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
         market, source = cache_data(cfg, log)
     elif cfg.data:
         from ..data.source import load
-        market = load(cfg.data)
-        source = {"source": cfg.data, "files": market.files, "rows": len(market.records),
-                  "sha256": files_digest(market.files)}
+        market = load(cfg.data, instrument=cfg.instrument)
+        source = {"source": cfg.data, **selection(cfg), "files": market.files, "rows": len(market.records),
+                  "sha256": files_digest(market.files, cfg.instrument)}
     else:
         from ..data.markets import MARKETS
         from ..evaluate.optimum import optimal_pnl

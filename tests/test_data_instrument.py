@@ -1,0 +1,278 @@
+"""--instrument ID: one instrument's rows of a file that interleaves several (a parent symbol's download, ES.FUT).
+
+The rows kept are exactly the decoded rows of that id, validated on their own: compared with a filter of the raw
+decoded rows (read_dbn, read_parquet), through load(), a prepared cache and the commands.
+"""
+import argparse
+import datetime as dt
+import json
+import re
+from types import SimpleNamespace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from data_files import FIXTURES, NEEDS_DBN, dbn_bytes
+from foxc.data.dbn import read_dbn
+from foxc.data.market import finish
+from foxc.data.parquet import read_parquet, write_parquet
+from foxc.data.select import instrument_arg
+from foxc.data.source import load
+from foxc.data.stream import FileStream
+from foxc.data.validate import DataError, ValidationConfig, apply
+from test_data_stream import troubled
+
+PARENT_DBN = FIXTURES / "mbp10.v2.dbn"  # ESH1 (5482), ESH1-ESM1 (42005204, negative prices), NQH1 (13615) interleaved
+IDS = {11: "ESM4", 22: "ESU4", 33: "NQM4"}
+
+
+def parent_parquet(path, seeds=(1, 2, 3), rows=(400, 300, 200), shift: int = 0):
+    """A Parquet file of three instruments' books interleaved in time (troubled: every kind of skipped row), each
+    row's symbol its instrument's; `shift`: ns added to every time."""
+    parts = []
+    for (iid, _), seed, n in zip(IDS.items(), seeds, rows):
+        rec = troubled(n, seed)
+        rec["instrument_id"] = iid
+        rec["ts_ns"] += shift
+        parts.append(rec)
+    rec = np.concatenate(parts)
+    rec = rec[np.argsort(rec["ts_ns"], kind="stable")]
+    write_parquet(path, rec, row_group_rows=128)
+    table = pq.read_table(path)
+    symbols = pa.array([IDS[i] for i in rec["instrument_id"].tolist()])
+    pq.write_table(table.set_column(table.schema.get_field_index("symbol"), "symbol", symbols), path,
+                   row_group_size=128)
+    return path
+
+
+def expected(raw, bad, iid, cfg=ValidationConfig()):
+    """What --instrument iid must give: the raw decoded rows of that id, validated on their own as one segment."""
+    mine = raw["instrument_id"] == iid
+    kept, skipped = apply(raw[mine], None if bad is None else bad[mine], cfg)
+    kept = kept.copy()
+    kept["segment"] = 0
+    return finish(kept), int(mine.sum()), skipped
+
+
+def others(raw, iid):
+    ids, counts = np.unique(raw["instrument_id"][raw["instrument_id"] != iid], return_counts=True)
+    return {str(i): int(n) for i, n in zip(ids.tolist(), counts.tolist())}
+
+
+@pytest.mark.parametrize("rows", [1, 5, 1 << 14])
+def test_the_rows_of_one_instrument_are_a_filter_of_the_decoded_rows_validated_alone(tmp_path, rows):
+    """Selected before validation: time order and the skip counts are the instrument's own, and the other
+    instruments' rows are counted per id, not silently dropped."""
+    for path, read in ((PARENT_DBN, read_dbn), (parent_parquet(tmp_path / "parent.parquet"), read_parquet)):
+        raw, bad, _ = read(path)
+        for iid in np.unique(raw["instrument_id"]).tolist():
+            want, read_rows, skipped = expected(raw, bad, iid)
+            if not len(want):  # the calendar spread's negative prices: every row skipped
+                continue
+            stream = FileStream(path, rows=rows, instrument=str(iid))
+            got = np.concatenate(list(stream))
+            assert got.tobytes() == want.tobytes(), (path.name, iid, rows)
+            summary = stream.summary()
+            assert (summary.rows_read, summary.rows, summary.skipped) == (read_rows, len(want), skipped)
+            assert summary.instrument_id == iid and summary.other_instruments == others(raw, iid)
+            assert summary.segments == [(len(want), int(want["ts_ns"][0]), int(want["ts_ns"][-1]))]
+
+
+def test_load_keeps_the_instrument_and_reports_the_others(tmp_path):
+    path = parent_parquet(tmp_path / "parent.parquet")
+    raw, bad, _ = read_parquet(path)
+    data = load(path, instrument="22")
+    want, read_rows, skipped = expected(raw, bad, 22)
+    assert data.records.tobytes() == want.tobytes()
+    assert (data.instrument, data.instrument_id, data.n_segments, data.files) == ("ESU4", 22, 1, [str(path)])
+    entry = data.report.to_dict()["files"][str(path)]
+    assert entry == {"rows_read": read_rows, "rows_kept": len(want), "skipped": {k: v for k, v in skipped.items() if v},
+                     "notes": [], "instrument_id": 22, "other_instruments": {"11": 400, "33": 200}}
+    assert data.report.to_dict()["rows_other_instruments"] == 600
+    summary = data.report.summary()
+    assert f"{read_rows} rows read, {len(want)} kept" in summary and "600 rows of other instruments left out" in summary
+    assert "instrument_id 22 kept; rows of other instruments left out: instrument_id 11 (400), 33 (200)" in summary
+    assert load(path, instrument="0022").records.tobytes() == want.tobytes(), "an id's leading zeros change nothing"
+
+
+def test_a_dbn_symbol_is_resolved_by_the_files_symbol_mappings():
+    by_id, by_symbol = load(PARENT_DBN, instrument="13615"), load(PARENT_DBN, instrument="NQH1")
+    assert by_id.records.tobytes() == by_symbol.records.tobytes() and len(by_id.records)
+    assert (by_symbol.instrument, by_symbol.instrument_id) == ("NQH1", 13615)
+    assert load(PARENT_DBN, instrument="ESH1").instrument_id == 5482
+
+
+@pytest.mark.parametrize("given, words", [
+    ("999", ["--instrument 999: no row of the file is instrument_id 999; it holds instrument_id 5482 (7 rows), "
+             "13615 (7 rows), 42005204 (10 rows)"]),
+    ("ESM4", ["--instrument ESM4: not an instrument_id, and the file's symbol mappings do not name it (they map "
+              "ESH1 to 5482, ESH1-ESM1 to 42005204, NQH1 to 13615)"]),
+    ("42005204", ["no usable rows of instrument_id 42005204 (--instrument 42005204): all 10 skipped"]),
+])
+def test_an_instrument_the_file_does_not_hold_is_refused_naming_the_file_and_its_ids(given, words):
+    with pytest.raises(DataError) as err:
+        load(PARENT_DBN, instrument=given)
+    assert str(err.value).startswith(f"{PARENT_DBN}: ") and "\n" not in str(err.value)
+    for w in words:
+        assert w in str(err.value), str(err.value)
+
+
+def test_a_symbol_is_refused_where_the_file_maps_none_or_several(tmp_path):
+    path = parent_parquet(tmp_path / "parent.parquet")
+    with pytest.raises(DataError, match=r"parent\.parquet: --instrument ESM4: not an instrument_id, and the file maps "
+                                        r"no symbol to an instrument_id \(only a DBN file's metadata does\): give the "
+                                        "instrument_id"):
+        load(path, instrument="ESM4")
+    dbn = pytest.importorskip("databento_dbn", reason=NEEDS_DBN)
+    decoder = dbn.DBNDecoder(upgrade_policy=dbn.VersionUpgradePolicy.AS_IS)
+    decoder.write(PARENT_DBN.read_bytes())
+    decoded = decoder.decode()
+    day = dt.date(2020, 12, 28)  # a continuous symbol that rolls from one contract to the next: two ids
+    mappings = [SimpleNamespace(raw_symbol="ES.c.0", intervals=[
+        SimpleNamespace(start_date=day, end_date=day + dt.timedelta(days=1), symbol="5482"),
+        SimpleNamespace(start_date=day + dt.timedelta(days=1), end_date=day + dt.timedelta(days=2), symbol="13615")])]
+    head = dbn.Metadata(dataset="GLBX.MDP3", start=decoded[0].start, stype_in=dbn.SType.CONTINUOUS,
+                        stype_out=dbn.SType.INSTRUMENT_ID, schema=dbn.Schema.MBP_10, symbols=["ES.c.0"],
+                        mappings=mappings, version=2).encode()
+    (tmp_path / "roll.dbn").write_bytes(head + b"".join(bytes(r) for r in decoded[1:]))
+    (tmp_path / "bare.dbn").write_bytes(dbn_bytes(troubled(50, 1)))  # metadata without mappings
+    with pytest.raises(DataError, match=r"bare\.dbn: --instrument ESM4: not an instrument_id, and its DBN metadata "
+                                        "holds no symbol mappings: give the instrument_id"):
+        load(tmp_path / "bare.dbn", instrument="ESM4")
+    with pytest.raises(DataError, match=r"--instrument ES\.c\.0: the file's symbol mappings map it to 2 instruments "
+                                        r"\(instrument_id 5482, 13615\): give one instrument_id"):
+        load(tmp_path / "roll.dbn", instrument="ES.c.0")
+
+
+def test_the_dbn_symbol_mappings_are_databentos():
+    """foxc's reading of the metadata's mappings against Databento's decoder, on every fixture."""
+    dbn = pytest.importorskip("databento_dbn", reason=NEEDS_DBN)
+    for path in sorted(FIXTURES.glob("*.dbn*")):
+        dec = dbn.DBNDecoder(upgrade_policy=dbn.VersionUpgradePolicy.AS_IS,
+                             compression=dbn.Compression.ZSTD if path.name.endswith(".zst") else dbn.Compression.NONE)
+        dec.write(path.read_bytes())
+        want = {raw: [int(interval["symbol"]) for interval in intervals]
+                for raw, intervals in dec.decode()[0].mappings.items()}
+        got = read_dbn(path)[2]["symbol_ids"]
+        assert got == want and got, path.name
+
+
+def test_without_instrument_an_interleaved_file_is_refused_saying_how_to_pick_one(tmp_path):
+    with pytest.raises(DataError) as err:
+        load(PARENT_DBN)
+    assert ("(instrument_id 5482, 42005204, 13615 so far; a parent symbol's file, e.g. ES.FUT), and a file is read as "
+            "one book: give --instrument ID to keep one instrument's rows (e.g. --instrument 5482)") in str(err.value)
+    path = parent_parquet(tmp_path / "parent.parquet")
+    raw = read_parquet(path)[0]["instrument_id"]
+    again = next(i for i in range(1, len(raw)) if raw[i] != raw[i - 1] and raw[i] in raw[:i])
+    first = list(dict.fromkeys(raw.tolist()))  # every id of the chunk read, not only those before the repeat
+    assert len(set(raw[:again].tolist())) < 3
+    with pytest.raises(DataError, match=rf"parent\.parquet, row {again}: .*\(instrument_id "
+                                        rf"{', '.join(map(str, first))} so far; .*give --instrument ID"):
+        load(path)
+
+
+@pytest.mark.parametrize("text, want", [("5482", "5482"), ("007", "7"), (" ESM4 ", "ESM4"),
+                                        ("4294967295", "4294967295"), ("ESH1-ESM1", "ESH1-ESM1")])
+def test_the_flags_value_is_an_id_or_a_symbol(text, want):
+    assert instrument_arg(text) == want
+
+
+@pytest.mark.parametrize("text, words", [("", "an empty instrument"), ("4294967296", "outside 0 to 2^32 - 1"),
+                                         ("-3", "outside"), ("ES M4", "no spaces")])
+def test_the_flags_value_is_refused_naming_why(text, words):
+    with pytest.raises(argparse.ArgumentTypeError, match=re.escape(words)):
+        instrument_arg(text)
+
+
+# ---- a prepared cache ------------------------------------------------------------------------------------------
+
+def test_a_cache_of_one_instrument_holds_the_rows_load_keeps(tmp_path):
+    from foxc.data.cache import MANIFEST, content_sha256, open_cache
+    from foxc.data.labels import LabelConfig, compute_labels
+    from foxc.data.prepare import prepare
+    folder = tmp_path / "in"
+    folder.mkdir()
+    parent_parquet(folder / "a.parquet")
+    parent_parquet(folder / "b.parquet", seeds=(4, 5, 6), rows=(100, 250, 150))
+    raw = {name: read_parquet(folder / name)[:2] for name in ("a.parquet", "b.parquet")}
+    for workers in (1, 2):
+        manifest = prepare(folder, tmp_path / f"cache{workers}", workers=workers, rows=64, instrument="33")
+        want = load(folder, instrument="33")
+        parts = [expected(*raw[name], 33)[0] for name in ("a.parquet", "b.parquet")]
+        order = np.argsort([p["ts_ns"][0] for p in parts], kind="stable")
+        assert want.records["ts_ns"].tolist() == np.concatenate([parts[i] for i in order])["ts_ns"].tolist()
+        cache = open_cache(tmp_path / f"cache{workers}", LabelConfig())
+        assert cache.market.records.tobytes() == want.records.tobytes()
+        assert cache.labels.tobytes() == compute_labels(want.records, want.tick, LabelConfig()).tobytes()
+        assert cache.market.report.to_dict() == want.report.to_dict() and cache.market.instrument == "NQM4"
+        assert manifest["instrument_selection"] == "33" and manifest["sha256"] == content_sha256(manifest)
+        for shard in manifest["shards"]:
+            name = shard["sources"][0]["path"].rsplit("/", 1)[1]
+            read = shard["read"]
+            assert (read["instrument_id"], read["other_instruments"]) == (33, others(raw[name][0], 33))
+    other = prepare(folder, tmp_path / "other", rows=64, instrument="11")
+    assert other["sha256"] != manifest["sha256"], "the selection is part of the cache's identity"
+    edited = json.loads((tmp_path / "cache1" / MANIFEST).read_text())
+    edited["instrument_selection"] = "11"
+    (tmp_path / "cache1" / MANIFEST).write_text(json.dumps(edited))
+    with pytest.raises(DataError, match="sha256 is not the digest"):
+        open_cache(tmp_path / "cache1", LabelConfig())
+
+
+def test_a_cache_is_refused_for_another_selection_naming_both(tmp_path):
+    from foxc.data.cache import check_selection, read_manifest
+    from foxc.data.prepare import prepare
+    path = parent_parquet(tmp_path / "parent.parquet")
+    prepare(path, tmp_path / "c22", rows=64, instrument="22")
+    one = tmp_path / "one.parquet"
+    write_parquet(one, troubled(300, 7))
+    prepare(one, tmp_path / "plain", rows=64)
+    m22, plain = read_manifest(tmp_path / "c22"), read_manifest(tmp_path / "plain")
+    check_selection(tmp_path / "c22", m22, "22")
+    check_selection(tmp_path / "plain", plain, None)
+    for manifest, given, words in ((m22, "11", "prepared with --instrument 22, not this --instrument 11"),
+                                   (m22, None, "prepared with --instrument 22, and no --instrument is given now"),
+                                   (plain, "22", "prepared without --instrument, not with this --instrument 22")):
+        folder = tmp_path / ("c22" if manifest is m22 else "plain")
+        with pytest.raises(DataError) as err:
+            check_selection(folder, manifest, given)
+        assert str(err.value).startswith(f"{folder}: {words}"), str(err.value)
+        assert f"--out NEWCACHE{f' --instrument {given}' if given else ''})" in str(err.value)
+
+
+def test_prepare_and_inspect_take_the_flag(tmp_path, capsys):
+    from foxc.data.__main__ import main
+    path = parent_parquet(tmp_path / "parent.parquet")
+    assert main(["prepare", str(path), "--out", str(tmp_path / "c"), "--workers", "1", "--instrument", "22"]) == 0
+    assert "(--instrument 22; 600 rows of other instruments left out)" in capsys.readouterr().out
+    for target in (path, tmp_path / "c"):
+        assert main(["inspect", str(target), "--instrument", "22"]) == 0
+        out = capsys.readouterr().out
+        assert "instrument  ESU4 (id 22), the rows of --instrument 22" in out, out
+        assert "600 rows of other instruments left out" in out
+    assert main(["inspect", str(tmp_path / "c")]) == 0  # a cache shows its selection without the flag
+    assert "the rows of --instrument 22" in capsys.readouterr().out
+    assert main(["inspect", str(tmp_path / "c"), "--instrument", "11"]) == 2
+    assert "prepared with --instrument 22, not this --instrument 11" in capsys.readouterr().err
+    assert main(["inspect", str(path)]) == 2
+    assert "give --instrument ID to keep one instrument's rows" in capsys.readouterr().err
+
+
+def test_a_config_file_gives_the_instrument_as_an_id_or_a_symbol(tmp_path):
+    from foxc.trainer.config import ConfigError, ConfigFile, TrainConfig, parse_settings
+    for text, want in (("instrument = 5482\n", "5482"), ('instrument = "ESM4"\n', "ESM4")):
+        (tmp_path / "run.toml").write_text(f'data = "books/"\n{text}')
+        file = ConfigFile.read(tmp_path / "run.toml")
+        assert file.settings["instrument"] == want and f"--instrument={want}" in file.as_flags()
+        assert TrainConfig.for_backend("reference", **parse_settings(file.as_flags())).instrument == want
+    (tmp_path / "run.toml").write_text("instrument = -1\n")
+    with pytest.raises(ConfigError, match=re.escape(f"--config {tmp_path / 'run.toml'}: instrument = -1: "
+                                                    "instrument_id -1 is outside 0 to 2^32 - 1")):
+        ConfigFile.read(tmp_path / "run.toml")
+    assert parse_settings(["--data", "x.dbn", "--instrument", "007"])["instrument"] == "7"
+    assert TrainConfig.for_backend("reference", data="x.dbn", instrument=5482).instrument == "5482"  # a program's
+    with pytest.raises(ConfigError, match="--instrument must be given as its flag reads it, '7' \\(got '007'\\)"):
+        TrainConfig.for_backend("reference", data="x.dbn", instrument="007")  # would never match a cache's "7"
