@@ -93,11 +93,15 @@ def user_errors() -> tuple[type[BaseException], ...]:
 
 def run(prog: str, body, *, also: tuple[type[BaseException], ...] = ()) -> int:
     """`body()`'s exit status; a user error (user_errors(), an OSError, any of `also`) prints one line
-    and returns 2; Ctrl-C prints `<prog>: interrupted` and returns 130."""
+    and returns 2; Ctrl-C prints `<prog>: interrupted` and returns 130; stdout's reader gone (`| head`: it has
+    what it wanted) returns 0 without a word."""
     try:
-        return body()
+        status = body()
+        sys.stdout.flush()  # here, not at exit, where a closed pipe is a traceback
+        return status
     except BrokenPipeError:
-        raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor at exit's flush of the rest
+        return 0
     except (*user_errors(), OSError, *also) as exc:
         return fail(prog, describe(exc))
     except KeyboardInterrupt:

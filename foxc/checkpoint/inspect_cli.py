@@ -280,11 +280,7 @@ def main(argv=None) -> int:
                 raise
             _verdict(args, False, str(exc))
             return EXIT_NO
-    try:  # a file that is no checkpoint, an OSError (stdout on a full disk): one line, 2; Ctrl-C: 130
-        return run(PROG, body)
-    except BrokenPipeError:
-        sys.stderr.close()
-        return 0
+    return run(PROG, body)  # a file that is no checkpoint, an OSError (stdout on a full disk): one line, 2
 
 
 def _run(args) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 
 from ..cli import ArgumentParser, PathArg, UsageError, run
@@ -112,11 +111,7 @@ def with_command(argv: list[str]) -> list[str]:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(with_command(list(sys.argv[1:] if argv is None else argv)))
-    try:
-        return run(PROG, lambda: COMMANDS[args.command](args))
-    except BrokenPipeError:  # `| head`: the reader has what it wanted; no traceback at exit either
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+    return run(PROG, lambda: COMMANDS[args.command](args))
 
 
 if __name__ == "__main__":

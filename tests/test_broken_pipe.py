@@ -1,0 +1,24 @@
+"""`COMMAND | head`: a reader that closes the pipe early ends a foxc command quietly (status 0), as it
+would end `cat`, never with a BrokenPipeError traceback (cli.run holds this for every command)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("command", [
+    ["foxc.isv", "list"], ["foxc.data", "inspect", str(ROOT / "tests/fixtures/mbp10.v3.dbn"), "--instrument", "13615"]],
+    ids=["isv-list", "data-inspect"])
+def test_a_reader_gone_ends_the_command_quietly(command):
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line: every write meets a closed pipe
+    try:
+        done = subprocess.run([sys.executable, "-m", *command], stdout=write, stderr=subprocess.PIPE,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    finally:
+        os.close(write)
+    assert done.stderr.decode() == "" and done.returncode == 0, done.stderr.decode()
