@@ -167,7 +167,8 @@ def cmd_prepare(args) -> int:
     shards, rows = manifest["shards"], manifest["rows"]
     files = {s["read"]["input"]: s["read"] for s in shards}  # a file of several segments once
     read = sum(f["rows_read"] for f in files.values())
-    split = f", {len(shards) - len(files)} more where a file's instrument_id changes" if len(shards) > len(files) else ""
+    more = len(shards) - len(files)
+    split = f", {more} more where a file's instrument_id changes" if more > 0 else ""
     other = sum(n for f in files.values() for n in f.get("other_instruments", {}).values())
     chosen = f" (--instrument {args.instrument}; {other:,} rows of other instruments left out)" \
         if args.instrument is not None else ""

@@ -36,7 +36,8 @@ class TensorBoardLog:
         writer = _writer_class()
         if writer is None:
             raise ImportError(f"--tensorboard needs tensorboardX: {INSTALL}")
-        self.writer = writer(logdir=str(Path(run_dir) / "tensorboard"), purge_step=start_step + 1 if start_step else None)
+        purge = start_step + 1 if start_step else None  # events from this step on are hidden
+        self.writer = writer(logdir=str(Path(run_dir) / "tensorboard"), purge_step=purge)
         self.isv = isv
         self.slots = [s.name for s in SLOTS if s.read]
 
