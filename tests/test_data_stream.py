@@ -244,7 +244,7 @@ def test_rows_larger_than_memory_are_refused_naming_the_file_the_size_and_the_ca
                               "twice while they are joined into one array" + CACHE_HINT.format(two_days))
 
 
-def test_prepare_out_of_memory_names_the_file_and_says_to_give_fewer_workers(two_days, monkeypatch):
+def test_prepare_out_of_memory_names_the_file_and_the_remedy(two_days, monkeypatch):
     """The error named the data (DATA: out of memory preparing …), not the file being read or labelled."""
     import pickle
 
@@ -252,7 +252,14 @@ def test_prepare_out_of_memory_names_the_file_and_says_to_give_fewer_workers(two
     out_of_memory_reading(monkeypatch, "b.parquet")
     with pytest.raises(DataError) as err:
         preparing.prepare(two_days, two_days / "cache")
-    assert str(err.value) == f"{two_days / 'b.parquet'}: out of memory reading it with 1 worker(s) side by side " \
+    assert str(err.value) == f"{two_days / 'b.parquet'}: out of memory reading it with " \
+                             f"one worker ({ALLOC}): a worker needs a chunk of rows and its labels: free memory or use " \
+                             "a larger machine"
+    from contextlib import nullcontext
+    monkeypatch.setattr(preparing, "process_pool", lambda workers, jobs: nullcontext())  # two, run here in turn
+    with pytest.raises(DataError) as err:  # several workers side by side: fewer of them
+        preparing.prepare(two_days, two_days / "cache", workers=2)
+    assert str(err.value) == f"{two_days / 'b.parquet'}: out of memory reading it with 2 workers side by side " \
                              f"({ALLOC}): give fewer --workers"
     assert sorted(p.name for p in two_days.iterdir()) == ["a.parquet", "b.parquet"]
     monkeypatch.undo()
@@ -265,8 +272,8 @@ def test_prepare_out_of_memory_names_the_file_and_says_to_give_fewer_workers(two
     monkeypatch.setattr(preparing, "compute_labels", labels)
     with pytest.raises(DataError) as err:
         preparing.prepare(two_days, two_days / "cache")
-    assert str(err.value) == f"{two_days / 'b.parquet'}: out of memory labelling its rows with 1 worker(s) side by " \
-                             f"side ({ALLOC}): give fewer --workers"
+    assert str(err.value) == f"{two_days / 'b.parquet'}: out of memory labelling its rows with one worker ({ALLOC}): " \
+                             "a worker needs a chunk of rows and its labels: free memory or use a larger machine"
     assert sorted(p.name for p in two_days.iterdir()) == ["a.parquet", "b.parquet"]
     crossed = pickle.loads(pickle.dumps(preparing.InputOutOfMemory(1, "reading it", ALLOC)))  # from a pool's worker
     assert (crossed.index, crossed.doing, crossed.detail) == (1, "reading it", ALLOC)

@@ -74,12 +74,12 @@ def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
         _install(tmp, out, overwrite)
         installed = True
     except MemoryError as e:  # a worker holds a chunk and a label block (and pyarrow's row group), not a file
-        side = f"with {min(workers, len(paths))} worker(s) side by side"
+        n = min(workers, len(paths))
+        side, remedy = (f"with {n} workers side by side", "give fewer --workers") if n > 1 else \
+            ("with one worker", "a worker needs a chunk of rows and its labels: free memory or use a larger machine")
         if isinstance(e, InputOutOfMemory):  # the file it was reading or labelling
-            raise DataError(paths[e.index], f"out of memory {e.doing} {side} ({e.detail}): give fewer "
-                                            "--workers") from None
-        raise DataError(spec, f"out of memory preparing {side} ({str(e) or 'MemoryError'}): give fewer "
-                              "--workers") from None
+            raise DataError(paths[e.index], f"out of memory {e.doing} {side} ({e.detail}): {remedy}") from None
+        raise DataError(spec, f"out of memory preparing {side} ({str(e) or 'MemoryError'}): {remedy}") from None
     finally:
         shutil.rmtree(tmp if installed else made, ignore_errors=True)
     return manifest
