@@ -252,9 +252,8 @@ def test_prepare_out_of_memory_names_the_file_and_the_remedy(two_days, monkeypat
     out_of_memory_reading(monkeypatch, "b.parquet")
     with pytest.raises(DataError) as err:
         preparing.prepare(two_days, two_days / "cache")
-    assert str(err.value) == f"{two_days / 'b.parquet'}: out of memory reading it with " \
-                             f"one worker ({ALLOC}): a worker needs a chunk of rows and its labels: free memory or use " \
-                             "a larger machine"
+    assert str(err.value) == f"{two_days / 'b.parquet'}: out of memory reading it with one worker ({ALLOC}): " \
+                             "a worker needs a chunk of rows and its labels: free memory or use a larger machine"
     from contextlib import nullcontext
     monkeypatch.setattr(preparing, "process_pool", lambda workers, jobs: nullcontext())  # two, run here in turn
     with pytest.raises(DataError) as err:  # several workers side by side: fewer of them
