@@ -3,6 +3,7 @@
 The same run as from the rows in memory, bit for bit, resident or rotating; host memory bounded by the
 slots and the staging, not by the cache; a shard changed after the run opened the cache is refused when
 it is read."""
+import gc
 import tracemalloc
 
 import pytest
@@ -72,6 +73,7 @@ def test_a_head_of_the_cache_reads_what_the_head_in_memory_holds(cache):
 
 def peak_traced_mb(rt, cache, steps) -> float:
     """Peak Python/numpy memory (tracemalloc) while a rotating run is built from the cache and trained."""
+    gc.collect()  # earlier tests' garbage freed (its finalizers run) before the window, not inside it
     tracemalloc.start()
     try:
         run(rt, config(device_data_gb=BUDGET_GB, rotate_every=EVERY), (CacheRows(cache, LabelConfig()), None), steps)

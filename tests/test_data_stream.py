@@ -1,4 +1,5 @@
 """Streaming readers: any chunk size gives the records and report of the file read whole, and holds only a chunk."""
+import gc
 import tracemalloc
 
 import numpy as np
@@ -157,6 +158,7 @@ def test_a_stream_holds_a_chunk_not_the_file(tmp_path, name):
         path = write_lobster(tmp_path, lobster_day(rec), 10)
 
     def peak(read):
+        gc.collect()  # earlier tests' garbage freed (its finalizers run) before the window, not inside it
         tracemalloc.start()
         try:
             return read(), tracemalloc.get_traced_memory()[1]
