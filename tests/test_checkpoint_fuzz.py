@@ -1,6 +1,10 @@
 """Fuzzing the reader: damaged files give a CheckpointError, never another exception or a huge allocation."""
-import gc
+import json
+import os
+import subprocess
+import sys
 import tracemalloc
+from pathlib import Path
 
 import msgpack
 import numpy as np
@@ -34,14 +38,13 @@ def mutate(rng, data: bytes) -> bytes:
     return bytes(out + rng.bytes(int(rng.integers(1, 8))))
 
 
-def test_every_damaged_file_is_refused_cleanly():
-    """Any change to a sealed file is detected: checksums cover every byte."""
+def damaged_files_parsed() -> tuple[int, int, int | None, int]:
+    """(refused, the largest allocation of one damaged file's parse, its case, the file's size), or an
+    AssertionError naming a damaged file that was accepted."""
     rng = np.random.default_rng(SEED)
     state = sample_state(rng)
     original = encoded_bytes(77, state, {"config": {"batch": 8, "lr": 1e-4}})
     expected = expected_from(state)
-    gc.collect()  # earlier tests' garbage (a runtime's arrays) freed now, not by a collection inside the window
-    gc.disable()
     tracemalloc.start()
     try:
         refused, worst = 0, (0, None)
@@ -60,10 +63,20 @@ def test_every_damaged_file_is_refused_cleanly():
             worst = max(worst, (tracemalloc.get_traced_memory()[1] - held, case))
     finally:
         tracemalloc.stop()
-        gc.enable()
+    return refused, *worst, len(original)
+
+
+def test_every_damaged_file_is_refused_cleanly():
+    """Any change to a sealed file is detected: checksums cover every byte. Measured in a fresh interpreter: in
+    the full suite one msgpack refusal's parse was once seen at 1.9 MB (14 KB alone; see docs/NOTES.md)."""
+    here = Path(__file__).resolve().parent
+    done = subprocess.run([sys.executable, "-c", "import json, test_checkpoint_fuzz as t; "
+                           "print(json.dumps(t.damaged_files_parsed()))"], cwd=here, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": f"{here.parent}{os.pathsep}{here}"}, timeout=300)
+    assert done.returncode == 0, done.stderr
+    refused, peak, case, size = json.loads(done.stdout.splitlines()[-1])
     assert refused > CASES * 0.95
-    peak, case = worst
-    assert peak < 64 * len(original) + (1 << 20), f"case {case}: {peak} bytes allocated for a {len(original)}-byte file"
+    assert peak < 64 * size + (1 << 20), f"case {case}: {peak} bytes allocated for a {size}-byte file"
 
 
 def random_value(rng, depth: int = 0):
