@@ -193,6 +193,20 @@ def test_a_zstd_file_cut_inside_a_frame_is_refused(tmp_path):
 
 
 ALLOC = "Unable to allocate 5.50 MiB for an array with shape (16384,) and data type |V352"
+
+
+class NumpyWithout:
+    """numpy, but its function `name` cannot have the memory it asks for (monkeypatched over a module's `np`)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, name):
+        if name == self._name:
+            def refused(*args, **kwargs):
+                raise MemoryError(ALLOC)
+            return refused
+        return getattr(np, name)
 CACHE_HINT = "; data files are held in memory whole: prepare a cache of them (python -m foxc.data prepare {} --out " \
              "CACHE), whose rows a run reads from disk a shard at a time (--data CACHE)"
 
@@ -232,14 +246,7 @@ def test_rows_larger_than_memory_are_refused_naming_the_file_the_size_and_the_ca
                               "bytes each) when reading this file ran out" + CACHE_HINT.format(two_days))
     monkeypatch.undo()
 
-    class NoRoom:  # numpy, but the one array of every row cannot be had
-        def __getattr__(self, name):
-            return getattr(np, name)
-
-        @staticmethod
-        def empty(*args, **kwargs):
-            raise MemoryError(ALLOC)
-    monkeypatch.setattr(source, "np", NoRoom())
+    monkeypatch.setattr(source, "np", NumpyWithout("empty"))  # the one array of every row cannot be had
     with pytest.raises(DataError) as err:
         load(two_days)
     assert str(err.value) == (f"{two_days}: out of memory: the 600 snapshots kept take 0.21 MB (352 bytes each), "
@@ -302,14 +309,7 @@ def test_labels_larger_than_memory_are_refused_by_train_and_inspect(two_days, mo
     monkeypatch.undo()
     from foxc.trainer import heldout
 
-    class NoCopy:  # the held-out cut's copy of the records is what memory cannot take
-        def __getattr__(self, name):
-            return getattr(np, name)
-
-        @staticmethod
-        def ascontiguousarray(*args, **kwargs):
-            raise MemoryError(ALLOC)
-    monkeypatch.setattr(heldout, "np", NoCopy())
+    monkeypatch.setattr(heldout, "np", NumpyWithout("ascontiguousarray"))  # the held-out cut's copy of the records
     assert train.main(["--backend", "reference", "--data", str(two_days), "--eval-every", "10", "--out",
                        str(two_days / "run")]) == 2
     assert capsys.readouterr().err == (f"foxc.train: error: --data {two_days}: out of memory: "
