@@ -182,16 +182,23 @@ def a_fold_spec(tmp_path) -> dict:
 
 @pytest.mark.parametrize("raw, problem", ABSURD + [
     (b"{}", "not a fold.json of foxc.evaluate.folds: no 'fold'"),
-    (lambda d: {**d, "steps": float("nan")}, "not a fold.json of foxc.evaluate.folds: steps is not of type int"),
-    (lambda d: {**d, "train": [1]}, "not a fold.json of foxc.evaluate.folds: train is not of type tuple[int, int]"),
-    (lambda d: {**d, "eval_days": "2024"}, "eval_days is not of type tuple[str, str] | None"),
-    (lambda d: {**d, "fold": True}, "fold is not of type int"),
+    (lambda d: {**d, "steps": float("nan")}, "not a fold.json of foxc.evaluate.folds: steps is NaN, not of type int"),
+    (lambda d: {**d, "train": [1]}, "train is a list of 1, not of type tuple[int, int]"),
+    (lambda d: {**d, "eval_days": "2024"}, 'eval_days is "2024", not of type tuple[str, str] | None'),
+    (lambda d: {**d, "fold": True}, "fold is true, not of type int"),
     (lambda d: {**d, "folds": 2}, "not a fold.json of foxc.evaluate.folds: no field 'folds'"),
-], ids=IDS + ["empty", "nan-steps", "short-window", "days-not-a-pair", "bool-fold", "unknown-field"])
+    (lambda d: {**d, "config": {"seed": "1"}}, 'config.seed is "1", not of type int'),
+    (lambda d: {**d, "config": {"train_args": ["--seq-len", 8]}}, "config.train_args[1] is 8, not of type str"),
+    (lambda d: {**d, "config": {"folds": 2}}, "no field 'config.folds'"),
+    (lambda d: {**d, "eval_config": {"n_backtests": 2.5}}, "eval_config.n_backtests is 2.5, not of type int"),
+    (lambda d: {**d, "eval_config": {"greedy": "no"}}, 'eval_config.greedy is "no", not of type bool'),
+    (lambda d: {**d, "eval_config": []}, "eval_config is a list of 0, not an object"),
+], ids=IDS + ["empty", "nan-steps", "short-window", "days-not-a-pair", "bool-fold", "unknown-field", "str-seed",
+              "int-train-arg", "unknown-config-key", "float-backtests", "str-greedy", "eval-config-a-list"])
 def test_an_absurd_fold_spec_is_one_line_naming_it(tmp_path, capsys, raw, problem):
     """`python -m foxc.evaluate.folds FOLD.json` on a spec nested deeper than the parser recurses, of a field
-    missing, unknown or of another type, ended in a traceback (RecursionError, TypeError) or ran a fold of NaN
-    steps; one line naming the file, exit 2, no fold run."""
+    missing, unknown or of another type (in its config and eval_config too), ended in a traceback (RecursionError,
+    TypeError) or ran a fold of NaN steps; one line naming the file, the field and its value, exit 2, no fold run."""
     from foxc.evaluate.folds import main as fold_main
     spec = tmp_path / "fold.json"
     spec.write_bytes(raw if isinstance(raw, bytes) else json.dumps(raw(a_fold_spec(tmp_path))).encode())
@@ -213,12 +220,27 @@ def test_a_fold_spec_reads_back_as_written(tmp_path):
     assert FoldSpec.read(tmp_path / "fold.json") == bare  # a field left out takes its default
 
 
-def test_an_absurd_sweep_run_spec_is_one_line_naming_it(tmp_path, capsys):
-    from foxc.sweep.point import main as point_main
+@pytest.mark.parametrize("config, problem", [
+    (None, ABSURD[0][1]),
+    ({"n_backtests": "32"}, 'not a run.json of foxc.sweep.point: config.n_backtests is "32", not of type int'),
+    ({"horizons": [10, None, 100]}, "config.horizons[1] is null, not of type int"),
+    ({"isv": [["lr_q", "fast"]]}, 'config.isv[0][1] is "fast", not of type float'),
+    ({"nsteps": 5}, "no field 'config.nsteps'"),
+], ids=["absurd", "str-backtests", "null-horizon", "str-isv-value", "unknown-setting"])
+def test_an_absurd_sweep_run_spec_is_one_line_naming_it(tmp_path, capsys, config, problem):
+    """A run.json whose config (TrainConfig's settings) holds a value of another type ran into a TypeError traceback
+    inside TrainConfig; it is refused at once, naming the file, the setting and its value."""
+    from foxc.sweep.point import RunSpec, main as point_main
+    from foxc.trainer.config import TrainConfig
     spec = tmp_path / "run.json"
-    spec.write_bytes(ABSURD[0][0])
+    run = json.loads(RunSpec("p", 0, {}, TrainConfig.for_backend("reference").as_dict(), "reference",
+                             str(tmp_path / "p")).to_json())
+    spec.write_bytes(ABSURD[0][0] if config is None else json.dumps({**run, "config": {**run["config"], **config}})
+                     .encode())
     assert point_main([str(spec)]) == 2
-    assert capsys.readouterr().err == f"foxc.sweep.point: error: {spec}: {ABSURD[0][1]}\n"
+    err = capsys.readouterr().err
+    assert err.startswith(f"foxc.sweep.point: error: {spec}: ") and err.endswith(f"{problem}\n")
+    assert len(err.splitlines()) == 1 and not (tmp_path / "p").exists()
 
 
 @pytest.mark.parametrize("raw, problem", ABSURD, ids=IDS)

@@ -37,6 +37,15 @@ CURVE_POINTS = 1000
 
 
 @dataclass
+class TrainerConfig:
+    """A fold spec's `config` as foxc.walkforward writes it, for each fold's trainer (foxc.evaluate.trainers)."""
+    train_args: list[str] = field(default_factory=list)  # training flags, parsed by the trainer
+    backend: str | None = None
+    seed: int = 0
+    baseline: dict = field(default_factory=dict)  # the baseline trainer's options over its DEFAULTS
+
+
+@dataclass
 class FoldSpec(Job):
     fold: int
     train: tuple[int, int]         # [start, stop) rows of the whole data
@@ -56,6 +65,7 @@ class FoldSpec(Job):
 
     SPEC_FILE: ClassVar[str] = "fold.json"
     WORKER: ClassVar[str] = "foxc.evaluate.folds"
+    CONFIGS: ClassVar[dict] = {"config": TrainerConfig, "eval_config": EvalConfig}
 
     @property
     def key(self) -> int:
