@@ -258,6 +258,45 @@ def test_a_workers_unreadable_record_is_a_failed_fold_not_a_traceback(tmp_path, 
         "\nkilled \ufffd\n")
 
 
+def a_fold_record() -> dict:
+    """A finished fold's record, of what the report reads."""
+    return {"fold": 0, "train_window": {"rows": 10}, "eval_window": {"rows": 10}, "equity_curve": [[1, 5]],
+            "metrics": {"trades": 2, "net_pnl": 5, "mean_trade_pnl": 2.5, "trade_pnl_std": 1.0, "win_rate": 0.5,
+                        "trade_t_stat": 3.5, "max_drawdown": 0, "hold_frac": 0.5, "pnl_ticks": 0.1}}
+
+
+@pytest.mark.parametrize("record, problem", [
+    ([], "not a JSON object (a JSON list)"),
+    ({}, "not a record of foxc.evaluate.folds: no 'fold'"),
+    ({"fold": "0"}, 'fold is "0", not of type int'),
+    ({"fold": 0}, "no 'train_window'"),
+    ({"fold": 0, "error": None}, "error is null, not of type str"),
+    (lambda r: {**r, "metrics": {**r["metrics"], "net_pnl": "5"}}, 'metrics.net_pnl is "5", not of type float'),
+    (lambda r: {**r, "metrics": {k: v for k, v in r["metrics"].items() if k != "trades"}}, "no 'metrics.trades'"),
+    (lambda r: {**r, "eval_window": []}, "eval_window is a list of 0, not an object"),
+    (lambda r: {**r, "yardstick": {"net_pnl": 10**400}}, "yardstick.net_pnl is an integer of 401 digits, not of type "
+                                                          "float | None"),
+    (lambda r: {**r, "equity_curve": [[1.5, 5]]}, "equity_curve[0][0] is 1.5, not of type int"),
+], ids=["list", "empty", "str-fold", "no-window", "null-error", "str-pnl", "no-trades", "window-a-list",
+        "huge-yardstick", "float-time"])
+def test_a_workers_record_that_is_no_fold_record_is_a_failed_fold(tmp_path, record, problem):
+    """A result.json that is JSON but no fold's record ({}, a key missing or of another type) broke the report's
+    assembly with a KeyError or TypeError traceback; it is that fold's failure, naming the file and what is wrong."""
+    from foxc.evaluate import scaleout
+    from foxc.evaluate.folds import FoldSpec
+    spec, result = FoldSpec(fold=0, train=(0, 10), eval=(10, 20), steps=5, out_dir=str(tmp_path)), a_fold_record()
+    (tmp_path / scaleout.RESULT_FILE).write_text(json.dumps(result))
+    assert scaleout._worker_record(spec, 0) == result
+    (tmp_path / scaleout.RESULT_FILE).write_text(json.dumps(record(result) if callable(record) else record))
+    (tmp_path / scaleout.WORKER_LOG).write_text("")
+    failed = scaleout._worker_record(spec, 0)
+    assert failed["error"].startswith("worker exited with status 0 and its record is unreadable "
+                                      f"({tmp_path / scaleout.RESULT_FILE}: ")
+    assert failed["error"].endswith(f"{problem}):\n")
+    report = assemble([failed, {**result, "fold": 1}], Criteria(), {})  # the report comes out
+    assert "failed: worker exited" in markdown(report)
+
+
 def test_a_worker_writes_its_record_whole_or_not_at_all(tmp_path, monkeypatch):
     """result.json goes through a temporary file and a rename: a worker stopped mid-write leaves no torn record."""
     import os
@@ -271,11 +310,11 @@ def test_a_worker_writes_its_record_whole_or_not_at_all(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(os, "replace", stopped)
     with pytest.raises(CheckpointSaveError, match="result.json.*No space left"):
-        scaleout._serve(spec, lambda job: {"fold": job.fold, "error": None})
+        scaleout._serve(spec, lambda job: {"fold": job.fold, "error": "stopped"})
     assert list((tmp_path / "fold").iterdir()) == [], "a partial record (or its temporary file) was left behind"
     monkeypatch.undo()
-    assert scaleout._serve(spec, lambda job: {"fold": job.fold, "error": None}) == 0
-    assert scaleout._worker_record(spec, 0) == {"fold": 0, "error": None}
+    assert scaleout._serve(spec, lambda job: {"fold": job.fold, "error": "stopped"}) == 1
+    assert scaleout._worker_record(spec, 1) == {"fold": 0, "error": "stopped"}
 
 
 class DamagedSummary:

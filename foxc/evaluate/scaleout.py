@@ -57,6 +57,10 @@ class Job:
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
 
+    def record_shape(self, record: dict) -> dict:
+        """What a record of this job holds (shape_problem's shape): a worker's result.json without it is refused."""
+        return {}
+
     @classmethod
     def read(cls, path):
         """The job of the spec file at `path`; one that is not JSON, or not this job's fields each of its type (a
@@ -246,7 +250,10 @@ def _worker_record(job, returncode: int) -> dict:
     unread = ""
     if result_path.is_file():
         try:
-            return read_json(result_path)
+            record = read_json(result_path)
+            if problem := shape_problem(record, job.record_shape(record)):  # JSON, but not what the report reads
+                raise JsonFileError(result_path, f"not a record of {job.WORKER}: {problem}")
+            return record
         except (OSError, JsonFileError) as e:  # a worker killed while writing it leaves it torn
             unread = f" and its record is unreadable ({e})"
     tail = (Path(job.out_dir) / WORKER_LOG).read_text(errors="replace")[-2000:]
