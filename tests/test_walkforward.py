@@ -262,7 +262,8 @@ def a_fold_record() -> dict:
     """A finished fold's record, of what the report reads."""
     return {"fold": 0, "train_window": {"rows": 10}, "eval_window": {"rows": 10}, "equity_curve": [[1, 5]],
             "metrics": {"trades": 2, "net_pnl": 5, "mean_trade_pnl": 2.5, "trade_pnl_std": 1.0, "win_rate": 0.5,
-                        "trade_t_stat": 3.5, "max_drawdown": 0, "hold_frac": 0.5, "pnl_ticks": 0.1}}
+                        "trade_t_stat": 3.5, "max_drawdown": 0, "hold_frac": 0.5, "pnl_ticks": 0.1,
+                        "exposure": 0.5}}
 
 
 @pytest.mark.parametrize("record, problem", [
@@ -273,12 +274,13 @@ def a_fold_record() -> dict:
     ({"fold": 0, "error": None}, "error is null, not of type str"),
     (lambda r: {**r, "metrics": {**r["metrics"], "net_pnl": "5"}}, 'metrics.net_pnl is "5", not of type float'),
     (lambda r: {**r, "metrics": {k: v for k, v in r["metrics"].items() if k != "trades"}}, "no 'metrics.trades'"),
+    (lambda r: {**r, "metrics": {**r["metrics"], "exposure": None}}, "metrics.exposure is null, not of type float"),
     (lambda r: {**r, "eval_window": []}, "eval_window is a list of 0, not an object"),
     (lambda r: {**r, "yardstick": {"net_pnl": 10**400}}, "yardstick.net_pnl is an integer of 401 digits, not of type "
                                                           "float | None"),
     (lambda r: {**r, "equity_curve": [[1.5, 5]]}, "equity_curve[0][0] is 1.5, not of type int"),
-], ids=["list", "empty", "str-fold", "no-window", "null-error", "str-pnl", "no-trades", "window-a-list",
-        "huge-yardstick", "float-time"])
+], ids=["list", "empty", "str-fold", "no-window", "null-error", "str-pnl", "no-trades", "null-exposure",
+        "window-a-list", "huge-yardstick", "float-time"])
 def test_a_workers_record_that_is_no_fold_record_is_a_failed_fold(tmp_path, record, problem):
     """A result.json that is JSON but no fold's record ({}, a key missing or of another type) broke the report's
     assembly with a KeyError or TypeError traceback; it is that fold's failure, naming the file and what is wrong."""
@@ -293,7 +295,7 @@ def test_a_workers_record_that_is_no_fold_record_is_a_failed_fold(tmp_path, reco
     assert failed["error"].startswith("worker exited with status 0 and its record is unreadable "
                                       f"({tmp_path / scaleout.RESULT_FILE}: ")
     assert failed["error"].endswith(f"{problem}):\n")
-    report = assemble([failed, {**result, "fold": 1}], Criteria(), {})  # the report comes out
+    report = assemble([failed, {**result, "fold": 1}, {"fold": 2, "error": ""}], Criteria(), {})  # it comes out
     assert "failed: worker exited" in markdown(report)
 
 

@@ -42,7 +42,7 @@ RECORD = {"fold": int, **_DAYS, "train_window": {"rows": int}, "eval_window": {"
           "equity_curve?": list[tuple[int, float]], "yardstick?": {"net_pnl": float | None},
           "metrics": {"trades": int, "net_pnl": float, "mean_trade_pnl": float | None, "trade_pnl_std?": float | None,
                       "win_rate": float | None, "trade_t_stat": float | None, "max_drawdown": float | None,
-                      "hold_frac": float | None, "pnl_ticks": float, "exposure?": float | None,
+                      "hold_frac": float | None, "pnl_ticks": float, "exposure": float,
                       "entropy_quarters?": list[float] | None}}
 
 
