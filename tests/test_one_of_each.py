@@ -151,5 +151,5 @@ def test_every_path_flag_is_a_patharg():
 
 def test_one_reader_of_json():
     """json.loads raises a RecursionError, int()'s digit limit or a UnicodeDecodeError on absurd input; every file
-    foxc reads goes through foxc/jsonfile.py, which says what is wrong and names the file."""
-    assert _defining(r"json\.loads?\(", ROOT.glob("foxc/**/*.py")) == ["foxc/jsonfile.py"]
+    foxc and its tools read go through foxc/jsonfile.py, which says what is wrong and names the file."""
+    assert _defining(r"json\.loads?\(", [*ROOT.glob("foxc/**/*.py"), *ROOT.glob("tools/*.py")]) == ["foxc/jsonfile.py"]

@@ -182,16 +182,23 @@ def a_fold_spec(tmp_path) -> dict:
 
 @pytest.mark.parametrize("raw, problem", ABSURD + [
     (b"{}", "not a fold.json of foxc.evaluate.folds: no 'fold'"),
-    (lambda d: {**d, "steps": float("nan")}, "not a fold.json of foxc.evaluate.folds: steps is not of type int"),
-    (lambda d: {**d, "train": [1]}, "not a fold.json of foxc.evaluate.folds: train is not of type tuple[int, int]"),
-    (lambda d: {**d, "eval_days": "2024"}, "eval_days is not of type tuple[str, str] | None"),
-    (lambda d: {**d, "fold": True}, "fold is not of type int"),
+    (lambda d: {**d, "steps": float("nan")}, "not a fold.json of foxc.evaluate.folds: steps is NaN, not of type int"),
+    (lambda d: {**d, "train": [1]}, "train is a list of 1, not of type tuple[int, int]"),
+    (lambda d: {**d, "eval_days": "2024"}, 'eval_days is "2024", not of type tuple[str, str] | None'),
+    (lambda d: {**d, "fold": True}, "fold is true, not of type int"),
     (lambda d: {**d, "folds": 2}, "not a fold.json of foxc.evaluate.folds: no field 'folds'"),
-], ids=IDS + ["empty", "nan-steps", "short-window", "days-not-a-pair", "bool-fold", "unknown-field"])
+    (lambda d: {**d, "config": {"seed": "1"}}, 'config.seed is "1", not of type int'),
+    (lambda d: {**d, "config": {"train_args": ["--seq-len", 8]}}, "config.train_args[1] is 8, not of type str"),
+    (lambda d: {**d, "config": {"folds": 2}}, "no field 'config.folds'"),
+    (lambda d: {**d, "eval_config": {"n_backtests": 2.5}}, "eval_config.n_backtests is 2.5, not of type int"),
+    (lambda d: {**d, "eval_config": {"greedy": "no"}}, 'eval_config.greedy is "no", not of type bool'),
+    (lambda d: {**d, "eval_config": []}, "eval_config is a list of 0, not an object"),
+], ids=IDS + ["empty", "nan-steps", "short-window", "days-not-a-pair", "bool-fold", "unknown-field", "str-seed",
+              "int-train-arg", "unknown-config-key", "float-backtests", "str-greedy", "eval-config-a-list"])
 def test_an_absurd_fold_spec_is_one_line_naming_it(tmp_path, capsys, raw, problem):
     """`python -m foxc.evaluate.folds FOLD.json` on a spec nested deeper than the parser recurses, of a field
-    missing, unknown or of another type, ended in a traceback (RecursionError, TypeError) or ran a fold of NaN
-    steps; one line naming the file, exit 2, no fold run."""
+    missing, unknown or of another type (in its config and eval_config too), ended in a traceback (RecursionError,
+    TypeError) or ran a fold of NaN steps; one line naming the file, the field and its value, exit 2, no fold run."""
     from foxc.evaluate.folds import main as fold_main
     spec = tmp_path / "fold.json"
     spec.write_bytes(raw if isinstance(raw, bytes) else json.dumps(raw(a_fold_spec(tmp_path))).encode())
@@ -213,12 +220,27 @@ def test_a_fold_spec_reads_back_as_written(tmp_path):
     assert FoldSpec.read(tmp_path / "fold.json") == bare  # a field left out takes its default
 
 
-def test_an_absurd_sweep_run_spec_is_one_line_naming_it(tmp_path, capsys):
-    from foxc.sweep.point import main as point_main
+@pytest.mark.parametrize("config, problem", [
+    (None, ABSURD[0][1]),
+    ({"n_backtests": "32"}, 'not a run.json of foxc.sweep.point: config.n_backtests is "32", not of type int'),
+    ({"horizons": [10, None, 100]}, "config.horizons[1] is null, not of type int"),
+    ({"isv": [["lr_q", "fast"]]}, 'config.isv[0][1] is "fast", not of type float'),
+    ({"nsteps": 5}, "no field 'config.nsteps'"),
+], ids=["absurd", "str-backtests", "null-horizon", "str-isv-value", "unknown-setting"])
+def test_an_absurd_sweep_run_spec_is_one_line_naming_it(tmp_path, capsys, config, problem):
+    """A run.json whose config (TrainConfig's settings) holds a value of another type ran into a TypeError traceback
+    inside TrainConfig; it is refused at once, naming the file, the setting and its value."""
+    from foxc.sweep.point import RunSpec, main as point_main
+    from foxc.trainer.config import TrainConfig
     spec = tmp_path / "run.json"
-    spec.write_bytes(ABSURD[0][0])
+    run = json.loads(RunSpec("p", 0, {}, TrainConfig.for_backend("reference").as_dict(), "reference",
+                             str(tmp_path / "p")).to_json())
+    spec.write_bytes(ABSURD[0][0] if config is None else json.dumps({**run, "config": {**run["config"], **config}})
+                     .encode())
     assert point_main([str(spec)]) == 2
-    assert capsys.readouterr().err == f"foxc.sweep.point: error: {spec}: {ABSURD[0][1]}\n"
+    err = capsys.readouterr().err
+    assert err.startswith(f"foxc.sweep.point: error: {spec}: ") and err.endswith(f"{problem}\n")
+    assert len(err.splitlines()) == 1 and not (tmp_path / "p").exists()
 
 
 @pytest.mark.parametrize("raw, problem", ABSURD, ids=IDS)
@@ -236,6 +258,47 @@ def test_a_workers_unreadable_record_is_a_failed_fold_not_a_traceback(tmp_path, 
         "\nkilled \ufffd\n")
 
 
+def a_fold_record() -> dict:
+    """A finished fold's record, of what the report reads."""
+    return {"fold": 0, "train_window": {"rows": 10}, "eval_window": {"rows": 10}, "equity_curve": [[1, 5]],
+            "metrics": {"trades": 2, "net_pnl": 5, "mean_trade_pnl": 2.5, "trade_pnl_std": 1.0, "win_rate": 0.5,
+                        "trade_t_stat": 3.5, "max_drawdown": 0, "hold_frac": 0.5, "pnl_ticks": 0.1,
+                        "exposure": 0.5}}
+
+
+@pytest.mark.parametrize("record, problem", [
+    ([], "not a JSON object (a JSON list)"),
+    ({}, "not a record of foxc.evaluate.folds: no 'fold'"),
+    ({"fold": "0"}, 'fold is "0", not of type int'),
+    ({"fold": 0}, "no 'train_window'"),
+    ({"fold": 0, "error": None}, "error is null, not of type str"),
+    (lambda r: {**r, "metrics": {**r["metrics"], "net_pnl": "5"}}, 'metrics.net_pnl is "5", not of type float'),
+    (lambda r: {**r, "metrics": {k: v for k, v in r["metrics"].items() if k != "trades"}}, "no 'metrics.trades'"),
+    (lambda r: {**r, "metrics": {**r["metrics"], "exposure": None}}, "metrics.exposure is null, not of type float"),
+    (lambda r: {**r, "eval_window": []}, "eval_window is a list of 0, not an object"),
+    (lambda r: {**r, "yardstick": {"net_pnl": 10**400}}, "yardstick.net_pnl is an integer of 401 digits, not of type "
+                                                          "float | None"),
+    (lambda r: {**r, "equity_curve": [[1.5, 5]]}, "equity_curve[0][0] is 1.5, not of type int"),
+], ids=["list", "empty", "str-fold", "no-window", "null-error", "str-pnl", "no-trades", "null-exposure",
+        "window-a-list", "huge-yardstick", "float-time"])
+def test_a_workers_record_that_is_no_fold_record_is_a_failed_fold(tmp_path, record, problem):
+    """A result.json that is JSON but no fold's record ({}, a key missing or of another type) broke the report's
+    assembly with a KeyError or TypeError traceback; it is that fold's failure, naming the file and what is wrong."""
+    from foxc.evaluate import scaleout
+    from foxc.evaluate.folds import FoldSpec
+    spec, result = FoldSpec(fold=0, train=(0, 10), eval=(10, 20), steps=5, out_dir=str(tmp_path)), a_fold_record()
+    (tmp_path / scaleout.RESULT_FILE).write_text(json.dumps(result))
+    assert scaleout._worker_record(spec, 0) == result
+    (tmp_path / scaleout.RESULT_FILE).write_text(json.dumps(record(result) if callable(record) else record))
+    (tmp_path / scaleout.WORKER_LOG).write_text("")
+    failed = scaleout._worker_record(spec, 0)
+    assert failed["error"].startswith("worker exited with status 0 and its record is unreadable "
+                                      f"({tmp_path / scaleout.RESULT_FILE}: ")
+    assert failed["error"].endswith(f"{problem}):\n")
+    report = assemble([failed, {**result, "fold": 1}, {"fold": 2, "error": ""}], Criteria(), {})  # it comes out
+    assert "failed: worker exited" in markdown(report)
+
+
 def test_a_worker_writes_its_record_whole_or_not_at_all(tmp_path, monkeypatch):
     """result.json goes through a temporary file and a rename: a worker stopped mid-write leaves no torn record."""
     import os
@@ -249,11 +312,11 @@ def test_a_worker_writes_its_record_whole_or_not_at_all(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(os, "replace", stopped)
     with pytest.raises(CheckpointSaveError, match="result.json.*No space left"):
-        scaleout._serve(spec, lambda job: {"fold": job.fold, "error": None})
+        scaleout._serve(spec, lambda job: {"fold": job.fold, "error": "stopped"})
     assert list((tmp_path / "fold").iterdir()) == [], "a partial record (or its temporary file) was left behind"
     monkeypatch.undo()
-    assert scaleout._serve(spec, lambda job: {"fold": job.fold, "error": None}) == 0
-    assert scaleout._worker_record(spec, 0) == {"fold": 0, "error": None}
+    assert scaleout._serve(spec, lambda job: {"fold": job.fold, "error": "stopped"}) == 1
+    assert scaleout._worker_record(spec, 1) == {"fold": 0, "error": "stopped"}
 
 
 class DamagedSummary:

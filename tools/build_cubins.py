@@ -40,6 +40,8 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 sys.path.insert(0, str(ROOT))
 
+from foxc.jsonfile import read_json  # noqa: E402 (the one reader of JSON: a damaged manifest is refused naming it)
+
 
 def generated_headers():
     """(path, is_current, write) for each header generated from Python: regenerated before a build."""
@@ -184,7 +186,7 @@ def kernel_signatures(source: Path) -> dict:
 
 
 def load_manifest() -> dict:
-    return json.loads(MANIFEST.read_text()) if MANIFEST.is_file() else {}
+    return read_json(MANIFEST) if MANIFEST.is_file() else {}
 
 
 def stale_entries(manifest: dict, archs: list[str] | None = None) -> list[str]:

@@ -34,6 +34,25 @@ from .scaleout import Job, serve
 from .trainers import resolve_trainer
 
 CURVE_POINTS = 1000
+# what the walk-forward's report reads of a failed and of a finished fold's record (foxc.evaluate.reporting, plots):
+# a worker's result.json without it is refused (scaleout.shape_problem: a key ending in "?" may be missing)
+_DAYS = {"train_days?": tuple[str, str], "eval_days?": tuple[str, str]}
+FAILED_RECORD = {"fold": int, "error": str, **_DAYS}
+RECORD = {"fold": int, **_DAYS, "train_window": {"rows": int}, "eval_window": {"rows": int},
+          "equity_curve?": list[tuple[int, float]], "yardstick?": {"net_pnl": float | None},
+          "metrics": {"trades": int, "net_pnl": float, "mean_trade_pnl": float | None, "trade_pnl_std?": float | None,
+                      "win_rate": float | None, "trade_t_stat": float | None, "max_drawdown": float | None,
+                      "hold_frac": float | None, "pnl_ticks": float, "exposure": float,
+                      "entropy_quarters?": list[float] | None}}
+
+
+@dataclass
+class TrainerConfig:
+    """A fold spec's `config` as foxc.walkforward writes it, for each fold's trainer (foxc.evaluate.trainers)."""
+    train_args: list[str] = field(default_factory=list)  # training flags, parsed by the trainer
+    backend: str | None = None
+    seed: int = 0
+    baseline: dict = field(default_factory=dict)  # the baseline trainer's options over its DEFAULTS
 
 
 @dataclass
@@ -56,10 +75,14 @@ class FoldSpec(Job):
 
     SPEC_FILE: ClassVar[str] = "fold.json"
     WORKER: ClassVar[str] = "foxc.evaluate.folds"
+    CONFIGS: ClassVar[dict] = {"config": TrainerConfig, "eval_config": EvalConfig}
 
     @property
     def key(self) -> int:
         return self.fold
+
+    def record_shape(self, record: dict) -> dict:
+        return FAILED_RECORD if "error" in record else RECORD
 
     def failed(self, error: str, data_error: str | None = None) -> dict:
         record = {"fold": self.fold, "error": error, "fold_dir": self.out_dir, "host": socket.gethostname(),

@@ -188,7 +188,7 @@ def markdown(report: dict) -> str:
     for f in report["folds"]:
         when = [_days(f.get("train_days")), _days(f.get("eval_days"))] if days else []
         if "error" in f:
-            failed = f"failed: {f['error'].strip().splitlines()[-1]}"
+            failed = f"failed: {(f['error'].strip().splitlines() or [''])[-1]}"
             rows.append([f["fold"], *when, failed] + [""] * (len(head) - 2 - len(when)))
             continue
         m, cr = f["metrics"], f["criteria"]

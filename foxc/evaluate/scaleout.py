@@ -23,7 +23,7 @@ import sys
 import time
 import types
 import typing
-from dataclasses import MISSING, asdict, fields
+from dataclasses import MISSING, asdict, fields, is_dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -32,6 +32,7 @@ from ..cli import nonnegative_float, positive_int, run
 from ..driver.device import device_count
 from ..driver.errors import CudaError
 from ..jsonfile import JsonFileError, read_json
+from .plots import drawable, shown
 
 
 class ScaleoutError(RuntimeError):
@@ -51,52 +52,80 @@ class Job:
     `serve`)."""
     SPEC_FILE: ClassVar[str]
     WORKER: ClassVar[str]
+    CONFIGS: ClassVar[dict[str, type]] = {}  # a field that holds a dataclass's fields (a config) -> that dataclass
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
+
+    def record_shape(self, record: dict) -> dict:
+        """What a record of this job holds (shape_problem's shape): a worker's result.json without it is refused."""
+        return {}
 
     @classmethod
     def read(cls, path):
         """The job of the spec file at `path`; one that is not JSON, or not this job's fields each of its type (a
         file damaged or edited by hand), is a JsonFileError naming it."""
         doc = read_json(path)
-        problem = _fields_problem(cls, doc)
+        problem = _fields_problem(doc, cls)
         if problem:
             raise JsonFileError(path, f"not a {cls.SPEC_FILE} of {cls.WORKER}: {problem}")
         hints = typing.get_type_hints(cls)
         return cls(**{k: _tupled(v, hints[k]) for k, v in doc.items()})
 
 
-def _fields_problem(cls, doc: dict) -> str:
-    """What keeps `doc` from being the fields of dataclass `cls` ("" when nothing)."""
-    names, hints = [f.name for f in fields(cls)], typing.get_type_hints(cls)
-    unknown = sorted(doc.keys() - set(names))
+def _fields_problem(doc: dict, cls, where: str = "") -> str:
+    """What keeps `doc` from being the fields of dataclass `cls` ("" when nothing): one missing (without a default),
+    unknown or of another type; a field `cls.CONFIGS` names holds the fields of its dataclass in turn."""
+    unknown = sorted(doc.keys() - {f.name for f in fields(cls)})
     if unknown:
-        return f"no field {unknown[0]!r}"
-    for f in fields(cls):
-        if f.name not in doc:
-            if f.default is MISSING and f.default_factory is MISSING:
-                return f"no {f.name!r}"
-        elif not _is(doc[f.name], hints[f.name]):
-            hint = hints[f.name]
-            return f"{f.name} is not of type {hint if typing.get_origin(hint) else hint.__name__}"
+        return f"no field {where + unknown[0]!r}"
+    hints, configs = typing.get_type_hints(cls), getattr(cls, "CONFIGS", {})
+    return shape_problem(doc, {f.name + "?" * (f.default is not MISSING or f.default_factory is not MISSING):
+                               configs.get(f.name, hints[f.name]) for f in fields(cls)}, where)
+
+
+def shape_problem(doc: dict, shape: dict, where: str = "") -> str:
+    """What keeps JSON object `doc` from holding `shape`'s keys ("" when nothing), each of its type (_value_problem);
+    a key ending in "?" may be missing."""
+    for key, hint in shape.items():
+        name, value = where + key.rstrip("?"), doc.get(key.rstrip("?"), MISSING)
+        if value is MISSING and not key.endswith("?"):
+            return f"no {name!r}"
+        if value is not MISSING and (problem := _value_problem(value, hint, name)):
+            return problem
     return ""
 
 
-def _is(value, hint) -> bool:
-    """Whether a JSON value is of the type `hint` (a tuple as a list)."""
+def _value_problem(value, hint, name: str) -> str:
+    """What keeps JSON `value`, at `name`, from being of `hint` ("" when nothing): a type (a tuple or a list as a
+    list, item by item; a float one a plot can draw), a shape (a dict: shape_problem) or a dataclass (its fields)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (types.UnionType, typing.Union):
-        return any(_is(value, a) for a in args)
+    shaped, listed = isinstance(hint, dict) or is_dataclass(hint), origin in (list, tuple)
+    if shaped and isinstance(value, dict):
+        return (shape_problem if isinstance(hint, dict) else _fields_problem)(value, hint, name + ".")
+    if listed and isinstance(value, list):
+        items = args[:1] * len(value) if origin is list or args[-1:] == (Ellipsis,) else args
+        if len(items) == len(value):
+            return next(filter(None, map(_value_problem, value, items, [f"{name}[{i}]" for i in range(len(value))])),
+                        "")
+    elif origin in (types.UnionType, typing.Union):
+        if any(not _value_problem(value, a, name) for a in args):
+            return ""
+    elif not shaped and not listed and _is(value, hint):
+        return ""
+    shown_ = f"a list of {len(value)}" if isinstance(value, list) else shown(value)
+    return f"{name} is {shown_}, not {'an object' if shaped else f'of type {str(hint) if origin else hint.__name__}'}"
+
+
+def _is(value, hint) -> bool:
+    """Whether a JSON value is of the type `hint`, neither a list nor a union (a float one a plot can draw)."""
     if hint is type(None):
         return value is None
-    if origin is tuple:
-        return isinstance(value, list) and len(value) == len(args) and all(map(_is, value, args))
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return isinstance(value, origin or hint)
+        return drawable(value)
+    return isinstance(value, hint)
 
 
 def _tupled(value, hint):
@@ -221,7 +250,10 @@ def _worker_record(job, returncode: int) -> dict:
     unread = ""
     if result_path.is_file():
         try:
-            return read_json(result_path)
+            record = read_json(result_path)
+            if problem := shape_problem(record, job.record_shape(record)):  # JSON, but not what the report reads
+                raise JsonFileError(result_path, f"not a record of {job.WORKER}: {problem}")
+            return record
         except (OSError, JsonFileError) as e:  # a worker killed while writing it leaves it torn
             unread = f" and its record is unreadable ({e})"
     tail = (Path(job.out_dir) / WORKER_LOG).read_text(errors="replace")[-2000:]

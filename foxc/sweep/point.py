@@ -38,6 +38,7 @@ class RunSpec(Job):
 
     SPEC_FILE: ClassVar[str] = "run.json"
     WORKER: ClassVar[str] = "foxc.sweep.point"
+    CONFIGS: ClassVar[dict] = {"config": TrainConfig}
 
     @property
     def key(self) -> str:
