@@ -142,6 +142,23 @@ def test_a_resume_logs_each_step_once_and_moves_the_records_it_logs_again_aside(
     assert not side.exists(), "--overwrite kept the old run's superseded records"
 
 
+def test_a_resume_from_a_checkpoint_between_log_steps_logs_each_step_once(tmp_path):
+    """A record also ends at each checkpoint (--checkpoint-every 3, --log-every 4): a resume from checkpoint-6
+    moves aside only the record it logs again, and metrics.jsonl ends as the uninterrupted run's did."""
+    run = tmp_path / "run"
+    assert cli("--n-steps", "8", *SMALL, "--checkpoint-every", "3", "--out", str(run)).returncode == 0
+    log, side = run / "metrics.jsonl", run / "metrics.superseded.jsonl"
+    timeless = lambda text: [{k: v for k, v in json.loads(line).items() if k not in ("sps", "eval_seconds")}  # noqa: E731
+                             for line in text.splitlines()]
+    straight = timeless(log.read_text())
+    assert [(r["step"], r["steps"]) for r in straight] == [(3, 3), (4, 1), (6, 2), (8, 2)]
+    (run / "checkpoint-8.foxc").unlink()
+    done = cli("--resume-from", str(run / "checkpoint-6.foxc"), "--n-steps", "2")
+    assert done.returncode == 0, done.stderr
+    assert timeless(log.read_text()) == straight, "a step lost or logged twice"
+    assert timeless(side.read_text()) == straight[-1:]
+
+
 def test_moving_superseded_records_loses_none_when_the_replace_fails(tmp_path, monkeypatch):
     from foxc.checkpoint import CheckpointSaveError
     from foxc.trainer.metrics import supersede_records

@@ -206,6 +206,16 @@ def test_back_pressure_never_drops_a_frame(ref_rt):
     assert all(r["sps"] is not None and r["sps"] > 0 for r in log.records)
 
 
+def test_each_checkpoints_steps_are_logged_before_it_is_saved(ref_rt, tmp_path):
+    """A record ends at each checkpoint and is written before it (a process killed after the save has logged
+    every step the checkpoint holds, so its resume loses none)."""
+    t = trainer(ref_rt, config(log_every=4), DATA, tmp_path)
+    log, logged = SlowLog(), {}
+    t.save = lambda save=t.save: (logged.setdefault(t.steps_done, [r["step"] for r in log.records]), save())[1]
+    t.train(8, log, checkpoint_every=3)
+    assert logged == {3: [3], 6: [3, 4, 6]} and [r["steps"] for r in log.records] == [3, 1, 2, 2]
+
+
 @pytest.mark.parametrize("capacity,B,n_step", [(64, 16, 3), (64, 12, 1), (1024, 32, 3), (128, 16, 8)])
 def test_the_replay_buffer_is_full_when_the_graph_is_captured(ref_rt, capacity, B, n_step):
     """Capture waits until the buffer holds `capacity` transitions (the seed's lesson: a graph
