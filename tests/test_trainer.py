@@ -148,6 +148,11 @@ def test_cli_notes_a_profile_window_outside_the_run(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stderr == ("foxc.train: note: --profile-steps 2:9 lies partly outside the run (this run's steps are "
                            "0..3): only steps 2..3 are profiled\n")
+    done = cli("--n-steps", "4", "--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64",
+               "--synthetic-rows", "20000", "--profile", "--out", str(tmp_path / "profiled"))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ("foxc.train: note: --profile's window 10:29 lies outside the run (this run's steps are "
+                           "0..3): no step is profiled\n") and "--profile:" not in done.stdout, "said twice"
 
 
 def test_profiler_window_brackets_the_steps(ref_rt):
