@@ -141,4 +141,5 @@ def test_held_out_rows_out_of_memory_are_one_line_naming_eval_rows(cache, tmp_pa
     assert train.main([*small, "--synthetic-rows", "20000", "--eval-rows", "2000", "--out", str(tmp_path / "b")]) == 2
     assert capsys.readouterr().err == (
         "foxc.train: error: --eval-rows 2,000: out of memory: evaluating the held-out snapshots (their records, and "
-        "arrays of each as they are evaluated): 2,000 snapshots take 0.70 MB (352 bytes each); give fewer --eval-rows\n")
+        "arrays of each as they are evaluated): 2,000 snapshots take 0.70 MB (352 bytes each); give fewer "
+        "--eval-rows\n")
