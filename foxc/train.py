@@ -129,7 +129,7 @@ def main(argv=None) -> int:
             if kernels is not None:
                 if kernels.steps:
                     kernels.report(out)
-                else:
+                elif not outside:  # a run stopped before the window (one outside it was noted before the first step)
                     log(f"--profile: no step of the run fell in the window {profile_window(args)}")
         write_json(out / "summary.json", summary)
         if stop.requested:

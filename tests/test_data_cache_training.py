@@ -117,3 +117,29 @@ def test_a_missing_shard_is_refused_when_the_cache_is_opened(cache, tmp_path):
     (shard_dir(copy, 7) / "labels.npy").unlink()
     with pytest.raises(DataError, match="00007/labels.npy.*missing"):
         CacheRows(copy, LabelConfig())
+
+
+def test_held_out_rows_out_of_memory_are_one_line_naming_eval_rows(cache, tmp_path, monkeypatch, capsys):
+    """Reading a cache's held-out rows (the shards that hold them, whole), or evaluating held-out rows, out of memory
+    was a MemoryError traceback."""
+    from foxc import train
+    from foxc.data import cache as caching
+    from foxc.evaluate import runner
+    from test_data_stream import ALLOC, NumpyWithout
+
+    def no_room(*args):
+        raise MemoryError(ALLOC)
+    monkeypatch.setattr(caching, "read_rows", no_room)
+    small = ["--backend", "reference", "--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64", "--n-steps", "2"]
+    assert train.main([*small, "--data", str(cache), "--eval-every", "10", "--eval-rows", "1000", "--out",
+                       str(tmp_path / "a")]) == 2
+    assert capsys.readouterr().err == (  # rows 31,390.. of shards 10 (from 29,235) and 11 (to 34,878)
+        "foxc.train: error: --eval-rows 1,000: out of memory: reading the 1,000 held-out snapshots with the rest of "
+        "the cache's shards that hold them: 5,643 snapshots take 1.99 MB (352 bytes each); give fewer --eval-rows\n")
+    monkeypatch.undo()
+    monkeypatch.setattr(runner, "np", NumpyWithout("zeros"))  # the evaluation's arrays of each snapshot
+    assert train.main([*small, "--synthetic-rows", "20000", "--eval-rows", "2000", "--out", str(tmp_path / "b")]) == 2
+    assert capsys.readouterr().err == (
+        "foxc.train: error: --eval-rows 2,000: out of memory: evaluating the held-out snapshots (their records, and "
+        "arrays of each as they are evaluated): 2,000 snapshots take 0.70 MB (352 bytes each); give fewer "
+        "--eval-rows\n")

@@ -142,6 +142,23 @@ def test_a_resume_logs_each_step_once_and_moves_the_records_it_logs_again_aside(
     assert not side.exists(), "--overwrite kept the old run's superseded records"
 
 
+def test_a_resume_from_a_checkpoint_between_log_steps_logs_each_step_once(tmp_path):
+    """A record also ends at each checkpoint (--checkpoint-every 3, --log-every 4): a resume from checkpoint-6
+    moves aside only the record it logs again, and metrics.jsonl ends as the uninterrupted run's did."""
+    run = tmp_path / "run"
+    assert cli("--n-steps", "8", *SMALL, "--checkpoint-every", "3", "--out", str(run)).returncode == 0
+    log, side = run / "metrics.jsonl", run / "metrics.superseded.jsonl"
+    timeless = lambda text: [{k: v for k, v in json.loads(line).items()  # noqa: E731 (the records, times left out)
+                              if k not in ("sps", "eval_seconds")} for line in text.splitlines()]
+    straight = timeless(log.read_text())
+    assert [(r["step"], r["steps"]) for r in straight] == [(3, 3), (4, 1), (6, 2), (8, 2)]
+    (run / "checkpoint-8.foxc").unlink()
+    done = cli("--resume-from", str(run / "checkpoint-6.foxc"), "--n-steps", "2")
+    assert done.returncode == 0, done.stderr
+    assert timeless(log.read_text()) == straight, "a step lost or logged twice"
+    assert timeless(side.read_text()) == straight[-1:]
+
+
 def test_moving_superseded_records_loses_none_when_the_replace_fails(tmp_path, monkeypatch):
     from foxc.checkpoint import CheckpointSaveError
     from foxc.trainer.metrics import supersede_records
@@ -188,6 +205,30 @@ def test_the_directory_of_a_running_trainer_is_refused_even_with_overwrite(tmp_p
     finally:
         proc.terminate()
         proc.wait(timeout=120)
+
+
+def test_a_synthetic_setting_beside_a_checkpoints_data_is_refused(tmp_path):
+    """Resuming a run of --data without --data: a --synthetic-rows equal to the one its checkpoint records (the
+    default, unused) was accepted and ignored, another refused as differing from it. On synthetic data the same
+    --synthetic-rows resumes, another is refused."""
+    from foxc.data.parquet import write_parquet
+    from foxc.data.synthetic import generate
+    from foxc.trainer.config import TrainConfig
+    book, run = tmp_path / "book.parquet", tmp_path / "run"
+    write_parquet(book, generate(20000, 1))
+    assert cli("--n-steps", "2", *SIZES, "--data", str(book), "--out", str(run)).returncode == 0
+    ckpt = run / "checkpoint-2.foxc"
+    for flag, value in (("--synthetic-rows", str(TrainConfig.for_backend("reference").synthetic_rows)),
+                        ("--synthetic-rows", "30000"), ("--synthetic", "default")):
+        done = cli("--resume-from", str(ckpt), "--n-steps", "1", flag, value, "--out", str(tmp_path / "b"))
+        one_line_error(done, f"{flag} {value} is a setting of synthetic data: beside --data {book} (from "
+                             f"--resume-from {ckpt}) it would be ignored")
+    assert cli("--n-steps", "2", *SMALL, "--out", str(tmp_path / "s")).returncode == 0
+    ckpt = tmp_path / "s" / "checkpoint-2.foxc"
+    assert cli("--resume-from", str(ckpt), "--n-steps", "1", "--synthetic-rows", "20000", "--out",
+               str(tmp_path / "s2")).returncode == 0
+    one_line_error(cli("--resume-from", str(ckpt), "--n-steps", "1", "--synthetic-rows", "30000", "--out",
+                       str(tmp_path / "s3")), "synthetic_rows: 20000 in the checkpoint, 30000 now")
 
 
 def test_a_checkpoints_data_that_moved_is_named_as_the_checkpoints(tmp_path):

@@ -148,6 +148,11 @@ def test_cli_notes_a_profile_window_outside_the_run(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stderr == ("foxc.train: note: --profile-steps 2:9 lies partly outside the run (this run's steps are "
                            "0..3): only steps 2..3 are profiled\n")
+    done = cli("--n-steps", "4", "--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64",
+               "--synthetic-rows", "20000", "--profile", "--out", str(tmp_path / "profiled"))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ("foxc.train: note: --profile's window 10:29 lies outside the run (this run's steps are "
+                           "0..3): no step is profiled\n") and "--profile:" not in done.stdout, "said twice"
 
 
 def test_profiler_window_brackets_the_steps(ref_rt):
@@ -204,6 +209,16 @@ def test_back_pressure_never_drops_a_frame(ref_rt):
     summary = t.train(50, log)
     check_every_frame_once(summary, log.records, 0, 50, 20)
     assert all(r["sps"] is not None and r["sps"] > 0 for r in log.records)
+
+
+def test_each_checkpoints_steps_are_logged_before_it_is_saved(ref_rt, tmp_path):
+    """A record ends at each checkpoint and is written before it (a process killed after the save has logged
+    every step the checkpoint holds, so its resume loses none)."""
+    t = trainer(ref_rt, config(log_every=4), DATA, tmp_path)
+    log, logged = SlowLog(), {}
+    t.save = lambda save=t.save: (logged.setdefault(t.steps_done, [r["step"] for r in log.records]), save())[1]
+    t.train(8, log, checkpoint_every=3)
+    assert logged == {3: [3], 6: [3, 4, 6]} and [r["steps"] for r in log.records] == [3, 1, 2, 2]
 
 
 @pytest.mark.parametrize("capacity,B,n_step", [(64, 16, 3), (64, 12, 1), (1024, 32, 3), (128, 16, 8)])

@@ -19,3 +19,22 @@ def test_rl_folds_train_evaluate_and_report(tmp_path):
         trained = fold["train_summary"]
         assert trained["steps"] == 12 and trained["frames"] == 12 and trained["frames_dropped"] == 0
     assert "rl: foxc integrated trainer" in (out / "report.md").read_text()
+
+
+def test_a_folds_evaluation_out_of_memory_is_one_line_naming_the_remedy(tmp_path, monkeypatch, capsys):
+    """A MemoryError evaluating a fold's evaluation window was a traceback in its record (the run exiting 1)."""
+    from foxc.evaluate import runner
+    from test_data_stream import NumpyWithout
+    monkeypatch.setattr(runner, "np", NumpyWithout("zeros"))  # the evaluation's arrays of each snapshot
+    out = tmp_path / "wf"
+    assert walkforward.main(["--backend", "reference", "--synthetic-rows", "20000", "--folds", "1",
+                             "--steps-per-fold", "2", "--no-plots", "--out", str(out), "--n-backtests", "8",
+                             "--seq-len", "4", "--per-capacity", "64"]) == 2
+    assert capsys.readouterr().err == (
+        "foxc.walkforward: error: --data synthetic: fold 0: evaluating its evaluation window: out of memory: 10,000 "
+        "snapshots take 3.52 MB of records (352 bytes each), and arrays of each as they are evaluated; give fewer "
+        "--synthetic-rows, or more --folds (each fold evaluates its evaluation window whole) (the report of every "
+        f"fold is in {out})\n")
+    from foxc.evaluate.folds import no_room_in_fold  # from a cache: the flag of the evaluation window's dates
+    assert str(no_room_in_fold("evaluating", "why", "need", "parquet", {"cache": "/c"}, "--eval-days")) == (
+        "evaluating: out of memory: need; give more --folds, or fewer --eval-days (why)")

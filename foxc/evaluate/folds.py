@@ -26,6 +26,8 @@ from typing import ClassVar
 import numpy as np
 
 from ..data.market import MarketData
+from ..data.record import SNAPSHOT_BYTES
+from ..data.source import no_room, size
 from ..data.validate import DataError
 from ..driver import open_runtime
 from ..jsonfile import JsonFileError, read_json
@@ -122,10 +124,17 @@ def run_fold(spec: FoldSpec, train_records: np.ndarray, eval_records: np.ndarray
     ecfg = EvalConfig(**spec.eval_config)
     rt = open_runtime(ecfg.backend)
     policy = trainer.load_policy(checkpoint, config, rt)
-    with Evaluator(np.ascontiguousarray(eval_records), ecfg, tick=spec.tick, rt=rt) as evaluator:
-        ev = evaluator.run(policy)
-        t2 = time.perf_counter()
-        yardstick = None if trainer.is_baseline else _yardstick(window, evaluator, out, config)
+    try:
+        with Evaluator(np.ascontiguousarray(eval_records), ecfg, tick=spec.tick, rt=rt) as evaluator:
+            ev = evaluator.run(policy)
+            t2 = time.perf_counter()
+            yardstick = None if trainer.is_baseline else _yardstick(window, evaluator, out, config)
+    except MemoryError:
+        n = len(eval_records)
+        raise no_room_in_fold("evaluating its evaluation window", "each fold evaluates its evaluation window whole",
+                              f"{n:,} snapshots take {size(n * SNAPSHOT_BYTES)} of records ({SNAPSHOT_BYTES} bytes "
+                              "each), and arrays of each as they are evaluated", spec.source, config, "--eval-days"
+                              ) from None
     np.save(out / "equity.npy", ev.equity)
     np.save(out / "trades.npy", ev.trades)
     record = {
@@ -173,6 +182,14 @@ def _yardstick(window, evaluator, out: Path, config: dict) -> dict:
     except ValueError as e:
         return {"error": str(e), "net_pnl": None}
     return {k: m[k] for k in ("net_pnl", "trades", "win_rate", "pnl_ticks", "trade_t_stat", "exposure")}
+
+
+def no_room_in_fold(doing: str, why: str, need: str, source: str, config: dict, days: str) -> DataError:
+    """Out of memory `doing` in a fold: what it needed, and the remedy (`why` it helps) for the walk-forward's data:
+    synthetic rows, a prepared cache (`days`: the flag of the window's dates), or data files (held whole: a cache)."""
+    remedy = (f"give fewer --synthetic-rows, or more --folds ({why})" if source == "synthetic" else
+              f"give more --folds, or fewer {days} ({why})" if config.get("cache") else "")
+    return no_room(doing, "DATA", need, remedy)
 
 
 def fold_days(fold) -> dict:

@@ -6,10 +6,11 @@ from pathlib import Path
 
 from ..checkpoint import read_checkpoint
 from ..data.labels import LabelConfig, compute_labels
-from ..data.source import labelled_need, no_room
+from ..data.source import labelled_need
 from ..data.validate import DataError
 from ..driver import open_runtime
 from ..evaluate.agent import AgentPolicy
+from ..evaluate.folds import no_room_in_fold
 from .config import TrainConfig, parse_settings
 from .run import Trainer, write_json
 
@@ -49,8 +50,6 @@ TRAINER = RlFoldTrainer()
 
 def no_room_labelling(window, horizons: int, config: dict) -> DataError:
     """A fold's training window whose label planes do not fit in memory: what it needed, and the remedy for the
-    walk-forward's data (synthetic rows, a prepared cache, or data files held whole)."""
-    whole = "each fold labels its training window whole"
-    remedy = (f"give fewer --synthetic-rows, or more --folds ({whole})" if window.source == "synthetic" else
-              f"give more --folds, or fewer --train-days ({whole})" if config.get("cache") else "")
-    return no_room("labelling its training window", "DATA", labelled_need(window.n_rows, horizons), remedy)
+    walk-forward's data (no_room_in_fold)."""
+    return no_room_in_fold("labelling its training window", "each fold labels its training window whole",
+                           labelled_need(window.n_rows, horizons), window.source, config, "--train-days")

@@ -10,9 +10,12 @@ the weights and the ISV only), so it never changes the training run's bits.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import numpy as np
 
+from ..data.record import SNAPSHOT_BYTES
+from ..data.source import no_room, size
 from ..evaluate.agent import AgentPolicy
 from ..evaluate.runner import EvalConfig, Evaluator
 from .config import ConfigError
@@ -27,6 +30,17 @@ def synthetic_rows(n: int, flag: str, **kw):
         return synthetic_data(n, **kw)
     except MemoryError as e:
         raise ConfigError(f"{flag} {n:,}: not enough memory for that many synthetic snapshots ({e})") from None
+
+
+@contextmanager
+def room_for_heldout(eval_rows: int, doing: str, rows: int):
+    """A MemoryError `doing` something with `rows` held-out snapshots: one line naming --eval-rows, what the rows
+    take, and the remedy (rather than a traceback)."""
+    try:
+        yield
+    except MemoryError:
+        need = f"{doing}: {rows:,} snapshots take {size(rows * SNAPSHOT_BYTES)} ({SNAPSHOT_BYTES} bytes each)"
+        raise ConfigError(str(no_room(f"--eval-rows {eval_rows:,}", None, need, "give fewer --eval-rows"))) from None
 
 
 def holdout_market(cfg, market):
@@ -51,8 +65,12 @@ def holdout_market(cfg, market):
                          f"--holdout {cfg.holdout_frac} of {n} rows leaves too few rows to train or evaluate on")
     part = lambda r: MarketData(r, market.instrument, market.instrument_id, market.source,  # noqa: E731
                                 market.files, market.tick, market.report)
-    if isinstance(market, CacheRows):  # rows on disk: read only the evaluated ones
-        held = part(market.read_rows(cut, min(n, cut + cfg.eval_rows)))
+    if isinstance(market, CacheRows):  # rows on disk: read only the evaluated ones (and the rest of their shards)
+        stop, (first, end) = min(n, cut + cfg.eval_rows), market.segment_bounds()
+        a, b = np.searchsorted(end, [cut, stop - 1], "right")
+        with room_for_heldout(cfg.eval_rows, f"reading the {stop - cut:,} held-out snapshots with the rest of the "
+                                             "cache's shards that hold them", int(end[b] - first[a])):
+            held = part(market.read_rows(cut, stop))
         return market.head(cut), held
     return part(np.ascontiguousarray(market.records[:cut])), part(np.ascontiguousarray(market.records[cut:]))
 
@@ -64,17 +82,23 @@ class HeldOutEvaluation:
         records = held.records[:cfg.eval_rows]
         chunks = max(1, min(cfg.n_backtests, len(records) // MIN_CHUNK))
         fee = int(round(cfg.fee * 1e9))
-        self.evaluator = Evaluator(records, EvalConfig(n_backtests=chunks, fee_per_lot=fee,
-                                                       lots_per_entry=cfg.lots_per_entry, seed=cfg.seed),
-                                   tick=held.tick, rt=rt)
+        self.rows, self.eval_rows = len(records), cfg.eval_rows
+        with self.room():
+            self.evaluator = Evaluator(records, EvalConfig(n_backtests=chunks, fee_per_lot=fee,
+                                                           lots_per_entry=cfg.lots_per_entry, seed=cfg.seed),
+                                       tick=held.tick, rt=rt)
         self.policy = AgentPolicy(rt, ts.learner.params, ts.isv, cfg.seq_len, cfg.actor, cfg.precision)
         self.optimum = optimum
-        self.rows = len(records)
+
+    def room(self):
+        return room_for_heldout(self.eval_rows, "evaluating the held-out snapshots (their records, and arrays of "
+                                                "each as they are evaluated)", self.rows)
 
     def run(self) -> dict:
         """One greedy pass over the held-out rows; the `eval_*` fields of a metrics record."""
         t0 = time.perf_counter()
-        m = self.evaluator.run(self.policy).metrics
+        with self.room():
+            m = self.evaluator.run(self.policy).metrics
         out = {"eval_pnl": m["pnl_ticks"], "eval_pnl_se": m["pnl_ticks_se"], "eval_trades": m["trades"],
                "eval_wr": m["win_rate"], "eval_time_in_market": m["exposure"], "eval_rows": self.rows,
                "eval_chunks": m["chunks"], "eval_seconds": round(time.perf_counter() - t0, 3)}

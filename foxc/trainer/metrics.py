@@ -49,12 +49,13 @@ def interval_record(frames: list[dict]) -> dict:
 
 
 class FrameBlocks:
-    """Completed diagnostics frames cut into blocks of `every` consecutive steps (the last block ends
-    at `end`): each block becomes one metrics record once all its frames have arrived, however far
-    the host ran ahead of the device."""
+    """Completed diagnostics frames cut into blocks of `every` consecutive steps, cut also at each multiple of
+    `checkpoint_every` (0: none) so that a resume from any checkpoint starts at a record's end (the last block
+    ends at `end`): each block becomes one metrics record once all its frames have arrived, however far the host
+    ran ahead of the device."""
 
-    def __init__(self, end: int, every: int):
-        self.end, self.every = int(end), int(every)
+    def __init__(self, end: int, every: int, checkpoint_every: int = 0):
+        self.end, self.cuts = int(end), [int(e) for e in (every, checkpoint_every) if e]
         self.frames: list[dict] = []
 
     def add(self, frames: list[dict]):
@@ -64,7 +65,7 @@ class FrameBlocks:
         out = []
         while self.frames:
             first = int(self.frames[0]["step"])
-            n = min((first // self.every + 1) * self.every, self.end) - first
+            n = min([(first // e + 1) * e for e in self.cuts] + [self.end]) - first
             if len(self.frames) < n:
                 break
             out.append(self.frames[:n])

@@ -160,10 +160,10 @@ class Trainer:
         steps (`summary["stopped_at"]` says so). Back-pressure: the host never runs more than
         `ring.lead_limit` steps ahead of the frames it has read, so the diagnostics ring is never
         lapped and every step's frame arrives once; records are cut from completed frames,
-        `log_every` steps each."""
+        `log_every` steps each, and end at each checkpoint too (FrameBlocks)."""
         ring, every = self.ts.diagnostics, self.cfg.log_every
         target = self.steps_done + n_steps
-        blocks = FrameBlocks(target, every)
+        blocks = FrameBlocks(target, every, checkpoint_every if self.saver else 0)
         t_start = time.perf_counter()
         frames_all, records, evals = [], [], {}
         live_changes: list[dict] = []  # applied live ISV changes not yet in a record
@@ -204,13 +204,7 @@ class Trainer:
                     read(wait=True)
             self.step()
             step = self.steps_done
-            if checkpoint_every and self.saver and step % checkpoint_every == 0:
-                try:
-                    self.save()
-                except CheckpointSaveError as e:  # earlier checkpoints are intact: report and train on
-                    self.save_errors.append(f"step {step}: {e}")
-                    print(f"foxc.train: warning: checkpoint at step {step} not saved: {e}",
-                          file=sys.stderr, flush=True)
+            save = checkpoint_every and self.saver and step % checkpoint_every == 0
             if step % every == 0 or step == target:
                 final = step == target and self.heldout is not None
                 if final or (next_eval is not None and step >= next_eval):
@@ -218,8 +212,16 @@ class Trainer:
                     eval_seconds += evals[step]["eval_seconds"]
                     while next_eval is not None and next_eval <= step:
                         next_eval += eval_every
-                read()
+            if save or step % every == 0 or step == target:
+                read(wait=bool(save))  # a checkpoint's steps are all logged before it is: its resume loses none
                 emit()
+            if save:
+                try:
+                    self.save()
+                except CheckpointSaveError as e:  # earlier checkpoints are intact: report and train on
+                    self.save_errors.append(f"step {step}: {e}")
+                    print(f"foxc.train: warning: checkpoint at step {step} not saved: {e}",
+                          file=sys.stderr, flush=True)
         read(wait=True)
         if self.steps_done < target:  # stopped early: the partial block ends here
             blocks.end = self.steps_done

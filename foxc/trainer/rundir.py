@@ -19,7 +19,7 @@ from ..checkpoint.meta import config_differences
 from ..checkpoint.saver import list_checkpoints
 from ..isv.live import MARKER, REQUESTS, running_trainer
 from ..isv.registry import setting_problem
-from .config import TrainConfig, switches_from_slots
+from .config import TrainConfig, check_synthetic_beside_data, switches_from_slots
 from .metrics import SUPERSEDED
 
 # what a run writes into its directory: --overwrite removes these (and nothing else) before a run
@@ -135,7 +135,11 @@ def resume_settings(path, saved: dict, given: dict, sources: dict | None = None)
     settings in RESUME_FREE that are given taken from `given` (the others keep the checkpoint's,
     `n_steps` included: another run as long); any other setting given must agree with the saved one
     (each that does not is named, with where it came from when `sources` says: setting -> "--config FILE").
-    `data` is compared by content later (check_same_data), not by path."""
+    `data` is compared by content later (check_same_data), not by path. A setting of synthetic data beside the
+    checkpoint's real data (no --data given) is refused as beside --data: the run would ignore it."""
+    if not given.get("data"):
+        check_synthetic_beside_data({**given, "data": saved.get("data")},
+                                    {**(sources or {}), "data": f"--resume-from {path}"})
     differ = [k for k in given if k not in RESUME_FREE and k != "data"]
     conflicts = config_differences({k: saved.get(k) for k in differ}, {k: given[k] for k in differ})
     if conflicts:
