@@ -6,13 +6,17 @@ json.loads on absurd input raises more than its JSONDecodeError: a RecursionErro
 recurses, int()'s own ValueError for an integer of more digits than it converts (Python 3.11 on), a
 UnicodeDecodeError for bytes that are not UTF-8. Here each is one ValueError saying what is wrong, and
 read_json names the file. NaN and Infinity are read as Python's json writes them (foxc's own records hold
-them where a loss diverged): a reader whose values must be finite checks its fields. Ground floor: every
-reader above may import it.
+them where a loss diverged): a reader whose values must be finite checks its fields. Each reader states what it
+reads as a shape (a dict of key -> type, nested dicts, a dataclass, a range of integers) and shape_problem says what
+keeps a document from it, naming the field and its value (shown). Ground floor: every reader above may import it.
 """
 from __future__ import annotations
 
 import json
 import sys
+import types
+import typing
+from dataclasses import MISSING, fields, is_dataclass
 from pathlib import Path
 
 
@@ -65,3 +69,89 @@ def read_json(path) -> dict:
 
 def _kind(value) -> str:
     return {list: "list", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def drawable(value) -> bool:
+    """A number a plot can draw: an int or a float, not a bool, that converts to a float (a JSON integer of
+    hundreds of digits does not: matplotlib's OverflowError)."""
+    if not is_number(value):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
+def shown(value) -> str:
+    """A JSON value as a message shows it, never the whole of a long one: a list or object by its kind, a number
+    too large to draw by its digits, anything else as JSON cut to 40 characters."""
+    if isinstance(value, (list, dict)):
+        return "a list" if isinstance(value, list) else "an object"
+    if isinstance(value, int) and not isinstance(value, bool) and not drawable(value):
+        return f"an integer of {len(str(abs(value)))} digits"
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def fields_problem(doc: dict, cls, where: str = "") -> str:
+    """What keeps `doc` from being the fields of dataclass `cls` ("" when nothing): one missing (without a default),
+    unknown or of another type; a field `cls.CONFIGS` names holds the fields of its dataclass in turn."""
+    unknown = sorted(doc.keys() - {f.name for f in fields(cls)})
+    if unknown:
+        return f"no field {where + unknown[0]!r}"
+    hints, configs = typing.get_type_hints(cls), getattr(cls, "CONFIGS", {})
+    return shape_problem(doc, {f.name + "?" * (f.default is not MISSING or f.default_factory is not MISSING):
+                               configs.get(f.name, hints[f.name]) for f in fields(cls)}, where)
+
+
+def shape_problem(doc: dict, shape: dict, where: str = "") -> str:
+    """What keeps JSON object `doc` from holding `shape`'s keys ("" when nothing), each of its type (_value_problem);
+    a key ending in "?" may be missing."""
+    for key, hint in shape.items():
+        name, value = where + key.rstrip("?"), doc.get(key.rstrip("?"), MISSING)
+        if value is MISSING and not key.endswith("?"):
+            return f"no {name!r}"
+        if value is not MISSING and (problem := _value_problem(value, hint, name)):
+            return problem
+    return ""
+
+
+def _value_problem(value, hint, name: str) -> str:
+    """What keeps JSON `value`, at `name`, from being of `hint` ("" when nothing): a type (a tuple or a list as a
+    list, item by item; a float one a plot can draw), a shape (a dict: shape_problem) or a dataclass (its fields)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    shaped, listed = isinstance(hint, dict) or is_dataclass(hint), origin in (list, tuple)
+    if shaped and isinstance(value, dict):
+        return (shape_problem if isinstance(hint, dict) else fields_problem)(value, hint, name + ".")
+    if listed and isinstance(value, list):
+        items = args[:1] * len(value) if origin is list or args[-1:] == (Ellipsis,) else args
+        if len(items) == len(value):
+            return next(filter(None, map(_value_problem, value, items, [f"{name}[{i}]" for i in range(len(value))])),
+                        "")
+    elif origin in (types.UnionType, typing.Union):
+        if any(not _value_problem(value, a, name) for a in args):
+            return ""
+    elif not shaped and not listed and _is(value, hint):
+        return ""
+    shown_ = f"a list of {len(value)}" if isinstance(value, list) else shown(value)
+    want = ("an object" if shaped else f"an integer from {hint.start} to {hint.stop - 1}" if isinstance(hint, range)
+            else f"of type {hint if origin else hint.__name__}")
+    return f"{name} is {shown_}, not {want}"
+
+
+def _is(value, hint) -> bool:
+    """Whether a JSON value is of the type `hint`, neither a list nor a union (a float one a plot can draw)."""
+    if hint is type(None):
+        return value is None
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return drawable(value)
+    if isinstance(hint, range):
+        return isinstance(value, int) and not isinstance(value, bool) and value in hint
+    return isinstance(value, hint)

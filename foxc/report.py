@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 from .cli import ArgumentParser, PathArg, UsageError, output_dir, run
-from .evaluate.plots import PlotsUnavailable, drawable, read_metrics, shown, training_curves, walkforward_plots
-from .jsonfile import JsonFileError, read_json
+from .evaluate.plots import PLOTTED, PlotsUnavailable, read_metrics, training_curves, walkforward_plots
+from .jsonfile import JsonFileError, read_json, shape_problem, shown
 
 PROG = "foxc.report"
 
@@ -103,39 +103,12 @@ def read_report(path: Path) -> dict:
     if not isinstance(report.get("folds"), list):
         raise UsageError(f"{path}: not a walk-forward report (no 'folds' list)")
     for i, fold in enumerate(report["folds"]):
-        ok = isinstance(fold, dict) and "fold" in fold and (
-            "error" in fold or (isinstance(fold.get("metrics"), dict) and "net_pnl" in fold["metrics"]
-                                and isinstance(fold.get("passed_by"), dict) and "edge" in fold["passed_by"]))
-        if not ok:
-            raise UsageError(f"{path}: not a walk-forward report (fold record {i} lacks fold, metrics.net_pnl "
-                             "or passed_by.edge)")
-        bad = _unreadable_field(fold)
+        bad = shape_problem(fold, {"fold": PLOTTED["fold"]} if "error" in fold else PLOTTED) \
+            if isinstance(fold, dict) else f"{shown(fold)}, not an object"
         if bad:
             raise UsageError(f"{path}: fold record {i}: {bad} (the file was altered or damaged: run the walk-forward "
                              "again)")
     return report
-
-
-def _unreadable_field(fold: dict) -> str:
-    """What the plots would read of a fold record and could not ("" when nothing)."""
-    if not isinstance(fold["fold"], int) or isinstance(fold["fold"], bool) or fold["fold"] < 0:
-        return f"fold {shown(fold['fold'])} is not a fold number"
-    if "error" in fold:
-        return ""
-    if not drawable(fold["metrics"]["net_pnl"]):
-        return f"metrics.net_pnl {shown(fold['metrics']['net_pnl'])} is not a number a plot can draw"
-    if not isinstance(fold["passed_by"]["edge"], bool):
-        return f"passed_by.edge {shown(fold['passed_by']['edge'])} is not true or false"
-    curve = fold.get("equity_curve") or []
-    if not isinstance(curve, list) or not all(
-            isinstance(p, list) and len(p) == 2 and isinstance(p[0], int) and not isinstance(p[0], bool)
-            and 0 <= p[0] < 2**63 and drawable(p[1]) for p in curve):
-        return "equity_curve is not a list of [ts_ns, equity] pairs (ts_ns an int64 time)"
-    yardstick = fold.get("yardstick")
-    if yardstick is not None and not (isinstance(yardstick, dict) and
-                                      (yardstick.get("net_pnl") is None or drawable(yardstick["net_pnl"]))):
-        return "yardstick is not a record with a numeric net_pnl"
-    return ""
 
 
 def main(argv=None) -> int:

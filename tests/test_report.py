@@ -257,7 +257,7 @@ def test_an_absurd_report_json_is_one_line(tmp_path, capsys):
     fake_walkforward(tmp_path / "wf", "wf/fold-0")
     for text, said in (("[" * 100_000, "not a walk-forward report (JSON nested too deeply to read)"),
                        ('{"folds": [{"fold": 0, "metrics": {"net_pnl": %s}, "passed_by": {"edge": true}}]}'
-                        % ("9" * 400), "fold record 0: metrics.net_pnl an integer of 400 digits is not a number")):
+                        % ("9" * 400), "fold record 0: metrics.net_pnl is an integer of 400 digits, not of type float")):
         (tmp_path / "wf" / "report.json").write_text(text)
         assert report_cli.main([str(tmp_path / "wf")]) == 2
         err = capsys.readouterr().err

@@ -269,7 +269,7 @@ def a_fold_record() -> dict:
 @pytest.mark.parametrize("record, problem", [
     ([], "not a JSON object (a JSON list)"),
     ({}, "not a record of foxc.evaluate.folds: no 'fold'"),
-    ({"fold": "0"}, 'fold is "0", not of type int'),
+    ({"fold": "0"}, 'fold is "0", not an integer from 0 to 2147483647'),
     ({"fold": 0}, "no 'train_window'"),
     ({"fold": 0, "error": None}, "error is null, not of type str"),
     (lambda r: {**r, "metrics": {**r["metrics"], "net_pnl": "5"}}, 'metrics.net_pnl is "5", not of type float'),
@@ -278,7 +278,7 @@ def a_fold_record() -> dict:
     (lambda r: {**r, "eval_window": []}, "eval_window is a list of 0, not an object"),
     (lambda r: {**r, "yardstick": {"net_pnl": 10**400}}, "yardstick.net_pnl is an integer of 401 digits, not of type "
                                                           "float | None"),
-    (lambda r: {**r, "equity_curve": [[1.5, 5]]}, "equity_curve[0][0] is 1.5, not of type int"),
+    (lambda r: {**r, "equity_curve": [[1.5, 5]]}, "equity_curve[0][0] is 1.5, not an integer from 0 to 9223372036854775807"),
 ], ids=["list", "empty", "str-fold", "no-window", "null-error", "str-pnl", "no-trades", "null-exposure",
         "window-a-list", "huge-yardstick", "float-time"])
 def test_a_workers_record_that_is_no_fold_record_is_a_failed_fold(tmp_path, record, problem):

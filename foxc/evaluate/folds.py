@@ -31,21 +31,12 @@ from ..data.source import no_room, size
 from ..data.validate import DataError
 from ..driver import open_runtime
 from ..jsonfile import JsonFileError, read_json
+from .reporting import FAILED_RECORD, RECORD
 from .runner import EvalConfig, Evaluator
 from .scaleout import Job, serve
 from .trainers import resolve_trainer
 
 CURVE_POINTS = 1000
-# what the walk-forward's report reads of a failed and of a finished fold's record (foxc.evaluate.reporting, plots):
-# a worker's result.json without it is refused (scaleout.shape_problem: a key ending in "?" may be missing)
-_DAYS = {"train_days?": tuple[str, str], "eval_days?": tuple[str, str]}
-FAILED_RECORD = {"fold": int, "error": str, **_DAYS}
-RECORD = {"fold": int, **_DAYS, "train_window": {"rows": int}, "eval_window": {"rows": int},
-          "equity_curve?": list[tuple[int, float]], "yardstick?": {"net_pnl": float | None},
-          "metrics": {"trades": int, "net_pnl": float, "mean_trade_pnl": float | None, "trade_pnl_std?": float | None,
-                      "win_rate": float | None, "trade_t_stat": float | None, "max_drawdown": float | None,
-                      "hold_frac": float | None, "pnl_ticks": float, "exposure": float,
-                      "entropy_quarters?": list[float] | None}}
 
 
 @dataclass

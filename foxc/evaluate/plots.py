@@ -12,11 +12,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..data.record import PRICE_SCALE
-from ..jsonfile import parse_json
+from ..jsonfile import drawable, is_number, parse_json, shown
 
 # Panels in this order when present; any other numeric field of metrics.jsonl follows.
 CURVE_FIELDS = ("l_q", "l_pi", "l_v", "l_bce", "wr", "pnl", "hold_frac", "entropy", "lr_q", "sps")
 LOG_SCALE = ("lr_q", "lr_encoder", "lr_policy", "lr_value", "lr_perception")
+# what walkforward_plots reads of a finished fold's record (jsonfile.shape_problem's shape; foxc.report checks it)
+PLOTTED = {"fold": range(2**31), "metrics": {"net_pnl": float}, "passed_by": {"edge": bool},
+           "equity_curve?": list[tuple[range(2**63), float]] | None, "yardstick?": {"net_pnl": float | None}}
 
 
 class PlotsUnavailable(RuntimeError):
@@ -38,22 +41,6 @@ def _save(plt, fig, path) -> Path:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return Path(path)
-
-
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def drawable(value) -> bool:
-    """A number a plot can draw: an int or a float, not a bool, that converts to a float (a JSON integer of
-    hundreds of digits does not: matplotlib's OverflowError)."""
-    if not _number(value):
-        return False
-    try:
-        float(value)
-    except OverflowError:
-        return False
-    return True
 
 
 class Metrics(NamedTuple):
@@ -89,14 +76,14 @@ def read_metrics(path: Path) -> Metrics:
         if not isinstance(record, dict):
             raise ValueError(f"{path}, line {number}: not a JSON object")
         records.append((number, record))
-    curves = {k for _, r in records for k, v in r.items() if _number(v)}  # a field drawn wherever it is a number
+    curves = {k for _, r in records for k, v in r.items() if is_number(v)}  # a field drawn wherever it is a number
     for number, record in records:
         if "step" not in record:
             raise ValueError(f"{path}, line {number}: no 'step'")
         for key in ("step", *sorted(curves & set(record) - {"step"})):
             value = record[key]
             if not (drawable(value) or (value is None and key != "step")):
-                why = "too large to draw" if _number(value) else "not a number" + " or null" * (key != "step")
+                why = "too large to draw" if is_number(value) else "not a number" + " or null" * (key != "step")
                 raise ValueError(f"{path}, line {number}: {key!r} is {shown(value)}, {why}")
     if not records:
         raise ValueError(f"{path}: no records with a 'step' to plot")
@@ -108,21 +95,10 @@ def read_metrics(path: Path) -> Metrics:
     return Metrics([r for _, r in kept], skipped, sorted(superseded))
 
 
-def shown(value) -> str:
-    """A JSON value as a message shows it, never the whole of a long one: a list or object by its kind, a number
-    too large to draw by its digits, anything else as JSON cut to 40 characters."""
-    if isinstance(value, (list, dict)):
-        return "a list" if isinstance(value, list) else "an object"
-    if isinstance(value, int) and not isinstance(value, bool) and not drawable(value):
-        return f"an integer of {len(str(abs(value)))} digits"
-    text = json.dumps(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def training_curves(metrics_path: Path, out_png: Path, title: str = "") -> list[Path]:
     """One panel per numeric field of metrics.jsonl against `step`."""
     records = read_metrics(metrics_path).records
-    numeric = {k for r in records for k, v in r.items() if _number(v)}
+    numeric = {k for r in records for k, v in r.items() if is_number(v)}
     names = [k for k in CURVE_FIELDS if k in numeric] + sorted(numeric - set(CURVE_FIELDS) - {"step"})
     plt = _pyplot()
     cols = 4

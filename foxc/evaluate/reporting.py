@@ -26,6 +26,16 @@ from pathlib import Path
 from ..data.record import PRICE_SCALE
 
 RULES = ("edge", "seed")
+# what the report reads of a failed and of a finished fold's record (here, plots, foxc.report): a worker's result.json
+# without it is refused (jsonfile.shape_problem: a key ending in "?" may be missing; a range: an int in it)
+_DAYS = {"train_days?": tuple[str, str], "eval_days?": tuple[str, str]}
+FAILED_RECORD = {"fold": range(2**31), "error": str, **_DAYS}
+RECORD = {"fold": range(2**31), **_DAYS, "train_window": {"rows": int}, "eval_window": {"rows": int},
+          "equity_curve?": list[tuple[range(2**63), float]], "yardstick?": {"net_pnl": float | None},
+          "metrics": {"trades": int, "net_pnl": float, "mean_trade_pnl": float | None, "trade_pnl_std?": float | None,
+                      "win_rate": float | None, "trade_t_stat": float | None, "max_drawdown": float | None,
+                      "hold_frac": float | None, "pnl_ticks": float, "exposure": float,
+                      "entropy_quarters?": list[float] | None}}
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,8 @@ import os
 import subprocess
 import sys
 import time
-import types
 import typing
-from dataclasses import MISSING, asdict, fields, is_dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import ClassVar
 
@@ -31,8 +30,7 @@ from ..checkpoint.atomic import atomic_write
 from ..cli import nonnegative_float, positive_int, run
 from ..driver.device import device_count
 from ..driver.errors import CudaError
-from ..jsonfile import JsonFileError, read_json
-from .plots import drawable, shown
+from ..jsonfile import JsonFileError, fields_problem, read_json, shape_problem
 
 
 class ScaleoutError(RuntimeError):
@@ -66,66 +64,11 @@ class Job:
         """The job of the spec file at `path`; one that is not JSON, or not this job's fields each of its type (a
         file damaged or edited by hand), is a JsonFileError naming it."""
         doc = read_json(path)
-        problem = _fields_problem(doc, cls)
+        problem = fields_problem(doc, cls)
         if problem:
             raise JsonFileError(path, f"not a {cls.SPEC_FILE} of {cls.WORKER}: {problem}")
         hints = typing.get_type_hints(cls)
         return cls(**{k: _tupled(v, hints[k]) for k, v in doc.items()})
-
-
-def _fields_problem(doc: dict, cls, where: str = "") -> str:
-    """What keeps `doc` from being the fields of dataclass `cls` ("" when nothing): one missing (without a default),
-    unknown or of another type; a field `cls.CONFIGS` names holds the fields of its dataclass in turn."""
-    unknown = sorted(doc.keys() - {f.name for f in fields(cls)})
-    if unknown:
-        return f"no field {where + unknown[0]!r}"
-    hints, configs = typing.get_type_hints(cls), getattr(cls, "CONFIGS", {})
-    return shape_problem(doc, {f.name + "?" * (f.default is not MISSING or f.default_factory is not MISSING):
-                               configs.get(f.name, hints[f.name]) for f in fields(cls)}, where)
-
-
-def shape_problem(doc: dict, shape: dict, where: str = "") -> str:
-    """What keeps JSON object `doc` from holding `shape`'s keys ("" when nothing), each of its type (_value_problem);
-    a key ending in "?" may be missing."""
-    for key, hint in shape.items():
-        name, value = where + key.rstrip("?"), doc.get(key.rstrip("?"), MISSING)
-        if value is MISSING and not key.endswith("?"):
-            return f"no {name!r}"
-        if value is not MISSING and (problem := _value_problem(value, hint, name)):
-            return problem
-    return ""
-
-
-def _value_problem(value, hint, name: str) -> str:
-    """What keeps JSON `value`, at `name`, from being of `hint` ("" when nothing): a type (a tuple or a list as a
-    list, item by item; a float one a plot can draw), a shape (a dict: shape_problem) or a dataclass (its fields)."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    shaped, listed = isinstance(hint, dict) or is_dataclass(hint), origin in (list, tuple)
-    if shaped and isinstance(value, dict):
-        return (shape_problem if isinstance(hint, dict) else _fields_problem)(value, hint, name + ".")
-    if listed and isinstance(value, list):
-        items = args[:1] * len(value) if origin is list or args[-1:] == (Ellipsis,) else args
-        if len(items) == len(value):
-            return next(filter(None, map(_value_problem, value, items, [f"{name}[{i}]" for i in range(len(value))])),
-                        "")
-    elif origin in (types.UnionType, typing.Union):
-        if any(not _value_problem(value, a, name) for a in args):
-            return ""
-    elif not shaped and not listed and _is(value, hint):
-        return ""
-    shown_ = f"a list of {len(value)}" if isinstance(value, list) else shown(value)
-    return f"{name} is {shown_}, not {'an object' if shaped else f'of type {str(hint) if origin else hint.__name__}'}"
-
-
-def _is(value, hint) -> bool:
-    """Whether a JSON value is of the type `hint`, neither a list nor a union (a float one a plot can draw)."""
-    if hint is type(None):
-        return value is None
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return drawable(value)
-    return isinstance(value, hint)
 
 
 def _tupled(value, hint):
