@@ -150,6 +150,9 @@ def test_prepare_and_inspect_count_a_rolling_file_once(roll, tmp_path, capsys):
         out = capsys.readouterr().out
         assert count in out and "700 rows read, 700 kept, 0 skipped in 2 file(s)" in out, path
         assert "split into 2 segments" in out
+    table = out[out.index("shard  first"):].splitlines()[2:]  # a file's rows read and path once, not per shard
+    assert [line.split()[4:] for line in table] == [["400", str(roll / "b_es_c_0.parquet")], [],
+                                                   ["300", str(roll / "a_next_day.parquet")]]
 
 
 @pytest.mark.parametrize("edit, message", [

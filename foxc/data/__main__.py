@@ -121,7 +121,8 @@ def inspect_cache(args) -> int:
           ", ".join(f"{k} {v}" for k, v in labels.items() if k != "horizons"))
     print(rows.report.summary())
     print(text_table([{"shard": k, "first": utc(s["first_ts_ns"]), "last": utc(s["last_ts_ns"]), "rows": s["rows"],
-                       "read": s["read"]["rows_read"], "source": s["sources"][0]["path"]}
+                       **({} if k and s["read"]["input"] == shards[k - 1]["read"]["input"] else  # its file's, once
+                          {"read": s["read"]["rows_read"], "source": s["sources"][0]["path"]})}
                       for k, s in enumerate(shards)], ["shard", "first", "last", "rows", "read", "source"]))
     if args.verify:
         counts = sum(rows.verify(visit=lambda k, records, planes: balance_counts(planes)))
