@@ -25,9 +25,9 @@ A run trains from `CacheRows`: the manifest checked, the rows left on disk, each
 whole as it is read and refused, naming it, unless its size, sha256, dtype and shape are the
 manifest's (a stale or tampered shard). `open_cache` reads all of it into memory the same way.
 The cache's identity (`sha256`) is a digest of its shards' hashes, its tick and label
-configuration, and the --instrument its files were read with, if any (`instrument_selection`): what a
-resumed run must match. A run, a walk-forward or `inspect --instrument` refuses a cache prepared with
-another selection (check_selection).
+configuration, and the --instrument its files were read with, if any (`instrument_selection`: the
+instrument_id it kept, foxc.data.select.selection_id): what a resumed run must match. A run, a
+walk-forward or `inspect --instrument` refuses a cache prepared with another selection (check_selection).
 """
 from __future__ import annotations
 
@@ -245,9 +245,11 @@ def _check_labels(folder: Path, manifest: dict, labels: LabelConfig):
 
 def check_selection(folder, manifest: dict, instrument: str | None):
     """Refuse a cache prepared with another --instrument than `instrument` (None: none), naming both: its rows are
-    that selection's, and a cache's rows cannot be selected again."""
-    have = manifest.get(SELECTION)
-    if have == instrument:
+    that selection's, and a cache's rows cannot be selected again. The same is the instrument_id its files kept, or
+    the symbol their DBN mappings name it by."""
+    have, reads = manifest.get(SELECTION), [s["read"] for s in manifest["shards"]]
+    if have == instrument or None not in (have, instrument) and all(
+            instrument in (str(r["instrument_id"]), r["instrument"] if r["kind"] == "dbn" else None) for r in reads):
         return
     again = (f"python -m foxc.data prepare {shlex.quote(str(manifest['data']))} --out NEWCACHE"
              + (f" --instrument {instrument}" if instrument is not None else ""))

@@ -13,7 +13,7 @@ is not the number pass 1 guessed (files not named in time order, or after a file
 segments). A worker holds a chunk of rows and a label block (and, reading Parquet, the row group
 pyarrow decodes), never a file. Everything is written into a hidden folder beside CACHE and renamed
 into place at the end, so a refused input leaves no cache behind. With `instrument` (--instrument ID) each
-file's rows of that instrument are read (foxc.data.select), and the manifest records the selection.
+file's rows of that instrument are read (foxc.data.select), and the manifest records the selection (the id kept).
 """
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ from .labels import N_PLANES, LabelConfig, compute_labels
 from .lobster import message_path
 from .market import files_tick, tick_samples
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
+from .select import selection_id
 from .source import expand, in_time_order
 from .stream import FileStream, FileSummary
 from .validate import DataError, ValidationConfig
@@ -69,7 +70,8 @@ def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
             tick = _tick(pool, spec, [shard_dir(tmp, k) / RECORDS for k in range(len(shards))], [r[1] for r in shards])
             files = run_jobs(pool, write_shard, [(shard_dir(tmp, k), k, i, tick, labels, rows)
                                               for k, (i, _, _) in enumerate(shards)])
-        manifest = build_manifest(spec, shards, files, tick, labels, config, instrument)
+        manifest = build_manifest(spec, shards, files, tick, labels, config,
+                                  selection_id(instrument, [s.instrument_id for _, s, _ in shards]))
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         _install(tmp, out, overwrite)
         installed = True
@@ -269,7 +271,8 @@ RECORDS_AT = len(_npy_header(SNAPSHOT_DTYPE, (0,)))  # where a records.npy's row
 
 def build_manifest(spec, shards: list, files: list[dict], tick: int, labels: LabelConfig,
                    config: ValidationConfig, instrument: str | None = None) -> dict:
-    """`instrument`: the --instrument the files were read with (recorded, and in the identity), or None."""
+    """`instrument`: the --instrument the files were read with, as the id it kept (recorded, and in the identity), or
+    None."""
     entries = [{"segment": segment, "rows": s.rows, "first_ts_ns": s.first_ts, "last_ts_ns": s.last_ts,
                 "sources": sources, "files": shard_files,
                 "read": {"input": index, **{key: getattr(s, key) for key in READ if key != "input"},

@@ -191,9 +191,10 @@ class TrainConfig:
     def as_dict(self) -> dict:
         return asdict(self) | {"horizons": list(self.horizons), "isv": [list(kv) for kv in self.isv]}
 
-    # settings that define the state's shapes and meaning: a resume must match them
+    # settings that define the state's shapes and meaning: a resume must match them (--instrument through the data's
+    # sha256, which mixes in the instrument_id it kept, however spelled)
     SHAPE_KEYS = ("n_backtests", "seq_len", "per_capacity", "n_step", "precision", "horizons", "lots_per_entry",
-                  "fee_per_lot", "episode_steps", "data", "instrument", "synthetic", "synthetic_rows", "seed", "actor")
+                  "fee_per_lot", "episode_steps", "data", "synthetic", "synthetic_rows", "seed", "actor")
 
 
 def isv_conflict(values: dict, rings: int) -> tuple[str, tuple[str, ...]] | None:

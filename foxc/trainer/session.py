@@ -7,7 +7,7 @@
 made of them (its rows left on disk, each shard verified and read with its labels when the device
 dataset uploads it; foxc.data.cache.CacheRows). `--instrument ID` keeps one instrument's rows of the
 files (foxc.data.select); it is part of the data's identity a resume checks (the files' sha256 mixes
-it in), and a cache must have been prepared with the same.
+in the instrument_id it kept: a symbol and its id are one), and a cache must have been prepared with the same.
 """
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ class RunData:
 
 
 def files_digest(files, instrument: str | None = None) -> str:
-    """The identity of data files read whole, or (`instrument`) read for one instrument's rows: the same files read
-    for another instrument are other data."""
+    """The identity of data files read whole, or (`instrument`: the id kept, foxc.data.select.selection_id) read for
+    one instrument's rows: the same files read for another instrument are other data."""
     h = hashlib.sha256()
     for f in files:
         with open(f, "rb") as fh:
@@ -95,10 +95,12 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
     if cached:
         market, source = cache_data(cfg, log)
     elif cfg.data:
+        from ..data.select import selection_id
         from ..data.source import load
         market = load(cfg.data, instrument=cfg.instrument)
+        kept = selection_id(cfg.instrument, [f.get("instrument_id") for f in market.report.files.values()])
         source = {"source": cfg.data, **selection(cfg), "files": market.files, "rows": len(market.records),
-                  "sha256": files_digest(market.files, cfg.instrument)}
+                  "sha256": files_digest(market.files, kept)}
     else:
         from ..data.markets import MARKETS
         from ..evaluate.optimum import optimal_pnl
