@@ -374,7 +374,8 @@ def test_instruments_of_different_ticks_are_refused_naming_the_files_and_ticks(t
                              1), symbol="CLN4")
     want = (f"{tmp_path}: instruments of different ticks (ESM4 (instrument_id 1): tick 0.25 in {es}; CLN4 "
             f"(instrument_id 2): tick 0.01 in {cl}): one tick serves a run (features, labels and PnL are counted in "
-            "it): give the files of one instrument (foxc.data inspect takes --tick T to read them all in ticks of T)")
+            "it): give the files of one instrument, or --tick T to count them all in a tick that divides theirs (e.g. "
+            "--tick 0.01)")
     for read in (lambda: load(tmp_path), lambda: prepare(tmp_path, tmp_path / "cache", workers=1, rows=ROWS)):
         with pytest.raises(DataError) as err:
             read()

@@ -73,8 +73,9 @@ def files_only(paths: list[Path]) -> list[Path]:
 def load(spec, config: ValidationConfig | None = None, tick: int | None = None,
          instrument: str | None = None) -> MarketData:
     """Read, validate and concatenate the files named by `spec` (of each, the rows of `instrument` only, when
-    given: --instrument); raises DataError on a bad file, or on rows that do not fit in memory (naming the cache
-    that keeps them on disk).
+    given: --instrument), counted in `tick` (--tick, price units) or the tick inferred; raises DataError on a bad
+    file, a tick that does not divide its prices, or rows that do not fit in memory (naming the cache that keeps
+    them on disk).
 
     Each file is streamed chunk by chunk (foxc.data.stream); only the kept rows are held, each chunk until it is
     joined."""
@@ -108,7 +109,7 @@ def load(spec, config: ValidationConfig | None = None, tick: int | None = None,
             row += len(chunk)
         segment += len(summary.parts())
     summaries = [part for _, summary in files for part in summary.parts()]
-    return market_data(records, summaries, tick or files_tick(spec, summaries, samples(records, summaries)), report)
+    return market_data(records, summaries, files_tick(spec, summaries, samples(records, summaries), tick), report)
 
 
 def labelled_need(rows: int, horizons: int, copy: bool = False) -> str:

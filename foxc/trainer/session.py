@@ -70,11 +70,12 @@ def check_horizons(horizons, labelled: list[bool], rows: int, market=None, data=
 def cache_data(cfg, log) -> tuple:
     """(rows, source) of the prepared cache --data names: its rows stay on disk (foxc.data.cache.CacheRows:
     each shard is verified against the manifest when it is read), labels as prepared (their horizons
-    must be the run's, and so must its --instrument); the identity is the cache's."""
+    must be the run's, and so must its --instrument and --tick); the identity is the cache's."""
     from ..data.cache import CacheRows, check_selection
     from ..data.labels import LabelConfig
+    from ..data.market import tick_units
     rows = CacheRows(cfg.data, LabelConfig(horizons=cfg.horizons))
-    check_selection(rows.path, rows.manifest, cfg.instrument)
+    check_selection(rows.path, rows.manifest, cfg.instrument, tick_units(cfg.tick))
     chosen = f" with --instrument {cfg.instrument}" if cfg.instrument is not None else ""
     log(f"data: cache {cfg.data} ({len(rows.manifest['shards'])} shard(s), prepared from {rows.manifest['data']}"
         f"{chosen}); each shard is verified as it is read")
@@ -95,9 +96,10 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
     if cached:
         market, source = cache_data(cfg, log)
     elif cfg.data:
+        from ..data.market import tick_units
         from ..data.select import selection_id
         from ..data.source import load
-        market = load(cfg.data, instrument=cfg.instrument)
+        market = load(cfg.data, tick=tick_units(cfg.tick), instrument=cfg.instrument)
         kept = selection_id(cfg.instrument, [f.get("instrument_id") for f in market.report.files.values()])
         source = {"source": cfg.data, **selection(cfg), "files": market.files, "rows": len(market.records),
                   "sha256": files_digest(market.files, kept)}
