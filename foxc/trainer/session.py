@@ -7,7 +7,8 @@
 made of them (its rows left on disk, each shard verified and read with its labels when the device
 dataset uploads it; foxc.data.cache.CacheRows). `--instrument ID` keeps one instrument's rows of the
 files (foxc.data.select); it is part of the data's identity a resume checks (the files' sha256 mixes
-in the instrument_id it kept: a symbol and its id are one), and a cache must have been prepared with the same.
+in the instrument_id it kept: a symbol and its id are one), and a cache must have been prepared with
+the same (and in the run's --tick, when one is given).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..data.market import tick_units
 from .config import ConfigError
 from .heldout import holdout_market, synthetic_rows
 
@@ -73,7 +75,6 @@ def cache_data(cfg, log) -> tuple:
     must be the run's, and so must its --instrument and --tick); the identity is the cache's."""
     from ..data.cache import CacheRows, check_selection
     from ..data.labels import LabelConfig
-    from ..data.market import tick_units
     rows = CacheRows(cfg.data, LabelConfig(horizons=cfg.horizons))
     check_selection(rows.path, rows.manifest, cfg.instrument, tick_units(cfg.tick))
     chosen = f" with --instrument {cfg.instrument}" if cfg.instrument is not None else ""
@@ -96,7 +97,6 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
     if cached:
         market, source = cache_data(cfg, log)
     elif cfg.data:
-        from ..data.market import tick_units
         from ..data.select import selection_id
         from ..data.source import load
         market = load(cfg.data, tick=tick_units(cfg.tick), instrument=cfg.instrument)
