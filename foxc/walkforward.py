@@ -33,7 +33,7 @@ from .cli import (ArgumentParser, PathArg, UsageError, add_run_dir_arguments, ba
 from .data.markets import MARKETS, market as named_market
 from .data.select import add_instrument_flag
 from .data.record import PRICE_SCALE
-from .data.market import MarketData
+from .data.market import MarketData, add_tick_flag, tick_units
 from .data.validate import DataError
 from .driver import BACKENDS
 from .evaluate import scaleout
@@ -45,7 +45,7 @@ from .evaluate.reporting import RULES, Criteria, assemble, write
 from .evaluate.runner import EvalConfig
 from .evaluate.trainers import resolve_trainer
 from .lobsim.sim import MAX_LOTS_PER_ENTRY
-from .trainer.config import INT64_MAX, MAX_FEE, check_instrument_beside_data, check_synthetic_beside_data
+from .trainer.config import INT64_MAX, MAX_FEE, check_needs_data, check_synthetic_beside_data
 
 __all__ = ["CachedData", "main", "plan_folds", "split_windows", "walk_forward"]
 
@@ -75,21 +75,22 @@ class CachedData:
                 "rows": int(self.manifest["rows"]), "tick": self.tick}
 
 
-def load_data(spec: str, rows: int, seed: int, segments: int, market: str = "default", instrument: str | None = None):
+def load_data(spec: str, rows: int, seed: int, segments: int, market: str = "default", instrument: str | None = None,
+              tick: int | None = None):
     """`spec` 'synthetic': `rows` of the named synthetic market; a prepared cache: its manifest
-    (CachedData), refused unless prepared with `instrument` (--instrument); else a file, directory or glob
-    (MarketData), of each file `instrument`'s rows when given."""
+    (CachedData), refused unless prepared with `instrument` (--instrument) and in `tick` (--tick, price units) when
+    given; else a file, directory or glob (MarketData), of each file `instrument`'s rows when given, in `tick`."""
     from .data.cache import check_selection, is_cache, read_manifest
     if is_cache(spec):
         manifest = read_manifest(Path(spec))
-        check_selection(Path(spec), manifest, instrument)
+        check_selection(Path(spec), manifest, instrument, tick)
         return CachedData(Path(spec), manifest)
     if spec == "synthetic":
         from .trainer.heldout import synthetic_rows
         return synthetic_rows(rows, "--synthetic-rows", seed=seed, params=named_market(market).params,
                               n_segments=segments)
     from .data.source import load
-    return load(spec, instrument=instrument)
+    return load(spec, tick=tick, instrument=instrument)
 
 
 def segments_of(data) -> Segments:
@@ -214,6 +215,7 @@ def build_parser() -> ArgumentParser:
     ap.add_argument("--data", default="synthetic", type=PathArg("a file, directory, glob or cache, or 'synthetic'"),
                     help="a file, directory or glob of market data, a prepared cache, or 'synthetic'")
     add_instrument_flag(ap.add_argument)
+    add_tick_flag(ap.add_argument)
     ap.add_argument("--synthetic", default=None, metavar="MARKET",  # None: not given (refused beside real data)
                     help="the named synthetic market of --data synthetic: easy, default (the default), null, noisy")
     ap.add_argument("--synthetic-rows", type=positive_int, default=None,
@@ -261,7 +263,7 @@ DEFAULTS = {"cuda": dict(synthetic_rows=2_000_000, steps_per_fold=25_000, eval_b
 
 
 # training settings the walk-forward gives every fold itself: a --config file may not set them
-FOLD_SETTINGS = {"data": "--data", "instrument": "--instrument", "synthetic": "--synthetic",
+FOLD_SETTINGS = {"data": "--data", "instrument": "--instrument", "tick": "--tick", "synthetic": "--synthetic",
                  "synthetic_rows": "--synthetic-rows", "seed": "--seed", "fee_per_lot": "--fee",
                  "lots_per_entry": "--lots", "n_steps": "--steps-per-fold"}
 
@@ -271,7 +273,7 @@ def check_args(args, train_args: list[str]) -> None:
     of --folds and --split when the folds are not by dates."""
     real = None if args.data == "synthetic" else args.data
     check_synthetic_beside_data({**vars(args), "data": real})
-    check_instrument_beside_data({"instrument": args.instrument, "data": real})
+    check_needs_data({"instrument": args.instrument, "tick": args.tick, "data": real})
     args.synthetic, args.synthetic_segments = args.synthetic or "default", args.synthetic_segments or 1
     by_days = [f"--{n.replace('_', '-')}" for n in ("train_days", "eval_days", "step_days")
                if getattr(args, n) is not None]
@@ -337,7 +339,7 @@ def _main(args, train_args: list[str]) -> int:
         TrainConfig.for_backend(backend, **{**given, "n_steps": args.steps_per_fold})
     try:
         data = load_data(args.data, args.synthetic_rows, args.seed, args.synthetic_segments, args.synthetic,
-                         args.instrument)
+                         args.instrument, tick_units(args.tick))
     except DataError as e:
         raise UsageError(f"--data {e}") from None
     cached = isinstance(data, CachedData)

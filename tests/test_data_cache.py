@@ -150,6 +150,9 @@ def test_prepare_and_inspect_count_a_rolling_file_once(roll, tmp_path, capsys):
         out = capsys.readouterr().out
         assert count in out and "700 rows read, 700 kept, 0 skipped in 2 file(s)" in out, path
         assert "split into 2 segments" in out
+    table = out[out.index("shard  first"):].splitlines()[2:]  # a file's rows read and path once, not per shard
+    assert [line.split()[4:] for line in table] == [["400", str(roll / "b_es_c_0.parquet")], [],
+                                                   ["300", str(roll / "a_next_day.parquet")]]
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -371,7 +374,8 @@ def test_instruments_of_different_ticks_are_refused_naming_the_files_and_ticks(t
                              1), symbol="CLN4")
     want = (f"{tmp_path}: instruments of different ticks (ESM4 (instrument_id 1): tick 0.25 in {es}; CLN4 "
             f"(instrument_id 2): tick 0.01 in {cl}): one tick serves a run (features, labels and PnL are counted in "
-            "it): give the files of one instrument (foxc.data inspect takes --tick T to read them all in ticks of T)")
+            "it): give the files of one instrument, or --tick T to count them all in a tick that divides theirs (e.g. "
+            "--tick 0.01)")
     for read in (lambda: load(tmp_path), lambda: prepare(tmp_path, tmp_path / "cache", workers=1, rows=ROWS)):
         with pytest.raises(DataError) as err:
             read()

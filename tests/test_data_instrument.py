@@ -15,17 +15,33 @@ import pyarrow.parquet as pq
 import pytest
 
 from data_files import FIXTURES, NEEDS_DBN, dbn_bytes
-from foxc.data.dbn import read_dbn
+from foxc.data.dbn import MBP10_BYTES, MBP10_DTYPE, RTYPE_MBP10, read_dbn
 from foxc.data.market import finish
 from foxc.data.parquet import read_parquet, write_parquet
 from foxc.data.select import instrument_arg
 from foxc.data.source import load
 from foxc.data.stream import FileStream
+from foxc.data.synthetic import generate
 from foxc.data.validate import DataError, ValidationConfig, apply
 from test_data_stream import troubled
 
 PARENT_DBN = FIXTURES / "mbp10.v2.dbn"  # ESH1 (5482), ESH1-ESM1 (42005204, negative prices), NQH1 (13615) interleaved
 IDS = {11: "ESM4", 22: "ESU4", 33: "NQM4"}
+
+
+def mapped_dbn(path, rows: int = 3000):
+    """PARENT_DBN's metadata (its symbol mappings: ESH1 to 5482, NQH1 to 13615) over `rows` synthetic snapshots each
+    of 13615 and 5482, interleaved: DBN MBP-10 records written with foxc's own dtype (no databento-dbn needed)."""
+    head = PARENT_DBN.read_bytes()
+    out = np.zeros(2 * rows, MBP10_DTYPE)
+    out["length"], out["rtype"] = MBP10_BYTES // 4, RTYPE_MBP10
+    for first, (iid, seed) in enumerate(((13615, 1), (5482, 2))):
+        rec, mine = generate(rows, seed=seed), out[first::2]
+        mine["instrument_id"], mine["ts_event"], mine["ts_recv"] = iid, rec["ts_ns"], rec["ts_ns"]
+        for side in ("bid_px", "ask_px", "bid_sz", "ask_sz", "bid_ct", "ask_ct"):
+            mine["levels"][side] = rec[side]
+    path.write_bytes(head[:8 + int.from_bytes(head[4:8], "little")] + out.tobytes())  # prelude, metadata, records
+    return path
 
 
 def parent_parquet(path, seeds=(1, 2, 3), rows=(400, 300, 200), shift: int = 0):
@@ -259,6 +275,40 @@ def test_prepare_and_inspect_take_the_flag(tmp_path, capsys):
     assert "prepared with --instrument 22, not this --instrument 11" in capsys.readouterr().err
     assert main(["inspect", str(path)]) == 2
     assert "give --instrument ID to keep one instrument's rows" in capsys.readouterr().err
+
+
+def test_a_symbol_and_its_id_are_one_selection_to_a_cache_and_a_run(tmp_path):
+    """Compared as given, --instrument NQH1 and --instrument 13615 (NQH1 in the file's symbol mappings) were two
+    selections: two cache identities, each refusing the other spelling, and two data sha256s."""
+    from foxc.data.cache import check_selection
+    from foxc.data.prepare import prepare
+    from foxc.trainer.config import TrainConfig
+    from foxc.trainer.session import run_data
+    spellings = ("NQH1", "13615")
+    caches = {given: prepare(PARENT_DBN, tmp_path / given, rows=4, instrument=given) for given in spellings}
+    assert caches["NQH1"]["sha256"] == caches["13615"]["sha256"] and caches["NQH1"]["instrument_selection"] == "13615"
+    for given, manifest in caches.items():
+        for other in spellings:
+            check_selection(tmp_path / given, manifest, other)
+        with pytest.raises(DataError, match="prepared with --instrument 13615, not this --instrument ESH1"):
+            check_selection(tmp_path / given, manifest, "ESH1")
+    digest = lambda given: run_data(TrainConfig.for_backend(  # noqa: E731
+        "reference", data=str(PARENT_DBN), instrument=given, horizons=(1, 2, 3))).source["sha256"]
+    assert digest("NQH1") == digest("13615") != digest("ESH1")
+
+
+def test_a_run_resumes_with_its_instrument_spelled_the_other_way(tmp_path):
+    """A symbol beside an id (or another symbol) is compared by the instrument_id it keeps: the data's sha256."""
+    from test_run_dirs import SIZES, cli, one_line_error
+    data, run = mapped_dbn(tmp_path / "mapped.dbn"), tmp_path / "run"
+    done = cli("--n-steps", "2", *SIZES, "--data", str(data), "--instrument", "13615", "--out", str(run))
+    assert done.returncode == 0, done.stderr
+    ckpt = str(run / "checkpoint-2.foxc")
+    done = cli("--resume-from", ckpt, "--n-steps", "1", "--instrument", "NQH1", "--out", str(tmp_path / "r1"))
+    assert done.returncode == 0 and "instrument_id 13615 kept" in done.stdout, done.stderr
+    assert json.loads((tmp_path / "r1" / "config.json").read_text())["data"]["instrument_selection"] == "NQH1"
+    one_line_error(cli("--resume-from", ckpt, "--n-steps", "1", "--instrument", "ESH1", "--out", str(tmp_path / "r2")),
+                   "checkpoint-2.foxc: the data differs from the checkpoint's")
 
 
 def test_a_config_file_gives_the_instrument_as_an_id_or_a_symbol(tmp_path):

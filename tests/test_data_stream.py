@@ -249,8 +249,29 @@ def test_rows_larger_than_memory_are_refused_naming_the_file_the_size_and_the_ca
     monkeypatch.setattr(source, "np", NumpyWithout("empty"))  # the one array of every row cannot be had
     with pytest.raises(DataError) as err:
         load(two_days)
-    assert str(err.value) == (f"{two_days}: out of memory: the 600 snapshots kept take 0.21 MB (352 bytes each), "
-                              "twice while they are joined into one array" + CACHE_HINT.format(two_days))
+    assert str(err.value) == (f"{two_days}: out of memory: the 600 snapshots kept take 0.21 MB (352 bytes each): "
+                              "no room for the array they are joined into" + CACHE_HINT.format(two_days))
+
+
+def test_load_frees_each_chunk_once_it_is_joined(two_days, monkeypatch):
+    """The rows were held twice while joined (a file's chunks until all of them were copied): each chunk goes once
+    it is copied, so when a file is joined (its segments counted) only the chunk just copied and the chunks of the
+    files not joined yet are alive."""
+    import weakref
+
+    from foxc.data import source, stream
+    chunks, alive, parts = [], [], stream.FileSummary.parts
+
+    class Watched(FileStream):
+        def __iter__(self):
+            for chunk in super().__iter__():
+                chunks.append(weakref.ref(chunk))
+                yield chunk
+    monkeypatch.setattr(source, "FileStream", lambda *args, **kw: Watched(*args, rows=50, **kw))
+    monkeypatch.setattr(stream.FileSummary, "parts",
+                        lambda s: alive.append(sum(c() is not None for c in chunks)) or parts(s))
+    assert load(two_days).n_rows == 600 and len(chunks) == 12
+    assert alive[:2] == [1 + 6, 1], alive  # before: [12, 6]
 
 
 def test_prepare_out_of_memory_names_the_file_and_the_remedy(two_days, monkeypatch):

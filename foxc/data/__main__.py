@@ -1,5 +1,6 @@
 """`python -m foxc.data inspect PATH|CACHE`, `synth --out FILE.parquet` and `prepare DATA --out CACHE`
-(`--instrument ID`: one instrument's rows of files that interleave several; a cache records it).
+(`--instrument ID`: one instrument's rows of files that interleave several; `--tick T`: the tick, not inferred; a
+cache records both).
 
 A bad flag, a bad file or bad data prints one line, `foxc.data <command>: error: <message naming the
 flag, file, row or column>`, and exits 2; never a traceback (foxc.cli). `synth` never overwrites a
@@ -14,8 +15,9 @@ import time
 from pathlib import Path
 
 from ..cli import ArgumentParser, PathArg, UsageError, finite_float, nonnegative_float, nonnegative_int, \
-    output_dir, output_file, positive_float, positive_int, positive_ints, run, text_table
+    output_dir, output_file, positive_int, positive_ints, run, text_table
 from .labels import LabelConfig, balance, balance_counts, compute_labels
+from .market import add_tick_flag, tick_units
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_BYTES
 from .select import add_instrument_flag
 from .validate import VALIDATION_JSON, ValidationConfig
@@ -38,13 +40,9 @@ def cmd_inspect(args) -> int:
     from .source import labelled_need, load, no_room
     if args.min_price < 0 or args.max_price <= args.min_price:
         raise UsageError(f"--min-price {args.min_price:g} and --max-price {args.max_price:g}: need 0 <= min < max")
-    tick = round(args.tick * PRICE_SCALE) if args.tick and args.tick * PRICE_SCALE < PRICE_UNDEF else None
-    if args.tick and not tick:  # 0 units would mean "infer it", silently
-        raise UsageError(f"--tick {args.tick:g}: must be from {1 / PRICE_SCALE:g} (a price unit: prices are "
-                         f"integers × {1 / PRICE_SCALE:g}) to {PRICE_UNDEF / PRICE_SCALE:.3g}")
     report_out = validation_out(args)
     cfg = ValidationConfig(args.min_price, args.max_price)
-    data = load(args.path, cfg, tick=tick, instrument=args.instrument)
+    data = load(args.path, cfg, tick=tick_units(args.tick), instrument=args.instrument)
     rec = data.records
     print(f"source      {data.source}: {len(data.files)} file(s), {data.n_segments} segment(s)")
     print(f"instrument  {data.instrument or '?'} (id {data.instrument_id})" + selected(args.instrument))
@@ -121,7 +119,8 @@ def inspect_cache(args) -> int:
           ", ".join(f"{k} {v}" for k, v in labels.items() if k != "horizons"))
     print(rows.report.summary())
     print(text_table([{"shard": k, "first": utc(s["first_ts_ns"]), "last": utc(s["last_ts_ns"]), "rows": s["rows"],
-                       "read": s["read"]["rows_read"], "source": s["sources"][0]["path"]}
+                       **({} if k and s["read"]["input"] == shards[k - 1]["read"]["input"] else  # its file's, once
+                          {"read": s["read"]["rows_read"], "source": s["sources"][0]["path"]})}
                       for k, s in enumerate(shards)], ["shard", "first", "last", "rows", "read", "source"]))
     if args.verify:
         counts = sum(rows.verify(visit=lambda k, records, planes: balance_counts(planes)))
@@ -162,7 +161,7 @@ def cmd_prepare(args) -> int:
     horizons = tuple(args.horizons)
     t0 = time.perf_counter()
     manifest = prepare(args.data, out, LabelConfig(horizons), workers=args.workers, overwrite=args.overwrite,
-                       instrument=args.instrument, log=print)
+                       instrument=args.instrument, tick=tick_units(args.tick), log=print)
     seconds = time.perf_counter() - t0
     shards, rows = manifest["shards"], manifest["rows"]
     files = {s["read"]["input"]: s["read"] for s in shards}  # a file of several segments once
@@ -209,7 +208,7 @@ def parse_args(argv):
                      help=f"smallest reasonable price (default {ValidationConfig.min_price:g})")
     ins.add_argument("--max-price", type=finite_float, default=None,
                      help=f"largest reasonable price (default {ValidationConfig.max_price:g})")
-    ins.add_argument("--tick", type=positive_float, default=None, help="tick size (default: inferred from the prices)")
+    add_tick_flag(ins.add_argument)
     ins.add_argument("--horizons", type=positive_ints, default=None,
                      help="label horizons in snapshots, comma-separated (default 10,50,100)")
     ins.add_argument("--dead-band", type=nonnegative_float, default=None,
@@ -237,6 +236,7 @@ def parse_args(argv):
                      help="label horizons in snapshots, three comma-separated (default 10,50,100): a run "
                           "training from the cache must use the same")
     add_instrument_flag(pre.add_argument)
+    add_tick_flag(pre.add_argument)
     pre.add_argument("--workers", type=positive_int, default=default_workers(),
                      help="files read side by side, one process each (default: the CPU count, %(default)s)")
     pre.add_argument("--overwrite", action="store_true", help="replace the cache --out holds")

@@ -25,9 +25,10 @@ A run trains from `CacheRows`: the manifest checked, the rows left on disk, each
 whole as it is read and refused, naming it, unless its size, sha256, dtype and shape are the
 manifest's (a stale or tampered shard). `open_cache` reads all of it into memory the same way.
 The cache's identity (`sha256`) is a digest of its shards' hashes, its tick and label
-configuration, and the --instrument its files were read with, if any (`instrument_selection`): what a
-resumed run must match. A run, a walk-forward or `inspect --instrument` refuses a cache prepared with
-another selection (check_selection).
+configuration, and the --instrument its files were read with, if any (`instrument_selection`: the
+instrument_id it kept, foxc.data.select.selection_id): what a resumed run must match. A run, a
+walk-forward or `inspect --instrument` refuses a cache prepared with another selection, and a run or a
+walk-forward one in another --tick (check_selection).
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ import numpy.lib.format as npy
 
 from ..jsonfile import JsonFileError, read_json
 from .labels import N_PLANES, PLANES, LabelConfig
-from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
+from .record import PRICE_SCALE, SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .market import MarketData, market_data, report_of
 from .select import instrument_arg
 from .stream import FileSummary
@@ -243,14 +244,22 @@ def _check_labels(folder: Path, manifest: dict, labels: LabelConfig):
         raise DataError(folder, f"prepared with labels {have}, this run's are {want} (prepare the cache again)")
 
 
-def check_selection(folder, manifest: dict, instrument: str | None):
+def check_selection(folder, manifest: dict, instrument: str | None, tick: int | None = None):
     """Refuse a cache prepared with another --instrument than `instrument` (None: none), naming both: its rows are
-    that selection's, and a cache's rows cannot be selected again."""
-    have = manifest.get(SELECTION)
-    if have == instrument:
-        return
+    that selection's, and a cache's rows cannot be selected again. The same is the instrument_id its files kept, or
+    the symbol their DBN mappings name it by. And a cache counted in another tick than `tick` (--tick, price units;
+    None: the cache's)."""
+    have, reads = manifest.get(SELECTION), [s["read"] for s in manifest["shards"]]
     again = (f"python -m foxc.data prepare {shlex.quote(str(manifest['data']))} --out NEWCACHE"
              + (f" --instrument {instrument}" if instrument is not None else ""))
+    if tick is not None and tick != manifest["tick"]:
+        mine, now = manifest["tick"] / PRICE_SCALE, tick / PRICE_SCALE
+        raise DataError(folder, f"prepared in tick {mine:g}, not this --tick {now:g}: its labels are counted in its "
+                                f"tick (give --tick {mine:g}, or none, or prepare another cache: {again} --tick "
+                                f"{now:g})")
+    if have == instrument or None not in (have, instrument) and all(
+            instrument in (str(r["instrument_id"]), r["instrument"] if r["kind"] == "dbn" else None) for r in reads):
+        return
     if have is None:
         raise DataError(folder, f"prepared without --instrument, not with this --instrument {instrument}: its rows "
                                 f"cannot be selected again (prepare a cache of that instrument: {again})")

@@ -3,6 +3,8 @@ together from validated files (`foxc.data.source` reads the files; a prepared ca
 the synthetic markets build the same type)."""
 from __future__ import annotations
 
+import argparse
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -52,7 +54,32 @@ def tick_step(rows: int) -> int:
 
 def infer_tick(rec: np.ndarray) -> int:
     """The largest price step that divides every observed level price (of every tick_step-th row)."""
-    return tick_of(rec[::tick_step(len(rec))])
+    return tick_of(rec[::tick_step(len(rec))]) or 1
+
+
+def tick_arg(text) -> float:
+    """--tick's value (argparse type): a price step of at least one price unit, in price."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got '{text}'") from None
+    if not 1 <= value * PRICE_SCALE < PRICE_UNDEF:  # NaN too; 0 units would mean "infer it", silently
+        raise argparse.ArgumentTypeError(f"must be from {1 / PRICE_SCALE:g} (a price unit: prices are integers × "
+                                         f"{1 / PRICE_SCALE:g}) to {PRICE_UNDEF / PRICE_SCALE:.3g}, got {value:g}")
+    return value
+
+
+def tick_units(tick: float | None) -> int | None:
+    """--tick in price units (None: not given, inferred)."""
+    return None if tick is None else round(tick * PRICE_SCALE)
+
+
+def add_tick_flag(add):
+    """--tick on a parser (`add`: its add_argument, or the trainer's settings' `add`): one definition for every
+    command that reads data files."""
+    return add("--tick", type=tick_arg, metavar="T", help="the tick features, labels and PnL are counted in, in price "
+               "(default: each instrument's inferred from its prices); every instrument's price step must be a "
+               "multiple of it, so instruments of different ticks train together in a tick dividing theirs")
 
 
 def instrument_of(summary):
@@ -75,33 +102,40 @@ def tick_samples(summaries) -> list[tuple[int, int]]:
     return plan
 
 
-def files_tick(where, summaries, samples: list[np.ndarray]) -> int:
+def files_tick(where, summaries, samples: list[np.ndarray], tick: int | None = None) -> int:
     """The tick of segments (FileSummary, in segment order) from the rows tick_samples picked of each: every
     instrument's inferred from its own prices. One tick serves a run, so instruments whose ticks differ are
-    refused (DataError naming `where`, the files and their ticks) rather than measured in the finest."""
+    refused (DataError naming `where`, the files and their ticks) rather than measured in the finest; `tick`
+    (--tick, price units) serves instead, refused unless it divides every instrument's."""
     keys = [instrument_of(s) for s in summaries]
-    ticks = {key: tick_of(np.concatenate([x for k, x in zip(keys, samples) if k == key]))
+    steps = {key: tick_of(np.concatenate([x for k, x in zip(keys, samples) if k == key]))
              for key in dict.fromkeys(keys)}
+    ticks, common = {key: step or 1 for key, step in steps.items()}, math.gcd(*steps.values()) / PRICE_SCALE
+
+    def named(key):
+        s = next(s for s in summaries if instrument_of(s) == key)
+        files = list(dict.fromkeys(s.path for s in summaries if instrument_of(s) == key))
+        name = f"{s.instrument or '?'} (instrument_id {s.instrument_id})" if s.instrument_id else s.instrument
+        return f"{name or 'unnamed'}: tick {ticks[key] / PRICE_SCALE:g} in {files[0]}" + \
+            (f" and {len(files) - 1} more" if len(files) > 1 else "")
+    if tick:
+        off = [key for key, step in steps.items() if step % tick]
+        if off:
+            raise DataError(where, f"--tick {tick / PRICE_SCALE:g} does not divide the prices of {named(off[0])}: "
+                                   f"give a tick that divides every instrument's (theirs all divide by {common:g})")
+        return tick
     if len(set(ticks.values())) > 1:
-        def named(key):
-            s = next(s for s in summaries if instrument_of(s) == key)
-            files = list(dict.fromkeys(s.path for s in summaries if instrument_of(s) == key))
-            name = f"{s.instrument or '?'} (instrument_id {s.instrument_id})" if s.instrument_id else s.instrument
-            return f"{name or 'unnamed'}: tick {ticks[key] / PRICE_SCALE:g} in {files[0]}" + \
-                (f" and {len(files) - 1} more" if len(files) > 1 else "")
         raise DataError(where, f"instruments of different ticks ({'; '.join(map(named, ticks))}): one tick serves a "
-                               "run (features, labels and PnL are counted in it): give the files of one instrument "
-                               "(foxc.data inspect takes --tick T to read them all in ticks of T)")
+                               "run (features, labels and PnL are counted in it): give the files of one instrument, "
+                               f"or --tick T to count them all in a tick that divides theirs (e.g. --tick {common:g})")
     return next(iter(ticks.values()))
 
 
 def tick_of(rows: np.ndarray) -> int:
-    """The largest price step that divides every level price of `rows`."""
+    """The largest price step that divides every level price of `rows` (0: fewer than two prices, or all equal)."""
     px = np.concatenate([rows["bid_px"].ravel(), rows["ask_px"].ravel()])
     px = px[px != PRICE_UNDEF]
-    if len(px) < 2:
-        return 1
-    return int(np.gcd.reduce(np.abs(px - px[0]))) or 1  # gcd(0, d) = d; all equal: 0
+    return int(np.gcd.reduce(np.abs(px - px[0]))) if len(px) > 1 else 0  # gcd(0, d) = d
 
 
 def finish(rec: np.ndarray) -> np.ndarray:

@@ -1,19 +1,21 @@
 """Preparing a cache (foxc.data.cache): the files DATA names, validated and labelled once, a shard per segment.
 
-    python -m foxc.data prepare DATA --out CACHE [--horizons 10,50,100] [--instrument ID] [--workers N] [--overwrite]
+    python -m foxc.data prepare DATA --out CACHE [--horizons 10,50,100] [--instrument ID] [--tick T] [--workers N]
+                                 [--overwrite]
     manifest = prepare("data/ES/*.dbn.zst", "cache/es", LabelConfig(), workers=16)
 
 Every file is streamed (foxc.data.stream) in a process pool, one file per worker, in two passes:
 (1) read, validate and write the kept records straight into a records.npy per segment (the file, or
 each instrument's run of it where the id changes: a roll), numbered with the file's place in DATA's
 (sorted) order; (2) once every file's first time and the tick are known (the tick is inferred from
-all of them, as load() infers it), number the shards, read each records.npy once to hash it and
-compute labels.npy a block of rows at a time, writing the records back only where a shard's segment
-is not the number pass 1 guessed (files not named in time order, or after a file of several
-segments). A worker holds a chunk of rows and a label block (and, reading Parquet, the row group
-pyarrow decodes), never a file. Everything is written into a hidden folder beside CACHE and renamed
-into place at the end, so a refused input leaves no cache behind. With `instrument` (--instrument ID) each
-file's rows of that instrument are read (foxc.data.select), and the manifest records the selection.
+all of them, or --tick checked against them, as load() does), number the shards, read each
+records.npy once to hash it and compute labels.npy a block of rows at a time, writing the records
+back only where a shard's segment is not the number pass 1 guessed (files not named in time order,
+or after a file of several segments). A worker holds a chunk of rows and a label block (and, reading
+Parquet, the row group pyarrow decodes), never a file. Everything is written into a hidden folder
+beside CACHE and renamed into place at the end, so a refused input leaves no cache behind. With
+`instrument` (--instrument ID) each file's rows of that instrument are read (foxc.data.select), and
+the manifest records the selection (the id kept).
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ from .labels import N_PLANES, LabelConfig, compute_labels
 from .lobster import message_path
 from .market import files_tick, tick_samples
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
+from .select import selection_id
 from .source import expand, in_time_order
 from .stream import FileStream, FileSummary
 from .validate import DataError, ValidationConfig
@@ -45,10 +48,10 @@ from .validate import DataError, ValidationConfig
 
 def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
             config: ValidationConfig = ValidationConfig(), overwrite: bool = False, rows: int = CHUNK_ROWS,
-            instrument: str | None = None, log=lambda msg: None) -> dict:
-    """Write the cache of the files `spec` names (of each, `instrument`'s rows when given) into `out` (new, empty,
-    or a cache when `overwrite`); returns its manifest. A file that cannot be read, or keeps no row, raises
-    DataError naming it."""
+            instrument: str | None = None, tick: int | None = None, log=lambda msg: None) -> dict:
+    """Write the cache of the files `spec` names (of each, `instrument`'s rows when given), counted in `tick` (--tick,
+    price units; None: inferred), into `out` (new, empty, or a cache when `overwrite`); returns its manifest. A file
+    that cannot be read, or keeps no row, raises DataError naming it."""
     out = Path(out)
     paths = expand(spec)
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
@@ -66,10 +69,12 @@ def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
                 for j, part in enumerate(summary.parts()):
                     os.rename(part_dir(tmp, i, j), shard_dir(tmp, len(shards)))
                     shards.append((i, part, sources))
-            tick = _tick(pool, spec, [shard_dir(tmp, k) / RECORDS for k in range(len(shards))], [r[1] for r in shards])
+            tick = _tick(pool, spec, [shard_dir(tmp, k) / RECORDS for k in range(len(shards))], [r[1] for r in shards],
+                         tick)
             files = run_jobs(pool, write_shard, [(shard_dir(tmp, k), k, i, tick, labels, rows)
                                               for k, (i, _, _) in enumerate(shards)])
-        manifest = build_manifest(spec, shards, files, tick, labels, config, instrument)
+        manifest = build_manifest(spec, shards, files, tick, labels, config,
+                                  selection_id(instrument, [s.instrument_id for _, s, _ in shards]))
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         _install(tmp, out, overwrite)
         installed = True
@@ -185,11 +190,11 @@ def _finish_records(fh, n: int):
     fh.close()
 
 
-def _tick(pool, spec, files: list[Path], summaries: list[FileSummary]) -> int:
-    """The tick load() infers (each instrument's from its own rows), of the rows it would sample, gathered from each
-    shard (in the pool); `summaries`: the shards' segments."""
+def _tick(pool, spec, files: list[Path], summaries: list[FileSummary], tick: int | None) -> int:
+    """The tick load() infers (each instrument's from its own rows), or checks (`tick`: --tick), of the rows it would
+    sample, gathered from each shard (in the pool); `summaries`: the shards' segments."""
     jobs = [(path, s.rows, first, step) for path, s, (first, step) in zip(files, summaries, tick_samples(summaries))]
-    return files_tick(spec, summaries, run_jobs(pool, _sample, jobs))
+    return files_tick(spec, summaries, run_jobs(pool, _sample, jobs), tick)
 
 
 def _sample(args) -> np.ndarray:
@@ -269,7 +274,8 @@ RECORDS_AT = len(_npy_header(SNAPSHOT_DTYPE, (0,)))  # where a records.npy's row
 
 def build_manifest(spec, shards: list, files: list[dict], tick: int, labels: LabelConfig,
                    config: ValidationConfig, instrument: str | None = None) -> dict:
-    """`instrument`: the --instrument the files were read with (recorded, and in the identity), or None."""
+    """`instrument`: the --instrument the files were read with, as the id it kept (recorded, and in the identity), or
+    None."""
     entries = [{"segment": segment, "rows": s.rows, "first_ts_ns": s.first_ts, "last_ts_ns": s.last_ts,
                 "sources": sources, "files": shard_files,
                 "read": {"input": index, **{key: getattr(s, key) for key in READ if key != "input"},

@@ -8,9 +8,10 @@ validation, so the validator's counts are the kept instrument's; the other instr
 id (the report's `other_instruments`), never left out without a word. A file with no row of the instrument is
 refused naming the ids it holds.
 
-The selection as given (an id's digits without leading zeros, or the symbol) is part of the data's identity:
-a cache records it (its manifest's `instrument_selection`, in its sha256) and is refused for another selection
-(foxc.data.cache.check_selection); a run's data sha256 mixes it in (foxc.trainer.session).
+The selection is part of the data's identity as the instrument_id it kept (`selection_id`: ESM4 and 5482 are
+one selection where the files map ESM4 to 5482): a cache records it (its manifest's `instrument_selection`, in its
+sha256) and is refused for another selection (foxc.data.cache.check_selection); a run's data sha256 mixes it in
+(foxc.trainer.session), so a resume may spell it either way.
 """
 from __future__ import annotations
 
@@ -48,6 +49,19 @@ def add_instrument_flag(add):
     """--instrument on a parser (`add`: its add_argument, or the trainer's settings' `add`): one definition for every
     command that reads data files."""
     return add(FLAG, type=instrument_arg, metavar="ID", help=HELP)
+
+
+def selection_id(given: str | None, ids) -> str | None:
+    """The selection `given` as the data's identity: the instrument_id it kept in every file (`ids`: each file's), so
+    that a symbol and its id are one; as given where it kept several (a symbol mapped to other ids in other files)."""
+    ids = set(ids)
+    return str(ids.pop()) if given is not None and len(ids) == 1 else given
+
+
+def respelled(a: str | None, b: str | None) -> bool:
+    """Whether selections `a` and `b` differ as given yet may keep one instrument (a symbol beside an id or another
+    symbol): only the files' symbol mappings tell."""
+    return None not in (a, b) and a != b and not (a.isdigit() and b.isdigit())
 
 
 def ids_text(counts: dict, rows: bool = True) -> str:

@@ -73,10 +73,12 @@ def files_only(paths: list[Path]) -> list[Path]:
 def load(spec, config: ValidationConfig | None = None, tick: int | None = None,
          instrument: str | None = None) -> MarketData:
     """Read, validate and concatenate the files named by `spec` (of each, the rows of `instrument` only, when
-    given: --instrument); raises DataError on a bad file, or on rows that do not fit in memory (naming the cache
-    that keeps them on disk).
+    given: --instrument), counted in `tick` (--tick, price units) or the tick inferred; raises DataError on a bad
+    file, a tick that does not divide its prices, or rows that do not fit in memory (naming the cache that keeps
+    them on disk).
 
-    Each file is streamed chunk by chunk (foxc.data.stream); only the kept rows are held."""
+    Each file is streamed chunk by chunk (foxc.data.stream); only the kept rows are held, each chunk until it is
+    joined."""
     files, held, path = [], 0, spec
     try:
         for path in expand(spec):
@@ -96,18 +98,18 @@ def load(spec, config: ValidationConfig | None = None, tick: int | None = None,
     except MemoryError:
         files.clear()
         raise no_room(spec, spec, f"the {held:,} snapshots kept take {size(held * SNAPSHOT_BYTES)} "
-                                  f"({SNAPSHOT_BYTES} bytes each), twice while they are joined into one "
-                                  "array") from None
+                                  f"({SNAPSHOT_BYTES} bytes each): no room for the array they are joined "
+                                  "into") from None
     row = segment = 0
     for chunks, summary in files:
-        for chunk in chunks:
+        for i, chunk in enumerate(chunks):
+            chunks[i] = None  # freed once copied (records' pages are committed as written: the rows held once)
             records[row:row + len(chunk)] = chunk
             records["segment"][row:row + len(chunk)] += segment  # the stream numbered the file's own from 0
             row += len(chunk)
         segment += len(summary.parts())
-        chunks.clear()
     summaries = [part for _, summary in files for part in summary.parts()]
-    return market_data(records, summaries, tick or files_tick(spec, summaries, samples(records, summaries)), report)
+    return market_data(records, summaries, files_tick(spec, summaries, samples(records, summaries), tick), report)
 
 
 def labelled_need(rows: int, horizons: int, copy: bool = False) -> str:

@@ -25,8 +25,8 @@ from ..trainer.config import ConfigError, merge_isv, parse_settings, setting_act
 MEASURED = "every point must be measured on the same data and held-out rows: give it as a training flag"
 BOOKKEEPING = "it changes how a run logs, saves or runs, not what it learns: give it as a training flag"
 REFUSED = {"seed": "each point runs with seeds 0..S-1: give --seeds S",
-           **dict.fromkeys(("data", "instrument", "synthetic", "synthetic_rows", "fee_per_lot", "lots_per_entry",
-                            "eval_rows", "holdout_frac"), MEASURED),
+           **dict.fromkeys(("data", "instrument", "tick", "synthetic", "synthetic_rows", "fee_per_lot",
+                            "lots_per_entry", "eval_rows", "holdout_frac"), MEASURED),
            **dict.fromkeys(("log_every", "checkpoint_every", "eval_every", "graph"), BOOKKEEPING)}
 SLOT_PREFIX = "isv."
 DRAWN_DIGITS = 4  # significant digits of a random draw: a value a flag can give again

@@ -22,7 +22,7 @@ from ..cli import (ArgumentParser, UsageError, add_run_dir_arguments, backend_na
 from ..driver import BACKENDS
 from ..evaluate import scaleout
 from ..trainer.config import (DEFAULTS, INT64_MAX, ConfigError, ConfigFile, TrainConfig, add_config_arguments,
-                              check_instrument_beside_data, check_synthetic_beside_data, config_settings)
+                              check_needs_data, check_synthetic_beside_data, config_settings)
 from .axes import Axis, parse_axes, points as sweep_points, settings_of, show
 from .point import RunSpec, run_point_safely
 from .report import TARGETS, error_line, rank, ranking_table, target_of, write_report, write_tables
@@ -153,11 +153,11 @@ def training_settings(args) -> tuple[dict, ConfigFile | None]:
             raise UsageError(f"--{name.replace('_', '-')}: the sweep sets it for every run (give {flag})")
     if not args.config_file:
         check_synthetic_beside_data(given)
-        check_instrument_beside_data(given)
+        check_needs_data(given)
         return given, None
     config_file = ConfigFile.read(args.config_file).refuse(OWNED)
     check_synthetic_beside_data(config_file.under(given), config_file.sources(given))
-    check_instrument_beside_data(config_file.under(given), config_file.sources(given))
+    check_needs_data(config_file.under(given), config_file.sources(given))
     return config_file.under(given), config_file
 
 

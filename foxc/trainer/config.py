@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from ..agent.layout import ACTORS
+from ..data.market import add_tick_flag, tick_arg
 from ..data.select import add_instrument_flag, instrument_arg
 from ..isv.registry import SLOTS, isv_setting, setting_problem
 from ..paths import PathArg, empty_path
@@ -53,6 +54,7 @@ class TrainConfig:
     synthetic_rows: int
     data: str | None = None  # a file, directory or glob; None: the synthetic market named by `synthetic`
     instrument: str | None = None  # --instrument: one instrument's rows of files that interleave several (data's)
+    tick: float | None = None  # --tick: the tick the data is counted in, in price; None: inferred from its prices
     synthetic: str = "default"  # a named synthetic market (foxc.data.markets)
     n_step: int = 3
     seed: int = 0
@@ -116,14 +118,14 @@ class TrainConfig:
                 raise ConfigError(f"{message} (got {value})")
         if problem := empty_path(self.data, DATA_HINT):  # a config file's data = "" too: not synthetic, silently
             raise ConfigError(f"--data: {problem}")
-        if self.instrument is not None:  # as its flag gives it (a program's, a checkpoint's): the selection compared
+        for name, read in (("instrument", instrument_arg), ("tick", tick_arg)):  # a program's, a checkpoint's value:
+            value = getattr(self, name)  # as its flag reads it, what is compared
             try:
-                spelled = instrument_arg(self.instrument)
+                spelled = value if value is None else read(value)
             except argparse.ArgumentTypeError as e:
-                raise ConfigError(f"--instrument: {e}") from None
-            if spelled != self.instrument:
-                raise ConfigError(f"--instrument must be given as its flag reads it, {spelled!r} (got "
-                                  f"{self.instrument!r})")
+                raise ConfigError(f"--{name}: {e}") from None
+            if spelled != value:
+                raise ConfigError(f"--{name} must be given as its flag reads it, {spelled!r} (got {value!r})")
         from ..data.markets import MARKETS
         if self.synthetic not in MARKETS:
             raise ConfigError(f"--synthetic must be one of {', '.join(MARKETS)} (got '{self.synthetic}')")
@@ -191,9 +193,10 @@ class TrainConfig:
     def as_dict(self) -> dict:
         return asdict(self) | {"horizons": list(self.horizons), "isv": [list(kv) for kv in self.isv]}
 
-    # settings that define the state's shapes and meaning: a resume must match them
+    # settings that define the state's shapes and meaning: a resume must match them (--instrument through the data's
+    # sha256, which mixes in the instrument_id it kept, however spelled)
     SHAPE_KEYS = ("n_backtests", "seq_len", "per_capacity", "n_step", "precision", "horizons", "lots_per_entry",
-                  "fee_per_lot", "episode_steps", "data", "instrument", "synthetic", "synthetic_rows", "seed", "actor")
+                  "fee_per_lot", "episode_steps", "data", "tick", "synthetic", "synthetic_rows", "seed", "actor")
 
 
 def isv_conflict(values: dict, rings: int) -> tuple[str, tuple[str, ...]] | None:
@@ -225,14 +228,15 @@ def check_synthetic_beside_data(given: dict, sources: dict | None = None) -> Non
                               "ignored (give one of them)")
 
 
-def check_instrument_beside_data(settings: dict, sources: dict | None = None) -> None:
-    """Refuse --instrument without real data (the synthetic market has one instrument): the run would ignore it.
-    `settings`: the run's, by name (a resumed run's with the checkpoint's data); `sources` as above."""
-    if settings.get("instrument") is None or settings.get("data"):
-        return
-    where = f" (from {sources['instrument']})" if sources and "instrument" in sources else ""
-    raise ConfigError(f"--instrument {settings['instrument']}{where} selects the rows of one instrument of --data's "
-                      "files: without --data (synthetic data) it would be ignored (give --data PATH)")
+def check_needs_data(settings: dict, sources: dict | None = None) -> None:
+    """Refuse --instrument or --tick without real data (the synthetic market has one instrument and its own tick): the
+    run would ignore it. `settings`: the run's, by name (a resumed run's with the checkpoint's data); `sources` as
+    above."""
+    for key, what in (("instrument", "selects the rows of one instrument of"), ("tick", "sets the tick of")):
+        if settings.get(key) is not None and not settings.get("data"):
+            where = f" (from {sources[key]})" if sources and key in sources else ""
+            raise ConfigError(f"--{key} {_flag_text(settings[key])}{where} {what} --data's files: without --data "
+                              "(synthetic data) it would be ignored (give --data PATH)")
 
 
 def switches_from_slots(settings: dict, keep=()) -> dict:
@@ -270,6 +274,7 @@ def add_config_arguments(ap: argparse.ArgumentParser) -> list[argparse.Action]:
         help="MBP-10 data: a file, directory or glob (Databento Parquet/DBN, LOBSTER CSV); "
              "default: the synthetic market named by --synthetic")
     add_instrument_flag(add)
+    add_tick_flag(add)
     add("--synthetic", metavar="MARKET",
         help="the named synthetic market to train on without --data: easy, default (the default), null, noisy")
     add("--n-backtests", type=int, help="parallel backtests B, also the learning batch (default 1024 on CUDA, 32 on the reference)")
@@ -477,9 +482,10 @@ def _typed(path: Path, key: str, value, action: argparse.Action):
         return float(value)
     if action.type is horizons_setting and isinstance(value, list) and all(integer(v) for v in value):
         return tuple(value)
-    if action.type is instrument_arg and (integer(value) or isinstance(value, str)):  # instrument = 5482 or "ESM4"
+    if (action.type is instrument_arg and (integer(value) or isinstance(value, str))  # instrument = 5482 or "ESM4"
+            or action.type is tick_arg and (integer(value) or isinstance(value, float))):  # tick = 0.25
         try:
-            return instrument_arg(value)
+            return action.type(value)
         except argparse.ArgumentTypeError as e:
             raise ConfigError(f"--config {path}: {key} = {_toml(value)}: {e}") from None
     text = action.type is None or isinstance(action.type, PathArg)  # a path's "": refused by TrainConfig, naming it
@@ -492,7 +498,8 @@ def _expected(action: argparse.Action) -> str:
     if action.choices is not None:
         return "one of " + ", ".join(f'"{c}"' for c in action.choices)
     return {int: "an integer", float: "a number", horizons_setting: "a list of integers, e.g. [10, 50, 100]",
-            instrument_arg: "an instrument_id (an integer) or a symbol (a string)"}.get(action.type, "a string")
+            instrument_arg: "an instrument_id (an integer) or a symbol (a string)", tick_arg: "a number"}.get(
+        action.type, "a string")
 
 
 def _isv_table(path: Path, table) -> tuple[tuple[str, float], ...]:

@@ -7,7 +7,8 @@
 made of them (its rows left on disk, each shard verified and read with its labels when the device
 dataset uploads it; foxc.data.cache.CacheRows). `--instrument ID` keeps one instrument's rows of the
 files (foxc.data.select); it is part of the data's identity a resume checks (the files' sha256 mixes
-it in), and a cache must have been prepared with the same.
+in the instrument_id it kept: a symbol and its id are one), and a cache must have been prepared with
+the same (and in the run's --tick, when one is given).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..data.market import tick_units
 from .config import ConfigError
 from .heldout import holdout_market, synthetic_rows
 
@@ -31,8 +33,8 @@ class RunData:
 
 
 def files_digest(files, instrument: str | None = None) -> str:
-    """The identity of data files read whole, or (`instrument`) read for one instrument's rows: the same files read
-    for another instrument are other data."""
+    """The identity of data files read whole, or (`instrument`: the id kept, foxc.data.select.selection_id) read for
+    one instrument's rows: the same files read for another instrument are other data."""
     h = hashlib.sha256()
     for f in files:
         with open(f, "rb") as fh:
@@ -70,11 +72,11 @@ def check_horizons(horizons, labelled: list[bool], rows: int, market=None, data=
 def cache_data(cfg, log) -> tuple:
     """(rows, source) of the prepared cache --data names: its rows stay on disk (foxc.data.cache.CacheRows:
     each shard is verified against the manifest when it is read), labels as prepared (their horizons
-    must be the run's, and so must its --instrument); the identity is the cache's."""
+    must be the run's, and so must its --instrument and --tick); the identity is the cache's."""
     from ..data.cache import CacheRows, check_selection
     from ..data.labels import LabelConfig
     rows = CacheRows(cfg.data, LabelConfig(horizons=cfg.horizons))
-    check_selection(rows.path, rows.manifest, cfg.instrument)
+    check_selection(rows.path, rows.manifest, cfg.instrument, tick_units(cfg.tick))
     chosen = f" with --instrument {cfg.instrument}" if cfg.instrument is not None else ""
     log(f"data: cache {cfg.data} ({len(rows.manifest['shards'])} shard(s), prepared from {rows.manifest['data']}"
         f"{chosen}); each shard is verified as it is read")
@@ -95,10 +97,12 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
     if cached:
         market, source = cache_data(cfg, log)
     elif cfg.data:
+        from ..data.select import selection_id
         from ..data.source import load
-        market = load(cfg.data, instrument=cfg.instrument)
+        market = load(cfg.data, tick=tick_units(cfg.tick), instrument=cfg.instrument)
+        kept = selection_id(cfg.instrument, [f.get("instrument_id") for f in market.report.files.values()])
         source = {"source": cfg.data, **selection(cfg), "files": market.files, "rows": len(market.records),
-                  "sha256": files_digest(market.files, cfg.instrument)}
+                  "sha256": files_digest(market.files, kept)}
     else:
         from ..data.markets import MARKETS
         from ..evaluate.optimum import optimal_pnl

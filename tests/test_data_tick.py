@@ -1,0 +1,93 @@
+"""--tick T: the tick a run's data is counted in, given instead of inferred (train, walk-forward, sweep, foxc.data
+inspect and prepare, one flag definition): instruments of different ticks train together in a tick that divides
+theirs; a tick that does not divide an instrument's prices is refused naming it and its file."""
+import json
+import re
+
+import pytest
+
+from foxc.data.parquet import write_parquet
+from foxc.data.prepare import prepare
+from foxc.data.source import load
+from foxc.data.synthetic import SynthParams, generate
+from foxc.data.validate import DataError
+from test_data_cache import ROWS, on_day
+from test_run_dirs import SIZES, cli, one_line_error
+
+CENT = 10_000_000  # 0.01 in price units
+
+
+@pytest.fixture
+def es_cl(tmp_path):
+    """ESM4 quoted in quarters beside CLN4 quoted in cents: ticks 0.25 and 0.01."""
+    folder = tmp_path / "es_cl"
+    folder.mkdir()
+    write_parquet(folder / "es.parquet", generate(1000, seed=1), symbol="ESM4")
+    write_parquet(folder / "cl.parquet", on_day(generate(1000, seed=2, params=SynthParams(
+        tick=0.01, start_price=70.0, instrument_id=2)), 1), symbol="CLN4")
+    return folder
+
+
+def test_a_tick_that_divides_every_instruments_serves_them_all_and_another_is_refused(es_cl, tmp_path):
+    assert load(es_cl, tick=CENT).tick == CENT
+    manifest = prepare(es_cl, tmp_path / "cents", workers=1, rows=ROWS, tick=CENT)
+    assert manifest["tick"] == CENT
+    want = (f"{es_cl}: --tick 0.05 does not divide the prices of CLN4 (instrument_id 2): tick 0.01 in "
+            f"{es_cl / 'cl.parquet'}: give a tick that divides every instrument's (theirs all divide by 0.01)")
+    for read in (lambda: load(es_cl, tick=5 * CENT), lambda: prepare(es_cl, tmp_path / "c5", workers=1, rows=ROWS,
+                                                                     tick=5 * CENT)):
+        with pytest.raises(DataError) as err:
+            read()
+        assert str(err.value) == want
+    assert not (tmp_path / "c5").exists()
+    with pytest.raises(DataError, match=re.escape("or --tick T to count them all in a tick that divides theirs "
+                                                  "(e.g. --tick 0.01)")):
+        load(es_cl)
+
+
+def test_train_takes_the_tick_as_part_of_the_runs_and_the_caches_identity(es_cl, tmp_path):
+    from foxc.data.__main__ import main
+    run = tmp_path / "run"
+    done = cli("--n-steps", "2", *SIZES, "--data", str(es_cl), "--tick", "0.01", "--out", str(run))
+    assert done.returncode == 0 and "tick 0.01," in done.stdout, done.stderr
+    assert json.loads((run / "config.json").read_text())["config"]["tick"] == 0.01
+    ckpt = str(run / "checkpoint-2.foxc")
+    one_line_error(cli("--resume-from", ckpt, "--n-steps", "1", "--tick", "0.005", "--out", str(tmp_path / "r")),
+                   "tick: 0.01 in the checkpoint, 0.005 now")
+    done = cli("--resume-from", ckpt, "--n-steps", "1", "--out", str(tmp_path / "r"))
+    assert done.returncode == 0 and "tick 0.01," in done.stdout, done.stderr
+    assert main(["prepare", str(es_cl), "--out", str(tmp_path / "cache"), "--workers", "1", "--tick", "0.01"]) == 0
+    one_line_error(cli("--n-steps", "1", *SIZES, "--data", str(tmp_path / "cache"), "--tick", "0.005", "--out",
+                       str(tmp_path / "c")), f"--data {tmp_path / 'cache'}: prepared in tick 0.01, not this --tick "
+                   "0.005", "give --tick 0.01, or none", "--out NEWCACHE --tick 0.005")
+    done = cli("--n-steps", "1", *SIZES, "--data", str(tmp_path / "cache"), "--tick", "0.01", "--out",
+               str(tmp_path / "c"))
+    assert done.returncode == 0 and "tick 0.01," in done.stdout, done.stderr
+    one_line_error(cli("--n-steps", "1", *SIZES, "--tick", "0.01", "--out", str(tmp_path / "s")),
+                   "--tick 0.01 sets the tick of --data's files: without --data (synthetic data) it would be ignored")
+
+
+def test_walkforward_sweep_and_config_files_take_the_one_flag(es_cl, tmp_path, capsys):
+    from foxc.cli import UsageError
+    from foxc.sweep.axes import grid_axis
+    from foxc.trainer.config import ConfigError, ConfigFile, TrainConfig, parse_settings
+    from foxc.walkforward import load_data, main as walkforward
+    assert load_data(str(es_cl), 0, 0, 1, instrument=None, tick=CENT).tick == CENT
+    prepare(es_cl, tmp_path / "cache", workers=1, rows=ROWS, tick=CENT)
+    assert load_data(str(tmp_path / "cache"), 0, 0, 1, tick=CENT).tick == CENT
+    with pytest.raises(DataError, match="prepared in tick 0.01, not this --tick 0.05"):
+        load_data(str(tmp_path / "cache"), 0, 0, 1, tick=5 * CENT)
+    assert walkforward(["--tick", "0.01", "--out", str(tmp_path / "wf")]) == 2
+    assert "--tick 0.01 sets the tick of --data's files: without --data" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="--grid tick: not an axis: every point must be measured on the same data"):
+        grid_axis("tick=0.01,0.05")
+    (tmp_path / "run.toml").write_text('data = "books/"\ntick = 0.25\n')
+    file = ConfigFile.read(tmp_path / "run.toml")
+    assert TrainConfig.for_backend("reference", **parse_settings(file.as_flags())).tick == 0.25
+    for value, words in (("0", "must be from 1e-09"), ('"x"', "expected a number")):
+        (tmp_path / "run.toml").write_text(f"tick = {value}\n")
+        with pytest.raises(ConfigError, match=re.escape(f"tick = {value}: ")) as err:
+            ConfigFile.read(tmp_path / "run.toml")
+        assert words in str(err.value)
+    with pytest.raises(ConfigError, match="--tick: must be from 1e-09"):
+        TrainConfig.for_backend("reference", data="x.dbn", tick=0.0)
