@@ -69,6 +69,19 @@ def test_check_reports_an_edited_source(tmp_path, monkeypatch):
     assert "cuda/vec/extra.cu: no cubin built" in problems
 
 
+@pytest.mark.parametrize("argv", [["--check"], []], ids=["check", "build"])
+def test_a_damaged_manifest_is_one_line_naming_it(tmp_path, monkeypatch, capsys, argv):
+    """A manifest cut short ended the tool (--check, or a build, which reads it first) in a traceback."""
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text('{"sources": {')
+    monkeypatch.setattr(build_cubins, "MANIFEST", manifest)
+    assert build_cubins.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"build_cubins: error: {manifest}: not valid JSON: ") and err.count("\n") == 1
+    assert err.endswith("; restore it (git checkout foxc/cubins/manifest.json), or remove it and build every cubin "
+                        "again\n")
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_nvcc_output_is_deterministic(tmp_path):
     src = ROOT / "cuda" / "agent" / "state.cu"

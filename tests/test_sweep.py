@@ -292,6 +292,46 @@ def test_a_worker_that_dies_without_a_record_gives_a_failed_record(tmp_path):
                for r in records)
 
 
+def a_run_row(spec) -> dict:
+    """A finished run's row, as its worker writes it."""
+    return spec.row(status="ok", eval_opt_frac=0.5, eval_pnl=0.01, eval_pnl_se=0.002, eval_trades=4, eval_wr=0.5,
+                    eval_time_in_market=0.3, eval_rows=1000, train_sps=50.0, train_seconds=1.0, eval_seconds=0.5,
+                    seconds=2.0, steps=6)
+
+
+@pytest.mark.parametrize("row, problem", [
+    ({}, "no 'point'"),
+    (lambda r: {k: v for k, v in r.items() if k != "status"}, "no 'status'"),
+    (lambda r: {**r, "eval_opt_frac": "0.5"}, 'eval_opt_frac is "0.5", not of type float | None'),
+    (lambda r: {**r, "seed": 1.5}, "seed is 1.5, not of type int"),
+    (lambda r: {**r, "lr_q": "big"}, 'lr_q is "big", not of type float'),
+    (lambda r: {**r, "eval_time_in_market": None}, "eval_time_in_market is null, not of type float"),
+    (lambda r: {**r, "status": "failed", "error": 7}, "error is 7, not of type str | None"),
+], ids=["empty", "no-status", "str-target", "float-seed", "str-axis", "null-printed", "int-error"])
+def test_a_workers_row_that_is_no_run_row_is_a_failed_run(tmp_path, capsys, row, problem):
+    """A result.json that is JSON but no run's row ({}, a key missing or of another type) ended the sweep in a
+    KeyError or TypeError traceback as it printed the run's line, ranked the rows or wrote the tables; it is that
+    run's failure, naming the file and what is wrong."""
+    from foxc.sweep.cli import announce, write_outputs
+    spec = sweep_point.RunSpec("p00", 0, {"lr_q": 1e-4}, {}, "reference", str(tmp_path / "p00-seed0"))
+    result, good = Path(spec.out_dir) / scaleout.RESULT_FILE, {**a_run_row(spec), "extra": 1}
+    result.parent.mkdir()
+    result.write_text(json.dumps(good))
+    assert scaleout._worker_record(spec, 0) == good  # a key the tables have no column for is left out of them
+    result.write_text(json.dumps(row(good) if callable(row) else row))
+    (result.parent / scaleout.WORKER_LOG).write_text("")
+    failed = scaleout._worker_record(spec, 0)
+    error = f"worker exited with status 0 and its record is unreadable ({result}: not a record of foxc.sweep.point: "
+    assert failed["status"] == "failed" and failed["error"] == f"{error}{problem}):\n"
+    announce(spec, failed)
+    meta = {"axis_names": ["lr_q"], "axes": ["lr_q=0.0001"], "target": "eval_opt_frac", "runs": "1 point × 2 seeds",
+            "seeds": 2, "backend": "reference", "parallel": "local", "data": "synthetic", "settings": "", "seconds": 1}
+    write_outputs(meta, [failed, {**good, "seed": 1}], tmp_path, plots=False)
+    assert f"p00-seed0 (lr_q=0.0001): FAILED: {error}{problem}):" in capsys.readouterr().out
+    assert [r["status"] for r in read_csv(tmp_path / "sweep.csv")] == ["failed", "ok"]
+    assert "| 1 | p00 | 0.0001 | 0.500 (n=1, no error bar) | 1/2 |" in (tmp_path / "report.md").read_text()
+
+
 def test_walk_forward_folds_still_run_in_worker_processes(tmp_path):
     from foxc.data.synthetic import synthetic_data
     from foxc.evaluate.runner import EvalConfig

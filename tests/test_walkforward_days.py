@@ -220,6 +220,30 @@ def test_a_tampered_shard_a_fold_needs_is_refused_by_its_hash(cache, tmp_path, c
     assert report["folds"][1]["train_days"] == ["2024-01-05", "2024-01-08"]
 
 
+def test_a_window_of_the_cache_out_of_memory_is_one_line_naming_the_remedy(cache, tmp_path, monkeypatch, capsys):
+    """A MemoryError reading a fold's window from a cache was a traceback in its record (the run exiting 1)."""
+    calls = []
+
+    def read_rows_until_the_fourth(*args):  # fold 1's evaluation window
+        calls.append(args[1:3])
+        if len(calls) == 4:
+            raise MemoryError("Unable to allocate")
+        return read_rows(*args)
+    monkeypatch.setattr(cache_module, "read_rows", read_rows_until_the_fourth)
+    out = tmp_path / "wf"
+    assert main(["--backend", "reference", "--trainer", "baseline", "--data", str(cache), "--train-days", "2",
+                 "--eval-days", "1", "--step-days", "3", "--steps-per-fold", "5", "--eval-backtests", "8",
+                 "--no-plots", "--out", str(out)]) == 2
+    n = calls[3][1] - calls[3][0]
+    assert capsys.readouterr().err == (
+        f"foxc.walkforward: error: --data {cache}: fold 1: reading its evaluation window: out of memory: {n:,} "
+        f"snapshots take {n * 352 / 1e6:.2f} MB (352 bytes each), read with the rest of the cache's shards that hold "
+        "them; give more --folds, or fewer --eval-days (each fold reads the shards that hold its windows whole) (the "
+        f"report of every fold is in {out})\n")
+    report = json.loads((out / "report.json").read_text())
+    assert "error" not in report["folds"][0] and report["folds"][1]["data_error"].startswith("reading its evaluation")
+
+
 def test_a_cache_prepared_again_since_the_plan_is_refused(cache):
     with pytest.raises(DataError, match="prepared again meanwhile"):
         read_rows(cache, 0, 10, sha256="0" * 64)

@@ -1,5 +1,6 @@
 """Walk-forward with the integrated RL trainer (the default) on the reference backend, tiny."""
 import json
+from types import SimpleNamespace
 
 from foxc import walkforward
 
@@ -38,3 +39,29 @@ def test_a_folds_evaluation_out_of_memory_is_one_line_naming_the_remedy(tmp_path
     from foxc.evaluate.folds import no_room_in_fold  # from a cache: the flag of the evaluation window's dates
     assert str(no_room_in_fold("evaluating", "why", "need", "parquet", {"cache": "/c"}, "--eval-days")) == (
         "evaluating: out of memory: need; give more --folds, or fewer --eval-days (why)")
+
+
+def test_a_folds_training_out_of_memory_is_one_line_naming_the_remedy(tmp_path, monkeypatch, capsys):
+    """A MemoryError training a fold (its replay, its backtests' arrays) was a traceback in its record (the run
+    exiting 1)."""
+    from foxc.trainer import fold
+
+    def no_room(*args, **kwargs):
+        raise MemoryError("Unable to allocate")
+    monkeypatch.setattr(fold.Trainer, "train_logged", no_room)
+    out = tmp_path / "wf"
+    assert walkforward.main(["--backend", "reference", "--synthetic-rows", "20000", "--folds", "1",
+                             "--steps-per-fold", "2", "--no-plots", "--out", str(out), "--n-backtests", "8",
+                             "--seq-len", "4", "--per-capacity", "64"]) == 2
+    need = ("10,000 snapshots take 3.52 MB of records (352 bytes each) and 0.84 MB of label planes (84 bytes each), "
+            "with a replay of --per-capacity 64 transitions and the arrays of --n-backtests 8 backtests")
+    assert capsys.readouterr().err == (
+        f"foxc.walkforward: error: --data synthetic: fold 0: training on its training window: out of memory: {need}; "
+        "give fewer --n-backtests or a smaller --per-capacity, or fewer --synthetic-rows, or more --folds (each fold "
+        f"trains on its training window whole) (the report of every fold is in {out})\n")
+    window = SimpleNamespace(n_rows=300, source="parquet")  # from data files, or a cache
+    cfg = fold.TrainConfig.for_backend("reference", n_backtests=8, per_capacity=64)
+    for cache in ("", "/data/cache"):
+        assert str(fold.no_room_training(window, cfg, {"cache": cache})).endswith(
+            "; give fewer --n-backtests or a smaller --per-capacity, or more --folds, or fewer --train-days (each "
+            "fold trains on its training window whole)")

@@ -14,7 +14,6 @@ cubin, with the nvcc version and flags. The runtime never compiles.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import contextlib
 import fcntl
@@ -40,7 +39,10 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 sys.path.insert(0, str(ROOT))
 
-from foxc.jsonfile import read_json  # noqa: E402 (the one reader of JSON: a damaged manifest is refused naming it)
+from foxc.cli import ArgumentParser, UsageError, positive_int, run  # noqa: E402 (a mistake: one line, status 2)
+from foxc.jsonfile import JsonFileError, read_json  # noqa: E402 (the one reader of JSON)
+
+PROG = "build_cubins"
 
 
 def generated_headers():
@@ -82,7 +84,7 @@ def included_headers(source: Path) -> list[Path]:
                         stack.append(candidate)
                     break
             else:
-                raise SystemExit(f"{rel(current)}: #include \"{name}\" not found under its folder or cuda/include")
+                raise UsageError(f"{rel(current)}: #include \"{name}\" not found under its folder or cuda/include")
     return sorted(seen)
 
 
@@ -171,7 +173,7 @@ def parse_signatures(source_text: str, label: str = "source", macros: dict[str, 
             ctype = decl[:name.start()].strip() if name else ""
             kind = "ptr" if "*" in ctype else C_KINDS.get(ctype)
             if name is None or kind is None:
-                raise ValueError(f"{label}: kernel {m.group(1)}: parameter '{raw}' has a type foxc cannot bind "
+                raise UsageError(f"{label}: kernel {m.group(1)}: parameter '{raw}' has a type foxc cannot bind "
                                  f"(pointers and {', '.join(C_KINDS)})")
             params.append([name.group(1), kind])
         found[m.group(1)] = params
@@ -186,7 +188,12 @@ def kernel_signatures(source: Path) -> dict:
 
 
 def load_manifest() -> dict:
-    return read_json(MANIFEST) if MANIFEST.is_file() else {}
+    """The manifest ({} when there is none); a damaged one is refused naming it and the remedy."""
+    try:
+        return read_json(MANIFEST) if MANIFEST.is_file() else {}
+    except JsonFileError as e:
+        raise UsageError(f"{e}; restore it (git checkout foxc/cubins/manifest.json), or remove it and build every "
+                         "cubin again") from None
 
 
 def stale_entries(manifest: dict, archs: list[str] | None = None) -> list[str]:
@@ -255,7 +262,7 @@ def compile_one(nvcc: str, source: Path, module: str, arch: str) -> tuple[str, b
 def build(archs: list[str], force: bool, jobs: int) -> int:
     nvcc = shutil.which("nvcc")
     if nvcc is None:
-        raise SystemExit("nvcc not found on PATH: install the CUDA toolkit (13.0) to build cubins")
+        raise UsageError("nvcc not found on PATH: install the CUDA toolkit (13.0) to build cubins")
     for path, _, write in generated_headers():
         if write():
             print(f"regenerated {rel(path)}")
@@ -296,12 +303,16 @@ def build(archs: list[str], force: bool, jobs: int) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description="Build foxc's cubins with nvcc, or check that they are current.")
+    ap = ArgumentParser(prog=PROG, description="Build foxc's cubins with nvcc, or check that they are current.")
     ap.add_argument("--check", action="store_true", help="exit 1 naming every stale or missing cubin")
     ap.add_argument("--force", action="store_true", help="rebuild every cubin")
     ap.add_argument("--arch", action="append", help=f"target architecture (repeatable; default {' '.join(DEFAULT_ARCHS)})")
-    ap.add_argument("--jobs", type=int, default=2, help="parallel nvcc processes (default 2)")
+    ap.add_argument("--jobs", type=positive_int, default=2, help="parallel nvcc processes (default 2)")
     args = ap.parse_args(argv)
+    return run(PROG, lambda: _main(args))
+
+
+def _main(args) -> int:
     archs = args.arch or load_manifest().get("archs") or DEFAULT_ARCHS
     if args.check:
         problems = stale_entries(load_manifest(), archs)

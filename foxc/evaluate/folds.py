@@ -175,12 +175,14 @@ def _yardstick(window, evaluator, out: Path, config: dict) -> dict:
     return {k: m[k] for k in ("net_pnl", "trades", "win_rate", "pnl_ticks", "trade_t_stat", "exposure")}
 
 
-def no_room_in_fold(doing: str, why: str, need: str, source: str, config: dict, days: str) -> DataError:
+def no_room_in_fold(doing: str, why: str, need: str, source: str, config: dict, days: str,
+                    smaller: str = "") -> DataError:
     """Out of memory `doing` in a fold: what it needed, and the remedy (`why` it helps) for the walk-forward's data:
-    synthetic rows, a prepared cache (`days`: the flag of the window's dates), or data files (held whole: a cache)."""
-    remedy = (f"give fewer --synthetic-rows, or more --folds ({why})" if source == "synthetic" else
-              f"give more --folds, or fewer {days} ({why})" if config.get("cache") else "")
-    return no_room(doing, "DATA", need, remedy)
+    synthetic rows, a prepared cache (`days`: the flag of the window's dates), or data files (held whole: a cache);
+    `smaller` ("FLAGS, or "), the flags that shrink what the fold makes of its window, first, then a shorter window."""
+    window = ("fewer --synthetic-rows, or more --folds" if source == "synthetic" else
+              f"more --folds, or fewer {days}" if config.get("cache") or smaller else "")
+    return no_room(doing, "DATA", need, window and f"give {smaller}{window} ({why})")
 
 
 def fold_days(fold) -> dict:
@@ -205,10 +207,23 @@ def run_fold_safely(spec: FoldSpec, train_records=None, eval_records=None) -> di
 
 def records_of(spec: FoldSpec) -> tuple[np.ndarray, np.ndarray]:
     """The fold's two windows, from the cache (only their shards) or the memory-mapped data_npy."""
-    if spec.cache:
-        from ..data.cache import read_rows
-        return tuple(read_rows(spec.cache, a, b, spec.cache_sha256 or None) for a, b in (spec.train, spec.eval))
-    return windows_of(spec, np.load(spec.data_npy, mmap_mode="r"))
+    if not spec.cache:
+        return windows_of(spec, np.load(spec.data_npy, mmap_mode="r"))
+    return _cached(spec, spec.train, "training", "--train-days"), _cached(spec, spec.eval, "evaluation", "--eval-days")
+
+
+def _cached(spec: FoldSpec, bounds: tuple[int, int], name: str, days: str) -> np.ndarray:
+    """Rows [start, stop) of the cache; out of memory, one line naming the window and the remedy (`days`: the flag
+    of its dates)."""
+    from ..data.cache import read_rows
+    try:
+        return read_rows(spec.cache, *bounds, spec.cache_sha256 or None)
+    except MemoryError:
+        n = bounds[1] - bounds[0]
+        raise no_room_in_fold(f"reading its {name} window", "each fold reads the shards that hold its windows whole",
+                              f"{n:,} snapshots take {size(n * SNAPSHOT_BYTES)} ({SNAPSHOT_BYTES} bytes each), read "
+                              "with the rest of the cache's shards that hold them", spec.source, {"cache": spec.cache},
+                              days) from None
 
 
 def windows_of(spec: FoldSpec, records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -19,12 +19,7 @@ from typing import ClassVar
 
 from ..evaluate.scaleout import Job, serve
 from ..trainer.config import TrainConfig
-
-EVAL_FIELDS = ("eval_opt_frac", "eval_pnl", "eval_pnl_se", "eval_trades", "eval_wr", "eval_time_in_market",
-               "eval_rows")
-# a row's columns after the point, the seed and the axes
-ROW_FIELDS = ("status", *EVAL_FIELDS, "train_sps", "train_seconds", "eval_seconds", "seconds", "steps", "error",
-              "run_dir", "host")
+from .report import EVAL_FIELDS, EVALUATED, ROW, ROW_FIELDS
 
 
 @dataclass
@@ -51,6 +46,11 @@ class RunSpec(Job):
         """The run's row: point, seed, the axes, then ROW_FIELDS (None where not given)."""
         return {"point": self.point, "seed": self.seed, **self.axes,
                 **{k: fields.get(k) for k in ROW_FIELDS}, "run_dir": self.out_dir, "host": socket.gethostname()}
+
+    def record_shape(self, record: dict) -> dict:
+        """What the sweep reads of the run's row (report.ROW), its axes each of the type of its value here."""
+        evaluated = EVALUATED if record.get("status") == "ok" and record.get("eval_pnl") is not None else {}
+        return {**ROW, **{a: list if isinstance(v, tuple) else type(v) for a, v in self.axes.items()}, **evaluated}
 
     def failed(self, error: str) -> dict:
         return self.row(status="failed", error=error)

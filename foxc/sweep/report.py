@@ -13,7 +13,18 @@ from pathlib import Path
 
 from ..evaluate.reporting import markdown_table
 from .axes import show
-from .point import ROW_FIELDS
+
+# A run's row (foxc.sweep.point.RunSpec.row): its point, seed and axes, then these columns, each of its type, as the
+# tables (a parquet column holds one type), the ranking, report.md and the line printed as a run ends read them; a
+# worker's result.json without them is that run's failure (RunSpec.record_shape; foxc.jsonfile.shape_problem)
+_FIGURE = float | None
+EVAL_FIELDS = {"eval_opt_frac": _FIGURE, "eval_pnl": _FIGURE, "eval_pnl_se": _FIGURE, "eval_trades": int | None,
+               "eval_wr": _FIGURE, "eval_time_in_market": _FIGURE, "eval_rows": int | None}
+ROW_FIELDS = {"status": str, **EVAL_FIELDS, "train_sps": _FIGURE, "train_seconds": _FIGURE, "eval_seconds": _FIGURE,
+              "seconds": _FIGURE, "steps": int | None, "error": str | None, "run_dir": str, "host": str}
+ROW = {"point": str, "seed": int, **ROW_FIELDS}
+# and of a run that finished with an evaluation, what its line formats (foxc.train.describe_evaluation)
+EVALUATED = {"eval_pnl": float, "eval_rows": int, "eval_trades": int, "eval_time_in_market": float, "seconds": float}
 
 TARGETS = {"eval_opt_frac": "held-out fraction of the optimum", "eval_pnl": "held-out net PnL (ticks per snapshot)"}
 
@@ -63,7 +74,7 @@ def write_tables(rows: list[dict], axes: list[str], out: Path) -> list[Path]:
     cols = ["point", "seed", *axes, *ROW_FIELDS]
     csv_path, parquet_path = out / "sweep.csv", out / "sweep.parquet"
     with csv_path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, cols)
+        writer = csv.DictWriter(f, cols, extrasaction="ignore")  # a key of no column: left out, as from parquet
         writer.writeheader()
         writer.writerows(rows)
     pq.write_table(pa.Table.from_pylist([{c: r.get(c) for c in cols} for r in rows]), parquet_path)

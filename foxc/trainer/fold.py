@@ -32,9 +32,12 @@ class RlFoldTrainer:
         except MemoryError:
             raise no_room_labelling(window, len(cfg.horizons), config) from None
         out_dir = Path(out_dir)
-        trainer = Trainer(rt, cfg, window, labels, out_dir, data_meta={"source": window.source,
-                                                                       "fold": config.get("fold")})
-        summary = trainer.train_logged(label=f"fold {config.get('fold')}")
+        try:
+            trainer = Trainer(rt, cfg, window, labels, out_dir, data_meta={"source": window.source,
+                                                                           "fold": config.get("fold")})
+            summary = trainer.train_logged(label=f"fold {config.get('fold')}")
+        except MemoryError:
+            raise no_room_training(window, cfg, config) from None
         write_json(out_dir / "summary.json", summary)  # the fold's record quotes its training (run_fold)
         path = trainer.save()
         trainer.close()
@@ -53,3 +56,13 @@ def no_room_labelling(window, horizons: int, config: dict) -> DataError:
     walk-forward's data (no_room_in_fold)."""
     return no_room_in_fold("labelling its training window", "each fold labels its training window whole",
                            labelled_need(window.n_rows, horizons), window.source, config, "--train-days")
+
+
+def no_room_training(window, cfg: TrainConfig, config: dict) -> DataError:
+    """A fold's training that does not fit in memory (its window and labels, the replay, the backtests' arrays): what
+    it needed, and the remedy: fewer backtests, a smaller replay or a shorter window (no_room_in_fold)."""
+    need = (f"{labelled_need(window.n_rows, len(cfg.horizons))}, with a replay of --per-capacity {cfg.per_capacity:,} "
+            f"transitions and the arrays of --n-backtests {cfg.n_backtests:,} backtests")
+    return no_room_in_fold("training on its training window", "each fold trains on its training window whole", need,
+                           window.source, config, "--train-days",
+                           smaller="fewer --n-backtests or a smaller --per-capacity, or ")
