@@ -198,6 +198,17 @@ def test_local_worker_processes_give_the_same_rows_as_in_process(small_sweep, tm
     assert all((local / "points" / f"p0{p}-seed{s}" / "worker.log").is_file() for p in (0, 1) for s in (0, 1))
 
 
+def test_a_tuple_axis_comes_back_from_a_worker_as_in_process(tmp_path):
+    """horizons is a tuple: a worker's row (JSON) held a list, written "[2, 3, 4]" to sweep.csv where a run in process
+    writes "(2, 3, 4)", and unhashable for the plot's grouping by the other axes."""
+    grid = ["--grid", "lr_q=1e-4", "--grid", "horizons=2,3,4;3,4,5", "--seeds", "1"]
+    runs = {p: tmp_path / p for p in ("none", "local")}
+    for parallel, out in runs.items():
+        assert main([str(a) for a in [*TINY, *grid, "--out", out, "--parallel", parallel]]) == 0
+    a, b = (read_csv(out / "sweep.csv") for out in runs.values())
+    assert a[0]["horizons"] == "(2, 3, 4)" and [r["horizons"] for r in b] == [r["horizons"] for r in a]
+
+
 def test_a_failed_run_is_a_failed_row_and_the_others_finish(tmp_path, capsys, monkeypatch):
     real = sweep_point.run_point
 

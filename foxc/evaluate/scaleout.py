@@ -59,6 +59,10 @@ class Job:
         """What a record of this job holds (shape_problem's shape): a worker's result.json without it is refused."""
         return {}
 
+    def restored(self, record: dict) -> dict:
+        """A worker's record (of record_shape) as the job run here gives it (JSON has lists for tuples)."""
+        return record
+
     @classmethod
     def read(cls, path):
         """The job of the spec file at `path`; one that is not JSON, or not this job's fields each of its type (a
@@ -196,7 +200,7 @@ def _worker_record(job, returncode: int) -> dict:
             record = read_json(result_path)
             if problem := shape_problem(record, job.record_shape(record)):  # JSON, but not what the report reads
                 raise JsonFileError(result_path, f"not a record of {job.WORKER}: {problem}")
-            return record
+            return job.restored(record)
         except (OSError, JsonFileError) as e:  # a worker killed while writing it leaves it torn
             unread = f" and its record is unreadable ({e})"
     tail = (Path(job.out_dir) / WORKER_LOG).read_text(errors="replace")[-2000:]

@@ -52,6 +52,11 @@ class RunSpec(Job):
         evaluated = EVALUATED if record.get("status") == "ok" and record.get("eval_pnl") is not None else {}
         return {**ROW, **{a: list if isinstance(v, tuple) else type(v) for a, v in self.axes.items()}, **evaluated}
 
+    def restored(self, record: dict) -> dict:
+        """The axes as this run's values: a tuple (horizons) came back a list, which sweep.csv would write otherwise
+        and the plot cannot group by."""
+        return {**record, **self.axes}
+
     def failed(self, error: str) -> dict:
         return self.row(status="failed", error=error)
 
