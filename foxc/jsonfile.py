@@ -144,8 +144,18 @@ def _value_problem(value, hint, name: str) -> str:
         return ""
     shown_ = f"a list of {len(value)}" if isinstance(value, list) else shown(value)
     want = ("an object" if shaped else f"an integer from {hint.start} to {hint.stop - 1}" if isinstance(hint, range)
-            else f"of type {hint if origin else hint.__name__}")
+            else f"of type {str(hint).replace(__name__ + '.', '') if origin else hint.__name__}")  # int64, unqualified
     return f"{name} is {shown_}, not {want}"
+
+
+class _Int64Type(type):
+    def __instancecheck__(cls, value) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63
+
+
+class int64(metaclass=_Int64Type):
+    """A shape's type: a JSON integer that an int64 (a parquet or numpy column) holds, as range(-2**63, 2**63) but
+    nullable, int64 | None (Python 3.10's typing refuses Optional[range(...)])."""
 
 
 def _is(value, hint) -> bool:
