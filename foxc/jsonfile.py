@@ -7,8 +7,9 @@ recurses, int()'s own ValueError for an integer of more digits than it converts 
 UnicodeDecodeError for bytes that are not UTF-8. Here each is one ValueError saying what is wrong, and
 read_json names the file. NaN and Infinity are read as Python's json writes them (foxc's own records hold
 them where a loss diverged): a reader whose values must be finite checks its fields. Each reader states what it
-reads as a shape (a dict of key -> type, nested dicts, a dataclass, a range of integers) and shape_problem says what
-keeps a document from it, naming the field and its value (shown). Ground floor: every reader above may import it.
+reads as a shape (a dict of key -> type, nested dicts, dict[str, X], a dataclass, a range of integers) and
+shape_problem says what keeps a document from it, naming the field and its value (shown). Ground floor: every reader
+above may import it.
 """
 from __future__ import annotations
 
@@ -123,10 +124,13 @@ def shape_problem(doc: dict, shape: dict, where: str = "") -> str:
 
 def _value_problem(value, hint, name: str) -> str:
     """What keeps JSON `value`, at `name`, from being of `hint` ("" when nothing): a type (a tuple or a list as a
-    list, item by item; a float one a plot can draw), a shape (a dict: shape_problem) or a dataclass (its fields)."""
+    list, item by item; a float one a plot can draw), a shape (a dict: shape_problem), a dataclass (its fields) or
+    a mapping (dict[str, X]: an object of any keys, each value an X)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
-    shaped, listed = isinstance(hint, dict) or is_dataclass(hint), origin in (list, tuple)
+    shaped, listed = isinstance(hint, dict) or is_dataclass(hint) or origin is dict, origin in (list, tuple)
     if shaped and isinstance(value, dict):
+        if origin is dict:
+            return next(filter(None, (_value_problem(v, args[1], f"{name}.{k}") for k, v in value.items())), "")
         return (shape_problem if isinstance(hint, dict) else fields_problem)(value, hint, name + ".")
     if listed and isinstance(value, list):
         items = args[:1] * len(value) if origin is list or args[-1:] == (Ellipsis,) else args
@@ -140,8 +144,18 @@ def _value_problem(value, hint, name: str) -> str:
         return ""
     shown_ = f"a list of {len(value)}" if isinstance(value, list) else shown(value)
     want = ("an object" if shaped else f"an integer from {hint.start} to {hint.stop - 1}" if isinstance(hint, range)
-            else f"of type {hint if origin else hint.__name__}")
+            else f"of type {str(hint).replace(__name__ + '.', '') if origin else hint.__name__}")  # int64, unqualified
     return f"{name} is {shown_}, not {want}"
+
+
+class _Int64Type(type):
+    def __instancecheck__(cls, value) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63
+
+
+class int64(metaclass=_Int64Type):
+    """A shape's type: a JSON integer that an int64 (a parquet or numpy column) holds, as range(-2**63, 2**63) but
+    nullable, int64 | None (Python 3.10's typing refuses Optional[range(...)])."""
 
 
 def _is(value, hint) -> bool:

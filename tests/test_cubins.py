@@ -1,6 +1,8 @@
 """Prebuilt cubins: current with their sources, and exporting every declared kernel."""
 import importlib
+import json
 import pkgutil
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -11,7 +13,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import build_cubins  # noqa: E402
 
+from foxc.driver import cubins  # noqa: E402
 from foxc.driver.cubins import load_manifest, shipped_archs  # noqa: E402
+from foxc.jsonfile import JsonFileError  # noqa: E402
 from foxc.driver.reference.registry import registered_specs  # noqa: E402
 
 import foxc  # noqa: E402
@@ -69,17 +73,37 @@ def test_check_reports_an_edited_source(tmp_path, monkeypatch):
     assert "cuda/vec/extra.cu: no cubin built" in problems
 
 
+def damaged(entry: str, key: str, value):
+    """The shipped manifest's text with sources[entry][key] set to `value` (deleted when None)."""
+    manifest = json.loads(build_cubins.MANIFEST.read_text())
+    manifest["sources"][entry].pop(key) if value is None else manifest["sources"][entry].__setitem__(key, value)
+    return json.dumps(manifest)
+
+
+DAMAGED = [('{"sources": {', "not valid JSON: Expecting property name enclosed in double quotes: line 1 column 14 "
+            "(char 13)"),
+           ("{}", "no 'nvcc_version'"),
+           (damaged("agent/act", "sha256", None), "no 'sources.agent/act.sha256'"),
+           (damaged("agent/act", "headers", []), "sources.agent/act.headers is a list of 0, not an object"),
+           (damaged("vec/elementwise", "signatures", {"fill_f32": [["x"]]}),
+            "sources.vec/elementwise.signatures.fill_f32[0] is a list of 1, not of type tuple[str, str]")]
+
+
 @pytest.mark.parametrize("argv", [["--check"], []], ids=["check", "build"])
-def test_a_damaged_manifest_is_one_line_naming_it(tmp_path, monkeypatch, capsys, argv):
-    """A manifest cut short ended the tool (--check, or a build, which reads it first) in a traceback."""
+@pytest.mark.parametrize("text, problem", DAMAGED, ids=["torn", "empty", "no-key", "type", "signature"])
+def test_a_damaged_manifest_is_one_line_naming_it(tmp_path, monkeypatch, capsys, argv, text, problem):
+    """A manifest cut short, or JSON without a key the tool reads or with one of another type, ended the tool
+    (--check, or a build, which reads it first) in a traceback; the runtime's loader reads it the same way."""
     manifest = tmp_path / "manifest.json"
-    manifest.write_text('{"sources": {')
+    manifest.write_text(text)
     monkeypatch.setattr(build_cubins, "MANIFEST", manifest)
     assert build_cubins.main(argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"build_cubins: error: {manifest}: not valid JSON: ") and err.count("\n") == 1
-    assert err.endswith("; restore it (git checkout foxc/cubins/manifest.json), or remove it and build every cubin "
-                        "again\n")
+    assert err == (f"build_cubins: error: {manifest}: {problem}; restore it (git checkout foxc/cubins/manifest.json), "
+                   "or remove it and build every cubin again (tools/build_cubins.py)\n")
+    monkeypatch.setattr(cubins, "MANIFEST", manifest)
+    with pytest.raises(JsonFileError, match=re.escape(f"{manifest}: {problem}; restore it")):
+        cubins.load_manifest()
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")

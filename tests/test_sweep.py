@@ -310,19 +310,37 @@ def a_run_row(spec) -> dict:
                     seconds=2.0, steps=6)
 
 
+def test_a_workers_figure_that_is_an_integer_is_a_float(tmp_path):
+    """A figure written as an integer of 2**63 or more (a hand edit) passed as a float, then broke sweep.parquet."""
+    from foxc.sweep.report import write_tables
+    spec = sweep_point.RunSpec("p00", 0, {"lr_q": 1e-4}, {}, "reference", str(tmp_path / "p00-seed0"))
+    result = Path(spec.out_dir) / scaleout.RESULT_FILE
+    result.parent.mkdir()
+    result.write_text(json.dumps({**a_run_row(spec), "eval_pnl_se": 2**64}))
+    row = scaleout._worker_record(spec, 0)
+    assert row["status"] == "ok" and type(row["eval_pnl_se"]) is float
+    write_tables([row], ["lr_q"], tmp_path)
+    assert read_csv(tmp_path / "sweep.csv")[0]["eval_pnl_se"] == "1.8446744073709552e+19"
+
+
 @pytest.mark.parametrize("row, problem", [
     ({}, "no 'point'"),
     (lambda r: {k: v for k, v in r.items() if k != "status"}, "no 'status'"),
     (lambda r: {**r, "eval_opt_frac": "0.5"}, 'eval_opt_frac is "0.5", not of type float | None'),
-    (lambda r: {**r, "seed": 1.5}, "seed is 1.5, not of type int"),
+    (lambda r: {**r, "seed": 1.5}, "seed is 1.5, not of type int64"),
+    (lambda r: {**r, "seed": 2**63}, "seed is 9223372036854775808, not of type int64"),
+    (lambda r: {**r, "eval_trades": -2**63 - 1}, "eval_trades is -9223372036854775809, not of type int64"),
+    (lambda r: {**r, "status": "failed", "steps": 2**64}, "steps is 18446744073709551616, not of type int64 | None"),
     (lambda r: {**r, "lr_q": "big"}, 'lr_q is "big", not of type float'),
     (lambda r: {**r, "eval_time_in_market": None}, "eval_time_in_market is null, not of type float"),
     (lambda r: {**r, "status": "failed", "error": 7}, "error is 7, not of type str | None"),
-], ids=["empty", "no-status", "str-target", "float-seed", "str-axis", "null-printed", "int-error"])
+], ids=["empty", "no-status", "str-target", "float-seed", "int64-seed", "int64-evaluated", "int64-steps", "str-axis",
+        "null-printed", "int-error"])
 def test_a_workers_row_that_is_no_run_row_is_a_failed_run(tmp_path, capsys, row, problem):
     """A result.json that is JSON but no run's row ({}, a key missing or of another type) ended the sweep in a
-    KeyError or TypeError traceback as it printed the run's line, ranked the rows or wrote the tables; it is that
-    run's failure, naming the file and what is wrong."""
+    KeyError or TypeError traceback as it printed the run's line, ranked the rows or wrote the tables (an integer
+    column of 2**63 or more: sweep.parquet's OverflowError); it is that run's failure, naming the file and what is
+    wrong."""
     from foxc.sweep.cli import announce, write_outputs
     spec = sweep_point.RunSpec("p00", 0, {"lr_q": 1e-4}, {}, "reference", str(tmp_path / "p00-seed0"))
     result, good = Path(spec.out_dir) / scaleout.RESULT_FILE, {**a_run_row(spec), "extra": 1}

@@ -43,12 +43,14 @@ def test_a_folds_evaluation_out_of_memory_is_one_line_naming_the_remedy(tmp_path
 
 def test_a_folds_training_out_of_memory_is_one_line_naming_the_remedy(tmp_path, monkeypatch, capsys):
     """A MemoryError training a fold (its replay, its backtests' arrays) was a traceback in its record (the run
-    exiting 1)."""
+    exiting 1); the fold's trainer is closed, its memory released for the next fold."""
     from foxc.trainer import fold
 
     def no_room(*args, **kwargs):
         raise MemoryError("Unable to allocate")
+    closed, close = [], fold.Trainer.close
     monkeypatch.setattr(fold.Trainer, "train_logged", no_room)
+    monkeypatch.setattr(fold.Trainer, "close", lambda trainer: closed.append(close(trainer)))
     out = tmp_path / "wf"
     assert walkforward.main(["--backend", "reference", "--synthetic-rows", "20000", "--folds", "1",
                              "--steps-per-fold", "2", "--no-plots", "--out", str(out), "--n-backtests", "8",
@@ -59,6 +61,7 @@ def test_a_folds_training_out_of_memory_is_one_line_naming_the_remedy(tmp_path, 
         f"foxc.walkforward: error: --data synthetic: fold 0: training on its training window: out of memory: {need}; "
         "give fewer --n-backtests or a smaller --per-capacity, or fewer --synthetic-rows, or more --folds (each fold "
         f"trains on its training window whole) (the report of every fold is in {out})\n")
+    assert len(closed) == 1
     window = SimpleNamespace(n_rows=300, source="parquet")  # from data files, or a cache
     cfg = fold.TrainConfig.for_backend("reference", n_backtests=8, per_capacity=64)
     for cache in ("", "/data/cache"):

@@ -40,7 +40,7 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 sys.path.insert(0, str(ROOT))
 
 from foxc.cli import ArgumentParser, UsageError, positive_int, run  # noqa: E402 (a mistake: one line, status 2)
-from foxc.jsonfile import JsonFileError, read_json  # noqa: E402 (the one reader of JSON)
+from foxc.driver.cubins import read_manifest  # noqa: E402 (the one reader of the manifest)
 
 PROG = "build_cubins"
 
@@ -188,12 +188,8 @@ def kernel_signatures(source: Path) -> dict:
 
 
 def load_manifest() -> dict:
-    """The manifest ({} when there is none); a damaged one is refused naming it and the remedy."""
-    try:
-        return read_json(MANIFEST) if MANIFEST.is_file() else {}
-    except JsonFileError as e:
-        raise UsageError(f"{e}; restore it (git checkout foxc/cubins/manifest.json), or remove it and build every "
-                         "cubin again") from None
+    """The manifest ({} when there is none); a damaged one is refused naming it, the field and the remedy."""
+    return read_manifest(MANIFEST) if MANIFEST.is_file() else {}
 
 
 def stale_entries(manifest: dict, archs: list[str] | None = None) -> list[str]:

@@ -11,12 +11,16 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from ..jsonfile import read_json
+from ..jsonfile import JsonFileError, read_json, shape_problem
 from .errors import CudaError
 from .kernel_spec import KernelSpec
 
 CUBIN_ROOT = Path(__file__).resolve().parent.parent / "cubins"
 MANIFEST = CUBIN_ROOT / "manifest.json"
+# What tools/build_cubins.py (which writes it) and the loaders read of the manifest
+MANIFEST_SHAPE = {"nvcc_version": str, "flags": list[str], "archs": list[str], "sources": dict[str, {
+    "sha256": str, "headers": dict[str, str], "signatures": dict[str, list[tuple[str, str]]], "kernels": list[str],
+    "cubins": dict[str, str]}]}
 
 
 def shipped_archs() -> list[str]:
@@ -46,7 +50,20 @@ def cubin_path(arch: str, module: str) -> Path:
 def load_manifest() -> dict:
     if not MANIFEST.is_file():
         raise CudaError(f"{MANIFEST} is missing: run tools/build_cubins.py")
-    return read_json(MANIFEST)
+    return read_manifest(MANIFEST)
+
+
+def read_manifest(path: Path) -> dict:
+    """The manifest at `path`; one damaged (not JSON, not MANIFEST_SHAPE) is a JsonFileError naming it, the field
+    and the remedy."""
+    try:
+        manifest = read_json(path)
+        if problem := shape_problem(manifest, MANIFEST_SHAPE):
+            raise JsonFileError(path, problem)
+    except JsonFileError as e:
+        raise JsonFileError(path, f"{e.problem}; restore it (git checkout foxc/cubins/manifest.json), or remove it "
+                                  "and build every cubin again (tools/build_cubins.py)") from None
+    return manifest
 
 
 def required_driver_version() -> int:
@@ -54,7 +71,7 @@ def required_driver_version() -> int:
     try:
         major, minor = load_manifest()["nvcc_version"].split(".")[:2]
         return int(major) * 1000 + int(minor) * 10
-    except (CudaError, KeyError, ValueError):
+    except (CudaError, ValueError):
         return 13000
 
 

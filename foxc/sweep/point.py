@@ -19,7 +19,7 @@ from typing import ClassVar
 
 from ..evaluate.scaleout import Job, serve
 from ..trainer.config import TrainConfig
-from .report import EVAL_FIELDS, EVALUATED, ROW, ROW_FIELDS
+from .report import EVAL_FIELDS, EVALUATED, FIGURES, ROW, ROW_FIELDS
 
 
 @dataclass
@@ -54,8 +54,8 @@ class RunSpec(Job):
 
     def restored(self, record: dict) -> dict:
         """The axes as this run's values: a tuple (horizons) came back a list, which sweep.csv would write otherwise
-        and the plot cannot group by."""
-        return {**record, **self.axes}
+        and the plot cannot group by; a figure as a float (a JSON integer of 2**63 or more there broke the parquet)."""
+        return {**record, **{k: float(record[k]) for k in FIGURES if record[k] is not None}, **self.axes}
 
     def failed(self, error: str) -> dict:
         return self.row(status="failed", error=error)

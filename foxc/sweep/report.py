@@ -12,19 +12,23 @@ import math
 from pathlib import Path
 
 from ..evaluate.reporting import markdown_table
+from ..jsonfile import int64
 from .axes import show
 
 # A run's row (foxc.sweep.point.RunSpec.row): its point, seed and axes, then these columns, each of its type, as the
 # tables (a parquet column holds one type), the ranking, report.md and the line printed as a run ends read them; a
-# worker's result.json without them is that run's failure (RunSpec.record_shape; foxc.jsonfile.shape_problem)
+# worker's result.json without them is that run's failure (RunSpec.record_shape; foxc.jsonfile.shape_problem). An
+# integer is one an int64 parquet column holds; a figure is written a float (RunSpec.restored: FIGURES)
 _FIGURE = float | None
-EVAL_FIELDS = {"eval_opt_frac": _FIGURE, "eval_pnl": _FIGURE, "eval_pnl_se": _FIGURE, "eval_trades": int | None,
-               "eval_wr": _FIGURE, "eval_time_in_market": _FIGURE, "eval_rows": int | None}
+EVAL_FIELDS = {"eval_opt_frac": _FIGURE, "eval_pnl": _FIGURE, "eval_pnl_se": _FIGURE, "eval_trades": int64 | None,
+               "eval_wr": _FIGURE, "eval_time_in_market": _FIGURE, "eval_rows": int64 | None}
 ROW_FIELDS = {"status": str, **EVAL_FIELDS, "train_sps": _FIGURE, "train_seconds": _FIGURE, "eval_seconds": _FIGURE,
-              "seconds": _FIGURE, "steps": int | None, "error": str | None, "run_dir": str, "host": str}
-ROW = {"point": str, "seed": int, **ROW_FIELDS}
+              "seconds": _FIGURE, "steps": int64 | None, "error": str | None, "run_dir": str, "host": str}
+ROW = {"point": str, "seed": int64, **ROW_FIELDS}
+FIGURES = [k for k, hint in ROW_FIELDS.items() if hint == _FIGURE]
 # and of a run that finished with an evaluation, what its line formats (foxc.train.describe_evaluation)
-EVALUATED = {"eval_pnl": float, "eval_rows": int, "eval_trades": int, "eval_time_in_market": float, "seconds": float}
+EVALUATED = {"eval_pnl": float, "eval_rows": int64, "eval_trades": int64, "eval_time_in_market": float,
+             "seconds": float}
 
 TARGETS = {"eval_opt_frac": "held-out fraction of the optimum", "eval_pnl": "held-out net PnL (ticks per snapshot)"}
 

@@ -2,6 +2,7 @@
 trainer on a fold's window, and evaluate the agent its checkpoint holds with learning off."""
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 
 from ..checkpoint import read_checkpoint
@@ -32,16 +33,14 @@ class RlFoldTrainer:
         except MemoryError:
             raise no_room_labelling(window, len(cfg.horizons), config) from None
         out_dir = Path(out_dir)
-        try:
-            trainer = Trainer(rt, cfg, window, labels, out_dir, data_meta={"source": window.source,
-                                                                           "fold": config.get("fold")})
-            summary = trainer.train_logged(label=f"fold {config.get('fold')}")
+        try:  # closed however it ends, so that the next fold in this process has its memory
+            with closing(Trainer(rt, cfg, window, labels, out_dir, data_meta={"source": window.source,
+                                                                              "fold": config.get("fold")})) as trainer:
+                summary = trainer.train_logged(label=f"fold {config.get('fold')}")
+                write_json(out_dir / "summary.json", summary)  # the fold's record quotes its training (run_fold)
+                return trainer.save()
         except MemoryError:
             raise no_room_training(window, cfg, config) from None
-        write_json(out_dir / "summary.json", summary)  # the fold's record quotes its training (run_fold)
-        path = trainer.save()
-        trainer.close()
-        return path
 
     def load_policy(self, checkpoint: Path, config: dict, rt) -> AgentPolicy:
         """The greedy agent (encoder, state, C51 head) the checkpoint holds, on the evaluation's runtime."""
