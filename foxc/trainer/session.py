@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..data.market import tick_units
+from ..data.record import PRICE_SCALE
 from .config import ConfigError
 from .heldout import holdout_market, synthetic_rows
 
@@ -112,6 +113,8 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
         source = {"source": "synthetic", "market": cfg.synthetic, "rows": cfg.synthetic_rows, "seed": cfg.seed,
                   "optimum_ticks_per_snapshot": optimum,
                   "sha256": hashlib.sha256(market.records.view(np.uint8)).hexdigest()}
+    if cfg.data:  # the tick it ran in, inferred or given: a resume's --tick is compared with it
+        source["tick"] = market.tick / PRICE_SCALE
     held = None
     try:
         if cfg.data is None or cfg.eval_every:
