@@ -158,6 +158,10 @@ def check_same_data(path, saved_data: dict, now: dict):
     want, got = saved_data.get("sha256"), now.get("sha256")
     if want is None:
         raise ResumeError(f"{path}: the checkpoint does not record its data's sha256, so the data cannot be checked")
+    was, kept = saved_data.get("instrument_id"), now.get("instrument_id")
+    if None not in (was, kept) and was != kept:  # a symbol that keeps another id in these files
+        raise ResumeError(f"{path}: --instrument {now['instrument_selection']} is instrument_id {kept} in "
+                          f"{now['source']}, the checkpoint's run kept instrument_id {was} (give --instrument {was})")
     if want != got:
         raise ResumeError(f"{path}: the data differs from the checkpoint's (sha256 {got} now, {want} in the "
                           f"checkpoint; {now.get('source')})")

@@ -46,9 +46,11 @@ def files_digest(files, instrument: str | None = None) -> str:
     return h.hexdigest()
 
 
-def selection(cfg) -> dict:
-    """What the run's data source records of --instrument (nothing without it)."""
-    return {"instrument_selection": cfg.instrument} if cfg.instrument is not None else {}
+def selection(cfg, kept: str | None = None) -> dict:
+    """What the run's data source records of --instrument (nothing without it): as given, and the instrument_id it
+    `kept` in the files where it kept one (a resume whose --instrument keeps another names both)."""
+    given = {"instrument_selection": cfg.instrument} if cfg.instrument is not None else {}
+    return given | ({"instrument_id": int(kept)} if kept and kept.isdigit() else {})
 
 
 def check_horizons(horizons, labelled: list[bool], rows: int, market=None, data=None) -> None:
@@ -102,7 +104,7 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
         from ..data.source import load
         market = load(cfg.data, tick=tick_units(cfg.tick), instrument=cfg.instrument)
         kept = selection_id(cfg.instrument, [f.get("instrument_id") for f in market.report.files.values()])
-        source = {"source": cfg.data, **selection(cfg), "files": market.files, "rows": len(market.records),
+        source = {"source": cfg.data, **selection(cfg, kept), "files": market.files, "rows": len(market.records),
                   "sha256": files_digest(market.files, kept)}
     else:
         from ..data.markets import MARKETS
