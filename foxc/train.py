@@ -76,7 +76,7 @@ def main(argv=None) -> int:
         new_isv = given.pop("isv", ()) if resume else ()  # set on top of the checkpoint's bus
         if resume and respelled(saved_config.get("instrument"), given.get("instrument")):  # ESM4 for 5482?
             saved_config = {**saved_config, "instrument": given["instrument"]}  # the data's sha256 tells
-        settings = resume_settings(resume, saved_config, given, from_file) if resume else given
+        settings = resume_settings(resume, saved_config, given, from_file, saved_data) if resume else given
         check_needs_data(settings, from_file)  # a resumed run's data: the checkpoint's
         if resume:  # a switch not given now follows its slot, as the bus will hold it (a --set on resuming wins)
             settings = switches_from_slots({**settings, "isv": merge_isv(kept_isv(settings.get("isv", ()), log),

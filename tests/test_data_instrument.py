@@ -306,9 +306,11 @@ def test_a_run_resumes_with_its_instrument_spelled_the_other_way(tmp_path):
     ckpt = str(run / "checkpoint-2.foxc")
     done = cli("--resume-from", ckpt, "--n-steps", "1", "--instrument", "NQH1", "--out", str(tmp_path / "r1"))
     assert done.returncode == 0 and "instrument_id 13615 kept" in done.stdout, done.stderr
-    assert json.loads((tmp_path / "r1" / "config.json").read_text())["data"]["instrument_selection"] == "NQH1"
+    source = json.loads((tmp_path / "r1" / "config.json").read_text())["data"]
+    assert source["instrument_selection"] == "NQH1" and source["instrument_id"] == 13615
     one_line_error(cli("--resume-from", ckpt, "--n-steps", "1", "--instrument", "ESH1", "--out", str(tmp_path / "r2")),
-                   "checkpoint-2.foxc: the data differs from the checkpoint's")
+                   f"checkpoint-2.foxc: --instrument ESH1 is instrument_id 5482 in {data}, the checkpoint's run kept "
+                   "instrument_id 13615 (give --instrument 13615)")
 
 
 def test_a_config_file_gives_the_instrument_as_an_id_or_a_symbol(tmp_path):

@@ -281,6 +281,34 @@ def test_parquet_bad_schema(tmp_path, edit, message):
         read_parquet(tmp_path / "bad.parquet")
 
 
+def symbols_only(path, symbols):
+    """A Parquet file of generated rows that names each row's instrument by its symbol only (no instrument_id)."""
+    write_parquet(path, generate(len(symbols), seed=6), row_group_rows=100)
+    table = pq.read_table(path).drop(["instrument_id"])
+    pq.write_table(table.set_column(table.schema.get_field_index("symbol"), "symbol", symbols), path)
+    return path
+
+
+@pytest.mark.parametrize("encode", [pa.array, lambda s: pa.array(s).dictionary_encode()])
+def test_a_change_of_symbol_in_a_file_without_instrument_id_begins_a_segment(tmp_path, encode):
+    """Without instrument_id, the symbols stand for instruments, numbered in the order they come (a dictionary's
+    order is not theirs): a roll is a segment each side, and symbols that interleave are refused, as ids are."""
+    path = symbols_only(tmp_path / "roll.parquet", encode(["ESH4"] * 250 + ["ESM4"] * 150))
+    data = load(path)
+    assert [b.tolist() for b in data.segment_bounds()] == [[0, 250], [250, 400]]
+    assert data.records["prev_ts_ns"][250] == data.records["ts_ns"][250]
+    stream = FileStream(path, rows=64)  # batches that the roll falls inside
+    assert sum(len(chunk) for chunk in stream) == 400 and stream.summary().segments[1][0] == 150
+    notes = stream.summary().notes
+    assert "no instrument_id column: its symbols stand for instrument_ids, numbered in the order they come (ESH4 as " \
+           "0, ESM4 as 1)" in notes and any("split into 2 segments" in n for n in notes)
+    assert load(path, instrument="1").instrument == "ESM4"
+    one = load(symbols_only(tmp_path / "one.parquet", encode(["ESH4"] * 400)))
+    assert one.n_segments == 1 and one.instrument == "ESH4" and not one.records["instrument_id"].any()
+    with pytest.raises(DataError, match="instrument_id 0 again after 1: the books of several instruments interleave"):
+        load(symbols_only(tmp_path / "mixed.parquet", encode(["ESH4", "ESM4"] * 200)))
+
+
 def test_parquet_not_data_and_truncated(tmp_path):
     (tmp_path / "text.parquet").write_text("hello, not parquet\n")
     with pytest.raises(DataError, match="not a Parquet file"):

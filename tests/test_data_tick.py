@@ -91,3 +91,22 @@ def test_walkforward_sweep_and_config_files_take_the_one_flag(es_cl, tmp_path, c
         assert words in str(err.value)
     with pytest.raises(ConfigError, match="--tick: must be from 1e-09"):
         TrainConfig.for_backend("reference", data="x.dbn", tick=0.0)
+
+
+def test_a_resume_takes_the_tick_its_run_inferred_and_refuses_another(es_cl, tmp_path):
+    """A run that inferred its tick records it with its data: a resume given that tick is the same run (an older
+    checkpoint, recording none, compares --tick with the inferred run's None as before)."""
+    from foxc.trainer.rundir import ResumeError, resume_settings
+    run = tmp_path / "run"
+    done = cli("--n-steps", "2", *SIZES, "--data", str(es_cl / "es.parquet"), "--out", str(run))
+    assert done.returncode == 0 and "tick 0.25," in done.stdout, done.stderr
+    record = json.loads((run / "config.json").read_text())
+    assert record["config"]["tick"] is None and record["data"]["tick"] == 0.25
+    ckpt = str(run / "checkpoint-2.foxc")
+    done = cli("--resume-from", ckpt, "--n-steps", "1", "--tick", "0.25", "--out", str(tmp_path / "r"))
+    assert done.returncode == 0 and "tick 0.25," in done.stdout, done.stderr
+    one_line_error(cli("--resume-from", ckpt, "--n-steps", "1", "--tick", "0.05", "--out", str(tmp_path / "r2")),
+                   "tick: 0.25 in the checkpoint, 0.05 now")
+    with pytest.raises(ResumeError, match="tick: None in the checkpoint, 0.25 now"):
+        resume_settings(ckpt, record["config"], {"tick": 0.25}, data={k: v for k, v in record["data"].items()
+                                                                        if k != "tick"})

@@ -2,10 +2,10 @@
 
 Columns read: `ts_recv` (else `ts_event`), `bid_px_00..09`, `ask_px_00..09`, `bid_sz_..`,
 `ask_sz_..`, and when present `bid_ct_..`, `ask_ct_..`, `action` (trades counted from 'T'),
-`instrument_id`, `flags`, `symbol`. Prices are int64 fixed point (1e-9, UNDEF_PRICE = 2^63 - 1 for
-an empty level) or float (NaN for an empty level, as Databento's `pretty_px` exports). The time is
-`ts_recv`, Databento's index time (its files are sorted by it; `ts_event`, the exchange's time,
-can run backwards between records), or `ts_event` when a file has no `ts_recv` (the report says
+`instrument_id`, `flags`, `symbol` (numbered, a stand-in for a missing instrument_id). Prices are int64 fixed
+point (1e-9, UNDEF_PRICE = 2^63 - 1 for an empty level) or float (NaN for an empty level, as Databento's
+`pretty_px` exports). The time is `ts_recv`, Databento's index time (its files are sorted by it; `ts_event`, the
+exchange's time, can run backwards between records), or `ts_event` when a file has no `ts_recv` (the report says
 so); either is uint64/int64 ns or a timestamp column. Each batch is converted with numpy into the record array; no row
 ever becomes a Python object.
 """
@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
 from .chunks import CHUNK_ROWS, read_whole
+from .select import SHOWN
 from .validate import DataError
 
 SIDES = ("bid", "ask")
@@ -131,6 +132,7 @@ def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
         meta["notes"].append("no bid_ct/ask_ct columns: order counts are 0")
     if "action" not in columns:
         meta["notes"].append("no action column: trade_count is 0")
+    stand_ins = {} if "symbol" in columns and "instrument_id" not in columns else None  # symbol -> its stand-in id
     row = 0
     batches = pf.iter_batches(batch_size=rows, columns=columns, use_threads=True)
     while True:
@@ -142,6 +144,8 @@ def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
                 at = int(np.flatnonzero(batch.column(time).is_null().to_numpy(zero_copy_only=False))[0])
                 raise DataError(path, "missing value", row=row + at, column=time)
             rec, bad = _convert(batch, columns, time, has_ct)
+            if stand_ins is not None:
+                rec["instrument_id"] = _symbol_ids(batch.column("symbol"), stand_ins)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
             raise DataError(path, f"unreadable Parquet data after row {row} ({str(e).splitlines()[0]})") from None
         if row == 0:
@@ -154,6 +158,24 @@ def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
         yield rec, bad
     if row != n:
         raise DataError(path, f"truncated: metadata promises {n} rows, read {row}", row=row)
+    if stand_ins and len(stand_ins) > 1:
+        named = ", ".join(f"{s or '(none)'} as {i}" for s, i in list(stand_ins.items())[:SHOWN])
+        meta["notes"].append(f"no instrument_id column: its symbols stand for instrument_ids, numbered in the order "
+                             f"they come ({named}{', ...' if len(stand_ins) > SHOWN else ''})")
+
+
+def _symbol_ids(symbols: pa.Array, stand_ins: dict) -> np.ndarray:
+    """Each row's stand-in instrument_id in a file that has none: its symbol's number, from 0 in the order the file's
+    symbols come (`stand_ins`, carried from batch to batch), so a change of symbol (a roll) begins a segment and
+    symbols that interleave are refused, as ids are."""
+    enc = symbols if pa.types.is_dictionary(symbols.type) else pc.dictionary_encode(symbols)
+    names = [*enc.dictionary.to_pylist(), None]  # None: a row without a symbol
+    idx = enc.indices.fill_null(len(names) - 1).to_numpy(zero_copy_only=False)
+    used, first = np.unique(idx, return_index=True)
+    number = np.zeros(len(names), np.uint32)
+    for i in used[np.argsort(first)].tolist():
+        number[i] = stand_ins.setdefault(names[i], len(stand_ins))
+    return number[idx]
 
 
 def _name_ids(symbols: pa.Array, ids: np.ndarray, names: dict):

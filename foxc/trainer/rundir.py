@@ -130,18 +130,20 @@ def saved_run(path, meta: dict) -> tuple[dict, dict]:
     return config, data
 
 
-def resume_settings(path, saved: dict, given: dict, sources: dict | None = None) -> dict:
+def resume_settings(path, saved: dict, given: dict, sources: dict | None = None, data: dict | None = None) -> dict:
     """The settings of a run resumed from `path`: the checkpoint's configuration `saved`, with the
     settings in RESUME_FREE that are given taken from `given` (the others keep the checkpoint's,
     `n_steps` included: another run as long); any other setting given must agree with the saved one
-    (each that does not is named, with where it came from when `sources` says: setting -> "--config FILE").
+    (each that does not is named, with where it came from when `sources` says: setting -> "--config FILE"),
+    a --tick with the tick the checkpoint's `data` records it ran in where it was inferred.
     `data` is compared by content later (check_same_data), not by path. A setting of synthetic data beside the
     checkpoint's real data (no --data given) is refused as beside --data: the run would ignore it."""
     if not given.get("data"):
         check_synthetic_beside_data({**given, "data": saved.get("data")},
                                     {**(sources or {}), "data": f"--resume-from {path}"})
     differ = [k for k in given if k not in RESUME_FREE and k != "data"]
-    conflicts = config_differences({k: saved.get(k) for k in differ}, {k: given[k] for k in differ})
+    ran = {**saved, "tick": saved.get("tick") or (data or {}).get("tick")}  # an older checkpoint records no data tick
+    conflicts = config_differences({k: ran.get(k) for k in differ}, {k: given[k] for k in differ})
     if conflicts:
         sources = sources or {}
         named = [c + (f" (from {sources[key]})" if (key := c.split(":")[0]) in sources else "") for c in conflicts]
@@ -156,6 +158,10 @@ def check_same_data(path, saved_data: dict, now: dict):
     want, got = saved_data.get("sha256"), now.get("sha256")
     if want is None:
         raise ResumeError(f"{path}: the checkpoint does not record its data's sha256, so the data cannot be checked")
+    was, kept = saved_data.get("instrument_id"), now.get("instrument_id")
+    if None not in (was, kept) and was != kept:  # a symbol that keeps another id in these files
+        raise ResumeError(f"{path}: --instrument {now['instrument_selection']} is instrument_id {kept} in "
+                          f"{now['source']}, the checkpoint's run kept instrument_id {was} (give --instrument {was})")
     if want != got:
         raise ResumeError(f"{path}: the data differs from the checkpoint's (sha256 {got} now, {want} in the "
                           f"checkpoint; {now.get('source')})")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..data.market import tick_units
+from ..data.record import PRICE_SCALE
 from .config import ConfigError
 from .heldout import holdout_market, synthetic_rows
 
@@ -45,9 +46,11 @@ def files_digest(files, instrument: str | None = None) -> str:
     return h.hexdigest()
 
 
-def selection(cfg) -> dict:
-    """What the run's data source records of --instrument (nothing without it)."""
-    return {"instrument_selection": cfg.instrument} if cfg.instrument is not None else {}
+def selection(cfg, kept: str | None = None) -> dict:
+    """What the run's data source records of --instrument (nothing without it): as given, and the instrument_id it
+    `kept` in the files where it kept one (a resume whose --instrument keeps another names both)."""
+    given = {"instrument_selection": cfg.instrument} if cfg.instrument is not None else {}
+    return given | ({"instrument_id": int(kept)} if kept and kept.isdigit() else {})
 
 
 def check_horizons(horizons, labelled: list[bool], rows: int, market=None, data=None) -> None:
@@ -101,7 +104,7 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
         from ..data.source import load
         market = load(cfg.data, tick=tick_units(cfg.tick), instrument=cfg.instrument)
         kept = selection_id(cfg.instrument, [f.get("instrument_id") for f in market.report.files.values()])
-        source = {"source": cfg.data, **selection(cfg), "files": market.files, "rows": len(market.records),
+        source = {"source": cfg.data, **selection(cfg, kept), "files": market.files, "rows": len(market.records),
                   "sha256": files_digest(market.files, kept)}
     else:
         from ..data.markets import MARKETS
@@ -112,6 +115,8 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
         source = {"source": "synthetic", "market": cfg.synthetic, "rows": cfg.synthetic_rows, "seed": cfg.seed,
                   "optimum_ticks_per_snapshot": optimum,
                   "sha256": hashlib.sha256(market.records.view(np.uint8)).hexdigest()}
+    if cfg.data:  # the tick it ran in, inferred or given: a resume's --tick is compared with it
+        source["tick"] = market.tick / PRICE_SCALE
     held = None
     try:
         if cfg.data is None or cfg.eval_every:
