@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .record import LEVELS, SNAPSHOT_DTYPE
-from .chunks import read_whole
+from .chunks import CHUNK_ROWS, read_whole
 from .validate import DataError
 
 MAGIC = b"DBN"
@@ -278,7 +278,7 @@ def _snapshots(src: np.ndarray) -> np.ndarray:
     return rec
 
 
-def iter_dbn(path, meta: dict, rows: int = 1 << 16):
+def iter_dbn(path, meta: dict, rows: int = CHUNK_ROWS):
     """One DBN file of MBP-10 records as (records, None) chunks of at most `rows` rows, read
     `rows` records' bytes at a time (decompressed as they come for `.dbn.zst`); fills `meta`."""
     path = Path(path)

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from .record import LEVELS, PRICE_UNDEF, empty_snapshots
-from .chunks import read_whole
+from .chunks import CHUNK_ROWS, read_whole
 from .validate import DataError
 
 LOBSTER_TO_UNITS = 100_000  # 1e9 / 1e4
@@ -151,7 +151,7 @@ def _in_step(book, messages, rows: int, msg_path: Path):
         raise DataError(msg_path, f"{n_msg} rows, but the order-book file has {n_book}")
 
 
-def iter_lobster(path, meta: dict, rows: int = 1 << 16):
+def iter_lobster(path, meta: dict, rows: int = CHUNK_ROWS):
     """One LOBSTER order-book file (and its message file if present) as (records, None) chunks of
     at most `rows` rows, both files parsed a block at a time in step; fills `meta`."""
     path = Path(path)

@@ -1,6 +1,6 @@
 """One data file's validated snapshots, chunk by chunk: what `load()` and `foxc.data prepare` read.
 
-    stream = FileStream(path, config, rows=65_536)
+    stream = FileStream(path, config)  # chunks of CHUNK_ROWS (16,384) rows
     for chunk in stream:           # SNAPSHOT_DTYPE records, at most `rows`, prev_ts_ns filled
         ...
     stream.summary()               # rows read and kept, skips per reason, notes, first/last time
