@@ -119,8 +119,8 @@ def render_header() -> str:
               "}", "", f"#define AGENT_N_STATS {N_STATS}"]
     lines += [f"#define STAT_{name.upper()} {i}  // {doc}" for i, (name, doc) in enumerate(STAT_FIELDS)]
     lines += ["", f"#define FRAME_LEN {FRAME_LEN}  // float64 fields per diagnostics frame",
-              f"#define FRAME_SEQ 0  // step + 1, written last: a frame is complete when it matches",
-              f"#define FRAME_STEP 1", f"#define FRAME_STATS 2  // AGENT_N_STATS fields from here",
+              "#define FRAME_SEQ 0  // step + 1, written last: a frame is complete when it matches",
+              "#define FRAME_STEP 1", "#define FRAME_STATS 2  // AGENT_N_STATS fields from here",
               f"#define FRAME_LOSSES {FRAME_INDEX['l_q']}  // {len(LOSS_NAMES)} losses from here",
               f"#define FRAME_N_LOSSES {len(LOSS_NAMES)}",
               f"#define FRAME_ISV_FIELDS {FRAME_INDEX[FRAME_ISV[0]]}  // {len(FRAME_ISV)} ISV slots from here",

@@ -52,7 +52,7 @@ from ..data.features import FEATURES
 from ..data.resident import ResidencyError
 from ..isv import IsvBus
 from ..lobsim.sim import BLOCK as SIM_BLOCK, LobSim, LobSimConfig
-from ..nn.heads import N_PERCEPTION
+from ..nn.layout import N_PERCEPTION
 from ..nn.model import STATE_DIM, Learner
 from ..component import Persistent
 from ..replay import ReplayBuffer
