@@ -6,9 +6,8 @@ also run by tools/build_cubins.py).
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from ..cgen import GeneratedHeader, header_text
+from ..cgen import GeneratedHeader
 from ..lobsim.layout import ACTION_NAMES, FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG, N_ACTIONS, SHORT  # noqa: F401
 
 FLAG_GATED = 1  # an entry the confidence gate turned into HOLD
@@ -90,10 +89,8 @@ FRAME_FIELDS = (["seq", "step"] + [name for name, _ in STAT_FIELDS] + list(LOSS_
 FRAME_LEN = len(FRAME_FIELDS)
 FRAME_INDEX = {name: i for i, name in enumerate(FRAME_FIELDS)}
 
-HEADER_PATH = Path(__file__).resolve().parents[2] / "cuda" / "include" / "foxc" / "agent.h"
 
-
-def render_header() -> str:
+def header_lines() -> list[str]:
     lines = [f"#define AGENT_N_ACTIONS {N_ACTIONS}"]
     lines += [f"#define ACTION_{name} {i}" for i, name in enumerate(ACTION_NAMES)]
     lines += [f"#define AGENT_FLAG_GATED {FLAG_GATED}", f"#define AGENT_FLAG_STOPPED {FLAG_STOPPED}",
@@ -126,10 +123,10 @@ def render_header() -> str:
               f"#define FRAME_ISV_FIELDS {FRAME_INDEX[FRAME_ISV[0]]}  // {len(FRAME_ISV)} ISV slots from here",
               f"#define FRAME_EXTRAS {FRAME_INDEX['extra0']}", f"#define FRAME_N_EXTRAS {N_FRAME_EXTRAS}",
               f"#define FRAME_T_NS {FRAME_INDEX['t_ns']}  // the device clock (ns) when the frame was written"]
-    return header_text("FOXC_AGENT_H", "foxc.agent.layout", "foxc/agent/layout.py", lines)
+    return lines
 
 
-HEADER = GeneratedHeader(HEADER_PATH, render_header, "foxc.agent.layout", "foxc/agent/layout.py")
+HEADER = GeneratedHeader.of("agent.h", header_lines, "foxc.agent.layout")
 header_is_current, write_header, main = HEADER.is_current, HEADER.write, HEADER.main
 
 if __name__ == "__main__":
