@@ -119,7 +119,7 @@ class Trainer:
         ckpt = read_checkpoint(path, expected_sections(self.ts), check_meta_first=same_config)
         import_state(self.ts, ckpt.sections)
         self.steps_done = ckpt.step
-        self.ts.diagnostics.start_at(ckpt.step)
+        self.ts.diagnostics.next_step = ckpt.step  # the first frame its poll() expects
         return ckpt.step
 
     def set_isv(self, settings) -> list[tuple[str, float, float]]:

@@ -43,11 +43,6 @@ class Staging:
             self.buffer = None
 
 
-def _plain(host: np.ndarray) -> np.ndarray:
-    """Structured records travel as raw bytes (the format holds plain numeric dtypes)."""
-    return host.reshape(-1).view(np.uint8) if host.dtype.fields else host
-
-
 def export_state(ts, staging: Staging | None = None) -> dict:
     """The state dict of a TrainStep (synchronizes the stream)."""
     ts.rt.stream.synchronize()
@@ -68,7 +63,8 @@ def export_state(ts, staging: Staging | None = None) -> dict:
     state.update({f"replay.{k}": stage.fetch(a) for k, a in ts.replay.state.items()})
     state["replay.config"] = np.asarray(ts.replay.config())
     for name, arr in persistent_arrays(ts).items():
-        state[name] = _plain(stage.fetch(arr))
+        host = stage.fetch(arr)  # structured records travel as raw bytes (the format holds plain numeric dtypes)
+        state[name] = host.reshape(-1).view(np.uint8) if host.dtype.fields else host
     if staging is None:
         stage.close()
     return state
