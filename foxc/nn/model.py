@@ -120,9 +120,8 @@ class Parameters:
 
     def load(self, theta: np.ndarray):
         self.theta.upload(theta.astype(np.float32))
-        self.grad.upload(np.zeros(self.size, np.float32))
-        self.adam_m.upload(np.zeros(self.size, np.float32))
-        self.adam_v.upload(np.zeros(self.size, np.float32))
+        for zeroed in (self.grad, self.adam_m, self.adam_v):
+            zeroed.upload(np.zeros(self.size, np.float32))
         self.adam_steps.upload(np.zeros(len(self.tensors), np.int32))
         self.target.upload(theta[self.target_offset:self.target_offset + self.target_size].astype(np.float32))
 

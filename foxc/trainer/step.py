@@ -203,10 +203,9 @@ class TrainStep:
             self.isv[name] = value
         self.learner.params.init(generator(seed, "weights"))
         self.actor.reset(seed)
-        zero = lambda a: a.upload(np.zeros(a.shape, a.dtype))  # noqa: E731
         for a in (self.prev_trades, self.reward_raw, self.reward_scaled, self.clipped, self.closed, self.closed_pnl,
                   self.td, self.stats):
-            zero(a)
+            a.upload(np.zeros(a.shape, a.dtype))
         self.losses.host[:] = 0.0
         if self.rotation is not None:
             self.rotation.reset()
