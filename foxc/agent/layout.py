@@ -127,7 +127,6 @@ def header_lines() -> list[str]:
 
 
 HEADER = GeneratedHeader.of("agent.h", header_lines, "foxc.agent.layout")
-header_is_current, write_header, main = HEADER.is_current, HEADER.write, HEADER.main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(HEADER.main())
