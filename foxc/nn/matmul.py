@@ -149,10 +149,11 @@ def elementwise_grid(n: int) -> int:
     return max(1, min(-(-int(n) // ELEMENTWISE_BLOCK), MAX_BLOCKS))
 
 
-def row_split(R: int, tiles: int) -> tuple[int, int]:
+def row_split(R: int, tiles: int, target: int = SPLIT_TARGET_BLOCKS) -> tuple[int, int]:
     """(splits, r_chunk) for a reduction over R rows when the output has `tiles` blocks' worth of work:
-    enough splits to fill about two waves, chunks a multiple of 16 rows and at least 64 long."""
-    want = max(1, min(-(-SPLIT_TARGET_BLOCKS // max(tiles, 1)), -(-R // 64)))
+    enough splits to fill about two waves (`target` blocks; the fused path counts warps), chunks a multiple
+    of 16 rows and at least 64 long."""
+    want = max(1, min(-(-target // max(tiles, 1)), -(-R // 64)))
     chunk = -(-R // want)
     chunk = -(-chunk // 16) * 16
     return -(-R // chunk), chunk
@@ -393,11 +394,7 @@ def plan_dw_db(rt, partials: GradPartials, A, dY, R: int, M: int, N: int, out: i
     tile = TILE if grid64[0] * grid64[1] * max(1, R // 64) >= FILL_BLOCKS else f32_tile(M + 1, N, "tn")
     threads = GEMM_THREADS if tile == TILE else SMALL_THREADS
     grid = gemm_grid(M + 1, N, 1, tile)
-    per_split = grid[0] * grid[1] * threads // 32
-    want = max(1, min(-(-SPLIT_TARGET_WARPS // per_split), -(-R // 64)))
-    rows_per_split = -(-R // want)
-    chunk = -(-rows_per_split // 16) * 16
-    splits = -(-R // chunk)
+    splits, chunk = row_split(R, grid[0] * grid[1] * threads // 32, SPLIT_TARGET_WARPS)  # warps per split
     return partials.add(name, splits, (M + 1) * N, M * N, out, tail, lambda C: rt.plan(
         MATMUL_TN_ONES[tile], gemm_grid(M + 1, N, splits, tile), threads,
         dict(C=C, A=A, B=dY, R=R, M=M, N=N, r_chunk=chunk)),
