@@ -30,8 +30,7 @@ class Staging:
 
     def fetch(self, arr) -> np.ndarray:
         if self.buffer is None or self.buffer.nbytes < arr.nbytes:
-            if self.buffer is not None:
-                self.buffer.close()
+            self.close()  # a larger one replaces it
             self.buffer = self.rt.mapped_array(max(arr.nbytes, 1 << 20), np.uint8, "checkpoint_staging")
         self.rt.copy_dtod(self.buffer.ptr, arr.ptr, arr.nbytes)
         self.rt.stream.synchronize()
