@@ -22,7 +22,8 @@ from foxc.data.features import F_MID_REL, F_SPREAD, FEATURES, snapshot_features 
 from foxc.data.record import PRICE_SCALE, PRICE_UNDEF  # noqa: E402
 from foxc.isv.registry import slot  # noqa: E402
 from foxc.lobsim.layout import FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG, N_ACTIONS, SHORT  # noqa: E402,F401
-from foxc.nn.heads import C51_ATOMS, N_PERCEPTION, Q_OUTPUTS  # noqa: E402,F401
+from foxc.nn.heads import C51_ATOMS, Q_OUTPUTS  # noqa: E402,F401
+from foxc.nn.layout import N_PERCEPTION  # noqa: E402,F401
 from foxc.nn.model import HIDDEN_DIM, RL_HIDDEN, STATE_DIM, layout  # noqa: E402,F401
 from foxc.nn.optim import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD  # noqa: E402,F401
 from foxc.trainer.config import TrainConfig  # noqa: E402

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+CUDA_INCLUDE = Path(__file__).resolve().parents[1] / "cuda" / "include" / "foxc"  # where every header goes
 C_TYPES = {np.dtype(np.int64): "long long", np.dtype(np.int32): "int", np.dtype(np.uint32): "unsigned int"}
 
 # Lets a host compiler (the layout tests use g++) check a struct's static_asserts too.
@@ -60,6 +61,14 @@ def defines(entries) -> list[str]:
 class GeneratedHeader:
     def __init__(self, path: Path, render, module: str, source: str):
         self.path, self.render, self.module, self.source = Path(path), render, module, source
+
+    @classmethod
+    def of(cls, name: str, lines, module: str, source: str | None = None) -> GeneratedHeader:
+        """CUDA_INCLUDE/<name>: `lines()` in header_text's frame, guard FOXC_<NAME>_H, written by `python -m
+        <module>` from `source` (default: the module's file)."""
+        source = source or module.replace(".", "/") + ".py"
+        guard = "FOXC_" + name.upper().replace(".", "_")
+        return cls(CUDA_INCLUDE / name, lambda: header_text(guard, module, source, lines()), module, source)
 
     def is_current(self, path: Path | None = None) -> bool:
         path = Path(path or self.path)

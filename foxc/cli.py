@@ -173,13 +173,6 @@ def nonnegative_float(text: str) -> float:
     return value
 
 
-def positive_float(text: str) -> float:
-    value = finite_float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
-
-
 # ------------------------------------------------------------------------------------------------
 # Outputs, checked before any work.
 

@@ -51,10 +51,6 @@ class DiagnosticsRing:
         self.next_step = 0
         self.dropped = 0
 
-    def start_at(self, step: int):
-        """The first step whose frame `poll` should expect (after a resume)."""
-        self.next_step = step
-
     def poll(self) -> list[dict]:
         frames = []
         host = self.ring.host

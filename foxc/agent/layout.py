@@ -6,9 +6,8 @@ also run by tools/build_cubins.py).
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from ..cgen import GeneratedHeader, header_text
+from ..cgen import GeneratedHeader
 from ..lobsim.layout import ACTION_NAMES, FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG, N_ACTIONS, SHORT  # noqa: F401
 
 FLAG_GATED = 1  # an entry the confidence gate turned into HOLD
@@ -90,10 +89,8 @@ FRAME_FIELDS = (["seq", "step"] + [name for name, _ in STAT_FIELDS] + list(LOSS_
 FRAME_LEN = len(FRAME_FIELDS)
 FRAME_INDEX = {name: i for i, name in enumerate(FRAME_FIELDS)}
 
-HEADER_PATH = Path(__file__).resolve().parents[2] / "cuda" / "include" / "foxc" / "agent.h"
 
-
-def render_header() -> str:
+def header_lines() -> list[str]:
     lines = [f"#define AGENT_N_ACTIONS {N_ACTIONS}"]
     lines += [f"#define ACTION_{name} {i}" for i, name in enumerate(ACTION_NAMES)]
     lines += [f"#define AGENT_FLAG_GATED {FLAG_GATED}", f"#define AGENT_FLAG_STOPPED {FLAG_STOPPED}",
@@ -119,18 +116,17 @@ def render_header() -> str:
               "}", "", f"#define AGENT_N_STATS {N_STATS}"]
     lines += [f"#define STAT_{name.upper()} {i}  // {doc}" for i, (name, doc) in enumerate(STAT_FIELDS)]
     lines += ["", f"#define FRAME_LEN {FRAME_LEN}  // float64 fields per diagnostics frame",
-              f"#define FRAME_SEQ 0  // step + 1, written last: a frame is complete when it matches",
-              f"#define FRAME_STEP 1", f"#define FRAME_STATS 2  // AGENT_N_STATS fields from here",
+              "#define FRAME_SEQ 0  // step + 1, written last: a frame is complete when it matches",
+              "#define FRAME_STEP 1", "#define FRAME_STATS 2  // AGENT_N_STATS fields from here",
               f"#define FRAME_LOSSES {FRAME_INDEX['l_q']}  // {len(LOSS_NAMES)} losses from here",
               f"#define FRAME_N_LOSSES {len(LOSS_NAMES)}",
               f"#define FRAME_ISV_FIELDS {FRAME_INDEX[FRAME_ISV[0]]}  // {len(FRAME_ISV)} ISV slots from here",
               f"#define FRAME_EXTRAS {FRAME_INDEX['extra0']}", f"#define FRAME_N_EXTRAS {N_FRAME_EXTRAS}",
               f"#define FRAME_T_NS {FRAME_INDEX['t_ns']}  // the device clock (ns) when the frame was written"]
-    return header_text("FOXC_AGENT_H", "foxc.agent.layout", "foxc/agent/layout.py", lines)
+    return lines
 
 
-HEADER = GeneratedHeader(HEADER_PATH, render_header, "foxc.agent.layout", "foxc/agent/layout.py")
-header_is_current, write_header, main = HEADER.is_current, HEADER.write, HEADER.main
+HEADER = GeneratedHeader.of("agent.h", header_lines, "foxc.agent.layout")
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(HEADER.main())

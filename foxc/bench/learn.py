@@ -22,7 +22,8 @@ from ..agent.layout import N_POSITION_FEATURES
 from ..cli import PathArg, UsageError, output_dir, positive_int
 from ..isv import IsvBus
 from ..nn import matmul, model
-from ..nn.heads import N_ACTIONS, N_PERCEPTION, Q_OUTPUTS
+from ..nn.heads import N_ACTIONS, Q_OUTPUTS
+from ..nn.layout import N_PERCEPTION
 from ..profile import KernelProfiler, ProfilerWindow, add_profile_args, profile_window
 from . import harness
 from ..cli import text_table as table

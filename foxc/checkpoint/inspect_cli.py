@@ -142,9 +142,8 @@ def show_section(ckpt: Checkpoint, path: str, name: str, as_json: bool, full: bo
         raise CheckpointError(f"no section '{name}' (the file has: {', '.join(ckpt.sections)})", path=path)
     value, info = ckpt.sections[name], ckpt.infos[name]
     if as_json:
-        body = ({**value.settings, "m": _json_values(value.m), "v": _json_values(value.v)}
-                if isinstance(value, AdamState) else
-                {"hex": value.hex()} if isinstance(value, bytes) else {"values": _json_values(value)})
+        body = ({**value.settings, "m": value.m.tolist(), "v": value.v.tolist()} if isinstance(value, AdamState) else
+                {"hex": value.hex()} if isinstance(value, bytes) else {"values": value.tolist()})
         return _dump({"name": name, "dtype": info.dtype, "shape": list(info.shape), **body})
     checked = "" if ckpt.has_meta else " (computed: no meta to check it against)"
     print(f"section '{name}': {info.dtype} {list(info.shape)}, {info.nbytes:,} bytes, sha256 {info.sha256}{checked}")
@@ -225,18 +224,12 @@ def _config_differences(ckpt: Checkpoint, other: Checkpoint, path: str, other_pa
     return config_differences(ckpt.config, other.config)
 
 
-def _json_values(array: np.ndarray):
-    if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
-        return np.vectorize(lambda x: x if np.isfinite(x) else str(x), otypes=[object])(array).tolist()
-    return array.tolist()
-
-
 def _dump(record: dict) -> None:
     print(json.dumps(_finite(record), indent=1, default=_json_default, allow_nan=False))
 
 
 def _finite(value):
-    """`value` with every non-finite float written as JSON has none: "nan", "inf", "-inf" (as _json_values)."""
+    """`value` with every non-finite float written as JSON has none: "nan", "inf", "-inf" (a section's values too)."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, dict):

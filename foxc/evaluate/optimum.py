@@ -29,10 +29,6 @@ SPREADS = np.array([1, 2, 3])
 _erf = np.frompyfunc(math.erf, 1, 1)
 
 
-def normal_cdf(z: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + _erf(np.asarray(z, np.float64) / math.sqrt(2.0)).astype(np.float64))
-
-
 @dataclass(frozen=True, eq=False)
 class Optimum:
     pnl_per_snapshot: float   # the gain g: ticks per snapshot per lot
@@ -55,7 +51,8 @@ def tauchen(phi: float, grid: int, width: float = 5.0) -> tuple[np.ndarray, np.n
     h = x[1] - x[0]
     sigma = math.sqrt(1.0 - phi ** 2)
     edges = np.concatenate([[-np.inf], x[:-1] + h / 2, [np.inf]])  # the cell of each grid point
-    cdf = normal_cdf((edges[None, :] - phi * x[:, None]) / sigma)
+    z = (edges[None, :] - phi * x[:, None]) / sigma
+    cdf = 0.5 * (1.0 + _erf(z / math.sqrt(2.0)).astype(np.float64))  # the normal cdf
     P = np.diff(cdf, axis=1)
     return x, P / P.sum(axis=1, keepdims=True)
 

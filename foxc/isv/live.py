@@ -37,7 +37,7 @@ def request(run_dir, settings: list[tuple[str, float]]) -> Path:
     run_dir = Path(run_dir)
     if not (run_dir / "config.json").is_file():
         raise LiveRequestError(f"{run_dir}: not a training run directory (no config.json)")
-    if not _trainer_alive(run_dir / REQUESTS / MARKER):
+    if running_trainer(run_dir) is None:
         raise LiveRequestError(f"{run_dir}: no trainer is running there; to go on with other values, resume the "
                                "run: python -m foxc.train --resume-from CHECKPOINT --set NAME=VALUE")
     for name, value in settings:
@@ -59,13 +59,9 @@ def running_trainer(run_dir) -> str | None:
     return None if who is None else f"pid {who.get('pid')} on {who.get('host')}"
 
 
-def _trainer_alive(marker: Path) -> bool:
-    """Whether the trainer that wrote `marker` runs (a crashed one leaves its marker behind)."""
-    return _live_marker(marker) is not None
-
-
 def _live_marker(marker: Path) -> dict | None:
-    """What `marker` says of the trainer that wrote it (host, pid), where that trainer runs; else None."""
+    """What `marker` says of the trainer that wrote it (host, pid), where that trainer runs (a crashed one leaves
+    its marker behind); else None."""
     try:
         who = read_json(marker)
     except (OSError, JsonFileError):  # none, or not a marker a trainer wrote

@@ -13,11 +13,10 @@ notional (in the instrument's price currency per lot), far beyond a backtest.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 
-from ..cgen import HOST_CHECKABLE, GeneratedHeader, c_struct, defines, header_text
+from ..cgen import HOST_CHECKABLE, GeneratedHeader, c_struct, defines
 from ..data.record import LEVELS
 
 # Actions: what the policy asks for; the simulator turns each into a target position.
@@ -79,10 +78,8 @@ TRADE_FIELDS = [
 POSITION_DTYPE = np.dtype([(name, dt) for name, dt, _ in POSITION_FIELDS], align=True)
 TRADE_DTYPE = np.dtype([(name, dt) for name, dt, _ in TRADE_FIELDS], align=True)
 
-HEADER_PATH = Path(__file__).resolve().parents[2] / "cuda" / "include" / "foxc" / "lobsim.h"
 
-
-def render_header() -> str:
+def header_lines() -> list[str]:
     body = [*HOST_CHECKABLE, f"#define FOXC_LOBSIM_LEVELS {LEVELS}"]
     body += [f"#define FOXC_ACTION_{name} {i}" for i, name in enumerate(ACTION_NAMES)]
     body += [f"#define FOXC_REASON_{name.upper()} {i}" for i, name in enumerate(REASON_NAMES)]
@@ -94,10 +91,11 @@ def render_header() -> str:
                            "One backtest's position, accounts and outcome statistics; numpy's POSITION_DTYPE.", 16),
              "", *c_struct("FoxcTrade", TRADE_FIELDS, TRADE_DTYPE,
                            "One closed trade in the log ring; numpy's TRADE_DTYPE.", 16)]
-    return header_text("FOXC_LOBSIM_H", "foxc.lobsim.layout", "foxc/lobsim/layout.py", body)
+    return body
 
 
-HEADER = GeneratedHeader(HEADER_PATH, render_header, "foxc.lobsim.layout", "foxc/lobsim/layout.py")
+HEADER = GeneratedHeader.of("lobsim.h", header_lines, "foxc.lobsim.layout")
+HEADER_PATH = HEADER.path
 header_is_current, write_header, main = HEADER.is_current, HEADER.write, HEADER.main
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from ..agent.layout import Q_INVALID, valid_actions
 from ..driver import KernelSpec, i32, ptr, reference
 from ..isv.registry import slot_index
 from . import functional as F
-from .layout import C51_ATOMS, N_ACTIONS, N_PERCEPTION  # noqa: F401
+from .layout import C51_ATOMS, N_ACTIONS
 
 MODULE = "nn/heads"
 BLOCK = 256

@@ -6,9 +6,8 @@ by tools/build_cubins.py); the device helpers that use it are in cuda/include/fo
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from ..cgen import GeneratedHeader, defines, header_text
+from ..cgen import GeneratedHeader, defines
 from ..data.features import HORIZONS
 from ..lobsim.layout import N_ACTIONS
 
@@ -32,11 +31,9 @@ PS_F_UNROLL = 4  # unrolling of ssm_proj_scan_fwd's loop over features
 PS_WINDOWS = PS_WINDOWS_PER_THREAD * PS_WARPS  # windows per block
 PS_THREADS = 32 * PS_WARPS
 
-HEADER_PATH = Path(__file__).resolve().parents[2] / "cuda" / "include" / "foxc" / "nn.h"
 
-
-def render_header() -> str:
-    body = defines([
+def header_lines() -> list[str]:
+    return defines([
         ("NN_SSM_PARTS", SSM_PARTS, "input projection columns per channel: value, decay, input gate, output gate"),
         ("NN_N_ACTIONS", N_ACTIONS, "HOLD, LONG, SHORT, FLAT_FROM_LONG, FLAT_FROM_SHORT"),
         ("NN_C51_ATOMS", C51_ATOMS, ""),
@@ -61,10 +58,9 @@ def render_header() -> str:
         ("NN_PS_F_UNROLL", PS_F_UNROLL, "unrolling of the forward's loop over features"),
         ("NN_PS_STEPS", PS_STEPS, "the forward's steps per chunk (projections computed together)"),
     ])
-    return header_text("FOXC_NN_H", "foxc.nn.layout", "foxc/nn/layout.py", body)
 
 
-HEADER = GeneratedHeader(HEADER_PATH, render_header, "foxc.nn.layout", "foxc/nn/layout.py")
+HEADER = GeneratedHeader.of("nn.h", header_lines, "foxc.nn.layout")
 
 if __name__ == "__main__":
     sys.exit(HEADER.main())

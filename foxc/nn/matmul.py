@@ -149,10 +149,11 @@ def elementwise_grid(n: int) -> int:
     return max(1, min(-(-int(n) // ELEMENTWISE_BLOCK), MAX_BLOCKS))
 
 
-def row_split(R: int, tiles: int) -> tuple[int, int]:
+def row_split(R: int, tiles: int, target: int = SPLIT_TARGET_BLOCKS) -> tuple[int, int]:
     """(splits, r_chunk) for a reduction over R rows when the output has `tiles` blocks' worth of work:
-    enough splits to fill about two waves, chunks a multiple of 16 rows and at least 64 long."""
-    want = max(1, min(-(-SPLIT_TARGET_BLOCKS // max(tiles, 1)), -(-R // 64)))
+    enough splits to fill about two waves (`target` blocks; the fused path counts warps), chunks a multiple
+    of 16 rows and at least 64 long."""
+    want = max(1, min(-(-target // max(tiles, 1)), -(-R // 64)))
     chunk = -(-R // want)
     chunk = -(-chunk // 16) * 16
     return -(-R // chunk), chunk
@@ -212,10 +213,8 @@ def _register_group(single, group):
             single(launch, *(launch.resolve(f[k]) for k in ("Y", "X", "W", "bias")), f["M"], f["K"], f["N"], f["act"])
 
 
-for _spec, _fn in ((LINEAR_FWD["f32"], _F32_REFS[0]), (LINEAR_FWD_T32, _F32_REFS[0]), (LINEAR_FWD_T16, _F32_REFS[0]),
-                   (LINEAR_FWD_T16_TALL, _F32_REFS[0]), (LINEAR_FWD["tf32"], _TF32_REFS[0]),
-                   (TF32_T32["linear"], _TF32_REFS[0])):
-    _register_group(_fn, LINEAR_GROUP[_spec.name])
+for _name, _group in LINEAR_GROUP.items():  # each group form runs its linear kernel's reference per layer
+    _register_group((_TF32_REFS if "tf32" in _name else _F32_REFS)[0], _group)
 
 
 def _tn_ones(launch, C, A, B, R, M, N, r_chunk):
@@ -373,18 +372,15 @@ def plan_row_split(rt, partials: GradPartials, out: int, B, R: int, N: int, A=No
     if A is not None:
         spec, tile, threads = gemm_kernel("tn", M, N, precision)
         grid = gemm_grid(M, N, 1, tile)
-        tiles = grid[0] * grid[1] * threads // GEMM_THREADS
-    else:
-        tiles = -(-N // 32)
-    splits, chunk = row_split(R, max(tiles, 1))
-    size = (M if A is not None else 1) * N
-    if A is not None:
+        splits, chunk = row_split(R, max(grid[0] * grid[1] * threads // GEMM_THREADS, 1))
         build = lambda C: rt.plan(spec, gemm_grid(M, N, splits, tile), threads,  # noqa: E731
                                   dict(C=C, A=A, B=B, R=R, M=M, N=N, r_chunk=chunk))
     else:
+        M = 1  # db: one row of column sums
+        splits, chunk = row_split(R, -(-N // 32))
         build = lambda C: rt.plan(COLUMN_SUM_PARTIAL, (-(-N // 32), splits), (32, 8),  # noqa: E731
                                   dict(partials=C, X=B, R=R, N=N, r_chunk=chunk))
-    return partials.add(name, splits, size, size, out, out, build)
+    return partials.add(name, splits, M * N, M * N, out, out, build)
 
 
 def plan_dw_db(rt, partials: GradPartials, A, dY, R: int, M: int, N: int, out: int, tail: int,
@@ -398,11 +394,7 @@ def plan_dw_db(rt, partials: GradPartials, A, dY, R: int, M: int, N: int, out: i
     tile = TILE if grid64[0] * grid64[1] * max(1, R // 64) >= FILL_BLOCKS else f32_tile(M + 1, N, "tn")
     threads = GEMM_THREADS if tile == TILE else SMALL_THREADS
     grid = gemm_grid(M + 1, N, 1, tile)
-    per_split = grid[0] * grid[1] * threads // 32
-    want = max(1, min(-(-SPLIT_TARGET_WARPS // per_split), -(-R // 64)))
-    rows_per_split = -(-R // want)
-    chunk = -(-rows_per_split // 16) * 16
-    splits = -(-R // chunk)
+    splits, chunk = row_split(R, grid[0] * grid[1] * threads // 32, SPLIT_TARGET_WARPS)  # warps per split
     return partials.add(name, splits, (M + 1) * N, M * N, out, tail, lambda C: rt.plan(
         MATMUL_TN_ONES[tile], gemm_grid(M + 1, N, splits, tile), threads,
         dict(C=C, A=A, B=dY, R=R, M=M, N=N, r_chunk=chunk)),

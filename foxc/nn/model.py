@@ -27,7 +27,8 @@ import numpy as np
 from ..agent.layout import LOSS_NAMES, N_POSITION_FEATURES, POS_INDEX
 from ..isv.registry import slot_index
 from . import heads, losses, matmul, optim, ssm
-from .heads import C51_ATOMS, N_ACTIONS, N_PERCEPTION, Q_OUTPUTS
+from .heads import Q_OUTPUTS
+from .layout import C51_ATOMS, N_ACTIONS, N_PERCEPTION
 from .matmul import (ACT_IDENTITY, ACT_RELU, ACT_TANH, GradPartials, plan_act_bwd, plan_dw_db, plan_linear,
                      plan_linear_group, plan_matmul_nt, plan_row_split)
 
@@ -92,10 +93,8 @@ class Parameters:
         self.rl_hidden = rl_hidden
         self.tensors, self.size = layout(n_features, hidden, rl_hidden)
         self.by_name = {t.name: t for t in self.tensors}
-        self.theta = rt.device_array(self.size, np.float32, "theta")
-        self.grad = rt.device_array(self.size, np.float32, "grad")
-        self.adam_m = rt.device_array(self.size, np.float32, "adam_m")
-        self.adam_v = rt.device_array(self.size, np.float32, "adam_v")
+        self.theta, self.grad, self.adam_m, self.adam_v = (rt.device_array(self.size, np.float32, name)
+                                                           for name in ("theta", "grad", "adam_m", "adam_v"))
         self.adam_steps = rt.device_array(len(self.tensors), np.int32, "adam_steps")
         t0, t1 = self.by_name[TARGET_TENSORS[0]], self.by_name[TARGET_TENSORS[-1]]
         self.target_offset = t0.offset
@@ -119,9 +118,8 @@ class Parameters:
 
     def load(self, theta: np.ndarray):
         self.theta.upload(theta.astype(np.float32))
-        self.grad.upload(np.zeros(self.size, np.float32))
-        self.adam_m.upload(np.zeros(self.size, np.float32))
-        self.adam_v.upload(np.zeros(self.size, np.float32))
+        for zeroed in (self.grad, self.adam_m, self.adam_v):
+            zeroed.upload(np.zeros(self.size, np.float32))
         self.adam_steps.upload(np.zeros(len(self.tensors), np.int32))
         self.target.upload(theta[self.target_offset:self.target_offset + self.target_size].astype(np.float32))
 
@@ -207,10 +205,8 @@ class Encoder:
         partials = GradPartials(rt, params.grad, "enc_grad_splits") if own else partials
         self.batch, self.seq_len = B, K
         self.states = rt.device_array((K, B, D), np.float32, "enc_states")
-        self.y = rt.device_array((B, D), np.float32, "enc_y")
-        self.h = rt.device_array((B, D), np.float32, "h")
-        self.dh = rt.device_array((B, D), np.float32, "dh")
-        self.dy = rt.device_array((B, D), np.float32, "enc_dy")
+        self.y, self.h, self.dh, self.dy = (rt.device_array((B, D), np.float32, name)
+                                            for name in ("enc_y", "h", "dh", "enc_dy"))
         # fused: False keeps linear_fwd + ssm_scan_fwd / ssm_scan_bwd + matmul_tn_ones, True takes the
         # fused kernels whenever the shapes fit, None (auto) only when they also fill the GPU
         fused = ssm.proj_scan_fits(D, F) and (ssm.proj_scan_fills_gpu(B, D) if fused is None else fused)
@@ -249,9 +245,8 @@ class PerceptionHead:
     def __init__(self, rt, params: Parameters, h, dh, labels, mask, batch: int, precision="f32",
                  partials: GradPartials | None = None, grads_together: str | None = None):
         B, D = batch, params.hidden
-        self.logits = rt.device_array((B, N_PERCEPTION), np.float32, "perception_logits")
-        self.dlogits = rt.device_array((B, N_PERCEPTION), np.float32, "perception_dlogits")
-        self.loss = rt.device_array((B, N_PERCEPTION), np.float32, "perception_loss")
+        self.logits, self.dlogits, self.loss = (rt.device_array((B, N_PERCEPTION), np.float32, f"perception_{name}")
+                                                for name in ("logits", "dlogits", "loss"))
         self.linear = Linear(rt, params, "perception_w", "perception_b", h, self.logits, B, D, N_PERCEPTION,
                              precision=precision, dY=self.dlogits, dX=dh, partials=partials,
                              grads_together=grads_together)

@@ -136,24 +136,18 @@ def _scan_bwd_dw(partials, gates, states, dy, x, K, B, D, n_features, tf32: bool
         out[s] = F.matmul32(xa[:, w].reshape(-1, nf + 1).T, dz[:, w].reshape(-1, N))
 
 
-@reference(SSM_PROJ_SCAN_FWD)
-def _ssm_proj_scan_fwd(launch, gates, states, y, x, W, bias, K, B, D, n_features):
-    _proj_scan_fwd(gates, states, y, x, W, bias, K, B, D, n_features, tf32=False)
+def _register_fused(precision: str):
+    @reference(PROJ_SCAN_FWD[precision])
+    def _ssm_proj_scan_fwd(launch, gates, states, y, x, W, bias, K, B, D, n_features):
+        _proj_scan_fwd(gates, states, y, x, W, bias, K, B, D, n_features, tf32=precision == "tf32")
+
+    @reference(SCAN_BWD_DW[precision])
+    def _ssm_scan_bwd_dw(launch, partials, gates, states, dy, x, K, B, D, n_features):
+        _scan_bwd_dw(partials, gates, states, dy, x, K, B, D, n_features, tf32=precision == "tf32")
 
 
-@reference(PROJ_SCAN_FWD["tf32"])
-def _ssm_proj_scan_fwd_tf32(launch, gates, states, y, x, W, bias, K, B, D, n_features):
-    _proj_scan_fwd(gates, states, y, x, W, bias, K, B, D, n_features, tf32=True)
-
-
-@reference(SSM_SCAN_BWD_DW)
-def _ssm_scan_bwd_dw(launch, partials, gates, states, dy, x, K, B, D, n_features):
-    _scan_bwd_dw(partials, gates, states, dy, x, K, B, D, n_features, tf32=False)
-
-
-@reference(SCAN_BWD_DW["tf32"])
-def _ssm_scan_bwd_dw_tf32(launch, partials, gates, states, dy, x, K, B, D, n_features):
-    _scan_bwd_dw(partials, gates, states, dy, x, K, B, D, n_features, tf32=True)
+for _precision in PROJ_SCAN_FWD:  # "f32", "tf32"
+    _register_fused(_precision)
 
 
 @reference(SSM_SCAN_BWD)

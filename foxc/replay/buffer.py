@@ -75,14 +75,11 @@ class ReplayBuffer(Component):
                  seed: int = 0, inputs: dict | None = None, name: str = "replay"):
         if capacity < 2 or capacity > MAX_CAPACITY or capacity & (capacity - 1):
             raise ValueError(f"capacity must be a power of two in [2, {MAX_CAPACITY}], got {capacity}")
-        if not 1 <= n_backtests <= MAX_BACKTESTS:
-            raise ValueError(f"n_backtests must be in [1, {MAX_BACKTESTS}], got {n_backtests}")
-        if not 1 <= batch <= MAX_BATCH:
-            raise ValueError(f"batch must be in [1, {MAX_BATCH}], got {batch}")
-        if not 1 <= width <= MAX_WIDTH:
-            raise ValueError(f"width (floats per state row) must be in [1, {MAX_WIDTH}], got {width}")
-        if not 1 <= n_max <= N_STEP_MAX:
-            raise ValueError(f"n_max (the ring's length) must be in [1, {N_STEP_MAX}], got {n_max}")
+        for what, value, most in (("n_backtests", n_backtests, MAX_BACKTESTS), ("batch", batch, MAX_BATCH),
+                                  ("width (floats per state row)", width, MAX_WIDTH),
+                                  ("n_max (the ring's length)", n_max, N_STEP_MAX)):
+            if not 1 <= value <= most:
+                raise ValueError(f"{what} must be in [1, {most}], got {value}")
         unknown = set(inputs or {}) - set(INPUTS)
         if unknown:
             raise ValueError(f"unknown replay inputs {sorted(unknown)}; known: {', '.join(INPUTS)}")

@@ -6,9 +6,8 @@ also run by tools/build_cubins.py).
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from ..cgen import GeneratedHeader, defines, header_text
+from ..cgen import GeneratedHeader, defines
 
 ROW_BLOCK = 128  # threads of the kernels that copy state rows (rows may be any width)
 N_STEP_MAX = 8
@@ -40,11 +39,8 @@ def warp_grid(items: int) -> int:
     return -(-items // ROW_WARPS)
 
 
-HEADER_PATH = Path(__file__).resolve().parents[2] / "cuda" / "include" / "foxc" / "replay.h"
-
-
-def render_header() -> str:
-    body = defines([
+def header_lines() -> list[str]:
+    return defines([
         ("REPLAY_ROW_BLOCK", ROW_BLOCK, "threads of the kernels that copy state rows (any row width)"),
         ("REPLAY_N_STEP_MAX", N_STEP_MAX, "the longest n-step ring a buffer may allocate"),
         ("RING_ACTION", RING_ACTION, "ring entry column: action as a float (exact: small integers)"),
@@ -72,10 +68,9 @@ def render_header() -> str:
         ("REPLAY_WALK_DEPTH", WALK_DEPTH, "tree levels per lookahead round of replay_sample's walk (30 nodes, a warp)"),
         ("REPLAY_ROW_WARPS", ROW_WARPS, "items a block of replay_sample / replay_next_state takes: one a warp"),
     ])
-    return header_text("FOXC_REPLAY_H", "foxc.replay.layout", "foxc/replay/layout.py", body)
 
 
-HEADER = GeneratedHeader(HEADER_PATH, render_header, "foxc.replay.layout", "foxc/replay/layout.py")
+HEADER = GeneratedHeader.of("replay.h", header_lines, "foxc.replay.layout")
 
 if __name__ == "__main__":
     sys.exit(HEADER.main())

@@ -119,7 +119,7 @@ class Trainer:
         ckpt = read_checkpoint(path, expected_sections(self.ts), check_meta_first=same_config)
         import_state(self.ts, ckpt.sections)
         self.steps_done = ckpt.step
-        self.ts.diagnostics.start_at(ckpt.step)
+        self.ts.diagnostics.next_step = ckpt.step  # the first frame its poll() expects
         return ckpt.step
 
     def set_isv(self, settings) -> list[tuple[str, float, float]]:
@@ -288,15 +288,10 @@ class Trainer:
         return {"rotating": True, "device_data_gb": budget, **self.ts.rotation.describe()}
 
     def close(self):
-        if self.live is not None:
-            self.live.close()
-        self.window.close()
-        if self.graph is not None:
-            self.graph.close()
-            self.graph = None
-        self.staging.close()
-        if self.heldout is not None:
-            self.heldout.close()
+        for part in (self.live, self.window, self.graph, self.staging, self.heldout):  # in this order; None: none
+            if part is not None:
+                part.close()
+        self.graph = None
 
 
 def write_json(path: Path, doc: dict):

@@ -30,8 +30,7 @@ class Staging:
 
     def fetch(self, arr) -> np.ndarray:
         if self.buffer is None or self.buffer.nbytes < arr.nbytes:
-            if self.buffer is not None:
-                self.buffer.close()
+            self.close()  # a larger one replaces it
             self.buffer = self.rt.mapped_array(max(arr.nbytes, 1 << 20), np.uint8, "checkpoint_staging")
         self.rt.copy_dtod(self.buffer.ptr, arr.ptr, arr.nbytes)
         self.rt.stream.synchronize()
@@ -41,11 +40,6 @@ class Staging:
         if self.buffer is not None:
             self.buffer.close()
             self.buffer = None
-
-
-def _plain(host: np.ndarray) -> np.ndarray:
-    """Structured records travel as raw bytes (the format holds plain numeric dtypes)."""
-    return host.reshape(-1).view(np.uint8) if host.dtype.fields else host
 
 
 def export_state(ts, staging: Staging | None = None) -> dict:
@@ -68,7 +62,8 @@ def export_state(ts, staging: Staging | None = None) -> dict:
     state.update({f"replay.{k}": stage.fetch(a) for k, a in ts.replay.state.items()})
     state["replay.config"] = np.asarray(ts.replay.config())
     for name, arr in persistent_arrays(ts).items():
-        state[name] = _plain(stage.fetch(arr))
+        host = stage.fetch(arr)  # structured records travel as raw bytes (the format holds plain numeric dtypes)
+        state[name] = host.reshape(-1).view(np.uint8) if host.dtype.fields else host
     if staging is None:
         stage.close()
     return state

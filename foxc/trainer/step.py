@@ -52,7 +52,7 @@ from ..data.features import FEATURES
 from ..data.resident import ResidencyError
 from ..isv import IsvBus
 from ..lobsim.sim import BLOCK as SIM_BLOCK, LobSim, LobSimConfig
-from ..nn.heads import N_PERCEPTION
+from ..nn.layout import N_PERCEPTION
 from ..nn.model import STATE_DIM, Learner
 from ..component import Persistent
 from ..replay import ReplayBuffer
@@ -203,10 +203,9 @@ class TrainStep:
             self.isv[name] = value
         self.learner.params.init(generator(seed, "weights"))
         self.actor.reset(seed)
-        zero = lambda a: a.upload(np.zeros(a.shape, a.dtype))  # noqa: E731
         for a in (self.prev_trades, self.reward_raw, self.reward_scaled, self.clipped, self.closed, self.closed_pnl,
                   self.td, self.stats):
-            zero(a)
+            a.upload(np.zeros(a.shape, a.dtype))
         self.losses.host[:] = 0.0
         if self.rotation is not None:
             self.rotation.reset()
