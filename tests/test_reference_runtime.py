@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from foxc import vec
-from foxc.driver import CudaError, DevPtr
+from foxc.driver import CudaError
 
 
 def test_upload_download_roundtrip(ref_rt, rng):

@@ -154,7 +154,7 @@ def test_a_damaged_report_is_one_line_naming_the_field(tmp_path, capsys, damage,
     (tmp_path / "wf" / "report.json").write_text(json.dumps(report))
     assert report_cli.main([str(tmp_path / "wf")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("foxc.report: error: ") and "report.json" in err and f"fold record 0" in err
+    assert err.startswith("foxc.report: error: ") and "report.json" in err and "fold record 0" in err
     assert named in err and len(err.splitlines()) == 1
     assert sorted(p.name for p in (tmp_path / "wf").iterdir()) == ["fold-0", "report.json"]
 
