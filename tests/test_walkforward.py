@@ -345,3 +345,29 @@ def test_a_folds_absurd_summary_is_its_failure_naming_the_file(tmp_path):
                     trainer="test_walkforward:DAMAGED_SUMMARY", eval_config={"n_backtests": 4, "backend": "reference"})
     record = run_fold_safely(spec, data.records[:2_000], data.records[2_000:])
     assert record["error"] == f"JsonFileError: {tmp_path / 'fold-0' / 'summary.json'}: {ABSURD[0][1]}"
+
+
+def test_the_baselines_fit_out_of_memory_is_one_line_naming_the_remedy(tmp_path, monkeypatch, capsys):
+    """A MemoryError building the baseline's features (or fitting it) was a traceback in its fold's record (the run
+    exiting 1), where the RL trainer's is one line."""
+    from types import SimpleNamespace
+
+    from foxc.data.validate import DataError
+    from foxc.evaluate import baseline
+
+    def no_room(*args):
+        raise MemoryError("Unable to allocate")
+    monkeypatch.setattr(baseline, "features", no_room)
+    out = tmp_path / "wf"
+    assert main(["--backend", "reference", "--trainer", "baseline", "--synthetic-rows", "20000", "--folds", "1",
+                 "--steps-per-fold", "2", "--no-plots", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        "foxc.walkforward: error: --data synthetic: fold 0: fitting the baseline on its training window: out of "
+        "memory: 10,000 snapshots take 3.52 MB of records (352 bytes each), and arrays of each as it is fitted; give "
+        "fewer --synthetic-rows, or more --folds (each fold fits the baseline on its training window whole) (the "
+        f"report of every fold is in {out})\n")
+    window = SimpleNamespace(n_rows=300, records=None, tick=1, source="parquet")  # from a cache
+    with pytest.raises(DataError) as e:
+        baseline.TRAINER.train(window, 2, tmp_path, {"cache": "/data/cache"})
+    assert str(e.value).endswith("; give more --folds, or fewer --train-days (each fold fits the baseline on its "
+                                 "training window whole)")

@@ -68,3 +68,32 @@ def test_a_folds_training_out_of_memory_is_one_line_naming_the_remedy(tmp_path, 
         assert str(fold.no_room_training(window, cfg, {"cache": cache})).endswith(
             "; give fewer --n-backtests or a smaller --per-capacity, or more --folds, or fewer --train-days (each "
             "fold trains on its training window whole)")
+
+
+def test_the_yardstick_out_of_memory_is_its_failure_and_the_fold_keeps_its_figures(tmp_path, monkeypatch):
+    """A MemoryError fitting or evaluating the yardstick beside an RL fold failed the fold, as 'evaluating its
+    evaluation window', its agent's figures lost."""
+    from foxc.data.synthetic import synthetic_data
+    from foxc.evaluate import baseline
+    from foxc.evaluate.folds import FoldSpec, run_fold_safely
+
+    def no_room(*args, **kwargs):
+        raise MemoryError("Unable to allocate")
+    data = synthetic_data(8_000, seed=3).records
+    train_args = ["--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64"]
+    spec = FoldSpec(fold=0, train=(0, 4_000), eval=(4_000, 8_000), steps=2, out_dir=str(tmp_path / "fold-0"),
+                    trainer="rl", config={"backend": "reference", "train_args": train_args},
+                    eval_config={"n_backtests": 4, "backend": "reference"}, source="synthetic")
+    need = "4,000 snapshots take 1.41 MB of records (352 bytes each), and arrays of each as"
+    for where, name, error in (
+            (baseline, "features", f"fitting the baseline on its training window: out of memory: {need} it is "
+             "fitted; give fewer --synthetic-rows, or more --folds (each fold fits the baseline on its training "
+             "window whole)"),
+            (baseline.LogisticImbalancePolicy, "__call__", f"evaluating its evaluation window: out of memory: {need} "
+             "they are evaluated; give fewer --synthetic-rows, or more --folds (each fold evaluates its evaluation "
+             "window whole)")):
+        with monkeypatch.context() as m:
+            m.setattr(where, name, no_room)
+            record = run_fold_safely(spec, data[:4_000], data[4_000:])
+        assert "error" not in record, record["error"]
+        assert record["metrics"]["steps"] == 4_000 and record["yardstick"] == {"error": error, "net_pnl": None}

@@ -24,8 +24,11 @@ import numpy as np
 
 from ..checkpoint import CheckpointSaver, read_checkpoint
 from ..data.features import F_DEPTH_IMB, F_IMBALANCE, F_SPREAD, snapshot_features
+from ..data.record import SNAPSHOT_BYTES
+from ..data.source import size
 from ..lobsim.layout import HOLD, LONG, SHORT
 from ..nn.functional import sigmoid
+from .folds import no_room_in_fold
 
 NAME = "baseline: logistic imbalance (not the RL agent)"
 FEATURE_NAMES = ("bias", "imbalance", "depth_imbalance", "spread_ticks")
@@ -102,18 +105,27 @@ class LogisticImbalanceTrainer:
 
     def train(self, window, steps: int, out_dir: Path, config: dict) -> Path:
         opts = {**DEFAULTS, **config.get("baseline", {})}
-        x = features(window.records, window.tick)
-        rows, y = direction_labels(window.records, int(opts["horizon"]))
-        if len(rows) < 10 or y.min() == y.max():
-            raise ValueError(f"the training window has too few mid moves to fit the baseline ({len(rows)} labelled)")
-        w, iters = fit_logistic(x[rows], y, float(opts["l2"]), steps)
-        p = sigmoid(x @ w)
-        margin = float(np.quantile(np.abs(p - 0.5), float(opts["hold_target"])))
-        py = p[rows]
-        fit = {"policy": NAME, "labelled": int(len(rows)), "iterations": iters,
-               "train_accuracy": float(((py > 0.5) == (y > 0.5)).mean()),
-               "train_log_loss": float(-(y * np.log(py + 1e-12) + (1 - y) * np.log(1 - py + 1e-12)).mean()),
-               "weights": dict(zip(FEATURE_NAMES, map(float, w))), "margin": margin, **opts}
+        try:
+            x = features(window.records, window.tick)
+            rows, y = direction_labels(window.records, int(opts["horizon"]))
+            if len(rows) < 10 or y.min() == y.max():
+                raise ValueError(f"the training window has too few mid moves to fit the baseline ({len(rows)} "
+                                 "labelled)")
+            w, iters = fit_logistic(x[rows], y, float(opts["l2"]), steps)
+            p = sigmoid(x @ w)
+            margin = float(np.quantile(np.abs(p - 0.5), float(opts["hold_target"])))
+            py = p[rows]
+            fit = {"policy": NAME, "labelled": int(len(rows)), "iterations": iters,
+                   "train_accuracy": float(((py > 0.5) == (y > 0.5)).mean()),
+                   "train_log_loss": float(-(y * np.log(py + 1e-12) + (1 - y) * np.log(1 - py + 1e-12)).mean()),
+                   "weights": dict(zip(FEATURE_NAMES, map(float, w))), "margin": margin, **opts}
+        except MemoryError:  # a fold's one line, as the RL trainer's (foxc.trainer.fold)
+            n = window.n_rows
+            raise no_room_in_fold("fitting the baseline on its training window",
+                                  "each fold fits the baseline on its training window whole",
+                                  f"{n:,} snapshots take {size(n * SNAPSHOT_BYTES)} of records ({SNAPSHOT_BYTES} bytes "
+                                  "each), and arrays of each as it is fitted", window.source, config, "--train-days"
+                                  ) from None
         path = CheckpointSaver(out_dir).save(iters, {"baseline_w": w, "baseline_margin": np.array([margin])},
                                              {"config": {**config, "baseline": opts}, "policy": NAME,
                                               "features": list(FEATURE_NAMES)})

@@ -121,11 +121,7 @@ def run_fold(spec: FoldSpec, train_records: np.ndarray, eval_records: np.ndarray
             t2 = time.perf_counter()
             yardstick = None if trainer.is_baseline else _yardstick(window, evaluator, out, config)
     except MemoryError:
-        n = len(eval_records)
-        raise no_room_in_fold("evaluating its evaluation window", "each fold evaluates its evaluation window whole",
-                              f"{n:,} snapshots take {size(n * SNAPSHOT_BYTES)} of records ({SNAPSHOT_BYTES} bytes "
-                              "each), and arrays of each as they are evaluated", spec.source, config, "--eval-days"
-                              ) from None
+        raise no_room_evaluating(len(eval_records), spec.source, config) from None
     np.save(out / "equity.npy", ev.equity)
     np.save(out / "trades.npy", ev.trades)
     record = {
@@ -170,9 +166,18 @@ def _yardstick(window, evaluator, out: Path, config: dict) -> dict:
     try:
         ckpt = BASELINE.train(window, 50, out / "yardstick", config)
         m = evaluator.run(BASELINE.load_policy(ckpt, config)).metrics
-    except ValueError as e:
+    except (ValueError, DataError) as e:  # too few mid moves, or out of memory fitting it: the fold keeps its figures
         return {"error": str(e), "net_pnl": None}
+    except MemoryError:
+        return {"error": str(no_room_evaluating(len(evaluator.records), window.source, config)), "net_pnl": None}
     return {k: m[k] for k in ("net_pnl", "trades", "win_rate", "pnl_ticks", "trade_t_stat", "exposure")}
+
+
+def no_room_evaluating(n: int, source: str, config: dict) -> DataError:
+    """Out of memory evaluating a fold's evaluation window of `n` snapshots (no_room_in_fold)."""
+    return no_room_in_fold("evaluating its evaluation window", "each fold evaluates its evaluation window whole",
+                           f"{n:,} snapshots take {size(n * SNAPSHOT_BYTES)} of records ({SNAPSHOT_BYTES} bytes each), "
+                           "and arrays of each as they are evaluated", source, config, "--eval-days")
 
 
 def no_room_in_fold(doing: str, why: str, need: str, source: str, config: dict, days: str,
