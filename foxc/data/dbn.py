@@ -26,6 +26,7 @@ import numpy as np
 
 from .record import LEVELS, SNAPSHOT_DTYPE
 from .chunks import CHUNK_ROWS, read_whole
+from .select import map_symbol
 from .validate import DataError
 
 MAGIC = b"DBN"
@@ -287,10 +288,7 @@ def iter_dbn(path, meta: dict, rows: int = CHUNK_ROWS):
         head = read_metadata(path, stream)
         meta["instrument"] = head["symbols"][0] if head["symbols"] else ""
         for symbol, iid in head["mappings"]:  # what --instrument SYMBOL resolves, and the names of the ids
-            meta["symbol_ids"].setdefault(symbol, [])
-            if iid not in meta["symbol_ids"][symbol]:
-                meta["symbol_ids"][symbol].append(iid)
-            meta["id_names"].setdefault(iid, symbol)
+            map_symbol(meta, symbol, iid)
         meta["dbn"] = {k: head[k] for k in ("version", "dataset", "schema", "ts_out")}
         walk, tail = _Walk(path, stream.offset), b""
         while True:
