@@ -238,6 +238,60 @@ def test_the_dbn_symbol_mappings_are_databentos():
         assert got == want and got, path.name
 
 
+def live_dbn(path, version: int):
+    """A live stream's DBN file: metadata without mappings, then SymbolMappingMsg records written by databento-dbn
+    (ES.c.0 to ESH1, 5482, at the start; NQ.c.0 to NQH1, 13615, before NQH1's first row, mid-stream) among
+    mapped_dbn's MBP-10 records (13615 and 5482 interleaved, NQH1's first 1000 rows left out)."""
+    dbn = pytest.importorskip("databento_dbn", reason=NEEDS_DBN)
+    records = np.frombuffer(mapped_dbn(path).read_bytes()[-2 * 3000 * MBP10_BYTES:], MBP10_DTYPE)
+    records = records[(records["instrument_id"] == 5482) | (np.arange(len(records)) >= 2000)]
+    def mapping(iid, given, raw):  # noqa: E306
+        if version == 1:
+            return bytes(dbn.SymbolMappingMsgV1(1, iid, 0, given, raw, 0, 2**63))
+        return bytes(dbn.SymbolMappingMsg(1, iid, 0, dbn.SType.CONTINUOUS, given, dbn.SType.RAW_SYMBOL, raw, 0, 2**63))
+    head = dbn.Metadata(dataset="GLBX.MDP3", start=int(records["ts_recv"][0]), stype_in=dbn.SType.CONTINUOUS,
+                        stype_out=dbn.SType.INSTRUMENT_ID, schema=dbn.Schema.MBP_10, symbols=["ES.c.0", "NQ.c.0"],
+                        version=version).encode()
+    first_nq = int(np.flatnonzero(records["instrument_id"] == 13615)[0])
+    path.write_bytes(head + mapping(5482, "ES.c.0", "ESH1") + records[:first_nq].tobytes()
+                     + mapping(13615, "NQ.c.0", "NQH1") + records[first_nq:].tobytes())
+    return path
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_a_live_streams_symbol_mapping_records_resolve_a_symbol(tmp_path, version):
+    """Databento's live DBN carries its symbol mappings as records in the stream (rtype 0x16; v1's symbols 22
+    bytes, v2's and v3's 71 behind an stype byte), not in the metadata: read as the metadata's, against Databento's
+    decoder; a mapping that comes mid-stream resolves the rows that follow it."""
+    dbn = pytest.importorskip("databento_dbn", reason=NEEDS_DBN)
+    path = live_dbn(tmp_path / f"live.v{version}.dbn", version)
+    decoder = dbn.DBNDecoder(upgrade_policy=dbn.VersionUpgradePolicy.AS_IS)
+    decoder.write(path.read_bytes())
+    want = {}
+    for r in decoder.decode()[1:]:
+        if r.rtype == dbn.RType.SYMBOL_MAPPING:
+            want |= {r.stype_out_symbol: [r.instrument_id], r.stype_in_symbol: [r.instrument_id]}
+    assert read_dbn(path)[2]["symbol_ids"] == want == {"ESH1": [5482], "ES.c.0": [5482], "NQH1": [13615],
+                                                       "NQ.c.0": [13615]}
+    for iid, symbols in ((5482, ("ESH1", "ES.c.0")), (13615, ("NQH1", "NQ.c.0"))):
+        by_id = FileStream(path, rows=64, instrument=str(iid))
+        rows = np.concatenate(list(by_id))
+        assert len(rows) == (3000 if iid == 5482 else 2000)
+        for symbol in symbols:
+            by_symbol = FileStream(path, rows=64, instrument=symbol)
+            assert np.concatenate(list(by_symbol)).tobytes() == rows.tobytes()
+            assert (by_symbol.summary().instrument, by_symbol.summary().instrument_id) == (symbols[0], iid)
+    with pytest.raises(DataError, match=r"the file's symbols do not name it \(they map ESH1 to 5482, ES\.c\.0 to "
+                                        r"5482, NQH1 to 13615, NQ\.c\.0 to 13615\)"):
+        load(path, instrument="ESM4")
+    data = bytearray(path.read_bytes())
+    at = data.index(b"ESH1") - (38 if version == 1 else 89)  # the mapping record's header
+    data[at] = 16  # 64 bytes, shorter than the layout
+    (tmp_path / "short.dbn").write_bytes(bytes(data[:at + 64]) + bytes(data[at + (80 if version == 1 else 176):]))
+    with pytest.raises(DataError, match=rf"short\.dbn: symbol mapping record at byte {at} has length 64 < "):
+        read_dbn(tmp_path / "short.dbn")
+
+
 def test_without_instrument_an_interleaved_file_is_refused_saying_how_to_pick_one(tmp_path):
     with pytest.raises(DataError) as err:
         load(PARENT_DBN)
