@@ -123,7 +123,7 @@ def test_a_dbn_symbol_is_resolved_by_the_files_symbol_mappings():
 @pytest.mark.parametrize("given, words", [
     ("999", ["--instrument 999: no row of the file is instrument_id 999; it holds instrument_id 5482 (7 rows), "
              "13615 (7 rows), 42005204 (10 rows)"]),
-    ("ESM4", ["--instrument ESM4: not an instrument_id, and the file's symbol mappings do not name it (they map "
+    ("ESM4", ["--instrument ESM4: not an instrument_id, and the file's symbols do not name it (they map "
               "ESH1 to 5482, ESH1-ESM1 to 42005204, NQH1 to 13615)"]),
     ("42005204", ["no usable rows of instrument_id 42005204 (--instrument 42005204): all 10 skipped"]),
 ])
@@ -135,31 +135,94 @@ def test_an_instrument_the_file_does_not_hold_is_refused_naming_the_file_and_its
         assert w in str(err.value), str(err.value)
 
 
-def test_a_symbol_is_refused_where_the_file_maps_none_or_several(tmp_path):
+def test_a_parquet_symbol_is_resolved_by_its_symbol_column(tmp_path):
+    """Databento's Parquet (map_symbols) names each row's instrument in `symbol`: ESU4 keeps the rows of the id the
+    file names ESU4, one selection with that id (one cache identity, each spelling accepted by the other's cache)."""
+    from foxc.data.cache import check_selection
+    from foxc.data.prepare import prepare
     path = parent_parquet(tmp_path / "parent.parquet")
-    with pytest.raises(DataError, match=r"parent\.parquet: --instrument ESM4: not an instrument_id, and the file maps "
-                                        r"no symbol to an instrument_id \(only a DBN file's metadata does\): give the "
-                                        "instrument_id"):
-        load(path, instrument="ESM4")
-    dbn = pytest.importorskip("databento_dbn", reason=NEEDS_DBN)
-    decoder = dbn.DBNDecoder(upgrade_policy=dbn.VersionUpgradePolicy.AS_IS)
-    decoder.write(PARENT_DBN.read_bytes())
-    decoded = decoder.decode()
-    day = dt.date(2020, 12, 28)  # a continuous symbol that rolls from one contract to the next: two ids
-    mappings = [SimpleNamespace(raw_symbol="ES.c.0", intervals=[
-        SimpleNamespace(start_date=day, end_date=day + dt.timedelta(days=1), symbol="5482"),
-        SimpleNamespace(start_date=day + dt.timedelta(days=1), end_date=day + dt.timedelta(days=2), symbol="13615")])]
-    head = dbn.Metadata(dataset="GLBX.MDP3", start=decoded[0].start, stype_in=dbn.SType.CONTINUOUS,
-                        stype_out=dbn.SType.INSTRUMENT_ID, schema=dbn.Schema.MBP_10, symbols=["ES.c.0"],
-                        mappings=mappings, version=2).encode()
-    (tmp_path / "roll.dbn").write_bytes(head + b"".join(bytes(r) for r in decoded[1:]))
+    for iid, symbol in IDS.items():
+        by_symbol = load(path, instrument=symbol)
+        assert by_symbol.records.tobytes() == load(path, instrument=str(iid)).records.tobytes()
+        assert (by_symbol.instrument, by_symbol.instrument_id) == (symbol, iid)
+    caches = {given: prepare(path, tmp_path / given, rows=64, instrument=given) for given in ("ESU4", "22")}
+    assert caches["ESU4"]["sha256"] == caches["22"]["sha256"] and caches["ESU4"]["instrument_selection"] == "22"
+    for given, manifest in caches.items():
+        check_selection(tmp_path / given, manifest, "ESU4" if given == "22" else "22")
+    with pytest.raises(DataError, match=r"parent\.parquet: --instrument ESH4: not an instrument_id, and the file's "
+                                        r"symbols do not name it \(they map ESU4 to 22, ESM4 to 11, NQM4 to 33\): "
+                                        "give one of those symbols or an instrument_id"):
+        load(path, instrument="ESH4")
+
+
+def test_a_symbol_is_refused_where_the_file_maps_none(tmp_path):
     (tmp_path / "bare.dbn").write_bytes(dbn_bytes(troubled(50, 1)))  # metadata without mappings
-    with pytest.raises(DataError, match=r"bare\.dbn: --instrument ESM4: not an instrument_id, and its DBN metadata "
-                                        "holds no symbol mappings: give the instrument_id"):
-        load(tmp_path / "bare.dbn", instrument="ESM4")
-    with pytest.raises(DataError, match=r"--instrument ES\.c\.0: the file's symbol mappings map it to 2 instruments "
-                                        r"\(instrument_id 5482, 13615\): give one instrument_id"):
-        load(tmp_path / "roll.dbn", instrument="ES.c.0")
+    table = pq.read_table(parent_parquet(tmp_path / "parent.parquet"))
+    pq.write_table(table.drop(["symbol"]), tmp_path / "ids.parquet")
+    for name in ("bare.dbn", "ids.parquet"):
+        with pytest.raises(DataError, match=rf"{name}: --instrument ESM4: not an instrument_id, and the file maps no "
+                                            r"symbol to an instrument_id \(DBN symbol mappings and a Parquet symbol "
+                                            r"column do\): give the instrument_id"):
+            load(tmp_path / name, instrument="ESM4")
+
+
+def rolling(path, day=dt.date(2024, 1, 2)):
+    """ES.c.0 rolling from 5482 (300 rows) to 13615 (200 rows), its rows interleaved with NQ.c.0's (7, 400 rows):
+    Parquet (`symbol` each row's continuous symbol) or DBN (the metadata's mappings), as `path` is named."""
+    parts = [generate(300, seed=1), generate(200, seed=2), generate(400, seed=3)]
+    parts[1]["ts_ns"] += parts[0]["ts_ns"][-1] - parts[1]["ts_ns"][0] + 1  # after the first contract's last row
+    for rec, iid in zip(parts, (5482, 13615, 7)):
+        rec["instrument_id"] = iid
+    rec = np.concatenate(parts)
+    rec = rec[np.argsort(rec["ts_ns"], kind="stable")]
+    if path.suffix == ".parquet":
+        write_parquet(path, rec)
+        table = pq.read_table(path)
+        symbols = pa.array(np.where(rec["instrument_id"] == 7, "NQ.c.0", "ES.c.0"))
+        pq.write_table(table.set_column(table.schema.get_field_index("symbol"), "symbol", symbols), path)
+        return path
+    dbn = pytest.importorskip("databento_dbn", reason=NEEDS_DBN)
+    span = lambda iid, a, b: SimpleNamespace(start_date=day + dt.timedelta(a), end_date=day + dt.timedelta(b),  # noqa
+                                             symbol=str(iid))
+    mappings = [SimpleNamespace(raw_symbol="ES.c.0", intervals=[span(5482, 0, 1), span(13615, 1, 2)]),
+                SimpleNamespace(raw_symbol="NQ.c.0", intervals=[span(7, 0, 2)])]
+    head = dbn.Metadata(dataset="GLBX.MDP3", start=int(rec["ts_ns"][0]), stype_in=dbn.SType.CONTINUOUS,
+                        stype_out=dbn.SType.INSTRUMENT_ID, schema=dbn.Schema.MBP_10, symbols=["ES.c.0", "NQ.c.0"],
+                        mappings=mappings, version=2).encode()
+    path.write_bytes(head + records_dbn(rec))
+    return path
+
+
+def records_dbn(rec) -> bytes:
+    """Snapshots as DBN MBP-10 records, written with foxc's own dtype."""
+    out = np.zeros(len(rec), MBP10_DTYPE)
+    out["length"], out["rtype"] = MBP10_BYTES // 4, RTYPE_MBP10
+    out["instrument_id"], out["ts_event"], out["ts_recv"] = rec["instrument_id"], rec["ts_ns"], rec["ts_ns"]
+    for side in ("bid_px", "ask_px", "bid_sz", "ask_sz", "bid_ct", "ask_ct"):
+        out["levels"][side] = rec[side]
+    return out.tobytes()
+
+
+@pytest.mark.parametrize("name", ["roll.parquet", "roll.dbn"])
+def test_a_continuous_symbol_keeps_each_of_its_contracts_a_segment(tmp_path, name):
+    """A symbol the file maps to several ids, one after another (ES.c.0's roll), keeps the rows of each, a segment
+    each, as the file of that symbol alone would be read; it is its own selection (no one id names its rows)."""
+    from foxc.data.cache import check_selection
+    from foxc.data.prepare import prepare
+    path = rolling(tmp_path / name)
+    data = load(path, instrument="ES.c.0")
+    raw = read_parquet(path)[0] if name.endswith("parquet") else read_dbn(path)[0]
+    mine = np.isin(raw["instrument_id"], [5482, 13615])
+    assert data.records["ts_ns"].tolist() == raw["ts_ns"][mine].tolist()
+    assert [b.tolist() for b in data.segment_bounds()] == [[0, 300], [300, 500]]
+    assert (data.instrument, data.instrument_id) == ("ES.c.0", 0)
+    assert data.report.to_dict()["files"][str(path)]["other_instruments"] == {"7": 400}
+    manifest = prepare(path, tmp_path / "cache", rows=64, instrument="ES.c.0")
+    assert manifest["instrument_selection"] == "ES.c.0"
+    check_selection(tmp_path / "cache", manifest, "ES.c.0")
+    with pytest.raises(DataError, match=r"prepared with --instrument ES\.c\.0, not this --instrument 0"):
+        check_selection(tmp_path / "cache", manifest, "0")
+    assert load(path, instrument="NQ.c.0").instrument_id == 7
 
 
 def test_the_dbn_symbol_mappings_are_databentos():
@@ -173,6 +236,60 @@ def test_the_dbn_symbol_mappings_are_databentos():
                 for raw, intervals in dec.decode()[0].mappings.items()}
         got = read_dbn(path)[2]["symbol_ids"]
         assert got == want and got, path.name
+
+
+def live_dbn(path, version: int):
+    """A live stream's DBN file: metadata without mappings, then SymbolMappingMsg records written by databento-dbn
+    (ES.c.0 to ESH1, 5482, at the start; NQ.c.0 to NQH1, 13615, before NQH1's first row, mid-stream) among
+    mapped_dbn's MBP-10 records (13615 and 5482 interleaved, NQH1's first 1000 rows left out)."""
+    dbn = pytest.importorskip("databento_dbn", reason=NEEDS_DBN)
+    records = np.frombuffer(mapped_dbn(path).read_bytes()[-2 * 3000 * MBP10_BYTES:], MBP10_DTYPE)
+    records = records[(records["instrument_id"] == 5482) | (np.arange(len(records)) >= 2000)]
+    def mapping(iid, given, raw):  # noqa: E306
+        if version == 1:
+            return bytes(dbn.SymbolMappingMsgV1(1, iid, 0, given, raw, 0, 2**63))
+        return bytes(dbn.SymbolMappingMsg(1, iid, 0, dbn.SType.CONTINUOUS, given, dbn.SType.RAW_SYMBOL, raw, 0, 2**63))
+    head = dbn.Metadata(dataset="GLBX.MDP3", start=int(records["ts_recv"][0]), stype_in=dbn.SType.CONTINUOUS,
+                        stype_out=dbn.SType.INSTRUMENT_ID, schema=dbn.Schema.MBP_10, symbols=["ES.c.0", "NQ.c.0"],
+                        version=version).encode()
+    first_nq = int(np.flatnonzero(records["instrument_id"] == 13615)[0])
+    path.write_bytes(head + mapping(5482, "ES.c.0", "ESH1") + records[:first_nq].tobytes()
+                     + mapping(13615, "NQ.c.0", "NQH1") + records[first_nq:].tobytes())
+    return path
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_a_live_streams_symbol_mapping_records_resolve_a_symbol(tmp_path, version):
+    """Databento's live DBN carries its symbol mappings as records in the stream (rtype 0x16; v1's symbols 22
+    bytes, v2's and v3's 71 behind an stype byte), not in the metadata: read as the metadata's, against Databento's
+    decoder; a mapping that comes mid-stream resolves the rows that follow it."""
+    dbn = pytest.importorskip("databento_dbn", reason=NEEDS_DBN)
+    path = live_dbn(tmp_path / f"live.v{version}.dbn", version)
+    decoder = dbn.DBNDecoder(upgrade_policy=dbn.VersionUpgradePolicy.AS_IS)
+    decoder.write(path.read_bytes())
+    want = {}
+    for r in decoder.decode()[1:]:
+        if r.rtype == dbn.RType.SYMBOL_MAPPING:
+            want |= {r.stype_out_symbol: [r.instrument_id], r.stype_in_symbol: [r.instrument_id]}
+    assert read_dbn(path)[2]["symbol_ids"] == want == {"ESH1": [5482], "ES.c.0": [5482], "NQH1": [13615],
+                                                       "NQ.c.0": [13615]}
+    for iid, symbols in ((5482, ("ESH1", "ES.c.0")), (13615, ("NQH1", "NQ.c.0"))):
+        by_id = FileStream(path, rows=64, instrument=str(iid))
+        rows = np.concatenate(list(by_id))
+        assert len(rows) == (3000 if iid == 5482 else 2000)
+        for symbol in symbols:
+            by_symbol = FileStream(path, rows=64, instrument=symbol)
+            assert np.concatenate(list(by_symbol)).tobytes() == rows.tobytes()
+            assert (by_symbol.summary().instrument, by_symbol.summary().instrument_id) == (symbols[0], iid)
+    with pytest.raises(DataError, match=r"the file's symbols do not name it \(they map ESH1 to 5482, ES\.c\.0 to "
+                                        r"5482, NQH1 to 13615, NQ\.c\.0 to 13615\)"):
+        load(path, instrument="ESM4")
+    data = bytearray(path.read_bytes())
+    at = data.index(b"ESH1") - (38 if version == 1 else 89)  # the mapping record's header
+    data[at] = 16  # 64 bytes, shorter than the layout
+    (tmp_path / "short.dbn").write_bytes(bytes(data[:at + 64]) + bytes(data[at + (80 if version == 1 else 176):]))
+    with pytest.raises(DataError, match=rf"short\.dbn: symbol mapping record at byte {at} has length 64 < "):
+        read_dbn(tmp_path / "short.dbn")
 
 
 def test_without_instrument_an_interleaved_file_is_refused_saying_how_to_pick_one(tmp_path):

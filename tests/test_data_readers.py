@@ -291,22 +291,37 @@ def symbols_only(path, symbols):
 
 @pytest.mark.parametrize("encode", [pa.array, lambda s: pa.array(s).dictionary_encode()])
 def test_a_change_of_symbol_in_a_file_without_instrument_id_begins_a_segment(tmp_path, encode):
-    """Without instrument_id, the symbols stand for instruments, numbered in the order they come (a dictionary's
-    order is not theirs): a roll is a segment each side, and symbols that interleave are refused, as ids are."""
+    """Without instrument_id, the symbols tell the instruments apart: a roll is a segment each side, symbols that
+    interleave are refused, as ids are, named by their symbols; --instrument takes a symbol, not a number (a number
+    the file has none of would name different symbols in different files); no id is made up for a row."""
     path = symbols_only(tmp_path / "roll.parquet", encode(["ESH4"] * 250 + ["ESM4"] * 150))
     data = load(path)
     assert [b.tolist() for b in data.segment_bounds()] == [[0, 250], [250, 400]]
-    assert data.records["prev_ts_ns"][250] == data.records["ts_ns"][250]
+    assert data.records["prev_ts_ns"][250] == data.records["ts_ns"][250] and not data.records["instrument_id"].any()
     stream = FileStream(path, rows=64)  # batches that the roll falls inside
     assert sum(len(chunk) for chunk in stream) == 400 and stream.summary().segments[1][0] == 150
-    notes = stream.summary().notes
-    assert "no instrument_id column: its symbols stand for instrument_ids, numbered in the order they come (ESH4 as " \
-           "0, ESM4 as 1)" in notes and any("split into 2 segments" in n for n in notes)
-    assert load(path, instrument="1").instrument == "ESM4"
+    assert stream.summary().notes == ["2 instruments one after another (symbol ESH4 from row 0, ESM4 from row 250): "
+                                      "split into 2 segments at the rows where each begins (a continuous symbol's "
+                                      "roll to the next contract?)"]
+    assert (data.instrument, data.instrument_id) == ("ESH4", 0)
     one = load(symbols_only(tmp_path / "one.parquet", encode(["ESH4"] * 400)))
     assert one.n_segments == 1 and one.instrument == "ESH4" and not one.records["instrument_id"].any()
-    with pytest.raises(DataError, match="instrument_id 0 again after 1: the books of several instruments interleave"):
-        load(symbols_only(tmp_path / "mixed.parquet", encode(["ESH4", "ESM4"] * 200)))
+    mixed = symbols_only(tmp_path / "mixed.parquet", encode(["ESH4", "ESM4"] * 200))
+    with pytest.raises(DataError, match=r"symbol ESH4 again after ESM4: the books of several instruments interleave "
+                                        r"\(symbol ESH4, ESM4 so far; .*\(e\.g\. --instrument ESH4\)"):
+        load(mixed)
+    kept = load(mixed, instrument="ESM4")
+    assert len(kept.records) == 200 and (kept.instrument, kept.instrument_id) == ("ESM4", 0)
+    assert kept.report.to_dict()["files"][str(mixed)]["other_instruments"] == {"ESH4": 200}
+    rolled = data.records[250:].copy()
+    rolled["segment"] = 0
+    assert load(path, instrument="ESM4").records.tobytes() == rolled.tobytes()
+    with pytest.raises(DataError, match=r"roll\.parquet: --instrument 1: the file has no instrument_id column, only "
+                                        r"symbols: give a symbol \(ESH4, ESM4 so far\)"):
+        load(path, instrument="1")
+    with pytest.raises(DataError, match=r"--instrument ESU4: not an instrument_id, and the file's symbols do not name "
+                                        r"it \(they are ESH4, ESM4\): give one of those symbols"):
+        load(path, instrument="ESU4")
 
 
 def test_parquet_not_data_and_truncated(tmp_path):

@@ -258,7 +258,8 @@ def check_selection(folder, manifest: dict, instrument: str | None, tick: int | 
                                 f"tick (give --tick {mine:g}, or none, or prepare another cache: {again} --tick "
                                 f"{now:g})")
     if have == instrument or None not in (have, instrument) and all(
-            instrument in (str(r["instrument_id"]), r["instrument"] if r["kind"] == "dbn" else None) for r in reads):
+            instrument in (str(r["instrument_id"] or ""), r["instrument"] if r["kind"] != "lobster" else None)
+            for r in reads):  # 0: no one id (a file without ids, a symbol that rolls); LOBSTER maps no symbols
         return
     if have is None:
         raise DataError(folder, f"prepared without --instrument, not with this --instrument {instrument}: its rows "

@@ -12,7 +12,12 @@ Layout (Databento's `dbn` crate, `decode/dbn/fsm.rs` and `record.rs`), little-en
             instrument_id u32, ts_event u64}, then for MBP-10 (rtype 0x0A, 368 bytes):
             price i64, size u32, action char, side char, flags u8, depth u8, ts_recv u64,
             ts_in_delta i32, sequence u32, 10 × {bid_px i64, ask_px i64, bid_sz u32, ask_sz u32,
-            bid_ct u32, ask_ct u32}; with ts_out a u64 follows each record.
+            bid_ct u32, ask_ct u32}; with ts_out a u64 follows each record. A live stream's symbol mappings
+            are records (SymbolMappingMsg, rtype 0x16): v1 {stype_in_symbol char[22], stype_out_symbol
+            char[22], 4 bytes, start_ts u64, end_ts u64}, v2+ {stype_in u8, stype_in_symbol char[71],
+            stype_out u8, stype_out_symbol char[71], start_ts u64, end_ts u64} (`dbn` crate's
+            `compat.rs`, `record.rs`): both symbols name the header's instrument_id (what --instrument
+            SYMBOL reads, as the metadata's mappings).
 The MBP-10 record is the same in versions 1, 2 and 3. The file is read (and `.dbn.zst`
 decompressed) a bounded block at a time: a block of only MBP-10 records is decoded as one
 strided numpy view, one that mixes record types is walked header by header.
@@ -26,11 +31,14 @@ import numpy as np
 
 from .record import LEVELS, SNAPSHOT_DTYPE
 from .chunks import CHUNK_ROWS, read_whole
+from .select import map_symbol
 from .validate import DataError
 
 MAGIC = b"DBN"
 MAX_VERSION = 3
 RTYPE_MBP10 = 0x0A
+RTYPE_SYMBOL_MAPPING = 0x16
+MAPPING_V1, MAPPING = (22, 16, 38, 80), (71, 17, 89, 176)  # symbol length, stype_in_symbol, stype_out_symbol, size
 SCHEMA_MBP10 = 2
 SCHEMA_NULL = 0xFFFF
 MBP10_BYTES = 368
@@ -201,8 +209,9 @@ class _Fields:
 class _Walk:
     """Record framing across reads: which bytes are whole records, and what the file has shown so far."""
 
-    def __init__(self, path, base: int):
+    def __init__(self, path, base: int, meta: dict, version: int):
         self.path, self.base = path, base  # base: the byte offset of the first record
+        self.meta, self.mapping = meta, MAPPING_V1 if version == 1 else MAPPING  # where symbol mappings go
         self.length = 0       # the first record's length: a file of one record type repeats it
         self.same = True      # every record so far an MBP-10 record of that length
         self.records = 0      # records of any type so far
@@ -238,12 +247,26 @@ class _Walk:
                                                f"< {MBP10_BYTES}")
                 offsets.append(pos)
                 self.mbp10 += 1
+            elif body[pos + 1] == RTYPE_SYMBOL_MAPPING:
+                self._map(body[pos:pos + length], self.base + at + pos)
             self.same = self.same and length == self.length and body[pos + 1] == RTYPE_MBP10
             self.records += 1
             pos += length
         if not offsets:
             return np.empty(0, MBP10_DTYPE), pos
         return np.stack([body[o:o + MBP10_BYTES] for o in offsets]).reshape(-1).view(MBP10_DTYPE), pos
+
+    def _map(self, record: np.ndarray, at: int):
+        """A symbol mapping record: both its symbols name its instrument_id (the output one, a raw symbol, first:
+        the id's name where the input is a parent or continuous symbol)."""
+        size, in_at, out_at, whole = self.mapping
+        if len(record) < whole:
+            raise DataError(self.path, f"symbol mapping record at byte {at} has length {len(record)} < {whole}")
+        iid = int(record[4:8].view("<u4")[0])
+        for start in (out_at, in_at):
+            symbol = record[start:start + size].tobytes().split(b"\0", 1)[0].decode("ascii", "replace")
+            if symbol and not symbol.isdigit():  # an instrument_id as text names nothing more
+                map_symbol(self.meta, symbol, iid)
 
     def end(self, tail: np.ndarray, at: int):
         """At the end of the file: `tail` holds the bytes of no whole record."""
@@ -287,12 +310,9 @@ def iter_dbn(path, meta: dict, rows: int = CHUNK_ROWS):
         head = read_metadata(path, stream)
         meta["instrument"] = head["symbols"][0] if head["symbols"] else ""
         for symbol, iid in head["mappings"]:  # what --instrument SYMBOL resolves, and the names of the ids
-            meta["symbol_ids"].setdefault(symbol, [])
-            if iid not in meta["symbol_ids"][symbol]:
-                meta["symbol_ids"][symbol].append(iid)
-            meta["id_names"].setdefault(iid, symbol)
+            map_symbol(meta, symbol, iid)
         meta["dbn"] = {k: head[k] for k in ("version", "dataset", "schema", "ts_out")}
-        walk, tail = _Walk(path, stream.offset), b""
+        walk, tail = _Walk(path, stream.offset, meta, head["version"]), b""
         while True:
             data = stream.read(rows * max(walk.length, MBP10_BYTES))
             if not data and not tail and not walk.records:

@@ -2,7 +2,7 @@
 
 Columns read: `ts_recv` (else `ts_event`), `bid_px_00..09`, `ask_px_00..09`, `bid_sz_..`,
 `ask_sz_..`, and when present `bid_ct_..`, `ask_ct_..`, `action` (trades counted from 'T'),
-`instrument_id`, `flags`, `symbol` (numbered, a stand-in for a missing instrument_id). Prices are int64 fixed
+`instrument_id`, `flags`, `symbol` (what --instrument SYMBOL resolves). Prices are int64 fixed
 point (1e-9, UNDEF_PRICE = 2^63 - 1 for an empty level) or float (NaN for an empty level, as Databento's
 `pretty_px` exports). The time is `ts_recv`, Databento's index time (its files are sorted by it; `ts_event`, the
 exchange's time, can run backwards between records), or `ts_event` when a file has no `ts_recv` (the report says
@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
 from .chunks import CHUNK_ROWS, read_whole
-from .select import SHOWN
+from .select import map_symbol
 from .validate import DataError
 
 SIDES = ("bid", "ask")
@@ -114,7 +114,8 @@ def _fill_sizes(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray, empty: n
 
 def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
     """One Databento MBP-10 Parquet file as (records, bad-float mask) chunks of at most `rows` rows,
-    read batch by batch within its row groups; fills `meta` (instrument, instrument_id, notes)."""
+    read batch by batch within its row groups; fills `meta` (instrument, instrument_id: None where the file has no
+    such column, notes, the symbols' ids)."""
     path = Path(path)
     try:
         pf = pq.ParquetFile(path, memory_map=True)
@@ -132,7 +133,7 @@ def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
         meta["notes"].append("no bid_ct/ask_ct columns: order counts are 0")
     if "action" not in columns:
         meta["notes"].append("no action column: trade_count is 0")
-    stand_ins = {} if "symbol" in columns and "instrument_id" not in columns else None  # symbol -> its stand-in id
+    numbered = "symbol" in columns and "instrument_id" not in columns  # its symbols stand for ids (_symbols)
     row = 0
     batches = pf.iter_batches(batch_size=rows, columns=columns, use_threads=True)
     while True:
@@ -144,48 +145,43 @@ def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
                 at = int(np.flatnonzero(batch.column(time).is_null().to_numpy(zero_copy_only=False))[0])
                 raise DataError(path, "missing value", row=row + at, column=time)
             rec, bad = _convert(batch, columns, time, has_ct)
-            if stand_ins is not None:
-                rec["instrument_id"] = _symbol_ids(batch.column("symbol"), stand_ins)
+            if "symbol" in columns and len(rec):
+                _symbols(batch.column("symbol"), rec["instrument_id"], meta, numbered)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
             raise DataError(path, f"unreadable Parquet data after row {row} ({str(e).splitlines()[0]})") from None
         if row == 0:
-            meta["instrument_id"] = int(rec["instrument_id"][0]) if len(rec) else 0
+            meta["instrument_id"] = None if numbered else int(rec["instrument_id"][0]) if len(rec) else 0
             if "symbol" in columns and len(rec):
                 meta["instrument"] = str(batch.column("symbol")[0].as_py() or "")
-        if "symbol" in columns and len(rec):
-            _name_ids(batch.column("symbol"), rec["instrument_id"], meta["id_names"])
         row += len(rec)
         yield rec, bad
     if row != n:
         raise DataError(path, f"truncated: metadata promises {n} rows, read {row}", row=row)
-    if stand_ins and len(stand_ins) > 1:
-        named = ", ".join(f"{s or '(none)'} as {i}" for s, i in list(stand_ins.items())[:SHOWN])
-        meta["notes"].append(f"no instrument_id column: its symbols stand for instrument_ids, numbered in the order "
-                             f"they come ({named}{', ...' if len(stand_ins) > SHOWN else ''})")
 
 
-def _symbol_ids(symbols: pa.Array, stand_ins: dict) -> np.ndarray:
-    """Each row's stand-in instrument_id in a file that has none: its symbol's number, from 0 in the order the file's
-    symbols come (`stand_ins`, carried from batch to batch), so a change of symbol (a roll) begins a segment and
-    symbols that interleave are refused, as ids are."""
+def _symbols(symbols: pa.Array, ids: np.ndarray, meta: dict, numbered: bool):
+    """The (symbol, id) pairs of a batch's rows into `meta` (select.map_symbol: what --instrument SYMBOL keeps, what
+    names the ids): a comparison a row while they are one pair seen already. In a file without instrument_id
+    (`numbered`), a row's id is its symbol's number, from 0 in the order they come (a dictionary's order is not
+    theirs): the key by which a change of symbol (a roll) begins a segment and symbols that interleave are refused,
+    as ids are; messages name the symbols (select.symbols_only) and FileStream writes 0, no id, for it."""
     enc = symbols if pa.types.is_dictionary(symbols.type) else pc.dictionary_encode(symbols)
-    names = [*enc.dictionary.to_pylist(), None]  # None: a row without a symbol
-    idx = enc.indices.fill_null(len(names) - 1).to_numpy(zero_copy_only=False)
-    used, first = np.unique(idx, return_index=True)
-    number = np.zeros(len(names), np.uint32)
-    for i in used[np.argsort(first)].tolist():
-        number[i] = stand_ins.setdefault(names[i], len(stand_ins))
-    return number[idx]
-
-
-def _name_ids(symbols: pa.Array, ids: np.ndarray, names: dict):
-    """The symbol of each id's first row, for the ids not named yet (what names the instrument --instrument keeps):
-    one comparison a row while the rows are of an id named already."""
-    if int(ids[0]) in names and (ids == ids[0]).all():
+    names = [str(s or "") for s in enc.dictionary.to_pylist()] + [""]  # "": a row without a symbol
+    idx = enc.indices.fill_null(len(names) - 1).to_numpy(zero_copy_only=False).astype(np.uint64)
+    if numbered:
+        number, (used, first) = np.zeros(len(names), np.uint32), np.unique(idx, return_index=True)
+        for i in used[np.argsort(first)].tolist():
+            number[i] = meta["symbol_ids"].get(names[i], [len(meta["symbol_ids"])])[0]
+            map_symbol(meta, names[i], int(number[i]))
+        ids[:] = number[idx]
         return
-    for iid, at in zip(*(x.tolist() for x in np.unique(ids, return_index=True))):
-        if iid not in names:
-            names[iid] = str(symbols[at].as_py() or "")
+    key = idx << np.uint64(32) | ids
+    if (key == key[0]).all() and int(ids[0]) in meta["symbol_ids"].get(names[int(idx[0])], ()):
+        return
+    unique, first = np.unique(key, return_index=True)
+    for k in unique[np.argsort(first)].tolist():
+        if names[k >> 32]:  # a row without a symbol names nothing
+            map_symbol(meta, names[k >> 32], k & 0xFFFFFFFF)
 
 
 def _convert(batch: pa.RecordBatch, columns: list[str], time: str, has_ct: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -2,16 +2,19 @@
 
 A Databento download of a parent symbol (ES.FUT) interleaves every contract's book in one file: read as one
 book, its rows would make a book that never was, so foxc.data.stream refuses such a file. `--instrument ID`
-keeps the rows of one instrument_id, or of a raw symbol (ESM4) the file's own metadata maps to exactly one id
-(DBN's symbol mappings; Parquet and LOBSTER files map none: give the id there). The rows are selected before
-validation, so the validator's counts are the kept instrument's; the other instruments' rows are counted per
-id (the report's `other_instruments`), never left out without a word. A file with no row of the instrument is
-refused naming the ids it holds.
+keeps the rows of one instrument_id, or of a symbol (ESM4) by the ids the file itself maps it to: a DBN file's
+symbol mappings (its metadata's, or a live stream's symbol mapping records) or a Parquet file's `symbol` column
+(the rows of that symbol; LOBSTER files map none: give the id there). A symbol mapped to several ids (a continuous
+symbol, ES.c.0, rolling from one contract to the next) keeps the rows of each, a segment each, as the file read
+whole would be. The rows are selected before validation, so the validator's counts are the kept instrument's; the
+other instruments' rows are counted per id (the report's `other_instruments`), never left out without a word. A
+file with no row of the instrument is refused naming the ids (or symbols) it holds.
 
 The selection is part of the data's identity as the instrument_id it kept (`selection_id`: ESM4 and 5482 are
-one selection where the files map ESM4 to 5482): a cache records it (its manifest's `instrument_selection`, in its
-sha256) and is refused for another selection (foxc.data.cache.check_selection); a run's data sha256 mixes it in
-(foxc.trainer.session), so a resume may spell it either way.
+one selection where the files map ESM4 to 5482; a symbol that kept several ids, or rows without an id, is its own):
+a cache records it (its manifest's `instrument_selection`, in its sha256) and is refused for another selection
+(foxc.data.cache.check_selection); a run's data sha256 mixes it in (foxc.trainer.session), so a resume may spell it
+either way.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ FLAG = "--instrument"
 MAX_ID = 2**32 - 1  # DBN's and Databento Parquet's instrument_id is a u32
 SHOWN = 8  # ids named in a message
 HELP = ("keep one instrument's rows of files that interleave several (a parent symbol's download, e.g. ES.FUT): an "
-        "instrument_id, or a raw symbol a DBN file's metadata maps to one id (e.g. ESM4)")
+        "instrument_id, or a symbol the file maps to ids (DBN symbol mappings, a Parquet symbol column; e.g. ESM4)")
 
 
 def instrument_arg(text) -> str:
@@ -34,8 +37,8 @@ def instrument_arg(text) -> str:
     symbol."""
     text = str(text).strip()
     if not text:
-        raise argparse.ArgumentTypeError("an empty instrument (give an instrument_id, e.g. 5482, or a symbol a DBN "
-                                         "file's metadata maps to one, e.g. ESM4)")
+        raise argparse.ArgumentTypeError("an empty instrument (give an instrument_id, e.g. 5482, or a symbol, e.g. "
+                                         "ESM4)")
     if re.fullmatch(r"[+-]?[0-9]+", text):
         if not 0 <= int(text) <= MAX_ID:
             raise argparse.ArgumentTypeError(f"instrument_id {text} is outside 0 to 2^32 - 1 (4294967295)")
@@ -53,9 +56,10 @@ def add_instrument_flag(add):
 
 def selection_id(given: str | None, ids) -> str | None:
     """The selection `given` as the data's identity: the instrument_id it kept in every file (`ids`: each file's), so
-    that a symbol and its id are one; as given where it kept several (a symbol mapped to other ids in other files)."""
+    that a symbol and its id are one; as given where it kept several (a symbol mapped to other ids in other files, or
+    to several in one: its id 0, as a file without ids has)."""
     ids = set(ids)
-    return str(ids.pop()) if given is not None and len(ids) == 1 else given
+    return str(ids.pop()) if given is not None and len(ids) == 1 and ids != {0} else given
 
 
 def respelled(a: str | None, b: str | None) -> bool:
@@ -64,11 +68,28 @@ def respelled(a: str | None, b: str | None) -> bool:
     return None not in (a, b) and a != b and not (a.isdigit() and b.isdigit())
 
 
-def ids_text(counts: dict, rows: bool = True) -> str:
-    """'instrument_id 5482 (9 rows), 13615 (8 rows)': ids (and their rows), the first SHOWN of them."""
-    items = list(counts.items())
-    shown = ", ".join(f"{iid} ({n:,} row{'s' * (n != 1)})" if rows else str(iid) for iid, n in items[:SHOWN])
-    return "instrument_id " + shown + (f", ... ({len(items)} instruments in all)" if len(items) > SHOWN else "")
+def map_symbol(meta: dict, symbol: str, iid: int):
+    """Record in a reader's `meta` that `symbol` names instrument_id `iid` (what --instrument SYMBOL resolves; an id
+    is named by its first symbol)."""
+    ids = meta["symbol_ids"].setdefault(symbol, [])
+    if iid not in ids:
+        ids.append(iid)
+    meta["id_names"].setdefault(iid, symbol)
+
+
+def symbols_only(meta: dict) -> dict | None:
+    """The symbols of a file without instrument_ids, by the numbers that stand for them (foxc.data.parquet), which
+    are what a message names; None for a file with ids."""
+    return meta["id_names"] if meta.get("instrument_id", 0) is None else None
+
+
+def ids_text(counts: dict, each=lambda n: f" ({n:,} row{'s' * (n != 1)})", names: dict | None = None) -> str:
+    """'instrument_id 5482 (9 rows), 13615 (8 rows)': ids and `each` of their values (None: the ids alone), the first
+    SHOWN of them; by their `names` ('symbol ESH4, ESM4') where the ids stand for symbols (symbols_only)."""
+    items = [((names or {}).get(iid, iid), n) for iid, n in counts.items()]
+    shown = ", ".join(f"{iid}{each(n) if each else ''}" for iid, n in items[:SHOWN])
+    more = f", ... ({len(items)} instruments in all)" if len(items) > SHOWN else ""
+    return ("instrument_id " if names is None else "symbol ") + shown + more
 
 
 class Selection:
@@ -78,17 +99,22 @@ class Selection:
     def __init__(self, path, given: str):
         self.path, self.given = path, instrument_arg(given)
         self.symbol = not self.given.isdigit()
-        self.id: int | None = None if self.symbol else int(self.given)  # a symbol: resolved at the first chunk
+        self.ids = [] if self.symbol else [int(self.given)]  # a symbol's: those the file maps it to, as read so far
+        self.meta: dict = {}  # the reader's, from the first chunk
         self.rows = 0  # of the instrument
         self.others: dict[int, int] = {}  # rows of each other instrument_id
 
     def keep(self, raw: np.ndarray, bad: np.ndarray | None, meta: dict) -> tuple[np.ndarray, np.ndarray | None]:
-        """The rows of this chunk that are the instrument's (`raw` itself when all are); `meta`: the reader's, filled
-        by the time it yields its first chunk."""
-        if self.id is None:
-            self.id = self._resolve(meta)
+        """The rows of this chunk that are the instrument's (`raw` itself when all are); `meta`: the reader's, whose
+        symbol mappings hold those of the rows read so far (a live DBN stream's or a Parquet file's come with them)."""
+        self.meta = meta
+        if self.symbol:
+            self.ids = meta["symbol_ids"].get(self.given, [])
+        elif symbols_only(meta) is not None:
+            raise DataError(self.path, f"{FLAG} {self.given}: the file has no instrument_id column, only symbols: "
+                                       f"give a symbol ({', '.join(meta['symbol_ids'])} so far)")
         ids = raw["instrument_id"]
-        mine = ids == self.id
+        mine = ids == self.ids[0] if len(self.ids) == 1 else np.isin(ids, self.ids)
         n = int(np.count_nonzero(mine))
         self.rows += n
         if n == len(raw):
@@ -97,39 +123,44 @@ class Selection:
             self.others[iid] = self.others.get(iid, 0) + count
         return raw[mine], None if bad is None else bad[mine]
 
-    def _resolve(self, meta: dict) -> int:
-        """The one instrument_id the file's symbol mappings map the symbol to; refused (naming the mappings) when
-        they map it to none or to several."""
-        mapped, why = meta["symbol_ids"], f"{FLAG} {self.given}: not an instrument_id, and"
-        ids = mapped.get(self.given)
-        if ids is None and mapped:
-            listing = ", ".join(f"{s} to {'/'.join(map(str, i))}" for s, i in list(mapped.items())[:SHOWN])
-            more = f", ... ({len(mapped)} symbols in all)" if len(mapped) > SHOWN else ""
-            raise DataError(self.path, f"{why} the file's symbol mappings do not name it (they map {listing}{more}): "
-                                       "give one of those symbols or an instrument_id")
-        if ids is None:
-            how = "its DBN metadata holds no symbol mappings" if "dbn" in meta else \
-                "the file maps no symbol to an instrument_id (only a DBN file's metadata does)"
-            raise DataError(self.path, f"{why} {how}: give the instrument_id")
-        if len(ids) > 1:
-            raise DataError(self.path, f"{FLAG} {self.given}: the file's symbol mappings map it to {len(ids)} "
-                                       f"instruments ({ids_text(dict.fromkeys(ids), rows=False)}): give one "
-                                       "instrument_id (a continuous symbol that rolls from one to the next is read "
-                                       f"without {FLAG}: each contract is a segment)")
-        return ids[0]
+    @property
+    def id(self) -> int:
+        """The instrument_id kept: 0 where there is none (a file without ids) or several (a symbol that rolls)."""
+        return self.ids[0] if len(self.ids) == 1 and symbols_only(self.meta) is None else 0
+
+    def what(self) -> str:
+        """What is kept, as a message names it: 'instrument_id 5482', 'instrument_id 5482/13615', 'symbol ESM4'."""
+        return f"symbol {self.given}" if symbols_only(self.meta) is not None else \
+            "instrument_id " + "/".join(map(str, self.ids))
 
     def finish(self):
-        """At the end of the file: refused when no row was the instrument's, naming the ids the file holds."""
+        """At the end of the file: refused when no row was the instrument's, naming the symbols the file maps (a
+        symbol it does not) or the ids it holds."""
+        mapped, why = self.meta.get("symbol_ids", {}), f"{FLAG} {self.given}: not an instrument_id, and"
+        if self.symbol and not self.ids and mapped:
+            names = symbols_only(self.meta) is not None
+            listing = ", ".join(s if names else f"{s} to {'/'.join(map(str, i))}"
+                                for s, i in list(mapped.items())[:SHOWN])
+            more = f", ... ({len(mapped)} symbols in all)" if len(mapped) > SHOWN else ""
+            raise DataError(self.path, f"{why} the file's symbols do not name it (they {'are' if names else 'map'} "
+                                       f"{listing}{more}): give one of those symbols or an instrument_id")
+        if self.symbol and not self.ids:
+            raise DataError(self.path, f"{why} the file maps no symbol to an instrument_id (DBN symbol mappings and "
+                                       "a Parquet symbol column do): give the instrument_id")
         if self.rows == 0:
-            what = f"instrument_id {self.id}" + (f" ({self.given} in its symbol mappings)" if self.symbol else "")
-            raise DataError(self.path, f"{FLAG} {self.given}: no row of the file is {what}; it holds "
+            of = f" ({self.given} in its symbol mappings)" if self.symbol else ""
+            raise DataError(self.path, f"{FLAG} {self.given}: no row of the file is {self.what()}{of}; it holds "
                                        f"{ids_text(self.others)}")
 
     def name(self, meta: dict) -> str:
-        """The kept instrument's symbol, where the file names it ("" where not)."""
+        """The kept instrument's symbol, where the file names it ("" where not); a symbol that rolls: as given."""
+        if self.symbol and not self.id:
+            return self.given
         return meta["id_names"].get(self.id) or (meta["instrument"] if meta["instrument_id"] == self.id else "")
 
     @property
     def other_instruments(self) -> dict[str, int]:
-        """Rows left out per other instrument_id (JSON's keys: the id as text), by id."""
-        return {str(iid): n for iid, n in sorted(self.others.items())}
+        """Rows left out per other instrument_id (JSON's keys: the id as text; the symbol, where ids stand for
+        symbols), by id."""
+        names = symbols_only(self.meta) or {}
+        return {str(names.get(iid, iid)): n for iid, n in sorted(self.others.items())}

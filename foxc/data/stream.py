@@ -26,7 +26,7 @@ import numpy as np
 
 from .chunks import CHUNK_ROWS, NOT_EXTRA, new_meta
 from .lobster import is_lobster
-from .select import FLAG, SHOWN, Selection, ids_text
+from .select import FLAG, Selection, ids_text, symbols_only
 from .validate import DataError, ValidationConfig, Validator
 
 SUFFIXES = {".dbn": "dbn", ".dbn.zst": "dbn", ".parquet": "parquet", ".pq": "parquet", ".arrow": "parquet"}
@@ -78,8 +78,8 @@ class Instruments:
     ids one after another (a continuous symbol, ES.c.0, rolling to the next contract) are a segment each, noted:
     a window, a label or a position across the roll would see its price gap as a return."""
 
-    def __init__(self, path):
-        self.path, self.last = path, None
+    def __init__(self, path, meta: dict):
+        self.path, self.meta, self.last = path, meta, None  # meta: the reader's (whose ids may stand for symbols)
         self.first_row: dict[int, int] = {}  # id -> the row it came first at, in that order
 
     def see(self, ids: np.ndarray, row: int) -> None:
@@ -94,18 +94,16 @@ class Instruments:
                 found = dict(self.first_row)  # and those of the rest of the chunk, read already: in order of first row
                 unique, first = np.unique(ids, return_index=True)
                 found.update((int(i), row + int(r)) for r, i in sorted(zip(first, unique)) if int(i) not in found)
-                raise DataError(self.path, f"instrument_id {iid} again after {self.last}: the books of several "
-                                           f"instruments interleave ({ids_text(found, rows=False)} so far; a parent "
-                                           f"symbol's file, e.g. ES.FUT), and a file is read as one book: give {FLAG} "
-                                           f"ID to keep one instrument's rows (e.g. {FLAG} {iid}), or give a file of "
-                                           "one instrument (its raw symbol, e.g. ESM4, or a continuous one, ES.c.0)",
+                names = symbols_only(self.meta)
+                name = (names or {}).get
+                raise DataError(self.path, f"{ids_text({iid: 0}, None, names)} again after "
+                                           f"{name(self.last, self.last)}: the books of several instruments interleave "
+                                           f"({ids_text(found, None, names)} so far; a parent symbol's file, e.g. "
+                                           f"ES.FUT), and a file is read as one book: give {FLAG} ID to keep one "
+                                           f"instrument's rows (e.g. {FLAG} {name(iid, iid)}), or give a file of one "
+                                           "instrument (its raw symbol, e.g. ESM4, or a continuous one, ES.c.0)",
                                 row=row + at)
             self.first_row[iid], self.last = row + at, iid
-
-    def _shown(self) -> str:
-        items = list(self.first_row.items())
-        shown = ", ".join(f"{iid} from row {r}" for iid, r in items[:SHOWN])
-        return "instrument_id " + shown + (", ..." if len(items) > SHOWN else "")
 
     def notes(self, segments: int) -> list[str]:
         """`segments`: those the file's kept rows make (an id whose every row was skipped makes none)."""
@@ -113,7 +111,8 @@ class Instruments:
         if n < 2:
             return []
         none = f" ({n - segments} with no row kept)" if segments < n else ""
-        return [f"{n} instruments one after another ({self._shown()}): split into {segments} segment"
+        shown = ids_text(self.first_row, lambda r: f" from row {r}", symbols_only(self.meta))
+        return [f"{n} instruments one after another ({shown}): split into {segments} segment"
                 f"{'s' * (segments != 1)} at the rows where each begins{none} (a continuous symbol's roll to the next "
                 "contract?)"]
 
@@ -131,7 +130,7 @@ class FileStream:
         self.kind = source_kind(self.path)
         self.meta = new_meta()
         self.validator = Validator(config)
-        self.instruments = Instruments(self.path)
+        self.instruments = Instruments(self.path, self.meta)
         self.selection = None if instrument is None else Selection(self.path, instrument)
         self.segments: list[list[int]] = []  # [rows, first_ts, last_ts, instrument_id] of each, so far
 
@@ -151,7 +150,7 @@ class FileStream:
         if not self.validator.rows_kept:
             why = ", ".join(f"{n} {reason}" for reason, n in self.validator.skipped().items() if n) or "none"
             chosen = self.selection
-            of = "" if chosen is None else f" of instrument_id {chosen.id} ({FLAG} {chosen.given})"
+            of = "" if chosen is None else f" of {chosen.what()} ({FLAG} {chosen.given})"
             raise DataError(self.path, f"no usable rows{of}: all {self.validator.rows_read} skipped ({why})")
 
     def _timed(self, kept: np.ndarray) -> np.ndarray:
@@ -169,6 +168,8 @@ class FileStream:
                 self.segments.append([0, int(ts[a]), 0, int(ids[a])])
             self.segments[-1][0] += b - a
             self.segments[-1][2] = int(ts[b - 1])
+        if symbols_only(self.meta) is not None:  # numbers that stood for symbols, in this file only: no ids
+            ids[:] = 0
         return kept
 
     def summary(self) -> FileSummary:
@@ -177,7 +178,7 @@ class FileStream:
         return FileSummary(str(self.path), self.kind, self.validator.rows_read, self.validator.rows_kept,
                            self.validator.skipped(), [*meta["notes"], *self.instruments.notes(len(segments))],
                            meta["instrument"] if chosen is None else chosen.name(meta),
-                           int(meta["instrument_id"] if chosen is None else chosen.id),
+                           (meta["instrument_id"] or 0) if chosen is None else chosen.id,
                            segments[0][1] if segments else None, segments[-1][2] if segments else None,
                            {k: v for k, v in meta.items() if k not in NOT_EXTRA}, segments,
                            None if chosen is None else chosen.other_instruments)
