@@ -105,7 +105,7 @@ def test_load_keeps_the_instrument_and_reports_the_others(tmp_path):
     assert (data.instrument, data.instrument_id, data.n_segments, data.files) == ("ESU4", 22, 1, [str(path)])
     entry = data.report.to_dict()["files"][str(path)]
     assert entry == {"rows_read": read_rows, "rows_kept": len(want), "skipped": {k: v for k, v in skipped.items() if v},
-                     "notes": [], "instrument_id": 22, "other_instruments": {"11": 400, "33": 200}}
+                     "notes": [], "instrument_id": 22, "instrument": "ESU4", "other_instruments": {"11": 400, "33": 200}}
     assert data.report.to_dict()["rows_other_instruments"] == 600
     summary = data.report.summary()
     assert f"{read_rows} rows read, {len(want)} kept" in summary and "600 rows of other instruments left out" in summary
@@ -217,6 +217,7 @@ def test_a_continuous_symbol_keeps_each_of_its_contracts_a_segment(tmp_path, nam
     assert [b.tolist() for b in data.segment_bounds()] == [[0, 300], [300, 500]]
     assert (data.instrument, data.instrument_id) == ("ES.c.0", 0)
     assert data.report.to_dict()["files"][str(path)]["other_instruments"] == {"7": 400}
+    assert "ES.c.0 kept; rows of other instruments left out: instrument_id 7 (400)" in data.report.summary()
     manifest = prepare(path, tmp_path / "cache", rows=64, instrument="ES.c.0")
     assert manifest["instrument_selection"] == "ES.c.0"
     check_selection(tmp_path / "cache", manifest, "ES.c.0")

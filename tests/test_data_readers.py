@@ -313,6 +313,7 @@ def test_a_change_of_symbol_in_a_file_without_instrument_id_begins_a_segment(tmp
     kept = load(mixed, instrument="ESM4")
     assert len(kept.records) == 200 and (kept.instrument, kept.instrument_id) == ("ESM4", 0)
     assert kept.report.to_dict()["files"][str(mixed)]["other_instruments"] == {"ESH4": 200}
+    assert "ESM4 kept; rows of other instruments left out: symbol ESH4 (200)" in kept.report.summary()
     rolled = data.records[250:].copy()
     rolled["segment"] = 0
     assert load(path, instrument="ESM4").records.tobytes() == rolled.tobytes()

@@ -152,7 +152,7 @@ def report_of(summaries) -> ValidationReport:
     report = ValidationReport()
     for s in summaries:
         if s.path not in report.files:
-            report.add(s.path, s.rows_read, s.skipped, s.notes, s.other_instruments, s.instrument_id)
+            report.add(s.path, s.rows_read, s.skipped, s.notes, s.other_instruments, s.instrument_id, s.instrument)
     return report
 
 

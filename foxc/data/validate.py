@@ -82,15 +82,16 @@ class ValidationReport:
     files: dict[str, dict] = field(default_factory=dict)
 
     def add(self, path, rows_read: int, skipped: dict[str, int], notes: list[str] | None = None,
-            other_instruments: dict[str, int] | None = None, instrument_id: int | None = None):
-        """`other_instruments`: rows of each other instrument_id left out by --instrument, which kept `instrument_id`'s
-        (None: no selection)."""
+            other_instruments: dict[str, int] | None = None, instrument_id: int | None = None, instrument: str = ""):
+        """`other_instruments`: rows of each other instrument_id (or symbol, in a file without ids) left out by
+        --instrument, which kept `instrument_id`'s (0: a symbol's several ids, or a file without ids), named
+        `instrument` (None: no selection)."""
         self.files[str(path)] = {"rows_read": int(rows_read),
                                  "rows_kept": int(rows_read - sum(skipped.values())),
                                  "skipped": {k: int(v) for k, v in skipped.items() if v},
                                  "notes": list(notes or [])}
         if other_instruments is not None:
-            self.files[str(path)] |= {"instrument_id": int(instrument_id),
+            self.files[str(path)] |= {"instrument_id": int(instrument_id), "instrument": instrument,
                                       "other_instruments": {k: int(n) for k, n in other_instruments.items()}}
 
     @property
@@ -133,8 +134,10 @@ class ValidationReport:
         for path, f in self.files.items():
             if "other_instruments" in f:
                 left = ", ".join(f"{iid} ({n})" for iid, n in f["other_instruments"].items())
-                lines.append(f"  instrument {path}: instrument_id {f['instrument_id']} kept; rows of other "
-                             f"instruments left out: {f'instrument_id {left}' if left else 'none'}")
+                kind = "instrument_id" if all(k.isdigit() for k in f["other_instruments"]) else "symbol"
+                kept = f"instrument_id {f['instrument_id']}" if f["instrument_id"] else f.get("instrument") or "?"
+                lines.append(f"  instrument {path}: {kept} kept; rows of other instruments left out: "
+                             f"{f'{kind} {left}' if left else 'none'}")
             lines += [f"  note {path}: {note}" for note in f["notes"]]
         return "\n".join(lines)
 
