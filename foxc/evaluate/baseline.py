@@ -28,7 +28,7 @@ from ..data.record import SNAPSHOT_BYTES
 from ..data.source import size
 from ..lobsim.layout import HOLD, LONG, SHORT
 from ..nn.functional import sigmoid
-from .folds import no_room_in_fold
+from .windows import no_room_in_fold
 
 NAME = "baseline: logistic imbalance (not the RL agent)"
 FEATURE_NAMES = ("bias", "imbalance", "depth_imbalance", "spread_ticks")

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..data.market import MarketData
 from ..data.record import SNAPSHOT_BYTES
-from ..data.source import no_room, size
+from ..data.source import size
 from ..data.validate import DataError
 from ..driver import open_runtime
 from ..jsonfile import JsonFileError, read_json
@@ -35,6 +35,7 @@ from .reporting import FAILED_RECORD, RECORD
 from .runner import EvalConfig, Evaluator
 from .scaleout import Job, serve
 from .trainers import resolve_trainer
+from .windows import no_room_in_fold
 
 CURVE_POINTS = 1000
 
@@ -178,16 +179,6 @@ def no_room_evaluating(n: int, source: str, config: dict) -> DataError:
     return no_room_in_fold("evaluating its evaluation window", "each fold evaluates its evaluation window whole",
                            f"{n:,} snapshots take {size(n * SNAPSHOT_BYTES)} of records ({SNAPSHOT_BYTES} bytes each), "
                            "and arrays of each as they are evaluated", source, config, "--eval-days")
-
-
-def no_room_in_fold(doing: str, why: str, need: str, source: str, config: dict, days: str,
-                    smaller: str = "") -> DataError:
-    """Out of memory `doing` in a fold: what it needed, and the remedy (`why` it helps) for the walk-forward's data:
-    synthetic rows, a prepared cache (`days`: the flag of the window's dates), or data files (held whole: a cache);
-    `smaller` ("FLAGS, or "), the flags that shrink what the fold makes of its window, first, then a shorter window."""
-    window = ("fewer --synthetic-rows, or more --folds" if source == "synthetic" else
-              f"more --folds, or fewer {days}" if config.get("cache") or smaller else "")
-    return no_room(doing, "DATA", need, window and f"give {smaller}{window} ({why})")
 
 
 def fold_days(fold) -> dict:

@@ -19,6 +19,8 @@ from datetime import date, timedelta
 import numpy as np
 
 from ..data.record import segment_runs
+from ..data.source import no_room
+from ..data.validate import DataError
 
 SPLITS = ("auto", "segments", "rows")
 MIN_WINDOW_ROWS = 2
@@ -146,3 +148,13 @@ def day_folds(segs: Segments, train_days: int, eval_days: int,
         folds.append(FoldWindows((begin[a], begin[b]), (begin[b], begin[c]), (iso_day(days[a]), iso_day(days[b - 1])),
                                  (iso_day(days[b]), iso_day(days[c - 1]))))
     return [iso_day(d) for d in days], folds
+
+
+def no_room_in_fold(doing: str, why: str, need: str, source: str, config: dict, days: str,
+                    smaller: str = "") -> DataError:
+    """Out of memory `doing` in a fold: what it needed, and the remedy (`why` it helps) for the walk-forward's data:
+    synthetic rows, a prepared cache (`days`: the flag of the window's dates), or data files (held whole: a cache);
+    `smaller` ("FLAGS, or "), the flags that shrink what the fold makes of its window, first, then a shorter window."""
+    window = ("fewer --synthetic-rows, or more --folds" if source == "synthetic" else
+              f"more --folds, or fewer {days}" if config.get("cache") or smaller else "")
+    return no_room(doing, "DATA", need, window and f"give {smaller}{window} ({why})")

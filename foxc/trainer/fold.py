@@ -11,7 +11,7 @@ from ..data.source import labelled_need
 from ..data.validate import DataError
 from ..driver import open_runtime
 from ..evaluate.agent import AgentPolicy
-from ..evaluate.folds import no_room_in_fold
+from ..evaluate.windows import no_room_in_fold
 from .config import TrainConfig, parse_settings
 from .run import Trainer, write_json
 
