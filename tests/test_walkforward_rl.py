@@ -36,7 +36,7 @@ def test_a_folds_evaluation_out_of_memory_is_one_line_naming_the_remedy(tmp_path
         "snapshots take 3.52 MB of records (352 bytes each), and arrays of each as they are evaluated; give fewer "
         "--synthetic-rows, or more --folds (each fold evaluates its evaluation window whole) (the report of every "
         f"fold is in {out})\n")
-    from foxc.evaluate.folds import no_room_in_fold  # from a cache: the flag of the evaluation window's dates
+    from foxc.evaluate.windows import no_room_in_fold  # from a cache: the flag of the evaluation window's dates
     assert str(no_room_in_fold("evaluating", "why", "need", "parquet", {"cache": "/c"}, "--eval-days")) == (
         "evaluating: out of memory: need; give more --folds, or fewer --eval-days (why)")
 
