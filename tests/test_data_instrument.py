@@ -135,6 +135,24 @@ def test_an_instrument_the_file_does_not_hold_is_refused_naming_the_file_and_its
         assert w in str(err.value), str(err.value)
 
 
+def test_a_symbol_a_dbn_files_metadata_does_not_map_is_refused_at_its_first_chunk(monkeypatch):
+    """A historical DBN file's metadata maps all its symbols up front: a symbol it does not name (a typo) is refused
+    when the first chunk is read, not after the whole file (a live stream's mappings may come later: read on)."""
+    from foxc.data import stream as stream_mod
+    chunks, real = [], stream_mod.reader
+
+    def counted(kind):
+        def read(*args):
+            for raw, bad in real(kind)(*args):
+                chunks.append(len(raw))
+                yield raw, bad
+        return read
+    monkeypatch.setattr(stream_mod, "reader", counted)
+    with pytest.raises(DataError, match="ESM4: not an instrument_id, and the file's symbols do not name it"):
+        list(stream_mod.FileStream(PARENT_DBN, instrument="ESM4", rows=4))
+    assert chunks == [4]
+
+
 def test_a_parquet_symbol_is_resolved_by_its_symbol_column(tmp_path):
     """Databento's Parquet (map_symbols) names each row's instrument in `symbol`: ESU4 keeps the rows of the id the
     file names ESU4, one selection with that id (one cache identity, each spelling accepted by the other's cache)."""

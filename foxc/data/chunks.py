@@ -17,7 +17,8 @@ def new_meta() -> dict:
     return {"instrument": "", "instrument_id": 0, "notes": [], "symbol_ids": {}, "id_names": {}}
 
 
-NOT_EXTRA = ("instrument", "instrument_id", "notes", "symbol_ids", "id_names")  # meta's keys a summary holds apart
+NOT_EXTRA = ("instrument", "instrument_id", "notes", "symbol_ids", "id_names", "mapped")  # meta's keys a summary
+# holds apart ("mapped": a DBN file's metadata maps its symbols, all of them up front)
 
 
 def read_whole(read, path) -> tuple[np.ndarray, np.ndarray | None, dict]:

@@ -311,6 +311,7 @@ def iter_dbn(path, meta: dict, rows: int = CHUNK_ROWS):
         meta["instrument"] = head["symbols"][0] if head["symbols"] else ""
         for symbol, iid in head["mappings"]:  # what --instrument SYMBOL resolves, and the names of the ids
             map_symbol(meta, symbol, iid)
+        meta["mapped"] = bool(head["mappings"])  # a historical file's: no symbol comes later (a live stream's do)
         meta["dbn"] = {k: head[k] for k in ("version", "dataset", "schema", "ts_out")}
         walk, tail = _Walk(path, stream.offset, meta, head["version"]), b""
         while True:

@@ -110,6 +110,8 @@ class Selection:
         self.meta = meta
         if self.symbol:
             self.ids = meta["symbol_ids"].get(self.given, [])
+            if not self.ids and meta.get("mapped"):  # refused now, not after reading the whole file for nothing
+                self.finish()
         elif symbols_only(meta) is not None:
             raise DataError(self.path, f"{FLAG} {self.given}: the file has no instrument_id column, only symbols: "
                                        f"give a symbol ({', '.join(meta['symbol_ids'])} so far)")
