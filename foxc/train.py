@@ -11,7 +11,6 @@ from pathlib import Path
 
 from . import __version__
 from .cli import ArgumentParser, PathArg, UsageError, describe, fail, output_dir, user_errors
-from .data.select import respelled
 from .driver import BACKENDS, CudaError, open_runtime
 from .profile import KernelProfiler, add_profile_args, profile_window
 from .isv.registry import setting_problem
@@ -74,8 +73,6 @@ def main(argv=None) -> int:
         saved = resume_meta(resume) if resume else None
         saved_config, saved_data = saved_run(resume, saved) if resume else (None, None)
         new_isv = given.pop("isv", ()) if resume else ()  # set on top of the checkpoint's bus
-        if resume and respelled(saved_config.get("instrument"), given.get("instrument")):  # ESM4 for 5482?
-            saved_config = {**saved_config, "instrument": given["instrument"]}  # the data's sha256 tells
         settings = resume_settings(resume, saved_config, given, from_file, saved_data) if resume else given
         check_needs_data(settings, from_file)  # a resumed run's data: the checkpoint's
         if resume:  # a switch not given now follows its slot, as the bus will hold it (a --set on resuming wins)

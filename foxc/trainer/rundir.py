@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..checkpoint.meta import config_differences
 from ..checkpoint.saver import list_checkpoints
+from ..data.select import respelled
 from ..isv.live import MARKER, REQUESTS, running_trainer
 from ..isv.registry import setting_problem
 from .config import TrainConfig, check_synthetic_beside_data, switches_from_slots
@@ -135,13 +136,16 @@ def resume_settings(path, saved: dict, given: dict, sources: dict | None = None,
     settings in RESUME_FREE that are given taken from `given` (the others keep the checkpoint's,
     `n_steps` included: another run as long); any other setting given must agree with the saved one
     (each that does not is named, with where it came from when `sources` says: setting -> "--config FILE"),
-    a --tick with the tick the checkpoint's `data` records it ran in where it was inferred.
+    a --tick with the tick the checkpoint's `data` records it ran in where it was inferred; an --instrument spelled
+    otherwise (a symbol for an id) is taken as given.
     `data` is compared by content later (check_same_data), not by path. A setting of synthetic data beside the
     checkpoint's real data (no --data given) is refused as beside --data: the run would ignore it."""
     if not given.get("data"):
         check_synthetic_beside_data({**given, "data": saved.get("data")},
                                     {**(sources or {}), "data": f"--resume-from {path}"})
-    differ = [k for k in given if k not in RESUME_FREE and k != "data"]
+    # an --instrument spelled another way (ESM4 for 5482) is free: the data's identity, by content, tells
+    free = (*RESUME_FREE, "data") + ("instrument",) * respelled(saved.get("instrument"), given.get("instrument"))
+    differ = [k for k in given if k not in free]
     ran = {**saved, "tick": saved.get("tick") or (data or {}).get("tick")}  # an older checkpoint records no data tick
     conflicts = config_differences({k: ran.get(k) for k in differ}, {k: given[k] for k in differ})
     if conflicts:
@@ -150,7 +154,7 @@ def resume_settings(path, saved: dict, given: dict, sources: dict | None = None,
         raise ResumeError(f"{path}: settings given beside --resume-from differ from the checkpoint's: "
                           + "; ".join(named) + " (leave them out to keep the checkpoint's)")
     # data given: the same data at another path, checked by content
-    return {**saved, **{k: given[k] for k in (*RESUME_FREE, "data") if k in given}}
+    return {**saved, **{k: given[k] for k in free if k in given}}
 
 
 def check_same_data(path, saved_data: dict, now: dict):
