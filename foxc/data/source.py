@@ -112,11 +112,16 @@ def load(spec, config: ValidationConfig | None = None, tick: int | None = None,
     return market_data(records, summaries, files_tick(spec, summaries, samples(records, summaries), tick), report)
 
 
+def records_need(rows: int, of: str = " of records") -> str:
+    """What `rows` snapshots take, as an out-of-memory message says it."""
+    return f"{rows:,} snapshots take {size(rows * SNAPSHOT_BYTES)}{of} ({SNAPSHOT_BYTES} bytes each)"
+
+
 def labelled_need(rows: int, horizons: int, copy: bool = False) -> str:
     """What `rows` snapshots and their label planes take (out of memory labelling them); `copy`: and a copy of
     the records (a held-out cut)."""
     each = 4 * N_PLANES * horizons
-    return (f"{rows:,} snapshots take {size(rows * SNAPSHOT_BYTES)} of records ({SNAPSHOT_BYTES} bytes each)"
+    return (records_need(rows)
             + (", as much again for the held-out cut's copy," if copy else "") +
             f" and {size(rows * each)} of label planes ({each} bytes each)")
 

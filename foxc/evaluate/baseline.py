@@ -24,8 +24,7 @@ import numpy as np
 
 from ..checkpoint import CheckpointSaver, read_checkpoint
 from ..data.features import F_DEPTH_IMB, F_IMBALANCE, F_SPREAD, snapshot_features
-from ..data.record import SNAPSHOT_BYTES
-from ..data.source import size
+from ..data.source import records_need
 from ..lobsim.layout import HOLD, LONG, SHORT
 from ..nn.functional import sigmoid
 from .windows import no_room_in_fold
@@ -123,8 +122,7 @@ class LogisticImbalanceTrainer:
             n = window.n_rows
             raise no_room_in_fold("fitting the baseline on its training window",
                                   "each fold fits the baseline on its training window whole",
-                                  f"{n:,} snapshots take {size(n * SNAPSHOT_BYTES)} of records ({SNAPSHOT_BYTES} bytes "
-                                  "each), and arrays of each as it is fitted", window.source, config, "--train-days"
+                                  f"{records_need(n)}, and arrays of each as it is fitted", window.source, config, "--train-days"
                                   ) from None
         path = CheckpointSaver(out_dir).save(iters, {"baseline_w": w, "baseline_margin": np.array([margin])},
                                              {"config": {**config, "baseline": opts}, "policy": NAME,

@@ -26,8 +26,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..data.market import MarketData
-from ..data.record import SNAPSHOT_BYTES
-from ..data.source import size
+from ..data.source import records_need
 from ..data.validate import DataError
 from ..driver import open_runtime
 from ..jsonfile import JsonFileError, read_json
@@ -177,8 +176,7 @@ def _yardstick(window, evaluator, out: Path, config: dict) -> dict:
 def no_room_evaluating(n: int, source: str, config: dict) -> DataError:
     """Out of memory evaluating a fold's evaluation window of `n` snapshots (no_room_in_fold)."""
     return no_room_in_fold("evaluating its evaluation window", "each fold evaluates its evaluation window whole",
-                           f"{n:,} snapshots take {size(n * SNAPSHOT_BYTES)} of records ({SNAPSHOT_BYTES} bytes each), "
-                           "and arrays of each as they are evaluated", source, config, "--eval-days")
+                           f"{records_need(n)}, and arrays of each as they are evaluated", source, config, "--eval-days")
 
 
 def fold_days(fold) -> dict:
@@ -217,8 +215,7 @@ def _cached(spec: FoldSpec, bounds: tuple[int, int], name: str, days: str) -> np
     except MemoryError:
         n = bounds[1] - bounds[0]
         raise no_room_in_fold(f"reading its {name} window", "each fold reads the shards that hold its windows whole",
-                              f"{n:,} snapshots take {size(n * SNAPSHOT_BYTES)} ({SNAPSHOT_BYTES} bytes each), read "
-                              "with the rest of the cache's shards that hold them", spec.source, {"cache": spec.cache},
+                              f"{records_need(n, '')}, read with the rest of the cache's shards that hold them", spec.source, {"cache": spec.cache},
                               days) from None
 
 

@@ -14,8 +14,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..data.record import SNAPSHOT_BYTES
-from ..data.source import no_room, size
+from ..data.source import no_room, records_need
 from ..evaluate.agent import AgentPolicy
 from ..evaluate.runner import EvalConfig, Evaluator
 from .config import ConfigError
@@ -39,7 +38,7 @@ def room_for_heldout(eval_rows: int, doing: str, rows: int):
     try:
         yield
     except MemoryError:
-        need = f"{doing}: {rows:,} snapshots take {size(rows * SNAPSHOT_BYTES)} ({SNAPSHOT_BYTES} bytes each)"
+        need = f"{doing}: {records_need(rows, '')}"
         raise ConfigError(str(no_room(f"--eval-rows {eval_rows:,}", None, need, "give fewer --eval-rows"))) from None
 
 
