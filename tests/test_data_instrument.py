@@ -135,9 +135,8 @@ def test_an_instrument_the_file_does_not_hold_is_refused_naming_the_file_and_its
         assert w in str(err.value), str(err.value)
 
 
-def test_a_symbol_a_dbn_files_metadata_does_not_map_is_refused_at_its_first_chunk(monkeypatch):
-    """A historical DBN file's metadata maps all its symbols up front: a symbol it does not name (a typo) is refused
-    when the first chunk is read, not after the whole file (a live stream's mappings may come later: read on)."""
+def counted_chunks(monkeypatch) -> list[int]:
+    """The rows of each chunk FileStream's readers yield, from now on."""
     from foxc.data import stream as stream_mod
     chunks, real = [], stream_mod.reader
 
@@ -148,9 +147,41 @@ def test_a_symbol_a_dbn_files_metadata_does_not_map_is_refused_at_its_first_chun
                 yield raw, bad
         return read
     monkeypatch.setattr(stream_mod, "reader", counted)
+    return chunks
+
+
+def test_a_symbol_a_dbn_files_metadata_does_not_map_is_refused_at_its_first_chunk(monkeypatch):
+    """A historical DBN file's metadata maps all its symbols up front: a symbol it does not name (a typo) is refused
+    when the first chunk is read, not after the whole file (a live stream's mappings may come later: read on)."""
+    chunks = counted_chunks(monkeypatch)
     with pytest.raises(DataError, match="ESM4: not an instrument_id, and the file's symbols do not name it"):
-        list(stream_mod.FileStream(PARENT_DBN, instrument="ESM4", rows=4))
+        list(FileStream(PARENT_DBN, instrument="ESM4", rows=4))
     assert chunks == [4]
+
+
+@pytest.mark.parametrize("drop, words", [
+    (None, "the file's symbols do not name it (they map ESU4 to 22, ESM4 to 11, NQM4 to 33): give one of those "
+           "symbols or an instrument_id"),
+    ("instrument_id", "the file's symbols do not name it (they are ESU4, ESM4, NQM4): give one of those symbols or "
+                      "an instrument_id"),
+    ("symbol", "the file maps no symbol to an instrument_id (DBN symbol mappings and a Parquet symbol column do): "
+               "give the instrument_id"),
+])
+def test_a_symbol_a_parquet_file_does_not_name_is_refused_before_its_rows_are_read(tmp_path, monkeypatch, drop,
+                                                                                     words):
+    """Its `symbol` column (with `instrument_id`, to name the ids) is read first, not its rows (a multi-GB file's
+    minutes): a symbol it does not name is refused at once, with the message reading the whole file ends with."""
+    path = parent_parquet(tmp_path / "parent.parquet")
+    if drop:
+        pq.write_table(pq.read_table(path).drop([drop]), path, row_group_size=128)
+    chunks = counted_chunks(monkeypatch)
+    with pytest.raises(DataError) as err:
+        list(FileStream(path, instrument="ESH4", rows=64))
+    assert str(err.value) == f"{path}: --instrument ESH4: not an instrument_id, and {words}"
+    assert chunks == [], "refused before any row was read"
+    chunks.clear()
+    kept = FileStream(path, instrument="ESU4" if drop != "symbol" else "22", rows=64)
+    assert sum(map(len, kept)) and chunks, "a symbol the file names is read as before"
 
 
 def test_a_parquet_symbol_is_resolved_by_its_symbol_column(tmp_path):

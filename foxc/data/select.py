@@ -125,6 +125,13 @@ class Selection:
             self.others[iid] = self.others.get(iid, 0) + count
         return raw[mine], None if bad is None else bad[mine]
 
+    def known(self, meta: dict):
+        """Before the rows are read: a symbol the file's symbols, read ahead (`meta`: parquet.parquet_symbols), do not
+        name is refused now, as finish() would refuse it once the whole file was read."""
+        if self.symbol and self.given not in meta["symbol_ids"]:
+            self.meta = meta
+            self.finish()
+
     @property
     def id(self) -> int:
         """The instrument_id kept: 0 where there is none (a file without ids) or several (a symbol that rolls)."""
