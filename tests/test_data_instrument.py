@@ -7,6 +7,7 @@ import argparse
 import datetime as dt
 import json
 import re
+import struct
 from types import SimpleNamespace
 
 import numpy as np
@@ -135,9 +136,8 @@ def test_an_instrument_the_file_does_not_hold_is_refused_naming_the_file_and_its
         assert w in str(err.value), str(err.value)
 
 
-def test_a_symbol_a_dbn_files_metadata_does_not_map_is_refused_at_its_first_chunk(monkeypatch):
-    """A historical DBN file's metadata maps all its symbols up front: a symbol it does not name (a typo) is refused
-    when the first chunk is read, not after the whole file (a live stream's mappings may come later: read on)."""
+def counted_chunks(monkeypatch) -> list[int]:
+    """The rows of each chunk FileStream's readers yield, from now on."""
     from foxc.data import stream as stream_mod
     chunks, real = [], stream_mod.reader
 
@@ -148,9 +148,41 @@ def test_a_symbol_a_dbn_files_metadata_does_not_map_is_refused_at_its_first_chun
                 yield raw, bad
         return read
     monkeypatch.setattr(stream_mod, "reader", counted)
+    return chunks
+
+
+def test_a_symbol_a_dbn_files_metadata_does_not_map_is_refused_at_its_first_chunk(monkeypatch):
+    """A historical DBN file's metadata maps all its symbols up front: a symbol it does not name (a typo) is refused
+    when the first chunk is read, not after the whole file (a live stream's mappings may come later: read on)."""
+    chunks = counted_chunks(monkeypatch)
     with pytest.raises(DataError, match="ESM4: not an instrument_id, and the file's symbols do not name it"):
-        list(stream_mod.FileStream(PARENT_DBN, instrument="ESM4", rows=4))
+        list(FileStream(PARENT_DBN, instrument="ESM4", rows=4))
     assert chunks == [4]
+
+
+@pytest.mark.parametrize("drop, words", [
+    (None, "the file's symbols do not name it (they map ESU4 to 22, ESM4 to 11, NQM4 to 33): give one of those "
+           "symbols or an instrument_id"),
+    ("instrument_id", "the file's symbols do not name it (they are ESU4, ESM4, NQM4): give one of those symbols or "
+                      "an instrument_id"),
+    ("symbol", "the file maps no symbol to an instrument_id (DBN symbol mappings and a Parquet symbol column do): "
+               "give the instrument_id"),
+])
+def test_a_symbol_a_parquet_file_does_not_name_is_refused_before_its_rows_are_read(tmp_path, monkeypatch, drop,
+                                                                                     words):
+    """Its `symbol` column (with `instrument_id`, to name the ids) is read first, not its rows (a multi-GB file's
+    minutes): a symbol it does not name is refused at once, with the message reading the whole file ends with."""
+    path = parent_parquet(tmp_path / "parent.parquet")
+    if drop:
+        pq.write_table(pq.read_table(path).drop([drop]), path, row_group_size=128)
+    chunks = counted_chunks(monkeypatch)
+    with pytest.raises(DataError) as err:
+        list(FileStream(path, instrument="ESH4", rows=64))
+    assert str(err.value) == f"{path}: --instrument ESH4: not an instrument_id, and {words}"
+    assert chunks == [], "refused before any row was read"
+    chunks.clear()
+    kept = FileStream(path, instrument="ESU4" if drop != "symbol" else "22", rows=64)
+    assert sum(map(len, kept)) and chunks, "a symbol the file names is read as before"
 
 
 def test_a_parquet_symbol_is_resolved_by_its_symbol_column(tmp_path):
@@ -242,6 +274,81 @@ def test_a_continuous_symbol_keeps_each_of_its_contracts_a_segment(tmp_path, nam
     with pytest.raises(DataError, match=r"prepared with --instrument ES\.c\.0, not this --instrument 0"):
         check_selection(tmp_path / "cache", manifest, "0")
     assert load(path, instrument="NQ.c.0").instrument_id == 7
+
+
+DAY_NS = 86_400 * 10**9
+
+
+def overlapping(path, day=dt.date(2024, 1, 2)):
+    """ES.c.0 and ES.c.1 over two days (DBN metadata mappings): ES.c.0 is 5482 on day 0 and 13615 on day 1, ES.c.1
+    13615 on day 0 and 7 on day 1; ES.v.0 13615 on day 1 only; ES.n.0 5482 on day 0, as ES.c.0. Each day two
+    contracts' rows interleave. 13615's last day-0 row is 1 ns before midnight, its first day-1 row at midnight
+    (ts_event 1 ns before: the date is ts_recv's); 5482 has 20 rows on day 1, where no symbol maps it. The ts_ns of
+    each part, by name."""
+    dbn = pytest.importorskip("databento_dbn", reason=NEEDS_DBN)
+    midnight = int(np.datetime64(day + dt.timedelta(1), "ns").astype(np.int64))
+    parts = {"A0": generate(300, seed=1), "B0": generate(200, seed=2), "B1": generate(250, seed=3),
+             "C1": generate(150, seed=4), "A1": generate(20, seed=5)}
+    for name, iid in (("A0", 5482), ("B0", 13615), ("B1", 13615), ("C1", 7), ("A1", 5482)):
+        parts[name]["instrument_id"] = iid
+        parts[name]["ts_ns"] += DAY_NS * (name[1] == "1")
+    parts["B0"]["ts_ns"][-1] = midnight - 1
+    parts["B1"]["ts_ns"] += midnight - parts["B1"]["ts_ns"][0]
+    rec = np.concatenate(list(parts.values()))
+    order = np.argsort(rec["ts_ns"], kind="stable")
+    out = np.frombuffer(records_dbn(rec[order]), MBP10_DTYPE).copy()
+    out["ts_event"][out["ts_recv"] == midnight] = midnight - 1
+    span = lambda iid, a, b: SimpleNamespace(start_date=day + dt.timedelta(a), end_date=day + dt.timedelta(b),  # noqa
+                                             symbol=str(iid))
+    mappings = [SimpleNamespace(raw_symbol="ES.c.0", intervals=[span(5482, 0, 1), span(13615, 1, 2)]),
+                SimpleNamespace(raw_symbol="ES.c.1", intervals=[span(13615, 0, 1), span(7, 1, 2)]),
+                SimpleNamespace(raw_symbol="ES.v.0", intervals=[span(13615, 1, 2)]),
+                SimpleNamespace(raw_symbol="ES.n.0", intervals=[span(5482, 0, 1)])]
+    head = dbn.Metadata(dataset="GLBX.MDP3", start=int(rec["ts_ns"].min()), stype_in=dbn.SType.CONTINUOUS,
+                        stype_out=dbn.SType.INSTRUMENT_ID, schema=dbn.Schema.MBP_10,
+                        symbols=[m.raw_symbol for m in mappings], mappings=mappings, version=2).encode()
+    path.write_bytes(head + out.tobytes())
+    return {name: part["ts_ns"].tolist() for name, part in parts.items()}
+
+
+@pytest.mark.parametrize("given, segments, others, iid", [
+    ("ES.c.0", [["A0"], ["B1"]], {"7": 150, "5482": 20, "13615": 200}, 0),
+    ("ES.c.1", [["B0"], ["C1"]], {"5482": 320, "13615": 250}, 0),
+    ("ES.v.0", [["B1"]], {"7": 150, "5482": 320, "13615": 200}, 0),
+    ("ES.n.0", [["A0", "A1"]], {"7": 150, "13615": 450}, 5482),
+])
+def test_a_continuous_symbol_keeps_its_contracts_rows_on_the_dates_its_mappings_give(tmp_path, given, segments,
+                                                                                       others, iid):
+    """ES.c.0 and ES.c.1 share 13615 across the roll: selected by id, 5482's and 13615's rows interleaved on day 0 and
+    the file was refused. Where another symbol maps one of a symbol's ids on other dates, its ids' rows are its own on
+    the dates its mapping intervals give (UTC, the start inclusive, the end exclusive, by ts_recv), a segment each,
+    and it is its own selection (ES.v.0 keeps 13615's day-1 rows, not all of 13615's); where none does (ES.n.0: 5482
+    on ES.c.0's dates), its ids' rows, as ever, and it is the id it keeps (named by its first symbol, ES.c.0)."""
+    from foxc.data.prepare import prepare
+    path = tmp_path / "both.dbn"
+    parts = overlapping(path)
+    data = load(path, instrument=given)
+    assert data.records["ts_ns"].tolist() == [t for names in segments for name in names for t in parts[name]]
+    small = np.concatenate(list(FileStream(path, rows=64, instrument=given)))  # intervals met across chunks
+    assert small[["ts_ns", "segment"]].tolist() == data.records[["ts_ns", "segment"]].tolist()
+    edges = np.cumsum([0, *(sum(len(parts[name]) for name in names) for names in segments)]).tolist()
+    assert [b.tolist() for b in data.segment_bounds()] == [edges[:-1], edges[1:]]
+    assert (data.instrument_id, data.instrument) == (iid, "ES.c.0" if iid else given)
+    assert data.report.to_dict()["files"][str(path)]["other_instruments"] == others
+    manifest = prepare(path, tmp_path / "cache", rows=64, instrument=given)
+    assert manifest["instrument_selection"] == str(iid or given), "the selection's identity"
+    assert len(load(path, instrument="13615").records) == 450, "an id keeps all its rows"
+
+
+def test_a_mapping_date_that_is_no_date_is_refused_naming_it(tmp_path):
+    path = tmp_path / "both.dbn"
+    overlapping(path)
+    data = path.read_bytes()
+    at = data.index(struct.pack("<I", 20240103))  # ES.c.0's first interval's end_date, as the dbn crate writes it
+    path.write_bytes(data[:at] + struct.pack("<I", 20241303) + data[at + 4:])
+    with pytest.raises(DataError, match=rf"^{re.escape(str(path))}: corrupt DBN metadata: the mapping of 'ES\.c\.0' "
+                                        "has an interval date 20241303, not YYYYMMDD$"):
+        read_dbn(path)
 
 
 def test_the_dbn_symbol_mappings_are_databentos():

@@ -7,7 +7,7 @@ Layout (Databento's `dbn` crate, `decode/dbn/fsm.rs` and `record.rs`), little-en
             (v1: 47 bytes, v2+: 53), schema_definition_length u32 (+ that many bytes),
             symbols: count u32 then count × symbol_cstr_len (v1: 22) bytes, then partial and
             not_found (the same), then mappings: count u32, each raw_symbol cstr, interval count
-            u32, intervals {start_date u32, end_date u32, symbol cstr} (what --instrument SYMBOL reads)
+            u32, intervals {start_date u32, end_date u32 (YYYYMMDD), symbol cstr} (what --instrument SYMBOL reads)
   records   RecordHeader {length u8 (in 4-byte words), rtype u8, publisher_id u16,
             instrument_id u32, ts_event u64}, then for MBP-10 (rtype 0x0A, 368 bytes):
             price i64, size u32, action char, side char, flags u8, depth u8, ts_recv u64,
@@ -24,6 +24,7 @@ strided numpy view, one that mixes record types is walked header by header.
 """
 from __future__ import annotations
 
+import datetime as dt
 import struct
 from pathlib import Path
 
@@ -46,6 +47,7 @@ ZSTD_MAGIC = 0xFD2FB528
 ZSTD_SKIPPABLE = range(0x184D2A50, 0x184D2A60)
 MAX_METADATA = 1 << 30
 META_FIXED = 104  # the metadata's fields up to schema_definition_length (any version): what read_metadata reads
+EPOCH, DAY_NS = dt.date(1970, 1, 1), 86_400 * 10**9
 
 _LEVEL = np.dtype([("bid_px", "<i8"), ("ask_px", "<i8"), ("bid_sz", "<u4"), ("ask_sz", "<u4"),
                    ("bid_ct", "<u4"), ("ask_ct", "<u4")])
@@ -190,20 +192,31 @@ class _Fields:
         return [self.meta[start + i * self.cstr_len:start + (i + 1) * self.cstr_len].split(b"\0", 1)[0]
                 .decode("ascii", "replace") for i in range(min(count, shown))]
 
-    def mappings(self, stype_in: int, stype_out: int) -> list[tuple[str, int]]:
-        """(symbol, instrument_id) of every mapping interval, where one side of the mapping is instrument ids."""
-        pairs = []
+    def mappings(self, stype_in: int, stype_out: int) -> list[tuple[str, int, int, int]]:
+        """(symbol, instrument_id, start, end) of every mapping interval, where one side of the mapping is instrument
+        ids: from `start` (ns, the UTC midnight of its start_date) to before `end` (its end_date's)."""
+        spans = []
         for i in range(self._count("symbol mappings", self.cstr_len + 4) or 0):
             if self.pos + self.cstr_len + 4 > len(self.meta):
                 raise DataError(self.path, f"corrupt DBN metadata: symbol mapping {i} overruns the metadata")
             raw = self._cstr()
             for _ in range(self._count(f"intervals of the mapping of {raw!r}", 8 + self.cstr_len)):
-                self.pos += 8  # start_date, end_date: the whole file is read, whatever the dates
+                dates = struct.unpack_from("<II", self.meta, self.pos)
+                self.pos += 8
                 mapped = self._cstr()
                 symbol, iid = (raw, mapped) if stype_out == STYPE_INSTRUMENT_ID else (mapped, raw)
                 if STYPE_INSTRUMENT_ID in (stype_in, stype_out) and iid.isascii() and iid.isdigit() and symbol:
-                    pairs.append((symbol, int(iid)))
-        return pairs
+                    spans.append((symbol, int(iid), *(self._midnight(d, raw) for d in dates)))
+        return spans
+
+    def _midnight(self, date: int, raw: str) -> int:
+        """A mapping date (YYYYMMDD as a u32, the `dbn` crate's encoding) as the ns of its UTC midnight."""
+        try:
+            day = dt.date(date // 10_000, date // 100 % 100, date % 100)
+        except ValueError:
+            raise DataError(self.path, f"corrupt DBN metadata: the mapping of {raw!r} has an interval date {date}, "
+                                       "not YYYYMMDD") from None
+        return (day - EPOCH).days * DAY_NS
 
 
 class _Walk:
@@ -309,9 +322,10 @@ def iter_dbn(path, meta: dict, rows: int = CHUNK_ROWS):
         stream = _open(path, fh)
         head = read_metadata(path, stream)
         meta["instrument"] = head["symbols"][0] if head["symbols"] else ""
-        for symbol, iid in head["mappings"]:  # what --instrument SYMBOL resolves, and the names of the ids
+        meta["mapped"] = {}  # a historical file's mappings, every one up front (a live stream's come as records)
+        for symbol, iid, start, end in head["mappings"]:  # what --instrument SYMBOL resolves, and the ids' names
             map_symbol(meta, symbol, iid)
-        meta["mapped"] = bool(head["mappings"])  # a historical file's: no symbol comes later (a live stream's do)
+            meta["mapped"].setdefault(symbol, []).append((iid, start, end))
         meta["dbn"] = {k: head[k] for k in ("version", "dataset", "schema", "ts_out")}
         walk, tail = _Walk(path, stream.offset, meta, head["version"]), b""
         while True:

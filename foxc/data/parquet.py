@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
-from .chunks import CHUNK_ROWS, read_whole
+from .chunks import CHUNK_ROWS, new_meta, read_whole
 from .select import map_symbol
 from .validate import DataError
 
@@ -112,17 +112,25 @@ def _fill_sizes(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray, empty: n
         out[empty] = 0
 
 
-def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
-    """One Databento MBP-10 Parquet file as (records, bad-float mask) chunks of at most `rows` rows,
-    read batch by batch within its row groups; fills `meta` (instrument, instrument_id: None where the file has no
-    such column, notes, the symbols' ids)."""
-    path = Path(path)
+def _open(path: Path) -> tuple[pq.ParquetFile, list[str], str]:
+    """(the file, the columns to read, the time column), its schema checked."""
     try:
         pf = pq.ParquetFile(path, memory_map=True)
         schema = pf.schema_arrow
     except (pa.ArrowException, OSError, UnicodeDecodeError) as e:  # a damaged footer raises any of them
         raise DataError(path, f"not a Parquet file ({str(e).splitlines()[0]})") from None
-    columns, time = _check_schema(path, schema)
+    return (pf, *_check_schema(path, schema))
+
+
+UNREADABLE = (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError)  # damaged data pages raise any of them
+
+
+def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
+    """One Databento MBP-10 Parquet file as (records, bad-float mask) chunks of at most `rows` rows,
+    read batch by batch within its row groups; fills `meta` (instrument, instrument_id: None where the file has no
+    such column, notes, the symbols' ids)."""
+    path = Path(path)
+    pf, columns, time = _open(path)
     n = pf.metadata.num_rows
     if n == 0:
         raise DataError(path, "the file holds no rows")
@@ -147,7 +155,7 @@ def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
             rec, bad = _convert(batch, columns, time, has_ct)
             if "symbol" in columns and len(rec):
                 _symbols(batch.column("symbol"), rec["instrument_id"], meta, numbered)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
+        except UNREADABLE as e:
             raise DataError(path, f"unreadable Parquet data after row {row} ({str(e).splitlines()[0]})") from None
         if row == 0:
             meta["instrument_id"] = None if numbered else int(rec["instrument_id"][0]) if len(rec) else 0
@@ -157,6 +165,33 @@ def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
         yield rec, bad
     if row != n:
         raise DataError(path, f"truncated: metadata promises {n} rows, read {row}", row=row)
+
+
+SYMBOL_ROWS = 1 << 20  # rows of the two columns parquet_symbols reads at a time (8 MB of ids and indices)
+
+
+def parquet_symbols(path) -> dict:
+    """The file's symbols and the ids they name, as iter_parquet's `meta` holds them once the file is read, from its
+    `symbol` and `instrument_id` columns alone (none without `symbol`): what refuses an unknown --instrument SYMBOL
+    before the rows are read (select.Selection.known)."""
+    path = Path(path)
+    pf, columns, _ = _open(path)
+    meta, numbered = new_meta(), "instrument_id" not in columns
+    if "symbol" not in columns:
+        return meta
+    meta["instrument_id"] = None if numbered else 0  # messages name the symbols of a file without ids
+    row = 0
+    try:
+        for batch in pf.iter_batches(batch_size=SYMBOL_ROWS, columns=[c for c in ("symbol", "instrument_id")
+                                                                      if c in columns]):
+            ids = np.zeros(batch.num_rows, np.uint32) if numbered else \
+                _ints(batch.column("instrument_id")).astype(np.uint32)  # as SNAPSHOT_DTYPE's field holds it
+            if len(ids):
+                _symbols(batch.column("symbol"), ids, meta, numbered)
+            row += len(ids)
+    except UNREADABLE as e:
+        raise DataError(path, f"unreadable Parquet data after row {row} ({str(e).splitlines()[0]})") from None
+    return meta
 
 
 def _symbols(symbols: pa.Array, ids: np.ndarray, meta: dict, numbered: bool):

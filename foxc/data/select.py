@@ -6,15 +6,18 @@ keeps the rows of one instrument_id, or of a symbol (ESM4) by the ids the file i
 symbol mappings (its metadata's, or a live stream's symbol mapping records) or a Parquet file's `symbol` column
 (the rows of that symbol; LOBSTER files map none: give the id there). A symbol mapped to several ids (a continuous
 symbol, ES.c.0, rolling from one contract to the next) keeps the rows of each, a segment each, as the file read
-whole would be. The rows are selected before validation, so the validator's counts are the kept instrument's; the
-other instruments' rows are counted per id (the report's `other_instruments`), never left out without a word. A
-file with no row of the instrument is refused naming the ids (or symbols) it holds.
+whole would be; where another symbol of a historical DBN file maps one of its ids on other dates (ES.c.1 holds the
+contract ES.c.0 rolls to, before the roll), its ids' rows are its own only on the dates its mapping intervals give
+(`dated`). The rows are selected before validation, so the validator's counts are the kept instrument's; the
+other instruments' rows (and its ids' on other dates) are counted per id (the report's `other_instruments`), never
+left out without a word. A file with no row of the instrument is refused naming the ids (or symbols) it holds; a
+Parquet file's symbols are read ahead (foxc.data.stream), so a symbol it does not name is refused before its rows.
 
 The selection is part of the data's identity as the instrument_id it kept (`selection_id`: ESM4 and 5482 are
-one selection where the files map ESM4 to 5482; a symbol that kept several ids, or rows without an id, is its own):
-a cache records it (its manifest's `instrument_selection`, in its sha256) and is refused for another selection
-(foxc.data.cache.check_selection); a run's data sha256 mixes it in (foxc.trainer.session), so a resume may spell it
-either way.
+one selection where the files map ESM4 to 5482; a symbol that kept several ids, its ids' rows on its dates only, or
+rows without an id, is its own): a cache records it (its manifest's `instrument_selection`, in its sha256) and is
+refused for another selection (foxc.data.cache.check_selection); a run's data sha256 mixes it in
+(foxc.trainer.session), so a resume may spell it either way.
 """
 from __future__ import annotations
 
@@ -83,6 +86,22 @@ def symbols_only(meta: dict) -> dict | None:
     return meta["id_names"] if meta.get("instrument_id", 0) is None else None
 
 
+def dated(mapped: dict | None, symbol: str) -> list[tuple[int, int, int]] | None:
+    """`symbol`'s mapping intervals, (instrument_id, from, to: ns) in a historical DBN file's `mapped`, where another
+    symbol there maps one of its ids on a date it does not (ES.c.1 is the contract ES.c.0 rolls to, before the roll):
+    that id's rows on those dates are not its own. None where its ids alone say which rows are its own."""
+    mapped, ours = mapped or {}, []
+    for iid, start, end in sorted(mapped.get(symbol, ())):  # each id's dates, adjacent intervals joined
+        if ours and ours[-1][0] == iid and start <= ours[-1][2]:
+            ours[-1][2] = max(ours[-1][2], end)
+        else:
+            ours.append([iid, start, end])
+    ids = {iid for iid, _, _ in ours}
+    foreign = any(iid in ids and not any(i == iid and s <= start and end <= e for i, s, e in ours)
+                  for other, spans in mapped.items() if other != symbol for iid, start, end in spans)
+    return mapped[symbol] if foreign else None
+
+
 def ids_text(counts: dict, each=lambda n: f" ({n:,} row{'s' * (n != 1)})", names: dict | None = None) -> str:
     """'instrument_id 5482 (9 rows), 13615 (8 rows)': ids and `each` of their values (None: the ids alone), the first
     SHOWN of them; by their `names` ('symbol ESH4, ESM4') where the ids stand for symbols (symbols_only)."""
@@ -101,12 +120,15 @@ class Selection:
         self.symbol = not self.given.isdigit()
         self.ids = [] if self.symbol else [int(self.given)]  # a symbol's: those the file maps it to, as read so far
         self.meta: dict = {}  # the reader's, from the first chunk
+        self.spans = None  # a symbol's mapping intervals where they decide its rows (`dated`)
         self.rows = 0  # of the instrument
-        self.others: dict[int, int] = {}  # rows of each other instrument_id
+        self.others: dict[int, int] = {}  # rows left out of each instrument_id (its own: on other dates)
 
     def keep(self, raw: np.ndarray, bad: np.ndarray | None, meta: dict) -> tuple[np.ndarray, np.ndarray | None]:
         """The rows of this chunk that are the instrument's (`raw` itself when all are); `meta`: the reader's, whose
         symbol mappings hold those of the rows read so far (a live DBN stream's or a Parquet file's come with them)."""
+        if self.symbol and not self.meta:  # the first chunk: a historical DBN file's mappings are all known now
+            self.spans = dated(meta.get("mapped"), self.given)
         self.meta = meta
         if self.symbol:
             self.ids = meta["symbol_ids"].get(self.given, [])
@@ -116,7 +138,10 @@ class Selection:
             raise DataError(self.path, f"{FLAG} {self.given}: the file has no instrument_id column, only symbols: "
                                        f"give a symbol ({', '.join(meta['symbol_ids'])} so far)")
         ids = raw["instrument_id"]
-        mine = ids == self.ids[0] if len(self.ids) == 1 else np.isin(ids, self.ids)
+        if self.spans:
+            mine = self._dated(ids, raw["ts_ns"])
+        else:
+            mine = ids == self.ids[0] if len(self.ids) == 1 else np.isin(ids, self.ids)
         n = int(np.count_nonzero(mine))
         self.rows += n
         if n == len(raw):
@@ -125,15 +150,34 @@ class Selection:
             self.others[iid] = self.others.get(iid, 0) + count
         return raw[mine], None if bad is None else bad[mine]
 
+    def _dated(self, ids: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        """The rows whose time is on a date an interval of the symbol maps their id to. Databento's symbology resolves
+        a record by the UTC date of its index time, ts_recv for MBP-10 (the `dbn` crate's TsSymbolMap::get_for_rec,
+        databento's InstrumentMap.resolve): a DBN row's ts_ns."""
+        mine = np.zeros(len(ids), bool)
+        lo, hi = (int(ts.min()), int(ts.max())) if len(ts) else (0, -1)
+        for iid, start, end in self.spans:
+            if start <= hi and end > lo:
+                mine |= (ids == iid) & (ts >= start) & (ts < end)
+        return mine
+
+    def known(self, meta: dict):
+        """Before the rows are read: a symbol the file's symbols, read ahead (`meta`: parquet.parquet_symbols), do not
+        name is refused now, as finish() would refuse it once the whole file was read."""
+        if self.symbol and self.given not in meta["symbol_ids"]:
+            self.meta = meta
+            self.finish()
+
     @property
     def id(self) -> int:
-        """The instrument_id kept: 0 where there is none (a file without ids) or several (a symbol that rolls)."""
-        return self.ids[0] if len(self.ids) == 1 and symbols_only(self.meta) is None else 0
+        """The instrument_id kept: 0 where there is none (a file without ids), several (a symbol that rolls), or its
+        rows on some dates only (a symbol's mapping intervals: not what the id keeps)."""
+        return self.ids[0] if len(self.ids) == 1 and not self.spans and symbols_only(self.meta) is None else 0
 
     def what(self) -> str:
         """What is kept, as a message names it: 'instrument_id 5482', 'instrument_id 5482/13615', 'symbol ESM4'."""
         return f"symbol {self.given}" if symbols_only(self.meta) is not None else \
-            "instrument_id " + "/".join(map(str, self.ids))
+            "instrument_id " + "/".join(map(str, self.ids)) + " on its mapping dates" * bool(self.spans)
 
     def finish(self):
         """At the end of the file: refused when no row was the instrument's, naming the symbols the file maps (a

@@ -136,6 +136,9 @@ class FileStream:
 
     def __iter__(self):
         try:
+            if self.selection is not None and self.selection.symbol and self.kind == "parquet":
+                # its symbols come with its rows: read its symbol column alone first, not a big file for one line
+                self.selection.known(import_module(f"{__package__}.parquet").parquet_symbols(self.path))
             for raw, bad in reader(self.kind)(self.path, self.meta, self.rows):
                 if self.selection is not None:  # before validation: its counts are the instrument's
                     raw, bad = self.selection.keep(raw, bad, self.meta)
