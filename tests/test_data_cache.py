@@ -344,7 +344,8 @@ def test_training_from_a_cache_sees_what_training_from_the_files_sees(data, cach
 
 def test_the_tick_is_inferred_from_the_rows_load_samples(tmp_path, monkeypatch):
     """Sampled every few rows (sparser than a read block, and denser): the cache's tick is load()'s, whichever
-    rows the sample hits, here where a few rows sit off the 0.25 grid."""
+    rows the sample hits, here where a few rows sit off the 0.25 grid; a sample that misses them all was a tick of
+    0.25 those rows sat between, and is refused as load() refuses it (every row is checked against the tick)."""
     import foxc.data.market as market
     rng = np.random.default_rng(4)
     for day in range(3):
@@ -356,11 +357,18 @@ def test_the_tick_is_inferred_from_the_rows_load_samples(tmp_path, monkeypatch):
     ticks = set()
     for sample in (1, 7, 13, 40, 100, 10**9):
         monkeypatch.setattr(market, "TICK_SAMPLE", sample)
+        try:
+            tick = load(tmp_path).tick
+        except DataError as e:
+            with pytest.raises(DataError) as err:
+                prepare(tmp_path, tmp_path / "cache", workers=1, rows=ROWS, overwrite=True)
+            assert str(err.value) == str(e) and "is off the tick 0.25" in str(e)
+            ticks.add("refused")
+            continue
         prepare(tmp_path, tmp_path / "cache", workers=1, rows=ROWS, overwrite=True)
-        tick = load(tmp_path).tick
         assert open_cache(tmp_path / "cache", LabelConfig()).market.tick == tick
         ticks.add(tick)
-    assert ticks == {50_000_000, 250_000_000}
+    assert ticks == {50_000_000, "refused"}
 
 
 def test_instruments_of_different_ticks_are_refused_naming_the_files_and_ticks(tmp_path, capsys):

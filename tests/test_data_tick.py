@@ -8,6 +8,7 @@ import pytest
 
 from foxc.data.parquet import write_parquet
 from foxc.data.prepare import prepare
+from foxc.data.record import PRICE_UNDEF
 from foxc.data.source import load
 from foxc.data.synthetic import SynthParams, generate
 from foxc.data.validate import DataError
@@ -110,3 +111,77 @@ def test_a_resume_takes_the_tick_its_run_inferred_and_refuses_another(es_cl, tmp
     with pytest.raises(ResumeError, match="tick: None in the checkpoint, 0.25 now"):
         resume_settings(ckpt, record["config"], {"tick": 0.25}, data={k: v for k, v in record["data"].items()
                                                                         if k != "tick"})
+
+
+@pytest.fixture
+def off_tick(tmp_path, monkeypatch):
+    """ES in quarters but for one level of one row that the tick is not inferred from (TICK_SAMPLE 100: every
+    10th of its 1000 rows is sampled), a cent above the quarter: (file, that row's ts_ns, that price)."""
+    from foxc.data import market
+    monkeypatch.setattr(market, "TICK_SAMPLE", 100)
+    rec = generate(1000, seed=1)
+    rec["ask_px"][5, 3] += CENT
+    write_parquet(tmp_path / "es.parquet", rec, symbol="ESM4")
+    return tmp_path / "es.parquet", int(rec["ts_ns"][5]), rec["ask_px"][5, 3]
+
+
+def test_a_price_off_the_tick_in_a_row_the_tick_is_not_inferred_from_is_refused(off_tick, tmp_path):
+    path, ts, price = off_tick
+    want = (f"{path}: ask_px_03 {price / 1e9:.2f} at ts_ns {ts} (", ") is off the tick 0.25 (not a whole number "
+            "of ticks from 4000, a price of the sampled rows): give a tick dividing both, --tick 0.01 (or a divisor of "
+            "it)")
+    for tick in (None, 25 * CENT):  # inferred from the sampled rows, or given
+        with pytest.raises(DataError) as err:
+            load(path, tick=tick)
+        assert all(w in str(err.value) for w in want) and "\n" not in str(err.value), str(err.value)
+        with pytest.raises(DataError) as err:
+            prepare(path, tmp_path / "cache", workers=1, rows=ROWS, tick=tick)
+        assert all(w in str(err.value) for w in want), str(err.value)
+        assert not (tmp_path / "cache").exists()
+
+
+def test_prepare_refuses_a_price_off_the_tick_in_one_line(off_tick, tmp_path, capsys):
+    from foxc.data.__main__ import main
+    path, ts, price = off_tick
+    assert main(["prepare", str(path), "--out", str(tmp_path / "cache"), "--workers", "1", "--tick", "0.25"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for w in (str(path), f"ask_px_03 {price / 1e9:.2f} at ts_ns {ts}", "off the tick 0.25", "--tick 0.01"):
+        assert w in err, (w, err)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_prices_whole_ticks_apart_off_the_multiples_of_the_tick_still_load(tmp_path):
+    """The tick is the step between prices (features, labels and PnL are differences of prices): a book quoted
+    3 cents above the quarters is in quarters; an empty level (PRICE_UNDEF) holds no price."""
+    rec = generate(1000, seed=1)
+    rec["bid_px"] += 3 * CENT
+    rec["ask_px"] += 3 * CENT
+    rec["ask_px"][5, 9] = rec["bid_px"][7, 8:] = PRICE_UNDEF
+    write_parquet(tmp_path / "es.parquet", rec, symbol="ESM4")
+    assert load(tmp_path / "es.parquet").tick == 25 * CENT
+    assert prepare(tmp_path / "es.parquet", tmp_path / "cache", workers=1, rows=ROWS)["tick"] == 25 * CENT
+
+
+def test_the_sampled_rows_are_the_same_however_the_file_is_chunked(tmp_path, monkeypatch):
+    """load() takes the rows the tick is inferred from out of the chunks before joining them (so that each chunk
+    is checked as it is joined): they are the rows tick_samples names, for a segment in many chunks or one, and
+    for the second segment of a file that rolls (its first sampled row carried from the first's)."""
+    import numpy as np
+
+    from foxc.data import market
+    from foxc.data.source import samples
+    from foxc.data.stream import FileStream
+    monkeypatch.setattr(market, "TICK_SAMPLE", 40)  # every 7th of the instrument's 300 rows
+    rec = generate(300, seed=1)
+    rec["instrument_id"][120:] = 2  # a roll: two segments of one file's instrument
+    write_parquet(tmp_path / "roll.parquet", rec)
+    for rows in (5, 7, 64, 1000):
+        stream = FileStream(tmp_path / "roll.parquet", rows=rows)
+        chunks = list(stream)
+        parts = stream.summary().parts()
+        whole, ends = np.concatenate(chunks), np.cumsum([s.rows for s in parts])
+        want = [whole[end - s.rows + first:end:step]
+                for s, end, (first, step) in zip(parts, ends, market.tick_samples(parts))]
+        got = samples([(chunks, stream.summary())], parts)
+        assert [len(x) for x in got] == [18, 25] and all(np.array_equal(a, b) for a, b in zip(got, want))

@@ -9,7 +9,8 @@ Every file is streamed (foxc.data.stream) in a process pool, one file per worker
 each instrument's run of it where the id changes: a roll), numbered with the file's place in DATA's
 (sorted) order; (2) once every file's first time and the tick are known (the tick is inferred from
 all of them, or --tick checked against them, as load() does), number the shards, read each
-records.npy once to hash it and compute labels.npy a block of rows at a time, writing the records
+records.npy once to hash it, check its prices against the tick (as load() checks every row) and
+compute labels.npy a block of rows at a time, writing the records
 back only where a shard's segment is not the number pass 1 guessed (files not named in time order,
 or after a file of several segments). A worker holds a chunk of rows and a label block (and, reading
 Parquet, the row group pyarrow decodes), never a file. Everything is written into a hidden folder
@@ -38,7 +39,7 @@ from .cache import (FORMAT, LABELS, MANIFEST, OPTIONAL_READ, READ, RECORDS, SELE
 from .chunks import CHUNK_ROWS
 from .labels import N_PLANES, LabelConfig, compute_labels
 from .lobster import message_path
-from .market import files_tick, tick_samples
+from .market import check_tick, files_tick, tick_origins, tick_samples
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .select import selection_id
 from .source import expand, in_time_order
@@ -69,10 +70,10 @@ def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
                 for j, part in enumerate(summary.parts()):
                     os.rename(part_dir(tmp, i, j), shard_dir(tmp, len(shards)))
                     shards.append((i, part, sources))
-            tick = _tick(pool, spec, [shard_dir(tmp, k) / RECORDS for k in range(len(shards))], [r[1] for r in shards],
-                         tick)
-            files = run_jobs(pool, write_shard, [(shard_dir(tmp, k), k, i, tick, labels, rows)
-                                              for k, (i, _, _) in enumerate(shards)])
+            tick, origins = _tick(pool, spec, [shard_dir(tmp, k) / RECORDS for k in range(len(shards))],
+                                  [r[1] for r in shards], tick)
+            files = run_jobs(pool, write_shard, [(shard_dir(tmp, k), k, i, tick, labels, rows, part.path, origin)
+                                              for k, ((i, part, _), origin) in enumerate(zip(shards, origins))])
         manifest = build_manifest(spec, shards, files, tick, labels, config,
                                   selection_id(instrument, [s.instrument_id for _, s, _ in shards]))
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
@@ -190,11 +191,13 @@ def _finish_records(fh, n: int):
     fh.close()
 
 
-def _tick(pool, spec, files: list[Path], summaries: list[FileSummary], tick: int | None) -> int:
+def _tick(pool, spec, files: list[Path], summaries: list[FileSummary], tick: int | None) -> tuple[int, list[int]]:
     """The tick load() infers (each instrument's from its own rows), or checks (`tick`: --tick), of the rows it would
-    sample, gathered from each shard (in the pool); `summaries`: the shards' segments."""
+    sample, gathered from each shard (in the pool), and each shard's tick_origins; `summaries`: the shards'
+    segments."""
     jobs = [(path, s.rows, first, step) for path, s, (first, step) in zip(files, summaries, tick_samples(summaries))]
-    return files_tick(spec, summaries, run_jobs(pool, _sample, jobs), tick)
+    picked = run_jobs(pool, _sample, jobs)
+    return files_tick(spec, summaries, picked, tick), tick_origins(summaries, picked)
 
 
 def _sample(args) -> np.ndarray:
@@ -206,18 +209,21 @@ def _sample(args) -> np.ndarray:
 
 def write_shard(args) -> dict:
     """Pass 2, one shard: records.npy hashed (renumbered in place where pass 1's guess was not its
-    segment) and labels.npy, in one sequential read of the records.
+    segment), its prices checked against the tick and labels.npy, in one sequential read of the records.
+    `args` end with (the shard's file, its tick_origins) to check against (check_tick: a cache's rows
+    then need no check when read); without them (foxc.bench's synthetic shards, on the tick) none is.
 
     Labels are computed `rows` rows at a time on a window reaching the longest horizon past them, so
     every label is the one the whole segment gives."""
-    folder, segment, guessed, tick, cfg, rows = args  # guessed: the shard's input, as pass 1 numbered it
+    folder, segment, guessed, tick, cfg, rows, *against = args  # guessed: the shard's input, as pass 1 numbered it
     try:
-        return _write_shard(folder, segment, guessed, tick, cfg, rows)
+        return _write_shard(folder, segment, guessed, tick, cfg, rows, *against)
     except MemoryError as e:
         raise InputOutOfMemory.of(guessed, "labelling its rows", e) from None
 
 
-def _write_shard(folder: Path, segment: int, guessed: int, tick: int, cfg: LabelConfig, rows: int) -> dict:
+def _write_shard(folder: Path, segment: int, guessed: int, tick: int, cfg: LabelConfig, rows: int,
+                 path: str | None = None, origin: int = 0) -> dict:
     n = ((folder / RECORDS).stat().st_size - RECORDS_AT) // SNAPSHOT_BYTES
     records, labels = hashlib.sha256(records_header(n)), folder / LABELS
     shape = (N_PLANES, len(cfg.horizons), n)
@@ -227,6 +233,8 @@ def _write_shard(folder: Path, segment: int, guessed: int, tick: int, cfg: Label
         lab_out.truncate(len(lab_head) + 4 * int(np.prod(shape)))
         for start, window in _windows(rec_file, n, rows, max(cfg.horizons), segment):
             block = window[:rows]
+            if path is not None:
+                check_tick(path, block, tick, origin)
             if segment != guessed:
                 os.pwrite(rec_file.fileno(), block.data, RECORDS_AT + start * SNAPSHOT_BYTES)
             records.update(block.data)

@@ -22,7 +22,7 @@ from ..paths import empty_path
 from .cache import MANIFEST
 from .labels import N_PLANES
 from .lobster import is_lobster
-from .market import MarketData, files_tick, market_data, report_of, tick_samples
+from .market import MarketData, check_tick, files_tick, market_data, report_of, tick_origins, tick_samples
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .stream import SUFFIXES, FileStream
 from .validate import DataError, ValidationConfig
@@ -93,6 +93,11 @@ def load(spec, config: ValidationConfig | None = None, tick: int | None = None,
                                   f"({SNAPSHOT_BYTES} bytes each) when reading this file ran out") from None
     report = report_of([summary for _, summary in files])
     files = in_time_order(files)
+    summaries = [part for _, summary in files for part in summary.parts()]
+    picked = samples(files, summaries)  # the tick is known before the rows are joined: each chunk is checked as it is
+    tick = files_tick(spec, summaries, picked, tick)
+    origins = tick_origins(summaries, picked)
+    del picked
     try:
         records = np.empty(held, SNAPSHOT_DTYPE)
     except MemoryError:
@@ -105,11 +110,11 @@ def load(spec, config: ValidationConfig | None = None, tick: int | None = None,
         for i, chunk in enumerate(chunks):
             chunks[i] = None  # freed once copied (records' pages are committed as written: the rows held once)
             records[row:row + len(chunk)] = chunk
+            check_tick(summary.path, chunk, tick, origins[segment])  # as it is in cache (a file is one instrument)
             records["segment"][row:row + len(chunk)] += segment  # the stream numbered the file's own from 0
             row += len(chunk)
         segment += len(summary.parts())
-    summaries = [part for _, summary in files for part in summary.parts()]
-    return market_data(records, summaries, files_tick(spec, summaries, samples(records, summaries), tick), report)
+    return market_data(records, summaries, tick, report)
 
 
 def records_need(rows: int, of: str = " of records") -> str:
@@ -138,11 +143,22 @@ def no_room(where, spec, need: str, remedy: str = "") -> DataError:
                             "from disk a shard at a time (--data CACHE)"))
 
 
-def samples(records: np.ndarray, summaries) -> list[np.ndarray]:
-    """The rows of each segment the tick is inferred from (tick_samples), as views of `records`."""
-    ends = np.cumsum([s.rows for s in summaries])
-    return [records[end - s.rows + first:end:step]
-            for s, end, (first, step) in zip(summaries, ends, tick_samples(summaries))]
+def samples(files: list, summaries) -> list[np.ndarray]:
+    """The rows of each segment the tick is inferred from (tick_samples), copied from the chunks of `files`
+    ((chunks, FileSummary) in segment order; `summaries`: their segments) a strided slice each."""
+    plan, picked = iter(tick_samples(summaries)), []
+    for chunks, summary in files:
+        begins, start = np.cumsum([0] + [len(c) for c in chunks]), 0
+        for part in summary.parts():
+            first, step = next(plan)
+            at, stop, pieces = start + first, start + part.rows, [chunks[0][:0]]  # at: the next row sampled
+            for chunk, begin in zip(chunks, begins):
+                if begin <= at < min(stop, begin + len(chunk)):
+                    pieces.append(chunk[at - begin:stop - begin:step])
+                    at += len(pieces[-1]) * step
+            picked.append(np.concatenate(pieces))
+            start = stop
+    return picked
 
 
 def in_time_order(items: list) -> list:
