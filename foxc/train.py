@@ -99,11 +99,13 @@ def main(argv=None) -> int:
             raise UsageError(f"--resume-from {resume}: the checkpoint's data: {e} (give --data PATH where it is now: "
                              "it is recognised by its content)") from None
         if resume:
-            check_same_data(resume, saved_data, data.source)
+            ran_on = check_same_data(resume, saved_data, data.source)  # the checkpoint's sha256 of this data
         trainer = open_trainer(rt, cfg, data, out)
         isv_changes = []
         if resume:
+            trainer.data_meta = {**data.source, "sha256": ran_on}  # what Trainer.resume compares with the checkpoint's
             step = trainer.resume(resume)
+            trainer.data_meta = data.source  # its saves record today's identity (a session 16 checkpoint's, no more)
             log(f"resumed from {resume} at step {step}")
             isv_changes = trainer.set_isv(new_isv)
             for name, old, new in isv_changes:
