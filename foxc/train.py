@@ -103,9 +103,7 @@ def main(argv=None) -> int:
         trainer = open_trainer(rt, cfg, data, out)
         isv_changes = []
         if resume:
-            trainer.data_meta = {**data.source, "sha256": ran_on}  # what Trainer.resume compares with the checkpoint's
-            step = trainer.resume(resume)
-            trainer.data_meta = data.source  # its saves record today's identity (a session 16 checkpoint's, no more)
+            step = trainer.resume(resume, ran_on)  # its saves record today's identity (data.source's)
             log(f"resumed from {resume} at step {step}")
             isv_changes = trainer.set_isv(new_isv)
             for name, old, new in isv_changes:
