@@ -1,4 +1,5 @@
-"""One refusal of an empty path, for every command-line flag and library call that takes a path.
+"""One refusal of an empty path, for every command-line flag and library call that takes a path, and one name for
+what a path that should be a regular file is instead (file_kind).
 
 `--data "$DATA"` of an unset shell variable is "": Path("") is ".", the current directory, which would be read
 as the data or written into, or taken as a flag not given, silently. Here rather than in foxc.cli, whose error
@@ -7,6 +8,11 @@ path imports the modules that use it too (trainer.config's flags and settings, d
 from __future__ import annotations
 
 import argparse
+import os
+import stat
+
+KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
 def empty_path(path, what: str) -> str:
@@ -28,3 +34,14 @@ class PathArg:
         if problem:
             raise argparse.ArgumentTypeError(problem)
         return self.kind(text)
+
+
+def file_kind(path) -> str:
+    """What `path` (or an open file descriptor) is when it is not a regular file ("a FIFO", "a directory", ...), else
+    "" (a regular file, or one that is not there: opening it says why). Check before opening: the open of a FIFO
+    nobody writes waits for a writer, forever."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return ""
+    return "" if stat.S_ISREG(mode) else next((kind for is_kind, kind in KINDS if is_kind(mode)), "not a regular file")

@@ -99,11 +99,11 @@ def main(argv=None) -> int:
             raise UsageError(f"--resume-from {resume}: the checkpoint's data: {e} (give --data PATH where it is now: "
                              "it is recognised by its content)") from None
         if resume:
-            check_same_data(resume, saved_data, data.source)
+            ran_on = check_same_data(resume, saved_data, data.source)  # the checkpoint's sha256 of this data
         trainer = open_trainer(rt, cfg, data, out)
         isv_changes = []
         if resume:
-            step = trainer.resume(resume)
+            step = trainer.resume(resume, ran_on)  # its saves record today's identity (data.source's)
             log(f"resumed from {resume} at step {step}")
             isv_changes = trainer.set_isv(new_isv)
             for name, old, new in isv_changes:

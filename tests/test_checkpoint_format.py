@@ -380,7 +380,7 @@ def test_expected_shapes(rng):
 def test_read_errors_are_checkpoint_errors(tmp_path):
     with pytest.raises(CheckpointError, match="cannot read"):
         read_checkpoint(tmp_path / "missing.foxc")
-    with pytest.raises(CheckpointError, match="cannot read|not a regular file"):
+    with pytest.raises(CheckpointError, match="a directory, not a checkpoint file"):
         read_checkpoint(tmp_path)
     (tmp_path / "empty.foxc").write_bytes(b"")
     with pytest.raises(CheckpointError, match="short file: 0 bytes"):

@@ -1,5 +1,6 @@
 """foxc-ckpt-inspect: tables, ISV, sections, diffs, verification, JSON, and one clean line for bad files."""
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -262,3 +263,19 @@ def test_a_huge_file_is_refused_by_its_header_or_its_size(tmp_path, monkeypatch,
     monkeypatch.setattr(fmt.np, "empty", no_memory)
     code, _, err = run(capsys, path)
     assert code == 2 and "do not fit in memory" in err and str(path) in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("kind", ["a FIFO", "a directory", "a character device"])
+def test_a_path_that_is_no_regular_file_is_refused_at_once_naming_what_it_is(tmp_path, kind):
+    """A checkpoint is a regular file: a FIFO nobody writes hung (the open waits for a writer, as `cat` does), a
+    directory or a device was 'cannot read: a directory, ...' or 'not a regular file', not saying what it is."""
+    path = {"a FIFO": tmp_path / "fifo", "a directory": tmp_path, "a character device": Path("/dev/null")}[kind]
+    if kind == "a FIFO":
+        os.mkfifo(path)
+    for argv in ([path], [path, "--verify"], [write_checkpoint(tmp_path / "c.foxc", 1, {}), "--diff", path]):
+        done = subprocess.run([sys.executable, "-m", "foxc.checkpoint.inspect_cli", *map(str, argv)],
+                              capture_output=True, text=True, timeout=60)
+        assert (done.returncode, done.stdout) == ((1, f"invalid: {path}: {kind}, not a checkpoint file (a checkpoint "
+                                                      "is a regular file)\n") if "--verify" in argv else (2, ""))
+        assert done.stderr == ("" if "--verify" in argv else f"foxc-ckpt-inspect: error: {path}: {kind}, not a "
+                               "checkpoint file (a checkpoint is a regular file)\n")

@@ -5,9 +5,11 @@ decoded rows (read_dbn, read_parquet), through load(), a prepared cache and the 
 """
 import argparse
 import datetime as dt
+import hashlib
 import json
 import re
 import struct
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -554,6 +556,48 @@ def test_a_run_resumes_with_its_instrument_spelled_the_other_way(tmp_path):
     one_line_error(cli("--resume-from", ckpt, "--n-steps", "1", "--instrument", "ESH1", "--out", str(tmp_path / "r2")),
                    f"checkpoint-2.foxc: --instrument ESH1 is instrument_id 5482 in {data}, the checkpoint's run kept "
                    "instrument_id 13615 (give --instrument 13615)")
+
+
+def session_16_sha256(files, instrument: str) -> str:
+    """A run's data identity as session 16's code recorded it (before 2625f82; f4b6da3's foxc/trainer/session.py,
+    files_digest(market.files, cfg.instrument)): the files' bytes in order, then --instrument as given."""
+    h = hashlib.sha256()
+    for f in files:
+        h.update(Path(f).read_bytes())
+    h.update(f"\0--instrument {instrument}".encode())
+    return h.hexdigest()
+
+
+def test_a_session_16_checkpoint_trained_with_a_symbol_resumes_on_the_same_files(tmp_path):
+    """A checkpoint of session 16's code trained with --instrument NQH1 records a data sha256 that mixed in the symbol,
+    where today's mixes in the instrument_id it kept (13615): it was refused as other data. On the same files with
+    the same symbol it resumes, and the resumed run records today's identity; other files, or the symbol respelled
+    (only the id it kept would tell, and the checkpoint records none), are still refused."""
+    from foxc.checkpoint import read_checkpoint, write_checkpoint
+    from foxc.checkpoint.meta import RESERVED_KEYS
+    from test_run_dirs import SIZES, cli, one_line_error
+    data, run = mapped_dbn(tmp_path / "mapped.dbn"), tmp_path / "run"
+    done = cli("--n-steps", "2", *SIZES, "--data", str(data), "--instrument", "NQH1", "--out", str(run))
+    assert done.returncode == 0, done.stderr
+    ckpt = read_checkpoint(run / "checkpoint-2.foxc")
+    today = ckpt.meta["data"]
+    config = {k: v for k, v in ckpt.meta["config"].items() if k != "tick"}  # session 16 had no --tick
+    was = {k: v for k, v in today.items() if k not in ("instrument_id", "tick")}  # nor recorded either
+    was["sha256"] = session_16_sha256(today["files"], "NQH1")
+    assert was["sha256"] != today["sha256"] and was["instrument_selection"] == "NQH1"
+    old = str(tmp_path / "checkpoint-2.foxc")
+    write_checkpoint(old, ckpt.step, ckpt.sections, {k: v for k, v in ckpt.meta.items() if k not in RESERVED_KEYS}
+                     | {"config": config, "data": was})
+    done = cli("--resume-from", old, "--n-steps", "1", "--out", str(tmp_path / "r1"))
+    assert done.returncode == 0 and "resumed from" in done.stdout, done.stderr
+    resumed = json.loads((tmp_path / "r1" / "config.json").read_text())["data"]
+    assert (resumed["sha256"], resumed["instrument_id"]) == (today["sha256"], 13615)
+    assert read_checkpoint(tmp_path / "r1" / "checkpoint-3.foxc").meta["data"]["sha256"] == today["sha256"]
+    one_line_error(cli("--resume-from", old, "--n-steps", "1", "--instrument", "13615", "--out", str(tmp_path / "r2")),
+                   "checkpoint-2.foxc: the data differs from the checkpoint's", "give --instrument NQH1")
+    other = mapped_dbn(tmp_path / "other.dbn", rows=2000)
+    one_line_error(cli("--resume-from", old, "--n-steps", "1", "--data", str(other), "--out", str(tmp_path / "r3")),
+                   "checkpoint-2.foxc: the data differs from the checkpoint's")
 
 
 def test_a_config_file_gives_the_instrument_as_an_id_or_a_symbol(tmp_path):

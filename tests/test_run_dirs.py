@@ -305,3 +305,14 @@ def test_a_run_of_one_instrument_resumes_and_reads_a_cache_only_with_that_instru
     source = json.loads((tmp_path / "c" / "config.json").read_text())["data"]
     manifest = json.loads((tmp_path / "cache" / "manifest.json").read_text())
     assert source["instrument_selection"] == "22" and source["sha256"] == manifest["sha256"]
+
+
+def test_resuming_from_a_fifo_is_refused_at_once(tmp_path):
+    """--resume-from a FIFO nobody writes hung (reading the checkpoint's meta waits for a writer, as `cat` does); it
+    is refused as the inspector refuses it (foxc.paths.file_kind)."""
+    fifo = tmp_path / "checkpoint-8.foxc"
+    os.mkfifo(fifo)
+    done = subprocess.run([sys.executable, "-m", "foxc.train", "--backend", "reference", "--resume-from", str(fifo)],
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (2, f"foxc.train: error: --resume-from {fifo}: a FIFO, not a checkpoint "
+                                                 "file (a checkpoint is a regular file)\n")

@@ -371,3 +371,64 @@ def test_the_baselines_fit_out_of_memory_is_one_line_naming_the_remedy(tmp_path,
         baseline.TRAINER.train(window, 2, tmp_path, {"cache": "/data/cache"})
     assert str(e.value).endswith("; give more --folds, or fewer --train-days (each fold fits the baseline on its "
                                  "training window whole)")
+
+
+class FailingTrainer:
+    """A third-party fold trainer whose training (or, with `in_policy`, loading its policy) raises `error` (set by
+    the test)."""
+    name, is_baseline, error, in_policy = "baseline: a failing trainer", True, None, False
+
+    def train(self, window, steps, out_dir, config):
+        if not self.in_policy:
+            raise self.error
+        return Path(out_dir) / "policy.foxc"
+
+    def load_policy(self, checkpoint, config, rt=None):
+        raise self.error
+
+
+FAILING = FailingTrainer()
+NUMPY_NO_ROOM = "Unable to allocate 7.45 GiB for an array with shape (10000, 100000) and data type float64"
+CUDA_NO_ROOM = ("cuMemAlloc failed with CUDA_ERROR_OUT_OF_MEMORY while allocating 'window' (8000000000 bytes) (out of "
+                "memory)")
+
+
+@pytest.mark.parametrize("oom, doing", [("host", "training on its training window"),
+                                       ("device", "training on its training window"),
+                                       ("host", "loading the policy it trained")])
+def test_a_third_party_trainers_out_of_memory_is_one_line_naming_it_and_the_remedy(tmp_path, monkeypatch, capsys,
+                                                                                     oom, doing):
+    """A third-party trainer out of host memory (MemoryError) or device memory (CUDA_ERROR_OUT_OF_MEMORY), training
+    or loading its policy, was a traceback in its fold's record (the run exiting 1), where the RL and baseline
+    trainers' is one line."""
+    from foxc.driver import CudaError
+    error = (MemoryError(NUMPY_NO_ROOM) if oom == "host" else
+             CudaError(CUDA_NO_ROOM, result="CUDA_ERROR_OUT_OF_MEMORY", call="cuMemAlloc", doing="allocating"))
+    monkeypatch.setattr(FAILING, "error", error)
+    monkeypatch.setattr(FAILING, "in_policy", doing.startswith("loading"))
+    out = tmp_path / "wf"
+    assert main(["--backend", "reference", "--trainer", "test_walkforward:FAILING", "--synthetic-rows", "20000",
+                 "--folds", "1", "--steps-per-fold", "2", "--no-plots", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"foxc.walkforward: error: --data synthetic: fold 0: --trainer test_walkforward:FAILING: {doing}: out of "
+        "memory: 10,000 snapshots take 3.52 MB of records (352 bytes each), and what the "
+        f"trainer makes of them ({error}); give fewer --synthetic-rows, or more --folds (each fold trains on its "
+        f"training window whole) (the report of every fold is in {out})\n")
+    record = json.loads((out / "report.json").read_text())["folds"][0]
+    assert record["data_error"] in record["error"] and "Traceback" not in record["error"]
+
+
+@pytest.mark.parametrize("bug", ["ValueError", "CudaError"])
+def test_a_third_party_trainers_other_errors_keep_their_traceback(tmp_path, monkeypatch, bug):
+    """Any other error of a third-party trainer (a bug in its code, a driver failure other than out of memory) keeps
+    its traceback in the fold's record, for its author."""
+    from foxc.driver import CudaError
+    error = (ValueError("a bug") if bug == "ValueError" else
+             CudaError("cuMemAlloc failed with CUDA_ERROR_INVALID_VALUE", result="CUDA_ERROR_INVALID_VALUE"))
+    monkeypatch.setattr(FAILING, "error", error)
+    out = tmp_path / "wf"
+    assert main(["--backend", "reference", "--trainer", "test_walkforward:FAILING", "--synthetic-rows", "20000",
+                 "--folds", "1", "--steps-per-fold", "2", "--no-plots", "--out", str(out)]) == 1
+    record = json.loads((out / "report.json").read_text())["folds"][0]
+    assert record["error"].startswith("Traceback (most recent call last):") and "in train" in record["error"]
+    assert record["error"].endswith(f"{bug}: {error}\n") and "data_error" not in record

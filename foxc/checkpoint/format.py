@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
+from ..paths import file_kind
 from ..isv.registry import SLOTS
 from . import seed_layout
 from .adamw import AdamState, adamw_chunks, le_bytes, unpack_adamw
@@ -294,11 +294,11 @@ def read_checkpoint(path, expected: dict | None = None, check_meta_first=None) -
     of a file that another process truncates would fault), then parsed.
     """
     path = Path(path)
+    _regular_file(path, path)  # before the open: a FIFO's waits for a writer
     try:
         with open(path, "rb") as f:
+            _regular_file(f.fileno(), path)  # what was opened (the path may name another file by now)
             info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise CheckpointError("not a regular file", path=path)
             try:  # by its first bytes, before the whole of a large file that is no checkpoint is read
                 check_header(f.read(HEADER.size))
             except CheckpointError as exc:
@@ -314,8 +314,6 @@ def read_checkpoint(path, expected: dict | None = None, check_meta_first=None) -
                 raise CheckpointError(f"shrank while being read ({filled} of {data.size} bytes)", path=path)
             if f.read(1):
                 raise CheckpointError("grew while being read", path=path)
-    except IsADirectoryError:
-        raise CheckpointError("cannot read: a directory, not a checkpoint file", path=path) from None
     except OSError as exc:
         raise CheckpointError(f"cannot read: {exc.strerror or exc}", path=path) from None
     try:
@@ -325,6 +323,12 @@ def read_checkpoint(path, expected: dict | None = None, check_meta_first=None) -
     if not ckpt.has_meta and seed_layout.looks_like_seed(ckpt.sections):
         ckpt.notes.append(seed_layout.encoder_note(path))
     return ckpt
+
+
+def _regular_file(target, path: Path) -> None:
+    kind = file_kind(target)
+    if kind:
+        raise CheckpointError(f"{kind}, not a checkpoint file (a checkpoint is a regular file)", path=path)
 
 
 def parse_checkpoint(buf, expected: dict | None = None, check_meta_first=None) -> Checkpoint:

@@ -19,21 +19,23 @@ import socket
 import sys
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 
+from ..cli import one_line
 from ..data.market import MarketData
 from ..data.source import records_need
 from ..data.validate import DataError
-from ..driver import open_runtime
+from ..driver import CudaError, open_runtime
 from ..jsonfile import JsonFileError, read_json
 from .reporting import FAILED_RECORD, RECORD
 from .runner import EvalConfig, Evaluator
 from .scaleout import Job, serve
-from .trainers import resolve_trainer
+from .trainers import TRAINERS, resolve_trainer
 from .windows import no_room_in_fold
 
 CURVE_POINTS = 1000
@@ -110,11 +112,13 @@ def run_fold(spec: FoldSpec, train_records: np.ndarray, eval_records: np.ndarray
     window = MarketData(np.ascontiguousarray(train_records), "", 0, spec.source, [], spec.tick)
     config = {**spec.config, "fold": spec.fold, "cache": spec.cache}
     t0 = time.perf_counter()
-    checkpoint = Path(trainer.train(window, spec.steps, out, config))
+    with third_party_memory(spec, window, config, "training on its training window"):
+        checkpoint = Path(trainer.train(window, spec.steps, out, config))
     t1 = time.perf_counter()
     ecfg = EvalConfig(**spec.eval_config)
     rt = open_runtime(ecfg.backend)
-    policy = trainer.load_policy(checkpoint, config, rt)
+    with third_party_memory(spec, window, config, "loading the policy it trained"):
+        policy = trainer.load_policy(checkpoint, config, rt)
     try:
         with Evaluator(np.ascontiguousarray(eval_records), ecfg, tick=spec.tick, rt=rt) as evaluator:
             ev = evaluator.run(policy)
@@ -171,6 +175,21 @@ def _yardstick(window, evaluator, out: Path, config: dict) -> dict:
     except MemoryError:
         return {"error": str(no_room_evaluating(len(evaluator.records), window.source, config)), "net_pnl": None}
     return {k: m[k] for k in ("net_pnl", "trades", "win_rate", "pnl_ticks", "trade_t_stat", "exposure")}
+
+
+@contextmanager
+def third_party_memory(spec: FoldSpec, window: MarketData, config: dict, doing: str):
+    """A third-party trainer (not in TRAINERS, whose own say what they hold) out of host memory (MemoryError) or
+    device memory (CUDA_ERROR_OUT_OF_MEMORY) `doing` something: one line naming it, with a shorter training window as
+    the remedy (no_room_in_fold); any other error is its author's bug and keeps its traceback (run_fold_safely)."""
+    try:
+        yield
+    except (MemoryError, CudaError) as e:
+        if spec.trainer in TRAINERS or not (isinstance(e, MemoryError) or e.result == "CUDA_ERROR_OUT_OF_MEMORY"):
+            raise
+        raise no_room_in_fold(f"--trainer {spec.trainer}: {doing}", "each fold trains on its training window whole",
+                              f"{records_need(window.n_rows)}, and what the trainer makes of them ({one_line(e)})",
+                              window.source, config, "--train-days") from None
 
 
 def no_room_evaluating(n: int, source: str, config: dict) -> DataError:

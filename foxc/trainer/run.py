@@ -99,15 +99,17 @@ class Trainer:
             meta = {"config": self.cfg.as_dict(), "data": self.data_meta}
             return self.saver.save(self.steps_done, export_state(self.ts, self.staging), meta)
 
-    def resume(self, path):
+    def resume(self, path, data_sha256: str | None = None):
         """Restore every persistent array and continue from the checkpoint's step.
 
         A checkpoint saved with another configuration is refused naming each setting that
-        differs, before any section is compared with this run's shapes.
+        differs, before any section is compared with this run's shapes. `data_sha256`: the identity
+        of this run's data that the caller found the checkpoint's to be (rundir.check_same_data: a
+        session 16 checkpoint's older formula), compared instead of today's.
         """
         def same_config(meta):
             saved, now, keys = meta.get("config", {}), self.cfg.as_dict(), TrainConfig.SHAPE_KEYS
-            want, got = (meta.get("data") or {}).get("sha256"), self.data_meta.get("sha256")
+            want, got = (meta.get("data") or {}).get("sha256"), data_sha256 or self.data_meta.get("sha256")
             if want and got:  # the data by its content, where both record it: the same file may have moved
                 keys = [k for k in keys if k != "data"]
             problems = config_differences({k: saved.get(k) for k in keys}, {k: now.get(k) for k in keys})

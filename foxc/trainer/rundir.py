@@ -22,6 +22,7 @@ from ..isv.live import MARKER, REQUESTS, running_trainer
 from ..isv.registry import setting_problem
 from .config import TrainConfig, check_synthetic_beside_data, switches_from_slots
 from .metrics import SUPERSEDED
+from .session import files_digest
 
 # what a run writes into its directory: --overwrite removes these (and nothing else) before a run
 RUN_FILES = ("config.json", "metrics.jsonl", SUPERSEDED, ".metrics.jsonl.tmp-*", "summary.json", "data_validation.json",
@@ -157,8 +158,9 @@ def resume_settings(path, saved: dict, given: dict, sources: dict | None = None,
     return {**saved, **{k: given[k] for k in free if k in given}}
 
 
-def check_same_data(path, saved_data: dict, now: dict):
-    """Refuse a resume whose data differs in content from the checkpoint's (by sha256, then rows)."""
+def check_same_data(path, saved_data: dict, now: dict) -> str:
+    """Refuse a resume whose data differs in content from the checkpoint's (by sha256, then rows); the checkpoint's
+    sha256 of the data (Trainer.resume compares it again)."""
     want, got = saved_data.get("sha256"), now.get("sha256")
     if want is None:
         raise ResumeError(f"{path}: the checkpoint does not record its data's sha256, so the data cannot be checked")
@@ -166,8 +168,16 @@ def check_same_data(path, saved_data: dict, now: dict):
     if None not in (was, kept) and was != kept:  # a symbol that keeps another id in these files
         raise ResumeError(f"{path}: --instrument {now['instrument_selection']} is instrument_id {kept} in "
                           f"{now['source']}, the checkpoint's run kept instrument_id {was} (give --instrument {was})")
-    if want != got:
+    # session 16's code (before 2625f82) mixed --instrument into the files' sha256 as given, not as the instrument_id
+    # it kept (a record without one): the same bytes read with the same symbol are the same rows; a respelling,
+    # only that id would tell
+    cached, now_given = now.get("cache") or saved_data.get("cache"), now.get("instrument_selection")
+    given = None if was is not None or cached else saved_data.get("instrument_selection")
+    if want != got and not (given is not None and given == now_given and files_digest(now["files"], given) == want):
+        respell = (f"; the checkpoint records --instrument {given} as given, not the instrument_id it kept: give "
+                   f"--instrument {given}" if given not in (None, now_given) else "")
         raise ResumeError(f"{path}: the data differs from the checkpoint's (sha256 {got} now, {want} in the "
-                          f"checkpoint; {now.get('source')})")
+                          f"checkpoint; {now.get('source')}{respell})")
     if saved_data.get("rows") is not None and now.get("rows") is not None and saved_data["rows"] != now["rows"]:
         raise ResumeError(f"{path}: the data has {now['rows']} rows, the checkpoint's had {saved_data['rows']}")
+    return want
