@@ -1,4 +1,7 @@
 """Readers: Databento DBN (the real samples, the fixtures; field-by-field oracle in test_data_dbn_oracle.py), Parquet, LOBSTER, directories and globs."""
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -11,7 +14,7 @@ from data_files import FIXTURES, dbn_bytes, shared_sample, write_lobster
 from foxc.data.dbn import read_dbn
 from foxc.data.parquet import read_parquet, write_parquet
 from foxc.data.record import PRICE_SCALE, PRICE_UNDEF
-from foxc.data.source import load
+from foxc.data.source import expand, load
 from foxc.data.stream import FileStream
 from foxc.data.synthetic import generate
 from foxc.data.validate import DataError
@@ -512,6 +515,19 @@ def test_a_data_name_that_is_not_a_file_is_not_skipped(tmp_path, odd):
     for spec in (tmp_path, str(tmp_path / "*.parquet")):
         with pytest.raises(DataError, match=r"b.parquet: named as a data file but not a file"):
             load(spec)
+
+
+def test_a_fifo_named_as_data_is_refused_at_once(tmp_path):
+    """--data naming a FIFO nobody writes hung in its open (the inspector, training, prepare); it is refused naming
+    what it is, as a directory's or a glob's FIFO is (foxc.paths.file_kind)."""
+    fifo = tmp_path / "live.dbn"
+    os.mkfifo(fifo)
+    for spec in (fifo, tmp_path, str(tmp_path / "*.dbn")):
+        with pytest.raises(DataError, match=r"live.dbn: named as a data file but not a file: a FIFO"):
+            expand(spec)
+    done = subprocess.run([sys.executable, "-m", "foxc.data", "inspect", str(fifo)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "a FIFO" in done.stderr, done.stderr
 
 
 def test_missing_and_unknown(tmp_path):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..paths import empty_path
+from ..paths import empty_path, file_kind
 from .cache import MANIFEST
 from .labels import N_PLANES
 from .lobster import is_lobster
@@ -51,7 +51,7 @@ def expand(spec) -> list[Path]:
         return files_only(found)
     if not path.exists():
         raise DataError(path, "no such file or directory")
-    return [path]
+    return files_only([path])  # a FIFO's open waits for a writer, forever
 
 
 def files_only(paths: list[Path]) -> list[Path]:
@@ -59,9 +59,9 @@ def files_only(paths: list[Path]) -> list[Path]:
     file with its compressed twice (`x.dbn` beside `x.dbn.zst`), whose rows would be read twice."""
     odd = next((p for p in paths if not p.is_file()), None)
     if odd is not None:
-        what = ("a directory (give it as a path of its own)" if odd.is_dir() else
-                "a link to nothing" if odd.is_symlink() else "not a regular file")
-        raise DataError(odd, f"named as a data file but not a file: {what}")
+        what = file_kind(odd) or ("a link to nothing" if odd.is_symlink() else "not a regular file")
+        raise DataError(odd, f"named as a data file but not a file: {what}" +
+                        " (give it as a path of its own)" * (what == "a directory"))
     names = {str(p).lower() for p in paths}
     twin = next((p for p in paths if str(p).lower().endswith(".zst") and str(p).lower()[:-4] in names), None)
     if twin is not None:
