@@ -15,6 +15,11 @@ class CudaError(RuntimeError):
         self.result, self.call, self.doing = result, call, doing
 
 
+def out_of_memory(e: BaseException) -> bool:
+    """Whether `e` says the host's memory (MemoryError) or the device's (CUDA_ERROR_OUT_OF_MEMORY) ran out."""
+    return isinstance(e, MemoryError) or isinstance(e, CudaError) and e.result == "CUDA_ERROR_OUT_OF_MEMORY"
+
+
 def raise_for(code, call: str, doing: str):
     name, text = f"CUresult({int(code)})", ""
     try:  # the result's name and cuGetErrorString's explanation, where the bindings know the code

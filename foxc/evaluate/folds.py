@@ -30,7 +30,7 @@ from ..cli import one_line
 from ..data.market import MarketData
 from ..data.source import records_need
 from ..data.validate import DataError
-from ..driver import CudaError, open_runtime
+from ..driver import CudaError, open_runtime, out_of_memory
 from ..jsonfile import JsonFileError, read_json
 from .reporting import FAILED_RECORD, RECORD
 from .runner import EvalConfig, Evaluator
@@ -124,7 +124,9 @@ def run_fold(spec: FoldSpec, train_records: np.ndarray, eval_records: np.ndarray
             ev = evaluator.run(policy)
             t2 = time.perf_counter()
             yardstick = None if trainer.is_baseline else _yardstick(window, evaluator, out, config)
-    except MemoryError:
+    except (MemoryError, CudaError) as e:  # the host's or the device's
+        if not out_of_memory(e):
+            raise
         raise no_room_evaluating(len(eval_records), spec.source, config) from None
     np.save(out / "equity.npy", ev.equity)
     np.save(out / "trades.npy", ev.trades)
@@ -172,7 +174,9 @@ def _yardstick(window, evaluator, out: Path, config: dict) -> dict:
         m = evaluator.run(BASELINE.load_policy(ckpt, config)).metrics
     except (ValueError, DataError) as e:  # too few mid moves, or out of memory fitting it: the fold keeps its figures
         return {"error": str(e), "net_pnl": None}
-    except MemoryError:
+    except (MemoryError, CudaError) as e:
+        if not out_of_memory(e):
+            raise
         return {"error": str(no_room_evaluating(len(evaluator.records), window.source, config)), "net_pnl": None}
     return {k: m[k] for k in ("net_pnl", "trades", "win_rate", "pnl_ticks", "trade_t_stat", "exposure")}
 
@@ -185,7 +189,7 @@ def third_party_memory(spec: FoldSpec, window: MarketData, config: dict, doing: 
     try:
         yield
     except (MemoryError, CudaError) as e:
-        if spec.trainer in TRAINERS or not (isinstance(e, MemoryError) or e.result == "CUDA_ERROR_OUT_OF_MEMORY"):
+        if spec.trainer in TRAINERS or not out_of_memory(e):
             raise
         raise no_room_in_fold(f"--trainer {spec.trainer}: {doing}", "each fold trains on its training window whole",
                               f"{records_need(window.n_rows)}, and what the trainer makes of them ({one_line(e)})",
