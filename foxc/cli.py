@@ -91,6 +91,12 @@ def user_errors() -> tuple[type[BaseException], ...]:
             JsonFileError)
 
 
+def reader_gone() -> int:
+    """The exit status of a command whose stdout's reader went away (`| head`): 0, and nothing more written."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor at exit's flush of the rest
+    return 0
+
+
 def run(prog: str, body, *, also: tuple[type[BaseException], ...] = ()) -> int:
     """`body()`'s exit status; a user error (user_errors(), an OSError, any of `also`) prints one line
     and returns 2; Ctrl-C prints `<prog>: interrupted` and returns 130; stdout's reader gone (`| head`: it has
@@ -100,8 +106,7 @@ def run(prog: str, body, *, also: tuple[type[BaseException], ...] = ()) -> int:
         sys.stdout.flush()  # here, not at exit, where a closed pipe is a traceback
         return status
     except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor at exit's flush of the rest
-        return 0
+        return reader_gone()
     except (*user_errors(), OSError, *also) as exc:
         return fail(prog, describe(exc))
     except KeyboardInterrupt:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .cli import ArgumentParser, PathArg, UsageError, describe, fail, output_dir, user_errors
+from .cli import ArgumentParser, PathArg, UsageError, describe, fail, output_dir, reader_gone, user_errors
 from .driver import BACKENDS, CudaError, open_runtime
 from .profile import KernelProfiler, add_profile_args, profile_window
 from .isv.registry import setting_problem
@@ -143,6 +143,8 @@ def main(argv=None) -> int:
     except (*user_errors(), CudaError, ValueError, OSError, KeyboardInterrupt) as e:
         if run_dir is not None and (trainer is None or trainer.steps_done == 0):
             run_dir.discard()
+        if isinstance(e, BrokenPipeError):  # `| head`: the reader has what it wanted
+            return reader_gone()
         if isinstance(e, KeyboardInterrupt):
             print(f"{PROG}: interrupted", file=sys.stderr)
             return 130
