@@ -92,7 +92,7 @@ def main(argv=None) -> int:
         out = run_dir.path
         from .trainer.run import write_json  # the heavy imports, once the settings are known good
         try:
-            data = load_data_logged(cfg, log)
+            data = load_data_logged(cfg, log, from_file.get("data"))
         except UsageError as e:  # the checkpoint's data, not a --data given now: it may have moved
             if not resume or "data" in given or not cfg.data:
                 raise
@@ -173,9 +173,9 @@ def run(rt, cfg, out: Path, log=lambda msg: None) -> dict:
     return summary
 
 
-def load_data_logged(cfg, log):
+def load_data_logged(cfg, log, source: str | None = None):
     """The run's data (foxc.trainer.session.run_data), its validation summary logged; a file of --data
-    that cannot be read is refused naming the flag."""
+    that cannot be read is refused naming the flag, and `source` where the flag was not given (`--config FILE`)."""
     from .data import DataError
     from .trainer.session import run_data
     try:
@@ -183,7 +183,9 @@ def load_data_logged(cfg, log):
     except DataError as e:
         if not cfg.data:
             raise
-        raise UsageError(f"--data {e}") from None
+        # a relative path in a --config file is the command line's: from here, not from the file's folder
+        given = f" ({source} gave it; its paths are read from the current directory)" if source else ""
+        raise UsageError(f"--data {e}{given}") from None
     for line in data.market.report.summary().splitlines():
         log(line)
     return data
