@@ -276,6 +276,7 @@ CASES = [
     case("data-inspect-cache-instrument", "data", ["inspect", "{case}/cache", "--instrument", "7"], "cache",
          "prepared without --instrument", "--instrument 7", files=CACHE),
     case("data-inspect-verify-files", "data", ["inspect", "{parquet}", "--verify"], "--verify", "not a prepared cache"),
+    case("data-inspect-verify-missing", "data", ["inspect", "{case}/cach", "--verify"], "cach: no such file or directory"),
     case("data-inspect-cache-tampered", "data", ["inspect", "{case}/cache", "--verify"], "00000/labels.npy", "sha256",
          files={**CACHE, "cache/shards/00000/labels.npy": "cache_labels_tampered"}),
 
