@@ -50,7 +50,20 @@ class ArgumentParser(argparse.ArgumentParser):
     Subcommand parsers (add_subparsers) are of this class too."""
 
     def error(self, message):
+        if message.startswith(UNRECOGNIZED):
+            message += glob_hint(message.removeprefix(UNRECOGNIZED).split())
         sys.exit(fail(self.prog, message))
+
+
+UNRECOGNIZED = "unrecognized arguments: "
+
+
+def glob_hint(strays: list[str]) -> str:
+    """A hint when arguments no flag takes are files: the rest of a glob the shell expanded (`--data d/*.parquet`
+    unquoted gives --data the first file only)."""
+    if any(not a.startswith("-") and os.path.exists(a) for a in strays):
+        return " (files of an unquoted glob the shell expanded? quote it, 'DIR/*.parquet', for foxc to read them all)"
+    return ""
 
 
 def text_table(rows: list[dict], columns: list[str], cell=str) -> str:
