@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .cli import ArgumentParser, PathArg, UsageError, describe, fail, output_dir, reader_gone, user_errors
-from .driver import BACKENDS, CudaError, open_runtime
+from .cli import (ArgumentParser, PathArg, UsageError, describe, fail, open_runtime, output_dir, reader_gone,
+                  user_errors)
+from .driver import BACKENDS, CudaError
 from .profile import KernelProfiler, add_profile_args, profile_window
 from .isv.registry import setting_problem
 from .trainer.config import (ConfigError, ConfigFile, TrainConfig, add_config_arguments, check_needs_data,
@@ -68,7 +69,7 @@ def main(argv=None) -> int:
         # a setting at odds with another (or the checkpoint) is named with the file that gave it
         from_file = config_file.sources(config_settings(args)) if config_file else {}
         check_synthetic_beside_data(given, from_file)
-        rt = open_runtime(args.backend)
+        rt = open_runtime(args.backend)  # a bad $FOXC_BACKEND named as the variable
         resume = Path(args.resume_from) if args.resume_from else None
         saved = resume_meta(resume) if resume else None
         saved_config, saved_data = saved_run(resume, saved) if resume else (None, None)

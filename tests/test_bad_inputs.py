@@ -543,3 +543,12 @@ def test_an_empty_path_is_refused_by_argparse_naming_the_flag(module, argv, said
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and len(err.splitlines()) == 1 and ": error: " + said in err, err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("module", ["foxc.train", "foxc.walkforward"])
+def test_a_bad_foxc_backend_is_named_as_the_variable(module):
+    """$FOXC_BACKEND stands for --backend when the flag is not given: a value it cannot be is named as the variable."""
+    done = subprocess.run([sys.executable, "-m", module], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "FOXC_BACKEND": "bogus"})
+    assert done.returncode == 2 and done.stderr == (f"{module}: error: $FOXC_BACKEND: backend must be one of auto, "
+                                                    "cuda, reference, got 'bogus'\n"), done.stderr
