@@ -50,7 +50,20 @@ class ArgumentParser(argparse.ArgumentParser):
     Subcommand parsers (add_subparsers) are of this class too."""
 
     def error(self, message):
+        if message.startswith(UNRECOGNIZED):
+            message += glob_hint(message.removeprefix(UNRECOGNIZED).split())
         sys.exit(fail(self.prog, message))
+
+
+UNRECOGNIZED = "unrecognized arguments: "
+
+
+def glob_hint(strays: list[str]) -> str:
+    """A hint when arguments no flag takes are files: the rest of a glob the shell expanded (`--data d/*.parquet`
+    unquoted gives --data the first file only)."""
+    if any(not a.startswith("-") and os.path.exists(a) for a in strays):
+        return " (files of an unquoted glob the shell expanded? quote it, 'DIR/*.parquet', for foxc to read them all)"
+    return ""
 
 
 def text_table(rows: list[dict], columns: list[str], cell=str) -> str:
@@ -91,6 +104,12 @@ def user_errors() -> tuple[type[BaseException], ...]:
             JsonFileError)
 
 
+def reader_gone() -> int:
+    """The exit status of a command whose stdout's reader went away (`| head`): 0, and nothing more written."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor at exit's flush of the rest
+    return 0
+
+
 def run(prog: str, body, *, also: tuple[type[BaseException], ...] = ()) -> int:
     """`body()`'s exit status; a user error (user_errors(), an OSError, any of `also`) prints one line
     and returns 2; Ctrl-C prints `<prog>: interrupted` and returns 130; stdout's reader gone (`| head`: it has
@@ -100,8 +119,7 @@ def run(prog: str, body, *, also: tuple[type[BaseException], ...] = ()) -> int:
         sys.stdout.flush()  # here, not at exit, where a closed pipe is a traceback
         return status
     except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor at exit's flush of the rest
-        return 0
+        return reader_gone()
     except (*user_errors(), OSError, *also) as exc:
         return fail(prog, describe(exc))
     except KeyboardInterrupt:

@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .cli import ArgumentParser, PathArg, UsageError, describe, fail, output_dir, user_errors
-from .driver import BACKENDS, CudaError, open_runtime
+from .cli import (ArgumentParser, PathArg, UsageError, describe, fail, open_runtime, output_dir, reader_gone,
+                  user_errors)
+from .driver import BACKENDS, CudaError
 from .profile import KernelProfiler, add_profile_args, profile_window
 from .isv.registry import setting_problem
 from .trainer.config import (ConfigError, ConfigFile, TrainConfig, add_config_arguments, check_needs_data,
@@ -68,7 +69,7 @@ def main(argv=None) -> int:
         # a setting at odds with another (or the checkpoint) is named with the file that gave it
         from_file = config_file.sources(config_settings(args)) if config_file else {}
         check_synthetic_beside_data(given, from_file)
-        rt = open_runtime(args.backend)
+        rt = open_runtime(args.backend)  # a bad $FOXC_BACKEND named as the variable
         resume = Path(args.resume_from) if args.resume_from else None
         saved = resume_meta(resume) if resume else None
         saved_config, saved_data = saved_run(resume, saved) if resume else (None, None)
@@ -92,7 +93,7 @@ def main(argv=None) -> int:
         out = run_dir.path
         from .trainer.run import write_json  # the heavy imports, once the settings are known good
         try:
-            data = load_data_logged(cfg, log)
+            data = load_data_logged(cfg, log, from_file.get("data"))
         except UsageError as e:  # the checkpoint's data, not a --data given now: it may have moved
             if not resume or "data" in given or not cfg.data:
                 raise
@@ -143,6 +144,8 @@ def main(argv=None) -> int:
     except (*user_errors(), CudaError, ValueError, OSError, KeyboardInterrupt) as e:
         if run_dir is not None and (trainer is None or trainer.steps_done == 0):
             run_dir.discard()
+        if isinstance(e, BrokenPipeError):  # `| head`: the reader has what it wanted
+            return reader_gone()
         if isinstance(e, KeyboardInterrupt):
             print(f"{PROG}: interrupted", file=sys.stderr)
             return 130
@@ -171,9 +174,9 @@ def run(rt, cfg, out: Path, log=lambda msg: None) -> dict:
     return summary
 
 
-def load_data_logged(cfg, log):
+def load_data_logged(cfg, log, source: str | None = None):
     """The run's data (foxc.trainer.session.run_data), its validation summary logged; a file of --data
-    that cannot be read is refused naming the flag."""
+    that cannot be read is refused naming the flag, and `source` where the flag was not given (`--config FILE`)."""
     from .data import DataError
     from .trainer.session import run_data
     try:
@@ -181,7 +184,9 @@ def load_data_logged(cfg, log):
     except DataError as e:
         if not cfg.data:
             raise
-        raise UsageError(f"--data {e}") from None
+        # a relative path in a --config file is the command line's: from here, not from the file's folder
+        given = f" ({source} gave it; its paths are read from the current directory)" if source else ""
+        raise UsageError(f"--data {e}{given}") from None
     for line in data.market.report.summary().splitlines():
         log(line)
     return data

@@ -20,6 +20,7 @@ GPU each across a Ray cluster (`--parallel ray`, `--ray-address`, optional extra
 """
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from dataclasses import asdict, dataclass, fields
@@ -27,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import (ArgumentParser, PathArg, UsageError, add_run_dir_arguments, backend_name, check_run_dir,
-                  default_run_dir, finite_float, int_at_least, nonnegative_float, nonnegative_int, open_run_dir,
-                  positive_int, run as run_cli)
+from .cli import (UNRECOGNIZED, ArgumentParser, PathArg, UsageError, add_run_dir_arguments, backend_name,
+                  check_run_dir, default_run_dir, finite_float, glob_hint, int_at_least, nonnegative_float,
+                  nonnegative_int, open_run_dir, positive_int, run as run_cli)
 from .data.markets import MARKETS, market as named_market
 from .data.select import add_instrument_flag
 from .data.record import PRICE_SCALE
@@ -306,6 +307,9 @@ def check_args(args, train_args: list[str]) -> None:
         resolve_trainer(args.trainer)
     except (ValueError, TypeError, ImportError, AttributeError) as e:
         raise UsageError(f"--trainer {args.trainer}: {e}") from None
+    strays = list(itertools.takewhile(lambda a: not a.startswith("-"), train_args))  # no flag takes them
+    if glob_hint(strays):
+        raise UsageError(f"{UNRECOGNIZED}{' '.join(strays)}{glob_hint(strays)}")
     if args.trainer == "baseline" and train_args:
         raise UsageError(f"unrecognized arguments: {' '.join(train_args)} (--trainer {args.trainer} takes no "
                          "training flags)")

@@ -57,6 +57,8 @@ SMALL = ["--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64", "--synt
 OUT = ["--out", "{case}/run"]
 WF_SMALL = ["--trainer", "baseline", "--synthetic-rows", "20000", "--folds", "1", "--no-plots", "--out", "{case}/wf"]
 
+GLOB = {"d/a.parquet": "parquet_bytes", "d/b.parquet": "parquet_bytes"}  # what an unquoted d/*.parquet gives
+
 CASES = [
     # ---------------------------------------------------------------------------- python -m foxc.train
     case("train-seed-negative", "train", ["--seed", "-1", *OUT], "--seed", "-1"),
@@ -92,6 +94,11 @@ CASES = [
          "(0, 1]", files={"run.toml": b"[isv]\ntau = 0\n"}),
     case("train-config-slot-n-step", "train", ["--config", "{case}/run.toml", *OUT], "run.toml", "[isv] n_step",
          "--n-step", files={"run.toml": b"[isv]\nn_step = 6\n"}),
+    case("train-config-data-relative", "train", ["--config", "cfg/run.toml", *OUT], "--data book.parquet",
+         "--config cfg/run.toml", "current directory",
+         files={"cfg/run.toml": b'data = "book.parquet"\n', "cfg/book.parquet": "parquet_bytes"}),
+    case("train-data-glob-unquoted", "train", ["--data", "d/a.parquet", "d/b.parquet", *OUT], "d/b.parquet",
+         "unquoted glob", files=GLOB),
     case("train-fee-infinite", "train", ["--fee", "inf", *OUT], "--fee", "(got inf)"),
     case("train-fee-past-int64", "train", ["--fee", "1e10", *OUT], "--fee", "(got 10000000000.0)"),
     case("train-config-fee-infinite", "train", ["--config", "{case}/run.toml", *OUT], "run.toml", "fee_per_lot",
@@ -153,6 +160,8 @@ CASES = [
          files={"taken.txt": b"keep me\n"}),
 
     # ------------------------------------------------------------------------ python -m foxc.walkforward
+    case("wf-data-glob-unquoted", "walkforward", ["--data", "d/a.parquet", "d/b.parquet", "--n-backtests", "8",
+                                                  "--out", "{case}/wf"], "d/b.parquet", "unquoted glob", files=GLOB),
     case("wf-folds-zero", "walkforward", ["--folds", "0"], "--folds", "0"),
     case("wf-seed-negative", "walkforward", ["--seed", "-1"], "--seed", "-1"),
     case("wf-synthetic-unknown", "walkforward", ["--synthetic", "bogus"], "--synthetic", "bogus"),
@@ -241,6 +250,8 @@ CASES = [
     case("data-inspect-run-dir-holds-a-summary", "data", ["inspect", "{parquet}", "--run-dir", "{case}/run"],
          "--run-dir", "data_validation.json", "--overwrite", files={"run/data_validation.json": b"a run's report\n"}),
     case("data-unknown-command", "data", ["frobnicate"], "frobnicate"),
+    case("data-prepare-glob-unquoted", "data", ["prepare", "d/a.parquet", "d/b.parquet", "--out", "{case}/c"],
+         "d/b.parquet", "unquoted glob", files=GLOB),
     case("data-prepare-missing", "data", ["prepare", "{case}/missing.parquet", "--out", "{case}/cache"],
          "missing.parquet"),
     case("data-prepare-bad-among-good", "data", ["prepare", "{case}/in", "--out", "{case}/new/cache", "--workers", "2"],
@@ -273,6 +284,8 @@ CASES = [
     case("data-inspect-cache-instrument", "data", ["inspect", "{case}/cache", "--instrument", "7"], "cache",
          "prepared without --instrument", "--instrument 7", files=CACHE),
     case("data-inspect-verify-files", "data", ["inspect", "{parquet}", "--verify"], "--verify", "not a prepared cache"),
+    case("data-inspect-verify-missing", "data", ["inspect", "{case}/cach", "--verify"],
+         "cach: no such file or directory"),
     case("data-inspect-cache-tampered", "data", ["inspect", "{case}/cache", "--verify"], "00000/labels.npy", "sha256",
          files={**CACHE, "cache/shards/00000/labels.npy": "cache_labels_tampered"}),
 
@@ -530,3 +543,12 @@ def test_an_empty_path_is_refused_by_argparse_naming_the_flag(module, argv, said
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and len(err.splitlines()) == 1 and ": error: " + said in err, err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("module", ["foxc.train", "foxc.walkforward"])
+def test_a_bad_foxc_backend_is_named_as_the_variable(module):
+    """$FOXC_BACKEND stands for --backend when the flag is not given: a value it cannot be is named as the variable."""
+    done = subprocess.run([sys.executable, "-m", module], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "FOXC_BACKEND": "bogus"})
+    assert done.returncode == 2 and done.stderr == (f"{module}: error: $FOXC_BACKEND: backend must be one of auto, "
+                                                    "cuda, reference, got 'bogus'\n"), done.stderr

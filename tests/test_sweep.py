@@ -139,6 +139,20 @@ def test_a_slot_of_the_config_file_at_odds_with_a_flag_names_the_file(tmp_path, 
     assert code == 2 and f"--config {config}: [isv] n_step = 5 is above --n-step 3" in err, err
 
 
+def test_data_a_config_file_gives_is_read_from_the_current_directory_and_the_refusal_names_the_file(
+        tmp_path, capsys, monkeypatch):
+    from foxc.data.parquet import write_parquet
+    from foxc.data.synthetic import generate
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "c.toml").write_text('data = "book.parquet"\n')
+    write_parquet(tmp_path / "cfg" / "book.parquet", generate(3000, 1))  # beside the file, not where the sweep runs
+    monkeypatch.chdir(tmp_path)
+    tiny = TINY[:TINY.index("--synthetic-rows")] + TINY[TINY.index("--synthetic-rows") + 2:]
+    code, _, err = sweep([*tiny, *GRID, "--config", "cfg/c.toml", "--out", tmp_path / "s"], capsys)
+    assert code == 2 and "--data book.parquet: no such file or directory (--config cfg/c.toml gave it" in err, err
+    assert not (tmp_path / "s").exists()
+
+
 def test_a_directory_that_holds_files_is_refused_without_overwrite(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("mine")
     code, _, err = sweep([*TINY, *GRID, "--out", tmp_path], capsys)

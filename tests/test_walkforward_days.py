@@ -278,7 +278,8 @@ def test_date_flags_that_cannot_go_together_are_refused(argv, message, tmp_path,
      "--train-days 5 --eval-days 3: the data holds 7 day(s) with snapshots (2024-01-02 .. 2024-01-10); "
      "--train-days 5 --eval-days 3 need at least 8"),
     (["--folds", "2", "--split", "rows"], "--folds 2 (--split rows): a cache is cut where its shards begin"),
-    (["--folds", "8"], "--folds 8 (--split auto): 8 segments cannot make 9 windows"),
+    (["--folds", "8"], "--folds 8 (--split auto): 8 segments cannot make 9 windows at segment boundaries: at most 7 "
+                       "folds"),
     (["--train-days", "1", "--eval-days", "1", "--keep-data"], "--keep-data: the folds of a cache read its shards"),
 ])
 def test_a_cache_that_cannot_be_cut_so_is_refused_naming_it(argv, message, cache, tmp_path, capsys):

@@ -35,6 +35,8 @@ def cmd_inspect(args) -> int:
         if getattr(args, name) is None:
             setattr(args, name, default)
     if args.verify:
+        if not Path(args.path).exists():  # a mistyped cache: not there at all, rather than not a cache
+            raise UsageError(f"{args.path}: no such file or directory (--verify reads a prepared cache)")
         raise UsageError(f"--verify: {args.path} is not a prepared cache (the data files are read and validated whole "
                          "anyway)")
     from .source import labelled_need, load, no_room

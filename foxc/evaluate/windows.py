@@ -78,7 +78,8 @@ def split_bounds(segs: Segments, k: int, how: str = "auto") -> tuple[list[tuple[
         how = "segments" if len(seg_starts) + 1 >= k else "rows"
     if how == "segments":
         if len(seg_starts) + 1 < k:
-            raise ValueError(f"{len(seg_starts) + 1} segments cannot make {k} windows at segment boundaries")
+            raise ValueError(f"{len(seg_starts) + 1} segments cannot make {k} windows at segment boundaries: at most "
+                             f"{len(seg_starts)} folds")  # fold i trains on window i and evaluates on i + 1
         cuts, lo = [], 0
         for i in range(1, k):
             # keep k-1-i boundaries after this cut for the later windows

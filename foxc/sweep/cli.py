@@ -129,7 +129,7 @@ def plan_sweep(args) -> Plan:
     specs = run_specs(sweep_points(axes, args.random, args.sweep_seed), axes, base, backend, args.seeds, out)
     plan = Plan(axes, specs, given, backend, steps, out)
     if plan.first.data:
-        check_data(plan.first)
+        check_data(plan.first, config_file.sources(config_settings(args)).get("data") if config_file else None)
     return plan
 
 
@@ -194,12 +194,12 @@ def run_specs(points: list[dict], axes: list[Axis], base: dict, backend: str, se
     return specs
 
 
-def check_data(cfg: TrainConfig) -> None:
+def check_data(cfg: TrainConfig, source: str | None = None) -> None:
     """Real data: read once here, so a file that cannot be read, or too few rows to hold out, is
-    refused before any run."""
+    refused before any run (`source`: the --config file that gave --data, named with it)."""
     from ..train import load_data_logged
     try:
-        load_data_logged(cfg, lambda msg: print(msg, flush=True))
+        load_data_logged(cfg, lambda msg: print(msg, flush=True), source)
     except ValueError as e:
         if isinstance(e, (UsageError, ConfigError)):
             raise
