@@ -63,7 +63,7 @@ CASES = [
     # ---------------------------------------------------------------------------- python -m foxc.train
     case("train-seed-negative", "train", ["--seed", "-1", *OUT], "--seed", "-1"),
     case("train-horizons-not-numbers", "train", ["--horizons", "a,b,c", *OUT], "--horizons", "a,b,c"),
-    case("train-horizons-two", "train", ["--horizons", "10,50", *OUT], "--horizons"),
+    case("train-horizons-two", "train", ["--horizons", "10,50", *OUT], "--horizons", "(got 10,50)"),
     case("train-horizon-past-200k-rows", "train", ["--horizons", "10,50,100000000", "--n-steps", "1", *OUT],
          "--horizons", "100000000", "200,000"),
     case("train-horizon-past-data-rows", "train", ["--data", "{parquet}", "--horizons", "10,50,5000", *OUT],

@@ -74,6 +74,9 @@ def test_config_errors_name_the_flag():
         config(per_capacity=1000)
     with pytest.raises(ConfigError, match=r"--n-step must be 1 to 8 \(got 9\)"):
         config(n_step=9)
+    with pytest.raises(ConfigError) as err:  # as the flag spells it, not a Python tuple "(10, 50)"
+        config(horizons=(10, 50))
+    assert str(err.value) == "--horizons needs three positive values (got 10,50)"
     assert TrainConfig.for_backend("reference", n_steps=None).n_steps == 150
 
 

@@ -115,7 +115,7 @@ class TrainConfig:
             if not ok:
                 flag = message.split()[0]
                 value = next(getattr(self, dest) for dest, a in setting_actions().items() if flag in a.option_strings)
-                raise ConfigError(f"{message} (got {value})")
+                raise ConfigError(f"{message} (got {_flag_text(value)})")
         if problem := empty_path(self.data, DATA_HINT):  # a config file's data = "" too: not synthetic, silently
             raise ConfigError(f"--data: {problem}")
         for name, read in (("instrument", instrument_arg), ("tick", tick_arg)):  # a program's, a checkpoint's value:
