@@ -406,6 +406,9 @@ def test_config_differences():
         "per.alpha: 0.6 in the checkpoint, 0.7 now",
     ]
     assert config_differences(saved, saved) == []
+    assert config_differences(saved, current, sides=("in a.foxc", "in b.foxc"))[:3] == [
+        "batch: 1024 in a.foxc, 512 in b.foxc", "new: not in a.foxc, 2 in b.foxc",
+        "old: 1 in a.foxc, not set in b.foxc"]
 
 
 def test_bool_sections_hold_only_zero_and_one():

@@ -105,10 +105,12 @@ def test_diff(saved, tmp_path, capsys, rng):
     assert code == 0 and out.splitlines()[-1] == "identical"
     changed = dict(state, dqn_b=state["dqn_b"] + np.float32(0.5), prng=state["prng"][:2])
     del changed["blob"]
-    other = write_checkpoint(tmp_path / "other.foxc", 8, changed, {"config": {"batch": 16}})
+    other = write_checkpoint(tmp_path / "other.foxc", 8, changed, {"config": {"batch": 16, "seed": 1}})
     code, out, _ = run(capsys, path, "--diff", other)
     assert code == 1 and out.splitlines()[-1] == "differs: 3 of 8 sections, step"
-    assert "config batch: 8 in the checkpoint, 16 now" in out
+    # the two files, not a resume's "8 in the checkpoint, 16 now"
+    assert [line for line in out.splitlines() if line.startswith("config ")] == [
+        f"config batch: 8 in {path}, 16 in {other}", f"config seed: not in {path}, 1 in {other}"]
     record = json.loads(run(capsys, path, "--diff", other, "--json")[1])
     rows = {row["name"]: row["max_abs_diff"] for row in record["sections"]}
     notes = {row["name"]: row["note"] for row in record["sections"]}

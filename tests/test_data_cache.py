@@ -186,6 +186,19 @@ def test_a_cache_of_an_older_version_is_refused_saying_to_prepare_it_again(cache
                               f"{manifest['data']} --out {cache} --overwrite")
 
 
+def test_a_manifest_of_no_version_says_so_not_version_none(cache):
+    """A manifest of foxc's format without `version` (or null) said "cache version None, …"."""
+    manifest = json.loads((cache / MANIFEST).read_text())
+    for edit in (lambda m: m.pop("version"), lambda m: m.update(version=None)):
+        edit(manifest)
+        (cache / MANIFEST).write_text(json.dumps(manifest))
+        with pytest.raises(DataError) as err:
+            open_cache(cache, LabelConfig())
+        assert str(err.value) == (f"{cache / MANIFEST}: the manifest records no cache version (a cache of another "
+                                  "program, or damaged); prepare it again: python -m foxc.data prepare "
+                                  f"{manifest['data']} --out {cache} --overwrite")
+
+
 @pytest.fixture
 def cache(data, tmp_path):
     prepared(data, tmp_path / "cache")

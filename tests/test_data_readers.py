@@ -465,6 +465,30 @@ def test_lobster_bad_files(tmp_path):
         load(tmp_path / "W_2012-02-30_1_2_orderbook_1.csv")
 
 
+def test_a_lobster_file_with_a_header_line_says_to_remove_it(tmp_path):
+    """LOBSTER files have no header line: one added was read as a row, the order book's columns as text:
+    `column '#1': wrong type string (expected integer)`, with no hint. A word in a later row keeps that message."""
+    book = write_lobster(tmp_path, lobster_records(4), 1)
+    rows, message = book.read_text(), book.with_name(book.name.replace("orderbook", "message"))
+    header = "Ask Price 1,Ask Size 1,Bid Price 1,Bid Size 1"
+    book.write_text(f"{header}\n{rows}")
+    with pytest.raises(DataError) as err:
+        load(book)
+    assert str(err.value) == f"{book}, row 1: a header line ({header}): LOBSTER files have none (remove it)"
+    book.write_text(rows)
+    events = message.read_text()
+    message.write_text(f"Time,Type,Order ID,Size,Price,Direction\n{events}")
+    with pytest.raises(DataError) as err:
+        load(book)
+    assert str(err.value) == (f"{message}, row 1: a header line (Time,Type,Order ID,Size,Price,Direction): LOBSTER "
+                              "files have none (remove it)")
+    message.write_text(events)
+    first, *rest = rows.splitlines(keepends=True)
+    book.write_text(first + "".join(rest).replace(rest[0].split(",")[0], "x", 1))
+    with pytest.raises(DataError, match=r"column '#1': wrong type string \(expected integer\)"):
+        load(book)
+
+
 def test_lobster_message_time_beyond_int64_ns_is_refused(tmp_path):
     """1e30 s: numpy's cast warned on stderr and gave -2^63 ns, a time in 1720 kept as the first row."""
     book = write_lobster(tmp_path, lobster_records(4), 2, seconds=["1e30", "34200", "34201", "34202"])

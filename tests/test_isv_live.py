@@ -78,7 +78,10 @@ def test_a_request_the_run_cannot_take_is_rejected_and_changes_nothing(ref_rt, t
     t.train(2)
     assert t.ts.isv["n_step"] == 2
     assert len(list((out / REQUESTS / "rejected").iterdir())) == 1
-    assert "above --n-step 2" in capsys.readouterr().err
+    err = capsys.readouterr().err  # not the start of a run's "(give --n-step 3 too)": a running trainer cannot
+    assert ("not applied: ISV n_step = 3 is above --n-step 2, the length of the n-step rings, fixed for the run: a "
+            "running trainer cannot take it, nor can a resume (it keeps the checkpoint's --n-step); set n_step to at "
+            "most 2, or start a new run with --n-step 3 (now ") in err
 
 
 @pytest.mark.parametrize("settings, match", [

@@ -74,6 +74,9 @@ def test_config_errors_name_the_flag():
         config(per_capacity=1000)
     with pytest.raises(ConfigError, match=r"--n-step must be 1 to 8 \(got 9\)"):
         config(n_step=9)
+    with pytest.raises(ConfigError) as err:  # as the flag spells it, not a Python tuple "(10, 50)"
+        config(horizons=(10, 50))
+    assert str(err.value) == "--horizons needs three positive values (got 10,50)"
     assert TrainConfig.for_backend("reference", n_steps=None).n_steps == 150
 
 
@@ -271,3 +274,43 @@ def test_progress_is_a_bar_on_a_terminal_and_lines_elsewhere(tmp_path, monkeypat
         log.write(record)
         log.close()
         assert stream.getvalue().startswith("\r[") == bar and "step 5/10" in stream.getvalue()
+
+
+def test_training_rows_too_short_for_a_window_name_the_flags_and_the_remedy(ref_rt, tmp_path):
+    """A training row starts an episode after a --seq-len window and before a step in its segment. Too few rows
+    (--holdout took most) stopped the run in the dataset's cursors: `no segment holds 9 snapshots: …`, naming no
+    flag or remedy. Exactly --seq-len + 1 rows train: --n-step and --horizons need no more."""
+    from foxc.data.parquet import write_parquet
+    from foxc.data.record import PRICE_UNDEF
+    from foxc.data.synthetic import generate
+    from foxc.trainer.session import run_data
+    path = tmp_path / "x.parquet"
+    settings = dict(data=str(path), horizons=(1, 2, 3), seq_len=8, n_steps=2, n_backtests=8, per_capacity=64)
+
+    def refused(rows, **given):
+        write_parquet(path, rows)
+        with pytest.raises(ConfigError) as err:
+            run_data(TrainConfig.for_backend("reference", **settings, **given))
+        return str(err.value)
+
+    assert refused(generate(50, seed=1), eval_every=1, holdout_frac=0.9) == (
+        f"--data {path}: an episode needs a segment of 9 snapshots (a --seq-len 8 window and a step after it), and "
+        "the longest segment of the 4 training snapshots (--holdout 0.9 held out 46 of the 50) holds 4 (give a "
+        "smaller --holdout, a shorter --seq-len or more data)")
+    assert refused(generate(8, seed=1)) == (  # no evaluation: nothing held out
+        f"--data {path}: an episode needs a segment of 9 snapshots (a --seq-len 8 window and a step after it), and "
+        "the longest segment of the 8 training snapshots holds 8 (give a shorter --seq-len or more data)")
+    crossed = generate(3000, seed=1)  # validation skipped most rows: that is named as the cause
+    crossed["bid_px"][:2980, 0] = crossed["ask_px"][:2980, 0] + 10**9
+    crossed["ask_px"][2990:] = PRICE_UNDEF
+    assert refused(crossed, eval_every=1, holdout_frac=0.5) == (
+        f"--data {path}: validation skipped 2,990 of its 3,000 snapshots (10 one_sided, 2,980 crossed): an episode "
+        "needs a segment of 9 snapshots (a --seq-len 8 window and a step after it), and the longest segment of the "
+        "5 training snapshots (--holdout 0.5 held out 5 of the 10) holds 5 (give a smaller --holdout, a shorter "
+        f"--seq-len or more data; python -m foxc.data inspect {path} shows the skips per file)")
+    write_parquet(path, generate(9, seed=1))
+    cfg = TrainConfig.for_backend("reference", **settings, n_step=8)
+    data = run_data(cfg)
+    t = Trainer(ref_rt, cfg, data.market, data.labels)
+    t.train(2)
+    assert t.steps_done == 2

@@ -221,7 +221,7 @@ def _config_differences(ckpt: Checkpoint, other: Checkpoint, path: str, other_pa
     unknown = [p for c, p in ((ckpt, path), (other, other_path)) if not c.has_meta]
     if unknown:
         return [f"unknown: {' and '.join(unknown)} {'has' if len(unknown) == 1 else 'have'} no meta"]
-    return config_differences(ckpt.config, other.config)
+    return config_differences(ckpt.config, other.config, sides=(f"in {path}", f"in {other_path}"))
 
 
 def _dump(record: dict) -> None:

@@ -171,19 +171,21 @@ def _check_entry(name: str, entry, at: int, data_len: int, digest: bytes) -> Sec
     return SectionInfo(name, dtype, shape, sha, at, data_len)
 
 
-def config_differences(saved: dict, current: dict, prefix: str = "") -> list[str]:
-    """Each setting that differs between two configurations, by dotted name (for resume checks)."""
-    problems = []
+def config_differences(saved: dict, current: dict, prefix: str = "",
+                       sides: tuple[str, str] = ("in the checkpoint", "now")) -> list[str]:
+    """Each setting that differs between two configurations, by dotted name; `sides` say where each
+    comes from (a resume check's by default; two files' for foxc-ckpt-inspect --diff: "in A", "in B")."""
+    problems, (was, now) = [], sides
     for key in sorted(set(saved) | set(current), key=str):
         name = f"{prefix}{key}"
         if key not in current:
-            problems.append(f"{name}: {saved[key]!r} in the checkpoint, not set now")
+            problems.append(f"{name}: {saved[key]!r} {was}, not set {now}")
         elif key not in saved:
-            problems.append(f"{name}: not in the checkpoint, {current[key]!r} now")
+            problems.append(f"{name}: not {was}, {current[key]!r} {now}")
         elif isinstance(saved[key], dict) and isinstance(current[key], dict):
-            problems += config_differences(saved[key], current[key], f"{name}.")
+            problems += config_differences(saved[key], current[key], f"{name}.", sides)
         elif _normal(saved[key]) != _normal(current[key]):
-            problems.append(f"{name}: {saved[key]!r} in the checkpoint, {current[key]!r} now")
+            problems.append(f"{name}: {saved[key]!r} {was}, {current[key]!r} {now}")
     return problems
 
 

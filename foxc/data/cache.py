@@ -374,8 +374,10 @@ def read_manifest(folder: Path) -> dict:
                 f"{shlex.quote(str(folder))} --overwrite"
         why = ": a file whose instrument_id changes (a continuous symbol's roll) was one shard then, whose windows " \
               "and labels cross the roll" if manifest.get("version") == 1 else ""
-        raise DataError(path, f"cache version {manifest.get('version')!r}, this foxc reads version {VERSION}{why}; "
-                              f"prepare it again: {again}")
+        version = manifest.get("version")
+        which = f"cache version {version!r}, this foxc reads version {VERSION}" if version is not None else \
+            "the manifest records no cache version (a cache of another program, or damaged)"
+        raise DataError(path, f"{which}{why}; prepare it again: {again}")
     problem = _manifest_problem(manifest)
     if problem:
         raise DataError(path, f"not a foxc cache manifest: {problem}")

@@ -48,6 +48,7 @@ NS_PER_DAY = 24 * NS_PER_HOUR
 MAX_SECONDS = 2.0**62 / 1e9  # message times (s after midnight) whose ns, and the date's, fit int64
 ROW_SPACING_NS = 1000  # rows without a message file: 1 µs apart
 CSV_BLOCK_BYTES = 1 << 24  # arrow parses this much CSV at a time (the first block also sets the column types)
+HEADER_PEEK_BYTES = 4096  # of the first line, to tell a header from a row
 ANY_ORDERBOOK = re.compile(r"orderbook_(?P<n>\d+)\.csv$")
 
 
@@ -93,6 +94,7 @@ def _csv(path: Path, what: str, column_types: dict | None = None):
                                                                      block_size=CSV_BLOCK_BYTES),
                                 convert_options=pacsv.ConvertOptions(column_types=column_types or {}))
     except problem as e:
+        _refuse_header(path)  # a header's words in a column of numbers (the message file's times)
         raise DataError(path, f"not a LOBSTER {what} CSV ({str(e).splitlines()[0]})") from None
 
     def batches():
@@ -110,8 +112,28 @@ def _check_type(path: Path, schema: pa.Schema, index: int, number: bool = False)
     """Column `index` holds integers (or, with `number`, floats too)."""
     t = schema.field(index).type
     if not (pa.types.is_integer(t) or number and pa.types.is_floating(t)):
+        _refuse_header(path)
         raise DataError(path, f"wrong type {t} (expected {'a number' if number else 'integer'})",
                         column=f"#{index + 1}")
+
+
+def _refuse_header(path: Path):
+    """Refuse a file whose first line is a header (no field of it a number): LOBSTER files have none, and its
+    words, read as a row, made text of columns of numbers."""
+    with path.open("rb") as f:
+        line = f.readline(HEADER_PEEK_BYTES).decode("utf-8", "replace").lstrip("\ufeff").strip()
+    fields = [x.strip() for x in line.split(",")]
+    if any(fields) and not any(_is_number(x) for x in fields):
+        shown = line if len(line) <= 80 else line[:80] + "…"
+        raise DataError(path, f"a header line ({shown}): LOBSTER files have none (remove it)", row=1)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _column(path: Path, batch: pa.RecordBatch, index: int, first_row: int) -> np.ndarray:

@@ -115,7 +115,7 @@ class TrainConfig:
             if not ok:
                 flag = message.split()[0]
                 value = next(getattr(self, dest) for dest, a in setting_actions().items() if flag in a.option_strings)
-                raise ConfigError(f"{message} (got {value})")
+                raise ConfigError(f"{message} (got {_flag_text(value)})")
         if problem := empty_path(self.data, DATA_HINT):  # a config file's data = "" too: not synthetic, silently
             raise ConfigError(f"--data: {problem}")
         for name, read in (("instrument", instrument_arg), ("tick", tick_arg)):  # a program's, a checkpoint's value:
@@ -199,13 +199,15 @@ class TrainConfig:
                   "fee_per_lot", "episode_steps", "data", "tick", "synthetic", "synthetic_rows", "seed", "actor")
 
 
-def isv_conflict(values: dict, rings: int) -> tuple[str, tuple[str, ...]] | None:
+def isv_conflict(values: dict, rings: int, live: bool = False) -> tuple[str, tuple[str, ...]] | None:
     """(why, the slots) when ISV `values` disagree with each other or with n-step rings of length
-    `rings`; None when they agree. Checked when a run starts and when a live change arrives."""
+    `rings`; None when they agree. Checked when a run starts and when a live change arrives (`live`)."""
     n = values["n_step"]
-    if n > rings:
-        return (f"ISV n_step = {n:g} is above --n-step {rings}, the length of the n-step rings "
-                f"(give --n-step {n:g} too)", ("n_step",))
+    if n > rings:  # the rings are allocated once; a resume keeps the checkpoint's --n-step (SHAPE_KEYS)
+        remedy = (", fixed for the run: a running trainer cannot take it, nor can a resume (it keeps the checkpoint's "
+                  f"--n-step); set n_step to at most {rings}, or start a new run with --n-step {n:g}" if live else
+                  f" (give --n-step {n:g} too)")
+        return f"ISV n_step = {n:g} is above --n-step {rings}, the length of the n-step rings{remedy}", ("n_step",)
     lo, hi = values["reward_clamp_min"], values["reward_clamp_max"]
     if lo > hi:
         return f"ISV reward_clamp_min = {lo:g} is above reward_clamp_max = {hi:g}", ("reward_clamp_min", "reward_clamp_max")

@@ -141,7 +141,7 @@ class Trainer:
         changes = []
         for path, settings, problem in self.live.pending():
             # a value that conflicts with the run's shapes or the bus's other settings cannot apply either
-            conflict = not problem and isv_conflict(self.ts.isv.as_dict() | dict(settings), self.cfg.n_step)
+            conflict = not problem and isv_conflict(self.ts.isv.as_dict() | dict(settings), self.cfg.n_step, live=True)
             problem = problem or (conflict[0] if conflict else "")
             if problem:
                 moved = self.live.file(path, self.steps_done, "rejected")

@@ -72,6 +72,25 @@ def check_horizons(horizons, labelled: list[bool], rows: int, market=None, data=
                       "snapshots (each horizon must be shorter than a segment)")
 
 
+def check_episode_starts(cfg, market, rows: int) -> None:
+    """Refuse training rows where no episode can start: a start has a --seq-len window behind it and a step after
+    it in its segment (foxc.data.cursors), so some segment must hold --seq-len + 1 snapshots; --horizons and
+    --n-step need none (a label past the segment's end is masked, an n-step return ends with the episode).
+    `rows`: the data's before --holdout took its share. Where validation skipped most of them, that is named too."""
+    first, end = market.segment_bounds()
+    longest, need, n = int((end - first).max()), cfg.seq_len + 1, market.n_rows
+    if longest >= need:
+        return
+    held = f" (--holdout {cfg.holdout_frac} held out {rows - n:,} of the {rows:,})" if rows > n else ""
+    remedy = f"give {'a smaller --holdout, ' if held else ''}a shorter --seq-len or more data"
+    cause = cfg.data and market.report.most_skipped()
+    if cause:
+        remedy += f"; python -m foxc.data inspect {cfg.data} shows the skips per file"
+    raise ConfigError(f"--data {cfg.data}: {f'{cause}: ' if cause else ''}an episode needs a segment of {need} "
+                      f"snapshots (a --seq-len {cfg.seq_len} window and a step after it), and the longest segment of "
+                      f"the {n:,} training snapshots{held} holds {longest:,} ({remedy})")
+
+
 def cache_data(cfg, log) -> tuple:
     """(rows, source) of the prepared cache --data names: its rows stay on disk (foxc.data.cache.CacheRows:
     each shard is verified against the manifest when it is read), labels as prepared (their horizons
@@ -117,7 +136,7 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
                   "sha256": hashlib.sha256(market.records.view(np.uint8)).hexdigest()}
     if cfg.data:  # the tick it ran in, inferred or given: a resume's --tick is compared with it
         source["tick"] = market.tick / PRICE_SCALE
-    held = None
+    held, rows = None, market.n_rows
     try:
         if cfg.data is None or cfg.eval_every:
             market, held = holdout_market(cfg, market)
@@ -140,6 +159,7 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
                                           "give fewer rows"))) from None
         raise no_room(cfg.data, cfg.data, need) from None
     check_horizons(cfg.horizons, labelled, market.n_rows, market, cfg.data)
+    check_episode_starts(cfg, market, rows)
     log(f"data: {market.n_rows:,} snapshots from {market.source} ({market.instrument or 'unnamed'}), "
         f"tick {market.tick / 1e9:g}, {market.n_segments} segment(s); {how}"
         + (f"; {len(held.records):,} held-out snapshots for evaluation" if held is not None else "")
