@@ -49,6 +49,17 @@ def valid_starts(segment: np.ndarray, history: int) -> tuple[np.ndarray, np.ndar
     return first[run] + int(history) + offset, last[run]
 
 
+def episode_rows(history: int) -> int:
+    """The snapshots a segment must hold for an episode to start in it: `history` earlier ones, the start and a step
+    after it (what draw_table counts)."""
+    return int(history) + 2
+
+
+def no_episode_start(history: int) -> str:
+    return (f"no segment holds {episode_rows(history)} snapshots: an episode starts at a snapshot with {history} "
+            "earlier ones in its segment and at least one after it")
+
+
 def draw_table(first: np.ndarray, last: np.ndarray, history: int, capacity: int | None = None) -> np.ndarray:
     """The int64 draw table cursor_advance reads for the segments of rows first[j]..last[j] (inclusive):
     [n_spans, n_starts, (end, first start, last) per segment with a start], padded with zeros to
@@ -126,8 +137,7 @@ class Cursors(Component):
         """New episodes start from now on (in stream order) in the segments of rows first[j]..last[j] only."""
         table = draw_table(first, last, self.history, self.capacity)
         if table[1] == 0:
-            raise ValueError(f"no segment holds {self.history + 2} snapshots: an episode starts at a snapshot with "
-                             f"{self.history} earlier ones in its segment and at least one after it")
+            raise ValueError(no_episode_start(self.history))
         if table[1] >= 2**31:
             raise ValueError(f"{table[1]} episode starts exceed the int32 range")
         self.n_starts = int(table[1])

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..component import Component
 from . import gather
-from .cursors import Cursors
+from .cursors import Cursors, episode_rows, no_episode_start
 from .features import FEATURES, GATHER_BLOCK, GATHER_MAX_K, HORIZONS, LABEL_PLANES
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .resident import ShardRotation, copy_staged, resident_slots, staging_pair
@@ -67,10 +67,9 @@ class DeviceDataset(Component):
         if budget_bytes is not None:
             if cursor is not None:
                 raise ValueError("a dataset that gathers at another component's cursors cannot rotate its data")
-            usable = end - first >= self.K + 1  # a shard too short for an episode start is never drawn
+            usable = end - first >= episode_rows(self.K - 1)  # a shard too short for an episode start is never drawn
             if not usable.any():
-                raise ValueError(f"no segment holds {self.K + 1} snapshots: an episode starts at a snapshot with "
-                                 f"{self.K - 1} earlier ones in its segment and at least one after it")
+                raise ValueError(no_episode_start(self.K - 1))
             slots = resident_slots(end - first, budget_bytes)
         self.rotation = None
         if slots:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..data.cursors import episode_rows
 from ..data.market import tick_units
 from ..data.record import PRICE_SCALE
 from .config import ConfigError
@@ -78,7 +79,7 @@ def check_episode_starts(cfg, market, rows: int) -> None:
     --n-step need none (a label past the segment's end is masked, an n-step return ends with the episode).
     `rows`: the data's before --holdout took its share. Where validation skipped most of them, that is named too."""
     first, end = market.segment_bounds()
-    longest, need, n = int((end - first).max()), cfg.seq_len + 1, market.n_rows
+    longest, need, n = int((end - first).max()), episode_rows(cfg.seq_len - 1), market.n_rows
     if longest >= need:
         return
     held = f" (--holdout {cfg.holdout_frac} held out {rows - n:,} of the {rows:,})" if rows > n else ""
