@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..component import Component
-from ..data.record import SNAPSHOT_DTYPE, segment_runs
+from ..data.record import segment_runs
 from ..driver import open_runtime
-from ..lobsim.env import LobEnv
+from ..lobsim.env import LobEnv, snapshot_records
 from ..lobsim.kernels import BOOK_OK, snapshot_verdicts
 from ..lobsim.layout import HOLD, TRADE_DTYPE
 from ..lobsim.sim import whole
@@ -156,11 +156,7 @@ class Evaluator(Component):
     times) as wanted: the records are uploaded once, each `run` starts from fresh accounts."""
 
     def __init__(self, records: np.ndarray, config: EvalConfig = EvalConfig(), *, tick: int = 1, rt=None):
-        if not isinstance(records, np.ndarray) or records.dtype != SNAPSHOT_DTYPE or records.ndim != 1 \
-                or len(records) < 2:
-            got = f"{records.dtype} {records.shape}" if isinstance(records, np.ndarray) else type(records).__name__
-            raise ValueError(f"records must be a 1-D array of at least 2 SNAPSHOT_DTYPE records (a MarketData's "
-                             f".records), got {got}")
+        snapshot_records(records, "records")
         if not whole(tick) or tick < 1:
             raise ValueError(f"tick must be the integer price units per tick (price × 1e9, e.g. "
                              f"SynthParams.tick_units), got {tick!r}")
