@@ -452,3 +452,15 @@ def test_env_names_what_it_got_for_snapshots(ref_rt, snapshots, message):
     """A list or None failed with an AttributeError on .dtype, a float array without saying what it was."""
     with pytest.raises(ValueError, match=f"snapshots must be .*{message}"):
         LobEnv(snapshots, 4, rt=ref_rt)
+
+
+def test_a_new_env_starts_as_reset_zero_leaves_it(ref_rt, rng):
+    """README: step works before any reset, from the state reset(0) gives (fresh accounts, episodes of seed 0)."""
+    snaps = random_books(400, rng, segments=2)
+    fresh, reset = LobEnv(snaps, 8, episode_len=30, rt=ref_rt), LobEnv(snaps, 8, episode_len=30, rt=ref_rt)
+    reset.step(np.full(8, LONG))
+    reset.reset(0)
+    assert np.array_equal(fresh.observation(), reset.observation())
+    for _ in range(40):
+        got, want = fresh.step(np.full(8, LONG)), reset.step(np.full(8, LONG))
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[2]["equity"], want[2]["equity"])
