@@ -64,6 +64,7 @@ class IsvBus:
         return float(self.values[slot_index(name)])
 
     def __setitem__(self, name: str, value: float):
+        index = slot_index(name)  # an unknown name first
         try:  # a string failed in numpy naming no slot; NaN made every kernel reading the slot compute NaN
             ok = not isinstance(value, (bool, np.bool_)) and math.isfinite(value)
         except TypeError:
@@ -71,7 +72,7 @@ class IsvBus:
         if not ok:
             raise ValueError(f"ISV slot '{name}' must be a finite number, got {value!r}")
         values = self.values.copy()
-        values[slot_index(name)] = value
+        values[index] = value
         self.load(values)
 
     @property
