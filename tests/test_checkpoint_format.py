@@ -78,6 +78,13 @@ def test_adamw_state_validates_its_fields():
         AdamState(good, np.zeros(4, np.float32), 0, 0, 0, 0, 0, 0)
     with pytest.raises(ValueError, match="i32"):
         AdamState(good, good, 2**31, 0, 0, 0, 0, 0)
+    # a fractional step was cut (1.5 saved as 1), NaN and a string failed with int()'s and float()'s own words
+    for step in (1.5, float("nan"), "3", None):
+        with pytest.raises(ValueError, match=f"AdamState.step must be a whole number .*, got {step!r}"):
+            AdamState(good, good, step, 0, 0, 0, 0, 0)
+    with pytest.raises(ValueError, match="AdamState.lr must be a number, got 'a'"):
+        AdamState(good, good, 1, "a", 0, 0, 0, 0)
+    assert AdamState(good, good, np.int32(7), np.float32(1e-3), 0.9, 0.999, 1e-8, 0).step == 7
 
 
 SHAPES = [(), (0,), (7,), (3, 4, 5), (2, 0, 3), (1, 1, 1, 1, 2)]

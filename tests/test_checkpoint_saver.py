@@ -45,6 +45,15 @@ def test_saver_orders_by_step_number_and_keeps_what_it_just_wrote(tmp_path, rng)
         CheckpointSaver(tmp_path, keep=0)
 
 
+@pytest.mark.parametrize("keep", [1.5, "2", None, True])
+def test_saver_refuses_a_keep_that_is_no_count(tmp_path, keep):
+    """keep=1.5 was taken and failed at the first save's pruning with 'slice indices must be integers' (after the
+    file was written), "2" with a TypeError comparing it: a ValueError naming keep, before any save."""
+    with pytest.raises(ValueError, match=f"keep must be a whole number >= 1, got {keep!r}"):
+        CheckpointSaver(tmp_path, keep=keep)
+    assert CheckpointSaver(tmp_path, keep=np.int64(2)).keep == 2
+
+
 def test_listing_ignores_other_files(tmp_path):
     for name in ("checkpoint-7.foxc", "checkpoint-x.foxc", "checkpoint-7.foxc.bak", "notes.txt",
                  ".checkpoint-8.foxc.tmp-1-ab"):

@@ -148,3 +148,64 @@ def test_agent_holds_without_a_whole_window_in_its_segment(ref_rt):
     assert len(new_segment) == 2
     assert np.all(ev.actions[short] == HOLD)
     assert np.mean(ev.actions[~short] != HOLD) > 0.5
+
+
+@pytest.mark.parametrize("n_backtests", [0, -5, 2.5, "4", None, True])
+def test_eval_config_refuses_a_chunk_count_that_is_none(n_backtests):
+    """EvalConfig(n_backtests=0) or -5 ran one chunk as if asked, 2.5 and "4" failed in range() with a
+    TypeError: a ValueError naming the field. Whole numbers of any type keep working."""
+    with pytest.raises(ValueError, match=r"n_backtests must be a whole number >= 1, got"):
+        EvalConfig(n_backtests=n_backtests)
+    assert EvalConfig(n_backtests=np.int64(4)).n_backtests == 4 and EvalConfig(n_backtests=4.0).n_backtests == 4
+
+
+@pytest.mark.parametrize("records, tick, message", [
+    ([1, 2, 3], 1, "got list"),
+    (np.zeros(5), 1, r"got float64 \(5,\)"),
+    (hand_book(), float("nan"), "tick must be"),
+    (hand_book(), None, "tick must be"),
+    (hand_book(), 0.5, "tick must be"),
+])
+def test_evaluate_refuses_records_or_a_tick_that_are_not_one(records, tick, message):
+    """A list of records (or a MarketData: its .records are meant) failed with an AttributeError, a NaN or None
+    tick with int()'s own error: a ValueError naming the argument and what it got."""
+    with pytest.raises(ValueError, match=message):
+        evaluate(lambda ctx: np.zeros(len(ctx.cursor), np.int32), records, EvalConfig(n_backtests=1), tick=tick,
+                 rt=ReferenceRuntime("t"))
+
+
+@pytest.mark.parametrize("probs", [np.full((1, 5), np.nan), np.full((1, 5), 3.0), np.array([[2.0, -1, 0, 0, 0]])])
+def test_a_policy_distribution_must_be_one(probs):
+    """probs of NaN gave a policy entropy of 0, rows summing to 15 an entropy of -16 nats: refused naming the row."""
+    with pytest.raises(ValueError, match=r"probs must be .* sum to 1 .* row 0"):
+        evaluate(lambda ctx: (np.zeros(1, np.int32), probs), hand_book(), EvalConfig(n_backtests=1),
+                 rt=ReferenceRuntime("t"))
+
+
+def test_agent_policy_refuses_an_evaluation_on_another_runtime(ref_rt):
+    """evaluate(agent, ...) without rt= opened a runtime of its own: the agent's kernels read that runtime's
+    simulator through pointers of another address space (an IndexError deep in the reference gather; on a GPU
+    another context's memory). Refused naming the remedy; with rt= it runs."""
+    from foxc.data.features import FEATURES
+    from foxc.data.synthetic import synthetic_data
+    from foxc.evaluate.agent import AgentPolicy
+    from foxc.isv import IsvBus
+    from foxc.nn.model import HIDDEN_DIM, Parameters
+    data = synthetic_data(300, seed=3)
+    params = Parameters(ref_rt, FEATURES, HIDDEN_DIM)
+    params.init(np.random.default_rng(0))
+    agent = AgentPolicy(ref_rt, params, IsvBus(ref_rt), seq_len=4)
+    with pytest.raises(ValueError, match=r"another runtime.*rt="):
+        evaluate(agent, data.records, EvalConfig(n_backtests=2, backend="reference"), tick=data.tick)
+    ev = evaluate(agent, data.records, EvalConfig(n_backtests=2), tick=data.tick, rt=ref_rt)
+    agent.close()
+    assert len(ev.actions) == 300
+
+
+def test_an_evaluator_runs_a_window_as_often_as_wanted():
+    """README: `Evaluator(records, config, tick=…, rt=…)` from foxc.evaluate builds the window once; each run starts
+    from fresh accounts, so two runs of one policy give the same figures."""
+    from foxc.evaluate import Evaluator
+    with Evaluator(hand_book(), EvalConfig(n_backtests=2, fee_per_lot=FEE), rt=ReferenceRuntime("t")) as ev:
+        first, second = ev.run(ScriptedPolicy(SCRIPT)), ev.run(ScriptedPolicy(SCRIPT))
+    assert first.metrics == second.metrics and first.metrics["trades"] > 0

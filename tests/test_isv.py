@@ -1,7 +1,9 @@
 import math
+import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from foxc.isv import IsvBus, N_SLOTS, SLOTS, slot_index
 from foxc.isv import header
@@ -55,3 +57,25 @@ def test_device_resident_bus_writes_reach_both_copies(ref_rt):
     assert bus.device.download()[slot_index("gamma")] == np.float32(0.5)
     bus.load(np.zeros(N_SLOTS, np.float32))
     assert not bus.device.download().any() and not bus.values.any()
+
+
+@pytest.mark.parametrize("value", ["x", [1, 2], None, float("nan"), math.inf, True])
+def test_bus_write_refuses_what_is_no_finite_number(ref_rt, value):
+    """bus["gamma"] = "x" failed with numpy's 'could not convert string to float' naming no slot, NaN was written
+    (every kernel that reads gamma then computes NaN): a ValueError naming the slot, the bus unchanged."""
+    bus = IsvBus(ref_rt)
+    with pytest.raises(ValueError, match=f"ISV slot 'gamma' must be a finite number, got {re.escape(repr(value))}"):
+        bus["gamma"] = value
+    assert bus["gamma"] == np.float32(0.99)
+    bus["gamma"] = np.float64(0.5)
+    assert bus["gamma"] == 0.5
+
+
+def test_a_closed_bus_is_not_read(ref_rt):
+    """After close() the slots' mapped memory is freed: reads gave NaN on the reference backend (on a GPU they
+    read freed pinned memory); each access is a ValueError saying the bus is closed."""
+    bus = IsvBus(ref_rt)
+    bus.close()
+    for access in (lambda: bus["gamma"], lambda: bus.values, bus.as_dict, lambda: bus.load(np.zeros(N_SLOTS))):
+        with pytest.raises(ValueError, match="ISV bus 'isv' is closed"):
+            access()

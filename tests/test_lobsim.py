@@ -425,3 +425,42 @@ def test_env_refuses_an_episode_len_that_is_not_a_whole_number(ref_rt, rng, epis
     with pytest.raises(ValueError, match="episode_len must be"):
         LobEnv(random_books(200, rng), 4, episode_len=episode_len, rt=ref_rt)
     assert LobEnv(random_books(200, rng), 4, episode_len=20.0, rt=ref_rt).episode_len == 20
+
+
+@pytest.mark.parametrize("stop_loss, message", [
+    (np.array([np.nan] + [0.0] * 7), "got nan at backtest 0"),
+    (np.array(["x"] * 8), "dtype <U1"),
+    (np.full(8, None), "dtype object"),
+])
+def test_env_step_refuses_a_stop_loss_mask_that_is_no_mask(ref_rt, rng, stop_loss, message):
+    """A NaN flag (NaN != 0) or a string forced positions flat without a word: refused naming the mask's value or
+    dtype, the state untouched."""
+    env = LobEnv(random_books(200, rng), 8, episode_len=20, rt=ref_rt)
+    env.reset(3)
+    env.step(np.full(8, LONG))
+    before = env.sim.positions().tobytes(), env.cursors.cursor.download().tobytes()
+    with pytest.raises(ValueError, match=f"stop_loss must be .*{message}"):
+        env.step(np.full(8, HOLD), stop_loss=stop_loss)
+    assert (env.sim.positions().tobytes(), env.cursors.cursor.download().tobytes()) == before
+
+
+@pytest.mark.parametrize("snapshots, message", [
+    (None, "got NoneType"),
+    (np.zeros(10), r"got float64 \(10,\)"),
+])
+def test_env_names_what_it_got_for_snapshots(ref_rt, snapshots, message):
+    """A list or None failed with an AttributeError on .dtype, a float array without saying what it was."""
+    with pytest.raises(ValueError, match=f"snapshots must be .*{message}"):
+        LobEnv(snapshots, 4, rt=ref_rt)
+
+
+def test_a_new_env_starts_as_reset_zero_leaves_it(ref_rt, rng):
+    """README: step works before any reset, from the state reset(0) gives (fresh accounts, episodes of seed 0)."""
+    snaps = random_books(400, rng, segments=2)
+    fresh, reset = LobEnv(snaps, 8, episode_len=30, rt=ref_rt), LobEnv(snaps, 8, episode_len=30, rt=ref_rt)
+    reset.step(np.full(8, LONG))
+    reset.reset(0)
+    assert np.array_equal(fresh.observation(), reset.observation())
+    for _ in range(40):
+        got, want = fresh.step(np.full(8, LONG)), reset.step(np.full(8, LONG))
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[2]["equity"], want[2]["equity"])

@@ -87,3 +87,27 @@ def test_external_inputs_are_used(ref_rt):
     assert np.all(rb.export_state()["store_h_t"][:3] == 2.5)
     with pytest.raises(ValueError, match="unknown"):
         ReplayBuffer(ref_rt, isv, capacity=8, width=WIDTH, n_backtests=3, batch=2, inputs={"hidden": h})
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(capacity=64.5), "capacity must be"), (dict(capacity="64"), "capacity must be"),
+    (dict(batch=2.5), "batch must be"), (dict(n_backtests=None), "n_backtests must be"),
+    (dict(seed=-1), "seed must be"), (dict(seed=1.7), "seed must be"), (dict(width=True), "width"),
+])
+def test_sizes_and_seed_that_are_no_whole_numbers_are_refused(ref_rt, kw, message):
+    """capacity 64.5 or "64" failed with a TypeError on '&' or '<', batch=2.5 was cut to 2 and seed=1.7 to 1 without
+    a word, seed=-1 failed in numpy: a ValueError naming the argument and its value. Whole floats still work."""
+    args = dict(capacity=64, n_backtests=4, batch=8, width=WIDTH) | kw
+    with pytest.raises(ValueError, match=f"{message}.*got {kw[next(iter(kw))]!r}"):
+        ReplayBuffer(ref_rt, IsvBus(ref_rt), **args)
+    assert ReplayBuffer(ref_rt, IsvBus(ref_rt), capacity=64.0, n_backtests=4, batch=8, width=WIDTH).capacity == 64
+
+
+@pytest.mark.parametrize("name, shape, dtype", [("h_t", (4, WIDTH // 2), np.float32), ("h_t", (4, WIDTH), np.int32),
+                                                ("action", (4,), np.float32), ("td", (4,), np.float32)])
+def test_given_inputs_of_another_shape_or_dtype_are_refused(ref_rt, name, shape, dtype):
+    """An input handed in of the wrong shape or dtype was taken: the kernels read it by pointer (past its end on a
+    GPU, or its int bits as floats). Refused naming the input, its expected and its actual layout."""
+    given = ref_rt.device_array(shape, dtype, "given")
+    with pytest.raises(ValueError, match=f"replay input '{name}' must be"):
+        ReplayBuffer(ref_rt, IsvBus(ref_rt), capacity=64, n_backtests=4, batch=8, width=WIDTH, inputs={name: given})

@@ -37,11 +37,14 @@ class AdamState:
             setattr(self, label, moment)
         if self.m.shape != self.v.shape:
             raise ValueError(f"AdamState m has {self.m.size} values but v has {self.v.size}")
-        if not I32_MIN <= int(self.step) <= I32_MAX:
-            raise ValueError(f"AdamState.step {self.step} does not fit the wire format's i32")
+        if not integer(self.step) or not I32_MIN <= int(self.step) <= I32_MAX:  # 1.5 was saved as 1
+            raise ValueError(f"AdamState.step must be a whole number in the wire format's i32, got {self.step!r}")
         self.step = int(self.step)
         for label in ("lr", "beta1", "beta2", "eps", "wd"):  # float32 on the wire and on the device
-            setattr(self, label, float(np.float32(getattr(self, label))))
+            value = getattr(self, label)
+            if not integer(value) and not isinstance(value, (float, np.floating)):
+                raise ValueError(f"AdamState.{label} must be a number, got {value!r}")
+            setattr(self, label, float(np.float32(value)))
 
     @property
     def n(self) -> int:
@@ -51,6 +54,11 @@ class AdamState:
     def settings(self) -> dict[str, float]:
         return {"step": self.step, "lr": self.lr, "beta1": self.beta1, "beta2": self.beta2,
                 "eps": self.eps, "wd": self.wd}
+
+
+def integer(value) -> bool:
+    """A Python or numpy integer, not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def wire_size(n: int) -> int:

@@ -5,6 +5,7 @@ import re
 import warnings
 from pathlib import Path
 
+from .adamw import integer
 from .atomic import remove_stale_temp_files
 from .errors import CheckpointSaveError
 from .format import write_checkpoint
@@ -34,10 +35,10 @@ class CheckpointSaver:
     """
 
     def __init__(self, out_dir, keep: int = 2):
-        if keep < 1:
-            raise ValueError(f"keep must be at least 1, got {keep}")
+        if not integer(keep) or keep < 1:  # 1.5 failed in the first save's pruning, after the file was written
+            raise ValueError(f"keep must be a whole number >= 1, got {keep!r}")
         self.out_dir = Path(out_dir)
-        self.keep = keep
+        self.keep = int(keep)
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             remove_stale_temp_files(self.out_dir, CHECKPOINT_RE)

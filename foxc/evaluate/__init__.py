@@ -1,5 +1,6 @@
 """Evaluation of a policy over a data window with learning off, its figures, and walk-forward folds."""
 from .metrics import summarize
-from .runner import EVAL_TRADE_DTYPE, EvalConfig, Evaluation, PolicyContext, chunk_bounds, evaluate
+from .runner import EVAL_TRADE_DTYPE, EvalConfig, Evaluation, Evaluator, PolicyContext, chunk_bounds, evaluate
 
-__all__ = ["EVAL_TRADE_DTYPE", "EvalConfig", "Evaluation", "PolicyContext", "chunk_bounds", "evaluate", "summarize"]
+__all__ = ["EVAL_TRADE_DTYPE", "EvalConfig", "Evaluation", "Evaluator", "PolicyContext", "chunk_bounds", "evaluate",
+           "summarize"]

@@ -59,6 +59,9 @@ class AgentPolicy:
         records, sim, B, K = ctx.records, ctx.sim, len(ctx.cursor), self.seq_len
         if sim is None:
             raise ValueError("AgentPolicy runs on the device: it needs the evaluation's simulator (ctx.sim)")
+        if sim.rt is not self.rt:  # its kernels would read the simulator's memory through another address space
+            raise ValueError("AgentPolicy runs on the runtime it was made on, and this evaluation on another runtime: "
+                             "give evaluate(..., rt=policy.rt)")
         first, last = segment_runs(records["segment"])
         self._first_ok = np.repeat(first, last - first + 1) + K - 1  # per row: the first with a whole window
         labels = np.zeros((LABEL_PLANES, HORIZONS, len(records)), np.float32)  # the gather's input; unused here

@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..component import Component
-from ..data.record import SNAPSHOT_DTYPE, segment_runs
+from ..data.record import segment_runs
 from ..driver import open_runtime
-from ..lobsim.env import LobEnv
+from ..lobsim.env import LobEnv, snapshot_records
 from ..lobsim.kernels import BOOK_OK, snapshot_verdicts
 from ..lobsim.layout import HOLD, TRADE_DTYPE
+from ..lobsim.sim import whole
 from ..rng import generator
 from .metrics import summarize
 
@@ -69,6 +70,11 @@ def split_decision(out, n: int) -> tuple[np.ndarray, np.ndarray | None]:
         probs = np.asarray(probs, np.float64)
         if probs.shape != (n, 5):
             raise ValueError(f"a policy's probs must have shape ({n}, 5), got {probs.shape}")
+        ok = np.isfinite(probs).all(axis=1) & (probs >= 0).all(axis=1) & (np.abs(probs.sum(axis=1) - 1) <= 1e-3)
+        if not ok.all():  # NaN gave an entropy of 0, rows summing past 1 a negative one
+            i = int(np.argmin(ok))
+            raise ValueError(f"a policy's probs must be finite, non-negative and sum to 1 per row (its action "
+                             f"distribution), got {probs[i].tolist()} at row {i}")
     return actions.astype(np.int32), probs
 
 
@@ -81,6 +87,11 @@ class EvalConfig:
     seed: int = 0                  # the sampling stream of a non-greedy policy
     trade_log_cap: int = 64
     backend: str | None = None     # auto | cuda | reference (None: $FOXC_BACKEND or auto)
+
+    def __post_init__(self):
+        if not whole(self.n_backtests) or self.n_backtests < 1:  # 0 ran one chunk, 2.5 failed in range()
+            raise ValueError(f"EvalConfig.n_backtests must be a whole number >= 1, got {self.n_backtests!r}")
+        object.__setattr__(self, "n_backtests", int(self.n_backtests))
 
 
 @dataclass
@@ -145,9 +156,8 @@ class Evaluator(Component):
     times) as wanted: the records are uploaded once, each `run` starts from fresh accounts."""
 
     def __init__(self, records: np.ndarray, config: EvalConfig = EvalConfig(), *, tick: int = 1, rt=None):
-        if records.dtype != SNAPSHOT_DTYPE or len(records) < 2:
-            raise ValueError("records must be at least 2 SNAPSHOT_DTYPE records")
-        if int(tick) != tick or tick < 1:
+        snapshot_records(records, "records")
+        if not whole(tick) or tick < 1:
             raise ValueError(f"tick must be the integer price units per tick (price × 1e9, e.g. "
                              f"SynthParams.tick_units), got {tick!r}")
         self.records = np.ascontiguousarray(records)

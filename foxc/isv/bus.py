@@ -9,6 +9,8 @@ memory directly.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import vec
@@ -20,6 +22,7 @@ class IsvBus:
         self.rt = rt
         self.array = rt.mapped_array((N_SLOTS,), np.float32, name)
         self.device = rt.device_array((N_SLOTS,), np.float32, f"{name}_device") if device_resident else None
+        self.closed = False
         self.reset()
 
     @property
@@ -31,6 +34,8 @@ class IsvBus:
     def values(self) -> np.ndarray:
         """The slots as the host sees them (live mapped memory; with a device copy, as of the last publish).
         Synchronize before reading device writes; write through `bus[name] = v` or `load`."""
+        if self.closed:  # its memory is freed: NaN on the reference backend, freed pinned memory on a GPU
+            raise ValueError(f"ISV bus '{self.array.name}' is closed")
         return self.array.host
 
     def load(self, values):
@@ -40,7 +45,7 @@ class IsvBus:
             raise ValueError(f"the ISV holds {N_SLOTS} slots, got {values.shape}")
         if self.device is not None:
             self.rt.stream.synchronize()
-        self.array.host[:] = values
+        self.values[:] = values
         if self.device is not None:
             self.device.upload(values)
 
@@ -56,11 +61,18 @@ class IsvBus:
         self.load([s.bootstrap for s in SLOTS])
 
     def __getitem__(self, name: str) -> float:
-        return float(self.array.host[slot_index(name)])
+        return float(self.values[slot_index(name)])
 
     def __setitem__(self, name: str, value: float):
-        values = self.array.host.copy()
-        values[slot_index(name)] = value
+        index = slot_index(name)  # an unknown name first
+        try:  # a string failed in numpy naming no slot; NaN made every kernel reading the slot compute NaN
+            ok = not isinstance(value, (bool, np.bool_)) and math.isfinite(value)
+        except TypeError:
+            ok = False
+        if not ok:
+            raise ValueError(f"ISV slot '{name}' must be a finite number, got {value!r}")
+        values = self.values.copy()
+        values[index] = value
         self.load(values)
 
     @property
@@ -68,9 +80,10 @@ class IsvBus:
         return int(self["step_hi"]) * STEP_WRAP + int(self["step_lo"])
 
     def as_dict(self) -> dict[str, float]:
-        return {s.name: float(self.array.host[s.index]) for s in SLOTS}
+        return {s.name: float(self.values[s.index]) for s in SLOTS}
 
     def close(self):
+        self.closed = True
         self.array.close()
         if self.device is not None:
             self.device.close()

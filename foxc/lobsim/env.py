@@ -42,8 +42,7 @@ class LobEnv(Component):
                  backend: str | None = None, **config):
         """`snapshots`: SNAPSHOT_DTYPE records, segments contiguous; `episode_len`: snapshots per episode at
         most (0: to the segment's end); `config`: the other LobSimConfig fields (fee_per_lot, lots_per_entry, ...)."""
-        if snapshots.dtype != SNAPSHOT_DTYPE or snapshots.ndim != 1 or snapshots.size < 2:
-            raise ValueError("snapshots must be a 1-D array of at least 2 SNAPSHOT_DTYPE records")
+        snapshot_records(snapshots, "snapshots")
         if not whole(episode_len) or not 0 <= episode_len < 2**63:  # the cursors' int64
             raise ValueError(f"episode_len must be a whole number 0 to 2^63 - 1, got {episode_len!r}")
         sim_config = LobSimConfig(n_backtests=n_backtests, **config)  # its settings refused before any allocation
@@ -80,6 +79,11 @@ class LobEnv(Component):
         stops = np.zeros(self.n, np.uint32) if stop_loss is None else np.asarray(stop_loss)
         if stops.shape != (self.n,):
             raise ValueError(f"stop_loss must have shape ({self.n},), got {stops.shape}")
+        finite = np.isfinite(stops) if stops.dtype.kind == "f" else np.ones(self.n, bool)
+        if stops.dtype.kind not in "biuf" or not finite.all():  # NaN != 0 and "x" != 0 stopped the position
+            i = int(np.argmin(finite))
+            got = f"dtype {stops.dtype}" if stops.dtype.kind not in "biuf" else f"{stops[i]} at backtest {i}"
+            raise ValueError(f"stop_loss must be bools or finite numbers (nonzero: stop), got {got}")
         self.sim.actions.upload(actions)
         self.sim.stop_loss.upload((stops != 0).astype(np.uint32))
         self.launch_step(self.rt.stream)
@@ -97,6 +101,16 @@ class LobEnv(Component):
 
     def buffers(self) -> list:
         return [self.sim, self.cursors, self.snapshots]
+
+
+def snapshot_records(records, name: str) -> np.ndarray:
+    """`records` when it is a 1-D array of at least 2 SNAPSHOT_DTYPE records, else a ValueError naming `name` and
+    what it got (a list or a MarketData failed on `.dtype`)."""
+    if not isinstance(records, np.ndarray) or records.dtype != SNAPSHOT_DTYPE or records.ndim != 1 or records.size < 2:
+        got = f"{records.dtype} {records.shape}" if isinstance(records, np.ndarray) else type(records).__name__
+        raise ValueError(f"{name} must be a 1-D array of at least 2 SNAPSHOT_DTYPE records (a MarketData's .records), "
+                         f"got {got}")
+    return records
 
 
 def _checked_actions(actions: np.ndarray, n: int) -> np.ndarray:

@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import vec
 from ..component import Component
+from ..lobsim.sim import whole
 from ..rng import seed_states
 from .layout import (CTR_COUNT, MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS, MAX_WIDTH, N_STEP_MAX, RING_COLS, ROW_BLOCK,
                      TR_COLS, warp_grid)
@@ -73,6 +74,13 @@ STATE_NAMES = tuple(_STATE)
 class ReplayBuffer(Component):
     def __init__(self, rt, isv, *, capacity: int, n_backtests: int, batch: int, width: int, n_max: int = N_STEP_MAX,
                  seed: int = 0, inputs: dict | None = None, name: str = "replay"):
+        sizes = dict(capacity=capacity, n_backtests=n_backtests, batch=batch, width=width, n_max=n_max)
+        for what, value in sizes.items():  # 64.5 failed on '&', batch=2.5 was cut to 2
+            if not whole(value):
+                raise ValueError(f"{what} must be a whole number, got {value!r}")
+        capacity, n_backtests, batch, width, n_max = (int(v) for v in sizes.values())
+        if not whole(seed) or seed < 0:  # 1.7 was cut to 1, -1 failed in numpy
+            raise ValueError(f"seed must be a non-negative whole number, got {seed!r}")
         if capacity < 2 or capacity > MAX_CAPACITY or capacity & (capacity - 1):
             raise ValueError(f"capacity must be a power of two in [2, {MAX_CAPACITY}], got {capacity}")
         for what, value, most in (("n_backtests", n_backtests, MAX_BACKTESTS), ("batch", batch, MAX_BATCH),
@@ -84,9 +92,14 @@ class ReplayBuffer(Component):
         if unknown:
             raise ValueError(f"unknown replay inputs {sorted(unknown)}; known: {', '.join(INPUTS)}")
         self.rt, self.isv, self.name, self.seed = rt, isv, name, int(seed)
-        self.capacity, self.n_backtests, self.batch, self.n_max = int(capacity), int(n_backtests), int(batch), int(n_max)
-        self.width = int(width)
+        self.capacity, self.n_backtests, self.batch, self.n_max, self.width = capacity, n_backtests, batch, n_max, width
         dims = (self.capacity, self.n_backtests, self.batch, self.n_max, self.width)
+        for k, found in (inputs or {}).items():  # the kernels read them by pointer: past the end, or int bits as floats
+            shape, dt = INPUTS[k]
+            want = shape(self.n_backtests, self.batch, self.width)
+            if found is not None and (tuple(found.shape) != want or found.dtype != np.dtype(dt)):
+                raise ValueError(f"replay input '{k}' must be {np.dtype(dt)} {want}, got {found.dtype} "
+                                 f"{tuple(found.shape)}")
         self.state = {k: rt.device_array(shape(*dims), dt, f"{name}.{k}") for k, (shape, dt) in _STATE.items()}
         self.scratch = {k: rt.device_array(shape(*dims), dt, f"{name}.{k}") for k, (shape, dt) in _SCRATCH.items()}
         given = inputs or {}
