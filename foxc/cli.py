@@ -47,12 +47,26 @@ def fail(prog: str, message) -> int:
 class ArgumentParser(argparse.ArgumentParser):
     """argparse for every foxc command: an error is one line naming the flag, exit status 2.
 
-    Subcommand parsers (add_subparsers) are of this class too."""
+    Subcommand parsers (add_subparsers) are SubcommandParser: their errors name the subcommand too."""
 
     def error(self, message):
         if message.startswith(UNRECOGNIZED):
             message += glob_hint(message.removeprefix(UNRECOGNIZED).split())
         sys.exit(fail(self.prog, message))
+
+    def add_subparsers(self, **kwargs):
+        return super().add_subparsers(**{"parser_class": SubcommandParser, **kwargs})
+
+
+class SubcommandParser(ArgumentParser):
+    """A subcommand's parser: the arguments after the subcommand that it does not take are its error (argparse hands
+    them back to the command's parser, whose error would name the command alone: `foxc.data: error: …`)."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, strays = super().parse_known_args(args, namespace)
+        if strays:
+            self.error(UNRECOGNIZED + " ".join(strays))
+        return namespace, strays
 
 
 UNRECOGNIZED = "unrecognized arguments: "

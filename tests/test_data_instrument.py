@@ -366,23 +366,33 @@ def test_the_dbn_symbol_mappings_are_databentos():
         assert got == want and got, path.name
 
 
-def live_dbn(path, version: int):
-    """A live stream's DBN file: metadata without mappings, then SymbolMappingMsg records written by databento-dbn
-    (ES.c.0 to ESH1, 5482, at the start; NQ.c.0 to NQH1, 13615, before NQH1's first row, mid-stream) among
-    mapped_dbn's MBP-10 records (13615 and 5482 interleaved, NQH1's first 1000 rows left out)."""
+def mapping_record(version: int, iid: int, given: str, raw: str, start: int = 0, end: int = 2**63) -> bytes:
+    """A live stream's SymbolMappingMsg (DBN `version`'s layout), written by databento-dbn: continuous symbol
+    `given` to raw symbol `raw`, instrument_id `iid`, from `start` to before `end` (ns)."""
     dbn = pytest.importorskip("databento_dbn", reason=NEEDS_DBN)
+    if version == 1:
+        return bytes(dbn.SymbolMappingMsgV1(1, iid, 0, given, raw, start, end))
+    return bytes(dbn.SymbolMappingMsg(1, iid, 0, dbn.SType.CONTINUOUS, given, dbn.SType.RAW_SYMBOL, raw, start, end))
+
+
+def live_head(version: int, start: int, symbols: list[str]) -> bytes:
+    """A live stream's DBN metadata: no mappings (its records carry them)."""
+    dbn = pytest.importorskip("databento_dbn", reason=NEEDS_DBN)
+    return dbn.Metadata(dataset="GLBX.MDP3", start=start, stype_in=dbn.SType.CONTINUOUS,
+                        stype_out=dbn.SType.INSTRUMENT_ID, schema=dbn.Schema.MBP_10, symbols=symbols,
+                        version=version).encode()
+
+
+def live_dbn(path, version: int):
+    """A live stream's DBN file: metadata without mappings, then SymbolMappingMsg records (ES.c.0 to ESH1, 5482, at
+    the start; NQ.c.0 to NQH1, 13615, before NQH1's first row, mid-stream) among mapped_dbn's MBP-10 records (13615
+    and 5482 interleaved, NQH1's first 1000 rows left out)."""
     records = np.frombuffer(mapped_dbn(path).read_bytes()[-2 * 3000 * MBP10_BYTES:], MBP10_DTYPE)
     records = records[(records["instrument_id"] == 5482) | (np.arange(len(records)) >= 2000)]
-    def mapping(iid, given, raw):  # noqa: E306
-        if version == 1:
-            return bytes(dbn.SymbolMappingMsgV1(1, iid, 0, given, raw, 0, 2**63))
-        return bytes(dbn.SymbolMappingMsg(1, iid, 0, dbn.SType.CONTINUOUS, given, dbn.SType.RAW_SYMBOL, raw, 0, 2**63))
-    head = dbn.Metadata(dataset="GLBX.MDP3", start=int(records["ts_recv"][0]), stype_in=dbn.SType.CONTINUOUS,
-                        stype_out=dbn.SType.INSTRUMENT_ID, schema=dbn.Schema.MBP_10, symbols=["ES.c.0", "NQ.c.0"],
-                        version=version).encode()
     first_nq = int(np.flatnonzero(records["instrument_id"] == 13615)[0])
-    path.write_bytes(head + mapping(5482, "ES.c.0", "ESH1") + records[:first_nq].tobytes()
-                     + mapping(13615, "NQ.c.0", "NQH1") + records[first_nq:].tobytes())
+    path.write_bytes(live_head(version, int(records["ts_recv"][0]), ["ES.c.0", "NQ.c.0"])
+                     + mapping_record(version, 5482, "ES.c.0", "ESH1") + records[:first_nq].tobytes()
+                     + mapping_record(version, 13615, "NQ.c.0", "NQH1") + records[first_nq:].tobytes())
     return path
 
 
@@ -418,6 +428,91 @@ def test_a_live_streams_symbol_mapping_records_resolve_a_symbol(tmp_path, versio
     (tmp_path / "short.dbn").write_bytes(bytes(data[:at + 64]) + bytes(data[at + (80 if version == 1 else 176):]))
     with pytest.raises(DataError, match=rf"short\.dbn: symbol mapping record at byte {at} has length 64 < "):
         read_dbn(tmp_path / "short.dbn")
+
+
+def live_roll(path, version: int, day=dt.date(2024, 1, 2)) -> dict:
+    """A live stream of ES.c.0 and ES.c.1 across a roll, its mappings as records (rtype 0x16), each for its day:
+    ES.c.0 is ESH4 (5482) on day 0 and ESM4 (13615) on day 1, ES.c.1 ESM4 on day 0 and ESU4 (7) on day 1. Day 0's
+    rows interleave 5482's (A0) and 13615's (B0), day 1's 13615's (B1) and 7's (C1); B0's last row is 1 ns before
+    midnight, B1's first at midnight. ES.c.0's record comes first; ES.c.1's (a later subscription) after the first
+    10 rows; both roll records (day 1's mappings) before the last 5 of day 0. The ts_ns of each part, by name, and
+    of the rows before ES.c.1's record ("early")."""
+    d0 = int(np.datetime64(day, "ns").astype(np.int64))
+    d1, d2 = d0 + DAY_NS, d0 + 2 * DAY_NS
+    parts = {"A0": generate(300, seed=1), "B0": generate(200, seed=2), "B1": generate(250, seed=3),
+             "C1": generate(150, seed=4)}
+    for name, iid in (("A0", 5482), ("B0", 13615), ("B1", 13615), ("C1", 7)):
+        parts[name]["instrument_id"] = iid
+        parts[name]["ts_ns"] += DAY_NS * (name[1] == "1")
+    parts["B0"]["ts_ns"][-1] = d1 - 1
+    for name in ("C1", "B1"):  # to midnight, together
+        parts[name]["ts_ns"] += d1 - parts["B1"]["ts_ns"][0]
+    rec = np.concatenate(list(parts.values()))
+    rows = records_dbn(rec[np.argsort(rec["ts_ns"], kind="stable")])
+    at = lambda i: MBP10_BYTES * i  # noqa: E731
+    roll = 500 - 5
+    path.write_bytes(live_head(version, d0, ["ES.c.0", "ES.c.1"])
+                     + mapping_record(version, 5482, "ES.c.0", "ESH4", d0, d1) + rows[:at(10)]
+                     + mapping_record(version, 13615, "ES.c.1", "ESM4", d0, d1) + rows[at(10):at(roll)]
+                     + mapping_record(version, 13615, "ES.c.0", "ESM4", d1, d2)
+                     + mapping_record(version, 7, "ES.c.1", "ESU4", d1, d2) + rows[at(roll):])
+    ts = {name: part["ts_ns"].tolist() for name, part in parts.items()}
+    ts["early"] = np.sort(rec["ts_ns"], kind="stable")[:10].tolist()
+    return ts
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize("given, segments, others", [
+    ("ES.c.0", [["A0"], ["B1"]], {"7": 150, "13615": 200}),
+    ("ES.c.1", [["B0"], ["C1"]], {"5482": 300, "13615": 250}),
+    ("ESM4", [["B0", "B1"]], {"7": 150, "5482": 300}),
+])
+def test_a_live_streams_mapping_records_keep_a_symbols_rows_in_their_intervals(tmp_path, version, given, segments,
+                                                                               others):
+    """ES.c.0 and ES.c.1 of a live stream share ESM4 across the roll: selected by id, the file was refused as
+    interleaved. A mapping record maps its symbols to its id from start_ts (inclusive) to end_ts (exclusive), by
+    ts_recv, in the rows after it (rows before a symbol's first record are not its own: ES.c.1's and ESM4's lose
+    ESM4's first rows); where another symbol maps one of a symbol's ids at other times, its rows are those its
+    records give, a segment each (as a historical file's by its metadata's dates); where none does (ESM4: its
+    two records join), its ids' rows after its first record. Either way its own selection, whatever the chunks."""
+    from foxc.data.prepare import prepare
+    path = tmp_path / "live.dbn"
+    ts = live_roll(path, version)
+    early = set(ts["early"])
+    assert early & set(ts["A0"]) and early & set(ts["B0"]), "the rows before ES.c.1's record hold both contracts"
+    want = [[t for name in names for t in ts[name] if not (name == "B0" and given != "ES.c.0" and t in early)]
+            for names in segments]
+    if given != "ES.c.0":  # ESM4's rows before ES.c.1's record: no symbol's
+        others = {**others, "13615": others.get("13615", 0) + len(early & set(ts["B0"]))}
+    data = load(path, instrument=given)
+    assert data.records["ts_ns"].tolist() == [t for seg in want for t in seg]
+    stream = FileStream(path, rows=7, instrument=given)  # records met across chunks (ESM4's first in the second)
+    small = np.concatenate(list(stream))
+    assert small[["ts_ns", "segment"]].tolist() == data.records[["ts_ns", "segment"]].tolist()
+    assert (stream.summary().instrument_id, stream.summary().instrument) == (0, given)
+    edges = np.cumsum([0, *map(len, want)]).tolist()
+    assert [b.tolist() for b in data.segment_bounds()] == [edges[:-1], edges[1:]]
+    assert (data.instrument_id, data.instrument) == (0, given)
+    assert data.report.to_dict()["files"][str(path)]["other_instruments"] == others
+    assert prepare(path, tmp_path / "cache", rows=64, instrument=given)["instrument_selection"] == given
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_live_mapping_records_interval_is_its_start_ts_to_its_end_ts_from_the_row_after_it(tmp_path, version):
+    """start_ts and end_ts as databento-dbn writes them (v1's behind 4 padding bytes); UNDEF_TIMESTAMP (2^64 - 1) is
+    an open start or end, as databento's InstrumentMap.insert_symbol_mapping_msg takes it."""
+    live_roll(tmp_path / "roll.dbn", version)
+    d0 = int(np.datetime64(dt.date(2024, 1, 2), "ns").astype(np.int64))
+    assert read_dbn(tmp_path / "roll.dbn")[2]["mapped"]["ESM4"] == [(13615, d0, d0 + DAY_NS, 10),
+                                                                    (13615, d0 + DAY_NS, d0 + 2 * DAY_NS, 495)]
+    rec = generate(50, seed=1)
+    rec["instrument_id"] = 5482
+    undef = 2**64 - 1
+    path = tmp_path / "open.dbn"
+    path.write_bytes(live_head(version, 0, ["ES.c.0"]) + mapping_record(version, 5482, "ES.c.0", "ESH4", undef, undef)
+                     + records_dbn(rec))
+    assert read_dbn(path)[2]["mapped"] == {"ESH4": [(5482, 0, 2**63 - 1, 0)], "ES.c.0": [(5482, 0, 2**63 - 1, 0)]}
+    assert len(load(path, instrument="ES.c.0").records) == len(load(path, instrument="5482").records) > 0
 
 
 def test_without_instrument_an_interleaved_file_is_refused_saying_how_to_pick_one(tmp_path):

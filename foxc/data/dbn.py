@@ -17,7 +17,8 @@ Layout (Databento's `dbn` crate, `decode/dbn/fsm.rs` and `record.rs`), little-en
             char[22], 4 bytes, start_ts u64, end_ts u64}, v2+ {stype_in u8, stype_in_symbol char[71],
             stype_out u8, stype_out_symbol char[71], start_ts u64, end_ts u64} (`dbn` crate's
             `compat.rs`, `record.rs`): both symbols name the header's instrument_id (what --instrument
-            SYMBOL reads, as the metadata's mappings).
+            SYMBOL reads, as the metadata's mappings) from start_ts to before end_ts (ns; UNDEF_TIMESTAMP:
+            open), in the rows that follow the record.
 The MBP-10 record is the same in versions 1, 2 and 3. The file is read (and `.dbn.zst`
 decompressed) a bounded block at a time: a block of only MBP-10 records is decoded as one
 strided numpy view, one that mixes record types is walked header by header.
@@ -46,6 +47,7 @@ MBP10_BYTES = 368
 ZSTD_MAGIC = 0xFD2FB528
 ZSTD_SKIPPABLE = range(0x184D2A50, 0x184D2A60)
 MAX_METADATA = 1 << 30
+UNDEF_TIMESTAMP, MAX_NS = 2**64 - 1, 2**63 - 1  # Databento's undefined time; the last int64 ns
 META_FIXED = 104  # the metadata's fields up to schema_definition_length (any version): what read_metadata reads
 EPOCH, DAY_NS = dt.date(1970, 1, 1), 86_400 * 10**9
 
@@ -271,15 +273,19 @@ class _Walk:
 
     def _map(self, record: np.ndarray, at: int):
         """A symbol mapping record: both its symbols name its instrument_id (the output one, a raw symbol, first:
-        the id's name where the input is a parent or continuous symbol)."""
+        the id's name where the input is a parent or continuous symbol), in the `mapped` interval it gives, from
+        the next MBP-10 row on."""
         size, in_at, out_at, whole = self.mapping
         if len(record) < whole:
             raise DataError(self.path, f"symbol mapping record at byte {at} has length {len(record)} < {whole}")
         iid = int(record[4:8].view("<u4")[0])
-        for start in (out_at, in_at):
-            symbol = record[start:start + size].tobytes().split(b"\0", 1)[0].decode("ascii", "replace")
+        start, end = (int(t) for t in record[whole - 16:whole].view("<u8"))  # start_ts, end_ts: its last fields
+        span = (iid, 0 if start == UNDEF_TIMESTAMP else min(start, MAX_NS), min(end, MAX_NS), self.mbp10)
+        for begin in (out_at, in_at):
+            symbol = record[begin:begin + size].tobytes().split(b"\0", 1)[0].decode("ascii", "replace")
             if symbol and not symbol.isdigit():  # an instrument_id as text names nothing more
                 map_symbol(self.meta, symbol, iid)
+                self.meta["mapped"].setdefault(symbol, []).append(span)
 
     def end(self, tail: np.ndarray, at: int):
         """At the end of the file: `tail` holds the bytes of no whole record."""
@@ -322,10 +328,10 @@ def iter_dbn(path, meta: dict, rows: int = CHUNK_ROWS):
         stream = _open(path, fh)
         head = read_metadata(path, stream)
         meta["instrument"] = head["symbols"][0] if head["symbols"] else ""
-        meta["mapped"] = {}  # a historical file's mappings, every one up front (a live stream's come as records)
+        meta["mapped"] = {}  # symbol: [(iid, from, to: ns, first row)]; a live stream's come as records (_Walk._map)
         for symbol, iid, start, end in head["mappings"]:  # what --instrument SYMBOL resolves, and the ids' names
             map_symbol(meta, symbol, iid)
-            meta["mapped"].setdefault(symbol, []).append((iid, start, end))
+            meta["mapped"].setdefault(symbol, []).append((iid, start, end, -1))  # -1: up front, before any row
         meta["dbn"] = {k: head[k] for k in ("version", "dataset", "schema", "ts_out")}
         walk, tail = _Walk(path, stream.offset, meta, head["version"]), b""
         while True:

@@ -6,15 +6,17 @@ keeps the rows of one instrument_id, or of a symbol (ESM4) by the ids the file i
 symbol mappings (its metadata's, or a live stream's symbol mapping records) or a Parquet file's `symbol` column
 (the rows of that symbol; LOBSTER files map none: give the id there). A symbol mapped to several ids (a continuous
 symbol, ES.c.0, rolling from one contract to the next) keeps the rows of each, a segment each, as the file read
-whole would be; where another symbol of a historical DBN file maps one of its ids on other dates (ES.c.1 holds the
-contract ES.c.0 rolls to, before the roll), its ids' rows are its own only on the dates its mapping intervals give
-(`dated`). The rows are selected before validation, so the validator's counts are the kept instrument's; the
-other instruments' rows (and its ids' on other dates) are counted per id (the report's `other_instruments`), never
-left out without a word. A file with no row of the instrument is refused naming the ids (or symbols) it holds; a
-Parquet file's symbols are read ahead (foxc.data.stream), so a symbol it does not name is refused before its rows.
+whole would be; where another symbol of a DBN file maps one of its ids at other times (ES.c.1 holds the contract
+ES.c.0 rolls to, before the roll), its ids' rows are its own only at the times its mapping intervals give (`dated`:
+the metadata's dates, or a live stream's records' start_ts to end_ts). A live stream's record maps the rows after
+it: an id's rows before a symbol's first record of it are not the symbol's. The rows are selected before
+validation, so the validator's counts are the kept instrument's; the other instruments' rows (and its ids' at other
+times) are counted per id (the report's `other_instruments`), never left out without a word. A file with no row of
+the instrument is refused naming the ids (or symbols) it holds; a Parquet file's symbols are read ahead
+(foxc.data.stream), so a symbol it does not name is refused before its rows.
 
 The selection is part of the data's identity as the instrument_id it kept (`selection_id`: ESM4 and 5482 are
-one selection where the files map ESM4 to 5482; a symbol that kept several ids, its ids' rows on its dates only, or
+one selection where the files map ESM4 to 5482; a symbol that kept several ids, some of its ids' rows only, or
 rows without an id, is its own): a cache records it (its manifest's `instrument_selection`, in its sha256) and is
 refused for another selection (foxc.data.cache.check_selection); a run's data sha256 mixes it in
 (foxc.trainer.session), so a resume may spell it either way.
@@ -86,19 +88,19 @@ def symbols_only(meta: dict) -> dict | None:
     return meta["id_names"] if meta.get("instrument_id", 0) is None else None
 
 
-def dated(mapped: dict | None, symbol: str) -> list[tuple[int, int, int]] | None:
-    """`symbol`'s mapping intervals, (instrument_id, from, to: ns) in a historical DBN file's `mapped`, where another
-    symbol there maps one of its ids on a date it does not (ES.c.1 is the contract ES.c.0 rolls to, before the roll):
-    that id's rows on those dates are not its own. None where its ids alone say which rows are its own."""
+def dated(mapped: dict | None, symbol: str) -> list[tuple[int, int, int, int]] | None:
+    """`symbol`'s mapping intervals, (instrument_id, from, to: ns, first row) in a DBN file's `mapped`, where another
+    symbol there maps one of its ids at a time it does not (ES.c.1 is the contract ES.c.0 rolls to, before the roll):
+    that id's rows at those times are not its own. None where its ids alone say which rows are its own."""
     mapped, ours = mapped or {}, []
-    for iid, start, end in sorted(mapped.get(symbol, ())):  # each id's dates, adjacent intervals joined
+    for iid, start, end, _ in sorted(mapped.get(symbol, ())):  # each id's times, adjacent intervals joined
         if ours and ours[-1][0] == iid and start <= ours[-1][2]:
             ours[-1][2] = max(ours[-1][2], end)
         else:
             ours.append([iid, start, end])
     ids = {iid for iid, _, _ in ours}
     foreign = any(iid in ids and not any(i == iid and s <= start and end <= e for i, s, e in ours)
-                  for other, spans in mapped.items() if other != symbol for iid, start, end in spans)
+                  for other, spans in mapped.items() if other != symbol for iid, start, end, _ in spans)
     return mapped[symbol] if foreign else None
 
 
@@ -121,19 +123,26 @@ class Selection:
         self.ids = [] if self.symbol else [int(self.given)]  # a symbol's: those the file maps it to, as read so far
         self.meta: dict = {}  # the reader's, from the first chunk
         self.spans = None  # a symbol's mapping intervals where they decide its rows (`dated`)
+        self.first: dict[int, int] = {}  # a symbol's ids: the first row its mapping records map (-1: the metadata's)
+        self.counted = -1  # the DBN mapping intervals known when spans and first were found (a live stream's grow)
+        self.read = 0  # rows seen: the index of the next chunk's first
         self.rows = 0  # of the instrument
-        self.others: dict[int, int] = {}  # rows left out of each instrument_id (its own: on other dates)
+        self.others: dict[int, int] = {}  # rows left out of each instrument_id (its own: at other times)
 
     def keep(self, raw: np.ndarray, bad: np.ndarray | None, meta: dict) -> tuple[np.ndarray, np.ndarray | None]:
         """The rows of this chunk that are the instrument's (`raw` itself when all are); `meta`: the reader's, whose
         symbol mappings hold those of the rows read so far (a live DBN stream's or a Parquet file's come with them)."""
-        if self.symbol and not self.meta:  # the first chunk: a historical DBN file's mappings are all known now
-            self.spans = dated(meta.get("mapped"), self.given)
+        mapped = meta.get("mapped") or {}
+        known = sum(map(len, mapped.values()))
+        if self.symbol and known != self.counted:  # a historical DBN file's, all at the first chunk; a live one's grow
+            self.spans, self.counted, self.first = dated(mapped, self.given), known, {}
+            for iid, _, _, row in mapped.get(self.given, ()):
+                self.first[iid] = min(row, self.first.get(iid, row))
         self.meta = meta
         if self.symbol:
             self.ids = meta["symbol_ids"].get(self.given, [])
-            if not self.ids and meta.get("mapped"):  # refused now, not after reading the whole file for nothing
-                self.finish()
+            if not self.ids and any(spans[0][3] < 0 for spans in mapped.values()):  # a historical file's, up front:
+                self.finish()  # refused now, not after reading the whole file for nothing
         elif symbols_only(meta) is not None:
             raise DataError(self.path, f"{FLAG} {self.given}: the file has no instrument_id column, only symbols: "
                                        f"give a symbol ({', '.join(meta['symbol_ids'])} so far)")
@@ -142,6 +151,10 @@ class Selection:
             mine = self._dated(ids, raw["ts_ns"])
         else:
             mine = ids == self.ids[0] if len(self.ids) == 1 else np.isin(ids, self.ids)
+            for iid, row in self.first.items():  # not its rows before the record that maps it (in this chunk)
+                if row > self.read:
+                    mine[:row - self.read] &= ids[:row - self.read] != iid
+        self.read += len(raw)
         n = int(np.count_nonzero(mine))
         self.rows += n
         if n == len(raw):
@@ -151,14 +164,19 @@ class Selection:
         return raw[mine], None if bad is None else bad[mine]
 
     def _dated(self, ids: np.ndarray, ts: np.ndarray) -> np.ndarray:
-        """The rows whose time is on a date an interval of the symbol maps their id to. Databento's symbology resolves
-        a record by the UTC date of its index time, ts_recv for MBP-10 (the `dbn` crate's TsSymbolMap::get_for_rec,
-        databento's InstrumentMap.resolve): a DBN row's ts_ns."""
+        """The rows whose time is in an interval of the symbol that maps their id, and that come after the record
+        that gave it (a live stream's; the metadata's come before every row). Databento's symbology resolves a
+        record by its index time, ts_recv for MBP-10 (a DBN row's ts_ns): the UTC date of it in the metadata's
+        intervals (the `dbn` crate's TsSymbolMap::get_for_rec, databento's InstrumentMap.resolve); a live record's
+        interval, start_ts to before end_ts, is compared in ns (databento's InstrumentMap.insert_symbol_mapping_msg
+        takes it as the UTC dates of both, and its live client maps the records after it, whatever their time)."""
         mine = np.zeros(len(ids), bool)
         lo, hi = (int(ts.min()), int(ts.max())) if len(ts) else (0, -1)
-        for iid, start, end in self.spans:
+        for iid, start, end, row in self.spans:
             if start <= hi and end > lo:
-                mine |= (ids == iid) & (ts >= start) & (ts < end)
+                ours = (ids == iid) & (ts >= start) & (ts < end)
+                ours[:max(row - self.read, 0)] = False
+                mine |= ours
         return mine
 
     def known(self, meta: dict):
@@ -170,9 +188,11 @@ class Selection:
 
     @property
     def id(self) -> int:
-        """The instrument_id kept: 0 where there is none (a file without ids), several (a symbol that rolls), or its
-        rows on some dates only (a symbol's mapping intervals: not what the id keeps)."""
-        return self.ids[0] if len(self.ids) == 1 and not self.spans and symbols_only(self.meta) is None else 0
+        """The instrument_id kept: 0 where there is none (a file without ids), several (a symbol that rolls), or some
+        of its rows only (a symbol's mapping intervals decide them, or a live stream's first record of it came after
+        some: not what the id keeps)."""
+        return self.ids[0] if len(self.ids) == 1 and not self.spans and self.ids[0] not in self.others \
+            and symbols_only(self.meta) is None else 0
 
     def what(self) -> str:
         """What is kept, as a message names it: 'instrument_id 5482', 'instrument_id 5482/13615', 'symbol ESM4'."""
