@@ -18,7 +18,7 @@ def new_meta() -> dict:
 
 
 NOT_EXTRA = ("instrument", "instrument_id", "notes", "symbol_ids", "id_names", "mapped")  # meta's keys a summary
-# holds apart ("mapped": a DBN file's metadata maps its symbols, all of them up front)
+# holds apart ("mapped": a DBN file's symbol mapping intervals: its metadata's up front, a live stream's as read)
 
 
 def read_whole(read, path) -> tuple[np.ndarray, np.ndarray | None, dict]:
