@@ -111,3 +111,13 @@ def test_label_settings_that_are_no_label_config_are_refused():
 def test_whole_horizons_are_kept_as_ints():
     assert LabelConfig([np.int64(10), 50.0, 100]).horizons == (10, 50, 100)
 
+
+@pytest.mark.parametrize("horizons", ["1", "10,50"])
+def test_inspect_refuses_horizons_not_three_naming_the_flag_before_reading(horizons, tmp_path, capsys):
+    """inspect --horizons 1 printed the whole summary, then "three horizons >= 1 are needed" naming no flag."""
+    from foxc.data.__main__ import main
+    from foxc.data.parquet import write_parquet
+    write_parquet(tmp_path / "x.parquet", generate(100, seed=1))
+    assert main(["inspect", str(tmp_path / "x.parquet"), "--horizons", horizons]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"foxc.data inspect: error: --horizons {horizons}: give three horizons\n"
