@@ -195,3 +195,18 @@ def test_a_closed_runtime_refuses_to_allocate_plan_or_load(ref_rt):
                                              r"\(foxc\.driver\.open_runtime\)$"):
             call()
 
+
+@pytest.mark.parametrize("shape", [2.5, (2.5, 3), (4, -1), True, "8", (2, None)])
+def test_a_shape_that_is_no_whole_sizes_is_refused_naming_it(ref_rt, shape):
+    """device_array(2.5, ...) said "'float' object is not iterable" and (2.5, 3) was cut to (2, 3)."""
+    with pytest.raises(ValueError, match=re.escape(f"'x': shape must be a size or a tuple of sizes, whole numbers "
+                                                   f">= 0, got {shape!r}")):
+        ref_rt.device_array(shape, np.float32, "x")
+
+
+@pytest.mark.parametrize("dtype", [object, str, "U4", np.dtype([("a", np.int32), ("b", object)])])
+def test_a_dtype_device_memory_cannot_hold_is_refused(ref_rt, dtype):
+    """An object dtype was accepted on the reference backend (a pointer's bytes), never by a device."""
+    with pytest.raises(ValueError, match=re.escape(f"'x': dtype {np.dtype(dtype)} cannot live in device memory "
+                                                   "(numbers, bools, or records of them)")):
+        ref_rt.device_array(4, dtype, "x")

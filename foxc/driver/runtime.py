@@ -91,10 +91,15 @@ class ArrayBase(Owned):
     _kind = "array"
 
     def __init__(self, rt, shape, dtype, name: str):
-        self.shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
-        if any(s < 0 for s in self.shape):
-            raise ValueError(f"'{name}': negative dimension in shape {self.shape}")
+        sizes = (shape,) if isinstance(shape, (int, np.integer)) else shape
+        if not isinstance(sizes, (tuple, list)) or not all(  # (2.5, 3) was cut to (2, 3)
+                isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 0 for s in sizes):
+            raise ValueError(f"'{name}': shape must be a size or a tuple of sizes, whole numbers >= 0, got {shape!r}")
+        self.shape = tuple(int(s) for s in sizes)
         self.dtype = np.dtype(dtype)
+        if self.dtype.hasobject or self.dtype.kind in "US":  # a pointer's bytes, or text: nothing a kernel reads
+            raise ValueError(f"'{name}': dtype {self.dtype} cannot live in device memory (numbers, bools, or records "
+                             "of them)")
         self.name = name
         self.size = math.prod(self.shape)
         self.nbytes = self.size * self.dtype.itemsize
