@@ -95,8 +95,8 @@ def main(argv=None) -> int:
         try:
             data = load_data_logged(cfg, log, from_file.get("data"))
         except UsageError as e:  # the checkpoint's data, not a --data given now: it may have moved
-            if not resume or "data" in given or not cfg.data:
-                raise
+            if not resume or "data" in given or not cfg.data or data_found(cfg.data):
+                raise  # what is wrong with data that is there (an --instrument it lacks) says itself
             raise UsageError(f"--resume-from {resume}: the checkpoint's data: {e} (give --data PATH where it is now: "
                              "it is recognised by its content)") from None
         if resume:
@@ -190,6 +190,21 @@ def load_data_logged(cfg, log, source: str | None = None):
     for line in data.market.report.summary().splitlines():
         log(line)
     return data
+
+
+def data_found(spec: str) -> bool:
+    """Whether --data `spec` names data where it is (a prepared cache, or files foxc.data.source.expand finds),
+    rather than data moved or gone."""
+    from .data import DataError
+    from .data.cache import is_cache
+    from .data.source import expand
+    if is_cache(spec):
+        return True
+    try:
+        expand(spec)
+    except DataError:
+        return False
+    return True
 
 
 def open_trainer(rt, cfg, data, out: Path):

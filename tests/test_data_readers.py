@@ -564,3 +564,12 @@ def test_missing_and_unknown(tmp_path):
         load(tmp_path / "notes.txt")
     with pytest.raises(DataError, match="no data files"):
         load(tmp_path)
+
+
+def test_load_refuses_a_spec_that_is_no_path_naming_its_type(tmp_path):
+    """load([F, G]) said "the pattern matches no files" (the list's str() taken as a glob): one spec, a path, a
+    directory or a glob, as --data takes."""
+    from foxc.data.source import load
+    with pytest.raises(TypeError, match=r"^spec must be a path, a directory or a glob \(a str or a Path\), got a "
+                                        r"list: for several files give their directory or a glob$"):
+        load([tmp_path / "a.parquet", tmp_path / "b.parquet"])

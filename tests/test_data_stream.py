@@ -1,5 +1,6 @@
 """Streaming readers: any chunk size gives the records and report of the file read whole, and holds only a chunk."""
 import gc
+import re
 import tracemalloc
 
 import numpy as np
@@ -369,3 +370,12 @@ def test_labels_of_synthetic_rows_or_a_fold_larger_than_memory_are_refused_namin
         + CACHE_HINT.format("DATA"))
     assert str(fold.no_room_labelling(window, 3, {"fold": 2, "cache": "/data/cache"})).endswith(
         "; give more --folds, or fewer --train-days (each fold labels its training window whole)")
+
+
+@pytest.mark.parametrize("rows", [0, -1, 2.5, None])
+def test_a_chunk_of_no_rows_is_refused_naming_rows(rows, tmp_path):
+    """FileStream(path, None, 0) said "no records after the DBN metadata" of a good file (a Parquet file: nothing
+    read, "no usable rows"): `rows` is refused before the file is opened."""
+    with pytest.raises(ValueError, match=re.escape(f"rows must be a whole number >= 1 (the snapshots a chunk holds "
+                                                   f"at most; default 16,384), got {rows!r}")):
+        FileStream(FIXTURES / "mbp10.v2.dbn", None, rows)

@@ -1,5 +1,8 @@
 """The synthetic default: seeded, a plausible book, and a weak signal a simple learner finds."""
+import re
+
 import numpy as np
+import pytest
 
 from foxc.data import validate
 from foxc.data.labels import LabelConfig, compute_labels
@@ -85,3 +88,18 @@ def test_logistic_on_imbalance_beats_chance():
     se = np.sqrt(0.25 / len(test))
     assert w[1] > 0 and acc > 0.5 + 10 * se  # beats a coin clearly
     assert acc < best + 4 * se  # and never the Bayes bound
+
+
+@pytest.mark.parametrize("n, n_segments, named", [(0, 1, "n 0"), (2.5, 1, "n 2.5"), (-3, 1, "n -3"),
+                                                  (100, 0, "n_segments 0"), (100, 101, "n_segments 101"),
+                                                  (100, 1.5, "n_segments 1.5")])
+def test_sizes_it_cannot_make_are_refused_naming_them(n, n_segments, named):
+    """synthetic_data(0) was an IndexError in the generator; n_segments 0 made one segment without a word, and more
+    segments than rows made empty ones."""
+    for make in (generate, synthetic_data):
+        with pytest.raises(ValueError, match=re.escape(f"synthetic data: {named}: ")):
+            make(n, n_segments=n_segments)
+
+
+def test_one_row_is_the_least_it_makes():
+    assert synthetic_data(1).n_rows == 1 and synthetic_data(3, n_segments=3).n_segments == 3

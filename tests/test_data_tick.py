@@ -185,3 +185,24 @@ def test_the_sampled_rows_are_the_same_however_the_file_is_chunked(tmp_path, mon
                 for s, end, (first, step) in zip(parts, ends, market.tick_samples(parts))]
         got = samples([(chunks, stream.summary())], parts)
         assert [len(x) for x in got] == [18, 25] and all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
+@pytest.mark.parametrize("tick", [0, -1, True, 0.25, "250000000", float("nan")])
+def test_a_tick_that_is_no_whole_number_of_price_units_is_refused_naming_it(tick, tmp_path):
+    """load(tick=0) meant "inferred" (`if tick:`) and -1 or True were taken: None is inferred, else a whole number
+    of price units >= 1; prepare() refuses it too, leaving no cache."""
+    write_parquet(tmp_path / "es.parquet", generate(500, seed=1))
+    for read in (lambda: load(tmp_path / "es.parquet", tick=tick),
+                 lambda: prepare(tmp_path / "es.parquet", tmp_path / "cache", workers=1, rows=ROWS, tick=tick)):
+        with pytest.raises(ValueError, match=re.escape(f"tick must be a whole number of price units >= 1 (price × "
+                                                       f"1e9: 250_000_000 is a tick of 0.25), got {tick!r}")):
+            read()
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_tick_of_none_is_inferred_and_a_whole_float_is_taken_as_an_int(tmp_path):
+    write_parquet(tmp_path / "es.parquet", generate(500, seed=1))
+    quarter = SynthParams().tick_units
+    assert load(tmp_path / "es.parquet", tick=None).tick == quarter
+    got = load(tmp_path / "es.parquet", tick=float(quarter)).tick
+    assert got == quarter and type(got) is int

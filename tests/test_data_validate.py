@@ -1,5 +1,6 @@
 """Validation: every skip reason counted, the first reason wins, the report prints and writes JSON."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -182,3 +183,24 @@ def test_a_run_whose_rows_validation_mostly_skipped_names_that_not_the_horizons(
     write_parquet(path, generate(40, seed=1))  # nothing skipped: the horizon is the cause
     with pytest.raises(ConfigError, match=r"^--horizons 10,50,100: horizon 50 leaves no labelled row in the 40 "):
         run_data(TrainConfig.for_backend("reference", data=str(path)))
+
+
+@pytest.mark.parametrize("bounds, got", [((10, 1), "min_price 10, max_price 1"), ((-1, 5), "min_price -1, max_price 5"),
+                                         ((1, 1), "min_price 1, max_price 1"),
+                                         ((float("nan"), 5), "min_price nan, max_price 5"),
+                                         (("1", 5), "min_price '1', max_price 5"),
+                                         ((0, float("inf")), "min_price 0, max_price inf"),
+                                         ((True, 5), "min_price True, max_price 5")])
+def test_price_bounds_that_bound_nothing_or_are_no_numbers_are_refused(bounds, got):
+    """ValidationConfig(min_price=10, max_price=1) was taken and skipped every row as price_out_of_range."""
+    with pytest.raises(ValueError, match=re.escape(f"ValidationConfig: need finite numbers 0 <= min_price < max_price "
+                                                   f"(in price), got {got}")):
+        ValidationConfig(*bounds)
+
+
+def test_a_validation_config_that_is_no_validation_config_is_refused_naming_it(tmp_path):
+    """load(config={...}) failed with an AttributeError deep in the validator."""
+    write_parquet(tmp_path / "x.parquet", generate(100, seed=3))
+    with pytest.raises(TypeError, match=re.escape("config must be a foxc.data.validate.ValidationConfig (or None: "
+                                                  "the defaults), got a dict: ValidationConfig(**it) makes one")):
+        load(tmp_path / "x.parquet", config={"min_price": 1.0})

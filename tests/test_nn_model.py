@@ -115,3 +115,19 @@ def test_fused_encoder_only_where_it_fills_the_gpu(ref_rt):
     assert not ssm.proj_scan_fills_gpu(256, 128) and ssm.proj_scan_fills_gpu(1024, 128)
     small, _ = make_learner(ref_rt, 3, "f32", hidden=32, B=40, K=5, F=7)
     assert len(small.encoder.forward) == 3  # 40 windows x 32 channels: unfused
+
+
+def test_an_unknown_precision_is_refused_naming_the_accepted_ones(ref_rt):
+    """Learner(precision="fp16") was a KeyError 'fp16' from the kernel table, after the parameters were allocated."""
+    with pytest.raises(ValueError, match=r"^precision must be one of f32, tf32, got 'fp16'$"):
+        model.Learner(ref_rt, None, 8, 4, 6, 16, precision="fp16")
+
+
+def test_unknown_inputs_and_buffers_are_refused_listing_the_known_ones(ref_rt):
+    """load_inputs({"feature": ...}) and params.host("adam") were AttributeErrors."""
+    learner, _ = make_learner(ref_rt, 1)
+    with pytest.raises(ValueError, match=r"^unknown learner input 'feature': known are features, labels, mask, h_t, "
+                                         r"h_tp1, action, ret, gamma_n, done, weight$"):
+        learner.load_inputs({"feature": np.zeros((4, 8, 6), np.float32)})
+    with pytest.raises(ValueError, match=r"^unknown parameter buffer 'adam': known are theta, grad, adam_m, adam_v$"):
+        learner.params.host("adam")

@@ -1,4 +1,6 @@
 """The reference backend's runtime: memory, copies, launches, capture and replay."""
+import re
+
 import numpy as np
 import pytest
 
@@ -173,3 +175,38 @@ def test_forward_scan_is_spread_only_when_its_grid_fits_one_wave():
     assert ssm.one_wave_spread(h200, ssm.proj_scan_grid(1056, 128)) == ssm.PS_SPREAD  # 264
     assert ssm.one_wave_spread(h200, ssm.proj_scan_grid(1072, 128)) is None  # 268
     assert ssm.one_wave_spread(h200, ssm.proj_scan_grid(4096, 128)) is None
+
+
+def test_a_closed_runtime_refuses_to_allocate_plan_or_load(ref_rt):
+    """After close() the reference runtime still allocated, planned and launched (a CUDA one, whose context is
+    released, could crash): every call that makes something is refused, on both backends (RuntimeBase)."""
+    m = ref_rt.mapped_array(64, np.float32, "m")
+    ref_rt.close()
+    ref_rt.close()  # idempotent
+    calls = {"allocating 'x'": lambda: ref_rt.device_array(4, np.float32, "x"),
+             "allocating 'y'": lambda: ref_rt.mapped_array(4, np.float32, "y"),
+             "planning scale_f32": lambda: vec.plan_elementwise(ref_rt, vec.SCALE_F32, m, 3.0, 64),
+             "loading kernel scale_f32": lambda: ref_rt.kernel(vec.SCALE_F32),
+             "creating stream 'side'": lambda: ref_rt.side_stream("side"),
+             "creating event 'e'": lambda: ref_rt.event("e"),
+             "capturing 'g'": lambda: ref_rt.capture(name="g")}
+    for doing, call in calls.items():
+        with pytest.raises(ValueError, match=f"^reference runtime is closed \\({doing}\\): open another "
+                                             r"\(foxc\.driver\.open_runtime\)$"):
+            call()
+
+
+@pytest.mark.parametrize("shape", [2.5, (2.5, 3), (4, -1), True, "8", (2, None)])
+def test_a_shape_that_is_no_whole_sizes_is_refused_naming_it(ref_rt, shape):
+    """device_array(2.5, ...) said "'float' object is not iterable" and (2.5, 3) was cut to (2, 3)."""
+    with pytest.raises(ValueError, match=re.escape(f"'x': shape must be a size or a tuple of sizes, whole numbers "
+                                                   f">= 0, got {shape!r}")):
+        ref_rt.device_array(shape, np.float32, "x")
+
+
+@pytest.mark.parametrize("dtype", [object, str, "U4", np.dtype([("a", np.int32), ("b", object)])])
+def test_a_dtype_device_memory_cannot_hold_is_refused(ref_rt, dtype):
+    """An object dtype was accepted on the reference backend (a pointer's bytes), never by a device."""
+    with pytest.raises(ValueError, match=re.escape(f"'x': dtype {np.dtype(dtype)} cannot live in device memory "
+                                                   "(numbers, bools, or records of them)")):
+        ref_rt.device_array(4, dtype, "x")

@@ -250,6 +250,30 @@ def test_a_checkpoints_data_that_moved_is_named_as_the_checkpoints(tmp_path):
     one_line_error(done, "the data differs", "sha256")
 
 
+def test_a_resume_whose_instrument_the_data_lacks_says_so_not_that_the_data_moved(tmp_path):
+    """A resume with --instrument ESU4, which the checkpoint's (unmoved) file does not hold, was told to "give --data
+    PATH where it is now": only data that is not where the checkpoint says gets that remedy."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from foxc.data.parquet import write_parquet
+    from foxc.data.synthetic import generate
+    rec = np.concatenate([generate(3000, seed) for seed in (1, 2)])
+    rec["instrument_id"][3000:] = 22
+    rec = rec[np.argsort(rec["ts_ns"], kind="stable")]
+    book, run = tmp_path / "two.parquet", tmp_path / "run"
+    write_parquet(book, rec)
+    table = pq.read_table(book)
+    symbols = pa.array(["NQM4" if i == 22 else "ESM4" for i in rec["instrument_id"].tolist()])
+    pq.write_table(table.set_column(table.schema.get_field_index("symbol"), "symbol", symbols), book)
+    assert cli("--n-steps", "2", *SIZES, "--data", str(book), "--instrument", "ESM4", "--out", str(run)).returncode == 0
+    done = cli("--resume-from", str(run / "checkpoint-2.foxc"), "--n-steps", "1", "--instrument", "ESU4")
+    one_line_error(done, f"--data {book}: --instrument ESU4: not an instrument_id, and the file's symbols do not name "
+                         "it (they map ESM4 to 1, NQM4 to 22)")
+    assert "where it is now" not in done.stderr, done.stderr
+
+
 def test_sigterm_stops_cleanly_and_checkpoint_on_exit_saves_the_step(tmp_path):
     for extra, want_checkpoint in (([], False), (["--checkpoint-on-exit"], True)):
         out = tmp_path / ("kept" if want_checkpoint else "plain")

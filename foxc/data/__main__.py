@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..cli import ArgumentParser, PathArg, UsageError, finite_float, nonnegative_float, nonnegative_int, \
     output_dir, output_file, positive_int, positive_ints, run, text_table
-from .labels import LabelConfig, balance, balance_counts, compute_labels
+from .labels import N_HORIZONS, LabelConfig, balance, balance_counts, compute_labels
 from .market import add_tick_flag, tick_units
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_BYTES
 from .select import add_instrument_flag
@@ -40,6 +40,7 @@ def cmd_inspect(args) -> int:
         raise UsageError(f"--verify: {args.path} is not a prepared cache (the data files are read and validated whole "
                          "anyway)")
     from .source import labelled_need, load, no_room
+    horizons = three_horizons(args.horizons)
     if args.min_price < 0 or args.max_price <= args.min_price:
         raise UsageError(f"--min-price {args.min_price:g} and --max-price {args.max_price:g}: need 0 <= min < max")
     report_out = validation_out(args)
@@ -56,7 +57,6 @@ def cmd_inspect(args) -> int:
     print("levels      " + " ".join(f"{l}:{min(b, a):.0%}" for l, (b, a) in enumerate(zip(bid_set, ask_set))))
     print(f"            (share of rows with both sides present, levels 0..{LEVELS - 1})")
     print(data.report.summary())
-    horizons = tuple(args.horizons)
     try:
         planes = compute_labels(rec, data.tick, LabelConfig(horizons, args.dead_band, args.fee))
     except MemoryError:
@@ -65,6 +65,13 @@ def cmd_inspect(args) -> int:
     if report_out:
         print(f"validation summary written to {data.report.write_json(report_out.parent, report_out.name)}")
     return 0
+
+
+def three_horizons(horizons: list[int]) -> tuple[int, ...]:
+    """--horizons, checked before any file is read (as positive_ints left them: each >= 1)."""
+    if len(horizons) != N_HORIZONS:
+        raise UsageError(f"--horizons {','.join(map(str, horizons))}: give three horizons")
+    return tuple(horizons)
 
 
 def selected(instrument: str | None) -> str:
@@ -158,9 +165,7 @@ def cmd_synth(args) -> int:
 def cmd_prepare(args) -> int:
     from .prepare import prepare
     out = cache_out("--out", args.out, args.overwrite)
-    if len(args.horizons) != 3:
-        raise UsageError(f"--horizons {','.join(map(str, args.horizons))}: give three horizons")
-    horizons = tuple(args.horizons)
+    horizons = three_horizons(args.horizons)
     t0 = time.perf_counter()
     manifest = prepare(args.data, out, LabelConfig(horizons), workers=args.workers, overwrite=args.overwrite,
                        instrument=args.instrument, tick=tick_units(args.tick), log=print)

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .record import PRICE_SCALE
+from ..lobsim.sim import finite, whole
+from .market import checked_tick
+from .record import PRICE_SCALE, SNAPSHOT_DTYPE
 
 PLANES = ("mid_up", "long_win", "short_win", "long_size", "short_size", "mid_weight", "outcome_weight")
 N_PLANES = len(PLANES)
@@ -34,8 +36,15 @@ class LabelConfig:
     size_scale_ticks: float = 4.0
 
     def __post_init__(self):
-        if len(self.horizons) != N_HORIZONS or any(int(h) < 1 for h in self.horizons):
-            raise ValueError(f"three horizons >= 1 are needed, got {self.horizons}")
+        h = self.horizons
+        if not isinstance(h, (tuple, list)) or len(h) != N_HORIZONS or not all(whole(x) and x >= 1 for x in h):
+            raise ValueError(f"LabelConfig: horizons {h!r}: three whole numbers of snapshots >= 1 are needed")
+        object.__setattr__(self, "horizons", tuple(int(x) for x in h))  # slices take ints
+        for name in ("dead_band_ticks", "fee_per_lot", "size_scale_ticks"):
+            value, positive = getattr(self, name), name == "size_scale_ticks"  # the sizes divide by it
+            if not finite(value) or value < 0 or (positive and value == 0):
+                raise ValueError(f"LabelConfig: {name} {value!r}: must be a finite number "
+                                 f"{'>' if positive else '>='} 0")
 
     @property
     def fee_units(self) -> float:
@@ -44,6 +53,12 @@ class LabelConfig:
 
 def compute_labels(rec: np.ndarray, tick: int, cfg: LabelConfig = LabelConfig()) -> np.ndarray:
     """float32 [N_PLANES, len(horizons), n]; O(n) per horizon, no Python loop over rows."""
+    if not isinstance(rec, np.ndarray) or rec.dtype != SNAPSHOT_DTYPE or rec.ndim != 1:
+        got = f"{rec.dtype} {rec.shape}" if isinstance(rec, np.ndarray) else type(rec).__name__
+        raise ValueError(f"records must be a 1-D array of SNAPSHOT_DTYPE records (a MarketData's .records), got {got}")
+    if not isinstance(cfg, LabelConfig):
+        raise TypeError(f"cfg must be a foxc.data.labels.LabelConfig, got a {type(cfg).__name__}")
+    tick = checked_tick(tick)
     n = len(rec)
     out = np.zeros((N_PLANES, len(cfg.horizons), n), np.float32)
     # contiguous copies: each is read six times, and a record's fields lie 352 bytes apart

@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from ..lobsim.sim import whole
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
 from .validate import DataError, ValidationReport
 
@@ -74,6 +75,15 @@ def tick_units(tick: float | None) -> int | None:
     return None if tick is None else round(tick * PRICE_SCALE)
 
 
+def checked_tick(tick) -> int:
+    """`tick` (price units) as an int, or a ValueError naming it: 0 or 0.25 (the tick in price) would count labels
+    and PnL in a unit 1e9 times off."""
+    if not whole(tick) or not 1 <= tick < PRICE_UNDEF:
+        raise ValueError(f"tick must be a whole number of price units >= 1 (price × 1e9: 250_000_000 is a tick of "
+                         f"0.25), got {tick!r}")
+    return int(tick)
+
+
 def add_tick_flag(add):
     """--tick on a parser (`add`: its add_argument, or the trainer's settings' `add`): one definition for every
     command that reads data files."""
@@ -118,7 +128,8 @@ def files_tick(where, summaries, samples: list[np.ndarray], tick: int | None = N
         name = f"{s.instrument or '?'} (instrument_id {s.instrument_id})" if s.instrument_id else s.instrument
         return f"{name or 'unnamed'}: tick {ticks[key] / PRICE_SCALE:g} in {files[0]}" + \
             (f" and {len(files) - 1} more" if len(files) > 1 else "")
-    if tick:
+    if tick is not None:
+        tick = checked_tick(tick)
         off = [key for key, step in steps.items() if step % tick]
         if off:
             raise DataError(where, f"--tick {tick / PRICE_SCALE:g} does not divide the prices of {named(off[0])}: "

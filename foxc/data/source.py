@@ -14,6 +14,7 @@ trainer instead, not here.
 from __future__ import annotations
 
 import glob as globmod
+import os
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ from ..paths import empty_path, file_kind
 from .cache import MANIFEST
 from .labels import N_PLANES
 from .lobster import is_lobster
-from .market import MarketData, check_tick, files_tick, market_data, report_of, tick_origins, tick_samples
+from .market import MarketData, check_tick, checked_tick, files_tick, market_data, report_of, tick_origins, tick_samples
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .stream import SUFFIXES, FileStream
 from .validate import DataError, ValidationConfig
@@ -30,6 +31,9 @@ from .validate import DataError, ValidationConfig
 
 def expand(spec) -> list[Path]:
     """The data files named by a path, a directory or a glob (LOBSTER message files are companions)."""
+    if not isinstance(spec, (str, os.PathLike)):  # str() of a list would be taken for a glob matching nothing
+        raise TypeError(f"spec must be a path, a directory or a glob (a str or a Path), got a {type(spec).__name__}: "
+                        "for several files give their directory or a glob")
     spec = str(spec)
     if problem := empty_path(spec, "a file, a directory or a glob"):
         raise DataError(repr(spec), problem)
@@ -79,6 +83,7 @@ def load(spec, config: ValidationConfig | None = None, tick: int | None = None,
 
     Each file is streamed chunk by chunk (foxc.data.stream); only the kept rows are held, each chunk until it is
     joined."""
+    tick = None if tick is None else checked_tick(tick)  # before the files are read
     files, held, path = [], 0, spec
     try:
         for path in expand(spec):

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..lobsim.sim import whole
 from .chunks import CHUNK_ROWS, NOT_EXTRA, new_meta
 from .lobster import is_lobster
 from .select import FLAG, Selection, ids_text, symbols_only
@@ -126,7 +127,10 @@ class FileStream:
 
     def __init__(self, path, config: ValidationConfig | None = None, rows: int = CHUNK_ROWS,
                  instrument: str | None = None):
-        self.path, self.rows = Path(path), rows
+        if not whole(rows) or rows < 1:  # 0 read nothing, then blamed the file
+            raise ValueError(f"rows must be a whole number >= 1 (the snapshots a chunk holds at most; default "
+                             f"{CHUNK_ROWS:,}), got {rows!r}")
+        self.path, self.rows = Path(path), int(rows)
         self.kind = source_kind(self.path)
         self.meta = new_meta()
         self.validator = Validator(config)

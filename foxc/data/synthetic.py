@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..lobsim.sim import whole
 from .record import LEVELS, PRICE_SCALE, SNAPSHOT_DTYPE
 from .market import MarketData, finish, infer_tick
 from .validate import ValidationReport
@@ -86,6 +87,11 @@ def latent(n: int, seed: int = 0, params: SynthParams = SynthParams()) -> np.nda
 
 def generate(n: int, seed: int = 0, params: SynthParams = SynthParams(), n_segments: int = 1) -> np.ndarray:
     """n snapshot records (validated by construction); segment ids split the rows evenly."""
+    if not whole(n) or n < 1:
+        raise ValueError(f"synthetic data: n {n!r}: the snapshots to make must be a whole number >= 1")
+    if not whole(n_segments) or not 1 <= n_segments <= n:  # 0 made one segment, more than n empty ones
+        raise ValueError(f"synthetic data: n_segments {n_segments!r}: must be a whole number from 1 to n ({n})")
+    n, n_segments = int(n), int(n_segments)
     p = params
     rng = np.random.default_rng(seed)
     x = _latent(rng, n, p.phi)
@@ -118,7 +124,7 @@ def generate(n: int, seed: int = 0, params: SynthParams = SynthParams(), n_segme
     gaps = 1 + (rng.exponential(p.mean_gap_us * 1000.0, n)).astype(np.int64)
     rec["ts_ns"] = START_NS + np.cumsum(gaps)
     rec["instrument_id"] = p.instrument_id
-    rec["segment"] = (np.arange(n, dtype=np.int64) * n_segments // max(n, 1)).astype(np.uint32)
+    rec["segment"] = (np.arange(n, dtype=np.int64) * n_segments // n).astype(np.uint32)
     return rec
 
 
@@ -126,7 +132,7 @@ def synthetic_data(n: int, seed: int = 0, params: SynthParams = SynthParams(), n
     rec = finish(generate(n, seed, params, n_segments))
     report = ValidationReport()
     report.add("<synthetic>", n, {}, [f"seed {seed}, {params}"])
-    return MarketData(rec, "SYNTH", int(rec["instrument_id"][0]) if n else 0, "synthetic", [],
+    return MarketData(rec, "SYNTH", int(rec["instrument_id"][0]), "synthetic", [],
                       params.tick_units or infer_tick(rec), report)
 
 

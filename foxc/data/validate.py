@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..lobsim.sim import finite
 from .record import PRICE_SCALE, PRICE_UNDEF
 
 SKIP_REASONS = (
@@ -58,6 +59,11 @@ class ValidationConfig:
 
     min_price: float = 1e-6
     max_price: float = 1e7
+
+    def __post_init__(self):
+        if not (finite(self.min_price) and finite(self.max_price) and 0 <= self.min_price < self.max_price):
+            raise ValueError(f"ValidationConfig: need finite numbers 0 <= min_price < max_price (in price), got "
+                             f"min_price {self.min_price!r}, max_price {self.max_price!r}")
 
     @property
     def min_units(self) -> int:
@@ -224,6 +230,9 @@ class Validator:
     """One file's rows validated chunk by chunk: skips counted per reason, time order carried over."""
 
     def __init__(self, cfg: ValidationConfig | None = None):
+        if cfg is not None and not isinstance(cfg, ValidationConfig):
+            raise TypeError(f"config must be a foxc.data.validate.ValidationConfig (or None: the defaults), got a "
+                            f"{type(cfg).__name__}" + ": ValidationConfig(**it) makes one" * isinstance(cfg, dict))
         self.cfg = cfg or ValidationConfig()
         self.counts = np.zeros(len(SKIP_REASONS) + 1, np.int64)  # [kept, per reason...]
         self.latest_ts = NO_TIME_YET

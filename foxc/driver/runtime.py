@@ -27,19 +27,29 @@ class RuntimeBase(Owned):
         self.profiling = False
         self._kernels: dict[str, Kernel] = {}
 
+    def _check_open(self, doing: str):
+        """Refuse to make anything once closed: a CUDA runtime's context is released (its calls could crash)."""
+        if self._closed:
+            raise ValueError(f"{self.backend} runtime is closed ({doing}): open another (foxc.driver.open_runtime)")
+
     def device_array(self, shape, dtype, name: str) -> DeviceArray:
+        self._check_open(f"allocating '{name}'")
         return self._device_array(self, shape, dtype, name)
 
     def mapped_array(self, shape, dtype, name: str) -> MappedArray:
+        self._check_open(f"allocating '{name}'")
         return self._mapped_array(self, shape, dtype, name)
 
     def side_stream(self, name: str, urgent: bool = False) -> Stream:
+        self._check_open(f"creating stream '{name}'")
         return self._stream(name, urgent)
 
     def event(self, name: str = "event") -> Event:
+        self._check_open(f"creating event '{name}'")
         return self._event(name)
 
     def kernel(self, spec: KernelSpec) -> Kernel:
+        self._check_open(f"loading kernel {spec.name}")
         found = self._kernels.get(spec.name)
         if found is not None and found.spec == spec:
             return found
@@ -51,6 +61,7 @@ class RuntimeBase(Owned):
 
     def plan(self, spec: KernelSpec, grid, block, args, shared_bytes: int = 0,
              max_blocks_per_sm: int | None = None) -> LaunchPlan:
+        self._check_open(f"planning {spec.name}")  # here, not in launch(): a launch is the hot path
         kernel = self.kernel(spec)
         if max_blocks_per_sm is not None:
             if max_blocks_per_sm < 1:
@@ -64,6 +75,7 @@ class RuntimeBase(Owned):
         return shared_bytes
 
     def capture(self, stream: Stream | None = None, name: str = "graph") -> Capture:
+        self._check_open(f"capturing '{name}'")
         return self._capture(stream or self.stream, name, self.event)
 
     def profiler_start(self):
@@ -79,10 +91,15 @@ class ArrayBase(Owned):
     _kind = "array"
 
     def __init__(self, rt, shape, dtype, name: str):
-        self.shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
-        if any(s < 0 for s in self.shape):
-            raise ValueError(f"'{name}': negative dimension in shape {self.shape}")
+        sizes = (shape,) if isinstance(shape, (int, np.integer)) else shape
+        if not isinstance(sizes, (tuple, list)) or not all(  # (2.5, 3) was cut to (2, 3)
+                isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 0 for s in sizes):
+            raise ValueError(f"'{name}': shape must be a size or a tuple of sizes, whole numbers >= 0, got {shape!r}")
+        self.shape = tuple(int(s) for s in sizes)
         self.dtype = np.dtype(dtype)
+        if self.dtype.hasobject or self.dtype.kind in "US":  # a pointer's bytes, or text: nothing a kernel reads
+            raise ValueError(f"'{name}': dtype {self.dtype} cannot live in device memory (numbers, bools, or records "
+                             "of them)")
         self.name = name
         self.size = math.prod(self.shape)
         self.nbytes = self.size * self.dtype.itemsize

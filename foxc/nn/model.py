@@ -87,6 +87,8 @@ TARGET_TENSORS = ("rl_w", "rl_b", "dqn_w", "dqn_b")  # the target network (conti
 class Parameters:
     """theta, grad, Adam m and v (one layout), Adam step counts, and the C51 target copy."""
 
+    BUFFERS = ("theta", "grad", "adam_m", "adam_v")  # the buffers of the tensors' layout
+
     def __init__(self, rt, n_features: int, hidden: int = HIDDEN_DIM, rl_hidden: int = RL_HIDDEN):
         self.rt = rt
         self.n_features, self.hidden, self.state_dim = n_features, hidden, hidden + N_POSITION_FEATURES
@@ -94,7 +96,7 @@ class Parameters:
         self.tensors, self.size = layout(n_features, hidden, rl_hidden)
         self.by_name = {t.name: t for t in self.tensors}
         self.theta, self.grad, self.adam_m, self.adam_v = (rt.device_array(self.size, np.float32, name)
-                                                           for name in ("theta", "grad", "adam_m", "adam_v"))
+                                                           for name in self.BUFFERS)
         self.adam_steps = rt.device_array(len(self.tensors), np.int32, "adam_steps")
         t0, t1 = self.by_name[TARGET_TENSORS[0]], self.by_name[TARGET_TENSORS[-1]]
         self.target_offset = t0.offset
@@ -105,7 +107,7 @@ class Parameters:
         """Device address of tensor `name` in theta, grad, adam_m or adam_v; '<name>_target' for the target copy."""
         if name.endswith("_target"):
             return self.target.at(self.by_name[name[:-len("_target")]].offset - self.target_offset)
-        return getattr(self, buffer).at(self.by_name[name].offset)
+        return self._buffer(buffer).at(self.by_name[name].offset)
 
     def init(self, rng: np.random.Generator):
         """Uniform(+-1/sqrt(fan_in)) weights, zero biases, zero moments and steps; the target copies online."""
@@ -125,8 +127,13 @@ class Parameters:
 
     def host(self, buffer: str = "theta") -> dict[str, np.ndarray]:
         """Named host copies of one buffer (synchronizes through the download)."""
-        flat = getattr(self, buffer).download()
+        flat = self._buffer(buffer).download()
         return {t.name: flat[t.offset:t.offset + t.size].reshape(t.shape) for t in self.tensors}
+
+    def _buffer(self, name: str):
+        if name not in self.BUFFERS:
+            raise ValueError(f"unknown parameter buffer {name!r}: known are {', '.join(self.BUFFERS)}")
+        return getattr(self, name)
 
     def close(self):
         for a in (self.theta, self.grad, self.adam_m, self.adam_v, self.adam_steps, self.target):
@@ -372,14 +379,14 @@ class Learner:
     def __init__(self, rt, isv, batch: int, seq_len: int, n_features: int, hidden: int = HIDDEN_DIM,
                  precision: str = "f32", inputs: dict | None = None, rl_hidden: int = RL_HIDDEN,
                  fused_encoder: bool | None = None, td_error=None):
+        if precision not in matmul.PRECISIONS:  # before anything is allocated
+            raise ValueError(f"precision must be one of {', '.join(matmul.PRECISIONS)}, got {precision!r}")
+        given = dict(inputs or {})
+        self._known_inputs(given)
         B, K = batch, seq_len
         self.rt, self.batch, self.seq_len = rt, B, K
         self.params = Parameters(rt, n_features, hidden, rl_hidden)
         S = self.params.state_dim
-        given = dict(inputs or {})
-        unknown = set(given) - set(self.INPUTS)
-        if unknown:
-            raise ValueError(f"unknown learner inputs: {', '.join(sorted(unknown))}")
 
         def arr(shape, name, dt=np.float32):
             key = name.removeprefix("replay_").replace("label_mask", "mask")
@@ -425,8 +432,15 @@ class Learner:
         self.step = self.forward_backward + self.update
 
     def load_inputs(self, inputs: dict[str, np.ndarray]):
+        self._known_inputs(inputs)
         for name, value in inputs.items():
             getattr(self, name).upload(value)
+
+    def _known_inputs(self, names):
+        unknown = sorted(set(names) - set(self.INPUTS))
+        if unknown:
+            raise ValueError(f"unknown learner input{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}: "
+                             f"known are {', '.join(self.INPUTS)}")
 
     def random_inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """A synthetic batch with every input in its valid range (tests and benchmarks)."""

@@ -133,6 +133,7 @@ class ReferenceRuntime(RuntimeBase):
     def __init__(self, reason: str = "asked for"):
         super().__init__(reason, f"numpy reference (CPU, BLAS threads {pin_blas_threads()})", RefStream("main"))
         self.space = AddressSpace()
+        self._own(self._kernels.clear)  # as a CUDA runtime's close unloads its kernels; and marks it closed
 
     def _load_kernel(self, spec: KernelSpec) -> RefKernel:
         return RefKernel(spec)
