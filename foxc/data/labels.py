@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..lobsim.sim import finite, whole
+from ..numbers import finite, whole
 from .market import checked_tick
 from .record import PRICE_SCALE, SNAPSHOT_DTYPE
 

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from ..lobsim.sim import whole
+from ..numbers import whole
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
 from .validate import DataError, ValidationReport
 

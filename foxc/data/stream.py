@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..lobsim.sim import whole
+from ..numbers import whole
 from .chunks import CHUNK_ROWS, NOT_EXTRA, new_meta
 from .lobster import is_lobster
 from .select import FLAG, Selection, ids_text, symbols_only

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..lobsim.sim import whole
+from ..numbers import whole
 from .record import LEVELS, PRICE_SCALE, SNAPSHOT_DTYPE
 from .market import MarketData, finish, infer_tick
 from .validate import ValidationReport

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..lobsim.sim import finite
+from ..numbers import finite
 from .record import PRICE_SCALE, PRICE_UNDEF
 
 SKIP_REASONS = (

@@ -30,7 +30,7 @@ from ..driver import open_runtime
 from ..lobsim.env import LobEnv, snapshot_records
 from ..lobsim.kernels import BOOK_OK, snapshot_verdicts
 from ..lobsim.layout import HOLD, TRADE_DTYPE
-from ..lobsim.sim import whole
+from ..numbers import whole
 from ..rng import generator
 from .metrics import summarize
 

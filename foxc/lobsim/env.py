@@ -34,7 +34,8 @@ from ..data.cursors import Cursors
 from ..data.record import SNAPSHOT_DTYPE
 from ..driver import open_runtime
 from .layout import N_ACTIONS
-from .sim import LobSim, LobSimConfig, whole
+from ..numbers import whole
+from .sim import LobSim, LobSimConfig
 
 
 class LobEnv(Component):

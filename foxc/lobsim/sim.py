@@ -15,7 +15,6 @@ is one 176-byte struct per backtest, read and written whole by the fill.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -23,6 +22,7 @@ import numpy as np
 from ..data.record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
 from ..driver import DevPtr
 from ..component import Component, Persistent
+from ..numbers import finite, whole
 from .kernels import LOBSIM_STEP
 from .layout import POSITION_DTYPE, TRADE_DTYPE
 
@@ -30,24 +30,6 @@ BLOCK = 128
 MONEY_UNITS = " of money units (prices ×1e9: 5_000_000 is 0.005 per lot per side)"
 MAX_LOTS_PER_ENTRY = 1_000_000  # keeps |lots| × price × 2 well inside int64 for prices up to 1e6
 F32_TINY, F32_MAX = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)  # kernels read float32
-
-
-def whole(value) -> bool:
-    """An integer, or a float without a fraction (not a bool): what a count or a money setting may be."""
-    if isinstance(value, (bool, np.bool_)):
-        return False
-    return isinstance(value, (int, np.integer)) or (
-        isinstance(value, (float, np.floating)) and float(value).is_integer())
-
-
-def finite(value) -> bool:
-    """A finite number (not a bool): what a float setting may be; NaN, ±inf and an int past a float's range are not."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
 
 
 @dataclass(frozen=True)

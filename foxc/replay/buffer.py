@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import vec
 from ..component import Component
-from ..lobsim.sim import whole
+from ..numbers import whole
 from ..rng import seed_states
 from .layout import (CTR_COUNT, MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS, MAX_WIDTH, N_STEP_MAX, RING_COLS, ROW_BLOCK,
                      TR_COLS, warp_grid)
