@@ -20,7 +20,7 @@ import numpy as np
 
 from ..numbers import finite, whole
 from .market import checked_tick
-from .record import PRICE_SCALE, SNAPSHOT_DTYPE
+from .record import PRICE_SCALE, snapshot_records
 
 PLANES = ("mid_up", "long_win", "short_win", "long_size", "short_size", "mid_weight", "outcome_weight")
 N_PLANES = len(PLANES)
@@ -53,9 +53,7 @@ class LabelConfig:
 
 def compute_labels(rec: np.ndarray, tick: int, cfg: LabelConfig = LabelConfig()) -> np.ndarray:
     """float32 [N_PLANES, len(horizons), n]; O(n) per horizon, no Python loop over rows."""
-    if not isinstance(rec, np.ndarray) or rec.dtype != SNAPSHOT_DTYPE or rec.ndim != 1:
-        got = f"{rec.dtype} {rec.shape}" if isinstance(rec, np.ndarray) else type(rec).__name__
-        raise ValueError(f"records must be a 1-D array of SNAPSHOT_DTYPE records (a MarketData's .records), got {got}")
+    snapshot_records(rec, "records")
     if not isinstance(cfg, LabelConfig):
         raise TypeError(f"cfg must be a foxc.data.labels.LabelConfig, got a {type(cfg).__name__}")
     tick = checked_tick(tick)

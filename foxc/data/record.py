@@ -65,6 +65,18 @@ def empty_snapshots(n: int) -> np.ndarray:
     return out
 
 
+def snapshot_records(records, name: str, least: int = 0) -> np.ndarray:
+    """`records` when it is a 1-D array of at least `least` SNAPSHOT_DTYPE records, else a ValueError naming `name` and
+    what it got (a list or a MarketData failed deep inside, on `.dtype` or an index)."""
+    if not isinstance(records, np.ndarray) or records.dtype != SNAPSHOT_DTYPE or records.ndim != 1 or \
+            records.size < least:
+        got = f"{records.dtype} {records.shape}" if isinstance(records, np.ndarray) else type(records).__name__
+        count = f"at least {least} " if least else ""
+        raise ValueError(f"{name} must be a 1-D array of {count}SNAPSHOT_DTYPE records (a MarketData's .records), "
+                         f"got {got}")
+    return records
+
+
 def segment_runs(segment: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(first, last) row of each run of equal `segment` values, int64, last inclusive."""
     seg = np.asarray(segment)

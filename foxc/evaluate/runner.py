@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..component import Component
-from ..data.record import segment_runs
+from ..data.record import segment_runs, snapshot_records
 from ..driver import open_runtime
-from ..lobsim.env import LobEnv, snapshot_records
+from ..lobsim.env import LobEnv
 from ..lobsim.kernels import BOOK_OK, snapshot_verdicts
 from ..lobsim.layout import HOLD, TRADE_DTYPE
 from ..numbers import whole
@@ -156,7 +156,7 @@ class Evaluator(Component):
     times) as wanted: the records are uploaded once, each `run` starts from fresh accounts."""
 
     def __init__(self, records: np.ndarray, config: EvalConfig = EvalConfig(), *, tick: int = 1, rt=None):
-        snapshot_records(records, "records")
+        snapshot_records(records, "records", least=2)
         if not whole(tick) or tick < 1:
             raise ValueError(f"tick must be the integer price units per tick (price × 1e9, e.g. "
                              f"SynthParams.tick_units), got {tick!r}")

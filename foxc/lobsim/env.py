@@ -31,7 +31,7 @@ import numpy as np
 
 from ..component import Component
 from ..data.cursors import Cursors
-from ..data.record import SNAPSHOT_DTYPE
+from ..data.record import SNAPSHOT_DTYPE, snapshot_records
 from ..driver import open_runtime
 from .layout import N_ACTIONS
 from ..numbers import whole
@@ -43,7 +43,7 @@ class LobEnv(Component):
                  backend: str | None = None, **config):
         """`snapshots`: SNAPSHOT_DTYPE records, segments contiguous; `episode_len`: snapshots per episode at
         most (0: to the segment's end); `config`: the other LobSimConfig fields (fee_per_lot, lots_per_entry, ...)."""
-        snapshot_records(snapshots, "snapshots")
+        snapshot_records(snapshots, "snapshots", least=2)
         if not whole(episode_len) or not 0 <= episode_len < 2**63:  # the cursors' int64
             raise ValueError(f"episode_len must be a whole number 0 to 2^63 - 1, got {episode_len!r}")
         sim_config = LobSimConfig(n_backtests=n_backtests, **config)  # its settings refused before any allocation
@@ -102,16 +102,6 @@ class LobEnv(Component):
 
     def buffers(self) -> list:
         return [self.sim, self.cursors, self.snapshots]
-
-
-def snapshot_records(records, name: str) -> np.ndarray:
-    """`records` when it is a 1-D array of at least 2 SNAPSHOT_DTYPE records, else a ValueError naming `name` and
-    what it got (a list or a MarketData failed on `.dtype`)."""
-    if not isinstance(records, np.ndarray) or records.dtype != SNAPSHOT_DTYPE or records.ndim != 1 or records.size < 2:
-        got = f"{records.dtype} {records.shape}" if isinstance(records, np.ndarray) else type(records).__name__
-        raise ValueError(f"{name} must be a 1-D array of at least 2 SNAPSHOT_DTYPE records (a MarketData's .records), "
-                         f"got {got}")
-    return records
 
 
 def _checked_actions(actions: np.ndarray, n: int) -> np.ndarray:
