@@ -203,8 +203,8 @@ def test_agent_policy_refuses_an_evaluation_on_another_runtime(ref_rt):
 
 
 def test_an_evaluator_runs_a_window_as_often_as_wanted():
-    """README: `Evaluator(records, config, tick=…, rt=…)` from foxc.evaluate builds the window once; each run starts
-    from fresh accounts, so two runs of one policy give the same figures."""
+    """docs/guide/evaluation.md: `Evaluator(records, config, tick=…, rt=…)` from foxc.evaluate builds the window once;
+    each run starts from fresh accounts, so two runs of one policy give the same figures."""
     from foxc.evaluate import Evaluator
     with Evaluator(hand_book(), EvalConfig(n_backtests=2, fee_per_lot=FEE), rt=ReferenceRuntime("t")) as ev:
         first, second = ev.run(ScriptedPolicy(SCRIPT)), ev.run(ScriptedPolicy(SCRIPT))

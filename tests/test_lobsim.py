@@ -447,7 +447,8 @@ def test_env_names_what_it_got_for_snapshots(ref_rt, snapshots, message):
 
 
 def test_a_new_env_starts_as_reset_zero_leaves_it(ref_rt, rng):
-    """README: step works before any reset, from the state reset(0) gives (fresh accounts, episodes of seed 0)."""
+    """docs/internals/lobsim.md: step works before any reset, from the state reset(0) gives (fresh accounts,
+    episodes of seed 0)."""
     snaps = random_books(400, rng, segments=2)
     fresh, reset = LobEnv(snaps, 8, episode_len=30, rt=ref_rt), LobEnv(snaps, 8, episode_len=30, rt=ref_rt)
     reset.step(np.full(8, LONG))
