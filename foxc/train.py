@@ -212,7 +212,7 @@ def open_trainer(rt, cfg, data, out: Path):
     from .trainer.run import Trainer
     data.market.report.write_json(out)
     return Trainer(rt, cfg, data.market, data.labels, out, data_meta=data.source, held=data.held,
-                   optimum=data.optimum)
+                   optimum=data.optimum, val=data.val)
 
 
 def write_config(out: Path, rt, cfg, data, config_file=None, resumed_from=None, isv_changes=()):

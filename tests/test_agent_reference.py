@@ -34,6 +34,10 @@ def naive_act(q, logits, state, explore, lots, drawdown, isv, actor=ACTOR_Q, gre
                  (a == FLAT_FROM_LONG and side > 0) or (a == FLAT_FROM_SHORT and side < 0) for a in range(N_ACTIONS)]
         score = logits[b] if actor == ACTOR_POLICY else q[b]
         best = max((a for a in range(N_ACTIONS) if valid[a]), key=lambda a: (score[a], -a))
+        if greedy and best in (LONG, SHORT):  # opens or reverses: only by more than the margin over staying out
+            out_of_it = FLAT_FROM_LONG if side > 0 else FLAT_FROM_SHORT if side < 0 else HOLD
+            if not float(score[best]) - float(score[out_of_it]) > float(isv[S("entry_margin")]):
+                best = HOLD if valid[HOLD] and score[HOLD] >= score[out_of_it] else out_of_it
         s1 = naive_xorshift(int(state[b]))
         s2 = naive_xorshift(s1)
         u1, u2 = (s1 >> 8) / 16777216.0, (s2 >> 8) / 16777216.0
@@ -89,9 +93,35 @@ def run_act(rt, q, logits, state, explore, lots, drawdown, isv, actor=ACTOR_Q, g
 OUT = {"state": 2, "explore": 3, "actions": 7, "log_prob": 8, "probs": 9, "flags": 10, "stop_loss": 11}
 
 
+@pytest.mark.parametrize("margin", [0.0, 0.25, 1.0, 1e9])
+def test_greedy_entries_need_the_margin(ref_rt, rng, margin):
+    """Greedy acting opens (flat) or reverses (holding) only by more than entry_margin over staying out; exits and
+    holds are unaffected, and a margin no advantage reaches leaves every backtest out of the market or holding."""
+    q, logits, state, explore, lots, drawdown, isv = act_inputs(rng, 2000)
+    isv = isv.copy()
+    isv[S("entry_margin")], isv[S("gate_enabled")], isv[S("stop_loss_threshold")] = margin, 0.0, 0.0
+    actions = run_act(ref_rt, q, logits, state, explore, lots, drawdown, isv, greedy=True)[OUT["actions"]]
+    side = np.sign(lots)
+    out_of_it = np.where(side > 0, FLAT_FROM_LONG, np.where(side < 0, FLAT_FROM_SHORT, HOLD))
+    rows = np.arange(len(lots))
+    best = np.argmax(q, axis=1)  # q is Q_INVALID where invalid: the unconstrained greedy choice
+    enters = np.isin(actions, (LONG, SHORT))
+    assert (q[rows, actions] - q[rows, out_of_it] > margin)[enters].all()
+    held_back = np.isin(best, (LONG, SHORT)) & ~enters
+    assert (q[rows, best] - q[rows, out_of_it] <= margin)[held_back].all()
+    assert np.array_equal(actions[~np.isin(best, (LONG, SHORT))], best[~np.isin(best, (LONG, SHORT))])
+    if margin == 0.0:
+        assert not held_back.any()
+    if margin == 1e9:
+        assert not enters.any() and np.isin(best, (LONG, SHORT)).any()
+    else:
+        assert enters.any()
+
+
 @pytest.mark.parametrize("actor,greedy", [(ACTOR_Q, False), (ACTOR_Q, True), (ACTOR_POLICY, False),
                                           (ACTOR_POLICY, True)])
 def test_act_matches_naive(ref_rt, rng, actor, greedy):
+    """(The margin held back some greedy entries here: the test below counts them.)"""
     inputs = act_inputs(rng, 400)
     out = run_act(ref_rt, *inputs, actor=actor, greedy=greedy)
     naive = naive_act(*inputs, actor=actor, greedy=greedy)
@@ -136,6 +166,7 @@ def test_greedy_takes_the_best_valid_q_and_never_explores(ref_rt, rng):
     q, logits, state, explore, lots, drawdown, isv = act_inputs(rng, 1000)
     isv[S("gate_threshold")] = 0.0
     isv[S("stop_loss_threshold")] = 0.0
+    isv[S("entry_margin")] = 0.0  # (the margin's own test is test_greedy_entries_need_the_margin)
     out = run_act(ref_rt, q, logits, state, explore.copy(), lots, drawdown, isv, greedy=True)
     assert np.array_equal(out[OUT["actions"]], np.argmax(q, axis=1)), "q of invalid actions is Q_INVALID"
     assert np.array_equal(out[OUT["explore"]], explore), "greedy acting leaves exploration segments alone"

@@ -37,6 +37,18 @@ __device__ __forceinline__ int agent_action_to(int t, int s)
          : s > 0 ? ACTION_FLAT_FROM_LONG : ACTION_FLAT_FROM_SHORT;
 }
 
+// The greedy choice under the entry margin: `best` when it does not open or reverse a position, or when it
+// beats staying out (HOLD when flat, the exit when holding) by more than `margin`; else the better of staying
+// out and (holding) keeping the position, HOLD first on ties.
+__device__ __forceinline__ int agent_margin_best(const float* score, const bool* valid, int best, int side,
+                                                 float margin)
+{
+    if (best != ACTION_LONG && best != ACTION_SHORT) return best;  // valid, so it opens (flat) or reverses
+    const int out = side > 0 ? ACTION_FLAT_FROM_LONG : side < 0 ? ACTION_FLAT_FROM_SHORT : ACTION_HOLD;
+    if (score[best] - score[out] > margin) return best;
+    return valid[ACTION_HOLD] && score[ACTION_HOLD] >= score[out] ? ACTION_HOLD : out;
+}
+
 // agent_act — grid ceil(B / 256), block 256; one thread per backtest b.
 // Reads  q[b, 0..5) (the online C51 head's means on the agent's state; AGENT_Q_INVALID for an
 //        action that changes nothing), policy_logits[b, 0..5) (read when actor is
@@ -46,7 +58,10 @@ __device__ __forceinline__ int agent_action_to(int t, int s)
 //        stop-loss fired.
 //   valid   the actions that change something for the position's side (agent_action_valid)
 //   best    the valid action with the highest score (q, or the policy's logits), first on ties
-//   greedy  best, probs 1 on it; explore[] is left alone.
+//   greedy  best, probs 1 on it; explore[] is left alone. Acting under uncertainty: best opens a position
+//           from flat (LONG, SHORT) or reverses one only when its score beats staying out (HOLD when flat,
+//           the exit when reversing) by more than isv[ENTRY_MARGIN] (price units); otherwise it is the best
+//           of staying out and, when holding, keeping the position. Exits are never held back.
 //   explore temporally extended epsilon-greedy: exploration holds a random position for a random
 //           time, so the replay sees what holding through the market's moves earns, not only one
 //           random step that the greedy policy undoes at once. explore[b] = 0 when acting
@@ -100,6 +115,8 @@ extern "C" __global__ void agent_act(
     const unsigned int x1 = xorshift32(rng_state[b]), x2 = xorshift32(x1);
     rng_state[b] = x2;
     const float u1 = uniform24(x1), u2 = uniform24(x2);
+
+    if (greedy) best = agent_margin_best(score, valid, best, side, isv[ISV_ENTRY_MARGIN]);
 
     float p[AGENT_N_ACTIONS];
     int action = best;

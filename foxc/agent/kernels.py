@@ -108,6 +108,17 @@ def best_valid(score: np.ndarray, valid: np.ndarray) -> np.ndarray:
     return best
 
 
+def margin_best(score: np.ndarray, valid: np.ndarray, best: np.ndarray, side: np.ndarray, margin) -> np.ndarray:
+    """agent_margin_best: `best` unless it opens or reverses a position by no more than `margin` over staying out
+    (HOLD flat, the exit holding); then the better of staying out and keeping the position, HOLD on ties."""
+    rows = np.arange(len(score))
+    out = np.where(side > 0, FLAT_FROM_LONG, np.where(side < 0, FLAT_FROM_SHORT, HOLD))
+    opens = (best == LONG) | (best == SHORT)
+    sure = (score[rows, best] - score[rows, out]).astype(F) > F(margin)
+    fallback = np.where(valid[:, HOLD] & (score[:, HOLD] >= score[rows, out]), HOLD, out)
+    return np.where(opens & ~sure, fallback, best)
+
+
 def target_of(action, side):
     """The position (-1, 0, +1) an action leads to from `side` (agent_target)."""
     return np.where(action == LONG, 1, np.where(action == SHORT, -1, np.where(action == HOLD, side, 0)))
@@ -148,6 +159,8 @@ def _agent_act(launch, q, policy_logits, rng_state, explore, position_lots, draw
     valid = valid_actions(side)
     score = (policy_logits if actor == ACTOR_POLICY else q).f32(B * N_ACTIONS).reshape(B, N_ACTIONS)
     best = best_valid(score, valid)
+    if greedy:
+        best = margin_best(score, valid, best, side, v[S("entry_margin")])
     x1 = xorshift32(rng_state.u32(B))
     x2 = xorshift32(x1)
     rng_state.u32(B)[:] = x2

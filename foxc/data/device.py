@@ -41,13 +41,14 @@ def _reader(data: MarketData, labels: np.ndarray):
 class DeviceDataset(Component):
     def __init__(self, rt, data: MarketData, labels: np.ndarray | None, n_backtests: int, seq_len: int,
                  seed: int = 0, max_episode_steps: int = 0, *, cursor=None, budget_bytes: int | None = None,
-                 rotate_every: int = 0):
+                 rotate_every: int = 0, unit: int | None = None):
         """`data`: MarketData with `labels` its label planes, or rows left on disk with labels None (a
         foxc.data.cache.CacheRows: each segment is read, verified, when it is uploaded, so the host never
         holds more than one); its records must number their segments from 0; `seed` and
         `max_episode_steps` are the owned cursors' (unused with `cursor`); `budget_bytes`: device memory
         for the records and labels (None: no limit), `rotate_every`: steps between refills when they do
-        not fit (foxc.data.resident; a ResidencyError when not even two slots do)."""
+        not fit (foxc.data.resident; a ResidencyError when not even two slots do); `unit`: the price unit the
+        features count prices and spreads in (the agent's, foxc.data.market.spread_unit_ticks; default the tick)."""
         n = data.n_rows
         if not 1 <= seq_len <= GATHER_MAX_K:
             raise ValueError(f"seq_len K must be in 1..{GATHER_MAX_K}, got {seq_len}")
@@ -57,7 +58,8 @@ class DeviceDataset(Component):
             raise ValueError(f"labels must be float32 {(LABEL_PLANES, HORIZONS, n)}, got {labels.dtype} {labels.shape}")
         if cursor is not None and (cursor.dtype != np.int64 or cursor.shape != (n_backtests,)):
             raise ValueError(f"cursor must be an int64 [{n_backtests}] device array, got {cursor.dtype} {cursor.shape}")
-        self.rt, self.B, self.K, self.tick = rt, int(n_backtests), int(seq_len), int(data.tick)
+        self.rt, self.B, self.K = rt, int(n_backtests), int(seq_len)
+        self.tick = int(data.tick if unit is None else unit)  # the gather's unit of price
         # the cursor whose window `features` holds, per backtest (gather_windows moves a window that slid by one)
         self.held = rt.device_array(self.B, np.int64, "held")
         self.forget()

@@ -187,6 +187,28 @@ def check_tick(where, rows: np.ndarray, tick: int, origin: int):
                                f"{price_text(math.gcd(tick, price - origin))} (or a divisor of it)")
 
 
+UNIT_SAMPLE = 100_000  # rows the spread unit is measured on, at most (evenly spaced)
+
+
+def spread_unit_ticks(rows: np.ndarray, tick: int) -> int:
+    """The agent's unit of price: the median spread of `rows` (their touch, where both sides quote) in whole ticks,
+    at least 1. The encoder sees prices and spreads, and the learner its rewards, in this unit, so a stock quoted
+    15 ticks wide and a future quoted one tick wide look alike to it and a round trip costs about one unit in
+    both (a reward clamp or a value support in ticks would cut a 15-tick spread's cost short)."""
+    rows = rows[::max(1, len(rows) // UNIT_SAMPLE)]
+    bid, ask = rows["bid_px"][:, 0], rows["ask_px"][:, 0]
+    quoted = (bid != PRICE_UNDEF) & (ask != PRICE_UNDEF) & (ask > bid)
+    if not quoted.any():
+        return 1
+    return max(1, int(np.rint(np.median((ask[quoted] - bid[quoted]) / tick))))
+
+
+def market_unit_ticks(market) -> int:
+    """spread_unit_ticks of a run's rows: MarketData's, or the first UNIT_SAMPLE of rows left on disk (a cache)."""
+    rows = market.records if isinstance(market, MarketData) else market.read_rows(0, min(market.n_rows, UNIT_SAMPLE))
+    return spread_unit_ticks(rows, market.tick)
+
+
 def price_text(units: int) -> str:
     """A positive price in price units, exactly (60000.01 where :g would say 60000)."""
     return f"{units // PRICE_SCALE}.{units % PRICE_SCALE:09d}".rstrip("0").rstrip(".")

@@ -19,6 +19,15 @@ class Market:
     params: SynthParams
     fee_per_lot: float  # per lot per side, price units (like the trainer's --fee)
     doc: str
+    window_rows: int | None = None  # the training window's snapshots at most (a day of a real market); None: any
+
+
+# wide: a US stock's level-1 book. Spreads of 10-20 ticks (mean 15), the mid moving on about half of the snapshots,
+# an imbalance signal that calls the next move ~60 % of the time, by a fraction of a tick against ~7.5 of half spread
+WIDE_SPREADS = (0.0,) * 9 + (1.0,) * 11
+# regime: the default process whose signal flips from segment to segment (+0.5, 0, -0.5), 10,000 rows each, seen
+# through a 60,000-row window (two segments of each regime)
+REGIME_BETAS, REGIME_ROWS = (0.5, 0.0, -0.5), 10_000
 
 
 MARKETS: dict[str, Market] = {m.name: m for m in (
@@ -38,6 +47,22 @@ MARKETS: dict[str, Market] = {m.name: m for m in (
            "exactly, so κ does not enter it, and the fee alone barely lowers it (the optimal agent already "
            "trades rarely to save the half spread: 0.0263 with β = 0.5), hence the lower β: optimum ≈ 0.0126 "
            "ticks per snapshot, ≈ 0.45 of the default's and clearly above 0"),
+    Market("wide", SynthParams(phi=0.95, q_move=0.45, r_spread=0.05, spread_probs=WIDE_SPREADS, touch_size=300.0), 0.0,
+           "a stock's microstructure: spreads of 10-20 ticks (mean 15), the mid moving on ~48 % of the snapshots, "
+           "an imbalance signal with a best horizon-1 accuracy ≈ 0.60 that moves the mid by a fraction of a tick "
+           "(≤ 0.45 per snapshot at the most extreme imbalance) against ~7.5 ticks of half spread; touch sizes of "
+           "~300. Market orders cannot beat the round trip: optimum ≈ 0 (1e-6 ticks per snapshot), the right "
+           "policy never trades"),
+    Market("regime", SynthParams(beta_cycle=REGIME_BETAS, segment_rows=REGIME_ROWS), 0.0,
+           "the default process whose signal changes sign and strength from segment to segment (β = +0.5, 0, "
+           "-0.5, 10,000 rows each), trained on a 60,000-row window: a policy fitted to some segments loses on "
+           "others. An agent that knows each segment's β earns ≈ 0.019 ticks per snapshot (2/3 of default's); "
+           "one that sees the imbalance but not the regime earns nothing (the regimes mirror each other): "
+           "optimum 0, abstaining is right", window_rows=60_000),
+    Market("short", SynthParams(), 0.0,
+           "the default process through a 30,000-row training window, the size of a real day of level-1 rows: "
+           "a learner that memorises its window loses on held-out rows; optimum ≈ 0.028 ticks per snapshot",
+           window_rows=30_000),
 )}
 
 

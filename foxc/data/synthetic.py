@@ -7,11 +7,13 @@ The process, per snapshot t (all of it vectorised; about a few million snapshots
                     (b−a)/(b+a) ≈ tanh(κ·x_t) reveals x_t up to rounding
   price             the best bid moves by one tick between t and t+1 with probability q, up with
                     probability σ(β·x_t) (σ the logistic function): the weak order-flow signal
-  spread            kept from t to t+1 with probability 1−r, else redrawn from π over 1, 2, 3 ticks
+  spread            kept from t to t+1 with probability 1−r, else redrawn from π over 1, 2, …, len(π) ticks
   depth             level l sits l ticks behind the touch (a full tick grid); its size is
                     s·(1 + d·l) times uniform noise in [0.5, 1.5); order counts ≈ size / 4
   trades            a trade is reported with probability 0.5 when the price moves, 0.05 otherwise
   time              exponential gaps with mean `mean_gap_us`
+  regimes           with `beta_cycle`, segment s of the rows has β = beta_cycle[s mod len]: the signal's strength
+                    and sign change from segment to segment (`segment_rows` rows each)
 
 Best achievable accuracy. The mid moves from t to t+1 by Δmid = Δbid + (spread_{t+1} − spread_t)/2;
 labels with Δmid = 0 are masked. Given x_t and spread_t (both visible in snapshot t), the
@@ -45,15 +47,31 @@ class SynthParams:
     q_move: float = 0.25        # probability that the touch moves one tick per snapshot
     beta: float = 0.5           # σ(β·x): the weak signal (best accuracy at horizon 1 ≈ 0.599)
     r_spread: float = 0.1       # probability that the spread is redrawn
-    spread_probs: tuple[float, float, float] = (0.6, 0.3, 0.1)  # over 1, 2, 3 ticks
+    spread_probs: tuple[float, ...] = (0.6, 0.3, 0.1)  # π over spreads of 1, 2, 3, ... ticks
     touch_size: float = 20.0
     depth_slope: float = 0.25
     mean_gap_us: float = 1000.0
     instrument_id: int = 1
+    beta_cycle: tuple[float, ...] = ()  # regimes: segment s has β = beta_cycle[s % len]; () every segment has beta
+    segment_rows: int = 0       # rows per segment (the last may be shorter); 0: generate()'s n_segments
 
     @property
     def tick_units(self) -> int:
         return int(round(self.tick * PRICE_SCALE))
+
+    @property
+    def spreads(self) -> np.ndarray:
+        """The spreads π is over, in ticks: 1, 2, ..., len(spread_probs)."""
+        return np.arange(1, len(self.spread_probs) + 1)
+
+    @property
+    def spread_pi(self) -> np.ndarray:
+        return np.asarray(self.spread_probs, np.float64) / sum(self.spread_probs)
+
+    @property
+    def betas(self) -> tuple[float, ...]:
+        """β of each regime, in the order segments cycle through them (one regime without beta_cycle)."""
+        return tuple(self.beta_cycle) or (self.beta,)
 
 
 def ar1(eps: np.ndarray, phi: float) -> np.ndarray:
@@ -93,18 +111,24 @@ def generate(n: int, seed: int = 0, params: SynthParams = SynthParams(), n_segme
         raise ValueError(f"synthetic data: n_segments {n_segments!r}: must be a whole number from 1 to n ({n})")
     n, n_segments = int(n), int(n_segments)
     p = params
+    if p.segment_rows and n_segments != 1:
+        raise ValueError(f"synthetic data: n_segments {n_segments}: this market cuts its own segments "
+                         f"({p.segment_rows:,} rows each)")
     rng = np.random.default_rng(seed)
     x = _latent(rng, n, p.phi)
+    rows = np.arange(n, dtype=np.int64)
+    segment = rows // p.segment_rows if p.segment_rows else rows * n_segments // n
+    beta = np.asarray(p.betas)[segment % len(p.betas)]
 
     u = rng.random((3, n))
     move = u[0] < p.q_move
-    up = u[1] < 1.0 / (1.0 + np.exp(-p.beta * x))
+    up = u[1] < 1.0 / (1.0 + np.exp(-beta * x))
     step = np.where(move, np.where(up, 1, -1), 0).astype(np.int64)
     bid_ticks = int(round(p.start_price / p.tick)) + np.concatenate([[0], np.cumsum(step[:-1])])
 
     redraw = u[2] < p.r_spread
     redraw[0] = True
-    fresh = rng.choice(np.arange(1, 4), size=n, p=np.asarray(p.spread_probs) / sum(p.spread_probs))
+    fresh = rng.choice(p.spreads, size=n, p=p.spread_pi)
     last = np.maximum.accumulate(np.where(redraw, np.arange(n), 0))
     spread = fresh[last]
 
@@ -124,7 +148,7 @@ def generate(n: int, seed: int = 0, params: SynthParams = SynthParams(), n_segme
     gaps = 1 + (rng.exponential(p.mean_gap_us * 1000.0, n)).astype(np.int64)
     rec["ts_ns"] = START_NS + np.cumsum(gaps)
     rec["instrument_id"] = p.instrument_id
-    rec["segment"] = (np.arange(n, dtype=np.int64) * n_segments // n).astype(np.uint32)
+    rec["segment"] = segment.astype(np.uint32)
     return rec
 
 
@@ -136,15 +160,16 @@ def synthetic_data(n: int, seed: int = 0, params: SynthParams = SynthParams(), n
                       params.tick_units or infer_tick(rec), report)
 
 
-def h1_move_probs(x: np.ndarray, spread: int, p: SynthParams) -> tuple[np.ndarray, np.ndarray]:
-    """P(mid up), P(mid down) from t to t+1 given the latent x_t and the spread at t (in ticks)."""
-    probs = np.asarray(p.spread_probs, np.float64) / sum(p.spread_probs)
-    p_up_move = p.q_move / (1.0 + np.exp(-p.beta * x))
+def h1_move_probs(x: np.ndarray, spread: int, p: SynthParams, beta: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """P(mid up), P(mid down) from t to t+1 given the latent x_t and the spread at t (in ticks), under
+    β = `beta` (default: p.beta)."""
+    beta = p.beta if beta is None else beta
+    p_up_move = p.q_move / (1.0 + np.exp(-beta * x))
     step_probs = {1: p_up_move, -1: p.q_move - p_up_move, 0: np.full_like(x, 1.0 - p.q_move)}
     up = np.zeros_like(x)
     down = np.zeros_like(x)
-    for s_next in (1, 2, 3):
-        p_s = p.r_spread * probs[s_next - 1] + (1.0 - p.r_spread) * (s_next == spread)
+    for s_next, pi_next in zip(p.spreads, p.spread_pi):
+        p_s = p.r_spread * pi_next + (1.0 - p.r_spread) * (s_next == spread)
         for d, p_d in step_probs.items():
             half_ticks = 2 * d + (s_next - spread)
             if half_ticks > 0:
@@ -155,13 +180,16 @@ def h1_move_probs(x: np.ndarray, spread: int, p: SynthParams) -> tuple[np.ndarra
 
 
 def best_accuracy_h1(p: SynthParams = SynthParams(), nodes: int = 96) -> float:
-    """The Bayes accuracy of the mid direction at horizon 1 on unmasked labels (dead band 0)."""
+    """The Bayes accuracy of the mid direction at horizon 1 on unmasked labels (dead band 0), for an
+    observer who knows each segment's β (the regimes weighted alike)."""
     z, w = np.polynomial.hermite_e.hermegauss(nodes)  # ∫ f(z) e^{−z²/2} dz
     w = w / w.sum()
-    probs = np.asarray(p.spread_probs, np.float64) / sum(p.spread_probs)
     best = labelled = 0.0
-    for spread in (1, 2, 3):
-        up, down = h1_move_probs(z, spread, p)
-        best += probs[spread - 1] * np.sum(w * np.maximum(up, down))
-        labelled += probs[spread - 1] * np.sum(w * (up + down))
+    for beta in p.betas:
+        for spread, pi in zip(p.spreads, p.spread_pi):
+            if pi == 0:
+                continue
+            up, down = h1_move_probs(z, spread, p, beta)
+            best += pi * np.sum(w * np.maximum(up, down))
+            labelled += pi * np.sum(w * (up + down))
     return float(best / labelled)

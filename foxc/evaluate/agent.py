@@ -1,14 +1,15 @@
 """The trained agent as an evaluation policy, run on the device with the training step's own kernels.
 
     policy = AgentPolicy(rt, params, isv, seq_len=K)              # live weights (training's periodic eval)
-    policy = AgentPolicy.from_checkpoint(rt, read_checkpoint(p))  # a saved agent (folds, benchmarks)
+    policy = AgentPolicy.from_checkpoint(rt, read_checkpoint(p))  # a saved run's policy (folds, benchmarks)
     ev = evaluate(policy, records, EvalConfig(...), tick=tick, rt=rt)
 
 Each call gathers the windows ending at the evaluation simulator's own cursors (the device array
 its kernels read, so nothing is uploaded per step), encodes them, builds the agent's state from
 its positions (`agent_state`) and acts greedily with the training step's `agent_act`: the same
 state features and action rules as in training, so an evaluation measures the agent that was
-trained. A backtest whose cursor has fewer than K − 1 earlier snapshots in its segment holds
+trained. A run's policy is what its validation kept (foxc.trainer.selection): the best validated weights, or
+flat (`FlatPolicy`) when none beat flat. A backtest whose cursor has fewer than K − 1 earlier snapshots in its segment holds
 (there is no full window to act on; the gather repeats the segment's first snapshot there).
 """
 from __future__ import annotations
@@ -25,6 +26,34 @@ from ..isv import IsvBus
 from ..nn.model import Encoder, Parameters
 
 NAME = "rl: foxc agent (greedy)"
+FLAT_NAME = "flat: never trades"
+# what a run's validation kept (foxc.evaluate.selection.Kept), as its checkpoint holds it
+RECORD = ("step", "val_pnl_ticks", "val_se", "val_trades", "validations")  # float64 fields; step -1: none kept
+KEPT_THETA, KEPT_ISV, KEPT_RECORD = "selection.theta", "selection.isv", "selection.record"  # checkpoint sections
+
+
+def kept_record(values) -> dict | None:
+    """The kept record of a checkpoint's section as a dict (None: a checkpoint without one)."""
+    if values is None:
+        return None
+    out = dict(zip(RECORD, np.asarray(values, np.float64).reshape(-1).tolist()))
+    for name in ("step", "val_trades", "validations"):
+        out[name] = int(out[name])
+    return out
+
+
+class FlatPolicy:
+    """Never trades: the policy a run keeps when no validated weights beat it (and the comparison beside any)."""
+    is_baseline = True
+
+    def __init__(self, name: str = FLAT_NAME):
+        self.name = name
+
+    def __call__(self, ctx):
+        return np.full(len(ctx.cursor), HOLD, np.int32)
+
+    def close(self):
+        pass
 
 
 class AgentPolicy:
@@ -37,21 +66,42 @@ class AgentPolicy:
         self.seq_len, self.actor_kind, self.precision = int(seq_len), actor, precision
         self._bound = None  # (records, sim) the device parts below were built for
         self._parts = []
+        self._owned = []  # the weights and ISV of from_arrays
 
     @classmethod
-    def from_checkpoint(cls, rt, ckpt) -> "AgentPolicy":
-        """The agent a checkpoint holds (weights and ISV), on runtime `rt`."""
+    def from_arrays(cls, rt, theta: np.ndarray, isv: np.ndarray, seq_len: int, actor: str = "q",
+                    precision: str = "f32", name: str = NAME) -> "AgentPolicy":
+        """The agent of host arrays: the flat parameter vector (foxc.nn.model's layout) and the ISV, on `rt`."""
         from ..data.features import FEATURES
         from ..nn.model import HIDDEN_DIM
+        params = Parameters(rt, FEATURES, HIDDEN_DIM)
+        params.load(np.asarray(theta, np.float32))
+        bus = IsvBus(rt)
+        bus.load(np.asarray(isv, np.float32))
+        policy = cls(rt, params, bus, seq_len, actor, precision)
+        policy.name, policy._owned = name, [params, bus]
+        return policy
+
+    @classmethod
+    def from_checkpoint(cls, rt, ckpt):
+        """The policy a checkpoint's run keeps (foxc.trainer.selection.kept_policy): the weights its validation
+        kept, FlatPolicy when it kept none, its final weights when it validated nothing (--val-frac 0)."""
+        from ..nn.model import HIDDEN_DIM
+        from ..data.features import FEATURES
         config = ckpt.config  # first: a file without foxc's meta (the seed's) is refused by name here
+        record = kept_record(ckpt.sections.get(KEPT_RECORD))
+        args = (config["seq_len"], config.get("actor", "q"), config.get("precision", "f32"))
+        if record is not None and record["validations"] > 0:
+            if record["step"] < 0:
+                return FlatPolicy(f"{FLAT_NAME} (its validation kept no weights)")
+            return cls.from_arrays(rt, ckpt[KEPT_THETA], ckpt[KEPT_ISV], *args,
+                                   name=f"{NAME}, kept at step {record['step']}")
         params = Parameters(rt, FEATURES, HIDDEN_DIM)
         theta = np.zeros(params.size, np.float32)
         for t in params.tensors:
             theta[t.offset:t.offset + t.size] = np.asarray(ckpt[t.name], np.float32).reshape(-1)
-        params.load(theta)
-        isv = IsvBus(rt)
-        isv.load(np.asarray(ckpt["isv"], np.float32))
-        return cls(rt, params, isv, config["seq_len"], config.get("actor", "q"), config.get("precision", "f32"))
+        params.close()
+        return cls.from_arrays(rt, theta, ckpt["isv"], *args)
 
     def _bind(self, ctx):
         """Build the gather, encoder and actor for this window and simulator (once per pair)."""
@@ -70,10 +120,11 @@ class AgentPolicy:
             renumbered = records.copy()
             renumbered["segment"] -= records["segment"][0]
         market = MarketData(renumbered, "", 0, "evaluation", [], ctx.tick)
-        self.data = DeviceDataset(self.rt, market, labels, B, K, cursor=sim.cursor)
+        unit = ctx.tick * int(self.isv["price_unit_ticks"])  # the unit of price the agent was trained in
+        self.data = DeviceDataset(self.rt, market, labels, B, K, cursor=sim.cursor, unit=unit)
         self.encoder = Encoder(self.rt, self.params, B, K, self.data.features, self.precision)
         self.actor = Actor(self.rt, self.params, self.isv, h=self.encoder.h, pos=sim.pos,
-                           features=self.data.features, batch=B, seq_len=K, tick=ctx.tick, actor=self.actor_kind,
+                           features=self.data.features, batch=B, seq_len=K, tick=unit, actor=self.actor_kind,
                            greedy=True, precision=self.precision)
         self.actor.reset(0)
         self.plans = [self.data.gather_plan, *self.encoder.forward, *self.actor.state_plans, *self.actor.act_plans]
@@ -99,4 +150,11 @@ class AgentPolicy:
         for part in self._parts:
             part.close()
         self._parts, self._bound = [], None
+
+    def release(self):
+        """close(), and the weights and ISV it owns (from_arrays)."""
+        self.close()
+        for part in self._owned:
+            part.close()
+        self._owned = []
 

@@ -3,7 +3,7 @@
 The agent of this yardstick holds −1, 0 or +1 lot and, at each snapshot t, sees the latent
 imbalance x_t EXACTLY and the spread s_t (in ticks): an upper bound for any agent, which sees x_t
 only through the rounded touch sizes. It is the average-reward MDP of `generate()`'s process:
-  state     (x_t, s_t, p_{t−1}): latent imbalance, spread ∈ {1, 2, 3}, the position held into t
+  state     (x_t, s_t, p_{t−1}): latent imbalance, spread ∈ {1, ..., len(π)}, the position held into t
   action    p_t ∈ {−1, 0, +1}, the target position, filled by market orders on snapshot t's book
   reward    p_t·E[Δmid | x_t, s_t] − |p_t − p_{t−1}|·(s_t/2 + fee), in ticks: the position is marked
             from mid_t to mid_{t+1} (as the simulator does) and each lot traded crosses half the
@@ -13,9 +13,18 @@ only through the rounded touch sizes. It is the average-reward MDP of `generate(
 so E[Δmid | x, s] = q·(2σ(β·x) − 1) + r·(E_π[s] − s)/2 (a wide spread tends to narrow from the ask).
 x is discretised on a Tauchen grid (`grid` points over ±5 sd, transition probabilities from normal
 cdf differences) and the gain g (ticks per snapshot per lot) is found by relative value iteration.
+
+A market with regimes (β changing from segment to segment, `beta_cycle`) has two yardsticks:
+  aware  an agent that also knows each segment's β: the mean of the regimes' gains (segments are long, so
+         the flat exit at a segment's end is left out); an upper bound
+  blind  an agent that sees x exactly but not the regime: E[Δmid | x, s] averaged over the regimes. With
+         regimes that mirror each other (β and −β as often) that drift is the spread's alone, and the gain 0:
+         no policy of the current snapshot earns anything there, and abstaining is optimal
+`market_optimum` is the blind one: the yardstick of a learner that cannot tell the regime from its window.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -25,23 +34,23 @@ from ..data.markets import Market
 from ..data.synthetic import SynthParams
 
 POSITIONS = np.array([-1, 0, 1])
-SPREADS = np.array([1, 2, 3])
 _erf = np.frompyfunc(math.erf, 1, 1)
 
 
 @dataclass(frozen=True, eq=False)
 class Optimum:
     pnl_per_snapshot: float   # the gain g: ticks per snapshot per lot
-    policy: np.ndarray        # int8 [G, 3, 3]: the target position at (x_i, spread 1..3, held −1..+1)
+    policy: np.ndarray        # int8 [G, S, 3]: the target position at (x_i, spread 1..S, held −1..+1)
     x: np.ndarray             # float64 [G]: the grid of the latent imbalance (uniform)
     iterations: int           # of the relative value iteration
+    spreads: np.ndarray       # int [S]: the spreads of the policy's second axis, in ticks (those π gives mass)
 
     def action(self, x, spread_ticks, position) -> np.ndarray:
         """The optimal target position (−1, 0, +1) at latent x (nearest grid point), spread and held position
-        (only its sign counts; spreads outside 1..3 ticks are clipped)."""
+        (only its sign counts; a spread π never draws takes the nearest one's row)."""
         h = self.x[1] - self.x[0]
         i = np.clip(np.rint((np.asarray(x, np.float64) - self.x[0]) / h), 0, len(self.x) - 1).astype(np.int64)
-        s = np.clip(np.asarray(spread_ticks, np.int64), 1, 3) - 1
+        s = np.abs(np.asarray(spread_ticks, np.int64)[..., None] - self.spreads).argmin(-1)
         return self.policy[i, s, np.sign(np.asarray(position)).astype(np.int64) + 1]
 
 
@@ -58,26 +67,30 @@ def tauchen(phi: float, grid: int, width: float = 5.0) -> tuple[np.ndarray, np.n
 
 
 def optimal_pnl(params: SynthParams = SynthParams(), fee_ticks: float = 0.0, grid: int = 201,
-                tol: float = 1e-10, max_iter: int = 200_000) -> Optimum:
-    """The optimal average PnL per snapshot (ticks, one lot) of an agent that sees x exactly."""
+                tol: float = 1e-10, max_iter: int = 200_000, betas: tuple[float, ...] | None = None) -> Optimum:
+    """The optimal average PnL per snapshot (ticks, one lot) of an agent that sees x exactly, where the
+    bid's drift is the mean over `betas` of q·(2σ(βx) − 1) (default: params.beta alone)."""
     p = params
     x, P = tauchen(p.phi, grid)
-    pi = np.asarray(p.spread_probs, np.float64) / sum(p.spread_probs)
-    S = p.r_spread * pi[None, :] + (1.0 - p.r_spread) * np.eye(3)        # spread s -> s'
-    drift = p.q_move * np.tanh(p.beta * x / 2.0)                          # q·(2σ(βx) − 1)
-    m = drift[:, None] + (S @ SPREADS - SPREADS)[None, :] / 2.0           # E[Δmid | x, s]: [G, 3]
-    cost = SPREADS / 2.0 + fee_ticks                                      # per lot traded
+    drawn = p.spread_pi > 0  # a spread π never draws is never reached from the stationary chain
+    spreads, pi = p.spreads[drawn], p.spread_pi[drawn]
+    n = len(spreads)
+    S = p.r_spread * pi[None, :] + (1.0 - p.r_spread) * np.eye(n)        # spread s -> s'
+    betas = (p.beta,) if betas is None else betas
+    drift = np.mean([p.q_move * np.tanh(b * x / 2.0) for b in betas], axis=0)  # q·(2σ(βx) − 1)
+    m = drift[:, None] + (S @ spreads - spreads)[None, :] / 2.0          # E[Δmid | x, s]: [G, S]
+    cost = spreads / 2.0 + fee_ticks                                      # per lot traded
     turn = np.abs(POSITIONS[None, :] - POSITIONS[:, None])                # |p − p_prev|: [prev, p]
     R = POSITIONS * m[:, :, None, None] - turn * cost[None, :, None, None]  # [G, s, prev, p]
-    V = np.zeros((grid, 3, 3))                                            # [G, s, prev]
+    V = np.zeros((grid, n, 3))                                            # [G, s, prev]
     for it in range(1, max_iter + 1):
         # E[V(x', s', p) | x, s] for each chosen p (the next state's "prev" is p)
-        W = np.einsum("st,itp->isp", S, (P @ V.reshape(grid, 9)).reshape(grid, 3, 3))
+        W = np.einsum("st,itp->isp", S, (P @ V.reshape(grid, n * 3)).reshape(grid, n, 3))
         Q = R + W[:, :, None, :]
         V_new = Q.max(axis=-1)
         diff = V_new - V
         lo, hi = diff.min(), diff.max()
-        V = V_new - V_new[grid // 2, 0, 1]  # relative to a reference state, so V stays bounded
+        V = V_new - V_new[grid // 2, int(pi.argmax()), 1]  # relative to a reference state, so V stays bounded
         if hi - lo < tol:
             break
     else:
@@ -85,9 +98,15 @@ def optimal_pnl(params: SynthParams = SynthParams(), fee_ticks: float = 0.0, gri
     policy = POSITIONS[Q.argmax(axis=-1)].astype(np.int8)
     # staying flat earns exactly 0, so the gain is >= 0, and known to within the span: a span reaching 0 is a market
     # without edge (rounding gave 2.2e-16 with numpy 2.4's products, and the held-out PnL a fraction of that)
-    return Optimum(float((lo + hi) / 2.0) if lo > 0 else 0.0, policy, x, it)
+    return Optimum(float((lo + hi) / 2.0) if lo > 0 else 0.0, policy, x, it, spreads)
 
 
-def market_optimum(market: Market, grid: int = 201) -> float:
-    """A named market's optimum, ticks per snapshot per lot (its fee converted to ticks)."""
-    return optimal_pnl(market.params, market.fee_per_lot / market.params.tick, grid).pnl_per_snapshot
+@functools.lru_cache(maxsize=None)  # a wide market's takes seconds, and runs ask again
+def market_optimum(market: Market, grid: int = 201, fee_per_lot: float | None = None, aware: bool = False) -> float:
+    """A named market's optimum, ticks per snapshot per lot, at `fee_per_lot` (price units; default: the market's
+    own); with regimes, the blind agent's (above), or with `aware` the mean of the regimes' own."""
+    p = market.params
+    fee_ticks = (market.fee_per_lot if fee_per_lot is None else fee_per_lot) / p.tick
+    if aware:
+        return float(np.mean([optimal_pnl(p, fee_ticks, grid, betas=(b,)).pnl_per_snapshot for b in p.betas]))
+    return optimal_pnl(p, fee_ticks, grid, betas=p.betas).pnl_per_snapshot

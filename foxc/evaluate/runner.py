@@ -126,10 +126,14 @@ def chunk_bounds(records: np.ndarray, n_chunks: int) -> np.ndarray:
     return np.asarray(out, np.int64).reshape(-1, 2)
 
 
-def chunk_standard_error(delta: np.ndarray, chunks: np.ndarray) -> float | None:
-    """The standard error of the PnL per snapshot (money), from the chunks' totals s_i over lengths l_i:
+def chunk_standard_error(delta: np.ndarray, chunks: np.ndarray, block: int | None = None) -> float | None:
+    """The standard error of the PnL per snapshot (money), from the totals s_i of the chunks over lengths l_i:
     separate backtests walk them, so they are (nearly) independent draws; the ratio estimator's
-    sqrt(sum (s_i - m l_i)^2 / (C (C - 1))) / mean(l), m = sum s / sum l. None for one chunk."""
+    sqrt(sum (s_i - m l_i)^2 / (C (C - 1))) / mean(l), m = sum s / sum l. `block`: each chunk cut into pieces of
+    at most that many snapshots first (batch means, for a window of few long chunks). None for one piece."""
+    if block is not None:
+        chunks = np.asarray([(s, min(s + block, b)) for a, b in chunks for s in range(int(a), int(b), block)],
+                            np.int64).reshape(-1, 2)
     C = len(chunks)
     if C < 2:
         return None

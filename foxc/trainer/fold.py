@@ -13,6 +13,7 @@ from ..driver import CudaError, open_runtime, out_of_memory
 from ..evaluate.agent import AgentPolicy
 from ..evaluate.windows import no_room_in_fold
 from .config import TrainConfig, parse_settings
+from .heldout import validation_split
 from .run import Trainer, write_json
 
 NAME = "rl: foxc integrated trainer"
@@ -28,6 +29,7 @@ class RlFoldTrainer:
         rt = open_runtime(config.get("backend"))
         given.update(n_steps=int(steps), seed=int(config.get("seed", 0)) + int(config.get("fold", 0)))
         cfg = TrainConfig.for_backend(rt.backend, **given)
+        window, val = validation_split(cfg, window)  # the policy is chosen on the window's end (selection)
         try:
             labels = compute_labels(window.records, window.tick, LabelConfig(horizons=cfg.horizons))
         except MemoryError:
@@ -35,7 +37,8 @@ class RlFoldTrainer:
         out_dir = Path(out_dir)
         try:  # closed however it ends, so that the next fold in this process has its memory
             with closing(Trainer(rt, cfg, window, labels, out_dir, data_meta={"source": window.source,
-                                                                              "fold": config.get("fold")})) as trainer:
+                                                                              "fold": config.get("fold")},
+                                 val=val)) as trainer:
                 summary = trainer.train_logged(label=f"fold {config.get('fold')}")
                 write_json(out_dir / "summary.json", summary)  # the fold's record quotes its training (run_fold)
                 return trainer.save()
@@ -45,7 +48,8 @@ class RlFoldTrainer:
             raise no_room_training(window, cfg, config) from None
 
     def load_policy(self, checkpoint: Path, config: dict, rt) -> AgentPolicy:
-        """The greedy agent (encoder, state, C51 head) the checkpoint holds, on the evaluation's runtime."""
+        """The run's policy the checkpoint holds (the weights its validation kept, or flat), on the evaluation's
+        runtime."""
         return AgentPolicy.from_checkpoint(rt, read_checkpoint(checkpoint))
 
 

@@ -46,22 +46,35 @@ def holdout_market(cfg, market):
     """(training rows, held-out rows) for the periodic evaluation.
 
     Synthetic data: a fresh draw of the same market with another seed (cfg.eval_rows rows), the
-    training rows untouched. Real data: the last `holdout_frac` of the rows, cut at a row where a
-    segment could begin (the held-out part keeps its segment ids), and removed from training; of a
-    cache's rows (left on disk) only the `eval_rows` evaluated are read."""
-    from ..data.cache import CacheRows
-    from ..data.market import MarketData
+    training rows untouched. Real data: the last `holdout_frac` of the rows (tail_split), removed from
+    training."""
     if cfg.data is None:
         from ..data.markets import MARKETS
         held = synthetic_rows(cfg.eval_rows, "--eval-rows", seed=cfg.seed + 7919, params=MARKETS[cfg.synthetic].params)
         return market, held
+    return tail_split(cfg, market, cfg.holdout_frac, f"--holdout {cfg.holdout_frac}")
+
+
+def validation_split(cfg, market):
+    """(training rows, validation rows): the last --val-frac of the training window (tail_split), on which the
+    run's policy is chosen (foxc.evaluate.selection); (market, None) with --val-frac 0."""
+    if not cfg.val_frac:
+        return market, None
+    return tail_split(cfg, market, cfg.val_frac, f"--val-frac {cfg.val_frac}")
+
+
+def tail_split(cfg, market, frac: float, flag: str):
+    """(head, tail): the rows before and from the row at 1 - `frac` of them (`flag` names the setting), the tail
+    keeping its segment ids (a segment may begin anywhere); of a cache's rows (left on disk) only the first
+    `eval_rows` of the tail are read."""
+    from ..data.cache import CacheRows
+    from ..data.market import MarketData
     n = market.n_rows
-    cut = int(n * (1.0 - cfg.holdout_frac))
+    cut = int(n * (1.0 - frac))
     if cut < 2 or n - cut < 2:
-        cause = market.report.most_skipped()  # most rows of --data skipped: the cause, not --holdout
-        raise ValueError(f"--data {cfg.data}: {cause}: the {n:,} kept are too few to hold out --holdout "
-                         f"{cfg.holdout_frac} of them" if cause else
-                         f"--holdout {cfg.holdout_frac} of {n} rows leaves too few rows to train or evaluate on")
+        cause = market.report.most_skipped()  # most rows of --data skipped: the cause, not the fraction
+        raise ValueError(f"--data {cfg.data}: {cause}: the {n:,} kept are too few to hold out {flag} of them"
+                         if cause else f"{flag} of {n} rows leaves too few rows to train or evaluate on")
     part = lambda r: MarketData(r, market.instrument, market.instrument_id, market.source,  # noqa: E731
                                 market.files, market.tick, market.report)
     if isinstance(market, CacheRows):  # rows on disk: read only the evaluated ones (and the rest of their shards)
@@ -69,8 +82,8 @@ def holdout_market(cfg, market):
         a, b = np.searchsorted(end, [cut, stop - 1], "right")
         with room_for_heldout(cfg.eval_rows, f"reading the {stop - cut:,} held-out snapshots with the rest of the "
                                              "cache's shards that hold them", int(end[b] - first[a])):
-            held = part(market.read_rows(cut, stop))
-        return market.head(cut), held
+            tail = part(market.read_rows(cut, stop))
+        return market.head(cut), tail
     return part(np.ascontiguousarray(market.records[:cut])), part(np.ascontiguousarray(market.records[cut:]))
 
 
@@ -93,11 +106,12 @@ class HeldOutEvaluation:
         return room_for_heldout(self.eval_rows, "evaluating the held-out snapshots (their records, and arrays of "
                                                 "each as they are evaluated)", self.rows)
 
-    def run(self) -> dict:
-        """One greedy pass over the held-out rows; the `eval_*` fields of a metrics record."""
+    def run(self, policy=None) -> dict:
+        """One greedy pass over the held-out rows with `policy` (default: the live weights); the `eval_*` fields
+        of a metrics record."""
         t0 = time.perf_counter()
         with self.room():
-            m = self.evaluator.run(self.policy).metrics
+            m = self.evaluator.run(policy or self.policy).metrics
         out = {"eval_pnl": m["pnl_ticks"], "eval_pnl_se": m["pnl_ticks_se"], "eval_trades": m["trades"],
                "eval_wr": m["win_rate"], "eval_time_in_market": m["exposure"], "eval_rows": self.rows,
                "eval_chunks": m["chunks"], "eval_seconds": round(time.perf_counter() - t0, 3)}

@@ -11,6 +11,7 @@ from ..isv.live import LiveRequests
 from ..profile import KernelProfiler, ProfilerWindow, nvtx_range
 from .config import TrainConfig, isv_conflict
 from .heldout import HeldOutEvaluation
+from ..evaluate.selection import RULE, Validation
 from .rundir import ResumeError
 from .metrics import FrameBlocks, MetricsLog, device_span, interval_record
 from .state import Staging, expected_sections, export_state, import_state
@@ -30,15 +31,17 @@ class Trainer:
     """
 
     def __init__(self, rt, cfg: TrainConfig, market, labels, out_dir=None, data_meta: dict | None = None,
-                 held=None, optimum: float | None = None, ring_len: int = RING_LEN):
+                 held=None, optimum: float | None = None, ring_len: int = RING_LEN, val=None):
         """`held`: held-out MarketData for the greedy evaluations (None: none); `optimum`: the
         synthetic market's optimal PnL per snapshot in ticks, for their fraction of it; `ring_len`:
-        the diagnostics ring's frames. The configuration kept (`self.cfg`, what the checkpoints record)
-        has --device-data-gb resolved against the device's free memory."""
+        the diagnostics ring's frames; `val`: MarketData of the validation rows the run's policy is chosen on
+        (None: none, the final weights are the run's policy). The configuration kept (`self.cfg`, what the
+        checkpoints record) has --device-data-gb resolved against the device's free memory."""
         cfg = cfg.with_data_budget(rt.free_bytes())
         self.rt, self.cfg = rt, cfg
         self.ts = TrainStep(rt, cfg, market, labels, ring_len)
         self.heldout = HeldOutEvaluation(rt, self.ts, held, cfg, optimum) if held is not None else None
+        self.validation = Validation(rt, self.ts.learner.params, self.ts.isv, val, cfg) if val is not None else None
         self.last_eval = None
         self.eval_history: list[tuple[int, dict]] = []  # (step, the metrics record that carries the evaluation)
         self.use_graph = cfg.graph == "on" or (cfg.graph == "auto" and rt.backend == "cuda")
@@ -173,6 +176,7 @@ class Trainer:
         eval_every, next_eval = self.cfg.eval_every, None
         if self.heldout is not None and eval_every:
             next_eval = (self.steps_done // eval_every + 1) * eval_every
+        val_every = self.cfg.validation_every
 
         def read(wait: bool = False):
             if wait:
@@ -184,7 +188,8 @@ class Trainer:
         def emit():
             for block in blocks.complete():
                 record = interval_record(block)
-                record.update(evals.pop(record["step"], {}))
+                for at in sorted(s for s in evals if s <= record["step"]):  # a validation between records joins the next
+                    record.update(evals.pop(at))
                 if self.ts.rotation is not None:
                     record["data_rotations"] = self.ts.rotation.rotations_by(record["step"])
                 changes = [c for c in live_changes if c["step"] <= record["step"]]
@@ -207,10 +212,13 @@ class Trainer:
             self.step()
             step = self.steps_done
             save = checkpoint_every and self.saver and step % checkpoint_every == 0
+            if self.validation is not None and (step % val_every == 0 or step == target):
+                evals.setdefault(step, {}).update(self.validate())
+                eval_seconds += evals[step]["val_seconds"]
             if step % every == 0 or step == target:
                 final = step == target and self.heldout is not None
                 if final or (next_eval is not None and step >= next_eval):
-                    evals[step] = self.evaluate_heldout()
+                    evals.setdefault(step, {}).update(self.evaluate_heldout(final=step == target))
                     eval_seconds += evals[step]["eval_seconds"]
                     while next_eval is not None and next_eval <= step:
                         next_eval += eval_every
@@ -233,6 +241,7 @@ class Trainer:
         summary = self.summary(frames_all, seconds, n_steps - (target - self.steps_done), records)
         summary["eval_seconds"] = round(eval_seconds, 3)
         summary["stopped_at"] = self.steps_done if self.steps_done < target else None
+        summary["selection"] = self.selection()
         return summary
 
     def train_logged(self, stop=None, board=None, label: str = "") -> dict:
@@ -245,13 +254,47 @@ class Trainer:
         finally:
             metrics.close()
 
-    def evaluate_heldout(self) -> dict:
-        """A greedy pass over the held-out rows with the weights as they stand now (between steps).
-        The steps queued before it finish first, so its time (`eval_seconds`) is its own."""
+    def evaluate_heldout(self, final: bool = False) -> dict:
+        """A greedy pass over the held-out rows with the weights as they stand now (between steps), or, `final`,
+        with the run's policy (what the validation kept: `eval_policy` names it). The steps queued before it
+        finish first, so its time (`eval_seconds`) is its own."""
         self.rt.stream.synchronize()
-        with nvtx_range("evaluate"):
-            self.last_eval = {"step": self.steps_done, **self.heldout.run()}
+        policy = self.run_policy() if final else None
+        try:
+            with nvtx_range("evaluate"):
+                self.last_eval = {"step": self.steps_done, **self.heldout.run(policy)}
+        finally:
+            if policy is not None and hasattr(policy, "release"):
+                policy.release()
+        self.last_eval["eval_policy"] = policy.name if policy is not None else "the live weights"
         return {k: v for k, v in self.last_eval.items() if k != "step"}
+
+    def validate(self) -> dict:
+        """A greedy pass of the live weights over the validation rows, kept when the rule says so (between
+        steps); the `val_*` fields of a metrics record."""
+        self.rt.stream.synchronize()
+        with nvtx_range("validate"):
+            m = self.validation.run()
+        m["val_kept"] = self.ts.kept.consider(self.steps_done, m)
+        return m
+
+    def run_policy(self):
+        """The run's policy as it stands: the weights the validation kept, flat when it kept none; the live
+        weights (None) when nothing was validated."""
+        cfg = self.cfg
+        return self.ts.kept.policy(cfg.seq_len, cfg.actor, cfg.precision)
+
+    def selection(self) -> dict | None:
+        """What the run's policy is and why (summary.json's `selection`); None without validation rows."""
+        r = self.ts.kept.read()
+        if not r["validations"]:
+            return None
+        kept = r["step"] if r["step"] >= 0 else "flat"
+        out = {"kept": kept, "rule": RULE, "validations": r["validations"],
+               "val_rows": self.validation.rows if self.validation is not None else None}
+        if r["step"] >= 0:
+            out.update(val_pnl_ticks=r["val_pnl_ticks"], val_se=r["val_se"], val_trades=r["val_trades"])
+        return out
 
     def summary(self, frames, seconds, n_steps, records) -> dict:
         """What a run did. `this_run`: the trades the behaviour policy closed in this run (from the
@@ -290,7 +333,7 @@ class Trainer:
         return {"rotating": True, "device_data_gb": budget, **self.ts.rotation.describe()}
 
     def close(self):
-        for part in (self.live, self.window, self.graph, self.staging, self.heldout):  # in this order; None: none
+        for part in (self.live, self.window, self.graph, self.staging, self.heldout, self.validation):  # None: none
             if part is not None:
                 part.close()
         self.graph = None

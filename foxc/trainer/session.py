@@ -1,7 +1,7 @@
 """What a run trains and is evaluated on, from its configuration: one path for the CLI and the benchmarks.
 
     data = run_data(cfg, log)   # data.market (training rows), data.labels, data.held, data.optimum, data.source
-    trainer = Trainer(rt, cfg, data.market, data.labels, out, data.source, data.held, data.optimum)
+    trainer = Trainer(rt, cfg, data.market, data.labels, out, data.source, data.held, data.optimum, val=data.val)
 
 `--data` names files (read, validated and labelled here) or a cache `python -m foxc.data prepare`
 made of them (its rows left on disk, each shard verified and read with its labels when the device
@@ -22,7 +22,7 @@ from ..data.cursors import episode_rows
 from ..data.market import tick_units
 from ..data.record import PRICE_SCALE
 from .config import ConfigError
-from .heldout import holdout_market, synthetic_rows
+from .heldout import holdout_market, synthetic_rows, validation_split
 
 
 @dataclass
@@ -32,6 +32,7 @@ class RunData:
     held: object | None     # MarketData of held-out rows for the greedy evaluations, or None
     optimum: float | None   # the synthetic market's optimal PnL, ticks per snapshot per lot; None on real data
     source: dict            # what the checkpoint meta and config.json record about the data
+    val: object | None = None  # MarketData of the validation rows the run's policy is chosen on (--val-frac)
 
 
 def files_digest(files, instrument: str | None = None) -> str:
@@ -128,11 +129,12 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
                   "sha256": files_digest(market.files, kept)}
     else:
         from ..data.markets import MARKETS
-        from ..evaluate.optimum import optimal_pnl
+        from ..evaluate.optimum import market_optimum
         named = MARKETS[cfg.synthetic]
-        market = synthetic_rows(cfg.synthetic_rows, "--synthetic-rows", seed=cfg.seed, params=named.params)
-        optimum = optimal_pnl(named.params, cfg.fee / named.params.tick).pnl_per_snapshot  # at the run's fee
-        source = {"source": "synthetic", "market": cfg.synthetic, "rows": cfg.synthetic_rows, "seed": cfg.seed,
+        n = min(cfg.synthetic_rows, named.window_rows or cfg.synthetic_rows)  # a market's window is its own
+        market = synthetic_rows(n, "--synthetic-rows", seed=cfg.seed, params=named.params)
+        optimum = market_optimum(named, fee_per_lot=cfg.fee)  # at the run's fee
+        source = {"source": "synthetic", "market": cfg.synthetic, "rows": n, "seed": cfg.seed,
                   "optimum_ticks_per_snapshot": optimum,
                   "sha256": hashlib.sha256(market.records.view(np.uint8)).hexdigest()}
     if cfg.data:  # the tick it ran in, inferred or given: a resume's --tick is compared with it
@@ -141,6 +143,7 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
     try:
         if cfg.data is None or cfg.eval_every:
             market, held = holdout_market(cfg, market)
+        market, val = validation_split(cfg, market)
         t0 = time.perf_counter()
         if cached:
             labels, labelled = None, market.labelled()
@@ -163,6 +166,7 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
     check_episode_starts(cfg, market, rows)
     log(f"data: {market.n_rows:,} snapshots from {market.source} ({market.instrument or 'unnamed'}), "
         f"tick {market.tick / 1e9:g}, {market.n_segments} segment(s); {how}"
-        + (f"; {len(held.records):,} held-out snapshots for evaluation" if held is not None else "")
+        + (f"; {val.n_rows:,} validation snapshots (--val-frac {cfg.val_frac})" if val is not None else "")
+        + (f"; {min(len(held.records), cfg.eval_rows):,} held-out snapshots for evaluation" if held is not None else "")
         + (f"; optimum {optimum:.4f} ticks per snapshot" if optimum is not None else ""))
-    return RunData(market, labels, held, optimum, source)
+    return RunData(market, labels, held, optimum, source, val)

@@ -15,7 +15,7 @@ from ..nn.optim import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD
 def persistent_arrays(ts) -> dict:
     """name -> device array of everything that carries across steps (besides the model and replay):
     what each component declared `persistent` where it allocated it (foxc.persistent)."""
-    parts = {"cursors": ts.cursors, "sim": ts.sim, "agent": ts, "actor": ts.actor}
+    parts = {"cursors": ts.cursors, "sim": ts.sim, "agent": ts, "actor": ts.actor, "selection": ts.kept}
     if ts.rotation is not None:
         parts["resident"] = ts.rotation
     return {f"{part}.{name}": a for part, c in parts.items() for name, a in c.persistent.arrays.items()}

@@ -49,7 +49,9 @@ from ..agent.diagnostics import DiagnosticsRing
 from ..agent.layout import N_STATS
 from ..data.device import DeviceDataset
 from ..data.features import FEATURES
+from ..data.market import market_unit_ticks
 from ..data.resident import ResidencyError
+from ..evaluate.selection import Kept
 from ..isv import IsvBus
 from ..lobsim.sim import BLOCK as SIM_BLOCK, LobSim, LobSimConfig
 from ..nn.layout import N_PERCEPTION
@@ -78,18 +80,21 @@ class TrainStep:
         B, K = cfg.n_backtests, cfg.seq_len
         dev = rt.device_array
         self.isv = IsvBus(rt, device_resident=True)  # kernels use device memory; the host view is published
+        # the agent sees prices and earns rewards in spreads (the median one of its rows), not in ticks
+        self.unit_ticks = market_unit_ticks(market)
+        unit = market.tick * self.unit_ticks
         try:
             self.data = DeviceDataset(rt, market, labels, B, K, seed=cfg.seed, max_episode_steps=cfg.episode_steps,
-                                      budget_bytes=cfg.data_budget_bytes, rotate_every=cfg.rotate_every)
+                                      budget_bytes=cfg.data_budget_bytes, rotate_every=cfg.rotate_every, unit=unit)
         except ResidencyError as e:
             raise ConfigError(f"--device-data-gb {cfg.device_data_gb:g}: {e} (give a larger budget, or split the "
                               "data into more segments: files or days)") from None
         self.cursors = self.data.cursors  # the simulator acts where the dataset gathers
         self.rotation = self.data.rotation  # None when all the data is resident
         fee = int(round(cfg.fee / MONEY_SCALE))
-        # rewards in ticks per lot: a scale that holds still across instruments and training
+        # rewards in price units per lot: a scale that holds still across instruments and training
         self.sim = LobSim(rt, LobSimConfig(n_backtests=B, lots_per_entry=cfg.lots_per_entry, fee_per_lot=fee,
-                                           reward_scale=1.0 / market.tick), self.data.records,
+                                           reward_scale=1.0 / unit), self.data.records,
                           self.cursors.cursor, self.cursors.episode_end)
 
         # per-backtest arrays of the step
@@ -120,10 +125,11 @@ class TrainStep:
         enc = self.learner.encoder
         self.losses = self.learner.losses  # l_q, l_pi, l_v, l_bce: mapped, written in `learn`
         self.actor = act = Actor(rt, self.learner.params, self.isv, h=enc.h, pos=self.sim.pos,
-                                 features=self.data.features, batch=B, seq_len=K, tick=market.tick, actor=cfg.actor,
+                                 features=self.data.features, batch=B, seq_len=K, tick=unit, actor=cfg.actor,
                                  state=state, log_prob=log_prob, actions=self.sim.actions,
                                  stop_loss=self.sim.stop_loss, precision=cfg.precision)
         self.diagnostics = DiagnosticsRing(rt, ring_len=ring_len)
+        self.kept = Kept(rt, self.learner.params, self.isv)  # the weights the validation keeps (run.py)
 
         learner, replay = self.learner, self.replay
         self.phases = [
@@ -199,10 +205,12 @@ class TrainStep:
         initial weights, empty replay, flat simulator, new episodes."""
         self.isv.reset()
         self.isv["n_step"] = self.cfg.n_step
+        self.isv["price_unit_ticks"] = self.unit_ticks
         for name, value in self.cfg.isv_overrides():
             self.isv[name] = value
         self.learner.params.init(generator(seed, "weights"))
         self.actor.reset(seed)
+        self.kept.reset()
         for a in (self.prev_trades, self.reward_raw, self.reward_scaled, self.clipped, self.closed, self.closed_pnl,
                   self.td, self.stats):
             a.upload(np.zeros(a.shape, a.dtype))

@@ -2,7 +2,7 @@
 #ifndef FOXC_ISV_SLOTS_H
 #define FOXC_ISV_SLOTS_H
 
-#define ISV_N_SLOTS 72
+#define ISV_N_SLOTS 74
 #define ISV_STEP_WRAP 16777216.0f
 
 #define ISV_STEP_LO                  0  // training steps modulo 2^24 (exact in float32); incremented on the device
@@ -77,5 +77,7 @@
 #define ISV_REWARD_CLAMP_WIN        69  // the seed's clamp (mode 1): rewards above this are clipped; the loss side adapts as a multiple of it
 #define ISV_REWARD_POS_EMA          70  // EMA (rate loss_ema_rate) of the mean positive raw reward
 #define ISV_REWARD_NEG_EMA          71  // EMA (rate loss_ema_rate) of the mean magnitude of the negative raw rewards
+#define ISV_PRICE_UNIT_TICKS        72  // the agent's unit of price in ticks: the training data's median spread; prices, spreads, rewards and Q are in it
+#define ISV_ENTRY_MARGIN            73  // greedy acting opens or reverses a position only when the C51 mean of that action beats staying out (HOLD when flat, the exit when reversing) by more than this, in price units (spreads): an unsure agent stays flat
 
 #endif  // FOXC_ISV_SLOTS_H
