@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 import typing
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -251,6 +251,9 @@ def run_ray(jobs: list, work, *, inputs=None, address: str | None = None, num_gp
         raise ScaleoutError(f"each {noun} asks for {num_gpus} GPU(s) but the Ray cluster has {have:g}; "
                             f"use --gpus-per-{noun} 0 for CPU workers (reference backend)")
     task = ray.remote(num_gpus=num_gpus, num_cpus=1)(work)
+    # a Ray worker runs in its node's directory, not this one: a relative out_dir (the default runs/...) would put
+    # the job's files there, not where its record says
+    jobs = [replace(job, out_dir=str(Path(job.out_dir).absolute())) for job in jobs]
     refs: dict = {}
 
     def put(key, make):

@@ -1,0 +1,80 @@
+"""What tests/test_scaleout_ray.py runs on: a real Ray cluster (`ray start --head --block` on this machine, in a
+temporary directory and a process group of its own, stopped by its id)."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent  # this tree's foxc: the workers import it, not another checkout's
+TESTS = Path(__file__).resolve().parent
+START_S = 120  # a cold `ray start` on two busy cores takes some seconds
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def env_with_tree(**extra: str) -> dict:
+    """This process's environment with this tree's foxc and these helpers first on PYTHONPATH, and no RAY_ADDRESS
+    (which would send a run to another cluster)."""
+    path = [str(ROOT), str(TESTS), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    return {**env, "PYTHONPATH": os.pathsep.join(path), "RAY_USAGE_STATS_ENABLED": "0", **extra}
+
+
+def ray_cli() -> str:
+    beside = Path(sys.executable).with_name("ray")  # the ray of this interpreter's environment
+    return str(beside) if beside.is_file() else (shutil.which("ray") or "ray")
+
+
+class RayCluster:
+    """A one-node Ray cluster of `num_cpus` CPUs and no GPU, as a user starts one (`ray start --head`), with its
+    own temporary directory and ports (another cluster on this machine is left alone). Its workers run in that
+    directory, not the test's: a path a job leaves relative lands there."""
+
+    def __init__(self, num_cpus: int = 2):
+        # short: Ray's unix socket paths (under --temp-dir) have a length limit
+        self.dir = Path(tempfile.mkdtemp(prefix="foxc-ray-", dir="/tmp"))
+        port = free_port()
+        self.address = f"127.0.0.1:{port}"
+        self.log_path = self.dir / "head.log"
+        cmd = [ray_cli(), "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
+               f"--num-cpus={num_cpus}", "--num-gpus=0", "--disable-usage-stats", "--include-dashboard=false",
+               f"--temp-dir={self.dir / 'ray'}", f"--dashboard-port={free_port()}",
+               f"--dashboard-agent-listen-port={free_port()}"]
+        with self.log_path.open("w") as log:
+            # a session of its own: every process of the cluster is in its process group, which stop() ends
+            self.proc = subprocess.Popen(cmd, cwd=self.dir, env=env_with_tree(), stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        deadline = time.monotonic() + START_S
+        while "Ray runtime started" not in self.log_path.read_text(errors="replace"):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                log = self.log_path.read_text(errors="replace")
+                self.stop()
+                raise RuntimeError(f"ray start --head did not start:\n{log[-3000:]}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        """SIGTERM to `ray start --block`, which drains and ends the processes it started; what is left of its
+        process group after a minute is killed."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the group is the cluster's alone (start_new_session)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)

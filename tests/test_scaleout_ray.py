@@ -1,0 +1,135 @@
+"""`--parallel ray` on a real Ray cluster, as a user runs it: `ray start --head` on this machine (two CPUs, no GPU;
+tests/ray_helpers.py), then `python -m foxc.walkforward` / `python -m foxc.sweep` with `--ray-address` and
+`--gpus-per-fold 0` (`--gpus-per-run 0`) on the reference backend. A walk-forward's report and a sweep's tables come
+out with the same figures, bit for bit, as the same command's with `--parallel none`. Skipped only where Ray is not
+installed (`pip install 'foxc[test]'`)."""
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+try:
+    import ray  # noqa: F401
+except ImportError as e:
+    pytest.skip(f"Ray is not installed ({e}): pip install 'foxc[test]' (or 'foxc[ray]')", allow_module_level=True)
+
+from ray_helpers import RayCluster, env_with_tree
+
+from foxc.sweep.cli import main as sweep_main
+from foxc.walkforward import main as walkforward_main
+
+CLI_S = 300
+# two folds of the RL trainer, tiny (as tests/test_walkforward.py's and tests/test_sweep.py's settings)
+WF = ["--backend", "reference", "--synthetic-rows", "12000", "--folds", "2", "--steps-per-fold", "12",
+      "--eval-backtests", "8", "--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64", "--no-plots"]
+# two points of two seeds: four runs
+SWEEP = ["--backend", "reference", "--steps", "12", "--n-backtests", "16", "--seq-len", "4", "--per-capacity", "16",
+         "--synthetic-rows", "5000", "--eval-rows", "1000", "--log-every", "6", "--no-plots",
+         "--grid", "lr_q=1e-4,3e-4", "--seeds", "2"]
+# what differs from one run of a command to the next: times, where it ran, the runner's name; every other figure
+# is compared
+WF_RUN_VOLATILE = {"seconds", "created", "parallel"}
+# (device: how the BLAS threads were chosen; a Ray worker has OMP_NUM_THREADS=1 of Ray's, a process here has not)
+FOLD_VOLATILE = {"train_seconds", "eval_seconds", "fold_dir", "checkpoint", "host", "cuda_visible_devices", "device"}
+SUMMARY_VOLATILE = {"sps"}
+ROW_VOLATILE = {"train_sps", "train_seconds", "eval_seconds", "seconds", "run_dir", "host"}
+POINT_VOLATILE = {"train_sps", "seconds"}
+SWEEP_VOLATILE = {"seconds", "parallel"}
+
+
+@pytest.fixture(scope="module")
+def cluster(request):
+    """A real Ray cluster for this file's tests, shut down (`ray start --block` stopped, its processes ended) after
+    them, passed or not."""
+    started = RayCluster(num_cpus=2)
+    request.addfinalizer(started.stop)
+    return started
+
+
+def cli(module: str, args: list, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    """`python -m module args` in `cwd`, with this tree's foxc, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd, env=env_with_tree(**env),
+                          capture_output=True, text=True, timeout=CLI_S)
+
+
+def without(record: dict, keys: set) -> dict:
+    missing = keys - record.keys()
+    assert not missing, f"no {sorted(missing)} to leave out: the list of what may differ is stale"
+    return {k: v for k, v in record.items() if k not in keys}
+
+
+def wf_figures(report: dict) -> dict:
+    """A walk-forward report's every figure, less times and places (WF_RUN_VOLATILE, FOLD_VOLATILE)."""
+    folds = [{**without(f, FOLD_VOLATILE), "train_summary": without(f["train_summary"], SUMMARY_VOLATILE)}
+             for f in report["folds"]]
+    return {**without(report, WF_RUN_VOLATILE), "folds": folds}
+
+
+def differences(a, b, at: str = "") -> list[str]:
+    """Where `a` and `b` differ (a JSON path each), so a failure names the figure, not two long reprs."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [f"{at}.{k}: only one has it" for k in a.keys() ^ b.keys()] + [
+            d for k in a.keys() & b.keys() for d in differences(a[k], b[k], f"{at}.{k}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{at}[{i}]")]
+    return [] if type(a) is type(b) and a == b else [f"{at}: {a!r} != {b!r}"]
+
+
+def assert_same(a, b) -> None:
+    diffs = differences(a, b)
+    assert not diffs, "\n".join(diffs[:20])
+
+
+def read_csv(path: Path) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_walk_forward_on_ray_is_bit_identical_to_in_process(cluster, tmp_path):
+    # a relative --out, as by default (runs/...): the Ray workers run in the cluster's directory, not this one
+    ran = cli("foxc.walkforward", [*WF, "--out", "wf-ray", "--parallel", "ray", "--ray-address", cluster.address,
+                                   "--gpus-per-fold", "0"], cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert walkforward_main([*WF, "--out", str(tmp_path / "wf-none")]) == 0
+    on_ray, here = (json.loads((tmp_path / out / "report.json").read_text()) for out in ("wf-ray", "wf-none"))
+    assert on_ray["parallel"] == "ray" and here["parallel"] == "none"
+    assert len(on_ray["folds"]) == 2 and all("error" not in f for f in on_ray["folds"]), on_ray["folds"]
+    assert on_ray["folds"][0]["metrics"] != on_ray["folds"][1]["metrics"]  # each fold's own result came back
+    assert_same(wf_figures(on_ray), wf_figures(here))
+    for fold in on_ray["folds"]:  # its files where its record says, on this machine, and the same bits
+        fold_dir = tmp_path / "wf-ray" / f"fold-{fold['fold']}"
+        assert Path(fold["fold_dir"]).is_absolute() and Path(fold["fold_dir"]) == fold_dir
+        assert Path(fold["checkpoint"]).is_file() and Path(fold["checkpoint"]).parent == fold_dir
+        for name in ("equity.npy", "trades.npy"):
+            assert np.array_equal(np.load(fold_dir / name), np.load(tmp_path / "wf-none" / fold_dir.name / name))
+    assert not (cluster.dir / "wf-ray").exists(), "a fold wrote into the Ray workers' directory"
+
+
+def test_a_sweep_on_ray_is_bit_identical_to_in_process(cluster, tmp_path):
+    ran = cli("foxc.sweep", [*SWEEP, "--out", "sweep-ray", "--parallel", "ray", "--ray-address", cluster.address,
+                             "--gpus-per-run", "0"], cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert sweep_main([*SWEEP, "--out", str(tmp_path / "sweep-none")]) == 0
+    on_ray, here = tmp_path / "sweep-ray", tmp_path / "sweep-none"
+    rows = read_csv(on_ray / "sweep.csv")
+    assert [(r["point"], r["seed"], r["status"]) for r in rows] == [
+        ("p00", "0", "ok"), ("p00", "1", "ok"), ("p01", "0", "ok"), ("p01", "1", "ok")]
+    assert len({r["eval_pnl"] for r in rows}) > 1  # each run's own result came back
+    assert_same([without(r, ROW_VOLATILE) for r in rows],
+                [without(r, ROW_VOLATILE) for r in read_csv(here / "sweep.csv")])
+    tables = [pq.read_table(out / "sweep.parquet").to_pylist() for out in (on_ray, here)]
+    assert_same([without(r, ROW_VOLATILE) for r in tables[0]], [without(r, ROW_VOLATILE) for r in tables[1]])
+    a, b = (json.loads((out / "sweep.json").read_text()) for out in (on_ray, here))
+    assert a["sweep"]["parallel"] == "ray"
+    assert_same(without(a["sweep"], SWEEP_VOLATILE), without(b["sweep"], SWEEP_VOLATILE))
+    assert_same([without(p, POINT_VOLATILE) for p in a["points"]], [without(p, POINT_VOLATILE) for p in b["points"]])
+    assert_same([without(r, ROW_VOLATILE) for r in a["runs"]], [without(r, ROW_VOLATILE) for r in b["runs"]])
+    for r in rows:  # each run's files where its row says, on this machine
+        assert Path(r["run_dir"]) == on_ray / "points" / f"{r['point']}-seed{r['seed']}"
+        assert (Path(r["run_dir"]) / "summary.json").is_file() and (Path(r["run_dir"]) / "train.log").is_file()
+    assert not (cluster.dir / "sweep-ray").exists(), "a run wrote into the Ray workers' directory"
