@@ -1,7 +1,10 @@
-"""What tests/test_scaleout_ray.py runs on: a real Ray cluster (`ray start --head --block` on this machine, in a
-temporary directory and a process group of its own, stopped by its id)."""
+"""What tests/test_scaleout_ray.py runs on a real Ray cluster: the cluster itself (`ray start --head --block` on
+this machine, in a temporary directory and a process group of its own, stopped by its id), and fold trainers that
+fail in a Ray worker (`--trainer ray_helpers:FAILING`: the workers import this module, so it is on their
+PYTHONPATH)."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -15,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent  # this tree's foxc: the workers import it, not another checkout's
 TESTS = Path(__file__).resolve().parent
 START_S = 120  # a cold `ray start` on two busy cores takes some seconds
+WHERE = "worker.json"  # what a FailFolds fold saw in its worker (FailFolds.train)
 
 
 def free_port() -> int:
@@ -78,3 +82,42 @@ class RayCluster:
             pass
         self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class FailFolds:
+    """The baseline trainer, except that fold `raises` raises and fold `exits` ends its worker process at once
+    (os._exit, as the kernel's OOM killer or a segfault would: no record, no traceback). Every fold first writes
+    what its worker saw (WHERE): its pid, the foxc it imported, $FOXC_BACKEND, its working directory."""
+    name, is_baseline = "baseline: failing folds (tests/ray_helpers.py)", True
+
+    def __init__(self, raises: int, exits: int):
+        self.raises, self.exits = raises, exits
+
+    def train(self, window, steps, out_dir, config):
+        import foxc
+        from foxc.evaluate.baseline import TRAINER
+        (Path(out_dir) / WHERE).write_text(json.dumps({"pid": os.getpid(), "foxc": foxc.__file__, "cwd": os.getcwd(),
+                                                       "FOXC_BACKEND": os.environ.get("FOXC_BACKEND")}))
+        if config["fold"] == self.raises:
+            raise RuntimeError(f"fold {self.raises} broke in its trainer")
+        if config["fold"] == self.exits:
+            os._exit(17)
+        return TRAINER.train(window, steps, out_dir, config)
+
+    def load_policy(self, checkpoint, config, rt=None):
+        from foxc.evaluate.baseline import TRAINER
+        return TRAINER.load_policy(checkpoint, config)
+
+
+FAILING = FailFolds(raises=0, exits=1)  # of three folds: the third finishes
+
+
+def exit_in(key):
+    """A sweep's Ray task (run_ray's `work`) that ends its worker process in the run of `key`, and otherwise runs the
+    run as the sweep does."""
+    def work(spec, *inputs):
+        if spec.key == key:
+            os._exit(17)
+        from foxc.sweep.point import run_point_safely
+        return run_point_safely(spec, *inputs)
+    return work

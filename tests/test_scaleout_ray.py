@@ -1,7 +1,8 @@
 """`--parallel ray` on a real Ray cluster, as a user runs it: `ray start --head` on this machine (two CPUs, no GPU;
 tests/ray_helpers.py), then `python -m foxc.walkforward` / `python -m foxc.sweep` with `--ray-address` and
 `--gpus-per-fold 0` (`--gpus-per-run 0`) on the reference backend. A walk-forward's report and a sweep's tables come
-out with the same figures, bit for bit, as the same command's with `--parallel none`. Skipped only where Ray is not
+out with the same figures, bit for bit, as the same command's with `--parallel none`; a fold that raises and one
+whose worker process dies are those folds' errors while the other folds finish. Skipped only where Ray is not
 installed (`pip install 'foxc[test]'`)."""
 import csv
 import json
@@ -18,9 +19,10 @@ try:
 except ImportError as e:
     pytest.skip(f"Ray is not installed ({e}): pip install 'foxc[test]' (or 'foxc[ray]')", allow_module_level=True)
 
-from ray_helpers import RayCluster, env_with_tree
+from ray_helpers import ROOT, WHERE, RayCluster, env_with_tree, exit_in
 
-from foxc.sweep.cli import main as sweep_main
+from foxc.evaluate import scaleout
+from foxc.sweep.cli import build_parser as sweep_parser, main as sweep_main, plan_sweep
 from foxc.walkforward import main as walkforward_main
 
 CLI_S = 300
@@ -133,3 +135,44 @@ def test_a_sweep_on_ray_is_bit_identical_to_in_process(cluster, tmp_path):
         assert Path(r["run_dir"]) == on_ray / "points" / f"{r['point']}-seed{r['seed']}"
         assert (Path(r["run_dir"]) / "summary.json").is_file() and (Path(r["run_dir"]) / "train.log").is_file()
     assert not (cluster.dir / "sweep-ray").exists(), "a run wrote into the Ray workers' directory"
+
+
+def test_a_fold_that_raises_or_whose_worker_dies_is_its_error_and_the_others_finish(cluster, tmp_path):
+    """Of three folds on Ray, fold 0's trainer raises and fold 1's worker process dies (os._exit, as the OOM killer
+    would end it); both are those folds' errors in the report and fold 2 finishes with the figures it has in
+    process."""
+    wf = ["--backend", "reference", "--synthetic-rows", "16000", "--folds", "3", "--steps-per-fold", "5",
+          "--eval-backtests", "8", "--no-plots"]
+    ran = cli("foxc.walkforward", [*wf, "--trainer", "ray_helpers:FAILING", "--out", "wf", "--parallel", "ray",
+                                   "--ray-address", cluster.address, "--gpus-per-fold", "0"], cwd=tmp_path)
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    folds = json.loads((tmp_path / "wf" / "report.json").read_text())["folds"]
+    assert [f["fold"] for f in folds] == [0, 1, 2]
+    assert folds[0]["error"].startswith("Traceback")
+    assert "RuntimeError: fold 0 broke in its trainer" in folds[0]["error"]
+    assert "worker died" in folds[1]["error"] and "WorkerCrashedError" in folds[1]["error"], folds[1]["error"]
+    assert "metrics" not in folds[1] and folds[1]["fold_dir"] == str(tmp_path / "wf" / "fold-1")
+    assert "error" not in folds[2], folds[2]["error"]
+    assert "fold 0: FAILED" in ran.stdout and "fold 1: FAILED" in ran.stdout and "fold 2: " in ran.stdout
+    assert walkforward_main([*wf, "--trainer", "baseline", "--out", str(tmp_path / "here")]) == 0
+    here = json.loads((tmp_path / "here" / "report.json").read_text())["folds"][2]
+    assert folds[2]["metrics"] == here["metrics"] and folds[2]["equity_curve"] == here["equity_curve"]
+    for fold in range(3):  # each fold ran in a Ray worker (the cluster's directory) on this tree's foxc
+        where = json.loads((tmp_path / "wf" / f"fold-{fold}" / WHERE).read_text())
+        assert where == {**where, "foxc": str(ROOT / "foxc" / "__init__.py"), "cwd": str(cluster.dir)}
+
+
+def test_a_sweep_run_whose_worker_dies_is_its_failed_row(cluster, tmp_path):
+    """The sweep's runs on Ray (scaleout.run_jobs, as foxc.sweep.cli.run_all calls it), one of whose worker process
+    dies: that run's failed row, the other three rows as they are."""
+    plan = plan_sweep(sweep_parser().parse_args([*SWEEP, "--out", str(tmp_path / "s"), "--parallel", "ray",
+                                                 "--ray-address", cluster.address, "--gpus-per-run", "0"]))
+    try:
+        rows = scaleout.run_jobs(plan.specs, "ray", here=None, remote=exit_in("p01-seed0"), backend="reference",
+                                 noun="run", ray_address=cluster.address, gpus=0)
+    finally:
+        ray.shutdown()  # this process's connection; the cluster stays for the other tests
+    assert [(r["point"], r["seed"], r["status"]) for r in rows] == [
+        ("p00", 0, "ok"), ("p00", 1, "ok"), ("p01", 0, "failed"), ("p01", 1, "ok")]
+    assert "WorkerCrashedError" in rows[2]["error"] and rows[2]["lr_q"] == 3e-4 and rows[2]["eval_pnl"] is None
+    assert all(r["eval_pnl"] is not None for i, r in enumerate(rows) if i != 2)

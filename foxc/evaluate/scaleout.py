@@ -262,4 +262,14 @@ def run_ray(jobs: list, work, *, inputs=None, address: str | None = None, num_gp
         return refs[key]
 
     futures = [task.remote(job, *(inputs(job, put) if inputs else ())) for job in jobs]
-    return ray.get(futures)
+    return [_ray_record(ray, job, future) for job, future in zip(jobs, futures)]
+
+
+def _ray_record(ray, job, future) -> dict:
+    """A Ray task's record, or the job's failed one where Ray could not run the task to its end: its worker process
+    died (the OOM killer, a crash, its node lost; after Ray's retries), or the task could not start there. One
+    ray.get of every task raised at the first such task, and the other jobs' records were lost."""
+    try:
+        return ray.get(future)
+    except ray.exceptions.RayError as e:
+        return job.failed(f"Ray task failed: {type(e).__name__}: {e}")
