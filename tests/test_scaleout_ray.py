@@ -139,12 +139,12 @@ def test_a_sweep_on_ray_is_bit_identical_to_in_process(cluster, tmp_path):
 
 def test_a_fold_that_raises_or_whose_worker_dies_is_its_error_and_the_others_finish(cluster, tmp_path):
     """Of three folds on Ray, fold 0's trainer raises and fold 1's worker process dies (os._exit, as the OOM killer
-    would end it); both are those folds' errors in the report and fold 2 finishes with the figures it has in
-    process."""
-    wf = ["--backend", "reference", "--synthetic-rows", "16000", "--folds", "3", "--steps-per-fold", "5",
-          "--eval-backtests", "8", "--no-plots"]
+    would end it); both are those folds' errors in the report and fold 2 finishes with the figures it has in process.
+    The backend comes from $FOXC_BACKEND (no --backend), as a worker process of --parallel local is given it."""
+    wf = ["--synthetic-rows", "16000", "--folds", "3", "--steps-per-fold", "5", "--eval-backtests", "8", "--no-plots"]
     ran = cli("foxc.walkforward", [*wf, "--trainer", "ray_helpers:FAILING", "--out", "wf", "--parallel", "ray",
-                                   "--ray-address", cluster.address, "--gpus-per-fold", "0"], cwd=tmp_path)
+                                   "--ray-address", cluster.address, "--gpus-per-fold", "0"], cwd=tmp_path,
+              FOXC_BACKEND="reference")
     assert ran.returncode == 1, ran.stdout + ran.stderr
     folds = json.loads((tmp_path / "wf" / "report.json").read_text())["folds"]
     assert [f["fold"] for f in folds] == [0, 1, 2]
@@ -154,12 +154,14 @@ def test_a_fold_that_raises_or_whose_worker_dies_is_its_error_and_the_others_fin
     assert "metrics" not in folds[1] and folds[1]["fold_dir"] == str(tmp_path / "wf" / "fold-1")
     assert "error" not in folds[2], folds[2]["error"]
     assert "fold 0: FAILED" in ran.stdout and "fold 1: FAILED" in ran.stdout and "fold 2: " in ran.stdout
-    assert walkforward_main([*wf, "--trainer", "baseline", "--out", str(tmp_path / "here")]) == 0
+    assert walkforward_main([*wf, "--backend", "reference", "--trainer", "baseline", "--out",
+                             str(tmp_path / "here")]) == 0
     here = json.loads((tmp_path / "here" / "report.json").read_text())["folds"][2]
     assert folds[2]["metrics"] == here["metrics"] and folds[2]["equity_curve"] == here["equity_curve"]
     for fold in range(3):  # each fold ran in a Ray worker (the cluster's directory) on this tree's foxc
         where = json.loads((tmp_path / "wf" / f"fold-{fold}" / WHERE).read_text())
-        assert where == {**where, "foxc": str(ROOT / "foxc" / "__init__.py"), "cwd": str(cluster.dir)}
+        assert where == {**where, "foxc": str(ROOT / "foxc" / "__init__.py"), "cwd": str(cluster.dir),
+                         "FOXC_BACKEND": "reference"}
 
 
 def test_a_sweep_run_whose_worker_dies_is_its_failed_row(cluster, tmp_path):

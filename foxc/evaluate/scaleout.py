@@ -123,7 +123,11 @@ def run_jobs(jobs: list, parallel: str, *, here, remote, backend: str | None, no
         log(f"local workers: {len(slots)} ({'GPUs ' + ','.join(slots) if slots[0] is not None else 'CPU'})")
         return run_local(jobs, slots, {"FOXC_BACKEND": backend} if backend else {}, on_result)
     if parallel == "ray":
-        records = run_ray(jobs, remote, inputs=inputs, address=ray_address, num_gpus=gpus, noun=noun)
+        # a Ray worker has its node's environment, not this process's: it is told the backend (--backend, else
+        # $FOXC_BACKEND here) as a local worker inherits it
+        chosen = backend or os.environ.get("FOXC_BACKEND")
+        records = run_ray(jobs, remote, inputs=inputs, address=ray_address, num_gpus=gpus, noun=noun,
+                          env={"FOXC_BACKEND": chosen} if chosen else None)
         return [ended(job, record) for job, record in zip(jobs, records)]
     raise ValueError(f"parallel must be none, local or ray, got '{parallel}'")
 
@@ -237,11 +241,12 @@ def require_ray():
 
 
 def run_ray(jobs: list, work, *, inputs=None, address: str | None = None, num_gpus: float = 1,
-            noun: str = "job") -> list[dict]:
+            noun: str = "job", env: dict | None = None) -> list[dict]:
     """One Ray task per job (`num_gpus` each) running `work(job, *inputs(job, put))`: `put(key, make)`
     puts make() into the object store once per key, so an input several jobs share travels once.
     Connects to `address` (or starts a local Ray) if needed; `noun` names the job and its flag
-    --gpus-per-NOUN in the error of a cluster with too few GPUs."""
+    --gpus-per-NOUN in the error of a cluster with too few GPUs; `env`: environment variables set in
+    each task's worker (which otherwise has its node's environment, not this process's)."""
     ray = require_ray()
     if not ray.is_initialized():
         ray.init(address=address)
@@ -250,7 +255,7 @@ def run_ray(jobs: list, work, *, inputs=None, address: str | None = None, num_gp
         # a task asking for more GPUs than the cluster has would wait for ever
         raise ScaleoutError(f"each {noun} asks for {num_gpus} GPU(s) but the Ray cluster has {have:g}; "
                             f"use --gpus-per-{noun} 0 for CPU workers (reference backend)")
-    task = ray.remote(num_gpus=num_gpus, num_cpus=1)(work)
+    task = ray.remote(num_gpus=num_gpus, num_cpus=1, **({"runtime_env": {"env_vars": dict(env)}} if env else {}))(work)
     # a Ray worker runs in its node's directory, not this one: a relative out_dir (the default runs/...) would put
     # the job's files there, not where its record says
     jobs = [replace(job, out_dir=str(Path(job.out_dir).absolute())) for job in jobs]
