@@ -2,8 +2,8 @@
 tests/ray_helpers.py), then `python -m foxc.walkforward` / `python -m foxc.sweep` with `--ray-address` and
 `--gpus-per-fold 0` (`--gpus-per-run 0`) on the reference backend. A walk-forward's report and a sweep's tables come
 out with the same figures, bit for bit, as the same command's with `--parallel none`; a fold that raises and one
-whose worker process dies are those folds' errors while the other folds finish. Skipped only where Ray is not
-installed (`pip install 'foxc[test]'`)."""
+whose worker process dies are those folds' errors while the other folds finish; a fold asking for a GPU the cluster
+lacks is refused. Skipped only where Ray is not installed (`pip install 'foxc[test]'`)."""
 import csv
 import json
 import subprocess
@@ -178,3 +178,13 @@ def test_a_sweep_run_whose_worker_dies_is_its_failed_row(cluster, tmp_path):
         ("p00", 0, "ok"), ("p00", 1, "ok"), ("p01", 0, "failed"), ("p01", 1, "ok")]
     assert "WorkerCrashedError" in rows[2]["error"] and rows[2]["lr_q"] == 3e-4 and rows[2]["eval_pnl"] is None
     assert all(r["eval_pnl"] is not None for i, r in enumerate(rows) if i != 2)
+
+
+@pytest.mark.parametrize("gpus", [[], ["--gpus-per-fold", "0.5"]], ids=["default", "half"])
+def test_a_fold_asking_for_a_gpu_the_cluster_lacks_is_refused_not_left_waiting(cluster, tmp_path, gpus):
+    ran = cli("foxc.walkforward", [*WF, "--out", "wf", "--parallel", "ray", "--ray-address", cluster.address, *gpus],
+              cwd=tmp_path)
+    assert ran.returncode == 2, ran.stdout + ran.stderr
+    asked = gpus[1] if gpus else "1"  # as given, not 1.0
+    assert ran.stderr.endswith(f"foxc.walkforward: error: each fold asks for {asked} GPU(s) but the Ray cluster has "
+                               "0; use --gpus-per-fold 0 for CPU workers (reference backend)\n"), ran.stderr

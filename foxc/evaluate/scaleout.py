@@ -253,7 +253,7 @@ def run_ray(jobs: list, work, *, inputs=None, address: str | None = None, num_gp
     have = ray.cluster_resources().get("GPU", 0)
     if num_gpus > have:
         # a task asking for more GPUs than the cluster has would wait for ever
-        raise ScaleoutError(f"each {noun} asks for {num_gpus} GPU(s) but the Ray cluster has {have:g}; "
+        raise ScaleoutError(f"each {noun} asks for {num_gpus:g} GPU(s) but the Ray cluster has {have:g}; "
                             f"use --gpus-per-{noun} 0 for CPU workers (reference backend)")
     task = ray.remote(num_gpus=num_gpus, num_cpus=1, **({"runtime_env": {"env_vars": dict(env)}} if env else {}))(work)
     # a Ray worker runs in its node's directory, not this one: a relative out_dir (the default runs/...) would put
