@@ -50,6 +50,9 @@ class RayCluster:
         self.dir = Path(tempfile.mkdtemp(prefix="foxc-ray-", dir="/tmp"))
         port = free_port()
         self.address = f"127.0.0.1:{port}"
+        # a command run with these finds this cluster as the one `ray start` last started on this machine (Ray looks
+        # for it under $RAY_TMPDIR/ray): --ray-address auto, or none
+        self.env = {"RAY_TMPDIR": str(self.dir)}
         self.log_path = self.dir / "head.log"
         cmd = [ray_cli(), "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
                f"--num-cpus={num_cpus}", "--num-gpus=0", "--disable-usage-stats", "--include-dashboard=false",

@@ -93,9 +93,10 @@ def read_csv(path: Path) -> list[dict]:
 
 
 def test_a_walk_forward_on_ray_is_bit_identical_to_in_process(cluster, tmp_path):
-    # a relative --out, as by default (runs/...): the Ray workers run in the cluster's directory, not this one
-    ran = cli("foxc.walkforward", [*WF, "--out", "wf-ray", "--parallel", "ray", "--ray-address", cluster.address,
-                                   "--gpus-per-fold", "0"], cwd=tmp_path)
+    # --ray-address auto, as the README's example; a relative --out, as by default (runs/...): the Ray workers run in
+    # the cluster's directory, not this one
+    ran = cli("foxc.walkforward", [*WF, "--out", "wf-ray", "--parallel", "ray", "--ray-address", "auto",
+                                   "--gpus-per-fold", "0"], cwd=tmp_path, **cluster.env)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert walkforward_main([*WF, "--out", str(tmp_path / "wf-none")]) == 0
     on_ray, here = (json.loads((tmp_path / out / "report.json").read_text()) for out in ("wf-ray", "wf-none"))
@@ -140,11 +141,11 @@ def test_a_sweep_on_ray_is_bit_identical_to_in_process(cluster, tmp_path):
 def test_a_fold_that_raises_or_whose_worker_dies_is_its_error_and_the_others_finish(cluster, tmp_path):
     """Of three folds on Ray, fold 0's trainer raises and fold 1's worker process dies (os._exit, as the OOM killer
     would end it); both are those folds' errors in the report and fold 2 finishes with the figures it has in process.
-    The backend comes from $FOXC_BACKEND (no --backend), as a worker process of --parallel local is given it."""
+    The backend comes from $FOXC_BACKEND (no --backend), as a worker process of --parallel local is given it; with no
+    --ray-address the folds run on the cluster `ray start` started on this machine (not a new local one)."""
     wf = ["--synthetic-rows", "16000", "--folds", "3", "--steps-per-fold", "5", "--eval-backtests", "8", "--no-plots"]
     ran = cli("foxc.walkforward", [*wf, "--trainer", "ray_helpers:FAILING", "--out", "wf", "--parallel", "ray",
-                                   "--ray-address", cluster.address, "--gpus-per-fold", "0"], cwd=tmp_path,
-              FOXC_BACKEND="reference")
+                                   "--gpus-per-fold", "0"], cwd=tmp_path, FOXC_BACKEND="reference", **cluster.env)
     assert ran.returncode == 1, ran.stdout + ran.stderr
     folds = json.loads((tmp_path / "wf" / "report.json").read_text())["folds"]
     assert [f["fold"] for f in folds] == [0, 1, 2]
@@ -158,7 +159,7 @@ def test_a_fold_that_raises_or_whose_worker_dies_is_its_error_and_the_others_fin
                              str(tmp_path / "here")]) == 0
     here = json.loads((tmp_path / "here" / "report.json").read_text())["folds"][2]
     assert folds[2]["metrics"] == here["metrics"] and folds[2]["equity_curve"] == here["equity_curve"]
-    for fold in range(3):  # each fold ran in a Ray worker (the cluster's directory) on this tree's foxc
+    for fold in range(3):  # each fold ran in a Ray worker of the cluster (in its directory) on this tree's foxc
         where = json.loads((tmp_path / "wf" / f"fold-{fold}" / WHERE).read_text())
         assert where == {**where, "foxc": str(ROOT / "foxc" / "__init__.py"), "cwd": str(cluster.dir),
                          "FOXC_BACKEND": "reference"}

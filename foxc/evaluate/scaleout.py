@@ -88,7 +88,8 @@ def add_runner_arguments(ap, noun: str) -> None:
     ap.add_argument("--workers", type=positive_int, default=None, metavar="N",
                     help="local: at most this many processes (GPUs)")
     ap.add_argument("--ray-address", default=None, metavar="ADDR",
-                    help="ray: the cluster to join (default: start a local one)")
+                    help="ray: the cluster to join, HOST:PORT, or auto: the one `ray start` last started on this "
+                         "machine (default: $RAY_ADDRESS, else that one, else a new Ray of this machine alone)")
     ap.add_argument(f"--gpus-per-{noun}", type=nonnegative_float, default=None, metavar="G",
                     help=f"ray: GPUs each {noun}'s task asks for (default 1; 0 for CPU workers)")
 
@@ -244,7 +245,8 @@ def run_ray(jobs: list, work, *, inputs=None, address: str | None = None, num_gp
             noun: str = "job", env: dict | None = None) -> list[dict]:
     """One Ray task per job (`num_gpus` each) running `work(job, *inputs(job, put))`: `put(key, make)`
     puts make() into the object store once per key, so an input several jobs share travels once.
-    Connects to `address` (or starts a local Ray) if needed; `noun` names the job and its flag
+    Connects to `address` if needed (None: as ray.init, $RAY_ADDRESS, else the cluster `ray start` last
+    started on this machine, else a new local Ray); `noun` names the job and its flag
     --gpus-per-NOUN in the error of a cluster with too few GPUs; `env`: environment variables set in
     each task's worker (which otherwise has its node's environment, not this process's)."""
     ray = require_ray()
