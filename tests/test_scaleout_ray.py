@@ -1,7 +1,8 @@
 """`--parallel ray` on a real Ray cluster, as a user runs it: `ray start --head` on this machine (two CPUs, no GPU;
 tests/ray_helpers.py), then `python -m foxc.walkforward` / `python -m foxc.sweep` with `--ray-address` and
 `--gpus-per-fold 0` (`--gpus-per-run 0`) on the reference backend. A walk-forward's report and a sweep's tables come
-out with the same figures, bit for bit, as the same command's with `--parallel none`; a fold that raises and one
+out with the same figures, bit for bit, as the same command's with `--parallel none` (a walk-forward from a prepared
+cache too, its folds reading their shards where they run); a fold that raises and one
 whose worker process dies are those folds' errors while the other folds finish; a fold asking for a GPU the cluster
 lacks is refused. Skipped only where Ray is not installed (`pip install 'foxc[test]'`)."""
 import csv
@@ -136,6 +137,34 @@ def test_a_sweep_on_ray_is_bit_identical_to_in_process(cluster, tmp_path):
         assert Path(r["run_dir"]) == on_ray / "points" / f"{r['point']}-seed{r['seed']}"
         assert (Path(r["run_dir"]) / "summary.json").is_file() and (Path(r["run_dir"]) / "train.log").is_file()
     assert not (cluster.dir / "sweep-ray").exists(), "a run wrote into the Ray workers' directory"
+
+
+def test_a_walk_forward_from_a_cache_on_ray_reads_the_shards_where_its_folds_run(cluster, tmp_path):
+    """From a prepared cache nothing travels through the object store: each fold's task reads its shards by the
+    cache's absolute path (given relative here, where the workers do not run); its folds by dates are those of
+    --parallel none."""
+    from foxc.data.parquet import write_parquet
+    from foxc.data.prepare import prepare
+    from foxc.data.synthetic import generate
+    from foxc.evaluate.windows import DAY_NS
+    (tmp_path / "days").mkdir()
+    for day in range(4):  # a file a day: 2024-01-02 .. 01-05
+        rec = generate(1500, seed=day)
+        rec["ts_ns"] += day * DAY_NS
+        write_parquet(tmp_path / "days" / f"day{day}.parquet", rec)
+    prepare(tmp_path / "days", tmp_path / "cache")
+    wf = ["--data", "cache", "--backend", "reference", "--trainer", "baseline", "--train-days", "2", "--eval-days", "1",
+          "--steps-per-fold", "10", "--eval-backtests", "8", "--no-plots"]
+    ran = cli("foxc.walkforward", [*wf, "--out", "wf-ray", "--parallel", "ray", "--ray-address", cluster.address,
+                                   "--gpus-per-fold", "0"], cwd=tmp_path)
+    assert ran.returncode in (0, 1), ran.stdout + ran.stderr  # 1: a fold the criteria fail; none may have an error
+    here = cli("foxc.walkforward", [*wf, "--out", "wf-none"], cwd=tmp_path)
+    assert here.returncode == ran.returncode, here.stdout + here.stderr
+    on_ray, in_process = (json.loads((tmp_path / out / "report.json").read_text()) for out in ("wf-ray", "wf-none"))
+    assert len(on_ray["folds"]) == 2 and all("error" not in f for f in on_ray["folds"]), on_ray["folds"]
+    assert on_ray["data"]["cache"] and on_ray["folds"][0]["train_days"] == ["2024-01-02", "2024-01-03"]
+    assert_same(*({**without(r, WF_RUN_VOLATILE), "folds": [without(f, FOLD_VOLATILE) for f in r["folds"]]}
+                  for r in (on_ray, in_process)))
 
 
 def test_a_fold_that_raises_or_whose_worker_dies_is_its_error_and_the_others_finish(cluster, tmp_path):
