@@ -2,9 +2,9 @@
 tests/ray_helpers.py), then `python -m foxc.walkforward` / `python -m foxc.sweep` with `--ray-address` and
 `--gpus-per-fold 0` (`--gpus-per-run 0`) on the reference backend. A walk-forward's report and a sweep's tables come
 out with the same figures, bit for bit, as the same command's with `--parallel none` (a walk-forward from a prepared
-cache too, its folds reading their shards where they run); a fold that raises and one
-whose worker process dies are those folds' errors while the other folds finish; a fold asking for a GPU the cluster
-lacks is refused. Skipped only where Ray is not installed (`pip install 'foxc[test]'`)."""
+cache too, its folds reading their shards where they run); a fold that raises and one whose worker process dies are
+those folds' errors while the other folds finish; a fold asking for a GPU the cluster lacks is refused. Skipped only
+where Ray is not installed (`pip install 'foxc[test]'`)."""
 import csv
 import json
 import subprocess
@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 try:
-    import ray  # noqa: F401
+    import ray
 except ImportError as e:
     pytest.skip(f"Ray is not installed ({e}): pip install 'foxc[test]' (or 'foxc[ray]')", allow_module_level=True)
 
