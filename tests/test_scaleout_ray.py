@@ -139,6 +139,26 @@ def test_a_sweep_on_ray_is_bit_identical_to_in_process(cluster, tmp_path):
     assert not (cluster.dir / "sweep-ray").exists(), "a run wrote into the Ray workers' directory"
 
 
+def test_a_sweep_on_ray_reads_its_data_file_by_the_path_given_here(cluster, tmp_path):
+    """--data given relative, as a user in the data's directory gives it: the runs' workers, in the cluster's
+    directory, read it by its absolute path (each run's row as in process, not 'no such file or directory')."""
+    from foxc.data.parquet import write_parquet
+    from foxc.data.synthetic import generate
+    write_parquet(tmp_path / "es.parquet", generate(6000, seed=1))
+    sweep = ["--backend", "reference", "--steps", "6", "--n-backtests", "16", "--seq-len", "4", "--per-capacity", "16",
+             "--data", "es.parquet", "--log-every", "3", "--no-plots", "--grid", "lr_q=1e-4,3e-4", "--seeds", "1"]
+    ran = cli("foxc.sweep", [*sweep, "--out", "sweep-ray", "--parallel", "ray", "--ray-address", cluster.address,
+                             "--gpus-per-run", "0"], cwd=tmp_path)
+    here = cli("foxc.sweep", [*sweep, "--out", "sweep-none"], cwd=tmp_path)
+    rows = read_csv(tmp_path / "sweep-ray" / "sweep.csv")
+    assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
+    assert ran.returncode == here.returncode == 0, ran.stdout + ran.stderr
+    assert_same([without(r, ROW_VOLATILE) for r in rows],
+                [without(r, ROW_VOLATILE) for r in read_csv(tmp_path / "sweep-none" / "sweep.csv")])
+    a, b = (json.loads((tmp_path / out / "sweep.json").read_text())["sweep"] for out in ("sweep-ray", "sweep-none"))
+    assert a["data"] == b["data"] and a["data"].startswith("es.parquet, ")  # the report names it as given
+
+
 def test_a_walk_forward_from_a_cache_on_ray_reads_the_shards_where_its_folds_run(cluster, tmp_path):
     """From a prepared cache nothing travels through the object store: each fold's task reads its shards by the
     cache's absolute path (given relative here, where the workers do not run); its folds by dates are those of
