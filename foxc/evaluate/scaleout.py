@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 import typing
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -88,7 +88,8 @@ def add_runner_arguments(ap, noun: str) -> None:
     ap.add_argument("--workers", type=positive_int, default=None, metavar="N",
                     help="local: at most this many processes (GPUs)")
     ap.add_argument("--ray-address", default=None, metavar="ADDR",
-                    help="ray: the cluster to join (default: start a local one)")
+                    help="ray: the cluster to join, HOST:PORT, or auto: the one `ray start` last started on this "
+                         "machine (default: $RAY_ADDRESS, else that one, else a new Ray of this machine alone)")
     ap.add_argument(f"--gpus-per-{noun}", type=nonnegative_float, default=None, metavar="G",
                     help=f"ray: GPUs each {noun}'s task asks for (default 1; 0 for CPU workers)")
 
@@ -123,7 +124,11 @@ def run_jobs(jobs: list, parallel: str, *, here, remote, backend: str | None, no
         log(f"local workers: {len(slots)} ({'GPUs ' + ','.join(slots) if slots[0] is not None else 'CPU'})")
         return run_local(jobs, slots, {"FOXC_BACKEND": backend} if backend else {}, on_result)
     if parallel == "ray":
-        records = run_ray(jobs, remote, inputs=inputs, address=ray_address, num_gpus=gpus, noun=noun)
+        # a Ray worker has its node's environment, not this process's: it is told the backend (--backend, else
+        # $FOXC_BACKEND here) as a local worker inherits it
+        chosen = backend or os.environ.get("FOXC_BACKEND")
+        records = run_ray(jobs, remote, inputs=inputs, address=ray_address, num_gpus=gpus, noun=noun,
+                          env={"FOXC_BACKEND": chosen} if chosen else None)
         return [ended(job, record) for job, record in zip(jobs, records)]
     raise ValueError(f"parallel must be none, local or ray, got '{parallel}'")
 
@@ -237,20 +242,25 @@ def require_ray():
 
 
 def run_ray(jobs: list, work, *, inputs=None, address: str | None = None, num_gpus: float = 1,
-            noun: str = "job") -> list[dict]:
+            noun: str = "job", env: dict | None = None) -> list[dict]:
     """One Ray task per job (`num_gpus` each) running `work(job, *inputs(job, put))`: `put(key, make)`
     puts make() into the object store once per key, so an input several jobs share travels once.
-    Connects to `address` (or starts a local Ray) if needed; `noun` names the job and its flag
-    --gpus-per-NOUN in the error of a cluster with too few GPUs."""
+    Connects to `address` if needed (None: as ray.init, $RAY_ADDRESS, else the cluster `ray start` last
+    started on this machine, else a new local Ray); `noun` names the job and its flag
+    --gpus-per-NOUN in the error of a cluster with too few GPUs; `env`: environment variables set in
+    each task's worker (which otherwise has its node's environment, not this process's)."""
     ray = require_ray()
     if not ray.is_initialized():
         ray.init(address=address)
     have = ray.cluster_resources().get("GPU", 0)
     if num_gpus > have:
         # a task asking for more GPUs than the cluster has would wait for ever
-        raise ScaleoutError(f"each {noun} asks for {num_gpus} GPU(s) but the Ray cluster has {have:g}; "
+        raise ScaleoutError(f"each {noun} asks for {num_gpus:g} GPU(s) but the Ray cluster has {have:g}; "
                             f"use --gpus-per-{noun} 0 for CPU workers (reference backend)")
-    task = ray.remote(num_gpus=num_gpus, num_cpus=1)(work)
+    task = ray.remote(num_gpus=num_gpus, num_cpus=1, **({"runtime_env": {"env_vars": dict(env)}} if env else {}))(work)
+    # a Ray worker runs in its node's directory, not this one: a relative out_dir (the default runs/...) would put
+    # the job's files there, not where its record says
+    jobs = [replace(job, out_dir=str(Path(job.out_dir).absolute())) for job in jobs]
     refs: dict = {}
 
     def put(key, make):
@@ -259,4 +269,14 @@ def run_ray(jobs: list, work, *, inputs=None, address: str | None = None, num_gp
         return refs[key]
 
     futures = [task.remote(job, *(inputs(job, put) if inputs else ())) for job in jobs]
-    return ray.get(futures)
+    return [_ray_record(ray, job, future) for job, future in zip(jobs, futures)]
+
+
+def _ray_record(ray, job, future) -> dict:
+    """A Ray task's record, or the job's failed one where Ray could not run the task to its end: its worker process
+    died (the OOM killer, a crash, its node lost; after Ray's retries), or the task could not start there. One
+    ray.get of every task raised at the first such task, and the other jobs' records were lost."""
+    try:
+        return ray.get(future)
+    except ray.exceptions.RayError as e:
+        return job.failed(f"Ray task failed: {type(e).__name__}: {e}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..cli import (ArgumentParser, UsageError, add_run_dir_arguments, backend_name, check_run_dir, default_run_dir,
@@ -211,9 +211,18 @@ def run_all(specs: list[RunSpec], args, backend: str) -> list[dict]:
     if args.parallel == "none":
         from ..driver import open_runtime
         rt = open_runtime(backend)  # one for every run: no start-up per run
+    if args.parallel == "ray":
+        specs = [data_by_absolute_path(s) for s in specs]
     return scaleout.run_jobs(specs, args.parallel, here=lambda s: run_point_safely(s, rt), remote=run_point_safely,
                              backend=backend, noun="run", workers=args.workers, ray_address=args.ray_address,
                              gpus=args.gpus_per_run, on_result=announce)
+
+
+def data_by_absolute_path(spec: RunSpec) -> RunSpec:
+    """The run with its --data as an absolute path: a Ray worker runs in its node's directory, not this one, where a
+    relative path names no file (every node needs the data at that path, as a walk-forward's cache)."""
+    data = spec.config.get("data")
+    return replace(spec, config={**spec.config, "data": str(Path(data).absolute())}) if data else spec
 
 
 def announce(spec: RunSpec, row: dict) -> None:
