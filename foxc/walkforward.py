@@ -42,7 +42,7 @@ from .evaluate.folds import FoldSpec, describe_window, fold_days, ray_windows, r
 from .evaluate.optimum import optimal_pnl
 from .evaluate.windows import MIN_WINDOW_ROWS, SPLITS, FoldWindows, Segments, day_folds, split_bounds, split_windows
 from .evaluate.plots import PlotsUnavailable, walkforward_plots
-from .evaluate.reporting import RULES, Criteria, assemble, write
+from .evaluate.reporting import RULES, Criteria, assemble, policy_of, write
 from .evaluate.runner import EvalConfig
 from .evaluate.trainers import resolve_trainer
 from .lobsim.sim import MAX_LOTS_PER_ENTRY
@@ -195,9 +195,13 @@ def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, ste
             m = f["metrics"]
             wr = "n/a" if m["win_rate"] is None else f"{m['win_rate']:.3f}"
             frac = f["criteria"]["edge"].get("opt_frac", {}).get("value")
-            log(f"fold {f['fold']}: {m['trades']} trades, win rate {wr}, net PnL {m['net_pnl'] / PRICE_SCALE:.4f} "
-                f"({m['pnl_ticks']:+.5f} ticks per snapshot" + (f", {frac:.2f} of the optimum" if frac is not None
-                                                                  else "") + f"), in the market "
+            yard = f.get("yardstick")
+            yard_net = None if yard is None or yard.get("net_pnl") is None else f"{yard['net_pnl'] / PRICE_SCALE:.4f}"
+            beside = "" if yard is None else (f"; flat 0, yardstick {yard_net or 'n/a'} "
+                                              f"(t {t_text(yard.get('trade_t_stat'))})")
+            log(f"fold {f['fold']}: policy {policy_of(f)}: {m['trades']} trades, win rate {wr}, net PnL "
+                f"{m['net_pnl'] / PRICE_SCALE:.4f} (t {t_text(m['trade_t_stat'])}; {m['pnl_ticks']:+.5f} ticks per "
+                "snapshot" + (f", {frac:.2f} of the optimum" if frac is not None else "") + f"){beside}, in the market "
                 f"{m['exposure']:.2f}: edge rule {'pass' if f['passed_by']['edge'] else 'fail'}, seed rule "
                 f"{'pass' if f['passed_by']['seed'] else 'fail'}")
     pooled = report["run_criteria"].get("pooled_t_stat")
@@ -208,6 +212,10 @@ def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, ste
     log(f"{'all folds pass' if report['all_passed'] else 'not every fold passes'} ({criteria.rule} rule); "
         f"wrote {json_path}, {md_path}")
     return report
+
+
+def t_text(t) -> str:
+    return "n/a" if t is None else f"{t:.2f}"
 
 
 def build_parser() -> ArgumentParser:

@@ -101,7 +101,7 @@ def equity_points(equity: np.ndarray, ts_ns: np.ndarray, points: int = CURVE_POI
 
 
 TRAIN_SUMMARY_KEYS = ("steps", "sps", "frames", "frames_dropped", "graph", "kernels_per_step", "this_run",
-                      "checkpoint_errors")
+                      "checkpoint_errors", "selection")
 
 
 def run_fold(spec: FoldSpec, train_records: np.ndarray, eval_records: np.ndarray) -> dict:

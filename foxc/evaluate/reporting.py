@@ -157,6 +157,12 @@ def _days(first_last) -> str:
     return first if first == last else f"{first} .. {last}"
 
 
+def policy_of(fold: dict) -> str:
+    """A fold's policy in a word: the step its validation kept, flat, or its final weights."""
+    kept = ((fold.get("train_summary") or {}).get("selection") or {}).get("kept")
+    return "final" if kept is None else str(kept)
+
+
 def _mark(verdicts: dict) -> str:
     return "✓" if verdicts and all(v["pass"] for v in verdicts.values()) else "✗"
 
@@ -192,8 +198,9 @@ def markdown(report: dict) -> str:
         lines += [f"- pooled per-trade t-statistic over {pooled['trades']} trades: {_fmt(pooled['value'], 2)} "
                   f"({'above' if pooled['pass'] else 'not above'} {c['min_t_stat']})", ""]
     dated = ["train days", "eval days"] if days else []
-    head = ["fold", *dated, "train rows", "eval rows", "trades", "win rate", "net PnL", "ticks/snapshot", "of optimum",
-            "yardstick net", "t/trade", "max DD", "hold", "in market", "edge ✓", "seed ✓", "pass"]
+    head = ["fold", *dated, "train rows", "eval rows", "policy", "trades", "win rate", "net PnL", "ticks/snapshot",
+            "of optimum", "t/trade", "flat net", "yardstick net", "yardstick t", "max DD", "hold", "in market",
+            "edge ✓", "seed ✓", "pass"]
     rows = []
     for f in report["folds"]:
         when = [_days(f.get("train_days")), _days(f.get("eval_days"))] if days else []
@@ -203,15 +210,18 @@ def markdown(report: dict) -> str:
             continue
         m, cr = f["metrics"], f["criteria"]
         frac = cr["edge"].get("opt_frac", {}).get("value")
-        rows.append([f["fold"], *when, f["train_window"]["rows"], f["eval_window"]["rows"], m["trades"],
+        yard = f.get("yardstick") or {}
+        rows.append([f["fold"], *when, f["train_window"]["rows"], f["eval_window"]["rows"], policy_of(f), m["trades"],
                      _fmt(m["win_rate"]), _money(m["net_pnl"]), _fmt(m.get("pnl_ticks"), 5), _fmt(frac),
-                     _money((f.get("yardstick") or {}).get("net_pnl")), _fmt(m["trade_t_stat"], 2),
+                     _fmt(m["trade_t_stat"], 2), _money(0), _money(yard.get("net_pnl")),
+                     _fmt(yard.get("trade_t_stat"), 2),
                      _money(m["max_drawdown"]), _fmt(m["hold_frac"]), _fmt(m.get("exposure")),
                      _mark(cr["edge"]), _mark(cr["seed"]), "**pass**" if f["passed"] else "fail"])
     lines += markdown_table(head, rows)
-    lines += ["", "ticks/snapshot: net PnL per snapshot of the evaluation window in ticks per lot; t/trade: mean/std "
-              "of per-trade net PnL × √trades; yardstick: the logistic-imbalance baseline trained and evaluated on "
-              "the same windows; max DD: largest fall of the evaluation's equity curve; hold: steps whose action "
+    lines += ["", "policy: the fold's policy, the weights its validation kept (the step) or flat when none beat flat "
+              "on the end of its training window; ticks/snapshot: net PnL per snapshot of the evaluation window in "
+              "ticks per lot; t/trade: mean/std of per-trade net PnL × √trades; flat: never trading, 0; yardstick: "
+              "the logistic-imbalance baseline trained and evaluated on the same windows; max DD: largest fall of the evaluation's equity curve; hold: steps whose action "
               "is HOLD (keeps the position); in market: steps that end holding a position.", ""]
     if report.get("plots"):
         lines += [f"![{Path(p).stem}]({Path(p).name})" for p in report["plots"]] + [""]
