@@ -49,11 +49,29 @@ def parse_args(argv=None):
 
 def describe_evaluation(e: dict) -> str:
     wr = "-" if e["eval_wr"] is None else f"{e['eval_wr']:.3f}"
-    text = (f"{e['eval_pnl']:+.4f} ticks per snapshot over {e['eval_rows']:,} snapshots, {e['eval_trades']} trades, "
-            f"win rate {wr}, in the market {e['eval_time_in_market']:.2f}")
+    t = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+    text = (f"{e['eval_pnl']:+.4f} ticks per snapshot (t {t(e.get('eval_t'))}) over {e['eval_rows']:,} snapshots, "
+            f"{e['eval_trades']} trades, win rate {wr}, in the market {e['eval_time_in_market']:.2f}")
     if e.get("eval_opt_frac") is not None:
         text += f"; {e['eval_opt_frac']:.2f} of the market's optimum"
+    if "eval_yardstick_pnl" in e:
+        text += (f"; beside it flat +0.0000 and the logistic-imbalance yardstick {e['eval_yardstick_pnl']:+.4f} "
+                 f"(t {t(e['eval_yardstick_t'])}, {e['eval_yardstick_trades']} trades)")
+    elif "eval_yardstick_note" in e:
+        text += f"; beside it flat +0.0000 (no yardstick: {e['eval_yardstick_note']})"
     return text
+
+
+def describe_selection(s: dict | None) -> str:
+    """The console's word on the run's policy (summary.json's `selection`)."""
+    if s is None:
+        return "policy: the final weights (--val-frac 0: nothing validated)"
+    if s["kept"] == "flat":
+        return (f"policy: flat: none of {s['validations']} validations on {s['val_rows']:,} held-out training rows "
+                "beat flat by 2 standard errors")
+    return (f"policy: the weights of step {s['kept']}, the best of {s['validations']} validations on "
+            f"{s['val_rows']:,} held-out training rows ({s['val_pnl_ticks']:+.4f} ± {s['val_se']:.4f} ticks per "
+            f"snapshot, {s['val_trades']} trades)")
 
 
 def main(argv=None) -> int:
@@ -251,8 +269,10 @@ def log_done(log, summary: dict, final, out: Path):
         r = summary["data_residency"]
         log(f"data: {r['rotations']} rotation(s) of {r['slots']} slots over {r['shards']} segments; resident at the "
             f"end: {', '.join(map(str, r['resident']))}")
+    log(describe_selection(summary.get("selection")) + f"; validations and evaluations took {summary['eval_seconds']:.1f} s "
+        "beside training")
     if summary["evaluation"]:
-        log("held-out (greedy): " + describe_evaluation(summary["evaluation"]))
+        log("held-out (greedy, the run's policy): " + describe_evaluation(summary["evaluation"]))
 
 
 def kept_isv(saved, log) -> tuple[tuple[str, float], ...]:

@@ -96,6 +96,26 @@ class LogisticImbalancePolicy:
         return actions.astype(np.int32), probs
 
 
+def fit_baseline(records: np.ndarray, tick: int, opts: dict = DEFAULTS, steps: int = 50
+                 ) -> tuple[LogisticImbalancePolicy, dict]:
+    """The baseline fitted on `records` (at most `steps` Newton iterations; `opts` as DEFAULTS) and what the fit
+    found; ValueError when the records hold too few mid moves to fit it."""
+    opts = {**DEFAULTS, **opts}
+    x = features(records, tick)
+    rows, y = direction_labels(records, int(opts["horizon"]))
+    if len(rows) < 10 or y.min() == y.max():
+        raise ValueError(f"the training window has too few mid moves to fit the baseline ({len(rows)} labelled)")
+    w, iters = fit_logistic(x[rows], y, float(opts["l2"]), steps)
+    p = sigmoid(x @ w)
+    margin = float(np.quantile(np.abs(p - 0.5), float(opts["hold_target"])))
+    py = p[rows]
+    fit = {"policy": NAME, "labelled": int(len(rows)), "iterations": iters,
+           "train_accuracy": float(((py > 0.5) == (y > 0.5)).mean()),
+           "train_log_loss": float(-(y * np.log(py + 1e-12) + (1 - y) * np.log(1 - py + 1e-12)).mean()),
+           "weights": dict(zip(FEATURE_NAMES, map(float, w))), "margin": margin, **opts}
+    return LogisticImbalancePolicy(w, margin), fit
+
+
 class LogisticImbalanceTrainer:
     """The fold trainer (see foxc.evaluate.trainers); `config['baseline']` may override DEFAULTS."""
 
@@ -105,26 +125,15 @@ class LogisticImbalanceTrainer:
     def train(self, window, steps: int, out_dir: Path, config: dict) -> Path:
         opts = {**DEFAULTS, **config.get("baseline", {})}
         try:
-            x = features(window.records, window.tick)
-            rows, y = direction_labels(window.records, int(opts["horizon"]))
-            if len(rows) < 10 or y.min() == y.max():
-                raise ValueError(f"the training window has too few mid moves to fit the baseline ({len(rows)} "
-                                 "labelled)")
-            w, iters = fit_logistic(x[rows], y, float(opts["l2"]), steps)
-            p = sigmoid(x @ w)
-            margin = float(np.quantile(np.abs(p - 0.5), float(opts["hold_target"])))
-            py = p[rows]
-            fit = {"policy": NAME, "labelled": int(len(rows)), "iterations": iters,
-                   "train_accuracy": float(((py > 0.5) == (y > 0.5)).mean()),
-                   "train_log_loss": float(-(y * np.log(py + 1e-12) + (1 - y) * np.log(1 - py + 1e-12)).mean()),
-                   "weights": dict(zip(FEATURE_NAMES, map(float, w))), "margin": margin, **opts}
+            policy, fit = fit_baseline(window.records, window.tick, opts, steps)
         except MemoryError:  # a fold's one line, as the RL trainer's (foxc.trainer.fold)
             n = window.n_rows
             raise no_room_in_fold("fitting the baseline on its training window",
                                   "each fold fits the baseline on its training window whole",
                                   f"{records_need(n)}, and arrays of each as it is fitted", window.source, config, "--train-days"
                                   ) from None
-        path = CheckpointSaver(out_dir).save(iters, {"baseline_w": w, "baseline_margin": np.array([margin])},
+        path = CheckpointSaver(out_dir).save(fit["iterations"], {"baseline_w": policy.w,
+                                                                 "baseline_margin": np.array([policy.margin])},
                                              {"config": {**config, "baseline": opts}, "policy": NAME,
                                               "features": list(FEATURE_NAMES)})
         (Path(out_dir) / "train.json").write_text(json.dumps(fit, indent=2) + "\n")

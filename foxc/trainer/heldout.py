@@ -16,6 +16,7 @@ import numpy as np
 
 from ..data.source import no_room, records_need
 from ..evaluate.agent import AgentPolicy
+from ..evaluate.baseline import fit_baseline
 from ..evaluate.runner import EvalConfig, Evaluator
 from .config import ConfigError
 
@@ -58,7 +59,7 @@ def holdout_market(cfg, market):
 def validation_split(cfg, market):
     """(training rows, validation rows): the last --val-frac of the training window (tail_split), on which the
     run's policy is chosen (foxc.evaluate.selection); (market, None) with --val-frac 0."""
-    if not cfg.val_frac:
+    if not cfg.val_frac or market.n_rows * cfg.val_frac < 2:  # too few to hold out: the episode check says so
         return market, None
     return tail_split(cfg, market, cfg.val_frac, f"--val-frac {cfg.val_frac}")
 
@@ -88,9 +89,10 @@ def tail_split(cfg, market, frac: float, flag: str):
 
 
 class HeldOutEvaluation:
-    def __init__(self, rt, ts, held, cfg, optimum: float | None = None):
+    def __init__(self, rt, ts, held, cfg, optimum: float | None = None, train=None):
         """`ts`: the TrainStep whose live weights are evaluated; `held`: MarketData of held-out rows;
-        `optimum`: the market's optimal PnL in ticks per snapshot (synthetic markets), or None."""
+        `optimum`: the market's optimal PnL in ticks per snapshot (synthetic markets), or None; `train`: real
+        training rows (MarketData) the yardstick is fitted on, for the final evaluation's comparison (None: none)."""
         records = held.records[:cfg.eval_rows]
         chunks = max(1, min(cfg.n_backtests, len(records) // MIN_CHUNK))
         fee = int(round(cfg.fee * 1e9))
@@ -101,20 +103,33 @@ class HeldOutEvaluation:
                                        tick=held.tick, rt=rt)
         self.policy = AgentPolicy(rt, ts.learner.params, ts.isv, cfg.seq_len, cfg.actor, cfg.precision)
         self.optimum = optimum
+        self.yardstick, self.yardstick_note = None, None
+        if train is not None:
+            try:
+                self.yardstick = fit_baseline(train.records, train.tick)[0]
+            except ValueError as e:  # too few mid moves: the comparison says so
+                self.yardstick_note = str(e)
 
     def room(self):
         return room_for_heldout(self.eval_rows, "evaluating the held-out snapshots (their records, and arrays of "
                                                 "each as they are evaluated)", self.rows)
 
-    def run(self, policy=None) -> dict:
+    def run(self, policy=None, compare: bool = False) -> dict:
         """One greedy pass over the held-out rows with `policy` (default: the live weights); the `eval_*` fields
-        of a metrics record."""
+        of a metrics record. `compare`: the yardstick's pass too, beside it (flat's is 0), where there is one."""
         t0 = time.perf_counter()
         with self.room():
             m = self.evaluator.run(policy or self.policy).metrics
+            y = self.evaluator.run(self.yardstick).metrics if compare and self.yardstick is not None else None
         out = {"eval_pnl": m["pnl_ticks"], "eval_pnl_se": m["pnl_ticks_se"], "eval_trades": m["trades"],
-               "eval_wr": m["win_rate"], "eval_time_in_market": m["exposure"], "eval_rows": self.rows,
-               "eval_chunks": m["chunks"], "eval_seconds": round(time.perf_counter() - t0, 3)}
+               "eval_wr": m["win_rate"], "eval_t": m["trade_t_stat"], "eval_time_in_market": m["exposure"],
+               "eval_rows": self.rows, "eval_chunks": m["chunks"]}
+        if y is not None:
+            out.update(eval_yardstick_pnl=y["pnl_ticks"], eval_yardstick_t=y["trade_t_stat"],
+                       eval_yardstick_trades=y["trades"])
+        elif compare and self.yardstick_note:
+            out["eval_yardstick_note"] = self.yardstick_note
+        out["eval_seconds"] = round(time.perf_counter() - t0, 3)
         if self.optimum is not None:
             out["eval_opt_frac"] = m["pnl_ticks"] / self.optimum if self.optimum > 0 else None
         return out

@@ -11,6 +11,7 @@ from ..isv.live import LiveRequests
 from ..profile import KernelProfiler, ProfilerWindow, nvtx_range
 from .config import TrainConfig, isv_conflict
 from .heldout import HeldOutEvaluation
+from ..data.market import MarketData
 from ..evaluate.selection import RULE, Validation
 from .rundir import ResumeError
 from .metrics import FrameBlocks, MetricsLog, device_span, interval_record
@@ -40,7 +41,8 @@ class Trainer:
         cfg = cfg.with_data_budget(rt.free_bytes())
         self.rt, self.cfg = rt, cfg
         self.ts = TrainStep(rt, cfg, market, labels, ring_len)
-        self.heldout = HeldOutEvaluation(rt, self.ts, held, cfg, optimum) if held is not None else None
+        yard_rows = market if held is not None and optimum is None and isinstance(market, MarketData) else None
+        self.heldout = HeldOutEvaluation(rt, self.ts, held, cfg, optimum, yard_rows) if held is not None else None
         self.validation = Validation(rt, self.ts.learner.params, self.ts.isv, val, cfg) if val is not None else None
         self.last_eval = None
         self.eval_history: list[tuple[int, dict]] = []  # (step, the metrics record that carries the evaluation)
@@ -262,7 +264,7 @@ class Trainer:
         policy = self.run_policy() if final else None
         try:
             with nvtx_range("evaluate"):
-                self.last_eval = {"step": self.steps_done, **self.heldout.run(policy)}
+                self.last_eval = {"step": self.steps_done, **self.heldout.run(policy, compare=final)}
         finally:
             if policy is not None and hasattr(policy, "release"):
                 policy.release()

@@ -74,17 +74,19 @@ def check_horizons(horizons, labelled: list[bool], rows: int, market=None, data=
                       "snapshots (each horizon must be shorter than a segment)")
 
 
-def check_episode_starts(cfg, market, rows: int) -> None:
+def check_episode_starts(cfg, market, rows: int, flag: str = "--holdout") -> None:
     """Refuse training rows where no episode can start: a start has a --seq-len window behind it and a step after
     it in its segment (foxc.data.cursors), so some segment must hold --seq-len + 1 snapshots; --horizons and
     --n-step need none (a label past the segment's end is masked, an n-step return ends with the episode).
-    `rows`: the data's before --holdout took its share. Where validation skipped most of them, that is named too."""
+    `rows`: the data's before `flag` (--holdout, or --val-frac) took its share. Where validation skipped most of them,
+    that is named too."""
     first, end = market.segment_bounds()
     longest, need, n = int((end - first).max()), episode_rows(cfg.seq_len - 1), market.n_rows
     if longest >= need:
         return
-    held = f" (--holdout {cfg.holdout_frac} held out {rows - n:,} of the {rows:,})" if rows > n else ""
-    remedy = f"give {'a smaller --holdout, ' if held else ''}a shorter --seq-len or more data"
+    value = cfg.holdout_frac if flag == "--holdout" else cfg.val_frac
+    held = f" ({flag} {value} held out {rows - n:,} of the {rows:,})" if rows > n else ""
+    remedy = f"give {f'a smaller {flag}, ' if held else ''}a shorter --seq-len or more data"
     cause = cfg.data and market.report.most_skipped()
     if cause:
         remedy += f"; python -m foxc.data inspect {cfg.data} shows the skips per file"
@@ -112,8 +114,8 @@ def cache_data(cfg, log) -> tuple:
 def run_data(cfg, log=lambda msg: None) -> RunData:
     """Load (or generate) the data, hold out the evaluation rows, label the training rows.
 
-    Synthetic markets are always evaluated (on a fresh draw); real data only with --eval-every,
-    since its held-out tail is taken from training. A cache's rows stay on disk (labels None: the
+    Synthetic markets are evaluated on a fresh draw, real data on its held-out tail (--holdout), taken from
+    training. A cache's rows stay on disk (labels None: the
     dataset reads each shard with its labels)."""
     from ..data.cache import is_cache
     from ..data.labels import PLANES, LabelConfig, compute_labels
@@ -141,9 +143,11 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
         source["tick"] = market.tick / PRICE_SCALE
     held, rows = None, market.n_rows
     try:
-        if cfg.data is None or cfg.eval_every:
-            market, held = holdout_market(cfg, market)
+        market, held = holdout_market(cfg, market)
+        check_episode_starts(cfg, market, rows)
+        trained = market.n_rows
         market, val = validation_split(cfg, market)
+        check_episode_starts(cfg, market, trained, "--val-frac")
         t0 = time.perf_counter()
         if cached:
             labels, labelled = None, market.labelled()
@@ -157,13 +161,12 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
         if cached:
             raise
         from ..data.source import labelled_need, no_room
-        need = labelled_need(market.n_rows, len(cfg.horizons), held is None and bool(cfg.eval_every))
+        need = labelled_need(market.n_rows, len(cfg.horizons), held is None)
         if cfg.data is None:  # synthetic rows: fewer of them (a ConfigError: shown as is, not as --data's)
             raise ConfigError(str(no_room(f"--synthetic-rows {cfg.synthetic_rows:,}", None, need,
                                           "give fewer rows"))) from None
         raise no_room(cfg.data, cfg.data, need) from None
     check_horizons(cfg.horizons, labelled, market.n_rows, market, cfg.data)
-    check_episode_starts(cfg, market, rows)
     log(f"data: {market.n_rows:,} snapshots from {market.source} ({market.instrument or 'unnamed'}), "
         f"tick {market.tick / 1e9:g}, {market.n_segments} segment(s); {how}"
         + (f"; {val.n_rows:,} validation snapshots (--val-frac {cfg.val_frac})" if val is not None else "")
