@@ -101,6 +101,9 @@ def main(argv=None) -> int:
             cfg = TrainConfig.for_backend(rt.backend, **settings)
         except ConfigError as e:
             raise config_file.blame(e, config_settings(args)) if config_file else e
+        if cfg.n_steps == 0:  # a run of nothing wrote a run directory and checkpoint-0 (0 stays a library setting)
+            raise UsageError("--n-steps must be >= 1 (got 0)" + (f" (from --config {config_file.path})"
+                                                                if config_file and "n_steps" in from_file else ""))
         log(f"foxc {__version__}: backend {rt.backend} — {rt.reason}")
         if cfg.graph == "on" and rt.backend == "reference":
             log(REFERENCE_GRAPH_NOTE)

@@ -74,6 +74,8 @@ CASES = [
     case("train-n-backtests-zero", "train", ["--n-backtests", "0", *OUT], "--n-backtests", "0"),
     case("train-per-capacity-not-pow2", "train", ["--per-capacity", "1000", *OUT], "--per-capacity", "1000"),
     case("train-n-steps-negative", "train", ["--n-steps", "-5", *OUT], "--n-steps", "-5"),
+    case("train-n-steps-zero", "train", ["--n-steps", "0", *OUT], "--n-steps", ">= 1", "(got 0)"),
+    case("train-val-frac-one", "train", ["--val-frac", "1", *OUT], "--val-frac", "(got 1.0)"),
     case("train-synthetic-unknown", "train", ["--synthetic", "bogus", *OUT], "--synthetic", "bogus"),
     case("train-set-no-value", "train", ["--set", "lr_q", *OUT], "--set", "lr_q"),
     case("train-set-unknown-slot", "train", ["--set", "no_such_slot=1", *OUT], "--set", "no_such_slot"),
