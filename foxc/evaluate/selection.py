@@ -28,7 +28,8 @@ from .agent import NAME, RECORD, AgentPolicy, FlatPolicy, kept_record
 from .runner import EvalConfig, Evaluator, chunk_standard_error
 
 VAL_Z = 2.0  # standard errors above flat a validation must be to be kept
-VAL_CHUNK_ROWS = 2048  # snapshots per validation chunk at least (fewer chunks, fewer forced closes)
+VAL_CHUNK_ROWS = 512  # snapshots per validation chunk at least (fewer chunks, fewer forced closes)
+VAL_ROWS_MAX = 131_072  # validation rows at most: a standard error ~5 % of the default market's optimum
 VAL_BLOCK_ROWS = 256  # pieces of the batch-means standard error
 RULE = (f"the validation with the best net PnL among those that beat flat by more than {VAL_Z:g} standard errors; "
         "flat when none did")

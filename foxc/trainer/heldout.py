@@ -17,6 +17,7 @@ import numpy as np
 from ..data.source import no_room, records_need
 from ..evaluate.agent import AgentPolicy
 from ..evaluate.baseline import fit_baseline
+from ..evaluate.selection import VAL_ROWS_MAX
 from ..evaluate.runner import EvalConfig, Evaluator
 from .config import ConfigError
 
@@ -57,11 +58,12 @@ def holdout_market(cfg, market):
 
 
 def validation_split(cfg, market):
-    """(training rows, validation rows): the last --val-frac of the training window (tail_split), on which the
-    run's policy is chosen (foxc.evaluate.selection); (market, None) with --val-frac 0."""
+    """(training rows, validation rows): the last --val-frac of the training window, at most VAL_ROWS_MAX rows
+    (tail_split), on which the run's policy is chosen (foxc.evaluate.selection); (market, None) with --val-frac 0."""
     if not cfg.val_frac or market.n_rows * cfg.val_frac < 2:  # too few to hold out: the episode check says so
         return market, None
-    return tail_split(cfg, market, cfg.val_frac, f"--val-frac {cfg.val_frac}")
+    frac = min(cfg.val_frac, VAL_ROWS_MAX / market.n_rows)
+    return tail_split(cfg, market, frac, f"--val-frac {cfg.val_frac}")
 
 
 def tail_split(cfg, market, frac: float, flag: str):
