@@ -1,7 +1,7 @@
-"""PNG plots with matplotlib (the optional extra `foxc[plots]`): training curves, walk-forward folds, sweeps.
+"""PNG plots with matplotlib (a dependency of foxc): training curves, walk-forward folds, sweeps.
 
 Every function returns the paths it wrote, or raises PlotsUnavailable (with the install hint)
-when matplotlib is missing; callers print that and carry on.
+when matplotlib is missing all the same (an install without its dependencies); callers print that and carry on.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from ..jsonfile import drawable, is_number, parse_json, shown
 # Panels in this order when present; any other numeric field of metrics.jsonl follows.
 CURVE_FIELDS = ("l_q", "l_pi", "l_v", "l_bce", "wr", "pnl", "hold_frac", "entropy", "lr_q", "sps")
 LOG_SCALE = ("lr_q", "lr_encoder", "lr_policy", "lr_value", "lr_perception")
+FEW_POINTS = 20  # a series of at most this many points is drawn with a marker at each (one point is no line)
 # what walkforward_plots reads of a finished fold's record (jsonfile.shape_problem's shape; foxc.report checks it)
 PLOTTED = {"fold": range(2**31), "metrics": {"net_pnl": float}, "passed_by": {"edge": bool},
            "equity_curve?": list[tuple[range(2**63), float]] | None, "yardstick?": {"net_pnl": float | None}}
@@ -32,12 +33,14 @@ def _pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise PlotsUnavailable("plots skipped: matplotlib is not installed (pip install 'foxc[plots]')") from None
+        raise PlotsUnavailable("plots skipped: matplotlib is not installed, though foxc depends on it (pip install "
+                               "matplotlib, or pip install 'foxc[plots]')") from None
     return plt
 
 
 def _save(plt, fig, path) -> Path:
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:  # a figure made with layout="constrained" is laid out as it is drawn
+        fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return Path(path)
@@ -96,25 +99,39 @@ def read_metrics(path: Path) -> Metrics:
 
 
 def training_curves(metrics_path: Path, out_png: Path, title: str = "") -> list[Path]:
-    """One panel per numeric field of metrics.jsonl against `step`."""
+    """One panel per numeric field of metrics.jsonl against `step`. A short series (an `eval_*` field of a run
+    evaluated once or a few times) is drawn with a marker at each point, so that one point shows; NaN and infinite
+    values are not drawn, and their panel says how many there were."""
     records = read_metrics(metrics_path).records
     numeric = {k for r in records for k, v in r.items() if is_number(v)}
     names = [k for k in CURVE_FIELDS if k in numeric] + sorted(numeric - set(CURVE_FIELDS) - {"step"})
     plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
     cols = 4
     rows = max(1, math.ceil(len(names) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), squeeze=False)
+    # constrained: the figure's title and each panel's title and tick labels get their own room
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), squeeze=False, layout="constrained")
     for ax, name in zip(axes.flat, names):
-        pts = [(r["step"], r[name]) for r in records if isinstance(r.get(name), (int, float))]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=1)
+        pts = [(r["step"], float(r[name])) for r in records if is_number(r.get(name))]
+        drawn = [p for p in pts if math.isfinite(p[1])]
+        ax.plot([p[0] for p in drawn], [p[1] for p in drawn], lw=1,
+                **({"marker": "o", "ms": 4} if len(drawn) <= FEW_POINTS else {}))
         ax.set_title(name, fontsize=9)
         ax.tick_params(labelsize=7)
-        if name in LOG_SCALE and all(p[1] > 0 for p in pts):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps: no 9.6, 9.8 around a single step's point
+        if len(drawn) < len(pts):
+            ax.text(0.02, 0.96, f"{_count(len(pts) - len(drawn), 'non-finite value')} not drawn",
+                    transform=ax.transAxes, va="top", fontsize=7, color="tab:red")
+        if name in LOG_SCALE and drawn and all(p[1] > 0 for p in drawn):
             ax.set_yscale("log")
     for ax in list(axes.flat)[len(names):]:
         ax.axis("off")
     fig.suptitle(title or f"training curves: {metrics_path}", fontsize=10)
     return [_save(plt, fig, out_png)]
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
 
 
 def walkforward_plots(report: dict, run_dir: Path) -> list[Path]:
