@@ -18,8 +18,9 @@ ns after midnight, with no date and no time zone (rows numbered from midnight, 1
 without a message file). Every choice is written in the file's notes in the validation report.
 
 Both files are parsed a block at a time, in step. Column types are inferred from the first block
-(the message file's time column is always read as a float): a later value that does not fit, a
-decimal where the first block held integers, is refused naming the file.
+(the message file's time column is always read as a float): a value that does not fit, a decimal
+where the first block held integers, or a row of too few or too many fields is refused naming the
+file, the row and the value's column.
 """
 from __future__ import annotations
 
@@ -95,17 +96,56 @@ def _csv(path: Path, what: str, column_types: dict | None = None):
                                 convert_options=pacsv.ConvertOptions(column_types=column_types or {}))
     except problem as e:
         _refuse_header(path)  # a header's words in a column of numbers (the message file's times)
-        raise DataError(path, f"not a LOBSTER {what} CSV ({str(e).splitlines()[0]})") from None
+        raise _not_csv(path, what, e, 0) from None
 
     def batches():
+        done = 0  # rows read
         while True:
             try:
-                yield reader.read_next_batch()
+                batch = reader.read_next_batch()
             except StopIteration:
                 return
             except problem as e:
-                raise DataError(path, f"not a LOBSTER {what} CSV ({str(e).splitlines()[0]})") from None
+                raise _not_csv(path, what, e, done) from None
+            done += batch.num_rows
+            yield batch
     return reader.schema, batches()
+
+
+CONVERSION = re.compile(r"In CSV column #(?P<col>\d+): CSV conversion error to \w+: invalid value '(?P<value>.*)'$")
+COLUMNS = re.compile(r"CSV parse error: Expected \d+ columns, got (?P<got>\d+)")
+INTEGER = re.compile(r"[+-]?\d+")
+NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(nan|inf|infinity)", re.IGNORECASE)
+
+
+def _not_csv(path: Path, what: str, exc: Exception, done: int) -> DataError:
+    """Arrow's refusal of a block as a DataError naming the row it failed at, found again in the text (arrow names
+    none) after the `done` rows read: a value that is not of its column's type, a row of too few or many fields."""
+    first = str(exc).splitlines()[0]
+    row = column = None
+    if found := CONVERSION.match(first):
+        col, value = int(found["col"]), found["value"]
+        row, column = _row_where(path, done, lambda f: len(f) > col and f[col] == value), f"#{col + 1}"
+    elif found := COLUMNS.match(first):
+        row = _row_where(path, done, lambda f: len(f) == int(found["got"]))
+    return DataError(path, f"not a LOBSTER {what} CSV ({first})", row=row, column=column)
+
+
+def _row_where(path: Path, done: int, wrong) -> int | None:
+    """The number (from 1, as arrow counts rows: blank lines are none) of the first row after the first `done` whose
+    fields `wrong(fields)` finds wrong; None when none is."""
+    row = 0
+    with path.open("rb") as f:
+        for line in f:
+            text = line.decode("utf-8", "replace").rstrip("\r\n")
+            if row == 0:
+                text = text.lstrip("\ufeff")
+            if not text:
+                continue
+            row += 1
+            if row > done and wrong(text.split(",")):
+                return row
+    return None
 
 
 def _check_type(path: Path, schema: pa.Schema, index: int, number: bool = False):
@@ -113,7 +153,9 @@ def _check_type(path: Path, schema: pa.Schema, index: int, number: bool = False)
     t = schema.field(index).type
     if not (pa.types.is_integer(t) or number and pa.types.is_floating(t)):
         _refuse_header(path)
-        raise DataError(path, f"wrong type {t} (expected {'a number' if number else 'integer'})",
+        shape = NUMBER if number else INTEGER  # the first block's rows: the first of them that is not one
+        row = _row_where(path, 0, lambda f: len(f) > index and f[index] != "" and not shape.fullmatch(f[index]))
+        raise DataError(path, f"wrong type {t} (expected {'a number' if number else 'integer'})", row=row,
                         column=f"#{index + 1}")
 
 
