@@ -20,7 +20,9 @@ without a message file). Every choice is written in the file's notes in the vali
 Both files are parsed a block at a time, in step. Column types are inferred from the first block
 (the message file's time column is always read as a float): a value that does not fit, a decimal
 where the first block held integers, or a row of too few or too many fields is refused naming the
-file, the row and the value's column.
+file, the row and the value's column. A row with
+a size below zero at a priced level is no book: it is skipped, counted as `negative_size` in the
+validation summary (foxc.data.validate).
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ import pyarrow.csv as pacsv
 
 from .record import LEVELS, PRICE_UNDEF, empty_snapshots
 from .chunks import CHUNK_ROWS, read_whole
-from .validate import DataError
+from .validate import NEGATIVE_SIZE, DataError
 
 LOBSTER_TO_UNITS = 100_000  # 1e9 / 1e4
 DUMMY_ASK = 9_999_999_999
@@ -263,7 +265,7 @@ def iter_lobster(path, meta: dict, rows: int = CHUNK_ROWS):
                                  f"from midnight; no trades counted")
     row = 0
     for piece, msg in pieces:
-        rec = _book_records(path, piece, levels, row)
+        rec, flags = _book_records(path, piece, levels, row)
         if msg is not None:
             seconds = _column(msg_path, msg, 0, row)
             if not np.all(np.isfinite(seconds)):
@@ -278,22 +280,26 @@ def iter_lobster(path, meta: dict, rows: int = CHUNK_ROWS):
         else:
             rec["ts_ns"] = to_ns(start + (row + np.arange(len(rec), dtype=np.int64)) * ROW_SPACING_NS)
         row += len(rec)
-        yield rec, None
+        yield rec, flags
     if row == 0:
         raise DataError(path, "the file holds no rows")
 
 
-def _book_records(path: Path, piece: pa.RecordBatch, levels: int, first_row: int) -> np.ndarray:
-    """Records of an order-book piece (times and trades left 0); levels beyond `levels` empty."""
+def _book_records(path: Path, piece: pa.RecordBatch, levels: int,
+                  first_row: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Records of an order-book piece (times and trades left 0; levels beyond `levels` empty) and the validation's
+    flags (foxc.data.validate): NEGATIVE_SIZE where a priced level's size is below zero (None when none is)."""
     rec = empty_snapshots(piece.num_rows)
+    negative = np.zeros(piece.num_rows, bool)
     for lvl in range(levels):
         for side, col in (("ask", 4 * lvl), ("bid", 4 * lvl + 2)):
             px = _column(path, piece, col, first_row)
             sz = _column(path, piece, col + 1, first_row)
             empty = (px >= DUMMY_ASK) | (px <= DUMMY_BID)  # either side's dummy price
+            negative |= (sz < 0) & ~empty  # an empty level's size is not read
             rec[f"{side}_px"][:, lvl] = np.where(empty, PRICE_UNDEF, px * LOBSTER_TO_UNITS)
             rec[f"{side}_sz"][:, lvl] = np.where(empty, 0, np.clip(sz, 0, 2**32 - 1))
-    return rec
+    return rec, (np.where(negative, NEGATIVE_SIZE, 0).astype(np.uint8) if negative.any() else None)
 
 
 def read_lobster(path) -> tuple[np.ndarray, None, dict]:
