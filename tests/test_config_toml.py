@@ -1,9 +1,13 @@
 """--config FILE.toml on Python 3.10, which has no tomllib: read with tomli (a dependency there, by pyproject's
 environment marker), not refused ('reading TOML needs Python 3.11 or later')."""
 import sys
-import tomllib
 
 import pytest
+
+try:
+    import tomllib as parser
+except ModuleNotFoundError:  # Python 3.10: tomli itself, a dependency of foxc there
+    import tomli as parser
 
 from foxc.trainer.config import ConfigError, ConfigFile
 
@@ -13,7 +17,7 @@ def python_310(monkeypatch):
     """The interpreter as Python 3.10 with tomli installed: `import tomllib` fails, `import tomli` gives the same
     parser (tomllib is tomli, taken into the standard library)."""
     monkeypatch.setitem(sys.modules, "tomllib", None)  # import tomllib now raises ModuleNotFoundError
-    monkeypatch.setitem(sys.modules, "tomli", tomllib)
+    monkeypatch.setitem(sys.modules, "tomli", parser)
 
 
 def test_a_config_file_is_read_without_tomllib(tmp_path, python_310):
