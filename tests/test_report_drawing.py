@@ -69,3 +69,24 @@ def test_non_finite_values_are_counted_on_their_panel(tmp_path, drawn):
     assert len(ys) == 18 and all(math.isfinite(y) for y in ys)
     assert len(panel(drawn[0], "l_q").texts) == 0
     assert (tmp_path / "training.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def fold_record(i: int, net_pnl: float, passed: bool, yardstick: float) -> dict:
+    """What walkforward_plots reads of a walk-forward's fold."""
+    return {"fold": i, "metrics": {"net_pnl": net_pnl}, "passed_by": {"edge": passed},
+            "yardstick": {"net_pnl": yardstick}, "equity_curve": [[1_700_000_000_000_000_000 + i, 0]]}
+
+
+def test_net_pnl_says_which_colour_is_which_and_shows_a_fold_of_zero(tmp_path, drawn):
+    """The legend's one 'agent' patch took the first bar's colour (red, a failed fold of no trades, whose bar of 0
+    does not show) beside a green bar; each colour the bars have is named now, and each bar's figure is written."""
+    from matplotlib.colors import to_hex
+    report = {"trainer": "rl", "folds": [fold_record(0, 0, False, 9.9e11), fold_record(1, 8.2175e11, True, 1.03e12)]}
+    plots.walkforward_plots(report, tmp_path)
+    ax = drawn[1].axes[0]
+    legend = ax.get_legend()
+    named = dict(zip([t.get_text() for t in legend.get_texts()], [to_hex(p.get_facecolor()) for p in
+                                                                  legend.get_patches()]))
+    assert named == {"agent, edge rule passed": to_hex("tab:green"), "agent, edge rule failed": to_hex("tab:red")}
+    assert [t.get_text() for t in legend.get_texts()][-1] == "logistic yardstick"
+    assert [t.get_text() for t in ax.texts] == ["0.00", "821.75"]

@@ -17,6 +17,7 @@ from ..jsonfile import drawable, is_number, parse_json, shown
 # Panels in this order when present; any other numeric field of metrics.jsonl follows.
 CURVE_FIELDS = ("l_q", "l_pi", "l_v", "l_bce", "wr", "pnl", "hold_frac", "entropy", "lr_q", "sps")
 LOG_SCALE = ("lr_q", "lr_encoder", "lr_policy", "lr_value", "lr_perception")
+EDGE_COLORS = {True: "tab:green", False: "tab:red"}  # net_pnl.png: a fold's bar, by its edge rule's verdict
 FEW_POINTS = 20  # a series of at most this many points is drawn with a marker at each (one point is no line)
 # what walkforward_plots reads of a finished fold's record (jsonfile.shape_problem's shape; foxc.report checks it)
 PLOTTED = {"fold": range(2**31), "metrics": {"net_pnl": float}, "passed_by": {"edge": bool},
@@ -154,21 +155,27 @@ def walkforward_plots(report: dict, run_dir: Path) -> list[Path]:
     fig.autofmt_xdate()
     equity_png = _save(plt, fig, run_dir / "equity.png")
 
+    from matplotlib.patches import Patch
     fig, ax = plt.subplots(figsize=(6, 3.5))
     idx = [f["fold"] for f in folds]
     pnl = [f["metrics"]["net_pnl"] / PRICE_SCALE for f in folds]
-    colors = ["tab:green" if f["passed_by"]["edge"] else "tab:red" for f in folds]
-    ax.bar([str(i) for i in idx], pnl, color=colors, label="agent")
+    colors = [EDGE_COLORS[f["passed_by"]["edge"]] for f in folds]
+    bars = ax.bar([str(i) for i in idx], pnl, color=colors)
+    ax.bar_label(bars, [f"{v:,.2f}" for v in pnl], fontsize=7, padding=2)  # a fold of 0 shows no bar: its figure
+    # the legend: a patch per colour the bars have (the first bar's colour stood for all of them)
+    handles = [Patch(color=EDGE_COLORS[passed], label=f"agent, edge rule {'passed' if passed else 'failed'}")
+               for passed in (True, False) if EDGE_COLORS[passed] in colors]
     yard = [(f.get("yardstick") or {}).get("net_pnl") for f in folds]
     if any(y is not None for y in yard):
-        ax.scatter([str(i) for i, y in zip(idx, yard) if y is not None],
-                   [y / PRICE_SCALE for y in yard if y is not None], color="black", marker="_", s=400,
-                   label="logistic yardstick")
+        handles.append(ax.scatter([str(i) for i, y in zip(idx, yard) if y is not None],
+                                  [y / PRICE_SCALE for y in yard if y is not None], color="black", marker="_", s=400,
+                                  label="logistic yardstick"))
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xlabel("fold")
     ax.set_ylabel("net PnL (price units per lot)")
     ax.set_title(f"net PnL per fold (green: edge rule passed): {label}", fontsize=10)
-    ax.legend(fontsize=8)
+    if handles:
+        ax.legend(handles=handles, fontsize=8)
     return [equity_png, _save(plt, fig, run_dir / "net_pnl.png")]
 
 
