@@ -64,10 +64,10 @@ def test_one_point_is_drawn_as_a_point(tmp_path, drawn):
 def test_non_finite_values_are_counted_on_their_panel(tmp_path, drawn):
     plots.training_curves(metrics_file(tmp_path), tmp_path / "training.png")
     ax = panel(drawn[0], "l_v")
-    assert [t.get_text() for t in ax.texts] == ["2 non-finite values not drawn"]
+    assert ax.get_xlabel() == "2 non-finite values not drawn"
     ys = ax.get_lines()[0].get_ydata()
     assert len(ys) == 18 and all(math.isfinite(y) for y in ys)
-    assert len(panel(drawn[0], "l_q").texts) == 0
+    assert panel(drawn[0], "l_q").get_xlabel() == ""
     assert (tmp_path / "training.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

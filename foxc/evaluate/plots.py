@@ -120,9 +120,9 @@ def training_curves(metrics_path: Path, out_png: Path, title: str = "") -> list[
         ax.set_title(name, fontsize=9)
         ax.tick_params(labelsize=7)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps: no 9.6, 9.8 around a single step's point
-        if len(drawn) < len(pts):
-            ax.text(0.02, 0.96, f"{_count(len(pts) - len(drawn), 'non-finite value')} not drawn",
-                    transform=ax.transAxes, va="top", fontsize=7, color="tab:red")
+        if len(drawn) < len(pts):  # said under the panel, clear of its curve (the layout makes room for it)
+            ax.set_xlabel(f"{_count(len(pts) - len(drawn), 'non-finite value')} not drawn", fontsize=7,
+                          color="tab:red")
         if name in LOG_SCALE and drawn and all(p[1] > 0 for p in drawn):
             ax.set_yscale("log")
     for ax in list(axes.flat)[len(names):]:
