@@ -104,7 +104,7 @@ def test_a_synthetic_market(checkpoint, tmp_path, capsys):
             (m["net_pnl"] / 1e9, m["pnl_ticks"], m["trades"], m["win_rate"], m["trade_t_stat"])
         assert p["opt_frac"] == pytest.approx(m["pnl_ticks"] / optimum)
     table = text.splitlines()
-    assert any(line.startswith("rl: foxc agent (greedy)") for line in table)
+    assert any(line.startswith(policies["agent"]["name"]) for line in table)  # the name of what from_checkpoint gave
     assert any(line.startswith("flat: always HOLD") and "+0.0000" in line for line in table)
     assert any(line.startswith("baseline: logistic imbalance") for line in table)
     assert "of optimum" in text and f"wrote {out}" in text
@@ -183,7 +183,7 @@ def test_a_checkpoint_trained_on_files_lends_its_tick_and_fee(tmp_path, capsys):
     other = parquet_file(tmp_path / "other", generate(2000, seed=9))
     out = tmp_path / "eval.json"
     code, text, _ = evaluate(capsys, ckpt, "--data", other, "--n-backtests", 8, "--json", out)
-    assert code == 0
+    assert code == 0 and "note:" not in text
     record = json.loads(out.read_text())
     assert (record["data"]["tick"], record["data"]["tick_from"]) == (0.05, "the checkpoint's --tick")
     assert (record["settings"]["fee_per_lot"], record["settings"]["fee_from"]) == (0.01, "the checkpoint's")
@@ -200,6 +200,9 @@ def test_a_checkpoint_trained_on_files_lends_its_tick_and_fee(tmp_path, capsys):
     assert err.endswith("(the checkpoint's --tick 0.05, which the agent was trained in; give --tick T to count this "
                         "data in another)\n")
     assert evaluate(capsys, ckpt, "--data", odd, "--tick", "0.01")[0] == 0
+    code, text, _ = evaluate(capsys, ckpt, "--data", train_file, "--n-backtests", 8)  # the file it trained on
+    assert code == 0 and (f"note: {train_file}: the checkpoint trained on this file (all but the rows its run held "
+                          "out): the agent is evaluated on rows it trained on") in text
 
 
 def test_fit_frac_0_evaluates_every_row_without_a_yardstick(checkpoint, tmp_path, capsys):

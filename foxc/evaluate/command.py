@@ -131,15 +131,16 @@ def _main(args) -> int:
     ckpt = read_checkpoint(path)
     config = agent_config(ckpt, path)
     settings = money_settings(args, config)
-    data = load_data(args, config, settings)
+    data = load_data(args, config, settings, ckpt.meta.get("data") or {})
     rt = open_runtime(args.backend)
     agent = AgentPolicy.from_checkpoint(rt, ckpt)
     try:
         yardstick = fit_yardstick(data) if data["fit"] is not None else None
         results = evaluate_all(rt, args, data, settings, agent, yardstick)
-    finally:
-        if callable(getattr(agent, "close", None)):
-            agent.close()
+    finally:  # what the policy holds on the runtime: release() where it owns its weights too, else close()
+        done = getattr(agent, "release", None) or getattr(agent, "close", None)
+        if callable(done):
+            done()
     record = {"checkpoint": str(path), "step": ckpt.step, "trained_on": ckpt.meta.get("data"),
               "backend": rt.backend, "device": rt.device_name, "data": data["describe"],
               "settings": {**settings, "n_backtests": args.n_backtests, "chunks": results["chunks"]},
@@ -211,10 +212,10 @@ def money_settings(args, config: dict) -> dict:
     return {"fee_per_lot": fee, "fee_from": fee_from, "lots_per_entry": lots, "lots_from": lots_from}
 
 
-def load_data(args, config: dict, settings: dict) -> dict:
+def load_data(args, config: dict, settings: dict, trained_on: dict) -> dict:
     """The rows evaluated, the rows the yardstick is fitted on (None: none), the optimum (synthetic markets) and what
-    the report says of them."""
-    return synthetic_data(args, config, settings) if args.data is None else file_data(args, config)
+    the report says of them; `trained_on`: the checkpoint's record of its training data."""
+    return synthetic_data(args, config, settings) if args.data is None else file_data(args, config, trained_on)
 
 
 def synthetic_data(args, config: dict, settings: dict) -> dict:
@@ -243,7 +244,7 @@ def synthetic_data(args, config: dict, settings: dict) -> dict:
             "optimum": optimum, "describe": describe, "text": text, "notes": notes, "summary": None}
 
 
-def file_data(args, config: dict) -> dict:
+def file_data(args, config: dict, trained_on: dict) -> dict:
     from ..data.cache import is_cache
     from ..data.source import load
     if is_cache(args.data):
@@ -279,8 +280,13 @@ def file_data(args, config: dict) -> dict:
             + (f", {tick_from}" if tick is not None else ", inferred") + ")"
             + (f"; the yardstick fitted on the first {cut:,} (--fit-frac {frac:g})" if cut else
                "; no yardstick (--fit-frac 0)"))
+    trained = {Path(f).resolve() for f in trained_on.get("files") or []}
+    seen = [f for f in market.files if Path(f).resolve() in trained]
+    notes = [f"note: {', '.join(map(str, seen[:3]))}{', …' * (len(seen) > 3)}: the checkpoint trained on "
+             f"{'this file' if len(seen) == 1 else 'these files'} (all but the rows its run held out): the agent is "
+             "evaluated on rows it trained on"] if seen else []
     return {"records": records, "fit": fit, "tick": market.tick, "source": market.source, "optimum": None,
-            "describe": describe, "text": text, "notes": [], "summary": market.report.summary()}
+            "describe": describe, "text": text, "notes": notes, "summary": market.report.summary()}
 
 
 def fit_yardstick(data: dict) -> dict:
