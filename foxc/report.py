@@ -2,10 +2,11 @@
 
 - RUN_DIR/metrics.jsonl (a training run; one JSON record per line with at least `step` and the
   trainer's figures: sps, l_q, l_pi, l_v, l_bce, wr, pnl, hold_frac, entropy, lr_q) ->
-  training.png, one panel per field against the step;
+  training.png, one panel per field against the step (a marker at each point of a short series, so that an
+  `eval_*` field evaluated once shows; NaN and infinite values are not drawn, and their panel counts them);
 - RUN_DIR/report.json (a walk-forward) -> equity.png and net_pnl.png, and training.png in each
   fold directory RUN_DIR/fold-<i> that has a metrics.jsonl (in OUT/fold-<i> with --out).
-Needs matplotlib (`pip install 'foxc[plots]'`); without it, it says so and exits 1. A missing or
+Draws with matplotlib, a dependency of foxc (an install without it says so and exits 1). A missing or
 empty RUN_DIR, an unreadable or damaged metrics.jsonl (naming its line) or report.json, or a bad --out is
 one line, `foxc.report: error: ...`, exit status 2 (foxc.cli). Lines of a metrics.jsonl that are not JSON (a
 killed run's torn record) are skipped, and records of steps logged again later (a run resumed by an earlier foxc)

@@ -486,6 +486,7 @@ def test_the_table_covers_every_cli():
     assert len(CASES) >= 60 and len({c.id for c in CASES}) == len(CASES)
 
 
+@pytest.mark.slow  # every case a subprocess: about a minute on two cores
 @pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
 def test_bad_input_is_one_line_naming_it(c, outcomes):
     done, before, after = outcomes[c.id]
@@ -501,6 +502,7 @@ def test_bad_input_is_one_line_naming_it(c, outcomes):
     assert after == before, "a refused command changed its directory"
 
 
+@pytest.mark.slow  # every case a subprocess: about a minute on two cores
 def test_shared_fixtures_are_untouched(shared, outcomes):
     assert snapshot(shared["base"]) == shared["before"]
 

@@ -11,6 +11,7 @@ from foxc.driver import open_runtime
 SMALL = dict(n_backtests=32, seq_len=8, per_capacity=1024, eval_rows=16_384, synthetic_rows=100_000)
 
 
+@pytest.mark.slow  # a training run to its edge: tens of seconds on two cores
 @pytest.mark.parametrize("precision", ["f32", "tf32"])
 def test_agent_learns_the_easy_markets_edge(precision):
     """Trained 3,000 steps on `easy` (B=32, K=8), the greedy agent earns at least half of the
@@ -22,6 +23,7 @@ def test_agent_learns_the_easy_markets_edge(precision):
     assert row["opt_frac"] >= 0.5
 
 
+@pytest.mark.slow  # a training run to its edge: tens of seconds on two cores
 def test_agent_stays_out_of_a_market_without_edge():
     """On `null` (no signal) the greedy agent trades at most once per 2,000 snapshots per backtest."""
     row = run_one(open_runtime("reference"), "null", 0, 1000, **SMALL)

@@ -18,8 +18,11 @@ ns after midnight, with no date and no time zone (rows numbered from midnight, 1
 without a message file). Every choice is written in the file's notes in the validation report.
 
 Both files are parsed a block at a time, in step. Column types are inferred from the first block
-(the message file's time column is always read as a float): a later value that does not fit, a
-decimal where the first block held integers, is refused naming the file.
+(the message file's time column is always read as a float): a value that does not fit, a decimal
+where the first block held integers, or a row of too few or too many fields is refused naming the
+file, the row and the value's column. A row with
+a size below zero at a priced level is no book: it is skipped, counted as `negative_size` in the
+validation summary (foxc.data.validate).
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ import pyarrow.csv as pacsv
 
 from .record import LEVELS, PRICE_UNDEF, empty_snapshots
 from .chunks import CHUNK_ROWS, read_whole
-from .validate import DataError
+from .validate import NEGATIVE_SIZE, DataError
 
 LOBSTER_TO_UNITS = 100_000  # 1e9 / 1e4
 DUMMY_ASK = 9_999_999_999
@@ -95,17 +98,56 @@ def _csv(path: Path, what: str, column_types: dict | None = None):
                                 convert_options=pacsv.ConvertOptions(column_types=column_types or {}))
     except problem as e:
         _refuse_header(path)  # a header's words in a column of numbers (the message file's times)
-        raise DataError(path, f"not a LOBSTER {what} CSV ({str(e).splitlines()[0]})") from None
+        raise _not_csv(path, what, e, 0) from None
 
     def batches():
+        done = 0  # rows read
         while True:
             try:
-                yield reader.read_next_batch()
+                batch = reader.read_next_batch()
             except StopIteration:
                 return
             except problem as e:
-                raise DataError(path, f"not a LOBSTER {what} CSV ({str(e).splitlines()[0]})") from None
+                raise _not_csv(path, what, e, done) from None
+            done += batch.num_rows
+            yield batch
     return reader.schema, batches()
+
+
+CONVERSION = re.compile(r"In CSV column #(?P<col>\d+): CSV conversion error to \w+: invalid value '(?P<value>.*)'$")
+COLUMNS = re.compile(r"CSV parse error: Expected \d+ columns, got (?P<got>\d+)")
+INTEGER = re.compile(r"[+-]?\d+")
+NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(nan|inf|infinity)", re.IGNORECASE)
+
+
+def _not_csv(path: Path, what: str, exc: Exception, done: int) -> DataError:
+    """Arrow's refusal of a block as a DataError naming the row it failed at, found again in the text (arrow names
+    none) after the `done` rows read: a value that is not of its column's type, a row of too few or many fields."""
+    first = str(exc).splitlines()[0]
+    row = column = None
+    if found := CONVERSION.match(first):
+        col, value = int(found["col"]), found["value"]
+        row, column = _row_where(path, done, lambda f: len(f) > col and f[col] == value), f"#{col + 1}"
+    elif found := COLUMNS.match(first):
+        row = _row_where(path, done, lambda f: len(f) == int(found["got"]))
+    return DataError(path, f"not a LOBSTER {what} CSV ({first})", row=row, column=column)
+
+
+def _row_where(path: Path, done: int, wrong) -> int | None:
+    """The number (from 1, as arrow counts rows: blank lines are none) of the first row after the first `done` whose
+    fields `wrong(fields)` finds wrong; None when none is."""
+    row = 0
+    with path.open("rb") as f:
+        for line in f:
+            text = line.decode("utf-8", "replace").rstrip("\r\n")
+            if row == 0:
+                text = text.lstrip("\ufeff")
+            if not text:
+                continue
+            row += 1
+            if row > done and wrong(text.split(",")):
+                return row
+    return None
 
 
 def _check_type(path: Path, schema: pa.Schema, index: int, number: bool = False):
@@ -113,7 +155,9 @@ def _check_type(path: Path, schema: pa.Schema, index: int, number: bool = False)
     t = schema.field(index).type
     if not (pa.types.is_integer(t) or number and pa.types.is_floating(t)):
         _refuse_header(path)
-        raise DataError(path, f"wrong type {t} (expected {'a number' if number else 'integer'})",
+        shape = NUMBER if number else INTEGER  # the first block's rows: the first of them that is not one
+        row = _row_where(path, 0, lambda f: len(f) > index and f[index] != "" and not shape.fullmatch(f[index]))
+        raise DataError(path, f"wrong type {t} (expected {'a number' if number else 'integer'})", row=row,
                         column=f"#{index + 1}")
 
 
@@ -221,7 +265,7 @@ def iter_lobster(path, meta: dict, rows: int = CHUNK_ROWS):
                                  f"from midnight; no trades counted")
     row = 0
     for piece, msg in pieces:
-        rec = _book_records(path, piece, levels, row)
+        rec, flags = _book_records(path, piece, levels, row)
         if msg is not None:
             seconds = _column(msg_path, msg, 0, row)
             if not np.all(np.isfinite(seconds)):
@@ -236,22 +280,26 @@ def iter_lobster(path, meta: dict, rows: int = CHUNK_ROWS):
         else:
             rec["ts_ns"] = to_ns(start + (row + np.arange(len(rec), dtype=np.int64)) * ROW_SPACING_NS)
         row += len(rec)
-        yield rec, None
+        yield rec, flags
     if row == 0:
         raise DataError(path, "the file holds no rows")
 
 
-def _book_records(path: Path, piece: pa.RecordBatch, levels: int, first_row: int) -> np.ndarray:
-    """Records of an order-book piece (times and trades left 0); levels beyond `levels` empty."""
+def _book_records(path: Path, piece: pa.RecordBatch, levels: int,
+                  first_row: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Records of an order-book piece (times and trades left 0; levels beyond `levels` empty) and the validation's
+    flags (foxc.data.validate): NEGATIVE_SIZE where a priced level's size is below zero (None when none is)."""
     rec = empty_snapshots(piece.num_rows)
+    negative = np.zeros(piece.num_rows, bool)
     for lvl in range(levels):
         for side, col in (("ask", 4 * lvl), ("bid", 4 * lvl + 2)):
             px = _column(path, piece, col, first_row)
             sz = _column(path, piece, col + 1, first_row)
             empty = (px >= DUMMY_ASK) | (px <= DUMMY_BID)  # either side's dummy price
+            negative |= (sz < 0) & ~empty  # an empty level's size is not read
             rec[f"{side}_px"][:, lvl] = np.where(empty, PRICE_UNDEF, px * LOBSTER_TO_UNITS)
             rec[f"{side}_sz"][:, lvl] = np.where(empty, 0, np.clip(sz, 0, 2**32 - 1))
-    return rec
+    return rec, (np.where(negative, NEGATIVE_SIZE, 0).astype(np.uint8) if negative.any() else None)
 
 
 def read_lobster(path) -> tuple[np.ndarray, None, dict]:

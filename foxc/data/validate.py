@@ -6,6 +6,12 @@ order of SKIP_REASONS. A file that cannot be data at all (missing columns, wrong
 types, empty, truncated, not the format it claims) raises DataError with one line
 naming the file, the row or column, and the reason. Nothing is dropped silently.
 
+A reader flags the rows whose own values it finds wrong beside its records (each format's chunk is
+(records, flags or None)): a bool mask flags `nan_or_inf` (a NaN or infinite float of a Parquet file),
+an integer array the code of any reason of REASONS (0: none), so that a value the record cannot hold (a
+LOBSTER size below zero: sizes are unsigned) is counted under its own reason, FLAGGED_REASONS. A flagged
+row is skipped under its flag, whatever else it fails.
+
 Files are validated as they stream, chunk by chunk (`Validator`): the only rule that looks
 across rows, time order, carries the latest time seen into the next chunk, so a file split
 anywhere is counted exactly as if it were read whole.
@@ -32,6 +38,11 @@ SKIP_REASONS = (
     "unsorted_levels",     # bids not strictly falling or asks not strictly rising with depth
     "non_monotonic_ts",    # an event time earlier than the previous kept row's
 )
+FLAGGED_REASONS = (  # found by a reader in the file's values; a record cannot show them
+    "negative_size",       # a size below zero at a priced level (LOBSTER's CSV; a record's sizes are unsigned)
+)
+REASONS = SKIP_REASONS + FLAGGED_REASONS  # skip_reasons' code of each: 1 + its index
+NEGATIVE_SIZE = REASONS.index("negative_size") + 1
 
 
 VALIDATION_JSON = "data_validation.json"  # the report's file in a run's directory
@@ -115,7 +126,7 @@ class ValidationReport:
         return sum(sum(f["other_instruments"].values()) for f in selected) if selected else None
 
     def skipped(self) -> dict[str, int]:
-        total = {r: 0 for r in SKIP_REASONS}
+        total = {r: 0 for r in REASONS}
         for f in self.files.values():
             for reason, n in f["skipped"].items():
                 total[reason] = total.get(reason, 0) + n
@@ -163,17 +174,23 @@ TIME_ORDER = SKIP_REASONS.index("non_monotonic_ts") + 1  # its code in skip_reas
 NO_TIME_YET = np.iinfo(np.int64).min
 
 
-def skip_reasons(rec: np.ndarray, bad_float: np.ndarray | None, cfg: ValidationConfig,
+def skip_reasons(rec: np.ndarray, flags: np.ndarray | None, cfg: ValidationConfig,
                  latest_ts: int = NO_TIME_YET) -> np.ndarray:
-    """Per row: 0 when kept, else 1 + the index in SKIP_REASONS of the first reason it fails.
+    """Per row: 0 when kept, else 1 + the index in REASONS of the first reason it fails.
 
+    `flags`: the reader's (see the module's doc): True or 1 `nan_or_inf`, another code its reason.
     `latest_ts`: the latest time of the rows before these (earlier chunks of the file) that passed
     every other check; a row earlier than it, or than any such row before it here, is late."""
     code = np.zeros(len(rec), np.uint8)
+    flags = None if flags is None else np.asarray(flags)
+    bad_float = None if flags is None else flags == 1  # the first reason, nan_or_inf (a bool mask's True)
     whole = _whole_books(rec, bad_float, cfg)
     if whole is None or not whole.all():  # the rest, rule by rule
         rest = slice(None) if whole is None else np.flatnonzero(~whole)
         code[rest] = _book_reasons(rec[rest], None if bad_float is None else bad_float[rest], cfg)
+    if flags is not None and flags.dtype != bool:  # a reader's other reasons: before every rule of the book
+        flagged = np.flatnonzero(flags > 1)
+        code[flagged] = flags[flagged]
     # time order among rows that pass everything else
     ok = np.flatnonzero(code == 0)
     if len(ok):
@@ -234,16 +251,16 @@ class Validator:
             raise TypeError(f"config must be a foxc.data.validate.ValidationConfig (or None: the defaults), got a "
                             f"{type(cfg).__name__}" + ": ValidationConfig(**it) makes one" * isinstance(cfg, dict))
         self.cfg = cfg or ValidationConfig()
-        self.counts = np.zeros(len(SKIP_REASONS) + 1, np.int64)  # [kept, per reason...]
+        self.counts = np.zeros(len(REASONS) + 1, np.int64)  # [kept, per reason...]
         self.latest_ts = NO_TIME_YET
 
-    def keep(self, rec: np.ndarray, bad_float: np.ndarray | None) -> np.ndarray:
-        """The rows of this chunk that are kept (`rec` itself when all are)."""
-        code = skip_reasons(rec, bad_float, self.cfg, self.latest_ts)
+    def keep(self, rec: np.ndarray, flags: np.ndarray | None) -> np.ndarray:
+        """The rows of this chunk that are kept (`rec` itself when all are); `flags`: the reader's (skip_reasons)."""
+        code = skip_reasons(rec, flags, self.cfg, self.latest_ts)
         timed = (code == 0) | (code == TIME_ORDER)  # late rows still raise the bar, as in one pass
         if timed.any():
             self.latest_ts = max(self.latest_ts, int(rec["ts_ns"][timed].max()))
-        counts = np.bincount(code, minlength=len(SKIP_REASONS) + 1)
+        counts = np.bincount(code, minlength=len(REASONS) + 1)
         self.counts += counts
         return rec if counts[0] == len(rec) else rec[code == 0]
 
@@ -256,10 +273,10 @@ class Validator:
         return int(self.counts[0])
 
     def skipped(self) -> dict[str, int]:
-        return {reason: int(self.counts[i + 1]) for i, reason in enumerate(SKIP_REASONS)}
+        return {reason: int(self.counts[i + 1]) for i, reason in enumerate(REASONS)}
 
 
-def apply(rec: np.ndarray, bad_float: np.ndarray | None, cfg: ValidationConfig) -> tuple[np.ndarray, dict[str, int]]:
-    """The rows kept and the skip count per reason, for records validated in one piece."""
+def apply(rec: np.ndarray, flags: np.ndarray | None, cfg: ValidationConfig) -> tuple[np.ndarray, dict[str, int]]:
+    """The rows kept and the skip count per reason, for records validated in one piece (`flags`: skip_reasons')."""
     validator = Validator(cfg)
-    return validator.keep(rec, bad_float), validator.skipped()
+    return validator.keep(rec, flags), validator.skipped()

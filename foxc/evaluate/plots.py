@@ -1,7 +1,7 @@
-"""PNG plots with matplotlib (the optional extra `foxc[plots]`): training curves, walk-forward folds, sweeps.
+"""PNG plots with matplotlib (a dependency of foxc): training curves, walk-forward folds, sweeps.
 
 Every function returns the paths it wrote, or raises PlotsUnavailable (with the install hint)
-when matplotlib is missing; callers print that and carry on.
+when matplotlib is missing all the same (an install without its dependencies); callers print that and carry on.
 """
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from ..jsonfile import drawable, is_number, parse_json, shown
 # Panels in this order when present; any other numeric field of metrics.jsonl follows.
 CURVE_FIELDS = ("l_q", "l_pi", "l_v", "l_bce", "wr", "pnl", "hold_frac", "entropy", "lr_q", "sps")
 LOG_SCALE = ("lr_q", "lr_encoder", "lr_policy", "lr_value", "lr_perception")
+EDGE_COLORS = {True: "tab:green", False: "tab:red"}  # net_pnl.png: a fold's bar, by its edge rule's verdict
+FEW_POINTS = 20  # a series of at most this many points is drawn with a marker at each (one point is no line)
 # what walkforward_plots reads of a finished fold's record (jsonfile.shape_problem's shape; foxc.report checks it)
 PLOTTED = {"fold": range(2**31), "metrics": {"net_pnl": float}, "passed_by": {"edge": bool},
            "equity_curve?": list[tuple[range(2**63), float]] | None, "yardstick?": {"net_pnl": float | None}}
@@ -32,12 +34,14 @@ def _pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise PlotsUnavailable("plots skipped: matplotlib is not installed (pip install 'foxc[plots]')") from None
+        raise PlotsUnavailable("plots skipped: matplotlib is not installed, though foxc depends on it (pip install "
+                               "matplotlib, or pip install 'foxc[plots]')") from None
     return plt
 
 
 def _save(plt, fig, path) -> Path:
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:  # a figure made with layout="constrained" is laid out as it is drawn
+        fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return Path(path)
@@ -96,25 +100,39 @@ def read_metrics(path: Path) -> Metrics:
 
 
 def training_curves(metrics_path: Path, out_png: Path, title: str = "") -> list[Path]:
-    """One panel per numeric field of metrics.jsonl against `step`."""
+    """One panel per numeric field of metrics.jsonl against `step`. A short series (an `eval_*` field of a run
+    evaluated once or a few times) is drawn with a marker at each point, so that one point shows; NaN and infinite
+    values are not drawn, and their panel says how many there were."""
     records = read_metrics(metrics_path).records
     numeric = {k for r in records for k, v in r.items() if is_number(v)}
     names = [k for k in CURVE_FIELDS if k in numeric] + sorted(numeric - set(CURVE_FIELDS) - {"step"})
     plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
     cols = 4
     rows = max(1, math.ceil(len(names) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), squeeze=False)
+    # constrained: the figure's title and each panel's title and tick labels get their own room
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), squeeze=False, layout="constrained")
     for ax, name in zip(axes.flat, names):
-        pts = [(r["step"], r[name]) for r in records if isinstance(r.get(name), (int, float))]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=1)
+        pts = [(r["step"], float(r[name])) for r in records if is_number(r.get(name))]
+        drawn = [p for p in pts if math.isfinite(p[1])]
+        ax.plot([p[0] for p in drawn], [p[1] for p in drawn], lw=1,
+                **({"marker": "o", "ms": 4} if len(drawn) <= FEW_POINTS else {}))
         ax.set_title(name, fontsize=9)
         ax.tick_params(labelsize=7)
-        if name in LOG_SCALE and all(p[1] > 0 for p in pts):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps: no 9.6, 9.8 around a single step's point
+        if len(drawn) < len(pts):  # said under the panel, clear of its curve (the layout makes room for it)
+            ax.set_xlabel(f"{_count(len(pts) - len(drawn), 'non-finite value')} not drawn", fontsize=7,
+                          color="tab:red")
+        if name in LOG_SCALE and drawn and all(p[1] > 0 for p in drawn):
             ax.set_yscale("log")
     for ax in list(axes.flat)[len(names):]:
         ax.axis("off")
     fig.suptitle(title or f"training curves: {metrics_path}", fontsize=10)
     return [_save(plt, fig, out_png)]
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
 
 
 def walkforward_plots(report: dict, run_dir: Path) -> list[Path]:
@@ -137,21 +155,27 @@ def walkforward_plots(report: dict, run_dir: Path) -> list[Path]:
     fig.autofmt_xdate()
     equity_png = _save(plt, fig, run_dir / "equity.png")
 
+    from matplotlib.patches import Patch
     fig, ax = plt.subplots(figsize=(6, 3.5))
     idx = [f["fold"] for f in folds]
     pnl = [f["metrics"]["net_pnl"] / PRICE_SCALE for f in folds]
-    colors = ["tab:green" if f["passed_by"]["edge"] else "tab:red" for f in folds]
-    ax.bar([str(i) for i in idx], pnl, color=colors, label="agent")
+    colors = [EDGE_COLORS[f["passed_by"]["edge"]] for f in folds]
+    bars = ax.bar([str(i) for i in idx], pnl, color=colors)
+    ax.bar_label(bars, [f"{v:,.2f}" for v in pnl], fontsize=7, padding=2)  # a fold of 0 shows no bar: its figure
+    # the legend: a patch per colour the bars have (the first bar's colour stood for all of them)
+    handles = [Patch(color=EDGE_COLORS[passed], label=f"agent, edge rule {'passed' if passed else 'failed'}")
+               for passed in (True, False) if EDGE_COLORS[passed] in colors]
     yard = [(f.get("yardstick") or {}).get("net_pnl") for f in folds]
     if any(y is not None for y in yard):
-        ax.scatter([str(i) for i, y in zip(idx, yard) if y is not None],
-                   [y / PRICE_SCALE for y in yard if y is not None], color="black", marker="_", s=400,
-                   label="logistic yardstick")
+        handles.append(ax.scatter([str(i) for i, y in zip(idx, yard) if y is not None],
+                                  [y / PRICE_SCALE for y in yard if y is not None], color="black", marker="_", s=400,
+                                  label="logistic yardstick"))
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xlabel("fold")
     ax.set_ylabel("net PnL (price units per lot)")
     ax.set_title(f"net PnL per fold (green: edge rule passed): {label}", fontsize=10)
-    ax.legend(fontsize=8)
+    if handles:
+        ax.legend(handles=handles, fontsize=8)
     return [equity_png, _save(plt, fig, run_dir / "net_pnl.png")]
 
 

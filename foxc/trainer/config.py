@@ -456,8 +456,8 @@ def _flag_text(value) -> str:
 def _read_toml(path: Path) -> dict:
     try:
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        raise ConfigError(f"--config {path}: reading TOML needs Python 3.11 or later (tomllib)") from None
+    except ModuleNotFoundError:  # Python 3.10: tomli, the same parser (a dependency there, pyproject's marker)
+        import tomli as tomllib
     try:
         with path.open("rb") as f:
             return tomllib.load(f)
