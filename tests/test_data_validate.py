@@ -169,7 +169,8 @@ def test_a_run_whose_rows_validation_mostly_skipped_names_that_not_the_horizons(
     rec["bid_px"][2950:2960, 0] = rec["ask_px"][2950:2960, 0]
     write_parquet(tmp_path / "x.parquet", rec)
     path = tmp_path / "x.parquet"
-    for eval_every, training in ((0, ""), (10, " (36 of them for training)")):
+    # real data is always held out (--holdout 0.1: 36 left), then validated (--val-frac 0.2 of those: 28 train)
+    for eval_every, training in ((0, " (28 of them for training)"), (10, " (28 of them for training)")):
         cfg = TrainConfig.for_backend("reference", data=str(path), eval_every=eval_every, holdout_frac=0.1)
         with pytest.raises(ConfigError) as err:
             run_data(cfg)
@@ -181,7 +182,7 @@ def test_a_run_whose_rows_validation_mostly_skipped_names_that_not_the_horizons(
                                          r"are too few to hold out --holdout 0\.99 of them"):
         run_data(cfg)
     write_parquet(path, generate(40, seed=1))  # nothing skipped: the horizon is the cause
-    with pytest.raises(ConfigError, match=r"^--horizons 10,50,100: horizon 50 leaves no labelled row in the 40 "):
+    with pytest.raises(ConfigError, match=r"^--horizons 10,50,100: horizon 50 leaves no labelled row in the 28 "):
         run_data(TrainConfig.for_backend("reference", data=str(path)))
 
 
