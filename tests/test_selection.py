@@ -106,12 +106,12 @@ def test_the_run_is_evaluated_with_its_policy(ref_rt):
     cfg = TrainConfig.for_backend("reference", n_steps=6, n_backtests=8, seq_len=4, per_capacity=64,
                                   synthetic_rows=20_000, eval_rows=2_000, log_every=3, checkpoint_every=0)
     data = run_data(cfg)
-    assert data.val is not None and data.val.n_rows == 20_000 // 5
+    assert data.val is not None and data.val.n_rows == 2_000  # at most --eval-rows
     from foxc.trainer.run import Trainer
     t = Trainer(ref_rt, cfg, data.market, data.labels, held=data.held, optimum=data.optimum, val=data.val)
     summary = t.train(cfg.n_steps)
     sel, ev = summary["selection"], summary["evaluation"]
-    assert sel["validations"] == 6 and sel["val_rows"] == 4_000  # ten over the run: every step of six
+    assert sel["validations"] == 6 and sel["val_rows"] == 2_000  # ten over the run: every step of six
     assert ev["eval_policy"] == ("flat: never trades" if sel["kept"] == "flat" else
                                  f"rl: foxc agent (greedy), kept at step {sel['kept']}")
     if sel["kept"] == "flat":

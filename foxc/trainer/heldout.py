@@ -58,11 +58,12 @@ def holdout_market(cfg, market):
 
 
 def validation_split(cfg, market):
-    """(training rows, validation rows): the last --val-frac of the training window, at most VAL_ROWS_MAX rows
-    (tail_split), on which the run's policy is chosen (foxc.evaluate.selection); (market, None) with --val-frac 0."""
+    """(training rows, validation rows): the last --val-frac of the training window, at most --eval-rows and
+    VAL_ROWS_MAX rows (tail_split), on which the run's policy is chosen (foxc.evaluate.selection); (market, None)
+    with --val-frac 0."""
     if not cfg.val_frac or market.n_rows * cfg.val_frac < 2:  # too few to hold out: the episode check says so
         return market, None
-    frac = min(cfg.val_frac, VAL_ROWS_MAX / market.n_rows)
+    frac = min(cfg.val_frac, min(VAL_ROWS_MAX, cfg.eval_rows) / market.n_rows)
     return tail_split(cfg, market, frac, f"--val-frac {cfg.val_frac}")
 
 
