@@ -73,7 +73,7 @@ class TrainConfig:
     eval_rows: int = 8_192  # held-out snapshots each evaluation walks
     holdout_frac: float = 0.1  # real data: the last fraction of the rows, held out for the evaluations
     val_frac: float = 0.2  # the end of the training rows, held out of training to choose the run's policy; 0: off
-    val_every: int = 0  # steps between validations; 0: ten over the run
+    val_every: int = 0  # steps between validations; 0: ten over --n-steps (resolved when the run starts)
     isv: tuple[tuple[str, float], ...] = ()  # ISV slots set at the start of the run (name, value)
     device_data_gb: float | None = None  # device memory for the training data; None: DATA_BUDGET_FRACTION of free
     rotate_every: int = 1000  # steps between refills of one slot when the data does not fit (foxc.data.resident)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from ..checkpoint import CheckpointSaveError, CheckpointSaver, config_differences, read_checkpoint
@@ -39,6 +40,8 @@ class Trainer:
         (None: none, the final weights are the run's policy). The configuration kept (`self.cfg`, what the
         checkpoints record) has --device-data-gb resolved against the device's free memory."""
         cfg = cfg.with_data_budget(rt.free_bytes())
+        if not cfg.val_every:  # resolved once, so a resume keeps the schedule (steps it validates at)
+            cfg = replace(cfg, val_every=cfg.validation_every)
         self.rt, self.cfg = rt, cfg
         self.ts = TrainStep(rt, cfg, market, labels, ring_len)
         yard_rows = market if held is not None and optimum is None and isinstance(market, MarketData) else None
@@ -214,7 +217,7 @@ class Trainer:
             self.step()
             step = self.steps_done
             save = checkpoint_every and self.saver and step % checkpoint_every == 0
-            if self.validation is not None and (step % val_every == 0 or step == target):
+            if self.validation is not None and step % val_every == 0:
                 evals.setdefault(step, {}).update(self.validate())
                 eval_seconds += evals[step]["val_seconds"]
             if step % every == 0 or step == target:
