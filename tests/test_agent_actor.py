@@ -15,6 +15,7 @@ def test_greedy_actor_acts_on_the_best_valid_c51_mean(ref_rt, rng):
     params = Parameters(ref_rt, FEATURES, D, rl_hidden=R)
     params.init(rng)
     isv = IsvBus(ref_rt)
+    isv["entry_margin"] = 0.0  # the plain argmax (the margin's own tests: test_agent_reference)
     h = ref_rt.device_array((B, D), np.float32, "h")
     h.upload(np.tanh(rng.standard_normal((B, D))).astype(np.float32))
     pos = ref_rt.device_array(B, POSITION_DTYPE, "pos")

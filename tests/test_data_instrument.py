@@ -633,7 +633,8 @@ def test_a_symbol_and_its_id_are_one_selection_to_a_cache_and_a_run(tmp_path):
         with pytest.raises(DataError, match="prepared with --instrument 13615, not this --instrument ESH1"):
             check_selection(tmp_path / given, manifest, "ESH1")
     digest = lambda given: run_data(TrainConfig.for_backend(  # noqa: E731
-        "reference", data=str(PARENT_DBN), instrument=given, horizons=(1, 2, 3), seq_len=4)).source["sha256"]
+        "reference", data=str(PARENT_DBN), instrument=given, horizons=(1, 2, 3), seq_len=4,
+        holdout_frac=0.0)).source["sha256"]
     assert digest("NQH1") == digest("13615") != digest("ESH1")
 
 

@@ -137,7 +137,9 @@ def test_agent_holds_without_a_whole_window_in_its_segment(ref_rt):
     K = 6
     params = Parameters(ref_rt, FEATURES, HIDDEN_DIM)
     params.init(np.random.default_rng(0))
-    agent = AgentPolicy(ref_rt, params, IsvBus(ref_rt), seq_len=K)
+    bus = IsvBus(ref_rt)
+    bus["entry_margin"] = 0.0  # random weights trade at once without the margin
+    agent = AgentPolicy(ref_rt, params, bus, seq_len=K)
     ev = evaluate(agent, window, EvalConfig(n_backtests=4), tick=data.tick, rt=ref_rt)
     agent.close()
     seg = window["segment"]

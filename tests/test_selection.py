@@ -9,7 +9,7 @@ from foxc.data.markets import MARKETS, market as named
 from foxc.data.record import PRICE_UNDEF
 from foxc.data.synthetic import generate, synthetic_data
 from foxc.evaluate.agent import AgentPolicy, FlatPolicy
-from foxc.evaluate.selection import VAL_Z
+from foxc.evaluate.selection import VAL_Z, validates_at
 from foxc.trainer.config import TrainConfig
 from foxc.trainer.heldout import validation_split
 from foxc.trainer.session import run_data
@@ -103,15 +103,15 @@ def test_the_selection_resumes_exactly(ref_rt, tmp_path):
 
 def test_the_run_is_evaluated_with_its_policy(ref_rt):
     """The final held-out evaluation is the run's policy's; the trainer's summary says which it is."""
-    cfg = TrainConfig.for_backend("reference", n_steps=6, n_backtests=8, seq_len=4, per_capacity=64,
-                                  synthetic_rows=20_000, eval_rows=2_000, log_every=3, checkpoint_every=0)
+    cfg = TrainConfig.for_backend("reference", n_steps=20, n_backtests=8, seq_len=4, per_capacity=64,
+                                  synthetic_rows=20_000, eval_rows=2_000, log_every=5, checkpoint_every=0)
     data = run_data(cfg)
     assert data.val is not None and data.val.n_rows == 2_000  # at most --eval-rows
     from foxc.trainer.run import Trainer
     t = Trainer(ref_rt, cfg, data.market, data.labels, held=data.held, optimum=data.optimum, val=data.val)
     summary = t.train(cfg.n_steps)
     sel, ev = summary["selection"], summary["evaluation"]
-    assert sel["validations"] == 6 and sel["val_rows"] == 2_000  # ten over the run: every step of six
+    assert sel["validations"] == 2 and sel["val_rows"] == 2_000  # at steps 10 and 20
     assert ev["eval_policy"] == ("flat: never trades" if sel["kept"] == "flat" else
                                  f"rl: foxc agent (greedy), kept at step {sel['kept']}")
     if sel["kept"] == "flat":
@@ -119,6 +119,13 @@ def test_the_run_is_evaluated_with_its_policy(ref_rt):
     else:
         assert sel["val_pnl_ticks"] > VAL_Z * sel["val_se"]
     t.close()
+
+
+def test_validation_steps_do_not_depend_on_the_run_length():
+    by_default = [s for s in range(1, 2_000_001) if validates_at(s, 0)]
+    assert by_default == [10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000, 200_000,
+                          500_000, 1_000_000, 2_000_000]
+    assert [s for s in range(1, 40) if validates_at(s, 7)] == [7, 14, 21, 28, 35]
 
 
 def test_val_frac_zero_keeps_the_final_weights(ref_rt):

@@ -297,7 +297,7 @@ def test_training_rows_too_short_for_a_window_name_the_flags_and_the_remedy(ref_
         f"--data {path}: an episode needs a segment of 9 snapshots (a --seq-len 8 window and a step after it), and "
         "the longest segment of the 4 training snapshots (--holdout 0.9 held out 46 of the 50) holds 4 (give a "
         "smaller --holdout, a shorter --seq-len or more data)")
-    assert refused(generate(8, seed=1)) == (  # no evaluation: nothing held out
+    assert refused(generate(8, seed=1), holdout_frac=0.0) == (  # no evaluation: nothing held out
         f"--data {path}: an episode needs a segment of 9 snapshots (a --seq-len 8 window and a step after it), and "
         "the longest segment of the 8 training snapshots holds 8 (give a shorter --seq-len or more data)")
     crossed = generate(3000, seed=1)  # validation skipped most rows: that is named as the cause
@@ -309,7 +309,7 @@ def test_training_rows_too_short_for_a_window_name_the_flags_and_the_remedy(ref_
         "5 training snapshots (--holdout 0.5 held out 5 of the 10) holds 5 (give a smaller --holdout, a shorter "
         f"--seq-len or more data; python -m foxc.data inspect {path} shows the skips per file)")
     write_parquet(path, generate(9, seed=1))
-    cfg = TrainConfig.for_backend("reference", **settings, n_step=8)
+    cfg = TrainConfig.for_backend("reference", **settings, n_step=8, holdout_frac=0.0)
     data = run_data(cfg)
     t = Trainer(ref_rt, cfg, data.market, data.labels)
     t.train(2)

@@ -42,7 +42,8 @@ def test_a_folds_evaluation_out_of_memory_is_one_line_naming_the_remedy(tmp_path
     out = tmp_path / "wf"
     assert walkforward.main(["--backend", "reference", "--synthetic-rows", "20000", "--folds", "1",
                              "--steps-per-fold", "2", "--no-plots", "--out", str(out), "--n-backtests", "8",
-                             "--seq-len", "4", "--per-capacity", "64"]) == 2
+                             "--seq-len", "4", "--per-capacity", "64",
+                             "--val-frac", "0"]) == 2  # no validation: training never evaluates
     assert capsys.readouterr().err == (
         "foxc.walkforward: error: --data synthetic: fold 0: evaluating its evaluation window: out of memory: 10,000 "
         "snapshots take 3.52 MB of records (352 bytes each), and arrays of each as they are evaluated; give fewer "

@@ -35,6 +35,19 @@ RULE = (f"the validation with the best net PnL among those that beat flat by mor
         "flat when none did")
 
 
+def validates_at(step: int, every: int) -> bool:
+    """Whether a run validates after `step`: every `every` steps, or (0) at 10, 20, 50, 100, 200, 500, ... — early
+    weights are candidates too (a learner that memorises a short window is best early), a long run is validated a
+    few times, and the steps do not depend on how many a run asks for (a resumed run validates where an
+    uninterrupted one does)."""
+    if every:
+        return step % every == 0
+    if step < 10:
+        return False
+    digits = str(step).rstrip("0")
+    return digits in ("1", "2", "5")
+
+
 class Kept(Component):
     """The weights and ISV the validation kept so far, and its record, on the device (persistent)."""
 

@@ -183,7 +183,7 @@ _TABLE = [
     ("reward_clamp_win", 1.0, POSITIVE, "the seed's clamp (mode 1): rewards above this are clipped; the loss side adapts as a multiple of it"),
     ("reward_pos_ema", 0.0, STATE, "EMA (rate loss_ema_rate) of the mean positive raw reward"),
     ("reward_neg_ema", 0.0, STATE, "EMA (rate loss_ema_rate) of the mean magnitude of the negative raw rewards"),
-    ("price_unit_ticks", 1.0, Internal("state", "the trainer sets it from the training data's median spread"),
+    ("price_unit_ticks", 1.0, Internal("run", "the trainer sets it from the training data's median spread"),
      "the agent's unit of price in ticks: the training data's median spread; prices, spreads, rewards and Q are in it"),
     ("entry_margin", 0.25, NONNEGATIVE,
      "greedy acting opens or reverses a position only when the C51 mean of that action beats staying out "
@@ -224,7 +224,7 @@ def setting_problem(name: str, value: float) -> str | None:
     if s is None:
         return unknown_slot(name)
     if isinstance(s.valid, Internal):
-        if s.valid.kind == "state":
+        if s.valid.kind in ("state", "run"):
             return f"state the trainer owns, not a setting ({s.valid.why or 'its kernels write it as it trains'})"
         return "read by no kernel (kept for its slot index): setting it would change nothing"
     if not math.isfinite(value):

@@ -71,9 +71,9 @@ class TrainConfig:
     checkpoint_every: int = 5000
     eval_every: int = 0  # steps between greedy evaluations on held-out rows; 0: only at the end
     eval_rows: int = 8_192  # held-out snapshots each evaluation walks
-    holdout_frac: float = 0.1  # real data: the last fraction of the rows, held out for the evaluations
+    holdout_frac: float = 0.1  # real data: the last fraction of the rows, held out for the evaluations; 0: none
     val_frac: float = 0.2  # the end of the training rows, held out of training to choose the run's policy; 0: off
-    val_every: int = 0  # steps between validations; 0: ten over --n-steps (resolved when the run starts)
+    val_every: int = 0  # steps between validations; 0: at 10, 20, 50, 100, 200, 500, ... (foxc.evaluate.selection)
     isv: tuple[tuple[str, float], ...] = ()  # ISV slots set at the start of the run (name, value)
     device_data_gb: float | None = None  # device memory for the training data; None: DATA_BUDGET_FRACTION of free
     rotate_every: int = 1000  # steps between refills of one slot when the data does not fit (foxc.data.resident)
@@ -102,7 +102,7 @@ class TrainConfig:
             (self.checkpoint_every >= 0, "--checkpoint-every must be >= 0"),
             (self.eval_every >= 0, "--eval-every must be >= 0"),
             (self.eval_rows >= 1000, "--eval-rows must be >= 1000"),
-            (0.0 < self.holdout_frac < 1.0, "--holdout must be between 0 and 1"),
+            (0.0 <= self.holdout_frac < 1.0, "--holdout must be 0 (off) or between 0 and 1"),
             (0.0 <= self.val_frac < 1.0, "--val-frac must be 0 (off) or between 0 and 1"),
             (self.val_every >= 0, "--val-every must be >= 0"),
             (self.synthetic_rows >= 1000, "--synthetic-rows must be >= 1000"),
@@ -202,11 +202,6 @@ class TrainConfig:
     SHAPE_KEYS = ("n_backtests", "seq_len", "per_capacity", "n_step", "precision", "horizons", "lots_per_entry",
                   "fee_per_lot", "episode_steps", "data", "tick", "synthetic", "synthetic_rows", "seed", "actor",
                   "val_frac")
-
-    @property
-    def validation_every(self) -> int:
-        """Steps between validations: --val-every, or ten validations over --n-steps."""
-        return self.val_every or max(1, -(-self.n_steps // 10))
 
 
 def isv_conflict(values: dict, rings: int, live: bool = False) -> tuple[str, tuple[str, ...]] | None:
@@ -314,11 +309,12 @@ def add_config_arguments(ap: argparse.ArgumentParser) -> list[argparse.Action]:
                                        "0 on the reference: only the final one)")
     add("--eval-rows", type=int, help="held-out snapshots each evaluation walks")
     add("--holdout", dest="holdout_frac", type=float,
-        help="with --data: the last fraction of the rows, held out of training for the evaluations (default 0.1)")
+        help="with --data: the last fraction of the rows, held out of training for the evaluations; 0: none, no "
+             "held-out evaluation (default 0.1)")
     add("--val-frac", type=float,
         help="the end of the training rows held out of training to choose the run's policy on: the best validated "
              "weights, or flat when none beats flat by 2 standard errors; 0: off, the final weights (default 0.2)")
-    add("--val-every", type=int, help="steps between validations (default: ten over the run)")
+    add("--val-every", type=int, help="steps between validations (default: at steps 10, 20, 50, 100, 200, 500, ...)")
     add("--device-data-gb", type=float,
         help="device memory for the training data (snapshots and label planes), in GB (default: half the free "
              "memory; 1 on the reference backend); data larger than this rotates through the device by segment")

@@ -49,11 +49,13 @@ def holdout_market(cfg, market):
 
     Synthetic data: a fresh draw of the same market with another seed (cfg.eval_rows rows), the
     training rows untouched. Real data: the last `holdout_frac` of the rows (tail_split), removed from
-    training."""
+    training; (market, None) with --holdout 0."""
     if cfg.data is None:
         from ..data.markets import MARKETS
         held = synthetic_rows(cfg.eval_rows, "--eval-rows", seed=cfg.seed + 7919, params=MARKETS[cfg.synthetic].params)
         return market, held
+    if not cfg.holdout_frac:
+        return market, None
     return tail_split(cfg, market, cfg.holdout_frac, f"--holdout {cfg.holdout_frac}")
 
 

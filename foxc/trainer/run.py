@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from ..checkpoint import CheckpointSaveError, CheckpointSaver, config_differences, read_checkpoint
@@ -13,7 +12,7 @@ from ..profile import KernelProfiler, ProfilerWindow, nvtx_range
 from .config import TrainConfig, isv_conflict
 from .heldout import HeldOutEvaluation
 from ..data.market import MarketData
-from ..evaluate.selection import RULE, Validation
+from ..evaluate.selection import RULE, Validation, validates_at
 from .rundir import ResumeError
 from .metrics import FrameBlocks, MetricsLog, device_span, interval_record
 from .state import Staging, expected_sections, export_state, import_state
@@ -40,8 +39,6 @@ class Trainer:
         (None: none, the final weights are the run's policy). The configuration kept (`self.cfg`, what the
         checkpoints record) has --device-data-gb resolved against the device's free memory."""
         cfg = cfg.with_data_budget(rt.free_bytes())
-        if not cfg.val_every:  # resolved once, so a resume keeps the schedule (steps it validates at)
-            cfg = replace(cfg, val_every=cfg.validation_every)
         self.rt, self.cfg = rt, cfg
         self.ts = TrainStep(rt, cfg, market, labels, ring_len)
         yard_rows = market if held is not None and optimum is None and isinstance(market, MarketData) else None
@@ -181,7 +178,7 @@ class Trainer:
         eval_every, next_eval = self.cfg.eval_every, None
         if self.heldout is not None and eval_every:
             next_eval = (self.steps_done // eval_every + 1) * eval_every
-        val_every = self.cfg.validation_every
+        val_every = self.cfg.val_every
 
         def read(wait: bool = False):
             if wait:
@@ -217,7 +214,7 @@ class Trainer:
             self.step()
             step = self.steps_done
             save = checkpoint_every and self.saver and step % checkpoint_every == 0
-            if self.validation is not None and step % val_every == 0:
+            if self.validation is not None and validates_at(step, val_every):
                 evals.setdefault(step, {}).update(self.validate())
                 eval_seconds += evals[step]["val_seconds"]
             if step % every == 0 or step == target:
