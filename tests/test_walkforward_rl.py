@@ -71,7 +71,7 @@ def test_a_folds_training_out_of_memory_is_one_line_naming_the_remedy(tmp_path, 
     assert walkforward.main(["--backend", "reference", "--synthetic-rows", "20000", "--folds", "1",
                              "--steps-per-fold", "2", "--no-plots", "--out", str(out), "--n-backtests", "8",
                              "--seq-len", "4", "--per-capacity", "64"]) == 2
-    need = ("10,000 snapshots take 3.52 MB of records (352 bytes each) and 0.84 MB of label planes (84 bytes each), "
+    need = ("8,000 snapshots take 2.82 MB of records (352 bytes each) and 0.67 MB of label planes (84 bytes each), "
             "with a replay of --per-capacity 64 transitions and the arrays of --n-backtests 8 backtests")
     assert capsys.readouterr().err == (
         f"foxc.walkforward: error: --data synthetic: fold 0: training on its training window: out of memory: {need}; "
