@@ -28,12 +28,14 @@ from foxc.walkforward import main as walkforward_main
 
 CLI_S = 300
 # two folds of the RL trainer, tiny (as tests/test_walkforward.py's and tests/test_sweep.py's settings)
+# the final weights, without the entry margin: tiny agents that trade, so each fold's figures are its own
+AGENT = ["--val-frac", "0", "--set", "entry_margin=0"]
 WF = ["--backend", "reference", "--synthetic-rows", "12000", "--folds", "2", "--steps-per-fold", "12",
-      "--eval-backtests", "8", "--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64", "--no-plots"]
+      "--eval-backtests", "8", "--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64", "--no-plots", *AGENT]
 # two points of two seeds: four runs
 SWEEP = ["--backend", "reference", "--steps", "12", "--n-backtests", "16", "--seq-len", "4", "--per-capacity", "16",
          "--synthetic-rows", "5000", "--eval-rows", "1000", "--log-every", "6", "--no-plots",
-         "--grid", "lr_q=1e-4,3e-4", "--seeds", "2"]
+         "--grid", "lr_q=1e-4,3e-4", "--seeds", "2", *AGENT]
 # what differs from one run of a command to the next: times, where it ran, the runner's name; every other figure
 # is compared
 WF_RUN_VOLATILE = {"seconds", "created", "parallel"}
