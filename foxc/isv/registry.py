@@ -185,7 +185,7 @@ _TABLE = [
     ("reward_neg_ema", 0.0, STATE, "EMA (rate loss_ema_rate) of the mean magnitude of the negative raw rewards"),
     ("price_unit_ticks", 1.0, Internal("run", "the trainer sets it from the training data's median spread"),
      "the agent's unit of price in ticks: the training data's median spread; prices, spreads, rewards and Q are in it"),
-    ("entry_margin", 0.25, NONNEGATIVE,
+    ("entry_margin", 0.0, NONNEGATIVE,
      "greedy acting opens or reverses a position only when the C51 mean of that action beats staying out "
      "(HOLD when flat, the exit when reversing) by more than this, in price units (spreads): an unsure agent stays flat"),
 ]
