@@ -50,7 +50,7 @@ def test_every_slot_is_a_setting_with_its_default_in_range_or_internal():
             assert s.bootstrap in s.valid, f"{s.name}: the default {s.bootstrap} is outside {s.valid}"
             assert setting_problem(s.name, s.bootstrap) is None
         else:
-            assert s.valid.kind in ("state", "unused"), s.name
+            assert s.valid.kind in ("state", "run", "unused"), s.name
     state = {s.name for s in SLOTS if not s.settable and s.valid.kind == "state"}
     owned = {"step_lo", "step_hi", "popart_mean", "popart_var", "mean_abs_pnl_ema", "hold_frac_ema",
              "action_entropy_ema", "reward_clip_frac_ema", "reward_pos_ema", "reward_neg_ema"}

@@ -104,7 +104,7 @@ def test_the_selection_resumes_exactly(ref_rt, tmp_path):
 def test_the_run_is_evaluated_with_its_policy(ref_rt):
     """The final held-out evaluation is the run's policy's; the trainer's summary says which it is."""
     cfg = TrainConfig.for_backend("reference", n_steps=20, n_backtests=8, seq_len=4, per_capacity=64,
-                                  synthetic_rows=20_000, eval_rows=2_000, log_every=5, checkpoint_every=0)
+                                  synthetic_rows=20_000, eval_rows=2_000, log_every=5, checkpoint_every=0, val_every=0)
     data = run_data(cfg)
     assert data.val is not None and data.val.n_rows == 2_000  # at most --eval-rows
     from foxc.trainer.run import Trainer

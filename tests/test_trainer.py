@@ -77,7 +77,7 @@ def test_config_errors_name_the_flag():
     with pytest.raises(ConfigError) as err:  # as the flag spells it, not a Python tuple "(10, 50)"
         config(horizons=(10, 50))
     assert str(err.value) == "--horizons needs three positive values (got 10,50)"
-    assert TrainConfig.for_backend("reference", n_steps=None).n_steps == 150
+    assert TrainConfig.for_backend("reference", n_steps=None).n_steps == 3000
 
 
 def cli(*args, cwd=None):
