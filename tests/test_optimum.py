@@ -89,7 +89,7 @@ def independent_gain(params, fee_ticks, n=101, gamma=0.99999, betas=None):
 NO_EDGE = ("null", "regime", "wide")  # markets where a market order (of an agent that cannot tell the regime) earns ~0
 
 
-@pytest.mark.parametrize("name", list(MARKETS))
+@pytest.mark.parametrize("name", [pytest.param(m, marks=pytest.mark.slow) if m == "wide" else m for m in MARKETS])
 def test_optimum_agrees_with_an_independent_solver(name):
     m = market(name)
     n = 41 if name == "wide" else 101  # eleven spreads: a coarser grid keeps the exact solves small
