@@ -18,6 +18,7 @@ from ..cli import ArgumentParser, PathArg, UsageError, finite_float, nonnegative
     output_dir, output_file, positive_int, positive_ints, run, text_table
 from .labels import N_HORIZONS, LabelConfig, balance, balance_counts, compute_labels
 from .market import add_tick_flag, tick_units
+from .markets import MARKETS
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_BYTES
 from .select import add_instrument_flag
 from .validate import VALIDATION_JSON, ValidationConfig
@@ -141,12 +142,13 @@ def inspect_cache(args) -> int:
 
 
 def cmd_synth(args) -> int:
+    from .markets import market
     from .parquet import write_parquet
     from .synthetic import generate
     out = output_file("--out", args.out, suffixes=(".parquet",), overwrite=args.overwrite,
                       overwrite_flag="--overwrite")
     try:
-        rec = generate(args.rows, args.seed)
+        rec = generate(args.rows, args.seed, market(args.market).params)
     except MemoryError:
         gb = args.rows * SNAPSHOT_BYTES / 1e9
         raise UsageError(f"--rows {args.rows:,}: not enough memory to generate them ({gb:,.1f} GB of snapshots, and "
@@ -158,7 +160,7 @@ def cmd_synth(args) -> int:
         os.replace(part, out)
     finally:
         part.unlink(missing_ok=True)
-    print(f"wrote {args.rows} synthetic MBP-10 snapshots (seed {args.seed}) to {out}")
+    print(f"wrote {args.rows} snapshots of the synthetic market {args.market} (seed {args.seed}) to {out}")
     return 0
 
 
@@ -234,6 +236,9 @@ def parse_args(argv):
     syn.add_argument("--overwrite", action="store_true", help="replace --out when it exists")
     syn.add_argument("--rows", type=positive_int, default=1_000_000, help="snapshots (default 1,000,000)")
     syn.add_argument("--seed", type=nonnegative_int, default=0)
+    syn.add_argument("--market", choices=tuple(MARKETS), default="default",
+                     help="the named synthetic market (foxc.data.markets; default: default); e.g. wide, a stock's "
+                          "microstructure, to try the real-data path on a market with no edge")
     pre = sub.add_parser("prepare", help="validate and label data once into a cache that --data CACHE trains from")
     pre.add_argument("data", type=PathArg("a file, a directory or a glob"),
                      help="a file, a directory or a glob: .parquet, .dbn, .dbn.zst, *_orderbook_N.csv")
