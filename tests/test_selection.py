@@ -189,3 +189,33 @@ def test_a_market_trains_on_its_own_window(name, rows):
     assert data.source["rows"] == rows and data.market.n_rows + data.val.n_rows == rows
     assert data.optimum == pytest.approx({"short": 0.02824, "regime": 0.0, "default": 0.02824}[name], abs=1e-4)
     assert MARKETS[name].window_rows == (None if name == "default" else rows)
+
+
+def test_synth_writes_any_named_market(tmp_path):
+    from foxc.data.__main__ import main
+    from foxc.data.source import load
+    out = tmp_path / "wide.parquet"
+    assert main(["synth", "--market", "wide", "--rows", "5000", "--out", str(out)]) == 0
+    rec = load(str(out)).records
+    spread = (rec["ask_px"][:, 0] - rec["bid_px"][:, 0]) // named("wide").params.tick_units
+    assert spread.min() >= 10 and spread.max() <= 20
+    with pytest.raises(SystemExit) as err:
+        main(["synth", "--market", "bogus", "--out", str(tmp_path / "x.parquet")])
+    assert err.value.code == 2
+
+
+@pytest.mark.slow
+def test_a_day_with_no_edge_is_not_traded(tmp_path, capsys):
+    """A stock-like day (wide: no edge a market order can take) as a file: the run's policy makes no losing trades
+    on its held-out rows, where the yardstick (which trades on the imbalance) loses; both are on the last line."""
+    import json
+    from foxc import train
+    from foxc.data.__main__ import main
+    day = tmp_path / "day.parquet"
+    assert main(["synth", "--market", "wide", "--rows", "60000", "--seed", "3", "--out", str(day)]) == 0
+    assert train.main(["--backend", "reference", "--data", str(day), "--n-steps", "1000", "--out",
+                       str(tmp_path / "run")]) == 0
+    e = json.loads((tmp_path / "run" / "summary.json").read_text())["evaluation"]
+    assert e["eval_pnl"] >= 0 and e["eval_trades"] * 2000 / e["eval_rows"] <= 1
+    assert e["eval_yardstick_pnl"] < 0 and e["eval_yardstick_trades"] > 0
+    assert "beside it flat +0.0000 and the logistic-imbalance yardstick -" in capsys.readouterr().out
