@@ -308,6 +308,37 @@ class CrashingJob:
         return {"key": self.key, "error": error}
 
 
+def test_two_slots_of_one_gpu_run_two_workers_at_once(tmp_path, monkeypatch):
+    """--workers 2 on one GPU: two processes share it (slots by position; the same id twice was one slot, so the
+    workers ran one after another, and so did two CPU workers)."""
+    procs, started = [], []
+
+    class Proc:
+        def __init__(self):
+            self.polls, self.done, self.returncode = 0, False, 0
+
+        def poll(self):
+            self.polls += 1
+            self.done = self.polls > 1
+            return 0 if self.done else None
+
+    class Log:
+        def close(self):
+            pass
+
+    def start(job, slot, env):
+        started.append((job.key, slot, sum(not p.done for p in procs)))  # workers still running when it starts
+        procs.append(Proc())
+        return procs[-1], Log()
+    monkeypatch.setattr(scaleout, "_start_worker", start)
+    monkeypatch.setattr(scaleout, "_worker_record", lambda job, rc: {"key": job.key})
+    monkeypatch.setattr(scaleout, "POLL_S", 0)
+    jobs = [CrashingJob(str(i), str(tmp_path / str(i))) for i in range(3)]
+    assert [r["key"] for r in scaleout.run_local(jobs, ["0", "0"])] == ["0", "1", "2"]
+    assert [(key, slot) for key, slot, _ in started] == [("0", "0"), ("1", "0"), ("2", "0")]
+    assert started[1][2] == 1, "the second worker started while the first still ran"
+
+
 def test_a_worker_that_dies_without_a_record_gives_a_failed_record(tmp_path):
     jobs = [CrashingJob(str(i), str(tmp_path / str(i))) for i in range(3)]
     seen = []
@@ -394,6 +425,7 @@ def test_local_slots_are_cpu_workers_on_the_reference_backend_and_visible_gpus_w
     assert scaleout.local_slots("reference", None, 1) == [None]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
     assert scaleout.local_slots("cuda", None, 4) == ["3", "5"] and scaleout.local_slots("auto", 1, 4) == ["3"]
+    assert scaleout.local_slots("cuda", 3, 4) == ["3", "5", "3"]  # --workers above the GPUs: they share them
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     with pytest.raises(scaleout.ScaleoutError, match="no visible GPU"):
         scaleout.local_slots("cuda", None, 2)

@@ -145,30 +145,32 @@ def visible_gpus() -> list[str]:
 
 
 def local_slots(backend: str | None, workers: int | None, jobs: int) -> list[str | None]:
-    """GPU ids for one process each, or CPU worker slots (None) on the reference backend."""
+    """GPU ids for one process each (`workers` above the GPUs share them, in turn), or CPU worker slots (None) on
+    the reference backend."""
     backend = backend or os.environ.get("FOXC_BACKEND") or "auto"
     gpus = [] if backend == "reference" else visible_gpus()
     if gpus:
-        return gpus[:workers] if workers else gpus
+        return [gpus[i % len(gpus)] for i in range(workers)] if workers else gpus
     if backend == "cuda":
         raise ScaleoutError("--parallel local with --backend cuda: no visible GPU")
     return [None] * max(1, min(jobs, workers or os.cpu_count() or 1))
 
 
 def run_local(jobs: list, slots: list[str | None], env: dict | None = None, on_result=None) -> list[dict]:
-    """A worker process per job, at most one per slot at once; `slots`: GPU ids, or None for CPU workers.
+    """A worker process per job, at most one per slot at once; `slots`: GPU ids (one GPU may be several slots:
+    processes sharing it), or None for CPU workers.
 
     A worker's stdout/stderr go to `worker.log` in the job's directory; `on_result(job, record)` is
     called as each job ends."""
     if not slots:
         raise ValueError("run_local needs at least one slot")
-    pending, free = list(jobs), list(dict.fromkeys(slots))
+    pending, free = list(jobs), list(range(len(slots)))  # slots by position: a GPU named twice is two
     running: list[tuple] = []  # (job, process, log file, slot)
     results: dict = {}
     while pending or running:
         while pending and free:
             slot, job = free.pop(0), pending.pop(0)
-            running.append((job, *_start_worker(job, slot, env), slot))
+            running.append((job, *_start_worker(job, slots[slot], env), slot))
         for entry in [r for r in running if r[1].poll() is not None]:
             job, proc, log, slot = entry
             log.close()
