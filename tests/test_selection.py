@@ -219,3 +219,34 @@ def test_a_day_with_no_edge_is_not_traded(tmp_path, capsys):
     assert e["eval_pnl"] >= 0 and e["eval_trades"] * 2000 / e["eval_rows"] <= 1
     assert e["eval_yardstick_pnl"] < 0 and e["eval_yardstick_trades"] > 0
     assert "beside it flat +0.0000 and the logistic-imbalance yardstick -" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_weights_that_go_wrong_after_a_good_validation_are_not_the_runs_policy(ref_rt):
+    """A learner that memorises its window gets worse on the rows after it as it trains on: its later weights
+    lose where its earlier ones earned. Here the later weights are made to go wrong on purpose (the C51 head's
+    weights negated between validations, so the agent trades against the signal it learned): the selection keeps
+    the step it validated before, and the run's held-out evaluation earns what those weights earn while the live
+    weights lose."""
+    from foxc.trainer.run import Trainer
+    cfg = TrainConfig.for_backend("reference", synthetic="easy", n_steps=3500, val_every=500, checkpoint_every=0)
+    data = run_data(cfg)
+    t = Trainer(ref_rt, cfg, data.market, data.labels, held=data.held, optimum=data.optimum, val=data.val)
+    t.train(3000)
+    good = t.selection()
+    assert good["kept"] != "flat", good  # easy's edge is found within 3,000 steps on a CPU (the quick start's run)
+    params = t.ts.learner.params
+    theta = params.theta.download()
+    for name in ("dqn_w", "dqn_b"):
+        tensor = params.by_name[name]
+        theta[tensor.offset:tensor.offset + tensor.size] *= -1.0
+    params.theta.upload(theta)
+    live = t.heldout.run()  # the live weights, gone wrong
+    assert live["eval_pnl"] < 0 and live["eval_trades"] > 0
+    params.theta.upload(theta)  # (the evaluation reads them only)
+    summary = t.train(500)
+    assert summary["selection"]["kept"] == good["kept"]  # the validation at 3,500 did not beat the kept one
+    e = summary["evaluation"]
+    assert e["eval_policy"] == f"rl: foxc agent (greedy), kept at step {good['kept']}"
+    assert e["eval_pnl"] > 0.5 * data.optimum
+    t.close()
