@@ -9,6 +9,8 @@ import sys
 
 from ..cgen import GeneratedHeader
 from ..lobsim.layout import ACTION_NAMES, FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG, N_ACTIONS, SHORT  # noqa: F401
+# The learner reads these too (foxc.nn is a floor below the agent): defined there, the agent's header emits them.
+from ..nn.layout import LOSS_NAMES, N_POSITION_FEATURES, POS_INDEX, POSITION_FEATURES, Q_INVALID, valid_actions  # noqa: F401
 
 FLAG_GATED = 1  # an entry the confidence gate turned into HOLD
 FLAG_STOPPED = 2  # the stop-loss forced a flat exit
@@ -19,19 +21,7 @@ STATE_BLOCK = 128  # threads of agent_state (one block per backtest copies its h
 # distilled from it (softmax over the valid actions).
 ACTOR_Q, ACTOR_POLICY = 0, 1
 ACTORS = {"q": ACTOR_Q, "policy": ACTOR_POLICY}
-Q_INVALID = -1e30  # the Q value given to an action that changes nothing in a state (never chosen)
 
-# The agent's state: the encoder's h, then these features of the backtest's own position, written
-# by agent_state each step (cuda/agent/state.cu). The RL heads read the whole row; the replay
-# stores it as the transition's state, so Q, V and pi tell flat from long.
-POSITION_FEATURES = (
-    ("side", "sign of the position: -1 short, 0 flat, +1 long"),
-    ("unrealized", "tanh(unrealized PnL per lot, in ticks, at the current mid / UNREALIZED_SCALE_TICKS); 0 flat"),
-    ("time_in_trade", "tanh(steps the position has been held / TIME_SCALE_STEPS); 0 flat"),
-    ("spread", "the current snapshot's spread in ticks, at most SPREAD_CAP_TICKS"),
-)
-N_POSITION_FEATURES = len(POSITION_FEATURES)
-POS_INDEX = {name: i for i, (name, _) in enumerate(POSITION_FEATURES)}
 UNREALIZED_SCALE_TICKS = 4.0
 # The seed's confidence gate: its threshold lives in [GATE_THRESHOLD_MIN, GATE_THRESHOLD_MAX] and
 # follows an EMA (rate GATE_HOLD_EMA_RATE) of the HOLD fraction.
@@ -42,18 +32,6 @@ LOSS_CLAMP_GAIN, LOSS_CLAMP_MIN, LOSS_CLAMP_MAX = 1.1, 1.0, 3.0
 TIME_SCALE_STEPS = 64.0
 SPREAD_CAP_TICKS = 8.0
 
-
-def valid_actions(side):
-    """bool [..., 5]: which actions change something for a position of sign `side` (numpy, any shape).
-
-    HOLD always; LONG and SHORT unless already on that side (LONG while short reverses); each
-    exit only from its own side. The others are no-ops the simulator would take as HOLD, so the
-    agent neither acts on nor bootstraps from them: three choices in every state."""
-    import numpy as np
-    side = np.asarray(side)[..., None]
-    a = np.arange(N_ACTIONS)
-    return ((a == HOLD) | ((a == LONG) & (side <= 0)) | ((a == SHORT) & (side >= 0))
-            | ((a == FLAT_FROM_LONG) & (side > 0)) | ((a == FLAT_FROM_SHORT) & (side < 0)))
 
 # One float64 per field, written by agent_step_stats each step.
 STAT_FIELDS = [
@@ -80,7 +58,6 @@ STAT_INDEX = {name: i for i, (name, _) in enumerate(STAT_FIELDS)}
 # The diagnostics frame (float64 fields) written each step into a mapped-pinned ring:
 # a header, the step statistics, the losses, chosen ISV slots, extras from other components and
 # the device's clock when the frame was written (rates come from it, not from the host's clock).
-LOSS_NAMES = ("l_q", "l_pi", "l_v", "l_bce")
 FRAME_ISV = ("lr_q", "lr_policy", "lr_value", "lr_perception", "lr_encoder", "entropy_coef", "per_beta",
              "popart_mean", "popart_var", "reward_clamp_lo", "reward_clamp_hi", "mean_abs_pnl_ema")
 N_FRAME_EXTRAS = 8  # slots for other components' counters (e.g. the simulator's skipped snapshots)

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..agent.layout import Q_INVALID
-from .layout import ACT_IDENTITY, ACT_RELU, ACT_SIGMOID, ACT_TANH, C51_ATOMS, N_ACTIONS  # noqa: F401
+from .layout import ACT_IDENTITY, ACT_RELU, ACT_SIGMOID, ACT_TANH, C51_ATOMS, N_ACTIONS, Q_INVALID  # noqa: F401
 
 
 

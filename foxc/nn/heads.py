@@ -2,18 +2,17 @@
 
 The head matrices are linear layers (`matmul.plan_linear`); this kernel reads their logits.
 C51's support [v_min, v_max] comes from the ISV slots c51_v_min / c51_v_max. Q of an action that
-changes nothing for the state's position side (`foxc.agent.layout.valid_actions`) is Q_INVALID,
+changes nothing for the state's position side (`foxc.nn.layout.valid_actions`) is Q_INVALID,
 so neither acting nor the C51 target ever takes one.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..agent.layout import Q_INVALID, valid_actions
 from ..driver import KernelSpec, i32, ptr, reference
 from ..isv.registry import slot_index
 from . import functional as F
-from .layout import C51_ATOMS, N_ACTIONS
+from .layout import C51_ATOMS, N_ACTIONS, Q_INVALID, valid_actions
 
 MODULE = "nn/heads"
 BLOCK = 256

@@ -9,7 +9,36 @@ import sys
 
 from ..cgen import GeneratedHeader, defines
 from ..data.features import HORIZONS
-from ..lobsim.layout import N_ACTIONS
+from ..lobsim.layout import FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG, N_ACTIONS, SHORT
+
+Q_INVALID = -1e30  # the Q value given to an action that changes nothing in a state (never chosen)
+# The agent's state: the encoder's h, then these features of the backtest's own position, written
+# by agent_state each step (cuda/agent/state.cu). The RL heads read the whole row; the replay
+# stores it as the transition's state, so Q, V and pi tell flat from long.
+POSITION_FEATURES = (
+    ("side", "sign of the position: -1 short, 0 flat, +1 long"),
+    ("unrealized", "tanh(unrealized PnL per lot, in ticks, at the current mid / UNREALIZED_SCALE_TICKS); 0 flat"),
+    ("time_in_trade", "tanh(steps the position has been held / TIME_SCALE_STEPS); 0 flat"),
+    ("spread", "the current snapshot's spread in ticks, at most SPREAD_CAP_TICKS"),
+)
+N_POSITION_FEATURES = len(POSITION_FEATURES)
+POS_INDEX = {name: i for i, (name, _) in enumerate(POSITION_FEATURES)}
+# The learner's losses, in the order the diagnostics frame holds them (foxc.agent.layout).
+LOSS_NAMES = ("l_q", "l_pi", "l_v", "l_bce")
+
+
+def valid_actions(side):
+    """bool [..., 5]: which actions change something for a position of sign `side` (numpy, any shape).
+
+    HOLD always; LONG and SHORT unless already on that side (LONG while short reverses); each
+    exit only from its own side. The others are no-ops the simulator would take as HOLD, so the
+    agent neither acts on nor bootstraps from them: three choices in every state."""
+    import numpy as np
+    side = np.asarray(side)[..., None]
+    a = np.arange(N_ACTIONS)
+    return ((a == HOLD) | ((a == LONG) & (side <= 0)) | ((a == SHORT) & (side >= 0))
+            | ((a == FLAT_FROM_LONG) & (side > 0)) | ((a == FLAT_FROM_SHORT) & (side < 0)))
+
 
 SSM_PARTS = 4  # input projection columns per channel: value, decay, input gate, output gate
 C51_ATOMS = 51

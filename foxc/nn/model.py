@@ -24,11 +24,10 @@ from functools import cached_property
 
 import numpy as np
 
-from ..agent.layout import LOSS_NAMES, N_POSITION_FEATURES, POS_INDEX
 from ..isv.registry import slot_index
 from . import heads, losses, matmul, optim, ssm
 from .heads import Q_OUTPUTS
-from .layout import C51_ATOMS, N_ACTIONS, N_PERCEPTION
+from .layout import C51_ATOMS, LOSS_NAMES, N_ACTIONS, N_PERCEPTION, N_POSITION_FEATURES, POS_INDEX
 from .matmul import (ACT_IDENTITY, ACT_RELU, ACT_TANH, GradPartials, plan_act_bwd, plan_dw_db, plan_linear,
                      plan_linear_group, plan_matmul_nt, plan_row_split)
 
