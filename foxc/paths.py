@@ -1,5 +1,6 @@
 """One refusal of an empty path, for every command-line flag and library call that takes a path, and one name for
-what a path that should be a regular file is instead (file_kind).
+what a path that should be a regular file is instead (file_kind); whether the process a marker or a temporary
+file names may still run (process_alive: foxc.checkpoint's saves and foxc.isv's live markers ask it).
 
 `--data "$DATA"` of an unset shell variable is "": Path("") is ".", the current directory, which would be read
 as the data or written into, or taken as a flag not given, silently. Here rather than in foxc.cli, whose error
@@ -45,3 +46,14 @@ def file_kind(path) -> str:
     except (OSError, ValueError):
         return ""
     return "" if stat.S_ISREG(mode) else next((kind for is_kind, kind in KINDS if is_kind(mode)), "not a regular file")
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` of this machine may still run (what a marker or a temporary file names)."""
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        pass  # another user's process (or a pid too large to ask about): assume it runs
+    return True

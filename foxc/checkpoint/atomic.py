@@ -15,6 +15,7 @@ import re
 import secrets
 from pathlib import Path
 
+from ..paths import process_alive
 from .errors import CheckpointSaveError
 
 TEMP_RE = re.compile(r"\.(?P<target>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]+")
@@ -79,14 +80,3 @@ def remove_stale_temp_files(directory: Path, target: re.Pattern) -> None:
             continue
         with contextlib.suppress(OSError):
             entry.unlink()
-
-
-def process_alive(pid: int) -> bool:
-    """Whether process `pid` of this machine may still run (what a marker or a temporary file names)."""
-    try:
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        pass  # another user's process (or a pid too large to ask about): assume it runs
-    return True

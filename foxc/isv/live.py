@@ -19,8 +19,8 @@ import socket
 import time
 from pathlib import Path
 
-from ..checkpoint.atomic import process_alive
 from ..jsonfile import JsonFileError, read_json
+from ..paths import process_alive
 from .registry import setting_problem
 
 REQUESTS = "isv_requests"
