@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from .driver import CudaError, open_runtime as _open, select_backend
 from .jsonfile import JsonFileError
 from .paths import PathArg, empty_path  # noqa: F401 (PathArg: the argparse type of every path flag)
 
@@ -108,14 +109,22 @@ def describe(exc: BaseException) -> str:
     return str(exc)
 
 
+_USER_ERRORS: list[type[BaseException]] = []
+
+
+def user_error(cls: type[BaseException]) -> type[BaseException]:
+    """Class decorator: `cls` reports a user's mistake (the modules above declare theirs, as foxc.trainer.config's
+    ConfigError; this floor names none of them). An error is raised only once its module is imported, which
+    declares it."""
+    if cls not in _USER_ERRORS:
+        _USER_ERRORS.append(cls)
+    return cls
+
+
 def user_errors() -> tuple[type[BaseException], ...]:
-    """The exceptions that report a user's mistake (each names its flag, file or value)."""
-    from .checkpoint.errors import CheckpointError, CheckpointSaveError
-    from .data.validate import DataError
-    from .trainer.config import ConfigError
-    from .trainer.rundir import ResumeError, RunDirError
-    return (UsageError, ConfigError, DataError, CheckpointError, CheckpointSaveError, ResumeError, RunDirError,
-            JsonFileError)
+    """The exceptions that report a user's mistake (each names its flag, file or value): UsageError, JsonFileError
+    and each one declared with @user_error."""
+    return (UsageError, *_USER_ERRORS, JsonFileError)
 
 
 def reader_gone() -> int:
@@ -302,7 +311,6 @@ def open_run_dir(out: Path, overwrite: bool, outputs: tuple[str, ...]) -> Path:
 def _backend_flag(backend: str | None):
     """A backend that cannot be used (no usable GPU with --backend cuda, a bad $FOXC_BACKEND) is a
     UsageError naming it."""
-    from .driver import CudaError
     try:
         yield
     except CudaError as exc:
@@ -315,13 +323,11 @@ def _backend_flag(backend: str | None):
 
 def open_runtime(backend: str | None):
     """The runtime of `--backend` (foxc.driver.open_runtime)."""
-    from .driver import open_runtime as _open
     with _backend_flag(backend):
         return _open(backend)
 
 
 def backend_name(backend: str | None) -> str:
     """The backend `--backend` selects, "cuda" or "reference" (foxc.driver.select_backend)."""
-    from .driver import select_backend
     with _backend_flag(backend):
         return select_backend(backend).name

@@ -1,7 +1,10 @@
 """The two ways a checkpoint goes wrong: a file that cannot be trusted, and a save that failed."""
 from __future__ import annotations
 
+from ..cli import user_error
 
+
+@user_error
 class CheckpointError(Exception):
     """A file that is not a valid FOXC checkpoint (or does not fit the model).
 
@@ -31,6 +34,7 @@ class CheckpointError(Exception):
         return head + (f"{' '.join(where)}: {self.reason}" if where else self.reason)
 
 
+@user_error
 class CheckpointSaveError(Exception):
     """A save that did not complete (disk full, permission denied, ...).
 

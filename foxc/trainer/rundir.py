@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..checkpoint.meta import config_differences
 from ..checkpoint.saver import list_checkpoints
+from ..cli import user_error
 from ..data.select import respelled
 from ..isv.live import MARKER, REQUESTS, running_trainer
 from ..isv.registry import setting_problem
@@ -32,10 +33,12 @@ RUN_FILES = ("config.json", "metrics.jsonl", SUPERSEDED, ".metrics.jsonl.tmp-*",
 RESUME_FREE = ("n_steps", "log_every", "checkpoint_every", "eval_every", "eval_rows", "graph")
 
 
+@user_error
 class RunDirError(ValueError):
     """A run directory that cannot be used; the message names it."""
 
 
+@user_error
 class ResumeError(ValueError):
     """A checkpoint that does not fit this run; the message names the setting, file or hash."""
 
