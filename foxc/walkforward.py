@@ -44,11 +44,15 @@ from .evaluate.windows import MIN_WINDOW_ROWS, SPLITS, FoldWindows, Segments, da
 from .evaluate.plots import PlotsUnavailable, walkforward_plots
 from .evaluate.reporting import RULES, Criteria, assemble, policy_of, write
 from .evaluate.runner import EvalConfig
-from .evaluate.trainers import resolve_trainer
+from .evaluate.trainers import TRAINERS, register, resolve_trainer
 from .lobsim.sim import MAX_LOTS_PER_ENTRY
 from .trainer.config import INT64_MAX, MAX_FEE, check_needs_data, check_synthetic_beside_data
 
 __all__ = ["CachedData", "main", "plan_folds", "split_windows", "walk_forward"]
+
+# The integrated trainer, a floor above foxc.evaluate: named from here, and passed to each fold's worker process
+# (FoldSpec.trainers).
+register("rl", "foxc.trainer.fold:TRAINER")
 
 
 @dataclass
@@ -143,7 +147,7 @@ def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, ste
     # worker processes read the records from a file (a cache's, its shards)
     data_npy = out / "data.npy" if parallel == "local" and not cached else None
     specs = [FoldSpec(fold=i, **asdict(w), steps=steps, out_dir=str(out / f"fold-{i}"), trainer=trainer, config=config,
-                      eval_config=asdict(eval_config), tick=int(data.tick), source=data.source,
+                      trainers=dict(TRAINERS), eval_config=asdict(eval_config), tick=int(data.tick), source=data.source,
                       data_npy=str(data_npy or ""), **cache) for i, w in enumerate(plan)]
     describe = segs.describe if cached else lambda a, b: describe_window(data.records[a:b], a, b)
     if train_days is not None:

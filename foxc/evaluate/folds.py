@@ -35,7 +35,7 @@ from ..jsonfile import JsonFileError, read_json
 from .reporting import FAILED_RECORD, RECORD
 from .runner import EvalConfig, Evaluator
 from .scaleout import Job, serve
-from .trainers import TRAINERS, resolve_trainer
+from .trainers import TRAINERS, register, resolve_trainer
 from .windows import no_room_in_fold
 
 CURVE_POINTS = 1000
@@ -67,6 +67,7 @@ class FoldSpec(Job):
     cache_sha256: str = ""         # the cache's identity when the folds were planned
     train_days: tuple[str, str] | None = None  # folds by dates: the first and last UTC date of each window
     eval_days: tuple[str, str] | None = None
+    trainers: dict[str, str] = field(default_factory=dict)  # names the caller registered (trainers.register) -> targets
 
     SPEC_FILE: ClassVar[str] = "fold.json"
     WORKER: ClassVar[str] = "foxc.evaluate.folds"
@@ -108,6 +109,8 @@ def run_fold(spec: FoldSpec, train_records: np.ndarray, eval_records: np.ndarray
     """Train, then evaluate with learning off; returns the fold's record (raises on failure)."""
     out = Path(spec.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    for name, target in spec.trainers.items():  # in a worker process, what its caller registered
+        register(name, target)
     trainer = resolve_trainer(spec.trainer)
     window = MarketData(np.ascontiguousarray(train_records), "", 0, spec.source, [], spec.tick)
     config = {**spec.config, "fold": spec.fold, "cache": spec.cache}

@@ -16,16 +16,25 @@ A fold trainer is an object with
 walk-forward's `train_args` (training flags it did not recognise, passed through verbatim),
 `backend`, `seed`, `fold` and `cache` (the prepared cache its windows come from, "" for none).
 Trainers are named by a spec string, resolved in every worker process: a short name from
-TRAINERS or "package.module:attribute".
+TRAINERS or "package.module:attribute". TRAINERS holds this floor's own (baseline); a trainer of a floor
+above registers its name from there (`register`: foxc.walkforward registers rl, foxc.trainer.fold's), and
+a fold's worker process registers what its caller had (FoldSpec.trainers).
 """
 from __future__ import annotations
 
 import importlib
 
 TRAINERS = {
-    "rl": "foxc.trainer.fold:TRAINER",
     "baseline": "foxc.evaluate.baseline:TRAINER",
 }
+
+
+def register(name: str, target: str) -> None:
+    """Name the trainer at `target` ("package.module:attribute") `name`; the registered are listed before this
+    floor's own."""
+    own = {k: v for k, v in TRAINERS.items() if k != name}
+    TRAINERS.clear()
+    TRAINERS.update({name: target, **own})
 
 
 def resolve_trainer(spec: str):
