@@ -18,6 +18,13 @@ from .isv.registry import setting_problem
 from .trainer.config import (ConfigError, ConfigFile, TrainConfig, add_config_arguments, check_needs_data,
                              check_synthetic_beside_data, config_settings, merge_isv, switches_from_slots)
 from .trainer import tensorboard
+from .checkpoint import CheckpointError, read_checkpoint
+from .data import DataError
+from .data.cache import is_cache
+from .data.source import expand
+from .trainer.run import Trainer, write_json
+from .trainer.rundir import RunDir, check_same_data, resume_settings, saved_run
+from .trainer.session import run_data
 
 PROG = "foxc.train"
 # --graph on with the reference backend: there is no CUDA graph on the CPU; the reference runtime
@@ -76,7 +83,6 @@ def describe_selection(s: dict | None) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from .trainer.rundir import RunDir, check_same_data, resume_settings, saved_run
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     run_dir, trainer = None, None
     try:
@@ -112,7 +118,6 @@ def main(argv=None) -> int:
         run_dir = RunDir.open(args.out, resuming=resume, step=saved["step"] if resume else 0,
                               overwrite=args.overwrite)
         out = run_dir.path
-        from .trainer.run import write_json  # the heavy imports, once the settings are known good
         try:
             data = load_data_logged(cfg, log, from_file.get("data"))
         except UsageError as e:  # the checkpoint's data, not a --data given now: it may have moved
@@ -170,7 +175,6 @@ def main(argv=None) -> int:
         if isinstance(e, KeyboardInterrupt):
             print(f"{PROG}: interrupted", file=sys.stderr)
             return 130
-        from .data import DataError
         # a cache's shard is read (and refused) when the dataset uploads or stages it, past load_data_logged
         return fail(PROG, f"--data {e}" if isinstance(e, DataError) else describe(e))
 
@@ -179,7 +183,6 @@ def run(rt, cfg, out: Path, log=lambda msg: None) -> dict:
     """A new run of `cfg` into the directory `out`, as `python -m foxc.train` makes one (no resume, no
     profile, no signal handling): data, config.json, metrics.jsonl, the final checkpoint and
     summary.json; returns the summary. For callers that run many (foxc.sweep)."""
-    from .trainer.run import write_json
     data = load_data_logged(cfg, log)
     trainer = open_trainer(rt, cfg, data, out)
     try:
@@ -198,8 +201,6 @@ def run(rt, cfg, out: Path, log=lambda msg: None) -> dict:
 def load_data_logged(cfg, log, source: str | None = None):
     """The run's data (foxc.trainer.session.run_data), its validation summary logged; a file of --data
     that cannot be read is refused naming the flag, and `source` where the flag was not given (`--config FILE`)."""
-    from .data import DataError
-    from .trainer.session import run_data
     try:
         data = run_data(cfg, log)
     except DataError as e:
@@ -216,9 +217,6 @@ def load_data_logged(cfg, log, source: str | None = None):
 def data_found(spec: str) -> bool:
     """Whether --data `spec` names data where it is (a prepared cache, or files foxc.data.source.expand finds),
     rather than data moved or gone."""
-    from .data import DataError
-    from .data.cache import is_cache
-    from .data.source import expand
     if is_cache(spec):
         return True
     try:
@@ -230,7 +228,6 @@ def data_found(spec: str) -> bool:
 
 def open_trainer(rt, cfg, data, out: Path):
     """The run's Trainer, its data's validation report written into `out` first."""
-    from .trainer.run import Trainer
     data.market.report.write_json(out)
     return Trainer(rt, cfg, data.market, data.labels, out, data_meta=data.source, held=data.held,
                    optimum=data.optimum, val=data.val)
@@ -238,7 +235,6 @@ def open_trainer(rt, cfg, data, out: Path):
 
 def write_config(out: Path, rt, cfg, data, config_file=None, resumed_from=None, isv_changes=()):
     """config.json: what ran, on what, with which settings and data."""
-    from .trainer.run import write_json
     write_json(out / "config.json", {"foxc_version": __version__, "backend": rt.backend, "reason": rt.reason,
                                      "device": rt.device_name, "config": cfg.as_dict(), "data": data.source,
                                      "config_file": config_file.as_dict() if config_file else None,
@@ -295,7 +291,6 @@ def kept_isv(saved, log) -> tuple[tuple[str, float], ...]:
 def resume_meta(path: Path) -> dict:
     """The meta (configuration, data) of the checkpoint --resume-from names, verified; a file that is not one
     is refused naming the flag."""
-    from .checkpoint import CheckpointError, read_checkpoint
     try:
         return read_checkpoint(path, expected={}).meta
     except CheckpointError as e:

@@ -46,7 +46,11 @@ from .evaluate.reporting import RULES, Criteria, assemble, policy_of, write
 from .evaluate.runner import EvalConfig
 from .evaluate.trainers import TRAINERS, register, resolve_trainer
 from .lobsim.sim import MAX_LOTS_PER_ENTRY
-from .trainer.config import INT64_MAX, MAX_FEE, check_needs_data, check_synthetic_beside_data
+from .trainer.config import (INT64_MAX, MAX_FEE, TrainConfig, check_needs_data, check_synthetic_beside_data,
+                             inline_config_file, parse_settings, setting_actions)
+from .data.cache import SELECTION, check_selection, is_cache, read_manifest
+from .data.source import load
+from .trainer.heldout import synthetic_rows
 
 __all__ = ["CachedData", "main", "plan_folds", "split_windows", "walk_forward"]
 
@@ -71,7 +75,6 @@ class CachedData:
         return "+".join(sorted({s["read"]["kind"] for s in self.manifest["shards"]}))
 
     def describe(self) -> dict:
-        from .data.cache import SELECTION
         shards = self.manifest["shards"]
         return {"source": str(self.path), "cache": True, "sha256": self.manifest["sha256"],
                 **({SELECTION: self.manifest[SELECTION]} if SELECTION in self.manifest else {}),
@@ -85,16 +88,13 @@ def load_data(spec: str, rows: int, seed: int, segments: int, market: str = "def
     """`spec` 'synthetic': `rows` of the named synthetic market; a prepared cache: its manifest
     (CachedData), refused unless prepared with `instrument` (--instrument) and in `tick` (--tick, price units) when
     given; else a file, directory or glob (MarketData), of each file `instrument`'s rows when given, in `tick`."""
-    from .data.cache import check_selection, is_cache, read_manifest
     if is_cache(spec):
         manifest = read_manifest(Path(spec))
         check_selection(Path(spec), manifest, instrument, tick)
         return CachedData(Path(spec), manifest)
     if spec == "synthetic":
-        from .trainer.heldout import synthetic_rows
         return synthetic_rows(rows, "--synthetic-rows", seed=seed, params=named_market(market).params,
                               n_segments=segments)
-    from .data.source import load
     return load(spec, tick=tick, instrument=instrument)
 
 
@@ -346,7 +346,6 @@ def _main(args, train_args: list[str]) -> int:
     synthetic = args.data == "synthetic"
     fee = args.fee if args.fee is not None else (MARKETS[args.synthetic].fee_per_lot if synthetic else 0.0)
     if args.trainer == "rl":  # a bad training flag or setting fails here, before any fold
-        from .trainer.config import TrainConfig, inline_config_file, parse_settings, setting_actions
         train_args = inline_config_file(train_args, FOLD_SETTINGS)  # a fold on another machine has no file
         given = parse_settings(train_args, "training flags")
         for name in FOLD_SETTINGS.keys() & given.keys():  # the fold would set it over the flag without a word

@@ -32,14 +32,23 @@ import numpy as np
 
 from ..data.device import DeviceDataset
 from ..data.features import FEATURES, GATHER_MAX_K, HORIZONS, LABEL_PLANES
-from ..data.labels import compute_labels
+from ..data.labels import LabelConfig, compute_labels
 from ..data.parquet import read_parquet, write_parquet
 from ..data.record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from ..data.synthetic import SynthParams, generate, synthetic_data
-from ..cli import PathArg, UsageError, int_at_least, output_dir, positive_int
+from ..cli import PathArg, UsageError, int_at_least, output_dir, positive_int, text_table as table
 from . import harness
-from ..cli import text_table as table
 from .report import write_json
+from ..data.cache import CacheRows, MANIFEST, RECORDS, shard_dir
+from ..data.chunks import CHUNK_ROWS
+from ..data.prepare import build_manifest, prepare, process_pool, records_header, run_jobs, write_shard
+from ..data.resident import ROW_BYTES
+from ..data.stream import FileSummary
+from ..data.validate import ValidationConfig
+from ..driver import check
+from ..trainer.config import DEFAULTS, TrainConfig
+from ..trainer.run import Trainer
+from ..trainer.session import run_data
 
 
 def bench_parquet(rows: int) -> dict:
@@ -69,9 +78,6 @@ def _write_day(args):
 def bench_prepare(rows: int, workers: int) -> list[dict]:
     """Prepare a cache of `rows` snapshots in `workers` daily Parquet files (written side by side
     first), in `workers` processes; then open it for training and verify every shard."""
-    from ..data.cache import CacheRows
-    from ..data.prepare import prepare, process_pool, run_jobs
-    from ..data.labels import LabelConfig
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "days"
         folder.mkdir()
@@ -131,9 +137,6 @@ def _base_day(rows: int) -> np.ndarray:
 def _scale_shard(args) -> tuple[int, int, float, dict]:
     """Shard k, in a worker: the base day moved k days and k % 64 ticks, written a chunk at a time, then
     labelled and hashed by prepare's shard writer. Returns (first_ts, last_ts, seconds, its files)."""
-    from ..data.cache import RECORDS
-    from ..data.prepare import records_header, write_shard
-    from ..data.chunks import CHUNK_ROWS
     folder, k, rows, shard_rows, labels = args
     t0 = time.perf_counter()
     base = _base_day(shard_rows)[:rows]  # the last shard, shorter, is a head of the same day
@@ -160,11 +163,6 @@ def build_scale_cache(folder: Path, rows: int, shard_rows: int, workers: int, lo
     """A synthetic cache of `rows` snapshots in shards of `shard_rows`, built shard by shard in
     `workers` processes; returns its manifest (written last, as prepare writes it)."""
     import json
-    from ..data.cache import MANIFEST, shard_dir
-    from ..data.prepare import build_manifest, process_pool, run_jobs
-    from ..data.labels import LabelConfig
-    from ..data.stream import FileSummary
-    from ..data.validate import ValidationConfig
     plan, labels = scale_plan(rows, shard_rows), LabelConfig()
     jobs = [(shard_dir(folder, k), k, n, shard_rows, labels) for k, n in enumerate(plan)]
     with process_pool(workers, len(jobs)) as pool:
@@ -200,10 +198,6 @@ def bench_rotation(rt, folder: Path, shard_rows: int, n_backtests: int = 1024, s
     after the graph's capture and a first rotation, the host's rotation work included."""
     from dataclasses import replace
 
-    from ..data.resident import ROW_BYTES
-    from ..trainer.config import DEFAULTS, TrainConfig
-    from ..trainer.run import Trainer
-    from ..trainer.session import run_data
     shape = {k: DEFAULTS[rt.backend][k] for k in ("seq_len", "per_capacity", "synthetic_rows")}
     base = TrainConfig(data=str(folder), n_backtests=n_backtests, n_steps=0, graph="on", log_every=10**9,
                        checkpoint_every=0, eval_every=0, rotate_every=rotate_every, **shape)
@@ -233,8 +227,6 @@ def bench_rotation(rt, folder: Path, shard_rows: int, n_backtests: int = 1024, s
 
 
 def bench_scale(rt, rows: int, shard_rows: int, workers: int, folder: Path) -> list[dict]:
-    from ..data.cache import CacheRows
-    from ..data.labels import LabelConfig
     plan = scale_plan(rows, shard_rows)
     t0 = time.perf_counter()
     manifest = build_scale_cache(folder, rows, shard_rows, workers)
@@ -286,7 +278,6 @@ def hbm_bytes_per_s(rt) -> float | None:
     if rt.backend != "cuda":
         return None
     from cuda.bindings import driver as drv
-    from ..driver import check
     attr = drv.CUdevice_attribute
     khz = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, rt.ctx.device),
                 "cuDeviceGetAttribute", "reading the memory clock")

@@ -24,10 +24,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..cli import UsageError, nonnegative_int, positive_int
+from ..cli import UsageError, nonnegative_int, positive_int, text_table as table
 from . import harness
-from ..cli import text_table as table
 from .report import write_json
+from ..isv.registry import isv_setting
+from ..trainer.config import TrainConfig
+from ..trainer.run import Trainer
+from ..trainer.session import run_data
 
 MARKETS = ("easy", "default", "null", "noisy", "wide", "regime", "short")
 STEPS = {"cuda": {"easy": 2000, "default": 20000, "null": 20000, "noisy": 20000, "wide": 20000, "regime": 20000,
@@ -77,9 +80,6 @@ def verdict(market: str, row: dict) -> str:
 def run_one(rt, market: str, seed: int, steps: int, **settings) -> dict:
     """Train on `market` with `seed` for `steps` (other TrainConfig settings as given, None: the
     backend's default), evaluate greedily on held-out rows; one table row."""
-    from ..trainer.config import TrainConfig
-    from ..trainer.run import Trainer
-    from ..trainer.session import run_data
     given = dict(log_every=max(1, steps // 10), checkpoint_every=0, **settings)
     given.update(synthetic=market, seed=seed, n_steps=steps)
     cfg = TrainConfig.for_backend(rt.backend, **given)
@@ -130,7 +130,6 @@ def main(argv=None) -> int:
     ap.add_argument("--actor", choices=("q", "policy"), default=None)
     ap.add_argument("--precision", choices=("f32", "tf32"), default=None,
                     help="matrix products in FP32 (the default) or on TF32 tensor cores")
-    from ..isv.registry import isv_setting
     ap.add_argument("--set", dest="isv", action="append", type=isv_setting, default=None, metavar="NAME=VALUE")
     return harness.run(ap, argv, _main, check=_check_steps)
 
@@ -145,7 +144,6 @@ def _check_steps(args):
 
 
 def _main(args, rt) -> int:
-    from ..trainer.config import TrainConfig
     markets = args.markets
     steps = {**STEPS[rt.backend], **args.steps}
     args.eval_rows = args.eval_rows or EVAL_ROWS[rt.backend]

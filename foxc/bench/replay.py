@@ -13,15 +13,15 @@ import time
 
 import numpy as np
 
-from ..cli import int_at_least, positive_int, power_of_two
+from ..cli import int_at_least, positive_int, power_of_two, text_table as table
 from ..isv import IsvBus
 from .cupti import CuptiError, CuptiUnavailable, replay_timeline, trace_replays
 from ..nn.model import STATE_DIM
 from ..replay import ReplayBuffer
 from ..replay.layout import MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS
 from . import harness
-from ..cli import text_table as table
 from .report import write_json
+from ..profile import KernelProfiler
 
 GOAL_GRAPH_US = 25.0  # issue 18: the replay step as a graph (issue 5 asked for 60)
 
@@ -144,7 +144,6 @@ def _main(args, rt) -> int:
 
     eager_dev, eager_wall = _timed(rt, rb.step, reps)
     if args.profile:
-        from ..profile import KernelProfiler
         with KernelProfiler(rt) as kernels:
             for _ in range(min(reps, 100)):
                 kernels.profile_step(rb.step_plans)

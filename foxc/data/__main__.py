@@ -18,10 +18,15 @@ from ..cli import ArgumentParser, PathArg, UsageError, finite_float, nonnegative
     output_dir, output_file, positive_int, positive_ints, run, text_table
 from .labels import N_HORIZONS, LabelConfig, balance, balance_counts, compute_labels
 from .market import add_tick_flag, tick_units
-from .markets import MARKETS
+from .markets import MARKETS, market
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_BYTES
 from .select import add_instrument_flag
 from .validate import VALIDATION_JSON, ValidationConfig
+from .cache import CacheRows, SELECTION, check_selection, is_cache
+from .parquet import write_parquet
+from .prepare import prepare
+from .source import labelled_need, load, no_room
+from .synthetic import generate
 
 
 FILE_ONLY = {"min_price": ValidationConfig.min_price, "max_price": ValidationConfig.max_price, "tick": None,
@@ -29,7 +34,6 @@ FILE_ONLY = {"min_price": ValidationConfig.min_price, "max_price": ValidationCon
 
 
 def cmd_inspect(args) -> int:
-    from .cache import is_cache
     if is_cache(args.path):
         return inspect_cache(args)
     for name, default in FILE_ONLY.items():
@@ -40,7 +44,6 @@ def cmd_inspect(args) -> int:
             raise UsageError(f"{args.path}: no such file or directory (--verify reads a prepared cache)")
         raise UsageError(f"--verify: {args.path} is not a prepared cache (the data files are read and validated whole "
                          "anyway)")
-    from .source import labelled_need, load, no_room
     horizons = three_horizons(args.horizons)
     if args.min_price < 0 or args.max_price <= args.min_price:
         raise UsageError(f"--min-price {args.min_price:g} and --max-price {args.max_price:g}: need 0 <= min < max")
@@ -106,7 +109,6 @@ def inspect_cache(args) -> int:
     shard read and hashed, one at a time, and the label balance of all its rows."""
     from datetime import datetime, timezone
 
-    from .cache import SELECTION, CacheRows, check_selection
     given = [name for name in FILE_ONLY if getattr(args, name) is not None]
     if given:
         flag = "--" + given[0].replace("_", "-")
@@ -142,9 +144,6 @@ def inspect_cache(args) -> int:
 
 
 def cmd_synth(args) -> int:
-    from .markets import market
-    from .parquet import write_parquet
-    from .synthetic import generate
     out = output_file("--out", args.out, suffixes=(".parquet",), overwrite=args.overwrite,
                       overwrite_flag="--overwrite")
     try:
@@ -165,7 +164,6 @@ def cmd_synth(args) -> int:
 
 
 def cmd_prepare(args) -> int:
-    from .prepare import prepare
     out = cache_out("--out", args.out, args.overwrite)
     horizons = three_horizons(args.horizons)
     t0 = time.perf_counter()
@@ -189,7 +187,6 @@ def cmd_prepare(args) -> int:
 
 def cache_out(flag: str, path, overwrite: bool) -> Path:
     """--out of prepare: a new or empty directory, or (with --overwrite) a prepared cache to replace."""
-    from .cache import is_cache
     out = output_dir(flag, path)
     if out.is_dir() and any(out.iterdir()):
         if not overwrite:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from .api import Runtime
 from .device import Device, probe_device
 from .errors import CudaError
+from .reference.runtime import ReferenceRuntime
 
 BACKENDS = ("auto", "cuda", "reference")
 
@@ -41,5 +42,4 @@ def open_runtime(mode: str | None = None, ordinal: int = 0) -> Runtime:
     if choice.name == "cuda":
         from .cuda_runtime import CudaRuntime
         return CudaRuntime(ordinal, choice.reason, choice.device)
-    from .reference.runtime import ReferenceRuntime
     return ReferenceRuntime(choice.reason)

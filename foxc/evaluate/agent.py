@@ -19,11 +19,11 @@ import numpy as np
 from ..agent.actor import Actor
 from ..agent.layout import HOLD
 from ..data.device import DeviceDataset
-from ..data.features import HORIZONS, LABEL_PLANES
+from ..data.features import FEATURES, HORIZONS, LABEL_PLANES
 from ..data.record import segment_runs
 from ..data.market import MarketData
 from ..isv import IsvBus
-from ..nn.model import Encoder, Parameters
+from ..nn.model import Encoder, HIDDEN_DIM, Parameters
 
 NAME = "rl: foxc agent (greedy)"
 FLAT_NAME = "flat: never trades"
@@ -72,8 +72,6 @@ class AgentPolicy:
     def from_arrays(cls, rt, theta: np.ndarray, isv: np.ndarray, seq_len: int, actor: str = "q",
                     precision: str = "f32", name: str = NAME) -> "AgentPolicy":
         """The agent of host arrays: the flat parameter vector (foxc.nn.model's layout) and the ISV, on `rt`."""
-        from ..data.features import FEATURES
-        from ..nn.model import HIDDEN_DIM
         params = Parameters(rt, FEATURES, HIDDEN_DIM)
         params.load(np.asarray(theta, np.float32))
         bus = IsvBus(rt)
@@ -86,8 +84,6 @@ class AgentPolicy:
     def from_checkpoint(cls, rt, ckpt):
         """The policy a checkpoint's run keeps (foxc.trainer.selection.kept_policy): the weights its validation
         kept, FlatPolicy when it kept none, its final weights when it validated nothing (--val-frac 0)."""
-        from ..nn.model import HIDDEN_DIM
-        from ..data.features import FEATURES
         config = ckpt.config  # first: a file without foxc's meta (the seed's) is refused by name here
         record = kept_record(ckpt.sections.get(KEPT_RECORD))
         args = (config["seq_len"], config.get("actor", "q"), config.get("precision", "f32"))

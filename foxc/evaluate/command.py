@@ -44,6 +44,14 @@ from ..lobsim.layout import HOLD
 from ..lobsim.sim import MAX_LOTS_PER_ENTRY, LobSimConfig
 from .agent import AgentPolicy
 from .runner import EvalConfig, Evaluator
+from ..data.cache import is_cache
+from ..data.features import FEATURES
+from ..data.source import load
+from ..data.synthetic import synthetic_data as draw
+from ..isv import N_SLOTS
+from ..nn.model import HIDDEN_DIM, layout
+from .baseline import TRAINER as BASELINE
+from .optimum import optimal_pnl
 
 PROG = "foxc.evaluate"
 # what runs when --rows or --n-backtests is not given, per backend (a CPU evaluates 100,000 snapshots in seconds)
@@ -175,9 +183,6 @@ def check_args(args) -> None:
 def agent_config(ckpt, path: Path) -> dict:
     """The training configuration of the agent `ckpt` holds; a checkpoint that holds no agent of this foxc (a
     walk-forward's baseline, a file without foxc's meta, another version's shapes) is refused naming the file."""
-    from ..data.features import FEATURES
-    from ..isv import N_SLOTS
-    from ..nn.model import HIDDEN_DIM, layout
     try:
         config = ckpt.config
     except CheckpointError as e:
@@ -219,8 +224,6 @@ def load_data(args, config: dict, settings: dict, trained_on: dict) -> dict:
 
 
 def synthetic_data(args, config: dict, settings: dict) -> dict:
-    from ..data.synthetic import synthetic_data as draw
-    from .optimum import optimal_pnl
     named = MARKETS[args.synthetic]
     seed = args.seed if args.seed is not None else int(config.get("seed", 0)) + HELD_OUT_SEED
     try:
@@ -245,8 +248,6 @@ def synthetic_data(args, config: dict, settings: dict) -> dict:
 
 
 def file_data(args, config: dict, trained_on: dict) -> dict:
-    from ..data.cache import is_cache
-    from ..data.source import load
     if is_cache(args.data):
         raise UsageError(f"--data {args.data}: a prepared cache; give the files it was prepared from "
                          "(foxc.evaluate reads market data files)")
@@ -292,7 +293,6 @@ def file_data(args, config: dict, trained_on: dict) -> dict:
 def fit_yardstick(data: dict) -> dict:
     """The logistic-imbalance baseline fitted on data["fit"], as a walk-forward fits its yardstick: {"policy", "fit"};
     a fit that cannot be made (too few mid moves) leaves the policy None and says why."""
-    from .baseline import TRAINER as BASELINE
     window = MarketData(data["fit"], "", 0, data["source"], [], data["tick"])
     with tempfile.TemporaryDirectory(prefix="foxc-yardstick-") as folder:
         try:

@@ -37,6 +37,8 @@ from .runner import EvalConfig, Evaluator
 from .scaleout import Job, serve
 from .trainers import TRAINERS, register, resolve_trainer
 from .windows import no_room_in_fold
+from ..data import cache as data_cache  # read_rows looked up when called, as a function's import did
+from .baseline import TRAINER as BASELINE
 
 CURVE_POINTS = 1000
 
@@ -171,7 +173,6 @@ def run_fold(spec: FoldSpec, train_records: np.ndarray, eval_records: np.ndarray
 def _yardstick(window, evaluator, out: Path, config: dict) -> dict:
     """The logistic-imbalance baseline trained on the same window and evaluated on the same rows: the
     yardstick an agent must beat on real data (a fold's figures say when it could not be fitted)."""
-    from .baseline import TRAINER as BASELINE
     try:
         ckpt = BASELINE.train(window, 50, out / "yardstick", config)
         m = evaluator.run(BASELINE.load_policy(ckpt, config)).metrics
@@ -235,9 +236,8 @@ def records_of(spec: FoldSpec) -> tuple[np.ndarray, np.ndarray]:
 def _cached(spec: FoldSpec, bounds: tuple[int, int], name: str, days: str) -> np.ndarray:
     """Rows [start, stop) of the cache; out of memory, one line naming the window and the remedy (`days`: the flag
     of its dates)."""
-    from ..data.cache import read_rows
     try:
-        return read_rows(spec.cache, *bounds, spec.cache_sha256 or None)
+        return data_cache.read_rows(spec.cache, *bounds, spec.cache_sha256 or None)
     except MemoryError:
         n = bounds[1] - bounds[0]
         raise no_room_in_fold(f"reading its {name} window", "each fold reads the shards that hold its windows whole",

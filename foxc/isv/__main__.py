@@ -14,6 +14,7 @@ import sys
 
 from ..cli import ArgumentParser, PathArg, UsageError, run
 from .registry import SLOTS, Range, Slot, isv_setting, slot, unknown_slot
+from .live import LiveRequestError, request
 
 
 PROG = "python -m foxc.isv"
@@ -71,7 +72,6 @@ def cmd_show(args) -> int:
 
 
 def cmd_set(args) -> int:
-    from .live import LiveRequestError, request
     try:
         path = request(args.run_dir, args.settings)
     except LiveRequestError as e:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..component import Component
 from .window import parse_window
+from ..cli import text_table as table
 
 PROFILE_FORMAT = "foxc-kernel-profile"
 PROFILE_VERSION = 1
@@ -114,7 +115,6 @@ class KernelProfiler(Component):
                 "kernels": self.rows()}
 
     def table(self) -> str:
-        from ..cli import text_table as table
         flag = self.rt.backend == "cuda"  # on the reference backend every launch is synchronous
         shown = [{"kernel": r["kernel"], "launches": r["launches"], "total ms": round(r["total_ms"], 3),
                   "mean µs": round(r["mean_us"], 2), "share": f"{100 * r['share']:.1f}%",

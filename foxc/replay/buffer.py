@@ -23,8 +23,8 @@ from .. import vec
 from ..component import Component
 from ..numbers import whole
 from ..rng import seed_states
-from .layout import (CTR_COUNT, MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS, MAX_WIDTH, N_STEP_MAX, RING_COLS, ROW_BLOCK,
-                     TR_COLS, warp_grid)
+from .layout import (CTR_COUNT, CTR_LENGTH, MAX_BACKTESTS, MAX_BATCH, MAX_CAPACITY, MAX_WIDTH, N_STEP_MAX, RING_COLS,
+                     ROW_BLOCK, TR_COLS, warp_grid)
 from .nstep import FLUSH_WRITE, NEXT_STATE, RING_PUSH
 from .priority import plan_update_tree
 from .sampling import SAMPLE
@@ -210,7 +210,6 @@ class ReplayBuffer(Component):
 
     def length(self) -> int:
         """Filled slots (reads the device: not for use inside a step)."""
-        from .layout import CTR_LENGTH
         return int(self.state["counters"].download()[CTR_LENGTH])
 
     def config(self) -> np.ndarray:

@@ -19,13 +19,15 @@ from pathlib import Path
 
 from ..cli import (ArgumentParser, UsageError, add_run_dir_arguments, backend_name, check_run_dir, default_run_dir,
                    int_at_least, nonnegative_int, open_run_dir, positive_int, run as run_cli)
-from ..driver import BACKENDS
+from ..driver import BACKENDS, open_runtime
 from ..evaluate import scaleout
 from ..trainer.config import (DEFAULTS, INT64_MAX, ConfigError, ConfigFile, TrainConfig, add_config_arguments,
                               check_needs_data, check_synthetic_beside_data, config_settings)
 from .axes import Axis, parse_axes, points as sweep_points, settings_of, show
 from .point import RunSpec, run_point_safely
 from .report import TARGETS, error_line, rank, ranking_table, target_of, write_report, write_tables
+from ..evaluate.plots import PlotsUnavailable, sweep_plot
+from ..train import describe_evaluation, load_data_logged
 
 PROG = "foxc.sweep"
 # settings the sweep gives every run itself (setting -> its flag here): training flags and a --config
@@ -197,7 +199,6 @@ def run_specs(points: list[dict], axes: list[Axis], base: dict, backend: str, se
 def check_data(cfg: TrainConfig, source: str | None = None) -> None:
     """Real data: read once here, so a file that cannot be read, or too few rows to hold out, is
     refused before any run (`source`: the --config file that gave --data, named with it)."""
-    from ..train import load_data_logged
     try:
         load_data_logged(cfg, lambda msg: print(msg, flush=True), source)
     except ValueError as e:
@@ -209,7 +210,6 @@ def check_data(cfg: TrainConfig, source: str | None = None) -> None:
 def run_all(specs: list[RunSpec], args, backend: str) -> list[dict]:
     rt = None
     if args.parallel == "none":
-        from ..driver import open_runtime
         rt = open_runtime(backend)  # one for every run: no start-up per run
     if args.parallel == "ray":
         specs = [data_by_absolute_path(s) for s in specs]
@@ -227,7 +227,6 @@ def data_by_absolute_path(spec: RunSpec) -> RunSpec:
 
 def announce(spec: RunSpec, row: dict) -> None:
     """Print one line for a finished run."""
-    from ..train import describe_evaluation
     if row["status"] != "ok":
         result = f"FAILED: {error_line(row['error'] or '')}"
     elif row["eval_pnl"] is None:
@@ -244,7 +243,6 @@ def write_outputs(meta: dict, rows: list[dict], out: Path, plots: bool) -> None:
     meta["plot"] = None
     meta["plot_note"] = "plots skipped: " + ("--no-plots" if not plots else "no point gave a result")
     if plots and any(p["mean"] is not None for p in points):
-        from ..evaluate.plots import PlotsUnavailable, sweep_plot
         try:
             meta["plot"] = sweep_plot(points, meta["axis_names"], TARGETS[meta["target"]], out / "sweep.png")[0].name
         except PlotsUnavailable as e:

@@ -20,6 +20,8 @@ from typing import ClassVar
 from ..evaluate.scaleout import Job, serve
 from ..trainer.config import TrainConfig
 from .report import EVAL_FIELDS, EVALUATED, FIGURES, ROW, ROW_FIELDS
+from ..driver import open_runtime
+from ..train import run as train_run
 
 
 @dataclass
@@ -63,8 +65,6 @@ class RunSpec(Job):
 
 def run_point(spec: RunSpec, rt=None) -> dict:
     """Train and evaluate one run on `rt` (default: a runtime of its own); raises on failure."""
-    from ..driver import open_runtime
-    from ..train import run as train_run
     t0 = time.perf_counter()
     out = Path(spec.out_dir)
     out.mkdir(parents=True, exist_ok=True)

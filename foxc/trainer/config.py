@@ -19,6 +19,8 @@ from ..data.market import add_tick_flag, tick_arg
 from ..data.select import add_instrument_flag, instrument_arg
 from ..isv.registry import SLOTS, isv_setting, setting_problem
 from ..paths import PathArg, empty_path
+from ..data.markets import MARKETS
+from ..lobsim.sim import MAX_LOTS_PER_ENTRY
 
 # What `python -m foxc.train` runs when a setting is not given. The reference backend runs the
 # same pipeline at a size a CPU finishes in about a minute.
@@ -83,7 +85,6 @@ class TrainConfig:
     rotate_every: int = 1000  # steps between refills of one slot when the data does not fit (foxc.data.resident)
 
     def __post_init__(self):
-        from ..lobsim.sim import MAX_LOTS_PER_ENTRY
         checks = [
             (1 <= self.n_backtests <= 65536, "--n-backtests must be 1 to 65536"),
             (self.n_steps >= 0, "--n-steps must be >= 0"),
@@ -134,7 +135,6 @@ class TrainConfig:
                 raise ConfigError(f"--{name}: {e}") from None
             if spelled != value:
                 raise ConfigError(f"--{name} must be given as its flag reads it, {spelled!r} (got {value!r})")
-        from ..data.markets import MARKETS
         if self.synthetic not in MARKETS:
             raise ConfigError(f"--synthetic must be one of {', '.join(MARKETS)} (got '{self.synthetic}')")
         for name, value in self.isv:
@@ -188,7 +188,6 @@ class TrainConfig:
         if self.fee_per_lot is not None:
             return self.fee_per_lot
         if self.data is None:
-            from ..data.markets import MARKETS
             return MARKETS[self.synthetic].fee_per_lot
         return 0.0
 

@@ -20,13 +20,16 @@ from ..evaluate.baseline import fit_baseline
 from ..evaluate.selection import VAL_ROWS_MAX
 from ..evaluate.runner import EvalConfig, Evaluator
 from .config import ConfigError
+from ..data.cache import CacheRows
+from ..data.market import MarketData
+from ..data.markets import MARKETS
+from ..data.synthetic import synthetic_data
 
 MIN_CHUNK = 64  # snapshots per evaluated chunk at least: the window and the forced close stay small
 
 
 def synthetic_rows(n: int, flag: str, **kw):
     """synthetic_data(n, **kw); more rows than the memory holds is refused naming the flag that asked for them."""
-    from ..data.synthetic import synthetic_data
     try:
         return synthetic_data(n, **kw)
     except MemoryError as e:
@@ -51,7 +54,6 @@ def holdout_market(cfg, market):
     training rows untouched. Real data: the last `holdout_frac` of the rows (tail_split), removed from
     training; (market, None) with --holdout 0."""
     if cfg.data is None:
-        from ..data.markets import MARKETS
         held = synthetic_rows(cfg.eval_rows, "--eval-rows", seed=cfg.seed + 7919, params=MARKETS[cfg.synthetic].params)
         return market, held
     if not cfg.holdout_frac:
@@ -73,8 +75,6 @@ def tail_split(cfg, market, frac: float, flag: str):
     """(head, tail): the rows before and from the row at 1 - `frac` of them (`flag` names the setting), the tail
     keeping its segment ids (a segment may begin anywhere); of a cache's rows (left on disk) only the first
     `eval_rows` of the tail are read."""
-    from ..data.cache import CacheRows
-    from ..data.market import MarketData
     n = market.n_rows
     cut = int(n * (1.0 - frac))
     if cut < 2 or n - cut < 2:

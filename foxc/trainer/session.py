@@ -23,6 +23,13 @@ from ..data.market import tick_units
 from ..data.record import PRICE_SCALE
 from .config import ConfigError
 from .heldout import holdout_market, synthetic_rows, validation_split
+from ..data.cache import CacheRows, check_selection, is_cache
+from ..data import labels as data_labels  # compute_labels looked up when called, as a function's import did
+from ..data.labels import LabelConfig, PLANES
+from ..data.markets import MARKETS
+from ..data.select import selection_id
+from ..data.source import labelled_need, load, no_room
+from ..evaluate.optimum import market_optimum
 
 
 @dataclass
@@ -99,8 +106,6 @@ def cache_data(cfg, log) -> tuple:
     """(rows, source) of the prepared cache --data names: its rows stay on disk (foxc.data.cache.CacheRows:
     each shard is verified against the manifest when it is read), labels as prepared (their horizons
     must be the run's, and so must its --instrument and --tick); the identity is the cache's."""
-    from ..data.cache import CacheRows, check_selection
-    from ..data.labels import LabelConfig
     rows = CacheRows(cfg.data, LabelConfig(horizons=cfg.horizons))
     check_selection(rows.path, rows.manifest, cfg.instrument, tick_units(cfg.tick))
     chosen = f" with --instrument {cfg.instrument}" if cfg.instrument is not None else ""
@@ -117,21 +122,15 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
     Synthetic markets are evaluated on a fresh draw, real data on its held-out tail (--holdout), taken from
     training. A cache's rows stay on disk (labels None: the
     dataset reads each shard with its labels)."""
-    from ..data.cache import is_cache
-    from ..data.labels import PLANES, LabelConfig, compute_labels
     optimum, cached = None, is_cache(cfg.data)
     if cached:
         market, source = cache_data(cfg, log)
     elif cfg.data:
-        from ..data.select import selection_id
-        from ..data.source import load
         market = load(cfg.data, tick=tick_units(cfg.tick), instrument=cfg.instrument)
         kept = selection_id(cfg.instrument, [f.get("instrument_id") for f in market.report.files.values()])
         source = {"source": cfg.data, **selection(cfg, kept), "files": market.files, "rows": len(market.records),
                   "sha256": files_digest(market.files, kept)}
     else:
-        from ..data.markets import MARKETS
-        from ..evaluate.optimum import market_optimum
         named = MARKETS[cfg.synthetic]
         n = min(cfg.synthetic_rows, named.window_rows or cfg.synthetic_rows)  # a market's window is its own
         market = synthetic_rows(n, "--synthetic-rows", seed=cfg.seed, params=named.params)
@@ -153,14 +152,13 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
             labels, labelled = None, market.labelled()
             how = "labels from the cache"
         else:
-            labels = compute_labels(market.records, market.tick, LabelConfig(horizons=cfg.horizons))
+            labels = data_labels.compute_labels(market.records, market.tick, LabelConfig(horizons=cfg.horizons))
             # outcome_weight: 1 where the horizon ends in its segment
             labelled = [bool(p.any()) for p in labels[PLANES.index("outcome_weight")]]
             how = f"labels in {time.perf_counter() - t0:.1f} s"
     except MemoryError:
         if cached:
             raise
-        from ..data.source import labelled_need, no_room
         need = labelled_need(market.n_rows, len(cfg.horizons), held is None)
         if cfg.data is None:  # synthetic rows: fewer of them (a ConfigError: shown as is, not as --data's)
             raise ConfigError(str(no_room(f"--synthetic-rows {cfg.synthetic_rows:,}", None, need,

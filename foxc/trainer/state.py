@@ -11,6 +11,7 @@ import numpy as np
 from ..checkpoint import AdamState
 from ..nn.model import TARGET_TENSORS
 from ..nn.optim import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD
+from ..checkpoint.meta import ADAMW, canonical_dtype
 
 def persistent_arrays(ts) -> dict:
     """name -> device array of everything that carries across steps (besides the model and replay):
@@ -71,7 +72,6 @@ def export_state(ts, staging: Staging | None = None) -> dict:
 
 def expected_sections(ts) -> dict:
     """(dtype, shape) of every section export_state writes, from the arrays' metadata (no download)."""
-    from ..checkpoint.meta import ADAMW, canonical_dtype
     params = ts.learner.params
     out = {"isv": (canonical_dtype(np.float32), tuple(ts.isv.values.shape))}
     for t in params.tensors:
