@@ -21,6 +21,8 @@ ALLOWED_LOCAL: dict[tuple[str, str], str] = {
     # the CUDA backend needs cuda-python, an optional dependency: importing it only when CUDA is
     # chosen keeps the reference backend working without it
     ("foxc.driver.backend", "foxc.driver.cuda_runtime"): "optional third-party dependency (cuda-python)",
+    ("foxc.driver.backend", "foxc.driver.reference.runtime"): "the numpy backend's threadpoolctl, loaded when "
+                                                              "chosen: tools/build_cubins.py --check needs neither",
 }
 
 _SPEC = re.compile(r"foxc(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*)?")

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from .api import Runtime
 from .device import Device, probe_device
 from .errors import CudaError
-from .reference.runtime import ReferenceRuntime
 
 BACKENDS = ("auto", "cuda", "reference")
 
@@ -42,4 +41,5 @@ def open_runtime(mode: str | None = None, ordinal: int = 0) -> Runtime:
     if choice.name == "cuda":
         from .cuda_runtime import CudaRuntime
         return CudaRuntime(ordinal, choice.reason, choice.device)
+    from .reference.runtime import ReferenceRuntime  # numpy's runtime, loaded when chosen, as CUDA's is
     return ReferenceRuntime(choice.reason)
