@@ -7,7 +7,7 @@ line on stderr and exit status 2, never a traceback:
 
 `ArgumentParser` does it for argparse's own errors (a bad or missing flag: one line, not a usage
 block; `--help` works as usual); `run(prog, body)` does it for the errors a command raises while
-it runs (user_errors(), OSError named by its file). A command checks its outputs before any
+it runs (foxc.errors.UserError, OSError named by its file, MemoryError). A command checks its outputs before any
 work (`output_file`, `output_dir`), so a refused run overwrites nothing. Every flag that takes a path
 has `type=PathArg(WHAT)` (foxc.paths): an empty one (an unset shell variable) is refused by argparse
 with what to give. An unexpected internal error (a bug) is not caught: it shows its traceback.
@@ -24,12 +24,8 @@ import time
 from pathlib import Path
 
 from .driver import CudaError, open_runtime as _open, select_backend
-from .jsonfile import JsonFileError
+from .errors import UserError
 from .paths import PathArg, empty_path  # noqa: F401 (PathArg: the argparse type of every path flag)
-
-
-class UsageError(ValueError):
-    """A user's mistake a command found itself; the message names the flag, file or value."""
 
 
 def one_line(message) -> str:
@@ -103,28 +99,12 @@ def _is_number(text: str) -> bool:
 
 def describe(exc: BaseException) -> str:
     """The message of a user error; an OSError names its file (`PATH: No such file or directory`)."""
+    if isinstance(exc, MemoryError) and not str(exc):
+        return "out of host memory"
     if isinstance(exc, OSError) and exc.strerror:
         files = [str(f) for f in (exc.filename, exc.filename2) if f is not None]
         return f"{' -> '.join(files)}: {exc.strerror}" if files else exc.strerror
     return str(exc)
-
-
-_USER_ERRORS: list[type[BaseException]] = []
-
-
-def user_error(cls: type[BaseException]) -> type[BaseException]:
-    """Class decorator: `cls` reports a user's mistake (the modules above declare theirs, as foxc.trainer.config's
-    ConfigError; this floor names none of them). An error is raised only once its module is imported, which
-    declares it."""
-    if cls not in _USER_ERRORS:
-        _USER_ERRORS.append(cls)
-    return cls
-
-
-def user_errors() -> tuple[type[BaseException], ...]:
-    """The exceptions that report a user's mistake (each names its flag, file or value): UsageError, JsonFileError
-    and each one declared with @user_error."""
-    return (UsageError, *_USER_ERRORS, JsonFileError)
 
 
 def reader_gone() -> int:
@@ -133,9 +113,9 @@ def reader_gone() -> int:
     return 0
 
 
-def run(prog: str, body, *, also: tuple[type[BaseException], ...] = ()) -> int:
-    """`body()`'s exit status; a user error (user_errors(), an OSError, any of `also`) prints one line
-    and returns 2; Ctrl-C prints `<prog>: interrupted` and returns 130; stdout's reader gone (`| head`: it has
+def run(prog: str, body) -> int:
+    """`body()`'s exit status; a user's mistake (UserError, an OSError, a MemoryError) prints one line
+    and returns 2 (the one place foxc catches them); Ctrl-C prints `<prog>: interrupted` and returns 130; stdout's reader gone (`| head`: it has
     what it wanted) returns 0 without a word."""
     try:
         status = body()
@@ -143,7 +123,7 @@ def run(prog: str, body, *, also: tuple[type[BaseException], ...] = ()) -> int:
         return status
     except BrokenPipeError:
         return reader_gone()
-    except (*user_errors(), OSError, *also) as exc:
+    except (UserError, OSError, MemoryError) as exc:
         return fail(prog, describe(exc))
     except KeyboardInterrupt:
         print(f"{prog.removeprefix('python -m ')}: interrupted", file=sys.stderr, flush=True)
@@ -223,32 +203,32 @@ def _writable_parent(flag: str, path: Path) -> None:
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     if not folder.is_dir():
-        raise UsageError(f"{flag} {path}: {folder} is not a directory")
+        raise UserError(f"{flag} {path}: {folder} is not a directory")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag} {path}: {folder} is not writable")
+        raise UserError(f"{flag} {path}: {folder} is not writable")
 
 
 def output_file(flag: str, path, *, suffixes: tuple[str, ...] = (), overwrite: bool = True,
                 overwrite_flag: str | None = None) -> Path:
     """Check that the file `path` given by `flag` can be written: a file name (not a directory)
     ending in one of `suffixes` when given, in a writable folder, and (without `overwrite`) not
-    an existing file. Returns it as a Path; raises UsageError naming the flag and the path."""
+    an existing file. Returns it as a Path; raises UserError naming the flag and the path."""
     text = str(path)
     if problem := empty_path(text, "a file name"):
-        raise UsageError(f"{flag}: {problem}")
+        raise UserError(f"{flag}: {problem}")
     p = Path(text)
     if text.endswith(os.sep) or p.is_dir():
-        raise UsageError(f"{flag} {p}: is a directory (give a file name)")
+        raise UserError(f"{flag} {p}: is a directory (give a file name)")
     if suffixes and not p.name.lower().endswith(suffixes):
-        raise UsageError(f"{flag} {p}: the file name must end in {' or '.join(suffixes)}")
+        raise UserError(f"{flag} {p}: the file name must end in {' or '.join(suffixes)}")
     if p.exists() or p.is_symlink():
         if not overwrite:
             hint = f" (give a new name, or {overwrite_flag})" if overwrite_flag else " (give a new name)"
-            raise UsageError(f"{flag} {p}: the file exists{hint}")
+            raise UserError(f"{flag} {p}: the file exists{hint}")
         if not p.is_file():
-            raise UsageError(f"{flag} {p}: exists and is not a regular file")
+            raise UserError(f"{flag} {p}: exists and is not a regular file")
         if not os.access(p, os.W_OK):
-            raise UsageError(f"{flag} {p}: the file is not writable")
+            raise UserError(f"{flag} {p}: the file is not writable")
     _writable_parent(flag, p)
     return p
 
@@ -257,13 +237,13 @@ def output_dir(flag: str, path) -> Path:
     """Check that the directory `path` given by `flag` can be written into (or created)."""
     text = str(path)
     if problem := empty_path(text, "a directory"):
-        raise UsageError(f"{flag}: {problem}")
+        raise UserError(f"{flag}: {problem}")
     p = Path(text)
     if p.exists() and not p.is_dir():
-        raise UsageError(f"{flag} {p}: exists and is not a directory")
+        raise UserError(f"{flag} {p}: exists and is not a directory")
     if p.is_dir():
         if not os.access(p, os.W_OK | os.X_OK):
-            raise UsageError(f"{flag} {p}: the directory is not writable")
+            raise UserError(f"{flag} {p}: the directory is not writable")
     else:
         _writable_parent(flag, p)
     return p
@@ -282,7 +262,7 @@ def check_run_dir(out: Path | None, overwrite: bool) -> None:
         return
     output_dir("--out", out)
     if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise UsageError(f"--out {out}: the directory holds files (give a new directory, or --overwrite)")
+        raise UserError(f"--out {out}: the directory holds files (give a new directory, or --overwrite)")
 
 
 def default_run_dir(kind: str) -> Path:
@@ -303,22 +283,22 @@ def open_run_dir(out: Path, overwrite: bool, outputs: tuple[str, ...]) -> Path:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise UsageError(f"--out {out}: cannot create the directory: {e.strerror or e}") from None
+        raise UserError(f"--out {out}: cannot create the directory: {e.strerror or e}") from None
     return out
 
 
 @contextlib.contextmanager
 def _backend_flag(backend: str | None):
     """A backend that cannot be used (no usable GPU with --backend cuda, a bad $FOXC_BACKEND) is a
-    UsageError naming it."""
+    UserError naming it."""
     try:
         yield
     except CudaError as exc:
         message = str(exc)
-        raise UsageError(message if message.startswith("--backend") else f"--backend {backend or 'auto'}: {message}") \
+        raise UserError(message if message.startswith("--backend") else f"--backend {backend or 'auto'}: {message}") \
             from None
     except ValueError as exc:  # $FOXC_BACKEND names no backend
-        raise UsageError(f"$FOXC_BACKEND: {exc}") from None
+        raise UserError(f"$FOXC_BACKEND: {exc}") from None
 
 
 def open_runtime(backend: str | None):

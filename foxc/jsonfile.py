@@ -19,9 +19,10 @@ import types
 import typing
 from dataclasses import MISSING, fields, is_dataclass
 from pathlib import Path
+from .errors import UserError
 
 
-class JsonFileError(ValueError):
+class JsonFileError(UserError):
     """A file that is not the JSON document it should be: `problem` says why; str() names the file first."""
 
     def __init__(self, path, problem: str):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .cli import ArgumentParser, PathArg, UsageError, output_dir, run
+from .cli import ArgumentParser, PathArg, UserError, output_dir, run
 from .evaluate.plots import PLOTTED, PlotsUnavailable, read_metrics, training_curves, walkforward_plots
 from .jsonfile import JsonFileError, read_json, shape_problem, shown
 
@@ -57,7 +57,7 @@ def fold_metrics(run_dir: Path, report: dict) -> tuple[list[tuple[dict, Path]], 
             continue
         try:
             notes += metrics_notes(metrics)
-        except UsageError as e:
+        except UserError as e:
             if "error" not in fold:
                 raise
             notes.append(f"note: {e} (fold {fold['fold']} failed): no training.png for it")
@@ -68,12 +68,12 @@ def fold_metrics(run_dir: Path, report: dict) -> tuple[list[tuple[dict, Path]], 
 
 def metrics_notes(path: Path) -> list[str]:
     """The notes on the lines of a metrics.jsonl left out of the plots ([] when none): lines that are not JSON, and
-    records logged again by a resumed run; a metrics.jsonl the plots cannot draw is a UsageError naming it and the
+    records logged again by a resumed run; a metrics.jsonl the plots cannot draw is a UserError naming it and the
     line."""
     try:
         metrics = read_metrics(path)
     except ValueError as e:
-        raise UsageError(str(e)) from None
+        raise UserError(str(e)) from None
     notes = []
     if metrics.skipped:
         notes.append(f"note: {path}: {_lines(metrics.skipped, 'line is', 'lines are')} not JSON, skipped "
@@ -100,14 +100,14 @@ def read_report(path: Path) -> dict:
     try:
         report = read_json(path)
     except JsonFileError as e:
-        raise UsageError(f"{path}: not a walk-forward report ({e.problem})") from None
+        raise UserError(f"{path}: not a walk-forward report ({e.problem})") from None
     if not isinstance(report.get("folds"), list):
-        raise UsageError(f"{path}: not a walk-forward report (no 'folds' list)")
+        raise UserError(f"{path}: not a walk-forward report (no 'folds' list)")
     for i, fold in enumerate(report["folds"]):
         bad = shape_problem(fold, {"fold": PLOTTED["fold"]} if "error" in fold else PLOTTED) \
             if isinstance(fold, dict) else f"{shown(fold)}, not an object"
         if bad:
-            raise UsageError(f"{path}: fold record {i}: {bad} (the file was altered or damaged: run the walk-forward "
+            raise UserError(f"{path}: fold record {i}: {bad} (the file was altered or damaged: run the walk-forward "
                              "again)")
     return report
 
@@ -123,12 +123,12 @@ def main(argv=None) -> int:
 
 def _main(args) -> int:
     if not args.run_dir.exists():
-        raise UsageError(f"{args.run_dir}: no such directory")
+        raise UserError(f"{args.run_dir}: no such directory")
     if not args.run_dir.is_dir():
-        raise UsageError(f"{args.run_dir}: not a directory (give a run directory)")
+        raise UserError(f"{args.run_dir}: not a directory (give a run directory)")
     metrics, report = args.run_dir / "metrics.jsonl", args.run_dir / "report.json"
     if not (metrics.is_file() or report.is_file()):
-        raise UsageError(f"{args.run_dir}: neither metrics.jsonl nor report.json to plot")
+        raise UserError(f"{args.run_dir}: neither metrics.jsonl nor report.json to plot")
     notes = metrics_notes(metrics) if metrics.is_file() else []
     notes += fold_metrics(args.run_dir, read_report(report))[1] if report.is_file() else []
     if args.out is not None:

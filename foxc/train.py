@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .cli import (ArgumentParser, PathArg, UsageError, describe, fail, open_runtime, output_dir, reader_gone,
-                  user_errors)
-from .driver import BACKENDS, CudaError
+from .cli import ArgumentParser, PathArg, UserError, open_runtime, output_dir, run as run_cli
+from .driver import BACKENDS
 from .profile import KernelProfiler, add_profile_args, profile_window
 from .isv.registry import setting_problem
 from .trainer.config import (ConfigError, ConfigFile, TrainConfig, add_config_arguments, check_needs_data,
@@ -83,11 +82,15 @@ def describe_selection(s: dict | None) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    return run_cli(PROG, lambda: _main(args))
+
+
+def _main(args) -> int:
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     run_dir, trainer = None, None
     try:
         if args.tensorboard and not tensorboard.available():
-            raise UsageError(f"--tensorboard needs tensorboardX: {tensorboard.INSTALL}")
+            raise UserError(f"--tensorboard needs tensorboardX: {tensorboard.INSTALL}")
         config_file = ConfigFile.read(args.config_file) if args.config_file else None
         given = config_file.under(config_settings(args)) if config_file else config_settings(args)
         # a setting at odds with another (or the checkpoint) is named with the file that gave it
@@ -108,7 +111,7 @@ def main(argv=None) -> int:
         except ConfigError as e:
             raise config_file.blame(e, config_settings(args)) if config_file else e
         if cfg.n_steps == 0:  # a run of nothing wrote a run directory and checkpoint-0 (0 stays a library setting)
-            raise UsageError("--n-steps must be >= 1 (got 0)" + (f" (from --config {config_file.path})"
+            raise UserError("--n-steps must be >= 1 (got 0)" + (f" (from --config {config_file.path})"
                                                                 if config_file and "n_steps" in from_file else ""))
         log(f"foxc {__version__}: backend {rt.backend} — {rt.reason}")
         if cfg.graph == "on" and rt.backend == "reference":
@@ -120,10 +123,10 @@ def main(argv=None) -> int:
         out = run_dir.path
         try:
             data = load_data_logged(cfg, log, from_file.get("data"))
-        except UsageError as e:  # the checkpoint's data, not a --data given now: it may have moved
+        except UserError as e:  # the checkpoint's data, not a --data given now: it may have moved
             if not resume or "data" in given or not cfg.data or data_found(cfg.data):
                 raise  # what is wrong with data that is there (an --instrument it lacks) says itself
-            raise UsageError(f"--resume-from {resume}: the checkpoint's data: {e} (give --data PATH where it is now: "
+            raise UserError(f"--resume-from {resume}: the checkpoint's data: {e} (give --data PATH where it is now: "
                              "it is recognised by its content)") from None
         if resume:
             ran_on = check_same_data(resume, saved_data, data.source)  # the checkpoint's sha256 of this data
@@ -167,16 +170,13 @@ def main(argv=None) -> int:
             log_done(log, summary, final, out)
         trainer.close()
         return 130 if stop.requested else 0
-    except (*user_errors(), CudaError, ValueError, OSError, KeyboardInterrupt) as e:
+    except BaseException as e:  # a run that took no step leaves no directory behind, whatever stopped it
         if run_dir is not None and (trainer is None or trainer.steps_done == 0):
             run_dir.discard()
-        if isinstance(e, BrokenPipeError):  # `| head`: the reader has what it wanted
-            return reader_gone()
-        if isinstance(e, KeyboardInterrupt):
-            print(f"{PROG}: interrupted", file=sys.stderr)
-            return 130
-        # a cache's shard is read (and refused) when the dataset uploads or stages it, past load_data_logged
-        return fail(PROG, f"--data {e}" if isinstance(e, DataError) else describe(e))
+        if isinstance(e, DataError) and not str(e).startswith("--data"):
+            # a cache's shard is read (and refused) when the dataset uploads or stages it, past load_data_logged
+            raise UserError(f"--data {e}") from None
+        raise
 
 
 def run(rt, cfg, out: Path, log=lambda msg: None) -> dict:
@@ -208,7 +208,7 @@ def load_data_logged(cfg, log, source: str | None = None):
             raise
         # a relative path in a --config file is the command line's: from here, not from the file's folder
         given = f" ({source} gave it; its paths are read from the current directory)" if source else ""
-        raise UsageError(f"--data {e}{given}") from None
+        raise UserError(f"--data {e}{given}") from None
     for line in data.market.report.summary().splitlines():
         log(line)
     return data
@@ -294,7 +294,7 @@ def resume_meta(path: Path) -> dict:
     try:
         return read_checkpoint(path, expected={}).meta
     except CheckpointError as e:
-        raise UsageError(f"--resume-from {e}") from None
+        raise UserError(f"--resume-from {e}") from None
 
 
 class StopOnSignal:

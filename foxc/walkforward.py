@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import (UNRECOGNIZED, ArgumentParser, PathArg, UsageError, add_run_dir_arguments, backend_name,
+from .cli import (UNRECOGNIZED, ArgumentParser, PathArg, UserError, add_run_dir_arguments, backend_name,
                   check_run_dir, default_run_dir, finite_float, glob_hint, int_at_least, nonnegative_float,
                   nonnegative_int, open_run_dir, positive_int, run as run_cli)
 from .data.markets import MARKETS, market as named_market
@@ -293,37 +293,37 @@ def check_args(args, train_args: list[str]) -> None:
     if by_days:
         for flag, value in (("--folds", args.folds), ("--split", args.split)):
             if value is not None:
-                raise UsageError(f"{flag} and {by_days[0]} are two ways to cut the data: give --folds (and --split) "
+                raise UserError(f"{flag} and {by_days[0]} are two ways to cut the data: give --folds (and --split) "
                                  "or --train-days and --eval-days (and --step-days)")
         if args.train_days is None or args.eval_days is None:
-            raise UsageError(f"{by_days[0]}: folds by dates need both --train-days and --eval-days")
+            raise UserError(f"{by_days[0]}: folds by dates need both --train-days and --eval-days")
     else:
         args.folds = 3 if args.folds is None else args.folds
         args.split = args.split or "auto"
     if args.data == "synthetic" and not by_days:
         if args.synthetic not in MARKETS:
-            raise UsageError(f"--synthetic must be one of {', '.join(MARKETS)} (got '{args.synthetic}')")
+            raise UserError(f"--synthetic must be one of {', '.join(MARKETS)} (got '{args.synthetic}')")
         windows = args.folds + 1
         if args.synthetic_rows is not None and args.synthetic_rows < windows * MIN_WINDOW_ROWS:
-            raise UsageError(f"--synthetic-rows {args.synthetic_rows}: too few for --folds {args.folds} "
+            raise UserError(f"--synthetic-rows {args.synthetic_rows}: too few for --folds {args.folds} "
                              f"({windows} windows of at least {MIN_WINDOW_ROWS} rows)")
         if args.split == "segments" and args.synthetic_segments < windows:
-            raise UsageError(f"--split segments: --synthetic-segments {args.synthetic_segments} cannot make "
+            raise UserError(f"--split segments: --synthetic-segments {args.synthetic_segments} cannot make "
                              f"{windows} windows (--folds {args.folds})")
     if args.fee is not None and args.fee > MAX_FEE:  # the simulator's money (x1e9) is an int64
-        raise UsageError(f"--fee must be 0 to {MAX_FEE:,.0f}, the simulator's largest price (got {args.fee:g})")
+        raise UserError(f"--fee must be 0 to {MAX_FEE:,.0f}, the simulator's largest price (got {args.fee:g})")
     scaleout.check_runner_arguments(args, "fold")
     if args.hold_min > args.hold_max:
-        raise UsageError(f"--hold-min {args.hold_min:g} is above --hold-max {args.hold_max:g}")
+        raise UserError(f"--hold-min {args.hold_min:g} is above --hold-max {args.hold_max:g}")
     try:
         resolve_trainer(args.trainer)
     except (ValueError, TypeError, ImportError, AttributeError) as e:
-        raise UsageError(f"--trainer {args.trainer}: {e}") from None
+        raise UserError(f"--trainer {args.trainer}: {e}") from None
     strays = list(itertools.takewhile(lambda a: not a.startswith("-"), train_args))  # no flag takes them
     if glob_hint(strays):
-        raise UsageError(f"{UNRECOGNIZED}{' '.join(strays)}{glob_hint(strays)}")
+        raise UserError(f"{UNRECOGNIZED}{' '.join(strays)}{glob_hint(strays)}")
     if args.trainer == "baseline" and train_args:
-        raise UsageError(f"unrecognized arguments: {' '.join(train_args)} (--trainer {args.trainer} takes no "
+        raise UserError(f"unrecognized arguments: {' '.join(train_args)} (--trainer {args.trainer} takes no "
                          "training flags)")
     check_run_dir(args.out, args.overwrite)
 
@@ -334,7 +334,7 @@ OUTPUTS = ("fold-*", "report.json", "report.md", "equity.png", "net_pnl.png", "d
 
 def main(argv=None) -> int:
     args, train_args = build_parser().parse_known_args(argv)
-    return run_cli("foxc.walkforward", lambda: _main(args, train_args), also=(ValueError, scaleout.ScaleoutError))
+    return run_cli("foxc.walkforward", lambda: _main(args, train_args))
 
 
 def _main(args, train_args: list[str]) -> int:
@@ -349,18 +349,18 @@ def _main(args, train_args: list[str]) -> int:
         train_args = inline_config_file(train_args, FOLD_SETTINGS)  # a fold on another machine has no file
         given = parse_settings(train_args, "training flags")
         for name in FOLD_SETTINGS.keys() & given.keys():  # the fold would set it over the flag without a word
-            raise UsageError(f"{setting_actions()[name].option_strings[0]}: set by the walk-forward for every fold "
+            raise UserError(f"{setting_actions()[name].option_strings[0]}: set by the walk-forward for every fold "
                              f"(give {FOLD_SETTINGS[name]})")
         TrainConfig.for_backend(backend, **{**given, "n_steps": args.steps_per_fold})
     try:
         data = load_data(args.data, args.synthetic_rows, args.seed, args.synthetic_segments, args.synthetic,
                          args.instrument, tick_units(args.tick))
     except DataError as e:
-        raise UsageError(f"--data {e}") from None
+        raise UserError(f"--data {e}") from None
     cached = isinstance(data, CachedData)
     if cached:
         if args.keep_data:
-            raise UsageError(f"--keep-data: the folds of a cache read its shards ({args.data}); there is no data.npy "
+            raise UserError(f"--keep-data: the folds of a cache read its shards ({args.data}); there is no data.npy "
                              "to keep")
         print(f"cache {args.data}: {len(data.manifest['shards'])} shard(s), {int(data.manifest['rows']):,} rows, "
               f"prepared from {data.manifest['data']}", flush=True)
@@ -373,7 +373,7 @@ def _main(args, train_args: list[str]) -> int:
         flags = (f"--folds {args.folds} (--split {args.split})" if args.train_days is None else
                  f"--train-days {args.train_days} --eval-days {args.eval_days}"
                  + (f" --step-days {args.step_days}" if args.step_days is not None else ""))
-        raise UsageError(f"--data {args.data}: {flags}: {e}") from None
+        raise UserError(f"--data {args.data}: {flags}: {e}") from None
     if synthetic and args.trainer == "rl":  # the agent trains on the same market, at the same fee
         train_args = ["--synthetic", args.synthetic, "--fee", repr(fee), *train_args]
     out = open_run_dir(args.out or default_run_dir("walkforward"), args.overwrite, OUTPUTS)
@@ -390,7 +390,7 @@ def _main(args, train_args: list[str]) -> int:
                           instrument=args.instrument)
     refused = [f for f in report["folds"] if f.get("data_error")]
     if refused:  # the data, not the code: a user's error, as when the whole data is refused up front
-        raise UsageError(f"--data {args.data}: fold {refused[0]['fold']}: {refused[0]['data_error']} (the report of "
+        raise UserError(f"--data {args.data}: fold {refused[0]['fold']}: {refused[0]['data_error']} (the report of "
                          f"every fold is in {out})")
     return 0 if all("error" not in f for f in report["folds"]) else 1
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from foxc.bench import data as bench
-from foxc.cli import UsageError
+from foxc.cli import UserError
 from foxc.data.cache import open_cache, read_manifest
 from foxc.data.labels import LabelConfig, compute_labels
 from foxc.data.record import SNAPSHOT_BYTES
@@ -49,16 +49,16 @@ def test_a_filesystem_without_room_is_refused_naming_the_rows_that_fit():
     need = bench.scale_bytes(500_000_000, 1_000_000)
     assert need == 500_000_000 * 436 + 500 * bench.SHARD_BYTES
     bench.check_scale_room(500_000_000, 1_000_000, "--dir d", need)  # exactly enough
-    with pytest.raises(UsageError, match=r"--rows 500,000,000: the cache needs 218.0 GB \(436 bytes a snapshot: "
+    with pytest.raises(UserError, match=r"--rows 500,000,000: the cache needs 218.0 GB \(436 bytes a snapshot: "
                                          r"352 of records, 84 of labels\), and the filesystem of --dir d has 55.0 GB "
                                          r"free: give --rows 126,000,000 or fewer, or a --dir with more room"):
         bench.check_scale_room(500_000_000, 1_000_000, "--dir d", 55 * 10**9)
     for rows, shard_rows, free in ((500_000_000, 1_000_000, 55 * 10**9), (10_000, 3000, 3_000_000)):
-        with pytest.raises(UsageError) as err:
+        with pytest.raises(UserError) as err:
             bench.check_scale_room(rows, shard_rows, "--dir d", free)
         fit = int(str(err.value).split("give --rows ")[1].split()[0].replace(",", ""))
         assert bench.scale_bytes(fit, shard_rows) <= free < bench.scale_bytes(fit + min(shard_rows, 10**6), shard_rows)
-    with pytest.raises(UsageError, match="free: give a --dir with more room"):
+    with pytest.raises(UserError, match="free: give a --dir with more room"):
         bench.check_scale_room(10, 10, "--dir d", 100)
 
 

@@ -69,7 +69,7 @@ def test_train_takes_the_tick_as_part_of_the_runs_and_the_caches_identity(es_cl,
 
 
 def test_walkforward_sweep_and_config_files_take_the_one_flag(es_cl, tmp_path, capsys):
-    from foxc.cli import UsageError
+    from foxc.cli import UserError
     from foxc.sweep.axes import grid_axis
     from foxc.trainer.config import ConfigError, ConfigFile, TrainConfig, parse_settings
     from foxc.walkforward import load_data, main as walkforward
@@ -80,7 +80,7 @@ def test_walkforward_sweep_and_config_files_take_the_one_flag(es_cl, tmp_path, c
         load_data(str(tmp_path / "cache"), 0, 0, 1, tick=5 * CENT)
     assert walkforward(["--tick", "0.01", "--out", str(tmp_path / "wf")]) == 2
     assert "--tick 0.01 sets the tick of --data's files: without --data" in capsys.readouterr().err
-    with pytest.raises(UsageError, match="--grid tick: not an axis: every point must be measured on the same data"):
+    with pytest.raises(UserError, match="--grid tick: not an axis: every point must be measured on the same data"):
         grid_axis("tick=0.01,0.05")
     (tmp_path / "run.toml").write_text('data = "books/"\ntick = 0.25\n')
     file = ConfigFile.read(tmp_path / "run.toml")

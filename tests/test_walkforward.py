@@ -401,9 +401,9 @@ def test_a_third_party_trainers_out_of_memory_is_one_line_naming_it_and_the_reme
     """A third-party trainer out of host memory (MemoryError) or device memory (CUDA_ERROR_OUT_OF_MEMORY), training
     or loading its policy, was a traceback in its fold's record (the run exiting 1), where the RL and baseline
     trainers' is one line."""
-    from foxc.driver import CudaError
+    from foxc.driver import DeviceOutOfMemory
     error = (MemoryError(NUMPY_NO_ROOM) if oom == "host" else
-             CudaError(CUDA_NO_ROOM, result="CUDA_ERROR_OUT_OF_MEMORY", call="cuMemAlloc", doing="allocating"))
+             DeviceOutOfMemory(CUDA_NO_ROOM, result="CUDA_ERROR_OUT_OF_MEMORY", call="cuMemAlloc", doing="allocating"))
     monkeypatch.setattr(FAILING, "error", error)
     monkeypatch.setattr(FAILING, "in_policy", doing.startswith("loading"))
     out = tmp_path / "wf"

@@ -30,14 +30,14 @@ def test_rl_folds_train_evaluate_and_report(tmp_path):
 def test_a_folds_evaluation_out_of_memory_is_one_line_naming_the_remedy(tmp_path, monkeypatch, capsys, memory):
     """A MemoryError evaluating a fold's evaluation window was a traceback in its record (the run exiting 1), and the
     device's out of memory (its evaluator's arrays on CUDA) was until session 18."""
-    from foxc.driver import CudaError
+    from foxc.driver import DeviceOutOfMemory
     from foxc.evaluate import runner
     from test_data_stream import NumpyWithout
     if memory == "host":
         monkeypatch.setattr(runner, "np", NumpyWithout("zeros"))  # the evaluation's arrays of each snapshot
     else:
         def no_room(*args, **kwargs):
-            raise CudaError("cuMemAlloc failed", **DEVICE_NO_ROOM)
+            raise DeviceOutOfMemory("cuMemAlloc failed", **DEVICE_NO_ROOM)
         monkeypatch.setattr(runner.Evaluator, "run", no_room)
     out = tmp_path / "wf"
     assert walkforward.main(["--backend", "reference", "--synthetic-rows", "20000", "--folds", "1",
@@ -59,11 +59,11 @@ def test_a_folds_training_out_of_memory_is_one_line_naming_the_remedy(tmp_path, 
     """A MemoryError training a fold (its replay, its backtests' arrays) was a traceback in its record (the run
     exiting 1), and the device's out of memory (CUDA_ERROR_OUT_OF_MEMORY) was until session 18; the fold's trainer
     is closed, its memory released for the next fold."""
-    from foxc.driver import CudaError
+    from foxc.driver import DeviceOutOfMemory
     from foxc.trainer import fold
 
     def no_room(*args, **kwargs):
-        raise MemoryError("Unable to allocate") if memory == "host" else CudaError("cuMemAlloc failed", **DEVICE_NO_ROOM)
+        raise MemoryError("Unable to allocate") if memory == "host" else DeviceOutOfMemory("cuMemAlloc failed", **DEVICE_NO_ROOM)
     closed, close = [], fold.Trainer.close
     monkeypatch.setattr(fold.Trainer, "train_logged", no_room)
     monkeypatch.setattr(fold.Trainer, "close", lambda trainer: closed.append(close(trainer)))

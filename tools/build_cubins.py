@@ -39,7 +39,7 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 sys.path.insert(0, str(ROOT))
 
-from foxc.cli import ArgumentParser, UsageError, positive_int, run  # noqa: E402 (a mistake: one line, status 2)
+from foxc.cli import ArgumentParser, UserError, positive_int, run  # noqa: E402 (a mistake: one line, status 2)
 from foxc.driver.cubins import read_manifest  # noqa: E402 (the one reader of the manifest)
 
 PROG = "build_cubins"
@@ -84,7 +84,7 @@ def included_headers(source: Path) -> list[Path]:
                         stack.append(candidate)
                     break
             else:
-                raise UsageError(f"{rel(current)}: #include \"{name}\" not found under its folder or cuda/include")
+                raise UserError(f"{rel(current)}: #include \"{name}\" not found under its folder or cuda/include")
     return sorted(seen)
 
 
@@ -173,7 +173,7 @@ def parse_signatures(source_text: str, label: str = "source", macros: dict[str, 
             ctype = decl[:name.start()].strip() if name else ""
             kind = "ptr" if "*" in ctype else C_KINDS.get(ctype)
             if name is None or kind is None:
-                raise UsageError(f"{label}: kernel {m.group(1)}: parameter '{raw}' has a type foxc cannot bind "
+                raise UserError(f"{label}: kernel {m.group(1)}: parameter '{raw}' has a type foxc cannot bind "
                                  f"(pointers and {', '.join(C_KINDS)})")
             params.append([name.group(1), kind])
         found[m.group(1)] = params
@@ -258,7 +258,7 @@ def compile_one(nvcc: str, source: Path, module: str, arch: str) -> tuple[str, b
 def build(archs: list[str], force: bool, jobs: int) -> int:
     nvcc = shutil.which("nvcc")
     if nvcc is None:
-        raise UsageError("nvcc not found on PATH: install the CUDA toolkit (13.0) to build cubins")
+        raise UserError("nvcc not found on PATH: install the CUDA toolkit (13.0) to build cubins")
     for path, _, write in generated_headers():
         if write():
             print(f"regenerated {rel(path)}")

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..checkpoint import AdamState, CheckpointSaver, encode_checkpoint, expected_from, read_checkpoint
-from ..cli import PathArg, UsageError, output_dir, positive_int
+from ..cli import PathArg, UserError, output_dir, positive_int
 from ..isv.registry import SLOTS
 from . import harness
 from ..cli import text_table as table
@@ -117,7 +117,7 @@ def _check_dir(args):
     if args.dir is not None:  # the saver keeps the newest two checkpoint-<n>.foxc: never among a user's files
         output_dir("--dir", args.dir)
         if Path(args.dir).is_dir() and any(Path(args.dir).iterdir()):
-            raise UsageError(f"--dir {args.dir}: the directory holds files (the benchmark writes and removes "
+            raise UserError(f"--dir {args.dir}: the directory holds files (the benchmark writes and removes "
                              "checkpoint files there: give a new or empty directory)")
 
 

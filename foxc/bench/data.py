@@ -36,7 +36,7 @@ from ..data.labels import LabelConfig, compute_labels
 from ..data.parquet import read_parquet, write_parquet
 from ..data.record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from ..data.synthetic import SynthParams, generate, synthetic_data
-from ..cli import PathArg, UsageError, int_at_least, output_dir, positive_int, text_table as table
+from ..cli import PathArg, UserError, int_at_least, output_dir, positive_int, text_table as table
 from . import harness
 from .report import write_json
 from ..data.cache import CacheRows, MANIFEST, RECORDS, shard_dir
@@ -116,7 +116,7 @@ def check_scale_room(rows: int, shard_rows: int, where: str, free: int):
     unit = min(1_000_000, shard_rows)
     fit = (max(0, free - SHARD_BYTES) // (SCALE_BYTES + SHARD_BYTES / shard_rows)) // unit * unit
     hint = f"give --rows {int(fit):,} or fewer, or" if fit else "give"
-    raise UsageError(f"--rows {rows:,}: the cache needs {need / 1e9:.1f} GB ({SCALE_BYTES} bytes a snapshot: "
+    raise UserError(f"--rows {rows:,}: the cache needs {need / 1e9:.1f} GB ({SCALE_BYTES} bytes a snapshot: "
                      f"{SNAPSHOT_BYTES} of records, {SCALE_BYTES - SNAPSHOT_BYTES} of labels), and the filesystem "
                      f"of {where} has {free / 1e9:.1f} GB free: {hint} a --dir with more room")
 
@@ -328,18 +328,18 @@ def _check(args):
     if not args.scale:
         for flag, value in (("--shard-rows", args.shard_rows), ("--dir", args.dir)):
             if value is not None:
-                raise UsageError(f"{flag} {value}: only with --scale")
+                raise UserError(f"{flag} {value}: only with --scale")
         if args.workers is not None and not args.prepare:
-            raise UsageError(f"--workers {args.workers}: only with --prepare or --scale (the other benchmarks run "
+            raise UserError(f"--workers {args.workers}: only with --prepare or --scale (the other benchmarks run "
                              "in this process)")
         args.workers = args.workers or 2
         args.rows = args.rows or 2_000_000
         if args.prepare and args.rows < args.workers:
-            raise UsageError(f"--rows {args.rows} --workers {args.workers}: --prepare writes --workers files of "
+            raise UserError(f"--rows {args.rows} --workers {args.workers}: --prepare writes --workers files of "
                              "--rows / --workers snapshots each (give --rows of at least --workers)")
         return
     if args.prepare:
-        raise UsageError("--prepare and --scale: --scale runs alone (give one of them)")
+        raise UserError("--prepare and --scale: --scale runs alone (give one of them)")
     args.rows = args.rows or 500_000_000
     args.workers = args.workers or 2
     args.shard_rows = min(args.shard_rows or 1_000_000, args.rows)
@@ -347,7 +347,7 @@ def _check(args):
     if args.dir is not None:
         output_dir("--dir", args.dir)
         if folder.is_dir() and any(folder.iterdir()):
-            raise UsageError(f"--dir {folder}: the directory holds files (give a new or empty directory)")
+            raise UserError(f"--dir {folder}: the directory holds files (give a new or empty directory)")
     where = f"--dir {folder}" if args.dir else f"{folder} (no --dir given)"
     check_scale_room(args.rows, args.shard_rows, where, shutil.disk_usage(existing_parent(folder)).free)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..cli import UsageError, nonnegative_int, positive_int, text_table as table
+from ..cli import UserError, nonnegative_int, positive_int, text_table as table
 from . import harness
 from .report import write_json
 from ..isv.registry import isv_setting
@@ -139,7 +139,7 @@ def _check_steps(args):
     unused = [m for m in args.steps if m not in args.markets]
     if unused:
         given = ",".join(f"{m}={args.steps[m]}" for m in unused)
-        raise UsageError(f"--steps {given}: not among --markets {','.join(args.markets)} (add it there, or give "
+        raise UserError(f"--steps {given}: not among --markets {','.join(args.markets)} (add it there, or give "
                          "steps of the markets run)")
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..cli import ArgumentParser, PathArg, UsageError, one_line, open_runtime, output_file, run as run_cli
+from ..cli import ArgumentParser, PathArg, UserError, one_line, open_runtime, output_file, run as run_cli
 from ..driver import BACKENDS
 
 
@@ -28,7 +28,7 @@ def parser(name: str, doc: str) -> ArgumentParser:
 
 def run(ap: ArgumentParser, argv, body, *, check=None) -> int:
     """Add --json to `ap` and parse `argv`; then `check(args)` (the benchmark's own checks of its
-    flags, raising UsageError), --json writable, the runtime opened, and `body(args, rt)`'s exit
+    flags, raising UserError), --json writable, the runtime opened, and `body(args, rt)`'s exit
     status, all through foxc.cli.run."""
     ap.add_argument("--json", type=PathArg("a file name"), help="also write the results here")
     args = ap.parse_args(argv)
@@ -41,7 +41,7 @@ def run(ap: ArgumentParser, argv, body, *, check=None) -> int:
         try:
             return body(args, open_runtime(args.backend))
         except MemoryError as e:  # sizes past this host's memory: numpy says how much it could not allocate
-            raise UsageError(f"out of host memory: {one_line(e) or 'MemoryError'} (give smaller sizes)") from None
+            raise UserError(f"out of host memory: {one_line(e) or 'MemoryError'} (give smaller sizes)") from None
 
     return run_cli(ap.prog, main)
 

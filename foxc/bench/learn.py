@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..agent.layout import N_POSITION_FEATURES
-from ..cli import PathArg, UsageError, output_dir, positive_int
+from ..cli import PathArg, UserError, output_dir, positive_int
 from ..isv import IsvBus
 from ..nn import matmul, model
 from ..nn.heads import N_ACTIONS, Q_OUTPUTS
@@ -90,9 +90,9 @@ def _check_out(args):
     """--out only with --profile (it writes profile.json), --precision only with a profile (the benchmark times
     both otherwise): not ignored."""
     if args.out is not None and not args.profile:
-        raise UsageError(f"--out {args.out}: only with --profile (it says where profile.json goes)")
+        raise UserError(f"--out {args.out}: only with --profile (it says where profile.json goes)")
     if args.precision is not None and not (args.profile or args.profile_steps):
-        raise UsageError(f"--precision {args.precision}: only with --profile or --profile-steps (without them the "
+        raise UserError(f"--precision {args.precision}: only with --profile or --profile-steps (without them the "
                          "benchmark times both precisions)")
     args.out = "." if args.out is None else args.out
     args.precision = args.precision or "f32"

@@ -1,11 +1,10 @@
 """The two ways a checkpoint goes wrong: a file that cannot be trusted, and a save that failed."""
 from __future__ import annotations
 
-from ..cli import user_error
+from ..errors import UserError
 
 
-@user_error
-class CheckpointError(Exception):
+class CheckpointError(UserError):
     """A file that is not a valid FOXC checkpoint (or does not fit the model).
 
     The message names the file (`path`, whenever a file was read), then the section and the
@@ -34,8 +33,7 @@ class CheckpointError(Exception):
         return head + (f"{' '.join(where)}: {self.reason}" if where else self.reason)
 
 
-@user_error
-class CheckpointSaveError(Exception):
+class CheckpointSaveError(UserError):
     """A save that did not complete (disk full, permission denied, ...).
 
     Whatever was on disk before is untouched and no temporary file is left

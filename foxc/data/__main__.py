@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli import ArgumentParser, PathArg, UsageError, finite_float, nonnegative_float, nonnegative_int, \
+from ..cli import ArgumentParser, PathArg, UserError, finite_float, nonnegative_float, nonnegative_int, \
     output_dir, output_file, positive_int, positive_ints, run, text_table
 from .labels import N_HORIZONS, LabelConfig, balance, balance_counts, compute_labels
 from .market import add_tick_flag, tick_units
@@ -41,12 +41,12 @@ def cmd_inspect(args) -> int:
             setattr(args, name, default)
     if args.verify:
         if not Path(args.path).exists():  # a mistyped cache: not there at all, rather than not a cache
-            raise UsageError(f"{args.path}: no such file or directory (--verify reads a prepared cache)")
-        raise UsageError(f"--verify: {args.path} is not a prepared cache (the data files are read and validated whole "
+            raise UserError(f"{args.path}: no such file or directory (--verify reads a prepared cache)")
+        raise UserError(f"--verify: {args.path} is not a prepared cache (the data files are read and validated whole "
                          "anyway)")
     horizons = three_horizons(args.horizons)
     if args.min_price < 0 or args.max_price <= args.min_price:
-        raise UsageError(f"--min-price {args.min_price:g} and --max-price {args.max_price:g}: need 0 <= min < max")
+        raise UserError(f"--min-price {args.min_price:g} and --max-price {args.max_price:g}: need 0 <= min < max")
     report_out = validation_out(args)
     cfg = ValidationConfig(args.min_price, args.max_price)
     data = load(args.path, cfg, tick=tick_units(args.tick), instrument=args.instrument)
@@ -74,7 +74,7 @@ def cmd_inspect(args) -> int:
 def three_horizons(horizons: list[int]) -> tuple[int, ...]:
     """--horizons, checked before any file is read (as positive_ints left them: each >= 1)."""
     if len(horizons) != N_HORIZONS:
-        raise UsageError(f"--horizons {','.join(map(str, horizons))}: give three horizons")
+        raise UserError(f"--horizons {','.join(map(str, horizons))}: give three horizons")
     return tuple(horizons)
 
 
@@ -86,12 +86,12 @@ def validation_out(args) -> Path | None:
     """--run-dir's data_validation.json, checked before any work: a file inspect writes new, or replaces with
     --overwrite (a run's or an earlier inspect's is never lost without a word)."""
     if args.overwrite and not args.run_dir:
-        raise UsageError("--overwrite: only with --run-dir (it replaces the data_validation.json there)")
+        raise UserError("--overwrite: only with --run-dir (it replaces the data_validation.json there)")
     if not args.run_dir:
         return None
     out = output_dir("--run-dir", args.run_dir) / VALIDATION_JSON
     if (out.exists() or out.is_symlink()) and not args.overwrite:
-        raise UsageError(f"--run-dir {args.run_dir}: holds a {VALIDATION_JSON} already (give another directory, or "
+        raise UserError(f"--run-dir {args.run_dir}: holds a {VALIDATION_JSON} already (give another directory, or "
                          "--overwrite to replace it)")
     return output_file("--run-dir", out)
 
@@ -112,7 +112,7 @@ def inspect_cache(args) -> int:
     given = [name for name in FILE_ONLY if getattr(args, name) is not None]
     if given:
         flag = "--" + given[0].replace("_", "-")
-        raise UsageError(f"{flag}: {args.path} is a prepared cache, validated and labelled when it was prepared "
+        raise UserError(f"{flag}: {args.path} is a prepared cache, validated and labelled when it was prepared "
                          "(its settings are printed here; prepare it again to change them)")
     report_out = validation_out(args)
     rows = CacheRows(args.path, None)  # with the label settings it was prepared with
@@ -150,7 +150,7 @@ def cmd_synth(args) -> int:
         rec = generate(args.rows, args.seed, market(args.market).params)
     except MemoryError:
         gb = args.rows * SNAPSHOT_BYTES / 1e9
-        raise UsageError(f"--rows {args.rows:,}: not enough memory to generate them ({gb:,.1f} GB of snapshots, and "
+        raise UserError(f"--rows {args.rows:,}: not enough memory to generate them ({gb:,.1f} GB of snapshots, and "
                          "the generator's temporaries); give fewer rows") from None
     out.parent.mkdir(parents=True, exist_ok=True)
     part = out.with_name(f".{out.name}.{os.getpid()}.part")  # written whole, then renamed over --out
@@ -190,10 +190,10 @@ def cache_out(flag: str, path, overwrite: bool) -> Path:
     out = output_dir(flag, path)
     if out.is_dir() and any(out.iterdir()):
         if not overwrite:
-            raise UsageError(f"{flag} {out}: the directory holds files (give a new or empty directory, or "
+            raise UserError(f"{flag} {out}: the directory holds files (give a new or empty directory, or "
                              "--overwrite to replace a prepared cache)")
         if not is_cache(out):
-            raise UsageError(f"{flag} {out}: the directory holds files but no prepared cache (no manifest.json); "
+            raise UserError(f"{flag} {out}: the directory holds files but no prepared cache (no manifest.json); "
                              "--overwrite replaces only a cache")
     return out
 
@@ -258,7 +258,7 @@ COMMANDS = {"inspect": cmd_inspect, "synth": cmd_synth, "prepare": cmd_prepare}
 def main(argv=None) -> int:
     args = parse_args(argv)
     command = COMMANDS[args.command]
-    return run(f"foxc.data {args.command}", lambda: command(args), also=(ValueError,))
+    return run(f"foxc.data {args.command}", lambda: command(args))
 
 
 if __name__ == "__main__":

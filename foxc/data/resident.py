@@ -32,6 +32,7 @@ import threading
 
 import numpy as np
 
+from ..errors import UserError
 from ..component import Component, Persistent
 from ..rng import generator
 from .features import HORIZONS, LABEL_PLANES
@@ -42,7 +43,7 @@ ROW_BYTES = SNAPSHOT_BYTES + LABEL_BYTES  # one snapshot on the device: its reco
 MIN_SLOTS = 2  # one slot drawable while another is refilled
 
 
-class ResidencyError(ValueError):
+class ResidencyError(UserError):
     """The device budget cannot hold even the smallest rotating set."""
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cli import user_error
+from ..errors import UserError
 from ..numbers import finite
 from .record import PRICE_SCALE, PRICE_UNDEF
 
@@ -49,8 +49,7 @@ NEGATIVE_SIZE = REASONS.index("negative_size") + 1
 VALIDATION_JSON = "data_validation.json"  # the report's file in a run's directory
 
 
-@user_error
-class DataError(Exception):
+class DataError(UserError):
     """A file that cannot be read as market data; str() is the one line shown to the user."""
 
     def __init__(self, path, reason: str, row: int | None = None, column: str | None = None):

@@ -9,12 +9,12 @@
 """
 from .api import Runtime
 from .backend import BACKENDS, BackendChoice, open_runtime, select_backend
-from .errors import CudaError, check, out_of_memory
+from .errors import CudaError, DeviceOutOfMemory, check, out_of_memory
 from .kernel_spec import DevPtr, KernelSpec, f32, i32, i64, ptr, u32, u64
 from .reference.registry import LaunchInfo, RefMem, reference
 
 __all__ = [
-    "BACKENDS", "BackendChoice", "CudaError", "DevPtr", "KernelSpec", "LaunchInfo", "RefMem", "Runtime",
+    "BACKENDS", "BackendChoice", "CudaError", "DeviceOutOfMemory", "DevPtr", "KernelSpec", "LaunchInfo", "RefMem", "Runtime",
     "check", "f32", "i32", "i64", "open_runtime", "out_of_memory", "ptr", "reference", "select_backend",
     "u32", "u64",
 ]

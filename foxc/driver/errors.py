@@ -15,9 +15,14 @@ class CudaError(RuntimeError):
         self.result, self.call, self.doing = result, call, doing
 
 
+class DeviceOutOfMemory(CudaError, MemoryError):
+    """CUDA_ERROR_OUT_OF_MEMORY: a MemoryError too, so that the one entry path (foxc.cli.run) reports the device's
+    memory running out as it reports the host's: one line, not a traceback."""
+
+
 def out_of_memory(e: BaseException) -> bool:
-    """Whether `e` says the host's memory (MemoryError) or the device's (CUDA_ERROR_OUT_OF_MEMORY) ran out."""
-    return isinstance(e, MemoryError) or isinstance(e, CudaError) and e.result == "CUDA_ERROR_OUT_OF_MEMORY"
+    """Whether `e` says the host's memory (MemoryError) or the device's (DeviceOutOfMemory) ran out."""
+    return isinstance(e, MemoryError)
 
 
 def raise_for(code, call: str, doing: str):
@@ -31,7 +36,8 @@ def raise_for(code, call: str, doing: str):
             text = f" ({raw.decode() if isinstance(raw, bytes) else raw})"
     except Exception:
         pass
-    raise CudaError(f"{call} failed with {name} while {doing}{text}", result=name, call=call, doing=doing)
+    cls = DeviceOutOfMemory if name == "CUDA_ERROR_OUT_OF_MEMORY" else CudaError
+    raise cls(f"{call} failed with {name} while {doing}{text}", result=name, call=call, doing=doing)
 
 
 def check(ret, call: str, doing: str):

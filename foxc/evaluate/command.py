@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ..checkpoint import CheckpointError, read_checkpoint
-from ..cli import (ArgumentParser, PathArg, UsageError, backend_name, int_at_least, nonnegative_float, open_runtime,
+from ..cli import (ArgumentParser, PathArg, UserError, backend_name, int_at_least, nonnegative_float, open_runtime,
                    output_file, run, text_table)
 from ..data.market import MarketData, add_tick_flag, tick_units
 from ..data.markets import MARKETS
@@ -166,7 +166,7 @@ def check_args(args) -> None:
     if args.data is not None:
         for name, flag in SYNTHETIC_ONLY.items():
             if getattr(args, name) is not None:
-                raise UsageError(f"{flag} {getattr(args, name)} is a setting of synthetic data: beside --data "
+                raise UserError(f"{flag} {getattr(args, name)} is a setting of synthetic data: beside --data "
                                  f"{args.data} it would be ignored (give one of them)")
     else:
         for name, flag in FILES_ONLY.items():
@@ -175,9 +175,9 @@ def check_args(args) -> None:
                                     "part of its rows",
                         "tick": "a synthetic market has its own tick",
                         "instrument": "a synthetic market has one instrument"}[name]
-                raise UsageError(f"{flag}: only with --data ({what})")
+                raise UserError(f"{flag}: only with --data ({what})")
     if args.fee is not None and args.fee > MAX_FEE:
-        raise UsageError(f"--fee must be 0 to {MAX_FEE:,.0f}, the simulator's largest price (got {args.fee:g})")
+        raise UserError(f"--fee must be 0 to {MAX_FEE:,.0f}, the simulator's largest price (got {args.fee:g})")
 
 
 def agent_config(ckpt, path: Path) -> dict:
@@ -230,7 +230,7 @@ def synthetic_data(args, config: dict, settings: dict) -> dict:
         market, fit = draw(args.rows, seed=seed, params=named.params), draw(args.rows, seed=seed + 1,
                                                                             params=named.params)
     except MemoryError:
-        raise UsageError(f"--rows {args.rows:,}: not enough memory for that many synthetic snapshots (two draws of "
+        raise UserError(f"--rows {args.rows:,}: not enough memory for that many synthetic snapshots (two draws of "
                          f"them, 352 bytes a snapshot, and more while generating): give fewer") from None
     optimum = optimal_pnl(named.params, settings["fee_per_lot"] / named.params.tick).pnl_per_snapshot
     notes = []
@@ -249,7 +249,7 @@ def synthetic_data(args, config: dict, settings: dict) -> dict:
 
 def file_data(args, config: dict, trained_on: dict) -> dict:
     if is_cache(args.data):
-        raise UsageError(f"--data {args.data}: a prepared cache; give the files it was prepared from "
+        raise UserError(f"--data {args.data}: a prepared cache; give the files it was prepared from "
                          "(foxc.evaluate reads market data files)")
     tick, tick_from = args.tick, "--tick"
     if tick is None and config.get("data") and config.get("tick") is not None:
@@ -259,16 +259,16 @@ def file_data(args, config: dict, trained_on: dict) -> dict:
     except DataError as e:
         given = f" ({tick_from} {tick:g}, which the agent was trained in; give --tick T to count this data in " \
                 "another)" if tick_from != "--tick" and "--tick" in str(e) else ""
-        raise UsageError(f"--data {e}{given}") from None
+        raise UserError(f"--data {e}{given}") from None
     except MemoryError:
-        raise UsageError(f"--data {args.data}: not enough memory to read it (352 bytes a snapshot, and more while "
+        raise UserError(f"--data {args.data}: not enough memory to read it (352 bytes a snapshot, and more while "
                          "reading)") from None
     n = len(market.records)
     frac = FIT_FRAC if args.fit_frac is None else args.fit_frac
     cut = int(n * frac)
     if n - cut < 2:
         cause = market.report.most_skipped()
-        raise UsageError(f"--data {args.data}: {cause + ': ' if cause else ''}--fit-frac {frac:g} of {n:,} rows "
+        raise UserError(f"--data {args.data}: {cause + ': ' if cause else ''}--fit-frac {frac:g} of {n:,} rows "
                          "leaves too few to evaluate on (2 at least)")
     records = np.ascontiguousarray(market.records[cut:])
     fit = np.ascontiguousarray(market.records[:cut]) if cut else None
@@ -323,7 +323,7 @@ def evaluate_all(rt, args, data: dict, settings: dict, agent, yardstick: dict | 
             chunks = len(evaluator.chunks)
     except MemoryError:
         flag = f"--rows {args.rows:,}" if args.data is None else f"--data {args.data}"
-        raise UsageError(f"{flag}: not enough memory to evaluate its {len(data['records']):,} snapshots (their "
+        raise UserError(f"{flag}: not enough memory to evaluate its {len(data['records']):,} snapshots (their "
                          "records, and arrays of each as they are evaluated)") from None
     return {"chunks": chunks, "policies": out}
 

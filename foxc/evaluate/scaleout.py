@@ -26,6 +26,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import ClassVar
 
+from ..errors import UserError
 from ..checkpoint.atomic import atomic_write
 from ..cli import nonnegative_float, positive_int, run
 from ..driver.device import device_count
@@ -33,7 +34,7 @@ from ..driver.errors import CudaError
 from ..jsonfile import JsonFileError, fields_problem, read_json, shape_problem
 
 
-class ScaleoutError(RuntimeError):
+class ScaleoutError(UserError):
     """A set-up the jobs cannot run on (Ray missing, too few GPUs); the message says what to change."""
 
 

@@ -12,7 +12,7 @@ import json
 import math
 import sys
 
-from ..cli import ArgumentParser, PathArg, UsageError, run
+from ..cli import ArgumentParser, PathArg, UserError, run
 from .registry import SLOTS, Range, Slot, isv_setting, slot, unknown_slot
 from .live import LiveRequestError, request
 
@@ -57,7 +57,7 @@ def cmd_show(args) -> int:
     try:
         s = slot(args.name)
     except KeyError:
-        raise UsageError(unknown_slot(args.name)) from None
+        raise UserError(unknown_slot(args.name)) from None
     if args.json:
         print(json.dumps(as_record(s), indent=1))
         return 0
@@ -75,7 +75,7 @@ def cmd_set(args) -> int:
     try:
         path = request(args.run_dir, args.settings)
     except LiveRequestError as e:
-        raise UsageError(str(e)) from None
+        raise UserError(str(e)) from None
     print(f"requested: {path} (the trainer applies it before its next step and records it in metrics.jsonl; "
           f"it moves the file to {path.parent.name}/applied/, or rejected/ with a warning)")
     return 0

@@ -19,6 +19,7 @@ import socket
 import time
 from pathlib import Path
 
+from ..errors import UserError
 from ..jsonfile import JsonFileError, read_json
 from ..paths import process_alive
 from .registry import setting_problem
@@ -28,7 +29,7 @@ MARKER = "trainer.live"  # not *.json: requests are the *.json files
 POLL_S = 0.25  # a directory listing every quarter second costs nothing next to the steps between
 
 
-class LiveRequestError(ValueError):
+class LiveRequestError(UserError):
     """A request that cannot be made: the message names the run directory or the slot."""
 
 

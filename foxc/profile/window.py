@@ -7,9 +7,10 @@ so a run profiles steps A..B (inclusive, as the trainer numbers them) and nothin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from ..errors import UserError
 
 
-class WindowError(ValueError):
+class WindowError(UserError):
     """A step window spec that is not `A:B` with 0 <= A <= B."""
 
 

@@ -17,7 +17,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from ..cli import UsageError
+from ..cli import UserError
 from ..isv.registry import SLOTS, did_you_mean, slot
 from ..rng import generator
 from ..trainer.config import ConfigError, merge_isv, parse_settings, setting_actions
@@ -42,7 +42,7 @@ class Target:
     @classmethod
     def named(cls, name: str, flag: str) -> "Target":
         if name in REFUSED:
-            raise UsageError(f"{flag} {name}: not an axis: {REFUSED[name]}")
+            raise UserError(f"{flag} {name}: not an axis: {REFUSED[name]}")
         if name in setting_actions():
             return cls(name, setting=name)
         slot_name = name.removeprefix(SLOT_PREFIX)
@@ -50,7 +50,7 @@ class Target:
             return cls(name, slot=slot_name)
         known = [k for k in [*setting_actions(), *(s.name for s in SLOTS)] if k not in REFUSED]
         hint = did_you_mean(slot_name, known, "python -m foxc.isv lists the slots")
-        raise UsageError(f"{flag} {name}: no training setting or ISV slot of that name ({hint})")
+        raise UserError(f"{flag} {name}: no training setting or ISV slot of that name ({hint})")
 
     def parse(self, text: str, flag: str):
         """The value of `text`, read as the target's flag reads it."""
@@ -58,7 +58,7 @@ class Target:
         try:
             settings = parse_settings([f"{option}={text}"], f"{flag} {self.name}")
         except ConfigError as e:
-            raise UsageError(str(e)) from None
+            raise UserError(str(e)) from None
         return settings["isv"][0][1] if self.slot else settings[self.setting]
 
     def fragment(self, value) -> dict:
@@ -107,7 +107,7 @@ def split_axis(text: str, flag: str) -> tuple[str, str]:
     name, sep, rest = text.partition("=")
     name = name.strip()
     if not sep or not name:
-        raise UsageError(f"{flag} '{text}': expected NAME={'V1,V2,...' if flag == '--grid' else 'LO:HI[:log]'}")
+        raise UserError(f"{flag} '{text}': expected NAME={'V1,V2,...' if flag == '--grid' else 'LO:HI[:log]'}")
     return name, rest
 
 
@@ -117,13 +117,13 @@ def grid_axis(text: str) -> Axis:
     target = Target.named(name, "--grid")
     parts = [p.strip() for p in rest.split(";" if ";" in rest else ",")]
     if not rest.strip():
-        raise UsageError(f"--grid {name}: no values")
+        raise UserError(f"--grid {name}: no values")
     if "" in parts:
-        raise UsageError(f"--grid {name}: an empty value in '{rest}'")
+        raise UserError(f"--grid {name}: an empty value in '{rest}'")
     values = tuple(target.parse(p, "--grid") for p in parts)
     twice = [v for i, v in enumerate(values) if v in values[:i]]
     if twice:
-        raise UsageError(f"--grid {name}: {show(twice[0])} given twice")
+        raise UserError(f"--grid {name}: {show(twice[0])} given twice")
     return Axis(target, values=values)
 
 
@@ -132,16 +132,16 @@ def range_axis(text: str) -> Axis:
     name, rest = split_axis(text, "--range")
     target = Target.named(name, "--range")
     if target.number is None:
-        raise UsageError(f"--range {name}: not a number setting (give its values with --grid)")
+        raise UserError(f"--range {name}: not a number setting (give its values with --grid)")
     parts = rest.split(":")
     if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "log"):
-        raise UsageError(f"--range {name}: expected LO:HI or LO:HI:log, got '{rest}'")
+        raise UserError(f"--range {name}: expected LO:HI or LO:HI:log, got '{rest}'")
     lo, hi = (target.parse(p.strip(), "--range") for p in parts[:2])
     log = len(parts) == 3
     if not lo < hi:
-        raise UsageError(f"--range {name}: LO {show(lo)} must be below HI {show(hi)}")
+        raise UserError(f"--range {name}: LO {show(lo)} must be below HI {show(hi)}")
     if log and lo <= 0:
-        raise UsageError(f"--range {name}: a log range needs LO > 0, got {show(lo)}")
+        raise UserError(f"--range {name}: a log range needs LO > 0, got {show(lo)}")
     return Axis(target, bounds=(lo, hi, log))
 
 
@@ -150,16 +150,16 @@ def parse_axes(grid: list[str], ranges: list[str], draws: int | None) -> list[Ax
     the reverse, or no axis at all are refused."""
     axes = [grid_axis(t) for t in grid] + [range_axis(t) for t in ranges]
     if ranges and not draws:
-        raise UsageError(f"--range {axes[len(grid)].name}: give --random N, the number of points to draw")
+        raise UserError(f"--range {axes[len(grid)].name}: give --random N, the number of points to draw")
     if draws and not ranges:
-        raise UsageError("--random: give the axes to draw from with --range NAME=LO:HI[:log]")
+        raise UserError("--random: give the axes to draw from with --range NAME=LO:HI[:log]")
     if not axes:
-        raise UsageError("nothing to sweep: give --grid NAME=V1,V2,... or --random N with --range NAME=LO:HI")
+        raise UserError("nothing to sweep: give --grid NAME=V1,V2,... or --random N with --range NAME=LO:HI")
     for i, axis in enumerate(axes):
         same = [a for a in axes[:i] if (a.target.setting, a.target.slot) == (axis.target.setting, axis.target.slot)]
         if same:
             flag = "--grid" if axis.values else "--range"
-            raise UsageError(f"{flag} {axis.name}: a second axis of {same[0].name} (one axis per setting)")
+            raise UserError(f"{flag} {axis.name}: a second axis of {same[0].name} (one axis per setting)")
     return axes
 
 

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..cli import (ArgumentParser, UsageError, add_run_dir_arguments, backend_name, check_run_dir, default_run_dir,
+from ..cli import (ArgumentParser, UserError, add_run_dir_arguments, backend_name, check_run_dir, default_run_dir,
                    int_at_least, nonnegative_int, open_run_dir, positive_int, run as run_cli)
 from ..driver import BACKENDS, open_runtime
 from ..evaluate import scaleout
@@ -69,7 +69,7 @@ def build_parser() -> ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    return run_cli(PROG, lambda: sweep(args), also=(scaleout.ScaleoutError,))
+    return run_cli(PROG, lambda: sweep(args))
 
 
 @dataclass
@@ -112,7 +112,7 @@ def sweep(args) -> int:
 
 
 def plan_sweep(args) -> Plan:
-    """Every flag, axis and run checked, in that order; a mistake is a UsageError naming it."""
+    """Every flag, axis and run checked, in that order; a mistake is a UserError naming it."""
     given, config_file = training_settings(args)
     check_run_dir(args.out, args.overwrite)
     scaleout.check_runner_arguments(args, "run")
@@ -142,7 +142,7 @@ def check_size(axes: list[Axis], draws: int | None, seeds: int) -> None:
     if n_points * seeds > MAX_RUNS:
         made = (f"{grid:,} grid point(s) × --random {draws:,}" if any(a.bounds for a in axes) else
                 f"{n_points:,} point(s) of --grid")
-        raise UsageError(f"{made} × --seeds {seeds:,} = {n_points * seeds:,} runs, more than a sweep takes "
+        raise UserError(f"{made} × --seeds {seeds:,} = {n_points * seeds:,} runs, more than a sweep takes "
                          f"({MAX_RUNS:,}): fewer values, draws or seeds")
 
 
@@ -152,7 +152,7 @@ def training_settings(args) -> tuple[dict, ConfigFile | None]:
     given = config_settings(args)
     for name, flag in OWNED.items():
         if name in given:
-            raise UsageError(f"--{name.replace('_', '-')}: the sweep sets it for every run (give {flag})")
+            raise UserError(f"--{name.replace('_', '-')}: the sweep sets it for every run (give {flag})")
     if not args.config_file:
         check_synthetic_beside_data(given)
         check_needs_data(given)
@@ -173,7 +173,7 @@ def config(backend: str, settings: dict, where: str) -> TrainConfig:
     try:
         return TrainConfig.for_backend(backend, **run_defaults(settings))
     except ConfigError as e:
-        raise UsageError(f"{where}: {e}") from None
+        raise UserError(f"{where}: {e}") from None
 
 
 def run_specs(points: list[dict], axes: list[Axis], base: dict, backend: str, seeds: int,
@@ -202,9 +202,9 @@ def check_data(cfg: TrainConfig, source: str | None = None) -> None:
     try:
         load_data_logged(cfg, lambda msg: print(msg, flush=True), source)
     except ValueError as e:
-        if isinstance(e, (UsageError, ConfigError)):
+        if isinstance(e, (UserError, ConfigError)):
             raise
-        raise UsageError(f"--data {cfg.data}: {e}") from None
+        raise UserError(f"--data {cfg.data}: {e}") from None
 
 
 def run_all(specs: list[RunSpec], args, backend: str) -> list[dict]:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from ..agent.layout import ACTORS
-from ..cli import user_error
+from ..errors import UserError
 from ..data.market import add_tick_flag, tick_arg
 from ..data.select import add_instrument_flag, instrument_arg
 from ..isv.registry import SLOTS, isv_setting, setting_problem
@@ -41,8 +41,7 @@ SWITCHES = {"gate": ("gate_enabled", ("off", "on")), "loss_clamp": ("reward_clam
 DATA_HINT = "a file, directory, glob or prepared cache; leave --data out for synthetic data"  # for an empty --data
 
 
-@user_error
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A setting is out of range; the message names the flag. `slots`, `settings`: the ISV slots and the
     settings a check of slots against other settings found at fault."""
 

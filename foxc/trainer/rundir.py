@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..checkpoint.meta import config_differences
 from ..checkpoint.saver import list_checkpoints
-from ..cli import user_error
+from ..errors import UserError
 from ..data.select import respelled
 from ..isv.live import MARKER, REQUESTS, running_trainer
 from ..isv.registry import setting_problem
@@ -33,13 +33,11 @@ RUN_FILES = ("config.json", "metrics.jsonl", SUPERSEDED, ".metrics.jsonl.tmp-*",
 RESUME_FREE = ("n_steps", "log_every", "checkpoint_every", "eval_every", "eval_rows", "graph")
 
 
-@user_error
-class RunDirError(ValueError):
+class RunDirError(UserError):
     """A run directory that cannot be used; the message names it."""
 
 
-@user_error
-class ResumeError(ValueError):
+class ResumeError(UserError):
     """A checkpoint that does not fit this run; the message names the setting, file or hash."""
 
 
