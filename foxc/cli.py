@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from .driver import CudaError, open_runtime as _open, select_backend
+from .driver import BACKENDS, CudaError, open_runtime as _open, select_backend
 from .errors import UserError
 from .paths import PathArg, empty_path  # noqa: F401 (PathArg: the argparse type of every path flag)
 
@@ -291,14 +291,15 @@ def open_run_dir(out: Path, overwrite: bool, outputs: tuple[str, ...]) -> Path:
 def _backend_flag(backend: str | None):
     """A backend that cannot be used (no usable GPU with --backend cuda, a bad $FOXC_BACKEND) is a
     UserError naming it."""
+    env = os.environ.get("FOXC_BACKEND")
+    if not backend and env and env not in BACKENDS:
+        raise UserError(f"$FOXC_BACKEND: backend must be one of {', '.join(BACKENDS)}, got '{env}'")
     try:
         yield
     except CudaError as exc:
         message = str(exc)
         raise UserError(message if message.startswith("--backend") else f"--backend {backend or 'auto'}: {message}") \
             from None
-    except ValueError as exc:  # $FOXC_BACKEND names no backend
-        raise UserError(f"$FOXC_BACKEND: {exc}") from None
 
 
 def open_runtime(backend: str | None):

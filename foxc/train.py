@@ -91,10 +91,10 @@ def _main(args) -> int:
     try:
         if args.tensorboard and not tensorboard.available():
             raise UserError(f"--tensorboard needs tensorboardX: {tensorboard.INSTALL}")
-        config_file = ConfigFile.read(args.config_file) if args.config_file else None
-        given = config_file.under(config_settings(args)) if config_file else config_settings(args)
+        command_line = config_settings(args)
+        config_file = ConfigFile.read(args.config_file) if args.config_file else ConfigFile(None, {})
         # a setting at odds with another (or the checkpoint) is named with the file that gave it
-        from_file = config_file.sources(config_settings(args)) if config_file else {}
+        given, from_file = config_file.under(command_line), config_file.sources(command_line)
         check_synthetic_beside_data(given, from_file)
         rt = open_runtime(args.backend)  # a bad $FOXC_BACKEND named as the variable
         resume = Path(args.resume_from) if args.resume_from else None
@@ -109,10 +109,10 @@ def _main(args) -> int:
         try:
             cfg = TrainConfig.for_backend(rt.backend, **settings)
         except ConfigError as e:
-            raise config_file.blame(e, config_settings(args)) if config_file else e
+            raise config_file.blame(e, command_line)
         if cfg.n_steps == 0:  # a run of nothing wrote a run directory and checkpoint-0 (0 stays a library setting)
-            raise UserError("--n-steps must be >= 1 (got 0)" + (f" (from --config {config_file.path})"
-                                                                if config_file and "n_steps" in from_file else ""))
+            raise UserError("--n-steps must be >= 1 (got 0)" + (f" (from {from_file['n_steps']})"
+                                                                if "n_steps" in from_file else ""))
         log(f"foxc {__version__}: backend {rt.backend} — {rt.reason}")
         if cfg.graph == "on" and rt.backend == "reference":
             log(REFERENCE_GRAPH_NOTE)

@@ -17,10 +17,10 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from ..cli import UserError
+from ..errors import UserError
 from ..isv.registry import SLOTS, did_you_mean, slot
 from ..rng import generator
-from ..trainer.config import ConfigError, merge_isv, parse_settings, setting_actions
+from ..trainer.config import SETTINGS, merge_isv, parse_settings
 
 MEASURED = "every point must be measured on the same data and held-out rows: give it as a training flag"
 BOOKKEEPING = "it changes how a run logs, saves or runs, not what it learns: give it as a training flag"
@@ -43,22 +43,19 @@ class Target:
     def named(cls, name: str, flag: str) -> "Target":
         if name in REFUSED:
             raise UserError(f"{flag} {name}: not an axis: {REFUSED[name]}")
-        if name in setting_actions():
+        if name in SETTINGS and name != "isv":  # isv.NAME: a slot
             return cls(name, setting=name)
         slot_name = name.removeprefix(SLOT_PREFIX)
         if any(s.name == slot_name for s in SLOTS):
             return cls(name, slot=slot_name)
-        known = [k for k in [*setting_actions(), *(s.name for s in SLOTS)] if k not in REFUSED]
+        known = [k for k in [*SETTINGS, *(s.name for s in SLOTS)] if k not in REFUSED and k != "isv"]
         hint = did_you_mean(slot_name, known, "python -m foxc.isv lists the slots")
         raise UserError(f"{flag} {name}: no training setting or ISV slot of that name ({hint})")
 
     def parse(self, text: str, flag: str):
         """The value of `text`, read as the target's flag reads it."""
-        option = f"--set={self.slot}" if self.slot else setting_actions()[self.setting].option_strings[0]
-        try:
-            settings = parse_settings([f"{option}={text}"], f"{flag} {self.name}")
-        except ConfigError as e:
-            raise UserError(str(e)) from None
+        option = f"--set={self.slot}" if self.slot else SETTINGS[self.setting].flag
+        settings = parse_settings([f"{option}={text}"], f"{flag} {self.name}")
         return settings["isv"][0][1] if self.slot else settings[self.setting]
 
     def fragment(self, value) -> dict:
@@ -71,8 +68,7 @@ class Target:
         if self.slot:
             valid = slot(self.slot).valid
             return "int" if getattr(valid, "integer", False) else "float"
-        kind = setting_actions()[self.setting].type
-        return {int: "int", float: "float"}.get(kind)
+        return SETTINGS[self.setting].kind.number
 
 
 @dataclass(frozen=True)

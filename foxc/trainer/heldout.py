@@ -79,7 +79,7 @@ def tail_split(cfg, market, frac: float, flag: str):
     cut = int(n * (1.0 - frac))
     if cut < 2 or n - cut < 2:
         cause = market.report.most_skipped()  # most rows of --data skipped: the cause, not the fraction
-        raise ValueError(f"--data {cfg.data}: {cause}: the {n:,} kept are too few to hold out {flag} of them"
+        raise ConfigError(f"--data {cfg.data}: {cause}: the {n:,} kept are too few to hold out {flag} of them"
                          if cause else f"{flag} of {n} rows leaves too few rows to train or evaluate on")
     part = lambda r: MarketData(r, market.instrument, market.instrument_id, market.source,  # noqa: E731
                                 market.files, market.tick, market.report)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import secrets
 import shutil
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from ..errors import UserError
 from ..data.select import respelled
 from ..isv.live import MARKER, REQUESTS, running_trainer
 from ..isv.registry import setting_problem
-from .config import TrainConfig, check_synthetic_beside_data, switches_from_slots
+from .config import SETTINGS, ConfigError, TrainConfig, check_synthetic_beside_data, switches_from_slots
 from .metrics import SUPERSEDED
 from .session import files_digest
 
@@ -114,22 +114,23 @@ def saved_run(path, meta: dict) -> tuple[dict, dict]:
     if not config or not isinstance(config, dict) or not isinstance(data, dict):
         raise ResumeError(f"--resume-from {path}: not a checkpoint of a foxc.train run: its meta records no training "
                           "configuration and data (foxc-ckpt-inspect shows what it holds)")
-    unknown = sorted(set(config) - {f.name for f in fields(TrainConfig)}, key=str)
+    unknown = sorted(set(config) - SETTINGS.keys(), key=str)
     if unknown:
         raise ResumeError(f"--resume-from {path}: not a checkpoint of a foxc.train run of this version: its "
                           f"configuration has settings foxc.train does not know ({', '.join(map(str, unknown))})")
-    try:  # the slots no longer accepted leave only their record, as the run keeps them (kept_isv)
-        isv = [(n, v) for n, v in config.get("isv", ()) if not setting_problem(str(n), float(v))]
-    except (TypeError, ValueError):
-        raise ResumeError(f"--resume-from {path}: the checkpoint's setting isv = {config['isv']!r} cannot be resumed: "
-                          "expected a list of [slot, value] pairs") from None
-    settings = switches_from_slots({**config, "isv": isv})  # a switch its slot contradicts (earlier code): the slot ran
-    for key in [*(k for k in settings if k != "isv"), None]:  # each by itself (naming it), then all together
+    for key, value in config.items():  # each by itself (naming it), then all together
         try:
-            TrainConfig.for_backend("reference", **(settings if key is None else {key: settings[key]}))
-        except (TypeError, ValueError) as e:
-            what = "configuration" if key is None else f"setting {key} = {config[key]!r}"
-            raise ResumeError(f"--resume-from {path}: the checkpoint's {what} cannot be resumed: {e}") from None
+            SETTINGS[key].value(value)
+        except ConfigError as e:
+            raise ResumeError(f"--resume-from {path}: the checkpoint's setting {key} = {value!r} cannot be resumed: "
+                              f"{e}") from None
+    # the slots no longer accepted leave only their record, as the run keeps them (kept_isv); a switch its slot
+    # contradicts (earlier code): the slot ran
+    isv = [(n, v) for n, v in config.get("isv", ()) if not setting_problem(n, float(v))]
+    try:
+        TrainConfig.for_backend("reference", **switches_from_slots({**config, "isv": isv}))
+    except ConfigError as e:
+        raise ResumeError(f"--resume-from {path}: the checkpoint's configuration cannot be resumed: {e}") from None
     return config, data
 
 
