@@ -1,16 +1,9 @@
-"""One error path for every foxc command line.
+"""One error path for every foxc command line: a user's mistake ends the command with one line on stderr, exit
+status 2, `<prog>: error: <message naming the flag, file or value>`, never a traceback; a bug keeps its traceback.
 
-A user's mistake — a flag's value, a file, market data, a checkpoint — ends the command with one
-line on stderr and exit status 2, never a traceback:
-
-    <prog>: error: <message naming the flag, file or value>
-
-`ArgumentParser` does it for argparse's own errors (a bad or missing flag: one line, not a usage
-block; `--help` works as usual); `run(prog, body)` does it for the errors a command raises while
-it runs (foxc.errors.UserError, OSError named by its file, MemoryError). A command checks its outputs before any
-work (`output_file`, `output_dir`), so a refused run overwrites nothing. Every flag that takes a path
-has `type=PathArg(WHAT)` (foxc.paths): an empty one (an unset shell variable) is refused by argparse
-with what to give. An unexpected internal error (a bug) is not caught: it shows its traceback.
+`ArgumentParser` does it for argparse's errors, `run(prog, body)` for those a command raises (foxc.errors.UserError,
+OSError named by its file, MemoryError). A command checks its outputs before any work (`output_file`, `output_dir`),
+so a refused run overwrites nothing; every path flag has `type=PathArg(WHAT)`, which refuses an empty one.
 """
 from __future__ import annotations
 
@@ -42,9 +35,8 @@ def fail(prog: str, message) -> int:
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse for every foxc command: an error is one line naming the flag, exit status 2.
-
-    Subcommand parsers (add_subparsers) are SubcommandParser: their errors name the subcommand too."""
+    """argparse for every foxc command: an error is one line naming the flag, exit status 2 (a subcommand's names it
+    too: SubcommandParser)."""
 
     def error(self, message):
         if message.startswith(UNRECOGNIZED):
@@ -114,9 +106,8 @@ def reader_gone() -> int:
 
 
 def run(prog: str, body) -> int:
-    """`body()`'s exit status; a user's mistake (UserError, an OSError, a MemoryError) prints one line
-    and returns 2 (the one place foxc catches them); Ctrl-C prints `<prog>: interrupted` and returns 130; stdout's reader gone (`| head`: it has
-    what it wanted) returns 0 without a word."""
+    """`body()`'s exit status; a user's mistake (UserError, OSError, MemoryError) prints one line and returns 2 (the
+    one place foxc catches them); Ctrl-C returns 130; stdout's reader gone (`| head`) returns 0 without a word."""
     try:
         status = body()
         sys.stdout.flush()  # here, not at exit, where a closed pipe is a traceback
@@ -210,9 +201,8 @@ def _writable_parent(flag: str, path: Path) -> None:
 
 def output_file(flag: str, path, *, suffixes: tuple[str, ...] = (), overwrite: bool = True,
                 overwrite_flag: str | None = None) -> Path:
-    """Check that the file `path` given by `flag` can be written: a file name (not a directory)
-    ending in one of `suffixes` when given, in a writable folder, and (without `overwrite`) not
-    an existing file. Returns it as a Path; raises UserError naming the flag and the path."""
+    """`path` (given by `flag`) as a Path, if a file of it can be written: not a directory, ending in one of
+    `suffixes` (if given), in a writable folder, and (without `overwrite`) new; else a UserError naming both."""
     text = str(path)
     if problem := empty_path(text, "a file name"):
         raise UserError(f"{flag}: {problem}")
@@ -289,8 +279,7 @@ def open_run_dir(out: Path, overwrite: bool, outputs: tuple[str, ...]) -> Path:
 
 @contextlib.contextmanager
 def _backend_flag(backend: str | None):
-    """A backend that cannot be used (no usable GPU with --backend cuda, a bad $FOXC_BACKEND) is a
-    UserError naming it."""
+    """A backend that cannot be used (no GPU for --backend cuda, a bad $FOXC_BACKEND) is a UserError naming it."""
     env = os.environ.get("FOXC_BACKEND")
     if not backend and env and env not in BACKENDS:
         raise UserError(f"$FOXC_BACKEND: backend must be one of {', '.join(BACKENDS)}, got '{env}'")

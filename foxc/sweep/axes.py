@@ -1,14 +1,10 @@
 """The axes of a sweep: what `--grid` and `--range` name, the values they take, and the points they make.
 
-An axis names a training setting as a --config file spells it (`n_backtests`, `actor`, `n_steps`, ...)
-or an ISV slot (`lr_q`, `gamma`, ...); `isv.NAME` names the slot where a setting has the same name
-(`n_step`: the setting sizes the n-step rings and sets the slot; `isv.n_step` sets only the slot, at
-most the setting). A grid value is read as its flag reads it (`--n-backtests 64`, `--set lr_q=1e-4`),
-so every error names the flag's rule. Settings that would change what the points are measured on, or
-that change no result, are refused as axes (REFUSED says why).
-
-Points are the cartesian product of the grid axes, crossed with N draws over the range axes (the same
-draws under every grid combination, so the grid's effect is seen on equal draws).
+An axis names a training setting (foxc.trainer.config.SETTINGS, as a --config file spells it) or an ISV slot;
+`isv.NAME` names the slot where a setting has the same name (`isv.n_step` sets only the slot). A value is read as its
+flag reads it, so every error names the flag's rule. Settings that would change what the points are measured on, or
+no result, are refused (REFUSED says why). Points: the grid axes' product, crossed with N draws over the range axes
+(the same draws under every grid combination).
 """
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""The training settings: one table (SETTINGS: name, flag, kind, default, rule, help) from which TrainConfig,
-the flags of `python -m foxc.train`, a `--config FILE.toml`'s keys, `--set NAME=VALUE` and the sweep's axes
-derive. A value is read by its kind (a flag's text, a TOML or checkpoint value of its type) and checked by its
-setting's rule wherever it comes from: the error names the flag.
-
-Settings come from the command line's flags, over a `--config FILE.toml`, over the backend's defaults (DEFAULTS);
-ISV slots from `--set NAME=VALUE`, over the file's [isv] table, over the registry's bootstrap values.
+"""The training settings: one table (SETTINGS) from which TrainConfig, the flags of `python -m foxc.train`, a
+`--config FILE.toml`'s keys, `--set NAME=VALUE`, a checkpoint's recorded settings and the sweep's axes derive: a value
+is read by its setting's kind and checked by its rule wherever it comes from, the error naming the flag. The command
+line wins over the file, the file over DEFAULTS; --set over the file's [isv] table, over the slots' bootstrap values.
 """
 from __future__ import annotations
 
@@ -45,8 +42,7 @@ DATA_HINT = "a file, directory, glob or prepared cache; leave --data out for syn
 
 
 class ConfigError(UserError):
-    """A setting is out of range; the message names the flag. `slots`, `settings`: the ISV slots and the
-    settings a check of slots against other settings found at fault."""
+    """A setting's bad value, naming its flag; `slots`, `settings`: those a check across settings found at fault."""
 
     def __init__(self, message: str, slots: tuple[str, ...] = (), settings: tuple[str, ...] = ()):
         super().__init__(message)
@@ -108,10 +104,6 @@ def between(lo, hi=None, text: str | None = None) -> Callable:
                 f"must be {text or (f'>= {lo}' if hi is None else f'{lo} to {hi}')}")
 
 
-def one_of(choices) -> Callable:
-    return rule(lambda v: v in choices, f"must be {', '.join(choices[:-1])} or {choices[-1]}")
-
-
 def _data_rule(v):  # a config file's data = "" too: not synthetic, silently
     return f": {problem}" if (problem := empty_path(v, DATA_HINT)) else None
 
@@ -147,6 +139,8 @@ class Setting:
                 return f"{self.flag}: {e}"
             if spelled != value:
                 return f"{self.flag} must be given as its flag reads it, {spelled!r} (got {value!r})"
+        if self.choices and value not in self.choices:
+            return f"{self.flag} must be {', '.join(self.choices[:-1])} or {self.choices[-1]} (got {value})"
         why = self.rule(value) if self.rule else None
         return self.flag + why if why else None
 
@@ -175,10 +169,6 @@ class Setting:
         return f"{self.help} (default {shown})"
 
 
-def _choice(name, flag, choices, default, help_):
-    return Setting(name, flag, TEXT, default, one_of(choices), help_, choices=tuple(choices))
-
-
 S = Setting
 TABLE = (  # TrainConfig's fields, in this order (config.json's and the checkpoints' meta)
     S("n_backtests", "--n-backtests", INT, REQUIRED, between(1, 65536), "parallel backtests B, also the learning batch"),
@@ -200,12 +190,12 @@ TABLE = (  # TrainConfig's fields, in this order (config.json's and the checkpoi
       f"the named synthetic market to train on without --data: {', '.join(MARKETS)}", metavar="MARKET"),
     S("n_step", "--n-step", INT, 3, between(1, 8), "n of the n-step return, 1 to 8"),
     S("seed", "--seed", INT, 0, between(0, INT64_MAX, "0 to 2^63 - 1"), "seed of everything: data, weights, sampling"),
-    _choice("precision", "--precision", ("f32", "tf32"), "f32", "matrix products in FP32 or TF32 tensor cores"),
-    _choice("actor", "--actor", tuple(ACTORS), "q",
-            "who acts: the C51 head's means (q) or the policy head distilled from it"),
-    _choice("gate", "--gate", ("on", "off"), "off", "the seed's confidence gate on entries (ISV gate_enabled)"),
-    _choice("loss_clamp", "--loss-clamp", ("symmetric", "seed"), "symmetric",
-            "the reward clamp: symmetric and adaptive, or the seed's asymmetric loss clamp (ISV reward_clamp_mode)"),
+    S("precision", "--precision", TEXT, "f32", None, "matrix products in FP32 or TF32 tensor cores", ("f32", "tf32")),
+    S("actor", "--actor", TEXT, "q", None, "who acts: the C51 head's means (q) or the policy head distilled from it",
+      tuple(ACTORS)),
+    S("gate", "--gate", TEXT, "off", None, "the seed's confidence gate on entries (ISV gate_enabled)", ("on", "off")),
+    S("loss_clamp", "--loss-clamp", TEXT, "symmetric", None, "the reward clamp: symmetric and adaptive, or the seed's "
+      "asymmetric loss clamp (ISV reward_clamp_mode)", ("symmetric", "seed")),
     S("lots_per_entry", "--lots", INT, 1, between(1, MAX_LOTS_PER_ENTRY, f"1 to {MAX_LOTS_PER_ENTRY:,}"),
       "lots per entry"),
     S("fee_per_lot", "--fee", FLOAT, None,
@@ -213,11 +203,11 @@ TABLE = (  # TrainConfig's fields, in this order (config.json's and the checkpoi
       "fee per lot per side, in price units (default: the synthetic market's own, else 0)"),
     S("episode_steps", "--episode-steps", INT, 2000, between(0),
       "steps per episode before a flat exit; 0: to the segment's end"),
-    Setting("horizons", "--horizons", HORIZONS, (10, 50, 100),
-            rule(lambda v: len(v) == 3 and all(h >= 1 for h in v), "needs three positive values"),
-            "label horizons in snapshots, three comma-separated"),
-    _choice("graph", "--graph", ("auto", "on", "off"), "auto",
-            "capture the whole step as one CUDA graph after warm-up: auto = on with CUDA"),
+    S("horizons", "--horizons", HORIZONS, (10, 50, 100),
+      rule(lambda v: len(v) == 3 and all(h >= 1 for h in v), "needs three positive values"),
+      "label horizons in snapshots, three comma-separated"),
+    S("graph", "--graph", TEXT, "auto", None, "capture the whole step as one CUDA graph after warm-up: auto = on with "
+      "CUDA", ("auto", "on", "off")),
     S("log_every", "--log-every", INT, 50, between(1), "steps between metrics records"),
     S("checkpoint_every", "--checkpoint-every", INT, 5000, between(0),
       "steps between checkpoints; 0: only the final one"),
@@ -241,7 +231,6 @@ TABLE = (  # TrainConfig's fields, in this order (config.json's and the checkpoi
       "segment"),
 )
 SETTINGS = {s.name: s for s in TABLE}
-del S
 
 
 class _Config:
@@ -266,9 +255,8 @@ class _Config:
 
     @classmethod
     def for_backend(cls, backend: str, **given):
-        """Defaults of `backend` overridden by every setting in `given` that is not None (as_dict's lists
-        taken back as tuples, so a saved configuration gives the same config); a switch (SWITCHES) not given
-        is what its slot is set to, if it is."""
+        """`backend`'s defaults under every setting `given` that is not None (as_dict's lists as tuples); a switch
+        (SWITCHES) not given is what its slot is set to, if it is."""
         settings = {**DEFAULTS[backend], **{k: v for k, v in given.items() if v is not None}}
         if "isv" in settings:
             settings["isv"] = merge_isv(settings["isv"])
@@ -283,8 +271,8 @@ class _Config:
         return cls(**settings)
 
     def with_data_budget(self, free_bytes: int):
-        """This configuration with --device-data-gb resolved: given, or DATA_BUDGET_FRACTION of `free_bytes`
-        (to the MB), so that config.json and the checkpoint record the budget a resume must use."""
+        """--device-data-gb resolved (given, or DATA_BUDGET_FRACTION of `free_bytes` to the MB): the budget
+        config.json and the checkpoint record for a resume."""
         if self.device_data_gb is not None:
             return self
         return replace(self, device_data_gb=int(DATA_BUDGET_FRACTION * free_bytes / 1e6) / 1e3)
@@ -301,8 +289,7 @@ class _Config:
         return MARKETS[self.synthetic].fee_per_lot if self.data is None else 0.0
 
     def isv_overrides(self) -> tuple[tuple[str, float], ...]:
-        """The ISV slots this configuration sets at the start of a run: the gate and clamp switches,
-        then every --set (a switch's slot agrees with it)."""
+        """The ISV slots set at the start of a run: the switches' slots, then every --set."""
         switches = ((name, float(choices.index(getattr(self, s)))) for s, (name, choices) in SWITCHES.items())
         return (*switches, *self.isv)
 
@@ -324,8 +311,8 @@ TrainConfig.__module__ = __name__  # pickled and printed as foxc.trainer.config.
 
 
 def isv_conflict(values: dict, rings: int, live: bool = False) -> tuple[str, tuple[str, ...]] | None:
-    """(why, the slots) when ISV `values` disagree with each other or with n-step rings of length
-    `rings`; None when they agree. Checked when a run starts and when a live change arrives (`live`)."""
+    """(why, the slots) where ISV `values` disagree with each other or with n-step rings of length `rings`, as a run
+    starts or a live change arrives (`live`); None when they agree."""
     n = values["n_step"]
     if n > rings:  # the rings are allocated once; a resume keeps the checkpoint's --n-step (SHAPE_KEYS)
         remedy = (", fixed for the run: a running trainer cannot take it, nor can a resume (it keeps the checkpoint's "
@@ -339,9 +326,8 @@ def isv_conflict(values: dict, rings: int, live: bool = False) -> tuple[str, tup
 
 
 def check_synthetic_beside_data(given: dict, sources: dict | None = None) -> None:
-    """Refuse a setting of synthetic data (`synthetic`, `synthetic_rows`, a walk-forward's `synthetic_segments`)
-    given beside real `data`, naming both: the run would ignore it. `given`: the settings given, by name, None for
-    not given; `sources`: setting -> where it came from, when not its flag."""
+    """Refuse a setting of synthetic data (a walk-forward's `synthetic_segments` too) given beside real `data`, which
+    the run would ignore; `given`: None for not given; `sources`: setting -> where it came from, if not its flag."""
     if not given.get("data"):
         return
     sources = sources or {}
@@ -354,8 +340,8 @@ def check_synthetic_beside_data(given: dict, sources: dict | None = None) -> Non
 
 
 def check_needs_data(settings: dict, sources: dict | None = None) -> None:
-    """Refuse --instrument or --tick without real data (the synthetic market has one instrument and its own tick): the
-    run would ignore it. `settings`: the run's (a resumed run's with the checkpoint's data); `sources` as above."""
+    """Refuse --instrument or --tick without real data, which the run would ignore (a resumed run's data: the
+    checkpoint's); `sources` as above."""
     for key, what in (("instrument", "selects the rows of one instrument of"), ("tick", "sets the tick of")):
         if settings.get(key) is not None and not settings.get("data"):
             where = f" (from {sources[key]})" if sources and key in sources else ""
@@ -364,15 +350,14 @@ def check_needs_data(settings: dict, sources: dict | None = None) -> None:
 
 
 def switches_from_slots(settings: dict, keep=()) -> dict:
-    """`settings` without each switch (SWITCHES) whose slot their isv sets, unless `keep` names it, so that
-    for_backend takes it from the slot: a checkpoint's slot, or one set on resuming, is what runs."""
+    """`settings` without each switch whose slot their isv sets (unless `keep` names it): for_backend takes it from
+    the slot, a checkpoint's or one set on resuming, which is what runs."""
     slots = dict(settings.get("isv", ()))
     return {k: v for k, v in settings.items() if k not in SWITCHES or SWITCHES[k][0] not in slots or k in keep}
 
 
 def merge_isv(*lists) -> tuple[tuple[str, float], ...]:
-    """ISV settings (name, value) of several lists, later ones winning: one entry per slot, each in
-    the place its name first appeared."""
+    """(name, value) lists merged, later ones winning: one entry per slot, where its name first appeared."""
     merged: dict[str, float] = {}
     for pairs in lists:
         merged.update((str(name), float(value)) for name, value in pairs)
@@ -380,8 +365,7 @@ def merge_isv(*lists) -> tuple[tuple[str, float], ...]:
 
 
 def add_config_arguments(ap) -> list[argparse.Action]:
-    """Every setting's flag and --config; each defaults to None: the backend's default (or the file's). Returns
-    the settings' actions."""
+    """Every setting's flag (default None: the file's or the backend's) and --config; the settings' actions."""
     actions = [ap.add_argument(s.flag, dest=s.name, type=s.kind.parse, choices=s.choices, metavar=s.metavar,
                                help=s.help_text(), **({"action": "append"} if s.kind is SLOTS_SET else {}))
                for s in TABLE]
@@ -402,8 +386,8 @@ class _Refusing(argparse.ArgumentParser):
 
 
 def parse_settings(argv: list[str], prog: str = "training flags") -> dict:
-    """The settings of a list of training flags (with a --config file's under them); an unknown flag or a bad
-    value raises ConfigError naming it (no exit: the caller may be a walk-forward worker)."""
+    """The settings of training flags (a --config file's under them); ConfigError, not exit, for a bad one (the caller
+    may be a walk-forward worker)."""
     ap = _Refusing(prog=prog, add_help=False)
     add_config_arguments(ap)
     args = ap.parse_args(argv)
@@ -412,9 +396,8 @@ def parse_settings(argv: list[str], prog: str = "training flags") -> dict:
 
 
 def inline_config_file(argv: list[str], owned: dict[str, str] | None = None) -> list[str]:
-    """Training flags with `--config FILE` replaced by the flags the file stands for, ahead of the others (so the
-    command line's still win): what a worker without the file can read. `owned`: settings the caller sets itself
-    (setting -> its flag), refused in the file."""
+    """`argv` with `--config FILE` replaced by the file's flags, ahead of the others (which still win): what a worker
+    without the file reads. `owned`: setting -> flag of those the caller sets itself, refused in the file."""
     ap = _Refusing(prog="training flags", add_help=False, allow_abbrev=False)
     ap.add_argument("--config", dest="config_file", type=PathArg("a .toml file"))  # "": not no file, silently
     args, rest = ap.parse_known_args(argv)
@@ -431,8 +414,8 @@ def setting_actions() -> dict[str, argparse.Action]:
 
 @dataclass
 class ConfigFile:
-    """A `--config FILE.toml`: settings by name (SETTINGS) and an [isv] table of slots, each value read and checked
-    as its setting's (Setting.value); errors name the file and the key. ConfigFile(None, {}): no file."""
+    """A `--config FILE.toml`: settings by name and an [isv] table, each value read by Setting.value; errors name the
+    file and the key. ConfigFile(None, {}): no file."""
     path: Path | None
     settings: dict
 
@@ -456,7 +439,7 @@ class ConfigFile:
         return cls(path, settings)
 
     def refuse(self, owned: dict[str, str]) -> "ConfigFile":
-        """This file, unless it gives a setting a command sets itself for every run it starts (setting -> its flag)."""
+        """This file, unless it gives a setting `owned` (setting -> flag) by the command for every run it starts."""
         for name, flag in owned.items():
             if name in self.settings:
                 raise ConfigError(f"--config {self.path}: {name}: set by this command for every run it starts "
@@ -471,8 +454,8 @@ class ConfigFile:
         return merged
 
     def blame(self, error: ConfigError, given: dict) -> ConfigError:
-        """`error` naming this file when a slot it faults came from the file's [isv], not from --set, or a
-        setting from the file, not from its flag (`given`: the command line's settings)."""
+        """`error` naming this file where a slot or setting it faults came from the file, not the command line's
+        `given`."""
         from_file = {name for name, _ in self.settings.get("isv", ())} - {name for name, _ in given.get("isv", ())}
         if from_file.intersection(error.slots):
             return ConfigError(f"--config {self.path}: [isv] {str(error).removeprefix('ISV ')}", error.slots)
@@ -481,17 +464,16 @@ class ConfigFile:
         return error
 
     def sources(self, command_line: dict) -> dict:
-        """setting -> "--config FILE" for each setting the file gives and the command line (`command_line`) does not:
-        where an error about it should send the user."""
+        """setting -> "--config FILE" for each the file gives and `command_line` does not (what errors name)."""
         return dict.fromkeys(self.settings.keys() - command_line.keys(), f"--config {self.path}")
 
     def as_dict(self) -> dict:
-        """What config.json records: the file, and the settings it gave."""
+        """config.json's record of the file and its settings."""
         settings = {k: list(v) if isinstance(v, tuple) else v for k, v in self.settings.items() if k != "isv"}
         return {"path": str(self.path.resolve()), "settings": settings, "isv": dict(self.settings.get("isv", ()))}
 
     def as_flags(self) -> list[str]:
-        """The command-line flags that give the file's settings (FLAG=VALUE: a value starting with '-' stays one)."""
+        """The file's settings as flags (FLAG=VALUE: a value starting with '-' stays one)."""
         return [f"--set={n}={v!r}" for n, v in self.settings.get("isv", ())] + [
             f"{SETTINGS[k].flag}={_flag_text(v)}" for k, v in self.settings.items() if k != "isv"]
 
@@ -522,7 +504,7 @@ def _toml(value) -> str:
 
 
 def _unknown_key(key: str) -> str:
-    """Why `key` is no setting: the setting a flag's spelling stands for, or close names."""
+    """Why `key` is no setting: the setting a flag's spelling stands for, or names close to it."""
     for s in TABLE:
         if key in (s.flag.lstrip("-"), s.flag.lstrip("-").replace("-", "_")):
             return f"unknown setting '{key}' (the setting of {s.flag} is {s.name})"
@@ -533,7 +515,7 @@ def _unknown_key(key: str) -> str:
 
 
 def _isv_table(path: Path, table) -> tuple[tuple[str, float], ...]:
-    """The [isv] table's slots, each checked as --set checks it (naming the file and the slot)."""
+    """The [isv] table's slots, each checked as --set checks it."""
     if not isinstance(table, dict):
         raise ConfigError(f"--config {path}: isv must be a table of slots ([isv], then NAME = VALUE lines)")
     for name, value in table.items():
