@@ -28,8 +28,7 @@ def one_line(message) -> str:
 
 
 def fail(prog: str, message) -> int:
-    """Print `<prog>: error: <message>` as one line on stderr (prog without `python -m `); returns 2 for main()
-    to return."""
+    """Print `<prog>: error: <message>` as one line on stderr; 2, for main() to return."""
     print(f"{prog.removeprefix('python -m ')}: error: {one_line(message)}", file=sys.stderr, flush=True)
     return 2
 
@@ -48,8 +47,8 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 class SubcommandParser(ArgumentParser):
-    """A subcommand's parser: the arguments after the subcommand that it does not take are its error (argparse hands
-    them back to the command's parser, whose error would name the command alone: `foxc.data: error: …`)."""
+    """A subcommand's parser: arguments it does not take are its error (argparse would hand them back to the
+    command's parser, whose error would name the command alone)."""
 
     def parse_known_args(self, args=None, namespace=None):
         namespace, strays = super().parse_known_args(args, namespace)
@@ -62,8 +61,7 @@ UNRECOGNIZED = "unrecognized arguments: "
 
 
 def glob_hint(strays: list[str]) -> str:
-    """A hint when arguments no flag takes are files: the rest of a glob the shell expanded (`--data d/*.parquet`
-    unquoted gives --data the first file only)."""
+    """A hint when arguments no flag takes are files: the rest of a glob the shell expanded."""
     if any(not a.startswith("-") and os.path.exists(a) for a in strays):
         return " (files of an unquoted glob the shell expanded? quote it, 'DIR/*.parquet', for foxc to read them all)"
     return ""
@@ -261,8 +259,7 @@ def default_run_dir(kind: str) -> Path:
 
 
 def open_run_dir(out: Path, overwrite: bool, outputs: tuple[str, ...]) -> Path:
-    """Create `out`; with `overwrite`, what an earlier run wrote there (`outputs`: names or glob
-    patterns of its files and directories, nothing else) is removed first."""
+    """Create `out`; with `overwrite`, an earlier run's `outputs` there (names or glob patterns) are removed first."""
     if overwrite and out.is_dir():
         for pattern in outputs:
             for old in out.glob(pattern):

@@ -192,8 +192,8 @@ def run(rt, cfg, out: Path, log=lambda msg: None) -> dict:
 
 
 def load_data_logged(cfg, log, source: str | None = None):
-    """The run's data (foxc.trainer.session.run_data), its validation summary logged; a file of --data
-    that cannot be read is refused naming the flag, and `source` where the flag was not given (`--config FILE`)."""
+    """The run's data (run_data), its validation summary logged; --data that cannot be read is refused naming the
+    flag, and `source` (`--config FILE`) where it gave it."""
     try:
         data = run_data(cfg, log)
     except DataError as e:
@@ -208,8 +208,7 @@ def load_data_logged(cfg, log, source: str | None = None):
 
 
 def data_found(spec: str) -> bool:
-    """Whether --data `spec` names data where it is (a prepared cache, or files foxc.data.source.expand finds),
-    rather than data moved or gone."""
+    """Whether --data `spec` names data where it is (a cache, or files expand finds), not moved or gone."""
     if is_cache(spec):
         return True
     try:
@@ -268,8 +267,8 @@ def log_done(log, summary: dict, final, out: Path):
 
 
 def kept_isv(saved, log) -> tuple[tuple[str, float], ...]:
-    """The checkpoint's ISV settings that are still accepted; one written before a slot's range
-    was refused only leaves the record (its value is in the checkpoint's bus either way)."""
+    """The checkpoint's ISV settings still accepted; one no longer accepted leaves only the record (its value is in
+    the checkpoint's bus either way)."""
     kept = []
     for name, value in saved:
         problem = setting_problem(name, float(value))
@@ -282,8 +281,7 @@ def kept_isv(saved, log) -> tuple[tuple[str, float], ...]:
 
 
 def resume_meta(path: Path) -> dict:
-    """The meta (configuration, data) of the checkpoint --resume-from names, verified; a file that is not one
-    is refused naming the flag."""
+    """The verified meta of the checkpoint --resume-from names."""
     try:
         return read_checkpoint(path, expected={}).meta
     except CheckpointError as e:
@@ -291,8 +289,7 @@ def resume_meta(path: Path) -> dict:
 
 
 class StopOnSignal:
-    """Ctrl-C and SIGTERM request a clean stop at the next step boundary (the training loop checks
-    `requested`); a second signal interrupts at once."""
+    """Ctrl-C and SIGTERM request a clean stop at the next step (`requested`); a second one interrupts at once."""
 
     def __init__(self):
         self.requested, self._previous = None, {}

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..checkpoint.meta import config_differences
-from ..cli import output_dir
+from ..cli import open_run_dir, output_dir
 from ..checkpoint.saver import list_checkpoints
 from ..errors import UserError
 from ..data.select import respelled
@@ -80,14 +80,8 @@ class RunDir:
                                   "--overwrite: the run writes beside them, removing only a run's files)")
             raise RunDirError(f"--out {path}: the directory holds another run (give a new directory, resume that "
                               "run with --resume-from DIR/checkpoint-<step>.foxc, or --overwrite)")
-        if path.is_dir() and overwrite and not same:
-            for pattern in RUN_FILES:  # the old run's records would otherwise mix with the new run's
-                for old in path.glob(pattern):
-                    old.unlink()
-            shutil.rmtree(path / "isv_requests", ignore_errors=True)  # its live requests (foxc.isv set)
-        created = not path.exists()
-        path.mkdir(parents=True, exist_ok=True)
-        return cls(path, created)
+        created = not path.exists()  # --overwrite: the old run's records and live requests, which would mix with ours
+        return cls(open_run_dir(path, overwrite and not same, (*RUN_FILES, REQUESTS)), created)
 
     def discard(self):
         """Remove the directory if this run created it (a run that failed before its first step)."""
