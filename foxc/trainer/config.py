@@ -6,7 +6,6 @@ line wins over the file, the file over DEFAULTS; --set over the file's [isv] tab
 from __future__ import annotations
 
 import argparse
-import difflib
 import functools
 import json
 from dataclasses import MISSING, asdict, dataclass, field, make_dataclass, replace
@@ -18,7 +17,7 @@ from ..data.market import tick_arg
 from ..data.markets import MARKETS
 from ..data.select import HELP as INSTRUMENT_HELP, instrument_arg
 from ..errors import UserError
-from ..isv.registry import SLOTS, isv_setting, setting_problem
+from ..isv.registry import SLOTS, did_you_mean, isv_setting, setting_problem
 from ..lobsim.sim import MAX_LOTS_PER_ENTRY
 from ..numbers import whole
 from ..paths import PathArg, empty_path
@@ -508,9 +507,8 @@ def _unknown_key(key: str) -> str:
     for s in TABLE:
         if key in (s.flag.lstrip("-"), s.flag.lstrip("-").replace("-", "_")):
             return f"unknown setting '{key}' (the setting of {s.flag} is {s.name})"
-    close = difflib.get_close_matches(key, list(SETTINGS), n=3, cutoff=0.6)
-    hint = (f"did you mean {' or '.join(close)}?" if close
-            else "a config file holds training settings by name, e.g. n_backtests, and an [isv] table")
+    hint = did_you_mean(key, SETTINGS, "a config file holds training settings by name, e.g. n_backtests, and an [isv] "
+                                       "table")
     return f"unknown setting '{key}' ({hint})"
 
 
