@@ -1,16 +1,9 @@
-"""One error path for every foxc command line.
+"""One error path for every foxc command line: a user's mistake ends the command with one line on stderr, exit
+status 2, `<prog>: error: <message naming the flag, file or value>`, never a traceback; a bug keeps its traceback.
 
-A user's mistake — a flag's value, a file, market data, a checkpoint — ends the command with one
-line on stderr and exit status 2, never a traceback:
-
-    <prog>: error: <message naming the flag, file or value>
-
-`ArgumentParser` does it for argparse's own errors (a bad or missing flag: one line, not a usage
-block; `--help` works as usual); `run(prog, body)` does it for the errors a command raises while
-it runs (foxc.errors.UserError, OSError named by its file, MemoryError). A command checks its outputs before any
-work (`output_file`, `output_dir`), so a refused run overwrites nothing. Every flag that takes a path
-has `type=PathArg(WHAT)` (foxc.paths): an empty one (an unset shell variable) is refused by argparse
-with what to give. An unexpected internal error (a bug) is not caught: it shows its traceback.
+`ArgumentParser` does it for argparse's errors, `run(prog, body)` for those a command raises (foxc.errors.UserError,
+OSError named by its file, MemoryError). A command checks its outputs before any work (`output_file`, `output_dir`),
+so a refused run overwrites nothing; every path flag has `type=PathArg(WHAT)`, which refuses an empty one.
 """
 from __future__ import annotations
 
@@ -23,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from .driver import CudaError, open_runtime as _open, select_backend
+from .driver import BACKENDS, CudaError, open_runtime as _open, select_backend
 from .errors import UserError
 from .paths import PathArg, empty_path  # noqa: F401 (PathArg: the argparse type of every path flag)
 
@@ -35,16 +28,14 @@ def one_line(message) -> str:
 
 
 def fail(prog: str, message) -> int:
-    """Print `<prog>: error: <message>` as one line on stderr (prog without `python -m `); returns 2 for main()
-    to return."""
+    """Print `<prog>: error: <message>` as one line on stderr; 2, for main() to return."""
     print(f"{prog.removeprefix('python -m ')}: error: {one_line(message)}", file=sys.stderr, flush=True)
     return 2
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse for every foxc command: an error is one line naming the flag, exit status 2.
-
-    Subcommand parsers (add_subparsers) are SubcommandParser: their errors name the subcommand too."""
+    """argparse for every foxc command: an error is one line naming the flag, exit status 2 (a subcommand's names it
+    too: SubcommandParser)."""
 
     def error(self, message):
         if message.startswith(UNRECOGNIZED):
@@ -56,8 +47,8 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 class SubcommandParser(ArgumentParser):
-    """A subcommand's parser: the arguments after the subcommand that it does not take are its error (argparse hands
-    them back to the command's parser, whose error would name the command alone: `foxc.data: error: …`)."""
+    """A subcommand's parser: arguments it does not take are its error (argparse would hand them back to the
+    command's parser, whose error would name the command alone)."""
 
     def parse_known_args(self, args=None, namespace=None):
         namespace, strays = super().parse_known_args(args, namespace)
@@ -70,8 +61,7 @@ UNRECOGNIZED = "unrecognized arguments: "
 
 
 def glob_hint(strays: list[str]) -> str:
-    """A hint when arguments no flag takes are files: the rest of a glob the shell expanded (`--data d/*.parquet`
-    unquoted gives --data the first file only)."""
+    """A hint when arguments no flag takes are files: the rest of a glob the shell expanded."""
     if any(not a.startswith("-") and os.path.exists(a) for a in strays):
         return " (files of an unquoted glob the shell expanded? quote it, 'DIR/*.parquet', for foxc to read them all)"
     return ""
@@ -114,9 +104,8 @@ def reader_gone() -> int:
 
 
 def run(prog: str, body) -> int:
-    """`body()`'s exit status; a user's mistake (UserError, an OSError, a MemoryError) prints one line
-    and returns 2 (the one place foxc catches them); Ctrl-C prints `<prog>: interrupted` and returns 130; stdout's reader gone (`| head`: it has
-    what it wanted) returns 0 without a word."""
+    """`body()`'s exit status; a user's mistake (UserError, OSError, MemoryError) prints one line and returns 2 (the
+    one place foxc catches them); Ctrl-C returns 130; stdout's reader gone (`| head`) returns 0 without a word."""
     try:
         status = body()
         sys.stdout.flush()  # here, not at exit, where a closed pipe is a traceback
@@ -210,9 +199,8 @@ def _writable_parent(flag: str, path: Path) -> None:
 
 def output_file(flag: str, path, *, suffixes: tuple[str, ...] = (), overwrite: bool = True,
                 overwrite_flag: str | None = None) -> Path:
-    """Check that the file `path` given by `flag` can be written: a file name (not a directory)
-    ending in one of `suffixes` when given, in a writable folder, and (without `overwrite`) not
-    an existing file. Returns it as a Path; raises UserError naming the flag and the path."""
+    """`path` (given by `flag`) as a Path, if a file of it can be written: not a directory, ending in one of
+    `suffixes` (if given), in a writable folder, and (without `overwrite`) new; else a UserError naming both."""
     text = str(path)
     if problem := empty_path(text, "a file name"):
         raise UserError(f"{flag}: {problem}")
@@ -271,8 +259,7 @@ def default_run_dir(kind: str) -> Path:
 
 
 def open_run_dir(out: Path, overwrite: bool, outputs: tuple[str, ...]) -> Path:
-    """Create `out`; with `overwrite`, what an earlier run wrote there (`outputs`: names or glob
-    patterns of its files and directories, nothing else) is removed first."""
+    """Create `out`; with `overwrite`, an earlier run's `outputs` there (names or glob patterns) are removed first."""
     if overwrite and out.is_dir():
         for pattern in outputs:
             for old in out.glob(pattern):
@@ -289,16 +276,16 @@ def open_run_dir(out: Path, overwrite: bool, outputs: tuple[str, ...]) -> Path:
 
 @contextlib.contextmanager
 def _backend_flag(backend: str | None):
-    """A backend that cannot be used (no usable GPU with --backend cuda, a bad $FOXC_BACKEND) is a
-    UserError naming it."""
+    """A backend that cannot be used (no GPU for --backend cuda, a bad $FOXC_BACKEND) is a UserError naming it."""
+    env = os.environ.get("FOXC_BACKEND")
+    if not backend and env and env not in BACKENDS:
+        raise UserError(f"$FOXC_BACKEND: backend must be one of {', '.join(BACKENDS)}, got '{env}'")
     try:
         yield
     except CudaError as exc:
         message = str(exc)
         raise UserError(message if message.startswith("--backend") else f"--backend {backend or 'auto'}: {message}") \
             from None
-    except ValueError as exc:  # $FOXC_BACKEND names no backend
-        raise UserError(f"$FOXC_BACKEND: {exc}") from None
 
 
 def open_runtime(backend: str | None):

@@ -1,8 +1,5 @@
-"""`python -m foxc.train`: train foxc's trading agent.
-
-With no arguments: the embedded synthetic data, the backend picked automatically, defaults
-sized for that backend (a minute or so on a CPU), and a run directory under runs/.
-"""
+"""`python -m foxc.train`: train foxc's trading agent (no arguments: synthetic data, the backend picked
+automatically, its defaults, a run directory under runs/)."""
 from __future__ import annotations
 
 import signal
@@ -10,19 +7,19 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .cli import ArgumentParser, PathArg, UserError, open_runtime, output_dir, run as run_cli
+from .cli import ArgumentParser, PathArg, UserError, open_runtime, run as run_cli
 from .driver import BACKENDS
 from .profile import KernelProfiler, add_profile_args, profile_window
 from .isv.registry import setting_problem
-from .trainer.config import (ConfigError, ConfigFile, TrainConfig, add_config_arguments, check_needs_data,
+from .trainer.config import (SETTINGS, ConfigError, ConfigFile, TrainConfig, add_config_arguments, check_needs_data,
                              check_synthetic_beside_data, config_settings, merge_isv, switches_from_slots)
-from .trainer import tensorboard
 from .checkpoint import CheckpointError, read_checkpoint
 from .data import DataError
 from .data.cache import is_cache
 from .data.source import expand
+from .trainer.metrics import TENSORBOARD_INSTALL, TensorBoardLog, tensorboard_available
 from .trainer.run import Trainer, write_json
-from .trainer.rundir import RunDir, check_same_data, resume_settings, saved_run
+from .trainer.rundir import RESUME_FREE, RunDir, check_same_data, resume_settings, saved_run
 from .trainer.session import run_data
 
 PROG = "foxc.train"
@@ -39,9 +36,8 @@ def parse_args(argv=None):
     add("--backend", choices=BACKENDS, default=None,
         help="auto (default; $FOXC_BACKEND overrides): CUDA when a usable GPU is present, else the numpy reference")
     add("--resume-from", metavar="PATH", type=PathArg("a checkpoint file"),
-        help="continue from a checkpoint with its settings (only --n-steps, --log-every, --checkpoint-every, "
-             "--eval-every, --eval-rows and --graph may change, and --set slots are set on top of the "
-             "checkpoint's; other flags given must agree)")
+        help=f"continue from a checkpoint with its settings (only {', '.join(SETTINGS[k].flag for k in RESUME_FREE)} "
+             "may change, and --set slots are set on top of the checkpoint's; other flags given must agree)")
     add("--out", type=PathArg("a directory"),
         help="run directory: new or empty (default runs/<UTC time>-<6 hex>; resuming: the checkpoint's)")
     add("--overwrite", action="store_true", help="allow --out to name a directory that holds another run")
@@ -89,12 +85,12 @@ def _main(args) -> int:
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     run_dir, trainer = None, None
     try:
-        if args.tensorboard and not tensorboard.available():
-            raise UserError(f"--tensorboard needs tensorboardX: {tensorboard.INSTALL}")
-        config_file = ConfigFile.read(args.config_file) if args.config_file else None
-        given = config_file.under(config_settings(args)) if config_file else config_settings(args)
+        if args.tensorboard and not tensorboard_available():
+            raise UserError(f"--tensorboard needs tensorboardX: {TENSORBOARD_INSTALL}")
+        command_line = config_settings(args)
+        config_file = ConfigFile.read(args.config_file) if args.config_file else ConfigFile(None, {})
         # a setting at odds with another (or the checkpoint) is named with the file that gave it
-        from_file = config_file.sources(config_settings(args)) if config_file else {}
+        given, from_file = config_file.under(command_line), config_file.sources(command_line)
         check_synthetic_beside_data(given, from_file)
         rt = open_runtime(args.backend)  # a bad $FOXC_BACKEND named as the variable
         resume = Path(args.resume_from) if args.resume_from else None
@@ -109,15 +105,13 @@ def _main(args) -> int:
         try:
             cfg = TrainConfig.for_backend(rt.backend, **settings)
         except ConfigError as e:
-            raise config_file.blame(e, config_settings(args)) if config_file else e
+            raise config_file.blame(e, command_line)
         if cfg.n_steps == 0:  # a run of nothing wrote a run directory and checkpoint-0 (0 stays a library setting)
-            raise UserError("--n-steps must be >= 1 (got 0)" + (f" (from --config {config_file.path})"
-                                                                if config_file and "n_steps" in from_file else ""))
+            raise UserError("--n-steps must be >= 1 (got 0)" + (f" (from {from_file['n_steps']})"
+                                                                if "n_steps" in from_file else ""))
         log(f"foxc {__version__}: backend {rt.backend} — {rt.reason}")
         if cfg.graph == "on" and rt.backend == "reference":
             log(REFERENCE_GRAPH_NOTE)
-        if args.out is not None:
-            output_dir("--out", args.out)  # a file, or a folder that cannot be written: named before any work
         run_dir = RunDir.open(args.out, resuming=resume, step=saved["step"] if resume else 0,
                               overwrite=args.overwrite)
         out = run_dir.path
@@ -149,7 +143,7 @@ def _main(args) -> int:
         log(describe_training(trainer, cfg, out))
         board = None
         if args.tensorboard:  # a resumed run's: TensorBoard hides what a stopped run logged past the checkpoint
-            board = tensorboard.TensorBoardLog(out, trainer.ts.isv, trainer.steps_done)
+            board = TensorBoardLog(out, trainer.ts.isv, trainer.steps_done)
         with StopOnSignal() as stop:
             summary = trainer.train_logged(stop, board)
         final = None
@@ -180,9 +174,8 @@ def _main(args) -> int:
 
 
 def run(rt, cfg, out: Path, log=lambda msg: None) -> dict:
-    """A new run of `cfg` into the directory `out`, as `python -m foxc.train` makes one (no resume, no
-    profile, no signal handling): data, config.json, metrics.jsonl, the final checkpoint and
-    summary.json; returns the summary. For callers that run many (foxc.sweep)."""
+    """A new run of `cfg` into `out` as `python -m foxc.train` makes one (no resume, profile or signals): the
+    summary. For callers that run many (foxc.sweep)."""
     data = load_data_logged(cfg, log)
     trainer = open_trainer(rt, cfg, data, out)
     try:
@@ -199,8 +192,8 @@ def run(rt, cfg, out: Path, log=lambda msg: None) -> dict:
 
 
 def load_data_logged(cfg, log, source: str | None = None):
-    """The run's data (foxc.trainer.session.run_data), its validation summary logged; a file of --data
-    that cannot be read is refused naming the flag, and `source` where the flag was not given (`--config FILE`)."""
+    """The run's data (run_data), its validation summary logged; --data that cannot be read is refused naming the
+    flag, and `source` (`--config FILE`) where it gave it."""
     try:
         data = run_data(cfg, log)
     except DataError as e:
@@ -215,8 +208,7 @@ def load_data_logged(cfg, log, source: str | None = None):
 
 
 def data_found(spec: str) -> bool:
-    """Whether --data `spec` names data where it is (a prepared cache, or files foxc.data.source.expand finds),
-    rather than data moved or gone."""
+    """Whether --data `spec` names data where it is (a cache, or files expand finds), not moved or gone."""
     if is_cache(spec):
         return True
     try:
@@ -275,8 +267,8 @@ def log_done(log, summary: dict, final, out: Path):
 
 
 def kept_isv(saved, log) -> tuple[tuple[str, float], ...]:
-    """The checkpoint's ISV settings that are still accepted; one written before a slot's range
-    was refused only leaves the record (its value is in the checkpoint's bus either way)."""
+    """The checkpoint's ISV settings still accepted; one no longer accepted leaves only the record (its value is in
+    the checkpoint's bus either way)."""
     kept = []
     for name, value in saved:
         problem = setting_problem(name, float(value))
@@ -289,8 +281,7 @@ def kept_isv(saved, log) -> tuple[tuple[str, float], ...]:
 
 
 def resume_meta(path: Path) -> dict:
-    """The meta (configuration, data) of the checkpoint --resume-from names, verified; a file that is not one
-    is refused naming the flag."""
+    """The verified meta of the checkpoint --resume-from names."""
     try:
         return read_checkpoint(path, expected={}).meta
     except CheckpointError as e:
@@ -298,8 +289,7 @@ def resume_meta(path: Path) -> dict:
 
 
 class StopOnSignal:
-    """Ctrl-C and SIGTERM request a clean stop at the next step boundary (the training loop checks
-    `requested`); a second signal interrupts at once."""
+    """Ctrl-C and SIGTERM request a clean stop at the next step (`requested`); a second one interrupts at once."""
 
     def __init__(self):
         self.requested, self._previous = None, {}

@@ -5,7 +5,7 @@ import struct
 import pytest
 
 from foxc import train
-from foxc.trainer import tensorboard
+from foxc.trainer import metrics as tensorboard
 
 SMALL = ["--backend", "reference", "--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64",
          "--synthetic-rows", "20000", "--log-every", "4", "--eval-rows", "2000", "--n-steps", "8"]

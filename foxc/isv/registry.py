@@ -1,14 +1,9 @@
 """The single source of truth for ISV slots: index, name, bootstrap value, valid settings and why.
 
-Indices are append-only: checkpoints store the bus by index, and
-tests/golden/isv_slots.txt fails the suite when an existing slot moves or
-disappears. Add new slots at the end. The C header cuda/include/foxc/isv_slots.h
-is generated from this table (`python -m foxc.isv.header --write`); a slot's range is
-not in it, so ranges change no kernel.
-
-A slot is a setting (its Range: what `--set NAME=VALUE` and a config file's [isv] table
-may give it, the values the kernels tolerate) or Internal: state the trainer's controllers
-own, or a slot no kernel reads.
+Indices are append-only (checkpoints store the bus by index; tests/golden/isv_slots.txt holds them): add new slots at
+the end. cuda/include/foxc/isv_slots.h is generated from this table (`python -m foxc.isv.header --write`), without the
+ranges, so a range changes no kernel. A slot is a setting (its Range: what `--set NAME=VALUE` and a config file's
+[isv] table may give it) or Internal: state the trainer's controllers own, or a slot no kernel reads.
 """
 from __future__ import annotations
 

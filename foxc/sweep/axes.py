@@ -1,14 +1,10 @@
 """The axes of a sweep: what `--grid` and `--range` name, the values they take, and the points they make.
 
-An axis names a training setting as a --config file spells it (`n_backtests`, `actor`, `n_steps`, ...)
-or an ISV slot (`lr_q`, `gamma`, ...); `isv.NAME` names the slot where a setting has the same name
-(`n_step`: the setting sizes the n-step rings and sets the slot; `isv.n_step` sets only the slot, at
-most the setting). A grid value is read as its flag reads it (`--n-backtests 64`, `--set lr_q=1e-4`),
-so every error names the flag's rule. Settings that would change what the points are measured on, or
-that change no result, are refused as axes (REFUSED says why).
-
-Points are the cartesian product of the grid axes, crossed with N draws over the range axes (the same
-draws under every grid combination, so the grid's effect is seen on equal draws).
+An axis names a training setting (foxc.trainer.config.SETTINGS, as a --config file spells it) or an ISV slot;
+`isv.NAME` names the slot where a setting has the same name (`isv.n_step` sets only the slot). A value is read as its
+flag reads it, so every error names the flag's rule. Settings that would change what the points are measured on, or
+no result, are refused (REFUSED says why). Points: the grid axes' product, crossed with N draws over the range axes
+(the same draws under every grid combination).
 """
 from __future__ import annotations
 
@@ -17,10 +13,10 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from ..cli import UserError
+from ..errors import UserError
 from ..isv.registry import SLOTS, did_you_mean, slot
 from ..rng import generator
-from ..trainer.config import ConfigError, merge_isv, parse_settings, setting_actions
+from ..trainer.config import SETTINGS, merge_isv, parse_settings
 
 MEASURED = "every point must be measured on the same data and held-out rows: give it as a training flag"
 BOOKKEEPING = "it changes how a run logs, saves or runs, not what it learns: give it as a training flag"
@@ -43,22 +39,19 @@ class Target:
     def named(cls, name: str, flag: str) -> "Target":
         if name in REFUSED:
             raise UserError(f"{flag} {name}: not an axis: {REFUSED[name]}")
-        if name in setting_actions():
+        if name in SETTINGS and name != "isv":  # isv.NAME: a slot
             return cls(name, setting=name)
         slot_name = name.removeprefix(SLOT_PREFIX)
         if any(s.name == slot_name for s in SLOTS):
             return cls(name, slot=slot_name)
-        known = [k for k in [*setting_actions(), *(s.name for s in SLOTS)] if k not in REFUSED]
+        known = [k for k in [*SETTINGS, *(s.name for s in SLOTS)] if k not in REFUSED and k != "isv"]
         hint = did_you_mean(slot_name, known, "python -m foxc.isv lists the slots")
         raise UserError(f"{flag} {name}: no training setting or ISV slot of that name ({hint})")
 
     def parse(self, text: str, flag: str):
         """The value of `text`, read as the target's flag reads it."""
-        option = f"--set={self.slot}" if self.slot else setting_actions()[self.setting].option_strings[0]
-        try:
-            settings = parse_settings([f"{option}={text}"], f"{flag} {self.name}")
-        except ConfigError as e:
-            raise UserError(str(e)) from None
+        option = f"--set={self.slot}" if self.slot else SETTINGS[self.setting].flag
+        settings = parse_settings([f"{option}={text}"], f"{flag} {self.name}")
         return settings["isv"][0][1] if self.slot else settings[self.setting]
 
     def fragment(self, value) -> dict:
@@ -71,8 +64,7 @@ class Target:
         if self.slot:
             valid = slot(self.slot).valid
             return "int" if getattr(valid, "integer", False) else "float"
-        kind = setting_actions()[self.setting].type
-        return {int: "int", float: "float"}.get(kind)
+        return SETTINGS[self.setting].kind.number
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,6 @@
-"""One run of a sweep: a point's settings with one seed, trained as `python -m foxc.train` trains, then
-evaluated greedily on held-out rows (the run's final evaluation); its row of the sweep's table.
-
-    row = run_point_safely(spec)        # in this process, a worker process or a Ray task
-
-The run's directory holds what a training run's does (config.json, metrics.jsonl, summary.json, the
-final checkpoint) and `train.log`, its progress lines. As a worker process (foxc.evaluate.scaleout):
-`python -m foxc.sweep.point RUN.json`.
+"""One run of a sweep (`run_point_safely(spec)`: in this process, a worker or a Ray task): a point's settings with one
+seed, trained as `python -m foxc.train` trains and evaluated on held-out rows; its row of the sweep's table. Its
+directory holds a training run's files and `train.log`. As a worker: `python -m foxc.sweep.point RUN.json`.
 """
 from __future__ import annotations
 

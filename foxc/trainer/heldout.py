@@ -1,11 +1,7 @@
-"""The trainer's greedy evaluation on held-out rows: what a user actually cares about, during training.
+"""The held-out and validation rows, and the trainer's greedy evaluation on the held-out ones.
 
-The training metrics (win rate, PnL of closed trades) come from the epsilon-greedy behaviour
-policy's actions; this walks held-out snapshots with the live weights, greedily, through the
-same evaluator the walk-forward folds use (foxc.evaluate), and reports net PnL in ticks per
-snapshot, trades, win rate, time in the market and, on a named synthetic market, the fraction of
-its exact optimum. It runs between steps on the training stream with its own buffers (reading
-the weights and the ISV only), so it never changes the training run's bits.
+The evaluation walks them with the live weights (or the run's policy) through the walk-forward folds' evaluator,
+between steps, with its own buffers, reading the weights and the ISV only: it never changes the training's bits.
 """
 from __future__ import annotations
 
@@ -29,7 +25,7 @@ MIN_CHUNK = 64  # snapshots per evaluated chunk at least: the window and the for
 
 
 def synthetic_rows(n: int, flag: str, **kw):
-    """synthetic_data(n, **kw); more rows than the memory holds is refused naming the flag that asked for them."""
+    """synthetic_data(n, **kw); more rows than memory holds is refused naming `flag`."""
     try:
         return synthetic_data(n, **kw)
     except MemoryError as e:
@@ -38,8 +34,7 @@ def synthetic_rows(n: int, flag: str, **kw):
 
 @contextmanager
 def room_for_heldout(eval_rows: int, doing: str, rows: int):
-    """A MemoryError `doing` something with `rows` held-out snapshots: one line naming --eval-rows, what the rows
-    take, and the remedy (rather than a traceback)."""
+    """A MemoryError `doing` something with `rows` held-out snapshots: one line naming --eval-rows and the remedy."""
     try:
         yield
     except MemoryError:
@@ -48,11 +43,8 @@ def room_for_heldout(eval_rows: int, doing: str, rows: int):
 
 
 def holdout_market(cfg, market):
-    """(training rows, held-out rows) for the periodic evaluation.
-
-    Synthetic data: a fresh draw of the same market with another seed (cfg.eval_rows rows), the
-    training rows untouched. Real data: the last `holdout_frac` of the rows (tail_split), removed from
-    training; (market, None) with --holdout 0."""
+    """(training rows, held-out rows): synthetic data's a fresh draw (seed + 7919), real data's its last
+    --holdout (tail_split); (market, None) with --holdout 0."""
     if cfg.data is None:
         held = synthetic_rows(cfg.eval_rows, "--eval-rows", seed=cfg.seed + 7919, params=MARKETS[cfg.synthetic].params)
         return market, held
@@ -62,9 +54,8 @@ def holdout_market(cfg, market):
 
 
 def validation_split(cfg, market):
-    """(training rows, validation rows): the last --val-frac of the training window, at most --eval-rows and
-    VAL_ROWS_MAX rows (tail_split), on which the run's policy is chosen (foxc.evaluate.selection); (market, None)
-    with --val-frac 0."""
+    """(training rows, validation rows): the last --val-frac of them, at most --eval-rows and VAL_ROWS_MAX (the
+    run's policy is chosen on them); (market, None) with --val-frac 0."""
     if not cfg.val_frac or market.n_rows * cfg.val_frac < 2:  # too few to hold out: the episode check says so
         return market, None
     frac = min(cfg.val_frac, min(VAL_ROWS_MAX, cfg.eval_rows) / market.n_rows)
@@ -72,14 +63,13 @@ def validation_split(cfg, market):
 
 
 def tail_split(cfg, market, frac: float, flag: str):
-    """(head, tail): the rows before and from the row at 1 - `frac` of them (`flag` names the setting), the tail
-    keeping its segment ids (a segment may begin anywhere); of a cache's rows (left on disk) only the first
-    `eval_rows` of the tail are read."""
+    """(head, tail) split at 1 - `frac` of the rows (`flag` names the setting); of a cache's, only the tail's first
+    `eval_rows` are read."""
     n = market.n_rows
     cut = int(n * (1.0 - frac))
     if cut < 2 or n - cut < 2:
         cause = market.report.most_skipped()  # most rows of --data skipped: the cause, not the fraction
-        raise ValueError(f"--data {cfg.data}: {cause}: the {n:,} kept are too few to hold out {flag} of them"
+        raise ConfigError(f"--data {cfg.data}: {cause}: the {n:,} kept are too few to hold out {flag} of them"
                          if cause else f"{flag} of {n} rows leaves too few rows to train or evaluate on")
     part = lambda r: MarketData(r, market.instrument, market.instrument_id, market.source,  # noqa: E731
                                 market.files, market.tick, market.report)
@@ -95,9 +85,8 @@ def tail_split(cfg, market, frac: float, flag: str):
 
 class HeldOutEvaluation:
     def __init__(self, rt, ts, held, cfg, optimum: float | None = None, train=None):
-        """`ts`: the TrainStep whose live weights are evaluated; `held`: MarketData of held-out rows;
-        `optimum`: the market's optimal PnL in ticks per snapshot (synthetic markets), or None; `train`: real
-        training rows (MarketData) the yardstick is fitted on, for the final evaluation's comparison (None: none)."""
+        """`ts`: the TrainStep whose live weights are evaluated; `optimum`: the market's optimal PnL (ticks per
+        snapshot) or None; `train`: real training rows the final evaluation's yardstick is fitted on (None: none)."""
         records = held.records[:cfg.eval_rows]
         chunks = max(1, min(cfg.n_backtests, len(records) // MIN_CHUNK))
         fee = int(round(cfg.fee * 1e9))
@@ -120,8 +109,7 @@ class HeldOutEvaluation:
                                                 "each as they are evaluated)", self.rows)
 
     def run(self, policy=None, compare: bool = False) -> dict:
-        """One greedy pass over the held-out rows with `policy` (default: the live weights); the `eval_*` fields
-        of a metrics record. `compare`: the yardstick's pass too, beside it (flat's is 0), where there is one."""
+        """One greedy pass with `policy` (default: the live weights): `eval_*` fields; `compare`: the yardstick's too."""
         t0 = time.perf_counter()
         with self.room():
             m = self.evaluator.run(policy or self.policy).metrics

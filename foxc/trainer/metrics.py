@@ -1,4 +1,9 @@
-"""Per-interval metrics from the diagnostics frames: metrics.jsonl records and the progress line."""
+"""Per-interval metrics from the diagnostics frames: metrics.jsonl records, the progress line, and TensorBoard.
+
+TensorBoard (optional: pip install 'foxc[tensorboard]', tensorboardX) gets every numeric field of each record under
+`train/` (`eval_*` under `eval/`), live ISV changes under `isv_set/` at the step they took effect, and the slots a
+kernel reads under `isv/` as the bus was last published, in RUN_DIR/tensorboard/. A resumed run purges the events a
+stopped run wrote past its checkpoint (`purge_step`), as metrics.jsonl moves their records aside."""
 from __future__ import annotations
 
 import json
@@ -10,6 +15,7 @@ import time
 from pathlib import Path
 
 from ..checkpoint.atomic import atomic_write, fsync_directory, remove_stale_temp_files
+from ..isv.registry import SLOTS
 from ..jsonfile import parse_json
 
 # beside metrics.jsonl: the records a resumed run logs again (supersede_records), appended, never overwritten
@@ -179,3 +185,47 @@ def _ends_a_line(path) -> bool:
     with open(path, "rb") as f:
         f.seek(-1, os.SEEK_END)
         return f.read(1) == b"\n"
+
+
+TENSORBOARD_INSTALL = "pip install 'foxc[tensorboard]'"
+
+
+def _writer_class():
+    try:
+        from tensorboardX import SummaryWriter
+    except ImportError:
+        return None
+    return SummaryWriter
+
+
+def tensorboard_available() -> bool:
+    return _writer_class() is not None
+
+
+class TensorBoardLog:
+    def __init__(self, run_dir, isv=None, start_step: int = 0):
+        """`isv`: the run's IsvBus (None: no slots logged); `start_step`: a resumed run's, past which TensorBoard
+        hides the events logged before (it logs them again)."""
+        writer = _writer_class()
+        assert writer is not None, "tensorboard_available() first"
+        purge = start_step + 1 if start_step else None  # events from this step on are hidden
+        self.writer = writer(logdir=str(Path(run_dir) / "tensorboard"), purge_step=purge)
+        self.isv = isv
+        self.slots = [s.name for s in SLOTS if s.read]
+
+    def write(self, record: dict):
+        step = int(record["step"])
+        for key, value in record.items():
+            if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool):
+                tag = f"eval/{key.removeprefix('eval_')}" if key.startswith("eval_") else f"train/{key}"
+                self.writer.add_scalar(tag, value, step)
+        for change in record.get("isv_changes", ()):
+            self.writer.add_scalar(f"isv_set/{change['name']}", change["value"], change["step"])
+        if self.isv is not None:
+            values = self.isv.as_dict()
+            for name in self.slots:
+                self.writer.add_scalar(f"isv/{name}", values[name], step)
+        self.writer.flush()
+
+    def close(self):
+        self.writer.close()

@@ -22,22 +22,16 @@ from .step import RING_LEN, TrainStep
 class Trainer:
     """Runs TrainStep: eagerly until the replay buffer is full, then (graph mode) one captured graph per step.
 
-    A graph captured on a near-empty buffer would bake in empty-buffer behaviour, so capture
-    waits until the buffer holds `per_capacity` transitions (`capture_after` steps: a step pushes
-    the previous step's transition, and the n-step ring holds the newest n - 1 until their window
-    completes). What the graph bakes in: every buffer address, grid
-    size and scalar argument of the step; it is captured again whenever those change (a new
-    TrainStep, e.g. another batch size). Loading a checkpoint uploads into the same buffers and
-    needs no new capture.
-    """
+    A graph captured on a near-empty buffer would bake in empty-buffer behaviour, so capture waits until the buffer
+    holds `per_capacity` transitions (`capture_after` steps: a step pushes the previous step's transition, and the
+    n-step ring holds the newest n - 1). The graph bakes in every buffer address, grid size and scalar argument; a
+    checkpoint loads into the same buffers and needs no new capture."""
 
     def __init__(self, rt, cfg: TrainConfig, market, labels, out_dir=None, data_meta: dict | None = None,
                  held=None, optimum: float | None = None, ring_len: int = RING_LEN, val=None):
-        """`held`: held-out MarketData for the greedy evaluations (None: none); `optimum`: the
-        synthetic market's optimal PnL per snapshot in ticks, for their fraction of it; `ring_len`:
-        the diagnostics ring's frames; `val`: MarketData of the validation rows the run's policy is chosen on
-        (None: none, the final weights are the run's policy). The configuration kept (`self.cfg`, what the
-        checkpoints record) has --device-data-gb resolved against the device's free memory."""
+        """`held`: held-out rows for the greedy evaluations; `optimum`: the synthetic market's optimal PnL (ticks per
+        snapshot); `val`: the validation rows the run's policy is chosen on (None: the final weights are it).
+        `self.cfg`, what the checkpoints record, has --device-data-gb resolved against the free memory."""
         cfg = cfg.with_data_budget(rt.free_bytes())
         self.rt, self.cfg = rt, cfg
         self.ts = TrainStep(rt, cfg, market, labels, ring_len)
@@ -105,13 +99,9 @@ class Trainer:
             return self.saver.save(self.steps_done, export_state(self.ts, self.staging), meta)
 
     def resume(self, path, data_sha256: str | None = None):
-        """Restore every persistent array and continue from the checkpoint's step.
-
-        A checkpoint saved with another configuration is refused naming each setting that
-        differs, before any section is compared with this run's shapes. `data_sha256`: the identity
-        of this run's data that the caller found the checkpoint's to be (rundir.check_same_data: a
-        session 16 checkpoint's older formula), compared instead of today's.
-        """
+        """Restore every persistent array and continue from the checkpoint's step; one saved with another
+        configuration is refused naming each setting that differs. `data_sha256`: this data's identity as the
+        checkpoint computed it (rundir.check_same_data), compared instead of today's."""
         def same_config(meta):
             saved, now, keys = meta.get("config", {}), self.cfg.as_dict(), TrainConfig.SHAPE_KEYS
             want, got = (meta.get("data") or {}).get("sha256"), data_sha256 or self.data_meta.get("sha256")
@@ -130,8 +120,7 @@ class Trainer:
         return ckpt.step
 
     def set_isv(self, settings) -> list[tuple[str, float, float]]:
-        """Set ISV slots between steps (a captured graph reads them on the device: it needs no new
-        capture); (name, old, new) for each, old as the bus held it."""
+        """Set ISV slots between steps (a graph reads them on the device); (name, old, new) for each."""
         self.rt.stream.synchronize()  # the host view is the last step's
         changes = []
         for name, value in settings:
@@ -140,9 +129,8 @@ class Trainer:
         return changes
 
     def apply_live_requests(self) -> list[dict]:
-        """Apply the waiting `python -m foxc.isv set` requests before the next step; the changes made,
-        each with the first step that runs with it. A request that cannot apply is moved to
-        rejected/ with a warning and changes nothing."""
+        """Apply the waiting `python -m foxc.isv set` requests before the next step: the changes, each with the first
+        step that runs with it; one that cannot apply is moved to rejected/ with a warning."""
         changes = []
         for path, settings, problem in self.live.pending():
             # a value that conflicts with the run's shapes or the bus's other settings cannot apply either
@@ -163,11 +151,9 @@ class Trainer:
 
     # --- the loop ------------------------------------------------------------
     def train(self, n_steps: int, metrics: MetricsLog | None = None, checkpoint_every: int = 0, stop=None) -> dict:
-        """Run `n_steps` steps, or until `stop` (anything with a truth value) turns true between two
-        steps (`summary["stopped_at"]` says so). Back-pressure: the host never runs more than
-        `ring.lead_limit` steps ahead of the frames it has read, so the diagnostics ring is never
-        lapped and every step's frame arrives once; records are cut from completed frames,
-        `log_every` steps each, and end at each checkpoint too (FrameBlocks)."""
+        """Run `n_steps` steps, or until `stop` turns true between two (`summary["stopped_at"]`). The host never runs
+        more than `ring.lead_limit` steps ahead of the frames it has read, so every step's frame arrives once;
+        records are cut from completed frames, `log_every` steps each, ending at each checkpoint too (FrameBlocks)."""
         ring, every = self.ts.diagnostics, self.cfg.log_every
         target = self.steps_done + n_steps
         blocks = FrameBlocks(target, every, checkpoint_every if self.saver else 0)
@@ -247,8 +233,7 @@ class Trainer:
         return summary
 
     def train_logged(self, stop=None, board=None, label: str = "") -> dict:
-        """cfg.n_steps more steps, their records in the run directory's metrics.jsonl (and TensorBoard's,
-        given `board`; progress lines headed by `label`); the summary."""
+        """cfg.n_steps more steps logged to metrics.jsonl (and `board`; progress lines headed by `label`)."""
         metrics = MetricsLog(self.out_dir / "metrics.jsonl", self.steps_done + self.cfg.n_steps,
                              label=label, start_step=self.steps_done, tensorboard=board)
         try:
@@ -257,9 +242,8 @@ class Trainer:
             metrics.close()
 
     def evaluate_heldout(self, final: bool = False) -> dict:
-        """A greedy pass over the held-out rows with the weights as they stand now (between steps), or, `final`,
-        with the run's policy (what the validation kept: `eval_policy` names it). The steps queued before it
-        finish first, so its time (`eval_seconds`) is its own."""
+        """A greedy pass over the held-out rows with the live weights, or (`final`) the run's policy (`eval_policy`
+        names it), after the queued steps finish, so that `eval_seconds` is its own."""
         self.rt.stream.synchronize()
         policy = self.run_policy() if final else None
         try:
@@ -272,8 +256,7 @@ class Trainer:
         return {k: v for k, v in self.last_eval.items() if k != "step"}
 
     def validate(self) -> dict:
-        """A greedy pass of the live weights over the validation rows, kept when the rule says so (between
-        steps); the `val_*` fields of a metrics record."""
+        """A greedy pass of the live weights over the validation rows, kept when the rule says so: `val_*` fields."""
         self.rt.stream.synchronize()
         with nvtx_range("validate"):
             m = self.validation.run()
@@ -281,8 +264,7 @@ class Trainer:
         return m
 
     def run_policy(self):
-        """The run's policy as it stands: the weights the validation kept, flat when it kept none; the live
-        weights (None) when nothing was validated."""
+        """The weights the validation kept, flat when it kept none; None (the live weights) without validation."""
         cfg = self.cfg
         return self.ts.kept.policy(cfg.seq_len, cfg.actor, cfg.precision)
 
@@ -299,11 +281,9 @@ class Trainer:
         return out
 
     def summary(self, frames, seconds, n_steps, records) -> dict:
-        """What a run did. `this_run`: the trades the behaviour policy closed in this run (from the
-        frames); `cumulative`: the simulator's accounts since step 0 (a resumed run included). Money in
-        price units per lot. steps/s: the device's rate over the records' frames (the gaps between
-        records, where evaluations and checkpoints ran, left out); `seconds`: host wall time of
-        training, evaluations excluded."""
+        """What a run did: `this_run`'s trades (the frames'), `cumulative` accounts since step 0, in price units per
+        lot; steps/s the device's over the records' frames (evaluations and checkpoints left out), `seconds` the
+        host's wall time of training."""
         trades = sum(f["closed_trades"] for f in frames)
         wins = sum(f["closed_wins"] for f in frames)
         span, timed, at = 0, 0, 0

@@ -1,27 +1,24 @@
 """Run directories and resuming: never overwrite or mix runs, and resume with one flag.
 
-- A new run gets a directory of its own: `--out DIR` must be new or empty (or the run being
-  resumed, or `--overwrite` is given: the old run's files, RUN_FILES, are removed first); the default `runs/<UTC time>-<6 hex>` is unique. A run
-  that fails before its first step removes the directory it created.
-- `--resume-from CKPT` takes every setting from the checkpoint; a setting given beside it must
-  agree (each that does not is named), except the ones in RESUME_FREE. The data is identified by
-  its content (sha256 and rows), not its path: a different file is refused naming both hashes.
-"""
+A new run's `--out DIR` must be new or empty (or the resumed run's, or `--overwrite`: RUN_FILES are removed first); a
+run that fails before its first step removes the directory it created. `--resume-from CKPT` takes every setting from
+the checkpoint: one given beside it must agree, except RESUME_FREE's. The data is identified by its content."""
 from __future__ import annotations
 
 import secrets
 import shutil
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ..checkpoint.meta import config_differences
+from ..cli import open_run_dir, output_dir
 from ..checkpoint.saver import list_checkpoints
 from ..errors import UserError
 from ..data.select import respelled
 from ..isv.live import MARKER, REQUESTS, running_trainer
 from ..isv.registry import setting_problem
-from .config import TrainConfig, check_synthetic_beside_data, switches_from_slots
+from .config import SETTINGS, ConfigError, TrainConfig, check_synthetic_beside_data, switches_from_slots
 from .metrics import SUPERSEDED
 from .session import files_digest
 
@@ -49,9 +46,8 @@ class RunDir:
     @classmethod
     def open(cls, out: str | None, *, resuming: Path | None = None, step: int = 0,
              overwrite: bool = False) -> "RunDir":
-        """The run's directory: `out`, else (resuming the checkpoint of `step`) the checkpoint's own, else a
-        new unique one. Going on in the checkpoint's own directory is refused where it holds a later
-        checkpoint: the resumed run would overwrite or prune it and append a second history of those steps."""
+        """`out`, else (resuming the checkpoint of `step`) the checkpoint's own, unless it holds a later checkpoint
+        (which the run would overwrite, and mix two histories), else a new unique one."""
         target = Path(out) if out is not None else resuming.parent if resuming is not None else None
         who = running_trainer(target) if target is not None else None
         if who:  # --overwrite would delete its files under it, a resume would write beside it
@@ -76,11 +72,7 @@ class RunDir:
                     return cls(path, True)
                 except FileExistsError:
                     continue
-                except OSError as e:
-                    raise RunDirError(f"--out {path}: cannot create the run directory: {e.strerror or e}") from None
-        path = Path(out)
-        if path.exists() and not path.is_dir():
-            raise RunDirError(f"--out {path}: exists and is not a directory")
+        path = output_dir("--out", out)  # a file, or a folder that cannot be written
         same = resuming is not None and resuming.resolve().parent == path.resolve()
         if path.is_dir() and any(path.iterdir()) and not (same or overwrite):
             if not any(any(path.glob(pattern)) for pattern in RUN_FILES):
@@ -88,17 +80,8 @@ class RunDir:
                                   "--overwrite: the run writes beside them, removing only a run's files)")
             raise RunDirError(f"--out {path}: the directory holds another run (give a new directory, resume that "
                               "run with --resume-from DIR/checkpoint-<step>.foxc, or --overwrite)")
-        if path.is_dir() and overwrite and not same:
-            for pattern in RUN_FILES:  # the old run's records would otherwise mix with the new run's
-                for old in path.glob(pattern):
-                    old.unlink()
-            shutil.rmtree(path / "isv_requests", ignore_errors=True)  # its live requests (foxc.isv set)
-        created = not path.exists()
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise RunDirError(f"--out {path}: cannot create the run directory: {e.strerror or e}") from None
-        return cls(path, created)
+        created = not path.exists()  # --overwrite: the old run's records and live requests, which would mix with ours
+        return cls(open_run_dir(path, overwrite and not same, (*RUN_FILES, REQUESTS)), created)
 
     def discard(self):
         """Remove the directory if this run created it (a run that failed before its first step)."""
@@ -107,41 +90,37 @@ class RunDir:
 
 
 def saved_run(path, meta: dict) -> tuple[dict, dict]:
-    """The configuration and data a checkpoint's meta records. A checkpoint foxc.train did not write
-    (foxc.bench's, a program's with no meta of a run, another version's settings) is refused naming
-    the file and the setting: nothing in it says how to continue the run."""
+    """The configuration and data a checkpoint's meta records, each setting checked as a config file's; one
+    foxc.train did not write (foxc.bench's, another version's) is refused naming the file and the setting."""
     config, data = meta.get("config"), meta.get("data")
     if not config or not isinstance(config, dict) or not isinstance(data, dict):
         raise ResumeError(f"--resume-from {path}: not a checkpoint of a foxc.train run: its meta records no training "
                           "configuration and data (foxc-ckpt-inspect shows what it holds)")
-    unknown = sorted(set(config) - {f.name for f in fields(TrainConfig)}, key=str)
+    unknown = sorted(set(config) - SETTINGS.keys(), key=str)
     if unknown:
         raise ResumeError(f"--resume-from {path}: not a checkpoint of a foxc.train run of this version: its "
                           f"configuration has settings foxc.train does not know ({', '.join(map(str, unknown))})")
-    try:  # the slots no longer accepted leave only their record, as the run keeps them (kept_isv)
-        isv = [(n, v) for n, v in config.get("isv", ()) if not setting_problem(str(n), float(v))]
-    except (TypeError, ValueError):
-        raise ResumeError(f"--resume-from {path}: the checkpoint's setting isv = {config['isv']!r} cannot be resumed: "
-                          "expected a list of [slot, value] pairs") from None
-    settings = switches_from_slots({**config, "isv": isv})  # a switch its slot contradicts (earlier code): the slot ran
-    for key in [*(k for k in settings if k != "isv"), None]:  # each by itself (naming it), then all together
+    for key, value in config.items():  # each by itself (naming it), then all together
         try:
-            TrainConfig.for_backend("reference", **(settings if key is None else {key: settings[key]}))
-        except (TypeError, ValueError) as e:
-            what = "configuration" if key is None else f"setting {key} = {config[key]!r}"
-            raise ResumeError(f"--resume-from {path}: the checkpoint's {what} cannot be resumed: {e}") from None
+            SETTINGS[key].value(value)
+        except ConfigError as e:
+            raise ResumeError(f"--resume-from {path}: the checkpoint's setting {key} = {value!r} cannot be resumed: "
+                              f"{e}") from None
+    # the slots no longer accepted leave only their record, as the run keeps them (kept_isv); a switch its slot
+    # contradicts (earlier code): the slot ran
+    isv = [(n, v) for n, v in config.get("isv", ()) if not setting_problem(n, float(v))]
+    try:
+        TrainConfig.for_backend("reference", **switches_from_slots({**config, "isv": isv}))
+    except ConfigError as e:
+        raise ResumeError(f"--resume-from {path}: the checkpoint's configuration cannot be resumed: {e}") from None
     return config, data
 
 
 def resume_settings(path, saved: dict, given: dict, sources: dict | None = None, data: dict | None = None) -> dict:
-    """The settings of a run resumed from `path`: the checkpoint's configuration `saved`, with the
-    settings in RESUME_FREE that are given taken from `given` (the others keep the checkpoint's,
-    `n_steps` included: another run as long); any other setting given must agree with the saved one
-    (each that does not is named, with where it came from when `sources` says: setting -> "--config FILE"),
-    a --tick with the tick the checkpoint's `data` records it ran in where it was inferred; an --instrument spelled
-    otherwise (a symbol for an id) is taken as given.
-    `data` is compared by content later (check_same_data), not by path. A setting of synthetic data beside the
-    checkpoint's real data (no --data given) is refused as beside --data: the run would ignore it."""
+    """The checkpoint's configuration `saved` with RESUME_FREE's settings `given` (n_steps too: another run as long);
+    any other given must agree with it (each that does not named, with its `sources`), a --tick with the tick its
+    `data` ran in; an --instrument spelled otherwise is taken as given (the data is compared by content later). A
+    setting of synthetic data beside the checkpoint's real data is refused: the run would ignore it."""
     if not given.get("data"):
         check_synthetic_beside_data({**given, "data": saved.get("data")},
                                     {**(sources or {}), "data": f"--resume-from {path}"})
@@ -160,8 +139,7 @@ def resume_settings(path, saved: dict, given: dict, sources: dict | None = None,
 
 
 def check_same_data(path, saved_data: dict, now: dict) -> str:
-    """Refuse a resume whose data differs in content from the checkpoint's (by sha256, then rows); the checkpoint's
-    sha256 of the data (Trainer.resume compares it again)."""
+    """Refuse data that differs in content from the checkpoint's (sha256, rows); the checkpoint's sha256 of it."""
     want, got = saved_data.get("sha256"), now.get("sha256")
     if want is None:
         raise ResumeError(f"{path}: the checkpoint does not record its data's sha256, so the data cannot be checked")

@@ -1,14 +1,8 @@
-"""What a run trains and is evaluated on, from its configuration: one path for the CLI and the benchmarks.
+"""What a run trains and is evaluated on, from its configuration (`run_data`): one path for the CLI and the benchmarks.
 
-    data = run_data(cfg, log)   # data.market (training rows), data.labels, data.held, data.optimum, data.source
-    trainer = Trainer(rt, cfg, data.market, data.labels, out, data.source, data.held, data.optimum, val=data.val)
-
-`--data` names files (read, validated and labelled here) or a cache `python -m foxc.data prepare`
-made of them (its rows left on disk, each shard verified and read with its labels when the device
-dataset uploads it; foxc.data.cache.CacheRows). `--instrument ID` keeps one instrument's rows of the
-files (foxc.data.select); it is part of the data's identity a resume checks (the files' sha256 mixes
-in the instrument_id it kept: a symbol and its id are one), and a cache must have been prepared with
-the same (and in the run's --tick, when one is given).
+`--data` names files (read, validated and labelled here) or a prepared cache (its rows left on disk, each shard
+verified as the device dataset reads it). `--instrument` is part of the data's identity a resume checks (the files'
+sha256 mixes in the instrument_id it kept: a symbol and its id are one); a cache must have been prepared with it.
 """
 from __future__ import annotations
 
@@ -43,8 +37,7 @@ class RunData:
 
 
 def files_digest(files, instrument: str | None = None) -> str:
-    """The identity of data files read whole, or (`instrument`: the id kept, foxc.data.select.selection_id) read for
-    one instrument's rows: the same files read for another instrument are other data."""
+    """The identity of data files read whole, or for one `instrument`'s rows (selection_id): other data."""
     h = hashlib.sha256()
     for f in files:
         with open(f, "rb") as fh:
@@ -56,16 +49,14 @@ def files_digest(files, instrument: str | None = None) -> str:
 
 
 def selection(cfg, kept: str | None = None) -> dict:
-    """What the run's data source records of --instrument (nothing without it): as given, and the instrument_id it
-    `kept` in the files where it kept one (a resume whose --instrument keeps another names both)."""
+    """What the data source records of --instrument: as given, and the instrument_id it `kept` (if one)."""
     given = {"instrument_selection": cfg.instrument} if cfg.instrument is not None else {}
     return given | ({"instrument_id": int(kept)} if kept and kept.isdigit() else {})
 
 
 def check_horizons(horizons, labelled: list[bool], rows: int, market=None, data=None) -> None:
-    """Refuse a label horizon that leaves no labelled row (it reaches past the end of every segment);
-    `labelled`: per horizon, whether some training row keeps a label. Where validation skipped most of the
-    rows of --data (`market.report`), that is named as the cause, not the horizon."""
+    """Refuse a horizon that leaves no labelled row (`labelled`: per horizon); where validation skipped most of the
+    rows of --data, that is named as the cause."""
     empty = [h for h, any_row in zip(horizons, labelled) if not any_row]
     if not empty:
         return
@@ -82,11 +73,8 @@ def check_horizons(horizons, labelled: list[bool], rows: int, market=None, data=
 
 
 def check_episode_starts(cfg, market, rows: int, flag: str = "--holdout") -> None:
-    """Refuse training rows where no episode can start: a start has a --seq-len window behind it and a step after
-    it in its segment (foxc.data.cursors), so some segment must hold --seq-len + 1 snapshots; --horizons and
-    --n-step need none (a label past the segment's end is masked, an n-step return ends with the episode).
-    `rows`: the data's before `flag` (--holdout, or --val-frac) took its share. Where validation skipped most of them,
-    that is named too."""
+    """Refuse training rows where no episode can start: some segment must hold a --seq-len window and a step after
+    it (foxc.data.cursors). `rows`: the data's before `flag` (--holdout or --val-frac) took its share."""
     first, end = market.segment_bounds()
     longest, need, n = int((end - first).max()), episode_rows(cfg.seq_len - 1), market.n_rows
     if longest >= need:
@@ -103,9 +91,8 @@ def check_episode_starts(cfg, market, rows: int, flag: str = "--holdout") -> Non
 
 
 def cache_data(cfg, log) -> tuple:
-    """(rows, source) of the prepared cache --data names: its rows stay on disk (foxc.data.cache.CacheRows:
-    each shard is verified against the manifest when it is read), labels as prepared (their horizons
-    must be the run's, and so must its --instrument and --tick); the identity is the cache's."""
+    """(rows, source) of the prepared cache --data names, its rows left on disk; its horizons, --instrument and
+    --tick must be the run's."""
     rows = CacheRows(cfg.data, LabelConfig(horizons=cfg.horizons))
     check_selection(rows.path, rows.manifest, cfg.instrument, tick_units(cfg.tick))
     chosen = f" with --instrument {cfg.instrument}" if cfg.instrument is not None else ""
@@ -117,11 +104,8 @@ def cache_data(cfg, log) -> tuple:
 
 
 def run_data(cfg, log=lambda msg: None) -> RunData:
-    """Load (or generate) the data, hold out the evaluation rows, label the training rows.
-
-    Synthetic markets are evaluated on a fresh draw, real data on its held-out tail (--holdout), taken from
-    training. A cache's rows stay on disk (labels None: the
-    dataset reads each shard with its labels)."""
+    """Load (or generate) the data, hold out the evaluation and validation rows, label the training rows (a
+    cache's: None, read with each shard). A synthetic market is evaluated on a fresh draw, real data on its tail."""
     optimum, cached = None, is_cache(cfg.data)
     if cached:
         market, source = cache_data(cfg, log)

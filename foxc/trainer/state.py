@@ -1,9 +1,5 @@
-"""A run's persistent device state as a checkpoint state dict, and back.
-
-Only what carries from one step to the next is saved (each component declares it where it
-allocates it); scratch that every step rewrites is left out. The resume-identity tests hold the
-declarations to account: a missing array makes the resumed run drift from the uninterrupted one.
-"""
+"""A run's persistent device state as a checkpoint state dict, and back: what each component declared persistent
+where it allocated it (a missing one makes the resume-identity tests' resumed run drift)."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,8 +10,7 @@ from ..nn.optim import ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WD
 from ..checkpoint.meta import ADAMW, canonical_dtype
 
 def persistent_arrays(ts) -> dict:
-    """name -> device array of everything that carries across steps (besides the model and replay):
-    what each component declared `persistent` where it allocated it (foxc.persistent)."""
+    """name -> device array of everything components declared `persistent` (besides the model and replay)."""
     parts = {"cursors": ts.cursors, "sim": ts.sim, "agent": ts, "actor": ts.actor, "selection": ts.kept}
     if ts.rotation is not None:
         parts["resident"] = ts.rotation
@@ -23,8 +18,7 @@ def persistent_arrays(ts) -> dict:
 
 
 class Staging:
-    """Device arrays come to the host through one mapped-pinned buffer (device -> pinned -> numpy):
-    one DMA per array into memory the host reads directly, allocated once and reused."""
+    """Device arrays come to the host through one reused mapped-pinned buffer: one DMA per array."""
 
     def __init__(self, rt):
         self.rt, self.buffer = rt, None
