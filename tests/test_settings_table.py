@@ -88,3 +88,11 @@ def test_too_few_rows_to_hold_out_is_a_users_mistake(tmp_path):
     cfg = TrainConfig.for_backend("reference", data=str(path), horizons=(1, 2, 3), seq_len=2, holdout_frac=0.99)
     with pytest.raises(ConfigError, match="--holdout 0.99 of 50 rows leaves too few rows"):
         run_data(cfg)
+
+
+def test_default_precision_by_backend():
+    """TF32 on a GPU (bench edge learns as much as in FP32 on every market: BENCHMARKS, "Precision"); FP32 on the
+    reference, where TF32 would only emulate the rounding."""
+    assert TrainConfig.for_backend("cuda").precision == "tf32"
+    assert TrainConfig.for_backend("reference").precision == "f32"
+    assert TrainConfig.for_backend("cuda", precision="f32").precision == "f32"
