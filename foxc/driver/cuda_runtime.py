@@ -19,7 +19,7 @@ from .cubins import check_spec, cubin_path, shipped_archs, verify_params
 from .errors import CudaError, check, raise_for
 from .kernel_spec import KernelSpec, pack_slot
 from .lifecycle import Owned
-from .runtime import ArrayBase, CaptureBase, DeviceArrayBase, GraphBase, PlanBase, RuntimeBase
+from .runtime import ArrayBase, CaptureBase, DeviceArrayBase, GraphBase, PlanBase, Runtime
 
 
 _contexts = 0  # the primary contexts foxc holds retained: at 0 the driver has freed every resource they held
@@ -277,7 +277,7 @@ class Capture(CaptureBase):
         return done
 
 
-class CudaRuntime(RuntimeBase):
+class CudaRuntime(Runtime):
     backend = "cuda"
     _device_array, _mapped_array, _stream, _event, _plan, _capture = (DeviceArray, MappedArray, Stream, Event,
                                                                       LaunchPlan, Capture)
