@@ -102,15 +102,10 @@ def replay_timeline(records, per_replay: int) -> list[dict]:
 TIMELINE_COLUMNS = ["start_us", "end_us", "us", "kernel"]
 
 
-class Replays(NamedTuple):
-    kernels: list[KernelRecord]  # the timed replays' records, in start order
-    per_replay: int  # records a replay: the graph's kernel nodes and any node the driver runs as a kernel
-    span: tuple[int, int]  # the host's span of the timed replays, widened by any clock skew
-    library: str  # the libcupti that traced them
-
-
-def trace_replays(replay, synchronize, warmup: int, steps: int) -> Replays:
-    """`replay()` `warmup` times then `steps` times under a KernelActivity, `synchronize()` after each group;
+def trace_replays(replay, synchronize, warmup: int, steps: int) -> tuple[list[KernelRecord], int, tuple, str]:
+    """`replay()` `warmup` times then `steps` times under a KernelActivity, `synchronize()` after each group:
+    (the timed replays' records in start order, records a replay (the graph's kernel nodes and any node the
+    driver runs as a kernel), the host's span of the timed replays widened by any clock skew, the libcupti).
     CuptiError also when the records are not whole replays (dropped, untimed or missing ones)."""
     with KernelActivity() as trace:
         for _ in range(warmup):  # CUPTI sets itself up on the first
@@ -128,7 +123,7 @@ def trace_replays(replay, synchronize, warmup: int, steps: int) -> Replays:
     per_replay = len(trace.kernels) // replayed
     # the warm-up replays ran to completion before t0: they are the earliest records
     timed = sorted(trace.kernels, key=lambda k: k.start)[warmup * per_replay:]
-    return Replays(timed, per_replay, (min(t0, timed[0].start), max(t1, max(k.end for k in timed))), trace.cupti.path)
+    return timed, per_replay, (min(t0, timed[0].start), max(t1, max(k.end for k in timed))), trace.cupti.path
 
 
 def parse_kernel(address: int) -> KernelRecord | None:

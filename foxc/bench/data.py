@@ -43,6 +43,12 @@ from . import harness
 from .report import write_json
 
 
+def timed_row(what: str, count: int, seconds: float, unit: str = "s", digits: int = 2) -> dict:
+    """A row of `count` snapshots handled in `seconds` (shown in "s" or "ms"), and their rate."""
+    return {"what": what, "count": count, unit: round(seconds * (1e3 if unit == "ms" else 1), digits),
+            "rate": f"{count / seconds / 1e6:.2f} M snapshots/s"}
+
+
 def bench_parquet(rows: int) -> dict:
     rec = generate(rows, seed=1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -56,8 +62,7 @@ def bench_parquet(rows: int) -> dict:
             best = min(best, time.perf_counter() - t0)
         size = path.stat().st_size
     assert len(got) == rows
-    return {"what": f"read Databento MBP-10 Parquet ({size / 2**20:.0f} MiB zstd)", "count": rows,
-            "ms": round(best * 1e3, 2), "rate": f"{rows / best / 1e6:.2f} M snapshots/s"}
+    return timed_row(f"read Databento MBP-10 Parquet ({size / 2**20:.0f} MiB zstd)", rows, best, "ms")
 
 
 def _write_day(args):
@@ -80,9 +85,8 @@ def bench_prepare(rows: int, workers: int) -> list[dict]:
         made = time.perf_counter() - t0
         cache = CacheRows(Path(tmp) / "cache", LabelConfig())
         verified = bench_verify(cache)
-    return [{"what": f"prepare a cache from {workers} Parquet file(s) of {rows // workers:,}, {workers} worker(s)",
-             "count": cache.n_rows, "ms": round(made * 1e3, 1), "rate": f"{cache.n_rows / made / 1e6:.2f} M snapshots/s"},
-            verified]
+    return [timed_row(f"prepare a cache from {workers} Parquet file(s) of {rows // workers:,}, {workers} worker(s)",
+                      cache.n_rows, made, "ms", 1), verified]
 
 
 SCALE_BYTES = SNAPSHOT_BYTES + 4 * LABEL_PLANES * HORIZONS  # records.npy and labels.npy, per snapshot
@@ -221,16 +225,13 @@ def bench_scale(rt, rows: int, shard_rows: int, workers: int, folder: Path) -> l
     built = time.perf_counter() - t0
     own, worker = peak_rss_gb()
     size = scale_bytes(rows, shard_rows)
-    results = [{"what": f"build the cache: {len(plan)} shard(s) of {shard_rows:,}, {min(workers, len(plan))} "
-                        f"worker(s) (write, label, hash)", "count": manifest["rows"], "s": round(built, 2),
-                "rate": f"{rows / built / 1e6:.2f} M snapshots/s", "GB": f"{size / 1e9:.2f} on disk"},
+    results = [{**timed_row(f"build the cache: {len(plan)} shard(s) of {shard_rows:,}, {min(workers, len(plan))} "
+                            f"worker(s) (write, label, hash)", manifest["rows"], built), "GB": f"{size / 1e9:.2f} on disk"},
                {"what": "peak RSS while building: this process, largest worker", "GB": f"{own:.2f}, {worker:.2f}"}]
     t0 = time.perf_counter()
     cache = CacheRows(folder, LabelConfig())
-    opened = time.perf_counter() - t0
-    results.append({"what": "open the cache for training (manifest, every shard file's size; shards are hashed "
-                            "as they are read)", "count": cache.n_rows, "s": round(opened, 3),
-                    "rate": f"{cache.n_rows / opened / 1e6:.1f} M snapshots/s"})
+    results.append(timed_row("open the cache for training (manifest, every shard file's size; shards are hashed "
+                             "as they are read)", cache.n_rows, time.perf_counter() - t0, digits=3))
     if rt.backend == "cuda":
         results.append(bench_rotation(rt, folder, shard_rows))
         results.append({"what": "peak RSS of this process, training included (rows on disk)",
@@ -247,18 +248,14 @@ def bench_verify(cache) -> dict:
     threads = min(8, os.cpu_count() or 1, cache.n_segments)
     t0 = time.perf_counter()
     cache.verify(threads)
-    took = time.perf_counter() - t0
-    return {"what": f"verify every shard (read and hash, {threads} threads)", "count": cache.n_rows,
-            "s": round(took, 2), "rate": f"{cache.n_rows / took / 1e6:.2f} M snapshots/s"}
+    return timed_row(f"verify every shard (read and hash, {threads} threads)", cache.n_rows, time.perf_counter() - t0)
 
 
 def bench_synthetic(rows: int) -> dict:
     generate(1000, seed=0)
     t0 = time.perf_counter()
     generate(rows, seed=1)
-    dt = time.perf_counter() - t0
-    return {"what": "synthetic generator (one core)", "count": rows, "ms": round(dt * 1e3, 2),
-            "rate": f"{rows / dt / 1e6:.2f} M snapshots/s"}
+    return timed_row("synthetic generator (one core)", rows, time.perf_counter() - t0, "ms")
 
 
 def hbm_bytes_per_s(rt) -> float | None:

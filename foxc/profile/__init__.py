@@ -145,11 +145,10 @@ def nvtx_range(name: str, color=None):
 PROFILE_FORMAT = "foxc-kernel-profile"
 PROFILE_VERSION = 1
 COLUMNS = ["kernel", "launches", "total_ms", "mean_us", "share", "host_gap_us"]
-LAUNCH_BOUND_RATIO = 0.9
+LAUNCH_BOUND_RATIO = 0.9  # a host gap above this share of the kernel's time: the GPU likely idled waiting
 
 
 def launch_bound(row: dict) -> bool:
-    """The host's gap is close to or above the kernel's time: the GPU likely idled waiting for it."""
     return row["host_gap_us"] >= LAUNCH_BOUND_RATIO * row["mean_us"]
 
 
@@ -190,38 +189,28 @@ class KernelProfiler(Component):
         plans = list(plans)
         while len(self._events) <= len(plans):
             self._events.append(self.rt.event(f"profile_{len(self._events)}"))
-        events = self._events[:len(plans) + 1]
-        host = [0.0] * len(plans)
-        clock = time.perf_counter
-        before = clock()
+        events, clock = self._events[:len(plans) + 1], [time.perf_counter()]
         events[0].record(stream)
-        for i, entry in enumerate(plans):
+        for entry, after in zip(plans, events[1:]):
             entry.launch(stream)
-            events[i + 1].record(stream)
-            now = clock()
-            host[i] = (now - before) * 1e3
-            before = now
+            after.record(stream)
+            clock.append(time.perf_counter())
         events[-1].synchronize()
         for i, entry in enumerate(plans):
-            gpu = events[i].elapsed_ms(events[i + 1])
-            name = getattr(entry, "name", None) or type(entry).__name__
-            row = self._stats.setdefault(name, [0, 0.0, 0.0])
-            row[0] += 1
-            row[1] += gpu
-            row[2] += host[i]
+            gpu, host = events[i].elapsed_ms(events[i + 1]), (clock[i + 1] - clock[i]) * 1e3
+            row = self._stats.setdefault(getattr(entry, "name", None) or type(entry).__name__, [0, 0.0, 0.0])
+            row[0], row[1], row[2] = row[0] + 1, row[1] + gpu, row[2] + host
             self.gpu_ms += gpu
-        self.host_ms += sum(host)
+        self.host_ms += (clock[-1] - clock[0]) * 1e3
         self.steps += 1
         self.launches_per_step = len(plans)
 
     def rows(self) -> list[dict]:
         """One row per name, the largest total GPU time first; shares sum to 1."""
         total = sum(s[1] for s in self._stats.values())
-        rows = [{"kernel": name, "launches": n, "total_ms": gpu, "mean_us": 1e3 * gpu / n,
-                 "share": gpu / total if total > 0 else 0.0, "host_gap_us": 1e3 * host / n}
-                for name, (n, gpu, host) in self._stats.items()]
-        rows.sort(key=lambda r: -r["total_ms"])
-        return rows
+        return sorted(({"kernel": name, "launches": n, "total_ms": gpu, "mean_us": 1e3 * gpu / n,
+                        "share": gpu / total if total > 0 else 0.0, "host_gap_us": 1e3 * host / n}
+                       for name, (n, gpu, host) in self._stats.items()), key=lambda r: -r["total_ms"])
 
     def summary(self) -> dict:
         steps = max(self.steps, 1)
@@ -242,8 +231,7 @@ class KernelProfiler(Component):
 
     def report(self, out_dir, file=None) -> Path:
         """Print the table and a per-step line, write `out_dir/profile.json`; returns its path."""
-        file = file or sys.stdout
-        s = self.summary()
+        file, s = file or sys.stdout, self.summary()
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         path = Path(out_dir) / "profile.json"
         path.write_text(json.dumps(s, indent=1) + "\n")
