@@ -155,21 +155,20 @@ def _scale_shard(args) -> tuple[int, int, float, dict]:
     return first, last, time.perf_counter() - t0, files
 
 
-def build_scale_cache(folder: Path, rows: int, shard_rows: int, workers: int, log=lambda msg: None) -> dict:
+def build_scale_cache(folder: Path, rows: int, shard_rows: int, workers: int) -> dict:
     """The manifest (written last, as prepare writes it) of a synthetic cache of `rows` snapshots in shards of
     `shard_rows`, built in `workers` processes."""
     plan, labels = scale_plan(rows, shard_rows), LabelConfig()
     jobs = [(shard_dir(folder, k), k, n, shard_rows, labels) for k, n in enumerate(plan)]
     with process_pool(workers, len(jobs)) as pool:
-        made = run_jobs(pool, _scale_shard, jobs,
-                    lambda done, r: log(f"  shard {done}/{len(plan)} written in {r[2]:.1f} s"))
+        made = run_jobs(pool, _scale_shard, jobs)
     shards = []
     for k, (n, (first, last, _, _)) in enumerate(zip(plan, made)):
         name = f"synthetic:seed={SCALE_SEED}:day={k}"
         summary = FileSummary(name, "synthetic", n, n, {}, [], "SYNTH", SynthParams().instrument_id, first, last)
         shards.append((k, summary, [{"path": name, "bytes": 0, "sha256": ""}]))
     manifest = build_manifest(f"synthetic {rows} rows", shards, [m[3] for m in made], SynthParams().tick_units,
-                         labels, ValidationConfig())
+                              labels, ValidationConfig())
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
 

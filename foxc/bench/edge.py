@@ -21,10 +21,8 @@ from . import harness
 from .report import write_json
 
 MARKETS = ("easy", "default", "null", "noisy", "wide", "regime", "short")
-STEPS = {"cuda": {"easy": 2000, "default": 20000, "null": 20000, "noisy": 20000, "wide": 20000, "regime": 20000,
-                  "short": 20000},
-         "reference": {"easy": 3000, "default": 3000, "null": 1000, "noisy": 1000, "wide": 1000, "regime": 1000,
-                       "short": 1000}}
+STEPS = {"cuda": {"easy": 2000, **dict.fromkeys(MARKETS[1:], 20000)},
+         "reference": {"easy": 3000, "default": 3000, **dict.fromkeys(MARKETS[2:], 1000)}}
 EVAL_ROWS = {"cuda": 524_288, "reference": 32_768}
 GOALS = {"easy": 0.96, "default": 0.86, "noisy": 0.68, "short": 0.5}  # of the optimum, at least
 QUIET_TRADES_PER_2000 = 1.0  # null and wide: at most this many round trips per 2,000 snapshots per backtest
