@@ -29,6 +29,7 @@ OFF_KIND, OFF_START, OFF_END, OFF_CORRELATION, OFF_NAME, OFF_GRAPH_ID = 0, 16, 2
 RECORD_ALIGN = 8  # ACTIVITY_RECORD_ALIGNMENT
 BUFFER_BYTES = 8 << 20  # ~38k kernel records of 216 bytes
 MAX_NAME = 4096
+TOP_KERNELS = 12
 
 _P, _VP, _SIZE = ctypes.POINTER, ctypes.c_void_p, ctypes.c_size_t
 _REQUEST = ctypes.CFUNCTYPE(None, _P(_VP), _P(_SIZE), _P(_SIZE))  # CUpti_BuffersCallbackRequestFunc
@@ -124,6 +125,23 @@ def trace_replays(replay, synchronize, warmup: int, steps: int) -> tuple[list[Ke
     # the warm-up replays ran to completion before t0: they are the earliest records
     timed = sorted(trace.kernels, key=lambda k: k.start)[warmup * per_replay:]
     return timed, per_replay, (min(t0, timed[0].start), max(t1, max(k.end for k in timed))), trace.cupti.path
+
+
+def trace_graph(replay, synchronize, steps: int, warmup: int = 10) -> dict:
+    """`steps` replays of a graph (`replay()`, after `warmup` more) traced: gpu_busy (the union of the kernels'
+    intervals over the host's span), kernel_ms and traced_ms per replay, the TOP_KERNELS, the timeline, the
+    records a replay; {"busy_unmeasured": reason} when CUPTI cannot give them exactly."""
+    try:
+        timed, per_replay, span, library = trace_replays(replay, synchronize, warmup, steps)
+    except CuptiError as e:
+        return {"busy_unmeasured": str(e)}
+    kernel_ns = sum(k.end - k.start for k in timed)
+    top = [{"name": r["name"], "per_step": r["count"] / steps, "ms_per_step": round(r["total_ns"] / steps / 1e6, 4),
+            "share": round(r["total_ns"] / kernel_ns, 3)} for r in kernel_summary(timed)[:TOP_KERNELS]]
+    return {"gpu_busy": round(busy_fraction([(k.start, k.end) for k in timed], span), 3),
+            "timeline": replay_timeline(timed, per_replay), "kernel_ms": round(kernel_ns / steps / 1e6, 4),
+            "traced_ms": round((span[1] - span[0]) / steps / 1e6, 4), "top_kernels": top, "cupti": library,
+            "kernels_traced": per_replay}
 
 
 def parse_kernel(address: int) -> KernelRecord | None:

@@ -16,7 +16,7 @@ from ..profile import KernelProfiler
 from ..replay import ReplayBuffer
 from ..replay.layout import MAX_BACKTESTS, MAX_BATCH, MAX_CAPACITY
 from . import harness
-from .cupti import TIMELINE_COLUMNS, CuptiError, replay_timeline, trace_replays
+from .cupti import TIMELINE_COLUMNS, trace_graph
 from .report import write_json
 
 GOAL_GRAPH_US = 25.0  # the replay step as a graph
@@ -107,15 +107,12 @@ def _numpy_peer(capacity: int, batch: int, priorities: np.ndarray, reps: int) ->
 
 def graph_timeline(rt, graph, reps: int) -> str:
     """The replayed graph's kernels with each's median start and end (µs) as a table; or why not."""
-    if rt.backend != "cuda":
-        return f"timeline: not traced ({rt.backend} backend: no GPU kernels)"
-    try:
-        timed, per_replay, span, _ = trace_replays(lambda: graph.launch(rt.stream), rt.stream.synchronize, 10, reps)
-    except CuptiError as e:
-        return f"timeline: not traced ({e})"
+    traced = trace_graph(lambda: graph.launch(rt.stream), rt.stream.synchronize, reps) if rt.backend == "cuda" \
+        else {"busy_unmeasured": f"{rt.backend} backend: no GPU kernels"}
+    if "busy_unmeasured" in traced:
+        return f"timeline: not traced ({traced['busy_unmeasured']})"
     return (f"timeline of the graph (µs from a replay's first kernel, medians of {reps} replays; "
-            f"traced {(span[1] - span[0]) / reps / 1e3:.1f} µs a replay):\n"
-            + table(replay_timeline(timed, per_replay), TIMELINE_COLUMNS))
+            f"traced {traced['traced_ms'] * 1e3:.1f} µs a replay):\n" + table(traced["timeline"], TIMELINE_COLUMNS))
 
 
 def main(argv=None) -> int:

@@ -26,13 +26,12 @@ from ..trainer.config import TrainConfig
 from ..trainer.run import Trainer
 from ..trainer.session import run_data
 from . import harness
-from .cupti import TIMELINE_COLUMNS, CuptiError, busy_fraction, kernel_summary, replay_timeline, trace_replays
+from .cupti import TIMELINE_COLUMNS, trace_graph
 from .learn import encoder_flops, heads_flops
 from .report import write_json
 
 PROFILED, LEAD = 10, 30  # profiled steps, each behind LEAD graph replays (~20 ms of GPU work at B=1,024)
 BUSY_WARMUP = 10  # traced replays before the timed ones: CUPTI sets itself up on the first
-TOP_KERNELS = 12
 
 
 def step_flops(B: int, K: int) -> float:
@@ -54,24 +53,15 @@ def event_ms(rt, t: Trainer) -> float:
 
 
 def traced_busy(rt, t: Trainer, steps: int) -> dict:
-    """gpu_busy, kernel_ms and the top kernels of `steps` graph replays under a CUPTI kernel trace;
-    {"busy_unmeasured": reason} when CUPTI cannot give them exactly."""
+    """cupti.trace_graph of `steps` replays of the trainer's graph, and its copy nodes (not traced)."""
     def replay():
         t.graph.launch(rt.stream)
         t.steps_done += 1
 
-    try:
-        timed, traced_per_replay, span, library = trace_replays(replay, rt.stream.synchronize, BUSY_WARMUP, steps)
-    except CuptiError as e:
-        return {"busy_unmeasured": f"{e} ({t.graph.kernel_count} kernel nodes a replay)"}
-    kernel_ns = sum(k.end - k.start for k in timed)
-    top = [{"name": r["name"], "per_step": r["count"] / steps, "ms_per_step": round(r["total_ns"] / steps / 1e6, 4),
-            "share": round(r["total_ns"] / kernel_ns, 3)} for r in kernel_summary(timed)[:TOP_KERNELS]]
-    return {"gpu_busy": round(busy_fraction([(k.start, k.end) for k in timed], span), 3),
-            "timeline": replay_timeline(timed, traced_per_replay),
-            "kernel_ms": round(kernel_ns / steps / 1e6, 4), "traced_ms": round((span[1] - span[0]) / steps / 1e6, 4),
-            "top_kernels": top, "copy_nodes": t.graph.node_count() - t.graph.kernel_count, "cupti": library,
-            "kernels_traced": traced_per_replay}
+    row = trace_graph(replay, rt.stream.synchronize, steps, BUSY_WARMUP)
+    if "busy_unmeasured" in row:
+        return {"busy_unmeasured": f"{row['busy_unmeasured']} ({t.graph.kernel_count} kernel nodes a replay)"}
+    return {**row, "copy_nodes": t.graph.node_count() - t.graph.kernel_count}
 
 
 def launch_floor_ms(rt, kernels: int, replays: int) -> float:
