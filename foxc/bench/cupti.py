@@ -103,44 +103,38 @@ def replay_timeline(records, per_replay: int) -> list[dict]:
 TIMELINE_COLUMNS = ["start_us", "end_us", "us", "kernel"]
 
 
-def trace_replays(replay, synchronize, warmup: int, steps: int) -> tuple[list[KernelRecord], int, tuple, str]:
+def trace_graph(replay, synchronize, steps: int, warmup: int = 10) -> dict:
     """`replay()` `warmup` times then `steps` times under a KernelActivity, `synchronize()` after each group:
-    (the timed replays' records in start order, records a replay (the graph's kernel nodes and any node the
-    driver runs as a kernel), the host's span of the timed replays widened by any clock skew, the libcupti).
-    CuptiError also when the records are not whole replays (dropped, untimed or missing ones)."""
-    with KernelActivity() as trace:
-        for _ in range(warmup):  # CUPTI sets itself up on the first
-            replay()
-        synchronize()
-        t0 = trace.timestamp()
-        for _ in range(steps):
-            replay()
-        synchronize()
-        t1 = trace.timestamp()
-    replayed = warmup + steps
-    if trace.dropped or trace.untimed or not trace.kernels or len(trace.kernels) % replayed:
-        raise CuptiError(f"CUPTI gave {len(trace.kernels)} kernel records for {replayed} replays, "
-                         f"{trace.dropped} dropped, {trace.untimed} untimed")
+    gpu_busy (the union of the timed kernels' intervals over the host's span, widened by any clock skew),
+    kernel_ms and traced_ms per replay, the TOP_KERNELS, the timeline, the records a replay (the graph's kernel
+    nodes and any node the driver runs as a kernel); {"busy_unmeasured": reason} when CUPTI cannot give them
+    exactly (no libcupti, a failed call, dropped, untimed or missing records)."""
+    try:
+        with KernelActivity() as trace:
+            for _ in range(warmup):  # CUPTI sets itself up on the first
+                replay()
+            synchronize()
+            t0 = trace.timestamp()
+            for _ in range(steps):
+                replay()
+            synchronize()
+            t1 = trace.timestamp()
+        replayed = warmup + steps
+        if trace.dropped or trace.untimed or not trace.kernels or len(trace.kernels) % replayed:
+            raise CuptiError(f"CUPTI gave {len(trace.kernels)} kernel records for {replayed} replays, "
+                             f"{trace.dropped} dropped, {trace.untimed} untimed")
+    except CuptiError as e:
+        return {"busy_unmeasured": str(e)}
     per_replay = len(trace.kernels) // replayed
     # the warm-up replays ran to completion before t0: they are the earliest records
     timed = sorted(trace.kernels, key=lambda k: k.start)[warmup * per_replay:]
-    return timed, per_replay, (min(t0, timed[0].start), max(t1, max(k.end for k in timed))), trace.cupti.path
-
-
-def trace_graph(replay, synchronize, steps: int, warmup: int = 10) -> dict:
-    """`steps` replays of a graph (`replay()`, after `warmup` more) traced: gpu_busy (the union of the kernels'
-    intervals over the host's span), kernel_ms and traced_ms per replay, the TOP_KERNELS, the timeline, the
-    records a replay; {"busy_unmeasured": reason} when CUPTI cannot give them exactly."""
-    try:
-        timed, per_replay, span, library = trace_replays(replay, synchronize, warmup, steps)
-    except CuptiError as e:
-        return {"busy_unmeasured": str(e)}
+    span = (min(t0, timed[0].start), max(t1, max(k.end for k in timed)))
     kernel_ns = sum(k.end - k.start for k in timed)
     top = [{"name": r["name"], "per_step": r["count"] / steps, "ms_per_step": round(r["total_ns"] / steps / 1e6, 4),
             "share": round(r["total_ns"] / kernel_ns, 3)} for r in kernel_summary(timed)[:TOP_KERNELS]]
     return {"gpu_busy": round(busy_fraction([(k.start, k.end) for k in timed], span), 3),
             "timeline": replay_timeline(timed, per_replay), "kernel_ms": round(kernel_ns / steps / 1e6, 4),
-            "traced_ms": round((span[1] - span[0]) / steps / 1e6, 4), "top_kernels": top, "cupti": library,
+            "traced_ms": round((span[1] - span[0]) / steps / 1e6, 4), "top_kernels": top, "cupti": trace.cupti.path,
             "kernels_traced": per_replay}
 
 
