@@ -111,19 +111,19 @@ def test_events_time_host_work(ref_rt):
     a.record(ref_rt.stream)
     b.record(ref_rt.stream)
     assert a.elapsed_ms(b) >= 0
-    with pytest.raises(CudaError, match="never recorded"):
+    with pytest.raises(ValueError, match="never recorded"):
         ref_rt.event("c").elapsed_ms(a)
 
 
 def test_block_too_large_is_refused(ref_rt):
     x = ref_rt.device_array(4, np.float32, "x")
-    with pytest.raises(CudaError, match="more than 1024 threads"):
+    with pytest.raises(ValueError, match=r"fill_f32: block \(2048, 1, 1\)"):
         ref_rt.plan(vec.FILL_F32, 1, 2048, (x, 1.0, 4))
 
 
 def test_missing_reference_is_named(ref_rt):
     from foxc.driver import KernelSpec, ptr
-    with pytest.raises(CudaError, match="no numpy reference registered"):
+    with pytest.raises(ValueError, match="no numpy reference registered"):
         ref_rt.kernel(KernelSpec("not_registered", "x/y", (ptr("a"),)))
 
 
@@ -179,34 +179,27 @@ def test_forward_scan_is_spread_only_when_its_grid_fits_one_wave():
 
 def test_a_closed_runtime_refuses_to_allocate_plan_or_load(ref_rt):
     """After close() the reference runtime still allocated, planned and launched (a CUDA one, whose context is
-    released, could crash): every call that makes something is refused, on both backends (RuntimeBase)."""
+    released, could crash): every call that makes something is refused, on both backends (runtime.Runtime)."""
     m = ref_rt.mapped_array(64, np.float32, "m")
     ref_rt.close()
     ref_rt.close()  # idempotent
-    calls = {"allocating 'x'": lambda: ref_rt.device_array(4, np.float32, "x"),
-             "allocating 'y'": lambda: ref_rt.mapped_array(4, np.float32, "y"),
-             "planning scale_f32": lambda: vec.plan_elementwise(ref_rt, vec.SCALE_F32, m, 3.0, 64),
-             "loading kernel scale_f32": lambda: ref_rt.kernel(vec.SCALE_F32),
-             "creating stream 'side'": lambda: ref_rt.side_stream("side"),
-             "creating event 'e'": lambda: ref_rt.event("e"),
-             "capturing 'g'": lambda: ref_rt.capture(name="g")}
-    for doing, call in calls.items():
-        with pytest.raises(ValueError, match=f"^reference runtime is closed \\({doing}\\): open another "
-                                             r"\(foxc\.driver\.open_runtime\)$"):
+    calls = [lambda: ref_rt.device_array(4, np.float32, "x"), lambda: ref_rt.mapped_array(4, np.float32, "y"),
+             lambda: vec.plan_elementwise(ref_rt, vec.SCALE_F32, m, 3.0, 64), lambda: ref_rt.kernel(vec.SCALE_F32),
+             lambda: ref_rt.side_stream("side"), lambda: ref_rt.event("e"), lambda: ref_rt.capture(name="g")]
+    for call in calls:
+        with pytest.raises(ValueError, match="^reference runtime is closed$"):
             call()
 
 
 @pytest.mark.parametrize("shape", [2.5, (2.5, 3), (4, -1), True, "8", (2, None)])
 def test_a_shape_that_is_no_whole_sizes_is_refused_naming_it(ref_rt, shape):
     """device_array(2.5, ...) said "'float' object is not iterable" and (2.5, 3) was cut to (2, 3)."""
-    with pytest.raises(ValueError, match=re.escape(f"'x': shape must be a size or a tuple of sizes, whole numbers "
-                                                   f">= 0, got {shape!r}")):
+    with pytest.raises(ValueError, match=re.escape(f"'x': shape {shape!r}")):
         ref_rt.device_array(shape, np.float32, "x")
 
 
 @pytest.mark.parametrize("dtype", [object, str, "U4", np.dtype([("a", np.int32), ("b", object)])])
 def test_a_dtype_device_memory_cannot_hold_is_refused(ref_rt, dtype):
     """An object dtype was accepted on the reference backend (a pointer's bytes), never by a device."""
-    with pytest.raises(ValueError, match=re.escape(f"'x': dtype {np.dtype(dtype)} cannot live in device memory "
-                                                   "(numbers, bools, or records of them)")):
+    with pytest.raises(ValueError, match=re.escape(f"'x': dtype {np.dtype(dtype)}")):
         ref_rt.device_array(4, dtype, "x")

@@ -1,13 +1,8 @@
 """Checkpoint save and load: time and size of a FOXC file shaped like a B=1,024, PER 65,536 run.
 
-    python -m foxc.bench checkpoint [--backend auto|cuda|reference] [--n-backtests B] [--per-capacity N] [--repeats R]
-                                    [--dir DIR] [--json FILE]
-
-Pure CPU (host arrays to file and back; the backend only labels the figures). The
-state: replay of PER × 2 × 128 float32 observations plus actions, rewards, flags
-and the priority tree; a few MB of weights with targets and AdamW states; ISV,
-PRNG and simulator state per environment. On the reference backend PER defaults
-to 8,192 so the run stays small.
+Host arrays to file and back (the backend only labels the figures): a replay of PER x 2 x 128 float32
+observations with actions, rewards, flags and the priority tree, ~1.6 M weights with targets and AdamW
+states, ISV, PRNG and simulator state per backtest.
 """
 from __future__ import annotations
 
@@ -21,16 +16,12 @@ from pathlib import Path
 import numpy as np
 
 from ..checkpoint import AdamState, CheckpointSaver, encode_checkpoint, expected_from, read_checkpoint
-from ..cli import PathArg, UserError, output_dir, positive_int
+from ..cli import PathArg, positive_int, text_table as table
 from ..isv.registry import SLOTS
 from . import harness
-from ..cli import text_table as table
 from .report import write_json
 
-OBS = 128
-HIDDEN = 512
-ACTIONS = 3
-ATOMS = 51
+OBS, HIDDEN, ACTIONS, ATOMS = 128, 512, 3, 51
 WEIGHTS = {  # name -> shape: an encoder and the heads, about 1.6 M parameters
     "encoder_w1": (OBS, HIDDEN), "encoder_b1": (HIDDEN,), "encoder_w2": (HIDDEN, HIDDEN), "encoder_b2": (HIDDEN,),
     "dqn_w": (HIDDEN, ACTIONS * ATOMS), "dqn_b": (ACTIONS * ATOMS,), "policy_w": (HIDDEN, ACTIONS),
@@ -64,10 +55,6 @@ def training_state(batch: int, per: int, seed: int = 0) -> dict:
     return state
 
 
-def _best(times: list[float]) -> float:
-    return statistics.median(times)
-
-
 def run(batch: int, per: int, repeats: int, directory: Path) -> list[dict]:
     state = training_state(batch, per)
     expected = expected_from(state)
@@ -88,18 +75,18 @@ def run(batch: int, per: int, repeats: int, directory: Path) -> list[dict]:
         hashlib.sha256(state["replay_obs"]).digest()
         hash_t.append(time.perf_counter() - t0)
     assert np.array_equal(ckpt["replay_obs"], state["replay_obs"])
-    size = encoded.size
-    mb = size / 1e6
+    mb = encoded.size / 1e6
     replay_mb = state["replay_obs"].nbytes / 1e6
 
     def row(what, seconds, megabytes):
         return {"what": what, "MB": round(megabytes, 1), "ms": round(seconds * 1e3, 1),
                 "MB_per_s": round(megabytes / seconds) if seconds > 0 else ""}
 
-    return [row("encode (layout + sha256 per section)", _best(encode_t), mb),
-            row("save (encode, write, fsync, rename)", _best(save_t), mb),
-            row("load (read, verify, decode)", _best(load_t), mb),
-            row("sha256 of the replay observations", _best(hash_t), replay_mb)]
+    median = statistics.median
+    return [row("encode (layout + sha256 per section)", median(encode_t), mb),
+            row("save (encode, write, fsync, rename)", median(save_t), mb),
+            row("load (read, verify, decode)", median(load_t), mb),
+            row("sha256 of the replay observations", median(hash_t), replay_mb)]
 
 
 def main(argv=None) -> int:
@@ -110,15 +97,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dir", type=PathArg("a directory"),
                     help="where to write: a new or empty directory (default: a temporary directory, removed "
                          "afterwards)")
-    return harness.run(ap, argv, _main, check=_check_dir)
-
-
-def _check_dir(args):
-    if args.dir is not None:  # the saver keeps the newest two checkpoint-<n>.foxc: never among a user's files
-        output_dir("--dir", args.dir)
-        if Path(args.dir).is_dir() and any(Path(args.dir).iterdir()):
-            raise UserError(f"--dir {args.dir}: the directory holds files (the benchmark writes and removes "
-                             "checkpoint files there: give a new or empty directory)")
+    # the saver keeps the newest two checkpoint-<n>.foxc: never among a user's files
+    return harness.run(ap, argv, _main, check=lambda args: args.dir is None or harness.empty_dir("--dir", args.dir))
 
 
 def _main(args, rt) -> int:

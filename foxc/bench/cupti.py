@@ -1,16 +1,13 @@
-"""Kernel activity records from CUPTI through ctypes: the GPU's own start and end of every kernel.
+"""Kernel activity records from CUPTI through ctypes (cuda-python binds no CUPTI): the GPU's own start and end
+of every kernel.
 
-    with KernelActivity() as trace:            # CuptiUnavailable when no libcupti loads
-        t0 = trace.timestamp()
-        ...launches...; stream.synchronize()
-        t1 = trace.timestamp()
+    with KernelActivity() as trace:            # CuptiError when no libcupti loads
+        t0 = trace.timestamp(); ...launches...; stream.synchronize(); t1 = trace.timestamp()
     busy_fraction([(k.start, k.end) for k in trace.kernels], (t0, t1))
 
-cuda-python binds no CUPTI, so the few Activity API calls needed are declared here, loaded only
-when a KernelActivity is made. Records are read at the offsets CUpti_ActivityKernel5 through 10
-share (CUDA 11.0 to 13.x; checked with offsetof against CUDA 13.0's cupti_activity.h), and every
-record is checked, so a library with another layout fails loudly instead of giving a figure.
-Timestamps are ns on CUPTI's clock, the clock of `timestamp()`.
+Records are read at the offsets CUpti_ActivityKernel5 through 10 share (CUDA 11.0 to 13.x; checked with
+offsetof against CUDA 13.0's cupti_activity.h), and every record is checked, so a library with another
+layout fails loudly instead of giving a figure. Timestamps are ns on CUPTI's clock, that of `timestamp()`.
 """
 from __future__ import annotations
 
@@ -32,18 +29,16 @@ OFF_KIND, OFF_START, OFF_END, OFF_CORRELATION, OFF_NAME, OFF_GRAPH_ID = 0, 16, 2
 RECORD_ALIGN = 8  # ACTIVITY_RECORD_ALIGNMENT
 BUFFER_BYTES = 8 << 20  # ~38k kernel records of 216 bytes
 MAX_NAME = 4096
+TOP_KERNELS = 12
 
 _P, _VP, _SIZE = ctypes.POINTER, ctypes.c_void_p, ctypes.c_size_t
 _REQUEST = ctypes.CFUNCTYPE(None, _P(_VP), _P(_SIZE), _P(_SIZE))  # CUpti_BuffersCallbackRequestFunc
 _COMPLETE = ctypes.CFUNCTYPE(None, _VP, ctypes.c_uint32, _VP, _SIZE, _SIZE)  # CUpti_BuffersCallbackCompleteFunc
 
 
-class CuptiUnavailable(RuntimeError):
-    """No usable libcupti: the message names every place tried."""
-
-
 class CuptiError(RuntimeError):
-    """A CUPTI call failed, or a record does not read as a kernel record."""
+    """No usable libcupti (the message names every place tried), a CUPTI call failed, or the records cannot be
+    trusted: the figures they would give are not measured."""
 
 
 class KernelRecord(NamedTuple):
@@ -61,8 +56,7 @@ def busy_fraction(intervals, span) -> float:
         raise ValueError(f"empty span {span}")
     iv = np.asarray(list(intervals), dtype=np.int64).reshape(-1, 2)
     s, e = np.clip(iv[:, 0], lo, hi), np.clip(iv[:, 1], lo, hi)
-    keep = e > s
-    s, e = s[keep], e[keep]
+    s, e = s[e > s], e[e > s]
     if not len(s):
         return 0.0
     order = np.argsort(s, kind="stable")
@@ -79,15 +73,14 @@ def kernel_summary(records) -> list[dict]:
         acc = by_name.setdefault(r.name, [0, 0])
         acc[0] += 1
         acc[1] += r.end - r.start
-    rows = [{"name": n, "count": c, "total_ns": t} for n, (c, t) in by_name.items()]
-    return sorted(rows, key=lambda r: (-r["total_ns"], r["name"]))
+    return sorted(({"name": n, "count": c, "total_ns": t} for n, (c, t) in by_name.items()),
+                  key=lambda r: (-r["total_ns"], r["name"]))
 
 
 def replay_timeline(records, per_replay: int) -> list[dict]:
-    """Where each kernel of a replayed graph runs inside its replay: records in start order, `per_replay`
-    of them a replay. A kernel is its name and occurrence in the replay (`name#i`, in start order); per
-    kernel the median over replays of its start and end (µs after the replay's first start) and of its
-    duration, in start order. Shows what runs beside what and what waits: the critical path."""
+    """Each kernel of a replayed graph (`name#i`, the i-th of that name in start order; `per_replay` records a
+    replay) with the medians over replays of its start and end (µs after the replay's first start) and of its
+    duration, in start order: what runs beside what, and what waits."""
     if per_replay <= 0 or not records or len(records) % per_replay:
         raise ValueError(f"{len(records)} kernel records are not whole replays of {per_replay}")
     ordered = sorted(records, key=lambda r: r.start)
@@ -107,41 +100,47 @@ def replay_timeline(records, per_replay: int) -> list[dict]:
     return sorted(rows, key=lambda r: (r["start_us"], r["kernel"]))
 
 
-class Replays(NamedTuple):
-    kernels: list[KernelRecord]  # the timed replays' records, in start order
-    per_replay: int  # records a replay: the graph's kernel nodes and any node the driver runs as a kernel
-    span: tuple[int, int]  # the host's span of the timed replays, widened by any clock skew
-    library: str  # the libcupti that traced them
+TIMELINE_COLUMNS = ["start_us", "end_us", "us", "kernel"]
 
 
-def trace_replays(replay, synchronize, warmup: int, steps: int) -> Replays:
-    """`replay()` `warmup` times then `steps` times under a KernelActivity, `synchronize()` after each
-    group: the timed replays' records. Raises CuptiUnavailable or CuptiError (also when the records are
-    not whole replays: dropped, untimed or missing ones)."""
-    with KernelActivity() as trace:
-        for _ in range(warmup):  # CUPTI sets itself up on the first
-            replay()
-        synchronize()
-        t0 = trace.timestamp()
-        for _ in range(steps):
-            replay()
-        synchronize()
-        t1 = trace.timestamp()
-    replayed = warmup + steps
-    if trace.dropped or trace.untimed or not trace.kernels or len(trace.kernels) % replayed:
-        raise CuptiError(f"CUPTI gave {len(trace.kernels)} kernel records for {replayed} replays, "
-                         f"{trace.dropped} dropped, {trace.untimed} untimed")
+def trace_graph(replay, synchronize, steps: int, warmup: int = 10) -> dict:
+    """`replay()` `warmup` times then `steps` times under a KernelActivity, `synchronize()` after each group:
+    gpu_busy (the union of the timed kernels' intervals over the host's span, widened by any clock skew),
+    kernel_ms and traced_ms per replay, the TOP_KERNELS, the timeline, the records a replay (the graph's kernel
+    nodes and any node the driver runs as a kernel); {"busy_unmeasured": reason} when CUPTI cannot give them
+    exactly (no libcupti, a failed call, dropped, untimed or missing records)."""
+    try:
+        with KernelActivity() as trace:
+            for _ in range(warmup):  # CUPTI sets itself up on the first
+                replay()
+            synchronize()
+            t0 = trace.timestamp()
+            for _ in range(steps):
+                replay()
+            synchronize()
+            t1 = trace.timestamp()
+        replayed = warmup + steps
+        if trace.dropped or trace.untimed or not trace.kernels or len(trace.kernels) % replayed:
+            raise CuptiError(f"CUPTI gave {len(trace.kernels)} kernel records for {replayed} replays, "
+                             f"{trace.dropped} dropped, {trace.untimed} untimed")
+    except CuptiError as e:
+        return {"busy_unmeasured": str(e)}
     per_replay = len(trace.kernels) // replayed
     # the warm-up replays ran to completion before t0: they are the earliest records
     timed = sorted(trace.kernels, key=lambda k: k.start)[warmup * per_replay:]
-    return Replays(timed, per_replay, (min(t0, timed[0].start), max(t1, max(k.end for k in timed))), trace.cupti.path)
+    span = (min(t0, timed[0].start), max(t1, max(k.end for k in timed)))
+    kernel_ns = sum(k.end - k.start for k in timed)
+    top = [{"name": r["name"], "per_step": r["count"] / steps, "ms_per_step": round(r["total_ns"] / steps / 1e6, 4),
+            "share": round(r["total_ns"] / kernel_ns, 3)} for r in kernel_summary(timed)[:TOP_KERNELS]]
+    return {"gpu_busy": round(busy_fraction([(k.start, k.end) for k in timed], span), 3),
+            "timeline": replay_timeline(timed, per_replay), "kernel_ms": round(kernel_ns / steps / 1e6, 4),
+            "traced_ms": round((span[1] - span[0]) / steps / 1e6, 4), "top_kernels": top, "cupti": trace.cupti.path,
+            "kernels_traced": per_replay}
 
 
 def parse_kernel(address: int) -> KernelRecord | None:
-    """The kernel record at `address`, None for a record of another kind; its name is copied now,
-    while the buffer (and CUPTI's string) are still valid."""
-    kind = ctypes.c_uint32.from_address(address + OFF_KIND).value
-    if kind not in (KIND_KERNEL, KIND_CONCURRENT_KERNEL):
+    """The kernel record at `address` (its name copied while CUPTI's string is valid); None for another kind."""
+    if ctypes.c_uint32.from_address(address + OFF_KIND).value not in (KIND_KERNEL, KIND_CONCURRENT_KERNEL):
         return None
     start = ctypes.c_uint64.from_address(address + OFF_START).value
     end = ctypes.c_uint64.from_address(address + OFF_END).value
@@ -156,8 +155,8 @@ def parse_kernel(address: int) -> KernelRecord | None:
 
 
 def walk(buffer: int, valid_size: int, next_record) -> list[KernelRecord]:
-    """The kernel records of one completed buffer; next_record(buffer, size, previous or None) gives
-    the next record's address, None at the end (cuptiActivityGetNextRecord, or a test's stand-in)."""
+    """The kernel records of one completed buffer; `next_record(buffer, size, previous or None)` gives the next
+    record's address, None at the end (cuptiActivityGetNextRecord, or a test's stand-in)."""
     out, address = [], None
     while (address := next_record(buffer, valid_size, address)) is not None:
         if (rec := parse_kernel(address)) is not None:
@@ -166,8 +165,8 @@ def walk(buffer: int, valid_size: int, next_record) -> list[KernelRecord]:
 
 
 def library_candidates() -> list[str]:
-    """Where libcupti may be, in the order tried: FOXC_CUPTI alone when set, else the toolkits'
-    directories, the `nvidia` pip packages on sys.path, then the linker's search."""
+    """Where libcupti may be, in the order tried: FOXC_CUPTI alone when set, else the toolkits' directories,
+    the `nvidia` pip packages on sys.path, then the linker's search."""
     if os.environ.get("FOXC_CUPTI"):
         return [os.environ["FOXC_CUPTI"]]
     roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), *sorted(glob.glob("/usr/local/cuda*"))[::-1]]
@@ -181,8 +180,8 @@ def library_candidates() -> list[str]:
 
 
 class _Cupti:
-    """libcupti, loaded once per process: its calls, its one pair of buffer callbacks, and the
-    buffers lent to it (kept alive here until CUPTI hands them back)."""
+    """libcupti, loaded once per process: its calls, its one pair of buffer callbacks, and the buffers lent to it
+    (kept alive here until CUPTI hands them back)."""
 
     def __init__(self, path: str):
         self.path, self.lib = path, ctypes.CDLL(path)
@@ -196,7 +195,7 @@ class _Cupti:
         version = ctypes.c_uint32()
         self.check(self.lib.cuptiGetVersion(ctypes.byref(version)), "cuptiGetVersion")
         if version.value < MIN_API_VERSION:
-            raise CuptiUnavailable(f"{path}: CUPTI API version {version.value} < {MIN_API_VERSION} (CUDA 11.0)")
+            raise CuptiError(f"{path}: CUPTI API version {version.value} < {MIN_API_VERSION} (CUDA 11.0)")
         self.version, self.buffers, self.sink = version.value, {}, None
         self._callbacks = (_REQUEST(self._requested), _COMPLETE(self._completed))  # C keeps pointers to these
         self.check(self.lib.cuptiActivityRegisterCallbacks(*self._callbacks), "cuptiActivityRegisterCallbacks")
@@ -250,19 +249,17 @@ def load() -> _Cupti:
             try:
                 _loaded = _Cupti(path)
                 break
-            except (OSError, CuptiUnavailable, CuptiError) as e:
+            except (OSError, CuptiError) as e:
                 tried.append(f"{path}: {e}")
         else:
-            raise CuptiUnavailable("no usable libcupti (FOXC_CUPTI=path names one); tried: " + ("; ".join(tried) or
-                                   "none found in the CUDA toolkits, the nvidia pip packages or the linker's path"))
+            raise CuptiError("no usable libcupti (FOXC_CUPTI=path names one); tried: " + ("; ".join(tried) or
+                             "none found in the CUDA toolkits, the nvidia pip packages or the linker's path"))
     return _loaded
 
 
 class KernelActivity:
-    """Collects a kernel record for every kernel that runs on the GPU between enter and exit
-    (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, which keeps kernels concurrent). Synchronize the
-    work before leaving: exit flushes CUPTI's buffers into `kernels`. `dropped` counts records
-    CUPTI lost; `untimed` those it could not time (start = end = 0)."""
+    """A kernel record for every kernel run between enter and exit (CONCURRENT_KERNEL: kernels stay concurrent);
+    synchronize before leaving: exit flushes CUPTI's buffers into `kernels`. `dropped`: records CUPTI lost."""
 
     def __init__(self):
         self.cupti = load()

@@ -1,26 +1,18 @@
 """Market data: Parquet read throughput on the CPU, and the window gather kernel on the device.
 
-    python -m foxc.bench data [--backend auto|cuda|reference] [--rows N] [--n-backtests B] [--seq-len K]
-                              [--launches N] [--prepare] [--workers W] [--json FILE]
-    python -m foxc.bench data --scale [--rows N] [--shard-rows R] [--dir DIR] [--workers W] [--json FILE]
-
---prepare adds `python -m foxc.data prepare` of the rows as W Parquet files (one a day, written
-side by side before the clock starts) by W workers, and the reading and hashing of every shard of
-that cache, in snapshots per second.
-
---scale (alone) builds a cache of N synthetic snapshots (default 500 M), R a shard, in W processes:
-each shard is written, labelled and hashed by prepare's own shard writer, then freed, so no process
-holds more than one shard (and its worker's base day, which every shard shifts in time and price).
-It reports the build's throughput, peak RSS (this process and its largest worker), the opening of
-the cache for training (its rows stay on disk), on CUDA training steps/s with shards rotating
-through three device slots against all of them resident (the head of the cache that fits when all
-of it does not) and the process's peak RSS through both runs, and the reading and hashing of every
-shard.
-A --dir whose filesystem lacks SCALE_BYTES per snapshot is refused before anything is written.
+--prepare adds `python -m foxc.data prepare` of the rows as W Parquet files (one a day) by W workers, and the
+reading and hashing of every shard of that cache. --scale (alone) builds a cache of N synthetic snapshots
+(default 500 M), R a shard, in W processes, each shard written, labelled and hashed by prepare's own shard
+writer, then freed (no process holds more than one shard and its worker's base day); it reports the build's
+rate and peak RSS, the opening of the cache for training, on CUDA training steps/s with shards rotating through
+ROTATION_SLOTS device slots against all of them resident, and the verification of every shard. A --dir whose
+filesystem lacks SCALE_BYTES a snapshot is refused before anything is written.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import os
 import resource
 import shutil
@@ -30,25 +22,31 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cli import PathArg, UserError, int_at_least, positive_int, text_table as table
+from ..data.cache import MANIFEST, RECORDS, CacheRows, shard_dir
+from ..data.chunks import CHUNK_ROWS
 from ..data.device import DeviceDataset
 from ..data.features import FEATURES, GATHER_MAX_K, HORIZONS, LABEL_PLANES
 from ..data.labels import LabelConfig, compute_labels
 from ..data.parquet import read_parquet, write_parquet
-from ..data.record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
-from ..data.synthetic import SynthParams, generate, synthetic_data
-from ..cli import PathArg, UserError, int_at_least, output_dir, positive_int, text_table as table
-from . import harness
-from .report import write_json
-from ..data.cache import CacheRows, MANIFEST, RECORDS, shard_dir
-from ..data.chunks import CHUNK_ROWS
 from ..data.prepare import build_manifest, prepare, process_pool, records_header, run_jobs, write_shard
+from ..data.record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from ..data.resident import ROW_BYTES
 from ..data.stream import FileSummary
+from ..data.synthetic import SynthParams, generate, synthetic_data
 from ..data.validate import ValidationConfig
-from ..driver import check
+from ..driver.device import device_attribute
 from ..trainer.config import DEFAULTS, TrainConfig
 from ..trainer.run import Trainer
 from ..trainer.session import run_data
+from . import harness
+from .report import write_json
+
+
+def timed_row(what: str, count: int, seconds: float, unit: str = "s", digits: int = 2) -> dict:
+    """A row of `count` snapshots handled in `seconds` (shown in "s" or "ms"), and their rate."""
+    return {"what": what, "count": count, unit: round(seconds * (1e3 if unit == "ms" else 1), digits),
+            "rate": f"{count / seconds / 1e6:.2f} M snapshots/s"}
 
 
 def bench_parquet(rows: int) -> dict:
@@ -64,8 +62,7 @@ def bench_parquet(rows: int) -> dict:
             best = min(best, time.perf_counter() - t0)
         size = path.stat().st_size
     assert len(got) == rows
-    return {"what": f"read Databento MBP-10 Parquet ({size / 2**20:.0f} MiB zstd)", "count": rows,
-            "ms": round(best * 1e3, 2), "rate": f"{rows / best / 1e6:.2f} M snapshots/s"}
+    return timed_row(f"read Databento MBP-10 Parquet ({size / 2**20:.0f} MiB zstd)", rows, best, "ms")
 
 
 def _write_day(args):
@@ -76,8 +73,8 @@ def _write_day(args):
 
 
 def bench_prepare(rows: int, workers: int) -> list[dict]:
-    """Prepare a cache of `rows` snapshots in `workers` daily Parquet files (written side by side
-    first), in `workers` processes; then open it for training and verify every shard."""
+    """Prepare a cache from `workers` daily Parquet files of `rows` in all (written first) in `workers`
+    processes; then open it for training and verify every shard."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "days"
         folder.mkdir()
@@ -88,9 +85,8 @@ def bench_prepare(rows: int, workers: int) -> list[dict]:
         made = time.perf_counter() - t0
         cache = CacheRows(Path(tmp) / "cache", LabelConfig())
         verified = bench_verify(cache)
-    return [{"what": f"prepare a cache from {workers} Parquet file(s) of {rows // workers:,}, {workers} worker(s)",
-             "count": cache.n_rows, "ms": round(made * 1e3, 1), "rate": f"{cache.n_rows / made / 1e6:.2f} M snapshots/s"},
-            verified]
+    return [timed_row(f"prepare a cache from {workers} Parquet file(s) of {rows // workers:,}, {workers} worker(s)",
+                      cache.n_rows, made, "ms", 1), verified]
 
 
 SCALE_BYTES = SNAPSHOT_BYTES + 4 * LABEL_PLANES * HORIZONS  # records.npy and labels.npy, per snapshot
@@ -108,8 +104,8 @@ def scale_bytes(rows: int, shard_rows: int) -> int:
 
 
 def check_scale_room(rows: int, shard_rows: int, where: str, free: int):
-    """Refuse --rows when the cache would not fit in the `free` bytes of the filesystem `where` names,
-    naming the largest --rows (whole millions of snapshots, or shards when smaller) that does."""
+    """Refuse --rows when the cache does not fit in `free` bytes, naming the largest --rows (whole millions,
+    or shards when smaller) that does."""
     need = scale_bytes(rows, shard_rows)
     if need <= free:
         return
@@ -135,8 +131,8 @@ def _base_day(rows: int) -> np.ndarray:
 
 
 def _scale_shard(args) -> tuple[int, int, float, dict]:
-    """Shard k, in a worker: the base day moved k days and k % 64 ticks, written a chunk at a time, then
-    labelled and hashed by prepare's shard writer. Returns (first_ts, last_ts, seconds, its files)."""
+    """(first_ts, last_ts, seconds, its files) of shard k, written in a worker: the base day moved k days and
+    k % 64 ticks, a chunk at a time, then labelled and hashed by prepare's shard writer."""
     folder, k, rows, shard_rows, labels = args
     t0 = time.perf_counter()
     base = _base_day(shard_rows)[:rows]  # the last shard, shorter, is a head of the same day
@@ -159,22 +155,20 @@ def _scale_shard(args) -> tuple[int, int, float, dict]:
     return first, last, time.perf_counter() - t0, files
 
 
-def build_scale_cache(folder: Path, rows: int, shard_rows: int, workers: int, log=lambda msg: None) -> dict:
-    """A synthetic cache of `rows` snapshots in shards of `shard_rows`, built shard by shard in
-    `workers` processes; returns its manifest (written last, as prepare writes it)."""
-    import json
+def build_scale_cache(folder: Path, rows: int, shard_rows: int, workers: int) -> dict:
+    """The manifest (written last, as prepare writes it) of a synthetic cache of `rows` snapshots in shards of
+    `shard_rows`, built in `workers` processes."""
     plan, labels = scale_plan(rows, shard_rows), LabelConfig()
     jobs = [(shard_dir(folder, k), k, n, shard_rows, labels) for k, n in enumerate(plan)]
     with process_pool(workers, len(jobs)) as pool:
-        made = run_jobs(pool, _scale_shard, jobs,
-                    lambda done, r: log(f"  shard {done}/{len(plan)} written in {r[2]:.1f} s"))
+        made = run_jobs(pool, _scale_shard, jobs)
     shards = []
     for k, (n, (first, last, _, _)) in enumerate(zip(plan, made)):
         name = f"synthetic:seed={SCALE_SEED}:day={k}"
         summary = FileSummary(name, "synthetic", n, n, {}, [], "SYNTH", SynthParams().instrument_id, first, last)
         shards.append((k, summary, [{"path": name, "bytes": 0, "sha256": ""}]))
     manifest = build_manifest(f"synthetic {rows} rows", shards, [m[3] for m in made], SynthParams().tick_units,
-                         labels, ValidationConfig())
+                              labels, ValidationConfig())
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
 
@@ -191,13 +185,10 @@ RESIDENT_FRACTION = 0.5  # of free device memory, for the all-resident run's dat
 
 def bench_rotation(rt, folder: Path, shard_rows: int, n_backtests: int = 1024, steps: int = ROTATION_STEPS,
                    rotate_every: int = 1000) -> dict:
-    """Training steps/s from the cache, its rows left on disk (as `foxc.train --data CACHE` trains): with
-    every shard on the device (the head of the cache that fits in RESIDENT_FRACTION of free device
-    memory when all of it does not), then with a budget of ROTATION_SLOTS slots over the whole cache
-    (a shard refilled every `rotate_every` steps, the trainer's default): `steps` steps each, timed
-    after the graph's capture and a first rotation, the host's rotation work included."""
-    from dataclasses import replace
-
+    """Training steps/s from the cache left on disk (as `foxc.train --data CACHE`): every shard on the device
+    (the head that fits in RESIDENT_FRACTION of free memory when all does not), then ROTATION_SLOTS slots over
+    the whole cache, a shard refilled every `rotate_every` steps; `steps` steps each, timed after the capture
+    and a first rotation, the host's rotation work included."""
     shape = {k: DEFAULTS[rt.backend][k] for k in ("seq_len", "per_capacity", "synthetic_rows")}
     base = TrainConfig(data=str(folder), n_backtests=n_backtests, n_steps=0, graph="on", log_every=10**9,
                        checkpoint_every=0, eval_every=0, rotate_every=rotate_every, **shape)
@@ -208,7 +199,7 @@ def bench_rotation(rt, folder: Path, shard_rows: int, n_backtests: int = 1024, s
     what = f"training steps/s at B = {n_backtests:,}: shards rotating vs all resident"
     rates, rotations = {}, 0
     for name, market, gb in (("resident", resident, None), ("rotating", data.market, budget_gb)):
-        t = Trainer(rt, replace(base, device_data_gb=gb), market, data.labels, None, data.source)
+        t = Trainer(rt, dataclasses.replace(base, device_data_gb=gb), market, data.labels, None, data.source)
         try:
             if (t.ts.rotation is not None) != (name == "rotating"):
                 return {"what": what, "rate": f"not measured (the {name} run's data did not come out {name})"}
@@ -233,16 +224,13 @@ def bench_scale(rt, rows: int, shard_rows: int, workers: int, folder: Path) -> l
     built = time.perf_counter() - t0
     own, worker = peak_rss_gb()
     size = scale_bytes(rows, shard_rows)
-    results = [{"what": f"build the cache: {len(plan)} shard(s) of {shard_rows:,}, {min(workers, len(plan))} "
-                        f"worker(s) (write, label, hash)", "count": manifest["rows"], "s": round(built, 2),
-                "rate": f"{rows / built / 1e6:.2f} M snapshots/s", "GB": f"{size / 1e9:.2f} on disk"},
+    results = [{**timed_row(f"build the cache: {len(plan)} shard(s) of {shard_rows:,}, {min(workers, len(plan))} "
+                            f"worker(s) (write, label, hash)", manifest["rows"], built), "GB": f"{size / 1e9:.2f} on disk"},
                {"what": "peak RSS while building: this process, largest worker", "GB": f"{own:.2f}, {worker:.2f}"}]
     t0 = time.perf_counter()
     cache = CacheRows(folder, LabelConfig())
-    opened = time.perf_counter() - t0
-    results.append({"what": "open the cache for training (manifest, every shard file's size; shards are hashed "
-                            "as they are read)", "count": cache.n_rows, "s": round(opened, 3),
-                    "rate": f"{cache.n_rows / opened / 1e6:.1f} M snapshots/s"})
+    results.append(timed_row("open the cache for training (manifest, every shard file's size; shards are hashed "
+                             "as they are read)", cache.n_rows, time.perf_counter() - t0, digits=3))
     if rt.backend == "cuda":
         results.append(bench_rotation(rt, folder, shard_rows))
         results.append({"what": "peak RSS of this process, training included (rows on disk)",
@@ -259,30 +247,22 @@ def bench_verify(cache) -> dict:
     threads = min(8, os.cpu_count() or 1, cache.n_segments)
     t0 = time.perf_counter()
     cache.verify(threads)
-    took = time.perf_counter() - t0
-    return {"what": f"verify every shard (read and hash, {threads} threads)", "count": cache.n_rows,
-            "s": round(took, 2), "rate": f"{cache.n_rows / took / 1e6:.2f} M snapshots/s"}
+    return timed_row(f"verify every shard (read and hash, {threads} threads)", cache.n_rows, time.perf_counter() - t0)
 
 
 def bench_synthetic(rows: int) -> dict:
     generate(1000, seed=0)
     t0 = time.perf_counter()
     generate(rows, seed=1)
-    dt = time.perf_counter() - t0
-    return {"what": "synthetic generator (one core)", "count": rows, "ms": round(dt * 1e3, 2),
-            "rate": f"{rows / dt / 1e6:.2f} M snapshots/s"}
+    return timed_row("synthetic generator (one core)", rows, time.perf_counter() - t0, "ms")
 
 
 def hbm_bytes_per_s(rt) -> float | None:
     """Peak memory bandwidth from the device's clock and bus width (None on the reference backend)."""
     if rt.backend != "cuda":
         return None
-    from cuda.bindings import driver as drv
-    attr = drv.CUdevice_attribute
-    khz = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, rt.ctx.device),
-                "cuDeviceGetAttribute", "reading the memory clock")
-    bits = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, rt.ctx.device),
-                 "cuDeviceGetAttribute", "reading the memory bus width")
+    khz = device_attribute(rt.ctx.device, "MEMORY_CLOCK_RATE")
+    bits = device_attribute(rt.ctx.device, "GLOBAL_MEMORY_BUS_WIDTH")
     return 2.0 * khz * 1e3 * bits / 8 if khz and bits else None
 
 
@@ -326,28 +306,24 @@ def main(argv=None) -> int:
 def _check(args):
     """Flags of --scale only with it; its --dir new or empty and large enough, before anything is made."""
     if not args.scale:
-        for flag, value in (("--shard-rows", args.shard_rows), ("--dir", args.dir)):
+        for flag, value, needs in (("--shard-rows", args.shard_rows, "--scale"), ("--dir", args.dir, "--scale"),
+                                   ("--workers", None if args.prepare else args.workers, "--prepare or --scale")):
             if value is not None:
-                raise UserError(f"{flag} {value}: only with --scale")
-        if args.workers is not None and not args.prepare:
-            raise UserError(f"--workers {args.workers}: only with --prepare or --scale (the other benchmarks run "
-                             "in this process)")
-        args.workers = args.workers or 2
+                raise UserError(f"{flag} {value}: only with {needs}")
+    args.workers = args.workers or 2
+    if not args.scale:
         args.rows = args.rows or 2_000_000
         if args.prepare and args.rows < args.workers:
             raise UserError(f"--rows {args.rows} --workers {args.workers}: --prepare writes --workers files of "
-                             "--rows / --workers snapshots each (give --rows of at least --workers)")
+                            "--rows / --workers snapshots each (give --rows of at least --workers)")
         return
     if args.prepare:
         raise UserError("--prepare and --scale: --scale runs alone (give one of them)")
     args.rows = args.rows or 500_000_000
-    args.workers = args.workers or 2
     args.shard_rows = min(args.shard_rows or 1_000_000, args.rows)
-    folder = Path(args.dir) if args.dir is not None else Path(tempfile.gettempdir())
+    folder = Path(args.dir or tempfile.gettempdir())
     if args.dir is not None:
-        output_dir("--dir", args.dir)
-        if folder.is_dir() and any(folder.iterdir()):
-            raise UserError(f"--dir {folder}: the directory holds files (give a new or empty directory)")
+        harness.empty_dir("--dir", folder)
     where = f"--dir {folder}" if args.dir else f"{folder} (no --dir given)"
     check_scale_room(args.rows, args.shard_rows, where, shutil.disk_usage(existing_parent(folder)).free)
 

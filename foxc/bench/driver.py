@@ -1,9 +1,7 @@
 """Driver micro-benchmarks: host cost of one eager launch, and per kernel inside a replayed graph.
 
-Host µs: the time the launch call takes, measured in short bursts on a drained stream (a long run
-of launches fills the driver's queue and then times the GPU, not the host); wall µs: back to back.
-
-    python -m foxc.bench driver [--backend auto|cuda|reference] [--launches N] [--json FILE]
+Host µs: launches timed in bursts of BURST on a drained stream (far below the driver's queue depth of about
+a thousand, so no launch waits for the GPU); wall µs: all of them back to back.
 """
 from __future__ import annotations
 
@@ -12,38 +10,26 @@ import time
 import numpy as np
 
 from .. import vec
-from ..cli import positive_int
+from ..cli import positive_int, text_table as table
 from . import harness
-from ..cli import text_table as table
 from .report import write_json
 
-GRAPH_KERNELS = 100
-# Launches per burst when timing the host's cost: far below the driver's queue depth (about a
-# thousand pending launches), so no launch waits for the GPU and the host time is the host's.
-BURST = 64
+GRAPH_KERNELS, BURST = 100, 64
 
 
 def bench_eager(rt, launches: int) -> dict:
-    """Host cost of one launch, timed in bursts of BURST launches on a drained stream, and the wall
-    time per launch of all of them back to back (where the queue fills and the GPU sets the pace)."""
     x = rt.device_array(256, np.float32, "x")
     plan = vec.plan_elementwise(rt, vec.FILL_F32, x, 1.0, 256)
     for _ in range(min(1000, launches)):
         plan.launch(rt.stream)
-    bursts = max(1, launches // BURST)
-    host = 0.0
+    bursts, host = max(1, launches // BURST), 0.0
     for _ in range(bursts):
         rt.stream.synchronize()
         t0 = time.perf_counter()
         for _ in range(BURST):
             plan.launch(rt.stream)
         host += time.perf_counter() - t0
-    rt.stream.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(launches):
-        plan.launch(rt.stream)
-    rt.stream.synchronize()
-    wall = time.perf_counter() - t0
+    wall = harness.time_launches(rt, lambda: plan.launch(rt.stream), launches).wall_s
     return {"what": "eager launch (fill_f32, 256 floats)", "count": launches,
             "host_us_per_kernel": round(host / (bursts * BURST) * 1e6, 3),
             "wall_us_per_kernel": round(wall / launches * 1e6, 3)}
@@ -55,8 +41,7 @@ def bench_graph(rt, replays: int) -> dict:
     t, _ = harness.time_graph(rt, plans, replays, warmup=10)
     n = replays * GRAPH_KERNELS
     return {"what": f"graph of {GRAPH_KERNELS} kernels (fill_f32)", "count": n,
-            "host_us_per_kernel": round(t.host_s / n * 1e6, 3),
-            "wall_us_per_kernel": round(t.wall_s / n * 1e6, 3),
+            "host_us_per_kernel": round(t.host_s / n * 1e6, 3), "wall_us_per_kernel": round(t.wall_s / n * 1e6, 3),
             "gpu_us_per_kernel": round(t.gpu_ms * 1e3 / n, 3)}
 
 

@@ -1,23 +1,11 @@
 """Learning: the agent trained on each named synthetic market, as a fraction of that market's exact optimum.
 
-    python -m foxc.bench edge [--markets easy,default,...] [--seeds 3] [--steps easy=2000,...] [--val-frac F]
-                              [--backend auto|cuda|reference] [--n-backtests B] [--seq-len K]
-                              [--eval-rows N] [--set NAME=VALUE ...] [--actor q|policy] [--precision f32|tf32]
-                              [--json FILE]
-
-For each market and seed: train from scratch (the trainer's defaults for the backend, the market's
-own fee and training window), then walk held-out rows drawn with another seed greedily with the run's
-policy (what its validation kept, or flat: foxc.evaluate.selection; `policy` says which) and report
-net PnL in ticks per snapshot against the market's exact optimum (foxc.evaluate.optimum: an agent that
-sees the latent imbalance exactly), trades, win rate and time in the market.
-
-Goals (on a GPU at B=1,024, K=32; every seed must meet its market's): easy >= 0.96 of the optimum
-within 2,000 steps, default >= 0.86 and noisy >= 0.68 within 20,000; null at most 1 trade per 2,000
-snapshots per backtest and |PnL| within 3 standard errors of 0; wide (no edge a market order can take)
-at most 1 trade per 2,000 snapshots and PnL >= -1 standard error; regime (no edge for an agent that
-cannot tell the regime) PnL >= 0; short (a 30,000-row window) PnL >= 0 and >= 0.5 of the optimum. On
-the reference backend the same pipeline runs at the CPU sizes with fewer steps: a smoke run whose
-fractions are not the goals'.
+Per market and seed: train from scratch (the backend's trainer defaults, the market's fee and window), walk
+held-out rows drawn with another seed greedily with the run's policy (what its validation kept, or flat) and
+report net PnL in ticks per snapshot against the market's exact optimum, trades, win rate and time in the market.
+Goals (GPU, B=1,024, K=32, every seed): GOALS of the optimum (easy within 2,000 steps, the others 20,000); null
+and wide at most QUIET_TRADES_PER_2000 trades per 2,000 snapshots, null's PnL within 3 SE of 0, wide's >= -1 SE;
+regime PnL >= 0; short PnL >= 0. The reference backend runs a smoke run at the CPU sizes, not the goals'.
 """
 from __future__ import annotations
 
@@ -25,18 +13,16 @@ import argparse
 import time
 
 from ..cli import UserError, nonnegative_int, positive_int, text_table as table
-from . import harness
-from .report import write_json
 from ..isv.registry import isv_setting
 from ..trainer.config import TrainConfig
 from ..trainer.run import Trainer
 from ..trainer.session import run_data
+from . import harness
+from .report import write_json
 
 MARKETS = ("easy", "default", "null", "noisy", "wide", "regime", "short")
-STEPS = {"cuda": {"easy": 2000, "default": 20000, "null": 20000, "noisy": 20000, "wide": 20000, "regime": 20000,
-                  "short": 20000},
-         "reference": {"easy": 3000, "default": 3000, "null": 1000, "noisy": 1000, "wide": 1000, "regime": 1000,
-                       "short": 1000}}
+STEPS = {"cuda": {"easy": 2000, **dict.fromkeys(MARKETS[1:], 20000)},
+         "reference": {"easy": 3000, "default": 3000, **dict.fromkeys(MARKETS[2:], 1000)}}
 EVAL_ROWS = {"cuda": 524_288, "reference": 32_768}
 GOALS = {"easy": 0.96, "default": 0.86, "noisy": 0.68, "short": 0.5}  # of the optimum, at least
 QUIET_TRADES_PER_2000 = 1.0  # null and wide: at most this many round trips per 2,000 snapshots per backtest
@@ -144,19 +130,15 @@ def _check_steps(args):
 
 
 def _main(args, rt) -> int:
-    markets = args.markets
-    steps = {**STEPS[rt.backend], **args.steps}
-    args.eval_rows = args.eval_rows or EVAL_ROWS[rt.backend]
-    given = dict(n_backtests=args.n_backtests, seq_len=args.seq_len, eval_rows=args.eval_rows,
-                 eval_every=args.eval_every, actor=args.actor, isv=args.isv, precision=args.precision,
-                 val_frac=args.val_frac)
-    TrainConfig.for_backend(rt.backend, **given)  # a bad setting fails here, naming its flag, before any run
+    markets, steps = args.markets, {**STEPS[rt.backend], **args.steps}
+    settings = dict(n_backtests=args.n_backtests, seq_len=args.seq_len, eval_rows=args.eval_rows or EVAL_ROWS[
+        rt.backend], eval_every=args.eval_every, actor=args.actor, isv=args.isv, precision=args.precision,
+                    val_frac=args.val_frac)
+    TrainConfig.for_backend(rt.backend, **settings)  # a bad setting fails here, naming its flag, before any run
     rows = []
     for market in markets:
         for seed in range(args.seeds):
-            rows.append(run_one(rt, market, seed, steps[market], eval_every=args.eval_every, eval_rows=args.eval_rows,
-                                n_backtests=args.n_backtests, seq_len=args.seq_len, actor=args.actor, isv=args.isv,
-                                precision=args.precision, val_frac=args.val_frac))
+            rows.append(run_one(rt, market, seed, steps[market], **settings))
             print(f"  {market} seed {seed}: {fmt(rows[-1])['opt_frac']} of the optimum, goal {rows[-1]['goal']}",
                   flush=True)
     print(f"backend {rt.backend}: {rt.device_name}; settings {args.isv or 'defaults'}; "
@@ -172,7 +154,3 @@ def _main(args, rt) -> int:
                                           else f"{r['trades_per_2000']:.2f}t" for r in rows if r["market"] == m)
                       for m in markets) + f" ({rt.backend})")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,13 +1,8 @@
 """Evaluation throughput: the baseline and the agent over a synthetic window with learning off, snapshots per second.
 
-    python -m foxc.bench evaluate [--backend auto|cuda|reference] [--rows N] [--chunks B ...] [--json FILE]
-
-Each run walks every snapshot of the window once, B chunks side by side (foxc.evaluate.Evaluator:
-one policy call, one simulator step and its downloads per step), so it measures the evaluation
-loop end to end, host included: the figure a walk-forward's evaluation phase runs at. Two
-policies: the logistic baseline (features on the host) and the agent (`AgentPolicy`: gather,
-encoder, state, C51 head and agent_act on the device, untrained weights: the same kernels and
-shapes as a trained agent).
+Each run walks every snapshot of the window once, B chunks side by side (foxc.evaluate.Evaluator), host
+included: the rate of a walk-forward's evaluation. Policies: the logistic baseline (features on the host) and
+the agent (`AgentPolicy`, untrained weights: the kernels and shapes of a trained one).
 """
 from __future__ import annotations
 
@@ -18,20 +13,18 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.synthetic import synthetic_data
-from ..cli import int_at_least, positive_int
-from ..evaluate.baseline import TRAINER
+from ..cli import int_at_least, positive_int, text_table as table
 from ..data.features import FEATURES
+from ..data.synthetic import synthetic_data
 from ..evaluate.agent import AgentPolicy
+from ..evaluate.baseline import TRAINER
 from ..evaluate.runner import EvalConfig, Evaluator
 from ..isv import IsvBus
 from ..nn.model import HIDDEN_DIM, Parameters
 from . import harness
-from ..cli import text_table as table
 from .report import write_json
 
-CHUNKS = (16, 256, 4096)
-ROWS = 400_000
+CHUNKS, ROWS = (16, 256, 4096), 400_000
 MIN_ROWS = 1_000  # the baseline fitted on as many rows needs enough mid moves
 
 

@@ -1,35 +1,25 @@
-"""What every benchmark shares: its command line (--backend, --json, the CLI error path) and its timers.
-
-    ap = parser("lobsim", __doc__)              # python -m foxc.bench lobsim, with --backend
-    ap.add_argument(...)                        # the benchmark's own flags
-    return run(ap, argv, body)                  # adds --json, parses; body(args, rt) -> exit status
-
-`run` adds --json last (where every benchmark's usage line has it), parses, then through
-foxc.cli.run (a user's mistake: one line on stderr, exit 2) runs the benchmark's own
-`check(args)` when given, checks that --json can be written, opens the runtime of --backend
-and calls `body(args, rt)`: every flag is refused before any data is made or device work is done;
-sizes whose arrays do not fit in host memory (a MemoryError) are one line too.
-"""
+"""What every benchmark shares: its command line (--backend, --json, the one error path) and its timers."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-from ..cli import ArgumentParser, PathArg, UserError, one_line, open_runtime, output_file, run as run_cli
+from ..cli import ArgumentParser, PathArg, UserError, open_runtime, output_dir, output_file, run as run_cli
 from ..driver import BACKENDS
 
 
 def parser(name: str, doc: str) -> ArgumentParser:
-    """The parser of `python -m foxc.bench NAME`, described by `doc`'s first line, with --backend."""
+    """`python -m foxc.bench NAME`'s parser, described by `doc`'s first line, with --backend."""
     ap = ArgumentParser(prog=f"python -m foxc.bench {name}", description=doc.splitlines()[0])
     ap.add_argument("--backend", choices=BACKENDS, default=None)
     return ap
 
 
 def run(ap: ArgumentParser, argv, body, *, check=None) -> int:
-    """Add --json to `ap` and parse `argv`; then `check(args)` (the benchmark's own checks of its
-    flags, raising UserError), --json writable, the runtime opened, and `body(args, rt)`'s exit
-    status, all through foxc.cli.run."""
+    """Add --json and parse `argv`; then, through foxc.cli.run, `check(args)` (raising UserError), --json
+    writable, the runtime of --backend opened and `body(args, rt)`'s exit status: flags are refused before
+    any work."""
     ap.add_argument("--json", type=PathArg("a file name"), help="also write the results here")
     args = ap.parse_args(argv)
 
@@ -38,25 +28,26 @@ def run(ap: ArgumentParser, argv, body, *, check=None) -> int:
             check(args)
         if args.json is not None:
             output_file("--json", args.json)
-        try:
-            return body(args, open_runtime(args.backend))
-        except MemoryError as e:  # sizes past this host's memory: numpy says how much it could not allocate
-            raise UserError(f"out of host memory: {one_line(e) or 'MemoryError'} (give smaller sizes)") from None
-
+        return body(args, open_runtime(args.backend))
     return run_cli(ap.prog, main)
+
+
+def empty_dir(flag: str, path) -> None:
+    """A directory the benchmark writes and removes files in: new or empty, never among a user's files."""
+    output_dir(flag, path)
+    if Path(path).is_dir() and any(Path(path).iterdir()):
+        raise UserError(f"{flag} {path}: the directory holds files (give a new or empty directory)")
 
 
 @dataclass(frozen=True)
 class Timing:
-    """Launches timed: host seconds to enqueue them, wall seconds until the stream drained, and the
-    device's event time (ms) between an event recorded before them and one after."""
-    host_s: float
-    wall_s: float
-    gpu_ms: float
+    host_s: float  # enqueueing the launches
+    wall_s: float  # until the stream drained
+    gpu_ms: float  # between events recorded before and after them
 
 
 def time_launches(rt, launch, n: int) -> Timing:
-    """`launch()` called `n` times on an idle stream, timed on the host and between two CUDA events."""
+    """`launch()` called `n` times on an idle stream."""
     rt.stream.synchronize()
     start, end = rt.event("start"), rt.event("end")
     t0 = time.perf_counter()
@@ -66,23 +57,18 @@ def time_launches(rt, launch, n: int) -> Timing:
     end.record(rt.stream)
     host = time.perf_counter() - t0
     rt.stream.synchronize()
-    wall = time.perf_counter() - t0
-    return Timing(host, wall, start.elapsed_ms(end))
+    return Timing(host, time.perf_counter() - t0, start.elapsed_ms(end))
 
 
 def time_graph(rt, plans, replays: int, *, warmup: int = 1) -> tuple[Timing, int]:
-    """(the timing of `replays` replays, kernels in the graph): `plans` run once eagerly (a warm-up
-    on the capturing stream), captured into one graph, replayed `warmup` times untimed, then timed
-    (time_launches); the graph is closed afterwards."""
+    """(the timing of `replays` replays, kernels in the graph) of `plans` captured into one graph, after one
+    eager run (on the capturing stream) and `warmup` untimed replays; the graph is closed afterwards."""
     for p in plans:
         p.launch(rt.stream)
     with rt.capture(name="bench") as cap:
         for p in plans:
             p.launch(rt.stream)
-    graph = cap.graph
-    try:
+    with cap.graph as graph:
         for _ in range(warmup):
             graph.launch(rt.stream)
         return time_launches(rt, lambda: graph.launch(rt.stream), replays), graph.kernel_count
-    finally:
-        graph.close()

@@ -1,44 +1,35 @@
 """Learning kernels: forward + backward of the encoder and heads, FP32 vs TF32, TFLOP/s against a measured GEMM peak.
 
-    python -m foxc.bench learn [--backend auto|cuda|reference] [--n-backtests 1024] [--seq-len 32]
-                               [--features 40] [--iters 50] [--json FILE]
-    python -m foxc.bench learn --profile [--profile-steps A:B] [--precision f32|tf32] [--out DIR]
-
-Each part (encoder, heads, optimizer, the whole step) is captured into a CUDA graph and
-replayed; times are CUDA-event times per replay. The peak is this repository's own best GEMM
-(linear_fwd_<precision>) on a square problem (4096^3 on a GPU); FLOPs count the matrix
-products only (2 M N K each), not the scan, softmaxes or losses.
-
-With --profile and/or --profile-steps it runs the learner's step eagerly instead, steps
-0..B: --profile-steps opens the cuProfilerStart/Stop window on steps A..B (for nsys and
-ncu, see tools/ncu_kernel.sh), --profile prints the per-kernel event table of those steps
-and writes DIR/profile.json.
+Each part (encoder, heads, optimizer, the whole step) is captured into a graph and replayed, timed by events.
+The peak is foxc's own GEMM (linear_fwd_<precision>) on a square problem (4096^3 on a GPU); FLOPs count the
+matrix products only (2 M N K each). With --profile and/or --profile-steps A:B it runs learner steps 0..B
+eagerly instead: --profile-steps opens the cuProfilerStart/Stop window on steps A..B (nsys, ncu), --profile
+prints the per-kernel event table of those steps and writes OUT/profile.json.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..agent.layout import N_POSITION_FEATURES
-from ..cli import PathArg, UserError, output_dir, positive_int
+from ..cli import PathArg, UserError, output_dir, positive_int, text_table as table
 from ..isv import IsvBus
 from ..nn import matmul, model
 from ..nn.heads import N_ACTIONS, Q_OUTPUTS
 from ..nn.layout import N_PERCEPTION
 from ..profile import KernelProfiler, ProfilerWindow, add_profile_args, profile_window
 from . import harness
-from ..cli import text_table as table
 from .report import write_json
+
+ENCODERS = {"auto": None, "fused": True, "separate": False}
 
 
 def encoder_flops(B, K, F, D) -> float:
-    rows = K * B
-    return 2.0 * (2 * rows * F * 4 * D + 3 * B * D * D)  # fwd + dW of the input projection; out fwd, dW, dX
+    return 2.0 * (2 * K * B * F * 4 * D + 3 * B * D * D)  # fwd + dW of the input projection; out fwd, dW, dX
 
 
 def heads_flops(B, D, R=model.RL_HIDDEN) -> float:
-    """The perception head on h, and the RL heads on the state: the shared layer three times (s_t, and
-    s_tp1 online and target), then q, q_next, pi, v, v_next; backward: dW of every trained head,
-    dz of the shared layer from Q, dh of the perception head."""
+    """Forward: the perception head on h, the shared layer three times (s_t, s_tp1 online and target), then
+    q, q_next, pi, v, v_next; backward: dW of every trained head, dz of the shared layer, dh of perception."""
     S = D + N_POSITION_FEATURES
     fwd = 2 * B * (D * N_PERCEPTION + 3 * S * R + R * (2 * Q_OUTPUTS + N_ACTIONS + 2))
     bwd = 2 * B * (2 * D * N_PERCEPTION + S * R + R * (2 * Q_OUTPUTS + N_ACTIONS + 1))
@@ -46,17 +37,15 @@ def heads_flops(B, D, R=model.RL_HIDDEN) -> float:
 
 
 def time_plans(rt, plans, iters: int) -> tuple[float, int]:
-    """(milliseconds per run of `plans`, kernels in it): a captured graph replayed `iters` times."""
+    """(ms per replay, kernels) of `plans` as a graph."""
     t, kernels = harness.time_graph(rt, plans, iters)
     return t.gpu_ms / iters, kernels
 
 
 def peak_tflops(rt, precision: str, n: int, iters: int) -> float:
     rng = np.random.default_rng(0)
-    x = rt.device_array((n, n), np.float32, "peak_x")
-    w = rt.device_array((n, n), np.float32, "peak_w")
+    x, w, y = (rt.device_array((n, n), np.float32, f"peak_{a}") for a in "xwy")
     b = rt.device_array(n, np.float32, "peak_b")
-    y = rt.device_array((n, n), np.float32, "peak_y")
     x.upload(rng.standard_normal((n, n)).astype(np.float32))
     w.upload(rng.standard_normal((n, n)).astype(np.float32))
     b.upload(np.zeros(n, np.float32))
@@ -64,6 +53,13 @@ def peak_tflops(rt, precision: str, n: int, iters: int) -> float:
     for a in (x, w, b, y):
         a.close()
     return 2.0 * n ** 3 / (ms * 1e-3) / 1e12
+
+
+def make_learner(rt, isv, shape, precision: str, encoder: str):
+    learner = model.Learner(rt, isv, *shape, precision, fused_encoder=ENCODERS[encoder])
+    learner.params.init(np.random.default_rng(1))
+    learner.load_inputs(learner.random_inputs(np.random.default_rng(2)))
+    return learner
 
 
 def main(argv=None) -> int:
@@ -83,42 +79,35 @@ def main(argv=None) -> int:
     return harness.run(ap, argv, _main, check=_check_out)
 
 
-ENCODERS = {"auto": None, "fused": True, "separate": False}
-
-
 def _check_out(args):
-    """--out only with --profile (it writes profile.json), --precision only with a profile (the benchmark times
-    both otherwise): not ignored."""
+    """--out and --precision set what a profile runs: refused without one, not ignored."""
     if args.out is not None and not args.profile:
         raise UserError(f"--out {args.out}: only with --profile (it says where profile.json goes)")
     if args.precision is not None and not (args.profile or args.profile_steps):
         raise UserError(f"--precision {args.precision}: only with --profile or --profile-steps (without them the "
-                         "benchmark times both precisions)")
-    args.out = "." if args.out is None else args.out
-    args.precision = args.precision or "f32"
+                        "benchmark times both precisions)")
+    args.out, args.precision = args.out or ".", args.precision or "f32"
     if args.profile:
         output_dir("--out", args.out)
 
 
 def _main(args, rt) -> int:
     if rt.backend == "cuda":
-        B, K, F, D, iters, peak_n = args.n_backtests, args.seq_len, args.features, model.HIDDEN_DIM, args.iters, 4096
+        shape, iters, peak_n = (args.n_backtests, args.seq_len, args.features, model.HIDDEN_DIM), args.iters, 4096
     else:  # numpy: tiny shapes, a smoke run
-        B, K, F, D, iters, peak_n = 8, 4, 6, 16, 2, 64
+        shape, iters, peak_n = (8, 4, 6, 16), 2, 64
+    B, K, F, D = shape
     isv = IsvBus(rt, device_resident=True)  # as in the trainer: kernels read device memory
     if args.profile or args.profile_steps:
-        return profile_step(rt, isv, args, B, K, F, D)
+        return profile_step(rt, args, make_learner(rt, isv, shape, args.precision, args.encoder), shape)
     rows, peaks = [], {}
     for precision in matmul.PRECISIONS:
         peaks[precision] = peak_tflops(rt, precision, peak_n, iters)
-        learner = model.Learner(rt, isv, B, K, F, D, precision, fused_encoder=ENCODERS[args.encoder])
-        learner.params.init(np.random.default_rng(1))
-        learner.load_inputs(learner.random_inputs(np.random.default_rng(2)))
+        learner = make_learner(rt, isv, shape, precision, args.encoder)
         enc = learner.encoder
-        head_plans = learner.heads  # the perception head's forward runs in the RL heads' narrow launch
-        # the fwd+bwd rows run their dW passes; the sum of every pass's splits is its own row
+        # the perception head's forward runs in the RL heads' launch; each pass's dW splits sum in their own row
         parts = [("encoder fwd+bwd", enc.forward + enc.backward, encoder_flops(B, K, F, D)),
-                 ("heads fwd+bwd", head_plans, heads_flops(B, D)),
+                 ("heads fwd+bwd", learner.heads, heads_flops(B, D)),
                  ("gradient splits", [learner.partials], 0.0),
                  ("optimizer", learner.update, 0.0),
                  ("whole step", learner.step, encoder_flops(B, K, F, D) + heads_flops(B, D))]
@@ -129,8 +118,7 @@ def _main(args, rt) -> int:
                          "gflop": round(flops / 1e9, 3), "tflops": round(tflops, 3),
                          "pct_of_peak": round(100 * tflops / peaks[precision], 1) if flops else ""})
     print(f"backend {rt.backend}: {rt.device_name}; B={B} K={K} F={F} D={D}")
-    print("measured peak (own GEMM, %d^3): " % peak_n
-          + ", ".join(f"{p} {v:.2f} TFLOP/s" for p, v in peaks.items()))
+    print(f"measured peak (own GEMM, {peak_n}^3): " + ", ".join(f"{p} {v:.2f} TFLOP/s" for p, v in peaks.items()))
     print(table(rows, ["precision", "what", "kernels", "ms", "gflop", "tflops", "pct_of_peak"]))
     write_json(args.json, "learn", rt, rows, {"peak_tflops": peaks, "shape": {"B": B, "K": K, "F": F, "D": D}})
     step = {r["precision"]: r for r in rows if r["what"] == "whole step"}
@@ -140,16 +128,12 @@ def _main(args, rt) -> int:
     return 0
 
 
-def profile_step(rt, isv, args, B, K, F, D) -> int:
-    """Eager learner steps 0..B with the profiler window and/or the kernel table on the requested steps."""
-    learner = model.Learner(rt, isv, B, K, F, D, args.precision, fused_encoder=ENCODERS[args.encoder])
-    learner.params.init(np.random.default_rng(1))
-    learner.load_inputs(learner.random_inputs(np.random.default_rng(2)))
-    timed = profile_window(args)
-    window = ProfilerWindow(rt, args.profile_steps)
+def profile_step(rt, args, learner, shape) -> int:
+    """Eager learner steps 0..B with the profiler window and/or the kernel table on the steps asked for."""
+    timed, window = profile_window(args), ProfilerWindow(rt, args.profile_steps)
     last = max(w.last for w in (timed, args.profile_steps) if w is not None)
-    print(f"backend {rt.backend}: {rt.device_name}; B={B} K={K} F={F} D={D} {args.precision}; "
-          f"eager learner steps 0..{last}")
+    print(f"backend {rt.backend}: {rt.device_name}; B={shape[0]} K={shape[1]} F={shape[2]} D={shape[3]} "
+          f"{args.precision}; eager learner steps 0..{last}")
     with KernelProfiler(rt, timed) as profiler:
         for step in range(last + 1):
             window.before_step(step)
@@ -166,8 +150,7 @@ def profile_step(rt, isv, args, B, K, F, D) -> int:
             return 0
         profiler.report(args.out)
         s, top = profiler.summary(), profiler.rows()[0]
-        rows = s["kernels"]
-    write_json(args.json, "learn-profile", rt, rows, {k: v for k, v in s.items() if k != "kernels"})
+    write_json(args.json, "learn-profile", rt, s["kernels"], {k: v for k, v in s.items() if k != "kernels"})
     print(f"summary: learner step ({args.precision}) {s['gpu_ms_per_step']:.3f} ms over {s['steps']} profiled steps, "
           f"{s['launches_per_step']} launches; top {top['kernel']} {100 * top['share']:.1f}% ({rt.backend})")
     return 0

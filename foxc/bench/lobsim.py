@@ -1,26 +1,19 @@
 """LOB simulator throughput: environment steps per second (book + fill + PnL + cursors), eager and as a graph.
 
-    python -m foxc.bench lobsim [--backend auto|cuda|reference] [--n-backtests B] [--steps S] [--json FILE]
-
-Every backtest gets a fresh random action each step (copied on the device from a
-pool of ACTION_POOL random action arrays), so fills happen often: a stress case,
-not a steady state. A graph holds ACTION_POOL whole steps and is replayed.
+Every backtest gets a fresh random action each step (copied on the device from a pool of ACTION_POOL), so
+fills happen often: a stress case, not a steady state. A graph holds ACTION_POOL whole steps.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..cli import int_at_least, positive_int
+from ..cli import int_at_least, positive_int, text_table as table
 from ..lobsim.books import random_books
 from ..lobsim.env import LobEnv
 from . import harness
-from ..cli import text_table as table
 from .report import write_json
 
-SIZES = (1024, 16384, 65536)
-ACTION_POOL = 8
-SNAPSHOTS = 50_000
-EPISODE_LEN = 2_000
+SIZES, ACTION_POOL, SNAPSHOTS, EPISODE_LEN = (1024, 16384, 65536), 8, 50_000, 2_000
 
 
 def bench_size(rt, snaps, n: int, steps: int, rng) -> list[dict]:
@@ -28,11 +21,10 @@ def bench_size(rt, snaps, n: int, steps: int, rng) -> list[dict]:
     env.reset(1)
     pool = rt.device_array((ACTION_POOL, n), np.int32, "bench.actions")
     pool.upload(rng.integers(0, 5, (ACTION_POOL, n)).astype(np.int32))
-    nbytes = n * 4
 
     def one_round():
         for k in range(ACTION_POOL):
-            rt.copy_dtod(env.sim.actions.ptr, pool.at(k * n), nbytes)
+            rt.copy_dtod(env.sim.actions.ptr, pool.at(k * n), n * 4)
             env.launch_step(rt.stream)
 
     rounds = max(1, steps // ACTION_POOL)
@@ -49,8 +41,7 @@ def bench_size(rt, snaps, n: int, steps: int, rng) -> list[dict]:
                      "us_per_step": round(t.wall_s / done * 1e6, 2),
                      "gpu_us_per_step": round(t.gpu_ms / done * 1e3, 2) if rt.backend == "cuda" else "",
                      "env_steps_per_s": f"{n * done / t.wall_s:.3e}"})
-    stats = env.sim.stats()
-    rows[-1]["trades"] = stats["trades"]
+    rows[-1]["trades"] = env.sim.stats()["trades"]
     graph.close()
     pool.close()
     env.close()
@@ -66,9 +57,7 @@ def main(argv=None) -> int:
 
 
 def _main(args, rt) -> int:
-    sizes = args.n_backtests or list(SIZES)
-    steps = args.steps
-    n_snaps = SNAPSHOTS
+    sizes, steps, n_snaps = args.n_backtests or list(SIZES), args.steps, SNAPSHOTS
     if rt.backend != "cuda":  # numpy runs every backtest on the CPU: keep the smoke test small
         sizes = [min(s, 256) for s in sizes]
         steps = min(steps, 2 * ACTION_POOL)

@@ -1,11 +1,7 @@
 """GPU prioritized replay: one push+flush+sample+next-state+update step, eager and graph; sampling vs a peer.
 
-    python -m foxc.bench replay [--backend auto|cuda|reference] [--n-backtests B] [--per-capacity C] [--profile]
-                                [--timeline] [--json FILE]
-
-The peer is TorchRL's PrioritizedReplayBuffer on the GPU when torch and torchrl
-import, else the numpy sum-tree below; both are timed in the same run, on the
-same capacity, batch and priorities, gathering h_t and h_tp1 like ours does.
+The peer is TorchRL's PrioritizedReplayBuffer on the GPU when torch and torchrl import, else the numpy sum-tree
+below; both are timed in the same run, on the same capacity, batch and priorities, gathering h_t and h_tp1.
 """
 from __future__ import annotations
 
@@ -15,15 +11,15 @@ import numpy as np
 
 from ..cli import int_at_least, positive_int, power_of_two, text_table as table
 from ..isv import IsvBus
-from .cupti import CuptiError, CuptiUnavailable, replay_timeline, trace_replays
 from ..nn.model import STATE_DIM
-from ..replay import ReplayBuffer
-from ..replay.layout import MAX_BATCH, MAX_CAPACITY, MAX_BACKTESTS
-from . import harness
-from .report import write_json
 from ..profile import KernelProfiler
+from ..replay import ReplayBuffer
+from ..replay.layout import MAX_BACKTESTS, MAX_BATCH, MAX_CAPACITY
+from . import harness
+from .cupti import TIMELINE_COLUMNS, trace_graph
+from .report import write_json
 
-GOAL_GRAPH_US = 25.0  # issue 18: the replay step as a graph (issue 5 asked for 60)
+GOAL_GRAPH_US = 25.0  # the replay step as a graph
 
 
 class NumpySumTree:
@@ -54,13 +50,12 @@ class NumpySumTree:
             node = 2 * node + right
         index = node - self.capacity
         prob = self.tree[node] / root
-        weight = (prob.min() / prob) ** beta
-        return index, weight, self.h_t[index], self.h_tp1[index]
+        return index, (prob.min() / prob) ** beta, self.h_t[index], self.h_tp1[index]
 
 
 def _fill(rb: ReplayBuffer, rng, steps: int):
+    e, s = rb.n_backtests, rb.batch
     for _ in range(steps):
-        e, s = rb.n_backtests, rb.batch
         rb.inputs["h_t"].upload(rng.standard_normal((e, STATE_DIM)).astype(np.float32))
         rb.inputs["h_tp1"].upload(rng.standard_normal((e, STATE_DIM)).astype(np.float32))
         rb.inputs["reward"].upload(rng.standard_normal(e).astype(np.float32))
@@ -71,13 +66,13 @@ def _fill(rb: ReplayBuffer, rng, steps: int):
 
 
 def _timed(rt, launch, reps: int) -> tuple[float, float]:
-    """(device us, wall us) per repetition, after one untimed."""
+    """(device µs, wall µs) per repetition, after one untimed."""
     launch()
     t = harness.time_launches(rt, launch, reps)
     return t.gpu_ms * 1e3 / reps, t.wall_s * 1e6 / reps
 
 
-def _torchrl_peer(capacity: int, batch: int, priorities: np.ndarray, reps: int):
+def _torchrl_peer(capacity: int, batch: int, priorities: np.ndarray, reps: int) -> float:
     """Samples/s of TorchRL's PrioritizedReplayBuffer on the GPU, or raise why it cannot run."""
     import torch
     from tensordict import TensorDict
@@ -87,9 +82,8 @@ def _torchrl_peer(capacity: int, batch: int, priorities: np.ndarray, reps: int):
     dev = torch.device("cuda")
     rb = PrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=LazyTensorStorage(capacity, device=dev),
                                  batch_size=batch)
-    data = TensorDict({"h_t": torch.randn(capacity, STATE_DIM, device=dev),
-                       "h_tp1": torch.randn(capacity, STATE_DIM, device=dev)}, batch_size=[capacity])
-    rb.extend(data)
+    rb.extend(TensorDict({"h_t": torch.randn(capacity, STATE_DIM, device=dev),
+                          "h_tp1": torch.randn(capacity, STATE_DIM, device=dev)}, batch_size=[capacity]))
     rb.update_priority(torch.arange(capacity), torch.as_tensor(priorities, dtype=torch.float32))  # its trees are FP32
     for _ in range(3):
         rb.sample()
@@ -99,6 +93,26 @@ def _torchrl_peer(capacity: int, batch: int, priorities: np.ndarray, reps: int):
         rb.sample()
     torch.cuda.synchronize()
     return batch * reps / (time.perf_counter() - t0)
+
+
+def _numpy_peer(capacity: int, batch: int, priorities: np.ndarray, reps: int) -> float:
+    tree = NumpySumTree(capacity)
+    tree.set_priorities(np.arange(capacity), priorities)
+    tree.sample(batch, 0.4)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        tree.sample(batch, 0.4)
+    return batch * reps / (time.perf_counter() - t0)
+
+
+def graph_timeline(rt, graph, reps: int) -> str:
+    """The replayed graph's kernels with each's median start and end (µs) as a table; or why not."""
+    traced = trace_graph(lambda: graph.launch(rt.stream), rt.stream.synchronize, reps) if rt.backend == "cuda" \
+        else {"busy_unmeasured": f"{rt.backend} backend: no GPU kernels"}
+    if "busy_unmeasured" in traced:
+        return f"timeline: not traced ({traced['busy_unmeasured']})"
+    return (f"timeline of the graph (µs from a replay's first kernel, medians of {reps} replays; "
+            f"traced {traced['traced_ms'] * 1e3:.1f} µs a replay):\n" + table(traced["timeline"], TIMELINE_COLUMNS))
 
 
 def main(argv=None) -> int:
@@ -117,30 +131,14 @@ def main(argv=None) -> int:
     return harness.run(ap, argv, _main)
 
 
-def graph_timeline(rt, graph, reps: int) -> str:
-    """The replayed graph's kernels, each's median start and end (µs), as a table; or why not."""
-    if rt.backend != "cuda":
-        return f"timeline: not traced ({rt.backend} backend: no GPU kernels)"
-    try:
-        timed, per_replay, span, _ = trace_replays(lambda: graph.launch(rt.stream), rt.stream.synchronize, 10, reps)
-    except (CuptiUnavailable, CuptiError) as e:
-        return f"timeline: not traced ({e})"
-    return (f"timeline of the graph (µs from a replay's first kernel, medians of {reps} replays; "
-            f"traced {(span[1] - span[0]) / reps / 1e3:.1f} µs a replay):\n"
-            + table(replay_timeline(timed, per_replay), ["start_us", "end_us", "us", "kernel"]))
-
-
 def _main(args, rt) -> int:
     cuda = rt.backend == "cuda"
-    n_backtests = args.n_backtests or (1024 if cuda else 32)
+    batch = n_backtests = args.n_backtests or (1024 if cuda else 32)
     capacity = args.per_capacity or (65_536 if cuda else 512)
     reps = args.reps or (500 if cuda else 5)
-    batch = n_backtests
     isv = IsvBus(rt, device_resident=True)  # as in the trainer: kernels read device memory
     rb = ReplayBuffer(rt, isv, capacity=capacity, n_backtests=n_backtests, batch=batch, width=STATE_DIM, seed=0)
-    rng = np.random.default_rng(0)
-    _fill(rb, rng, capacity // n_backtests + 2 + int(isv["n_step"]))  # full before capture (DESIGN §9)
-    filled = rb.length()
+    _fill(rb, np.random.default_rng(0), capacity // n_backtests + 2 + int(isv["n_step"]))  # full before capture
 
     eager_dev, eager_wall = _timed(rt, rb.step, reps)
     if args.profile:
@@ -160,8 +158,7 @@ def _main(args, rt) -> int:
     ours = batch / (sample_wall * 1e-6)
 
     leaves = rb.export_state()["tree"][capacity:]
-    peer_name, peer_note = "numpy sum-tree", ""
-    peer = None
+    peer_name, peer_note, peer = "numpy sum-tree", "", None
     if args.peer == "auto" and cuda:
         try:
             peer = _torchrl_peer(capacity, batch, leaves, reps)
@@ -169,16 +166,7 @@ def _main(args, rt) -> int:
         except Exception as e:  # any import or runtime failure falls back, with the reason printed
             peer_note = f" (TorchRL not used: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
     if peer is None:
-        tree = NumpySumTree(capacity)
-        tree.set_priorities(np.arange(capacity), leaves)
-        tree.sample(batch, 0.4)
-        t0 = time.perf_counter()
-        peer_reps = max(3, reps // 10)
-        for _ in range(peer_reps):
-            tree.sample(batch, 0.4)
-        peer = batch * peer_reps / (time.perf_counter() - t0)
-    ratio = ours / peer
-
+        peer = _numpy_peer(capacity, batch, leaves, max(3, reps // 10))
     rows = [
         {"what": f"step eager ({rb.launches_per_step} launches)", "count": reps,
          "device_us": round(eager_dev, 2), "wall_us": round(eager_wall, 2)},
@@ -188,14 +176,14 @@ def _main(args, rt) -> int:
         {"what": f"peer: {peer_name}", "count": "", "samples_per_s": round(peer)},
     ]
     print(f"backend {rt.backend}: {rt.device_name}")
-    print(f"B={n_backtests} backtests, batch {batch}, capacity {capacity} ({filled} filled), n_step {int(isv['n_step'])}")
+    print(f"B={n_backtests} backtests, batch {batch}, capacity {capacity} ({rb.length()} filled), "
+          f"n_step {int(isv['n_step'])}")
     print(table(rows, ["what", "count", "device_us", "wall_us", "samples_per_s"]))
     write_json(args.json, "replay", rt, rows, {"n_backtests": n_backtests, "batch": batch, "capacity": capacity,
-                                               "peer": peer_name, "sampling_ratio": ratio})
+                                               "peer": peer_name, "sampling_ratio": ours / peer})
     goal = "meets" if graph_wall <= GOAL_GRAPH_US else "misses"
     print(f"summary: replay step {graph_wall:.1f} us as a graph ({goal} the {GOAL_GRAPH_US:.0f} us goal), "
-          f"{eager_wall:.1f} us eager; sampling {ratio:.2f}x {peer_name}{peer_note} ({rt.backend})")
-    cap.graph.close()
-    cap_sample.graph.close()
-    rb.close()
+          f"{eager_wall:.1f} us eager; sampling {ours / peer:.2f}x {peer_name}{peer_note} ({rt.backend})")
+    for closing in (cap.graph, cap_sample.graph, rb):
+        closing.close()
     return 0

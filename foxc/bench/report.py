@@ -1,4 +1,4 @@
-"""Printing benchmark tables and writing their JSON."""
+"""A benchmark's JSON record: its rows with backend, device, host, commit and time."""
 from __future__ import annotations
 
 import json
@@ -21,9 +21,8 @@ def git_commit() -> str:
 
 
 def write_json(path: str | None, name: str, rt, rows: list[dict], extra: dict | None = None):
-    if not path:
-        return
-    record = {"benchmark": name, "backend": rt.backend, "device": rt.device_name,
-              "host": platform.node(), "commit": git_commit(),
-              "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": rows, **(extra or {})}
-    Path(path).write_text(json.dumps(record, indent=1) + "\n")
+    if path:
+        Path(path).write_text(json.dumps(
+            {"benchmark": name, "backend": rt.backend, "device": rt.device_name, "host": platform.node(),
+             "commit": git_commit(), "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": rows,
+             **(extra or {})}, indent=1) + "\n")

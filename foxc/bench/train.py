@@ -1,40 +1,12 @@
 """The whole training step: steps/s eager and as one CUDA graph, GPU time, host cost per step, a roofline.
 
-    python -m foxc.bench train [--backend auto|cuda|reference] [--n-backtests 256,1024,4096] [--steps N]
-                               [--seq-len K] [--per-capacity C] [--precision f32|tf32] [--busy [--timeline]]
-                               [--json FILE]
-
-Per batch size B: a trainer on the default synthetic market, set up by the run pipeline
-(`foxc.trainer.session.run_data`, as `python -m foxc.train` does), runs eagerly until the replay
-buffer is full (ceil(per_capacity / B) + n_step steps), then `steps` more eager steps are timed on
-the full buffer; then the step is captured once and `steps` graph replays are timed with events.
-
---timeline (implies --busy) prints the same replays as a timeline: each kernel of the step (`name#i`, the
-i-th launch of that name) with its median start and end, in µs after the replay's first kernel, and its
-median duration; kernels that overlap ran beside each other in the graph's lanes.
-
-GPU busy, with --busy: `steps` more graph replays (after BUSY_WARMUP untimed ones) run inside a
-CUPTI kernel-activity trace (`foxc/bench/cupti.py`, ctypes; cuda-python binds no CUPTI). `gpu_busy`
-= the union of the kernels' [start, end) intervals, as the GPU timed them, over the host's span
-around the replays (CUPTI's clock read after a synchronize before the first launch and after the
-last synchronize, so idle time at either end counts as idle); `kernel_ms` = the kernels' summed
-durations per step (kernels only: the graph's copy nodes, `copy_nodes` in the JSON, are not
-counted); `traced_ms` = that span per step (the tracer's own cost shows as traced_ms
-above the graph step). The figures are refused, never estimated, when libcupti does not load, when
-a record is dropped or untimed, or when the records are not exactly replays x the graph's kernels:
-`busy: not measured (reason)` is printed instead. --busy is off by default, so the other columns
-are measured without a profiler in the process (with it, every B after the first is timed with
-libcupti loaded, its activity disabled). `event_ms`
-is the sum of per-kernel event times in a profiled eager pass (an event between every two
-launches, PROFILED times, each queued behind LEAD graph replays so the launches run back to
-back): it includes every event's and launch's own gap, so it is an upper bound of the step's
-kernel time, and on the H200 it exceeds the graph step's wall time. `gpu_ms_per_step` is the
-event span of the graph replays (the GPU's time per step, idle gaps included).
-Host-bound share (eager) = 1 - graph GPU time per step / eager wall per step. The roofline line
-gives the step's matrix FLOPs (as `bench learn` counts them, plus the acting heads), the rate
-achieved, the kernel time (CUPTI's kernel_ms with --busy, and the FLOP rate within it; else the
-event_ms upper bound), and the launch floor: a graph of as many trivial kernels as the step has, replayed.
-The checkpoint of the B=1,024 trainer is saved and loaded once and timed.
+Per B: a trainer on the default synthetic market set up as `python -m foxc.train` does runs eagerly until the
+replay buffer is full, then `--steps` eager steps and `--steps` graph replays are timed. `event_ms`: per-kernel
+event times of eager passes queued behind LEAD graph replays (an upper bound of kernel time). --busy replays
+the graph under a CUPTI kernel trace (gpu_busy, kernel_ms, traced_ms, top kernels; refused, never estimated,
+when the records are not exactly whole replays); --timeline (implies --busy) prints each kernel's median start
+and end within a replay. The roofline line: the step's matrix FLOPs, the kernel time, and the launch floor (a
+graph of as many trivial kernels, replayed). docs/guide/benchmarks.md says more.
 """
 from __future__ import annotations
 
@@ -45,24 +17,21 @@ from pathlib import Path
 import numpy as np
 
 from .. import vec
-from ..cli import positive_int, positive_ints
+from ..cli import positive_int, positive_ints, text_table as table
 from ..data.features import FEATURES
 from ..nn import model
 from ..nn.heads import Q_OUTPUTS
 from ..profile import KernelProfiler
-from .cupti import CuptiError, CuptiUnavailable, busy_fraction, kernel_summary, replay_timeline, trace_replays
 from ..trainer.config import TrainConfig
 from ..trainer.run import Trainer
 from ..trainer.session import run_data
 from . import harness
+from .cupti import TIMELINE_COLUMNS, trace_graph
 from .learn import encoder_flops, heads_flops
-from ..cli import text_table as table
 from .report import write_json
-
 
 PROFILED, LEAD = 10, 30  # profiled steps, each behind LEAD graph replays (~20 ms of GPU work at B=1,024)
 BUSY_WARMUP = 10  # traced replays before the timed ones: CUPTI sets itself up on the first
-TOP_KERNELS = 12
 
 
 def step_flops(B: int, K: int) -> float:
@@ -84,24 +53,15 @@ def event_ms(rt, t: Trainer) -> float:
 
 
 def traced_busy(rt, t: Trainer, steps: int) -> dict:
-    """gpu_busy, kernel_ms and the top kernels of `steps` graph replays under a CUPTI kernel trace;
-    {"busy_unmeasured": reason} when CUPTI cannot give them exactly."""
+    """cupti.trace_graph of `steps` replays of the trainer's graph, and its copy nodes (not traced)."""
     def replay():
         t.graph.launch(rt.stream)
         t.steps_done += 1
 
-    try:
-        timed, traced_per_replay, span, library = trace_replays(replay, rt.stream.synchronize, BUSY_WARMUP, steps)
-    except (CuptiUnavailable, CuptiError) as e:
-        return {"busy_unmeasured": f"{e} ({t.graph.kernel_count} kernel nodes a replay)"}
-    kernel_ns = sum(k.end - k.start for k in timed)
-    top = [{"name": r["name"], "per_step": r["count"] / steps, "ms_per_step": round(r["total_ns"] / steps / 1e6, 4),
-            "share": round(r["total_ns"] / kernel_ns, 3)} for r in kernel_summary(timed)[:TOP_KERNELS]]
-    return {"gpu_busy": round(busy_fraction([(k.start, k.end) for k in timed], span), 3),
-            "timeline": replay_timeline(timed, traced_per_replay),
-            "kernel_ms": round(kernel_ns / steps / 1e6, 4), "traced_ms": round((span[1] - span[0]) / steps / 1e6, 4),
-            "top_kernels": top, "copy_nodes": t.graph.node_count() - t.graph.kernel_count, "cupti": library,
-            "kernels_traced": traced_per_replay}
+    row = trace_graph(replay, rt.stream.synchronize, steps, BUSY_WARMUP)
+    if "busy_unmeasured" in row:
+        return {"busy_unmeasured": f"{row['busy_unmeasured']} ({t.graph.kernel_count} kernel nodes a replay)"}
+    return {**row, "copy_nodes": t.graph.node_count() - t.graph.kernel_count}
 
 
 def launch_floor_ms(rt, kernels: int, replays: int) -> float:
@@ -116,34 +76,15 @@ def launch_floor_ms(rt, kernels: int, replays: int) -> float:
 def bench_one(rt, cfg: TrainConfig, data, steps: int, checkpoint_dir=None, busy: bool = False) -> dict:
     B = cfg.n_backtests
     t = Trainer(rt, cfg, data.market, data.labels, checkpoint_dir, data.source)
-    stream = rt.stream
     t.use_graph = False  # eager until the timed eager steps have run on a full buffer
     while t.steps_done < t.capture_after:  # untimed warm-up: the buffer fills
         t.step()
-    stream.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        t.step()
-    stream.synchronize()
-    eager_wall = (time.perf_counter() - t0) / steps
-
+    eager_wall = harness.time_launches(rt, t.step, steps).wall_s / steps
     t.capture()
-    t.graph.launch(stream)  # the captured step runs once before timing
-    t.steps_done += 1
-    stream.synchronize()
-    start, end = rt.event("start"), rt.event("end")
-    host = 0.0
-    start.record(stream)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        h0 = time.perf_counter()
-        t.graph.launch(stream)
-        host += time.perf_counter() - h0
-    end.record(stream)
-    stream.synchronize()
-    graph_wall = (time.perf_counter() - t0) / steps
-    gpu = start.elapsed_ms(end) * 1e-3 / steps
-    t.steps_done += steps
+    t.graph.launch(rt.stream)  # the captured step runs once before timing
+    timed = harness.time_launches(rt, lambda: t.graph.launch(rt.stream), steps)
+    graph_wall, gpu, host = timed.wall_s / steps, timed.gpu_ms * 1e-3 / steps, timed.host_s
+    t.steps_done += steps + 1
     p0 = time.perf_counter()
     frames = t.ts.diagnostics.poll()
     poll = (time.perf_counter() - p0) / max(len(frames), 1)
@@ -152,12 +93,8 @@ def bench_one(rt, cfg: TrainConfig, data, steps: int, checkpoint_dir=None, busy:
     events_ms = event_ms(rt, t) if on_gpu else None
     floor_ms = launch_floor_ms(rt, kernels, steps) if on_gpu else None
     flops = step_flops(B, cfg.seq_len)
-    if not busy:
-        busy_row = {"busy_unmeasured": "--busy not given"}
-    elif on_gpu:
-        busy_row = traced_busy(rt, t, steps)
-    else:
-        busy_row = {"busy_unmeasured": f"{rt.backend} backend: no GPU kernels to trace"}
+    busy_row = (traced_busy(rt, t, steps) if busy and on_gpu else {"busy_unmeasured": "--busy not given" if not busy
+                else f"{rt.backend} backend: no GPU kernels to trace"})
     row = {
         "B": B, "kernels": kernels, "eager_sps": round(1 / eager_wall, 1),
         "graph_sps": round(1 / graph_wall, 1), "speedup": round(eager_wall / graph_wall, 2),
@@ -225,7 +162,7 @@ def _main(args, rt) -> int:
     for r in rows if args.timeline else []:
         if "timeline" in r:
             print(f"timeline B={r['B']} (µs from the replay's first kernel, medians of {steps} replays):")
-            print(table(r["timeline"], ["start_us", "end_us", "us", "kernel"]))
+            print(table(r["timeline"], TIMELINE_COLUMNS))
     for r in rows if rt.backend == "cuda" else []:
         step_ms = 1e3 / r["graph_sps"]
         if "kernel_ms" in r:  # CUPTI's kernel time: the FLOP rate of the kernels themselves too

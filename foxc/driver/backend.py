@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .api import Runtime
 from .device import Device, probe_device
 from .errors import CudaError
+from .runtime import Runtime
 
 BACKENDS = ("auto", "cuda", "reference")
 

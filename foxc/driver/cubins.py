@@ -1,10 +1,9 @@
 """The prebuilt cubins: where they live, which architecture a device loads, and the checks that bind a
 `KernelSpec` to its kernel when either backend loads it.
 
-Kernels are bound by name: tools/build_cubins.py stores each `extern "C" __global__` signature, parsed
-from its CUDA source, in the manifest, and `check_spec` compares it with the KernelSpec by parameter
-name and type. `cuFuncGetParamInfo` sees only offsets and sizes, so two swapped pointers or a renamed
-parameter pass it (`verify_params`, CUDA only); by name and type they do not.
+tools/build_cubins.py stores each kernel's C signature, parsed from its source, in the manifest; `check_spec`
+compares a KernelSpec with it by parameter name and type (`cuFuncGetParamInfo` sees only offsets and sizes, so
+two swapped pointers or a renamed parameter would pass `verify_params`, the CUDA backend's check of the cubin).
 """
 from __future__ import annotations
 
@@ -32,14 +31,12 @@ def shipped_archs() -> list[str]:
 
 
 def pick_arch(major: int, minor: int, archs: list[str] | None = None) -> str:
-    """The newest shipped arch of the device's major version not above it: a cubin for sm_XY runs on
-    devices of major X with minor >= Y."""
+    """The newest shipped arch of the device's major version not above it (sm_XY runs on X.Y and later X.*)."""
     archs = shipped_archs() if archs is None else archs
     fits = [a for a in archs if int(a[3:]) // 10 == major and int(a[3:]) % 10 <= minor]
     if not fits:
-        raise CudaError(
-            f"no prebuilt cubin fits this GPU (compute capability {major}.{minor}); "
-            f"foxc ships {', '.join(archs) or 'none'}. Rebuild with tools/build_cubins.py --arch sm_{major}{minor}")
+        raise CudaError(f"no prebuilt cubin fits this GPU (compute capability {major}.{minor}); foxc ships "
+                        f"{', '.join(archs) or 'none'}. Rebuild with tools/build_cubins.py --arch sm_{major}{minor}")
     return max(fits, key=lambda a: int(a[3:]))
 
 
@@ -54,8 +51,7 @@ def load_manifest() -> dict:
 
 
 def read_manifest(path: Path) -> dict:
-    """The manifest at `path`; one damaged (not JSON, not MANIFEST_SHAPE) is a JsonFileError naming it, the field
-    and the remedy."""
+    """The manifest at `path`; a damaged one is a JsonFileError naming it, the field and the remedy."""
     try:
         manifest = read_json(path)
         if problem := shape_problem(manifest, MANIFEST_SHAPE):
@@ -81,38 +77,30 @@ def _manifest_signatures() -> dict[str, dict]:
 
 
 def check_spec(spec: KernelSpec) -> None:
-    """Refuse a KernelSpec whose parameters differ, by name or type, from its kernel's C signature."""
-    signatures = _manifest_signatures().get(spec.module)
-    if signatures is None:
-        raise CudaError(f"kernel {spec.name}: the manifest has no signatures for cuda/{spec.module}.cu "
-                        "(rebuild with tools/build_cubins.py)")
-    source = signatures.get(spec.name)
+    """ValueError when `spec`'s parameters differ, by name or type, from its kernel's C signature."""
+    source = (_manifest_signatures().get(spec.module) or {}).get(spec.name)
     if source is None:
-        raise CudaError(f"kernel {spec.name}: no such kernel in cuda/{spec.module}.cu")
+        raise ValueError(f"kernel {spec.name}: not in the manifest's cuda/{spec.module}.cu (tools/build_cubins.py)")
     declared = [[p.name, p.kind.name] for p in spec.params]
-    if declared == source:
-        return
     wrong = [f"parameter {i} is {s[1]} '{s[0]}' in the source, {d[1]} '{d[0]}' in the KernelSpec"
              for i, (s, d) in enumerate(zip(source, declared)) if s != d]
     if len(source) != len(declared):
         wrong.append(f"the source has {len(source)} parameters, the KernelSpec {len(declared)}")
-    raise CudaError(f"kernel {spec.name} ({spec.module}): " + "; ".join(wrong))
+    if wrong:
+        raise ValueError(f"kernel {spec.name} ({spec.module}): " + "; ".join(wrong))
 
 
 def verify_params(spec: KernelSpec, param_info, count: int | None = None) -> None:
-    """The declaration against the cubin: `param_info(i)` gives parameter i's (offset, size), None past the end;
-    `count`, when the driver can tell it (cuFuncGetParamCount), the cubin's number of parameters. Nothing
-    probes past the last parameter (compute-sanitizer reports that call's error): without `count`, a
-    cubin with more parameters than the spec is ruled out by `check_spec`, whose source built the cubin
-    the manifest's hash pins."""
+    """The declaration against the cubin: `param_info(i)` is parameter i's (offset, size), None past the end;
+    `count` the cubin's number of parameters where the driver tells it (cuFuncGetParamCount). Nothing probes
+    past the last declared parameter (compute-sanitizer reports that call): without `count`, more parameters in
+    the cubin are ruled out by `check_spec`, whose source built the cubin the manifest's hash pins."""
     if count is not None and count != len(spec.params):
-        raise CudaError(f"kernel {spec.name} ({spec.module}): declared with {len(spec.params)} parameters, "
-                        f"but the cubin's kernel has {count}")
+        raise ValueError(f"kernel {spec.name} ({spec.module}): declared with {len(spec.params)} parameters, "
+                         f"but the cubin's kernel has {count}")
     for index in range(len(spec.params)):
         found = param_info(index)
-        if found is None:
-            raise CudaError(f"kernel {spec.name} ({spec.module}): {spec.describe_param(index)}, "
-                            f"but the cubin's kernel has only {index} parameters")
-        if tuple(found) != spec.layout[index]:
-            raise CudaError(f"kernel {spec.name} ({spec.module}): {spec.describe_param(index)}, "
-                            f"but the cubin has it at offset {found[0]}, size {found[1]}")
+        if found is None or tuple(found) != spec.layout[index]:
+            raise ValueError(f"{spec.describe_param(index)} in the KernelSpec, " + (
+                f"but the cubin's kernel has only {index} parameters" if found is None else
+                f"but the cubin has it at offset {found[0]}, size {found[1]}"))

@@ -1,11 +1,7 @@
-"""The CUDA backend: the device's primary context, streams and events, memory, cubins loaded on first
-use, pre-packed launch plans and graphs. Each class owns one handle (lifecycle.Owned); every driver call
-goes through `check`.
-
-A free waits for the runtime's stream first (`release`), so nothing is freed while a launch or a graph
-may still use it: foxc issues all of a runtime's work on its one stream, so waiting for that stream, not
-the whole context, is enough, and leaves other runtimes' work running.
-"""
+"""The CUDA backend: the device's primary context, streams and events, memory, cubins loaded on first use,
+pre-packed launch plans and graphs. Each class owns one handle (lifecycle.Owned); every driver call goes
+through `check`. A free waits for the runtime's stream first (`release`): all of a runtime's work goes to its
+one stream, so nothing a launch or graph may use is freed, and other runtimes' work keeps running."""
 from __future__ import annotations
 
 import ctypes
@@ -19,16 +15,16 @@ from .cubins import check_spec, cubin_path, shipped_archs, verify_params
 from .errors import CudaError, check, raise_for
 from .kernel_spec import KernelSpec, pack_slot
 from .lifecycle import Owned
-from .runtime import ArrayBase, CaptureBase, DeviceArrayBase, GraphBase, PlanBase, RuntimeBase
+from .runtime import ArrayBase, CaptureBase, DeviceArrayBase, GraphBase, PlanBase, Runtime
 
 
 _contexts = 0  # the primary contexts foxc holds retained: at 0 the driver has freed every resource they held
 
 
 def release(call: str, handle, doing: str, after: Stream | None = None):
-    """`call(handle)`, checked, after waiting for `after` (while it is open): the stream that used the resource.
-    Nothing once every context is released: the driver freed the resource with it, and a call on its stale
-    handle may crash the process (a finalizer that runs after the runtime closed)."""
+    """`call(handle)`, checked, after waiting for `after` (while open), the stream that used the resource.
+    Nothing once every context is released: the driver freed it then, and a call on a stale handle (a
+    finalizer run after the runtime closed) may crash the process."""
     if not _contexts:
         return
     if after is not None and not after._closed:
@@ -135,8 +131,8 @@ class _Pinned:
 
 
 class MappedArray(ArrayBase):
-    """Pinned host memory mapped into the device's address space (DEVICEMAP | PORTABLE): `host` is read and
-    written with no copy, and sees device writes once the writing work has completed."""
+    """Pinned host memory mapped into the device's address space (DEVICEMAP | PORTABLE); `host` sees device
+    writes once the writing work has completed."""
 
     _kind = "mapped array"
 
@@ -195,8 +191,8 @@ class Kernel:
 
 
 class LaunchPlan(PlanBase):
-    """The arguments packed once into a persistent buffer, an 8-byte slot each, with the `void**` pointing
-    into it: a launch is one `cuLaunchKernel` with no Python work per argument."""
+    """The arguments packed once into a persistent buffer, an 8-byte slot each, the `void**` pointing into it:
+    a launch is one `cuLaunchKernel` with no Python work per argument."""
 
     def __init__(self, rt, kernel, grid, block, args, shared_bytes: int = 0):
         super().__init__(kernel, grid, block, args, shared_bytes)
@@ -277,7 +273,7 @@ class Capture(CaptureBase):
         return done
 
 
-class CudaRuntime(RuntimeBase):
+class CudaRuntime(Runtime):
     backend = "cuda"
     _device_array, _mapped_array, _stream, _event, _plan, _capture = (DeviceArray, MappedArray, Stream, Event,
                                                                       LaunchPlan, Capture)
@@ -298,8 +294,8 @@ class CudaRuntime(RuntimeBase):
         return module.kernel(spec)
 
     def _residency_shared(self, kernel: Kernel, shared_bytes: int, per_sm: int) -> int:
-        """Pad the block's dynamic shared memory past 1 / (per_sm + 1) of an SM's (minus the block's static and
-        the driver's reserved share), so per_sm + 1 blocks never fit; above 48 KB the kernel is allowed it."""
+        """The block's dynamic shared memory padded past 1 / (per_sm + 1) of an SM's (less its static and the
+        driver's reserved share), so per_sm + 1 blocks never fit; above 48 KB the kernel is allowed it."""
         attr, dev = driver.CUfunction_attribute, self.ctx.device
         static = check(driver.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, kernel._handle),
                        "cuFuncGetAttribute", f"reading {kernel.name}'s shared memory")

@@ -1,13 +1,10 @@
-"""One exception type for everything the driver layer reports, and `check`, which unwraps every driver call.
-
-A `cuda.bindings.driver` call returns `(CUresult, *values)`; a failure reads like
-`cuLaunchKernel failed with CUDA_ERROR_INVALID_VALUE while launching fill_f32 ... (invalid argument)`.
-"""
+"""`CudaError`, what the driver layer raises when the device fails it, and `check`, which unwraps every driver
+call: `cuLaunchKernel failed with CUDA_ERROR_INVALID_VALUE while launching fill_f32 ... (invalid argument)`."""
 from __future__ import annotations
 
 
 class CudaError(RuntimeError):
-    """A driver call failed (`result`, `call` and `doing` say how), or the driver layer refused a request."""
+    """A driver call failed (`result`, `call` and `doing` say how), or no usable device or cubin."""
 
     def __init__(self, message: str, *, result: str | None = None, call: str | None = None,
                  doing: str | None = None):
@@ -16,8 +13,7 @@ class CudaError(RuntimeError):
 
 
 class DeviceOutOfMemory(CudaError, MemoryError):
-    """CUDA_ERROR_OUT_OF_MEMORY: a MemoryError too, so that the one entry path (foxc.cli.run) reports the device's
-    memory running out as it reports the host's: one line, not a traceback."""
+    """CUDA_ERROR_OUT_OF_MEMORY, a MemoryError too: foxc.cli.run reports it as the host's, in one line."""
 
 
 def out_of_memory(e: BaseException) -> bool:

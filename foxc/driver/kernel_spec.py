@@ -1,8 +1,8 @@
 """Kernel declarations: a name, the cubin that holds it, and typed parameters.
 
-A kernel is declared once, next to its numpy reference; both backends check the declaration at load
-(cubins.py) and convert launch arguments through it, so a Python int is never silently packed as a
-pointer and a float is never passed where the kernel expects an integer.
+Declared once, beside the kernel's numpy reference; both backends check the declaration against the kernel at
+load (cubins.py) and convert launch arguments through it, so a Python int is never packed as a pointer and a
+float never passed where the kernel expects an integer.
 """
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from .errors import CudaError
 
 
 @dataclass(frozen=True)
@@ -53,7 +51,7 @@ class KernelSpec:
     module: str
     params: tuple[Param, ...]
     doc: str = ""
-    layout: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)
+    layout: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)  # (offset, size) each
 
     def __post_init__(self):
         offsets, offset = [], 0
@@ -64,20 +62,18 @@ class KernelSpec:
         object.__setattr__(self, "layout", tuple(offsets))
 
     def describe_param(self, index: int) -> str:
-        p = self.params[index]
-        off, size = self.layout[index]
-        return f"parameter {index} '{p.name}' declared {p.kind.name} (offset {off}, size {size})"
+        p, (off, size) = self.params[index], self.layout[index]
+        return f"{self.name} parameter {index} '{p.name}' {p.kind.name} (offset {off}, size {size})"
 
 
 class DevPtr:
-    """A device address and the object owning the memory behind it, kept alive as long as a launch plan
-    (and any graph captured from it) may use the address."""
+    """A device address and the object owning the memory behind it, kept alive as long as a launch plan (and any
+    graph captured from it) may use the address."""
 
     __slots__ = ("addr", "owner")
 
     def __init__(self, addr: int, owner=None):
-        self.addr = int(addr)
-        self.owner = owner
+        self.addr, self.owner = int(addr), owner
 
     def __int__(self):
         return self.addr
@@ -87,54 +83,42 @@ class DevPtr:
 
 
 def pointer_of(value, spec: KernelSpec, index: int) -> DevPtr:
-    if isinstance(value, DevPtr):
-        return value
-    dev = getattr(value, "ptr", None)
-    if isinstance(dev, DevPtr):
-        return dev
-    raise CudaError(
-        f"kernel {spec.name}: {spec.describe_param(index)} needs a device buffer or DevPtr, "
-        f"got {type(value).__name__} (plain ints are never taken as pointers)")
+    """A DevPtr, or an array's `.ptr`; a plain int is refused."""
+    dev = value if isinstance(value, DevPtr) else getattr(value, "ptr", None)
+    if not isinstance(dev, DevPtr):
+        raise TypeError(f"{spec.describe_param(index)}: {type(value).__name__} is no DevPtr")
+    return dev
 
 
 def scalar_of(value, spec: KernelSpec, index: int):
-    """Validate a scalar launch argument; returns the numpy scalar the kernel will see."""
+    """The numpy scalar the kernel sees, of the parameter's type (a bool, or a float for an integer, refused)."""
     kind = spec.params[index].kind
-    if isinstance(value, (bool, np.bool_)):
-        raise CudaError(f"kernel {spec.name}: {spec.describe_param(index)} got a bool; pass an int")
+    number = (int, float, np.integer, np.floating) if kind is F32 else (int, np.integer)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, number):
+        raise TypeError(f"{spec.describe_param(index)}: {type(value).__name__} {value!r}")
     if kind is F32:
-        if not isinstance(value, (int, float, np.integer, np.floating)):
-            raise CudaError(f"kernel {spec.name}: {spec.describe_param(index)} got {type(value).__name__}")
         return np.float32(value)
-    if not isinstance(value, (int, np.integer)):
-        raise CudaError(
-            f"kernel {spec.name}: {spec.describe_param(index)} needs an integer, got {type(value).__name__} {value!r}")
     limits = np.iinfo(kind.numpy_type)
     if not limits.min <= int(value) <= limits.max:
-        raise CudaError(f"kernel {spec.name}: {spec.describe_param(index)}: {value} is out of range")
+        raise ValueError(f"{spec.describe_param(index)}: {value} is out of range")
     return kind.numpy_type(value)
 
 
 def convert_args(spec: KernelSpec, args) -> list:
-    """Launch arguments checked against the declaration: DevPtr for pointers, numpy scalars otherwise.
-    `args` is the values in the declaration's order, or a mapping from each parameter's name to its value
-    (what a call site with many parameters should pass: an argument is then bound by its name)."""
+    """Launch arguments through the declaration: DevPtrs for pointers, numpy scalars otherwise. `args` in the
+    declaration's order, or a mapping from parameter names to values (each bound by its name)."""
+    names = [p.name for p in spec.params]
     if isinstance(args, Mapping):
-        names = [p.name for p in spec.params]
-        unknown, missing = sorted(set(args) - set(names)), [n for n in names if n not in args]
-        if unknown or missing:
-            raise CudaError(f"kernel {spec.name}: " + "; ".join(
-                f"{what} argument(s) {', '.join(found)}" for what, found in (("unknown", unknown),
-                                                                             ("missing", missing)) if found))
+        if set(args) != set(names):
+            raise TypeError(f"{spec.name}: unknown {sorted(set(args) - set(names))}, "
+                            f"missing {[n for n in names if n not in args]}")
         args = [args[n] for n in names]
-    if len(args) != len(spec.params):
-        names = ", ".join(p.name for p in spec.params)
-        raise CudaError(f"kernel {spec.name} takes {len(spec.params)} arguments ({names}), got {len(args)}")
+    if len(args) != len(names):
+        raise TypeError(f"{spec.name} takes {len(names)} arguments ({', '.join(names)}), got {len(args)}")
     return [pointer_of(a, spec, i) if p.kind is PTR else scalar_of(a, spec, i)
             for i, (p, a) in enumerate(zip(spec.params, args))]
 
 
 def pack_slot(kind: ParamKind, value) -> bytes:
     """One 8-byte argument slot, little-endian, the value at its start."""
-    raw = struct.pack(kind.struct_code, int(value) if kind is PTR else value)
-    return raw.ljust(8, b"\0")
+    return struct.pack(kind.struct_code, int(value) if kind is PTR else value).ljust(8, b"\0")

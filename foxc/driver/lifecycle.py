@@ -1,10 +1,7 @@
-"""Every handle's lifecycle: it owns one resource, `close()` releases it once, `with` closes it, and a
-finalizer releases it if nobody did.
-
-The collector may run a finalizer while a stream capture is open, where a synchronize or a free
-would invalidate the capture, so releases asked for then wait until the last capture closes.
-A finalizer never raises (the interpreter may be shutting down); `close()` raises what the release raised.
-"""
+"""Every handle owns one resource: `close()` releases it once, `with` closes it, a finalizer releases it if
+nobody did. The collector may run a finalizer while a stream capture is open, where a synchronize or a free
+would invalidate the capture: releases asked for then wait until the last capture closes. A finalizer never
+raises (the interpreter may be shutting down); `close()` raises what the release raised."""
 from __future__ import annotations
 
 import weakref
@@ -41,8 +38,8 @@ class Owned:
     _finalizer = None
 
     def _own(self, free, *args, holder=None):
-        """`free(*args)` releases the resource; it runs when `holder` (default self) is collected, so `args`
-        must not reference the holder."""
+        """`free(*args)` releases the resource, also when `holder` (default self) is collected: `args` must not
+        reference the holder."""
         self._finalizer = weakref.finalize(self if holder is None else holder, _collected, free, args)
 
     @property

@@ -1,12 +1,18 @@
-"""What both backends share: the runtime, arrays, launch plans, graphs and captures, each checked once here;
-a backend subclass adds the calls that touch its device. api.py is the contract they implement."""
+"""The runtime contract, and what both backends share of it: the runtime, arrays, launch plans, graphs and
+captures, each checked once here. A backend (`cuda_runtime`, `reference.runtime`) subclasses these and adds
+the calls that touch its device, and its own Stream, Event and Kernel (`name`, and a Kernel's `spec`);
+tests/test_runtime_parity.py fails when one backend offers a public member the other lacks.
+
+Every object has an idempotent `close()` and is a context manager; one never closed is released when collected
+(after any open capture); a free waits for the runtime's stream first. A pointer argument is a `DevPtr` or
+anything with a `.ptr` DevPtr (an array); holding a DevPtr keeps its memory alive.
+"""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from .api import Capture, DeviceArray, Event, Kernel, LaunchPlan, MappedArray, Stream
 from .errors import CudaError
 from .kernel_spec import DevPtr, KernelSpec, convert_args
 from .lifecycle import Owned, capture_closed, capture_opened
@@ -14,54 +20,66 @@ from .lifecycle import Owned, capture_closed, capture_opened
 MAX_THREADS_PER_BLOCK = 1024
 
 
-class RuntimeBase(Owned):
-    """A backend names the classes it makes and adds `_load_kernel(spec)`, `copy_dtod`, `free_bytes` and
-    `synchronize`."""
+class Runtime(Owned):
+    """One device (or its numpy reference), its stream `stream`, and the kernels loaded so far. `backend`:
+    "cuda" or "reference"; `reason`: why; `multiprocessors`: the device's SMs (1 on the reference); `profiling`:
+    between profiler_start and profiler_stop. A backend names the classes it makes and adds
+    `_load_kernel(spec)`, `copy_dtod(dst, src, nbytes, stream=None)` (in stream order, recorded into an open
+    capture), `free_bytes()` (the reference reports a fixed REFERENCE_FREE_BYTES) and `synchronize()`."""
 
     backend = ""
     _device_array = _mapped_array = _stream = _event = _plan = _capture = None
 
-    def __init__(self, reason: str, device_name: str, stream: Stream, multiprocessors: int = 1):
+    def __init__(self, reason: str, device_name: str, stream, multiprocessors: int = 1):
         self.reason, self.device_name, self.stream = reason, device_name, stream
         self.multiprocessors = multiprocessors
         self.profiling = False
-        self._kernels: dict[str, Kernel] = {}
+        self._kernels: dict = {}
 
-    def _check_open(self, doing: str):
-        """Refuse to make anything once closed: a CUDA runtime's context is released (its calls could crash)."""
+    def _check_open(self):
+        """Nothing is made once closed: a CUDA runtime's context is released (its calls could crash)."""
         if self._closed:
-            raise ValueError(f"{self.backend} runtime is closed ({doing}): open another (foxc.driver.open_runtime)")
+            raise ValueError(f"{self.backend} runtime is closed")
 
-    def device_array(self, shape, dtype, name: str) -> DeviceArray:
-        self._check_open(f"allocating '{name}'")
+    def device_array(self, shape, dtype, name: str):
+        """Device memory, not zero until written."""
+        self._check_open()
         return self._device_array(self, shape, dtype, name)
 
-    def mapped_array(self, shape, dtype, name: str) -> MappedArray:
-        self._check_open(f"allocating '{name}'")
+    def mapped_array(self, shape, dtype, name: str):
+        """Host memory kernels address directly (mapped-pinned on CUDA): `.host`, with no copy either way."""
+        self._check_open()
         return self._mapped_array(self, shape, dtype, name)
 
-    def side_stream(self, name: str, urgent: bool = False) -> Stream:
-        self._check_open(f"creating stream '{name}'")
+    def side_stream(self, name: str, urgent: bool = False):
+        """A second stream for work beside the step's, ordered by events and `wait`; its work must be done
+        before the runtime closes. `urgent`: the device's highest priority (kept by captured kernels); it
+        changes when work runs, never what it computes."""
+        self._check_open()
         return self._stream(name, urgent)
 
-    def event(self, name: str = "event") -> Event:
-        self._check_open(f"creating event '{name}'")
+    def event(self, name: str = "event"):
+        """A point in a stream: device time on CUDA, host time on the reference backend."""
+        self._check_open()
         return self._event(name)
 
-    def kernel(self, spec: KernelSpec) -> Kernel:
-        self._check_open(f"loading kernel {spec.name}")
+    def kernel(self, spec: KernelSpec):
+        """`spec`'s kernel, checked against its source and loaded once."""
+        self._check_open()
         found = self._kernels.get(spec.name)
         if found is not None and found.spec == spec:
             return found
         kernel = self._load_kernel(spec)  # checks the declaration first, so a wrong one says what is wrong
         if found is not None:
-            raise CudaError(f"kernel {spec.name} declared twice with different parameters")
+            raise ValueError(f"kernel {spec.name} declared twice with different parameters")
         self._kernels[spec.name] = kernel
         return kernel
 
-    def plan(self, spec: KernelSpec, grid, block, args, shared_bytes: int = 0,
-             max_blocks_per_sm: int | None = None) -> LaunchPlan:
-        self._check_open(f"planning {spec.name}")  # here, not in launch(): a launch is the hot path
+    def plan(self, spec: KernelSpec, grid, block, args, shared_bytes: int = 0, max_blocks_per_sm: int | None = None):
+        """A launch with everything fixed and checked now (convert_args). `max_blocks_per_sm`: at most that many
+        blocks resident on an SM (CUDA pads the dynamic shared memory); where blocks run, never what they
+        compute."""
+        self._check_open()  # here, not in launch(): a launch is the hot path
         kernel = self.kernel(spec)
         if max_blocks_per_sm is not None:
             if max_blocks_per_sm < 1:
@@ -70,15 +88,15 @@ class RuntimeBase(Owned):
         return self._plan(self, kernel, grid, block, args, shared_bytes)
 
     def _residency_shared(self, kernel, shared_bytes: int, per_sm: int) -> int:
-        """The dynamic shared bytes that let at most `per_sm` blocks of `kernel` reside on an SM: a backend
-        without SMs runs every block the same way."""
-        return shared_bytes
+        return shared_bytes  # a backend without SMs runs every block the same way
 
-    def capture(self, stream: Stream | None = None, name: str = "graph") -> Capture:
-        self._check_open(f"capturing '{name}'")
+    def capture(self, stream=None, name: str = "graph"):
+        """`with rt.capture() as cap:` records what is launched on the stream; `cap.graph` after the block."""
+        self._check_open()
         return self._capture(stream or self.stream, name, self.event)
 
     def profiler_start(self):
+        """Open the window of `nsys --capture-range=cudaProfilerApi` or `ncu --profile-from-start off`."""
         self.profiling = True
 
     def profiler_stop(self):
@@ -86,7 +104,7 @@ class RuntimeBase(Owned):
 
 
 class ArrayBase(Owned):
-    """A typed allocation with a stable device address for its whole life; a backend sets `_addr`."""
+    """A typed allocation whose device address holds for its whole life; a backend sets `_addr`."""
 
     _kind = "array"
 
@@ -94,12 +112,11 @@ class ArrayBase(Owned):
         sizes = (shape,) if isinstance(shape, (int, np.integer)) else shape
         if not isinstance(sizes, (tuple, list)) or not all(  # (2.5, 3) was cut to (2, 3)
                 isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 0 for s in sizes):
-            raise ValueError(f"'{name}': shape must be a size or a tuple of sizes, whole numbers >= 0, got {shape!r}")
+            raise ValueError(f"'{name}': shape {shape!r}")
         self.shape = tuple(int(s) for s in sizes)
         self.dtype = np.dtype(dtype)
         if self.dtype.hasobject or self.dtype.kind in "US":  # a pointer's bytes, or text: nothing a kernel reads
-            raise ValueError(f"'{name}': dtype {self.dtype} cannot live in device memory (numbers, bools, or records "
-                             "of them)")
+            raise ValueError(f"'{name}': dtype {self.dtype}")
         self.name = name
         self.size = math.prod(self.shape)
         self.nbytes = self.size * self.dtype.itemsize
@@ -111,6 +128,7 @@ class ArrayBase(Owned):
         return self.at(0)
 
     def at(self, index: int) -> DevPtr:
+        """Flat element `index`'s device address (`size` gives the end)."""
         self._check_open()
         if not 0 <= index <= self.size:
             raise IndexError(f"{self._kind} '{self.name}': element {index} outside 0..{self.size}")
@@ -126,11 +144,14 @@ class ArrayBase(Owned):
 
 
 class DeviceArrayBase(ArrayBase):
-    """Device memory; a backend adds `_write(host, stream)` and `_read(out, stream)`."""
+    """Device memory; a backend adds `_write(host, stream)` and `_read(out, stream)`. Host copies return once
+    done, and are refused while a capture is open on the stream (a replay would copy host memory that may be
+    gone by then): copy before, or between device buffers (copy_dtod)."""
 
     _kind = "device array"
 
     def upload(self, host: np.ndarray, stream=None):
+        """`host` (same dtype, at most as many bytes) to the start."""
         stream = self._host_copy_stream(stream, "uploading")
         host = np.ascontiguousarray(host)
         if host.dtype != self.dtype:
@@ -147,28 +168,26 @@ class DeviceArrayBase(ArrayBase):
     def _host_copy_stream(self, stream, doing: str):
         self._check_open()
         stream = stream or self._stream
-        if stream.capture_log is not None:  # a replay would copy from or to host memory that may be gone by then
-            raise CudaError(f"{doing} '{self.name}' while stream '{stream.name}' is capturing a graph: a graph "
-                            f"cannot hold a host copy. Copy before the capture, or from a device buffer (copy_dtod)")
+        if stream.capture_log is not None:
+            raise CudaError(f"{doing} '{self.name}' while stream '{stream.name}' is capturing a graph")
         return stream
 
 
 def _dims(dims, what: str, kernel_name: str) -> tuple[int, int, int]:
     dims = (dims,) if isinstance(dims, int) else tuple(int(d) for d in dims)
     dims += (1,) * (3 - len(dims))
-    if len(dims) != 3 or any(d < 1 for d in dims):
-        raise CudaError(f"kernel {kernel_name}: {what} {dims} must be 1 to 3 positive sizes")
+    if len(dims) != 3 or any(d < 1 for d in dims) or what == "block" and math.prod(dims) > MAX_THREADS_PER_BLOCK:
+        raise ValueError(f"kernel {kernel_name}: {what} {dims}")
     return dims
 
 
 class PlanBase:
-    """A plan's grid, block, shared memory and arguments, checked once at creation; a backend adds `launch`."""
+    """A kernel with grid, block, shared memory and arguments (`values`: DevPtrs and numpy scalars) fixed at
+    creation; a backend adds `launch(stream)`, recorded into an open capture."""
 
     def __init__(self, kernel, grid, block, args, shared_bytes: int):
         self.kernel, self.name = kernel, kernel.name
         self._grid, self._block = _dims(grid, "grid", kernel.name), _dims(block, "block", kernel.name)
-        if math.prod(self._block) > MAX_THREADS_PER_BLOCK:
-            raise CudaError(f"kernel {kernel.name}: block {self._block} has more than {MAX_THREADS_PER_BLOCK} threads")
         self._shared_bytes = int(shared_bytes)
         self.values = convert_args(kernel.spec, args)  # DevPtrs keep their buffers alive
 
@@ -177,7 +196,9 @@ class PlanBase:
 
 
 class GraphBase(Owned):
-    """What a capture recorded: `plans` lists its launch plans and copies, and so holds every buffer used."""
+    """What a capture recorded: `plans` lists its launch plans and copies, and so holds every buffer they use.
+    A backend adds `node_count()` (launches and copies) and `launch(stream)` (replayed in order; recorded whole
+    into an open capture)."""
 
     def __init__(self, plans: list, name: str):
         self.plans, self.name = plans, name
@@ -188,11 +209,10 @@ class GraphBase(Owned):
 
 
 class CaptureBase:
-    """While open, the stream's `capture_log` lists what is launched on it; host copies are refused then,
-    and nothing may synchronize. A backend adds `_begin()` and `_end(log, failed)`, which returns the graph
-    (None when failed). `fork(side)` / `join(side)` record work on a second stream into the same graph, as a
-    branch that runs beside the capture stream's (ordered by events; the reference backend runs everything in
-    the order it was issued)."""
+    """While open, the stream's `capture_log` lists what is launched on it; warm up on the stream and allocate
+    before, nothing may synchronize during. A backend adds `_begin()` and `_end(log, failed)`, the graph (None
+    when failed). `fork(side)` / `join(side)` record a second stream's work into the same graph, as a branch
+    beside the capture stream's (ordered by events; the reference backend runs everything in issue order)."""
 
     def __init__(self, stream, name: str, event):
         self._stream, self._name, self._event = stream, name, event
@@ -208,8 +228,8 @@ class CaptureBase:
         return self
 
     def fork(self, side):
-        """`side` joins the capture after what its stream has issued so far; what is launched on `side` from
-        now on may run concurrently with the stream's later launches, until `join(side)`."""
+        """`side` joins the capture after what the stream has issued so far; its launches may run beside the
+        stream's later ones until `join(side)`."""
         if side.capture_log is not None or side is self._stream:
             raise CudaError(f"stream '{side.name}' is already capturing")
         self._order(self._stream, side, "fork")
@@ -217,7 +237,7 @@ class CaptureBase:
         self._sides.append(side)
 
     def join(self, side):
-        """The capture's stream goes on only after everything launched on `side` since its fork."""
+        """The stream goes on only after everything launched on `side` since its fork."""
         if side not in self._sides:
             raise CudaError(f"stream '{side.name}' was not forked from the capture '{self._name}'")
         self._order(side, self._stream, "join")

@@ -1,9 +1,8 @@
-"""Numpy implementations of the kernels, registered under the kernels' own names.
+"""Numpy implementations of the kernels, registered under the kernels' own names (`@reference(SPEC)`).
 
 A reference receives `(launch, *args)`: `launch` carries grid and block, a pointer argument arrives as a
-`RefMem` (a typed window onto the allocation it points into) and a scalar as the numpy scalar of its
-declared type, so float32 arithmetic stays float32.
-"""
+`RefMem` (a typed window onto the allocation it points into) and a scalar as the numpy scalar of its declared
+type, so float32 arithmetic stays float32."""
 from __future__ import annotations
 
 import inspect
@@ -67,11 +66,8 @@ def reference(spec: KernelSpec):
     """Register the decorated function as the numpy implementation of `spec`."""
     def register(fn):
         arity = len(inspect.signature(fn).parameters)
-        if arity != len(spec.params) + 1:
-            raise TypeError(f"reference of {spec.name} takes {arity} parameters; "
-                            f"expected launch + {len(spec.params)}")
-        if spec.name in _REFERENCES and _REFERENCES[spec.name][0] != spec:
-            raise TypeError(f"kernel {spec.name} registered twice with different declarations")
+        assert arity == len(spec.params) + 1, f"reference of {spec.name}: {arity} parameters, not launch + params"
+        assert _REFERENCES.get(spec.name, (spec,))[0] == spec, f"{spec.name} registered twice, declared otherwise"
         _REFERENCES[spec.name] = (spec, fn)
         return fn
     return register
@@ -80,10 +76,10 @@ def reference(spec: KernelSpec):
 def reference_for(spec: KernelSpec):
     found = _REFERENCES.get(spec.name)
     if found is None:
-        raise CudaError(f"kernel {spec.name} has no numpy reference registered; import the module that declares it")
+        raise ValueError(f"kernel {spec.name} has no numpy reference registered")
     check_spec(spec)  # the declaration against the kernel's C signature, as the CUDA backend does
     if found[0] != spec:
-        raise CudaError(f"kernel {spec.name}: the launch uses a declaration that differs from its reference's")
+        raise ValueError(f"kernel {spec.name}: the launch's declaration differs from its reference's")
     return found[1]
 
 

@@ -1,26 +1,91 @@
-"""The reference backend: the runtime on numpy.
+"""The reference backend: the runtime on numpy, the same objects and calls as the CUDA backend's.
 
-Same objects and calls as the CUDA backend. A launch runs the kernel's numpy reference at once, in
-stream order; a capture records launches and device copies instead, and its graph replays them.
+Memory is a simulated address space, each allocation a numpy byte array at a fake, stable address. A launch
+runs the kernel's numpy reference at once, in stream order; a capture records launches and device copies
+instead, and its graph replays them.
 """
 from __future__ import annotations
 
+import bisect
 import os
 import time
 
+import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..errors import CudaError
 from ..kernel_spec import PTR, KernelSpec
 from ..lifecycle import Owned
-from ..runtime import CaptureBase, GraphBase, PlanBase, RuntimeBase
-from .memory import AddressSpace, RefDeviceArray, RefMappedArray
-from .registry import LaunchInfo, reference_for
+from ..runtime import ArrayBase, CaptureBase, DeviceArrayBase, GraphBase, PlanBase, Runtime
+from .registry import LaunchInfo, RefMem, reference_for
 
 
 # What the reference backend reports as free device memory: a fixed figure, so defaults sized from it
 # (the trainer's data budget) are the same on every machine.
 REFERENCE_FREE_BYTES = 2_000_000_000
+
+_BASE = 0x7F00_0000_0000
+_ALIGN = 256
+_GUARD = 4096  # a gap after each allocation, so running off the end never lands in a neighbour
+
+
+class AddressSpace:
+    """The simulated device memory: allocations at addresses that never move, a guard gap between them."""
+
+    def __init__(self):
+        self._next = _BASE
+        self._bases: list[int] = []
+        self._allocs: dict[int, tuple[np.ndarray, str]] = {}
+
+    def allocate(self, nbytes: int, name: str) -> tuple[int, np.ndarray]:
+        buf = np.zeros(max(nbytes, 1), np.uint8)
+        addr = self._next
+        self._next = (addr + buf.size + _GUARD + _ALIGN - 1) // _ALIGN * _ALIGN
+        bisect.insort(self._bases, addr)
+        self._allocs[addr] = (buf, name)
+        return addr, buf
+
+    def free(self, addr: int):
+        self._allocs.pop(addr, None)
+        i = bisect.bisect_left(self._bases, addr)
+        if i < len(self._bases) and self._bases[i] == addr:
+            self._bases.pop(i)
+
+    def resolve(self, addr: int) -> RefMem:
+        i = bisect.bisect_right(self._bases, addr) - 1
+        if i >= 0:
+            base = self._bases[i]
+            buf, name = self._allocs[base]
+            if addr < base + buf.size:
+                return RefMem(buf, addr - base, name)
+        raise CudaError(f"address 0x{addr:x} is not inside any live allocation (CUDA_ERROR_ILLEGAL_ADDRESS)",
+                        result="CUDA_ERROR_ILLEGAL_ADDRESS")
+
+
+class RefDeviceArray(DeviceArrayBase):
+    def __init__(self, rt, shape, dtype, name: str):
+        super().__init__(rt, shape, dtype, name)
+        self._addr, self._buf = rt.space.allocate(self.nbytes, name)
+        self._buf[:] = 0xAB  # uninitialised device memory is not zero on a GPU either
+        self._own(rt.space.free, self._addr)
+
+    def _write(self, host: np.ndarray, stream):
+        self._buf[:host.nbytes] = host.reshape(-1).view(np.uint8)
+
+    def _read(self, out: np.ndarray, stream):
+        out.reshape(-1).view(np.uint8)[:] = self._buf[:self.nbytes]
+
+
+class RefMappedArray(ArrayBase):
+    """Host and device are one array on this backend."""
+
+    _kind = "mapped array"
+
+    def __init__(self, rt, shape, dtype, name: str):
+        super().__init__(rt, shape, dtype, name)
+        self._addr, buf = rt.space.allocate(self.nbytes, name)
+        self._own(rt.space.free, self._addr)
+        self.host = buf[:self.nbytes].view(self.dtype).reshape(self.shape)
 
 # The reference kernels multiply small matrices (a few hundred rows) thousands of times a second;
 # OpenBLAS's default of one thread per core spends more on waking threads than on arithmetic (runs
@@ -76,8 +141,7 @@ class RefEvent(Owned):
 
     def elapsed_ms(self, end: RefEvent) -> float:
         if self._t is None or end._t is None:
-            raise CudaError(f"event '{self.name if self._t is None else end.name}' was never recorded",
-                            result="CUDA_ERROR_INVALID_HANDLE")
+            raise ValueError(f"event '{self.name if self._t is None else end.name}' was never recorded")
         return (end._t - self._t) * 1e3
 
 
@@ -125,7 +189,7 @@ class RefCapture(CaptureBase):
         return None if failed else RefGraph(log, self._name)
 
 
-class ReferenceRuntime(RuntimeBase):
+class ReferenceRuntime(Runtime):
     backend = "reference"
     _device_array, _mapped_array, _stream, _event, _plan, _capture = (RefDeviceArray, RefMappedArray, RefStream,
                                                                       RefEvent, RefLaunchPlan, RefCapture)
