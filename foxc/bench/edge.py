@@ -115,7 +115,7 @@ def main(argv=None) -> int:
                          "final weights)")
     ap.add_argument("--actor", choices=("q", "policy"), default=None)
     ap.add_argument("--precision", choices=("f32", "tf32"), default=None,
-                    help="matrix products in FP32 (the default) or on TF32 tensor cores")
+                    help="matrix products in FP32 or on TF32 tensor cores (default: the trainer's, tf32 on CUDA)")
     ap.add_argument("--set", dest="isv", action="append", type=isv_setting, default=None, metavar="NAME=VALUE")
     return harness.run(ap, argv, _main, check=_check_steps)
 
@@ -134,7 +134,7 @@ def _main(args, rt) -> int:
     settings = dict(n_backtests=args.n_backtests, seq_len=args.seq_len, eval_rows=args.eval_rows or EVAL_ROWS[
         rt.backend], eval_every=args.eval_every, actor=args.actor, isv=args.isv, precision=args.precision,
                     val_frac=args.val_frac)
-    TrainConfig.for_backend(rt.backend, **settings)  # a bad setting fails here, naming its flag, before any run
+    precision = TrainConfig.for_backend(rt.backend, **settings).precision  # a bad setting fails here, before any run
     rows = []
     for market in markets:
         for seed in range(args.seeds):
@@ -142,12 +142,12 @@ def _main(args, rt) -> int:
             print(f"  {market} seed {seed}: {fmt(rows[-1])['opt_frac']} of the optimum, goal {rows[-1]['goal']}",
                   flush=True)
     print(f"backend {rt.backend}: {rt.device_name}; settings {args.isv or 'defaults'}; "
-          f"precision {args.precision or 'f32'}")
+          f"precision {precision}")
     print(table([fmt(r) for r in rows], ["market", "seed", "steps", "policy", "opt_frac", "pnl_ticks", "pnl_se",
                                          "optimum", "trades_per_2000", "win_rate", "in_market", "train_sps",
                                          "val_seconds", "seconds", "goal"]))
     write_json(args.json, "edge", rt, rows,
-               {"settings": args.isv, "steps": steps, "precision": args.precision or "f32"})
+               {"settings": args.isv, "steps": steps, "precision": precision})
     met = [r for r in rows if r["goal"] != "-"]
     print(f"summary: {sum(r['goal'] == 'pass' for r in met)}/{len(met)} runs meet their goal; "
           + ", ".join(f"{m} " + "/".join(f"{r['opt_frac']:.2f}" if r["opt_frac"] is not None
