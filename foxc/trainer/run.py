@@ -200,7 +200,10 @@ class Trainer:
             self.step()
             step = self.steps_done
             save = checkpoint_every and self.saver and step % checkpoint_every == 0
-            if self.validation is not None and validates_at(step, val_every):
+            # the schedule's steps, and the last one of a run shorter than the schedule's first (its policy would
+            # otherwise be the untrained final weights)
+            if self.validation is not None and (validates_at(step, val_every) or (
+                    step == target and not self.ts.kept.read()["validations"])):
                 evals.setdefault(step, {}).update(self.validate())
                 eval_seconds += evals[step]["val_seconds"]
             if step % every == 0 or step == target:
