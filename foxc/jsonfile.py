@@ -1,13 +1,11 @@
-"""One reader of the JSON that users hand to foxc, or that a killed or hand-edited run leaves behind (a cache's
-manifest, a walk-forward's report, a run's metrics and summary, a worker's spec and result, the live ISV requests
-and marker), and one checker of every structured file foxc reads, against a declared shape.
+"""One reader of the JSON users hand to foxc or a killed or edited run leaves behind, and one checker of every
+structured file foxc reads (JSON, TOML, a checkpoint's meta, a cache manifest) against a declared shape.
 
-json.loads on absurd input raises more than its JSONDecodeError (a RecursionError for deep nesting, int()'s
-ValueError for too many digits, a UnicodeDecodeError): here each is one ValueError saying what is wrong, and
-read_json names the file. NaN and Infinity are read as Python's json writes them: a reader whose values must be
-finite checks its fields. A shape is a dict of key -> type ("key?" may be missing): a type, nested dicts,
-dict[str, X], list[X], tuple[X, Y], a union, a dataclass, a range of integers, a set of allowed values or a
-compiled pattern a string must match; shape_problem says what keeps a document from it, naming the field.
+Absurd JSON (nesting deeper than Python recurses, more digits than int() converts, bytes not UTF-8) is one
+ValueError saying what is wrong, and read_json names the file. NaN and Infinity read as Python's json writes them.
+A shape is a dict of key -> type ("key?" may be missing): a type, a nested shape, dict[str, X], list[X], tuple[X,
+Y], a union, a dataclass, a range of integers, a frozenset of allowed values or a compiled pattern a string must
+match; shape_problem says what keeps a document from it, naming the field.
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Atomic file replacement: a reader sees the old file or the whole new one, never a part.
 
-Write a temporary file in the destination's directory, flush and fsync it, rename it over the destination, then
-fsync the directory so that the rename itself survives a power cut. Temporary names start with a dot and end in
-`.tmp-<pid>-<random>`, so no scan for `checkpoint-<step>.foxc` can mistake one for a checkpoint.
+A temporary file in the destination's directory, fsynced, renamed over the destination, then the directory
+fsynced so that the rename survives a power cut. Temporary names (`.NAME.tmp-<pid>-<random>`) match no scan for
+`checkpoint-<step>.foxc`.
 """
 from __future__ import annotations
 

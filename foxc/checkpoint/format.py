@@ -4,13 +4,12 @@ Little-endian throughout:
     header   magic u32 = 0x464F5843 ("FOXC"), version u32 = 1, step u64, n_sections u32
     section  name_len u16, name (UTF-8, 1..1024 bytes), data_len u64, data    (n_sections times)
 
-foxc writes `meta` first (meta.py), the state sections in the order given, then `checksum`: the sha256 of the
-header followed, for every earlier section, by its header bytes and the sha256 of its data. The meta's digests
-name a damaged section; the checksum covers everything else. The reader has one mode: every length is checked
-against the bytes that remain before it is used, every digest verified, every section the meta describes decoded,
-and every problem is one CheckpointError naming the section and byte offset. A section the meta does not describe
-is skipped (forward compatibility) where the checksum vouches for it, refused where there is none (it may be a
-damaged `checksum`); a file without a meta is refused (only foxc-ckpt-inspect reads one: seed_layout.py).
+foxc writes `meta` first (meta.py), the state sections, then `checksum`: the sha256 of the header followed, for
+every earlier section, by its header bytes and the sha256 of its data. The reader has one mode: every length
+checked against the bytes that remain before it is used, every digest verified (the meta's name a damaged
+section), what the meta describes decoded, and every problem one CheckpointError naming the section and byte
+offset. A section the meta does not describe is skipped where the checksum vouches for it, else refused (it may be
+a damaged `checksum`); a file without a meta is refused (foxc-ckpt-inspect reads one: seed_layout.py).
 """
 from __future__ import annotations
 
@@ -71,7 +70,8 @@ def parse_layout(view: memoryview) -> tuple[int, dict[str, SectionSpan]]:
     if count * (NAME_LEN.size + DATA_LEN.size) > size - pos:
         raise CheckpointError(f"n_sections {count} cannot fit in the {size - pos} bytes after the header", offset=16)
     spans = {}
-    for label in map("#{}".format, range(count)):
+    for index in range(count):
+        label = f"#{index}"
         if size - pos < NAME_LEN.size:
             raise CheckpointError(f"short file: the section header is cut off after {size - pos} bytes",
                                   section=label, offset=pos)
@@ -261,13 +261,10 @@ def read_checkpoint(path, expected: dict | None = None, check_meta_first=None) -
 
 
 def parse_checkpoint(buf, expected: dict | None = None, check_meta_first=None) -> Checkpoint:
-    """Verify a whole checkpoint held in `buf` and decode every section its meta describes.
-
-    `check_meta_first(meta)`, when given, runs once the file is verified, before the sections are compared with
-    `expected`: a caller refuses another configuration by name rather than by a section's shape. `expected` maps
-    section names to (dtype, shape) as the model holds them (expected_from(state); a numpy dtype, "adamw" or
-    "bytes"; shape None for any): each must be there with that type and shape, and the others are skipped.
-    """
+    """Verify a whole checkpoint held in `buf` and decode every section its meta describes. Then
+    `check_meta_first(meta)` may refuse another configuration by name, before `expected` (name -> (dtype, shape)
+    as the model holds them: expected_from(state), shape None for any) refuses a section by its shape and picks
+    the sections to keep (the others are skipped)."""
     view = memoryview(buf).cast("B")
     step, spans = parse_layout(view)
     if META not in spans:

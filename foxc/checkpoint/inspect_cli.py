@@ -1,16 +1,7 @@
-"""`foxc-ckpt-inspect PATH`: look inside a FOXC checkpoint (also tools/ckpt_inspect.py).
-
-    foxc-ckpt-inspect PATH                  header and a table of sections with statistics
-    foxc-ckpt-inspect PATH --isv            every ISV slot by name and value
-    foxc-ckpt-inspect PATH --section NAME   one section's values (--full: all of them)
-    foxc-ckpt-inspect PATH --diff OTHER     per-section max abs difference; `identical` when so
-    foxc-ckpt-inspect PATH --verify         exit 0 when valid, 1 with the reason when not
-    --json                                  machine-readable output of any of the above
-
-Exit status, as diff(1): 0 success (valid, identical), 1 the answer is no (--verify: not valid; --diff: the files
-differ), 2 trouble: a bad flag, or a file that is not a valid checkpoint in any other mode (one line on stderr).
-A file of the Rust trainer's layout (seed_layout.py) is shown too, with `note:` lines on what cannot be known.
-"""
+"""`foxc-ckpt-inspect PATH [--isv | --section NAME [--full] | --diff OTHER | --verify] [--json]`: look inside a
+FOXC checkpoint (also tools/ckpt_inspect.py), a file of the Rust trainer's layout too (seed_layout.py). Exit status
+as diff(1): 0 valid or identical, 1 the answer is no (--verify: invalid; --diff: the files differ), 2 trouble (a bad
+flag, or in another mode a file that is no valid checkpoint: one line on stderr)."""
 from __future__ import annotations
 
 import json

@@ -1,10 +1,8 @@
 """The ISV bus in mapped-pinned memory: kernels address it, the host reads it with no copy.
 
-Kernels reach mapped-pinned memory over PCIe, one transaction per warp and read, uncached. For a step of many
-kernels that read the ISV in every block, `device_resident=True` keeps the working copy in device memory (what
-`ptr` points to), and the step's last kernel (agent_step_end) copies it into the mapped-pinned view the host reads
-(`array`); host writes (`bus[name] = v`, `load`) wait for the stream and upload. Without it, kernels use the mapped
-memory directly.
+Kernels reach mapped-pinned memory over PCIe, uncached: for a step of many kernels that read the ISV in every
+block, `device_resident=True` keeps the working copy in device memory (`ptr`), which the step's last kernel
+(agent_step_end) copies into the mapped view the host reads (`array`); host writes wait for the stream and upload.
 """
 from __future__ import annotations
 

@@ -1,12 +1,10 @@
 """Live ISV changes: `python -m foxc.isv set RUN_DIR NAME=VALUE` asks a running trainer to set slots.
 
-A request is a small JSON file written atomically (a temporary, then a rename) into RUN_DIR/isv_requests/. The
-trainer looks there between steps, at most every POLL_S seconds, and applies each request before the next step it
-launches: a one-slot write on the training stream into the device copy the captured graph reads, so nothing is
-recaptured and the change takes effect at one exact step. It records the change in metrics.jsonl and moves the file
-to isv_requests/applied/, so a resume never applies it twice (the checkpoint holds the bus as it stood). While it
-trains, the trainer keeps isv_requests/trainer.live (its host and pid): requests go only to a live trainer, and one
-that waited from before a trainer started is rejected, not applied to a run it was not meant for.
+A request is a JSON file written atomically into RUN_DIR/isv_requests/. Between steps (at most every POLL_S), the
+trainer applies each as a one-slot write on the training stream into the device copy the captured graph reads
+(nothing recaptured; the change takes effect at one exact step), records it in metrics.jsonl and moves the file to
+applied/, so that a resume never applies it twice. While it trains it keeps isv_requests/trainer.live (host, pid):
+requests go only to a live trainer, and one that waited from before the trainer started is rejected.
 """
 from __future__ import annotations
 
