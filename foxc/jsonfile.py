@@ -65,8 +65,13 @@ def read_json(path) -> dict:
     return doc
 
 
+def is_int(value) -> bool:
+    """A JSON integer: an int, not a bool (Python's bool is an int)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return is_int(value) or isinstance(value, float)
 
 
 def drawable(value) -> bool:
@@ -82,7 +87,7 @@ def shown(value) -> str:
     else as JSON (one that has none, as a msgpack meta's bytes, by its repr) cut to 40 characters."""
     if isinstance(value, (list, dict)):
         return "a list" if isinstance(value, list) else "an object"
-    if isinstance(value, int) and not isinstance(value, bool) and not drawable(value):
+    if is_int(value) and not drawable(value):
         return f"an integer of {len(str(abs(value)))} digits"
     text = json.dumps(value, default=repr)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -100,7 +105,7 @@ def fields_problem(doc: dict, cls, where: str = "") -> str:
 
 
 def shape_problem(doc: dict, shape: dict, where: str = "") -> str:
-    """What keeps object `doc` from holding `shape`'s keys ("" when nothing), each of its type; "key?" may be missing."""
+    """What keeps object `doc` from holding `shape`'s keys ("" when nothing), each of its type ("key?": or none)."""
     for key, hint in shape.items():
         name, value = where + key.rstrip("?"), doc.get(key.rstrip("?"), MISSING)
         if value is MISSING and not key.endswith("?"):
@@ -138,7 +143,7 @@ def _value_problem(value, hint, name: str) -> str:
 
 class _Int64Type(type):
     def __instancecheck__(cls, value) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63
+        return is_int(value) and -2**63 <= value < 2**63
 
 
 class int64(metaclass=_Int64Type):
@@ -152,9 +157,9 @@ def _is(value, hint) -> bool:
     if hint is float:
         return drawable(value)
     if hint is int or isinstance(hint, range):
-        return isinstance(value, int) and not isinstance(value, bool) and (hint is int or value in hint)
+        return is_int(value) and (hint is int or value in hint)
     if isinstance(hint, frozenset):
-        return isinstance(value, (str, int, float)) and not isinstance(value, bool) and value in hint
+        return (isinstance(value, str) or is_number(value)) and value in hint
     if isinstance(hint, re.Pattern):
         return isinstance(value, str) and hint.fullmatch(value) is not None
     return isinstance(value, hint)

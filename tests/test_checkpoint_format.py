@@ -350,7 +350,8 @@ def test_meta_entry_that_disagrees_with_the_data(entry, fragment):
 
 def test_meta_sha256_must_be_hex():
     doc = meta_doc(sections={"w": {"dtype": "<f4", "shape": [1], "sha256": "Z" * 64}})
-    refused(container([("meta", packed(doc)), ("w", b"\0" * 4)]), 'sha256 is "ZZZ', "not a string matching [0-9a-f]{64}")
+    refused(container([("meta", packed(doc)), ("w", b"\0" * 4)]), 'sha256 is "ZZZ',
+            "not a string matching [0-9a-f]{64}")
 
 
 @pytest.mark.parametrize("name", ["meta", "checksum"])

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from checkpoint_helpers import encoded_bytes, refused, split_sections
-from foxc.checkpoint import AdamState, CheckpointError, expected_from, parse_checkpoint, read_checkpoint, write_checkpoint
+from foxc.checkpoint import (AdamState, CheckpointError, expected_from, parse_checkpoint, read_checkpoint,
+                             write_checkpoint)
 from foxc.checkpoint.inspect_cli import main
 from foxc.checkpoint.seed_layout import SEED_ISV_SLOTS, isv_slot_names, parse, read
 

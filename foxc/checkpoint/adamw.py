@@ -56,7 +56,8 @@ def wire_size(n: int) -> int:
 
 def adamw_chunks(state: AdamState) -> list:
     """The wire format as buffers to write one after the other (the moments are not copied)."""
-    return [HEAD.pack(state.n, state.step, *(getattr(state, k) for k in SETTINGS)), le_bytes(state.m), le_bytes(state.v)]
+    head = HEAD.pack(state.n, state.step, *(getattr(state, k) for k in SETTINGS))
+    return [head, le_bytes(state.m), le_bytes(state.v)]
 
 
 def unpack_adamw(data, section: str = "adamw", offset: int = 0) -> AdamState:

@@ -9,13 +9,18 @@ class CheckpointError(UserError):
     section and byte offset where the reader stopped trusting it: `a.foxc: section 'dqn_w' at byte 812: ...`."""
 
     def __init__(self, reason: str, *, section: str | None = None, offset: int | None = None, path=None):
-        self.reason, self.section, self.offset, self.path = reason, section, offset, path and str(path)
-        where = " ".join([f"section '{section}'"] * (section is not None) + [f"at byte {offset}"] * (offset is not None))
-        super().__init__(f"{self.path}: " * (path is not None) + f"{where}: " * bool(where) + reason)
+        self.reason, self.section, self.offset = reason, section, offset
+        self.path = None if path is None else str(path)
+        where = " ".join(([] if section is None else [f"section '{section}'"]) +
+                         ([] if offset is None else [f"at byte {offset}"]))
+        head = "" if path is None else f"{self.path}: "
+        super().__init__(head + (f"{where}: {reason}" if where else reason))
 
     def with_path(self, path) -> CheckpointError:
         """The same error naming the file it was read from (itself when it names one already)."""
-        return self if self.path else CheckpointError(self.reason, section=self.section, offset=self.offset, path=path)
+        if self.path is not None:
+            return self
+        return CheckpointError(self.reason, section=self.section, offset=self.offset, path=path)
 
 
 class CheckpointSaveError(UserError):

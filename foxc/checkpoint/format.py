@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import __version__
 from ..isv.registry import SLOTS
+from ..numbers import whole
 from ..paths import file_kind
 from .adamw import adamw_chunks, le_bytes, unpack_adamw
 from .atomic import atomic_write
@@ -144,7 +145,7 @@ def encode_checkpoint(step: int, sections: dict, meta: dict | None = None) -> En
     map), `data` (the data source and its hash) and any other msgpack-able keys; foxc fills in its version, the
     step, the ISV slot names and every section's dtype, shape and sha256."""
     meta = dict(meta or {})
-    if not isinstance(step, (int, np.integer)) or not 0 <= int(step) < 1 << 64:
+    if not whole(step) or not 0 <= int(step) < 1 << 64:
         raise ValueError(f"step must be an integer in 0..2^64-1, got {step!r}")
     if RESERVED_KEYS & meta.keys():
         raise ValueError(f"meta keys {sorted(RESERVED_KEYS & meta.keys())} are filled in by the writer")

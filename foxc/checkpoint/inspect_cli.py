@@ -86,7 +86,7 @@ def show(ckpt: Checkpoint, path: str, as_json: bool) -> None:
     if meta.get("data"):
         print("data: " + ", ".join(f"{k} {v}" for k, v in meta["data"].items()))
     print_table([{k: "" if v is None and k in ("bytes", "dtype", "shape", "about") else v for k, v in row.items()}
-                 for row in rows], STAT_COLUMNS + ["about"] * any(row["about"] for row in rows))
+                 for row in rows], STAT_COLUMNS + (["about"] if any(row["about"] for row in rows) else []))
     if adamw:
         print("AdamW states (wire format: n, step, lr, beta1, beta2, eps, wd; L2 norms of m and v):")
         print_table(adamw, ADAMW_COLUMNS)
@@ -99,9 +99,9 @@ def show_isv(ckpt: Checkpoint, as_json: bool) -> None:
     values = ckpt.isv()
     if as_json:
         return dump({"step": ckpt.step, "isv": values, "notes": ckpt.notes})
+    columns = ["index", "slot", "value"] + ([] if ckpt.has_meta else ["about"])
     print_table([{"index": i, "slot": name, "value": value, "about": SLOT_ABOUT.get(i, "")}
-                 for i, (name, value) in enumerate(values.items())], ["index", "slot", "value"] + ["about"] * (
-                    not ckpt.has_meta))
+                 for i, (name, value) in enumerate(values.items())], columns)
     print_notes(ckpt)
 
 
@@ -134,9 +134,8 @@ def max_abs_diff(a, b) -> tuple[float | None, str]:
     if isinstance(a, AdamState) or isinstance(b, AdamState):
         if type(a) is not type(b) or a.n != b.n:
             return None, "types differ" if type(a) is not type(b) else f"n {a.n} vs {b.n}"
-        settings = [k for k in a.settings if a.settings[k] != b.settings[k]]
-        return max(_array_diff(a.m, b.m), _array_diff(a.v, b.v)), "settings differ: " * bool(settings) + ", ".join(
-            settings)
+        settings = ", ".join(k for k in a.settings if a.settings[k] != b.settings[k])
+        return max(_array_diff(a.m, b.m), _array_diff(a.v, b.v)), settings and f"settings differ: {settings}"
     if isinstance(a, bytes) or isinstance(b, bytes):
         return (0.0, "") if a == b else (None, "bytes differ")
     if a.dtype != b.dtype or a.shape != b.shape:

@@ -95,7 +95,8 @@ def read(path) -> Checkpoint:
     if not ckpt.has_meta and any(name in SECTION_ABOUT for name in ckpt.sections):
         sibling = Path(path).with_suffix(".encoder")  # the seed's path.with_extension("encoder")
         there = f"is present ({sibling.stat().st_size:,} bytes), not read by foxc" if sibling.is_file() else "is absent"
-        ckpt.notes.append(f"the seed keeps the encoder (perception trunk) beside it in its own format: {sibling} {there}")
+        ckpt.notes.append("the seed keeps the encoder (perception trunk) beside it in its own format: "
+                          f"{sibling} {there}")
     return ckpt
 
 
@@ -114,10 +115,12 @@ def parse(buf) -> Checkpoint:
         if span.name != CHECKSUM:
             sections[span.name], infos[span.name], problem = _infer(span, view[span.data_offset:span.end],
                                                                     digests[span.name].hex())
-            problems += [problem] * bool(problem)
+            if problem:
+                problems.append(problem)
     sealed, isv = CHECKSUM in spans, sections.get("isv")
     slots = isv_slot_names(isv.size if isinstance(isv, np.ndarray) else 0)
-    return Checkpoint(step, sections, {}, infos, [], len(view), _notes(sections, sealed, problems), False, sealed, slots)
+    notes = _notes(sections, sealed, problems)
+    return Checkpoint(step, sections, {}, infos, [], len(view), notes, False, sealed, slots)
 
 
 def _infer(span, data: memoryview, sha256: str):
@@ -133,7 +136,8 @@ def _infer(span, data: memoryview, sha256: str):
         return bytes(data), SectionInfo(name, BYTES, (nbytes,), sha256, span.offset, nbytes), problem
     values, shape = np.frombuffer(data, "<f4").astype(np.float32), SEED_SHAPES.get(name)
     if shape is not None and values.size != np.prod(shape):
-        problem = f"'{name}' holds {values.size} floats, the seed's text states {' × '.join(map(str, shape))}; read as 1-D"
+        problem = (f"'{name}' holds {values.size} floats, the seed's text states {' × '.join(map(str, shape))}; "
+                   "read as 1-D")
         shape = None
     values = values.reshape(shape or (values.size,))
     return values, SectionInfo(name, "<f4", values.shape, sha256, span.offset, nbytes), problem
@@ -154,4 +158,4 @@ def _notes(sections: dict, sealed: bool, problems: list[str]) -> list[str]:
             was = " (the seed's layout before RL_SLOTS_END moved to 588)" if isv.size == ISV_SLOTS_END_BEFORE else ""
             notes.append(f"'isv' holds {isv.size} slots, the seed's RL_SLOTS_END is {ISV_SLOTS_END}{was}")
     more = len(problems) - MAX_PROBLEM_NOTES
-    return notes + problems[:MAX_PROBLEM_NOTES] + [f"... and {more} more sections like these"] * (more > 0)
+    return notes + problems[:MAX_PROBLEM_NOTES] + ([f"... and {more} more sections like these"] if more > 0 else [])

@@ -32,7 +32,7 @@ def table(slots) -> str:
     """Index, name, default, valid settings ("(0, 1]", "1..8", "0 or 1", ">= 0", or state/unused) and the doc,
     with the reason for the range when it is not plain from the doc."""
     rows = [("#", "name", "default", "range", "meaning")] + [
-        (str(s.index), s.name, f"{s.bootstrap:g}", str(s.valid), s.doc + f" [{s.valid.why}]" * bool(s.valid.why))
+        (str(s.index), s.name, f"{s.bootstrap:g}", str(s.valid), s.doc + (f" [{s.valid.why}]" if s.valid.why else ""))
         for s in slots]
     w = [max(len(r[i]) for r in rows) for i in range(4)]
     return "\n".join(f"{r[0]:>{w[0]}}  {r[1]:<{w[1]}}  {r[2]:>{w[2]}}  {r[3]:<{w[3]}}  {r[4]}" for r in rows)
@@ -58,8 +58,9 @@ def cmd_show(args) -> int:
         return 0
     how = (f"--set {s.name}=VALUE, or {s.name} = VALUE under [isv] in a --config file" if s.settable else
            {"state": "no: state the trainer owns", "unused": "no: no kernel reads it"}[s.valid.kind])
-    print("\n".join([f"{s.name} (slot {s.index}, {s.macro})", f"  default   {s.bootstrap:g}", f"  range     {s.valid}",
-                     f"  settable  {how}", f"  meaning   {s.doc}"] + [f"  why       {s.valid.why}"] * bool(s.valid.why)))
+    lines = [f"{s.name} (slot {s.index}, {s.macro})", f"  default   {s.bootstrap:g}", f"  range     {s.valid}",
+             f"  settable  {how}", f"  meaning   {s.doc}"]
+    print("\n".join(lines + ([f"  why       {s.valid.why}"] if s.valid.why else [])))
     return 0
 
 
