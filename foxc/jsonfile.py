@@ -1,24 +1,22 @@
-"""One reader of the JSON that users hand to foxc, or that a killed or hand-edited run leaves behind: a cache's
-manifest.json, a walk-forward's report.json, a run's metrics.jsonl and summary.json, a worker's spec
-(fold.json, run.json) and result.json, the live ISV requests and the live trainer's marker.
+"""One reader of the JSON users hand to foxc or a killed or edited run leaves behind, and one checker of every
+structured file foxc reads (JSON, TOML, a checkpoint's meta, a cache manifest) against a declared shape.
 
-json.loads on absurd input raises more than its JSONDecodeError: a RecursionError for nesting deeper than Python
-recurses, int()'s own ValueError for an integer of more digits than it converts (Python 3.11 on), a
-UnicodeDecodeError for bytes that are not UTF-8. Here each is one ValueError saying what is wrong, and
-read_json names the file. NaN and Infinity are read as Python's json writes them (foxc's own records hold
-them where a loss diverged): a reader whose values must be finite checks its fields. Each reader states what it
-reads as a shape (a dict of key -> type, nested dicts, dict[str, X], a dataclass, a range of integers) and
-shape_problem says what keeps a document from it, naming the field and its value (shown). Ground floor: every reader
-above may import it.
+Absurd JSON (nesting deeper than Python recurses, more digits than int() converts, bytes not UTF-8) is one
+ValueError saying what is wrong, and read_json names the file. NaN and Infinity read as Python's json writes them.
+A shape is a dict of key -> type ("key?" may be missing): a type, a nested shape, dict[str, X], list[X], tuple[X,
+Y], a union, a dataclass, a range of integers, a frozenset of allowed values or a compiled pattern a string must
+match; shape_problem says what keeps a document from it, naming the field.
 """
 from __future__ import annotations
 
 import json
+import re
 import sys
 import types
 import typing
 from dataclasses import MISSING, fields, is_dataclass
 from pathlib import Path
+
 from .errors import UserError
 
 
@@ -34,9 +32,7 @@ class JsonFileError(UserError):
 
 
 def parse_json(text: str | bytes):
-    """json.loads. Text that is not JSON (a torn line) raises its JSONDecodeError; absurd JSON (nesting deeper
-    than Python recurses, an integer longer than int() converts) a ValueError saying so, never a RecursionError
-    or int's own message."""
+    """json.loads: text that is not JSON raises its JSONDecodeError, absurd JSON a ValueError saying why."""
     try:
         return json.loads(text)
     except json.JSONDecodeError:
@@ -45,15 +41,14 @@ def parse_json(text: str | bytes):
         raise ValueError("JSON nested too deeply to read") from None
     except UnicodeDecodeError:  # bytes given
         raise ValueError("not UTF-8 text") from None
-    except ValueError:  # int()'s limit on digits (Python 3.11 on: sys.get_int_max_str_digits)
+    except ValueError:  # int()'s limit on digits (Python 3.11 on)
         limit = getattr(sys, "get_int_max_str_digits", lambda: None)()
         raise ValueError(f"a number of more than {limit} digits, too long to read" if limit else
                          "a number too long to read") from None
 
 
 def read_json(path) -> dict:
-    """The JSON object in the file at `path`. A file that is not UTF-8 text, not JSON (cut short, damaged), absurd
-    JSON (parse_json) or not an object is a JsonFileError naming it; an OSError (no such file) is raised as is."""
+    """The JSON object in the file at `path`; anything else is a JsonFileError naming it (an OSError as is)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -65,38 +60,36 @@ def read_json(path) -> dict:
     except ValueError as e:
         raise JsonFileError(path, str(e)) from None
     if not isinstance(doc, dict):
-        raise JsonFileError(path, f"not a JSON object (a JSON {_kind(doc)})")
+        kind = {list: "list", str: "string", bool: "boolean", type(None): "null"}.get(type(doc), "number")
+        raise JsonFileError(path, f"not a JSON object (a JSON {kind})")
     return doc
 
 
-def _kind(value) -> str:
-    return {list: "list", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
+def is_int(value) -> bool:
+    """A JSON integer: an int, not a bool (Python's bool is an int)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return is_int(value) or isinstance(value, float)
 
 
 def drawable(value) -> bool:
-    """A number a plot can draw: an int or a float, not a bool, that converts to a float (a JSON integer of
-    hundreds of digits does not: matplotlib's OverflowError)."""
-    if not is_number(value):
-        return False
+    """A number a plot can draw: an int or a float (not a bool) that converts to a float."""
     try:
-        float(value)
-    except OverflowError:
+        return is_number(value) and float(value) is not None
+    except OverflowError:  # a JSON integer of hundreds of digits
         return False
-    return True
 
 
 def shown(value) -> str:
-    """A JSON value as a message shows it, never the whole of a long one: a list or object by its kind, a number
-    too large to draw by its digits, anything else as JSON cut to 40 characters."""
+    """A JSON value as a message shows it: a list or object by its kind, a huge number by its digits, anything
+    else as JSON (one that has none, as a msgpack meta's bytes, by its repr) cut to 40 characters."""
     if isinstance(value, (list, dict)):
         return "a list" if isinstance(value, list) else "an object"
-    if isinstance(value, int) and not isinstance(value, bool) and not drawable(value):
+    if is_int(value) and not drawable(value):
         return f"an integer of {len(str(abs(value)))} digits"
-    text = json.dumps(value)
+    text = json.dumps(value, default=repr)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -112,8 +105,7 @@ def fields_problem(doc: dict, cls, where: str = "") -> str:
 
 
 def shape_problem(doc: dict, shape: dict, where: str = "") -> str:
-    """What keeps JSON object `doc` from holding `shape`'s keys ("" when nothing), each of its type (_value_problem);
-    a key ending in "?" may be missing."""
+    """What keeps object `doc` from holding `shape`'s keys ("" when nothing), each of its type ("key?": or none)."""
     for key, hint in shape.items():
         name, value = where + key.rstrip("?"), doc.get(key.rstrip("?"), MISSING)
         if value is MISSING and not key.endswith("?"):
@@ -124,9 +116,7 @@ def shape_problem(doc: dict, shape: dict, where: str = "") -> str:
 
 
 def _value_problem(value, hint, name: str) -> str:
-    """What keeps JSON `value`, at `name`, from being of `hint` ("" when nothing): a type (a tuple or a list as a
-    list, item by item; a float one a plot can draw), a shape (a dict: shape_problem), a dataclass (its fields) or
-    a mapping (dict[str, X]: an object of any keys, each value an X)."""
+    """What keeps `value`, at `name`, from being of `hint` ("" when nothing)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     shaped, listed = isinstance(hint, dict) or is_dataclass(hint) or origin is dict, origin in (list, tuple)
     if shaped and isinstance(value, dict):
@@ -145,28 +135,31 @@ def _value_problem(value, hint, name: str) -> str:
         return ""
     shown_ = f"a list of {len(value)}" if isinstance(value, list) else shown(value)
     want = ("an object" if shaped else f"an integer from {hint.start} to {hint.stop - 1}" if isinstance(hint, range)
+            else "one of " + ", ".join(sorted(map(json.dumps, hint))) if isinstance(hint, frozenset)
+            else f"a string matching {hint.pattern}" if isinstance(hint, re.Pattern)
             else f"of type {str(hint).replace(__name__ + '.', '') if origin else hint.__name__}")  # int64, unqualified
     return f"{name} is {shown_}, not {want}"
 
 
 class _Int64Type(type):
     def __instancecheck__(cls, value) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63
+        return is_int(value) and -2**63 <= value < 2**63
 
 
 class int64(metaclass=_Int64Type):
-    """A shape's type: a JSON integer that an int64 (a parquet or numpy column) holds, as range(-2**63, 2**63) but
-    nullable, int64 | None (Python 3.10's typing refuses Optional[range(...)])."""
+    """A shape's type: an integer an int64 holds, as range(-2**63, 2**63) but nullable (int64 | None)."""
 
 
 def _is(value, hint) -> bool:
-    """Whether a JSON value is of the type `hint`, neither a list nor a union (a float one a plot can draw)."""
+    """Whether a value is of the type `hint`, neither a list nor a union (a float one a plot can draw)."""
     if hint is type(None):
         return value is None
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
     if hint is float:
         return drawable(value)
-    if isinstance(hint, range):
-        return isinstance(value, int) and not isinstance(value, bool) and value in hint
+    if hint is int or isinstance(hint, range):
+        return is_int(value) and (hint is int or value in hint)
+    if isinstance(hint, frozenset):
+        return (isinstance(value, str) or is_number(value)) and value in hint
+    if isinstance(hint, re.Pattern):
+        return isinstance(value, str) and hint.fullmatch(value) is not None
     return isinstance(value, hint)

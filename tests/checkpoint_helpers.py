@@ -88,10 +88,11 @@ def reseal(data: bytes) -> bytes:
                      version=struct.unpack_from("<I", data, 4)[0])
 
 
-def refused(data: bytes, *fragments, expected=None) -> CheckpointError:
-    """The CheckpointError parsing `data` raises; its message holds every fragment."""
+def refused(data: bytes, *fragments, expected=None, reader=None) -> CheckpointError:
+    """The CheckpointError parsing `data` (with parse_checkpoint, or `reader`) raises; its message holds every
+    fragment."""
     with pytest.raises(CheckpointError) as info:
-        parse_checkpoint(data, expected)
+        reader(data) if reader else parse_checkpoint(data, expected)
     for fragment in fragments:
         assert fragment in str(info.value), f"'{fragment}' not in: {info.value}"
     return info.value

@@ -218,7 +218,7 @@ def test_interrupt_and_a_failed_write_are_one_line(saved, monkeypatch, capsys):
 
     def interrupted(path):
         raise KeyboardInterrupt
-    monkeypatch.setattr(cli, "read_checkpoint", interrupted)
+    monkeypatch.setattr(cli, "read", interrupted)
     assert run(capsys, saved[0])[0] == 130
     assert capsys.readouterr().err == "" and run(capsys, saved[0], "--verify")[2] == "foxc-ckpt-inspect: interrupted\n"
     monkeypatch.undo()

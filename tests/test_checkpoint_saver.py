@@ -41,15 +41,15 @@ def test_saver_orders_by_step_number_and_keeps_what_it_just_wrote(tmp_path, rng)
     assert names(tmp_path) == ["checkpoint-10.foxc", "checkpoint-100.foxc", "checkpoint-2000.foxc"]
     saver.save(50, state)  # e.g. a run resumed from an earlier step into the same directory
     assert "checkpoint-50.foxc" in names(tmp_path) and len(names(tmp_path)) == 3
-    with pytest.raises(ValueError):
+    with pytest.raises(AssertionError):
         CheckpointSaver(tmp_path, keep=0)
 
 
 @pytest.mark.parametrize("keep", [1.5, "2", None, True])
 def test_saver_refuses_a_keep_that_is_no_count(tmp_path, keep):
     """keep=1.5 was taken and failed at the first save's pruning with 'slice indices must be integers' (after the
-    file was written), "2" with a TypeError comparing it: a ValueError naming keep, before any save."""
-    with pytest.raises(ValueError, match=f"keep must be a whole number >= 1, got {keep!r}"):
+    file was written), "2" with a TypeError comparing it: foxc's misuse, an assertion naming keep, before any save."""
+    with pytest.raises(AssertionError, match=f"keep: a whole number >= 1, got {keep!r}"):
         CheckpointSaver(tmp_path, keep=keep)
     assert CheckpointSaver(tmp_path, keep=np.int64(2)).keep == 2
 

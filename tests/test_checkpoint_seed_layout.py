@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from checkpoint_helpers import encoded_bytes, refused, split_sections
-from foxc.checkpoint import (AdamState, CheckpointError, expected_from, parse_checkpoint,
-                             read_checkpoint, write_checkpoint)
+from foxc.checkpoint import (AdamState, CheckpointError, expected_from, parse_checkpoint, read_checkpoint,
+                             write_checkpoint)
 from foxc.checkpoint.inspect_cli import main
-from foxc.checkpoint.seed_layout import SEED_ISV_SLOTS, isv_slot_names
+from foxc.checkpoint.seed_layout import SEED_ISV_SLOTS, isv_slot_names, parse, read
 
 ROOT = Path(__file__).resolve().parent.parent
 STEP = 5000
@@ -92,7 +92,7 @@ def run(capsys, *argv):
 
 def test_seed_file_reads_with_values_types_and_notes(seed):
     data, arrays, adam = seed
-    ckpt = parse_checkpoint(data)
+    ckpt = parse(data)
     assert ckpt.step == STEP and not ckpt.has_meta and not ckpt.sealed and ckpt.meta == {}
     assert list(ckpt.sections) == [*arrays, *adam] and ckpt.skipped == [] and ckpt.n_sections == len(arrays) + 2
     assert ckpt["dqn_w"].shape == (128, 231) and ckpt["dqn_w_target"].shape == (128, 231), "the seed states W[128×231]"
@@ -114,7 +114,7 @@ def test_seed_file_reads_with_values_types_and_notes(seed):
 
 
 def test_seed_isv_slots_are_named_where_the_seed_documents_them(seed):
-    ckpt = parse_checkpoint(seed[0])
+    ckpt = parse(seed[0])
     isv = ckpt.isv()
     assert len(isv) == ISV_SLOTS and list(isv)[:2] == ["slot_0", "slot_1"] and isv["slot_5"] == 7.0
     assert isv["RL_GAMMA_INDEX"] == pytest.approx(0.99) and isv["RL_LR_Q_INDEX"] == pytest.approx(3e-4)
@@ -140,16 +140,16 @@ def test_the_slot_table_quotes_the_seed():
 
 
 def test_the_encoder_sibling_is_noted(seed_file):
-    assert any(f"{seed_file.with_suffix('.encoder')} is absent" in n for n in read_checkpoint(seed_file).notes)
+    assert any(f"{seed_file.with_suffix('.encoder')} is absent" in n for n in read(seed_file).notes)
     seed_file.with_suffix(".encoder").write_bytes(b"\0" * 10)
-    assert any("is present (10 bytes), not read" in n for n in read_checkpoint(seed_file).notes)
+    assert any("is present (10 bytes), not read" in n for n in read(seed_file).notes)
 
 
 def test_types_are_inferred_from_names_and_sizes():
     odd = b"\x01\x02\x03"
     not_adam = f32([1.0, 2.0, 3.0])  # 12 bytes: not the wire format (needs 32 + 8·n)
     short_isv = f32([0.0] * 585)
-    ckpt = parse_checkpoint(seed_bytes([("isv", short_isv), ("blob", odd), ("adam_x", not_adam),
+    ckpt = parse(seed_bytes([("isv", short_isv), ("blob", odd), ("adam_x", not_adam),
                                         ("dqn_w", f32([1.0] * 10)), ("empty", b"")]))
     assert ckpt["blob"] == odd and ckpt.infos["blob"].dtype == "bytes"
     assert ckpt["adam_x"].tolist() == [1.0, 2.0, 3.0] and ckpt.infos["adam_x"].dtype == "<f4"
@@ -161,16 +161,17 @@ def test_types_are_inferred_from_names_and_sizes():
 
 
 def test_a_file_that_is_not_the_seeds_gets_no_seed_notes():
-    ckpt = parse_checkpoint(seed_bytes([("weights", f32([1.0]))]))
+    ckpt = parse(seed_bytes([("weights", f32([1.0]))]))
     assert not any("Rust trainer" in n for n in ckpt.notes) and ckpt.isv_slots == []
     with pytest.raises(CheckpointError, match="no 'isv' section"):
         ckpt.isv()
 
 
-def test_a_file_without_meta_has_no_configuration(seed):
-    ckpt = parse_checkpoint(seed[0])
-    with pytest.raises(CheckpointError, match="cannot resume from it"):
-        ckpt.config
+def test_a_file_without_meta_is_read_by_the_inspector_only(seed, seed_file):
+    """Every other reader (a resume, python -m foxc.evaluate) refuses it: nothing says which run it continues."""
+    for reader in (lambda: parse_checkpoint(seed[0]), lambda: read_checkpoint(seed_file)):
+        with pytest.raises(CheckpointError, match="cannot resume from it"):
+            reader()
 
 
 # ---------------------------------------------------------------------------- framing is still refused
@@ -178,34 +179,36 @@ def test_a_file_without_meta_has_no_configuration(seed):
 def test_truncated_seed_files_are_refused(seed):
     data = seed[0]
     isv_data = 20 + 2 + 3 + 8
-    refused(data[:10], "short file: 10 bytes")
-    assert refused(data[:21], "n_sections 10 cannot fit").offset == 16
+    refused(data[:10], "short file: 10 bytes", reader=parse)
+    assert refused(data[:21], "n_sections 10 cannot fit", reader=parse).offset == 16
     dqn_w_at = isv_data + 4 * ISV_SLOTS
-    assert refused(data[:dqn_w_at + 5], "section '#1'", "run past the end of the file").offset == dqn_w_at
-    assert refused(data[:isv_data + 100], "section 'isv'", "data_len 2352 runs past the end").offset == 25
-    error = refused(data[:-1], "section 'adam_dqn_b'", "runs past the end")
+    assert refused(data[:dqn_w_at + 5], "section '#1'", "run past the end of the file",
+                   reader=parse).offset == dqn_w_at
+    assert refused(data[:isv_data + 100], "section 'isv'", "data_len 2352 runs past the end",
+                   reader=parse).offset == 25
+    error = refused(data[:-1], "section 'adam_dqn_b'", "runs past the end", reader=parse)
     assert error.section == "adam_dqn_b" and error.offset is not None
     for cut in range(0, len(data), 9973):
         with pytest.raises(CheckpointError):
-            parse_checkpoint(data[:cut])
+            parse(data[:cut])
 
 
 def test_a_trailing_byte_is_refused(seed):
     data = seed[0]
-    assert refused(data + b"\0", "1 trailing bytes").offset == len(data)
+    assert refused(data + b"\0", "1 trailing bytes", reader=parse).offset == len(data)
 
 
 def test_a_duplicate_section_is_refused():
     data = seed_bytes([("isv", f32([0.0] * ISV_SLOTS)), ("dqn_b", f32([1.0])), ("dqn_b", f32([2.0]))])
-    error = refused(data, "duplicate section name", "section 'dqn_b'", "first at byte 2385")
+    error = refused(data, "duplicate section name", "section 'dqn_b'", "first at byte 2385", reader=parse)
     assert error.offset == 20 + 2 + 3 + 8 + 4 * ISV_SLOTS + 2 + 5 + 8 + 4
 
 
 def test_bad_header_fields_are_refused(seed):
     data = bytearray(seed[0])
     data[16:20] = struct.pack("<I", 2)  # n_sections says fewer
-    refused(bytes(data), "trailing bytes")
-    refused(b"FOXC" + seed[0][4:], "bad magic")
+    refused(bytes(data), "trailing bytes", reader=parse)
+    refused(b"FOXC" + seed[0][4:], "bad magic", reader=parse)
 
 
 def test_damaged_seed_files_give_checkpoint_errors_only():
@@ -220,7 +223,7 @@ def test_damaged_seed_files_give_checkpoint_errors_only():
             out[rng.integers(len(out))] ^= int(rng.integers(1, 256))
         cut = len(out) if rng.random() < 0.7 else int(rng.integers(len(out)))
         try:
-            parse_checkpoint(bytes(out[:cut]))
+            parse(bytes(out[:cut]))
         except CheckpointError:
             pass
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from foxc.isv.__main__ import main as isv_main
-from foxc.isv.live import MARKER, REQUESTS, LiveRequestError, LiveRequests, request
+from foxc.errors import UserError
+from foxc.isv.live import MARKER, REQUESTS, LiveRequests, request
 from foxc.trainer.metrics import MetricsLog
 from test_jsonfile import ABSURD, IDS
 from trainer_cases import assert_same_state, config, market, state, trainer
@@ -93,7 +94,7 @@ def test_a_request_the_run_cannot_take_is_rejected_and_changes_nothing(ref_rt, t
 def test_bad_requests_are_refused_naming_the_slot(tmp_path, settings, match):
     out = run_dir(tmp_path)
     LiveRequests(out)  # as a running trainer marks its directory
-    with pytest.raises(LiveRequestError, match=match):
+    with pytest.raises(UserError, match=match):
         request(out, settings)
     assert [p.name for p in (out / REQUESTS).iterdir()] == [MARKER]
 
@@ -135,11 +136,12 @@ def test_a_request_from_before_the_trainer_started_is_not_applied(ref_rt, tmp_pa
 
 
 @pytest.mark.parametrize("raw, problem", ABSURD + [
-    (b'{"set": [["lr_q", %s]]}' % (b"9" * 400), "a value too large for a number"),
-    (b'{"set": [["lr_q"]]}', 'not {"set": [[NAME, VALUE], ...]}'),
-    (b'{"set": [["lr_q", true]]}', 'not {"set": [[NAME, VALUE], ...]}'),
-    (b'{"set": {"lr_q": 1}}', 'not {"set": [[NAME, VALUE], ...]}'),
-], ids=IDS + ["past-a-float", "no-value", "bool", "object"])
+    (b'{"set": [["lr_q", %s]]}' % (b"9" * 400), "set[0][1] is an integer of 400 digits, not of type float"),
+    (b'{"set": [["lr_q"]]}', "set[0] is a list of 1, not of type tuple[str, float]"),
+    (b'{"set": [["lr_q", true]]}', "set[0][1] is true, not of type float"),
+    (b'{"set": {"lr_q": 1}}', "set is an object, not of type list[tuple[str, float]]"),
+    (b'{"sets": []}', "no 'set'"),
+], ids=IDS + ["past-a-float", "no-value", "bool", "object", "no-set"])
 def test_an_absurd_request_is_rejected_naming_why_not_a_crash(tmp_path, raw, problem):
     """A request nested deeper than the parser recurses, or of a value past a float's range (a 400-digit integer),
     stopped the trainer with a RecursionError or OverflowError traceback; it is an unreadable request, rejected

@@ -1,12 +1,6 @@
-"""FOXC v1 checkpoints: the file format, atomic saving, and the hostile reader.
-
-A trainer saves its state dict (numpy arrays, AdamState, bytes) with
-`CheckpointSaver(out_dir).save(step, state, meta)` and restores it with
-`read_checkpoint(path, expected_from(state)).sections`. docs/checkpoint-format.md
-describes the bytes. A FOXC v1 file from another writer (no `meta`, no `checksum`:
-the Rust trainer's layout, seed_layout.py) reads too, with `Checkpoint.notes`, but
-is refused for resuming.
-"""
+"""FOXC v1 checkpoints (docs/internals/checkpoint-format.md): `CheckpointSaver(out_dir).save(step, state, meta)`
+writes a trainer's state dict (numpy arrays, AdamState, bytes) atomically; `read_checkpoint(path,
+expected_from(state)).sections` reads it back, verified as hostile input."""
 from .adamw import AdamState, unpack_adamw
 from .errors import CheckpointError, CheckpointSaveError
 from .format import Checkpoint, encode_checkpoint, parse_checkpoint, read_checkpoint, write_checkpoint

@@ -1,7 +1,7 @@
 """The AdamW wire format: one optimizer state as the bytes of an `adam_<tensor>` section.
 
-Little-endian: `u64 n`, `i32 step`, `f32 lr, beta1, beta2, eps, wd`, `f32 m[n]`,
-`f32 v[n]` — a 32-byte head, then 8·n bytes of moments.
+Little-endian: `u64 n`, `i32 step`, `f32 lr, beta1, beta2, eps, wd`, `f32 m[n]`, `f32 v[n]`: a 32-byte head, then
+8·n bytes of moments.
 """
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..numbers import whole
 from .errors import CheckpointError
 
 HEAD = struct.Struct("<Qi5f")
 F32 = np.dtype("<f4")
-I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1
+SETTINGS = ("lr", "beta1", "beta2", "eps", "wd")
 
 
 @dataclass(eq=False)
@@ -30,20 +31,14 @@ class AdamState:
     wd: float
 
     def __post_init__(self):
-        for label in ("m", "v"):
-            moment = np.asarray(getattr(self, label))
-            if moment.ndim != 1 or moment.dtype != np.float32:
-                raise ValueError(f"AdamState.{label} must be a 1-D float32 array, got {moment.dtype} {list(moment.shape)}")
-            setattr(self, label, moment)
-        if self.m.shape != self.v.shape:
-            raise ValueError(f"AdamState m has {self.m.size} values but v has {self.v.size}")
-        if not integer(self.step) or not I32_MIN <= int(self.step) <= I32_MAX:  # 1.5 was saved as 1
-            raise ValueError(f"AdamState.step must be a whole number in the wire format's i32, got {self.step!r}")
+        self.m, self.v = np.asarray(self.m), np.asarray(self.v)
+        assert self.m.dtype == self.v.dtype == np.float32 and self.m.ndim == 1 and self.m.shape == self.v.shape, \
+            f"AdamState: m and v must be 1-D float32 of one length, got {self.m.dtype} {self.m.shape}, {self.v.shape}"
+        assert whole(self.step) and -2**31 <= self.step < 2**31, f"AdamState.step: not a whole i32, {self.step!r}"
         self.step = int(self.step)
-        for label in ("lr", "beta1", "beta2", "eps", "wd"):  # float32 on the wire and on the device
+        for label in SETTINGS:  # float32 on the wire and on the device: a state round-trips equal
             value = getattr(self, label)
-            if not integer(value) and not isinstance(value, (float, np.floating)):
-                raise ValueError(f"AdamState.{label} must be a number, got {value!r}")
+            assert whole(value) or isinstance(value, (float, np.floating)), f"AdamState.{label}: {value!r}"
             setattr(self, label, float(np.float32(value)))
 
     @property
@@ -52,13 +47,7 @@ class AdamState:
 
     @property
     def settings(self) -> dict[str, float]:
-        return {"step": self.step, "lr": self.lr, "beta1": self.beta1, "beta2": self.beta2,
-                "eps": self.eps, "wd": self.wd}
-
-
-def integer(value) -> bool:
-    """A Python or numpy integer, not a bool."""
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+        return {"step": self.step, **{label: getattr(self, label) for label in SETTINGS}}
 
 
 def wire_size(n: int) -> int:
@@ -67,27 +56,25 @@ def wire_size(n: int) -> int:
 
 def adamw_chunks(state: AdamState) -> list:
     """The wire format as buffers to write one after the other (the moments are not copied)."""
-    head = HEAD.pack(state.n, state.step, state.lr, state.beta1, state.beta2, state.eps, state.wd)
+    head = HEAD.pack(state.n, state.step, *(getattr(state, k) for k in SETTINGS))
     return [head, le_bytes(state.m), le_bytes(state.v)]
 
 
 def unpack_adamw(data, section: str = "adamw", offset: int = 0) -> AdamState:
     """Parse the wire format; `section` and `offset` (of the data in its file) name errors."""
-    view = memoryview(data).cast("B") if not isinstance(data, memoryview) else data
+    view = memoryview(data).cast("B")
     size = len(view)
     if size < HEAD.size:
         raise CheckpointError(f"AdamW state of {size} bytes is shorter than its {HEAD.size}-byte head",
                               section=section, offset=offset)
-    n, step, lr, beta1, beta2, eps, wd = HEAD.unpack_from(view, 0)
-    if n > (size - HEAD.size) // 8 or wire_size(n) != size:
+    n, step, *settings = HEAD.unpack_from(view, 0)
+    if wire_size(n) != size:
         raise CheckpointError(f"AdamW n = {n} needs {HEAD.size} + 8·n bytes but the section holds {size}",
                               section=section, offset=offset)
-    m = np.frombuffer(view, F32, n, HEAD.size).astype(np.float32)
-    v = np.frombuffer(view, F32, n, HEAD.size + 4 * n).astype(np.float32)
-    return AdamState(m, v, step, lr, beta1, beta2, eps, wd)
+    moments = np.frombuffer(view, F32, 2 * n, HEAD.size).astype(np.float32)  # a copy, in native order
+    return AdamState(moments[:n], moments[n:], step, *settings)
 
 
 def le_bytes(array: np.ndarray, dtype=F32) -> memoryview:
     """The array's bytes as `dtype` (little-endian), flat; not copied when the array already is."""
-    flat = np.ascontiguousarray(array, dtype=dtype).reshape(-1)
-    return memoryview(flat.view(np.uint8))
+    return memoryview(np.ascontiguousarray(array, dtype=dtype).reshape(-1).view(np.uint8))

@@ -1,10 +1,8 @@
 """Atomic file replacement: a reader sees the old file or the whole new one, never a part.
 
-Write a temporary file in the destination's directory, flush and fsync it,
-rename it over the destination, then fsync the directory so the rename itself
-survives a power cut. Temporary names start with a dot and end in
-`.tmp-<pid>-<random>`, so no scan for `checkpoint-<step>.foxc` can mistake one
-for a checkpoint.
+A temporary file in the destination's directory, fsynced, renamed over the destination, then the directory
+fsynced so that the rename survives a power cut. Temporary names (`.NAME.tmp-<pid>-<random>`) match no scan for
+`checkpoint-<step>.foxc`.
 """
 from __future__ import annotations
 
@@ -27,31 +25,31 @@ def write_all(f, chunk) -> None:
 
 
 def atomic_write(path: Path, chunks, intact: str = "earlier checkpoints are untouched") -> None:
-    """Write the buffers in `chunks` to `path` atomically and durably, or raise CheckpointSaveError (its
-    message ends with `intact`: what a failed write left as it was)."""
+    """Write the buffers in `chunks` to `path` atomically and durably, or raise CheckpointSaveError (its message
+    ends with `intact`: what a failed write left as it was)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    what = "create a temporary file"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
-    except OSError as exc:
-        raise _save_error(path, "create a temporary file", exc, intact) from exc
-    try:
-        with open(fd, "wb") as f:
-            for chunk in chunks:
-                write_all(f, chunk)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise _save_error(path, "write", exc, intact) from exc
-        raise
-    try:
+        what = "write"
+        try:
+            with open(fd, "wb") as f:
+                for chunk in chunks:
+                    write_all(f, chunk)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        what = "fsync the directory after renaming"
         fsync_directory(path.parent)
     except OSError as exc:
-        raise _save_error(path, "fsync the directory after renaming", exc, intact) from exc
+        code = errno_codes.errorcode.get(exc.errno, "") if exc.errno else ""
+        raise CheckpointSaveError(f"could not save {path}: {what} failed: {exc.strerror or exc}"
+                                  f"{f' [{code}]' if code else ''}; {intact}", exc.errno) from exc
 
 
 def fsync_directory(directory: Path) -> None:
@@ -65,18 +63,11 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _save_error(path: Path, what: str, exc: OSError, intact: str) -> CheckpointSaveError:
-    code = errno_codes.errorcode.get(exc.errno, "") if exc.errno else ""
-    reason = f"{exc.strerror or exc}" + (f" [{code}]" if code else "")
-    return CheckpointSaveError(f"could not save {path}: {what} failed: {reason}; {intact}", exc.errno)
-
-
 def remove_stale_temp_files(directory: Path, target: re.Pattern) -> None:
-    """Delete temporary files for names matching `target` left by a process that died mid-save;
-    those of a live process (another save in progress) are left alone."""
+    """Delete temporary files for names matching `target` left by a process that died mid-save; those of a live
+    process (another save in progress) are left alone."""
     for entry in Path(directory).iterdir():
         match = TEMP_RE.fullmatch(entry.name)
-        if match is None or not target.fullmatch(match["target"]) or process_alive(int(match["pid"])):
-            continue
-        with contextlib.suppress(OSError):
-            entry.unlink()
+        if match and target.fullmatch(match["target"]) and not process_alive(int(match["pid"])):
+            with contextlib.suppress(OSError):
+                entry.unlink()

@@ -5,41 +5,27 @@ from ..errors import UserError
 
 
 class CheckpointError(UserError):
-    """A file that is not a valid FOXC checkpoint (or does not fit the model).
+    """A file that is not a valid FOXC checkpoint (or not one the caller can use). str() names the file, then the
+    section and byte offset where the reader stopped trusting it: `a.foxc: section 'dqn_w' at byte 812: ...`."""
 
-    The message names the file (`path`, whenever a file was read), then the section and the
-    byte offset where the reader stopped trusting it, whenever there is one:
-    `runs/a/checkpoint-5.foxc: section 'dqn_w' at byte 812: ...`.
-    """
-
-    def __init__(self, reason: str, *, section: str | None = None, offset: int | None = None,
-                 path=None):
-        self.reason = reason
-        self.section = section
-        self.offset = offset
+    def __init__(self, reason: str, *, section: str | None = None, offset: int | None = None, path=None):
+        self.reason, self.section, self.offset = reason, section, offset
         self.path = None if path is None else str(path)
-        super().__init__(self._render())
+        where = " ".join(([] if section is None else [f"section '{section}'"]) +
+                         ([] if offset is None else [f"at byte {offset}"]))
+        head = "" if path is None else f"{self.path}: "
+        super().__init__(head + (f"{where}: {reason}" if where else reason))
 
-    def with_path(self, path) -> "CheckpointError":
-        """The same error naming the file it was read from (unchanged when it already names one)."""
+    def with_path(self, path) -> CheckpointError:
+        """The same error naming the file it was read from (itself when it names one already)."""
         if self.path is not None:
             return self
         return CheckpointError(self.reason, section=self.section, offset=self.offset, path=path)
 
-    def _render(self) -> str:
-        where = [] if self.section is None else [f"section '{self.section}'"]
-        where += [] if self.offset is None else [f"at byte {self.offset}"]
-        head = "" if self.path is None else f"{self.path}: "
-        return head + (f"{' '.join(where)}: {self.reason}" if where else self.reason)
-
 
 class CheckpointSaveError(UserError):
-    """A save that did not complete (disk full, permission denied, ...).
-
-    Whatever was on disk before is untouched and no temporary file is left
-    behind. `errno` carries the operating system's code when there is one.
-    """
+    """A save that did not complete (disk full, ...): what was on disk is untouched; `errno` the system's code."""
 
     def __init__(self, message: str, errno: int | None = None):
-        self.errno = errno
         super().__init__(message)
+        self.errno = errno

@@ -1,37 +1,34 @@
 """The `meta` section: what every other section holds, and the run it came from.
 
-msgpack of one map:
-    foxc_version  str          the writer's foxc version
-    step          int          equals the header's step
-    isv_slots     [str]        ISV slot names by index (foxc.isv.registry)
-    config        map          the run's configuration
-    data          map | nil    the data source and its hash ({"source": ..., "sha256": ...})
-    sections      map          name -> {"dtype": str, "shape": [int], "sha256": hex str}
-plus any other keys a writer adds (kept as they are).
-
-dtype is a little-endian numpy type string from SECTION_DTYPES, or "adamw" (the
-AdamW wire format, shape [n]) or "bytes" (opaque, shape [length]).
+msgpack of one map, declared as META (jsonfile.shape_problem checks it): foxc_version, step (the header's),
+isv_slots (the ISV slot names by index), config (the run's configuration), data (the data source and its hash, or
+nil) and sections (name -> ENTRY: dtype, shape, sha256), plus any other keys a writer adds. dtype is a
+little-endian numpy type string of SECTION_DTYPES, "adamw" (the AdamW wire format, shape [n]) or "bytes" (opaque,
+shape [length]).
 """
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import PurePath
 
 import msgpack
 import numpy as np
 
+from ..jsonfile import shape_problem
 from .adamw import AdamState, wire_size
 from .errors import CheckpointError
 
-ADAMW = "adamw"
-BYTES = "bytes"
+ADAMW, BYTES, META, CHECKSUM = "adamw", "bytes", "meta", "checksum"
 SECTION_DTYPES = frozenset(np.dtype(t).newbyteorder("<").str for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
     np.float16, np.float32, np.float64))
 RESERVED_KEYS = frozenset({"foxc_version", "step", "isv_slots", "sections"})
 MAX_NDIM = 32
-_HEX = frozenset("0123456789abcdef")
+META_SHAPE = {"foxc_version": str, "step": int, "isv_slots": list[str], "config": dict, "data?": dict | None,
+              "sections": dict}
+ENTRY = {"dtype": SECTION_DTYPES | {ADAMW, BYTES}, "shape": list[range(0, 2**63)], "sha256": re.compile("[0-9a-f]{64}")}
 
 
 @dataclass(frozen=True)
@@ -49,26 +46,19 @@ class SectionInfo:
 
 
 def canonical_dtype(dtype) -> str:
-    """The meta spelling of a section type: "adamw", "bytes" or a whitelisted little-endian numpy type."""
+    """The meta spelling of a section type: "adamw", "bytes" or a little-endian numpy type of SECTION_DTYPES."""
     if isinstance(dtype, str) and dtype in (ADAMW, BYTES):
         return dtype
-    try:
-        text = np.dtype(dtype).newbyteorder("<").str
-    except TypeError as exc:
-        raise ValueError(f"not a section dtype: {dtype!r}") from exc
+    text = np.dtype(dtype).newbyteorder("<").str
     if text not in SECTION_DTYPES:
-        raise ValueError(f"dtype {np.dtype(dtype)} cannot be stored in a checkpoint "
-                         f"(bool, int8..64, uint8..64 and float16/32/64 can)")
+        raise ValueError(f"dtype {np.dtype(dtype)} cannot be stored in a checkpoint (bool, ints and floats can)")
     return text
 
 
 def section_nbytes(dtype: str, shape: tuple[int, ...]) -> int:
     """Bytes the data of a section of this type must hold (Python ints: no overflow)."""
-    if dtype == ADAMW:
-        return wire_size(shape[0])
-    if dtype == BYTES:
-        return shape[0]
-    return np.dtype(dtype).itemsize * math.prod(shape)
+    return wire_size(shape[0]) if dtype == ADAMW else shape[0] if dtype == BYTES else \
+        np.dtype(dtype).itemsize * math.prod(shape)
 
 
 def describe_value(value) -> tuple[str, tuple[int, ...]]:
@@ -105,76 +95,54 @@ def decode_meta(data, offset: int) -> dict:
     """msgpack bytes -> the meta map, refusing anything that is not one well-formed map."""
     try:
         doc = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
-    except Exception as exc:  # msgpack raises many types for hostile input; all mean the same here
-        raise CheckpointError(f"not valid msgpack ({type(exc).__name__}: {exc})", section="meta", offset=offset) from None
+    except Exception as exc:  # msgpack raises many types for hostile bytes; all mean the same here
+        raise CheckpointError(f"not valid msgpack ({type(exc).__name__}: {exc})", section=META, offset=offset) from None
     if not isinstance(doc, dict):
-        raise CheckpointError(f"is a msgpack {type(doc).__name__}, not a map", section="meta", offset=offset)
+        raise CheckpointError(f"is a msgpack {type(doc).__name__}, not a map", section=META, offset=offset)
     return doc
 
 
 def check_meta(doc: dict, step: int, spans: dict, digests: dict[str, bytes], offset: int) -> dict[str, SectionInfo]:
-    """Validate the decoded meta against the file; return every section it describes.
-
-    `spans` maps each section name in the file to its SectionSpan (format.py).
-    """
-    def fail(reason: str, section: str = "meta", at: int | None = offset):
-        raise CheckpointError(reason, section=section, offset=at)
-
-    for key, kind in (("foxc_version", str), ("step", int), ("isv_slots", list), ("config", dict), ("sections", dict)):
-        if key not in doc:
-            fail(f"has no '{key}' key")
-        if not isinstance(doc[key], kind) or isinstance(doc[key], bool):
-            fail(f"'{key}' is a {type(doc[key]).__name__}, not a {kind.__name__}")
-    if doc["step"] != step:
-        fail(f"step {doc['step']} disagrees with the header's step {step}")
-    if not all(isinstance(name, str) for name in doc["isv_slots"]):
-        fail("'isv_slots' holds something other than names")
-    if doc.get("data") is not None and not isinstance(doc["data"], dict):
-        fail(f"'data' is a {type(doc['data']).__name__}, not a map")
-
-    infos = {}
-    for name, entry in doc["sections"].items():
-        if name not in spans:
-            fail(f"describes section '{name}', which the file lacks")
-        # no digest for the seal: `_check_entry` refuses a reserved name before it would need one
-        infos[name] = _check_entry(name, entry, spans[name].offset, spans[name].data_len, digests.get(name))
+    """Every section the meta describes, checked against the file (`spans`: format.SectionSpan by name)."""
+    problem = shape_problem(doc, META_SHAPE) or (
+        doc["step"] != step and f"step {doc['step']} disagrees with the header's step {step}") or next(
+        (f"describes section '{name}', which the file lacks" for name in doc["sections"] if name not in spans), "")
+    if problem:
+        raise CheckpointError(problem, section=META, offset=offset)
+    infos = {name: _entry(name, entry, spans[name], digests.get(name)) for name, entry in doc["sections"].items()}
     isv = infos.get("isv")
     if isv is not None and (isv.dtype != "<f4" or isv.shape != (len(doc["isv_slots"]),)):
-        fail(f"is {isv.describe()} but there are {len(doc['isv_slots'])} ISV slot names", "isv", isv.offset)
+        raise CheckpointError(f"is {isv.describe()} but there are {len(doc['isv_slots'])} ISV slot names",
+                              section="isv", offset=isv.offset)
     return infos
 
 
-def _check_entry(name: str, entry, at: int, data_len: int, digest: bytes) -> SectionInfo:
-    def fail(reason: str):
-        raise CheckpointError(reason, section=name, offset=at)
-
-    if name in ("meta", "checksum"):
-        fail("is reserved and cannot be described by the meta")
-    if not isinstance(entry, dict) or not {"dtype", "shape", "sha256"} <= entry.keys():
-        fail("its meta entry is not a map with dtype, shape and sha256")
-    dtype, shape, sha = entry["dtype"], entry["shape"], entry["sha256"]
-    if not isinstance(dtype, str) or (dtype not in SECTION_DTYPES and dtype not in (ADAMW, BYTES)):
-        fail(f"its meta dtype {dtype!r} is not one foxc stores")
-    if (not isinstance(shape, list) or len(shape) > MAX_NDIM
-            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)):
-        fail(f"its meta shape {shape!r} is not a list of at most {MAX_NDIM} non-negative integers")
-    if dtype in (ADAMW, BYTES) and len(shape) != 1:
-        fail(f"a {dtype} section has a shape of one dimension, not {shape}")
-    if not isinstance(sha, str) or len(sha) != 64 or not set(sha) <= _HEX:
-        fail(f"its meta sha256 {sha!r} is not 64 lowercase hex digits")
-    shape = tuple(shape)
-    nbytes = section_nbytes(dtype, shape)
-    if nbytes != data_len:
-        fail(f"holds {data_len} bytes but its meta says {dtype} {list(shape)} ({nbytes} bytes)")
-    if digest.hex() != sha:
-        fail(f"sha256 mismatch: the data is corrupt (file {digest.hex()[:16]}…, meta {sha[:16]}…)")
-    return SectionInfo(name, dtype, shape, sha, at, data_len)
+def _entry(name: str, entry, span, digest: bytes | None) -> SectionInfo:
+    """The meta's entry of one section, checked against its data (its `digest`: None for the seal)."""
+    def problem() -> str:
+        if name in (META, CHECKSUM):
+            return "is reserved and cannot be described by the meta"
+        if not isinstance(entry, dict):
+            return "its meta entry is not a map"
+        if found := shape_problem(entry, ENTRY):
+            return f"its meta entry: {found}"
+        dtype, shape = entry["dtype"], entry["shape"]
+        if len(shape) > MAX_NDIM or (dtype in (ADAMW, BYTES) and len(shape) != 1):
+            return (f"its meta shape {shape} has {len(shape)} dimensions, a {dtype} section "
+                    f"{'one dimension' if dtype in (ADAMW, BYTES) else f'at most {MAX_NDIM} dimensions'}")
+        if (nbytes := section_nbytes(dtype, tuple(shape))) != span.data_len:
+            return f"holds {span.data_len} bytes but its meta says {dtype} {shape} ({nbytes} bytes)"
+        if digest.hex() != entry["sha256"]:
+            return f"sha256 mismatch: the data is corrupt (file {digest.hex()[:16]}…, meta {entry['sha256'][:16]}…)"
+        return ""
+    if found := problem():
+        raise CheckpointError(found, section=name, offset=span.offset)
+    return SectionInfo(name, entry["dtype"], tuple(entry["shape"]), entry["sha256"], span.offset, span.data_len)
 
 
 def config_differences(saved: dict, current: dict, prefix: str = "",
                        sides: tuple[str, str] = ("in the checkpoint", "now")) -> list[str]:
-    """Each setting that differs between two configurations, by dotted name; `sides` say where each
-    comes from (a resume check's by default; two files' for foxc-ckpt-inspect --diff: "in A", "in B")."""
+    """Each setting that differs between two configurations, by dotted name; `sides` say where each comes from."""
     problems, (was, now) = [], sides
     for key in sorted(set(saved) | set(current), key=str):
         name = f"{prefix}{key}"

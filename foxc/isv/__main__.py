@@ -1,10 +1,8 @@
 """`python -m foxc.isv`: the ISV slots, their defaults, the values a user may set and what they mean.
 
-    python -m foxc.isv [list] [--json]     # every slot (the default command)
-    python -m foxc.isv [show] NAME [--json]  # one slot
-    python -m foxc.isv set RUN_DIR NAME=VALUE [NAME=VALUE ...]  # change slots of a running trainer
-
-Each command is a function taking its parsed arguments; a new one is one more entry in COMMANDS.
+    python -m foxc.isv [list] [--json]                           # every slot (the default command)
+    python -m foxc.isv [show] NAME [--json]                      # one slot
+    python -m foxc.isv set RUN_DIR NAME=VALUE [NAME=VALUE ...]   # change slots of a running trainer
 """
 from __future__ import annotations
 
@@ -13,9 +11,8 @@ import math
 import sys
 
 from ..cli import ArgumentParser, PathArg, UserError, run
-from .registry import SLOTS, Range, Slot, isv_setting, slot, unknown_slot
-from .live import LiveRequestError, request
-
+from .live import request
+from .registry import SLOTS, Slot, isv_setting, slot, unknown_slot
 
 PROG = "python -m foxc.isv"
 
@@ -24,7 +21,7 @@ def as_record(s: Slot) -> dict:
     """A slot for --json: bounds as numbers (null when unbounded), `settable` false for internal slots."""
     record = {"index": s.index, "name": s.name, "default": s.bootstrap, "settable": s.settable,
               "range": str(s.valid), "doc": s.doc, "why": s.valid.why}
-    if isinstance(s.valid, Range):
+    if s.settable:
         bound = lambda v: None if math.isinf(v) else v  # noqa: E731 (JSON has no infinity)
         record.update(lo=bound(s.valid.lo), hi=bound(s.valid.hi), lo_open=s.valid.lo_open,
                       hi_open=s.valid.hi_open, integer=s.valid.integer)
@@ -34,13 +31,11 @@ def as_record(s: Slot) -> dict:
 def table(slots) -> str:
     """Index, name, default, valid settings ("(0, 1]", "1..8", "0 or 1", ">= 0", or state/unused) and the doc,
     with the reason for the range when it is not plain from the doc."""
-    rows = [("#", "name", "default", "range", "meaning")]
-    for s in slots:
-        why = f" [{s.valid.why}]" if s.valid.why else ""
-        rows.append((str(s.index), s.name, f"{s.bootstrap:g}", str(s.valid), s.doc + why))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    return "\n".join(f"{r[0]:>{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]:<{widths[3]}}  {r[4]}"
-                     for r in rows)
+    rows = [("#", "name", "default", "range", "meaning")] + [
+        (str(s.index), s.name, f"{s.bootstrap:g}", str(s.valid), s.doc + (f" [{s.valid.why}]" if s.valid.why else ""))
+        for s in slots]
+    w = [max(len(r[i]) for r in rows) for i in range(4)]
+    return "\n".join(f"{r[0]:>{w[0]}}  {r[1]:<{w[1]}}  {r[2]:>{w[2]}}  {r[3]:<{w[3]}}  {r[4]}" for r in rows)
 
 
 def cmd_list(args) -> int:
@@ -65,17 +60,12 @@ def cmd_show(args) -> int:
            {"state": "no: state the trainer owns", "unused": "no: no kernel reads it"}[s.valid.kind])
     lines = [f"{s.name} (slot {s.index}, {s.macro})", f"  default   {s.bootstrap:g}", f"  range     {s.valid}",
              f"  settable  {how}", f"  meaning   {s.doc}"]
-    if s.valid.why:
-        lines.append(f"  why       {s.valid.why}")
-    print("\n".join(lines))
+    print("\n".join(lines + ([f"  why       {s.valid.why}"] if s.valid.why else [])))
     return 0
 
 
 def cmd_set(args) -> int:
-    try:
-        path = request(args.run_dir, args.settings)
-    except LiveRequestError as e:
-        raise UserError(str(e)) from None
+    path = request(args.run_dir, args.settings)
     print(f"requested: {path} (the trainer applies it before its next step and records it in metrics.jsonl; "
           f"it moves the file to {path.parent.name}/applied/, or rejected/ with a warning)")
     return 0
@@ -102,11 +92,9 @@ def build_parser() -> ArgumentParser:
 
 def with_command(argv: list[str]) -> list[str]:
     """argv with its command made explicit: none is `list`, a slot's name alone is `show NAME`."""
-    if argv and argv[0] in ("-h", "--help"):
+    if argv[:1] in (["-h"], ["--help"]):
         return argv
-    if not argv or argv[0].startswith("-"):
-        return ["list", *argv]
-    return argv if argv[0] in COMMANDS else ["show", *argv]
+    return ["list", *argv] if not argv or argv[0].startswith("-") else argv if argv[0] in COMMANDS else ["show", *argv]
 
 
 def main(argv=None) -> int:

@@ -1,19 +1,15 @@
 """The ISV bus in mapped-pinned memory: kernels address it, the host reads it with no copy.
 
-Kernels reach mapped-pinned memory over PCIe, one transaction per warp and read, uncached.
-For a step of many kernels that read the ISV in every block, `device_resident=True` keeps the
-working copy in device memory (what `ptr` points to), and the step's last kernel
-(agent_step_end) copies it into the mapped-pinned view the host reads (`array`); host writes
-(`bus[name] = v`, `load`) wait for the stream and upload. Without it, kernels use the mapped
-memory directly.
+Kernels reach mapped-pinned memory over PCIe, uncached: for a step of many kernels that read the ISV in every
+block, `device_resident=True` keeps the working copy in device memory (`ptr`), which the step's last kernel
+(agent_step_end) copies into the mapped view the host reads (`array`); host writes wait for the stream and upload.
 """
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
 from .. import vec
+from ..numbers import finite
 from .registry import N_SLOTS, SLOTS, STEP_WRAP, slot_index
 
 
@@ -34,15 +30,13 @@ class IsvBus:
     def values(self) -> np.ndarray:
         """The slots as the host sees them (live mapped memory; with a device copy, as of the last publish).
         Synchronize before reading device writes; write through `bus[name] = v` or `load`."""
-        if self.closed:  # its memory is freed: NaN on the reference backend, freed pinned memory on a GPU
-            raise ValueError(f"ISV bus '{self.array.name}' is closed")
+        assert not self.closed, f"ISV bus '{self.array.name}' is closed"  # its memory is freed
         return self.array.host
 
     def load(self, values):
         """Set every slot (the stream is synchronized first when a device copy is in use)."""
         values = np.asarray(values, np.float32)
-        if values.shape != (N_SLOTS,):
-            raise ValueError(f"the ISV holds {N_SLOTS} slots, got {values.shape}")
+        assert values.shape == (N_SLOTS,), f"the ISV holds {N_SLOTS} slots, got {values.shape}"
         if self.device is not None:
             self.rt.stream.synchronize()
         self.values[:] = values
@@ -50,10 +44,9 @@ class IsvBus:
             self.device.upload(values)
 
     def set_on_stream(self, name: str, value: float, stream):
-        """Set one slot in stream order, without waiting: the steps queued before see the old value,
-        every later one the new (a device-resident bus; the host view follows at the next publish)."""
-        if self.device is None:
-            raise ValueError("set_on_stream needs an IsvBus made with device_resident=True")
+        """Set one slot in stream order, without waiting: the steps queued before see the old value, every later
+        one the new (a device-resident bus; the host view follows at the next publish)."""
+        assert self.device is not None, "set_on_stream needs an IsvBus made with device_resident=True"
         vec.plan_elementwise(self.rt, vec.FILL_F32, self.device.at(slot_index(name)), float(value), 1).launch(stream)
 
     def reset(self):
@@ -65,12 +58,7 @@ class IsvBus:
 
     def __setitem__(self, name: str, value: float):
         index = slot_index(name)  # an unknown name first
-        try:  # a string failed in numpy naming no slot; NaN made every kernel reading the slot compute NaN
-            ok = not isinstance(value, (bool, np.bool_)) and math.isfinite(value)
-        except TypeError:
-            ok = False
-        if not ok:
-            raise ValueError(f"ISV slot '{name}' must be a finite number, got {value!r}")
+        assert finite(value), f"ISV slot '{name}' must be a finite number, got {value!r}"  # NaN: every reader NaN
         values = self.values.copy()
         values[index] = value
         self.load(values)

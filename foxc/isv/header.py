@@ -1,8 +1,5 @@
-"""Generates cuda/include/foxc/isv_slots.h from the registry.
-
-    python -m foxc.isv.header --write   # regenerate
-    python -m foxc.isv.header --check   # exit 1 when the header is out of date
-"""
+"""Generates cuda/include/foxc/isv_slots.h from the registry: `python -m foxc.isv.header --write` (or `--check`:
+exit 1 when the header is out of date)."""
 from __future__ import annotations
 
 import sys

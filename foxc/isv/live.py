@@ -1,14 +1,10 @@
 """Live ISV changes: `python -m foxc.isv set RUN_DIR NAME=VALUE` asks a running trainer to set slots.
 
-A request is a small JSON file written atomically (a temporary, then a rename) into
-RUN_DIR/isv_requests/. The trainer looks there between steps, at most every POLL_S seconds, and
-applies each request before the next step it launches: a one-slot write on the training stream
-into the device copy that the captured graph reads, so nothing is recaptured and the change
-takes effect at one exact step. It records the change in metrics.jsonl (`isv_changes` of the
-record whose steps it first affects) and moves the file to isv_requests/applied/, so a resume
-never applies it twice (the checkpoint holds the bus as it stood). While it trains, the trainer
-keeps isv_requests/trainer.live (its host and pid): requests go only to a live trainer, and one
-that waited from before a trainer started is rejected, not applied to a run it was not meant for.
+A request is a JSON file written atomically into RUN_DIR/isv_requests/. Between steps (at most every POLL_S), the
+trainer applies each as a one-slot write on the training stream into the device copy the captured graph reads
+(nothing recaptured; the change takes effect at one exact step), records it in metrics.jsonl and moves the file to
+applied/, so that a resume never applies it twice. While it trains it keeps isv_requests/trainer.live (host, pid):
+requests go only to a live trainer, and one that waited from before the trainer started is rejected.
 """
 from __future__ import annotations
 
@@ -20,31 +16,28 @@ import time
 from pathlib import Path
 
 from ..errors import UserError
-from ..jsonfile import JsonFileError, read_json
+from ..jsonfile import JsonFileError, read_json, shape_problem
+from ..numbers import whole
 from ..paths import process_alive
 from .registry import setting_problem
 
 REQUESTS = "isv_requests"
 MARKER = "trainer.live"  # not *.json: requests are the *.json files
 POLL_S = 0.25  # a directory listing every quarter second costs nothing next to the steps between
-
-
-class LiveRequestError(UserError):
-    """A request that cannot be made: the message names the run directory or the slot."""
+REQUEST = {"set": list[tuple[str, float]]}
 
 
 def request(run_dir, settings: list[tuple[str, float]]) -> Path:
     """Write one request for a trainer running in `run_dir`; returns the request's path."""
     run_dir = Path(run_dir)
     if not (run_dir / "config.json").is_file():
-        raise LiveRequestError(f"{run_dir}: not a training run directory (no config.json)")
+        raise UserError(f"{run_dir}: not a training run directory (no config.json)")
     if running_trainer(run_dir) is None:
-        raise LiveRequestError(f"{run_dir}: no trainer is running there; to go on with other values, resume the "
-                               "run: python -m foxc.train --resume-from CHECKPOINT --set NAME=VALUE")
+        raise UserError(f"{run_dir}: no trainer is running there; to go on with other values, resume the run: "
+                        "python -m foxc.train --resume-from CHECKPOINT --set NAME=VALUE")
     for name, value in settings:
-        problem = setting_problem(name, value)
-        if problem:
-            raise LiveRequestError(f"{name}: {problem}")
+        if problem := setting_problem(name, value):
+            raise UserError(f"{name}: {problem}")
     folder = run_dir / REQUESTS
     folder.mkdir(exist_ok=True)
     stem = f"{time.time_ns():020d}-{os.getpid()}"
@@ -55,39 +48,14 @@ def request(run_dir, settings: list[tuple[str, float]]) -> Path:
 
 
 def running_trainer(run_dir) -> str | None:
-    """Who trains in `run_dir` now ("pid N on HOST"), from its marker; None where no trainer runs."""
-    who = _live_marker(Path(run_dir) / REQUESTS / MARKER)
-    return None if who is None else f"pid {who.get('pid')} on {who.get('host')}"
-
-
-def _live_marker(marker: Path) -> dict | None:
-    """What `marker` says of the trainer that wrote it (host, pid), where that trainer runs (a crashed one leaves
-    its marker behind); else None."""
+    """Who trains in `run_dir` now ("pid N on HOST"), from its marker; None where no trainer runs: no marker, one
+    damaged, or one of this host naming a process that is gone (a crashed trainer leaves its marker behind)."""
     try:
-        who = read_json(marker)
-    except (OSError, JsonFileError):  # none, or not a marker a trainer wrote
+        who = read_json(Path(run_dir) / REQUESTS / MARKER)
+    except (OSError, JsonFileError):
         return None
-    if who.get("host") != socket.gethostname():
-        return who  # another machine's process: it cannot be checked from here
-    try:
-        pid = int(who["pid"])
-    except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: int(Infinity)
-        return who  # a marker of no pid: nothing to ask about
-    return who if process_alive(pid) else None
-
-
-def _settings(doc: dict) -> list[tuple[str, float]]:
-    """A request's {"set": [[NAME, VALUE], ...]} as (name, value) pairs; a ValueError for anything else, a value
-    past a float's range included (float() of a 400-digit integer raises OverflowError)."""
-    pairs = doc.get("set")
-    if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
-                                              and isinstance(p[1], (int, float)) and not isinstance(p[1], bool)
-                                              for p in pairs):
-        raise ValueError('not {"set": [[NAME, VALUE], ...]}')
-    try:
-        return [(name, float(value)) for name, value in pairs]
-    except OverflowError:
-        raise ValueError("a value too large for a number") from None
+    here = who.get("host") == socket.gethostname() and whole(who.get("pid"))  # else nothing to ask about
+    return f"pid {who.get('pid')} on {who.get('host')}" if not here or process_alive(int(who["pid"])) else None
 
 
 class LiveRequests:
@@ -115,19 +83,20 @@ class LiveRequests:
 
     def pending(self) -> list[tuple[Path, list[tuple[str, float]] | None, str]]:
         """(path, settings, problem) of each waiting request; settings None when the file is unreadable."""
-        if not self.folder.is_dir():
-            return []
         out = []
-        for path in sorted(self.folder.glob("*.json")):
+        for path in sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []:
             try:
-                settings = _settings(read_json(path))
+                doc = read_json(path)
+                problem = shape_problem(doc, REQUEST)
             except OSError as e:
-                out.append((path, None, f"unreadable request: {e.strerror or e}"))
-            except ValueError as e:  # a JsonFileError says its problem: the path is named beside it
-                out.append((path, None, f"unreadable request: {getattr(e, 'problem', e)}"))
-            else:
-                problems = [f"{n}: {p}" for n, v in settings if (p := setting_problem(n, v))]
-                out.append((path, settings, "; ".join(problems)))
+                problem = e.strerror or str(e)
+            except JsonFileError as e:
+                problem = e.problem
+            if problem:
+                out.append((path, None, f"unreadable request: {problem}"))
+                continue
+            settings = [(name, float(value)) for name, value in doc["set"]]
+            out.append((path, settings, "; ".join(f"{n}: {p}" for n, v in settings if (p := setting_problem(n, v)))))
         return out
 
     def file(self, path: Path, step: int, outcome: str) -> Path:
