@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
 from .chunks import CHUNK_ROWS, new_meta, read_whole
 from .select import map_symbol
-from .validate import DataError
+from .validate import NEGATIVE_SIZE, DataError
 
 SIDES = ("bid", "ask")
 
@@ -97,8 +97,10 @@ def _fill_prices(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray):
                 out[c.is_null().to_numpy(zero_copy_only=False), lvl] = PRICE_UNDEF
 
 
-def _fill_sizes(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray, empty: np.ndarray | None):
-    """Into out (uint32 [m, LEVELS]); 0 at empty levels; non-finite floats at set levels flagged in `bad`."""
+def _fill_sizes(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray, negative: np.ndarray,
+                empty: np.ndarray | None):
+    """Into out (uint32 [m, LEVELS]); 0 at empty levels; at set levels, non-finite floats flagged in `bad`, values
+    below zero in `negative` (a record's sizes are unsigned: clipped, the row would pass as a book)."""
     for lvl, c in enumerate(cols):
         x = c.to_numpy(zero_copy_only=False) if pa.types.is_floating(c.type) else _ints(c)
         if x.dtype.kind == "f":
@@ -106,6 +108,8 @@ def _fill_sizes(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray, empty: n
             bad |= ~ok & (empty is None or ~empty[:, lvl])
             x = np.where(ok, x, 0)
         if x.dtype != np.uint32:
+            if x.dtype.kind != "u":
+                negative |= (x < 0) & (empty is None or ~empty[:, lvl])
             x = np.clip(x, 0, 2**32 - 1)
         out[:, lvl] = x
     if empty is not None:
@@ -220,10 +224,10 @@ def _symbols(symbols: pa.Array, ids: np.ndarray, meta: dict, numbered: bool):
 
 
 def _convert(batch: pa.RecordBatch, columns: list[str], time: str, has_ct: bool) -> tuple[np.ndarray, np.ndarray]:
-    """One batch as (records, bad-float mask), column by column with numpy."""
+    """One batch as (records, flags: a bad-float mask, or validate's codes where a size is below zero)."""
     m = batch.num_rows
     rec = np.empty(m, SNAPSHOT_DTYPE)
-    bad = np.zeros(m, bool)
+    bad, negative = np.zeros(m, bool), np.zeros(m, bool)
     get = batch.column
     rec["ts_ns"] = _ints(get(time))
     rec["prev_ts_ns"] = 0
@@ -232,9 +236,11 @@ def _convert(batch: pa.RecordBatch, columns: list[str], time: str, has_ct: bool)
         _fill_prices([get(f"{side}_px_{lvl:02d}") for lvl in range(LEVELS)], px, bad)
         empty = px == PRICE_UNDEF
         empty = empty if empty.any() else None
-        _fill_sizes([get(f"{side}_sz_{lvl:02d}") for lvl in range(LEVELS)], rec[f"{side}_sz"], bad, empty)
+        _fill_sizes([get(f"{side}_sz_{lvl:02d}") for lvl in range(LEVELS)], rec[f"{side}_sz"], bad, negative,
+                    empty)
         if has_ct:
-            _fill_sizes([get(f"{side}_ct_{lvl:02d}") for lvl in range(LEVELS)], rec[f"{side}_ct"], bad, empty)
+            _fill_sizes([get(f"{side}_ct_{lvl:02d}") for lvl in range(LEVELS)], rec[f"{side}_ct"], bad,
+                        negative, empty)
         else:
             rec[f"{side}_ct"] = 0
     rec["trade_count"] = 0
@@ -249,7 +255,11 @@ def _convert(batch: pa.RecordBatch, columns: list[str], time: str, has_ct: bool)
     rec["segment"] = 0
     rec["flags"] = _ints(get("flags")) if "flags" in columns else 0
     rec["instrument_id"] = _ints(get("instrument_id")) if "instrument_id" in columns else 0
-    return rec, bad
+    if not negative.any():
+        return rec, bad
+    flags = bad.astype(np.uint8)  # validate.skip_reasons' codes: 1 nan_or_inf
+    flags[negative] = NEGATIVE_SIZE
+    return rec, flags
 
 
 def read_parquet(path) -> tuple[np.ndarray, np.ndarray, dict]:

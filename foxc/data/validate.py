@@ -40,7 +40,7 @@ SKIP_REASONS = (
     "non_monotonic_ts",    # an event time earlier than the previous kept row's
 )
 FLAGGED_REASONS = (  # found by a reader in the file's values; a record cannot show them
-    "negative_size",       # a size below zero at a priced level (LOBSTER's CSV; a record's sizes are unsigned)
+    "negative_size",       # a size (or order count) below zero at a priced level: a record's are unsigned
 )
 REASONS = SKIP_REASONS + FLAGGED_REASONS  # skip_reasons' code of each: 1 + its index
 NEGATIVE_SIZE = REASONS.index("negative_size") + 1
