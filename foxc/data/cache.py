@@ -33,13 +33,10 @@ walk-forward one in another --tick (check_selection).
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
-import re
 import shlex
 import threading
-from argparse import ArgumentTypeError
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -47,11 +44,10 @@ from pathlib import Path
 import numpy as np
 import numpy.lib.format as npy
 
-from ..jsonfile import JsonFileError, read_json
+from ..jsonfile import JsonFileError, int64, read_json, shape_problem
 from .labels import N_PLANES, PLANES, LabelConfig
 from .record import PRICE_SCALE, SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .market import MarketData, market_data, report_of
-from .select import instrument_arg
 from .stream import FileSummary
 from .validate import DataError
 
@@ -59,13 +55,21 @@ FORMAT, VERSION = "foxc-cache", 2  # 2: a file's instrument_id changing (a roll)
 MANIFEST = "manifest.json"
 RECORDS, LABELS = "records.npy", "labels.npy"
 HASH_BLOCK = 1 << 22
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # what a shard's entry says of its file as read (the same for each shard of a file): its place in DATA's order,
 # then its FileSummary's fields
-READ = {"input": int, "kind": str, "rows_read": int, "skipped": dict, "notes": list, "instrument": str,
+READ = {"input": int, "kind": str, "rows_read": int, "skipped": dict[str, int], "notes": list[str], "instrument": str,
         "instrument_id": int, "extra": dict}
-OPTIONAL_READ = {"other_instruments": dict}  # --instrument: rows of each other instrument_id left out
+OPTIONAL_READ = {"other_instruments": dict[str, int]}  # --instrument: rows of each other instrument_id left out
 SELECTION = "instrument_selection"  # the manifest's --instrument, where the files were read with one
+SHARD_FILE = {"bytes": int, "sha256": str}
+SHAPE = {"format": str, "version": int, "data": str, SELECTION + "?": str,
+         "record_bytes": range(SNAPSHOT_BYTES, SNAPSHOT_BYTES + 1), "tick": range(1, 2**63),
+         "labels": {"horizons": tuple[(range(1, 2**63),) * 3], "dead_band_ticks": float, "fee_per_lot": float,
+                    "size_scale_ticks": float},
+         "validation": dict, "rows": int, "sha256": str,
+         "shards": list[{"segment": int, "rows": range(1, 2**63), "first_ts_ns": int64, "last_ts_ns": int64,
+                         "sources": list[{"path": str}], "files": {RECORDS: SHARD_FILE, LABELS: SHARD_FILE},
+                         "read": {**READ, **{key + "?": t for key, t in OPTIONAL_READ.items()}}}]}
 
 
 def is_cache(path) -> bool:
@@ -132,11 +136,10 @@ class CacheRows:
         _check_labels(self.path, self.manifest, labels)
         shards = self.manifest["shards"]
         self.label_config, self.horizons = labels, tuple(int(h) for h in labels.horizons)
-        total = self.manifest["rows"]
-        self.stop = total if stop is None else int(stop)
-        if not 0 < self.stop <= total:
-            raise ValueError(f"rows [0, {self.stop}) are not within the cache's {total} rows")
         whole = np.array([s["rows"] for s in shards], np.int64)
+        self.total = int(whole.sum())
+        self.stop = self.total if stop is None else int(stop)
+        assert 0 < self.stop <= self.total, f"rows [0, {self.stop}) are not within the cache's {self.total} rows"
         first = np.cumsum(whole) - whole
         kept = int(np.searchsorted(first, self.stop, "left"))  # shards holding a row below stop
         self.first, self.rows = first[:kept], np.minimum(first[:kept] + whole[:kept], self.stop) - first[:kept]
@@ -183,7 +186,7 @@ class CacheRows:
                                [into[i] for i in np.ndindex(shape[:-1])])  # the rows of each (plane, horizon)
                 if cut:
                     target[..., :n] = into[..., :n]
-        if labels is not None and self.stop < self.manifest["rows"]:
+        if labels is not None and self.stop < self.total:
             head_labels(labels[:, :, :n], self.horizons, self.stop, int(self.first[k]))
 
     def load(self) -> tuple[MarketData, np.ndarray]:
@@ -218,7 +221,7 @@ class CacheRows:
 
     def labelled(self) -> list[bool]:
         """Per horizon, whether some row keeps a label (outcome weight): the first shard that has one ends the search."""
-        plane, cut, found = PLANES.index("outcome_weight"), self.stop < self.manifest["rows"], []
+        plane, cut, found = PLANES.index("outcome_weight"), self.stop < self.total, []
         for j, horizon in enumerate(self.horizons):
             ns = [min(int(n), self.stop - horizon - int(a)) if cut else int(n) for a, n in zip(self.first, self.rows)]
             found.append(any(n > 0 and np.any(self._plane(k, plane, j, n)) for k, n in enumerate(ns)))
@@ -361,7 +364,8 @@ def _summary(shard: dict) -> FileSummary:
 
 
 def read_manifest(folder: Path) -> dict:
-    """The manifest, checked the way an untrusted file is: every field present, typed and consistent."""
+    """The manifest, checked by its format, its version, its declared shape (SHAPE) and its own digest (sha256:
+    the shards' hashes with what they are counted in; every shard file is hashed as it is read)."""
     path = folder / MANIFEST
     try:
         manifest = read_json(path)
@@ -369,109 +373,23 @@ def read_manifest(folder: Path) -> dict:
         raise DataError(folder, f"not a prepared cache (no {MANIFEST})") from None
     except JsonFileError as e:
         raise DataError(path, e.problem) from None
-    if manifest.get("format") == FORMAT and manifest.get("version") != VERSION:
+    if manifest.get("format") != FORMAT:
+        raise DataError(path, f"not a foxc cache manifest: format is not '{FORMAT}'")
+    version = manifest.get("version")
+    if version != VERSION:
         again = f"python -m foxc.data prepare {shlex.quote(str(manifest.get('data', 'DATA')))} --out " \
                 f"{shlex.quote(str(folder))} --overwrite"
         why = ": a file whose instrument_id changes (a continuous symbol's roll) was one shard then, whose windows " \
-              "and labels cross the roll" if manifest.get("version") == 1 else ""
-        version = manifest.get("version")
+              "and labels cross the roll" if version == 1 else ""
         which = f"cache version {version!r}, this foxc reads version {VERSION}" if version is not None else \
             "the manifest records no cache version (a cache of another program, or damaged)"
         raise DataError(path, f"{which}{why}; prepare it again: {again}")
-    problem = _manifest_problem(manifest)
+    problem = shape_problem(manifest, SHAPE) or (manifest["sha256"] != content_sha256(manifest) and
+                                                 "sha256 is not the digest of the shards' hashes (the manifest was "
+                                                 "edited)")
     if problem:
         raise DataError(path, f"not a foxc cache manifest: {problem}")
     return manifest
-
-
-def _manifest_problem(m) -> str | None:
-    if not isinstance(m, dict) or m.get("format") != FORMAT:
-        return f"format is not '{FORMAT}'"
-    if m.get("record_bytes") != SNAPSHOT_BYTES:
-        return f"records of {m.get('record_bytes')} bytes, this foxc's are {SNAPSHOT_BYTES} (prepare the cache again)"
-    labels = m.get("labels")
-    if not (isinstance(labels, dict) and set(labels) == set(label_dict(LabelConfig()))
-            and isinstance(labels["horizons"], list) and len(labels["horizons"]) == 3
-            and all(_is_int(h) and h >= 1 for h in labels["horizons"])):
-        return "labels is not a label configuration"
-    if not (_is_int(m.get("tick")) and m["tick"] >= 1):
-        return "tick is not a positive integer"
-    if not isinstance(m.get("data"), str):
-        return "data is not the DATA it was prepared from"
-    if SELECTION in m and not (isinstance(m[SELECTION], str) and _is_selection(m[SELECTION])):
-        return f"{SELECTION} is not an --instrument"
-    shards = m.get("shards")
-    if not isinstance(shards, list) or not shards:
-        return "no shards"
-    for k, s in enumerate(shards):
-        problem = _shard_problem(k, s)
-        if problem:
-            return f"shard {k}: {problem}"
-    if m.get("rows") != sum(s["rows"] for s in shards):
-        return "rows is not the sum of the shards' rows"
-    problem = _files_problem(shards)
-    if problem:
-        return problem
-    if m.get("sha256") != content_sha256(m):
-        return "sha256 is not the digest of the shards' hashes (the manifest was edited)"
-    return None
-
-
-def _files_problem(shards: list) -> str | None:
-    """Whether each file's shards (its segments) are consecutive, say the same of it and hold the rows it kept."""
-    runs = [(i, len(list(group))) for i, group in itertools.groupby(s["read"]["input"] for s in shards)]
-    if len(runs) != len({i for i, _ in runs}):
-        return "the shards of a file are not consecutive"
-    k = 0
-    for index, n in runs:
-        mine, read, rows = shards[k:k + n], shards[k]["read"], sum(s["rows"] for s in shards[k:k + n])
-        if any(s["read"] != read or s["sources"] != shards[k]["sources"] for s in mine):
-            return f"shards {k}..{k + n - 1} (input {index}) say different things of their file"
-        kept = read["rows_read"] - sum(read["skipped"].values())
-        if rows != kept:
-            return f"shards {k}..{k + n - 1} (input {index}) hold {rows} rows, their file kept {kept}"
-        k += n
-    return None
-
-
-def _shard_problem(k: int, s) -> str | None:
-    if not isinstance(s, dict) or s.get("segment") != k:
-        return "segment out of order"
-    if not (_is_int(s.get("rows")) and s["rows"] >= 1 and _is_ns(s.get("first_ts_ns")) and _is_ns(s.get("last_ts_ns"))):
-        return "rows or times missing"
-    files = s.get("files")
-    if not (isinstance(files, dict) and all(isinstance(files.get(n), dict) and _is_int(files[n].get("bytes"))
-                                            and SHA256.match(str(files[n].get("sha256")))
-                                            for n in (RECORDS, LABELS))):
-        return f"files must give the bytes and sha256 of {RECORDS} and {LABELS}"
-    sources = s.get("sources")
-    if not (isinstance(sources, list) and sources and all(isinstance(x, dict) and isinstance(x.get("path"), str)
-                                                          for x in sources)):
-        return "sources missing"
-    read = s.get("read")
-    if not (isinstance(read, dict) and all(isinstance(read.get(key), t) for key, t in READ.items())
-            and all(_is_int(n) and n >= 0 for n in read["skipped"].values())
-            and all(key not in read or isinstance(read[key], t) for key, t in OPTIONAL_READ.items())):
-        return "what was read of its file is missing"
-    if not all(_is_int(n) and n >= 0 for n in read.get("other_instruments", {}).values()):
-        return "what was read of its file is missing"
-    return None
-
-
-def _is_selection(text: str) -> bool:
-    try:
-        return instrument_arg(text) == text
-    except ArgumentTypeError:
-        return False
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_ns(x) -> bool:
-    """An int64 time stamp (ns since the epoch)."""
-    return _is_int(x) and -2**63 <= x < 2**63
 
 
 def head_labels(labels: np.ndarray, horizons, rows: int, first: int = 0) -> np.ndarray:
