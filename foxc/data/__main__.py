@@ -19,13 +19,13 @@ from ..cli import ArgumentParser, PathArg, UserError, finite_float, nonnegative_
 from .labels import N_HORIZONS, LabelConfig, balance, balance_counts, compute_labels
 from .market import add_tick_flag, tick_units
 from .markets import MARKETS, market
-from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_BYTES
+from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF
 from .select import add_instrument_flag
 from .validate import VALIDATION_JSON, ValidationConfig
 from .cache import CacheRows, SELECTION, check_selection, is_cache
 from .parquet import write_parquet
 from .prepare import prepare
-from .source import labelled_need, load, no_room
+from .source import load
 from .synthetic import generate
 
 
@@ -61,10 +61,7 @@ def cmd_inspect(args) -> int:
     print("levels      " + " ".join(f"{l}:{min(b, a):.0%}" for l, (b, a) in enumerate(zip(bid_set, ask_set))))
     print(f"            (share of rows with both sides present, levels 0..{LEVELS - 1})")
     print(data.report.summary())
-    try:
-        planes = compute_labels(rec, data.tick, LabelConfig(horizons, args.dead_band, args.fee))
-    except MemoryError:
-        raise no_room(args.path, args.path, labelled_need(len(rec), len(horizons))) from None
+    planes = compute_labels(rec, data.tick, LabelConfig(horizons, args.dead_band, args.fee))
     print_balance(balance_counts(planes), horizons)
     if report_out:
         print(f"validation summary written to {data.report.write_json(report_out.parent, report_out.name)}")
@@ -146,12 +143,7 @@ def inspect_cache(args) -> int:
 def cmd_synth(args) -> int:
     out = output_file("--out", args.out, suffixes=(".parquet",), overwrite=args.overwrite,
                       overwrite_flag="--overwrite")
-    try:
-        rec = generate(args.rows, args.seed, market(args.market).params)
-    except MemoryError:
-        gb = args.rows * SNAPSHOT_BYTES / 1e9
-        raise UserError(f"--rows {args.rows:,}: not enough memory to generate them ({gb:,.1f} GB of snapshots, and "
-                         "the generator's temporaries); give fewer rows") from None
+    rec = generate(args.rows, args.seed, market(args.market).params)
     out.parent.mkdir(parents=True, exist_ok=True)
     part = out.with_name(f".{out.name}.{os.getpid()}.part")  # written whole, then renamed over --out
     try:

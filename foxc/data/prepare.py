@@ -39,7 +39,7 @@ from .cache import (FORMAT, LABELS, MANIFEST, OPTIONAL_READ, READ, RECORDS, SELE
 from .chunks import CHUNK_ROWS
 from .labels import N_PLANES, LabelConfig, compute_labels
 from .lobster import message_path
-from .market import check_tick, files_tick, tick_origins, tick_samples
+from .market import check_tick, infer_tick, tick_samples
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .select import selection_id
 from .source import expand, in_time_order
@@ -63,45 +63,28 @@ def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
     try:
         with process_pool(workers, len(paths)) as pool:
             read = run_jobs(pool, _read_file, [(i, p, tmp, config, rows, instrument) for i, p in enumerate(paths)],
-                        lambda count, r: log(f"  read {count}/{len(paths)}: {r[1].path}: {r[1].rows:,} of "
-                                             f"{r[1].rows_read:,} rows kept"))
+                            lambda count, r: log(f"  read {count}/{len(paths)}: {r[1].path}: {r[1].rows:,} of "
+                                                 f"{r[1].rows_read:,} rows kept"))
             shards = []  # (input, FileSummary of the segment, sources) of each, in segment order
             for i, summary, sources in in_time_order(read):
                 for j, part in enumerate(summary.parts()):
                     os.rename(part_dir(tmp, i, j), shard_dir(tmp, len(shards)))
                     shards.append((i, part, sources))
-            tick, origins = _tick(pool, spec, [shard_dir(tmp, k) / RECORDS for k in range(len(shards))],
-                                  [r[1] for r in shards], tick)
+            summaries = [part for _, part, _ in shards]
+            plan = zip(summaries, tick_samples(summaries))
+            picked = run_jobs(pool, _sample, [(shard_dir(tmp, k) / RECORDS, s.rows, first, step)
+                                              for k, (s, (first, step)) in enumerate(plan)])
+            tick, origins = infer_tick(spec, summaries, picked, tick)
             files = run_jobs(pool, write_shard, [(shard_dir(tmp, k), k, i, tick, labels, rows, part.path, origin)
-                                              for k, ((i, part, _), origin) in enumerate(zip(shards, origins))])
+                                                 for k, ((i, part, _), origin) in enumerate(zip(shards, origins))])
         manifest = build_manifest(spec, shards, files, tick, labels, config,
-                                  selection_id(instrument, [s.instrument_id for _, s, _ in shards]))
+                                  selection_id(instrument, [s.instrument_id for s in summaries]))
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         _install(tmp, out, overwrite)
         installed = True
-    except MemoryError as e:  # a worker holds a chunk and a label block (and pyarrow's row group), not a file
-        n = min(workers, len(paths))
-        side, remedy = (f"with {n} workers side by side", "give fewer --workers") if n > 1 else \
-            ("with one worker", "a worker needs a chunk of rows and its labels: free memory or use a larger machine")
-        if isinstance(e, InputOutOfMemory):  # the file it was reading or labelling
-            raise DataError(paths[e.index], f"out of memory {e.doing} {side} ({e.detail}): {remedy}") from None
-        raise DataError(spec, f"out of memory preparing {side} ({str(e) or 'MemoryError'}): {remedy}") from None
     finally:
         shutil.rmtree(tmp if installed else made, ignore_errors=True)
     return manifest
-
-
-class InputOutOfMemory(MemoryError):
-    """Memory ran out in a job on input `index` of DATA (`doing`: reading it, labelling its rows): prepare() names
-    the file. Its arguments are its fields, so that it crosses the process pool intact."""
-
-    def __init__(self, index: int, doing: str, detail: str):
-        super().__init__(index, doing, detail)
-        self.index, self.doing, self.detail = index, doing, detail
-
-    @classmethod
-    def of(cls, index: int, doing: str, e: MemoryError) -> "InputOutOfMemory":
-        return cls(index, doing, str(e) or "MemoryError")
 
 
 def _first_missing(path: Path) -> Path:
@@ -168,8 +151,6 @@ def _read_file(args) -> tuple[int, FileSummary, list[dict]]:
                 fh.write(part.data)
                 n += len(part)
         _finish_records(fh, n)
-    except MemoryError as e:
-        raise InputOutOfMemory.of(index, "reading it", e) from None
     finally:
         if fh is not None:
             fh.close()
@@ -191,15 +172,6 @@ def _finish_records(fh, n: int):
     fh.close()
 
 
-def _tick(pool, spec, files: list[Path], summaries: list[FileSummary], tick: int | None) -> tuple[int, list[int]]:
-    """The tick load() infers (each instrument's from its own rows), or checks (`tick`: --tick), of the rows it would
-    sample, gathered from each shard (in the pool), and each shard's tick_origins; `summaries`: the shards'
-    segments."""
-    jobs = [(path, s.rows, first, step) for path, s, (first, step) in zip(files, summaries, tick_samples(summaries))]
-    picked = run_jobs(pool, _sample, jobs)
-    return files_tick(spec, summaries, picked, tick), tick_origins(summaries, picked)
-
-
 def _sample(args) -> np.ndarray:
     """Rows first, first + step, ... of a records.npy of n rows (a strided copy of its map: the pages
     that hold no sampled row are not read)."""
@@ -208,22 +180,13 @@ def _sample(args) -> np.ndarray:
 
 
 def write_shard(args) -> dict:
-    """Pass 2, one shard: records.npy hashed (renumbered in place where pass 1's guess was not its
-    segment), its prices checked against the tick and labels.npy, in one sequential read of the records.
-    `args` end with (the shard's file, its tick_origins) to check against (check_tick: a cache's rows
-    then need no check when read); without them (foxc.bench's synthetic shards, on the tick) none is.
-
-    Labels are computed `rows` rows at a time on a window reaching the longest horizon past them, so
-    every label is the one the whole segment gives."""
-    folder, segment, guessed, tick, cfg, rows, *against = args  # guessed: the shard's input, as pass 1 numbered it
-    try:
-        return _write_shard(folder, segment, guessed, tick, cfg, rows, *against)
-    except MemoryError as e:
-        raise InputOutOfMemory.of(guessed, "labelling its rows", e) from None
-
-
-def _write_shard(folder: Path, segment: int, guessed: int, tick: int, cfg: LabelConfig, rows: int,
-                 path: str | None = None, origin: int = 0) -> dict:
+    """Pass 2, one shard: records.npy hashed (renumbered in place where pass 1's guess, its input, was not its
+    segment), its prices checked against the tick (check_tick: a cache's rows need no check when read) and
+    labels.npy, in one sequential read of the records; without (path, origin) (foxc.bench's synthetic shards, on
+    the tick) no check. Labels are computed `rows` rows at a time on a window reaching the longest horizon past
+    them, so every label is the one the whole segment gives."""
+    folder, segment, guessed, tick, cfg, rows, *against = args
+    path, origin = against or (None, 0)
     n = ((folder / RECORDS).stat().st_size - RECORDS_AT) // SNAPSHOT_BYTES
     records, labels = hashlib.sha256(records_header(n)), folder / LABELS
     shape = (N_PLANES, len(cfg.horizons), n)

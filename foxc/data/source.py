@@ -23,7 +23,7 @@ from ..paths import empty_path, file_kind
 from .cache import MANIFEST
 from .labels import N_PLANES
 from .lobster import is_lobster
-from .market import MarketData, check_tick, checked_tick, files_tick, market_data, report_of, tick_origins, tick_samples
+from .market import MarketData, check_tick, checked_tick, infer_tick, market_data, report_of, tick_samples
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .stream import SUFFIXES, FileStream
 from .validate import DataError, ValidationConfig
@@ -76,40 +76,22 @@ def files_only(paths: list[Path]) -> list[Path]:
 
 def load(spec, config: ValidationConfig | None = None, tick: int | None = None,
          instrument: str | None = None) -> MarketData:
-    """Read, validate and concatenate the files named by `spec` (of each, the rows of `instrument` only, when
-    given: --instrument), counted in `tick` (--tick, price units) or the tick inferred; raises DataError on a bad
-    file, a tick that does not divide its prices, or rows that do not fit in memory (naming the cache that keeps
-    them on disk).
-
-    Each file is streamed chunk by chunk (foxc.data.stream); only the kept rows are held, each chunk until it is
-    joined."""
+    """The files `spec` names read through the pipeline (of each, `instrument`'s rows only: --instrument), joined in
+    time order, counted in `tick` (--tick, price units) or the tick inferred; a bad file, or a tick that does not
+    divide its prices, is a DataError. Only the kept rows are held, each chunk until it is joined."""
     tick = None if tick is None else checked_tick(tick)  # before the files are read
-    files, held, path = [], 0, spec
-    try:
-        for path in expand(spec):
-            stream, chunks = FileStream(path, config, instrument=instrument), []
-            for chunk in stream:
-                chunks.append(chunk)
-                held += len(chunk)
-            files.append((chunks, stream.summary()))
-    except MemoryError:
-        files.clear()
-        raise no_room(path, spec, f"{held:,} snapshots kept so far take {size(held * SNAPSHOT_BYTES)} "
-                                  f"({SNAPSHOT_BYTES} bytes each) when reading this file ran out") from None
+    files, held = [], 0
+    for path in expand(spec):
+        stream, chunks = FileStream(path, config, instrument=instrument), []
+        for chunk in stream:
+            chunks.append(chunk)
+            held += len(chunk)
+        files.append((chunks, stream.summary()))
     report = report_of([summary for _, summary in files])
     files = in_time_order(files)
     summaries = [part for _, summary in files for part in summary.parts()]
-    picked = samples(files, summaries)  # the tick is known before the rows are joined: each chunk is checked as it is
-    tick = files_tick(spec, summaries, picked, tick)
-    origins = tick_origins(summaries, picked)
-    del picked
-    try:
-        records = np.empty(held, SNAPSHOT_DTYPE)
-    except MemoryError:
-        files.clear()
-        raise no_room(spec, spec, f"the {held:,} snapshots kept take {size(held * SNAPSHOT_BYTES)} "
-                                  f"({SNAPSHOT_BYTES} bytes each): no room for the array they are joined "
-                                  "into") from None
+    tick, origins = infer_tick(spec, summaries, samples(files, summaries), tick)  # each chunk checked as it is joined
+    records = np.empty(held, SNAPSHOT_DTYPE)
     row = segment = 0
     for chunks, summary in files:
         for i, chunk in enumerate(chunks):

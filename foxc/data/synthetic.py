@@ -31,7 +31,7 @@ import numpy as np
 
 from ..numbers import whole
 from .record import LEVELS, PRICE_SCALE, SNAPSHOT_DTYPE
-from .market import MarketData, finish, infer_tick
+from .market import MarketData, finish
 from .validate import ValidationReport
 
 START_NS = 1_704_205_800 * 10**9  # 2024-01-02 14:30 UTC
@@ -157,7 +157,7 @@ def synthetic_data(n: int, seed: int = 0, params: SynthParams = SynthParams(), n
     report = ValidationReport()
     report.add("<synthetic>", n, {}, [f"seed {seed}, {params}"])
     return MarketData(rec, "SYNTH", int(rec["instrument_id"][0]), "synthetic", [],
-                      params.tick_units or infer_tick(rec), report)
+                      params.tick_units, report)
 
 
 def h1_move_probs(x: np.ndarray, spread: int, p: SynthParams, beta: float | None = None) -> tuple[np.ndarray, np.ndarray]:
