@@ -1,12 +1,6 @@
 """`python -m foxc.data inspect PATH|CACHE`, `synth --out FILE.parquet` and `prepare DATA --out CACHE`
-(`--instrument ID`: one instrument's rows of files that interleave several; `--tick T`: the tick, not inferred; a
-cache records both).
-
-A bad flag, a bad file or bad data prints one line, `foxc.data <command>: error: <message naming the
-flag, file, row or column>`, and exits 2; never a traceback (foxc.cli). `synth` never overwrites a
-file, `prepare` a cache nor `inspect --run-dir` a validation summary, unless --overwrite is given; a
-refused `prepare` leaves no cache.
-"""
+(`--instrument ID`, `--tick T`: a cache records both). A mistake is one line and exit 2 (foxc.cli.run); nothing is
+overwritten without --overwrite, and a refused `prepare` leaves no cache."""
 from __future__ import annotations
 
 import os

@@ -1,35 +1,15 @@
-"""A prepared cache: validated snapshots and their label planes, one memory-mappable shard per segment.
+"""A prepared cache: validated snapshots and their label planes, one shard per segment load() makes (a file, or
+each instrument_id's rows of a file that rolls), written by foxc.data.prepare:
 
-    python -m foxc.data prepare DATA --out CACHE [--horizons 10,50,100]    # foxc.data.prepare
-    rows = CacheRows("CACHE", LabelConfig(horizons=(10, 50, 100)))   # manifest and file sizes checked
-    rows.read(k, records, labels)              # shard k, hashed as it is read (what training does)
-    cache = open_cache("CACHE", LabelConfig())  # all of it in memory: == load(DATA), compute_labels(...)
-
-Layout:
     CACHE/manifest.json                  written last: a cache without one is not a cache
     CACHE/shards/00000/records.npy       SNAPSHOT_DTYPE [rows], segment = the shard's index
     CACHE/shards/00000/labels.npy        float32 [7 planes, 3 horizons, rows]
-    CACHE/shards/00001/...
 
-A shard is one segment load() makes: a data file's kept rows, or, where the file's instrument_id
-changes (a continuous symbol's roll), the rows of each id, numbered in the same order (first kept
-time, then path; a file's segments in its order). Databento's batch files and LOBSTER's are one day
-each, so a shard is a day; a file holding several days stays one shard and one segment, as it is
-when training from the files. Labels never cross a segment, so each shard is labelled on its own and
-the shards side by side are, bit for bit, what load() + compute_labels give for the same files.
-Version 1 (before a roll began a shard) is refused: prepare the cache again.
-
-How a cache is made: foxc.data.prepare.
-
-A run trains from `CacheRows`: the manifest checked, the rows left on disk, each shard file hashed
-whole as it is read and refused, naming it, unless its size, sha256, dtype and shape are the
-manifest's (a stale or tampered shard). `open_cache` reads all of it into memory the same way.
-The cache's identity (`sha256`) is a digest of its shards' hashes, its tick and label
-configuration, and the --instrument its files were read with, if any (`instrument_selection`: the
-instrument_id it kept, foxc.data.select.selection_id): what a resumed run must match. A run, a
-walk-forward or `inspect --instrument` refuses a cache prepared with another selection, and a run or a
-walk-forward one in another --tick (check_selection).
-"""
+Labels never cross a segment, so the shards side by side are, bit for bit, what load() + compute_labels give.
+A run reads it through `CacheRows` (rows left on disk, each shard file hashed whole as it is read and refused,
+naming it, unless its size, sha256, dtype and shape are the manifest's); `open_cache` reads all of it. The
+manifest is checked by its format, version, declared shape and its own digest, `sha256`: of its shards' hashes,
+its tick, labels and --instrument selection (what a resumed run must match; check_selection refuses another)."""
 from __future__ import annotations
 
 import hashlib
@@ -118,13 +98,8 @@ class Cache:
 
 
 class CacheRows:
-    """Rows [0, stop) of a prepared cache, left on disk and read a shard (segment) at a time.
-
-    What a training run holds instead of the rows themselves, so that its host memory is a shard or
-    two whatever the cache's size (foxc.data.device reads the shards through it). Opening checks the
-    manifest, the label settings and each shard file's presence and size; every `read` hashes the
-    whole file as it reads it and refuses it (DataError naming it) unless its sha256, dtype and shape
-    are the manifest's. A shard cut by `stop` keeps the labels the head alone would give (head_labels)."""
+    """Rows [0, stop) of a prepared cache, left on disk and read a shard (segment) at a time, so that a run's host
+    memory is a shard or two whatever the cache's size. A shard cut by `stop` keeps the labels the head alone gives."""
 
     def __init__(self, path, labels: LabelConfig | None, stop: int | None = None, manifest: dict | None = None):
         """`labels`: the run's label settings, refused unless the cache's (None: the cache's own)."""
@@ -200,8 +175,7 @@ class CacheRows:
         return replace(self.meta, records=records), planes
 
     def verify(self, threads: int = 1, visit=None) -> list:
-        """Read (and so hash) every shard, into one shard's buffers per thread; `visit(k, records, labels)`
-        sees each shard's rows as read; returns its results in shard order."""
+        """Read (and so hash) every shard, into one shard's buffers per thread; returns `visit(k, records, labels)` of each."""
         local, largest = threading.local(), int(self.rows.max())
 
         def one(k: int):
@@ -248,10 +222,8 @@ def _check_labels(folder: Path, manifest: dict, labels: LabelConfig):
 
 
 def check_selection(folder, manifest: dict, instrument: str | None, tick: int | None = None):
-    """Refuse a cache prepared with another --instrument than `instrument` (None: none), naming both: its rows are
-    that selection's, and a cache's rows cannot be selected again. The same is the instrument_id its files kept, or
-    the symbol their DBN mappings name it by. And a cache counted in another tick than `tick` (--tick, price units;
-    None: the cache's)."""
+    """Refuse a cache prepared with another --instrument than `instrument` (an id and the symbol the files map it to
+    are the same), or counted in another tick than `tick` (--tick, price units; None: the cache's)."""
     have, reads = manifest.get(SELECTION), [s["read"] for s in manifest["shards"]]
     again = (f"python -m foxc.data prepare {shlex.quote(str(manifest['data']))} --out NEWCACHE"
              + (f" --instrument {instrument}" if instrument is not None else ""))
@@ -273,21 +245,15 @@ def check_selection(folder, manifest: dict, instrument: str | None, tick: int | 
 
 
 def open_cache(path, labels: LabelConfig) -> Cache:
-    """The cache at `path` as one MarketData and its labels, every shard file verified first.
-
-    Refused (DataError naming the file): a manifest that is not one, label settings other than
-    `labels` (horizons named both ways), a shard file missing, of another size or sha256, or of
-    another dtype or shape than the manifest says."""
+    """The cache at `path` in memory (every shard file verified), its labels refused unless `labels`."""
     rows = CacheRows(path, labels)
     market, planes = rows.load()
     return Cache(rows.path, rows.manifest, market, planes, rows.sha256)
 
 
 def read_rows(path, start: int, stop: int, sha256: str | None = None) -> np.ndarray:
-    """Records [start, stop) of the cache at `path` (rows numbered through its shards in order), reading
-    only the records.npy of the shards that hold them, each verified whole (size, sha256, dtype, shape)
-    as open_cache verifies it; labels are not read. `sha256`: the cache identity the caller planned
-    with (a cache prepared again since is refused). What a walk-forward fold reads."""
+    """Records [start, stop) of the cache at `path`, reading only the shards that hold them, each verified whole;
+    `sha256`: the identity the caller planned with (a cache prepared again since is refused). A fold's window."""
     folder = Path(path)
     manifest = read_manifest(folder)
     if sha256 is not None and manifest["sha256"] != sha256:
@@ -393,9 +359,8 @@ def read_manifest(folder: Path) -> dict:
 
 
 def head_labels(labels: np.ndarray, horizons, rows: int, first: int = 0) -> np.ndarray:
-    """The labels compute_labels gives for the first `rows` records alone, from those of all of them
-    (`labels`: the planes of rows first.., changed in place and returned): a row whose horizon reaches
-    past `rows` loses its label (every plane 0), the others keep theirs."""
+    """The labels of the first `rows` records alone, from those of all (`labels`: the planes of rows first..,
+    changed in place): a row whose horizon reaches past `rows` loses its label."""
     for k, h in enumerate(horizons):
         labels[:, k, max(0, rows - int(h) - first):] = 0
     return labels

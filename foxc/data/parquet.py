@@ -1,14 +1,7 @@
-"""Databento MBP-10 as Parquet/Arrow: read (memory-mapped, column-projected, streamed batch by batch) and write.
-
-Columns read: `ts_recv` (else `ts_event`), `bid_px_00..09`, `ask_px_00..09`, `bid_sz_..`,
-`ask_sz_..`, and when present `bid_ct_..`, `ask_ct_..`, `action` (trades counted from 'T'),
-`instrument_id`, `flags`, `symbol` (what --instrument SYMBOL resolves). Prices are int64 fixed
-point (1e-9, UNDEF_PRICE = 2^63 - 1 for an empty level) or float (NaN for an empty level, as Databento's
-`pretty_px` exports). The time is `ts_recv`, Databento's index time (its files are sorted by it; `ts_event`, the
-exchange's time, can run backwards between records), or `ts_event` when a file has no `ts_recv` (the report says
-so); either is uint64/int64 ns or a timestamp column. Each batch is converted with numpy into the record array; no row
-ever becomes a Python object.
-"""
+"""The pipeline's reader of Databento MBP-10 Parquet/Arrow (memory-mapped, column-projected, batch by batch), and its
+writer. Prices are int64 fixed point (1e-9; 2^63 - 1 empty) or float (NaN empty, Databento's `pretty_px`). The time
+is `ts_recv`, Databento's index time (`ts_event` can run backwards), else `ts_event` (noted); counts, `action`
+(trades: 'T'), `instrument_id`, `flags` and `symbol` (--instrument SYMBOL) when present."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -199,11 +192,9 @@ def parquet_symbols(path) -> dict:
 
 
 def _symbols(symbols: pa.Array, ids: np.ndarray, meta: dict, numbered: bool):
-    """The (symbol, id) pairs of a batch's rows into `meta` (select.map_symbol: what --instrument SYMBOL keeps, what
-    names the ids): a comparison a row while they are one pair seen already. In a file without instrument_id
-    (`numbered`), a row's id is its symbol's number, from 0 in the order they come (a dictionary's order is not
-    theirs): the key by which a change of symbol (a roll) begins a segment and symbols that interleave are refused,
-    as ids are; messages name the symbols (select.symbols_only) and FileStream writes 0, no id, for it."""
+    """The (symbol, id) pairs of a batch's rows into `meta` (select.map_symbol). In a file without instrument_id
+    (`numbered`), a row's id is its symbol's number, from 0 in the order they come: the key of segments and of
+    interleaving, as ids are; messages name the symbols, and FileStream writes 0, no id."""
     enc = symbols if pa.types.is_dictionary(symbols.type) else pc.dictionary_encode(symbols)
     names = [str(s or "") for s in enc.dictionary.to_pylist()] + [""]  # "": a row without a symbol
     idx = enc.indices.fill_null(len(names) - 1).to_numpy(zero_copy_only=False).astype(np.uint64)

@@ -1,23 +1,13 @@
 """Preparing a cache (foxc.data.cache): the files DATA names, validated and labelled once, a shard per segment.
 
     python -m foxc.data prepare DATA --out CACHE [--horizons 10,50,100] [--instrument ID] [--tick T] [--workers N]
-                                 [--overwrite]
-    manifest = prepare("data/ES/*.dbn.zst", "cache/es", LabelConfig(), workers=16)
 
-Every file is streamed (foxc.data.stream) in a process pool, one file per worker, in two passes:
-(1) read, validate and write the kept records straight into a records.npy per segment (the file, or
-each instrument's run of it where the id changes: a roll), numbered with the file's place in DATA's
-(sorted) order; (2) once every file's first time and the tick are known (the tick is inferred from
-all of them, or --tick checked against them, as load() does), number the shards, read each
-records.npy once to hash it, check its prices against the tick (as load() checks every row) and
-compute labels.npy a block of rows at a time, writing the records
-back only where a shard's segment is not the number pass 1 guessed (files not named in time order,
-or after a file of several segments). A worker holds a chunk of rows and a label block (and, reading
-Parquet, the row group pyarrow decodes), never a file. Everything is written into a hidden folder
-beside CACHE and renamed into place at the end, so a refused input leaves no cache behind. With
-`instrument` (--instrument ID) each file's rows of that instrument are read (foxc.data.select), and
-the manifest records the selection (the id kept).
-"""
+Each file goes through the reading pipeline (foxc.data.stream) in a process pool, in two passes: (1) its kept
+rows straight into a records.npy per segment; (2) once every file's first time is known and the tick inferred
+from sampled rows of all (market.infer_tick, as load() does), each shard's records read once: hashed, checked
+against the tick, renumbered where pass 1 guessed its segment wrong, and labelled a block at a time. A worker
+holds a chunk and a label block, never a file. It is all written beside CACHE and renamed into place at the
+end: a refused input leaves no cache."""
 from __future__ import annotations
 
 import hashlib
@@ -50,9 +40,8 @@ from .validate import DataError, ValidationConfig
 def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
             config: ValidationConfig = ValidationConfig(), overwrite: bool = False, rows: int = CHUNK_ROWS,
             instrument: str | None = None, tick: int | None = None, log=lambda msg: None) -> dict:
-    """Write the cache of the files `spec` names (of each, `instrument`'s rows when given), counted in `tick` (--tick,
-    price units; None: inferred), into `out` (new, empty, or a cache when `overwrite`); returns its manifest. A file
-    that cannot be read, or keeps no row, raises DataError naming it."""
+    """Write the cache of the files `spec` names (`instrument`'s rows; counted in `tick`, price units, or the tick
+    inferred) into `out` (new, empty, or a cache when `overwrite`); returns its manifest."""
     out = Path(out)
     paths = expand(spec)
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
@@ -132,9 +121,8 @@ def run_jobs(pool, job, args: list, progress=lambda done, result: None) -> list:
 
 
 def _read_file(args) -> tuple[int, FileSummary, list[dict]]:
-    """Pass 1, one file: the kept rows of each of its segments into a records.npy of their own (part_dir;
-    prev_ts_ns set, segment `index`: the segment a file of one instrument gets when DATA's files are named in
-    time order), its summary, its sources."""
+    """Pass 1, one file: the kept rows of each segment into a records.npy of their own (part_dir), numbered with the
+    file's input index; its summary and its source files."""
     index, path, tmp, config, rows, instrument = args
     stream, fh, n, made = FileStream(path, config, rows, instrument), None, 0, 0  # segment made - 1's records.npy
     try:
@@ -173,8 +161,7 @@ def _finish_records(fh, n: int):
 
 
 def _sample(args) -> np.ndarray:
-    """Rows first, first + step, ... of a records.npy of n rows (a strided copy of its map: the pages
-    that hold no sampled row are not read)."""
+    """Rows first, first + step, ... of a records.npy of n rows (a strided copy of its map)."""
     path, n, first, step = args
     return np.array(np.memmap(path, SNAPSHOT_DTYPE, "r", offset=RECORDS_AT, shape=(n,))[first::step])
 
@@ -211,8 +198,8 @@ def write_shard(args) -> dict:
 
 
 def _windows(fh, n: int, rows: int, reach: int, segment: int):
-    """(start, records [start, start + rows + reach) of the n of records.npy `fh`, numbered `segment`) for
-    start = 0, rows, 2 rows, ...: read in order into one buffer, the lookahead moved to its front each time."""
+    """(start, records [start, start + rows + reach) numbered `segment`) for start = 0, rows, ...: read in order into
+    one buffer, the lookahead moved to its front each time."""
     window = np.empty(min(n, rows + reach), SNAPSHOT_DTYPE)  # a horizon past the shard's end reads no further
     held = 0
     fh.seek(RECORDS_AT)
@@ -245,8 +232,7 @@ RECORDS_AT = len(_npy_header(SNAPSHOT_DTYPE, (0,)))  # where a records.npy's row
 
 def build_manifest(spec, shards: list, files: list[dict], tick: int, labels: LabelConfig,
                    config: ValidationConfig, instrument: str | None = None) -> dict:
-    """`instrument`: the --instrument the files were read with, as the id it kept (recorded, and in the identity), or
-    None."""
+    """`instrument`: the --instrument the files were read with, as the id it kept (selection_id), or None."""
     entries = [{"segment": segment, "rows": s.rows, "first_ts_ns": s.first_ts, "last_ts_ns": s.last_ts,
                 "sources": sources, "files": shard_files,
                 "read": {"input": index, **{key: getattr(s, key) for key in READ if key != "input"},

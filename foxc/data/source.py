@@ -1,16 +1,7 @@
-"""Loading market data: one file, a directory or a glob, validated and concatenated in time order.
-
-    data = load("data/*.dbn.zst")          # MarketData
-    data.records, data.tick, data.report.summary()
-
-Each file is a segment (windows and labels never cross one); a file whose instrument_id changes (a
-continuous symbol's roll to its next contract) is a segment per id, from the row where it begins.
-`load(spec, instrument="5482")` (--instrument) keeps one instrument's rows of files that interleave
-several (foxc.data.select).
-Files are ordered by their first kept timestamp, a file's segments in its order. Files are read as
-streams of chunks (foxc.data.stream); a prepared cache of them (foxc.data.cache) is opened by the
-trainer instead, not here.
-"""
+"""The reading pipeline's ends: `expand` names the files (a path, a directory or a glob), `load` streams each
+(foxc.data.stream: read -> select -> validate), infers the tick from sampled rows (foxc.data.market.infer_tick),
+checks every row against it and joins the files in time order, a segment each (a roll: a segment per id).
+A prepared cache (foxc.data.cache) is opened by the trainer instead."""
 from __future__ import annotations
 
 import glob as globmod
@@ -59,8 +50,7 @@ def expand(spec) -> list[Path]:
 
 
 def files_only(paths: list[Path]) -> list[Path]:
-    """`paths` (named as data files), refused if one is not a file: never dropped without a word; nor a
-    file with its compressed twice (`x.dbn` beside `x.dbn.zst`), whose rows would be read twice."""
+    """`paths`, refused if one is not a file, or is a file beside its compressed twin (read twice)."""
     odd = next((p for p in paths if not p.is_file()), None)
     if odd is not None:
         what = file_kind(odd) or ("a link to nothing" if odd.is_symlink() else "not a regular file")
@@ -110,8 +100,7 @@ def records_need(rows: int, of: str = " of records") -> str:
 
 
 def labelled_need(rows: int, horizons: int, copy: bool = False) -> str:
-    """What `rows` snapshots and their label planes take (out of memory labelling them); `copy`: and a copy of
-    the records (a held-out cut)."""
+    """What `rows` snapshots and their label planes take; `copy`: and a copy of the records (a held-out cut)."""
     each = 4 * N_PLANES * horizons
     return (records_need(rows)
             + (", as much again for the held-out cut's copy," if copy else "") +
@@ -123,16 +112,15 @@ def size(nbytes: int) -> str:
 
 
 def no_room(where, spec, need: str, remedy: str = "") -> DataError:
-    """Rows (or what is made of them) that do not fit in memory: what they needed, and the remedy; by default, that
-    of data files (`spec`): a cache of them."""
+    """Rows that do not fit in memory: what they needed, and the remedy (by default, a cache of the data files `spec`)."""
     return DataError(where, f"out of memory: {need}; " + (remedy or "data files are held in memory whole: prepare a "
                             f"cache of them (python -m foxc.data prepare {spec} --out CACHE), whose rows a run reads "
                             "from disk a shard at a time (--data CACHE)"))
 
 
 def samples(files: list, summaries) -> list[np.ndarray]:
-    """The rows of each segment the tick is inferred from (tick_samples), copied from the chunks of `files`
-    ((chunks, FileSummary) in segment order; `summaries`: their segments) a strided slice each."""
+    """The rows tick_samples names of each segment, copied from the chunks of `files` ((chunks, FileSummary) in
+    segment order; `summaries`: their segments)."""
     plan, picked = iter(tick_samples(summaries)), []
     for chunks, summary in files:
         begins, start = np.cumsum([0] + [len(c) for c in chunks]), 0
@@ -149,6 +137,5 @@ def samples(files: list, summaries) -> list[np.ndarray]:
 
 
 def in_time_order(items: list) -> list:
-    """Files, as tuples holding their FileSummary second, in the order of their segments: by first kept time, then
-    by path."""
+    """Files, as tuples holding their FileSummary second, by first kept time, then by path."""
     return sorted(items, key=lambda item: (item[1].first_ts, item[1].path))

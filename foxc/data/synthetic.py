@@ -1,28 +1,13 @@
-"""The embedded default: a seeded synthetic 10-level book with a weak, learnable order-flow signal.
-
-The process, per snapshot t (all of it vectorised; about a few million snapshots/s on one core):
-  latent imbalance  x_t = φ·x_{t−1} + √(1−φ²)·ε_t, ε ~ N(0,1), x_0 ~ N(0,1): a stationary AR(1)
-                    with unit variance, so the volume imbalance mean-reverts
-  touch sizes       bid_sz_0 = ⌈s·e^{κ·x_t}⌉, ask_sz_0 = ⌈s·e^{−κ·x_t}⌉: the level-1 imbalance
-                    (b−a)/(b+a) ≈ tanh(κ·x_t) reveals x_t up to rounding
-  price             the best bid moves by one tick between t and t+1 with probability q, up with
-                    probability σ(β·x_t) (σ the logistic function): the weak order-flow signal
-  spread            kept from t to t+1 with probability 1−r, else redrawn from π over 1, 2, …, len(π) ticks
-  depth             level l sits l ticks behind the touch (a full tick grid); its size is
-                    s·(1 + d·l) times uniform noise in [0.5, 1.5); order counts ≈ size / 4
-  trades            a trade is reported with probability 0.5 when the price moves, 0.05 otherwise
-  time              exponential gaps with mean `mean_gap_us`
-  regimes           with `beta_cycle`, segment s of the rows has β = beta_cycle[s mod len]: the signal's strength
-                    and sign change from segment to segment (`segment_rows` rows each)
-
-Best achievable accuracy. The mid moves from t to t+1 by Δmid = Δbid + (spread_{t+1} − spread_t)/2;
-labels with Δmid = 0 are masked. Given x_t and spread_t (both visible in snapshot t), the
-probabilities of up and down follow exactly from (q, β, r, π); the best any predictor can do on
-the unmasked labels is E[max(P_up, P_down)] / E[P_up + P_down], the expectation over x ~ N(0, 1)
-and spread ~ π (independent in the stationary process). `best_accuracy_h1` computes it with
-Gauss-Hermite quadrature; a learner reading the book approaches it from below (rounding of the
-sizes hides a little of x_t).
-"""
+"""The embedded default: a seeded synthetic 10-level book with a weak, learnable order-flow signal, per snapshot t:
+  latent imbalance  x_t = φ·x_{t−1} + √(1−φ²)·ε_t, ε ~ N(0,1): a stationary AR(1) of unit variance
+  touch sizes       bid_sz_0 = ⌈s·e^{κ·x_t}⌉, ask_sz_0 = ⌈s·e^{−κ·x_t}⌉: their imbalance ≈ tanh(κ·x_t) reveals x_t
+  price             the best bid moves one tick with probability q, up with probability σ(β·x_t): the signal
+  spread            kept with probability 1−r, else redrawn from π over 1, 2, …, len(π) ticks
+  depth             level l sits l ticks behind the touch, size s·(1 + d·l)·U[0.5, 1.5); order counts ≈ size / 4
+  trades            reported with probability 0.5 when the price moves, 0.05 otherwise; time: exponential gaps
+  regimes           with `beta_cycle`, segment s has β = beta_cycle[s mod len] (`segment_rows` rows each)
+The best accuracy any predictor of the unmasked mid direction at horizon 1 reaches is E[max(P_up, P_down)] /
+E[P_up + P_down] over x ~ N(0, 1) and spread ~ π: `best_accuracy_h1` (Gauss-Hermite quadrature)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
