@@ -80,17 +80,20 @@ def load(spec, config: ValidationConfig | None = None, tick: int | None = None,
     report = report_of([summary for _, summary in files])
     files = in_time_order(files)
     summaries = [part for _, summary in files for part in summary.parts()]
-    tick, origins = infer_tick(spec, summaries, samples(files, summaries), tick)  # each chunk checked as it is joined
     records = np.empty(held, SNAPSHOT_DTYPE)
     row = segment = 0
     for chunks, summary in files:
         for i, chunk in enumerate(chunks):
             chunks[i] = None  # freed once copied (records' pages are committed as written: the rows held once)
             records[row:row + len(chunk)] = chunk
-            check_tick(summary.path, chunk, tick, origins[segment])  # as it is in cache (a file is one instrument)
             records["segment"][row:row + len(chunk)] += segment  # the stream numbered the file's own from 0
             row += len(chunk)
         segment += len(summary.parts())
+    starts = np.cumsum([0] + [s.rows for s in summaries])
+    tick, origins = infer_tick(spec, summaries, [records[a + first:a + s.rows:step] for s, a, (first, step) in
+                                                 zip(summaries, starts, tick_samples(summaries))], tick)
+    for s, a, origin in zip(summaries, starts, origins):
+        check_tick(s.path, records[a:a + s.rows], tick, origin)  # every row, as prepare checks a cache's
     return market_data(records, summaries, tick, report)
 
 
@@ -116,24 +119,6 @@ def no_room(where, spec, need: str, remedy: str = "") -> DataError:
     return DataError(where, f"out of memory: {need}; " + (remedy or "data files are held in memory whole: prepare a "
                             f"cache of them (python -m foxc.data prepare {spec} --out CACHE), whose rows a run reads "
                             "from disk a shard at a time (--data CACHE)"))
-
-
-def samples(files: list, summaries) -> list[np.ndarray]:
-    """The rows tick_samples names of each segment, copied from the chunks of `files` ((chunks, FileSummary) in
-    segment order; `summaries`: their segments)."""
-    plan, picked = iter(tick_samples(summaries)), []
-    for chunks, summary in files:
-        begins, start = np.cumsum([0] + [len(c) for c in chunks]), 0
-        for part in summary.parts():
-            first, step = next(plan)
-            at, stop, pieces = start + first, start + part.rows, [chunks[0][:0]]  # at: the next row sampled
-            for chunk, begin in zip(chunks, begins):
-                if begin <= at < min(stop, begin + len(chunk)):
-                    pieces.append(chunk[at - begin:stop - begin:step])
-                    at += len(pieces[-1]) * step
-            picked.append(np.concatenate(pieces))
-            start = stop
-    return picked
 
 
 def in_time_order(items: list) -> list:
