@@ -364,7 +364,3 @@ def head_labels(labels: np.ndarray, horizons, rows: int, first: int = 0) -> np.n
     for k, h in enumerate(horizons):
         labels[:, k, max(0, rows - int(h) - first):] = 0
     return labels
-
-
-__all__ = ["Cache", "CacheRows", "FORMAT", "MANIFEST", "SELECTION", "VERSION", "check_selection", "content_sha256",
-           "head_labels", "is_cache", "open_cache", "read_manifest", "read_rows"]

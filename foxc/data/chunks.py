@@ -26,4 +26,3 @@ def read_whole(read, path) -> tuple[np.ndarray, np.ndarray | None, dict]:
     bad = None if all(m is None for _, m in chunks) else \
         np.concatenate([np.zeros(len(r), bool) if m is None else m for r, m in chunks])
     return rec, bad, meta
-

@@ -147,4 +147,3 @@ class DeviceDataset(Component):
         rotation = [self.rotation] if self.rotation is not None else []
         return [*rotation, self.records, self.labels, self.segment_first, *own, self.features, self.labels_out,
                 self.held]
-

@@ -149,17 +149,9 @@ def _refuse_header(path: Path):
     with path.open("rb") as f:
         line = f.readline(HEADER_PEEK_BYTES).decode("utf-8", "replace").lstrip("\ufeff").strip()
     fields = [x.strip() for x in line.split(",")]
-    if any(fields) and not any(_is_number(x) for x in fields):
+    if any(fields) and not any(NUMBER.fullmatch(x) for x in fields):
         shown = line if len(line) <= 80 else line[:80] + "…"
         raise DataError(path, f"a header line ({shown}): LOBSTER files have none (remove it)", row=1)
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _column(path: Path, batch: pa.RecordBatch, index: int, first_row: int) -> np.ndarray:

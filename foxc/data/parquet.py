@@ -43,23 +43,18 @@ def _check_schema(path, schema: pa.Schema) -> tuple[list[str], str]:
     if twice:
         raise DataError(path, f"{schema.names.count(twice)} columns of this name: ambiguous, not Databento MBP-10 "
                               "layout", column=twice)
-    t = schema.field(time).type
-    if not (pa.types.is_integer(t) or pa.types.is_timestamp(t)):  # float seconds would be read as ns: 1970
-        raise DataError(path, f"wrong type {t} (expected integer ns since the epoch, or a timestamp)", column=time)
-    for c in PRICE_COLUMNS:
-        t = schema.field(c).type
-        if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
-            raise DataError(path, f"wrong type {t} (expected integer or float)", column=c)
-    for c in SIZE_COLUMNS + [c for c in [*COUNT_COLUMNS, "instrument_id", "flags"] if c in names]:
-        t = schema.field(c).type
-        if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
-            raise DataError(path, f"wrong type {t} (expected integer)", column=c)
-    if "action" in names:
-        t = schema.field("action").type
-        value = t.value_type if pa.types.is_dictionary(t) else t
-        if not (pa.types.is_string(value) or pa.types.is_large_string(value) or pa.types.is_integer(value)):
-            raise DataError(path, f"wrong type {t} (expected a string, 'T' for a trade, or its integer code)",
-                            column="action")
+    numeric = lambda t: pa.types.is_integer(t) or pa.types.is_floating(t)  # noqa: E731
+    text = lambda t: pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)  # noqa: E731
+    for columns, accepted, expected in (
+            ([time], lambda t: pa.types.is_integer(t) or pa.types.is_timestamp(t),  # float seconds: ns of 1970
+             "integer ns since the epoch, or a timestamp"),
+            (PRICE_COLUMNS, numeric, "integer or float"),
+            ([*SIZE_COLUMNS, *COUNT_COLUMNS, "instrument_id", "flags"], numeric, "integer"),
+            (["action"], lambda t: text(t.value_type if pa.types.is_dictionary(t) else t),
+             "a string, 'T' for a trade, or its integer code")):
+        bad = next((c for c in columns if c in names and not accepted(schema.field(c).type)), None)
+        if bad:
+            raise DataError(path, f"wrong type {schema.field(bad).type} (expected {expected})", column=bad)
     return [time] + [c for c in REQUIRED + OPTIONAL if c in names], time
 
 

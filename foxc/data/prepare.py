@@ -260,7 +260,3 @@ def _install(tmp: Path, out: Path, overwrite: bool):
     os.rename(tmp, out)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-
-
-__all__ = ["RECORDS_AT", "build_manifest", "prepare", "process_pool", "records_header", "run_jobs",
-           "write_shard"]

@@ -132,7 +132,7 @@ class FileStream:
                 kept = self.validator.keep(raw, bad)
                 if len(kept):
                     yield self._timed(kept)
-        except OSError as e:  # a MemoryError goes to the caller, who knows what it holds (load(): every row)
+        except OSError as e:  # named by its file (a MemoryError is foxc.cli.run's)
             raise DataError(self.path, f"cannot read ({e.__class__.__name__}: {e})") from None
         if self.selection is not None:
             self.selection.finish()
