@@ -13,7 +13,7 @@ from ..cli import ArgumentParser, PathArg, UserError, finite_float, nonnegative_
 from .labels import N_HORIZONS, LabelConfig, balance, balance_counts, compute_labels
 from .market import add_tick_flag, tick_units
 from .markets import MARKETS, market
-from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF
+from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_BYTES
 from .select import add_instrument_flag
 from .validate import VALIDATION_JSON, ValidationConfig
 from .cache import CacheRows, SELECTION, check_selection, is_cache
@@ -74,8 +74,7 @@ def selected(instrument: str | None) -> str:
 
 
 def validation_out(args) -> Path | None:
-    """--run-dir's data_validation.json, checked before any work: a file inspect writes new, or replaces with
-    --overwrite (a run's or an earlier inspect's is never lost without a word)."""
+    """--run-dir's data_validation.json, checked before any work: new, or replaced with --overwrite."""
     if args.overwrite and not args.run_dir:
         raise UserError("--overwrite: only with --run-dir (it replaces the data_validation.json there)")
     if not args.run_dir:
@@ -96,8 +95,7 @@ def print_balance(counts, horizons):
 
 
 def inspect_cache(args) -> int:
-    """A prepared cache from its manifest (shards, rows, times, sources, labels, identity); with --verify every
-    shard read and hashed, one at a time, and the label balance of all its rows."""
+    """A prepared cache from its manifest; with --verify every shard read and hashed, and its label balance."""
     from datetime import datetime, timezone
 
     given = [name for name in FILE_ONLY if getattr(args, name) is not None]
@@ -137,7 +135,12 @@ def inspect_cache(args) -> int:
 def cmd_synth(args) -> int:
     out = output_file("--out", args.out, suffixes=(".parquet",), overwrite=args.overwrite,
                       overwrite_flag="--overwrite")
-    rec = generate(args.rows, args.seed, market(args.market).params)
+    try:  # a --rows past memory names the flag (tests/test_bad_inputs.py), not numpy's array
+        rec = generate(args.rows, args.seed, market(args.market).params)
+    except MemoryError:
+        gb = args.rows * SNAPSHOT_BYTES / 1e9
+        raise UserError(f"--rows {args.rows:,}: not enough memory to generate them ({gb:,.1f} GB of snapshots, and "
+                        "the generator's temporaries); give fewer rows") from None
     out.parent.mkdir(parents=True, exist_ok=True)
     part = out.with_name(f".{out.name}.{os.getpid()}.part")  # written whole, then renamed over --out
     try:

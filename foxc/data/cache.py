@@ -98,8 +98,7 @@ class Cache:
 
 
 class CacheRows:
-    """Rows [0, stop) of a prepared cache, left on disk and read a shard (segment) at a time, so that a run's host
-    memory is a shard or two whatever the cache's size. A shard cut by `stop` keeps the labels the head alone gives."""
+    """Rows [0, stop) of a prepared cache, left on disk and read a shard at a time (a run holds a shard or two)."""
 
     def __init__(self, path, labels: LabelConfig | None, stop: int | None = None, manifest: dict | None = None):
         """`labels`: the run's label settings, refused unless the cache's (None: the cache's own)."""
@@ -149,8 +148,7 @@ class CacheRows:
         return CacheRows(self.path, self.label_config, stop, self.manifest)
 
     def read(self, k: int, records: np.ndarray | None = None, labels: np.ndarray | None = None):
-        """Segment k's rows into records[:n] (SNAPSHOT_DTYPE) and its label planes into labels[:, :, :n]
-        (float32 [planes, horizons, >= n]), its files verified whole as they are read."""
+        """Segment k's rows into records[:n] and its label planes into labels[:, :, :n], its files verified as read."""
         shard, folder, n = self.manifest["shards"][k], shard_dir(self.path, k), int(self.rows[k])
         whole, cut, h = shard["rows"], int(self.rows[k]) < shard["rows"], len(self.horizons)
         for name, target, dtype, shape in ((RECORDS, records, SNAPSHOT_DTYPE, (whole,)),
@@ -175,7 +173,7 @@ class CacheRows:
         return replace(self.meta, records=records), planes
 
     def verify(self, threads: int = 1, visit=None) -> list:
-        """Read (and so hash) every shard, into one shard's buffers per thread; returns `visit(k, records, labels)` of each."""
+        """Read (and so hash) every shard into one shard's buffers per thread; `visit(k, records, labels)` of each."""
         local, largest = threading.local(), int(self.rows.max())
 
         def one(k: int):
@@ -222,8 +220,7 @@ def _check_labels(folder: Path, manifest: dict, labels: LabelConfig):
 
 
 def check_selection(folder, manifest: dict, instrument: str | None, tick: int | None = None):
-    """Refuse a cache prepared with another --instrument than `instrument` (an id and the symbol the files map it to
-    are the same), or counted in another tick than `tick` (--tick, price units; None: the cache's)."""
+    """Refuse a cache of another --instrument than `instrument`, or of another tick than `tick` (--tick; None: any)."""
     have, reads = manifest.get(SELECTION), [s["read"] for s in manifest["shards"]]
     again = (f"python -m foxc.data prepare {shlex.quote(str(manifest['data']))} --out NEWCACHE"
              + (f" --instrument {instrument}" if instrument is not None else ""))
@@ -252,8 +249,7 @@ def open_cache(path, labels: LabelConfig) -> Cache:
 
 
 def read_rows(path, start: int, stop: int, sha256: str | None = None) -> np.ndarray:
-    """Records [start, stop) of the cache at `path`, reading only the shards that hold them, each verified whole;
-    `sha256`: the identity the caller planned with (a cache prepared again since is refused). A fold's window."""
+    """Records [start, stop) of the cache (a fold's window) from the shards that hold them, each verified whole."""
     folder = Path(path)
     manifest = read_manifest(folder)
     if sha256 is not None and manifest["sha256"] != sha256:
@@ -272,8 +268,7 @@ def read_rows(path, start: int, stop: int, sha256: str | None = None) -> np.ndar
 
 
 def _read_verified(path: Path, entry: dict, dtype: np.dtype, shape: tuple, targets: list[np.ndarray]):
-    """Read a shard file's data, in file order, into `targets` (contiguous slices of the cache's arrays),
-    hashing it as it goes; refused unless its size, sha256, dtype and shape are the manifest's."""
+    """A shard file's data into `targets`, hashed as it is read; refused unless it is what the manifest says."""
     _check_size(path, entry)
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -313,8 +308,7 @@ def _check_size(path: Path, entry: dict):
 
 
 def _refuse(path: Path, entry: dict, problem: str):
-    """A shard file that is not what the manifest says: named by its hash when that differs (stale or
-    tampered), else by `problem`."""
+    """A shard file that is not what the manifest says: named by its hash when that differs, else by `problem`."""
     got = file_sha256(path)
     if got != entry["sha256"]:
         raise DataError(path, f"sha256 {got} differs from the manifest's {entry['sha256']}: the shard changed after "
@@ -330,8 +324,7 @@ def _summary(shard: dict) -> FileSummary:
 
 
 def read_manifest(folder: Path) -> dict:
-    """The manifest, checked by its format, its version, its declared shape (SHAPE) and its own digest (sha256:
-    the shards' hashes with what they are counted in; every shard file is hashed as it is read)."""
+    """The manifest, checked by its format, its version, its declared shape (SHAPE) and its own digest (sha256)."""
     path = folder / MANIFEST
     try:
         manifest = read_json(path)
@@ -359,8 +352,7 @@ def read_manifest(folder: Path) -> dict:
 
 
 def head_labels(labels: np.ndarray, horizons, rows: int, first: int = 0) -> np.ndarray:
-    """The labels of the first `rows` records alone, from those of all (`labels`: the planes of rows first..,
-    changed in place): a row whose horizon reaches past `rows` loses its label."""
+    """The labels the first `rows` records alone give (`labels`: the planes of rows first.., changed in place)."""
     for k, h in enumerate(horizons):
         labels[:, k, max(0, rows - int(h) - first):] = 0
     return labels

@@ -155,8 +155,7 @@ STYPE_INSTRUMENT_ID = 0  # a mapping's symbols on this side are instrument ids
 
 
 class _Fields:
-    """The metadata's variable-length part, read in order; a section that overruns the metadata is refused, one
-    that is not there at all (the metadata ends first) is empty."""
+    """The metadata's variable-length part, read in order: a section that overruns it is refused, one absent empty."""
 
     def __init__(self, path, meta: bytes, pos: int, cstr_len: int):
         self.path, self.meta, self.pos, self.cstr_len = path, meta, pos, cstr_len
@@ -183,8 +182,7 @@ class _Fields:
                 .decode("ascii", "replace") for i in range(min(count, shown))]
 
     def mappings(self, stype_in: int, stype_out: int) -> list[tuple[str, int, int, int]]:
-        """(symbol, instrument_id, start, end) of every mapping interval, where one side of the mapping is instrument
-        ids: from `start` (ns, the UTC midnight of its start_date) to before `end` (its end_date's)."""
+        """(symbol, instrument_id, start ns, end ns) of every mapping interval between a symbol and an instrument id."""
         spans = []
         for i in range(self._count("symbol mappings", self.cstr_len + 4) or 0):
             if self.pos + self.cstr_len + 4 > len(self.meta):
@@ -221,8 +219,7 @@ class _Walk:
         self.mbp10 = 0        # MBP-10 records so far
 
     def take(self, body: np.ndarray, at: int) -> tuple[np.ndarray, int]:
-        """(the MBP-10 records among the whole records at the start of `body`, bytes they span);
-        `at`: the offset of body[0] from the first record."""
+        """(the MBP-10 records of the whole records `body` starts with, the bytes they span); `at`: body[0]'s offset."""
         if not self.length:
             self.length = int(body[0]) * 4
         stride = self.length
@@ -260,8 +257,8 @@ class _Walk:
         return np.stack([body[o:o + MBP10_BYTES] for o in offsets]).reshape(-1).view(MBP10_DTYPE), pos
 
     def _map(self, record: np.ndarray, at: int):
-        """A symbol mapping record: both its symbols name its instrument_id (the output one, a raw symbol, first), in the
-        `mapped` interval it gives, from the next MBP-10 row on."""
+        """A symbol mapping record: both its symbols name its instrument_id (the raw output symbol first) in the
+        interval it gives, from the next MBP-10 row on."""
         size, in_at, out_at, whole = self.mapping
         if len(record) < whole:
             raise DataError(self.path, f"symbol mapping record at byte {at} has length {len(record)} < {whole}")
@@ -308,8 +305,7 @@ def _snapshots(src: np.ndarray) -> np.ndarray:
 
 
 def iter_dbn(path, meta: dict, rows: int = CHUNK_ROWS):
-    """One DBN file of MBP-10 records as (records, None) chunks of at most `rows` rows, read
-    `rows` records' bytes at a time (decompressed as they come for `.dbn.zst`); fills `meta`."""
+    """One DBN file of MBP-10 records as (records, None) chunks of at most `rows` rows; fills `meta`."""
     path = Path(path)
     with open(path, "rb") as fh:
         stream = _open(path, fh)

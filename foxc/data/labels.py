@@ -80,8 +80,7 @@ def compute_labels(rec: np.ndarray, tick: int, cfg: LabelConfig = LabelConfig())
 
 
 def balance_counts(labels: np.ndarray) -> np.ndarray:
-    """Per horizon: [rows, mid-labelled rows, ups among them, outcome-labelled rows, profitable longs,
-    profitable shorts] (float64 [horizons, 6]): counts that add over blocks of rows."""
+    """Per horizon: [rows, mid-labelled, ups, outcome-labelled, profitable longs, shorts]; they add over blocks."""
     counts = np.zeros((labels.shape[1], 6))
     for k in range(labels.shape[1]):
         w_mid, w_out = labels[5, k] > 0, labels[6, k] > 0
@@ -91,8 +90,7 @@ def balance_counts(labels: np.ndarray) -> np.ndarray:
 
 
 def balance(counts: np.ndarray, horizons) -> list[dict]:
-    """Per horizon: labelled fraction and the share of ups / profitable longs / shorts among them, from
-    balance_counts (of all the rows, or added up over blocks of them)."""
+    """Per horizon: the labelled fraction and the share of ups, profitable longs and shorts, from balance_counts."""
     share = lambda part, whole: float(part / whole) if whole else float("nan")  # noqa: E731
     return [{"horizon": int(h), "mid_labelled": float(rows and mid / rows), "mid_up": share(up, mid),
              "long_win": share(longs, out), "short_win": share(shorts, out)}

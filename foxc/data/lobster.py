@@ -103,8 +103,7 @@ NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(nan|inf|infini
 
 
 def _not_csv(path: Path, what: str, exc: Exception, done: int) -> DataError:
-    """Arrow's refusal of a block as a DataError naming the row it failed at, found again in the text (arrow names
-    none) after the `done` rows read: a value that is not of its column's type, a row of too few or many fields."""
+    """Arrow's refusal of a block as a DataError naming the row it failed at (found again in the text after `done`)."""
     first = str(exc).splitlines()[0]
     row = column = None
     if found := CONVERSION.match(first):
@@ -116,8 +115,7 @@ def _not_csv(path: Path, what: str, exc: Exception, done: int) -> DataError:
 
 
 def _row_where(path: Path, done: int, wrong) -> int | None:
-    """The number (from 1, as arrow counts rows: blank lines are none) of the first row after the first `done` whose
-    fields `wrong(fields)` finds wrong; None when none is."""
+    """The number (from 1, blank lines none, as arrow counts) of the first row after `done` that `wrong` finds wrong."""
     row = 0
     with path.open("rb") as f:
         for line in f:
@@ -144,8 +142,7 @@ def _check_type(path: Path, schema: pa.Schema, index: int, number: bool = False)
 
 
 def _refuse_header(path: Path):
-    """Refuse a file whose first line is a header (no field of it a number): LOBSTER files have none, and its
-    words, read as a row, made text of columns of numbers."""
+    """Refuse a first line of which no field is a number: LOBSTER files have no header."""
     with path.open("rb") as f:
         line = f.readline(HEADER_PEEK_BYTES).decode("utf-8", "replace").lstrip("\ufeff").strip()
     fields = [x.strip() for x in line.split(",")]
@@ -192,8 +189,7 @@ def _in_step(book, messages, rows: int, msg_path: Path):
 
 
 def iter_lobster(path, meta: dict, rows: int = CHUNK_ROWS):
-    """One LOBSTER order-book file (and its message file if present) as (records, None) chunks of
-    at most `rows` rows, both files parsed a block at a time in step; fills `meta`."""
+    """One LOBSTER order-book file and its message file as (records, flags) chunks of at most `rows` rows."""
     path = Path(path)
     found = ANY_ORDERBOOK.search(path.name)
     if not found or not 1 <= int(found["n"]) <= LEVELS:
@@ -261,8 +257,7 @@ def iter_lobster(path, meta: dict, rows: int = CHUNK_ROWS):
 
 def _book_records(path: Path, piece: pa.RecordBatch, levels: int,
                   first_row: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """Records of an order-book piece (times and trades left 0; levels beyond `levels` empty) and the validation's
-    flags (foxc.data.validate): NEGATIVE_SIZE where a priced level's size is below zero (None when none is)."""
+    """Records of an order-book piece (times and trades left 0), and NEGATIVE_SIZE flags (None when none)."""
     rec = empty_snapshots(piece.num_rows)
     negative = np.zeros(piece.num_rows, bool)
     for lvl in range(levels):

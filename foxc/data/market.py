@@ -86,8 +86,7 @@ def instrument_of(summary):
 
 
 def tick_samples(summaries) -> list[tuple[int, int]]:
-    """(first, step) per segment (FileSummary, in segment order): the rows the tick is inferred from, every
-    step-th row of its instrument's rows (a continuous symbol's contracts are measured together)."""
+    """(first, step) per segment (FileSummary, in segment order): every step-th row of its instrument's rows."""
     rows, seen, plan = {}, {}, []
     for s in summaries:
         rows[instrument_of(s)] = rows.get(instrument_of(s), 0) + s.rows
@@ -212,8 +211,7 @@ def report_of(summaries) -> ValidationReport:
 
 
 def market_data(records: np.ndarray, segments, tick: int, report: ValidationReport) -> MarketData:
-    """MarketData of records whose segments are `segments` (FileSummary, in segment order: a file's, or each of
-    its parts); its files are theirs, each once."""
+    """MarketData of records whose segments are `segments` (FileSummary, in segment order)."""
     names = sorted({s.instrument for s in segments if s.instrument})
     ids = {s.instrument_id for s in segments}
     return MarketData(records, ",".join(names), ids.pop() if len(ids) == 1 else 0,

@@ -40,8 +40,7 @@ from .validate import DataError, ValidationConfig
 def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
             config: ValidationConfig = ValidationConfig(), overwrite: bool = False, rows: int = CHUNK_ROWS,
             instrument: str | None = None, tick: int | None = None, log=lambda msg: None) -> dict:
-    """Write the cache of the files `spec` names (`instrument`'s rows; counted in `tick`, price units, or the tick
-    inferred) into `out` (new, empty, or a cache when `overwrite`); returns its manifest."""
+    """Write the cache of the files `spec` names into `out` (new, empty, or a cache when `overwrite`); its manifest."""
     out = Path(out)
     paths = expand(spec)
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
@@ -121,8 +120,7 @@ def run_jobs(pool, job, args: list, progress=lambda done, result: None) -> list:
 
 
 def _read_file(args) -> tuple[int, FileSummary, list[dict]]:
-    """Pass 1, one file: the kept rows of each segment into a records.npy of their own (part_dir), numbered with the
-    file's input index; its summary and its source files."""
+    """Pass 1, one file: each segment's kept rows into a records.npy of its own; its summary and source files."""
     index, path, tmp, config, rows, instrument = args
     stream, fh, n, made = FileStream(path, config, rows, instrument), None, 0, 0  # segment made - 1's records.npy
     try:
@@ -198,8 +196,7 @@ def write_shard(args) -> dict:
 
 
 def _windows(fh, n: int, rows: int, reach: int, segment: int):
-    """(start, records [start, start + rows + reach) numbered `segment`) for start = 0, rows, ...: read in order into
-    one buffer, the lookahead moved to its front each time."""
+    """(start, records [start, start + rows + reach)) for start = 0, rows, ...: one buffer, read in order."""
     window = np.empty(min(n, rows + reach), SNAPSHOT_DTYPE)  # a horizon past the shard's end reads no further
     held = 0
     fh.seek(RECORDS_AT)

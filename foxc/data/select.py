@@ -46,8 +46,7 @@ def add_instrument_flag(add):
 
 
 def selection_id(given: str | None, ids) -> str | None:
-    """The selection `given` as the data's identity: the one instrument_id it kept in every file (`ids`), else as
-    given."""
+    """The selection `given` as the data's identity: the one instrument_id it kept in every file (`ids`), else given."""
     ids = set(ids)
     return str(ids.pop()) if given is not None and len(ids) == 1 and ids != {0} else given
 
@@ -86,8 +85,7 @@ def dated(mapped: dict | None, symbol: str) -> list[tuple[int, int, int, int]] |
 
 
 def ids_text(counts: dict, each=lambda n: f" ({n:,} row{'s' * (n != 1)})", names: dict | None = None) -> str:
-    """'instrument_id 5482 (9 rows), 13615 (8 rows)': the first SHOWN ids and `each` of their values (None: ids
-    alone); by their `names` ('symbol ESH4, ESM4') where ids stand for symbols."""
+    """'instrument_id 5482 (9 rows), 13615 (8 rows)' (`each` None: ids alone; `names`: 'symbol ESH4, ESM4')."""
     items = [((names or {}).get(iid, iid), n) for iid, n in counts.items()]
     shown = ", ".join(f"{iid}{each(n) if each else ''}" for iid, n in items[:SHOWN])
     more = f", ... ({len(items)} instruments in all)" if len(items) > SHOWN else ""
@@ -110,8 +108,7 @@ class Selection:
         self.others: dict[int, int] = {}  # rows left out of each instrument_id (its own: at other times)
 
     def keep(self, raw: np.ndarray, bad: np.ndarray | None, meta: dict) -> tuple[np.ndarray, np.ndarray | None]:
-        """The rows of this chunk that are the instrument's (`raw` itself when all are); `meta`: the reader's, its
-        symbol mappings those of the rows read so far."""
+        """The rows of this chunk that are the instrument's (`raw` itself when all are)."""
         mapped = meta.get("mapped") or {}
         known = sum(map(len, mapped.values()))
         if self.symbol and known != self.counted:  # a historical DBN file's, all at the first chunk; a live one's grow

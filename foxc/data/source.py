@@ -115,7 +115,7 @@ def size(nbytes: int) -> str:
 
 
 def no_room(where, spec, need: str, remedy: str = "") -> DataError:
-    """Rows that do not fit in memory: what they needed, and the remedy (by default, a cache of the data files `spec`)."""
+    """Rows that do not fit in memory: what they needed, and the remedy (by default, a cache of the files `spec`)."""
     return DataError(where, f"out of memory: {need}; " + (remedy or "data files are held in memory whole: prepare a "
                             f"cache of them (python -m foxc.data prepare {spec} --out CACHE), whose rows a run reads "
                             "from disk a shard at a time (--data CACHE)"))

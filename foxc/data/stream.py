@@ -104,8 +104,7 @@ class Instruments:
 
 
 class FileStream:
-    """A data file's validated records, chunk by chunk; iterate once, then `summary()`. A file that cannot be read is
-    a DataError naming it, as soon as met; one with no usable row (of the instrument), at the end."""
+    """A data file's validated records, chunk by chunk; iterate once, then `summary()`."""
 
     def __init__(self, path, config: ValidationConfig | None = None, rows: int = CHUNK_ROWS,
                  instrument: str | None = None):
@@ -143,7 +142,7 @@ class FileStream:
             raise DataError(self.path, f"no usable rows{of}: all {self.validator.rows_read} skipped ({why})")
 
     def _timed(self, kept: np.ndarray) -> np.ndarray:
-        """segment and prev_ts_ns within the file, carried from the previous chunk: a segment begins where the id changes."""
+        """segment and prev_ts_ns, carried from the previous chunk: a segment begins where the id changes."""
         ids, ts, prev = kept["instrument_id"], kept["ts_ns"], kept["prev_ts_ns"]
         begins = np.r_[not self.segments or ids[0] != self.segments[-1][3], ids[1:] != ids[:-1]]
         prev[1:] = ts[:-1]

@@ -146,8 +146,7 @@ def synthetic_data(n: int, seed: int = 0, params: SynthParams = SynthParams(), n
 
 
 def h1_move_probs(x: np.ndarray, spread: int, p: SynthParams, beta: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """P(mid up), P(mid down) from t to t+1 given the latent x_t and the spread at t (in ticks), under
-    β = `beta` (default: p.beta)."""
+    """P(mid up), P(mid down) from t to t+1 given the latent x_t and the spread at t (ticks), under β = `beta`."""
     beta = p.beta if beta is None else beta
     p_up_move = p.q_move / (1.0 + np.exp(-beta * x))
     step_probs = {1: p_up_move, -1: p.q_move - p_up_move, 0: np.full_like(x, 1.0 - p.q_move)}
@@ -165,8 +164,7 @@ def h1_move_probs(x: np.ndarray, spread: int, p: SynthParams, beta: float | None
 
 
 def best_accuracy_h1(p: SynthParams = SynthParams(), nodes: int = 96) -> float:
-    """The Bayes accuracy of the mid direction at horizon 1 on unmasked labels (dead band 0), for an
-    observer who knows each segment's β (the regimes weighted alike)."""
+    """The Bayes accuracy of the mid direction at horizon 1 (dead band 0), knowing each segment's β."""
     z, w = np.polynomial.hermite_e.hermegauss(nodes)  # ∫ f(z) e^{−z²/2} dz
     w = w / w.sum()
     best = labelled = 0.0

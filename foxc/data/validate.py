@@ -82,8 +82,7 @@ def _units(price: float) -> int:
 
 @dataclass
 class ValidationReport:
-    """Rows read and skipped per file and per reason; with --instrument, of the instrument kept, and the rows of
-    the other instruments left out, per id."""
+    """Rows read and skipped per file and per reason; with --instrument, the other instruments' rows left out."""
 
     files: dict[str, dict] = field(default_factory=dict)
 
@@ -158,8 +157,7 @@ class ValidationReport:
 
 def skip_reasons(rec: np.ndarray, flags: np.ndarray | None, cfg: ValidationConfig,
                  latest_ts: int = NO_TIME_YET) -> np.ndarray:
-    """Per row: 0 when kept, else 1 + the index in REASONS of the first reason it fails. `flags`: the reader's;
-    `latest_ts`: the latest time of the rows before these that passed every other check (a row earlier is late)."""
+    """Per row: 0 when kept, else 1 + the index in REASONS of the first reason it fails (`latest_ts`: the bar)."""
     code = np.zeros(len(rec), np.uint8)
     flags = None if flags is None else np.asarray(flags)
     bad_float = None if flags is None else flags == 1  # the first reason, nan_or_inf (a bool mask's True)
