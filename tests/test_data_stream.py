@@ -237,21 +237,20 @@ def out_of_memory_reading(monkeypatch, name: str):
     monkeypatch.setattr(stream, "reader", reader)
 
 
-def test_rows_larger_than_memory_are_refused_naming_the_file_the_size_and_the_cache(two_days, monkeypatch):
-    """A MemoryError was 'cannot read (MemoryError: …)' while reading, and a traceback while joining the files."""
+def test_rows_larger_than_memory_are_one_line_of_the_command(two_days, monkeypatch, capsys):
+    """A MemoryError reading a file or joining the files is the host's, said once by foxc.cli.run (never 'cannot
+    read (MemoryError: …)' naming the file, nor a traceback)."""
     from foxc.data import source
+    from foxc.data.__main__ import main as data_main
     out_of_memory_reading(monkeypatch, "b.parquet")
-    with pytest.raises(DataError) as err:
+    with pytest.raises(MemoryError, match=ALLOC):
         load(two_days)
-    assert str(err.value) == (f"{two_days / 'b.parquet'}: out of memory: 300 snapshots kept so far take 0.11 MB (352 "
-                              "bytes each) when reading this file ran out" + CACHE_HINT.format(two_days))
+    assert data_main(["inspect", str(two_days)]) == 2
+    assert capsys.readouterr().err == f"foxc.data inspect: error: {ALLOC}\n"
     monkeypatch.undo()
-
     monkeypatch.setattr(source, "np", NumpyWithout("empty"))  # the one array of every row cannot be had
-    with pytest.raises(DataError) as err:
+    with pytest.raises(MemoryError, match=ALLOC):
         load(two_days)
-    assert str(err.value) == (f"{two_days}: out of memory: the 600 snapshots kept take 0.21 MB (352 bytes each): "
-                              "no room for the array they are joined into" + CACHE_HINT.format(two_days))
 
 
 def test_load_frees_each_chunk_once_it_is_joined(two_days, monkeypatch):
@@ -275,23 +274,19 @@ def test_load_frees_each_chunk_once_it_is_joined(two_days, monkeypatch):
     assert alive[-2:] == [1 + 6, 1], alive  # the join's (the last); before: [12, 6]
 
 
-def test_prepare_out_of_memory_names_the_file_and_the_remedy(two_days, monkeypatch):
-    """The error named the data (DATA: out of memory preparing …), not the file being read or labelled."""
-    import pickle
+def test_prepare_out_of_memory_leaves_no_cache_and_is_one_line(two_days, monkeypatch, capsys):
+    """Out of memory reading a file or labelling its rows, with one worker or several: nothing is left behind, and
+    the command says it in one line (foxc.cli.run)."""
+    from contextlib import nullcontext
 
     from foxc.data import prepare as preparing
+    from foxc.data.__main__ import main as data_main
     out_of_memory_reading(monkeypatch, "b.parquet")
-    with pytest.raises(DataError) as err:
-        preparing.prepare(two_days, two_days / "cache")
-    assert str(err.value) == f"{two_days / 'b.parquet'}: out of memory reading it with one worker ({ALLOC}): " \
-                             "a worker needs a chunk of rows and its labels: free memory or use a larger machine"
-    from contextlib import nullcontext
-    monkeypatch.setattr(preparing, "process_pool", lambda workers, jobs: nullcontext())  # two, run here in turn
-    with pytest.raises(DataError) as err:  # several workers side by side: fewer of them
-        preparing.prepare(two_days, two_days / "cache", workers=2)
-    assert str(err.value) == f"{two_days / 'b.parquet'}: out of memory reading it with 2 workers side by side " \
-                             f"({ALLOC}): give fewer --workers"
-    assert sorted(p.name for p in two_days.iterdir()) == ["a.parquet", "b.parquet"]
+    for workers in (1, 2):
+        monkeypatch.setattr(preparing, "process_pool", lambda workers, jobs: nullcontext())  # several, run here
+        with pytest.raises(MemoryError, match=ALLOC):
+            preparing.prepare(two_days, two_days / "cache", workers=workers)
+        assert sorted(p.name for p in two_days.iterdir()) == ["a.parquet", "b.parquet"]
     monkeypatch.undo()
     real = preparing.compute_labels
 
@@ -300,17 +295,13 @@ def test_prepare_out_of_memory_names_the_file_and_the_remedy(two_days, monkeypat
             raise MemoryError(ALLOC)
         return real(window, tick, cfg)
     monkeypatch.setattr(preparing, "compute_labels", labels)
-    with pytest.raises(DataError) as err:
-        preparing.prepare(two_days, two_days / "cache")
-    assert str(err.value) == f"{two_days / 'b.parquet'}: out of memory labelling its rows with one worker ({ALLOC}): " \
-                             "a worker needs a chunk of rows and its labels: free memory or use a larger machine"
+    assert data_main(["prepare", str(two_days), "--out", str(two_days / "cache"), "--workers", "1"]) == 2
+    assert capsys.readouterr().err == f"foxc.data prepare: error: {ALLOC}\n"
     assert sorted(p.name for p in two_days.iterdir()) == ["a.parquet", "b.parquet"]
-    crossed = pickle.loads(pickle.dumps(preparing.InputOutOfMemory(1, "reading it", ALLOC)))  # from a pool's worker
-    assert (crossed.index, crossed.doing, crossed.detail) == (1, "reading it", ALLOC)
 
 
 def test_labels_larger_than_memory_are_refused_by_train_and_inspect(two_days, monkeypatch, capsys):
-    """The rows fit, their label planes (84 bytes a snapshot at three horizons) do not: a traceback, before."""
+    """The rows fit, their label planes (84 bytes a snapshot at three horizons) do not: one line, not a traceback."""
     from foxc import train
     from foxc.data import __main__ as data_cli
     from foxc.data import labels
@@ -321,8 +312,7 @@ def test_labels_larger_than_memory_are_refused_by_train_and_inspect(two_days, mo
     monkeypatch.setattr(data_cli, "compute_labels", no_room)
     need = "600 snapshots take 0.21 MB of records (352 bytes each){} and 0.05 MB of label planes (84 bytes each)"
     assert data_cli.main(["inspect", str(two_days)]) == 2
-    assert capsys.readouterr().err == (f"foxc.data inspect: error: {two_days}: out of memory: {need.format('')}"
-                                       + CACHE_HINT.format(two_days) + "\n")
+    assert capsys.readouterr().err == f"foxc.data inspect: error: {ALLOC}\n"  # foxc.cli.run's one line
     assert train.main(["--backend", "reference", "--data", str(two_days), "--out", str(two_days / "run")]) == 2
     err = capsys.readouterr().err
     trained = ("432 snapshots take 0.15 MB of records (352 bytes each) and 0.04 MB of label planes (84 bytes each)"

@@ -202,6 +202,26 @@ def test_price_bounds_that_bound_nothing_or_are_no_numbers_are_refused(bounds, g
 def test_a_validation_config_that_is_no_validation_config_is_refused_naming_it(tmp_path):
     """load(config={...}) failed with an AttributeError deep in the validator."""
     write_parquet(tmp_path / "x.parquet", generate(100, seed=3))
-    with pytest.raises(TypeError, match=re.escape("config must be a foxc.data.validate.ValidationConfig (or None: "
-                                                  "the defaults), got a dict: ValidationConfig(**it) makes one")):
+    with pytest.raises(TypeError, match=re.escape("config must be a ValidationConfig or None, got a dict")):
         load(tmp_path / "x.parquet", config={"min_price": 1.0})
+
+
+def test_a_negative_size_in_a_parquet_file_is_a_skipped_row_counted_as_such(tmp_path):
+    """A signed size column's value below zero was clipped to 0 and the row kept, silently: it is counted as
+    `negative_size`, as LOBSTER's is (an empty level's size is not read, and a NaN price's row keeps its count)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    path = tmp_path / "signed.parquet"
+    write_parquet(path, generate(300, seed=4))
+    table = pq.read_table(path)
+    for name, row, value in (("bid_sz_00", 10, -5), ("ask_ct_03", 40, -1), ("ask_sz_09", 70, -2)):
+        column = table.column(name).to_numpy().astype(np.int64)
+        column[row] = value
+        table = table.set_column(table.schema.get_field_index(name), name, pa.array(column))
+    px = table.column("ask_px_09").to_numpy().copy()
+    px[70] = PRICE_UNDEF  # row 70's negative size is at an empty level: not read
+    table = table.set_column(table.schema.get_field_index("ask_px_09"), "ask_px_09", pa.array(px))
+    pq.write_table(table, path)
+    data = load(path)
+    assert data.report.skipped() == {"negative_size": 2}
+    assert data.n_rows == 298 and not np.isin(data.records["ts_ns"], generate(300, seed=4)["ts_ns"][[10, 40]]).any()

@@ -1,12 +1,6 @@
 """`python -m foxc.data inspect PATH|CACHE`, `synth --out FILE.parquet` and `prepare DATA --out CACHE`
-(`--instrument ID`: one instrument's rows of files that interleave several; `--tick T`: the tick, not inferred; a
-cache records both).
-
-A bad flag, a bad file or bad data prints one line, `foxc.data <command>: error: <message naming the
-flag, file, row or column>`, and exits 2; never a traceback (foxc.cli). `synth` never overwrites a
-file, `prepare` a cache nor `inspect --run-dir` a validation summary, unless --overwrite is given; a
-refused `prepare` leaves no cache.
-"""
+(`--instrument ID`, `--tick T`: a cache records both). A mistake is one line and exit 2 (foxc.cli.run); nothing is
+overwritten without --overwrite, and a refused `prepare` leaves no cache."""
 from __future__ import annotations
 
 import os
@@ -25,7 +19,7 @@ from .validate import VALIDATION_JSON, ValidationConfig
 from .cache import CacheRows, SELECTION, check_selection, is_cache
 from .parquet import write_parquet
 from .prepare import prepare
-from .source import labelled_need, load, no_room
+from .source import load
 from .synthetic import generate
 
 
@@ -61,10 +55,7 @@ def cmd_inspect(args) -> int:
     print("levels      " + " ".join(f"{l}:{min(b, a):.0%}" for l, (b, a) in enumerate(zip(bid_set, ask_set))))
     print(f"            (share of rows with both sides present, levels 0..{LEVELS - 1})")
     print(data.report.summary())
-    try:
-        planes = compute_labels(rec, data.tick, LabelConfig(horizons, args.dead_band, args.fee))
-    except MemoryError:
-        raise no_room(args.path, args.path, labelled_need(len(rec), len(horizons))) from None
+    planes = compute_labels(rec, data.tick, LabelConfig(horizons, args.dead_band, args.fee))
     print_balance(balance_counts(planes), horizons)
     if report_out:
         print(f"validation summary written to {data.report.write_json(report_out.parent, report_out.name)}")
@@ -83,8 +74,7 @@ def selected(instrument: str | None) -> str:
 
 
 def validation_out(args) -> Path | None:
-    """--run-dir's data_validation.json, checked before any work: a file inspect writes new, or replaces with
-    --overwrite (a run's or an earlier inspect's is never lost without a word)."""
+    """--run-dir's data_validation.json, checked before any work: new, or replaced with --overwrite."""
     if args.overwrite and not args.run_dir:
         raise UserError("--overwrite: only with --run-dir (it replaces the data_validation.json there)")
     if not args.run_dir:
@@ -105,8 +95,7 @@ def print_balance(counts, horizons):
 
 
 def inspect_cache(args) -> int:
-    """A prepared cache from its manifest (shards, rows, times, sources, labels, identity); with --verify every
-    shard read and hashed, one at a time, and the label balance of all its rows."""
+    """A prepared cache from its manifest; with --verify every shard read and hashed, and its label balance."""
     from datetime import datetime, timezone
 
     given = [name for name in FILE_ONLY if getattr(args, name) is not None]
@@ -146,12 +135,12 @@ def inspect_cache(args) -> int:
 def cmd_synth(args) -> int:
     out = output_file("--out", args.out, suffixes=(".parquet",), overwrite=args.overwrite,
                       overwrite_flag="--overwrite")
-    try:
+    try:  # a --rows past memory names the flag (tests/test_bad_inputs.py), not numpy's array
         rec = generate(args.rows, args.seed, market(args.market).params)
     except MemoryError:
         gb = args.rows * SNAPSHOT_BYTES / 1e9
         raise UserError(f"--rows {args.rows:,}: not enough memory to generate them ({gb:,.1f} GB of snapshots, and "
-                         "the generator's temporaries); give fewer rows") from None
+                        "the generator's temporaries); give fewer rows") from None
     out.parent.mkdir(parents=True, exist_ok=True)
     part = out.with_name(f".{out.name}.{os.getpid()}.part")  # written whole, then renamed over --out
     try:

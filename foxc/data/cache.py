@@ -1,45 +1,22 @@
-"""A prepared cache: validated snapshots and their label planes, one memory-mappable shard per segment.
+"""A prepared cache: validated snapshots and their label planes, one shard per segment load() makes (a file, or
+each instrument_id's rows of a file that rolls), written by foxc.data.prepare:
 
-    python -m foxc.data prepare DATA --out CACHE [--horizons 10,50,100]    # foxc.data.prepare
-    rows = CacheRows("CACHE", LabelConfig(horizons=(10, 50, 100)))   # manifest and file sizes checked
-    rows.read(k, records, labels)              # shard k, hashed as it is read (what training does)
-    cache = open_cache("CACHE", LabelConfig())  # all of it in memory: == load(DATA), compute_labels(...)
-
-Layout:
     CACHE/manifest.json                  written last: a cache without one is not a cache
     CACHE/shards/00000/records.npy       SNAPSHOT_DTYPE [rows], segment = the shard's index
     CACHE/shards/00000/labels.npy        float32 [7 planes, 3 horizons, rows]
-    CACHE/shards/00001/...
 
-A shard is one segment load() makes: a data file's kept rows, or, where the file's instrument_id
-changes (a continuous symbol's roll), the rows of each id, numbered in the same order (first kept
-time, then path; a file's segments in its order). Databento's batch files and LOBSTER's are one day
-each, so a shard is a day; a file holding several days stays one shard and one segment, as it is
-when training from the files. Labels never cross a segment, so each shard is labelled on its own and
-the shards side by side are, bit for bit, what load() + compute_labels give for the same files.
-Version 1 (before a roll began a shard) is refused: prepare the cache again.
-
-How a cache is made: foxc.data.prepare.
-
-A run trains from `CacheRows`: the manifest checked, the rows left on disk, each shard file hashed
-whole as it is read and refused, naming it, unless its size, sha256, dtype and shape are the
-manifest's (a stale or tampered shard). `open_cache` reads all of it into memory the same way.
-The cache's identity (`sha256`) is a digest of its shards' hashes, its tick and label
-configuration, and the --instrument its files were read with, if any (`instrument_selection`: the
-instrument_id it kept, foxc.data.select.selection_id): what a resumed run must match. A run, a
-walk-forward or `inspect --instrument` refuses a cache prepared with another selection, and a run or a
-walk-forward one in another --tick (check_selection).
-"""
+Labels never cross a segment, so the shards side by side are, bit for bit, what load() + compute_labels give.
+A run reads it through `CacheRows` (rows left on disk, each shard file hashed whole as it is read and refused,
+naming it, unless its size, sha256, dtype and shape are the manifest's); `open_cache` reads all of it. The
+manifest is checked by its format, version, declared shape and its own digest, `sha256`: of its shards' hashes,
+its tick, labels and --instrument selection (what a resumed run must match; check_selection refuses another)."""
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
-import re
 import shlex
 import threading
-from argparse import ArgumentTypeError
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -47,11 +24,10 @@ from pathlib import Path
 import numpy as np
 import numpy.lib.format as npy
 
-from ..jsonfile import JsonFileError, read_json
+from ..jsonfile import JsonFileError, int64, read_json, shape_problem
 from .labels import N_PLANES, PLANES, LabelConfig
 from .record import PRICE_SCALE, SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .market import MarketData, market_data, report_of
-from .select import instrument_arg
 from .stream import FileSummary
 from .validate import DataError
 
@@ -59,13 +35,21 @@ FORMAT, VERSION = "foxc-cache", 2  # 2: a file's instrument_id changing (a roll)
 MANIFEST = "manifest.json"
 RECORDS, LABELS = "records.npy", "labels.npy"
 HASH_BLOCK = 1 << 22
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # what a shard's entry says of its file as read (the same for each shard of a file): its place in DATA's order,
 # then its FileSummary's fields
-READ = {"input": int, "kind": str, "rows_read": int, "skipped": dict, "notes": list, "instrument": str,
+READ = {"input": int, "kind": str, "rows_read": int, "skipped": dict[str, int], "notes": list[str], "instrument": str,
         "instrument_id": int, "extra": dict}
-OPTIONAL_READ = {"other_instruments": dict}  # --instrument: rows of each other instrument_id left out
+OPTIONAL_READ = {"other_instruments": dict[str, int]}  # --instrument: rows of each other instrument_id left out
 SELECTION = "instrument_selection"  # the manifest's --instrument, where the files were read with one
+SHARD_FILE = {"bytes": int, "sha256": str}
+SHAPE = {"format": str, "version": int, "data": str, SELECTION + "?": str,
+         "record_bytes": range(SNAPSHOT_BYTES, SNAPSHOT_BYTES + 1), "tick": range(1, 2**63),
+         "labels": {"horizons": tuple[(range(1, 2**63),) * 3], "dead_band_ticks": float, "fee_per_lot": float,
+                    "size_scale_ticks": float},
+         "validation": dict, "rows": int, "sha256": str,
+         "shards": list[{"segment": int, "rows": range(1, 2**63), "first_ts_ns": int64, "last_ts_ns": int64,
+                         "sources": list[{"path": str}], "files": {RECORDS: SHARD_FILE, LABELS: SHARD_FILE},
+                         "read": {**READ, **{key + "?": t for key, t in OPTIONAL_READ.items()}}}]}
 
 
 def is_cache(path) -> bool:
@@ -114,13 +98,7 @@ class Cache:
 
 
 class CacheRows:
-    """Rows [0, stop) of a prepared cache, left on disk and read a shard (segment) at a time.
-
-    What a training run holds instead of the rows themselves, so that its host memory is a shard or
-    two whatever the cache's size (foxc.data.device reads the shards through it). Opening checks the
-    manifest, the label settings and each shard file's presence and size; every `read` hashes the
-    whole file as it reads it and refuses it (DataError naming it) unless its sha256, dtype and shape
-    are the manifest's. A shard cut by `stop` keeps the labels the head alone would give (head_labels)."""
+    """Rows [0, stop) of a prepared cache, left on disk and read a shard at a time (a run holds a shard or two)."""
 
     def __init__(self, path, labels: LabelConfig | None, stop: int | None = None, manifest: dict | None = None):
         """`labels`: the run's label settings, refused unless the cache's (None: the cache's own)."""
@@ -132,11 +110,10 @@ class CacheRows:
         _check_labels(self.path, self.manifest, labels)
         shards = self.manifest["shards"]
         self.label_config, self.horizons = labels, tuple(int(h) for h in labels.horizons)
-        total = self.manifest["rows"]
-        self.stop = total if stop is None else int(stop)
-        if not 0 < self.stop <= total:
-            raise ValueError(f"rows [0, {self.stop}) are not within the cache's {total} rows")
         whole = np.array([s["rows"] for s in shards], np.int64)
+        self.total = int(whole.sum())
+        self.stop = self.total if stop is None else int(stop)
+        assert 0 < self.stop <= self.total, f"rows [0, {self.stop}) are not within the cache's {self.total} rows"
         first = np.cumsum(whole) - whole
         kept = int(np.searchsorted(first, self.stop, "left"))  # shards holding a row below stop
         self.first, self.rows = first[:kept], np.minimum(first[:kept] + whole[:kept], self.stop) - first[:kept]
@@ -171,8 +148,7 @@ class CacheRows:
         return CacheRows(self.path, self.label_config, stop, self.manifest)
 
     def read(self, k: int, records: np.ndarray | None = None, labels: np.ndarray | None = None):
-        """Segment k's rows into records[:n] (SNAPSHOT_DTYPE) and its label planes into labels[:, :, :n]
-        (float32 [planes, horizons, >= n]), its files verified whole as they are read."""
+        """Segment k's rows into records[:n] and its label planes into labels[:, :, :n], its files verified as read."""
         shard, folder, n = self.manifest["shards"][k], shard_dir(self.path, k), int(self.rows[k])
         whole, cut, h = shard["rows"], int(self.rows[k]) < shard["rows"], len(self.horizons)
         for name, target, dtype, shape in ((RECORDS, records, SNAPSHOT_DTYPE, (whole,)),
@@ -183,7 +159,7 @@ class CacheRows:
                                [into[i] for i in np.ndindex(shape[:-1])])  # the rows of each (plane, horizon)
                 if cut:
                     target[..., :n] = into[..., :n]
-        if labels is not None and self.stop < self.manifest["rows"]:
+        if labels is not None and self.stop < self.total:
             head_labels(labels[:, :, :n], self.horizons, self.stop, int(self.first[k]))
 
     def load(self) -> tuple[MarketData, np.ndarray]:
@@ -197,8 +173,7 @@ class CacheRows:
         return replace(self.meta, records=records), planes
 
     def verify(self, threads: int = 1, visit=None) -> list:
-        """Read (and so hash) every shard, into one shard's buffers per thread; `visit(k, records, labels)`
-        sees each shard's rows as read; returns its results in shard order."""
+        """Read (and so hash) every shard into one shard's buffers per thread; `visit(k, records, labels)` of each."""
         local, largest = threading.local(), int(self.rows.max())
 
         def one(k: int):
@@ -218,7 +193,7 @@ class CacheRows:
 
     def labelled(self) -> list[bool]:
         """Per horizon, whether some row keeps a label (outcome weight): the first shard that has one ends the search."""
-        plane, cut, found = PLANES.index("outcome_weight"), self.stop < self.manifest["rows"], []
+        plane, cut, found = PLANES.index("outcome_weight"), self.stop < self.total, []
         for j, horizon in enumerate(self.horizons):
             ns = [min(int(n), self.stop - horizon - int(a)) if cut else int(n) for a, n in zip(self.first, self.rows)]
             found.append(any(n > 0 and np.any(self._plane(k, plane, j, n)) for k, n in enumerate(ns)))
@@ -245,10 +220,7 @@ def _check_labels(folder: Path, manifest: dict, labels: LabelConfig):
 
 
 def check_selection(folder, manifest: dict, instrument: str | None, tick: int | None = None):
-    """Refuse a cache prepared with another --instrument than `instrument` (None: none), naming both: its rows are
-    that selection's, and a cache's rows cannot be selected again. The same is the instrument_id its files kept, or
-    the symbol their DBN mappings name it by. And a cache counted in another tick than `tick` (--tick, price units;
-    None: the cache's)."""
+    """Refuse a cache of another --instrument than `instrument`, or of another tick than `tick` (--tick; None: any)."""
     have, reads = manifest.get(SELECTION), [s["read"] for s in manifest["shards"]]
     again = (f"python -m foxc.data prepare {shlex.quote(str(manifest['data']))} --out NEWCACHE"
              + (f" --instrument {instrument}" if instrument is not None else ""))
@@ -270,21 +242,14 @@ def check_selection(folder, manifest: dict, instrument: str | None, tick: int | 
 
 
 def open_cache(path, labels: LabelConfig) -> Cache:
-    """The cache at `path` as one MarketData and its labels, every shard file verified first.
-
-    Refused (DataError naming the file): a manifest that is not one, label settings other than
-    `labels` (horizons named both ways), a shard file missing, of another size or sha256, or of
-    another dtype or shape than the manifest says."""
+    """The cache at `path` in memory (every shard file verified), its labels refused unless `labels`."""
     rows = CacheRows(path, labels)
     market, planes = rows.load()
     return Cache(rows.path, rows.manifest, market, planes, rows.sha256)
 
 
 def read_rows(path, start: int, stop: int, sha256: str | None = None) -> np.ndarray:
-    """Records [start, stop) of the cache at `path` (rows numbered through its shards in order), reading
-    only the records.npy of the shards that hold them, each verified whole (size, sha256, dtype, shape)
-    as open_cache verifies it; labels are not read. `sha256`: the cache identity the caller planned
-    with (a cache prepared again since is refused). What a walk-forward fold reads."""
+    """Records [start, stop) of the cache (a fold's window) from the shards that hold them, each verified whole."""
     folder = Path(path)
     manifest = read_manifest(folder)
     if sha256 is not None and manifest["sha256"] != sha256:
@@ -303,8 +268,7 @@ def read_rows(path, start: int, stop: int, sha256: str | None = None) -> np.ndar
 
 
 def _read_verified(path: Path, entry: dict, dtype: np.dtype, shape: tuple, targets: list[np.ndarray]):
-    """Read a shard file's data, in file order, into `targets` (contiguous slices of the cache's arrays),
-    hashing it as it goes; refused unless its size, sha256, dtype and shape are the manifest's."""
+    """A shard file's data into `targets`, hashed as it is read; refused unless it is what the manifest says."""
     _check_size(path, entry)
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -344,8 +308,7 @@ def _check_size(path: Path, entry: dict):
 
 
 def _refuse(path: Path, entry: dict, problem: str):
-    """A shard file that is not what the manifest says: named by its hash when that differs (stale or
-    tampered), else by `problem`."""
+    """A shard file that is not what the manifest says: named by its hash when that differs, else by `problem`."""
     got = file_sha256(path)
     if got != entry["sha256"]:
         raise DataError(path, f"sha256 {got} differs from the manifest's {entry['sha256']}: the shard changed after "
@@ -361,7 +324,7 @@ def _summary(shard: dict) -> FileSummary:
 
 
 def read_manifest(folder: Path) -> dict:
-    """The manifest, checked the way an untrusted file is: every field present, typed and consistent."""
+    """The manifest, checked by its format, its version, its declared shape (SHAPE) and its own digest (sha256)."""
     path = folder / MANIFEST
     try:
         manifest = read_json(path)
@@ -369,119 +332,27 @@ def read_manifest(folder: Path) -> dict:
         raise DataError(folder, f"not a prepared cache (no {MANIFEST})") from None
     except JsonFileError as e:
         raise DataError(path, e.problem) from None
-    if manifest.get("format") == FORMAT and manifest.get("version") != VERSION:
+    if manifest.get("format") != FORMAT:
+        raise DataError(path, f"not a foxc cache manifest: format is not '{FORMAT}'")
+    version = manifest.get("version")
+    if version != VERSION:
         again = f"python -m foxc.data prepare {shlex.quote(str(manifest.get('data', 'DATA')))} --out " \
                 f"{shlex.quote(str(folder))} --overwrite"
         why = ": a file whose instrument_id changes (a continuous symbol's roll) was one shard then, whose windows " \
-              "and labels cross the roll" if manifest.get("version") == 1 else ""
-        version = manifest.get("version")
+              "and labels cross the roll" if version == 1 else ""
         which = f"cache version {version!r}, this foxc reads version {VERSION}" if version is not None else \
             "the manifest records no cache version (a cache of another program, or damaged)"
         raise DataError(path, f"{which}{why}; prepare it again: {again}")
-    problem = _manifest_problem(manifest)
+    problem = shape_problem(manifest, SHAPE) or (manifest["sha256"] != content_sha256(manifest) and
+                                                 "sha256 is not the digest of the shards' hashes (the manifest was "
+                                                 "edited)")
     if problem:
         raise DataError(path, f"not a foxc cache manifest: {problem}")
     return manifest
 
 
-def _manifest_problem(m) -> str | None:
-    if not isinstance(m, dict) or m.get("format") != FORMAT:
-        return f"format is not '{FORMAT}'"
-    if m.get("record_bytes") != SNAPSHOT_BYTES:
-        return f"records of {m.get('record_bytes')} bytes, this foxc's are {SNAPSHOT_BYTES} (prepare the cache again)"
-    labels = m.get("labels")
-    if not (isinstance(labels, dict) and set(labels) == set(label_dict(LabelConfig()))
-            and isinstance(labels["horizons"], list) and len(labels["horizons"]) == 3
-            and all(_is_int(h) and h >= 1 for h in labels["horizons"])):
-        return "labels is not a label configuration"
-    if not (_is_int(m.get("tick")) and m["tick"] >= 1):
-        return "tick is not a positive integer"
-    if not isinstance(m.get("data"), str):
-        return "data is not the DATA it was prepared from"
-    if SELECTION in m and not (isinstance(m[SELECTION], str) and _is_selection(m[SELECTION])):
-        return f"{SELECTION} is not an --instrument"
-    shards = m.get("shards")
-    if not isinstance(shards, list) or not shards:
-        return "no shards"
-    for k, s in enumerate(shards):
-        problem = _shard_problem(k, s)
-        if problem:
-            return f"shard {k}: {problem}"
-    if m.get("rows") != sum(s["rows"] for s in shards):
-        return "rows is not the sum of the shards' rows"
-    problem = _files_problem(shards)
-    if problem:
-        return problem
-    if m.get("sha256") != content_sha256(m):
-        return "sha256 is not the digest of the shards' hashes (the manifest was edited)"
-    return None
-
-
-def _files_problem(shards: list) -> str | None:
-    """Whether each file's shards (its segments) are consecutive, say the same of it and hold the rows it kept."""
-    runs = [(i, len(list(group))) for i, group in itertools.groupby(s["read"]["input"] for s in shards)]
-    if len(runs) != len({i for i, _ in runs}):
-        return "the shards of a file are not consecutive"
-    k = 0
-    for index, n in runs:
-        mine, read, rows = shards[k:k + n], shards[k]["read"], sum(s["rows"] for s in shards[k:k + n])
-        if any(s["read"] != read or s["sources"] != shards[k]["sources"] for s in mine):
-            return f"shards {k}..{k + n - 1} (input {index}) say different things of their file"
-        kept = read["rows_read"] - sum(read["skipped"].values())
-        if rows != kept:
-            return f"shards {k}..{k + n - 1} (input {index}) hold {rows} rows, their file kept {kept}"
-        k += n
-    return None
-
-
-def _shard_problem(k: int, s) -> str | None:
-    if not isinstance(s, dict) or s.get("segment") != k:
-        return "segment out of order"
-    if not (_is_int(s.get("rows")) and s["rows"] >= 1 and _is_ns(s.get("first_ts_ns")) and _is_ns(s.get("last_ts_ns"))):
-        return "rows or times missing"
-    files = s.get("files")
-    if not (isinstance(files, dict) and all(isinstance(files.get(n), dict) and _is_int(files[n].get("bytes"))
-                                            and SHA256.match(str(files[n].get("sha256")))
-                                            for n in (RECORDS, LABELS))):
-        return f"files must give the bytes and sha256 of {RECORDS} and {LABELS}"
-    sources = s.get("sources")
-    if not (isinstance(sources, list) and sources and all(isinstance(x, dict) and isinstance(x.get("path"), str)
-                                                          for x in sources)):
-        return "sources missing"
-    read = s.get("read")
-    if not (isinstance(read, dict) and all(isinstance(read.get(key), t) for key, t in READ.items())
-            and all(_is_int(n) and n >= 0 for n in read["skipped"].values())
-            and all(key not in read or isinstance(read[key], t) for key, t in OPTIONAL_READ.items())):
-        return "what was read of its file is missing"
-    if not all(_is_int(n) and n >= 0 for n in read.get("other_instruments", {}).values()):
-        return "what was read of its file is missing"
-    return None
-
-
-def _is_selection(text: str) -> bool:
-    try:
-        return instrument_arg(text) == text
-    except ArgumentTypeError:
-        return False
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_ns(x) -> bool:
-    """An int64 time stamp (ns since the epoch)."""
-    return _is_int(x) and -2**63 <= x < 2**63
-
-
 def head_labels(labels: np.ndarray, horizons, rows: int, first: int = 0) -> np.ndarray:
-    """The labels compute_labels gives for the first `rows` records alone, from those of all of them
-    (`labels`: the planes of rows first.., changed in place and returned): a row whose horizon reaches
-    past `rows` loses its label (every plane 0), the others keep theirs."""
+    """The labels the first `rows` records alone give (`labels`: the planes of rows first.., changed in place)."""
     for k, h in enumerate(horizons):
         labels[:, k, max(0, rows - int(h) - first):] = 0
     return labels
-
-
-__all__ = ["Cache", "CacheRows", "FORMAT", "MANIFEST", "SELECTION", "VERSION", "check_selection", "content_sha256",
-           "head_labels", "is_cache", "open_cache", "read_manifest", "read_rows"]

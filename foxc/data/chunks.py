@@ -1,5 +1,4 @@
-"""What every format's chunk reader shares: the chunk size, the metadata a reader fills, and a whole file
-read as its chunks joined (tests, the DBN oracle, the benchmarks)."""
+"""What the format readers share: the chunk size, the metadata a reader fills, and a file read whole (tests)."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,9 +10,7 @@ CHUNK_ROWS = 1 << 14  # 5.8 MB of records: a chunk stays in cache while its colu
 
 
 def new_meta() -> dict:
-    """What a reader learns about its file: instrument, its id, notes for the report; the symbols its metadata maps
-    to ids (DBN's symbol mappings: what --instrument SYMBOL resolves) and the names of ids (of those mappings, or
-    Parquet's symbol column)."""
+    """What a reader learns of its file: instrument, its id, notes; the symbols it maps to ids and the ids' names."""
     return {"instrument": "", "instrument_id": 0, "notes": [], "symbol_ids": {}, "id_names": {}}
 
 
@@ -22,11 +19,10 @@ NOT_EXTRA = ("instrument", "instrument_id", "notes", "symbol_ids", "id_names", "
 
 
 def read_whole(read, path) -> tuple[np.ndarray, np.ndarray | None, dict]:
-    """(records, bad-float mask or None, meta) of a whole file, unvalidated: a reader's chunks joined."""
+    """(records, flags or None, meta) of a whole file, unvalidated: a reader's chunks joined."""
     meta = new_meta()
     chunks = list(read(path, meta))
     rec = np.concatenate([r for r, _ in chunks]) if chunks else np.empty(0, SNAPSHOT_DTYPE)
     bad = None if all(m is None for _, m in chunks) else \
         np.concatenate([np.zeros(len(r), bool) if m is None else m for r, m in chunks])
     return rec, bad, meta
-

@@ -4,19 +4,12 @@
     cursors.cursor, cursors.episode_end  # int64 [B] device arrays the gather and the simulator read
     cursors.advance(stream)              # after the simulator stepped: cursor + 1, or the next episode
 
-One component for the trainer's dataset, the simulator and the standalone environment (`LobEnv`).
-An episode starts at a row drawn uniformly among the valid starts — rows with `history` earlier
-rows in their segment (the rest of a window) and at least one row after them (a step to mark to)
-— and ends at its segment's last row or after `episode_len` rows (0: no limit), whichever comes
-first. `episode_end` is that last row, inclusive: the simulator forces a flat exit when
-cursor >= episode_end, and the next advance draws a new episode there.
-
-The valid starts are described per segment in a draw table in device memory (`spans`: each
-segment's first start, its count and its last row), so `draw_from` can change which segments are
-drawn between two replays of a captured graph (a rotating resident set, foxc.data.resident) and
-`evict` sends the backtests in a range of rows to a flat exit. Every buffer and launch plan is
-built here: `advance` reads no host state and can be captured into a CUDA graph.
-"""
+One component for the trainer's dataset, the simulator and the standalone environment. An episode starts at a row
+drawn uniformly among those with `history` earlier rows in their segment and one after, and ends at its segment's
+last row or after `episode_len` rows (0: no limit); `episode_end` is inclusive: the simulator exits flat there and
+the next advance draws again. The valid starts are a draw table in device memory (`spans`), so `draw_from` can
+change the segments drawn between replays of a captured graph (foxc.data.resident) and `evict` ends the episodes in
+a range of rows. `advance` reads no host state: it can be captured."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,28 +1,18 @@
-"""Databento DBN files (`.dbn`, `.dbn.zst`, DBN versions 1-3): MBP-10 records decoded with numpy.
+"""The pipeline's reader of Databento DBN files (`.dbn`, `.dbn.zst`, versions 1-3): MBP-10 records decoded with numpy.
 
-Layout (Databento's `dbn` crate, `decode/dbn/fsm.rs` and `record.rs`), little-endian:
+Layout (the `dbn` crate's `decode/dbn/fsm.rs`, `record.rs`, `compat.rs`), little-endian:
   prelude   b"DBN", version u8, metadata length u32
-  metadata  dataset char[16], schema u16, start u64, end u64, limit u64, [v1: record_count u64],
-            stype_in u8, stype_out u8, ts_out u8, [v2+: symbol_cstr_len u16], reserved
-            (v1: 47 bytes, v2+: 53), schema_definition_length u32 (+ that many bytes),
-            symbols: count u32 then count × symbol_cstr_len (v1: 22) bytes, then partial and
-            not_found (the same), then mappings: count u32, each raw_symbol cstr, interval count
-            u32, intervals {start_date u32, end_date u32 (YYYYMMDD), symbol cstr} (what --instrument SYMBOL reads)
-  records   RecordHeader {length u8 (in 4-byte words), rtype u8, publisher_id u16,
-            instrument_id u32, ts_event u64}, then for MBP-10 (rtype 0x0A, 368 bytes):
-            price i64, size u32, action char, side char, flags u8, depth u8, ts_recv u64,
-            ts_in_delta i32, sequence u32, 10 × {bid_px i64, ask_px i64, bid_sz u32, ask_sz u32,
-            bid_ct u32, ask_ct u32}; with ts_out a u64 follows each record. A live stream's symbol mappings
-            are records (SymbolMappingMsg, rtype 0x16): v1 {stype_in_symbol char[22], stype_out_symbol
-            char[22], 4 bytes, start_ts u64, end_ts u64}, v2+ {stype_in u8, stype_in_symbol char[71],
-            stype_out u8, stype_out_symbol char[71], start_ts u64, end_ts u64} (`dbn` crate's
-            `compat.rs`, `record.rs`): both symbols name the header's instrument_id (what --instrument
-            SYMBOL reads, as the metadata's mappings) from start_ts to before end_ts (ns; UNDEF_TIMESTAMP:
-            open), in the rows that follow the record.
-The MBP-10 record is the same in versions 1, 2 and 3. The file is read (and `.dbn.zst`
-decompressed) a bounded block at a time: a block of only MBP-10 records is decoded as one
-strided numpy view, one that mixes record types is walked header by header.
-"""
+  metadata  dataset char[16], schema u16, start, end, limit u64, [v1: record_count u64], stype_in u8, stype_out u8,
+            ts_out u8, [v2+: symbol_cstr_len u16], reserved (v1: 47 bytes, v2+: 53), schema_definition_length u32
+            (+ its bytes), symbols, partial, not_found (count u32, then cstrs), mappings (count u32, each raw_symbol,
+            interval count u32, intervals {start_date u32, end_date u32 (YYYYMMDD), symbol})
+  records   header {length u8 (4-byte words), rtype u8, publisher_id u16, instrument_id u32, ts_event u64}; MBP-10
+            (rtype 0x0A, 368 bytes) then price i64, size u32, action, side, flags, depth, ts_recv u64, ts_in_delta
+            i32, sequence u32, 10 × {bid_px, ask_px i64, bid_sz, ask_sz, bid_ct, ask_ct u32} (+ u64 with ts_out).
+            A live stream's symbol mappings are records (rtype 0x16; v1 symbols char[22], v2+ char[71]) mapping the
+            header's instrument_id from start_ts to before end_ts, in the rows after them.
+The file is read (and decompressed) a bounded block at a time: a block of only MBP-10 records is one strided numpy
+view, one that mixes record types is walked header by header."""
 from __future__ import annotations
 
 import datetime as dt
@@ -65,10 +55,8 @@ READ_BYTES = 1 << 20  # zstd input (or plain file bytes) taken per read
 
 
 def _zstd_pieces(path: Path, fh):
-    """The decompressed bytes of a zstd file, frame after frame, as they come.
-
-    Each frame is decompressed on its own, so a file that ends inside a frame is refused (a
-    streaming decompressor across frames would just stop, dropping the frame's tail silently)."""
+    """The decompressed bytes of a zstd file, frame by frame: a file that ends inside a frame is refused (a
+    streaming decompressor across frames would drop the frame's tail silently)."""
     try:
         import zstandard
     except ImportError:
@@ -167,8 +155,7 @@ STYPE_INSTRUMENT_ID = 0  # a mapping's symbols on this side are instrument ids
 
 
 class _Fields:
-    """The metadata's variable-length part, read in order; a section that overruns the metadata is refused, one
-    that is not there at all (the metadata ends first) is empty."""
+    """The metadata's variable-length part, read in order: a section that overruns it is refused, one absent empty."""
 
     def __init__(self, path, meta: bytes, pos: int, cstr_len: int):
         self.path, self.meta, self.pos, self.cstr_len = path, meta, pos, cstr_len
@@ -195,8 +182,7 @@ class _Fields:
                 .decode("ascii", "replace") for i in range(min(count, shown))]
 
     def mappings(self, stype_in: int, stype_out: int) -> list[tuple[str, int, int, int]]:
-        """(symbol, instrument_id, start, end) of every mapping interval, where one side of the mapping is instrument
-        ids: from `start` (ns, the UTC midnight of its start_date) to before `end` (its end_date's)."""
+        """(symbol, instrument_id, start ns, end ns) of every mapping interval between a symbol and an instrument id."""
         spans = []
         for i in range(self._count("symbol mappings", self.cstr_len + 4) or 0):
             if self.pos + self.cstr_len + 4 > len(self.meta):
@@ -233,8 +219,7 @@ class _Walk:
         self.mbp10 = 0        # MBP-10 records so far
 
     def take(self, body: np.ndarray, at: int) -> tuple[np.ndarray, int]:
-        """(the MBP-10 records among the whole records at the start of `body`, bytes they span);
-        `at`: the offset of body[0] from the first record."""
+        """(the MBP-10 records of the whole records `body` starts with, the bytes they span); `at`: body[0]'s offset."""
         if not self.length:
             self.length = int(body[0]) * 4
         stride = self.length
@@ -272,9 +257,8 @@ class _Walk:
         return np.stack([body[o:o + MBP10_BYTES] for o in offsets]).reshape(-1).view(MBP10_DTYPE), pos
 
     def _map(self, record: np.ndarray, at: int):
-        """A symbol mapping record: both its symbols name its instrument_id (the output one, a raw symbol, first:
-        the id's name where the input is a parent or continuous symbol), in the `mapped` interval it gives, from
-        the next MBP-10 row on."""
+        """A symbol mapping record: both its symbols name its instrument_id (the raw output symbol first) in the
+        interval it gives, from the next MBP-10 row on."""
         size, in_at, out_at, whole = self.mapping
         if len(record) < whole:
             raise DataError(self.path, f"symbol mapping record at byte {at} has length {len(record)} < {whole}")
@@ -321,8 +305,7 @@ def _snapshots(src: np.ndarray) -> np.ndarray:
 
 
 def iter_dbn(path, meta: dict, rows: int = CHUNK_ROWS):
-    """One DBN file of MBP-10 records as (records, None) chunks of at most `rows` rows, read
-    `rows` records' bytes at a time (decompressed as they come for `.dbn.zst`); fills `meta`."""
+    """One DBN file of MBP-10 records as (records, None) chunks of at most `rows` rows; fills `meta`."""
     path = Path(path)
     with open(path, "rb") as fh:
         stream = _open(path, fh)

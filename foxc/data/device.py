@@ -2,18 +2,11 @@
 
     ds = DeviceDataset(rt, data, labels, n_backtests=1024, seq_len=32, seed=7, max_episode_steps=2000)
     ds.gather(stream)   # features [K, B, F] (time-major) and labels_out [planes, B, H] at each cursor
-    ...                 # the simulator acts on records[ds.cursors.cursor[b]]
     ds.advance(stream)  # the cursors move on, or start new episodes (foxc.data.cursors)
 
-The cursors are a `Cursors` component the dataset owns (episodes start where a window of K
-snapshots fits, so `history` is K − 1), or, with `cursor=`, another component's int64 [B]
-device array that the dataset only reads (an evaluation environment's). Every buffer is
-allocated here and every launch plan built here, so a step's launches can be captured into a
-CUDA graph: nothing in gather/advance reads the host or allocates.
-
-With `budget_bytes` smaller than the data (records and label planes), the device holds a rotating
-set of its segments instead (`rotation`, foxc.data.resident): the same kernels read slots of it.
-"""
+The cursors are a `Cursors` it owns (history K − 1), or another component's int64 [B] array it only reads (`cursor=`).
+Every buffer and plan is made here, so a step's launches can be captured. With `budget_bytes` smaller than the data
+the device holds a rotating set of its segments (`rotation`, foxc.data.resident)."""
 from __future__ import annotations
 
 import numpy as np
@@ -154,4 +147,3 @@ class DeviceDataset(Component):
         rotation = [self.rotation] if self.rotation is not None else []
         return [*rotation, self.records, self.labels, self.segment_first, *own, self.features, self.labels_out,
                 self.held]
-

@@ -106,8 +106,7 @@ def snapshot_features(rec: np.ndarray, tick: int, mid2_newest: np.ndarray) -> np
 
 
 def window_features(records: np.ndarray, rows: np.ndarray, tick: int) -> np.ndarray:
-    """float32 [B, K, FEATURES] for the windows of `rows` (int [B, K], oldest first; the newest is the
-    window's reference mid)."""
+    """float32 [B, K, FEATURES] of the windows of `rows` (int [B, K], oldest first; the newest's mid the reference)."""
     window = records[np.asarray(rows, np.int64)]
     newest = window[:, -1]
     touch = (newest["bid_px"][:, 0] != PRICE_UNDEF) & (newest["ask_px"][:, 0] != PRICE_UNDEF)

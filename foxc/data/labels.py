@@ -1,17 +1,12 @@
-"""Labels for the perception heads: the five label sources at each horizon, plus two weights.
-
-For snapshot i and horizon h (in snapshots), with j = i + h in the same segment:
-  mid_up      1 when the mid at j is above the mid at i, else 0 (BCE target)
-  long_win    1 when a long bought at ask_0[i] and sold at bid_0[j] gains after paying the fee
-              per lot on both sides: bid_0[j] − ask_0[i] − 2·fee > 0
-  short_win   the same for a short sold at bid_0[i] and bought back at ask_0[j]
-  long_size   tanh(pnl_long / (size_scale_ticks · tick)): the outcome's size, normalised to (−1, 1)
-  short_size  the same for the short
-  mid_weight  1 when mid_up is meaningful: j is in the segment and |Δmid| > dead_band_ticks · tick
+"""Labels for the perception heads: five label sources at each horizon, and two weights. For snapshot i and horizon h,
+with j = i + h in the same segment:
+  mid_up          1 when the mid at j is above the mid at i (BCE target)
+  long_win        1 when bid_0[j] − ask_0[i] − 2·fee > 0 (a long bought at the ask, sold at the bid, fee per side)
+  short_win       the same for a short sold at bid_0[i], bought back at ask_0[j]
+  long_size       tanh(pnl_long / (size_scale_ticks · tick)), the outcome's size in (−1, 1); short_size alike
+  mid_weight      1 when j is in the segment and |Δmid| > dead_band_ticks · tick
   outcome_weight  1 when j is in the segment
-Masked entries (weight 0) hold 0. Layout: float32 [N_PLANES, n_horizons, n], planes in the
-order of PLANES; the device dataset uploads it as is.
-"""
+Masked entries (weight 0) hold 0. Layout: float32 [N_PLANES, n_horizons, n], planes in PLANES' order."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -85,8 +80,7 @@ def compute_labels(rec: np.ndarray, tick: int, cfg: LabelConfig = LabelConfig())
 
 
 def balance_counts(labels: np.ndarray) -> np.ndarray:
-    """Per horizon: [rows, mid-labelled rows, ups among them, outcome-labelled rows, profitable longs,
-    profitable shorts] (float64 [horizons, 6]): counts that add over blocks of rows."""
+    """Per horizon: [rows, mid-labelled, ups, outcome-labelled, profitable longs, shorts]; they add over blocks."""
     counts = np.zeros((labels.shape[1], 6))
     for k in range(labels.shape[1]):
         w_mid, w_out = labels[5, k] > 0, labels[6, k] > 0
@@ -96,8 +90,7 @@ def balance_counts(labels: np.ndarray) -> np.ndarray:
 
 
 def balance(counts: np.ndarray, horizons) -> list[dict]:
-    """Per horizon: labelled fraction and the share of ups / profitable longs / shorts among them, from
-    balance_counts (of all the rows, or added up over blocks of them)."""
+    """Per horizon: the labelled fraction and the share of ups, profitable longs and shorts, from balance_counts."""
     share = lambda part, whole: float(part / whole) if whole else float("nan")  # noqa: E731
     return [{"horizon": int(h), "mid_labelled": float(rows and mid / rows), "mid_up": share(up, mid),
              "long_win": share(longs, out), "short_win": share(shorts, out)}

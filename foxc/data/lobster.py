@@ -1,29 +1,14 @@
-"""LOBSTER order books: `orderbook_N.csv` (N = 1..10) with the matching `message_N.csv`.
+"""The pipeline's reader of LOBSTER order books: `orderbook_N.csv` (N = 1..10) with its `message_N.csv`.
 
-An order-book file has no header and 4·N columns, per level: ask price, ask size, bid price,
-bid size; prices are dollars × 10,000 (converted to foxc's ×1e9 by × 100,000, exactly);
-an empty level has a dummy price (9999999999 for an ask, -9999999999 for a bid) and size 0.
-Levels beyond N are empty. The message file's first column is the event time in seconds
-after midnight; its second the event type (4 and 5 are executions, counted as trades).
-
-Times. A file named LOBSTER's way, `TICKER_YYYY-MM-DD_<start ms>_<end ms>_orderbook_N.csv`,
-gives the date and the session (ms after midnight: 34200000 = 09:30). LOBSTER's times are New
-York wall-clock times (America/New_York, DST-aware: zoneinfo, with the `tzdata` package where
-the system has no tz database) and are stored as ns since the Unix epoch, UTC: 09:30 on
-2012-06-21 (EDT) is 13:30 UTC, on 2012-01-03 (EST) 14:30 UTC. The offset is the one in force
-at each hour of that date, so a DST change (02:00, a Sunday) falls where it should. Without
-the message file the rows are numbered from the session start, a fixed 1 µs apart (row order
-only: no pretence of spreading them over the session). A file named otherwise keeps times as
-ns after midnight, with no date and no time zone (rows numbered from midnight, 1 µs apart,
-without a message file). Every choice is written in the file's notes in the validation report.
-
-Both files are parsed a block at a time, in step. Column types are inferred from the first block
-(the message file's time column is always read as a float): a value that does not fit, a decimal
-where the first block held integers, or a row of too few or too many fields is refused naming the
-file, the row and the value's column. A row with
-a size below zero at a priced level is no book: it is skipped, counted as `negative_size` in the
-validation summary (foxc.data.validate).
-"""
+A book file has no header and 4·N columns, per level ask price, ask size, bid price, bid size; prices are dollars ×
+10,000 (× 100,000 to foxc's ×1e9, exactly); an empty level has a dummy price (±9999999999) and size 0. The message
+file's first column is the time in seconds after midnight, its second the event type (4, 5: executions, trades).
+A file named `TICKER_YYYY-MM-DD_<start ms>_<end ms>_orderbook_N.csv` gives the date and session: its times are New
+York wall-clock times (zoneinfo, DST-aware) stored as UTC ns; a file named otherwise keeps ns after midnight.
+Without a message file the rows are 1 µs apart from the session start (row order only). Each choice is a note in
+the report. Both files are parsed a block at a time, in step; a value that does not fit its column's type (the
+first block's) or a row of the wrong field count is refused naming the row. A size below zero at a priced level
+is a skipped row, `negative_size`."""
 from __future__ import annotations
 
 import re
@@ -64,12 +49,9 @@ def message_path(path: Path) -> Path:
 
 
 def new_york_to_utc_ns(day: date, ns_after_midnight: np.ndarray) -> np.ndarray:
-    """ns since the Unix epoch (UTC) of New York wall-clock times given as ns after midnight of `day`.
-
-    Each hour of the day takes the UTC offset in force at its start (zoneinfo, fold=0), so a
-    DST change at 02:00 falls where it should; a time in the hour that does not exist (spring)
-    reads as before the change, one in the hour that repeats (autumn) as its first occurrence.
-    """
+    """UTC ns of New York wall-clock times (ns after midnight of `day`): each hour takes the offset in force at its
+    start (fold=0), so a time in the hour that does not exist reads as before the change, one in the hour that
+    repeats as its first occurrence."""
     try:
         tz = ZoneInfo(TIME_ZONE)
     except ZoneInfoNotFoundError:  # tzdata is a dependency: only a broken install gets here
@@ -121,8 +103,7 @@ NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(nan|inf|infini
 
 
 def _not_csv(path: Path, what: str, exc: Exception, done: int) -> DataError:
-    """Arrow's refusal of a block as a DataError naming the row it failed at, found again in the text (arrow names
-    none) after the `done` rows read: a value that is not of its column's type, a row of too few or many fields."""
+    """Arrow's refusal of a block as a DataError naming the row it failed at (found again in the text after `done`)."""
     first = str(exc).splitlines()[0]
     row = column = None
     if found := CONVERSION.match(first):
@@ -134,8 +115,7 @@ def _not_csv(path: Path, what: str, exc: Exception, done: int) -> DataError:
 
 
 def _row_where(path: Path, done: int, wrong) -> int | None:
-    """The number (from 1, as arrow counts rows: blank lines are none) of the first row after the first `done` whose
-    fields `wrong(fields)` finds wrong; None when none is."""
+    """The number (from 1, blank lines none, as arrow counts) of the first row after `done` that `wrong` finds wrong."""
     row = 0
     with path.open("rb") as f:
         for line in f:
@@ -162,22 +142,13 @@ def _check_type(path: Path, schema: pa.Schema, index: int, number: bool = False)
 
 
 def _refuse_header(path: Path):
-    """Refuse a file whose first line is a header (no field of it a number): LOBSTER files have none, and its
-    words, read as a row, made text of columns of numbers."""
+    """Refuse a first line of which no field is a number: LOBSTER files have no header."""
     with path.open("rb") as f:
         line = f.readline(HEADER_PEEK_BYTES).decode("utf-8", "replace").lstrip("\ufeff").strip()
     fields = [x.strip() for x in line.split(",")]
-    if any(fields) and not any(_is_number(x) for x in fields):
+    if any(fields) and not any(NUMBER.fullmatch(x) for x in fields):
         shown = line if len(line) <= 80 else line[:80] + "…"
         raise DataError(path, f"a header line ({shown}): LOBSTER files have none (remove it)", row=1)
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _column(path: Path, batch: pa.RecordBatch, index: int, first_row: int) -> np.ndarray:
@@ -218,8 +189,7 @@ def _in_step(book, messages, rows: int, msg_path: Path):
 
 
 def iter_lobster(path, meta: dict, rows: int = CHUNK_ROWS):
-    """One LOBSTER order-book file (and its message file if present) as (records, None) chunks of
-    at most `rows` rows, both files parsed a block at a time in step; fills `meta`."""
+    """One LOBSTER order-book file and its message file as (records, flags) chunks of at most `rows` rows."""
     path = Path(path)
     found = ANY_ORDERBOOK.search(path.name)
     if not found or not 1 <= int(found["n"]) <= LEVELS:
@@ -287,8 +257,7 @@ def iter_lobster(path, meta: dict, rows: int = CHUNK_ROWS):
 
 def _book_records(path: Path, piece: pa.RecordBatch, levels: int,
                   first_row: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """Records of an order-book piece (times and trades left 0; levels beyond `levels` empty) and the validation's
-    flags (foxc.data.validate): NEGATIVE_SIZE where a priced level's size is below zero (None when none is)."""
+    """Records of an order-book piece (times and trades left 0), and NEGATIVE_SIZE flags (None when none)."""
     rec = empty_snapshots(piece.num_rows)
     negative = np.zeros(piece.num_rows, bool)
     for lvl in range(levels):

@@ -48,16 +48,6 @@ class MarketData:
 TICK_SAMPLE = 200_000  # rows the tick is inferred from, at least
 
 
-def tick_step(rows: int) -> int:
-    """Every how many rows of the data the tick is inferred from."""
-    return max(1, rows // TICK_SAMPLE)
-
-
-def infer_tick(rec: np.ndarray) -> int:
-    """The largest price step that divides every observed level price (of every tick_step-th row)."""
-    return tick_of(rec[::tick_step(len(rec))]) or 1
-
-
 def tick_arg(text) -> float:
     """--tick's value (argparse type): a price step of at least one price unit, in price."""
     try:
@@ -76,8 +66,7 @@ def tick_units(tick: float | None) -> int | None:
 
 
 def checked_tick(tick) -> int:
-    """`tick` (price units) as an int, or a ValueError naming it: 0 or 0.25 (the tick in price) would count labels
-    and PnL in a unit 1e9 times off."""
+    """`tick` (price units) as an int; 0 or 0.25 (the tick in price) would count labels and PnL 1e9 times off."""
     if not whole(tick) or not 1 <= tick < PRICE_UNDEF:
         raise ValueError(f"tick must be a whole number of price units >= 1 (price × 1e9: 250_000_000 is a tick of "
                          f"0.25), got {tick!r}")
@@ -85,8 +74,7 @@ def checked_tick(tick) -> int:
 
 
 def add_tick_flag(add):
-    """--tick on a parser (`add`: its add_argument, or the trainer's settings' `add`): one definition for every
-    command that reads data files."""
+    """--tick on a parser (`add`: its add_argument, or the trainer's settings' `add`)."""
     return add("--tick", type=tick_arg, metavar="T", help="the tick features, labels and PnL are counted in, in price "
                "(default: each instrument's inferred from its prices); every instrument's price step must be a "
                "multiple of it, so instruments of different ticks train together in a tick dividing theirs")
@@ -98,28 +86,32 @@ def instrument_of(summary):
 
 
 def tick_samples(summaries) -> list[tuple[int, int]]:
-    """(first, step) per segment (FileSummary, in segment order): the rows of it the tick is inferred from, every
-    tick_step-th row of its instrument's rows (the segments of one instrument in order, as infer_tick samples one;
-    a file's segments are its instrument's: a continuous symbol's contracts are measured together)."""
+    """(first, step) per segment (FileSummary, in segment order): every step-th row of its instrument's rows."""
     rows, seen, plan = {}, {}, []
     for s in summaries:
         rows[instrument_of(s)] = rows.get(instrument_of(s), 0) + s.rows
     for s in summaries:
         key = instrument_of(s)
-        step = tick_step(rows[key])
+        step = max(1, rows[key] // TICK_SAMPLE)
         plan.append((-seen.get(key, 0) % step, step))
         seen[key] = seen.get(key, 0) + s.rows
     return plan
 
 
-def files_tick(where, summaries, samples: list[np.ndarray], tick: int | None = None) -> int:
-    """The tick of segments (FileSummary, in segment order) from the rows tick_samples picked of each: every
-    instrument's inferred from its own prices. One tick serves a run, so instruments whose ticks differ are
-    refused (DataError naming `where`, the files and their ticks) rather than measured in the finest; `tick`
-    (--tick, price units) serves instead, refused unless it divides every instrument's."""
-    keys = [instrument_of(s) for s in summaries]
-    steps = {key: tick_of(np.concatenate([x for k, x in zip(keys, samples) if k == key]))
-             for key in dict.fromkeys(keys)}
+def infer_tick(where, summaries, samples: list[np.ndarray], tick: int | None = None) -> tuple[int, list[int]]:
+    """(the tick, per segment the price its prices must lie whole ticks from) of segments (FileSummary, in segment
+    order) from the rows tick_samples picked of each. Each instrument's tick is the largest step dividing its
+    sampled prices; one tick serves a run, so instruments whose ticks differ are refused (DataError naming
+    `where`), unless `tick` (--tick, price units) divides every one's."""
+    keys, prices = [instrument_of(s) for s in summaries], {}
+    for key, rows in zip(keys, samples):
+        prices.setdefault(key, []).append(np.concatenate([rows["bid_px"].ravel(), rows["ask_px"].ravel()]))
+    steps, origins = {}, {}
+    for key, parts in prices.items():
+        px = np.concatenate(parts)
+        px = px[px != PRICE_UNDEF]
+        steps[key] = int(np.gcd.reduce(np.abs(px - px[0]))) if len(px) > 1 else 0  # gcd(0, d) = d
+        origins[key] = int(px[0])  # the first row's best bid: a kept row has one
     ticks, common = {key: step or 1 for key, step in steps.items()}, math.gcd(*steps.values()) / PRICE_SCALE
 
     def named(key):
@@ -134,24 +126,11 @@ def files_tick(where, summaries, samples: list[np.ndarray], tick: int | None = N
         if off:
             raise DataError(where, f"--tick {tick / PRICE_SCALE:g} does not divide the prices of {named(off[0])}: "
                                    f"give a tick that divides every instrument's (theirs all divide by {common:g})")
-        return tick
-    if len(set(ticks.values())) > 1:
+    elif len(set(ticks.values())) > 1:
         raise DataError(where, f"instruments of different ticks ({'; '.join(map(named, ticks))}): one tick serves a "
                                "run (features, labels and PnL are counted in it): give the files of one instrument, "
                                f"or --tick T to count them all in a tick that divides theirs (e.g. --tick {common:g})")
-    return next(iter(ticks.values()))
-
-
-def tick_origins(summaries, samples: list[np.ndarray]) -> list[int]:
-    """Per segment (FileSummary, in segment order; `samples`: tick_samples' rows of each), the price its
-    instrument's prices lie whole ticks from: the first level price of the instrument's first sampled row (every
-    sampled price of it does, files_tick saw to that)."""
-    first = {}
-    for s, rows in zip(summaries, samples):
-        if len(rows) and instrument_of(s) not in first:
-            px = np.concatenate([rows[0]["bid_px"], rows[0]["ask_px"]])
-            first[instrument_of(s)] = int(px[px != PRICE_UNDEF][0])  # a kept row has a price
-    return [first[instrument_of(s)] for s in summaries]
+    return tick or next(iter(ticks.values())), [origins[key] for key in keys]
 
 
 # a record's bid_px and ask_px (side by side in SNAPSHOT_DTYPE) as one field of 2 × LEVELS prices
@@ -162,10 +141,9 @@ CHECK_ROWS = 4096  # rows checked at a time: their arrays stay in cache (measure
 
 
 def check_tick(where, rows: np.ndarray, tick: int, origin: int):
-    """Refuse (DataError naming `where`: the file) a level price of `rows` that is not a whole number of ticks
-    from `origin` (tick_origins): the tick is inferred (or --tick checked) from sampled rows, and a price between
-    ticks would make fractional features, labels and PnL. The tick is a step between prices, as tick_of measures
-    it, so it need not divide the prices themselves."""
+    """Refuse (DataError naming `where`: the file) a level price of `rows` not a whole number of ticks from `origin`
+    (infer_tick's): the tick was inferred from sampled rows, and a price between ticks would make fractional
+    features, labels and PnL. The tick is a step between prices: it need not divide the prices themselves."""
     for start in range(0, len(rows) if tick > 1 else 0, CHECK_ROWS):
         block = rows[start:start + CHECK_ROWS]
         gap = block.view(PRICES)["px"].copy()  # contiguous (and not `rows`): the ufuncs below run long loops
@@ -214,13 +192,6 @@ def price_text(units: int) -> str:
     return f"{units // PRICE_SCALE}.{units % PRICE_SCALE:09d}".rstrip("0").rstrip(".")
 
 
-def tick_of(rows: np.ndarray) -> int:
-    """The largest price step that divides every level price of `rows` (0: fewer than two prices, or all equal)."""
-    px = np.concatenate([rows["bid_px"].ravel(), rows["ask_px"].ravel()])
-    px = px[px != PRICE_UNDEF]
-    return int(np.gcd.reduce(np.abs(px - px[0]))) if len(px) > 1 else 0  # gcd(0, d) = d
-
-
 def finish(rec: np.ndarray) -> np.ndarray:
     """prev_ts_ns within each segment; `segment` must already be set."""
     rec["prev_ts_ns"] = rec["ts_ns"]
@@ -240,8 +211,7 @@ def report_of(summaries) -> ValidationReport:
 
 
 def market_data(records: np.ndarray, segments, tick: int, report: ValidationReport) -> MarketData:
-    """MarketData of records whose segments are `segments` (FileSummary, in segment order: a file's, or each of
-    its parts); its files are theirs, each once."""
+    """MarketData of records whose segments are `segments` (FileSummary, in segment order)."""
     names = sorted({s.instrument for s in segments if s.instrument})
     ids = {s.instrument_id for s in segments}
     return MarketData(records, ",".join(names), ids.pop() if len(ids) == 1 else 0,

@@ -1,14 +1,7 @@
-"""Databento MBP-10 as Parquet/Arrow: read (memory-mapped, column-projected, streamed batch by batch) and write.
-
-Columns read: `ts_recv` (else `ts_event`), `bid_px_00..09`, `ask_px_00..09`, `bid_sz_..`,
-`ask_sz_..`, and when present `bid_ct_..`, `ask_ct_..`, `action` (trades counted from 'T'),
-`instrument_id`, `flags`, `symbol` (what --instrument SYMBOL resolves). Prices are int64 fixed
-point (1e-9, UNDEF_PRICE = 2^63 - 1 for an empty level) or float (NaN for an empty level, as Databento's
-`pretty_px` exports). The time is `ts_recv`, Databento's index time (its files are sorted by it; `ts_event`, the
-exchange's time, can run backwards between records), or `ts_event` when a file has no `ts_recv` (the report says
-so); either is uint64/int64 ns or a timestamp column. Each batch is converted with numpy into the record array; no row
-ever becomes a Python object.
-"""
+"""The pipeline's reader of Databento MBP-10 Parquet/Arrow (memory-mapped, column-projected, batch by batch), and its
+writer. Prices are int64 fixed point (1e-9; 2^63 - 1 empty) or float (NaN empty, Databento's `pretty_px`). The time
+is `ts_recv`, Databento's index time (`ts_event` can run backwards), else `ts_event` (noted); counts, `action`
+(trades: 'T'), `instrument_id`, `flags` and `symbol` (--instrument SYMBOL) when present."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,7 +14,7 @@ import pyarrow.parquet as pq
 from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
 from .chunks import CHUNK_ROWS, new_meta, read_whole
 from .select import map_symbol
-from .validate import DataError
+from .validate import NEGATIVE_SIZE, DataError
 
 SIDES = ("bid", "ask")
 
@@ -50,23 +43,18 @@ def _check_schema(path, schema: pa.Schema) -> tuple[list[str], str]:
     if twice:
         raise DataError(path, f"{schema.names.count(twice)} columns of this name: ambiguous, not Databento MBP-10 "
                               "layout", column=twice)
-    t = schema.field(time).type
-    if not (pa.types.is_integer(t) or pa.types.is_timestamp(t)):  # float seconds would be read as ns: 1970
-        raise DataError(path, f"wrong type {t} (expected integer ns since the epoch, or a timestamp)", column=time)
-    for c in PRICE_COLUMNS:
-        t = schema.field(c).type
-        if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
-            raise DataError(path, f"wrong type {t} (expected integer or float)", column=c)
-    for c in SIZE_COLUMNS + [c for c in [*COUNT_COLUMNS, "instrument_id", "flags"] if c in names]:
-        t = schema.field(c).type
-        if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
-            raise DataError(path, f"wrong type {t} (expected integer)", column=c)
-    if "action" in names:
-        t = schema.field("action").type
-        value = t.value_type if pa.types.is_dictionary(t) else t
-        if not (pa.types.is_string(value) or pa.types.is_large_string(value) or pa.types.is_integer(value)):
-            raise DataError(path, f"wrong type {t} (expected a string, 'T' for a trade, or its integer code)",
-                            column="action")
+    numeric = lambda t: pa.types.is_integer(t) or pa.types.is_floating(t)  # noqa: E731
+    text = lambda t: pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)  # noqa: E731
+    for columns, accepted, expected in (
+            ([time], lambda t: pa.types.is_integer(t) or pa.types.is_timestamp(t),  # float seconds: ns of 1970
+             "integer ns since the epoch, or a timestamp"),
+            (PRICE_COLUMNS, numeric, "integer or float"),
+            ([*SIZE_COLUMNS, *COUNT_COLUMNS, "instrument_id", "flags"], numeric, "integer"),
+            (["action"], lambda t: text(t.value_type if pa.types.is_dictionary(t) else t),
+             "a string, 'T' for a trade, or its integer code")):
+        bad = next((c for c in columns if c in names and not accepted(schema.field(c).type)), None)
+        if bad:
+            raise DataError(path, f"wrong type {schema.field(bad).type} (expected {expected})", column=bad)
     return [time] + [c for c in REQUIRED + OPTIONAL if c in names], time
 
 
@@ -97,8 +85,10 @@ def _fill_prices(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray):
                 out[c.is_null().to_numpy(zero_copy_only=False), lvl] = PRICE_UNDEF
 
 
-def _fill_sizes(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray, empty: np.ndarray | None):
-    """Into out (uint32 [m, LEVELS]); 0 at empty levels; non-finite floats at set levels flagged in `bad`."""
+def _fill_sizes(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray, negative: np.ndarray,
+                empty: np.ndarray | None):
+    """Into out (uint32 [m, LEVELS]); 0 at empty levels; at set levels, non-finite floats flagged in `bad`, values
+    below zero in `negative` (a record's sizes are unsigned: clipped, the row would pass as a book)."""
     for lvl, c in enumerate(cols):
         x = c.to_numpy(zero_copy_only=False) if pa.types.is_floating(c.type) else _ints(c)
         if x.dtype.kind == "f":
@@ -106,6 +96,8 @@ def _fill_sizes(cols: list[pa.Array], out: np.ndarray, bad: np.ndarray, empty: n
             bad |= ~ok & (empty is None or ~empty[:, lvl])
             x = np.where(ok, x, 0)
         if x.dtype != np.uint32:
+            if x.dtype.kind != "u":
+                negative |= (x < 0) & (empty is None or ~empty[:, lvl])
             x = np.clip(x, 0, 2**32 - 1)
         out[:, lvl] = x
     if empty is not None:
@@ -195,11 +187,9 @@ def parquet_symbols(path) -> dict:
 
 
 def _symbols(symbols: pa.Array, ids: np.ndarray, meta: dict, numbered: bool):
-    """The (symbol, id) pairs of a batch's rows into `meta` (select.map_symbol: what --instrument SYMBOL keeps, what
-    names the ids): a comparison a row while they are one pair seen already. In a file without instrument_id
-    (`numbered`), a row's id is its symbol's number, from 0 in the order they come (a dictionary's order is not
-    theirs): the key by which a change of symbol (a roll) begins a segment and symbols that interleave are refused,
-    as ids are; messages name the symbols (select.symbols_only) and FileStream writes 0, no id, for it."""
+    """The (symbol, id) pairs of a batch's rows into `meta` (select.map_symbol). In a file without instrument_id
+    (`numbered`), a row's id is its symbol's number, from 0 in the order they come: the key of segments and of
+    interleaving, as ids are; messages name the symbols, and FileStream writes 0, no id."""
     enc = symbols if pa.types.is_dictionary(symbols.type) else pc.dictionary_encode(symbols)
     names = [str(s or "") for s in enc.dictionary.to_pylist()] + [""]  # "": a row without a symbol
     idx = enc.indices.fill_null(len(names) - 1).to_numpy(zero_copy_only=False).astype(np.uint64)
@@ -220,10 +210,10 @@ def _symbols(symbols: pa.Array, ids: np.ndarray, meta: dict, numbered: bool):
 
 
 def _convert(batch: pa.RecordBatch, columns: list[str], time: str, has_ct: bool) -> tuple[np.ndarray, np.ndarray]:
-    """One batch as (records, bad-float mask), column by column with numpy."""
+    """One batch as (records, flags: a bad-float mask, or validate's codes where a size is below zero)."""
     m = batch.num_rows
     rec = np.empty(m, SNAPSHOT_DTYPE)
-    bad = np.zeros(m, bool)
+    bad, negative = np.zeros(m, bool), np.zeros(m, bool)
     get = batch.column
     rec["ts_ns"] = _ints(get(time))
     rec["prev_ts_ns"] = 0
@@ -232,9 +222,11 @@ def _convert(batch: pa.RecordBatch, columns: list[str], time: str, has_ct: bool)
         _fill_prices([get(f"{side}_px_{lvl:02d}") for lvl in range(LEVELS)], px, bad)
         empty = px == PRICE_UNDEF
         empty = empty if empty.any() else None
-        _fill_sizes([get(f"{side}_sz_{lvl:02d}") for lvl in range(LEVELS)], rec[f"{side}_sz"], bad, empty)
+        _fill_sizes([get(f"{side}_sz_{lvl:02d}") for lvl in range(LEVELS)], rec[f"{side}_sz"], bad, negative,
+                    empty)
         if has_ct:
-            _fill_sizes([get(f"{side}_ct_{lvl:02d}") for lvl in range(LEVELS)], rec[f"{side}_ct"], bad, empty)
+            _fill_sizes([get(f"{side}_ct_{lvl:02d}") for lvl in range(LEVELS)], rec[f"{side}_ct"], bad,
+                        negative, empty)
         else:
             rec[f"{side}_ct"] = 0
     rec["trade_count"] = 0
@@ -249,7 +241,11 @@ def _convert(batch: pa.RecordBatch, columns: list[str], time: str, has_ct: bool)
     rec["segment"] = 0
     rec["flags"] = _ints(get("flags")) if "flags" in columns else 0
     rec["instrument_id"] = _ints(get("instrument_id")) if "instrument_id" in columns else 0
-    return rec, bad
+    if not negative.any():
+        return rec, bad
+    flags = bad.astype(np.uint8)  # validate.skip_reasons' codes: 1 nan_or_inf
+    flags[negative] = NEGATIVE_SIZE
+    return rec, flags
 
 
 def read_parquet(path) -> tuple[np.ndarray, np.ndarray, dict]:

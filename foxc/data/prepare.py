@@ -1,23 +1,13 @@
 """Preparing a cache (foxc.data.cache): the files DATA names, validated and labelled once, a shard per segment.
 
     python -m foxc.data prepare DATA --out CACHE [--horizons 10,50,100] [--instrument ID] [--tick T] [--workers N]
-                                 [--overwrite]
-    manifest = prepare("data/ES/*.dbn.zst", "cache/es", LabelConfig(), workers=16)
 
-Every file is streamed (foxc.data.stream) in a process pool, one file per worker, in two passes:
-(1) read, validate and write the kept records straight into a records.npy per segment (the file, or
-each instrument's run of it where the id changes: a roll), numbered with the file's place in DATA's
-(sorted) order; (2) once every file's first time and the tick are known (the tick is inferred from
-all of them, or --tick checked against them, as load() does), number the shards, read each
-records.npy once to hash it, check its prices against the tick (as load() checks every row) and
-compute labels.npy a block of rows at a time, writing the records
-back only where a shard's segment is not the number pass 1 guessed (files not named in time order,
-or after a file of several segments). A worker holds a chunk of rows and a label block (and, reading
-Parquet, the row group pyarrow decodes), never a file. Everything is written into a hidden folder
-beside CACHE and renamed into place at the end, so a refused input leaves no cache behind. With
-`instrument` (--instrument ID) each file's rows of that instrument are read (foxc.data.select), and
-the manifest records the selection (the id kept).
-"""
+Each file goes through the reading pipeline (foxc.data.stream) in a process pool, in two passes: (1) its kept
+rows straight into a records.npy per segment; (2) once every file's first time is known and the tick inferred
+from sampled rows of all (market.infer_tick, as load() does), each shard's records read once: hashed, checked
+against the tick, renumbered where pass 1 guessed its segment wrong, and labelled a block at a time. A worker
+holds a chunk and a label block, never a file. It is all written beside CACHE and renamed into place at the
+end: a refused input leaves no cache."""
 from __future__ import annotations
 
 import hashlib
@@ -39,7 +29,7 @@ from .cache import (FORMAT, LABELS, MANIFEST, OPTIONAL_READ, READ, RECORDS, SELE
 from .chunks import CHUNK_ROWS
 from .labels import N_PLANES, LabelConfig, compute_labels
 from .lobster import message_path
-from .market import check_tick, files_tick, tick_origins, tick_samples
+from .market import check_tick, infer_tick, tick_samples
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .select import selection_id
 from .source import expand, in_time_order
@@ -50,9 +40,7 @@ from .validate import DataError, ValidationConfig
 def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
             config: ValidationConfig = ValidationConfig(), overwrite: bool = False, rows: int = CHUNK_ROWS,
             instrument: str | None = None, tick: int | None = None, log=lambda msg: None) -> dict:
-    """Write the cache of the files `spec` names (of each, `instrument`'s rows when given), counted in `tick` (--tick,
-    price units; None: inferred), into `out` (new, empty, or a cache when `overwrite`); returns its manifest. A file
-    that cannot be read, or keeps no row, raises DataError naming it."""
+    """Write the cache of the files `spec` names into `out` (new, empty, or a cache when `overwrite`); its manifest."""
     out = Path(out)
     paths = expand(spec)
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
@@ -63,45 +51,28 @@ def prepare(spec, out, labels: LabelConfig = LabelConfig(), *, workers: int = 1,
     try:
         with process_pool(workers, len(paths)) as pool:
             read = run_jobs(pool, _read_file, [(i, p, tmp, config, rows, instrument) for i, p in enumerate(paths)],
-                        lambda count, r: log(f"  read {count}/{len(paths)}: {r[1].path}: {r[1].rows:,} of "
-                                             f"{r[1].rows_read:,} rows kept"))
+                            lambda count, r: log(f"  read {count}/{len(paths)}: {r[1].path}: {r[1].rows:,} of "
+                                                 f"{r[1].rows_read:,} rows kept"))
             shards = []  # (input, FileSummary of the segment, sources) of each, in segment order
             for i, summary, sources in in_time_order(read):
                 for j, part in enumerate(summary.parts()):
                     os.rename(part_dir(tmp, i, j), shard_dir(tmp, len(shards)))
                     shards.append((i, part, sources))
-            tick, origins = _tick(pool, spec, [shard_dir(tmp, k) / RECORDS for k in range(len(shards))],
-                                  [r[1] for r in shards], tick)
+            summaries = [part for _, part, _ in shards]
+            plan = zip(summaries, tick_samples(summaries))
+            picked = run_jobs(pool, _sample, [(shard_dir(tmp, k) / RECORDS, s.rows, first, step)
+                                              for k, (s, (first, step)) in enumerate(plan)])
+            tick, origins = infer_tick(spec, summaries, picked, tick)
             files = run_jobs(pool, write_shard, [(shard_dir(tmp, k), k, i, tick, labels, rows, part.path, origin)
-                                              for k, ((i, part, _), origin) in enumerate(zip(shards, origins))])
+                                                 for k, ((i, part, _), origin) in enumerate(zip(shards, origins))])
         manifest = build_manifest(spec, shards, files, tick, labels, config,
-                                  selection_id(instrument, [s.instrument_id for _, s, _ in shards]))
+                                  selection_id(instrument, [s.instrument_id for s in summaries]))
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         _install(tmp, out, overwrite)
         installed = True
-    except MemoryError as e:  # a worker holds a chunk and a label block (and pyarrow's row group), not a file
-        n = min(workers, len(paths))
-        side, remedy = (f"with {n} workers side by side", "give fewer --workers") if n > 1 else \
-            ("with one worker", "a worker needs a chunk of rows and its labels: free memory or use a larger machine")
-        if isinstance(e, InputOutOfMemory):  # the file it was reading or labelling
-            raise DataError(paths[e.index], f"out of memory {e.doing} {side} ({e.detail}): {remedy}") from None
-        raise DataError(spec, f"out of memory preparing {side} ({str(e) or 'MemoryError'}): {remedy}") from None
     finally:
         shutil.rmtree(tmp if installed else made, ignore_errors=True)
     return manifest
-
-
-class InputOutOfMemory(MemoryError):
-    """Memory ran out in a job on input `index` of DATA (`doing`: reading it, labelling its rows): prepare() names
-    the file. Its arguments are its fields, so that it crosses the process pool intact."""
-
-    def __init__(self, index: int, doing: str, detail: str):
-        super().__init__(index, doing, detail)
-        self.index, self.doing, self.detail = index, doing, detail
-
-    @classmethod
-    def of(cls, index: int, doing: str, e: MemoryError) -> "InputOutOfMemory":
-        return cls(index, doing, str(e) or "MemoryError")
 
 
 def _first_missing(path: Path) -> Path:
@@ -149,9 +120,7 @@ def run_jobs(pool, job, args: list, progress=lambda done, result: None) -> list:
 
 
 def _read_file(args) -> tuple[int, FileSummary, list[dict]]:
-    """Pass 1, one file: the kept rows of each of its segments into a records.npy of their own (part_dir;
-    prev_ts_ns set, segment `index`: the segment a file of one instrument gets when DATA's files are named in
-    time order), its summary, its sources."""
+    """Pass 1, one file: each segment's kept rows into a records.npy of its own; its summary and source files."""
     index, path, tmp, config, rows, instrument = args
     stream, fh, n, made = FileStream(path, config, rows, instrument), None, 0, 0  # segment made - 1's records.npy
     try:
@@ -168,8 +137,6 @@ def _read_file(args) -> tuple[int, FileSummary, list[dict]]:
                 fh.write(part.data)
                 n += len(part)
         _finish_records(fh, n)
-    except MemoryError as e:
-        raise InputOutOfMemory.of(index, "reading it", e) from None
     finally:
         if fh is not None:
             fh.close()
@@ -191,39 +158,20 @@ def _finish_records(fh, n: int):
     fh.close()
 
 
-def _tick(pool, spec, files: list[Path], summaries: list[FileSummary], tick: int | None) -> tuple[int, list[int]]:
-    """The tick load() infers (each instrument's from its own rows), or checks (`tick`: --tick), of the rows it would
-    sample, gathered from each shard (in the pool), and each shard's tick_origins; `summaries`: the shards'
-    segments."""
-    jobs = [(path, s.rows, first, step) for path, s, (first, step) in zip(files, summaries, tick_samples(summaries))]
-    picked = run_jobs(pool, _sample, jobs)
-    return files_tick(spec, summaries, picked, tick), tick_origins(summaries, picked)
-
-
 def _sample(args) -> np.ndarray:
-    """Rows first, first + step, ... of a records.npy of n rows (a strided copy of its map: the pages
-    that hold no sampled row are not read)."""
+    """Rows first, first + step, ... of a records.npy of n rows (a strided copy of its map)."""
     path, n, first, step = args
     return np.array(np.memmap(path, SNAPSHOT_DTYPE, "r", offset=RECORDS_AT, shape=(n,))[first::step])
 
 
 def write_shard(args) -> dict:
-    """Pass 2, one shard: records.npy hashed (renumbered in place where pass 1's guess was not its
-    segment), its prices checked against the tick and labels.npy, in one sequential read of the records.
-    `args` end with (the shard's file, its tick_origins) to check against (check_tick: a cache's rows
-    then need no check when read); without them (foxc.bench's synthetic shards, on the tick) none is.
-
-    Labels are computed `rows` rows at a time on a window reaching the longest horizon past them, so
-    every label is the one the whole segment gives."""
-    folder, segment, guessed, tick, cfg, rows, *against = args  # guessed: the shard's input, as pass 1 numbered it
-    try:
-        return _write_shard(folder, segment, guessed, tick, cfg, rows, *against)
-    except MemoryError as e:
-        raise InputOutOfMemory.of(guessed, "labelling its rows", e) from None
-
-
-def _write_shard(folder: Path, segment: int, guessed: int, tick: int, cfg: LabelConfig, rows: int,
-                 path: str | None = None, origin: int = 0) -> dict:
+    """Pass 2, one shard: records.npy hashed (renumbered in place where pass 1's guess, its input, was not its
+    segment), its prices checked against the tick (check_tick: a cache's rows need no check when read) and
+    labels.npy, in one sequential read of the records; without (path, origin) (foxc.bench's synthetic shards, on
+    the tick) no check. Labels are computed `rows` rows at a time on a window reaching the longest horizon past
+    them, so every label is the one the whole segment gives."""
+    folder, segment, guessed, tick, cfg, rows, *against = args
+    path, origin = against or (None, 0)
     n = ((folder / RECORDS).stat().st_size - RECORDS_AT) // SNAPSHOT_BYTES
     records, labels = hashlib.sha256(records_header(n)), folder / LABELS
     shape = (N_PLANES, len(cfg.horizons), n)
@@ -248,8 +196,7 @@ def _write_shard(folder: Path, segment: int, guessed: int, tick: int, cfg: Label
 
 
 def _windows(fh, n: int, rows: int, reach: int, segment: int):
-    """(start, records [start, start + rows + reach) of the n of records.npy `fh`, numbered `segment`) for
-    start = 0, rows, 2 rows, ...: read in order into one buffer, the lookahead moved to its front each time."""
+    """(start, records [start, start + rows + reach)) for start = 0, rows, ...: one buffer, read in order."""
     window = np.empty(min(n, rows + reach), SNAPSHOT_DTYPE)  # a horizon past the shard's end reads no further
     held = 0
     fh.seek(RECORDS_AT)
@@ -282,8 +229,7 @@ RECORDS_AT = len(_npy_header(SNAPSHOT_DTYPE, (0,)))  # where a records.npy's row
 
 def build_manifest(spec, shards: list, files: list[dict], tick: int, labels: LabelConfig,
                    config: ValidationConfig, instrument: str | None = None) -> dict:
-    """`instrument`: the --instrument the files were read with, as the id it kept (recorded, and in the identity), or
-    None."""
+    """`instrument`: the --instrument the files were read with, as the id it kept (selection_id), or None."""
     entries = [{"segment": segment, "rows": s.rows, "first_ts_ns": s.first_ts, "last_ts_ns": s.last_ts,
                 "sources": sources, "files": shard_files,
                 "read": {"input": index, **{key: getattr(s, key) for key in READ if key != "input"},
@@ -311,7 +257,3 @@ def _install(tmp: Path, out: Path, overwrite: bool):
     os.rename(tmp, out)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-
-
-__all__ = ["RECORDS_AT", "build_manifest", "prepare", "process_pool", "records_header", "run_jobs",
-           "write_shard"]

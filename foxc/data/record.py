@@ -1,17 +1,9 @@
-"""The snapshot record: one packed MBP-10 book snapshot, shared by numpy and CUDA.
+"""The snapshot record: one packed MBP-10 book snapshot, shared by numpy and CUDA; cuda/include/foxc/snapshot.h is
+generated from it (`python -m foxc.data.record --write`, also tools/build_cubins.py), static_asserts on every offset.
 
-Defined once here as a numpy structured dtype; the C struct in
-cuda/include/foxc/snapshot.h is generated from it (`python -m foxc.data.record --write`,
-also run by tools/build_cubins.py) with static_asserts on every offset, so nvcc
-refuses to build against a layout that disagrees.
-
-Prices are int64 fixed point with 9 decimals (price × 1e9), Databento's own
-representation: Databento prices pass through unchanged, LOBSTER's (price × 1e4)
-are multiplied by 100,000 exactly, and float prices are rounded to the nearest
-1e-9. Integer prices keep every tick exact whatever the instrument's magnitude
-(float32 cannot tell 60000.00 from 60000.01). An empty level has price
-PRICE_UNDEF (2^63 − 1, Databento's UNDEF_PRICE) and size 0.
-"""
+Prices are int64 fixed point, price × 1e9, Databento's own: LOBSTER's (× 1e4) are × 100,000 exactly and floats
+rounded to 1e-9, so every tick stays exact at any magnitude (float32 cannot tell 60000.00 from 60000.01). An empty
+level has price PRICE_UNDEF (2^63 − 1, Databento's UNDEF_PRICE) and size 0."""
 from __future__ import annotations
 
 import sys

@@ -5,27 +5,15 @@
                              rewritten=dataset.forget)
     rotation.before_step(step); <the step's launches>; rotation.after_step()
 
-The device holds `slots` slots of `slot_rows` rows each (the largest shard's; shorter shards leave
-the rest of their slot unused). Slot s is rows s·slot_rows .. of the records and of every label
-plane, and its records carry `segment` = s, so the window gather's `segment_first[s]` = s·slot_rows
-and nothing past its shard is read. Cursors draw episodes only in the drawable slots (their draw
-table, foxc.data.cursors, lists those slots' rows).
-
-Every `every` steps one slot is refilled with the next shard of a seeded cyclic order, the slot
-loaded longest ago first, and never one a backtest can read:
-  1. at the boundary before the step, the refill begun one rotation ago is fenced (the main stream
-     waits for its copy's event) and its slot becomes drawable again;
-  2. the slot to refill leaves the draw table and its backtests end their episode where they stand
-     (cursor_evict: the step forces their flat exit, its advance draws them elsewhere);
-  3. after that step is issued, the side stream waits for it, then copies the shard from pinned
-     staging (two buffers, alternating, so one can be filled while the other's copy runs); a host
-     thread then fills the other buffer with the next rotation's shard, so the boundary does not
-     wait for a shard's host copy (hundreds of MB) while the GPU drains the queued steps.
-All of it is a function of the step count, so a run and its resume (the slot table, the count and
-the pending refill are checkpointed) have the same bits. The captured step reads only device tables
-at fixed addresses: rotating never needs a new graph. On the reference backend the side stream's
-copies run at once, in the same order.
-"""
+The device holds `slots` slots of the largest shard's rows; slot s's records carry `segment` = s, so the gather's
+`segment_first[s]` = s·slot_rows and nothing past its shard is read; cursors draw only in drawable slots. Every
+`every` steps the slot loaded longest ago is refilled with the next shard of a seeded cyclic order, never while a
+backtest can read it: (1) at the boundary the refill begun one rotation ago is fenced and its slot drawable again;
+(2) the slot to refill leaves the draw table and its backtests exit flat (cursor_evict); (3) after that step, the
+side stream waits for it and copies the shard from pinned staging (two buffers: a host thread fills one with the
+next rotation's shard while the other's copy runs). All of it is a function of the step count, so a run and its
+resume (the slot table, count and pending refill are checkpointed) have the same bits; the captured step reads only
+device tables at fixed addresses. On the reference backend the side stream's copies run at once, in order."""
 from __future__ import annotations
 
 import threading

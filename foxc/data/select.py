@@ -1,25 +1,13 @@
-"""One instrument's rows of a file that holds several: `--instrument ID`.
+"""The pipeline's selection: `--instrument ID|SYMBOL` keeps one instrument's rows of a file that holds several.
 
-A Databento download of a parent symbol (ES.FUT) interleaves every contract's book in one file: read as one
-book, its rows would make a book that never was, so foxc.data.stream refuses such a file. `--instrument ID`
-keeps the rows of one instrument_id, or of a symbol (ESM4) by the ids the file itself maps it to: a DBN file's
-symbol mappings (its metadata's, or a live stream's symbol mapping records) or a Parquet file's `symbol` column
-(the rows of that symbol; LOBSTER files map none: give the id there). A symbol mapped to several ids (a continuous
-symbol, ES.c.0, rolling from one contract to the next) keeps the rows of each, a segment each, as the file read
-whole would be; where another symbol of a DBN file maps one of its ids at other times (ES.c.1 holds the contract
-ES.c.0 rolls to, before the roll), its ids' rows are its own only at the times its mapping intervals give (`dated`:
-the metadata's dates, or a live stream's records' start_ts to end_ts). A live stream's record maps the rows after
-it: an id's rows before a symbol's first record of it are not the symbol's. The rows are selected before
-validation, so the validator's counts are the kept instrument's; the other instruments' rows (and its ids' at other
-times) are counted per id (the report's `other_instruments`), never left out without a word. A file with no row of
-the instrument is refused naming the ids (or symbols) it holds; a Parquet file's symbols are read ahead
-(foxc.data.stream), so a symbol it does not name is refused before its rows.
-
-The selection is part of the data's identity as the instrument_id it kept (`selection_id`: ESM4 and 5482 are
-one selection where the files map ESM4 to 5482; a symbol that kept several ids, some of its ids' rows only, or
-rows without an id, is its own): a cache records it (its manifest's `instrument_selection`, in its sha256) and is
-refused for another selection (foxc.data.cache.check_selection); a run's data sha256 mixes it in
-(foxc.trainer.session), so a resume may spell it either way.
+A parent symbol's download (ES.FUT) interleaves every contract's book; read as one book it would make a book that
+never was, so FileStream refuses it. `--instrument` keeps an instrument_id's rows, or a symbol's by the ids the file
+maps it to (a DBN file's symbol mappings, its metadata's or a live stream's records; a Parquet `symbol` column).
+A symbol mapped to several ids (ES.c.0 rolling) keeps each, a segment each; where another symbol maps one of its
+ids at other times, the mapping intervals decide its rows (`dated`). A live stream's record maps the rows after it.
+Rows are selected before validation; the others are counted per id, never left out without a word. The selection
+is part of the data's identity as the instrument_id it kept (`selection_id`: ESM4 and 5482 are one where the files
+map one to the other): a cache records it and refuses another (cache.check_selection).
 """
 from __future__ import annotations
 
@@ -38,8 +26,7 @@ HELP = ("keep one instrument's rows of files that interleave several (a parent s
 
 
 def instrument_arg(text) -> str:
-    """--instrument's value as recorded (argparse type): an instrument_id's digits without leading zeros, or a
-    symbol."""
+    """--instrument's value (argparse type): an instrument_id's digits without leading zeros, or a symbol."""
     text = str(text).strip()
     if not text:
         raise argparse.ArgumentTypeError("an empty instrument (give an instrument_id, e.g. 5482, or a symbol, e.g. "
@@ -54,28 +41,23 @@ def instrument_arg(text) -> str:
 
 
 def add_instrument_flag(add):
-    """--instrument on a parser (`add`: its add_argument, or the trainer's settings' `add`): one definition for every
-    command that reads data files."""
+    """--instrument on a parser (`add`: its add_argument, or the trainer's settings' `add`)."""
     return add(FLAG, type=instrument_arg, metavar="ID", help=HELP)
 
 
 def selection_id(given: str | None, ids) -> str | None:
-    """The selection `given` as the data's identity: the instrument_id it kept in every file (`ids`: each file's), so
-    that a symbol and its id are one; as given where it kept several (a symbol mapped to other ids in other files, or
-    to several in one: its id 0, as a file without ids has)."""
+    """The selection `given` as the data's identity: the one instrument_id it kept in every file (`ids`), else given."""
     ids = set(ids)
     return str(ids.pop()) if given is not None and len(ids) == 1 and ids != {0} else given
 
 
 def respelled(a: str | None, b: str | None) -> bool:
-    """Whether selections `a` and `b` differ as given yet may keep one instrument (a symbol beside an id or another
-    symbol): only the files' symbol mappings tell."""
+    """Whether selections `a` and `b` differ as given yet may keep one instrument (only the files' mappings tell)."""
     return None not in (a, b) and a != b and not (a.isdigit() and b.isdigit())
 
 
 def map_symbol(meta: dict, symbol: str, iid: int):
-    """Record in a reader's `meta` that `symbol` names instrument_id `iid` (what --instrument SYMBOL resolves; an id
-    is named by its first symbol)."""
+    """Record in a reader's `meta` that `symbol` names instrument_id `iid` (an id is named by its first symbol)."""
     ids = meta["symbol_ids"].setdefault(symbol, [])
     if iid not in ids:
         ids.append(iid)
@@ -83,15 +65,13 @@ def map_symbol(meta: dict, symbol: str, iid: int):
 
 
 def symbols_only(meta: dict) -> dict | None:
-    """The symbols of a file without instrument_ids, by the numbers that stand for them (foxc.data.parquet), which
-    are what a message names; None for a file with ids."""
+    """The symbols of a file without instrument_ids by the numbers that stand for them (Parquet); None with ids."""
     return meta["id_names"] if meta.get("instrument_id", 0) is None else None
 
 
 def dated(mapped: dict | None, symbol: str) -> list[tuple[int, int, int, int]] | None:
-    """`symbol`'s mapping intervals, (instrument_id, from, to: ns, first row) in a DBN file's `mapped`, where another
-    symbol there maps one of its ids at a time it does not (ES.c.1 is the contract ES.c.0 rolls to, before the roll):
-    that id's rows at those times are not its own. None where its ids alone say which rows are its own."""
+    """`symbol`'s mapping intervals (instrument_id, from, to: ns, first row) where another symbol maps one of its ids
+    at other times (ES.c.1 holds the contract ES.c.0 rolls to, before the roll); None where its ids alone decide."""
     mapped, ours = mapped or {}, []
     for iid, start, end, _ in sorted(mapped.get(symbol, ())):  # each id's times, adjacent intervals joined
         if ours and ours[-1][0] == iid and start <= ours[-1][2]:
@@ -105,8 +85,7 @@ def dated(mapped: dict | None, symbol: str) -> list[tuple[int, int, int, int]] |
 
 
 def ids_text(counts: dict, each=lambda n: f" ({n:,} row{'s' * (n != 1)})", names: dict | None = None) -> str:
-    """'instrument_id 5482 (9 rows), 13615 (8 rows)': ids and `each` of their values (None: the ids alone), the first
-    SHOWN of them; by their `names` ('symbol ESH4, ESM4') where the ids stand for symbols (symbols_only)."""
+    """'instrument_id 5482 (9 rows), 13615 (8 rows)' (`each` None: ids alone; `names`: 'symbol ESH4, ESM4')."""
     items = [((names or {}).get(iid, iid), n) for iid, n in counts.items()]
     shown = ", ".join(f"{iid}{each(n) if each else ''}" for iid, n in items[:SHOWN])
     more = f", ... ({len(items)} instruments in all)" if len(items) > SHOWN else ""
@@ -114,8 +93,7 @@ def ids_text(counts: dict, each=lambda n: f" ({n:,} row{'s' * (n != 1)})", names
 
 
 class Selection:
-    """The rows of one file that are the instrument `given` names, chunk by chunk (FileStream selects them before it
-    validates them); the other instruments' rows counted per id."""
+    """One file's rows of the instrument `given` names, chunk by chunk; the others counted per id."""
 
     def __init__(self, path, given: str):
         self.path, self.given = path, instrument_arg(given)
@@ -130,8 +108,7 @@ class Selection:
         self.others: dict[int, int] = {}  # rows left out of each instrument_id (its own: at other times)
 
     def keep(self, raw: np.ndarray, bad: np.ndarray | None, meta: dict) -> tuple[np.ndarray, np.ndarray | None]:
-        """The rows of this chunk that are the instrument's (`raw` itself when all are); `meta`: the reader's, whose
-        symbol mappings hold those of the rows read so far (a live DBN stream's or a Parquet file's come with them)."""
+        """The rows of this chunk that are the instrument's (`raw` itself when all are)."""
         mapped = meta.get("mapped") or {}
         known = sum(map(len, mapped.values()))
         if self.symbol and known != self.counted:  # a historical DBN file's, all at the first chunk; a live one's grow
@@ -164,12 +141,8 @@ class Selection:
         return raw[mine], None if bad is None else bad[mine]
 
     def _dated(self, ids: np.ndarray, ts: np.ndarray) -> np.ndarray:
-        """The rows whose time is in an interval of the symbol that maps their id, and that come after the record
-        that gave it (a live stream's; the metadata's come before every row). Databento's symbology resolves a
-        record by its index time, ts_recv for MBP-10 (a DBN row's ts_ns): the UTC date of it in the metadata's
-        intervals (the `dbn` crate's TsSymbolMap::get_for_rec, databento's InstrumentMap.resolve); a live record's
-        interval, start_ts to before end_ts, is compared in ns (databento's InstrumentMap.insert_symbol_mapping_msg
-        takes it as the UTC dates of both, and its live client maps the records after it, whatever their time)."""
+        """The rows whose time (ts_recv, Databento's index time) is in an interval of the symbol that maps their id,
+        after the record that gave it (the `dbn` crate's TsSymbolMap::get_for_rec; databento's InstrumentMap)."""
         mine = np.zeros(len(ids), bool)
         lo, hi = (int(ts.min()), int(ts.max())) if len(ts) else (0, -1)
         for iid, start, end, row in self.spans:
@@ -180,28 +153,24 @@ class Selection:
         return mine
 
     def known(self, meta: dict):
-        """Before the rows are read: a symbol the file's symbols, read ahead (`meta`: parquet.parquet_symbols), do not
-        name is refused now, as finish() would refuse it once the whole file was read."""
+        """A symbol the file's symbols, read ahead (parquet_symbols), do not name is refused before the rows."""
         if self.symbol and self.given not in meta["symbol_ids"]:
             self.meta = meta
             self.finish()
 
     @property
     def id(self) -> int:
-        """The instrument_id kept: 0 where there is none (a file without ids), several (a symbol that rolls), or some
-        of its rows only (a symbol's mapping intervals decide them, or a live stream's first record of it came after
-        some: not what the id keeps)."""
+        """The instrument_id kept: 0 for none, several, or some of its rows only (the mapping decided)."""
         return self.ids[0] if len(self.ids) == 1 and not self.spans and self.ids[0] not in self.others \
             and symbols_only(self.meta) is None else 0
 
     def what(self) -> str:
-        """What is kept, as a message names it: 'instrument_id 5482', 'instrument_id 5482/13615', 'symbol ESM4'."""
+        """'instrument_id 5482', 'instrument_id 5482/13615', 'symbol ESM4'."""
         return f"symbol {self.given}" if symbols_only(self.meta) is not None else \
             "instrument_id " + "/".join(map(str, self.ids)) + " on its mapping dates" * bool(self.spans)
 
     def finish(self):
-        """At the end of the file: refused when no row was the instrument's, naming the symbols the file maps (a
-        symbol it does not) or the ids it holds."""
+        """At the end of the file: refused when no row was the instrument's, naming what the file holds."""
         mapped, why = self.meta.get("symbol_ids", {}), f"{FLAG} {self.given}: not an instrument_id, and"
         if self.symbol and not self.ids and mapped:
             names = symbols_only(self.meta) is not None
@@ -219,14 +188,13 @@ class Selection:
                                        f"{ids_text(self.others)}")
 
     def name(self, meta: dict) -> str:
-        """The kept instrument's symbol, where the file names it ("" where not); a symbol that rolls: as given."""
+        """The kept instrument's symbol ("" where the file names none); a symbol that rolls: as given."""
         if self.symbol and not self.id:
             return self.given
         return meta["id_names"].get(self.id) or (meta["instrument"] if meta["instrument_id"] == self.id else "")
 
     @property
     def other_instruments(self) -> dict[str, int]:
-        """Rows left out per other instrument_id (JSON's keys: the id as text; the symbol, where ids stand for
-        symbols), by id."""
+        """Rows left out per other instrument_id (as text; the symbol where ids stand for symbols)."""
         names = symbols_only(self.meta) or {}
         return {str(names.get(iid, iid)): n for iid, n in sorted(self.others.items())}

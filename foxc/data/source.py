@@ -1,16 +1,7 @@
-"""Loading market data: one file, a directory or a glob, validated and concatenated in time order.
-
-    data = load("data/*.dbn.zst")          # MarketData
-    data.records, data.tick, data.report.summary()
-
-Each file is a segment (windows and labels never cross one); a file whose instrument_id changes (a
-continuous symbol's roll to its next contract) is a segment per id, from the row where it begins.
-`load(spec, instrument="5482")` (--instrument) keeps one instrument's rows of files that interleave
-several (foxc.data.select).
-Files are ordered by their first kept timestamp, a file's segments in its order. Files are read as
-streams of chunks (foxc.data.stream); a prepared cache of them (foxc.data.cache) is opened by the
-trainer instead, not here.
-"""
+"""The reading pipeline's ends: `expand` names the files (a path, a directory or a glob), `load` streams each
+(foxc.data.stream: read -> select -> validate), infers the tick from sampled rows (foxc.data.market.infer_tick),
+checks every row against it and joins the files in time order, a segment each (a roll: a segment per id).
+A prepared cache (foxc.data.cache) is opened by the trainer instead."""
 from __future__ import annotations
 
 import glob as globmod
@@ -23,7 +14,7 @@ from ..paths import empty_path, file_kind
 from .cache import MANIFEST
 from .labels import N_PLANES
 from .lobster import is_lobster
-from .market import MarketData, check_tick, checked_tick, files_tick, market_data, report_of, tick_origins, tick_samples
+from .market import MarketData, check_tick, checked_tick, infer_tick, market_data, report_of, tick_samples
 from .record import SNAPSHOT_BYTES, SNAPSHOT_DTYPE
 from .stream import SUFFIXES, FileStream
 from .validate import DataError, ValidationConfig
@@ -59,8 +50,7 @@ def expand(spec) -> list[Path]:
 
 
 def files_only(paths: list[Path]) -> list[Path]:
-    """`paths` (named as data files), refused if one is not a file: never dropped without a word; nor a
-    file with its compressed twice (`x.dbn` beside `x.dbn.zst`), whose rows would be read twice."""
+    """`paths`, refused if one is not a file, or is a file beside its compressed twin (read twice)."""
     odd = next((p for p in paths if not p.is_file()), None)
     if odd is not None:
         what = file_kind(odd) or ("a link to nothing" if odd.is_symlink() else "not a regular file")
@@ -76,49 +66,34 @@ def files_only(paths: list[Path]) -> list[Path]:
 
 def load(spec, config: ValidationConfig | None = None, tick: int | None = None,
          instrument: str | None = None) -> MarketData:
-    """Read, validate and concatenate the files named by `spec` (of each, the rows of `instrument` only, when
-    given: --instrument), counted in `tick` (--tick, price units) or the tick inferred; raises DataError on a bad
-    file, a tick that does not divide its prices, or rows that do not fit in memory (naming the cache that keeps
-    them on disk).
-
-    Each file is streamed chunk by chunk (foxc.data.stream); only the kept rows are held, each chunk until it is
-    joined."""
+    """The files `spec` names read through the pipeline (of each, `instrument`'s rows only: --instrument), joined in
+    time order, counted in `tick` (--tick, price units) or the tick inferred; a bad file, or a tick that does not
+    divide its prices, is a DataError. Only the kept rows are held, each chunk until it is joined."""
     tick = None if tick is None else checked_tick(tick)  # before the files are read
-    files, held, path = [], 0, spec
-    try:
-        for path in expand(spec):
-            stream, chunks = FileStream(path, config, instrument=instrument), []
-            for chunk in stream:
-                chunks.append(chunk)
-                held += len(chunk)
-            files.append((chunks, stream.summary()))
-    except MemoryError:
-        files.clear()
-        raise no_room(path, spec, f"{held:,} snapshots kept so far take {size(held * SNAPSHOT_BYTES)} "
-                                  f"({SNAPSHOT_BYTES} bytes each) when reading this file ran out") from None
+    files, held = [], 0
+    for path in expand(spec):
+        stream, chunks = FileStream(path, config, instrument=instrument), []
+        for chunk in stream:
+            chunks.append(chunk)
+            held += len(chunk)
+        files.append((chunks, stream.summary()))
     report = report_of([summary for _, summary in files])
     files = in_time_order(files)
     summaries = [part for _, summary in files for part in summary.parts()]
-    picked = samples(files, summaries)  # the tick is known before the rows are joined: each chunk is checked as it is
-    tick = files_tick(spec, summaries, picked, tick)
-    origins = tick_origins(summaries, picked)
-    del picked
-    try:
-        records = np.empty(held, SNAPSHOT_DTYPE)
-    except MemoryError:
-        files.clear()
-        raise no_room(spec, spec, f"the {held:,} snapshots kept take {size(held * SNAPSHOT_BYTES)} "
-                                  f"({SNAPSHOT_BYTES} bytes each): no room for the array they are joined "
-                                  "into") from None
+    records = np.empty(held, SNAPSHOT_DTYPE)
     row = segment = 0
     for chunks, summary in files:
         for i, chunk in enumerate(chunks):
             chunks[i] = None  # freed once copied (records' pages are committed as written: the rows held once)
             records[row:row + len(chunk)] = chunk
-            check_tick(summary.path, chunk, tick, origins[segment])  # as it is in cache (a file is one instrument)
             records["segment"][row:row + len(chunk)] += segment  # the stream numbered the file's own from 0
             row += len(chunk)
         segment += len(summary.parts())
+    starts = np.cumsum([0] + [s.rows for s in summaries])
+    tick, origins = infer_tick(spec, summaries, [records[a + first:a + s.rows:step] for s, a, (first, step) in
+                                                 zip(summaries, starts, tick_samples(summaries))], tick)
+    for s, a, origin in zip(summaries, starts, origins):
+        check_tick(s.path, records[a:a + s.rows], tick, origin)  # every row, as prepare checks a cache's
     return market_data(records, summaries, tick, report)
 
 
@@ -128,8 +103,7 @@ def records_need(rows: int, of: str = " of records") -> str:
 
 
 def labelled_need(rows: int, horizons: int, copy: bool = False) -> str:
-    """What `rows` snapshots and their label planes take (out of memory labelling them); `copy`: and a copy of
-    the records (a held-out cut)."""
+    """What `rows` snapshots and their label planes take; `copy`: and a copy of the records (a held-out cut)."""
     each = 4 * N_PLANES * horizons
     return (records_need(rows)
             + (", as much again for the held-out cut's copy," if copy else "") +
@@ -141,32 +115,12 @@ def size(nbytes: int) -> str:
 
 
 def no_room(where, spec, need: str, remedy: str = "") -> DataError:
-    """Rows (or what is made of them) that do not fit in memory: what they needed, and the remedy; by default, that
-    of data files (`spec`): a cache of them."""
+    """Rows that do not fit in memory: what they needed, and the remedy (by default, a cache of the files `spec`)."""
     return DataError(where, f"out of memory: {need}; " + (remedy or "data files are held in memory whole: prepare a "
                             f"cache of them (python -m foxc.data prepare {spec} --out CACHE), whose rows a run reads "
                             "from disk a shard at a time (--data CACHE)"))
 
 
-def samples(files: list, summaries) -> list[np.ndarray]:
-    """The rows of each segment the tick is inferred from (tick_samples), copied from the chunks of `files`
-    ((chunks, FileSummary) in segment order; `summaries`: their segments) a strided slice each."""
-    plan, picked = iter(tick_samples(summaries)), []
-    for chunks, summary in files:
-        begins, start = np.cumsum([0] + [len(c) for c in chunks]), 0
-        for part in summary.parts():
-            first, step = next(plan)
-            at, stop, pieces = start + first, start + part.rows, [chunks[0][:0]]  # at: the next row sampled
-            for chunk, begin in zip(chunks, begins):
-                if begin <= at < min(stop, begin + len(chunk)):
-                    pieces.append(chunk[at - begin:stop - begin:step])
-                    at += len(pieces[-1]) * step
-            picked.append(np.concatenate(pieces))
-            start = stop
-    return picked
-
-
 def in_time_order(items: list) -> list:
-    """Files, as tuples holding their FileSummary second, in the order of their segments: by first kept time, then
-    by path."""
+    """Files, as tuples holding their FileSummary second, by first kept time, then by path."""
     return sorted(items, key=lambda item: (item[1].first_ts, item[1].path))

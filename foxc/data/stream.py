@@ -1,21 +1,10 @@
-"""One data file's validated snapshots, chunk by chunk: what `load()` and `foxc.data prepare` read.
+"""The reading pipeline of one file: read (the format's reader, chunk by chunk) -> select (--instrument) -> instruments
+(one book, a segment per id) -> validate; `FileStream(path, config)` yields its kept SNAPSHOT_DTYPE chunks (at most
+`rows` rows, prev_ts_ns and segment set), then `summary()`.
 
-    stream = FileStream(path, config)  # chunks of CHUNK_ROWS (16,384) rows
-    for chunk in stream:           # SNAPSHOT_DTYPE records, at most `rows`, prev_ts_ns filled
-        ...
-    stream.summary()               # rows read and kept, skips per reason, notes, first/last time
-
-Each format's reader (`iter_parquet`, `iter_dbn`, `iter_lobster`) yields (records, bad-float
-mask or None) chunks of at most `rows` rows and never holds more than the chunk it is
-converting (plus the format's own read-ahead: a Parquet batch, a DBN block of `rows` records,
-a 16 MiB CSV block). The stream validates each chunk as it comes (foxc.data.validate.Validator
-carries time order across chunks), so the rows kept and the counts are those of the whole file
-read at once, wherever the chunks fall. A file is one instrument's book: rows of several
-instruments interleaved are refused (`Instruments`), unless `instrument` (--instrument ID) selects
-one's rows before they are validated (foxc.data.select); ids one after another (a continuous symbol's
-roll) are a segment each: the stream numbers each kept row's segment within the file (`segment`,
-0 for a file of one instrument) and starts its prev_ts_ns afresh where the id changes.
-"""
+A reader (`iter_<kind>` of foxc.data.<kind>) yields (records, flags) chunks and holds no more than the chunk it
+converts (plus its format's read-ahead); validation carries time order across chunks, so the rows kept and the counts
+are those of the file read whole. Ids one after another (a continuous symbol's roll) are a segment each."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -41,8 +30,7 @@ def source_kind(path: Path) -> str:
 
 
 def reader(kind: str):
-    """The chunk reader of a format, iter_<kind> of foxc.data.<kind> (imported when first needed):
-    f(path, meta, rows) yielding (records, bad-float mask or None)."""
+    """The chunk reader of a format, iter_<kind> of foxc.data.<kind> (imported when first needed)."""
     return getattr(import_module(f"{__package__}.{kind}"), f"iter_{kind}")
 
 
@@ -65,19 +53,16 @@ class FileSummary:
     other_instruments: dict | None = None  # --instrument: rows left out per other instrument_id (None: no selection)
 
     def parts(self) -> list[FileSummary]:
-        """The file as its segments, in order: one summary each, with the segment's rows and times (what was read,
-        skipped, noted, and the instrument the tick is inferred for, are the file's)."""
+        """The file as its segments, in order, one summary each (what was read, skipped and noted is the file's)."""
         if len(self.segments) <= 1:
             return [self]
         return [replace(self, rows=n, first_ts=a, last_ts=b, segments=[]) for n, a, b in self.segments]
 
 
 class Instruments:
-    """The instrument ids of a file's rows in the order they come. Each row is read as the next snapshot of
-    one book, so ids that interleave (a parent symbol's file, ES.FUT: every contract's book) are refused (with
-    --instrument ID, the stream sees only that instrument's rows: foxc.data.select);
-    ids one after another (a continuous symbol, ES.c.0, rolling to the next contract) are a segment each, noted:
-    a window, a label or a position across the roll would see its price gap as a return."""
+    """The instrument ids of a file's rows in the order they come. Ids that interleave (a parent symbol's file) are
+    refused: a row is the next snapshot of one book; ids one after another (ES.c.0 rolling) are a segment each, noted
+    (a window, a label or a position across the roll would see its price gap as a return)."""
 
     def __init__(self, path, meta: dict):
         self.path, self.meta, self.last = path, meta, None  # meta: the reader's (whose ids may stand for symbols)
@@ -119,11 +104,7 @@ class Instruments:
 
 
 class FileStream:
-    """A data file's validated records, chunk by chunk; iterate once, then `summary()`.
-
-    A file that cannot be read raises DataError naming it, as soon as the problem is met; one
-    whose every row is skipped, or (with `instrument`) none of whose rows is the instrument's, raises
-    it at the end."""
+    """A data file's validated records, chunk by chunk; iterate once, then `summary()`."""
 
     def __init__(self, path, config: ValidationConfig | None = None, rows: int = CHUNK_ROWS,
                  instrument: str | None = None):
@@ -150,7 +131,7 @@ class FileStream:
                 kept = self.validator.keep(raw, bad)
                 if len(kept):
                     yield self._timed(kept)
-        except OSError as e:  # a MemoryError goes to the caller, who knows what it holds (load(): every row)
+        except OSError as e:  # named by its file (a MemoryError is foxc.cli.run's)
             raise DataError(self.path, f"cannot read ({e.__class__.__name__}: {e})") from None
         if self.selection is not None:
             self.selection.finish()
@@ -161,8 +142,7 @@ class FileStream:
             raise DataError(self.path, f"no usable rows{of}: all {self.validator.rows_read} skipped ({why})")
 
     def _timed(self, kept: np.ndarray) -> np.ndarray:
-        """segment and prev_ts_ns within the file, carried from the previous chunk: a segment begins where the
-        instrument_id changes (its first row's prev_ts_ns is its own ts_ns)."""
+        """segment and prev_ts_ns, carried from the previous chunk: a segment begins where the id changes."""
         ids, ts, prev = kept["instrument_id"], kept["ts_ns"], kept["prev_ts_ns"]
         begins = np.r_[not self.segments or ids[0] != self.segments[-1][3], ids[1:] != ids[:-1]]
         prev[1:] = ts[:-1]

@@ -1,28 +1,13 @@
-"""The embedded default: a seeded synthetic 10-level book with a weak, learnable order-flow signal.
-
-The process, per snapshot t (all of it vectorised; about a few million snapshots/s on one core):
-  latent imbalance  x_t = φ·x_{t−1} + √(1−φ²)·ε_t, ε ~ N(0,1), x_0 ~ N(0,1): a stationary AR(1)
-                    with unit variance, so the volume imbalance mean-reverts
-  touch sizes       bid_sz_0 = ⌈s·e^{κ·x_t}⌉, ask_sz_0 = ⌈s·e^{−κ·x_t}⌉: the level-1 imbalance
-                    (b−a)/(b+a) ≈ tanh(κ·x_t) reveals x_t up to rounding
-  price             the best bid moves by one tick between t and t+1 with probability q, up with
-                    probability σ(β·x_t) (σ the logistic function): the weak order-flow signal
-  spread            kept from t to t+1 with probability 1−r, else redrawn from π over 1, 2, …, len(π) ticks
-  depth             level l sits l ticks behind the touch (a full tick grid); its size is
-                    s·(1 + d·l) times uniform noise in [0.5, 1.5); order counts ≈ size / 4
-  trades            a trade is reported with probability 0.5 when the price moves, 0.05 otherwise
-  time              exponential gaps with mean `mean_gap_us`
-  regimes           with `beta_cycle`, segment s of the rows has β = beta_cycle[s mod len]: the signal's strength
-                    and sign change from segment to segment (`segment_rows` rows each)
-
-Best achievable accuracy. The mid moves from t to t+1 by Δmid = Δbid + (spread_{t+1} − spread_t)/2;
-labels with Δmid = 0 are masked. Given x_t and spread_t (both visible in snapshot t), the
-probabilities of up and down follow exactly from (q, β, r, π); the best any predictor can do on
-the unmasked labels is E[max(P_up, P_down)] / E[P_up + P_down], the expectation over x ~ N(0, 1)
-and spread ~ π (independent in the stationary process). `best_accuracy_h1` computes it with
-Gauss-Hermite quadrature; a learner reading the book approaches it from below (rounding of the
-sizes hides a little of x_t).
-"""
+"""The embedded default: a seeded synthetic 10-level book with a weak, learnable order-flow signal, per snapshot t:
+  latent imbalance  x_t = φ·x_{t−1} + √(1−φ²)·ε_t, ε ~ N(0,1): a stationary AR(1) of unit variance
+  touch sizes       bid_sz_0 = ⌈s·e^{κ·x_t}⌉, ask_sz_0 = ⌈s·e^{−κ·x_t}⌉: their imbalance ≈ tanh(κ·x_t) reveals x_t
+  price             the best bid moves one tick with probability q, up with probability σ(β·x_t): the signal
+  spread            kept with probability 1−r, else redrawn from π over 1, 2, …, len(π) ticks
+  depth             level l sits l ticks behind the touch, size s·(1 + d·l)·U[0.5, 1.5); order counts ≈ size / 4
+  trades            reported with probability 0.5 when the price moves, 0.05 otherwise; time: exponential gaps
+  regimes           with `beta_cycle`, segment s has β = beta_cycle[s mod len] (`segment_rows` rows each)
+The best accuracy any predictor of the unmasked mid direction at horizon 1 reaches is E[max(P_up, P_down)] /
+E[P_up + P_down] over x ~ N(0, 1) and spread ~ π: `best_accuracy_h1` (Gauss-Hermite quadrature)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,7 +16,7 @@ import numpy as np
 
 from ..numbers import whole
 from .record import LEVELS, PRICE_SCALE, SNAPSHOT_DTYPE
-from .market import MarketData, finish, infer_tick
+from .market import MarketData, finish
 from .validate import ValidationReport
 
 START_NS = 1_704_205_800 * 10**9  # 2024-01-02 14:30 UTC
@@ -157,12 +142,11 @@ def synthetic_data(n: int, seed: int = 0, params: SynthParams = SynthParams(), n
     report = ValidationReport()
     report.add("<synthetic>", n, {}, [f"seed {seed}, {params}"])
     return MarketData(rec, "SYNTH", int(rec["instrument_id"][0]), "synthetic", [],
-                      params.tick_units or infer_tick(rec), report)
+                      params.tick_units, report)
 
 
 def h1_move_probs(x: np.ndarray, spread: int, p: SynthParams, beta: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """P(mid up), P(mid down) from t to t+1 given the latent x_t and the spread at t (in ticks), under
-    β = `beta` (default: p.beta)."""
+    """P(mid up), P(mid down) from t to t+1 given the latent x_t and the spread at t (ticks), under β = `beta`."""
     beta = p.beta if beta is None else beta
     p_up_move = p.q_move / (1.0 + np.exp(-beta * x))
     step_probs = {1: p_up_move, -1: p.q_move - p_up_move, 0: np.full_like(x, 1.0 - p.q_move)}
@@ -180,8 +164,7 @@ def h1_move_probs(x: np.ndarray, spread: int, p: SynthParams, beta: float | None
 
 
 def best_accuracy_h1(p: SynthParams = SynthParams(), nodes: int = 96) -> float:
-    """The Bayes accuracy of the mid direction at horizon 1 on unmasked labels (dead band 0), for an
-    observer who knows each segment's β (the regimes weighted alike)."""
+    """The Bayes accuracy of the mid direction at horizon 1 (dead band 0), knowing each segment's β."""
     z, w = np.polynomial.hermite_e.hermegauss(nodes)  # ∫ f(z) e^{−z²/2} dz
     w = w / w.sum()
     best = labelled = 0.0

@@ -1,20 +1,11 @@
-"""Validation of snapshot records: what is skipped (counted per reason) and what rejects a file.
+"""The pipeline's last step: what is skipped (counted per reason) and what refuses a file.
 
-A row that cannot be a usable book (crossed, one-sided, absurd price, time going
-backwards, NaN) is skipped and counted under the first reason it fails, in the
-order of SKIP_REASONS. A file that cannot be data at all (missing columns, wrong
-types, empty, truncated, not the format it claims) raises DataError with one line
-naming the file, the row or column, and the reason. Nothing is dropped silently.
-
-A reader flags the rows whose own values it finds wrong beside its records (each format's chunk is
-(records, flags or None)): a bool mask flags `nan_or_inf` (a NaN or infinite float of a Parquet file),
-an integer array the code of any reason of REASONS (0: none), so that a value the record cannot hold (a
-LOBSTER size below zero: sizes are unsigned) is counted under its own reason, FLAGGED_REASONS. A flagged
-row is skipped under its flag, whatever else it fails.
-
-Files are validated as they stream, chunk by chunk (`Validator`): the only rule that looks
-across rows, time order, carries the latest time seen into the next chunk, so a file split
-anywhere is counted exactly as if it were read whole.
+A row that cannot be a usable book is skipped, counted under the first reason of REASONS it fails; a file that
+cannot be data at all is a DataError naming the file, the row or column, and why. Nothing is dropped silently.
+A reader's flags travel beside its records: a bool mask is `nan_or_inf`, an integer array a code of REASONS
+(0: none) for what a record cannot hold (a size below zero); a flagged row is skipped under its flag. Time order,
+the one rule across rows, carries the latest time into the next chunk: a file split anywhere counts as one read
+whole.
 """
 from __future__ import annotations
 
@@ -40,12 +31,12 @@ SKIP_REASONS = (
     "non_monotonic_ts",    # an event time earlier than the previous kept row's
 )
 FLAGGED_REASONS = (  # found by a reader in the file's values; a record cannot show them
-    "negative_size",       # a size below zero at a priced level (LOBSTER's CSV; a record's sizes are unsigned)
+    "negative_size",       # a size (or order count) below zero at a priced level: a record's are unsigned
 )
 REASONS = SKIP_REASONS + FLAGGED_REASONS  # skip_reasons' code of each: 1 + its index
 NEGATIVE_SIZE = REASONS.index("negative_size") + 1
-
-
+TIME_ORDER = REASONS.index("non_monotonic_ts") + 1
+NO_TIME_YET = np.iinfo(np.int64).min
 VALIDATION_JSON = "data_validation.json"  # the report's file in a run's directory
 
 
@@ -53,11 +44,8 @@ class DataError(UserError):
     """A file that cannot be read as market data; str() is the one line shown to the user."""
 
     def __init__(self, path, reason: str, row: int | None = None, column: str | None = None):
-        where = str(path)
-        if row is not None:
-            where += f", row {row}"
-        if column is not None:
-            where += f", column '{column}'"
+        where = str(path) + (f", row {row}" if row is not None else "") + \
+            (f", column '{column}'" if column is not None else "")
         super().__init__(f"{where}: {reason}")
         self.path, self.row, self.column, self.reason = str(path), row, column, reason
 
@@ -67,7 +55,7 @@ class DataError(UserError):
 
 @dataclass(frozen=True)
 class ValidationConfig:
-    """Bounds of a reasonable price (in price units, i.e. the instrument's own currency)."""
+    """Bounds of a reasonable price, in price (the instrument's own currency)."""
 
     min_price: float = 1e-6
     max_price: float = 1e7
@@ -94,16 +82,14 @@ def _units(price: float) -> int:
 
 @dataclass
 class ValidationReport:
-    """Rows read and skipped per file and per reason; with --instrument (foxc.data.select), of the instrument kept,
-    and the rows of the other instruments left out, per id."""
+    """Rows read and skipped per file and per reason; with --instrument, the other instruments' rows left out."""
 
     files: dict[str, dict] = field(default_factory=dict)
 
     def add(self, path, rows_read: int, skipped: dict[str, int], notes: list[str] | None = None,
             other_instruments: dict[str, int] | None = None, instrument_id: int | None = None, instrument: str = ""):
-        """`other_instruments`: rows of each other instrument_id (or symbol, in a file without ids) left out by
-        --instrument, which kept `instrument_id`'s (0: a symbol's several ids, or a file without ids), named
-        `instrument` (None: no selection)."""
+        """`other_instruments`: rows left out by --instrument (None: no selection) per other id (or symbol), which
+        kept `instrument_id`'s (0: a symbol's several ids, or a file without ids), named `instrument`."""
         self.files[str(path)] = {"rows_read": int(rows_read),
                                  "rows_kept": int(rows_read - sum(skipped.values())),
                                  "skipped": {k: int(v) for k, v in skipped.items() if v},
@@ -134,8 +120,7 @@ class ValidationReport:
         return {r: n for r, n in total.items() if n}
 
     def most_skipped(self) -> str | None:
-        """When validation skipped most rows (the cause of too few left for what a run asks of them), what it
-        skipped and why, to lead an error; else None."""
+        """What validation skipped and why, to lead an error, when it skipped most rows; else None."""
         skipped = self.rows_read - self.rows_kept
         if skipped <= self.rows_kept:
             return None
@@ -143,12 +128,11 @@ class ValidationReport:
         return f"validation skipped {skipped:,} of its {self.rows_read:,} snapshots ({why})"
 
     def summary(self) -> str:
-        skipped = self.skipped()
         other = self.rows_other
         lines = [f"validation: {self.rows_read} rows read, {self.rows_kept} kept, "
                  f"{self.rows_read - self.rows_kept} skipped in {len(self.files)} file(s)"
                  + (f"; {other} rows of other instruments left out (--instrument)" if other is not None else "")]
-        lines += [f"  skipped {n:>10}  {reason}" for reason, n in skipped.items()]
+        lines += [f"  skipped {n:>10}  {reason}" for reason, n in self.skipped().items()]
         for path, f in self.files.items():
             if "other_instruments" in f:
                 left = ", ".join(f"{iid} ({n})" for iid, n in f["other_instruments"].items())
@@ -171,17 +155,9 @@ class ValidationReport:
         return path
 
 
-TIME_ORDER = SKIP_REASONS.index("non_monotonic_ts") + 1  # its code in skip_reasons
-NO_TIME_YET = np.iinfo(np.int64).min
-
-
 def skip_reasons(rec: np.ndarray, flags: np.ndarray | None, cfg: ValidationConfig,
                  latest_ts: int = NO_TIME_YET) -> np.ndarray:
-    """Per row: 0 when kept, else 1 + the index in REASONS of the first reason it fails.
-
-    `flags`: the reader's (see the module's doc): True or 1 `nan_or_inf`, another code its reason.
-    `latest_ts`: the latest time of the rows before these (earlier chunks of the file) that passed
-    every other check; a row earlier than it, or than any such row before it here, is late."""
+    """Per row: 0 when kept, else 1 + the index in REASONS of the first reason it fails (`latest_ts`: the bar)."""
     code = np.zeros(len(rec), np.uint8)
     flags = None if flags is None else np.asarray(flags)
     bad_float = None if flags is None else flags == 1  # the first reason, nan_or_inf (a bool mask's True)
@@ -192,8 +168,7 @@ def skip_reasons(rec: np.ndarray, flags: np.ndarray | None, cfg: ValidationConfi
     if flags is not None and flags.dtype != bool:  # a reader's other reasons: before every rule of the book
         flagged = np.flatnonzero(flags > 1)
         code[flagged] = flags[flagged]
-    # time order among rows that pass everything else
-    ok = np.flatnonzero(code == 0)
+    ok = np.flatnonzero(code == 0)  # time order among rows that pass everything else
     if len(ok):
         ts = rec["ts_ns"][ok]
         prior_max = np.maximum.accumulate(np.concatenate([[latest_ts], ts[:-1]]))
@@ -202,9 +177,9 @@ def skip_reasons(rec: np.ndarray, flags: np.ndarray | None, cfg: ValidationConfi
 
 
 def _whole_books(rec: np.ndarray, bad_float: np.ndarray | None, cfg: ValidationConfig) -> np.ndarray | None:
-    """Rows that pass every book rule for certain: both sides' ten levels in range and strictly moving
-    away from an uncrossed touch (the common row, checked in a few passes); None when the bounds let an
-    empty or non-positive level pass these comparisons (then every row takes _book_reasons)."""
+    """Rows that pass every book rule for certain (the common row, in a few passes): both sides' levels in range
+    and strictly moving away from an uncrossed touch; None when the bounds let an empty or non-positive level pass
+    these comparisons (then every row takes _book_reasons)."""
     lo, hi = cfg.min_units, cfg.max_units
     if lo < 1 or hi >= PRICE_UNDEF:
         return None
@@ -249,14 +224,13 @@ class Validator:
 
     def __init__(self, cfg: ValidationConfig | None = None):
         if cfg is not None and not isinstance(cfg, ValidationConfig):
-            raise TypeError(f"config must be a foxc.data.validate.ValidationConfig (or None: the defaults), got a "
-                            f"{type(cfg).__name__}" + ": ValidationConfig(**it) makes one" * isinstance(cfg, dict))
+            raise TypeError(f"config must be a ValidationConfig or None, got a {type(cfg).__name__}")
         self.cfg = cfg or ValidationConfig()
         self.counts = np.zeros(len(REASONS) + 1, np.int64)  # [kept, per reason...]
         self.latest_ts = NO_TIME_YET
 
     def keep(self, rec: np.ndarray, flags: np.ndarray | None) -> np.ndarray:
-        """The rows of this chunk that are kept (`rec` itself when all are); `flags`: the reader's (skip_reasons)."""
+        """The rows of this chunk that are kept (`rec` itself when all are)."""
         code = skip_reasons(rec, flags, self.cfg, self.latest_ts)
         timed = (code == 0) | (code == TIME_ORDER)  # late rows still raise the bar, as in one pass
         if timed.any():
@@ -278,6 +252,6 @@ class Validator:
 
 
 def apply(rec: np.ndarray, flags: np.ndarray | None, cfg: ValidationConfig) -> tuple[np.ndarray, dict[str, int]]:
-    """The rows kept and the skip count per reason, for records validated in one piece (`flags`: skip_reasons')."""
+    """The rows kept and the skip count per reason, of records validated in one piece."""
     validator = Validator(cfg)
     return validator.keep(rec, flags), validator.skipped()
