@@ -138,8 +138,14 @@ def test_held_out_rows_out_of_memory_are_one_line_naming_eval_rows(cache, tmp_pa
         "the cache's shards that hold them: 5,643 snapshots take 1.99 MB (352 bytes each); give fewer --eval-rows\n")
     monkeypatch.undo()
     monkeypatch.setattr(runner, "np", NumpyWithout("zeros"))  # the evaluation's arrays of each snapshot
-    assert train.main([*small, "--synthetic-rows", "20000", "--eval-rows", "2000", "--out", str(tmp_path / "b")]) == 2
+    # --val-frac 0: no validation at the last step, whose arrays would run out first (the case below)
+    assert train.main([*small, "--synthetic-rows", "20000", "--eval-rows", "2000", "--val-frac", "0", "--out",
+                       str(tmp_path / "b")]) == 2
     assert capsys.readouterr().err == (
         "foxc.train: error: --eval-rows 2,000: out of memory: evaluating the held-out snapshots (their records, and "
         "arrays of each as they are evaluated): 2,000 snapshots take 0.70 MB (352 bytes each); give fewer "
         "--eval-rows\n")
+    assert train.main([*small, "--synthetic-rows", "20000", "--eval-rows", "2000", "--out", str(tmp_path / "c")]) == 2
+    assert capsys.readouterr().err == (
+        "foxc.train: error: --eval-rows 2,000: out of memory: validating on the training rows' held-out end (its "
+        "records, and arrays of each): 2,000 snapshots take 0.70 MB (352 bytes each); give fewer --eval-rows\n")

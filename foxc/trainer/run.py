@@ -10,7 +10,7 @@ from ..checkpoint import CheckpointSaveError, CheckpointSaver, config_difference
 from ..isv.live import LiveRequests
 from ..profile import KernelProfiler, ProfilerWindow, nvtx_range
 from .config import TrainConfig, isv_conflict
-from .heldout import HeldOutEvaluation
+from .heldout import HeldOutEvaluation, room_for_heldout
 from ..data.market import MarketData
 from ..evaluate.selection import RULE, Validation, validates_at
 from .rundir import ResumeError
@@ -261,7 +261,8 @@ class Trainer:
     def validate(self) -> dict:
         """A greedy pass of the live weights over the validation rows, kept when the rule says so: `val_*` fields."""
         self.rt.stream.synchronize()
-        with nvtx_range("validate"):
+        with nvtx_range("validate"), room_for_heldout(self.cfg.eval_rows, "validating on the training rows' held-out "
+                                                      "end (its records, and arrays of each)", self.validation.rows):
             m = self.validation.run()
         m["val_kept"] = self.ts.kept.consider(self.steps_done, m)
         return m
