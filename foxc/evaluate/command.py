@@ -1,31 +1,15 @@
 """`python -m foxc.evaluate CKPT (--data PATH | --synthetic MARKET)`: an agent beside flat and the yardstick.
 
-The checkpoint's agent acts greedily (foxc.evaluate.agent.AgentPolicy.from_checkpoint) over every snapshot
-evaluated, learning off, on the simulator (foxc.evaluate.runner.Evaluator), and so do two others on the same
-snapshots: flat, a policy that always HOLDs (0 trades, 0 PnL: the bar of doing nothing), and the yardstick, the
-logistic-imbalance baseline (foxc.evaluate.baseline), fitted on data that is not evaluated:
-
-- `--data PATH` (a file, directory or glob of market data): fitted on the first `--fit-frac` of the rows (default
-  0.3), and every policy evaluated on the rest (`--fit-frac 0`: no yardstick, every row evaluated);
-- `--synthetic MARKET`: `--rows N` snapshots of the named market drawn with `--seed` (default: the checkpoint's
-  seed + 7919, the draw its training run held out for its own evaluations), the yardstick fitted on as many of
-  another draw (`--seed` + 1); the market's exact optimum (foxc.evaluate.optimum) is the ceiling each policy is
-  measured against.
-
-Each policy's net PnL (price units), net PnL per snapshot in ticks (per lot), trades, win rate and per-trade
-t-statistic are printed as a table, and written with every other figure to `--json FILE`. The money is counted as
-the agent was trained: `--fee` and `--lots` default to the checkpoint's (its fee only where it was trained on the
-same kind of data, a synthetic market or files; else the market's own fee, or 0 on files), and `--tick` on files
-to the checkpoint's `--tick` where it was trained on files with one (else each instrument's, inferred).
-
-A user's mistake (a path, a file that is no agent's checkpoint, data that cannot be read, a flag of the other
-kind of data) is one line, `foxc.evaluate: error: ...`, exit status 2 (foxc.cli).
+The checkpoint's policy acts greedily, learning off, over every snapshot evaluated, and so do flat (always HOLD)
+and the logistic-imbalance yardstick, fitted on rows not evaluated: the first `--fit-frac` of `--data`'s rows, or
+another draw (`--seed` + 1) of the `--synthetic` market, whose exact optimum is the ceiling. `--seed` defaults to
+the draw the checkpoint's training held out; `--fee`, `--lots` and (on files) `--tick` to the checkpoint's where it
+was trained on the same kind of data.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -33,16 +17,14 @@ import numpy as np
 from ..checkpoint import CheckpointError, read_checkpoint
 from ..cli import (ArgumentParser, PathArg, UserError, backend_name, int_at_least, nonnegative_float, open_runtime,
                    output_file, run, text_table)
-from ..data.market import MarketData, add_tick_flag, tick_units
+from ..data.market import add_tick_flag, tick_units
 from ..data.markets import MARKETS
 from ..data.record import PRICE_SCALE
 from ..data.select import add_instrument_flag
 from ..data.validate import DataError
 from ..driver import BACKENDS
-from ..jsonfile import read_json
-from ..lobsim.layout import HOLD
 from ..lobsim.sim import MAX_LOTS_PER_ENTRY, LobSimConfig
-from .agent import AgentPolicy
+from .agent import AgentPolicy, FlatPolicy
 from .runner import EvalConfig, Evaluator
 from ..data.cache import is_cache
 from ..data.features import FEATURES
@@ -50,7 +32,7 @@ from ..data.source import load
 from ..data.synthetic import synthetic_data as draw
 from ..isv import N_SLOTS
 from ..nn.model import HIDDEN_DIM, layout
-from .baseline import TRAINER as BASELINE
+from .baseline import NotFitted, fit_baseline
 from .optimum import optimal_pnl
 
 PROG = "foxc.evaluate"
@@ -62,15 +44,6 @@ YARDSTICK_STEPS = 50  # the baseline's Newton iterations at most, as a walk-forw
 MAX_FEE = LobSimConfig.max_price / PRICE_SCALE  # price units: the simulator's largest price
 SYNTHETIC_ONLY = {"rows": "--rows", "seed": "--seed"}
 FILES_ONLY = {"fit_frac": "--fit-frac", "tick": "--tick", "instrument": "--instrument"}
-
-
-class Flat:
-    """A policy that always HOLDs: no position, no trade, no PnL."""
-    name = "flat: always HOLD"
-    is_baseline = True
-
-    def __call__(self, ctx):
-        return np.full(len(ctx.cursor), HOLD, np.int32)
 
 
 def fraction(text: str) -> float:
@@ -293,14 +266,10 @@ def file_data(args, config: dict, trained_on: dict) -> dict:
 def fit_yardstick(data: dict) -> dict:
     """The logistic-imbalance baseline fitted on data["fit"], as a walk-forward fits its yardstick: {"policy", "fit"};
     a fit that cannot be made (too few mid moves) leaves the policy None and says why."""
-    window = MarketData(data["fit"], "", 0, data["source"], [], data["tick"])
-    with tempfile.TemporaryDirectory(prefix="foxc-yardstick-") as folder:
-        try:
-            fitted = BASELINE.train(window, YARDSTICK_STEPS, Path(folder), {})
-        except ValueError as e:  # too few mid moves: the other figures stand
-            return {"policy": None, "fit": {"error": str(e), "rows": len(data["fit"])}}
-        policy = BASELINE.load_policy(fitted, {})
-        fit = read_json(Path(folder) / "train.json")
+    try:
+        policy, fit = fit_baseline(data["fit"], data["tick"], steps=YARDSTICK_STEPS)
+    except NotFitted as e:  # the other figures stand
+        return {"policy": None, "fit": {"error": str(e), "rows": len(data["fit"])}}
     return {"policy": policy, "fit": {**fit, "rows": len(data["fit"])}}
 
 
@@ -308,7 +277,7 @@ def evaluate_all(rt, args, data: dict, settings: dict, agent, yardstick: dict | 
     """Each policy's figures on the same rows: {"chunks", "policies": [record per policy]}."""
     config = EvalConfig(n_backtests=args.n_backtests, fee_per_lot=int(round(settings["fee_per_lot"] * PRICE_SCALE)),
                         lots_per_entry=settings["lots_per_entry"], backend=args.backend)
-    entries = [("agent", agent), ("flat", Flat())]
+    entries = [("agent", agent), ("flat", FlatPolicy("flat: always HOLD"))]
     if yardstick is not None:
         entries.append(("yardstick", yardstick["policy"]))
     out = []

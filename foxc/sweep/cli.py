@@ -1,13 +1,11 @@
-"""`python -m foxc.sweep`: train and evaluate every point of a hyperparameter grid (or random draws),
-each with several seeds, and rank the points by their held-out result.
+"""`python -m foxc.sweep`: train and evaluate every point of a grid of settings (or random draws), several seeds
+each, and rank the points by their held-out result.
 
     python -m foxc.sweep --grid lr_q=1e-4,3e-4 --grid gamma=0.99,0.995 --seeds 3 [training flags]
     python -m foxc.sweep --random 8 --range lr_q=1e-5:1e-3:log --range tau=0.001:0.02 --seeds 2
 
-Every configuration is built (and so checked) before anything runs; a run that fails becomes a failed
-row, and the sweep goes on. Runs go one after another in this process (`--parallel none`, one runtime
-for all), one worker process per visible GPU (`local`; worker processes on the reference backend) or
-one Ray task each (`ray`), on the walk-forward's runners (foxc.evaluate.scaleout).
+Every configuration is built (and so checked) before anything runs; a run that fails is a failed row, and the
+sweep goes on. Runs go as `--parallel` says (foxc.jobs).
 """
 from __future__ import annotations
 
@@ -17,16 +15,16 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .. import jobs
 from ..cli import (ArgumentParser, UserError, add_run_dir_arguments, backend_name, check_run_dir, default_run_dir,
                    int_at_least, nonnegative_int, open_run_dir, positive_int, run as run_cli)
 from ..driver import BACKENDS, open_runtime
-from ..evaluate import scaleout
 from ..trainer.config import (DEFAULTS, INT64_MAX, ConfigError, ConfigFile, TrainConfig, add_config_arguments,
                               check_needs_data, check_synthetic_beside_data, config_settings)
 from .axes import Axis, parse_axes, points as sweep_points, settings_of, show
 from .point import RunSpec, run_point_safely
-from .report import TARGETS, error_line, rank, ranking_table, target_of, write_report, write_tables
-from ..evaluate.plots import PlotsUnavailable, sweep_plot
+from .report import TARGETS, error_line, rank, ranking_table, sweep_plot, target_of, write_report, write_tables
+from ..plots import PlotsUnavailable
 from ..train import describe_evaluation, load_data_logged
 
 PROG = "foxc.sweep"
@@ -57,7 +55,7 @@ def build_parser() -> ArgumentParser:
     sw.add_argument("--steps", type=int_at_least(1, INT64_MAX), default=None, metavar="N",
                     help="training steps of each run (default 5,000 with CUDA, 150 on the reference backend)")
     sw.add_argument("--backend", choices=BACKENDS, default=None)
-    scaleout.add_runner_arguments(sw, "run")
+    jobs.add_runner_arguments(sw, "run")
     add_run_dir_arguments(sw, "sweep")
     sw.add_argument("--no-plots", action="store_true", help="skip sweep.png")
     add_config_arguments(ap.add_argument_group(
@@ -115,9 +113,9 @@ def plan_sweep(args) -> Plan:
     """Every flag, axis and run checked, in that order; a mistake is a UserError naming it."""
     given, config_file = training_settings(args)
     check_run_dir(args.out, args.overwrite)
-    scaleout.check_runner_arguments(args, "run")
+    jobs.check_runner_arguments(args, "run")
     if args.parallel == "ray":
-        scaleout.require_ray()
+        jobs.require_ray()
     backend = backend_name(args.backend)
     axes = parse_axes(args.grid, args.ranges, args.random)
     check_size(axes, args.random, args.seeds)
@@ -199,12 +197,7 @@ def run_specs(points: list[dict], axes: list[Axis], base: dict, backend: str, se
 def check_data(cfg: TrainConfig, source: str | None = None) -> None:
     """Real data: read once here, so a file that cannot be read, or too few rows to hold out, is
     refused before any run (`source`: the --config file that gave --data, named with it)."""
-    try:
-        load_data_logged(cfg, lambda msg: print(msg, flush=True), source)
-    except ValueError as e:
-        if isinstance(e, (UserError, ConfigError)):
-            raise
-        raise UserError(f"--data {cfg.data}: {e}") from None
+    load_data_logged(cfg, lambda msg: print(msg, flush=True), source)
 
 
 def run_all(specs: list[RunSpec], args, backend: str) -> list[dict]:
@@ -213,7 +206,7 @@ def run_all(specs: list[RunSpec], args, backend: str) -> list[dict]:
         rt = open_runtime(backend)  # one for every run: no start-up per run
     if args.parallel == "ray":
         specs = [data_by_absolute_path(s) for s in specs]
-    return scaleout.run_jobs(specs, args.parallel, here=lambda s: run_point_safely(s, rt), remote=run_point_safely,
+    return jobs.run_jobs(specs, args.parallel, here=lambda s: run_point_safely(s, rt), remote=run_point_safely,
                              backend=backend, noun="run", workers=args.workers, ray_address=args.ray_address,
                              gpus=args.gpus_per_run, on_result=announce)
 

@@ -4,7 +4,7 @@ evaluated greedily on held-out rows (the run's final evaluation); its row of the
     row = run_point_safely(spec)        # in this process, a worker process or a Ray task
 
 The run's directory holds what a training run's does (config.json, metrics.jsonl, summary.json, the
-final checkpoint) and `train.log`, its progress lines. As a worker process (foxc.evaluate.scaleout):
+final checkpoint) and `train.log`, its progress lines. As a worker process (foxc.jobs):
 `python -m foxc.sweep.point RUN.json`.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from ..evaluate.scaleout import Job, serve
+from ..jobs import Job, serve
 from ..trainer.config import TrainConfig
 from .report import EVAL_FIELDS, EVALUATED, FIGURES, ROW, ROW_FIELDS
 from ..driver import open_runtime

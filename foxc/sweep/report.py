@@ -11,8 +11,8 @@ import json
 import math
 from pathlib import Path
 
-from ..evaluate.reporting import markdown_table
 from ..jsonfile import int64
+from ..plots import markdown_table, pyplot, save
 from .axes import show
 
 # A run's row (foxc.sweep.point.RunSpec.row): its point, seed and axes, then these columns, each of its type, as the
@@ -150,3 +150,36 @@ def write_report(meta: dict, points: list[dict], rows: list[dict], out: Path) ->
     md.write_text(markdown(meta, points, rows))
     js.write_text(json.dumps({"sweep": meta, "points": points, "runs": rows}, indent=1, default=str) + "\n")
     return [md, js]
+
+
+def sweep_plot(points: list[dict], axes: list[str], label: str, out_png: Path) -> list[Path]:
+    """The target (each point's `mean` ± `se` over seeds) against the first axis, a line per combination of the
+    others; a log x-axis where the first spans a factor of 3 or more above 0, categories where it is no number."""
+    plt = pyplot()
+    first, others = axes[0], axes[1:]
+    xs = [p["axes"][first] for p in points]
+    numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
+    categories = list(dict.fromkeys(map(str, xs)))
+    position = (lambda v: v) if numeric else (lambda v: categories.index(str(v)))  # noqa: E731
+    lines: dict[tuple, list[dict]] = {}
+    for p in points:
+        if p["mean"] is not None:
+            lines.setdefault(tuple(p["axes"][a] for a in others), []).append(p)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    # numbers by value, then anything else by its text: a legend in the axes' order
+    for key, members in sorted(lines.items(), key=lambda kv: [(0, v, "") if isinstance(v, (int, float)) else
+                                                             (1, 0, str(v)) for v in kv[0]]):
+        members.sort(key=lambda p: position(p["axes"][first]))
+        ax.errorbar([position(p["axes"][first]) for p in members], [p["mean"] for p in members],
+                    yerr=[p["se"] or 0.0 for p in members], marker="o", capsize=3, lw=1,
+                    label=", ".join(f"{a}={v:g}" if isinstance(v, float) else f"{a}={v}" for a, v in zip(others, key)))
+    if numeric and min(xs) > 0 and max(xs) >= 3 * min(xs):
+        ax.set_xscale("log")
+    if not numeric:
+        ax.set_xticks(range(len(categories)), categories)
+    ax.set_xlabel(first)
+    ax.set_ylabel(label)
+    ax.set_title(f"{label}: mean ± standard error over seeds", fontsize=10)
+    if others and 0 < len(lines) <= 12:
+        ax.legend(fontsize=8)
+    return [save(plt, fig, out_png)]
