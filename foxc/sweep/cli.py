@@ -128,8 +128,9 @@ def plan_sweep(args) -> Plan:
         raise config_file.blame(e, config_settings(args)) if config_file else e
     specs = run_specs(sweep_points(axes, args.random, args.sweep_seed), axes, base, backend, args.seeds, out)
     plan = Plan(axes, specs, given, backend, steps, out)
-    if plan.first.data:
-        check_data(plan.first, config_file.sources(config_settings(args)).get("data") if config_file else None)
+    if plan.first.data:  # read once here: a file that cannot be read, or too few rows to hold out, fails before any run
+        load_data_logged(plan.first, lambda msg: print(msg, flush=True),
+                         config_file.sources(config_settings(args)).get("data") if config_file else None)
     return plan
 
 
@@ -145,8 +146,7 @@ def check_size(axes: list[Axis], draws: int | None, seeds: int) -> None:
 
 
 def training_settings(args) -> tuple[dict, ConfigFile | None]:
-    """The training flags' settings over the --config file's, and the file; the settings the sweep owns are
-    refused."""
+    """The training flags' settings over the --config file's, and the file; the sweep's own are refused."""
     given = config_settings(args)
     for name, flag in OWNED.items():
         if name in given:
@@ -162,8 +162,7 @@ def training_settings(args) -> tuple[dict, ConfigFile | None]:
 
 
 def run_defaults(settings: dict) -> dict:
-    """A sweep run evaluates once, at its end, on held-out rows (on real data --eval-every is what
-    holds them out) and saves only its final checkpoint, unless the flags say otherwise."""
+    """A run evaluates once, at its end, on held-out rows, and saves only its final checkpoint, unless told."""
     return {"eval_every": max(1, settings["n_steps"]), "checkpoint_every": 0, **settings}
 
 
@@ -176,8 +175,8 @@ def config(backend: str, settings: dict, where: str) -> TrainConfig:
 
 def run_specs(points: list[dict], axes: list[Axis], base: dict, backend: str, seeds: int,
               out: Path) -> list[RunSpec]:
-    """A RunSpec per point and seed, every configuration built before any run: each axis value with
-    the training flags (an error names the axis), then each point (an error names the point)."""
+    """A RunSpec per point and seed, every configuration built first: each axis value with the training flags (an
+    error names the axis), then each point (an error names the point)."""
     for axis in axes:
         for value in axis.values or axis.bounds[:2]:
             flag = "--grid" if axis.values else "--range"
@@ -194,12 +193,6 @@ def run_specs(points: list[dict], axes: list[Axis], base: dict, backend: str, se
     return specs
 
 
-def check_data(cfg: TrainConfig, source: str | None = None) -> None:
-    """Real data: read once here, so a file that cannot be read, or too few rows to hold out, is
-    refused before any run (`source`: the --config file that gave --data, named with it)."""
-    load_data_logged(cfg, lambda msg: print(msg, flush=True), source)
-
-
 def run_all(specs: list[RunSpec], args, backend: str) -> list[dict]:
     rt = None
     if args.parallel == "none":
@@ -212,14 +205,13 @@ def run_all(specs: list[RunSpec], args, backend: str) -> list[dict]:
 
 
 def data_by_absolute_path(spec: RunSpec) -> RunSpec:
-    """The run with its --data as an absolute path: a Ray worker runs in its node's directory, not this one, where a
-    relative path names no file (every node needs the data at that path, as a walk-forward's cache)."""
+    """The run with its --data as an absolute path: a Ray worker runs in its node's directory (every node needs the
+    data at that path)."""
     data = spec.config.get("data")
     return replace(spec, config={**spec.config, "data": str(Path(data).absolute())}) if data else spec
 
 
-def announce(spec: RunSpec, row: dict) -> None:
-    """Print one line for a finished run."""
+def announce(spec: RunSpec, row: dict) -> None:  # a finished run's line
     if row["status"] != "ok":
         result = f"FAILED: {error_line(row['error'] or '')}"
     elif row["eval_pnl"] is None:

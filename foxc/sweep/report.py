@@ -1,9 +1,6 @@
-"""A sweep's outputs: one row per run (sweep.csv, sweep.parquet), the points ranked by the mean of the
-target over their seeds with its standard error (report.md, sweep.json, the table printed at the end).
-
-The target is the held-out fraction of the market's optimum on a synthetic market (the optimum is
-exact, so runs of one market compare on one scale), else the held-out net PnL in ticks per snapshot.
-"""
+"""A sweep's outputs: a row per run (sweep.csv, sweep.parquet), the points ranked by the target's mean over their
+seeds ± its standard error (report.md, sweep.json, the table printed), sweep.png. The target is the held-out fraction
+of the optimum on a synthetic market (exact: runs of one market compare on one scale), else held-out net PnL."""
 from __future__ import annotations
 
 import csv
@@ -15,10 +12,8 @@ from ..jsonfile import int64
 from ..plots import markdown_table, pyplot, save
 from .axes import show
 
-# A run's row (foxc.sweep.point.RunSpec.row): its point, seed and axes, then these columns, each of its type, as the
-# tables (a parquet column holds one type), the ranking, report.md and the line printed as a run ends read them; a
-# worker's result.json without them is that run's failure (RunSpec.record_shape; foxc.jsonfile.shape_problem). An
-# integer is one an int64 parquet column holds; a figure is written a float (RunSpec.restored: FIGURES)
+# A run's row (RunSpec.row): its point, seed and axes, then these columns, each of its type (a parquet column holds
+# one); a worker's result.json without them is that run's failure (RunSpec.record_shape). A figure is a float.
 _FIGURE = float | None
 EVAL_FIELDS = {"eval_opt_frac": _FIGURE, "eval_pnl": _FIGURE, "eval_pnl_se": _FIGURE, "eval_trades": int64 | None,
                "eval_wr": _FIGURE, "eval_time_in_market": _FIGURE, "eval_rows": int64 | None}
@@ -88,9 +83,7 @@ def write_tables(rows: list[dict], axes: list[str], out: Path) -> list[Path]:
 def with_error(p: dict, digits: int) -> str:
     if p["mean"] is None:
         return "no result"
-    if p["se"] is None:
-        return f"{p['mean']:.{digits}f} (n=1, no error bar)"
-    return f"{p['mean']:.{digits}f} ± {p['se']:.{digits}f}"
+    return f"{p['mean']:.{digits}f} " + ("(n=1, no error bar)" if p["se"] is None else f"± {p['se']:.{digits}f}")
 
 
 def _num(value, fmt: str) -> str:
@@ -114,9 +107,7 @@ def ranking_table(points: list[dict], axes: list[str], target: str) -> list[str]
 
 def error_line(error: str) -> str:
     """A failure's one line: a traceback's last line (the exception), else its first."""
-    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
-    if not lines:
-        return "failed"
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()] or ["failed"]
     return lines[-1] if lines[0].startswith("Traceback") else lines[0]
 
 

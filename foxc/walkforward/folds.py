@@ -47,14 +47,16 @@ TRAIN_SUMMARY_KEYS = ("steps", "sps", "frames", "frames_dropped", "graph", "kern
 def resolve_trainer(spec: str):
     """The trainer named by `spec` (a TRAINERS key or "module:attribute"); a UserError when it names none."""
     target = TRAINERS.get(spec, spec)
-    if ":" not in target:
+    if not target.partition(":")[0] or ":" not in target:
         raise UserError(f"--trainer {spec}: unknown trainer '{spec}': use one of {', '.join(TRAINERS)} or "
                         "'package.module:attribute'")
     module, attr = target.split(":", 1)
     try:
-        trainer = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as e:
+        trainer = getattr(importlib.import_module(module), attr, None)
+    except ModuleNotFoundError as e:  # a module that is not there (one that fails to import keeps its traceback)
         raise UserError(f"--trainer {spec}: {e}") from None
+    if trainer is None:
+        raise UserError(f"--trainer {spec}: module '{module}' has no attribute '{attr}'")
     for need in ("name", "is_baseline", "train", "load_policy"):
         if not hasattr(trainer, need):
             raise UserError(f"--trainer {spec}: trainer '{spec}' has no '{need}' (see foxc.walkforward.folds)")
@@ -62,8 +64,7 @@ def resolve_trainer(spec: str):
 
 
 @dataclass
-class TrainerConfig:
-    """A fold spec's `config`, for each fold's trainer."""
+class TrainerConfig:  # a fold spec's `config`, for each fold's trainer
     train_args: list[str] = field(default_factory=list)  # training flags, parsed by the trainer
     backend: str | None = None
     seed: int = 0
@@ -194,7 +195,7 @@ def third_party_memory(spec: FoldSpec, window: MarketData, config: dict, doing: 
                               window.source, config, "--train-days") from None
 
 
-def no_room_evaluating(n: int, source: str, config: dict) -> DataError:
+def no_room_evaluating(n: int, source: str, config: dict) -> DataError:  # no_room_in_fold
     return no_room_in_fold("evaluating its evaluation window", "each fold evaluates its evaluation window whole",
                            f"{records_need(n)}, and arrays of each as they are evaluated", source, config, "--eval-days")
 
@@ -230,7 +231,7 @@ def records_of(spec: FoldSpec) -> tuple[np.ndarray, np.ndarray]:
 
 
 def windows_of(spec: FoldSpec, records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return records[spec.train[0]:spec.train[1]], records[spec.eval[0]:spec.eval[1]]
+    return records[slice(*spec.train)], records[slice(*spec.eval)]
 
 
 def ray_windows(records: np.ndarray):

@@ -77,7 +77,6 @@ class Criteria:
 
 
 def verdict(value, rule: str, passed: bool) -> dict:
-    """One criterion's verdict as the report holds it."""
     return {"value": value, "rule": rule, "pass": passed}
 
 
@@ -130,11 +129,7 @@ def assemble(results: list[dict], criteria: Criteria, run: dict) -> dict:
 
 
 def _fmt(value, digits=3) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
+    return "–" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
 def _money(value) -> str:
@@ -142,20 +137,13 @@ def _money(value) -> str:
 
 
 def _days(first_last) -> str:
-    if not first_last:
-        return "?"
-    first, last = first_last
-    return first if first == last else f"{first} .. {last}"
+    return "?" if not first_last else first_last[0] if first_last[0] == first_last[1] else " .. ".join(first_last)
 
 
 def policy_of(fold: dict) -> str:
     """A fold's policy in a word: the step its validation kept, flat, or its final weights."""
     kept = ((fold.get("train_summary") or {}).get("selection") or {}).get("kept")
     return "final" if kept is None else str(kept)
-
-
-def _mark(verdicts: dict) -> str:
-    return "✓" if verdicts and all(v["pass"] for v in verdicts.values()) else "✗"
 
 
 def markdown(report: dict) -> str:
@@ -207,7 +195,7 @@ def markdown(report: dict) -> str:
                      _fmt(m["trade_t_stat"], 2), _money(0), _money(yard.get("net_pnl")),
                      _fmt(yard.get("trade_t_stat"), 2),
                      _money(m["max_drawdown"]), _fmt(m["hold_frac"]), _fmt(m.get("exposure")),
-                     _mark(cr["edge"]), _mark(cr["seed"]), "**pass**" if f["passed"] else "fail"])
+                     *("✓" if v and all(c["pass"] for c in v.values()) else "✗" for v in (cr["edge"], cr["seed"])), "**pass**" if f["passed"] else "fail"])
     lines += markdown_table(head, rows)
     lines += ["", "policy: the fold's policy, the weights its validation kept (the step) or flat when none beat flat "
               "on the end of its training window; ticks/snapshot: net PnL per snapshot of the evaluation window in "
@@ -220,8 +208,7 @@ def markdown(report: dict) -> str:
 
 
 def write(report: dict, run_dir: Path) -> tuple[Path, Path]:
-    run_dir = Path(run_dir)
-    json_path, md_path = run_dir / "report.json", run_dir / "report.md"
+    json_path, md_path = Path(run_dir) / "report.json", Path(run_dir) / "report.md"
     json_path.write_text(json.dumps(report, indent=2) + "\n")
     md_path.write_text(markdown(report))
     return json_path, md_path
