@@ -181,12 +181,12 @@ def a_fold_spec(tmp_path) -> dict:
 
 
 @pytest.mark.parametrize("raw, problem", ABSURD + [
-    (b"{}", "not a fold.json of foxc.walkforward.folds: no 'fold'"),
-    (lambda d: {**d, "steps": float("nan")}, "not a fold.json of foxc.walkforward.folds: steps is NaN, not of type int"),
+    (b"{}", "not a fold.json of foxc.walkforward.worker: no 'fold'"),
+    (lambda d: {**d, "steps": float("nan")}, "not a fold.json of foxc.walkforward.worker: steps is NaN, not of type int"),
     (lambda d: {**d, "train": [1]}, "train is a list of 1, not of type tuple[int, int]"),
     (lambda d: {**d, "eval_days": "2024"}, 'eval_days is "2024", not of type tuple[str, str] | None'),
     (lambda d: {**d, "fold": True}, "fold is true, not of type int"),
-    (lambda d: {**d, "folds": 2}, "not a fold.json of foxc.walkforward.folds: no field 'folds'"),
+    (lambda d: {**d, "folds": 2}, "not a fold.json of foxc.walkforward.worker: no field 'folds'"),
     (lambda d: {**d, "config": {"seed": "1"}}, 'config.seed is "1", not of type int'),
     (lambda d: {**d, "config": {"train_args": ["--seq-len", 8]}}, "config.train_args[1] is 8, not of type str"),
     (lambda d: {**d, "config": {"folds": 2}}, "no field 'config.folds'"),
@@ -196,15 +196,15 @@ def a_fold_spec(tmp_path) -> dict:
 ], ids=IDS + ["empty", "nan-steps", "short-window", "days-not-a-pair", "bool-fold", "unknown-field", "str-seed",
               "int-train-arg", "unknown-config-key", "float-backtests", "str-greedy", "eval-config-a-list"])
 def test_an_absurd_fold_spec_is_one_line_naming_it(tmp_path, capsys, raw, problem):
-    """`python -m foxc.walkforward.folds FOLD.json` on a spec nested deeper than the parser recurses, of a field
+    """`python -m foxc.walkforward.worker FOLD.json` on a spec nested deeper than the parser recurses, of a field
     missing, unknown or of another type (in its config and eval_config too), ended in a traceback (RecursionError,
     TypeError) or ran a fold of NaN steps; one line naming the file, the field and its value, exit 2, no fold run."""
-    from foxc.walkforward.folds import main as fold_main
+    from foxc.walkforward.worker import main as fold_main
     spec = tmp_path / "fold.json"
     spec.write_bytes(raw if isinstance(raw, bytes) else json.dumps(raw(a_fold_spec(tmp_path))).encode())
     assert fold_main([str(spec)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"foxc.walkforward.folds: error: {spec}: ") and err.endswith(f"{problem}\n")
+    assert err.startswith(f"foxc.walkforward.worker: error: {spec}: ") and err.endswith(f"{problem}\n")
     assert len(err.splitlines()) == 1 and not (tmp_path / "fold-0").exists()
 
 
@@ -268,7 +268,7 @@ def a_fold_record() -> dict:
 
 @pytest.mark.parametrize("record, problem", [
     ([], "not a JSON object (a JSON list)"),
-    ({}, "not a record of foxc.walkforward.folds: no 'fold'"),
+    ({}, "not a record of foxc.walkforward.worker: no 'fold'"),
     ({"fold": "0"}, 'fold is "0", not an integer from 0 to 2147483647'),
     ({"fold": 0}, "no 'train_window'"),
     ({"fold": 0, "error": None}, "error is null, not of type str"),

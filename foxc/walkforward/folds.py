@@ -2,7 +2,7 @@
 
 A fold writes into its directory the trainer's checkpoint(s) (and metrics.jsonl, summary.json or train.json where the
 trainer writes them), `eval.json` (the figures), `equity.npy` and `trades.npy`, and returns a JSON-able record. As a
-worker process, `python -m foxc.walkforward.folds FOLD.json` reads its windows from the memory-mapped `data_npy`, or
+worker process (foxc.walkforward.worker) reads its windows from the memory-mapped `data_npy`, or
 from a prepared cache only the shards that hold them, each verified by its hash.
 
 A fold trainer (`--trainer`: a TRAINERS name or "package.module:attribute") has `name`, `is_baseline`,
@@ -15,7 +15,6 @@ import importlib
 import json
 import os
 import socket
-import sys
 import time
 import traceback
 from contextlib import contextmanager
@@ -34,7 +33,7 @@ from ..driver import CudaError, open_runtime, out_of_memory
 from ..errors import UserError
 from ..evaluate.baseline import TRAINER as BASELINE, NotFitted, no_room_in_fold
 from ..evaluate.runner import EvalConfig, Evaluator
-from ..jobs import Job, serve
+from ..jobs import Job
 from ..jsonfile import JsonFileError, read_json
 from .report import FAILED_RECORD, RECORD
 
@@ -90,7 +89,7 @@ class FoldSpec(Job):
     eval_days: tuple[str, str] | None = None
 
     SPEC_FILE: ClassVar[str] = "fold.json"
-    WORKER: ClassVar[str] = "foxc.walkforward.folds"
+    WORKER: ClassVar[str] = "foxc.walkforward.worker"
     CONFIGS: ClassVar[dict] = {"config": TrainerConfig, "eval_config": EvalConfig}
 
     @property
@@ -240,11 +239,3 @@ def ray_windows(records: np.ndarray):
     def inputs(spec: FoldSpec, put):
         return tuple(put(b, lambda b=b: np.ascontiguousarray(records[b[0]:b[1]])) for b in (spec.train, spec.eval))
     return inputs
-
-
-def main(argv=None) -> int:
-    return serve(sys.argv[1:] if argv is None else argv, FoldSpec, run_fold_safely)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
