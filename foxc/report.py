@@ -1,27 +1,106 @@
 """Plots of a run directory: `python -m foxc.report RUN_DIR [--out DIR]`.
 
-- RUN_DIR/metrics.jsonl (a training run; one JSON record per line with at least `step` and the
-  trainer's figures: sps, l_q, l_pi, l_v, l_bce, wr, pnl, hold_frac, entropy, lr_q) ->
-  training.png, one panel per field against the step (a marker at each point of a short series, so that an
-  `eval_*` field evaluated once shows; NaN and infinite values are not drawn, and their panel counts them);
-- RUN_DIR/report.json (a walk-forward) -> equity.png and net_pnl.png, and training.png in each
-  fold directory RUN_DIR/fold-<i> that has a metrics.jsonl (in OUT/fold-<i> with --out).
-Draws with matplotlib, a dependency of foxc (an install without it says so and exits 1). A missing or
-empty RUN_DIR, an unreadable or damaged metrics.jsonl (naming its line) or report.json, or a bad --out is
-one line, `foxc.report: error: ...`, exit status 2 (foxc.cli). Lines of a metrics.jsonl that are not JSON (a
-killed run's torn record) are skipped, and records of steps logged again later (a run resumed by an earlier foxc)
-left out for the last record of each step; a `note:` counts both.
+RUN_DIR/metrics.jsonl (a training run) -> training.png, one panel per numeric field against the step; RUN_DIR/
+report.json (a walk-forward) -> equity.png and net_pnl.png, and training.png of each fold-<i> with a metrics.jsonl.
+Lines of a metrics.jsonl that are not JSON (a killed run's torn record) are skipped, and records of steps logged
+again later (a run resumed by an earlier foxc) left out for the last of each step; a `note:` counts both.
 """
 from __future__ import annotations
 
+import json
+import math
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from .cli import ArgumentParser, PathArg, UserError, output_dir, run
-from .evaluate.plots import PLOTTED, PlotsUnavailable, read_metrics, training_curves, walkforward_plots
-from .jsonfile import JsonFileError, read_json, shape_problem, shown
+from .jsonfile import JsonFileError, drawable, is_number, parse_json, read_json, shape_problem, shown
+from .plots import PlotsUnavailable, pyplot, save
+from .walkforward.report import PLOTTED, walkforward_plots
 
 PROG = "foxc.report"
+# panels in this order when present; any other numeric field of metrics.jsonl follows
+CURVE_FIELDS = ("l_q", "l_pi", "l_v", "l_bce", "wr", "pnl", "hold_frac", "entropy", "lr_q", "sps")
+LOG_SCALE = ("lr_q", "lr_encoder", "lr_policy", "lr_value", "lr_perception")
+FEW_POINTS = 20  # a series of at most this many points is drawn with a marker at each (one point is no line)
+
+
+class Metrics(NamedTuple):
+    records: list[dict]     # the records drawn, in the order logged
+    skipped: list[int]      # the numbers of the lines that are not JSON
+    superseded: list[int]   # the numbers of the lines of records logged again later
+
+
+def read_metrics(path: Path) -> Metrics:
+    """The records of a metrics.jsonl and the lines left out. A line that is not JSON is skipped (a killed run's torn
+    record). A record whose step is not after the one before begins the history again there: the last record of
+    each step is drawn. A file that is not text, a line that is JSON but no record the plots can draw, or no record
+    at all is a UserError naming the file and line."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a text file of JSON records") from None
+    records, skipped = [], []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = parse_json(line)
+        except json.JSONDecodeError:
+            skipped.append(number)
+            continue
+        except ValueError as e:  # parse_json's absurd JSON (too deep, a number too long)
+            raise UserError(f"{path}, line {number}: {e}") from None
+        if not isinstance(record, dict):
+            raise UserError(f"{path}, line {number}: not a JSON object")
+        records.append((number, record))
+    curves = {k for _, r in records for k, v in r.items() if is_number(v)}  # a field drawn wherever it is a number
+    for number, record in records:
+        if "step" not in record:
+            raise UserError(f"{path}, line {number}: no 'step'")
+        for key in ("step", *sorted(curves & set(record) - {"step"})):
+            value = record[key]
+            if not (drawable(value) or (value is None and key != "step")):
+                why = "too large to draw" if is_number(value) else "not a number" + " or null" * (key != "step")
+                raise UserError(f"{path}, line {number}: {key!r} is {shown(value)}, {why}")
+    if not records:
+        raise UserError(f"{path}: no records with a 'step' to plot")
+    kept, superseded = [], []  # kept: steps increasing
+    for number, record in records:
+        while kept and kept[-1][1]["step"] >= record["step"]:
+            superseded.append(kept.pop()[0])
+        kept.append((number, record))
+    return Metrics([r for _, r in kept], skipped, sorted(superseded))
+
+
+def training_curves(metrics_path: Path, out_png: Path, title: str = "") -> list[Path]:
+    """One panel per numeric field of metrics.jsonl against `step`: a short series with a marker at each point (one
+    point shows); NaN and infinite values are not drawn, and their panel counts them."""
+    records = read_metrics(metrics_path).records
+    numeric = {k for r in records for k, v in r.items() if is_number(v)}
+    names = [k for k in CURVE_FIELDS if k in numeric] + sorted(numeric - set(CURVE_FIELDS) - {"step"})
+    plt = pyplot()
+    from matplotlib.ticker import MaxNLocator
+    cols, rows = 4, max(1, math.ceil(len(names) / 4))
+    # constrained: the figure's title and each panel's title and tick labels get their own room
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), squeeze=False, layout="constrained")
+    for ax, name in zip(axes.flat, names):
+        pts = [(r["step"], float(r[name])) for r in records if is_number(r.get(name))]
+        drawn = [p for p in pts if math.isfinite(p[1])]
+        ax.plot([p[0] for p in drawn], [p[1] for p in drawn], lw=1,
+                **({"marker": "o", "ms": 4} if len(drawn) <= FEW_POINTS else {}))
+        ax.set_title(name, fontsize=9)
+        ax.tick_params(labelsize=7)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps: no 9.6, 9.8 around a single step's point
+        if len(drawn) < len(pts):  # said under the panel, clear of its curve
+            n = len(pts) - len(drawn)
+            ax.set_xlabel(f"{n} non-finite value{'s' * (n != 1)} not drawn", fontsize=7, color="tab:red")
+        if name in LOG_SCALE and drawn and all(p[1] > 0 for p in drawn):
+            ax.set_yscale("log")
+    for ax in list(axes.flat)[len(names):]:
+        ax.axis("off")
+    fig.suptitle(title or f"training curves: {metrics_path}", fontsize=10)
+    return [save(plt, fig, out_png)]
 
 
 def plot_run(run_dir: Path, out: Path | None = None) -> list[Path]:
@@ -32,24 +111,21 @@ def plot_run(run_dir: Path, out: Path | None = None) -> list[Path]:
     written = []
     if (run_dir / "metrics.jsonl").is_file():
         written += training_curves(run_dir / "metrics.jsonl", out / "training.png", f"training curves: {run_dir}")
-    report_path = run_dir / "report.json"
-    if report_path.is_file():
-        report = read_report(report_path)
+    if (run_dir / "report.json").is_file():
+        report = read_report(run_dir / "report.json")
         written += walkforward_plots(report, out)
         for fold, metrics in fold_metrics(run_dir, report)[0]:
-            name = metrics.parent.name
-            (out / name).mkdir(exist_ok=True)
-            written += training_curves(metrics, out / name / "training.png", f"fold {fold['fold']} training curves")
+            (out / metrics.parent.name).mkdir(exist_ok=True)
+            written += training_curves(metrics, out / metrics.parent.name / "training.png",
+                                       f"fold {fold['fold']} training curves")
     return written
 
 
 def fold_metrics(run_dir: Path, report: dict) -> tuple[list[tuple[dict, Path]], list[str]]:
     """([(fold record, its metrics.jsonl)] of the folds with curves to draw, notes on failed folds without any).
 
-    A fold's directory is RUN_DIR/fold-<i> (foxc.walkforward's name), not the record's fold_dir: that is the
-    path as the walk-forward was given it, relative to where it ran, and names another directory from
-    elsewhere or in a copy of the run. A damaged metrics.jsonl of a fold that finished is refused naming it;
-    one of a fold that failed (before its first record) is noted."""
+    A fold's directory is RUN_DIR/fold-<i>, not the record's fold_dir (the path as the walk-forward was given it,
+    relative to where it ran). A damaged metrics.jsonl of a fold that finished is refused; of one that failed, noted."""
     drawn, notes = [], []
     for fold in report["folds"]:
         metrics = Path(run_dir) / f"fold-{fold['fold']}" / "metrics.jsonl"
@@ -67,32 +143,18 @@ def fold_metrics(run_dir: Path, report: dict) -> tuple[list[tuple[dict, Path]], 
 
 
 def metrics_notes(path: Path) -> list[str]:
-    """The notes on the lines of a metrics.jsonl left out of the plots ([] when none): lines that are not JSON, and
-    records logged again by a resumed run; a metrics.jsonl the plots cannot draw is a UserError naming it and the
-    line."""
-    try:
-        metrics = read_metrics(path)
-    except ValueError as e:
-        raise UserError(str(e)) from None
+    """The notes on the lines of a metrics.jsonl left out of the plots: not JSON, or logged again by a resume."""
+    metrics = read_metrics(path)
     notes = []
-    if metrics.skipped:
-        notes.append(f"note: {path}: {_lines(metrics.skipped, 'line is', 'lines are')} not JSON, skipped "
-                     f"({_numbers(metrics.skipped)}; a killed run leaves a torn record)")
-    if metrics.superseded:
-        notes.append(f"note: {path}: {_lines(metrics.superseded, 'record is', 'records are')} of steps logged again "
-                     f"later, not drawn ({_numbers(metrics.superseded)}; a run resumed by an earlier foxc logged "
-                     "them again: the last record of each step is drawn)")
+    for numbers, one, many, why in (
+            (metrics.skipped, "line is", "lines are", "not JSON, skipped ({}; a killed run leaves a torn record)"),
+            (metrics.superseded, "record is", "records are", "of steps logged again later, not drawn ({}; a run "
+             "resumed by an earlier foxc logged them again: the last record of each step is drawn)")):
+        if numbers:
+            lines = f"line{'s' * (len(numbers) > 1)} " + ", ".join(map(str, numbers[:5])) + ", ..." * (len(numbers) > 5)
+            count = f"a {one}" if len(numbers) == 1 else f"{len(numbers)} {many}"
+            notes.append(f"note: {path}: {count} {why.format(lines)}")
     return notes
-
-
-def _lines(numbers: list[int], one: str, many: str) -> str:
-    return f"a {one}" if len(numbers) == 1 else f"{len(numbers)} {many}"
-
-
-def _numbers(numbers: list[int]) -> str:
-    """'line 3' or 'lines 3, 5, ...' (the first five)."""
-    where = ", ".join(map(str, numbers[:5])) + (", ..." if len(numbers) > 5 else "")
-    return f"line{'s' * (len(numbers) > 1)} {where}"
 
 
 def read_report(path: Path) -> dict:
@@ -108,7 +170,7 @@ def read_report(path: Path) -> dict:
             if isinstance(fold, dict) else f"{shown(fold)}, not an object"
         if bad:
             raise UserError(f"{path}: fold record {i}: {bad} (the file was altered or damaged: run the walk-forward "
-                             "again)")
+                            "again)")
     return report
 
 

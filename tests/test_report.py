@@ -8,7 +8,7 @@ import pytest
 
 from foxc import report as report_cli
 from foxc.data.synthetic import synthetic_data
-from foxc.evaluate.plots import read_metrics
+from foxc.report import read_metrics
 from foxc.evaluate.runner import EvalConfig
 from foxc.walkforward import walk_forward
 from test_jsonfile import ABSURD, IDS

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from foxc.evaluate import plots
+from foxc.report import training_curves
+from foxc.walkforward.report import walkforward_plots
 
 FIXTURE = Path(__file__).parent / "fixtures" / "metrics.jsonl"
 
@@ -44,7 +45,7 @@ def test_the_figure_title_clears_the_panel_titles(tmp_path, drawn, extra):
     for r in records:
         r.update({f"field_{i:02d}": r["step"] * i for i in range(extra)})
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    plots.training_curves(tmp_path / "metrics.jsonl", tmp_path / "training.png", "training curves: a run")
+    training_curves(tmp_path / "metrics.jsonl", tmp_path / "training.png", "training curves: a run")
     fig = drawn[0]
     renderer = fig.canvas.get_renderer()
     top = fig._suptitle.get_window_extent(renderer)  # the figure's title (no public getter of its artist)
@@ -54,7 +55,7 @@ def test_the_figure_title_clears_the_panel_titles(tmp_path, drawn, extra):
 
 
 def test_one_point_is_drawn_as_a_point(tmp_path, drawn):
-    plots.training_curves(metrics_file(tmp_path), tmp_path / "training.png")
+    training_curves(metrics_file(tmp_path), tmp_path / "training.png")
     line, = panel(drawn[0], "eval_pnl").get_lines()
     assert list(line.get_ydata()) == [0.012] and line.get_marker() == "o" and line.get_markersize() > 0
     many, = panel(drawn[0], "l_q").get_lines()
@@ -62,7 +63,7 @@ def test_one_point_is_drawn_as_a_point(tmp_path, drawn):
 
 
 def test_non_finite_values_are_counted_on_their_panel(tmp_path, drawn):
-    plots.training_curves(metrics_file(tmp_path), tmp_path / "training.png")
+    training_curves(metrics_file(tmp_path), tmp_path / "training.png")
     ax = panel(drawn[0], "l_v")
     assert ax.get_xlabel() == "2 non-finite values not drawn"
     ys = ax.get_lines()[0].get_ydata()
@@ -82,7 +83,7 @@ def test_net_pnl_says_which_colour_is_which_and_shows_a_fold_of_zero(tmp_path, d
     does not show) beside a green bar; each colour the bars have is named now, and each bar's figure is written."""
     from matplotlib.colors import to_hex
     report = {"trainer": "rl", "folds": [fold_record(0, 0, False, 9.9e11), fold_record(1, 8.2175e11, True, 1.03e12)]}
-    plots.walkforward_plots(report, tmp_path)
+    walkforward_plots(report, tmp_path)
     ax = drawn[1].axes[0]
     legend = ax.get_legend()
     named = dict(zip([t.get_text() for t in legend.get_texts()], [to_hex(p.get_facecolor()) for p in

@@ -22,7 +22,7 @@ except ImportError as e:
 
 from ray_helpers import ROOT, WHERE, RayCluster, env_with_tree, exit_in
 
-from foxc.evaluate import scaleout
+from foxc import jobs
 from foxc.sweep.cli import build_parser as sweep_parser, main as sweep_main, plan_sweep
 from foxc.walkforward import main as walkforward_main
 
@@ -168,7 +168,7 @@ def test_a_walk_forward_from_a_cache_on_ray_reads_the_shards_where_its_folds_run
     from foxc.data.parquet import write_parquet
     from foxc.data.prepare import prepare
     from foxc.data.synthetic import generate
-    from foxc.evaluate.windows import DAY_NS
+    from foxc.walkforward.windows import DAY_NS
     (tmp_path / "days").mkdir()
     for day in range(4):  # a file a day: 2024-01-02 .. 01-05
         rec = generate(1500, seed=day)
@@ -217,12 +217,12 @@ def test_a_fold_that_raises_or_whose_worker_dies_is_its_error_and_the_others_fin
 
 
 def test_a_sweep_run_whose_worker_dies_is_its_failed_row(cluster, tmp_path):
-    """The sweep's runs on Ray (scaleout.run_jobs, as foxc.sweep.cli.run_all calls it), one of whose worker process
+    """The sweep's runs on Ray (jobs.run_jobs, as foxc.sweep.cli.run_all calls it), one of whose worker process
     dies: that run's failed row, the other three rows as they are."""
     plan = plan_sweep(sweep_parser().parse_args([*SWEEP, "--out", str(tmp_path / "s"), "--parallel", "ray",
                                                  "--ray-address", cluster.address, "--gpus-per-run", "0"]))
     try:
-        rows = scaleout.run_jobs(plan.specs, "ray", here=None, remote=exit_in("p01-seed0"), backend="reference",
+        rows = jobs.run_jobs(plan.specs, "ray", here=None, remote=exit_in("p01-seed0"), backend="reference",
                                  noun="run", ray_address=cluster.address, gpus=0)
     finally:
         ray.shutdown()  # this process's connection; the cluster stays for the other tests

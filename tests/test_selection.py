@@ -7,7 +7,7 @@ from foxc.checkpoint import read_checkpoint
 from foxc.data.market import spread_unit_ticks
 from foxc.data.markets import MARKETS, market as named
 from foxc.data.record import PRICE_UNDEF
-from foxc.data.synthetic import generate, synthetic_data
+from foxc.data.synthetic import generate
 from foxc.evaluate.agent import AgentPolicy, FlatPolicy
 from foxc.evaluate.selection import VAL_Z, validates_at
 from foxc.trainer.config import TrainConfig

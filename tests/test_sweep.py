@@ -11,7 +11,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from foxc.evaluate import scaleout
+from foxc import jobs
+from foxc.errors import UserError
 from foxc.sweep import point as sweep_point
 from foxc.sweep.axes import parse_axes, points
 from foxc.sweep.cli import main
@@ -281,7 +282,7 @@ def test_ranking_puts_the_best_mean_first_and_points_without_a_result_last():
 
 def test_the_plot_draws_the_target_against_the_first_axis(tmp_path):
     pytest.importorskip("matplotlib")
-    from foxc.evaluate.plots import sweep_plot
+    from foxc.sweep.report import sweep_plot
     points_ = rank(fake_rows(), ["lr_q", "gamma"], "eval_opt_frac")
     png = tmp_path / "sweep.png"
     assert sweep_plot(points_, ["lr_q", "gamma"], "of optimum", png) == [png]
@@ -330,19 +331,19 @@ def test_two_slots_of_one_gpu_run_two_workers_at_once(tmp_path, monkeypatch):
         started.append((job.key, slot, sum(not p.done for p in procs)))  # workers still running when it starts
         procs.append(Proc())
         return procs[-1], Log()
-    monkeypatch.setattr(scaleout, "_start_worker", start)
-    monkeypatch.setattr(scaleout, "_worker_record", lambda job, rc: {"key": job.key})
-    monkeypatch.setattr(scaleout, "POLL_S", 0)
-    jobs = [CrashingJob(str(i), str(tmp_path / str(i))) for i in range(3)]
-    assert [r["key"] for r in scaleout.run_local(jobs, ["0", "0"])] == ["0", "1", "2"]
+    monkeypatch.setattr(jobs, "_start_worker", start)
+    monkeypatch.setattr(jobs, "_worker_record", lambda job, rc: {"key": job.key})
+    monkeypatch.setattr(jobs, "POLL_S", 0)
+    crashing = [CrashingJob(str(i), str(tmp_path / str(i))) for i in range(3)]
+    assert [r["key"] for r in jobs.run_local(crashing, ["0", "0"])] == ["0", "1", "2"]
     assert [(key, slot) for key, slot, _ in started] == [("0", "0"), ("1", "0"), ("2", "0")]
     assert started[1][2] == 1, "the second worker started while the first still ran"
 
 
 def test_a_worker_that_dies_without_a_record_gives_a_failed_record(tmp_path):
-    jobs = [CrashingJob(str(i), str(tmp_path / str(i))) for i in range(3)]
+    crashing = [CrashingJob(str(i), str(tmp_path / str(i))) for i in range(3)]
     seen = []
-    records = scaleout.run_local(jobs, [None, None], on_result=lambda job, r: seen.append(job.key))
+    records = jobs.run_local(crashing, [None, None], on_result=lambda job, r: seen.append(job.key))
     assert [r["key"] for r in records] == ["0", "1", "2"] and sorted(seen) == ["0", "1", "2"]
     assert all(r["error"].startswith("worker exited with status 1:") and "foxc.no_such_worker" in r["error"]
                for r in records)
@@ -359,10 +360,10 @@ def test_a_workers_figure_that_is_an_integer_is_a_float(tmp_path):
     """A figure written as an integer of 2**63 or more (a hand edit) passed as a float, then broke sweep.parquet."""
     from foxc.sweep.report import write_tables
     spec = sweep_point.RunSpec("p00", 0, {"lr_q": 1e-4}, {}, "reference", str(tmp_path / "p00-seed0"))
-    result = Path(spec.out_dir) / scaleout.RESULT_FILE
+    result = Path(spec.out_dir) / jobs.RESULT_FILE
     result.parent.mkdir()
     result.write_text(json.dumps({**a_run_row(spec), "eval_pnl_se": 2**64}))
-    row = scaleout._worker_record(spec, 0)
+    row = jobs._worker_record(spec, 0)
     assert row["status"] == "ok" and type(row["eval_pnl_se"]) is float
     write_tables([row], ["lr_q"], tmp_path)
     assert read_csv(tmp_path / "sweep.csv")[0]["eval_pnl_se"] == "1.8446744073709552e+19"
@@ -388,13 +389,13 @@ def test_a_workers_row_that_is_no_run_row_is_a_failed_run(tmp_path, capsys, row,
     wrong."""
     from foxc.sweep.cli import announce, write_outputs
     spec = sweep_point.RunSpec("p00", 0, {"lr_q": 1e-4}, {}, "reference", str(tmp_path / "p00-seed0"))
-    result, good = Path(spec.out_dir) / scaleout.RESULT_FILE, {**a_run_row(spec), "extra": 1}
+    result, good = Path(spec.out_dir) / jobs.RESULT_FILE, {**a_run_row(spec), "extra": 1}
     result.parent.mkdir()
     result.write_text(json.dumps(good))
-    assert scaleout._worker_record(spec, 0) == good  # a key the tables have no column for is left out of them
+    assert jobs._worker_record(spec, 0) == good  # a key the tables have no column for is left out of them
     result.write_text(json.dumps(row(good) if callable(row) else row))
-    (result.parent / scaleout.WORKER_LOG).write_text("")
-    failed = scaleout._worker_record(spec, 0)
+    (result.parent / jobs.WORKER_LOG).write_text("")
+    failed = jobs._worker_record(spec, 0)
     error = f"worker exited with status 0 and its record is unreadable ({result}: not a record of foxc.sweep.point: "
     assert failed["status"] == "failed" and failed["error"] == f"{error}{problem}):\n"
     announce(spec, failed)
@@ -421,11 +422,11 @@ def test_walk_forward_folds_still_run_in_worker_processes(tmp_path):
 
 
 def test_local_slots_are_cpu_workers_on_the_reference_backend_and_visible_gpus_with_cuda(monkeypatch):
-    assert scaleout.local_slots("reference", 2, 5) == [None, None]
-    assert scaleout.local_slots("reference", None, 1) == [None]
+    assert jobs.local_slots("reference", 2, 5) == [None, None]
+    assert jobs.local_slots("reference", None, 1) == [None]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
-    assert scaleout.local_slots("cuda", None, 4) == ["3", "5"] and scaleout.local_slots("auto", 1, 4) == ["3"]
-    assert scaleout.local_slots("cuda", 3, 4) == ["3", "5", "3"]  # --workers above the GPUs: they share them
+    assert jobs.local_slots("cuda", None, 4) == ["3", "5"] and jobs.local_slots("auto", 1, 4) == ["3"]
+    assert jobs.local_slots("cuda", 3, 4) == ["3", "5", "3"]  # --workers above the GPUs: they share them
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    with pytest.raises(scaleout.ScaleoutError, match="no visible GPU"):
-        scaleout.local_slots("cuda", None, 2)
+    with pytest.raises(UserError, match="no visible GPU"):
+        jobs.local_slots("cuda", None, 2)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from foxc.data.synthetic import synthetic_data
-from foxc.evaluate.reporting import Criteria, assemble, markdown
+from foxc.walkforward.report import Criteria, assemble, markdown
 from foxc.evaluate.runner import EvalConfig
 from foxc.walkforward import main, split_windows, walk_forward
 from test_jsonfile import ABSURD, IDS
@@ -53,7 +53,7 @@ def test_uneven_segments_and_refusals():
     assert bounds == [(0, 20), (20, 920), (920, 1000)]
     with pytest.raises(ValueError, match="segments cannot make"):
         split_windows(rec, 5, "segments")
-    with pytest.raises(ValueError, match="at least 2 windows"):
+    with pytest.raises(AssertionError):  # misuse: fewer than 2 windows is no fold (the command refuses --folds 0)
         split_windows(rec, 1)
     with pytest.raises(ValueError, match="rows"):
         split_windows(rec[:5], 4, "rows")
@@ -174,19 +174,19 @@ def test_synthetic_flags_beside_real_data_are_refused_naming_both(flags, capsys,
 # ------------------------------------------------------------------------ a worker's spec and record files
 
 def a_fold_spec(tmp_path) -> dict:
-    from foxc.evaluate.folds import FoldSpec
+    from foxc.walkforward.folds import FoldSpec
     return json.loads(FoldSpec(fold=0, train=(0, 10), eval=(10, 20), steps=5, out_dir=str(tmp_path / "fold-0"),
                                train_days=("2024-01-02", "2024-01-03"), eval_days=("2024-01-04", "2024-01-04"))
                       .to_json())
 
 
 @pytest.mark.parametrize("raw, problem", ABSURD + [
-    (b"{}", "not a fold.json of foxc.evaluate.folds: no 'fold'"),
-    (lambda d: {**d, "steps": float("nan")}, "not a fold.json of foxc.evaluate.folds: steps is NaN, not of type int"),
+    (b"{}", "not a fold.json of foxc.walkforward.worker: no 'fold'"),
+    (lambda d: {**d, "steps": float("nan")}, "not a fold.json of foxc.walkforward.worker: steps is NaN, not of type int"),
     (lambda d: {**d, "train": [1]}, "train is a list of 1, not of type tuple[int, int]"),
     (lambda d: {**d, "eval_days": "2024"}, 'eval_days is "2024", not of type tuple[str, str] | None'),
     (lambda d: {**d, "fold": True}, "fold is true, not of type int"),
-    (lambda d: {**d, "folds": 2}, "not a fold.json of foxc.evaluate.folds: no field 'folds'"),
+    (lambda d: {**d, "folds": 2}, "not a fold.json of foxc.walkforward.worker: no field 'folds'"),
     (lambda d: {**d, "config": {"seed": "1"}}, 'config.seed is "1", not of type int'),
     (lambda d: {**d, "config": {"train_args": ["--seq-len", 8]}}, "config.train_args[1] is 8, not of type str"),
     (lambda d: {**d, "config": {"folds": 2}}, "no field 'config.folds'"),
@@ -196,20 +196,20 @@ def a_fold_spec(tmp_path) -> dict:
 ], ids=IDS + ["empty", "nan-steps", "short-window", "days-not-a-pair", "bool-fold", "unknown-field", "str-seed",
               "int-train-arg", "unknown-config-key", "float-backtests", "str-greedy", "eval-config-a-list"])
 def test_an_absurd_fold_spec_is_one_line_naming_it(tmp_path, capsys, raw, problem):
-    """`python -m foxc.evaluate.folds FOLD.json` on a spec nested deeper than the parser recurses, of a field
+    """`python -m foxc.walkforward.worker FOLD.json` on a spec nested deeper than the parser recurses, of a field
     missing, unknown or of another type (in its config and eval_config too), ended in a traceback (RecursionError,
     TypeError) or ran a fold of NaN steps; one line naming the file, the field and its value, exit 2, no fold run."""
-    from foxc.evaluate.folds import main as fold_main
+    from foxc.walkforward.worker import main as fold_main
     spec = tmp_path / "fold.json"
     spec.write_bytes(raw if isinstance(raw, bytes) else json.dumps(raw(a_fold_spec(tmp_path))).encode())
     assert fold_main([str(spec)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"foxc.evaluate.folds: error: {spec}: ") and err.endswith(f"{problem}\n")
+    assert err.startswith(f"foxc.walkforward.worker: error: {spec}: ") and err.endswith(f"{problem}\n")
     assert len(err.splitlines()) == 1 and not (tmp_path / "fold-0").exists()
 
 
 def test_a_fold_spec_reads_back_as_written(tmp_path):
-    from foxc.evaluate.folds import FoldSpec
+    from foxc.walkforward.folds import FoldSpec
     spec = FoldSpec(fold=3, train=(0, 10), eval=(10, 20), steps=5, out_dir="x", config={"seed": 1},
                     train_days=("2024-01-02", "2024-01-03"), eval_days=("2024-01-04", "2024-01-04"))
     (tmp_path / "fold.json").write_text(spec.to_json())
@@ -247,14 +247,14 @@ def test_an_absurd_sweep_run_spec_is_one_line_naming_it(tmp_path, capsys, config
 def test_a_workers_unreadable_record_is_a_failed_fold_not_a_traceback(tmp_path, raw, problem):
     """A worker killed while writing result.json (or the file damaged) left the walk-forward to a JSONDecodeError
     or RecursionError traceback, losing every other fold's record; it is that fold's failure, naming the file."""
-    from foxc.evaluate import scaleout
-    from foxc.evaluate.folds import FoldSpec
+    from foxc import jobs
+    from foxc.walkforward.folds import FoldSpec
     spec = FoldSpec(fold=0, train=(0, 10), eval=(10, 20), steps=5, out_dir=str(tmp_path))
-    (tmp_path / scaleout.RESULT_FILE).write_bytes(raw)
-    (tmp_path / scaleout.WORKER_LOG).write_bytes(b"killed \xff\n")  # a log need not be UTF-8 either
-    record = scaleout._worker_record(spec, -9)
+    (tmp_path / jobs.RESULT_FILE).write_bytes(raw)
+    (tmp_path / jobs.WORKER_LOG).write_bytes(b"killed \xff\n")  # a log need not be UTF-8 either
+    record = jobs._worker_record(spec, -9)
     assert record["fold"] == 0 and record["error"] == (
-        f"worker exited with status -9 and its record is unreadable ({tmp_path / scaleout.RESULT_FILE}: {problem}):"
+        f"worker exited with status -9 and its record is unreadable ({tmp_path / jobs.RESULT_FILE}: {problem}):"
         "\nkilled \ufffd\n")
 
 
@@ -268,7 +268,7 @@ def a_fold_record() -> dict:
 
 @pytest.mark.parametrize("record, problem", [
     ([], "not a JSON object (a JSON list)"),
-    ({}, "not a record of foxc.evaluate.folds: no 'fold'"),
+    ({}, "not a record of foxc.walkforward.worker: no 'fold'"),
     ({"fold": "0"}, 'fold is "0", not an integer from 0 to 2147483647'),
     ({"fold": 0}, "no 'train_window'"),
     ({"fold": 0, "error": None}, "error is null, not of type str"),
@@ -284,16 +284,16 @@ def a_fold_record() -> dict:
 def test_a_workers_record_that_is_no_fold_record_is_a_failed_fold(tmp_path, record, problem):
     """A result.json that is JSON but no fold's record ({}, a key missing or of another type) broke the report's
     assembly with a KeyError or TypeError traceback; it is that fold's failure, naming the file and what is wrong."""
-    from foxc.evaluate import scaleout
-    from foxc.evaluate.folds import FoldSpec
+    from foxc import jobs
+    from foxc.walkforward.folds import FoldSpec
     spec, result = FoldSpec(fold=0, train=(0, 10), eval=(10, 20), steps=5, out_dir=str(tmp_path)), a_fold_record()
-    (tmp_path / scaleout.RESULT_FILE).write_text(json.dumps(result))
-    assert scaleout._worker_record(spec, 0) == result
-    (tmp_path / scaleout.RESULT_FILE).write_text(json.dumps(record(result) if callable(record) else record))
-    (tmp_path / scaleout.WORKER_LOG).write_text("")
-    failed = scaleout._worker_record(spec, 0)
+    (tmp_path / jobs.RESULT_FILE).write_text(json.dumps(result))
+    assert jobs._worker_record(spec, 0) == result
+    (tmp_path / jobs.RESULT_FILE).write_text(json.dumps(record(result) if callable(record) else record))
+    (tmp_path / jobs.WORKER_LOG).write_text("")
+    failed = jobs._worker_record(spec, 0)
     assert failed["error"].startswith("worker exited with status 0 and its record is unreadable "
-                                      f"({tmp_path / scaleout.RESULT_FILE}: ")
+                                      f"({tmp_path / jobs.RESULT_FILE}: ")
     assert failed["error"].endswith(f"{problem}):\n")
     report = assemble([failed, {**result, "fold": 1}, {"fold": 2, "error": ""}], Criteria(), {})  # it comes out
     assert "failed: worker exited" in markdown(report)
@@ -304,19 +304,19 @@ def test_a_worker_writes_its_record_whole_or_not_at_all(tmp_path, monkeypatch):
     import os
 
     from foxc.checkpoint import CheckpointSaveError
-    from foxc.evaluate import scaleout
-    from foxc.evaluate.folds import FoldSpec
+    from foxc import jobs
+    from foxc.walkforward.folds import FoldSpec
     spec = FoldSpec(fold=0, train=(0, 10), eval=(10, 20), steps=5, out_dir=str(tmp_path / "fold"))
 
     def stopped(*args):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(os, "replace", stopped)
     with pytest.raises(CheckpointSaveError, match="result.json.*No space left"):
-        scaleout._serve(spec, lambda job: {"fold": job.fold, "error": "stopped"})
+        jobs._serve(spec, lambda job: {"fold": job.fold, "error": "stopped"})
     assert list((tmp_path / "fold").iterdir()) == [], "a partial record (or its temporary file) was left behind"
     monkeypatch.undo()
-    assert scaleout._serve(spec, lambda job: {"fold": job.fold, "error": "stopped"}) == 1
-    assert scaleout._worker_record(spec, 1) == {"fold": 0, "error": "stopped"}
+    assert jobs._serve(spec, lambda job: {"fold": job.fold, "error": "stopped"}) == 1
+    assert jobs._worker_record(spec, 1) == {"fold": 0, "error": "stopped"}
 
 
 class DamagedSummary:
@@ -339,7 +339,7 @@ DAMAGED_SUMMARY = DamagedSummary()
 
 def test_a_folds_absurd_summary_is_its_failure_naming_the_file(tmp_path):
     """A summary.json nested deeper than the parser recurses was a RecursionError traceback in the fold's record."""
-    from foxc.evaluate.folds import FoldSpec, run_fold_safely
+    from foxc.walkforward.folds import FoldSpec, run_fold_safely
     data = synthetic_data(4_000, seed=2)
     spec = FoldSpec(fold=0, train=(0, 2_000), eval=(2_000, 4_000), steps=5, out_dir=str(tmp_path / "fold-0"),
                     trainer="test_walkforward:DAMAGED_SUMMARY", eval_config={"n_backtests": 4, "backend": "reference"})

@@ -49,7 +49,7 @@ def test_a_folds_evaluation_out_of_memory_is_one_line_naming_the_remedy(tmp_path
         "snapshots take 3.52 MB of records (352 bytes each), and arrays of each as they are evaluated; give fewer "
         "--synthetic-rows, or more --folds (each fold evaluates its evaluation window whole) (the report of every "
         f"fold is in {out})\n")
-    from foxc.evaluate.windows import no_room_in_fold  # from a cache: the flag of the evaluation window's dates
+    from foxc.evaluate.baseline import no_room_in_fold  # from a cache: the flag of the evaluation window's dates
     assert str(no_room_in_fold("evaluating", "why", "need", "parquet", {"cache": "/c"}, "--eval-days")) == (
         "evaluating: out of memory: need; give more --folds, or fewer --eval-days (why)")
 
@@ -91,7 +91,7 @@ def test_the_yardstick_out_of_memory_is_its_failure_and_the_fold_keeps_its_figur
     evaluation window', its agent's figures lost."""
     from foxc.data.synthetic import synthetic_data
     from foxc.evaluate import baseline
-    from foxc.evaluate.folds import FoldSpec, run_fold_safely
+    from foxc.walkforward.folds import FoldSpec, run_fold_safely
 
     def no_room(*args, **kwargs):
         raise MemoryError("Unable to allocate")

@@ -1,4 +1,4 @@
-"""Evaluation of a policy over a data window with learning off, its figures, and walk-forward folds."""
+"""A policy evaluated over a data window with learning off, its figures, the yardsticks and the run's policy."""
 from .metrics import summarize
 from .runner import EVAL_TRADE_DTYPE, EvalConfig, Evaluation, Evaluator, PolicyContext, chunk_bounds, evaluate
 

@@ -1,16 +1,8 @@
-"""The trained agent as an evaluation policy, run on the device with the training step's own kernels.
+"""The trained agent as an evaluation policy, on the device with the training step's own kernels.
 
-    policy = AgentPolicy(rt, params, isv, seq_len=K)              # live weights (training's periodic eval)
-    policy = AgentPolicy.from_checkpoint(rt, read_checkpoint(p))  # a saved run's policy (folds, benchmarks)
-    ev = evaluate(policy, records, EvalConfig(...), tick=tick, rt=rt)
-
-Each call gathers the windows ending at the evaluation simulator's own cursors (the device array
-its kernels read, so nothing is uploaded per step), encodes them, builds the agent's state from
-its positions (`agent_state`) and acts greedily with the training step's `agent_act`: the same
-state features and action rules as in training, so an evaluation measures the agent that was
-trained. A run's policy is what its validation kept (foxc.trainer.selection): the best validated weights, or
-flat (`FlatPolicy`) when none beat flat. A backtest whose cursor has fewer than K − 1 earlier snapshots in its segment holds
-(there is no full window to act on; the gather repeats the segment's first snapshot there).
+Each call gathers the windows ending at the evaluation simulator's own cursors (nothing uploaded per step), encodes
+them, builds the agent's state from its positions and acts greedily with `agent_act`: the state features and action
+rules of training. A backtest with fewer than K - 1 earlier snapshots in its segment holds (no full window).
 """
 from __future__ import annotations
 
@@ -55,6 +47,8 @@ class FlatPolicy:
     def close(self):
         pass
 
+    release = close
+
 
 class AgentPolicy:
     name = NAME
@@ -82,8 +76,8 @@ class AgentPolicy:
 
     @classmethod
     def from_checkpoint(cls, rt, ckpt):
-        """The policy a checkpoint's run keeps (foxc.trainer.selection.kept_policy): the weights its validation
-        kept, FlatPolicy when it kept none, its final weights when it validated nothing (--val-frac 0)."""
+        """The policy a checkpoint's run keeps: the weights its validation kept, FlatPolicy when it kept none, its
+        final weights when it validated nothing (--val-frac 0)."""
         config = ckpt.config  # first: a file without foxc's meta (the seed's) is refused by name here
         record = kept_record(ckpt.sections.get(KEPT_RECORD))
         args = (config["seq_len"], config.get("actor", "q"), config.get("precision", "f32"))
@@ -99,8 +93,7 @@ class AgentPolicy:
         params.close()
         return cls.from_arrays(rt, theta, ckpt["isv"], *args)
 
-    def _bind(self, ctx):
-        """Build the gather, encoder and actor for this window and simulator (once per pair)."""
+    def _bind(self, ctx):  # the gather, encoder and actor of this window and simulator (once per pair)
         self.close()
         records, sim, B, K = ctx.records, ctx.sim, len(ctx.cursor), self.seq_len
         if sim is None:

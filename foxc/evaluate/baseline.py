@@ -1,19 +1,10 @@
-"""A BASELINE fold trainer, not the RL agent: a logistic regression of the mid's direction on the book's imbalance.
+"""The logistic-imbalance baseline, not the RL agent: the yardstick an agent must beat, and a fold trainer.
 
-It exists so that the walk-forward pipeline (windows, folds, evaluation, reports, scale-out)
-runs end to end before the integrated trainer does, and as a yardstick for the agent later.
-Every report names it "baseline: logistic imbalance (not the RL agent)".
-
-Fit (numpy, on the training window): features of each snapshot x = (1, level-1 imbalance,
-ten-level imbalance, spread in ticks); label y = 1 when the mid `horizon` snapshots later (same
-segment) is above the current mid, 0 when below, no label when equal; Newton's method (IRLS)
-with a small L2 penalty, at most `steps` iterations (it converges in a handful). The margin m
-is the `hold_target` quantile of |p − 1/2| on the training window, so about that fraction of
-snapshots are below it.
-
-Policy: p = σ(w·x). Greedy: HOLD where |p − 1/2| < m (the position is kept), else LONG where
-p > 1/2 and SHORT where p < 1/2. Sampled: from the distribution P(HOLD) = σ((m − |p − 1/2|)/T),
-T = m/4, the rest split between LONG and SHORT as p : 1 − p (its entropy is the policy entropy).
+Fit (numpy): x = (1, level-1 imbalance, ten-level imbalance, spread in ticks); y = 1 when the mid `horizon`
+snapshots later (same segment) is above the current mid, 0 below, no label when equal; Newton's method (IRLS) with a
+small L2 penalty, at most `steps` iterations. The margin m is the `hold_target` quantile of |p - 1/2| on the fit rows.
+Policy p = σ(w·x): greedy, HOLD where |p - 1/2| < m, else LONG where p > 1/2 and SHORT below; sampled, from
+P(HOLD) = σ((m - |p - 1/2|)/T), T = m/4, the rest split between LONG and SHORT as p : 1 - p.
 """
 from __future__ import annotations
 
@@ -24,14 +15,28 @@ import numpy as np
 
 from ..checkpoint import CheckpointSaver, read_checkpoint
 from ..data.features import F_DEPTH_IMB, F_IMBALANCE, F_SPREAD, snapshot_features
-from ..data.source import records_need
+from ..data.source import no_room, records_need
+from ..data.validate import DataError
 from ..lobsim.layout import HOLD, LONG, SHORT
 from ..nn.functional import sigmoid
-from .windows import no_room_in_fold
 
 NAME = "baseline: logistic imbalance (not the RL agent)"
 FEATURE_NAMES = ("bias", "imbalance", "depth_imbalance", "spread_ticks")
 DEFAULTS = {"horizon": 10, "hold_target": 0.5, "l2": 1e-3}
+
+
+class NotFitted(ValueError):
+    """Records with too few mid moves to fit the baseline on."""
+
+
+def no_room_in_fold(doing: str, why: str, need: str, source: str, config: dict, days: str,
+                    smaller: str = "") -> DataError:
+    """Out of memory `doing` in a walk-forward fold (any fold trainer's): what it needed, and the remedy (`why` it
+    helps) for the data: synthetic rows, a prepared cache (`days`: the flag of the window's dates), or files (held
+    whole: none); `smaller` ("FLAGS, or "): flags that shrink what the fold makes of its window, first."""
+    window = ("fewer --synthetic-rows, or more --folds" if source == "synthetic" else
+              f"more --folds, or fewer {days}" if config.get("cache") or smaller else "")
+    return no_room(doing, "DATA", need, window and f"give {smaller}{window} ({why})")
 
 
 def features(records: np.ndarray, tick: int) -> np.ndarray:
@@ -99,12 +104,12 @@ class LogisticImbalancePolicy:
 def fit_baseline(records: np.ndarray, tick: int, opts: dict = DEFAULTS, steps: int = 50
                  ) -> tuple[LogisticImbalancePolicy, dict]:
     """The baseline fitted on `records` (at most `steps` Newton iterations; `opts` as DEFAULTS) and what the fit
-    found; ValueError when the records hold too few mid moves to fit it."""
+    found; NotFitted when the records hold too few mid moves to fit it."""
     opts = {**DEFAULTS, **opts}
     x = features(records, tick)
     rows, y = direction_labels(records, int(opts["horizon"]))
     if len(rows) < 10 or y.min() == y.max():
-        raise ValueError(f"the training window has too few mid moves to fit the baseline ({len(rows)} labelled)")
+        raise NotFitted(f"the training window has too few mid moves to fit the baseline ({len(rows)} labelled)")
     w, iters = fit_logistic(x[rows], y, float(opts["l2"]), steps)
     p = sigmoid(x @ w)
     margin = float(np.quantile(np.abs(p - 0.5), float(opts["hold_target"])))
@@ -117,7 +122,7 @@ def fit_baseline(records: np.ndarray, tick: int, opts: dict = DEFAULTS, steps: i
 
 
 class LogisticImbalanceTrainer:
-    """The fold trainer (see foxc.evaluate.trainers); `config['baseline']` may override DEFAULTS."""
+    """The fold trainer (foxc.walkforward.folds); `config['baseline']` may override DEFAULTS."""
 
     name = NAME
     is_baseline = True

@@ -1,31 +1,15 @@
 """`python -m foxc.evaluate CKPT (--data PATH | --synthetic MARKET)`: an agent beside flat and the yardstick.
 
-The checkpoint's agent acts greedily (foxc.evaluate.agent.AgentPolicy.from_checkpoint) over every snapshot
-evaluated, learning off, on the simulator (foxc.evaluate.runner.Evaluator), and so do two others on the same
-snapshots: flat, a policy that always HOLDs (0 trades, 0 PnL: the bar of doing nothing), and the yardstick, the
-logistic-imbalance baseline (foxc.evaluate.baseline), fitted on data that is not evaluated:
-
-- `--data PATH` (a file, directory or glob of market data): fitted on the first `--fit-frac` of the rows (default
-  0.3), and every policy evaluated on the rest (`--fit-frac 0`: no yardstick, every row evaluated);
-- `--synthetic MARKET`: `--rows N` snapshots of the named market drawn with `--seed` (default: the checkpoint's
-  seed + 7919, the draw its training run held out for its own evaluations), the yardstick fitted on as many of
-  another draw (`--seed` + 1); the market's exact optimum (foxc.evaluate.optimum) is the ceiling each policy is
-  measured against.
-
-Each policy's net PnL (price units), net PnL per snapshot in ticks (per lot), trades, win rate and per-trade
-t-statistic are printed as a table, and written with every other figure to `--json FILE`. The money is counted as
-the agent was trained: `--fee` and `--lots` default to the checkpoint's (its fee only where it was trained on the
-same kind of data, a synthetic market or files; else the market's own fee, or 0 on files), and `--tick` on files
-to the checkpoint's `--tick` where it was trained on files with one (else each instrument's, inferred).
-
-A user's mistake (a path, a file that is no agent's checkpoint, data that cannot be read, a flag of the other
-kind of data) is one line, `foxc.evaluate: error: ...`, exit status 2 (foxc.cli).
+The checkpoint's policy acts greedily, learning off, over every snapshot evaluated, and so do flat (always HOLD)
+and the logistic-imbalance yardstick, fitted on rows not evaluated: the first `--fit-frac` of `--data`'s rows, or
+another draw (`--seed` + 1) of the `--synthetic` market, whose exact optimum is the ceiling. `--seed` defaults to
+the draw the checkpoint's training held out; `--fee`, `--lots` and (on files) `--tick` to the checkpoint's where it
+was trained on the same kind of data.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -33,16 +17,14 @@ import numpy as np
 from ..checkpoint import CheckpointError, read_checkpoint
 from ..cli import (ArgumentParser, PathArg, UserError, backend_name, int_at_least, nonnegative_float, open_runtime,
                    output_file, run, text_table)
-from ..data.market import MarketData, add_tick_flag, tick_units
+from ..data.market import add_tick_flag, tick_units
 from ..data.markets import MARKETS
 from ..data.record import PRICE_SCALE
 from ..data.select import add_instrument_flag
 from ..data.validate import DataError
 from ..driver import BACKENDS
-from ..jsonfile import read_json
-from ..lobsim.layout import HOLD
 from ..lobsim.sim import MAX_LOTS_PER_ENTRY, LobSimConfig
-from .agent import AgentPolicy
+from .agent import AgentPolicy, FlatPolicy
 from .runner import EvalConfig, Evaluator
 from ..data.cache import is_cache
 from ..data.features import FEATURES
@@ -50,7 +32,7 @@ from ..data.source import load
 from ..data.synthetic import synthetic_data as draw
 from ..isv import N_SLOTS
 from ..nn.model import HIDDEN_DIM, layout
-from .baseline import TRAINER as BASELINE
+from .baseline import NotFitted, fit_baseline
 from .optimum import optimal_pnl
 
 PROG = "foxc.evaluate"
@@ -58,19 +40,13 @@ PROG = "foxc.evaluate"
 DEFAULTS = {"cuda": dict(rows=1_000_000, n_backtests=1024), "reference": dict(rows=100_000, n_backtests=64)}
 FIT_FRAC = 0.3
 HELD_OUT_SEED = 7919  # a training run's held-out draw is seeded --seed + 7919 (foxc.trainer.heldout.holdout_market)
-YARDSTICK_STEPS = 50  # the baseline's Newton iterations at most, as a walk-forward's yardstick (foxc.evaluate.folds)
+YARDSTICK_STEPS = 50  # the baseline's Newton iterations at most, as a walk-forward's yardstick
 MAX_FEE = LobSimConfig.max_price / PRICE_SCALE  # price units: the simulator's largest price
 SYNTHETIC_ONLY = {"rows": "--rows", "seed": "--seed"}
-FILES_ONLY = {"fit_frac": "--fit-frac", "tick": "--tick", "instrument": "--instrument"}
-
-
-class Flat:
-    """A policy that always HOLDs: no position, no trade, no PnL."""
-    name = "flat: always HOLD"
-    is_baseline = True
-
-    def __call__(self, ctx):
-        return np.full(len(ctx.cursor), HOLD, np.int32)
+FILES_ONLY = {"fit_frac": ("--fit-frac", "the yardstick is fitted on another draw of the market (--seed + 1), not on "
+                                         "a part of its rows"),
+              "tick": ("--tick", "a synthetic market has its own tick"),
+              "instrument": ("--instrument", "a synthetic market has one instrument")}
 
 
 def fraction(text: str) -> float:
@@ -139,16 +115,15 @@ def _main(args) -> int:
     ckpt = read_checkpoint(path)
     config = agent_config(ckpt, path)
     settings = money_settings(args, config)
-    data = load_data(args, config, settings, ckpt.meta.get("data") or {})
+    data = (synthetic_data(args, config, settings) if args.data is None else
+            file_data(args, config, ckpt.meta.get("data") or {}))
     rt = open_runtime(args.backend)
     agent = AgentPolicy.from_checkpoint(rt, ckpt)
     try:
         yardstick = fit_yardstick(data) if data["fit"] is not None else None
         results = evaluate_all(rt, args, data, settings, agent, yardstick)
-    finally:  # what the policy holds on the runtime: release() where it owns its weights too, else close()
-        done = getattr(agent, "release", None) or getattr(agent, "close", None)
-        if callable(done):
-            done()
+    finally:
+        agent.release()  # what the policy holds on the runtime, its weights too
     record = {"checkpoint": str(path), "step": ckpt.step, "trained_on": ckpt.meta.get("data"),
               "backend": rt.backend, "device": rt.device_name, "data": data["describe"],
               "settings": {**settings, "n_backtests": args.n_backtests, "chunks": results["chunks"]},
@@ -161,21 +136,16 @@ def _main(args) -> int:
     return 0
 
 
-def check_args(args) -> None:
-    """Refuse a flag of the other kind of data: it would be ignored."""
+def check_args(args) -> None:  # a flag of the other kind of data would be ignored
     if args.data is not None:
         for name, flag in SYNTHETIC_ONLY.items():
             if getattr(args, name) is not None:
                 raise UserError(f"{flag} {getattr(args, name)} is a setting of synthetic data: beside --data "
                                  f"{args.data} it would be ignored (give one of them)")
     else:
-        for name, flag in FILES_ONLY.items():
+        for name, (flag, why) in FILES_ONLY.items():
             if getattr(args, name) is not None:
-                what = {"fit_frac": "the yardstick is fitted on another draw of the market (--seed + 1), not on a "
-                                    "part of its rows",
-                        "tick": "a synthetic market has its own tick",
-                        "instrument": "a synthetic market has one instrument"}[name]
-                raise UserError(f"{flag}: only with --data ({what})")
+                raise UserError(f"{flag}: only with --data ({why})")
     if args.fee is not None and args.fee > MAX_FEE:
         raise UserError(f"--fee must be 0 to {MAX_FEE:,.0f}, the simulator's largest price (got {args.fee:g})")
 
@@ -201,8 +171,7 @@ def agent_config(ckpt, path: Path) -> dict:
     return config
 
 
-def money_settings(args, config: dict) -> dict:
-    """fee (price units per lot per side), lots per entry and where each came from."""
+def money_settings(args, config: dict) -> dict:  # fee (price units per lot per side), lots per entry, and whence
     trained_on_files, on_files = bool(config.get("data")), args.data is not None
     if args.fee is not None:
         fee, fee_from = args.fee, "--fee"
@@ -217,21 +186,10 @@ def money_settings(args, config: dict) -> dict:
     return {"fee_per_lot": fee, "fee_from": fee_from, "lots_per_entry": lots, "lots_from": lots_from}
 
 
-def load_data(args, config: dict, settings: dict, trained_on: dict) -> dict:
-    """The rows evaluated, the rows the yardstick is fitted on (None: none), the optimum (synthetic markets) and what
-    the report says of them; `trained_on`: the checkpoint's record of its training data."""
-    return synthetic_data(args, config, settings) if args.data is None else file_data(args, config, trained_on)
-
-
 def synthetic_data(args, config: dict, settings: dict) -> dict:
     named = MARKETS[args.synthetic]
     seed = args.seed if args.seed is not None else int(config.get("seed", 0)) + HELD_OUT_SEED
-    try:
-        market, fit = draw(args.rows, seed=seed, params=named.params), draw(args.rows, seed=seed + 1,
-                                                                            params=named.params)
-    except MemoryError:
-        raise UserError(f"--rows {args.rows:,}: not enough memory for that many synthetic snapshots (two draws of "
-                         f"them, 352 bytes a snapshot, and more while generating): give fewer") from None
+    market, fit = draw(args.rows, seed=seed, params=named.params), draw(args.rows, seed=seed + 1, params=named.params)
     optimum = optimal_pnl(named.params, settings["fee_per_lot"] / named.params.tick).pnl_per_snapshot
     notes = []
     if not config.get("data") and config.get("synthetic") == args.synthetic and int(config.get("seed", -1)) == seed:
@@ -260,9 +218,6 @@ def file_data(args, config: dict, trained_on: dict) -> dict:
         given = f" ({tick_from} {tick:g}, which the agent was trained in; give --tick T to count this data in " \
                 "another)" if tick_from != "--tick" and "--tick" in str(e) else ""
         raise UserError(f"--data {e}{given}") from None
-    except MemoryError:
-        raise UserError(f"--data {args.data}: not enough memory to read it (352 bytes a snapshot, and more while "
-                         "reading)") from None
     n = len(market.records)
     frac = FIT_FRAC if args.fit_frac is None else args.fit_frac
     cut = int(n * frac)
@@ -293,14 +248,10 @@ def file_data(args, config: dict, trained_on: dict) -> dict:
 def fit_yardstick(data: dict) -> dict:
     """The logistic-imbalance baseline fitted on data["fit"], as a walk-forward fits its yardstick: {"policy", "fit"};
     a fit that cannot be made (too few mid moves) leaves the policy None and says why."""
-    window = MarketData(data["fit"], "", 0, data["source"], [], data["tick"])
-    with tempfile.TemporaryDirectory(prefix="foxc-yardstick-") as folder:
-        try:
-            fitted = BASELINE.train(window, YARDSTICK_STEPS, Path(folder), {})
-        except ValueError as e:  # too few mid moves: the other figures stand
-            return {"policy": None, "fit": {"error": str(e), "rows": len(data["fit"])}}
-        policy = BASELINE.load_policy(fitted, {})
-        fit = read_json(Path(folder) / "train.json")
+    try:
+        policy, fit = fit_baseline(data["fit"], data["tick"], steps=YARDSTICK_STEPS)
+    except NotFitted as e:  # the other figures stand
+        return {"policy": None, "fit": {"error": str(e), "rows": len(data["fit"])}}
     return {"policy": policy, "fit": {**fit, "rows": len(data["fit"])}}
 
 
@@ -308,23 +259,17 @@ def evaluate_all(rt, args, data: dict, settings: dict, agent, yardstick: dict | 
     """Each policy's figures on the same rows: {"chunks", "policies": [record per policy]}."""
     config = EvalConfig(n_backtests=args.n_backtests, fee_per_lot=int(round(settings["fee_per_lot"] * PRICE_SCALE)),
                         lots_per_entry=settings["lots_per_entry"], backend=args.backend)
-    entries = [("agent", agent), ("flat", Flat())]
+    entries = [("agent", agent), ("flat", FlatPolicy("flat: always HOLD"))]
     if yardstick is not None:
         entries.append(("yardstick", yardstick["policy"]))
     out = []
-    try:
-        with Evaluator(data["records"], config, tick=data["tick"], rt=rt) as evaluator:
-            for role, policy in entries:
-                if policy is None:
-                    out.append({"role": role, "name": None, "error": yardstick["fit"]["error"], "metrics": None})
-                    continue
-                ev = evaluator.run(policy)
-                out.append(figures(role, ev, data["optimum"]))
-            chunks = len(evaluator.chunks)
-    except MemoryError:
-        flag = f"--rows {args.rows:,}" if args.data is None else f"--data {args.data}"
-        raise UserError(f"{flag}: not enough memory to evaluate its {len(data['records']):,} snapshots (their "
-                         "records, and arrays of each as they are evaluated)") from None
+    with Evaluator(data["records"], config, tick=data["tick"], rt=rt) as evaluator:
+        for role, policy in entries:
+            if policy is None:
+                out.append({"role": role, "name": None, "error": yardstick["fit"]["error"], "metrics": None})
+            else:
+                out.append(figures(role, evaluator.run(policy), data["optimum"]))
+        chunks = len(evaluator.chunks)
     return {"chunks": chunks, "policies": out}
 
 

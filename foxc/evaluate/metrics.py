@@ -1,28 +1,11 @@
 """Evaluation figures from a trade list, an equity curve and the actions taken: pure numpy.
 
-Money is int64 in price units × lots (prices ×1e9, `foxc.data.record.PRICE_SCALE`);
-the figures keep it so (`gross_pnl`, `fees`, `net_pnl`, `max_drawdown` are ints) and
-the ratios are floats. Definitions (a figure that cannot be formed is None):
-
-- trades: closed round trips (the simulator's trade log, forced closes at a chunk's end included);
-- win_rate: trades with net PnL > 0 / trades (the simulator's own rule for `wins`);
-- gross_pnl = Σ (net PnL + fees) per trade; fees = Σ fees; net_pnl = Σ net PnL = gross − fees;
-- sharpe_per_trade = mean / std (ddof 1) of the per-trade net PnL (not annualised; the std is
-  trade_pnl_std);
-  trade_t_stat = sharpe_per_trade × √trades (how many standard errors the mean is from 0);
-- sharpe_per_day = mean / std (ddof 1) of the daily net PnL (the equity change summed over the
-  snapshots of each UTC calendar day that has data); sharpe_annual = sharpe_per_day × √252;
-  both None with fewer than 2 days;
-- max_drawdown = max over t of (max_{s≤t} E_s − E_t) for the equity curve E with E_{−1} = 0,
-  in money units (≥ 0); max_drawdown_frac divides it by the peak where the peak is positive;
-- hold_frac = steps whose action is HOLD / steps; exposure = steps that end with a position open /
-  steps;
-- action_entropy = entropy (nats) of the empirical distribution of the actions taken;
-  policy_entropy = mean over steps of the entropy of the policy's action distribution, when the
-  policy gave one; entropy_quarters = the entropy (policy's where given, else action) of each
-  quarter of the steps in time order, for the stability criterion;
-- mean_holding_s = mean of (close_ts − open_ts) over trades, in seconds;
-  mean_holding_steps = exposure steps / trades.
+Money stays int64 price units × lots (×1e9: `gross_pnl`, `fees`, `net_pnl`, `max_drawdown`); ratios are floats,
+None where they cannot be formed. win_rate: trades with net PnL > 0 (the simulator's `wins`); sharpe_per_trade:
+mean / std (ddof 1) of the per-trade net PnL, trade_t_stat = that × √trades; sharpe_per_day: of the net PnL per UTC
+day with data (sharpe_annual × √252); max_drawdown: the largest fall of the equity curve from its running peak (from
+0); hold_frac: steps whose action is HOLD; exposure: steps that end holding a position; entropy_quarters: the
+entropy (the policy's where given, else of the actions) of each quarter of the steps, for the stability rule.
 """
 from __future__ import annotations
 

@@ -1,26 +1,14 @@
 """The exact optimal average PnL per snapshot on a synthetic market: the yardstick for a learner.
 
-The agent of this yardstick holds −1, 0 or +1 lot and, at each snapshot t, sees the latent
-imbalance x_t EXACTLY and the spread s_t (in ticks): an upper bound for any agent, which sees x_t
-only through the rounded touch sizes. It is the average-reward MDP of `generate()`'s process:
-  state     (x_t, s_t, p_{t−1}): latent imbalance, spread ∈ {1, ..., len(π)}, the position held into t
-  action    p_t ∈ {−1, 0, +1}, the target position, filled by market orders on snapshot t's book
-  reward    p_t·E[Δmid | x_t, s_t] − |p_t − p_{t−1}|·(s_t/2 + fee), in ticks: the position is marked
-            from mid_t to mid_{t+1} (as the simulator does) and each lot traded crosses half the
-            spread from the mid and pays the fee per lot per side
-  dynamics  x_{t+1} = φ·x_t + √(1−φ²)·ε; the bid moves ±1 tick with prob. q, up with prob. σ(β·x_t);
-            s_{t+1} is redrawn from π with prob. r, else kept; Δmid = Δbid + (s_{t+1} − s_t)/2
-so E[Δmid | x, s] = q·(2σ(β·x) − 1) + r·(E_π[s] − s)/2 (a wide spread tends to narrow from the ask).
-x is discretised on a Tauchen grid (`grid` points over ±5 sd, transition probabilities from normal
-cdf differences) and the gain g (ticks per snapshot per lot) is found by relative value iteration.
-
-A market with regimes (β changing from segment to segment, `beta_cycle`) has two yardsticks:
-  aware  an agent that also knows each segment's β: the mean of the regimes' gains (segments are long, so
-         the flat exit at a segment's end is left out); an upper bound
-  blind  an agent that sees x exactly but not the regime: E[Δmid | x, s] averaged over the regimes. With
-         regimes that mirror each other (β and −β as often) that drift is the spread's alone, and the gain 0:
-         no policy of the current snapshot earns anything there, and abstaining is optimal
-`market_optimum` is the blind one: the yardstick of a learner that cannot tell the regime from its window.
+Its agent holds -1, 0 or +1 lot and sees the latent imbalance x_t EXACTLY (an upper bound for any agent, which sees
+it through the rounded touch sizes) and the spread s_t, in the average-reward MDP of `generate()`'s process:
+  state     (x_t, s_t, p_{t-1}); action p_t ∈ {-1, 0, +1}, filled by market orders on snapshot t's book
+  reward    p_t·E[Δmid | x_t, s_t] - |p_t - p_{t-1}|·(s_t/2 + fee), in ticks
+  dynamics  x_{t+1} = φ·x_t + √(1-φ²)·ε; the bid moves ±1 tick w.p. q, up w.p. σ(β·x_t); s_{t+1} redrawn from π
+            w.p. r, else kept; so E[Δmid | x, s] = q·(2σ(β·x) - 1) + r·(E_π[s] - s)/2
+x on a Tauchen grid (`grid` points over ±5 sd); the gain g (ticks per snapshot per lot) by relative value iteration.
+With regimes (β changing per segment), `market_optimum` is the regime-blind agent's (E[Δmid | x, s] averaged over
+the regimes: 0 where they mirror each other), and `aware` the mean of the regimes' own gains (an upper bound).
 """
 from __future__ import annotations
 

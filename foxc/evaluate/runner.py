@@ -1,22 +1,13 @@
-"""Evaluation of a policy over a data window with learning off, on the LOB simulator.
+"""A policy walked over a data window with learning off, on the LOB simulator: the one evaluator.
 
-    ev = evaluate(policy, records, EvalConfig(n_backtests=16, fee_per_lot=5_000_000), tick=tick)
-    ev.metrics["win_rate"], ev.metrics["net_pnl"], ev.equity, ev.trades
+The window is cut into at most `n_backtests` consecutive chunks (never across a segment), each one backtest's
+episode walked once from its first snapshot to its last: every snapshot is acted on once, and each chunk ends flat
+(the forced close counted as a trade). The equity curve is the running sum, in snapshot order, of each step's change
+of mark-to-mid equity net of fees (exact int64 money); its final value equals the trades' net PnL, which is checked.
 
-The window is cut into at most `n_backtests` consecutive chunks (never across a segment) and
-each chunk is one backtest's episode, walked once from its first snapshot to its last: every
-snapshot of the window is acted on exactly once, and each chunk ends flat (the simulator closes
-a position at an episode's end, reason `episode_end`, counted as a trade). Fewer chunks means
-fewer forced closes; more means more parallel backtests. The equity curve is the running sum,
-in snapshot order, of each step's change of mark-to-mid equity net of fees (exact int64 money):
-the account of one trader who trades the chunks one after another. Its final value equals the
-net PnL of the trades, which `evaluate` checks.
-
-A policy is any callable `policy(ctx: PolicyContext) -> actions` or `-> (actions, probs)`:
-`actions` int [B] in HOLD..FLAT_FROM_SHORT, `probs` float [B, 5] the distribution they were
-chosen from (optional; it gives the policy entropy). `ctx.greedy` says whether to take the
-most probable action or to sample (`ctx.rng`). A policy may carry `name` (shown in reports)
-and `is_baseline` (True for anything that is not the RL agent).
+A policy is a callable `policy(ctx: PolicyContext) -> actions` or `-> (actions, probs)`: int [B] actions, and the
+float [B, 5] distribution they were chosen from (optional; it gives the policy entropy); `ctx.greedy` says whether to
+take the most probable action or to sample (`ctx.rng`). It may carry `name` and `is_baseline`.
 """
 from __future__ import annotations
 
@@ -53,11 +44,6 @@ class PolicyContext:
     def obs(self) -> np.ndarray:
         """The snapshot each backtest acts on, [B] SNAPSHOT_DTYPE."""
         return self.records[self.cursor]
-
-    def window(self, k: int) -> np.ndarray:
-        """Indices [B, k] of the k snapshots ending at each cursor, clamped to the window's first row
-        (a policy that needs segment-exact windows checks `records['segment']`)."""
-        return np.maximum(self.cursor[:, None] - np.arange(k - 1, -1, -1), 0)
 
 
 def split_decision(out, n: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -106,13 +92,6 @@ class Evaluation:
     probs: np.ndarray | None   # float64 [n, 5] or None
     sim: dict = field(default_factory=dict)
 
-    def summary(self) -> str:
-        m = self.metrics
-        wr = "n/a" if m["win_rate"] is None else f"{m['win_rate']:.3f}"
-        return (f"{self.policy}: {m['trades']} trades, win rate {wr}, net PnL {m['net_pnl'] / 1e9:.4f} "
-                f"(fees {m['fees'] / 1e9:.4f}), max drawdown {m['max_drawdown'] / 1e9:.4f}, "
-                f"hold {m['hold_frac']:.3f}, action entropy {m['action_entropy']:.3f}")
-
 
 def chunk_bounds(records: np.ndarray, n_chunks: int) -> np.ndarray:
     """[start, stop) of up to `n_chunks` consecutive pieces of about equal length, cut at every segment end."""
@@ -127,10 +106,9 @@ def chunk_bounds(records: np.ndarray, n_chunks: int) -> np.ndarray:
 
 
 def chunk_standard_error(delta: np.ndarray, chunks: np.ndarray, block: int | None = None) -> float | None:
-    """The standard error of the PnL per snapshot (money), from the totals s_i of the chunks over lengths l_i:
-    separate backtests walk them, so they are (nearly) independent draws; the ratio estimator's
-    sqrt(sum (s_i - m l_i)^2 / (C (C - 1))) / mean(l), m = sum s / sum l. `block`: each chunk cut into pieces of
-    at most that many snapshots first (batch means, for a window of few long chunks). None for one piece."""
+    """The standard error of the PnL per snapshot (money) from the chunks' totals s_i over lengths l_i (separate
+    backtests: nearly independent), the ratio estimator's sqrt(sum (s_i - m l_i)^2 / (C (C - 1))) / mean(l),
+    m = sum s / sum l; `block`: each chunk cut into pieces of at most that many first (batch means). None for one."""
     if block is not None:
         chunks = np.asarray([(s, min(s + block, b)) for a, b in chunks for s in range(int(a), int(b), block)],
                             np.int64).reshape(-1, 2)
@@ -156,8 +134,8 @@ def _harvest(ring: np.ndarray, counts: np.ndarray, taken: np.ndarray, cap: int, 
 
 
 class Evaluator(Component):
-    """One evaluation window on the simulator, built once and run for as many policies (or as many
-    times) as wanted: the records are uploaded once, each `run` starts from fresh accounts."""
+    """One evaluation window on the simulator, built once (the records uploaded once), `run` for any number of
+    policies, each from fresh accounts."""
 
     def __init__(self, records: np.ndarray, config: EvalConfig = EvalConfig(), *, tick: int = 1, rt=None):
         snapshot_records(records, "records", least=2)
@@ -174,8 +152,7 @@ class Evaluator(Component):
 
     def run(self, policy) -> Evaluation:
         """Run `policy` once over every snapshot of the window (learning off) and compute the figures."""
-        records, config, env, cap = self.records, self.config, self.env, self.config.trade_log_cap
-        chunks = self.chunks
+        records, config, env, cap, chunks = self.records, self.config, self.env, self.config.trade_log_cap, self.chunks
         start, lens = chunks[:, 0], chunks[:, 1] - chunks[:, 0]
         B, n = len(chunks), len(records)
         delta = np.zeros(n, np.int64)

@@ -1,20 +1,9 @@
 """A run's policy chosen on rows it did not train on: the best validated weights, or flat.
 
-    kept = Kept(rt, params)                       # in the training step: persistent, so checkpoints carry it
-    validation = Validation(rt, params, isv, rows, cfg)
-    m = validation.run(); kept.consider(step, m, params, isv)   # between steps, every --val-every
-    kept.read()  ->  {"step": 1200 or -1, "val_pnl_ticks": ..., "val_se": ..., ...}
-
-The end of the training window (--val-frac of its rows) is held out of training; every --val-every steps the
-live weights act greedily on it (the entry margin included) and the net PnL per snapshot is compared with
-flat's, which is 0. The run's policy is the validation with the best net PnL among those that beat flat by
-more than VAL_Z standard errors, or flat when none did: a policy that memorised its window, or found no edge
-that survives the rows after it, is not handed to the user. Its weights and ISV are copied on the device when
-kept, and checkpoints carry them (AgentPolicy.from_checkpoint acts with them, FlatPolicy when none).
-
-The standard error comes from batch means over pieces of VAL_BLOCK_ROWS snapshots: the validation rows are
-walked in few long chunks (each chunk's end closes its position, a round trip's cost a short chunk would
-charge too often), too few for the chunks' own spread.
+The end of the training window (--val-frac) is held out; every --val-every steps the live weights act greedily on it
+and the validation with the best net PnL among those above flat (0) by more than VAL_Z standard errors is kept (its
+weights and ISV copied on the device; checkpoints carry them), else flat. The standard error is of batch means over
+VAL_BLOCK_ROWS snapshots: the rows are walked in few long chunks (each chunk's end closes its position).
 """
 from __future__ import annotations
 
@@ -36,10 +25,9 @@ RULE = (f"the validation with the best net PnL among those that beat flat by mor
 
 
 def validates_at(step: int, every: int) -> bool:
-    """Whether a run validates after `step`: every `every` steps, or (0) at 10, 20, 50, 100, 200, 500, ... — early
-    weights are candidates too (a learner that memorises a short window is best early), a long run is validated a
-    few times, and the steps do not depend on how many a run asks for (a resumed run validates where an
-    uninterrupted one does)."""
+    """Whether a run validates after `step`: every `every` steps, or (0) at 10, 20, 50, 100, 200, 500, ...: early
+    weights are candidates too, and the steps do not depend on the run's length (a resume validates where an
+    uninterrupted run does)."""
     if every:
         return step % every == 0
     if step < 10:

@@ -1,13 +1,11 @@
-"""`python -m foxc.sweep`: train and evaluate every point of a hyperparameter grid (or random draws),
-each with several seeds, and rank the points by their held-out result.
+"""`python -m foxc.sweep`: train and evaluate every point of a grid of settings (or random draws), several seeds
+each, and rank the points by their held-out result.
 
     python -m foxc.sweep --grid lr_q=1e-4,3e-4 --grid gamma=0.99,0.995 --seeds 3 [training flags]
     python -m foxc.sweep --random 8 --range lr_q=1e-5:1e-3:log --range tau=0.001:0.02 --seeds 2
 
-Every configuration is built (and so checked) before anything runs; a run that fails becomes a failed
-row, and the sweep goes on. Runs go one after another in this process (`--parallel none`, one runtime
-for all), one worker process per visible GPU (`local`; worker processes on the reference backend) or
-one Ray task each (`ray`), on the walk-forward's runners (foxc.evaluate.scaleout).
+Every configuration is built (and so checked) before anything runs; a run that fails is a failed row, and the
+sweep goes on. Runs go as `--parallel` says (foxc.jobs).
 """
 from __future__ import annotations
 
@@ -17,16 +15,16 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .. import jobs
 from ..cli import (ArgumentParser, UserError, add_run_dir_arguments, backend_name, check_run_dir, default_run_dir,
                    int_at_least, nonnegative_int, open_run_dir, positive_int, run as run_cli)
 from ..driver import BACKENDS, open_runtime
-from ..evaluate import scaleout
 from ..trainer.config import (DEFAULTS, INT64_MAX, ConfigError, ConfigFile, TrainConfig, add_config_arguments,
                               check_needs_data, check_synthetic_beside_data, config_settings)
 from .axes import Axis, parse_axes, points as sweep_points, settings_of, show
 from .point import RunSpec, run_point_safely
-from .report import TARGETS, error_line, rank, ranking_table, target_of, write_report, write_tables
-from ..evaluate.plots import PlotsUnavailable, sweep_plot
+from .report import TARGETS, error_line, rank, ranking_table, sweep_plot, target_of, write_report, write_tables
+from ..plots import PlotsUnavailable
 from ..train import describe_evaluation, load_data_logged
 
 PROG = "foxc.sweep"
@@ -57,7 +55,7 @@ def build_parser() -> ArgumentParser:
     sw.add_argument("--steps", type=int_at_least(1, INT64_MAX), default=None, metavar="N",
                     help="training steps of each run (default 5,000 with CUDA, 150 on the reference backend)")
     sw.add_argument("--backend", choices=BACKENDS, default=None)
-    scaleout.add_runner_arguments(sw, "run")
+    jobs.add_runner_arguments(sw, "run")
     add_run_dir_arguments(sw, "sweep")
     sw.add_argument("--no-plots", action="store_true", help="skip sweep.png")
     add_config_arguments(ap.add_argument_group(
@@ -115,9 +113,9 @@ def plan_sweep(args) -> Plan:
     """Every flag, axis and run checked, in that order; a mistake is a UserError naming it."""
     given, config_file = training_settings(args)
     check_run_dir(args.out, args.overwrite)
-    scaleout.check_runner_arguments(args, "run")
+    jobs.check_runner_arguments(args, "run")
     if args.parallel == "ray":
-        scaleout.require_ray()
+        jobs.require_ray()
     backend = backend_name(args.backend)
     axes = parse_axes(args.grid, args.ranges, args.random)
     check_size(axes, args.random, args.seeds)
@@ -130,8 +128,9 @@ def plan_sweep(args) -> Plan:
         raise config_file.blame(e, config_settings(args)) if config_file else e
     specs = run_specs(sweep_points(axes, args.random, args.sweep_seed), axes, base, backend, args.seeds, out)
     plan = Plan(axes, specs, given, backend, steps, out)
-    if plan.first.data:
-        check_data(plan.first, config_file.sources(config_settings(args)).get("data") if config_file else None)
+    if plan.first.data:  # read once here: a file that cannot be read, or too few rows to hold out, fails before any run
+        load_data_logged(plan.first, lambda msg: print(msg, flush=True),
+                         config_file.sources(config_settings(args)).get("data") if config_file else None)
     return plan
 
 
@@ -147,8 +146,7 @@ def check_size(axes: list[Axis], draws: int | None, seeds: int) -> None:
 
 
 def training_settings(args) -> tuple[dict, ConfigFile | None]:
-    """The training flags' settings over the --config file's, and the file; the settings the sweep owns are
-    refused."""
+    """The training flags' settings over the --config file's, and the file; the sweep's own are refused."""
     given = config_settings(args)
     for name, flag in OWNED.items():
         if name in given:
@@ -164,8 +162,7 @@ def training_settings(args) -> tuple[dict, ConfigFile | None]:
 
 
 def run_defaults(settings: dict) -> dict:
-    """A sweep run evaluates once, at its end, on held-out rows (on real data --eval-every is what
-    holds them out) and saves only its final checkpoint, unless the flags say otherwise."""
+    """A run evaluates once, at its end, on held-out rows, and saves only its final checkpoint, unless told."""
     return {"eval_every": max(1, settings["n_steps"]), "checkpoint_every": 0, **settings}
 
 
@@ -178,8 +175,8 @@ def config(backend: str, settings: dict, where: str) -> TrainConfig:
 
 def run_specs(points: list[dict], axes: list[Axis], base: dict, backend: str, seeds: int,
               out: Path) -> list[RunSpec]:
-    """A RunSpec per point and seed, every configuration built before any run: each axis value with
-    the training flags (an error names the axis), then each point (an error names the point)."""
+    """A RunSpec per point and seed, every configuration built first: each axis value with the training flags (an
+    error names the axis), then each point (an error names the point)."""
     for axis in axes:
         for value in axis.values or axis.bounds[:2]:
             flag = "--grid" if axis.values else "--range"
@@ -196,37 +193,25 @@ def run_specs(points: list[dict], axes: list[Axis], base: dict, backend: str, se
     return specs
 
 
-def check_data(cfg: TrainConfig, source: str | None = None) -> None:
-    """Real data: read once here, so a file that cannot be read, or too few rows to hold out, is
-    refused before any run (`source`: the --config file that gave --data, named with it)."""
-    try:
-        load_data_logged(cfg, lambda msg: print(msg, flush=True), source)
-    except ValueError as e:
-        if isinstance(e, (UserError, ConfigError)):
-            raise
-        raise UserError(f"--data {cfg.data}: {e}") from None
-
-
 def run_all(specs: list[RunSpec], args, backend: str) -> list[dict]:
     rt = None
     if args.parallel == "none":
         rt = open_runtime(backend)  # one for every run: no start-up per run
     if args.parallel == "ray":
         specs = [data_by_absolute_path(s) for s in specs]
-    return scaleout.run_jobs(specs, args.parallel, here=lambda s: run_point_safely(s, rt), remote=run_point_safely,
+    return jobs.run_jobs(specs, args.parallel, here=lambda s: run_point_safely(s, rt), remote=run_point_safely,
                              backend=backend, noun="run", workers=args.workers, ray_address=args.ray_address,
                              gpus=args.gpus_per_run, on_result=announce)
 
 
 def data_by_absolute_path(spec: RunSpec) -> RunSpec:
-    """The run with its --data as an absolute path: a Ray worker runs in its node's directory, not this one, where a
-    relative path names no file (every node needs the data at that path, as a walk-forward's cache)."""
+    """The run with its --data as an absolute path: a Ray worker runs in its node's directory (every node needs the
+    data at that path)."""
     data = spec.config.get("data")
     return replace(spec, config={**spec.config, "data": str(Path(data).absolute())}) if data else spec
 
 
-def announce(spec: RunSpec, row: dict) -> None:
-    """Print one line for a finished run."""
+def announce(spec: RunSpec, row: dict) -> None:  # a finished run's line
     if row["status"] != "ok":
         result = f"FAILED: {error_line(row['error'] or '')}"
     elif row["eval_pnl"] is None:

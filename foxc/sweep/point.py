@@ -1,4 +1,4 @@
-"""One run of a sweep (`run_point_safely(spec)`: in this process, a worker or a Ray task): a point's settings with one
+"""One run of a sweep (`run_point_safely(spec)`: in this process, a worker or a Ray task: foxc.jobs): a point's settings with one
 seed, trained as `python -m foxc.train` trains and evaluated on held-out rows; its row of the sweep's table. Its
 directory holds a training run's files and `train.log`. As a worker: `python -m foxc.sweep.point RUN.json`.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from ..evaluate.scaleout import Job, serve
+from ..jobs import Job, serve
 from ..trainer.config import TrainConfig
 from .report import EVAL_FIELDS, EVALUATED, FIGURES, ROW, ROW_FIELDS
 from ..driver import open_runtime

@@ -1,9 +1,6 @@
-"""A sweep's outputs: one row per run (sweep.csv, sweep.parquet), the points ranked by the mean of the
-target over their seeds with its standard error (report.md, sweep.json, the table printed at the end).
-
-The target is the held-out fraction of the market's optimum on a synthetic market (the optimum is
-exact, so runs of one market compare on one scale), else the held-out net PnL in ticks per snapshot.
-"""
+"""A sweep's outputs: a row per run (sweep.csv, sweep.parquet), the points ranked by the target's mean over their
+seeds ± its standard error (report.md, sweep.json, the table printed), sweep.png. The target is the held-out fraction
+of the optimum on a synthetic market (exact: runs of one market compare on one scale), else held-out net PnL."""
 from __future__ import annotations
 
 import csv
@@ -11,14 +8,12 @@ import json
 import math
 from pathlib import Path
 
-from ..evaluate.reporting import markdown_table
 from ..jsonfile import int64
+from ..plots import markdown_table, pyplot, save
 from .axes import show
 
-# A run's row (foxc.sweep.point.RunSpec.row): its point, seed and axes, then these columns, each of its type, as the
-# tables (a parquet column holds one type), the ranking, report.md and the line printed as a run ends read them; a
-# worker's result.json without them is that run's failure (RunSpec.record_shape; foxc.jsonfile.shape_problem). An
-# integer is one an int64 parquet column holds; a figure is written a float (RunSpec.restored: FIGURES)
+# A run's row (RunSpec.row): its point, seed and axes, then these columns, each of its type (a parquet column holds
+# one); a worker's result.json without them is that run's failure (RunSpec.record_shape). A figure is a float.
 _FIGURE = float | None
 EVAL_FIELDS = {"eval_opt_frac": _FIGURE, "eval_pnl": _FIGURE, "eval_pnl_se": _FIGURE, "eval_trades": int64 | None,
                "eval_wr": _FIGURE, "eval_time_in_market": _FIGURE, "eval_rows": int64 | None}
@@ -88,9 +83,7 @@ def write_tables(rows: list[dict], axes: list[str], out: Path) -> list[Path]:
 def with_error(p: dict, digits: int) -> str:
     if p["mean"] is None:
         return "no result"
-    if p["se"] is None:
-        return f"{p['mean']:.{digits}f} (n=1, no error bar)"
-    return f"{p['mean']:.{digits}f} ± {p['se']:.{digits}f}"
+    return f"{p['mean']:.{digits}f} " + ("(n=1, no error bar)" if p["se"] is None else f"± {p['se']:.{digits}f}")
 
 
 def _num(value, fmt: str) -> str:
@@ -114,9 +107,7 @@ def ranking_table(points: list[dict], axes: list[str], target: str) -> list[str]
 
 def error_line(error: str) -> str:
     """A failure's one line: a traceback's last line (the exception), else its first."""
-    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
-    if not lines:
-        return "failed"
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()] or ["failed"]
     return lines[-1] if lines[0].startswith("Traceback") else lines[0]
 
 
@@ -150,3 +141,36 @@ def write_report(meta: dict, points: list[dict], rows: list[dict], out: Path) ->
     md.write_text(markdown(meta, points, rows))
     js.write_text(json.dumps({"sweep": meta, "points": points, "runs": rows}, indent=1, default=str) + "\n")
     return [md, js]
+
+
+def sweep_plot(points: list[dict], axes: list[str], label: str, out_png: Path) -> list[Path]:
+    """The target (each point's `mean` ± `se` over seeds) against the first axis, a line per combination of the
+    others; a log x-axis where the first spans a factor of 3 or more above 0, categories where it is no number."""
+    plt = pyplot()
+    first, others = axes[0], axes[1:]
+    xs = [p["axes"][first] for p in points]
+    numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
+    categories = list(dict.fromkeys(map(str, xs)))
+    position = (lambda v: v) if numeric else (lambda v: categories.index(str(v)))  # noqa: E731
+    lines: dict[tuple, list[dict]] = {}
+    for p in points:
+        if p["mean"] is not None:
+            lines.setdefault(tuple(p["axes"][a] for a in others), []).append(p)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    # numbers by value, then anything else by its text: a legend in the axes' order
+    for key, members in sorted(lines.items(), key=lambda kv: [(0, v, "") if isinstance(v, (int, float)) else
+                                                             (1, 0, str(v)) for v in kv[0]]):
+        members.sort(key=lambda p: position(p["axes"][first]))
+        ax.errorbar([position(p["axes"][first]) for p in members], [p["mean"] for p in members],
+                    yerr=[p["se"] or 0.0 for p in members], marker="o", capsize=3, lw=1,
+                    label=", ".join(f"{a}={v:g}" if isinstance(v, float) else f"{a}={v}" for a, v in zip(others, key)))
+    if numeric and min(xs) > 0 and max(xs) >= 3 * min(xs):
+        ax.set_xscale("log")
+    if not numeric:
+        ax.set_xticks(range(len(categories)), categories)
+    ax.set_xlabel(first)
+    ax.set_ylabel(label)
+    ax.set_title(f"{label}: mean ± standard error over seeds", fontsize=10)
+    if others and 0 < len(lines) <= 12:
+        ax.legend(fontsize=8)
+    return [save(plt, fig, out_png)]

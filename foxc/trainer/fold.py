@@ -1,4 +1,4 @@
-"""The RL agent as a walk-forward fold trainer (foxc.evaluate.trainers): train the integrated
+"""The RL agent as a walk-forward fold trainer (foxc.walkforward.folds): train the integrated
 trainer on a fold's window, and evaluate the agent its checkpoint holds with learning off."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ..data.source import labelled_need
 from ..data.validate import DataError
 from ..driver import CudaError, open_runtime, out_of_memory
 from ..evaluate.agent import AgentPolicy
-from ..evaluate.windows import no_room_in_fold
+from ..evaluate.baseline import no_room_in_fold
 from .config import TrainConfig, parse_settings
 from .heldout import validation_split
 from .run import Trainer, write_json

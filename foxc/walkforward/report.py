@@ -1,19 +1,11 @@
-"""The walk-forward report: success criteria per fold, `report.json` and `report.md`.
+"""The walk-forward's report: both rules judged on every fold's evaluation window, report.json, report.md, plots.
 
-Two rules are judged on every fold's evaluation window (out of sample) and both are reported;
-`Criteria.rule` says which one decides whether the walk-forward passes:
-
-- "edge" (the default), what a good agent can meet:
-  - on a named synthetic market: net PnL per snapshot >= `min_opt_frac` (0.5) of the market's
-    exact optimum (foxc.evaluate.optimum) in every fold;
-  - on real data: net PnL > 0 after fees in every fold, better than the logistic-imbalance
-    yardstick evaluated on the same window, and a pooled per-trade t-statistic over all folds'
-    trades > `min_t_stat` (2).
-- "seed", the Rust team's bar: win rate > 0.55; hold fraction 0.30–0.70; entropy stable (the
-  entropy, the policy's where it gives one, else of the actions taken, is >= 0.05 nats in every
-  quarter of the evaluation, and the lowest quarter is >= 0.5 x the highest). A good agent on
-  these markets fails it: the optimum wins 53–54 % of its trades and holds its position most of
-  the time (HOLD keeps a position).
+- "edge" (the default): on a named synthetic market, net PnL per snapshot >= `min_opt_frac` of the market's exact
+  optimum in every fold; on real data, net PnL > 0 after fees and above the logistic-imbalance yardstick in every
+  fold, and a pooled per-trade t-statistic over all folds' trades > `min_t_stat`.
+- "seed" (the Rust team's bar): win rate > 0.55, hold fraction 0.30-0.70, entropy stable (every quarter of the
+  evaluation >= 0.05 nats, the lowest >= 0.5 x the highest). The optimum itself fails it (it wins 53-54 % of its
+  trades and holds most of the time).
 """
 from __future__ import annotations
 
@@ -24,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..data.record import PRICE_SCALE
+from ..plots import markdown_table, pyplot, save
 
 RULES = ("edge", "seed")
 # what the report reads of a failed and of a finished fold's record (here, plots, foxc.report): a worker's result.json
@@ -36,6 +29,10 @@ RECORD = {"fold": range(2**31), **_DAYS, "train_window": {"rows": int}, "eval_wi
                       "win_rate": float | None, "trade_t_stat": float | None, "max_drawdown": float | None,
                       "hold_frac": float | None, "pnl_ticks": float, "exposure": float,
                       "entropy_quarters?": list[float] | None}}
+# what walkforward_plots reads of a finished fold's record (foxc.report checks it)
+PLOTTED = {"fold": range(2**31), "metrics": {"net_pnl": float}, "passed_by": {"edge": bool},
+           "equity_curve?": list[tuple[range(2**63), float]] | None, "yardstick?": {"net_pnl": float | None}}
+EDGE_COLORS = {True: "tab:green", False: "tab:red"}  # net_pnl.png: a fold's bar, by its edge rule's verdict
 
 
 @dataclass(frozen=True)
@@ -50,8 +47,7 @@ class Criteria:
     entropy_stability: float = 0.5
 
     def __post_init__(self):
-        if self.rule not in RULES:
-            raise ValueError(f"criteria must be one of {', '.join(RULES)}, got '{self.rule}'")
+        assert self.rule in RULES, self.rule
 
     def judge(self, m: dict) -> dict:
         """The seed rule's verdicts for one fold's figures: {criterion: {"value", "rule", "pass"}}."""
@@ -81,7 +77,6 @@ class Criteria:
 
 
 def verdict(value, rule: str, passed: bool) -> dict:
-    """One criterion's verdict as the report holds it."""
     return {"value": value, "rule": rule, "pass": passed}
 
 
@@ -133,17 +128,8 @@ def assemble(results: list[dict], criteria: Criteria, run: dict) -> dict:
             "run_criteria": run_level, "folds": folds, "all_passed": all_passed}
 
 
-def markdown_table(head: list[str], rows: list[list]) -> list[str]:
-    """A markdown table's lines: the head, its rule, a line per row of cells."""
-    return ["| " + " | ".join(map(str, cells)) + " |" for cells in (head, ["---"] * len(head), *rows)]
-
-
 def _fmt(value, digits=3) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
+    return "–" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
 def _money(value) -> str:
@@ -151,20 +137,13 @@ def _money(value) -> str:
 
 
 def _days(first_last) -> str:
-    if not first_last:
-        return "?"
-    first, last = first_last
-    return first if first == last else f"{first} .. {last}"
+    return "?" if not first_last else first_last[0] if first_last[0] == first_last[1] else " .. ".join(first_last)
 
 
 def policy_of(fold: dict) -> str:
     """A fold's policy in a word: the step its validation kept, flat, or its final weights."""
     kept = ((fold.get("train_summary") or {}).get("selection") or {}).get("kept")
     return "final" if kept is None else str(kept)
-
-
-def _mark(verdicts: dict) -> str:
-    return "✓" if verdicts and all(v["pass"] for v in verdicts.values()) else "✗"
 
 
 def markdown(report: dict) -> str:
@@ -216,7 +195,7 @@ def markdown(report: dict) -> str:
                      _fmt(m["trade_t_stat"], 2), _money(0), _money(yard.get("net_pnl")),
                      _fmt(yard.get("trade_t_stat"), 2),
                      _money(m["max_drawdown"]), _fmt(m["hold_frac"]), _fmt(m.get("exposure")),
-                     _mark(cr["edge"]), _mark(cr["seed"]), "**pass**" if f["passed"] else "fail"])
+                     *("✓" if v and all(c["pass"] for c in v.values()) else "✗" for v in (cr["edge"], cr["seed"])), "**pass**" if f["passed"] else "fail"])
     lines += markdown_table(head, rows)
     lines += ["", "policy: the fold's policy, the weights its validation kept (the step) or flat when none beat flat "
               "on the end of its training window; ticks/snapshot: net PnL per snapshot of the evaluation window in "
@@ -229,8 +208,50 @@ def markdown(report: dict) -> str:
 
 
 def write(report: dict, run_dir: Path) -> tuple[Path, Path]:
-    run_dir = Path(run_dir)
-    json_path, md_path = run_dir / "report.json", run_dir / "report.md"
+    json_path, md_path = Path(run_dir) / "report.json", Path(run_dir) / "report.md"
     json_path.write_text(json.dumps(report, indent=2) + "\n")
     md_path.write_text(markdown(report))
     return json_path, md_path
+
+
+def walkforward_plots(report: dict, run_dir: Path) -> list[Path]:
+    """equity.png (each fold's out-of-sample equity curve over time) and net_pnl.png (per fold, beside the
+    yardstick)."""
+    plt = pyplot()
+    run_dir = Path(run_dir)
+    folds = [f for f in report["folds"] if "error" not in f]
+    label = report.get("trainer", "")
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for f in folds:
+        pts = f.get("equity_curve") or []
+        ax.plot([datetime.fromtimestamp(t / 1e9, timezone.utc) for t, _ in pts], [e / PRICE_SCALE for _, e in pts],
+                lw=1, label=f"fold {f['fold']}")
+    ax.axhline(0, color="grey", lw=0.5)
+    ax.set_ylabel("equity (price units per lot)")
+    ax.set_title(f"out-of-sample equity per fold: {label}", fontsize=10)
+    if folds:
+        ax.legend(fontsize=8)
+    fig.autofmt_xdate()
+    equity_png = save(plt, fig, run_dir / "equity.png")
+
+    from matplotlib.patches import Patch
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    idx = [str(f["fold"]) for f in folds]
+    pnl = [f["metrics"]["net_pnl"] / PRICE_SCALE for f in folds]
+    colors = [EDGE_COLORS[f["passed_by"]["edge"]] for f in folds]
+    bars = ax.bar(idx, pnl, color=colors)
+    ax.bar_label(bars, [f"{v:,.2f}" for v in pnl], fontsize=7, padding=2)  # a fold of 0 shows no bar: its figure
+    handles = [Patch(color=EDGE_COLORS[passed], label=f"agent, edge rule {'passed' if passed else 'failed'}")
+               for passed in (True, False) if EDGE_COLORS[passed] in colors]  # a patch per colour the bars have
+    yard = [(i, (f.get("yardstick") or {}).get("net_pnl")) for i, f in zip(idx, folds)]
+    if any(y is not None for _, y in yard):
+        handles.append(ax.scatter([i for i, y in yard if y is not None], [y / PRICE_SCALE for _, y in yard
+                                                                          if y is not None],
+                                  color="black", marker="_", s=400, label="logistic yardstick"))
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xlabel("fold")
+    ax.set_ylabel("net PnL (price units per lot)")
+    ax.set_title(f"net PnL per fold (green: edge rule passed): {label}", fontsize=10)
+    if handles:
+        ax.legend(handles=handles, fontsize=8)
+    return [equity_png, save(plt, fig, run_dir / "net_pnl.png")]
