@@ -12,7 +12,7 @@ import numpy as np
 
 from ..data.source import no_room, records_need
 from ..evaluate.agent import AgentPolicy
-from ..evaluate.baseline import fit_baseline
+from ..evaluate.baseline import NotFitted, fit_baseline
 from ..evaluate.selection import VAL_ROWS_MAX
 from ..evaluate.runner import EvalConfig, Evaluator
 from .config import ConfigError
@@ -101,7 +101,7 @@ class HeldOutEvaluation:
         if train is not None:
             try:
                 self.yardstick = fit_baseline(train.records, train.tick)[0]
-            except ValueError as e:  # too few mid moves: the comparison says so
+            except NotFitted as e:  # too few mid moves: the comparison says so
                 self.yardstick_note = str(e)
 
     def room(self):
