@@ -113,6 +113,7 @@ def test_regime_optima():
     assert regimes[1] == pytest.approx(0.0, abs=1e-9) and regimes[0] == pytest.approx(regimes[2], rel=1e-6)
 
 
+@pytest.mark.slow  # 13 s on two cores
 def test_documented_optima_and_policy_shape():
     g = {name: market_optimum(m) for name, m in MARKETS.items()}
     assert abs(g["easy"] - 0.200) < 0.002 and abs(g["default"] - 0.0282) < 0.0003

@@ -30,6 +30,7 @@ def test_training_curves_png(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow  # 5-8 s on two cores: in CI's slow pass
 def test_walkforward_plots_and_report_cli(tmp_path):
     pytest.importorskip("matplotlib")
     data = synthetic_data(8_000, seed=4)

@@ -119,6 +119,7 @@ def test_a_torn_last_record_of_a_killed_run_does_not_swallow_the_resumed_runs_fi
     assert [r["step"] for r in records] == [4, 8], "the resumed run's first record was lost"
 
 
+@pytest.mark.slow  # 5-8 s on two cores: in CI's slow pass
 def test_a_resume_logs_each_step_once_and_moves_the_records_it_logs_again_aside(tmp_path):
     run = tmp_path / "run"
     assert cli("--n-steps", "8", *SMALL, "--checkpoint-every", "4", "--out", str(run)).returncode == 0
@@ -207,6 +208,7 @@ def test_the_directory_of_a_running_trainer_is_refused_even_with_overwrite(tmp_p
         proc.wait(timeout=120)
 
 
+@pytest.mark.slow  # 5-8 s on two cores: in CI's slow pass
 def test_a_synthetic_setting_beside_a_checkpoints_data_is_refused(tmp_path):
     """Resuming a run of --data without --data: a --synthetic-rows equal to the one its checkpoint records (the
     default, unused) was accepted and ignored, another refused as differing from it. On synthetic data the same
@@ -295,6 +297,7 @@ def test_sigterm_stops_cleanly_and_checkpoint_on_exit_saves_the_step(tmp_path):
         assert not [p for p in os.listdir(out) if ".tmp-" in p], "a temporary file was left"
 
 
+@pytest.mark.slow  # 5-8 s on two cores: in CI's slow pass
 def test_a_run_of_one_instrument_resumes_and_reads_a_cache_only_with_that_instrument(tmp_path):
     """--instrument is part of the data: the same file read for another instrument is other data (its identity, the
     sha256 a resume checks, mixes the selection in), and a cache prepared for one is refused for another."""

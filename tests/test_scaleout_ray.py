@@ -15,6 +15,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+pytestmark = pytest.mark.slow  # a real local cluster: ~45 s on two cores; CI runs it (python -m pytest -m slow)
+
 try:
     import ray
 except ImportError as e:

@@ -74,6 +74,7 @@ def test_a_checkpoint_acts_with_the_kept_weights(ref_rt, tmp_path):
     t.close()
 
 
+@pytest.mark.slow  # 5-8 s on two cores: in CI's slow pass
 def test_the_selection_resumes_exactly(ref_rt, tmp_path):
     """Validations every 3 steps (the entry margin 0, so the greedy agent trades and its PnL varies): 12 steps
     straight and 6 + 6 through a checkpoint keep the same weights with the same record."""
