@@ -147,7 +147,7 @@ def cases():
                                        id=f"{queue}-{latency_ns}ns-{'partial' if partial else 'whole'}-{seed}")
 
 
-@pytest.mark.parametrize("queue, latency_ns, partial, seed", cases())
+@pytest.mark.parametrize("queue, latency_ns, partial, seed", list(cases()))
 def test_fills_position_and_money_equal_hftbacktest(queue, latency_ns, partial, seed):
     """After every snapshot: the lots each order has filled, the position, cash and fees. hftbacktest's local state
     applies an order's fills only once it is Filled (local.rs), so with partial fills its position is read from its
