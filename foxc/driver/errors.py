@@ -16,10 +16,6 @@ class DeviceOutOfMemory(CudaError, MemoryError):
     """CUDA_ERROR_OUT_OF_MEMORY, a MemoryError too: foxc.cli.run reports it as the host's, in one line."""
 
 
-def out_of_memory(e: BaseException) -> bool:
-    """Whether `e` says the host's memory (MemoryError) or the device's (DeviceOutOfMemory) ran out."""
-    return isinstance(e, MemoryError)
-
 
 def raise_for(code, call: str, doing: str):
     name, text = f"CUresult({int(code)})", ""

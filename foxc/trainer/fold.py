@@ -9,7 +9,7 @@ from ..checkpoint import read_checkpoint
 from ..data.labels import LabelConfig, compute_labels
 from ..data.source import labelled_need
 from ..data.validate import DataError
-from ..driver import CudaError, open_runtime, out_of_memory
+from ..driver import open_runtime
 from ..evaluate.agent import AgentPolicy
 from ..evaluate.baseline import no_room_in_fold
 from .config import TrainConfig, parse_settings
@@ -42,9 +42,7 @@ class RlFoldTrainer:
                 summary = trainer.train_logged(label=f"fold {config.get('fold')}")
                 write_json(out_dir / "summary.json", summary)  # the fold's record quotes its training (run_fold)
                 return trainer.save()
-        except (MemoryError, CudaError) as e:  # the host's or the device's
-            if not out_of_memory(e):
-                raise
+        except MemoryError:  # the host's, or the device's (DeviceOutOfMemory)
             raise no_room_training(window, cfg, config) from None
 
     def load_policy(self, checkpoint: Path, config: dict, rt) -> AgentPolicy:

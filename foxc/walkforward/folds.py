@@ -29,7 +29,7 @@ from ..data import cache as data_cache  # read_rows looked up when called (tests
 from ..data.market import MarketData
 from ..data.source import records_need
 from ..data.validate import DataError
-from ..driver import CudaError, open_runtime, out_of_memory
+from ..driver import open_runtime
 from ..errors import UserError
 from ..evaluate.baseline import TRAINER as BASELINE, NotFitted, no_room_in_fold
 from ..evaluate.runner import EvalConfig, Evaluator
@@ -136,9 +136,7 @@ def run_fold(spec: FoldSpec, train_records: np.ndarray, eval_records: np.ndarray
             ev = evaluator.run(policy)
             t2 = time.perf_counter()
             yardstick = None if trainer.is_baseline else _yardstick(window, evaluator, out, config)
-    except (MemoryError, CudaError) as e:  # the host's or the device's
-        if not out_of_memory(e):
-            raise
+    except MemoryError:  # the host's, or the device's (DeviceOutOfMemory)
         raise no_room_evaluating(len(eval_records), spec.source, config) from None
     np.save(out / "equity.npy", ev.equity)
     np.save(out / "trades.npy", ev.trades)
@@ -172,9 +170,7 @@ def _yardstick(window, evaluator, out: Path, config: dict) -> dict:
         m = evaluator.run(BASELINE.load_policy(ckpt, config)).metrics
     except (NotFitted, DataError) as e:  # too few mid moves, or out of memory fitting it: the fold keeps its figures
         return {"error": str(e), "net_pnl": None}
-    except (MemoryError, CudaError) as e:
-        if not out_of_memory(e):
-            raise
+    except MemoryError:
         return {"error": str(no_room_evaluating(len(evaluator.records), window.source, config)), "net_pnl": None}
     return {k: m[k] for k in ("net_pnl", "trades", "win_rate", "pnl_ticks", "trade_t_stat", "exposure")}
 
@@ -186,8 +182,8 @@ def third_party_memory(spec: FoldSpec, window: MarketData, config: dict, doing: 
     traceback."""
     try:
         yield
-    except (MemoryError, CudaError) as e:
-        if spec.trainer in TRAINERS or not out_of_memory(e):
+    except MemoryError as e:
+        if spec.trainer in TRAINERS:
             raise
         raise no_room_in_fold(f"--trainer {spec.trainer}: {doing}", "each fold trains on its training window whole",
                               f"{records_need(window.n_rows)}, and what the trainer makes of them ({one_line(e)})",
