@@ -169,17 +169,21 @@ def test_a_manifest_whose_shards_are_reordered_is_refused_by_their_files(roll, t
         open_cache(tmp_path / "cache", LabelConfig())
 
 
-def test_a_cache_of_an_older_version_is_refused_saying_to_prepare_it_again(cache):
-    """Version 1 kept a roll inside one shard: its windows and labels crossed the gap."""
+@pytest.mark.parametrize("version, why", [
+    (1, "a file whose instrument_id changes (a continuous symbol's roll) was one shard then, whose windows and "
+        "labels cross the roll"),
+    (2, "its records have no trades (the resting orders' queue model needs them) and no feed delay")])
+def test_a_cache_of_an_older_version_is_refused_saying_to_prepare_it_again(cache, version, why):
+    """Version 1 kept a roll inside one shard (its windows and labels crossed the gap); version 2's records had
+    no trade fields."""
     manifest = json.loads((cache / MANIFEST).read_text())
-    manifest["version"] = 1
+    manifest["version"] = version
     (cache / MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(DataError) as err:
         open_cache(cache, LabelConfig())
-    assert str(err.value) == (f"{cache / MANIFEST}: cache version 1, this foxc reads version 2: a file whose "
-                              "instrument_id changes (a continuous symbol's roll) was one shard then, whose windows "
-                              f"and labels cross the roll; prepare it again: python -m foxc.data prepare "
-                              f"{manifest['data']} --out {cache} --overwrite")
+    assert str(err.value) == (f"{cache / MANIFEST}: cache version {version}, this foxc reads version 3: {why}; "
+                              f"prepare it again: python -m foxc.data prepare {manifest['data']} --out {cache} "
+                              "--overwrite")
 
 
 def test_a_manifest_of_no_version_says_so_not_version_none(cache):

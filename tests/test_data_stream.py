@@ -193,7 +193,7 @@ def test_a_zstd_file_cut_inside_a_frame_is_refused(tmp_path):
         load(path)
 
 
-ALLOC = "Unable to allocate 5.50 MiB for an array with shape (16384,) and data type |V352"
+ALLOC = "Unable to allocate 6.25 MiB for an array with shape (16384,) and data type |V400"
 
 
 class NumpyWithout:

@@ -10,7 +10,7 @@ from foxc.data import record
 
 def test_layout_is_packed_and_aligned():
     dt = record.SNAPSHOT_DTYPE
-    assert dt.itemsize == 352 and dt.itemsize % 8 == 0
+    assert dt.itemsize == 400 and dt.itemsize % 8 == 0
     assert dt.fields["bid_px"][1] % 8 == 0 and dt.fields["ts_ns"][1] == 0
     assert dt["bid_px"].shape == (record.LEVELS,)
 
@@ -30,7 +30,7 @@ def test_c_struct_offsets_agree(tmp_path, compiler):
     if shutil.which(compiler) is None:
         pytest.skip(f"{compiler} not installed")
     src = tmp_path / ("check.cu" if compiler == "nvcc" else "check.cpp")
-    src.write_text('#include "foxc/snapshot.h"\nint main() { return sizeof(FoxcSnapshot) == 352 ? 0 : 1; }\n')
+    src.write_text('#include "foxc/snapshot.h"\nint main() { return sizeof(FoxcSnapshot) == 400 ? 0 : 1; }\n')
     cmd = [compiler, "-std=c++17", "-I", str(record.HEADER_PATH.parents[1]), "-o", str(tmp_path / "check"), str(src)]
     if compiler == "nvcc":
         cmd[1:1] = ["-arch=sm_80"]

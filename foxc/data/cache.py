@@ -31,7 +31,7 @@ from .market import MarketData, market_data, report_of
 from .stream import FileSummary
 from .validate import DataError
 
-FORMAT, VERSION = "foxc-cache", 2  # 2: a file's instrument_id changing (a roll) begins a shard
+FORMAT, VERSION = "foxc-cache", 3  # 2: a roll begins a shard; 3: the record carries trades and the feed delay
 MANIFEST = "manifest.json"
 RECORDS, LABELS = "records.npy", "labels.npy"
 HASH_BLOCK = 1 << 22
@@ -338,8 +338,10 @@ def read_manifest(folder: Path) -> dict:
     if version != VERSION:
         again = f"python -m foxc.data prepare {shlex.quote(str(manifest.get('data', 'DATA')))} --out " \
                 f"{shlex.quote(str(folder))} --overwrite"
-        why = ": a file whose instrument_id changes (a continuous symbol's roll) was one shard then, whose windows " \
-              "and labels cross the roll" if version == 1 else ""
+        why = {1: ": a file whose instrument_id changes (a continuous symbol's roll) was one shard then, whose "
+                  "windows and labels cross the roll",
+               2: ": its records have no trades (the resting orders' queue model needs them) and no feed delay"}
+        why = why.get(version, "") if isinstance(version, int) else ""
         which = f"cache version {version!r}, this foxc reads version {VERSION}" if version is not None else \
             "the manifest records no cache version (a cache of another program, or damaged)"
         raise DataError(path, f"{which}{why}; prepare it again: {again}")

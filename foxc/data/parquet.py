@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
+from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE, empty_snapshots
 from .chunks import CHUNK_ROWS, new_meta, read_whole
 from .select import map_symbol
 from .validate import NEGATIVE_SIZE, DataError
@@ -212,7 +212,7 @@ def _symbols(symbols: pa.Array, ids: np.ndarray, meta: dict, numbered: bool):
 def _convert(batch: pa.RecordBatch, columns: list[str], time: str, has_ct: bool) -> tuple[np.ndarray, np.ndarray]:
     """One batch as (records, flags: a bad-float mask, or validate's codes where a size is below zero)."""
     m = batch.num_rows
-    rec = np.empty(m, SNAPSHOT_DTYPE)
+    rec = empty_snapshots(m)  # every field set: the trade fields say none until the columns give them
     bad, negative = np.zeros(m, bool), np.zeros(m, bool)
     get = batch.column
     rec["ts_ns"] = _ints(get(time))

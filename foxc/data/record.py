@@ -16,16 +16,32 @@ from ..cgen import HOST_CHECKABLE, GeneratedHeader, c_struct, header_text
 LEVELS = 10
 PRICE_SCALE = 1_000_000_000  # price units per 1.0 of price
 PRICE_UNDEF = np.iinfo(np.int64).max
+# foxc's own bit in `flags`, above Databento's byte: the source says nothing of trades' sides and prices (a LOBSTER
+# order book without its message file, a Parquet file without trade columns), so a resting order fills only when
+# the opposite touch moves through its price
+FLAG_NO_TRADES = 1 << 8
 
 SNAPSHOT_FIELDS = [
     ("ts_ns", np.int64, (), "time, ns since the Unix epoch, UTC (Databento: ts_recv; LOBSTER: New York time stored as UTC)"),
     ("prev_ts_ns", np.int64, (), "the previous snapshot's ts_ns in the same segment (its own ts_ns for the first)"),
+    ("feed_delay_ns", np.int64, (), "ts_ns minus the exchange's time of the event (Databento: ts_recv - ts_event; 0 "
+                                    "where the source has one time): resting orders live on the exchange's clock"),
     ("bid_px", np.int64, (LEVELS,), "bid prices × 1e9, best first; PRICE_UNDEF when the level is empty"),
     ("ask_px", np.int64, (LEVELS,), "ask prices × 1e9, best first; PRICE_UNDEF when the level is empty"),
+    ("sell_lo_px", np.int64, (), "lowest price a seller-initiated trade printed at since the previous snapshot; "
+                                 "PRICE_UNDEF when none"),
+    ("buy_hi_px", np.int64, (), "highest price a buyer-initiated trade printed at since the previous snapshot; "
+                                "PRICE_UNDEF when none"),
+    ("last_px", np.int64, (), "price of the last trade since the previous snapshot (either side); PRICE_UNDEF when "
+                              "none"),
     ("bid_sz", np.uint32, (LEVELS,), "displayed size at each bid level; 0 when empty"),
     ("ask_sz", np.uint32, (LEVELS,), "displayed size at each ask level; 0 when empty"),
     ("bid_ct", np.uint32, (LEVELS,), "orders at each bid level; 0 when the source does not say"),
     ("ask_ct", np.uint32, (LEVELS,), "orders at each ask level; 0 when the source does not say"),
+    ("sell_lo_vol", np.uint32, (), "volume of the seller-initiated trades at sell_lo_px (0: no such trade)"),
+    ("buy_hi_vol", np.uint32, (), "volume of the buyer-initiated trades at buy_hi_px (0: no such trade)"),
+    ("sell_vol", np.uint32, (), "volume of all seller-initiated trades since the previous snapshot"),
+    ("buy_vol", np.uint32, (), "volume of all buyer-initiated trades since the previous snapshot"),
     ("trade_count", np.uint32, (), "trades since the previous snapshot"),
     ("segment", np.uint32, (), "its segment: a file, or one instrument's rows in it (windows never cross one)"),
     ("instrument_id", np.uint32, (), "the source's instrument id (0 when unknown)"),
@@ -43,6 +59,7 @@ def render_header() -> str:
             f"#define FOXC_LEVELS {LEVELS}",
             f"#define FOXC_PRICE_SCALE {PRICE_SCALE}LL  // price units per 1.0",
             "#define FOXC_PRICE_UNDEF 0x7FFFFFFFFFFFFFFFLL  // an empty level",
+            f"#define FOXC_FLAG_NO_TRADES {FLAG_NO_TRADES}u  // the source says nothing of trades",
             "",
             *c_struct("FoxcSnapshot", SNAPSHOT_FIELDS, SNAPSHOT_DTYPE,
                       "One MBP-10 snapshot; the layout of numpy's SNAPSHOT_DTYPE.", 8, {LEVELS: "FOXC_LEVELS"})]
@@ -52,8 +69,8 @@ def render_header() -> str:
 def empty_snapshots(n: int) -> np.ndarray:
     """n records with every level empty and every other field zero."""
     out = np.zeros(n, SNAPSHOT_DTYPE)
-    out["bid_px"] = PRICE_UNDEF
-    out["ask_px"] = PRICE_UNDEF
+    for field in ("bid_px", "ask_px", "sell_lo_px", "buy_hi_px", "last_px"):
+        out[field] = PRICE_UNDEF
     return out
 
 
