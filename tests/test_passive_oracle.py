@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from foxc.data.record import PRICE_SCALE, empty_snapshots
-from foxc.lobsim.passive import ASK, BID, TRADES_DTYPE, PassiveBook, PassiveConfig, size_at
+from foxc.lobsim.passive import ASK, BID, PassiveBook, PassiveConfig, size_at
 
 hbt_lib = pytest.importorskip("hftbacktest")
 from hftbacktest import BacktestAsset, HashMapMarketDepthBacktest  # noqa: E402
@@ -25,15 +25,17 @@ LEVELS = 10
 
 
 def market(seed: int, n: int = 300):
-    """Snapshots of a random-walk book of contiguous ticks (1 price unit each) and the trades between them."""
+    """Snapshots of a random-walk book of contiguous ticks (1 price unit each) with the trades between them; each
+    reaches the strategy FEED_NS after the exchange's time (ts_ns is the receive time, as Databento's ts_recv)."""
     rng = np.random.default_rng(seed)
-    snaps, trades = empty_snapshots(n), np.zeros(n, TRADES_DTYPE)
+    snaps = empty_snapshots(n)
     bid = 1_000
     for t in range(n):
         if t:
             bid += int(rng.choice([-1, 0, 0, 0, 1]))
         ask = bid + int(rng.choice([1, 1, 2]))
-        snaps[t]["ts_ns"] = 1_000_000_000 + t * SPACING_NS
+        snaps[t]["ts_ns"] = 1_000_000_000 + t * SPACING_NS + FEED_NS
+        snaps[t]["feed_delay_ns"] = FEED_NS
         snaps[t]["bid_px"] = (bid - np.arange(LEVELS)) * PRICE_SCALE
         snaps[t]["ask_px"] = (ask + np.arange(LEVELS)) * PRICE_SCALE
         snaps[t]["bid_sz"] = rng.integers(1, 12, LEVELS)
@@ -41,15 +43,15 @@ def market(seed: int, n: int = 300):
         if t:
             prev = snaps[t - 1]
             if rng.random() < 0.6:
-                trades[t]["sell_lo_px"] = prev["bid_px"][0] - PRICE_SCALE * int(rng.random() < 0.2)
-                trades[t]["sell_lo_vol"] = rng.integers(1, 10)
+                snaps[t]["sell_lo_px"] = prev["bid_px"][0] - PRICE_SCALE * int(rng.random() < 0.2)
+                snaps[t]["sell_lo_vol"] = rng.integers(1, 10)
             if rng.random() < 0.6:
-                trades[t]["buy_hi_px"] = prev["ask_px"][0] + PRICE_SCALE * int(rng.random() < 0.2)
-                trades[t]["buy_hi_vol"] = rng.integers(1, 10)
-    return snaps, trades
+                snaps[t]["buy_hi_px"] = prev["ask_px"][0] + PRICE_SCALE * int(rng.random() < 0.2)
+                snaps[t]["buy_hi_vol"] = rng.integers(1, 10)
+    return snaps
 
 
-def events(snaps, trades) -> np.ndarray:
+def events(snaps) -> np.ndarray:
     rows = []
 
     def add(flag, ts, px, qty):
@@ -65,11 +67,11 @@ def events(snaps, trades) -> np.ndarray:
                 add(DEPTH_EVENT | flag, ts, price, now[price])
 
     for t, s in enumerate(snaps):
-        ts, prev = int(s["ts_ns"]), snaps[t - 1] if t else None
-        if t and trades[t]["sell_lo_vol"]:
-            add(TRADE_EVENT | SELL_EVENT, ts, trades[t]["sell_lo_px"], trades[t]["sell_lo_vol"])
-        if t and trades[t]["buy_hi_vol"]:
-            add(TRADE_EVENT | BUY_EVENT, ts, trades[t]["buy_hi_px"], trades[t]["buy_hi_vol"])
+        ts, prev = int(s["ts_ns"]) - int(s["feed_delay_ns"]), snaps[t - 1] if t else None
+        if t and s["sell_lo_vol"]:
+            add(TRADE_EVENT | SELL_EVENT, ts, s["sell_lo_px"], s["sell_lo_vol"])
+        if t and s["buy_hi_vol"]:
+            add(TRADE_EVENT | BUY_EVENT, ts, s["buy_hi_px"], s["buy_hi_vol"])
         bids = lambda: side_events(BUY_EVENT, ts, None if prev is None else prev["bid_px"],  # noqa: E731
                                    None if prev is None else prev["bid_sz"], s["bid_px"], s["bid_sz"], False)
         asks = lambda: side_events(SELL_EVENT, ts, None if prev is None else prev["ask_px"],  # noqa: E731
@@ -86,9 +88,9 @@ QUEUES = {"risk_averse": lambda a: a.risk_adverse_queue_model(),
           "log": lambda a: a.log_prob_queue_model()}
 
 
-def oracle(snaps, trades, queue: str, latency_ns: int, maker_fee: float, partial: bool):
+def oracle(snaps, queue: str, latency_ns: int, maker_fee: float, partial: bool):
     """hftbacktest over the snapshots' events, and the events (hftbacktest reads them in place: keep them alive)."""
-    feed = events(snaps, trades)
+    feed = events(snaps)
     asset = (BacktestAsset().data([feed]).linear_asset(1.0)
              .constant_order_latency(latency_ns, RESPONSE_NS)
              .trading_qty_fee_model(maker_fee, 0.0).tick_size(1.0).lot_size(1.0).last_trades_capacity(64))
@@ -96,10 +98,10 @@ def oracle(snaps, trades, queue: str, latency_ns: int, maker_fee: float, partial
     return HashMapMarketDepthBacktest([QUEUES[queue](asset)]), feed
 
 
-def scripted(book: PassiveBook, snaps, trades, seed: int):
+def scripted(book: PassiveBook, snaps, seed: int):
     """Run the reference under a random script: at each snapshot's receive time, post on an empty side (at the touch
     or 1-2 ticks behind, 1-3 lots) or cancel an order whose acknowledgement has arrived. Returns the actions and the
-    state after each snapshot. `trades` is adjusted in place where a queue fill would equal the order's whole rest:
+    state after each snapshot. The snapshots' trade volumes are adjusted in place where a queue fill would equal the order's whole rest:
     hftbacktest's partial-fill exchange leaves such an order on its ladder (its `filled_qty > leaves` test), and
     its next fill attempt fails (InvalidOrderStatus); one lot more fills it whole there as here."""
     rng = np.random.default_rng(100 + seed)
@@ -108,15 +110,16 @@ def scripted(book: PassiveBook, snaps, trades, seed: int):
         if t:
             for side, px, vol in ((BID, "sell_lo_px", "sell_lo_vol"), (ASK, "buy_hi_px", "buy_hi_vol")):
                 order = book.orders[side]
-                arrives = order is not None and (order.live or order.arrive_ns < snaps[t]["ts_ns"])
-                if arrives and trades[t][vol] and trades[t][px] == order.price:
+                exch_ns = snaps[t]["ts_ns"] - snaps[t]["feed_delay_ns"]
+                arrives = order is not None and (order.live or order.arrive_ns < exch_ns)
+                if arrives and snaps[t][vol] and snaps[t][px] == order.price:
                     front = order.front if order.live else size_at(snaps[t - 1], side, order.price)
-                    if np.floor(trades[t][vol] - front + 0.5) == order.leaves:
-                        trades[t][vol] += 1
-            done = book.step(snaps[t - 1], snaps[t], trades[t])
+                    if np.floor(snaps[t][vol] - front + 0.5) == order.leaves:
+                        snaps[t][vol] += 1
+            done = book.step(snaps[t - 1], snaps[t])
         else:
             done = []
-        now = int(snaps[t]["ts_ns"]) + FEED_NS
+        now = int(snaps[t]["ts_ns"])  # the receive time
         states.append((book.position, book.cash, book.fees, len(done), sum(f.lots for f in done)))
         act = []
         for side in (BID, ASK):
@@ -152,18 +155,18 @@ def test_fills_position_and_money_equal_hftbacktest(queue, latency_ns, partial, 
     """After every snapshot: the lots each order has filled, the position, cash and fees. hftbacktest's local state
     applies an order's fills only once it is Filled (local.rs), so with partial fills its position is read from its
     orders (each response's leaves), and with whole fills from its state as well."""
-    snaps, trades = market(seed)
+    snaps = market(seed)
     maker_fee = -0.25  # a rebate per lot
     cfg = PassiveConfig(queue="power" if queue.startswith("power") else queue,
                         power=float(queue[-1]) if queue.startswith("power") else 2.0,
                         entry_latency_ns=latency_ns, cancel_latency_ns=latency_ns,
                         maker_fee=int(maker_fee * PRICE_SCALE), max_position=4, partial=partial)
-    actions, states = scripted(PassiveBook(cfg), snaps, trades, seed)
-    hbt, _feed = oracle(snaps, trades, queue, latency_ns, maker_fee, partial)
+    actions, states = scripted(PassiveBook(cfg), snaps, seed)
+    hbt, _feed = oracle(snaps, queue, latency_ns, maker_fee, partial)
     next_id, ids, filled, fills, volume = 1, [0, 0], {}, 0, 0
     try:
         for t in range(len(snaps)):
-            now = int(snaps[t]["ts_ns"]) + FEED_NS
+            now = int(snaps[t]["ts_ns"])  # the receive time
             if not t:  # the clock starts unset; a first step of 1 ns sets it to the first event's exchange time + 1
                 assert hbt.elapse(1) == 0
             last = t == len(snaps) - 1  # past the last event hftbacktest says EndOfData (1)

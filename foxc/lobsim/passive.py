@@ -3,7 +3,8 @@
 One backtest rests at most one bid and one ask (post-only). Each is placed at a price the caller chooses (the touch
 or ticks behind it) and reaches the exchange `entry_latency_ns` after the decision; a cancel takes effect
 `cancel_latency_ns` after it. Between two snapshots the queue in front of an order advances by the trades at its
-price (the interval's extreme trade price and the volume there: `TRADES_DTYPE`) and, in the probabilistic models,
+price (the record's extreme trade prices of each side and the volume there: `sell_lo_px`/`sell_lo_vol`,
+`buy_hi_px`/`buy_hi_vol`) and, in the probabilistic models,
 by the cancellations the displayed size's fall implies; a trade through the order's price, or the opposite touch
 moving onto it, fills what is left. Fills are at the order's price, maker fees per lot (a negative one is a rebate),
 partial fills when the queue's advance covers part of the order.
@@ -27,13 +28,6 @@ from ..data.record import PRICE_UNDEF
 
 BID, ASK = 0, 1
 QUEUE_MODELS = ("risk_averse", "power", "log")
-
-# What the record will carry of the trades between two snapshots (today a separate array; see docs/notes/passive.md):
-# the lowest price a seller-initiated trade printed at and the volume at that price, the highest buyer-initiated
-# price and its volume (0 volume: no trade on that side), and the last trade's price.
-TRADES_DTYPE = np.dtype([("sell_lo_px", np.int64), ("sell_lo_vol", np.int64), ("buy_hi_px", np.int64),
-                         ("buy_hi_vol", np.int64), ("last_px", np.int64)])
-
 
 @dataclass(frozen=True)
 class PassiveConfig:
@@ -112,9 +106,10 @@ class PassiveBook:
         if order is not None and order.cancel_ns is None:
             order.cancel_ns = now_ns + self.cfg.cancel_latency_ns
 
-    def step(self, prev, snap, trades) -> list[Fill]:
-        """The interval from snapshot `prev` to `snap` (whose events happen at snap["ts_ns"]) with its `trades`."""
-        ts = int(snap["ts_ns"])
+    def step(self, prev, snap) -> list[Fill]:
+        """The interval from snapshot `prev` to `snap`, whose trades and book changes happen at its exchange time
+        (ts_ns - feed_delay_ns); orders are decided on the receive clock (ts_ns)."""
+        ts = int(snap["ts_ns"]) - int(snap["feed_delay_ns"])
         for side in (BID, ASK):
             order = self.orders[side]
             if order is None:
@@ -130,8 +125,8 @@ class PassiveBook:
                 else:
                     order.live, order.front = True, float(size_at(prev, side, order.price))
         fills = []
-        self._trades(BID, int(trades["sell_lo_px"]), int(trades["sell_lo_vol"]), fills)
-        self._trades(ASK, int(trades["buy_hi_px"]), int(trades["buy_hi_vol"]), fills)
+        self._trades(BID, int(snap["sell_lo_px"]), int(snap["sell_lo_vol"]), fills)
+        self._trades(ASK, int(snap["buy_hi_px"]), int(snap["buy_hi_vol"]), fills)
         for side in (BID, ASK):
             order = self.orders[side]
             if order is None or not order.live:
