@@ -47,11 +47,11 @@ def test_the_build_holds_one_shard_at_a_time(tmp_path):
 
 def test_a_filesystem_without_room_is_refused_naming_the_rows_that_fit():
     need = bench.scale_bytes(500_000_000, 1_000_000)
-    assert need == 500_000_000 * 436 + 500 * bench.SHARD_BYTES
+    assert need == 500_000_000 * 484 + 500 * bench.SHARD_BYTES
     bench.check_scale_room(500_000_000, 1_000_000, "--dir d", need)  # exactly enough
-    with pytest.raises(UserError, match=r"--rows 500,000,000: the cache needs 218.0 GB \(436 bytes a snapshot: "
-                                         r"352 of records, 84 of labels\), and the filesystem of --dir d has 55.0 GB "
-                                         r"free: give --rows 126,000,000 or fewer, or a --dir with more room"):
+    with pytest.raises(UserError, match=r"--rows 500,000,000: the cache needs 242.0 GB \(484 bytes a snapshot: "
+                                         r"400 of records, 84 of labels\), and the filesystem of --dir d has 55.0 GB "
+                                         r"free: give --rows 113,000,000 or fewer, or a --dir with more room"):
         bench.check_scale_room(500_000_000, 1_000_000, "--dir d", 55 * 10**9)
     for rows, shard_rows, free in ((500_000_000, 1_000_000, 55 * 10**9), (10_000, 3000, 3_000_000)):
         with pytest.raises(UserError) as err:
@@ -65,7 +65,7 @@ def test_a_filesystem_without_room_is_refused_naming_the_rows_that_fit():
 def test_the_command_refuses_before_writing_and_reports_at_a_tiny_size(tmp_path, monkeypatch, capsys):
     out = tmp_path / "cache"
     assert bench.main(["--backend", "reference", "--scale", "--rows", str(10**13), "--dir", str(out)]) == 2
-    assert "foxc.bench data: error: --rows 10,000,000,000,000: the cache needs 4360041.0 GB" in capsys.readouterr().err
+    assert "foxc.bench data: error: --rows 10,000,000,000,000: the cache needs 4840041.0 GB" in capsys.readouterr().err
     assert not out.exists()
     assert bench.main(["--backend", "reference", "--scale", "--rows", "3000", "--shard-rows", "1000", "--workers", "1",
                        "--dir", str(out)]) == 0

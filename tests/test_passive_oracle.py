@@ -158,7 +158,7 @@ def test_fills_position_and_money_equal_hftbacktest(queue, latency_ns, partial, 
     snaps = market(seed)
     maker_fee = -0.25  # a rebate per lot
     cfg = PassiveConfig(queue="power" if queue.startswith("power") else queue,
-                        power=float(queue[-1]) if queue.startswith("power") else 2.0,
+                        power=int(queue[-1]) if queue.startswith("power") else 2,
                         entry_latency_ns=latency_ns, cancel_latency_ns=latency_ns,
                         maker_fee=int(maker_fee * PRICE_SCALE), max_position=4, partial=partial)
     actions, states = scripted(PassiveBook(cfg), snaps, seed)

@@ -1,30 +1,39 @@
 """LOB simulator throughput: environment steps per second (book + fill + PnL + cursors), eager and as a graph.
 
 Every backtest gets a fresh random action each step (copied on the device from a pool of ACTION_POOL), so
-fills happen often: a stress case, not a steady state. A graph holds ACTION_POOL whole steps.
+fills happen often: a stress case, not a steady state. A graph holds ACTION_POOL whole steps. With `--orders
+passive` each step also gets random quotes (keep, cancel, join at or behind the touch: resting orders under the
+risk-averse queue model) on books with trades.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..cli import int_at_least, positive_int, text_table as table
-from ..lobsim.books import random_books
+from ..lobsim.books import TICK, random_books
 from ..lobsim.env import LobEnv
+from ..lobsim.passive import PassiveConfig
 from . import harness
 from .report import write_json
 
 SIZES, ACTION_POOL, SNAPSHOTS, EPISODE_LEN = (1024, 16384, 65536), 8, 50_000, 2_000
+QUOTE_CODES = np.array([0] * 5 + [1, 2, 2, 3])  # keep mostly; cancel; join at the touch or a tick behind
 
 
-def bench_size(rt, snaps, n: int, steps: int, rng) -> list[dict]:
-    env = LobEnv(snaps, n, episode_len=EPISODE_LEN, rt=rt, fee_per_lot=5_000_000, lots_per_entry=5)
+def bench_size(rt, snaps, n: int, steps: int, rng, passive: bool) -> list[dict]:
+    config = PassiveConfig(tick=TICK, max_position=5) if passive else None
+    env = LobEnv(snaps, n, episode_len=EPISODE_LEN, rt=rt, fee_per_lot=5_000_000, lots_per_entry=5, passive=config)
     env.reset(1)
     pool = rt.device_array((ACTION_POOL, n), np.int32, "bench.actions")
     pool.upload(rng.integers(0, 5, (ACTION_POOL, n)).astype(np.int32))
+    quotes = rt.device_array((ACTION_POOL, 2, n), np.int32, "bench.quotes")
+    quotes.upload(rng.choice(QUOTE_CODES, (ACTION_POOL, 2, n)).astype(np.int32))
 
     def one_round():
         for k in range(ACTION_POOL):
             rt.copy_dtod(env.sim.actions.ptr, pool.at(k * n), n * 4)
+            if passive:
+                rt.copy_dtod(env.sim.quotes.ptr, quotes.at(k * 2 * n), 2 * n * 4)
             env.launch_step(rt.stream)
 
     rounds = max(1, steps // ACTION_POOL)
@@ -41,9 +50,13 @@ def bench_size(rt, snaps, n: int, steps: int, rng) -> list[dict]:
                      "us_per_step": round(t.wall_s / done * 1e6, 2),
                      "gpu_us_per_step": round(t.gpu_ms / done * 1e3, 2) if rt.backend == "cuda" else "",
                      "env_steps_per_s": f"{n * done / t.wall_s:.3e}"})
-    rows[-1]["trades"] = env.sim.stats()["trades"]
+    stats = env.sim.stats()
+    rows[-1]["trades"] = stats["trades"]
+    if passive:
+        rows[-1]["passive_lots"] = sum(stats["q_fill_lots"])
     graph.close()
     pool.close()
+    quotes.close()
     env.close()
     return rows
 
@@ -53,6 +66,8 @@ def main(argv=None) -> int:
     ap.add_argument("--n-backtests", type=int_at_least(1, 2**31 - 1), action="append",
                     help=f"backtests per run (repeatable; default {', '.join(map(str, SIZES))})")
     ap.add_argument("--steps", type=positive_int, default=800, help="steps timed per size and mode (default 800)")
+    ap.add_argument("--orders", choices=("market", "passive"), default="market",
+                    help="market orders only (lobsim_step), or resting orders beside them (lobsim_step_passive)")
     return harness.run(ap, argv, _main)
 
 
@@ -63,14 +78,18 @@ def _main(args, rt) -> int:
         steps = min(steps, 2 * ACTION_POOL)
         n_snaps = 5_000
     rng = np.random.default_rng(0)
-    snaps = random_books(n_snaps, rng, segments=4, bad_frac=0.001)
+    passive = args.orders == "passive"
+    snaps = random_books(n_snaps, rng, segments=4, bad_frac=0.001, trades=passive)
     print(f"backend {rt.backend}: {rt.device_name}")
     rows = []
     for n in sizes:
-        rows += bench_size(rt, snaps, n, steps, rng)
-    print(table(rows, ["B", "mode", "steps", "us_per_step", "gpu_us_per_step", "env_steps_per_s", "trades"]))
-    write_json(args.json, "lobsim", rt, rows, {"snapshots": n_snaps, "episode_len": EPISODE_LEN})
+        rows += bench_size(rt, snaps, n, steps, rng, passive)
+    print(table(rows, ["B", "mode", "steps", "us_per_step", "gpu_us_per_step", "env_steps_per_s", "trades",
+                       *(["passive_lots"] if passive else [])]))
+    write_json(args.json, "lobsim", rt, rows, {"snapshots": n_snaps, "episode_len": EPISODE_LEN,
+                                               "orders": args.orders})
     best = max(rows, key=lambda r: float(r["env_steps_per_s"]))
-    print(f"summary: best {best['env_steps_per_s']} env steps/s at B={best['B']} ({best['mode']}, {rt.backend}); "
-          f"2 kernels per step (lobsim_step, cursor_advance), random actions every step")
+    kernel = "lobsim_step_passive" if passive else "lobsim_step"
+    print(f"summary: best {best['env_steps_per_s']} env steps/s at B={best['B']} ({best['mode']}, {rt.backend}, "
+          f"{args.orders} orders); 2 kernels per step ({kernel}, cursor_advance), random actions every step")
     return 0

@@ -14,8 +14,11 @@ TICK = PRICE_SCALE // 100  # 0.01
 
 
 def random_books(n: int, rng: np.random.Generator, *, start_price: float = 100.0, segments: int = 1,
-                 max_size: int = 20, empty_level_frac: float = 0.05, bad_frac: float = 0.0) -> np.ndarray:
-    """n snapshots in `segments` contiguous segments (ts in ns, 1 ms apart)."""
+                 max_size: int = 20, empty_level_frac: float = 0.05, bad_frac: float = 0.0,
+                 trades: bool = False) -> np.ndarray:
+    """n snapshots in `segments` contiguous segments (ts in ns, 1 ms apart). With `trades`, each interval has a
+    seller- and a buyer-initiated print with probability 0.6 each, at the previous touch or a tick through it, and
+    a feed delay of 0 to 0.5 ms (drawn after everything else, so the books are the same either way)."""
     s = empty_snapshots(n)
     mid_ticks = int(start_price * PRICE_SCALE) // TICK + np.cumsum(rng.integers(-2, 3, n))
     spread = rng.integers(1, 4, n)
@@ -48,4 +51,16 @@ def random_books(n: int, rng: np.random.Generator, *, start_price: float = 100.0
         s["ask_px"][bad[kind == 1], 0] = 10**17  # far above any reasonable price
         crossed = bad[kind == 2]
         s["bid_px"][crossed, 0] = s["ask_px"][crossed, 0] + TICK
+    if trades:
+        for side, px, vol, total, sign in (("bid", "sell_lo_px", "sell_lo_vol", "sell_vol", -1),
+                                           ("ask", "buy_hi_px", "buy_hi_vol", "buy_vol", 1)):
+            hit = np.r_[False, rng.random(n - 1) < 0.6]
+            touch = np.r_[s[f"{side}_px"][:1, 0], s[f"{side}_px"][:-1, 0]]
+            hit &= touch != PRICE_UNDEF
+            through = rng.random(n) < 0.2
+            s[px] = np.where(hit, touch + sign * through * TICK, PRICE_UNDEF)
+            s[vol] = np.where(hit, rng.integers(1, 10, n), 0)
+            s[total] = s[vol] + np.where(hit, rng.integers(0, 3, n), 0)
+        s["last_px"] = np.where(s["buy_vol"] > 0, s["buy_hi_px"], s["sell_lo_px"])
+        s["feed_delay_ns"] = rng.integers(0, 500_000, n)
     return s

@@ -31,9 +31,9 @@ import numpy as np
 
 from ..component import Component
 from ..data.cursors import Cursors
-from ..data.record import SNAPSHOT_DTYPE, snapshot_records
+from ..data.record import LEVELS, SNAPSHOT_DTYPE, snapshot_records
 from ..driver import open_runtime
-from .layout import N_ACTIONS
+from .layout import N_ACTIONS, QUOTE_JOIN, QUOTE_KEEP
 from ..numbers import whole
 from .sim import LobSim, LobSimConfig
 
@@ -72,11 +72,22 @@ class LobEnv(Component):
         self.sim.launch_step(stream)
         self.cursors.advance(stream)
 
-    def step(self, actions, stop_loss=None):
-        """Apply `actions` (int [B]); `stop_loss` (bool [B], optional) forces open positions flat.
+    def step(self, actions, stop_loss=None, quotes=None):
+        """Apply `actions` (int [B]); `stop_loss` (bool [B], optional) forces open positions flat; `quotes` (int
+        [2, B]: bid, ask; QUOTE_KEEP, QUOTE_CANCEL or QUOTE_JOIN + ticks behind the touch) only with resting
+        orders (the config's `passive`; none given: every side keeps what it has).
 
         Returns (rewards float32 [B], dones float32 [B], info dict of per-backtest arrays)."""
         actions = _checked_actions(np.asarray(actions), self.n)
+        if quotes is not None and self.sim.passive is None:
+            raise ValueError("quotes need resting orders: LobEnv(..., passive=PassiveConfig(...))")
+        if self.sim.passive is not None:
+            quotes = np.zeros((2, self.n), np.int32) if quotes is None else np.asarray(quotes)
+            if quotes.shape != (2, self.n) or quotes.dtype.kind not in "iu" or \
+                    ((quotes < QUOTE_KEEP) | (quotes >= QUOTE_JOIN + LEVELS)).any():
+                raise ValueError(f"quotes must be whole numbers {QUOTE_KEEP}..{QUOTE_JOIN + LEVELS - 1} of shape "
+                                 f"(2, {self.n}), got {quotes.dtype} {quotes.shape}")
+            self.sim.quotes.upload(quotes.astype(np.int32))
         stops = np.zeros(self.n, np.uint32) if stop_loss is None else np.asarray(stop_loss)
         if stops.shape != (self.n,):
             raise ValueError(f"stop_loss must have shape ({self.n},), got {stops.shape}")

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.record import LEVELS, PRICE_UNDEF, SNAPSHOT_DTYPE
+from ..data.record import LEVELS, PRICE_UNDEF, SNAPSHOT_DTYPE, empty_snapshots
 from ..driver import KernelSpec, f32, i32, i64, ptr, reference
 from .layout import (BOOK_CROSSED, BOOK_OK, BOOK_UNREASONABLE, FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG,
-                     POSITION_DTYPE, REASON_EPISODE_END, REASON_SIGNAL, REASON_STOP_LOSS, SHORT, TRADE_DTYPE)
+                     NO_CANCEL, POSITION_DTYPE, QUEUE_LIVE, QUEUE_NONE, QUEUE_SENT, QUOTE_JOIN, QUOTE_KEEP, REASON_EPISODE_END,
+                     REASON_PASSIVE, REASON_SIGNAL, REASON_STOP_LOSS, SHORT, TRADE_DTYPE)
+from .layout import KERNEL_QUEUE_MODELS
+from .passive import ASK, BID, PassiveBook, PassiveConfig, Resting, best, quote
 
 LOBSIM_STEP = KernelSpec(
     "lobsim_step", "lobsim/step",
@@ -234,5 +237,140 @@ def lobsim_step(launch, snaps, cursor, episode_end, bid_px, ask_px, bid_sz, ask_
                 skip_crossed, min_px, max_px, atr_alpha, n)
     submit_market(actions, stop_loss, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, mid_x2,
                   fee_per_lot, pos, trade_log, trade_cap, lots_per_entry, n)
+    pnl_track(snaps, cursor, episode_end, mid_x2, pos, trade_log, rewards, dones, min_px, max_px, reward_scale,
+              trade_cap, n)
+
+
+# --- resting orders (--orders passive): lobsim_step_passive ------------------------------------------------------
+LOBSIM_STEP_PASSIVE = KernelSpec(
+    "lobsim_step_passive", "lobsim/step",
+    (*LOBSIM_STEP.params,
+     ptr("quotes"), ptr("q_px"), ptr("q_leaves"), ptr("q_state"), ptr("q_arrive"), ptr("q_cancel"), ptr("q_front"),
+     ptr("q_cum"), ptr("q_since"), ptr("q_posts"), ptr("q_rejects"), ptr("q_fill_lots"),
+     i64("maker_fee"), i64("entry_latency"), i64("cancel_latency"), i64("tick"), i32("queue_model"), i32("power"),
+     i32("partial"), i32("max_position")),
+    doc="book_update -> submit_market -> passive_phase -> pnl_track for each backtest (one thread each)")
+
+PASSIVE_STATE = (("q_px", np.int64, 0), ("q_leaves", np.int64, 0), ("q_state", np.uint32, QUEUE_NONE),
+                 ("q_arrive", np.int64, 0), ("q_cancel", np.int64, NO_CANCEL), ("q_front", np.float64, 0.0),
+                 ("q_cum", np.float64, 0.0), ("q_since", np.int64, 0))  # per side and backtest [2, n], when empty
+
+
+def log_closed(p, ring, rows, cap):
+    """The closed trade a fill left pending in records p (rows' backtests), logged as pnl_track logs it."""
+    pending = np.flatnonzero(p["closed_pending"] != 0)
+    if pending.size:
+        k = p["trades"][pending].astype(np.int64)
+        net = ring["pnl"][rows[pending] * cap + k % cap]
+        p["trades"][pending] += np.uint32(1)
+        p["wins"][pending] += (net > 0).astype(np.uint32)
+        p["pnl_sum"][pending] += net
+        p["closed_pending"][pending] = 0
+
+
+def passive_phase(snaps, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, pos, trade_log, quotes,
+                  state: dict, counts: dict, min_px, max_px, cfg, trade_cap, lots_per_entry, n):
+    """Each backtest's quotes, decided on the book it holds at book_ts, then the interval to the next snapshot
+    through foxc.lobsim.passive (passive_phase in lobsim_passive.cuh). At an episode's end every order is dropped
+    unfilled. `state`: PASSIVE_STATE's arrays [2, n]; `counts`: q_posts, q_rejects, q_fill_lots [2, n]."""
+    n, cap, lots_per_entry = int(n), int(trade_cap), int(lots_per_entry)
+    c, end = cursor.i64(n), episode_end.i64(n)
+    q = quotes.view(np.int32, 2 * n).reshape(2, n)
+    live = state["q_state"] != QUEUE_NONE
+    at_end = c >= end
+    for name, _, empty in PASSIVE_STATE:
+        state[name][:, at_end] = empty
+    todo = np.flatnonzero(~at_end & (live.any(axis=0) | (q != QUOTE_KEEP).any(axis=0)))
+    if todo.size == 0:
+        return
+    P = pos.view(POSITION_DTYPE, n)
+    ring = trade_log.view(TRADE_DTYPE, n * cap)
+    records = snaps.view(SNAPSHOT_DTYPE)
+    book = {name: _levels(mem, dt, n) for name, mem, dt in (("bid_px", bid_px, np.int64), ("ask_px", ask_px, np.int64),
+                                                             ("bid_sz", bid_sz, np.uint32), ("ask_sz", ask_sz, np.uint32))}
+    held = empty_snapshots(1)[0]
+    ts_book = book_ts.i64(n)
+    for b in todo.tolist():
+        rows = np.array([b])
+        p = P[rows].copy()
+        log_closed(p, ring, rows, cap)  # a close submit_market made: its ring slot is not to be overwritten
+        pb = PassiveBook(cfg)
+        pb.position = int(p["lots"][0])
+        for side in (BID, ASK):
+            if state["q_state"][side, b] != QUEUE_NONE:
+                cancel = int(state["q_cancel"][side, b])
+                pb.orders[side] = Resting(int(state["q_px"][side, b]), int(state["q_leaves"][side, b]),
+                                          int(state["q_arrive"][side, b]), state["q_state"][side, b] == QUEUE_LIVE,
+                                          float(state["q_front"][side, b]), float(state["q_cum"][side, b]),
+                                          None if cancel == NO_CANCEL else cancel)
+        for name in ("bid_px", "ask_px", "bid_sz", "ask_sz"):
+            held[name] = book[name][:, b]
+        now = int(ts_book[b])
+        since = state["q_since"][:, b].copy()
+        for side in (BID, ASK):
+            code = int(q[side, b])
+            if not QUOTE_KEEP <= code < QUOTE_JOIN + LEVELS:
+                p["invalid_actions"] += np.uint32(1)
+                continue
+            touch = best(held, side)
+            if code == QUOTE_KEEP or touch == PRICE_UNDEF:
+                continue
+            before = pb.orders[side]
+            quote(pb, side, code, now, touch, lots_per_entry)
+            if pb.orders[side] is not before:
+                counts["q_posts"][side, b] += np.uint32(1)
+                since[side] = now
+        nxt = records[c[b] + 1]
+        if snapshot_verdicts(records[c[b] + 1:c[b] + 2], min_px, max_px)[0] == BOOK_OK:
+            fills = pb.step(held, nxt)
+            for f in fills:
+                side = np.array([1 if f.side == BID else -1], np.int64)
+                _fill(p, side, np.array([f.lots], np.int64), np.array([f.price], np.int64),
+                      np.array([cfg.maker_fee], np.int64), np.array([nxt["ts_ns"]], np.int64),
+                      np.array([REASON_PASSIVE], np.uint32), ring, rows, cap)
+                log_closed(p, ring, rows, cap)
+                counts["q_fill_lots"][f.side, b] += np.uint32(f.lots)
+                p["last_reason"] = REASON_PASSIVE
+            if fills:
+                lots = p["lots"].astype(np.int64)
+                p["vwap_px"] = np.where(lots != 0, tdiv(p["cost"], np.where(lots != 0, lots, 1)), 0)
+            counts["q_rejects"][:, b] += np.array(pb.rejected, np.uint32)
+        for side in (BID, ASK):
+            order = pb.orders[side]
+            if order is None:
+                for name, _, empty in PASSIVE_STATE:
+                    state[name][side, b] = empty
+                continue
+            state["q_px"][side, b], state["q_leaves"][side, b] = order.price, order.leaves
+            state["q_state"][side, b] = QUEUE_LIVE if order.live else QUEUE_SENT
+            state["q_arrive"][side, b] = order.arrive_ns
+            state["q_cancel"][side, b] = NO_CANCEL if order.cancel_ns is None else order.cancel_ns
+            state["q_front"][side, b], state["q_cum"][side, b] = order.front, order.cum_trade
+            state["q_since"][side, b] = since[side]
+        P[b] = p[0]
+
+
+@reference(LOBSIM_STEP_PASSIVE)
+def lobsim_step_passive(launch, snaps, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, book_idx, mid_x2,
+                        atr_ema, skip_range, skip_crossed, actions, stop_loss, fee_per_lot, pos, trade_log, rewards,
+                        dones, min_px, max_px, atr_alpha, reward_scale, trade_cap, lots_per_entry, n, quotes, q_px,
+                        q_leaves, q_state, q_arrive, q_cancel, q_front, q_cum, q_since, q_posts, q_rejects,
+                        q_fill_lots, maker_fee, entry_latency, cancel_latency, tick, queue_model, power, partial,
+                        max_position):
+    n = int(n)
+    mems = dict(q_px=q_px, q_leaves=q_leaves, q_state=q_state, q_arrive=q_arrive, q_cancel=q_cancel, q_front=q_front,
+                q_cum=q_cum, q_since=q_since)
+    state = {name: mems[name].view(dt, 2 * n).reshape(2, n) for name, dt, _ in PASSIVE_STATE}
+    counts = {name: mem.view(np.uint32, 2 * n).reshape(2, n)
+              for name, mem in (("q_posts", q_posts), ("q_rejects", q_rejects), ("q_fill_lots", q_fill_lots))}
+    cfg = PassiveConfig(queue=KERNEL_QUEUE_MODELS[int(queue_model)], power=int(power),
+                        entry_latency_ns=int(entry_latency), cancel_latency_ns=int(cancel_latency),
+                        maker_fee=int(maker_fee), max_position=int(max_position), partial=bool(partial), tick=int(tick))
+    book_update(snaps, cursor, bid_px, ask_px, bid_sz, ask_sz, book_ts, book_idx, mid_x2, atr_ema, skip_range,
+                skip_crossed, min_px, max_px, atr_alpha, n)
+    submit_market(actions, stop_loss, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, mid_x2,
+                  fee_per_lot, pos, trade_log, trade_cap, lots_per_entry, n)
+    passive_phase(snaps, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, pos, trade_log, quotes, state,
+                  counts, min_px, max_px, cfg, trade_cap, lots_per_entry, n)
     pnl_track(snaps, cursor, episode_end, mid_x2, pos, trade_log, rewards, dones, min_px, max_px, reward_scale,
               trade_cap, n)

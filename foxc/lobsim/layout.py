@@ -26,8 +26,17 @@ HOLD, LONG, SHORT, FLAT_FROM_LONG, FLAT_FROM_SHORT = range(N_ACTIONS)
 # What the simulator makes of a snapshot (snapshot_verdict in lobsim_book.cuh).
 BOOK_OK, BOOK_UNREASONABLE, BOOK_CROSSED = range(3)
 # Why a trade closed (FoxcTrade.reason).
-REASON_SIGNAL, REASON_STOP_LOSS, REASON_EPISODE_END = range(3)
-REASON_NAMES = ("signal", "stop_loss", "episode_end")
+REASON_SIGNAL, REASON_STOP_LOSS, REASON_EPISODE_END, REASON_PASSIVE = range(4)
+REASON_NAMES = ("signal", "stop_loss", "episode_end", "passive")  # passive: a resting order's fill
+# A quote, per side, each step (--orders passive): keep what rests (or nothing), cancel it, or join the book k
+# ticks behind the side's touch (code QUOTE_JOIN + k): an order already resting at that price keeps its place in
+# the queue; one resting at another price is cancelled (the side posts again once the cancel has taken effect).
+QUOTE_KEEP, QUOTE_CANCEL, QUOTE_JOIN = 0, 1, 2
+QUOTE_NAMES = ("KEEP", "CANCEL", "JOIN")
+# A resting order's life (the passive state's q_state), the kernel's queue models, and q_cancel without a cancel
+QUEUE_NONE, QUEUE_SENT, QUEUE_LIVE = range(3)
+KERNEL_QUEUE_MODELS = ("risk_averse", "power")  # (log's device libm differs from numpy's: the reference's only)
+NO_CANCEL = int(np.iinfo(np.int64).max)
 
 POSITION_FIELDS = [
     # hot: read or written by pnl_track every step (kept in the first 64 bytes)
@@ -43,7 +52,7 @@ POSITION_FIELDS = [
     ("wins", np.uint32, "closed trades with positive PnL net of fees"),
     # touched when an order fills
     ("realized_pnl", np.int64, "gross PnL realized by reducing fills since the reset (fees not included)"),
-    ("fees_paid", np.int64, "fees paid since the reset (never negative)"),
+    ("fees_paid", np.int64, "fees paid since the reset (negative where maker rebates exceed them)"),
     ("vwap_px", np.int64, "volume-weighted entry price of the open lots, cost / lots truncated; 0 when flat"),
     ("entry_ts", np.int64, "ts_ns of the open trade's first fill"),
     ("open_notional", np.int64, "open trade: Σ lots × price of its opening fills"),
@@ -71,7 +80,7 @@ TRADE_FIELDS = [
     ("fees", np.int64, "fees of the trade's fills"),
     ("side", np.int32, "+1 long, −1 short"),
     ("lots", np.int32, "lots opened over the trade's life"),
-    ("reason", np.uint32, "REASON_SIGNAL, REASON_STOP_LOSS or REASON_EPISODE_END"),
+    ("reason", np.uint32, "REASON_SIGNAL, REASON_STOP_LOSS, REASON_EPISODE_END or REASON_PASSIVE (its last fill's)"),
     ("pad", np.uint32, "padding to 64 bytes"),
 ]
 
@@ -83,6 +92,10 @@ def header_lines() -> list[str]:
     body = [*HOST_CHECKABLE, f"#define FOXC_LOBSIM_LEVELS {LEVELS}"]
     body += [f"#define FOXC_ACTION_{name} {i}" for i, name in enumerate(ACTION_NAMES)]
     body += [f"#define FOXC_REASON_{name.upper()} {i}" for i, name in enumerate(REASON_NAMES)]
+    body += [f"#define FOXC_QUEUE_{name} {i}" for i, name in enumerate(("NONE", "SENT", "LIVE"))]
+    body += [f"#define FOXC_QUOTE_{name} {i}" for i, name in enumerate(QUOTE_NAMES)]
+    body += [f"#define FOXC_QUEUE_{name.upper()} {i}" for i, name in enumerate(KERNEL_QUEUE_MODELS)]
+    body += [f"#define FOXC_NO_CANCEL {NO_CANCEL:#X}LL  // q_cancel of an order no cancel was sent for"]
     body += defines([("FOXC_BOOK_OK", BOOK_OK, "a usable snapshot"),
                      ("FOXC_BOOK_UNREASONABLE", BOOK_UNREASONABLE,
                       "an empty best level, or a price outside [min_px, max_px]"),

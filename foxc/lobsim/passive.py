@@ -25,23 +25,32 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..data.record import PRICE_UNDEF
+from .layout import QUOTE_CANCEL, QUOTE_JOIN, QUOTE_KEEP
 
 BID, ASK = 0, 1
 QUEUE_MODELS = ("risk_averse", "power", "log")
+MAX_POWER = 4
+
 
 @dataclass(frozen=True)
 class PassiveConfig:
+    """Resting orders' settings; money and prices are integers ×1e9 as the simulator's."""
+
     queue: str = "risk_averse"
-    power: float = 2.0  # the power model's exponent
+    power: int = 2  # the power model's exponent, a whole number 1..MAX_POWER (x^n by repeated products: exact
+    #                 on both backends)
     entry_latency_ns: int = 0
     cancel_latency_ns: int = 0
     maker_fee: int = 0  # money (price × 1e9) per lot; negative: a rebate
     max_position: int = 1  # |lots| an order may take the position to
     partial: bool = True  # a queue's advance fills what it covers; False: the whole order once it reaches the front
+    tick: int = 0  # price × 1e9 of one tick: a join k > 0 ticks behind the touch needs it
 
     def __post_init__(self):
         assert self.queue in QUEUE_MODELS, self.queue
+        assert isinstance(self.power, int) and 1 <= self.power <= MAX_POWER, self.power
         assert self.entry_latency_ns >= 0 and self.cancel_latency_ns >= 0 and self.max_position >= 1
+        assert self.tick >= 0
 
 
 @dataclass
@@ -78,6 +87,14 @@ def _rust_min(a: float, b: float) -> float:
     return b if math.isnan(a) else a if math.isnan(b) else min(a, b)
 
 
+def _power(x: np.float64, n: int) -> np.float64:
+    """x^n as n - 1 products left to right, as the kernel computes it."""
+    out = x
+    for _ in range(n - 1):
+        out = out * x
+    return out
+
+
 def _round_half_away(x: float) -> int:
     return int(math.floor(x + 0.5)) if x >= 0 else -int(math.floor(-x + 0.5))
 
@@ -91,6 +108,7 @@ class PassiveBook:
         self.position = 0
         self.cash = 0
         self.fees = 0
+        self.rejected = [0, 0]  # per side: post-only orders refused on arrival (they would have crossed)
 
     def post(self, side: int, price: int, lots: int, now_ns: int) -> int:
         """Send a post-only order on an empty side, its size capped by the position limit; the lots sent (0: none)."""
@@ -122,6 +140,7 @@ class PassiveBook:
                                                        order.price <= opposite)
                 if crosses:  # post-only: rejected
                     self.orders[side] = None
+                    self.rejected[side] += 1
                 else:
                     order.live, order.front = True, float(size_at(prev, side, order.price))
         fills = []
@@ -165,7 +184,7 @@ class PassiveBook:
             return
         front, back = order.front, before - order.front
         with np.errstate(all="ignore"):  # as Rust's f64: a negative size's power or log is NaN, not an exception
-            f = (lambda x: np.power(np.float64(x), self.cfg.power)) if self.cfg.queue == "power" else \
+            f = (lambda x: _power(np.float64(x), self.cfg.power)) if self.cfg.queue == "power" else \
                 (lambda x: np.log(np.float64(1.0 + x)))
             prob = f(back) / (f(back) + f(front))
         prob = 1.0 if math.isinf(prob) else float(prob)
@@ -184,3 +203,19 @@ class PassiveBook:
         order.leaves -= lots
         if order.leaves == 0:
             self.orders[side] = None
+
+
+def quote(book: PassiveBook, side: int, code: int, now_ns: int, touch: int, lots: int) -> None:
+    """Apply one side's quote (QUOTE_*) decided at `now_ns` with the side's touch price `touch` in view."""
+    if code == QUOTE_KEEP:
+        return
+    order = book.orders[side]
+    if code == QUOTE_CANCEL:
+        book.cancel(side, now_ns)
+        return
+    behind = (code - QUOTE_JOIN) * book.cfg.tick
+    price = touch - behind if side == BID else touch + behind
+    if order is None:
+        book.post(side, price, lots, now_ns)
+    elif order.price != price:
+        book.cancel(side, now_ns)

@@ -23,10 +23,13 @@ from ..data.record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
 from ..driver import DevPtr
 from ..component import Component, Persistent
 from ..numbers import finite, whole
-from .kernels import LOBSIM_STEP
+from .kernels import LOBSIM_STEP, LOBSIM_STEP_PASSIVE, PASSIVE_STATE
 from .layout import POSITION_DTYPE, TRADE_DTYPE
+from .layout import KERNEL_QUEUE_MODELS
+from .passive import PassiveConfig
 
 BLOCK = 128
+PASSIVE_COUNTS = ("q_posts", "q_rejects", "q_fill_lots")  # per side: orders sent, refused post-only, lots filled
 MONEY_UNITS = " of money units (prices ×1e9: 5_000_000 is 0.005 per lot per side)"
 MAX_LOTS_PER_ENTRY = 1_000_000  # keeps |lots| × price × 2 well inside int64 for prices up to 1e6
 F32_TINY, F32_MAX = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)  # kernels read float32
@@ -44,6 +47,7 @@ class LobSimConfig:
     atr_alpha: float = 0.05  # EMA rate of the mid's ATR (about 20 snapshots)
     reward_scale: float = 1.0 / PRICE_SCALE  # reward = Δequity × scale: price units per lot by default
     trade_log_cap: int = 64
+    passive: PassiveConfig | None = None  # resting orders (lobsim_step_passive); None: market orders only
 
     def __post_init__(self):
         for name, unit in (("n_backtests", ""), ("lots_per_entry", ""), ("fee_per_lot", MONEY_UNITS),
@@ -69,6 +73,13 @@ class LobSimConfig:
             object.__setattr__(self, name, float(value))
         if not 1 <= self.trade_log_cap <= 1 << 16:
             raise ValueError(f"trade_log_cap must be 1 to 65536, got {self.trade_log_cap}")
+        q = self.passive
+        if q is not None:
+            if q.queue not in KERNEL_QUEUE_MODELS:
+                raise ValueError(f"passive queue model {q.queue!r}: the simulator has {', '.join(KERNEL_QUEUE_MODELS)}")
+            if not -self.max_price <= q.maker_fee <= self.max_price or q.max_position > MAX_LOTS_PER_ENTRY:
+                raise ValueError(f"passive maker_fee must be within ±max_price and max_position at most "
+                                 f"{MAX_LOTS_PER_ENTRY}, got {q.maker_fee}, {q.max_position}")
 
 
 @dataclass(frozen=True)
@@ -144,13 +155,23 @@ class LobSim(Component):
         self.trade_log = dev((n, config.trade_log_cap), TRADE_DTYPE, "trade_log")
         self.rewards = rt.device_array(n, np.float32, "lobsim.rewards")
         self.dones = dev(n, np.float32, "dones")
+        self.passive = config.passive
+        if self.passive is not None:  # per side and backtest, [2, n]: the quotes in, the resting orders' state
+            self.quotes = dev((2, n), np.int32, "quotes")
+            for name, dtype, _ in PASSIVE_STATE:
+                setattr(self, name, dev((2, n), dtype, name))
+            for name in PASSIVE_COUNTS:
+                setattr(self, name, dev((2, n), np.uint32, name))
         self.reset_state()
         self.ptrs = self._raw_ptrs()
         # lobsim_step's arguments by name: a kernel that steps the simulator and goes on (the trainer's
         # backtest_step) takes them, then its own
         self.step_args = self._step_args(self.ptrs)
         self.grid = (n + BLOCK - 1) // BLOCK
-        self.plans = [rt.plan(LOBSIM_STEP, self.grid, BLOCK, self.step_args)]
+        if self.passive is None:
+            self.plans = [rt.plan(LOBSIM_STEP, self.grid, BLOCK, self.step_args)]
+        else:
+            self.plans = [rt.plan(LOBSIM_STEP_PASSIVE, self.grid, BLOCK, {**self.step_args, **self._passive_args()})]
 
     def _raw_ptrs(self) -> LobSimRawPtrs:
         arrays = {f.name: getattr(self, f.name).ptr for f in fields(LobSimRawPtrs)
@@ -167,9 +188,21 @@ class LobSim(Component):
                     max_px=c.max_price, atr_alpha=c.atr_alpha, reward_scale=c.reward_scale, trade_cap=t.trade_log_cap,
                     lots_per_entry=c.lots_per_entry, n=t.n_backtests)
 
+    def _passive_args(self) -> dict:
+        q = self.passive
+        names = ("quotes", *(name for name, _, _ in PASSIVE_STATE), *PASSIVE_COUNTS)
+        return {**{name: getattr(self, name).ptr for name in names}, "maker_fee": q.maker_fee,
+                "entry_latency": q.entry_latency_ns, "cancel_latency": q.cancel_latency_ns, "tick": q.tick,
+                "queue_model": KERNEL_QUEUE_MODELS.index(q.queue), "power": q.power, "partial": int(q.partial),
+                "max_position": q.max_position}
+
     def reset_state(self, fee_per_lot: np.ndarray | None = None):
-        """Flat positions, empty books, zero counters (host uploads: call outside a capture)."""
+        """Flat positions, empty books, no resting orders, zero counters (host uploads: call outside a capture)."""
         n = self.n
+        if self.passive is not None:
+            self.quotes.upload(np.zeros((2, n), np.int32))
+            for name, dtype, empty in (*PASSIVE_STATE, *((c, np.uint32, 0) for c in PASSIVE_COUNTS)):
+                getattr(self, name).upload(np.full((2, n), empty, dtype))
         self.bid_px.upload(np.full((LEVELS, n), PRICE_UNDEF, np.int64))
         self.ask_px.upload(np.full((LEVELS, n), PRICE_UNDEF, np.int64))
         for arr in (self.bid_sz, self.ask_sz, self.book_ts, self.mid_x2, self.atr_ema, self.skip_range,
@@ -220,7 +253,16 @@ class LobSim(Component):
                 "unfilled_lots": int(p["unfilled_lots"].sum()), "forced_lots": int(p["forced_lots"].sum()),
                 "skipped_unreasonable": int(self.skip_range.download().sum()),
                 "skipped_crossed": int(self.skip_crossed.download().sum()),
-                "episodes": int(p["episodes"].sum())}
+                "episodes": int(p["episodes"].sum()),
+                **({name: self._per_side(name).sum(axis=1).tolist() for name in PASSIVE_COUNTS}
+                   if self.passive is not None else {})}  # [bid, ask] each
+
+    def _per_side(self, name) -> np.ndarray:
+        return getattr(self, name).download().reshape(2, self.n)
+
+    def orders(self) -> dict[str, np.ndarray]:
+        """The resting orders' state per side and backtest ([2, n] each: PASSIVE_STATE's names and the counts)."""
+        return {name: self._per_side(name) for name in (*(s for s, _, _ in PASSIVE_STATE), *PASSIVE_COUNTS)}
 
     def buffers(self) -> list:
         return [*self.persistent.arrays.values(), self.rewards]

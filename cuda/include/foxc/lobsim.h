@@ -16,6 +16,16 @@
 #define FOXC_REASON_SIGNAL 0
 #define FOXC_REASON_STOP_LOSS 1
 #define FOXC_REASON_EPISODE_END 2
+#define FOXC_REASON_PASSIVE 3
+#define FOXC_QUEUE_NONE 0
+#define FOXC_QUEUE_SENT 1
+#define FOXC_QUEUE_LIVE 2
+#define FOXC_QUOTE_KEEP 0
+#define FOXC_QUOTE_CANCEL 1
+#define FOXC_QUOTE_JOIN 2
+#define FOXC_QUEUE_RISK_AVERSE 0
+#define FOXC_QUEUE_POWER 1
+#define FOXC_NO_CANCEL 0X7FFFFFFFFFFFFFFFLL  // q_cancel of an order no cancel was sent for
 #define FOXC_BOOK_OK           0           // a usable snapshot
 #define FOXC_BOOK_UNREASONABLE 1           // an empty best level, or a price outside [min_px, max_px]
 #define FOXC_BOOK_CROSSED      2           // best bid >= best ask
@@ -33,7 +43,7 @@ struct __align__(16) FoxcPosition {
     unsigned int trades;  // closed trades logged (the trade-log ring's head)
     unsigned int wins;  // closed trades with positive PnL net of fees
     long long realized_pnl;  // gross PnL realized by reducing fills since the reset (fees not included)
-    long long fees_paid;  // fees paid since the reset (never negative)
+    long long fees_paid;  // fees paid since the reset (negative where maker rebates exceed them)
     long long vwap_px;  // volume-weighted entry price of the open lots, cost / lots truncated; 0 when flat
     long long entry_ts;  // ts_ns of the open trade's first fill
     long long open_notional;  // open trade: Σ lots × price of its opening fills
@@ -91,7 +101,7 @@ struct __align__(16) FoxcTrade {
     long long fees;  // fees of the trade's fills
     int side;  // +1 long, −1 short
     int lots;  // lots opened over the trade's life
-    unsigned int reason;  // REASON_SIGNAL, REASON_STOP_LOSS or REASON_EPISODE_END
+    unsigned int reason;  // REASON_SIGNAL, REASON_STOP_LOSS, REASON_EPISODE_END or REASON_PASSIVE (its last fill's)
     unsigned int pad;  // padding to 64 bytes
 };
 static_assert(sizeof(FoxcTrade) == 64, "FoxcTrade size");
