@@ -64,7 +64,7 @@ def render_header() -> str:
                 ("FOXC_LABEL_PLANES", LABEL_PLANES, "the five sources, then mid_weight, outcome_weight"),
                 ("FOXC_GATHER_BLOCK", GATHER_BLOCK, ""),
                 ("FOXC_GATHER_MAX_K", GATHER_MAX_K,
-                 f"the window is staged in shared memory: K * {SNAPSHOT_BYTES} bytes <= 48 KB")])]
+                 f"the window is staged in shared memory: K * {SNAPSHOT_BYTES} bytes (past 48 KB the plan opts in)")])]
     return header_text("FOXC_DATA_H", "foxc.data.features", "foxc/data/features.py", body)
 
 

@@ -15,7 +15,7 @@ GATHER_WINDOWS = KernelSpec(
      ptr("labels_out"), i32("n_records"), i32("B"), i32("K"), i64("tick")),
     doc="time-major [K,B,F] features of the K-snapshot window ending at each cursor (rows before the segment's "
         "first repeat it; a window that slid by one since `held` moves its held rows down) and the label planes "
-        "at the cursor; grid B, block 128, shared K*352 bytes")
+        "at the cursor; grid B, block 128, shared K * sizeof(FoxcSnapshot) bytes")
 
 
 def shared_bytes(K: int) -> int:
@@ -33,7 +33,7 @@ def window_rows(records: np.ndarray, segment_first: np.ndarray, cursor: np.ndarr
 def _gather_windows(launch, records, labels, segment_first, cursor, held, features, labels_out, n_records, B, K,
                     tick):
     n, nb, k = int(n_records), int(B), int(K)
-    assert launch.shared_bytes >= shared_bytes(k), "gather_windows needs K * 352 bytes of shared memory"
+    assert launch.shared_bytes >= shared_bytes(k), "gather_windows needs K snapshots of shared memory"
     rec = records.view(SNAPSHOT_DTYPE, n)
     c = cursor.i64(nb)
     first = segment_first.i64()[rec["segment"][c]]

@@ -54,7 +54,7 @@ def compute_labels(rec: np.ndarray, tick: int, cfg: LabelConfig = LabelConfig())
     tick = checked_tick(tick)
     n = len(rec)
     out = np.zeros((N_PLANES, len(cfg.horizons), n), np.float32)
-    # contiguous copies: each is read six times, and a record's fields lie 352 bytes apart
+    # contiguous copies: each is read six times, and a record's fields lie 400 bytes apart
     bid, ask, seg = (np.ascontiguousarray(rec[name][:, 0] if name != "segment" else rec[name])
                      for name in ("bid_px", "ask_px", "segment"))
     mid2 = bid + ask  # twice the mid, exact in int64

@@ -244,6 +244,7 @@ def _destroy_graph(exec_handle, graph, name: str):
     release("cuGraphDestroy", graph, f"destroying graph '{name}'")
 
 
+DEFAULT_DYNAMIC_SHARED = 48 * 1024  # what a kernel may have without opting in (cuFuncSetAttribute)
 _USE_NODE_PRIORITY = int(driver.CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)
 
 
@@ -306,6 +307,23 @@ class CudaRuntime(Runtime):
         check(driver.cuFuncSetAttribute(kernel._handle, attr.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic),
               "cuFuncSetAttribute", f"allowing {kernel.name} {dynamic} B of dynamic shared memory")
         return dynamic
+
+    def _allow_shared(self, kernel: Kernel, shared_bytes: int):
+        if shared_bytes <= DEFAULT_DYNAMIC_SHARED:
+            return
+        attr, dev = driver.CUfunction_attribute, self.ctx.device
+        allowed = check(driver.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kernel._handle),
+                        "cuFuncGetAttribute", f"reading {kernel.name}'s dynamic shared memory limit")
+        if shared_bytes <= allowed:
+            return
+        static = check(driver.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, kernel._handle),
+                       "cuFuncGetAttribute", f"reading {kernel.name}'s shared memory")
+        if static + shared_bytes > device_attribute(dev, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"):
+            raise CudaError(f"{kernel.name}: {shared_bytes} B of dynamic shared memory is more than a block of this "
+                            "device can have")
+        check(driver.cuFuncSetAttribute(kernel._handle, attr.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        shared_bytes),
+              "cuFuncSetAttribute", f"allowing {kernel.name} {shared_bytes} B of dynamic shared memory")
 
     def copy_dtod(self, dst, src, nbytes: int, stream: Stream | None = None):
         stream = stream or self.stream

@@ -85,10 +85,15 @@ class Runtime(Owned):
             if max_blocks_per_sm < 1:
                 raise ValueError(f"{spec.name}: max_blocks_per_sm must be at least 1, got {max_blocks_per_sm}")
             shared_bytes = self._residency_shared(kernel, shared_bytes, max_blocks_per_sm)
+        else:
+            self._allow_shared(kernel, shared_bytes)
         return self._plan(self, kernel, grid, block, args, shared_bytes)
 
     def _residency_shared(self, kernel, shared_bytes: int, per_sm: int) -> int:
         return shared_bytes  # a backend without SMs runs every block the same way
+
+    def _allow_shared(self, kernel, shared_bytes: int):
+        """Let `kernel` have `shared_bytes` of dynamic shared memory (CUDA: past 48 KB a kernel must opt in)."""
 
     def capture(self, stream=None, name: str = "graph"):
         """`with rt.capture() as cap:` records what is launched on the stream; `cap.graph` after the block."""

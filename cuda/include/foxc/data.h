@@ -22,6 +22,6 @@
 #define FOXC_LABEL_SOURCES 5           // mid_up, long_win, short_win, long_size, short_size
 #define FOXC_LABEL_PLANES  7           // the five sources, then mid_weight, outcome_weight
 #define FOXC_GATHER_BLOCK  128
-#define FOXC_GATHER_MAX_K  128         // the window is staged in shared memory: K * 400 bytes <= 48 KB
+#define FOXC_GATHER_MAX_K  128         // the window is staged in shared memory: K * 400 bytes (past 48 KB the plan opts in)
 
 #endif  // FOXC_DATA_H
