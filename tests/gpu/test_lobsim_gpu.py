@@ -168,5 +168,5 @@ def test_passive_env_matches_reference(cuda_rt, ref_rt, rng, queue, power, laten
     assert envs[0].sim.trade_log.download().tobytes() == envs[1].sim.trade_log.download().tobytes()
     stats = envs[1].sim.stats()
     assert min(stats["q_fill_lots"]) > 100 and min(stats["q_posts"]) > 100, stats
-    if latency_ns:
-        assert sum(stats["q_rejects"]) > 0, "no post-only refusal: the latency cases exercised little"
+    if latency_ns > 1_000_000:  # arriving a snapshot (1 ms) or more after the book it was priced on
+        assert sum(stats["q_rejects"]) > 0, "no post-only refusal: the latency case exercised little"
