@@ -363,7 +363,7 @@ def test_the_baselines_fit_out_of_memory_is_one_line_naming_the_remedy(tmp_path,
                  "--steps-per-fold", "2", "--no-plots", "--out", str(out)]) == 2
     assert capsys.readouterr().err == (
         "foxc.walkforward: error: --data synthetic: fold 0: fitting the baseline on its training window: out of "
-        "memory: 10,000 snapshots take 3.52 MB of records (352 bytes each), and arrays of each as it is fitted; give "
+        "memory: 10,000 snapshots take 4.00 MB of records (400 bytes each), and arrays of each as it is fitted; give "
         "fewer --synthetic-rows, or more --folds (each fold fits the baseline on its training window whole) (the "
         f"report of every fold is in {out})\n")
     window = SimpleNamespace(n_rows=300, records=None, tick=1, source="parquet")  # from a cache
@@ -411,7 +411,7 @@ def test_a_third_party_trainers_out_of_memory_is_one_line_naming_it_and_the_reme
                  "--folds", "1", "--steps-per-fold", "2", "--no-plots", "--out", str(out)]) == 2
     assert capsys.readouterr().err == (
         f"foxc.walkforward: error: --data synthetic: fold 0: --trainer test_walkforward:FAILING: {doing}: out of "
-        "memory: 10,000 snapshots take 3.52 MB of records (352 bytes each), and what the "
+        "memory: 10,000 snapshots take 4.00 MB of records (400 bytes each), and what the "
         f"trainer makes of them ({error}); give fewer --synthetic-rows, or more --folds (each fold trains on its "
         f"training window whole) (the report of every fold is in {out})\n")
     record = json.loads((out / "report.json").read_text())["folds"][0]

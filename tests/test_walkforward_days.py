@@ -237,7 +237,7 @@ def test_a_window_of_the_cache_out_of_memory_is_one_line_naming_the_remedy(cache
     n = calls[3][1] - calls[3][0]
     assert capsys.readouterr().err == (
         f"foxc.walkforward: error: --data {cache}: fold 1: reading its evaluation window: out of memory: {n:,} "
-        f"snapshots take {n * 352 / 1e6:.2f} MB (352 bytes each), read with the rest of the cache's shards that hold "
+        f"snapshots take {n * 400 / 1e6:.2f} MB (400 bytes each), read with the rest of the cache's shards that hold "
         "them; give more --folds, or fewer --eval-days (each fold reads the shards that hold its windows whole) (the "
         f"report of every fold is in {out})\n")
     report = json.loads((out / "report.json").read_text())

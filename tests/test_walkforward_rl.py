@@ -46,7 +46,7 @@ def test_a_folds_evaluation_out_of_memory_is_one_line_naming_the_remedy(tmp_path
                              "--val-frac", "0"]) == 2  # no validation: training never evaluates
     assert capsys.readouterr().err == (
         "foxc.walkforward: error: --data synthetic: fold 0: evaluating its evaluation window: out of memory: 10,000 "
-        "snapshots take 3.52 MB of records (352 bytes each), and arrays of each as they are evaluated; give fewer "
+        "snapshots take 4.00 MB of records (400 bytes each), and arrays of each as they are evaluated; give fewer "
         "--synthetic-rows, or more --folds (each fold evaluates its evaluation window whole) (the report of every "
         f"fold is in {out})\n")
     from foxc.evaluate.baseline import no_room_in_fold  # from a cache: the flag of the evaluation window's dates
@@ -71,7 +71,7 @@ def test_a_folds_training_out_of_memory_is_one_line_naming_the_remedy(tmp_path, 
     assert walkforward.main(["--backend", "reference", "--synthetic-rows", "20000", "--folds", "1",
                              "--steps-per-fold", "2", "--no-plots", "--out", str(out), "--n-backtests", "8",
                              "--seq-len", "4", "--per-capacity", "64"]) == 2
-    need = ("8,000 snapshots take 2.82 MB of records (352 bytes each) and 0.67 MB of label planes (84 bytes each), "
+    need = ("8,000 snapshots take 3.20 MB of records (400 bytes each) and 0.67 MB of label planes (84 bytes each), "
             "with a replay of --per-capacity 64 transitions and the arrays of --n-backtests 8 backtests")
     assert capsys.readouterr().err == (
         f"foxc.walkforward: error: --data synthetic: fold 0: training on its training window: out of memory: {need}; "
@@ -100,7 +100,7 @@ def test_the_yardstick_out_of_memory_is_its_failure_and_the_fold_keeps_its_figur
     spec = FoldSpec(fold=0, train=(0, 4_000), eval=(4_000, 8_000), steps=2, out_dir=str(tmp_path / "fold-0"),
                     trainer="rl", config={"backend": "reference", "train_args": train_args},
                     eval_config={"n_backtests": 4, "backend": "reference"}, source="synthetic")
-    need = "4,000 snapshots take 1.41 MB of records (352 bytes each), and arrays of each as"
+    need = "4,000 snapshots take 1.60 MB of records (400 bytes each), and arrays of each as"
     for where, name, error in (
             (baseline, "features", f"fitting the baseline on its training window: out of memory: {need} it is "
              "fitted; give fewer --synthetic-rows, or more --folds (each fold fits the baseline on its training "
