@@ -168,23 +168,26 @@ __device__ __noinline__ void passive_phase(
     FoxcTrade* trade_log, long long min_px, long long max_px, int trade_cap, int lots_per_entry, int n,
     const PassiveParams& q)
 {
-    Resting o[2];
-    for (int s = 0; s < 2; ++s) {
-        const long long at = (long long)s * n + b;
-        o[s].px = q.q_px[at]; o[s].leaves = q.q_leaves[at]; o[s].state = q.q_state[at];
-        o[s].arrive = q.q_arrive[at]; o[s].cancel = q.q_cancel[at]; o[s].front = q.q_front[at];
-        o[s].cum = q.q_cum[at]; o[s].since = q.q_since[at];
-    }
+    const unsigned int state0 = q.q_state[b], state1 = q.q_state[(long long)n + b];
     const long long c = cursor[b];
     const bool at_end = c >= episode_end[b];
     const int code[2] = {q.quotes[b], q.quotes[(long long)n + b]};
+    if (state0 == FOXC_QUEUE_NONE && state1 == FOXC_QUEUE_NONE &&
+        (at_end || (code[0] == FOXC_QUOTE_KEEP && code[1] == FOXC_QUOTE_KEEP))) return;  // nothing rests or moves
+    Resting o[2];
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {  // an empty side holds the canonical values: not read
+        const long long at = (long long)s * n + b;
+        drop(o[s]);
+        if ((s == 0 ? state0 : state1) == FOXC_QUEUE_NONE) continue;
+        o[s].px = q.q_px[at]; o[s].leaves = q.q_leaves[at]; o[s].state = s == 0 ? state0 : state1;
+        o[s].arrive = q.q_arrive[at]; o[s].cancel = q.q_cancel[at]; o[s].front = q.q_front[at];
+        o[s].cum = q.q_cum[at]; o[s].since = q.q_since[at];
+    }
     if (at_end) {
-        if (o[0].state == FOXC_QUEUE_NONE && o[1].state == FOXC_QUEUE_NONE) return;
         drop(o[0]);
         drop(o[1]);
     } else {
-        if (o[0].state == FOXC_QUEUE_NONE && o[1].state == FOXC_QUEUE_NONE && code[0] == FOXC_QUOTE_KEEP &&
-            code[1] == FOXC_QUOTE_KEEP) return;
         FoxcPosition p = pos[b];
         FoxcTrade* ring = trade_log + (long long)b * trade_cap;
         log_closed(p, ring, trade_cap);
@@ -250,8 +253,10 @@ __device__ __noinline__ void passive_phase(
         if (f.any) p.vwap_px = p.lots != 0 ? p.cost / p.lots : 0;
         pos[b] = p;
     }
-    for (int s = 0; s < 2; ++s) {
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {  // a side empty before and after keeps its canonical values: not written
         const long long at = (long long)s * n + b;
+        if ((s == 0 ? state0 : state1) == FOXC_QUEUE_NONE && o[s].state == FOXC_QUEUE_NONE) continue;
         q.q_px[at] = o[s].px; q.q_leaves[at] = o[s].leaves; q.q_state[at] = o[s].state;
         q.q_arrive[at] = o[s].arrive; q.q_cancel[at] = o[s].cancel; q.q_front[at] = o[s].front;
         q.q_cum[at] = o[s].cum; q.q_since[at] = o[s].since;
