@@ -68,10 +68,12 @@ def dbn_bytes(rec: np.ndarray, version: int = 2, symbol: str = "TEST", ts_out: b
 
 def write_lobster(folder: Path, rec: np.ndarray, levels: int, ticker="AAPL", day="2012-06-21",
                   message: bool = True, session: tuple[int, int] = (34_200_000, 57_600_000),
-                  seconds: list[str] | None = None) -> Path:
+                  seconds: list[str] | None = None, events: list[tuple[int, int, int, int]] | None = None) -> Path:
     """orderbook_N.csv (+ message_N.csv) for the first `levels` levels of `rec` (prices in 1e-9 units),
     named TICKER_DAY_<session start ms>_<end ms>_...; the message times are `seconds` (as written) after midnight
-    (New York time, as LOBSTER writes them), by default ts_ns modulo one day."""
+    (New York time, as LOBSTER writes them), by default ts_ns modulo one day; each row's event (type, size, price
+    × 1e4, direction) is `events`', by default where trade_count > 0 an execution (4) of 100 at the best bid of a
+    buy order (1), or at the best ask of a sell order (-1) in a book without bids, else a new order (1)."""
     base = f"{ticker}_{day}_{session[0]}_{session[1]}"
     cols = []
     for lvl in range(levels):
@@ -83,10 +85,15 @@ def write_lobster(folder: Path, rec: np.ndarray, levels: int, ticker="AAPL", day
     if message:
         if seconds is None:
             seconds = [f"{s:.9f}" for s in (rec["ts_ns"] % (86400 * 10**9)) / 1e9]
-        kinds = np.where(rec["trade_count"] > 0, 4, 1)
+        if events is None:
+            bid, ask = rec["bid_px"][:, 0], rec["ask_px"][:, 0]
+            at_bid = bid != PRICE_UNDEF
+            price = np.where(at_bid, bid, np.where(ask != PRICE_UNDEF, ask, 0)) // 100_000
+            events = list(zip(np.where(rec["trade_count"] > 0, 4, 1).tolist(), [100] * len(rec), price.tolist(),
+                              np.where(at_bid, 1, -1).tolist()))
         with open(folder / f"{base}_message_{levels}.csv", "w") as fh:
-            for s, k in zip(seconds, kinds):
-                fh.write(f"{s},{k},1,100,0,1\n")
+            for s, (kind, size, price, direction) in zip(seconds, events):
+                fh.write(f"{s},{kind},1,{size},{price},{direction}\n")
     return book
 
 
