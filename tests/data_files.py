@@ -97,5 +97,15 @@ def write_lobster(folder: Path, rec: np.ndarray, levels: int, ticker="AAPL", day
     return book
 
 
-__all__ = ["DBN_FIXTURES", "FIXTURES", "LEVELS", "NEEDS_DBN", "SHARED_DATA", "dbn_bytes", "dbn_tool", "shared_sample",
-           "write_lobster"]
+PRICED = ("bid_px", "ask_px", "sell_lo_px", "buy_hi_px", "last_px")  # a record's prices: the book's, the trades'
+
+
+def shift_prices(rec: np.ndarray, units: int) -> np.ndarray:
+    """`rec` with every price it holds (the book's levels and the trades') moved by `units`, in place."""
+    for name in PRICED:
+        rec[name] = np.where(rec[name] == PRICE_UNDEF, PRICE_UNDEF, rec[name] + units)
+    return rec
+
+
+__all__ = ["DBN_FIXTURES", "FIXTURES", "LEVELS", "NEEDS_DBN", "PRICED", "SHARED_DATA", "dbn_bytes", "dbn_tool",
+           "shared_sample", "shift_prices", "write_lobster"]

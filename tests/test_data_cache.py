@@ -5,7 +5,7 @@ import shutil
 import numpy as np
 import pytest
 
-from data_files import dbn_bytes, write_lobster
+from data_files import dbn_bytes, shift_prices, write_lobster
 from foxc.data.cache import MANIFEST, content_sha256, file_sha256, head_labels, is_cache, open_cache
 from foxc.data.cursors import valid_starts
 from foxc.data.prepare import prepare
@@ -415,9 +415,7 @@ def test_each_instruments_tick_is_inferred_from_its_own_rows(tmp_path):
     0.05); and one instrument's days together (a day of it alone may show a coarser step)."""
     from foxc.data.synthetic import SynthParams
     write_parquet(tmp_path / "a.parquet", generate(400, seed=1))
-    other = on_day(generate(300, seed=2, params=SynthParams(instrument_id=2)), 1)
-    for side in ("bid_px", "ask_px"):
-        other[side] += 100_000_000
+    other = shift_prices(on_day(generate(300, seed=2, params=SynthParams(instrument_id=2)), 1), 100_000_000)
     write_parquet(tmp_path / "b.parquet", other)
     write_parquet(tmp_path / "c.parquet", on_day(generate(300, seed=3, params=SynthParams(tick=0.5)), 2))
     assert load(tmp_path / "c.parquet").tick == 500_000_000
