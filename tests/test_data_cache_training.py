@@ -135,7 +135,7 @@ def test_held_out_rows_out_of_memory_are_one_line_naming_eval_rows(cache, tmp_pa
                        str(tmp_path / "a")]) == 2
     assert capsys.readouterr().err == (  # rows 31,390.. of shards 10 (from 29,235) and 11 (to 34,878)
         "foxc.train: error: --eval-rows 1,000: out of memory: reading the 1,000 held-out snapshots with the rest of "
-        "the cache's shards that hold them: 5,643 snapshots take 1.99 MB (352 bytes each); give fewer --eval-rows\n")
+        "the cache's shards that hold them: 5,643 snapshots take 2.26 MB (400 bytes each); give fewer --eval-rows\n")
     monkeypatch.undo()
     monkeypatch.setattr(runner, "np", NumpyWithout("zeros"))  # the evaluation's arrays of each snapshot
     # --val-frac 0: no validation at the last step, whose arrays would run out first (the case below)
@@ -143,9 +143,9 @@ def test_held_out_rows_out_of_memory_are_one_line_naming_eval_rows(cache, tmp_pa
                        str(tmp_path / "b")]) == 2
     assert capsys.readouterr().err == (
         "foxc.train: error: --eval-rows 2,000: out of memory: evaluating the held-out snapshots (their records, and "
-        "arrays of each as they are evaluated): 2,000 snapshots take 0.70 MB (352 bytes each); give fewer "
+        "arrays of each as they are evaluated): 2,000 snapshots take 0.80 MB (400 bytes each); give fewer "
         "--eval-rows\n")
     assert train.main([*small, "--synthetic-rows", "20000", "--eval-rows", "2000", "--out", str(tmp_path / "c")]) == 2
     assert capsys.readouterr().err == (
         "foxc.train: error: --eval-rows 2,000: out of memory: validating on the training rows' held-out end (its "
-        "records, and arrays of each): 2,000 snapshots take 0.70 MB (352 bytes each); give fewer --eval-rows\n")
+        "records, and arrays of each): 2,000 snapshots take 0.80 MB (400 bytes each); give fewer --eval-rows\n")

@@ -310,12 +310,12 @@ def test_labels_larger_than_memory_are_refused_by_train_and_inspect(two_days, mo
         raise MemoryError(ALLOC)
     monkeypatch.setattr(labels, "compute_labels", no_room)
     monkeypatch.setattr(data_cli, "compute_labels", no_room)
-    need = "600 snapshots take 0.21 MB of records (352 bytes each){} and 0.05 MB of label planes (84 bytes each)"
+    need = "600 snapshots take 0.24 MB of records (400 bytes each){} and 0.05 MB of label planes (84 bytes each)"
     assert data_cli.main(["inspect", str(two_days)]) == 2
     assert capsys.readouterr().err == f"foxc.data inspect: error: {ALLOC}\n"  # foxc.cli.run's one line
     assert train.main(["--backend", "reference", "--data", str(two_days), "--out", str(two_days / "run")]) == 2
     err = capsys.readouterr().err
-    trained = ("432 snapshots take 0.15 MB of records (352 bytes each) and 0.04 MB of label planes (84 bytes each)"
+    trained = ("432 snapshots take 0.17 MB of records (400 bytes each) and 0.04 MB of label planes (84 bytes each)"
                )  # the 600 less the held-out tail (60) and the validation rows (108): the rows it labels
     assert err == (f"foxc.train: error: --data {two_days}: out of memory: {trained}"
                    + CACHE_HINT.format(two_days) + "\n")
@@ -343,22 +343,22 @@ def test_labels_of_synthetic_rows_or_a_fold_larger_than_memory_are_refused_namin
         raise MemoryError(ALLOC)
     monkeypatch.setattr(labels, "compute_labels", no_room)
     monkeypatch.setattr(fold, "compute_labels", no_room)
-    need = "{:,} snapshots take {} of records (352 bytes each) and {} of label planes (84 bytes each)"
+    need = "{:,} snapshots take {} of records (400 bytes each) and {} of label planes (84 bytes each)"
     assert train.main(["--backend", "reference", "--synthetic-rows", "20000", "--eval-rows", "2000", "--out",
                        str(tmp_path / "run")]) == 2
     assert capsys.readouterr().err == ("foxc.train: error: --synthetic-rows 20,000: out of memory: "
-                                       + need.format(18_000, "6.34 MB", "1.51 MB") + "; give fewer rows\n")
+                                       + need.format(18_000, "7.20 MB", "1.51 MB") + "; give fewer rows\n")
     assert not (tmp_path / "run").exists()
     out = tmp_path / "wf"
     assert walkforward.main(["--backend", "reference", "--synthetic-rows", "20000", "--folds", "1",
                              "--steps-per-fold", "2", "--no-plots", "--out", str(out)]) == 2
     assert capsys.readouterr().err == (
         "foxc.walkforward: error: --data synthetic: fold 0: labelling its training window: out of memory: "
-        + need.format(8_000, "2.82 MB", "0.67 MB") + "; give fewer --synthetic-rows, or more --folds (each fold "
+        + need.format(8_000, "3.20 MB", "0.67 MB") + "; give fewer --synthetic-rows, or more --folds (each fold "
         f"labels its training window whole) (the report of every fold is in {out})\n")
     window = MarketData(generate(300, seed=1), "", 0, "parquet", [], 1)  # real data: from files, or a cache
     assert str(fold.no_room_labelling(window, 3, {"fold": 2, "cache": ""})) == (
-        "labelling its training window: out of memory: " + need.format(300, "0.11 MB", "0.03 MB")
+        "labelling its training window: out of memory: " + need.format(300, "0.12 MB", "0.03 MB")
         + CACHE_HINT.format("DATA"))
     assert str(fold.no_room_labelling(window, 3, {"fold": 2, "cache": "/data/cache"})).endswith(
         "; give more --folds, or fewer --train-days (each fold labels its training window whole)")

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .record import FLAG_NO_TRADES, LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE, empty_snapshots
+from .record import FLAG_NO_TRADES, LEVELS, PRICE_SCALE, PRICE_UNDEF, empty_snapshots
 from .chunks import BUY, CHUNK_ROWS, SELL, UNKNOWN, feed_delay, fill_trades, new_meta, read_whole, trade_notes
 from .select import map_symbol
 from .validate import NEGATIVE_SIZE, DataError
