@@ -132,6 +132,11 @@ def test_fixtures_are_varied():
     assert ((cat["bid_sz"] == 0) & bid_set).any()                     # size 0 on a set level
     assert (cat["ask_sz"] == 2**32 - 1).any() and (cat["bid_ct"] == 2**32 - 1).any()
     assert (np.diff(cat["ts_event"]) < 0).any() and (cat["ts_ns"] != cat["ts_event"]).all()
+    assert (cat["feed_delay_ns"] > 0).all()                          # ts_event before ts_recv everywhere
+    trade = cat["action"] == "T"                                      # trades of every side, their prices varied
+    assert {s for s, t in zip(cat["side"], trade) if t} == set("ABN")
+    assert len(np.unique(cat["sell_lo_px"])) >= 3 and len(np.unique(cat["buy_hi_px"])) >= 3
+    assert (cat["last_px"][trade] != PRICE_UNDEF).all() and (cat["last_px"][~trade] == PRICE_UNDEF).all()
     meta, records = oracle_decode(FIXTURES / "mbp10.v2.dbn")          # stale sizes on an empty level
     assert any(lv.bid_px == dbn.UNDEF_PRICE and lv.bid_sz > 0 for r in records for lv in r.levels)
 

@@ -98,8 +98,26 @@ def test_lobster_executions_are_trades_by_the_resting_orders_direction(tmp_path)
         ((PRICE_UNDEF, 0, 0), (PRICE_UNDEF, 0, 0), units(ask[4]))]
     assert got["trade_count"].tolist() == [0, 1, 1, 0, 1] and not got["feed_delay_ns"].any()
     assert not (got["flags"] & FLAG_NO_TRADES).any()
-    assert meta["notes"][-1] == ("1 trade without an aggressor side (a direction not 1 or -1): counted in trade_count "
-                                 "and last_px only")
+    assert meta["notes"][-1] == ("1 trade without an aggressor side (a direction not 1 or -1, or a hidden order's: "
+                                 "NASDAQ masks it from 2014-07-14, and a file of no date may be later): counted in "
+                                 "trade_count and last_px only")
+
+
+@pytest.mark.parametrize("day, known", [("2014-07-11", True), ("2014-07-14", False), (None, False)])
+def test_a_hidden_orders_direction_from_2014_07_14_says_no_side(tmp_path, day, known):
+    """LOBSTER: from 2014-07-14 NASDAQ's feed gives a hidden order executed as a buy order, whichever it was."""
+    rec = book(3)
+    rec["ts_ns"] = rec["ts_ns"] - rec["ts_ns"] % (86400 * 10**9) + 34200 * 10**9 + np.arange(3) * 1000
+    bid = rec["bid_px"][:, 0] // 100_000
+    events = [(1, 100, bid[0], 1), (5, 20, bid[1], 1), (4, 30, bid[2], 1)]
+    path = write_lobster(tmp_path, rec, 2, day=day or "2012-06-21", events=events)
+    if day is None:
+        for kind in ("orderbook", "message"):
+            src = next(tmp_path.glob(f"*_{kind}_2.csv"))
+            path = src.rename(tmp_path / f"plain_{kind}_2.csv")
+        path = tmp_path / "plain_orderbook_2.csv"
+    got, _, _ = read_lobster(path)
+    assert got["sell_vol"].tolist() == [0, 20 if known else 0, 30] and got["last_px"][1] == bid[1] * 100_000
 
 
 def test_a_lobster_message_file_of_fewer_than_six_columns_is_refused(tmp_path):

@@ -4,7 +4,8 @@ A book file has no header and 4·N columns, per level ask price, ask size, bid p
 10,000 (× 100,000 to foxc's ×1e9, exactly); an empty level has a dummy price (±9999999999) and size 0. The message
 file's columns are the time in seconds after midnight, the event type, order id, size, price and direction; types 4
 and 5 (a visible, a hidden limit order executed) are trades at the message's price and size, and the direction is
-the resting order's side (1: a buy order executed, so the seller was the aggressor; -1: the buyer). One clock:
+the resting order's side (1: a buy order executed, so the seller was the aggressor; -1: the buyer), except for a
+hidden order's from 2014-07-14 on, always 1 (NASDAQ masks it; LOBSTER's help), and in a file of no date. One clock:
 feed_delay_ns is 0. Without a message file no trade is known: every row has FLAG_NO_TRADES.
 A file named `TICKER_YYYY-MM-DD_<start ms>_<end ms>_orderbook_N.csv` gives the date and session: its times are New
 York wall-clock times (zoneinfo, DST-aware) stored as UTC ns; a file named otherwise keeps ns after midnight.
@@ -34,6 +35,8 @@ TRADE_TYPES = (4, 5)
 MESSAGE_COLUMNS = 6  # time, type, order id, size, price, direction
 SIZE, PRICE, DIRECTION = 3, 4, 5  # the message file's columns of a trade
 AGGRESSOR = {1: SELL, -1: BUY}  # by the direction: the resting order's side
+HIDDEN = 5
+MASKED_FROM = date(2014, 7, 14)  # from this day NASDAQ's feed says 1 (buy) for every hidden order executed (LOBSTER)
 NO_TRADES = "no trades: resting orders fill only when the opposite touch moves through them"
 NAME = re.compile(r"^(?P<ticker>[^_]+)_(?P<date>\d{4}-\d{2}-\d{2})_(?P<start>\d+)_(?P<end>\d+)"
                   r"_orderbook_(?P<n>\d+)\.csv$")
@@ -208,6 +211,7 @@ def iter_lobster(path, meta: dict, rows: int = CHUNK_ROWS):
     for col in range(4 * levels):
         _check_type(path, schema, col)
     named = NAME.match(path.name)
+    day = None
     if named:
         meta["instrument"] = named["ticker"]
         try:
@@ -257,7 +261,7 @@ def iter_lobster(path, meta: dict, rows: int = CHUNK_ROWS):
             rec["ts_ns"] = to_ns(np.rint(seconds * 1e9).astype(np.int64))
             trade = np.isin(_column(msg_path, msg, 1, row), TRADE_TYPES)
             rec["trade_count"] = trade
-            negative, sideless = _trades(msg_path, msg, rec, trade, row)
+            negative, sideless = _trades(msg_path, msg, rec, trade, row, day is None or day >= MASKED_FROM)
             unknown += int(np.count_nonzero(sideless))
             if negative.any():
                 flags = np.where(negative, NEGATIVE_SIZE, 0 if flags is None else flags).astype(np.uint8)
@@ -268,15 +272,19 @@ def iter_lobster(path, meta: dict, rows: int = CHUNK_ROWS):
         yield rec, flags
     if row == 0:
         raise DataError(path, "the file holds no rows")
-    meta["notes"] += trade_notes("a direction not 1 or -1", unknown, 0)
+    meta["notes"] += trade_notes(f"a direction not 1 or -1, or a hidden order's: NASDAQ masks it from {MASKED_FROM}"
+                                 ", and a file of no date may be later", unknown, 0)
 
 
-def _trades(path: Path, msg: pa.RecordBatch, rec: np.ndarray, trade: np.ndarray,
-            first_row: int) -> tuple[np.ndarray, np.ndarray]:
-    """The trade fields of a piece's executions; per row, whether it is an execution of a size below zero (a
-    skipped row, as a book's) and whether it is one of no known side."""
+def _trades(path: Path, msg: pa.RecordBatch, rec: np.ndarray, trade: np.ndarray, first_row: int,
+            masked: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The trade fields of a piece's executions (`masked`: a hidden one's direction says nothing, on a day from
+    MASKED_FROM or of no known date); per row, whether it is an execution of a size below zero (a skipped row, as a
+    book's) and whether it is one of no known side."""
     size, price, direction = (_column(path, msg, col, first_row) for col in (SIZE, PRICE, DIRECTION))
     side = np.select([direction == d for d in AGGRESSOR], list(AGGRESSOR.values()), UNKNOWN)
+    if masked:
+        side[_column(path, msg, 1, first_row) == HIDDEN] = UNKNOWN
     reach = PRICE_UNDEF // LOBSTER_TO_UNITS - 1  # beyond it, a price in units is out of range, not wrapped
     px = np.clip(np.where(trade, price, 0), -reach, reach).astype(np.int64) * LOBSTER_TO_UNITS
     fill_trades(rec, trade, px, np.clip(np.where(trade, size, 0), 0, 2**32 - 1).astype(np.uint32), side)

@@ -278,7 +278,7 @@ def _convert(batch: pa.RecordBatch, columns: list[str], time: str, has_ct: bool,
         negative |= trade & (size < 0)
         side = _codes(get("side"), CODES) if "side" in columns else np.zeros(m, np.int8)
         fill_trades(rec, trade, price[:, 0], np.clip(size, 0, 2**32 - 1).astype(np.uint32), side)
-        seen["unknown"] += int(np.count_nonzero(trade & (side == UNKNOWN) & (price[:, 0] != PRICE_UNDEF)))
+        seen["unknown"] += int(np.count_nonzero(trade & (side == UNKNOWN)))
     if "ts_event" in columns:
         event = get("ts_event")
         untimed = event.is_null().to_numpy(zero_copy_only=False) if event.null_count else None
