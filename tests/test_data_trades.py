@@ -211,15 +211,16 @@ def test_a_skipped_rows_trades_go_into_the_next_kept_row():
     rec["trade_count"][[1, 2, 3]] = [2, 2, 1]
     rec["last_px"][5], rec["buy_hi_px"][5], rec["buy_hi_vol"][5], rec["buy_vol"][5] = p, p, 1, 1
     rec["last_px"][7] = p  # after the last kept row: nowhere to go
-    validator = validate.Validator(ValidationConfig())
-    kept = np.concatenate([validator.keep(rec[:2], None), validator.keep(rec[2:], None)])  # across chunks
-    validator.finish()
-    assert kept["ts_ns"].tolist() == rec["ts_ns"][[0, 3, 4, 6]].tolist()
-    assert trades_of(kept, 1) == ((p - TICK, 5, 8), (p + 2 * TICK, 6, 6), p)  # its own last price: the latest
-    assert trades_of(kept, 2) == EMPTY and trades_of(kept, 3) == ((PRICE_UNDEF, 0, 0), (p, 1, 1), p)
-    assert kept["trade_count"].tolist() == rec["trade_count"][[0, 3, 4, 6]].tolist()  # the reader's, as it was
-    assert validator.trade_notes() == ["the trades of 1 skipped row were left out: no later row of the instrument "
-                                       "was kept"]
+    for rows in (1, 2, 3, 8):  # chunks of any size: the file read whole
+        validator = validate.Validator(ValidationConfig())
+        kept = np.concatenate([validator.keep(rec[i:i + rows].copy(), None) for i in range(0, len(rec), rows)])
+        validator.finish()
+        assert kept["ts_ns"].tolist() == rec["ts_ns"][[0, 3, 4, 6]].tolist()
+        assert trades_of(kept, 1) == ((p - TICK, 5, 8), (p + 2 * TICK, 6, 6), p), rows  # its own last: the latest
+        assert trades_of(kept, 2) == EMPTY and trades_of(kept, 3) == ((PRICE_UNDEF, 0, 0), (p, 1, 1), p)
+        assert kept["trade_count"].tolist() == rec["trade_count"][[0, 3, 4, 6]].tolist()  # the reader's, as it was
+        assert validator.trade_notes() == ["the trades of 1 skipped row were left out: no later row of the "
+                                           "instrument was kept"]
 
 
 def test_a_skipped_rows_trades_stay_with_their_instrument(tmp_path):
@@ -265,3 +266,19 @@ def test_a_trade_price_out_of_range_skips_its_row_as_a_books_would():
     kept, skipped = validate.apply(rec, None, ValidationConfig())
     assert {k: v for k, v in skipped.items() if v} == {"price_out_of_range": 1, "nonpositive_price": 1}
     assert len(kept) == 3 and SNAPSHOT_DTYPE == kept.dtype
+
+
+def test_a_skipped_rows_trades_do_not_cross_into_the_next_instruments_rows():
+    """A roll (ids one after another): the trades of the old contract's last rows are not the new one's."""
+    rec = book(5)
+    rec["instrument_id"] = [1, 1, 1, 2, 2]
+    crossed(rec, 2)
+    p = int(rec["bid_px"][1, 0])
+    rec["sell_lo_px"][2], rec["sell_lo_vol"][2], rec["sell_vol"][2], rec["last_px"][2] = p, 4, 4, p
+    kept, _ = validate.apply(rec, None, ValidationConfig())
+    assert [trades_of(kept, i) for i in range(4)] == [EMPTY] * 4
+    stream_notes = validate.Validator(ValidationConfig())
+    stream_notes.keep(rec.copy(), None)
+    stream_notes.finish()
+    assert stream_notes.trade_notes() == ["the trades of 1 skipped row were left out: no later row of the instrument "
+                                          "was kept"]

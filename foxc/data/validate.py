@@ -295,8 +295,8 @@ class Validator:
         self.cfg = cfg or ValidationConfig()
         self.counts = np.zeros(len(REASONS) + 1, np.int64)  # [kept, per reason...]
         self.latest_ts = NO_TIME_YET
-        self.pending = empty_snapshots(0)  # skipped rows whose trades wait for the next kept row of their instrument
-        self.merged = 0   # skipped rows whose trades went into a later kept row
+        self.pending = empty_snapshots(0)  # skipped rows' trades waiting for their instrument's next kept row: one
+        self.waiting = 0                   # row of them all, folded, and how many rows it holds
         self.stranded = 0  # skipped rows whose trades found none (the instrument's or the file's rows ended)
 
     def keep(self, rec: np.ndarray, flags: np.ndarray | None) -> np.ndarray:
@@ -326,14 +326,18 @@ class Validator:
         ours[inside] = src["instrument_id"][inside] == kept["instrument_id"][target[inside]]
         merge_trades(kept, target[ours], src[ours])
         waiting = ~inside & (src["instrument_id"] == src["instrument_id"][-1])
-        self.merged += int(np.count_nonzero(ours))
-        self.stranded += int(np.count_nonzero(~ours & ~waiting))
-        self.pending = src[waiting]
+        rows = np.where(at < 0, self.waiting, 1)  # the rows each of src stands for
+        self.stranded += int(rows[~ours & ~waiting].sum())
+        self.waiting = int(rows[waiting].sum())
+        self.pending = empty_snapshots(1 if self.waiting else 0)
+        if self.waiting:
+            self.pending["instrument_id"] = src["instrument_id"][-1]
+            merge_trades(self.pending, np.zeros(np.count_nonzero(waiting), np.int64), src[waiting])
 
     def finish(self):
         """At the end of the file: the trades still waiting have no row to go into."""
-        self.stranded += len(self.pending)
-        self.pending = empty_snapshots(0)
+        self.stranded += self.waiting
+        self.pending, self.waiting = empty_snapshots(0), 0
 
     def trade_notes(self) -> list[str]:
         """Skipped rows' trades that no kept row took (the others went into one, as validation says)."""
