@@ -308,7 +308,7 @@ class Validator:
         counts = np.bincount(code, minlength=len(REASONS) + 1)
         self.counts += counts
         kept = rec if counts[0] == len(rec) else rec[code == 0]
-        carried = has_trades(rec) & (code != 0)
+        carried = has_trades(rec) & (code != 0) if counts[0] < len(rec) else np.zeros(len(rec), bool)
         if carried.any():
             carried &= ~np.any(trade_checks(rec, self.cfg.min_units, self.cfg.max_units), axis=0)
         if len(self.pending) or carried.any():
