@@ -45,10 +45,12 @@ def dbn_tool():
     return module
 
 
-def dbn_bytes(rec: np.ndarray, version: int = 2, symbol: str = "TEST", ts_out: bool = False) -> bytes:
+def dbn_bytes(rec: np.ndarray, version: int = 2, symbol: str = "TEST", ts_out: bool = False,
+              feed_delay_ns: int = 0) -> bytes:
     """Snapshots as a DBN stream of MBP-10 records, encoded by databento-dbn (not by foxc's dtype).
 
-    ts_event = ts_recv = ts_ns; action T where trade_count > 0, else A; skips without databento-dbn."""
+    ts_recv = ts_ns, ts_event = ts_ns - feed_delay_ns; action T (side B, a buyer, of 1 at the best bid) where
+    trade_count > 0, else A; skips without databento-dbn."""
     dbn = pytest.importorskip("databento_dbn", reason=NEEDS_DBN)
     meta = dbn.Metadata(dataset="GLBX.MDP3", start=int(rec["ts_ns"].min()), stype_in=dbn.SType.RAW_SYMBOL,
                         stype_out=dbn.SType.INSTRUMENT_ID, schema=dbn.Schema.MBP_10, symbols=[symbol],
@@ -60,7 +62,7 @@ def dbn_bytes(rec: np.ndarray, version: int = 2, symbol: str = "TEST", ts_out: b
                                                       rec["flags"].tolist(), rec["trade_count"].tolist())):
         levels = [dbn.BidAskPair(*(cols[k][i][lvl] for k in sides)) for lvl in range(LEVELS)]
         body.append(bytes(dbn.MBP10Msg(
-            publisher_id=1, instrument_id=iid, ts_event=ts, price=levels[0].bid_px, size=1,
+            publisher_id=1, instrument_id=iid, ts_event=ts - feed_delay_ns, price=levels[0].bid_px, size=1,
             action=dbn.Action.TRADE if trades else dbn.Action.ADD, side=dbn.Side.BID, depth=0, ts_recv=ts,
             flags=flags, levels=levels, **({"ts_out": ts + 7} if ts_out else {}))))
     return meta.encode() + b"".join(body)
