@@ -259,7 +259,6 @@ def _convert(batch: pa.RecordBatch, columns: list[str], time: str, has_ct: bool,
                         negative, empty)
         else:
             rec[f"{side}_ct"] = 0
-    rec["trade_count"] = 0
     trade = _codes(get("action"), {"T": 1}) == 1 if "action" in columns else np.zeros(m, bool)
     rec["trade_count"] = trade
     if trades == "own":
