@@ -45,10 +45,12 @@ def dbn_tool():
     return module
 
 
-def dbn_bytes(rec: np.ndarray, version: int = 2, symbol: str = "TEST", ts_out: bool = False) -> bytes:
+def dbn_bytes(rec: np.ndarray, version: int = 2, symbol: str = "TEST", ts_out: bool = False,
+              feed_delay_ns: int = 0) -> bytes:
     """Snapshots as a DBN stream of MBP-10 records, encoded by databento-dbn (not by foxc's dtype).
 
-    ts_event = ts_recv = ts_ns; action T where trade_count > 0, else A; skips without databento-dbn."""
+    ts_recv = ts_ns, ts_event = ts_ns - feed_delay_ns; action T (side B, a buyer, of 1 at the best bid) where
+    trade_count > 0, else A; skips without databento-dbn."""
     dbn = pytest.importorskip("databento_dbn", reason=NEEDS_DBN)
     meta = dbn.Metadata(dataset="GLBX.MDP3", start=int(rec["ts_ns"].min()), stype_in=dbn.SType.RAW_SYMBOL,
                         stype_out=dbn.SType.INSTRUMENT_ID, schema=dbn.Schema.MBP_10, symbols=[symbol],
@@ -60,7 +62,7 @@ def dbn_bytes(rec: np.ndarray, version: int = 2, symbol: str = "TEST", ts_out: b
                                                       rec["flags"].tolist(), rec["trade_count"].tolist())):
         levels = [dbn.BidAskPair(*(cols[k][i][lvl] for k in sides)) for lvl in range(LEVELS)]
         body.append(bytes(dbn.MBP10Msg(
-            publisher_id=1, instrument_id=iid, ts_event=ts, price=levels[0].bid_px, size=1,
+            publisher_id=1, instrument_id=iid, ts_event=ts - feed_delay_ns, price=levels[0].bid_px, size=1,
             action=dbn.Action.TRADE if trades else dbn.Action.ADD, side=dbn.Side.BID, depth=0, ts_recv=ts,
             flags=flags, levels=levels, **({"ts_out": ts + 7} if ts_out else {}))))
     return meta.encode() + b"".join(body)
@@ -68,10 +70,12 @@ def dbn_bytes(rec: np.ndarray, version: int = 2, symbol: str = "TEST", ts_out: b
 
 def write_lobster(folder: Path, rec: np.ndarray, levels: int, ticker="AAPL", day="2012-06-21",
                   message: bool = True, session: tuple[int, int] = (34_200_000, 57_600_000),
-                  seconds: list[str] | None = None) -> Path:
+                  seconds: list[str] | None = None, events: list[tuple[int, int, int, int]] | None = None) -> Path:
     """orderbook_N.csv (+ message_N.csv) for the first `levels` levels of `rec` (prices in 1e-9 units),
     named TICKER_DAY_<session start ms>_<end ms>_...; the message times are `seconds` (as written) after midnight
-    (New York time, as LOBSTER writes them), by default ts_ns modulo one day."""
+    (New York time, as LOBSTER writes them), by default ts_ns modulo one day; each row's event (type, size, price
+    × 1e4, direction) is `events`', by default where trade_count > 0 an execution (4) of 100 at the best bid of a
+    buy order (1), or at the best ask of a sell order (-1) in a book without bids, else a new order (1)."""
     base = f"{ticker}_{day}_{session[0]}_{session[1]}"
     cols = []
     for lvl in range(levels):
@@ -83,12 +87,27 @@ def write_lobster(folder: Path, rec: np.ndarray, levels: int, ticker="AAPL", day
     if message:
         if seconds is None:
             seconds = [f"{s:.9f}" for s in (rec["ts_ns"] % (86400 * 10**9)) / 1e9]
-        kinds = np.where(rec["trade_count"] > 0, 4, 1)
+        if events is None:
+            bid, ask = rec["bid_px"][:, 0], rec["ask_px"][:, 0]
+            at_bid = bid != PRICE_UNDEF
+            price = np.where(at_bid, bid, np.where(ask != PRICE_UNDEF, ask, 0)) // 100_000
+            events = list(zip(np.where(rec["trade_count"] > 0, 4, 1).tolist(), [100] * len(rec), price.tolist(),
+                              np.where(at_bid, 1, -1).tolist()))
         with open(folder / f"{base}_message_{levels}.csv", "w") as fh:
-            for s, k in zip(seconds, kinds):
-                fh.write(f"{s},{k},1,100,0,1\n")
+            for s, (kind, size, price, direction) in zip(seconds, events):
+                fh.write(f"{s},{kind},1,{size},{price},{direction}\n")
     return book
 
 
-__all__ = ["DBN_FIXTURES", "FIXTURES", "LEVELS", "NEEDS_DBN", "SHARED_DATA", "dbn_bytes", "dbn_tool", "shared_sample",
-           "write_lobster"]
+PRICED = ("bid_px", "ask_px", "sell_lo_px", "buy_hi_px", "last_px")  # a record's prices: the book's, the trades'
+
+
+def shift_prices(rec: np.ndarray, units: int) -> np.ndarray:
+    """`rec` with every price it holds (the book's levels and the trades') moved by `units`, in place."""
+    for name in PRICED:
+        rec[name] = np.where(rec[name] == PRICE_UNDEF, PRICE_UNDEF, rec[name] + units)
+    return rec
+
+
+__all__ = ["DBN_FIXTURES", "FIXTURES", "LEVELS", "NEEDS_DBN", "PRICED", "SHARED_DATA", "dbn_bytes", "dbn_tool",
+           "shared_sample", "shift_prices", "write_lobster"]

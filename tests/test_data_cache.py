@@ -5,7 +5,7 @@ import shutil
 import numpy as np
 import pytest
 
-from data_files import dbn_bytes, write_lobster
+from data_files import dbn_bytes, shift_prices, write_lobster
 from foxc.data.cache import MANIFEST, content_sha256, file_sha256, head_labels, is_cache, open_cache
 from foxc.data.cursors import valid_starts
 from foxc.data.prepare import prepare
@@ -36,7 +36,7 @@ def data(tmp_path_factory):
     folder = tmp_path_factory.mktemp("data")
     write_parquet(folder / "a_day3.parquet", on_day(troubled(900, 1), 3), row_group_rows=100)
     write_parquet(folder / "b_day1.parquet", on_day(troubled(700, 2), 1), symbol="OTHER")
-    (folder / "c_day0.dbn").write_bytes(dbn_bytes(on_day(troubled(400, 3), 0)))
+    (folder / "c_day0.dbn").write_bytes(dbn_bytes(on_day(troubled(400, 3), 0), feed_delay_ns=1500))
     raw = dbn_bytes(on_day(troubled(300, 4), 2), version=3)
     (folder / "d_day2.dbn.zst").write_bytes(zstandard.ZstdCompressor().compress(raw))
     write_lobster(folder, lobster_day(troubled(200, 5)), 5, day="2012-06-21")
@@ -55,6 +55,8 @@ def test_a_cache_opens_as_load_and_compute_labels(data, tmp_path, labels):
     cache = open_cache(tmp_path / "cache", labels)
     got = cache.market
     assert got.records.tobytes() == want.records.tobytes()
+    assert (want.records["sell_vol"] > 0).any() and (want.records["buy_vol"] > 0).any()  # trades it carries
+    assert set(np.unique(want.records["feed_delay_ns"])) == {0, 1500}
     assert cache.labels.tobytes() == want_labels.tobytes()
     assert (got.tick, got.files, got.instrument, got.instrument_id, got.source) == \
         (want.tick, want.files, want.instrument, want.instrument_id, want.source)
@@ -415,9 +417,7 @@ def test_each_instruments_tick_is_inferred_from_its_own_rows(tmp_path):
     0.05); and one instrument's days together (a day of it alone may show a coarser step)."""
     from foxc.data.synthetic import SynthParams
     write_parquet(tmp_path / "a.parquet", generate(400, seed=1))
-    other = on_day(generate(300, seed=2, params=SynthParams(instrument_id=2)), 1)
-    for side in ("bid_px", "ask_px"):
-        other[side] += 100_000_000
+    other = shift_prices(on_day(generate(300, seed=2, params=SynthParams(instrument_id=2)), 1), 100_000_000)
     write_parquet(tmp_path / "b.parquet", other)
     write_parquet(tmp_path / "c.parquet", on_day(generate(300, seed=3, params=SynthParams(tick=0.5)), 2))
     assert load(tmp_path / "c.parquet").tick == 500_000_000

@@ -38,13 +38,25 @@ def value(x):
 def expected_snapshots(records) -> dict[str, np.ndarray]:
     """foxc's snapshot fields as foxc defines them, from databento_dbn's record objects:
     ts_ns = ts_recv (Databento's index time); levels as they are, except that an empty level (UNDEF_PRICE) has size and
-    count 0; trade_count = 1 for action T; prev_ts_ns and segment are 0 (load() fills them)."""
+    count 0; trade_count = 1 for action T; prev_ts_ns and segment are 0 (load() fills them).
+    A trade (action T) with a price: last_px is its price; side A (the aggressor sold) sets sell_lo_px, sell_lo_vol
+    and sell_vol from its price and size, side B the buy_* fields, where its size is above 0; every other row has
+    PRICE_UNDEF and 0 there. feed_delay_ns = ts_recv - ts_event, 0 where the event is later or undefined."""
     n = len(records)
     want = {"ts_ns": np.array([r.ts_recv for r in records], np.int64),
             "prev_ts_ns": np.zeros(n, np.int64), "segment": np.zeros(n, np.uint32),
             "trade_count": np.array([value(r.action) == "T" for r in records], np.uint32),
             "instrument_id": np.array([r.instrument_id for r in records], np.uint32),
-            "flags": np.array([int(r.flags) for r in records], np.uint32)}
+            "flags": np.array([int(r.flags) for r in records], np.uint32),
+            "feed_delay_ns": np.array([r.ts_recv - r.ts_event if r.ts_event != dbn.UNDEF_TIMESTAMP and
+                                       r.ts_event <= r.ts_recv else 0 for r in records], np.int64)}
+    for prefix, side, px in (("sell", "A", "sell_lo_px"), ("buy", "B", "buy_hi_px")):
+        trades = [value(r.action) == "T" and value(r.side) == side and r.price != dbn.UNDEF_PRICE and r.size > 0
+                  for r in records]
+        want[px] = np.array([r.price if t else dbn.UNDEF_PRICE for r, t in zip(records, trades)], np.int64)
+        want[f"{px[:-3]}_vol"] = np.array([r.size if t else 0 for r, t in zip(records, trades)], np.uint32)
+        want[f"{prefix}_vol"] = want[f"{px[:-3]}_vol"].copy()
+    want["last_px"] = np.array([r.price if value(r.action) == "T" else dbn.UNDEF_PRICE for r in records], np.int64)
     for name in SIDES:
         want[name] = np.array([[getattr(r.levels[lvl], name) for lvl in range(LEVELS)] for r in records],
                               np.int64 if name.endswith("_px") else np.uint32)
@@ -120,6 +132,11 @@ def test_fixtures_are_varied():
     assert ((cat["bid_sz"] == 0) & bid_set).any()                     # size 0 on a set level
     assert (cat["ask_sz"] == 2**32 - 1).any() and (cat["bid_ct"] == 2**32 - 1).any()
     assert (np.diff(cat["ts_event"]) < 0).any() and (cat["ts_ns"] != cat["ts_event"]).all()
+    assert (cat["feed_delay_ns"] > 0).all()                          # ts_event before ts_recv everywhere
+    trade = cat["action"] == "T"                                      # trades of every side, their prices varied
+    assert {s for s, t in zip(cat["side"], trade) if t} == set("ABN")
+    assert len(np.unique(cat["sell_lo_px"])) >= 3 and len(np.unique(cat["buy_hi_px"])) >= 3
+    assert (cat["last_px"][trade] != PRICE_UNDEF).all() and (cat["last_px"][~trade] == PRICE_UNDEF).all()
     meta, records = oracle_decode(FIXTURES / "mbp10.v2.dbn")          # stale sizes on an empty level
     assert any(lv.bid_px == dbn.UNDEF_PRICE and lv.bid_sz > 0 for r in records for lv in r.levels)
 

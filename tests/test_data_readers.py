@@ -13,7 +13,7 @@ import pytest
 from data_files import FIXTURES, dbn_bytes, shared_sample, write_lobster
 from foxc.data.dbn import read_dbn
 from foxc.data.parquet import read_parquet, write_parquet
-from foxc.data.record import PRICE_SCALE, PRICE_UNDEF
+from foxc.data.record import FLAG_NO_TRADES, PRICE_SCALE, PRICE_UNDEF
 from foxc.data.source import expand, load
 from foxc.data.stream import FileStream
 from foxc.data.synthetic import generate
@@ -426,12 +426,13 @@ def test_lobster_without_messages_numbers_rows_from_the_session_start(tmp_path, 
     book = write_lobster(tmp_path, lobster_records(), 10, day=day, message=False, session=(start_ms, 57_600_000))
     got, _, meta = read_lobster_file(book)
     assert got["ts_ns"][0] == utc_ns(first_utc) and np.all(np.diff(got["ts_ns"]) == 1000)
-    assert not got["trade_count"].any()
+    assert not got["trade_count"].any() and (got["flags"] == FLAG_NO_TRADES).all()
+    assert (got["last_px"] == PRICE_UNDEF).all() and not got["sell_vol"].any() and not got["buy_vol"].any()
     clock = f"{start_ms // 3_600_000:02d}:{start_ms // 60_000 % 60:02d}:00.000"
     assert meta["notes"] == [NY_TZ_NOTE, f"no message file ({book.name.replace('orderbook', 'message')}): timestamps "
                              f"are row order, 1 us apart from the session start {clock} America/New_York "
                              f"({first_utc.replace('T', ' ')}:00 UTC; the name's session {clock}-16:00:00.000); "
-                             "no trades counted"]
+                             "no trades: resting orders fill only when the opposite touch moves through them"]
     summary = load(tmp_path).report.summary()
     assert NY_TZ_NOTE in summary and "no message file" in summary and "session start" in summary
 

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from data_files import shift_prices
 from foxc.data.parquet import write_parquet
 from foxc.data.prepare import prepare
 from foxc.data.record import PRICE_UNDEF
@@ -154,9 +155,7 @@ def test_prepare_refuses_a_price_off_the_tick_in_one_line(off_tick, tmp_path, ca
 def test_prices_whole_ticks_apart_off_the_multiples_of_the_tick_still_load(tmp_path):
     """The tick is the step between prices (features, labels and PnL are differences of prices): a book quoted
     3 cents above the quarters is in quarters; an empty level (PRICE_UNDEF) holds no price."""
-    rec = generate(1000, seed=1)
-    rec["bid_px"] += 3 * CENT
-    rec["ask_px"] += 3 * CENT
+    rec = shift_prices(generate(1000, seed=1), 3 * CENT)
     rec["ask_px"][5, 9] = rec["bid_px"][7, 8:] = PRICE_UNDEF
     write_parquet(tmp_path / "es.parquet", rec, symbol="ESM4")
     assert load(tmp_path / "es.parquet").tick == 25 * CENT

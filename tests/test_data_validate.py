@@ -31,6 +31,8 @@ def break_row(rec, i, reason):
         r["bid_px"][0, :] = r["ask_px"][0, 0] - np.arange(10) * 250_000_000
     elif reason == "unsorted_levels":
         r["ask_px"][0, 3], r["ask_px"][0, 4] = r["ask_px"][0, 4], r["ask_px"][0, 3]
+    elif reason == "trade_volume":  # more sold at the lowest price than sold in all
+        r["sell_lo_px"], r["sell_lo_vol"], r["sell_vol"] = r["bid_px"][0, 0], 5, 3
     elif reason == "non_monotonic_ts":
         r["ts_ns"] = rec["ts_ns"][i - 1] - 5
     rec[i:i + 1] = r
@@ -104,12 +106,12 @@ def test_data_error_is_one_line():
 
 
 def rough_books(n: int, seed: int, cfg: ValidationConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Books broken in every way a level can be (and thin books that are fine), with bad floats."""
+    """Books broken in every way a level or a trade can be (and thin books that are fine), with bad floats."""
     rng = np.random.default_rng(seed)
     rec = generate(n, seed=seed)
     for i in rng.choice(n, n // 2, replace=False):
         side, lvl = ("bid_px", "ask_px")[rng.integers(2)], rng.integers(10)
-        kind = rng.integers(10)
+        kind = rng.integers(15)
         if kind == 0:
             rec[side][i, lvl:] = PRICE_UNDEF  # a thin book: kept unless the touch goes
         elif kind == 1:
@@ -128,8 +130,16 @@ def rough_books(n: int, seed: int, cfg: ValidationConfig) -> tuple[np.ndarray, n
             rec[side][i] = rec[side][i, ::-1]
         elif kind == 8:
             rec["bid_px"][i] = rec["ask_px"][i] = PRICE_UNDEF
-        else:
+        elif kind == 9:
             rec["ts_ns"][i] -= rng.integers(1, 10**7)
+        else:  # the trades: a price at or below zero, or out of range; volumes that do not add up
+            name, vol, total = (("sell_lo_px", "sell_lo_vol", "sell_vol"), ("buy_hi_px", "buy_hi_vol", "buy_vol"),
+                                ("last_px", None, None))[rng.integers(3)]
+            rec[name][i] = (-rng.integers(0, 2) * 250_000_000, cfg.min_units - rng.integers(0, 2),
+                            cfg.max_units + rng.integers(0, 2), rec["bid_px"][i, 0], PRICE_UNDEF)[kind - 10]
+            if vol is not None:
+                rec[vol][i] = rng.integers(1, 4)
+                rec[total][i] = rec[vol][i] - (kind == 13)  # 13: the price's volume above the side's total
     return rec, rng.random(n) < 0.02
 
 

@@ -11,6 +11,8 @@ Layout (the `dbn` crate's `decode/dbn/fsm.rs`, `record.rs`, `compat.rs`), little
             i32, sequence u32, 10 × {bid_px, ask_px i64, bid_sz, ask_sz, bid_ct, ask_ct u32} (+ u64 with ts_out).
             A live stream's symbol mappings are records (rtype 0x16; v1 symbols char[22], v2+ char[71]) mapping the
             header's instrument_id from start_ts to before end_ts, in the rows after them.
+A row whose action is 'T' is a trade at its price and size, by the aggressor its side names ('A' a seller, 'B' a
+buyer, 'N' not said: counted, noted); feed_delay_ns is ts_recv - ts_event (0, counted, where that is below zero).
 The file is read (and decompressed) a bounded block at a time: a block of only MBP-10 records is one strided numpy
 view, one that mixes record types is walked header by header."""
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .record import LEVELS, SNAPSHOT_DTYPE
-from .chunks import CHUNK_ROWS, read_whole
+from .chunks import BUY, CHUNK_ROWS, SELL, UNKNOWN, feed_delay, fill_trades, read_whole, trade_notes
 from .select import map_symbol
 from .validate import DataError
 
@@ -288,9 +290,14 @@ def _strided(body: np.ndarray, stride: int) -> np.ndarray:
     return np.ndarray(len(body) // stride, dtype, buffer=body)
 
 
-def _snapshots(src: np.ndarray) -> np.ndarray:
+SIDES = {b"A": SELL, b"B": BUY}  # a trade's side is its aggressor's (Databento's MBP-10 `side`); 'N' none
+
+
+def _snapshots(src: np.ndarray, seen: dict) -> np.ndarray:
+    """Records of MBP-10 rows; `seen` counts the trades without a side and the rows without a feed delay."""
     rec = np.zeros(len(src), SNAPSHOT_DTYPE)
     rec["ts_ns"] = src["ts_recv"].astype(np.int64)  # Databento's index time: records are in ts_recv order
+    rec["feed_delay_ns"], late = feed_delay(rec["ts_ns"], src["ts_event"])
     levels = src["levels"]
     for name in ("bid_px", "ask_px", "bid_sz", "ask_sz", "bid_ct", "ask_ct"):
         rec[name] = levels[name]
@@ -298,9 +305,14 @@ def _snapshots(src: np.ndarray) -> np.ndarray:
         empty = rec[f"{side}_px"] == np.iinfo(np.int64).max
         rec[f"{side}_sz"][empty] = 0
         rec[f"{side}_ct"][empty] = 0
-    rec["trade_count"] = src["action"] == b"T"
+    trade = src["action"] == b"T"
+    side = np.select([src["side"] == code for code in SIDES], list(SIDES.values()), UNKNOWN)
+    fill_trades(rec, trade, src["price"], src["size"], side)
+    rec["trade_count"] = trade
     rec["instrument_id"] = src["instrument_id"]
     rec["flags"] = src["flags"]
+    seen["unknown"] += int(np.count_nonzero(trade & (side == UNKNOWN)))
+    seen["late"] += late
     return rec
 
 
@@ -317,6 +329,7 @@ def iter_dbn(path, meta: dict, rows: int = CHUNK_ROWS):
             meta["mapped"].setdefault(symbol, []).append((iid, start, end, -1))  # -1: up front, before any row
         meta["dbn"] = {k: head[k] for k in ("version", "dataset", "schema", "ts_out")}
         walk, tail = _Walk(path, stream.offset, meta, head["version"]), b""
+        seen = {"unknown": 0, "late": 0}
         while True:
             data = stream.read(rows * max(walk.length, MBP10_BYTES))
             if not data and not tail and not walk.records:
@@ -337,11 +350,12 @@ def iter_dbn(path, meta: dict, rows: int = CHUNK_ROWS):
             if len(src) and walk.mbp10 == len(src):  # the file's first MBP-10 records
                 meta["instrument_id"] = int(src["instrument_id"][0])
             for i in range(0, len(src), rows):
-                yield _snapshots(src[i:i + rows]), None
+                yield _snapshots(src[i:i + rows], seen), None
     if not walk.mbp10:
         raise DataError(path, "no MBP-10 records (rtype 0x0A) in the file")
     if not walk.same:
         meta["notes"].append("mixed record types: only MBP-10 records read")
+    meta["notes"] += trade_notes("side N", seen["unknown"], seen["late"])
 
 
 def read_dbn(path) -> tuple[np.ndarray, None, dict]:

@@ -2,13 +2,17 @@
 
 A book file has no header and 4·N columns, per level ask price, ask size, bid price, bid size; prices are dollars ×
 10,000 (× 100,000 to foxc's ×1e9, exactly); an empty level has a dummy price (±9999999999) and size 0. The message
-file's first column is the time in seconds after midnight, its second the event type (4, 5: executions, trades).
+file's columns are the time in seconds after midnight, the event type, order id, size, price and direction; types 4
+and 5 (a visible, a hidden limit order executed) are trades at the message's price and size, and the direction is
+the resting order's side (1: a buy order executed, so the seller was the aggressor; -1: the buyer), except for a
+hidden order's from 2014-07-14 on, always 1 (NASDAQ masks it; LOBSTER's help), and in a file of no date. One clock:
+feed_delay_ns is 0. Without a message file no trade is known: every row has FLAG_NO_TRADES.
 A file named `TICKER_YYYY-MM-DD_<start ms>_<end ms>_orderbook_N.csv` gives the date and session: its times are New
 York wall-clock times (zoneinfo, DST-aware) stored as UTC ns; a file named otherwise keeps ns after midnight.
 Without a message file the rows are 1 µs apart from the session start (row order only). Each choice is a note in
 the report. Both files are parsed a block at a time, in step; a value that does not fit its column's type (the
 first block's) or a row of the wrong field count is refused naming the row. A size below zero at a priced level
-is a skipped row, `negative_size`."""
+(or an execution's) is a skipped row, `negative_size`."""
 from __future__ import annotations
 
 import re
@@ -20,14 +24,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from .record import LEVELS, PRICE_UNDEF, empty_snapshots
-from .chunks import CHUNK_ROWS, read_whole
+from .record import FLAG_NO_TRADES, LEVELS, PRICE_UNDEF, empty_snapshots
+from .chunks import BUY, CHUNK_ROWS, SELL, UNKNOWN, fill_trades, read_whole, trade_notes
 from .validate import NEGATIVE_SIZE, DataError
 
 LOBSTER_TO_UNITS = 100_000  # 1e9 / 1e4
 DUMMY_ASK = 9_999_999_999
 DUMMY_BID = -9_999_999_999
 TRADE_TYPES = (4, 5)
+MESSAGE_COLUMNS = 6  # time, type, order id, size, price, direction
+SIZE, PRICE, DIRECTION = 3, 4, 5  # the message file's columns of a trade
+AGGRESSOR = {1: SELL, -1: BUY}  # by the direction: the resting order's side
+HIDDEN = 5
+MASKED_FROM = date(2014, 7, 14)  # from this day NASDAQ's feed says 1 (buy) for every hidden order executed (LOBSTER)
+NO_TRADES = "no trades: resting orders fill only when the opposite touch moves through them"
 NAME = re.compile(r"^(?P<ticker>[^_]+)_(?P<date>\d{4}-\d{2}-\d{2})_(?P<start>\d+)_(?P<end>\d+)"
                   r"_orderbook_(?P<n>\d+)\.csv$")
 TIME_ZONE = "America/New_York"
@@ -201,6 +211,7 @@ def iter_lobster(path, meta: dict, rows: int = CHUNK_ROWS):
     for col in range(4 * levels):
         _check_type(path, schema, col)
     named = NAME.match(path.name)
+    day = None
     if named:
         meta["instrument"] = named["ticker"]
         try:
@@ -216,9 +227,11 @@ def iter_lobster(path, meta: dict, rows: int = CHUNK_ROWS):
     msg_path = message_path(path)
     if msg_path.is_file():
         msg_schema, messages = _csv(msg_path, "message", {"f0": pa.float64()})  # times: seconds, any decimals
-        if len(msg_schema) < 2:
-            raise DataError(msg_path, f"{len(msg_schema)} columns, expected at least 6")
+        if len(msg_schema) < MESSAGE_COLUMNS:
+            raise DataError(msg_path, f"{len(msg_schema)} columns, expected at least {MESSAGE_COLUMNS}")
         _check_type(msg_path, msg_schema, 1, number=True)
+        for col in (SIZE, PRICE, DIRECTION):
+            _check_type(msg_path, msg_schema, col)
         pieces = _in_step(book, messages, rows, msg_path)
     else:
         start = int(named["start"]) * 10**6 if named else 0
@@ -229,11 +242,11 @@ def iter_lobster(path, meta: dict, rows: int = CHUNK_ROWS):
             session = f"{_clock(start)}-{_clock(int(named['end']) * 10**6)}"
             meta["notes"].append(f"no message file ({msg_path.name}): timestamps are row order, 1 us apart from the "
                                  f"session start {_clock(start)} {TIME_ZONE} ({utc} UTC; the name's session "
-                                 f"{session}); no trades counted")
+                                 f"{session}); {NO_TRADES}")
         else:
             meta["notes"].append(f"no message file ({msg_path.name}): timestamps are row order, 1 us apart "
-                                 f"from midnight; no trades counted")
-    row = 0
+                                 f"from midnight; {NO_TRADES}")
+    row, unknown = 0, 0
     for piece, msg in pieces:
         rec, flags = _book_records(path, piece, levels, row)
         if msg is not None:
@@ -246,13 +259,36 @@ def iter_lobster(path, meta: dict, rows: int = CHUNK_ROWS):
                 raise DataError(msg_path, f"time {seconds[bad]:g} s after midnight is beyond int64 ns",
                                 row=row + bad + 1, column="#1")
             rec["ts_ns"] = to_ns(np.rint(seconds * 1e9).astype(np.int64))
-            rec["trade_count"] = np.isin(_column(msg_path, msg, 1, row), TRADE_TYPES)
+            trade = np.isin(_column(msg_path, msg, 1, row), TRADE_TYPES)
+            rec["trade_count"] = trade
+            negative, sideless = _trades(msg_path, msg, rec, trade, row, day is None or day >= MASKED_FROM)
+            unknown += int(np.count_nonzero(sideless))
+            if negative.any():
+                flags = np.where(negative, NEGATIVE_SIZE, 0 if flags is None else flags).astype(np.uint8)
         else:
             rec["ts_ns"] = to_ns(start + (row + np.arange(len(rec), dtype=np.int64)) * ROW_SPACING_NS)
+            rec["flags"] = FLAG_NO_TRADES
         row += len(rec)
         yield rec, flags
     if row == 0:
         raise DataError(path, "the file holds no rows")
+    meta["notes"] += trade_notes(f"a direction not 1 or -1, or a hidden order's: NASDAQ masks it from {MASKED_FROM}"
+                                 ", and a file of no date may be later", unknown, 0)
+
+
+def _trades(path: Path, msg: pa.RecordBatch, rec: np.ndarray, trade: np.ndarray, first_row: int,
+            masked: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The trade fields of a piece's executions (`masked`: a hidden one's direction says nothing, on a day from
+    MASKED_FROM or of no known date); per row, whether it is an execution of a size below zero (a skipped row, as a
+    book's) and whether it is one of no known side."""
+    size, price, direction = (_column(path, msg, col, first_row) for col in (SIZE, PRICE, DIRECTION))
+    side = np.select([direction == d for d in AGGRESSOR], list(AGGRESSOR.values()), UNKNOWN)
+    if masked:
+        side[_column(path, msg, 1, first_row) == HIDDEN] = UNKNOWN
+    reach = PRICE_UNDEF // LOBSTER_TO_UNITS - 1  # beyond it, a price in units is out of range, not wrapped
+    px = np.clip(np.where(trade, price, 0), -reach, reach).astype(np.int64) * LOBSTER_TO_UNITS
+    fill_trades(rec, trade, px, np.clip(np.where(trade, size, 0), 0, 2**32 - 1).astype(np.uint32), side)
+    return trade & (size < 0), trade & (side == UNKNOWN)
 
 
 def _book_records(path: Path, piece: pa.RecordBatch, levels: int,

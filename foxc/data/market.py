@@ -141,7 +141,8 @@ CHECK_ROWS = 4096  # rows checked at a time: their arrays stay in cache (measure
 
 
 def check_tick(where, rows: np.ndarray, tick: int, origin: int):
-    """Refuse (DataError naming `where`: the file) a level price of `rows` not a whole number of ticks from `origin`
+    """Refuse (DataError naming `where`: the file) a level or trade price of `rows` not a whole number of ticks from
+    `origin`
     (infer_tick's): the tick was inferred from sampled rows, and a price between ticks would make fractional
     features, labels and PnL. The tick is a step between prices: it need not divide the prices themselves."""
     for start in range(0, len(rows) if tick > 1 else 0, CHECK_ROWS):
@@ -153,16 +154,26 @@ def check_tick(where, rows: np.ndarray, tick: int, origin: int):
         off = whole != gap
         if off.any():
             off &= gap != PRICE_UNDEF - origin  # an empty level
-        if not off.any():
-            continue
-        row, column = divmod(int(np.argmax(off)), 2 * LEVELS)  # the first, in time order
-        side, level = ("bid_px", "ask_px")[column // LEVELS], column % LEVELS
-        price, ts = int(gap[row, column]) + origin, int(block["ts_ns"][row])
-        when = datetime.fromtimestamp(ts / 1e9, timezone.utc).isoformat(timespec="microseconds")
-        raise DataError(where, f"{side}_{level:02d} {price_text(price)} at ts_ns {ts} ({when}) is off the tick "
-                               f"{price_text(tick)} (not a whole number of ticks from {price_text(origin)}, a price "
-                               "of the sampled rows): give a tick dividing both, --tick "
-                               f"{price_text(math.gcd(tick, price - origin))} (or a divisor of it)")
+        if off.any():
+            row, column = divmod(int(np.argmax(off)), 2 * LEVELS)  # the first, in time order
+            side, level = ("bid_px", "ask_px")[column // LEVELS], column % LEVELS
+            _off_tick(where, f"{side}_{level:02d}", int(gap[row, column]) + origin, int(block["ts_ns"][row]), tick,
+                      origin)
+        for name, traded in (("sell_lo_px", block["sell_lo_vol"] > 0), ("buy_hi_px", block["buy_hi_vol"] > 0),
+                             ("last_px", block["last_px"] != PRICE_UNDEF)):  # a trade's price, where it has one
+            if traded.any():
+                price = block[name][traded]
+                off = np.flatnonzero((price - origin) % tick)
+                if len(off):
+                    _off_tick(where, name, int(price[off[0]]), int(block["ts_ns"][traded][off[0]]), tick, origin)
+
+
+def _off_tick(where, name: str, price: int, ts: int, tick: int, origin: int):
+    when = datetime.fromtimestamp(ts / 1e9, timezone.utc).isoformat(timespec="microseconds")
+    raise DataError(where, f"{name} {price_text(price)} at ts_ns {ts} ({when}) is off the tick {price_text(tick)} "
+                           f"(not a whole number of ticks from {price_text(origin)}, a price of the sampled rows): "
+                           f"give a tick dividing both, --tick {price_text(math.gcd(tick, price - origin))} (or a "
+                           "divisor of it)")
 
 
 UNIT_SAMPLE = 100_000  # rows the spread unit is measured on, at most (evenly spaced)

@@ -1,7 +1,13 @@
 """The pipeline's reader of Databento MBP-10 Parquet/Arrow (memory-mapped, column-projected, batch by batch), and its
 writer. Prices are int64 fixed point (1e-9; 2^63 - 1 empty) or float (NaN empty, Databento's `pretty_px`). The time
 is `ts_recv`, Databento's index time (`ts_event` can run backwards), else `ts_event` (noted); counts, `action`
-(trades: 'T'), `instrument_id`, `flags` and `symbol` (--instrument SYMBOL) when present."""
+(trades: 'T'), `instrument_id`, `flags` and `symbol` (--instrument SYMBOL) when present.
+
+Trades as in a DBN file: a row whose `action` is 'T' is a trade at its `price` and `size` by the aggressor its `side`
+names ('A' a seller, 'B' a buyer); feed_delay_ns is ts_recv - ts_event. A file without one of action, side, price
+and size says nothing of trades' sides: every row has FLAG_NO_TRADES (noted). The trade columns foxc writes (the
+record's own fields, TRADE_COLUMNS), all present, are read as they are: a foxc file's rows are intervals, each of any
+number of trades."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE, empty_snapshots
-from .chunks import CHUNK_ROWS, new_meta, read_whole
+from .record import FLAG_NO_TRADES, LEVELS, PRICE_SCALE, PRICE_UNDEF, empty_snapshots
+from .chunks import BUY, CHUNK_ROWS, SELL, UNKNOWN, feed_delay, fill_trades, new_meta, read_whole, trade_notes
 from .select import map_symbol
 from .validate import NEGATIVE_SIZE, DataError
 
@@ -28,7 +34,11 @@ SIZE_COLUMNS = level_columns("sz")
 COUNT_COLUMNS = level_columns("ct")
 TIME_COLUMNS = ("ts_recv", "ts_event")  # the first present is the snapshot's time
 REQUIRED = [*PRICE_COLUMNS, *SIZE_COLUMNS]
-OPTIONAL = [*COUNT_COLUMNS, "action", "instrument_id", "flags", "symbol"]
+EVENT = ("action", "side", "price", "size")  # a Databento row's event: a trade where action is 'T'
+TRADE_COLUMNS = ("sell_lo_px", "buy_hi_px", "last_px", "sell_lo_vol", "buy_hi_vol", "sell_vol", "buy_vol",
+                 "trade_count")  # foxc's: an interval's trades, as the record holds them
+OPTIONAL = [*COUNT_COLUMNS, *EVENT, "ts_event", *TRADE_COLUMNS, "instrument_id", "flags", "symbol"]
+CODES = {"A": SELL, "B": BUY}  # a trade's side, its aggressor's
 
 
 def _check_schema(path, schema: pa.Schema) -> tuple[list[str], str]:
@@ -49,13 +59,22 @@ def _check_schema(path, schema: pa.Schema) -> tuple[list[str], str]:
             ([time], lambda t: pa.types.is_integer(t) or pa.types.is_timestamp(t),  # float seconds: ns of 1970
              "integer ns since the epoch, or a timestamp"),
             (PRICE_COLUMNS, numeric, "integer or float"),
-            ([*SIZE_COLUMNS, *COUNT_COLUMNS, "instrument_id", "flags"], numeric, "integer"),
+            ([*SIZE_COLUMNS, *COUNT_COLUMNS, "instrument_id", "flags", "price", "size"], numeric, "integer"),
+            (["ts_event"], lambda t: pa.types.is_integer(t) or pa.types.is_timestamp(t),
+             "integer ns since the epoch, or a timestamp"),
+            (TRADE_COLUMNS, pa.types.is_integer, "integer"),
             (["action"], lambda t: text(t.value_type if pa.types.is_dictionary(t) else t),
-             "a string, 'T' for a trade, or its integer code")):
+             "a string, 'T' for a trade, or its integer code"),
+            (["side"], lambda t: text(t.value_type if pa.types.is_dictionary(t) else t),
+             "a string, 'A', 'B' or 'N', or its integer code")):
         bad = next((c for c in columns if c in names and not accepted(schema.field(c).type)), None)
         if bad:
             raise DataError(path, f"wrong type {schema.field(bad).type} (expected {expected})", column=bad)
-    return [time] + [c for c in REQUIRED + OPTIONAL if c in names], time
+    some = [c for c in TRADE_COLUMNS if c in names]
+    if some and len(some) < len(TRADE_COLUMNS):
+        raise DataError(path, f"missing column: foxc's trade columns come together ({', '.join(TRADE_COLUMNS)}), "
+                              f"the file has {', '.join(some)}", column=next(c for c in TRADE_COLUMNS if c not in names))
+    return [time] + [c for c in REQUIRED + OPTIONAL if c in names and c != time], time
 
 
 def _ints(col: pa.Array) -> np.ndarray:
@@ -133,6 +152,13 @@ def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
         meta["notes"].append("no bid_ct/ask_ct columns: order counts are 0")
     if "action" not in columns:
         meta["notes"].append("no action column: trade_count is 0")
+    trades = "own" if TRADE_COLUMNS[0] in columns else "events" if all(c in columns for c in EVENT) else "none"
+    if trades == "none":
+        missing = [c for c in EVENT if c not in columns]
+        unknown = "" if missing == ["side"] else "no trade prices; "
+        meta["notes"].append(f"no {' or '.join(missing)} column: trades' sides are unknown ({unknown}every row "
+                             "FLAG_NO_TRADES): resting orders fill only when the opposite touch moves through them")
+    seen = {"unknown": 0, "late": 0}
     numbered = "symbol" in columns and "instrument_id" not in columns  # its symbols stand for ids (_symbols)
     row = 0
     batches = pf.iter_batches(batch_size=rows, columns=columns, use_threads=True)
@@ -144,7 +170,7 @@ def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
             if batch.column(time).null_count:  # not 0 (1970): the row has no time at all
                 at = int(np.flatnonzero(batch.column(time).is_null().to_numpy(zero_copy_only=False))[0])
                 raise DataError(path, "missing value", row=row + at, column=time)
-            rec, bad = _convert(batch, columns, time, has_ct)
+            rec, bad = _convert(batch, columns, time, has_ct, trades, seen)
             if "symbol" in columns and len(rec):
                 _symbols(batch.column("symbol"), rec["instrument_id"], meta, numbered)
         except UNREADABLE as e:
@@ -157,6 +183,7 @@ def iter_parquet(path, meta: dict, rows: int = CHUNK_ROWS):
         yield rec, bad
     if row != n:
         raise DataError(path, f"truncated: metadata promises {n} rows, read {row}", row=row)
+    meta["notes"] += trade_notes("side not A or B", seen["unknown"], seen["late"])
 
 
 SYMBOL_ROWS = 1 << 20  # rows of the two columns parquet_symbols reads at a time (8 MB of ids and indices)
@@ -209,8 +236,11 @@ def _symbols(symbols: pa.Array, ids: np.ndarray, meta: dict, numbered: bool):
             map_symbol(meta, names[k >> 32], k & 0xFFFFFFFF)
 
 
-def _convert(batch: pa.RecordBatch, columns: list[str], time: str, has_ct: bool) -> tuple[np.ndarray, np.ndarray]:
-    """One batch as (records, flags: a bad-float mask, or validate's codes where a size is below zero)."""
+def _convert(batch: pa.RecordBatch, columns: list[str], time: str, has_ct: bool, trades: str,
+             seen: dict) -> tuple[np.ndarray, np.ndarray]:
+    """One batch as (records, flags: a bad-float mask, or validate's codes where a size is below zero); `trades`:
+    from foxc's own columns ("own"), Databento's rows ("events"), or none; `seen` counts sideless trades and rows
+    without a feed delay."""
     m = batch.num_rows
     rec = empty_snapshots(m)  # every field set: the trade fields say none until the columns give them
     bad, negative = np.zeros(m, bool), np.zeros(m, bool)
@@ -229,23 +259,59 @@ def _convert(batch: pa.RecordBatch, columns: list[str], time: str, has_ct: bool)
                         negative, empty)
         else:
             rec[f"{side}_ct"] = 0
-    rec["trade_count"] = 0
-    if "action" in columns:
-        action = get("action")
-        if pa.types.is_dictionary(action.type):
-            action = action.cast(action.type.value_type)
-        if pa.types.is_string(action.type) or pa.types.is_large_string(action.type):
-            rec["trade_count"] = pc.equal(action, "T").fill_null(False).to_numpy(zero_copy_only=False)
-        elif pa.types.is_integer(action.type):
-            rec["trade_count"] = _ints(action) == ord("T")
+    trade = _codes(get("action"), {"T": 1}) == 1 if "action" in columns else np.zeros(m, bool)
+    rec["trade_count"] = trade
+    if trades == "own":
+        for name in TRADE_COLUMNS:
+            x = _ints(get(name))
+            if name.endswith("_px"):
+                rec[name] = x  # a null: 0, out of range where it is a trade's
+            else:
+                negative |= x < 0
+                rec[name] = np.clip(x, 0, 2**32 - 1)
+    elif "price" in columns and "size" in columns:
+        price = np.empty((m, 1), np.int64)
+        _fill_prices([get("price")], price, np.zeros(m, bool))  # an infinite price: none
+        size = get("size")
+        size = np.nan_to_num(size.to_numpy(zero_copy_only=False)) if pa.types.is_floating(size.type) else _ints(size)
+        negative |= trade & (size < 0)
+        side = _codes(get("side"), CODES) if "side" in columns else np.zeros(m, np.int8)
+        fill_trades(rec, trade, price[:, 0], np.clip(size, 0, 2**32 - 1).astype(np.uint32), side)
+        seen["unknown"] += int(np.count_nonzero(trade & (side == UNKNOWN)))
+    if "ts_event" in columns:
+        event = get("ts_event")
+        untimed = event.is_null().to_numpy(zero_copy_only=False) if event.null_count else None
+        event = _ints(event)
+        if untimed is not None:
+            event = np.where(untimed, -1, event.astype(np.int64, copy=False)) if event.dtype.kind == "i" else \
+                np.where(untimed, np.iinfo(np.uint64).max, event)
+        rec["feed_delay_ns"], late = feed_delay(rec["ts_ns"], event)
+        seen["late"] += late
     rec["segment"] = 0
     rec["flags"] = _ints(get("flags")) if "flags" in columns else 0
+    if trades == "none":
+        rec["flags"] |= FLAG_NO_TRADES
     rec["instrument_id"] = _ints(get("instrument_id")) if "instrument_id" in columns else 0
     if not negative.any():
         return rec, bad
     flags = bad.astype(np.uint8)  # validate.skip_reasons' codes: 1 nan_or_inf
     flags[negative] = NEGATIVE_SIZE
     return rec, flags
+
+
+def _codes(col: pa.Array, codes: dict[str, int]) -> np.ndarray:
+    """A one-letter column (strings, dictionary, or the letters' integer codes) as `codes`' values, 0 for others."""
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(col.type.value_type)
+    out = np.zeros(len(col), np.int8)
+    if pa.types.is_integer(col.type):
+        x = _ints(col)
+        for letter, code in codes.items():
+            out[x == ord(letter)] = code
+        return out
+    for letter, code in codes.items():
+        out[pc.equal(col, letter).fill_null(False).to_numpy(zero_copy_only=False)] = code
+    return out
 
 
 def read_parquet(path) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -255,23 +321,30 @@ def read_parquet(path) -> tuple[np.ndarray, np.ndarray, dict]:
 
 def write_parquet(path, rec: np.ndarray, symbol: str = "SYNTH", publisher_id: int = 1,
                   compression: str = "zstd", row_group_rows: int = 1 << 20):
-    """Write records in the Databento MBP-10 Parquet layout (fixed-point prices, uint64 ns times)."""
+    """Write records in the Databento MBP-10 Parquet layout (fixed-point prices, uint64 ns times, ts_event the
+    receive time less the feed delay) with foxc's trade columns (TRADE_COLUMNS) and flags as uint32 (FLAG_NO_TRADES
+    is past Databento's byte): read back, every field but prev_ts_ns and segment (load() sets those) is the record's.
+    action/side/price/size say each interval's trades as one row can: 'T' at the last price, of the interval's
+    volume, by the side that traded (N where both or neither did)."""
     n = len(rec)
     trade = rec["trade_count"] > 0
+    sell, buy = rec["sell_vol"] > 0, rec["buy_vol"] > 0
     cols: dict[str, pa.Array] = {
         "ts_recv": pa.array(rec["ts_ns"].astype(np.uint64)),
-        "ts_event": pa.array(rec["ts_ns"].astype(np.uint64)),
+        "ts_event": pa.array((rec["ts_ns"] - rec["feed_delay_ns"]).astype(np.uint64)),
         "rtype": pa.array(np.full(n, 10, np.uint8)),
         "publisher_id": pa.array(np.full(n, publisher_id, np.uint16)),
         "instrument_id": pa.array(rec["instrument_id"]),
         "action": pa.array(np.where(trade, "T", "A")),
-        "side": pa.array(np.full(n, "N")),
+        "side": pa.array(np.where(trade & sell & ~buy, "A", np.where(trade & buy & ~sell, "B", "N"))),
         "depth": pa.array(np.zeros(n, np.uint8)),
-        "price": pa.array(np.where(trade, rec["bid_px"][:, 0], PRICE_UNDEF)),
-        "size": pa.array(trade.astype(np.uint32)),
-        "flags": pa.array(rec["flags"].astype(np.uint8)),
+        "price": pa.array(np.where(trade, rec["last_px"], PRICE_UNDEF)),
+        "size": pa.array(np.where(trade, np.minimum(rec["sell_vol"].astype(np.uint64) + rec["buy_vol"], 2**32 - 1),
+                                  0).astype(np.uint32)),
+        "flags": pa.array(rec["flags"].astype(np.uint32)),
         "ts_in_delta": pa.array(np.zeros(n, np.int32)),
         "sequence": pa.array(np.arange(n, dtype=np.uint32)),
+        **{name: pa.array(rec[name]) for name in TRADE_COLUMNS},
     }
     for lvl in range(LEVELS):
         for kind in ("px", "sz", "ct"):

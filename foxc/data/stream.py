@@ -3,8 +3,8 @@
 `rows` rows, prev_ts_ns and segment set), then `summary()`.
 
 A reader (`iter_<kind>` of foxc.data.<kind>) yields (records, flags) chunks and holds no more than the chunk it
-converts (plus its format's read-ahead); validation carries time order across chunks, so the rows kept and the counts
-are those of the file read whole. Ids one after another (a continuous symbol's roll) are a segment each."""
+converts (plus its format's read-ahead); validation carries time order and skipped rows' trades across chunks, so the
+rows kept and the counts are those of the file read whole. Ids one after another (a continuous symbol's roll) are a segment each."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -133,6 +133,7 @@ class FileStream:
                     yield self._timed(kept)
         except OSError as e:  # named by its file (a MemoryError is foxc.cli.run's)
             raise DataError(self.path, f"cannot read ({e.__class__.__name__}: {e})") from None
+        self.validator.finish()
         if self.selection is not None:
             self.selection.finish()
         if not self.validator.rows_kept:
@@ -163,7 +164,8 @@ class FileStream:
         """What was read; with --instrument, the kept instrument's (its id, its name where the file has one)."""
         meta, segments, chosen = self.meta, [tuple(s[:3]) for s in self.segments], self.selection
         return FileSummary(str(self.path), self.kind, self.validator.rows_read, self.validator.rows_kept,
-                           self.validator.skipped(), [*meta["notes"], *self.instruments.notes(len(segments))],
+                           self.validator.skipped(), [*meta["notes"], *self.instruments.notes(len(segments)),
+                                                     *self.validator.trade_notes()],
                            meta["instrument"] if chosen is None else chosen.name(meta),
                            (meta["instrument_id"] or 0) if chosen is None else chosen.id,
                            segments[0][1] if segments else None, segments[-1][2] if segments else None,

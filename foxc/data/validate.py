@@ -5,7 +5,9 @@ cannot be data at all is a DataError naming the file, the row or column, and why
 A reader's flags travel beside its records: a bool mask is `nan_or_inf`, an integer array a code of REASONS
 (0: none) for what a record cannot hold (a size below zero); a flagged row is skipped under its flag. Time order,
 the one rule across rows, carries the latest time into the next chunk: a file split anywhere counts as one read
-whole.
+whole. A row's trade prices are book prices to the rules of price (nonpositive_price, price_out_of_range); the
+trades of a skipped row happened all the same: they go into the next kept row of its instrument (merge_trades),
+across chunks, unless a trade rule refused them.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import numpy as np
 
 from ..errors import UserError
 from ..numbers import finite
-from .record import PRICE_SCALE, PRICE_UNDEF
+from .record import PRICE_SCALE, PRICE_UNDEF, empty_snapshots
 
 SKIP_REASONS = (
     "nan_or_inf",          # a NaN or infinite price or size in a float source
@@ -28,6 +30,7 @@ SKIP_REASONS = (
     "crossed",             # best bid above best ask
     "locked",              # best bid equal to best ask
     "unsorted_levels",     # bids not strictly falling or asks not strictly rising with depth
+    "trade_volume",        # a side's volume at its extreme trade price above its total, or a volume without a price
     "non_monotonic_ts",    # an event time earlier than the previous kept row's
 )
 FLAGGED_REASONS = (  # found by a reader in the file's values; a record cannot show them
@@ -190,6 +193,10 @@ def _whole_books(rec: np.ndarray, bad_float: np.ndarray | None, cfg: ValidationC
         whole &= ask[:, lvl] < ask[:, lvl + 1]
     whole &= bid[:, -1] >= lo
     whole &= ask[:, -1] <= hi
+    for px, vol, total in TRADE_SIDES:  # lo >= 1 and hi < PRICE_UNDEF: a price in range is set and above 0
+        whole &= (rec[vol] == 0) | ((rec[px] >= lo) & (rec[px] <= hi) & (rec[vol] <= rec[total]))
+    last = rec["last_px"]
+    whole &= (last == PRICE_UNDEF) | ((last >= lo) & (last <= hi))
     if bad_float is not None:
         whole &= ~bad_float
     return whole
@@ -205,18 +212,78 @@ def _book_reasons(rec: np.ndarray, bad_float: np.ndarray | None, cfg: Validation
     # an empty level may only be followed by empty levels; set levels strictly move away from the touch
     bid_bad = (bid_set[:, 1:] & ~bid_set[:, :-1]) | (bid_set[:, 1:] & (bid[:, 1:] >= bid[:, :-1]))
     ask_bad = (ask_set[:, 1:] & ~ask_set[:, :-1]) | (ask_set[:, 1:] & (ask[:, 1:] <= ask[:, :-1]))
+    nonpositive, out_of_range, volume = trade_checks(rec, lo, hi)
     checks = [bad_float if bad_float is not None else np.zeros(n, bool),  # in the order of SKIP_REASONS
               ~bid_set[:, 0] & ~ask_set[:, 0],
               bid_set[:, 0] != ask_set[:, 0],
-              ((bid <= 0) & bid_set).any(1) | ((ask <= 0) & ask_set).any(1),
-              (((bid < lo) | (bid > hi)) & bid_set).any(1) | (((ask < lo) | (ask > hi)) & ask_set).any(1),
+              ((bid <= 0) & bid_set).any(1) | ((ask <= 0) & ask_set).any(1) | nonpositive,
+              (((bid < lo) | (bid > hi)) & bid_set).any(1) | (((ask < lo) | (ask > hi)) & ask_set).any(1) |
+              out_of_range,
               bid[:, 0] > ask[:, 0],
               bid[:, 0] == ask[:, 0],
-              bid_bad.any(1) | ask_bad.any(1)]
+              bid_bad.any(1) | ask_bad.any(1),
+              volume]
     code = np.zeros(n, np.uint8)
     for i in range(len(checks) - 1, -1, -1):  # the earliest reason wins
         code[checks[i]] = i + 1
     return code
+
+
+TRADE_SIDES = (("sell_lo_px", "sell_lo_vol", "sell_vol"), ("buy_hi_px", "buy_hi_vol", "buy_vol"))
+
+
+def trade_checks(rec: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row, of its trade prices (a side's where its volume there is above 0, last_px where set): one at or below
+    zero, one outside [lo, hi] (price units); and a side whose volume at its price is above its total or whose
+    volume has no price (PRICE_UNDEF)."""
+    last = rec["last_px"]
+    last_set = last != PRICE_UNDEF
+    nonpositive, out_of_range, volume = last_set & (last <= 0), last_set & ((last < lo) | (last > hi)), \
+        np.zeros(len(rec), bool)
+    for px, vol, total in TRADE_SIDES:
+        traded, price = rec[vol] > 0, rec[px]
+        priced = traded & (price != PRICE_UNDEF)
+        nonpositive |= priced & (price <= 0)
+        out_of_range |= priced & ((price < lo) | (price > hi))
+        volume |= (rec[vol] > rec[total]) | (traded & ~priced)
+    return nonpositive, out_of_range, volume
+
+
+def has_trades(rec: np.ndarray) -> np.ndarray:
+    """Rows that say a trade happened in their interval (trade_count aside: it counts unpriced trades)."""
+    return (rec["last_px"] != PRICE_UNDEF) | (rec["sell_vol"] > 0) | (rec["buy_vol"] > 0)
+
+
+def merge_trades(into: np.ndarray, group: np.ndarray, src: np.ndarray):
+    """Fold the trades of `src` rows (in time order, all before their group's row) into rows into[group]: each side's
+    extreme price over them all with the volume at it, the totals summed (at most 2^32 - 1), last_px the latest set;
+    trade_count is left as it is (its value is the reader's)."""
+    if not len(src):
+        return
+    targets, group = np.unique(group, return_inverse=True)
+    whole_rows, into = into, into[targets]
+    rows = np.arange(len(into))
+    for (px, vol, total), extreme, none in zip(TRADE_SIDES, (np.minimum, np.maximum),
+                                               (PRICE_UNDEF, np.iinfo(np.int64).min)):
+        g = np.concatenate([rows, group])
+        price = np.concatenate([into[px], src[px]])
+        volume = np.concatenate([into[vol], src[vol]]).astype(np.int64)
+        g, price, volume = g[volume > 0], price[volume > 0], volume[volume > 0]
+        best = np.full(len(into), none, np.int64)
+        extreme.at(best, g, price)
+        at = np.zeros(len(into), np.int64)
+        np.add.at(at, g, np.where(price == best[g], volume, 0))
+        whole = into[total].astype(np.int64)
+        np.add.at(whole, group, src[total])
+        into[px] = np.where(at > 0, best, PRICE_UNDEF)
+        into[vol] = np.minimum(at, 2**32 - 1)
+        into[total] = np.minimum(whole, 2**32 - 1)
+    latest = np.full(len(into), -1, np.int64)
+    priced = np.flatnonzero(src["last_px"] != PRICE_UNDEF)
+    np.maximum.at(latest, group[priced], priced)
+    later = (into["last_px"] == PRICE_UNDEF) & (latest >= 0)
+    into["last_px"][later] = src["last_px"][latest[later]]
+    whole_rows[targets] = into
 
 
 class Validator:
@@ -228,16 +295,54 @@ class Validator:
         self.cfg = cfg or ValidationConfig()
         self.counts = np.zeros(len(REASONS) + 1, np.int64)  # [kept, per reason...]
         self.latest_ts = NO_TIME_YET
+        self.pending = empty_snapshots(0)  # skipped rows' trades waiting for their instrument's next kept row: one
+        self.waiting = 0                   # row of them all, folded, and how many rows it holds
+        self.stranded = 0  # skipped rows whose trades found none (the instrument's or the file's rows ended)
 
     def keep(self, rec: np.ndarray, flags: np.ndarray | None) -> np.ndarray:
-        """The rows of this chunk that are kept (`rec` itself when all are)."""
+        """The rows of this chunk that are kept (`rec` itself when all are), with the trades of skipped rows."""
         code = skip_reasons(rec, flags, self.cfg, self.latest_ts)
         timed = (code == 0) | (code == TIME_ORDER)  # late rows still raise the bar, as in one pass
         if timed.any():
             self.latest_ts = max(self.latest_ts, int(rec["ts_ns"][timed].max()))
         counts = np.bincount(code, minlength=len(REASONS) + 1)
         self.counts += counts
-        return rec if counts[0] == len(rec) else rec[code == 0]
+        kept = rec if counts[0] == len(rec) else rec[code == 0]
+        carried = has_trades(rec) & (code != 0) if counts[0] < len(rec) else np.zeros(len(rec), bool)
+        if carried.any():
+            carried &= ~np.any(trade_checks(rec, self.cfg.min_units, self.cfg.max_units), axis=0)
+        if len(self.pending) or carried.any():
+            self._carry(np.concatenate([self.pending, rec[carried]]), np.r_[np.full(len(self.pending), -1),
+                                                                           np.flatnonzero(carried)],
+                        kept, np.flatnonzero(code == 0))
+        return kept
+
+    def _carry(self, src: np.ndarray, at: np.ndarray, kept: np.ndarray, kept_at: np.ndarray):
+        """Skipped rows' trades (`src`, rows `at` of the chunk, -1 before it) into the next kept row (`kept`, rows
+        `kept_at`) where it is of their instrument; those after the last kept row wait for the next chunk's."""
+        target = np.searchsorted(kept_at, at)
+        inside = target < len(kept)
+        ours = np.zeros(len(src), bool)
+        ours[inside] = src["instrument_id"][inside] == kept["instrument_id"][target[inside]]
+        merge_trades(kept, target[ours], src[ours])
+        waiting = ~inside & (src["instrument_id"] == src["instrument_id"][-1])
+        rows = np.where(at < 0, self.waiting, 1)  # the rows each of src stands for
+        self.stranded += int(rows[~ours & ~waiting].sum())
+        self.waiting = int(rows[waiting].sum())
+        self.pending = empty_snapshots(1 if self.waiting else 0)
+        if self.waiting:
+            self.pending["instrument_id"] = src["instrument_id"][-1]
+            merge_trades(self.pending, np.zeros(np.count_nonzero(waiting), np.int64), src[waiting])
+
+    def finish(self):
+        """At the end of the file: the trades still waiting have no row to go into."""
+        self.stranded += self.waiting
+        self.pending, self.waiting = empty_snapshots(0), 0
+
+    def trade_notes(self) -> list[str]:
+        """Skipped rows' trades that no kept row took (the others went into one, as validation says)."""
+        return [f"the trades of {self.stranded:,} skipped row{'s' * (self.stranded != 1)} were left out: no later "
+                "row of the instrument was kept"] if self.stranded else []
 
     @property
     def rows_read(self) -> int:
@@ -254,4 +359,6 @@ class Validator:
 def apply(rec: np.ndarray, flags: np.ndarray | None, cfg: ValidationConfig) -> tuple[np.ndarray, dict[str, int]]:
     """The rows kept and the skip count per reason, of records validated in one piece."""
     validator = Validator(cfg)
-    return validator.keep(rec, flags), validator.skipped()
+    kept = validator.keep(rec, flags)
+    validator.finish()
+    return kept, validator.skipped()
