@@ -1,4 +1,5 @@
 """The synthetic default: seeded, a plausible book, and a weak signal a simple learner finds."""
+import hashlib
 import re
 
 import numpy as np
@@ -6,6 +7,8 @@ import pytest
 
 from foxc.data import validate
 from foxc.data.labels import LabelConfig, compute_labels
+from foxc.data.markets import market
+from foxc.data.record import FLAG_NO_TRADES, PRICE_UNDEF
 from foxc.data.synthetic import SynthParams, ar1, best_accuracy_h1, generate, h1_move_probs, synthetic_data
 
 
@@ -103,3 +106,67 @@ def test_sizes_it_cannot_make_are_refused_naming_them(n, n_segments, named):
 
 def test_one_row_is_the_least_it_makes():
     assert synthetic_data(1).n_rows == 1 and synthetic_data(3, n_segments=3).n_segments == 3
+
+
+# ---- the interval's trades (sides, prices, volumes) beside the fields the generator always made
+
+NEW_FIELDS = ("feed_delay_ns", "sell_lo_px", "buy_hi_px", "last_px", "sell_lo_vol", "buy_hi_vol", "sell_vol", "buy_vol")
+# sha256 of every other field of generate(30_000, 5, market.params, 3 segments, or the market's own), made by the
+# generator at 2d34d8b, before it filled the trade fields: drawing those must not move a bit of the rest
+FIELDS_AT_2D34D8B = {"easy": "c20945243d37b18fe55ea315553d99ea", "default": "baf81d83a1a9a1bb87b82a5fb4496289",
+                     "null": "253725284395b2f8e9f5f439a7643848", "noisy": "606549071cd8cf28cf9bcad24ee6afa4",
+                     "wide": "be71159ef34c35d42491872a95dbd1e6", "regime": "c5b6c15519d18fad9b6ca152b70af288",
+                     "short": "baf81d83a1a9a1bb87b82a5fb4496289"}
+
+
+def old_fields_digest(rec):
+    h = hashlib.sha256()
+    for name in rec.dtype.names:
+        if name not in NEW_FIELDS:
+            h.update(name.encode())
+            h.update(np.ascontiguousarray(rec[name]).tobytes())
+    return h.hexdigest()[:32]
+
+
+@pytest.mark.parametrize("name", sorted(FIELDS_AT_2D34D8B))
+def test_trade_fields_leave_every_other_bit_as_it_was(name):
+    p = market(name).params
+    assert old_fields_digest(generate(30_000, 5, p, 1 if p.segment_rows else 3)) == FIELDS_AT_2D34D8B[name]
+
+
+def test_trades_follow_the_book():
+    """A fall of the bid with a trade: a seller took the previous best bid level; a rise: a buyer took the previous
+    best ask level; no move: one trade at the previous touch, below its size; no trade: no trade fields."""
+    rec = generate(200_000, 3)
+    prev = np.r_[0, np.arange(len(rec) - 1)]
+    bid, ask = rec["bid_px"][:, 0], rec["ask_px"][:, 0]
+    traded = rec["trade_count"] > 0
+    fell, rose = traded & (bid < bid[prev]), traded & (bid > bid[prev])
+    still = traded & ~fell & ~rose
+    sell, buy = rec["sell_lo_px"] != PRICE_UNDEF, rec["buy_hi_px"] != PRICE_UNDEF
+    assert fell.sum() > 1000 and rose.sum() > 1000 and still.sum() > 1000
+    assert not (sell & buy).any() and np.array_equal(sell | buy, traded)
+    assert np.all(rec["sell_lo_vol"][~sell] == 0) and np.all(rec["buy_hi_vol"][~buy] == 0)
+    assert np.all(rec["last_px"][~traded] == PRICE_UNDEF)
+    assert np.array_equal(rec["sell_vol"], rec["sell_lo_vol"]) and np.array_equal(rec["buy_vol"], rec["buy_hi_vol"])
+    assert np.all(sell[fell]) and np.all(buy[rose])
+    assert np.array_equal(rec["sell_lo_px"][fell], bid[prev][fell])
+    assert np.array_equal(rec["sell_lo_vol"][fell], rec["bid_sz"][prev, 0][fell])
+    assert np.array_equal(rec["buy_hi_px"][rose], ask[prev][rose])
+    assert np.array_equal(rec["buy_hi_vol"][rose], rec["ask_sz"][prev, 0][rose])
+    s, b = still & sell, still & buy
+    assert np.array_equal(rec["sell_lo_px"][s], bid[prev][s]) and np.array_equal(rec["buy_hi_px"][b], ask[prev][b])
+    assert 0.45 < s.sum() / still.sum() < 0.55
+    for on, vol, size in ((s, "sell_lo_vol", rec["bid_sz"][prev, 0]), (b, "buy_hi_vol", rec["ask_sz"][prev, 0])):
+        v, z = rec[vol][on].astype(np.int64), size[on].astype(np.int64)
+        assert np.all(v >= 1) and np.all(v < np.maximum(z, 2)) and v.max() > 1
+    last = np.where(sell, rec["sell_lo_px"], rec["buy_hi_px"])
+    assert np.array_equal(rec["last_px"][traded], last[traded])
+    assert np.all(rec["feed_delay_ns"] == 0) and not np.any(rec["flags"] & FLAG_NO_TRADES)
+
+
+def test_trade_fields_are_seeded():
+    a, b, c = generate(3000, 4), generate(3000, 4), generate(3000, 5)
+    for f in NEW_FIELDS[1:]:
+        assert np.array_equal(a[f], b[f])
+    assert not np.array_equal(a["sell_lo_vol"], c["sell_lo_vol"])

@@ -5,6 +5,12 @@
   spread            kept with probability 1−r, else redrawn from π over 1, 2, …, len(π) ticks
   depth             level l sits l ticks behind the touch, size s·(1 + d·l)·U[0.5, 1.5); order counts ≈ size / 4
   trades            reported with probability 0.5 when the price moves, 0.05 otherwise; time: exponential gaps
+  trade sides       a row with a trade (trade_count 1) whose best bid fell: a seller took the previous best bid
+                    level whole (sell_lo_px = that price, sell_lo_vol = sell_vol = its displayed size); whose best
+                    bid rose: a buyer took the previous best ask level whole (buy_hi_px, buy_hi_vol, buy_vol
+                    likewise); whose bid did not move: one trade at the previous touch of a side drawn evenly, of
+                    a volume drawn from 1 to the touch size less one (1 at a size of 1); last_px the trade's
+                    price. A move without a trade: the level went by cancellations (no trade fields). feed_delay 0
   regimes           with `beta_cycle`, segment s has β = beta_cycle[s mod len] (`segment_rows` rows each)
 The best accuracy any predictor of the unmasked mid direction at horizon 1 reaches is E[max(P_up, P_down)] /
 E[P_up + P_down] over x ~ N(0, 1) and spread ~ π: `best_accuracy_h1` (Gauss-Hermite quadrature)."""
@@ -15,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..numbers import whole
-from .record import LEVELS, PRICE_SCALE, SNAPSHOT_DTYPE
+from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
 from .market import MarketData, finish
 from .validate import ValidationReport
 
@@ -134,7 +140,31 @@ def generate(n: int, seed: int = 0, params: SynthParams = SynthParams(), n_segme
     rec["ts_ns"] = START_NS + np.cumsum(gaps)
     rec["instrument_id"] = p.instrument_id
     rec["segment"] = segment.astype(np.uint32)
+    # after every draw above, from a generator of its own, so the fields above keep their bits
+    trade_sides(rec, np.random.default_rng([seed, 1]))
     return rec
+
+
+def trade_sides(rec: np.ndarray, rng: np.random.Generator) -> None:
+    """The trade fields of rows whose trade_count and touch are set (the module's rule); row 0 reads itself as the
+    previous row."""
+    prev = np.r_[0, np.arange(len(rec) - 1)]
+    traded = rec["trade_count"] > 0
+    bid = rec["bid_px"][:, 0]
+    fell, rose = traded & (bid < bid[prev]), traded & (bid > bid[prev])
+    still = traded & ~fell & ~rose
+    side_u, vol_u = rng.random((2, len(rec)))
+    seller = np.where(still, side_u < 0.5, fell)
+    touch_px = np.where(seller, rec["bid_px"][prev, 0], rec["ask_px"][prev, 0])
+    touch_sz = np.where(seller, rec["bid_sz"][prev, 0], rec["ask_sz"][prev, 0]).astype(np.int64)
+    part = 1 + np.floor(vol_u * np.maximum(touch_sz - 1, 1)).astype(np.int64)  # 1 .. size-1
+    vol = np.where(still, part, touch_sz).astype(np.uint32)
+    for side, on in (("sell_lo", traded & seller), ("buy_hi", traded & ~seller)):
+        rec[f"{side}_px"] = np.where(on, touch_px, PRICE_UNDEF)
+        rec[f"{side}_vol"] = np.where(on, vol, 0)
+    rec["sell_vol"], rec["buy_vol"] = rec["sell_lo_vol"], rec["buy_hi_vol"]
+    rec["last_px"] = np.where(traded, touch_px, PRICE_UNDEF)
+    rec["feed_delay_ns"] = 0
 
 
 def synthetic_data(n: int, seed: int = 0, params: SynthParams = SynthParams(), n_segments: int = 1) -> MarketData:
