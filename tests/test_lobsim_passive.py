@@ -60,9 +60,9 @@ def test_fills_and_accounts_replay_through_the_scalar_book(cfg):
             pb = books[b]
             if held[b] is None:
                 continue
-            for side in (BID, ASK):
+            for side in (BID, ASK):  # quotes act only on the snapshot acted on (a skipped one leaves an older book)
                 touch = int(held[b]["bid_px"][0] if side == BID else held[b]["ask_px"][0])
-                if touch != PRICE_UNDEF:
+                if ok[c] and touch != PRICE_UNDEF:
                     quote(pb, side, int(q[side, b]), int(held[b]["ts_ns"]), touch, 2)
             if ok[c + 1]:
                 for f in pb.step(held[b], snaps[c + 1]):

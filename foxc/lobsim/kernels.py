@@ -270,9 +270,9 @@ def log_closed(p, ring, rows, cap):
 
 def passive_phase(snaps, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, pos, trade_log, quotes,
                   state: dict, counts: dict, min_px, max_px, cfg, trade_cap, lots_per_entry, n):
-    """Each backtest's quotes, decided on the book it holds at book_ts, then the interval to the next snapshot
-    through foxc.lobsim.passive (passive_phase in lobsim_passive.cuh). At an episode's end every order is dropped
-    unfilled. `state`: PASSIVE_STATE's arrays [2, n]; `counts`: q_posts, q_rejects, q_fill_lots [2, n]."""
+    """Each backtest's quotes, decided on the book it holds at book_ts (only when that is snaps[cursor]), then the
+    interval to the next snapshot through foxc.lobsim.passive (passive_phase in lobsim_passive.cuh). At an
+    episode's end every order is dropped unfilled. `state`: PASSIVE_STATE's arrays [2, n]; `counts`: q_posts, q_rejects, q_fill_lots [2, n]."""
     n, cap, lots_per_entry = int(n), int(trade_cap), int(lots_per_entry)
     c, end = cursor.i64(n), episode_end.i64(n)
     q = quotes.view(np.int32, 2 * n).reshape(2, n)
@@ -306,6 +306,7 @@ def passive_phase(snaps, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, bo
         for name in ("bid_px", "ask_px", "bid_sz", "ask_sz"):
             held[name] = book[name][:, b]
         now = int(ts_book[b])
+        fresh = snapshot_verdicts(records[c[b]:c[b] + 1], min_px, max_px)[0] == BOOK_OK  # the snapshot acted on
         since = state["q_since"][:, b].copy()
         for side in (BID, ASK):
             code = int(q[side, b])
@@ -313,7 +314,7 @@ def passive_phase(snaps, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, bo
                 p["invalid_actions"] += np.uint32(1)
                 continue
             touch = best(held, side)
-            if code == QUOTE_KEEP or touch == PRICE_UNDEF:
+            if code == QUOTE_KEEP or not fresh or touch == PRICE_UNDEF:
                 continue
             before = pb.orders[side]
             quote(pb, side, code, now, touch, lots_per_entry)

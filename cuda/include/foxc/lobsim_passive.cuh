@@ -157,7 +157,7 @@ __device__ __forceinline__ void side_trades(Resting& o, int side, long long px, 
 
 // passive_phase — backtest b, after submit_market (which may have closed a trade: logged first).
 // At an episode's end (cursor >= episode_end) both orders are dropped unfilled. Otherwise each side's quote
-// (quotes[s * n + b], FOXC_QUOTE_*) is applied at book_ts[b] on the held book, then the interval to
+// (quotes[s * n + b], FOXC_QUOTE_*) is applied at book_ts[b] on the held book (when it is snaps[cursor]), then the interval to
 // snaps[cursor + 1] is played when that snapshot is usable (PassiveBook.step): cancels and arrivals before its
 // exchange time (ts_ns - feed_delay_ns), its trades, its book. Fills go through fill() at the order's price with
 // the maker fee, stamped with the snapshot's ts_ns, reason FOXC_REASON_PASSIVE, each close logged at once.
@@ -192,11 +192,14 @@ __device__ __noinline__ void passive_phase(
         FoxcTrade* ring = trade_log + (long long)b * trade_cap;
         log_closed(p, ring, trade_cap);
         const long long now = book_ts[b];
+        // quotes act only on the snapshot the agent saw: where book_update skipped it the held book is older (at
+        // an episode's start, another episode's)
+        const bool fresh = snapshot_verdict(snaps + c, min_px, max_px) == FOXC_BOOK_OK;
         for (int s = 0; s < 2; ++s) {
             const int k = code[s];
             if (k < FOXC_QUOTE_KEEP || k >= FOXC_QUOTE_JOIN + FOXC_LEVELS) { p.invalid_actions += 1u; continue; }
             const long long touch = s == 0 ? bid_px[b] : ask_px[b];
-            if (k == FOXC_QUOTE_KEEP || touch == FOXC_PRICE_UNDEF) continue;
+            if (k == FOXC_QUOTE_KEEP || !fresh || touch == FOXC_PRICE_UNDEF) continue;
             Resting& r = o[s];
             if (k == FOXC_QUOTE_CANCEL) {
                 if (r.state != FOXC_QUEUE_NONE && r.cancel == FOXC_NO_CANCEL) r.cancel = now + q.cancel_latency;
