@@ -14,7 +14,7 @@ import pytest
 
 from foxc.data.markets import MARKETS, market
 from foxc.data.record import PRICE_SCALE
-from foxc.data.synthetic import generate, latent
+from foxc.data.synthetic import SynthParams, generate, latent
 from foxc.evaluate import EvalConfig, chunk_bounds, evaluate
 from foxc.evaluate.optimum import market_optimum, optimal_pnl
 from foxc.lobsim.layout import FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG, SHORT
@@ -89,7 +89,11 @@ def independent_gain(params, fee_ticks, n=101, gamma=0.99999, betas=None):
 NO_EDGE = ("null", "regime", "wide")  # markets where a market order (of an agent that cannot tell the regime) earns ~0
 
 
-@pytest.mark.parametrize("name", [pytest.param(m, marks=pytest.mark.slow) if m == "wide" else m for m in MARKETS])
+# the markets of generate()'s imbalance process (the market-making ones: tests/test_maker_optimum.py)
+IMBALANCE = [name for name, m in MARKETS.items() if isinstance(m.params, SynthParams)]
+
+
+@pytest.mark.parametrize("name", [pytest.param(m, marks=pytest.mark.slow) if m == "wide" else m for m in IMBALANCE])
 def test_optimum_agrees_with_an_independent_solver(name):
     m = market(name)
     n = 41 if name == "wide" else 101  # eleven spreads: a coarser grid keeps the exact solves small

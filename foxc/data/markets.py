@@ -4,19 +4,21 @@
     records = generate(n, seed, m.params); optimum = market_optimum(m)   # foxc.evaluate.optimum
 
 Each market's exact optimal PnL per snapshot (an agent that sees the latent imbalance exactly,
-foxc.evaluate.optimum) is the yardstick a learner is measured against there.
+foxc.evaluate.optimum) is the yardstick a learner is measured against there. The market-making markets (`maker`,
+`maker_null`: MakerParams, foxc.evaluate.maker_optimum) have two: market orders alone, and with resting quotes
+(`market_optimum(m, orders="passive")`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .synthetic import SynthParams
+from .synthetic import MakerParams, SynthParams
 
 
 @dataclass(frozen=True)
 class Market:
     name: str
-    params: SynthParams
+    params: SynthParams | MakerParams
     fee_per_lot: float  # per lot per side, price units (like the trainer's --fee)
     doc: str
     window_rows: int | None = None  # the training window's snapshots at most (a day of a real market); None: any
@@ -63,6 +65,19 @@ MARKETS: dict[str, Market] = {m.name: m for m in (
            "the default process through a 30,000-row training window, the size of a real day of level-1 rows: "
            "a learner that memorises its window loses on held-out rows; optimum ≈ 0.028 ticks per snapshot",
            window_rows=30_000),
+    Market("maker", MakerParams(), 0.0,
+           "market making: a one-tick spread whose touch holds 1-3 one-lot orders (an order joins behind them); "
+           "uninformed market orders of 1-2 lots trade at the touch (probability 0.2 a side a snapshot); a latent "
+           "flow z (-1, 0, +1; redrawn w.p. 0.5 a snapshot) sends sweeps its way (0.25 a snapshot when z != 0) "
+           "that take the touch and move the book a tick; the depth behind the touch shows z (thick on z's side: "
+           "read at ~97 %). Market orders earn nothing (optimum 0); quoting the side the flow is not coming to "
+           "earns 0.0341 ticks per snapshot (the exact optimum seeing z); always quoting both sides loses "
+           "0.0156 (adverse selection)"),
+    Market("maker_null", MakerParams(informed=0.0, blind=0.1), 0.0,
+           "maker's book whose sweeps (0.1 each way a snapshot) ignore z: a quote at the touch loses half a tick to "
+           "every sweep through it and waits behind the queue for the uninformed orders that would pay for it. "
+           "No edge with market orders or quotes: optimum 0, the right policy never quotes; always quoting loses "
+           "0.0298 ticks per snapshot"),
 )}
 
 

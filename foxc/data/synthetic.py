@@ -13,7 +13,8 @@
                     price. A move without a trade: the level went by cancellations (no trade fields). feed_delay 0
   regimes           with `beta_cycle`, segment s has β = beta_cycle[s mod len] (`segment_rows` rows each)
 The best accuracy any predictor of the unmasked mid direction at horizon 1 reaches is E[max(P_up, P_down)] /
-E[P_up + P_down] over x ~ N(0, 1) and spread ~ π: `best_accuracy_h1` (Gauss-Hermite quadrature)."""
+E[P_up + P_down] over x ~ N(0, 1) and spread ~ π: `best_accuracy_h1` (Gauss-Hermite quadrature).
+`generate` with MakerParams makes the market-making process instead (`generate_maker`, MakerParams' doc)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..numbers import whole
-from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE
+from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_DTYPE, empty_snapshots
 from .market import MarketData, finish
 from .validate import ValidationReport
 
@@ -90,7 +91,10 @@ def _latent(rng: np.random.Generator, n: int, phi: float) -> np.ndarray:
 
 
 def latent(n: int, seed: int = 0, params: SynthParams = SynthParams()) -> np.ndarray:
-    """The latent imbalance x_t that `generate(n, seed, params)` uses (its first draws; both share `_latent`)."""
+    """The latent imbalance x_t that `generate(n, seed, params)` uses (its first draws; both share `_latent`); of a
+    MakerParams market, its latent flow z_t."""
+    if isinstance(params, MakerParams):
+        return maker_latent(n, seed, params)
     return _latent(np.random.default_rng(seed), n, params.phi)
 
 
@@ -102,6 +106,8 @@ def generate(n: int, seed: int = 0, params: SynthParams = SynthParams(), n_segme
         raise ValueError(f"synthetic data: n_segments {n_segments!r}: must be a whole number from 1 to n ({n})")
     n, n_segments = int(n), int(n_segments)
     p = params
+    if isinstance(p, MakerParams):
+        return generate_maker(n, seed, p, n_segments)
     if p.segment_rows and n_segments != 1:
         raise ValueError(f"synthetic data: n_segments {n_segments}: this market cuts its own segments "
                          f"({p.segment_rows:,} rows each)")
@@ -206,3 +212,154 @@ def best_accuracy_h1(p: SynthParams = SynthParams(), nodes: int = 96) -> float:
             best += pi * np.sum(w * np.maximum(up, down))
             labelled += pi * np.sum(w * (up + down))
     return float(best / labelled)
+
+
+# ---- the market-making process (markets `maker`, `maker_null`): a queue at a one-tick spread, informed sweeps
+
+@dataclass(frozen=True)
+class MakerParams:
+    """A book at a constant one-tick spread whose touch holds 1..max_size one-lot orders, per snapshot interval:
+      latent flow   z ∈ {−1, 0, +1}, redrawn from z_probs with probability `switch` per snapshot (else kept)
+      one event     an uninformed market order at each touch with probability `noise` (volume v drawn from
+                    noise_vol over 1, 2, …, at most the touch size: it trades at the touch, which stays); a sweep
+                    in z's direction with probability `informed` (z ≠ 0) and one each way with probability `blind`
+                    (a sweep takes the touch level whole and the book moves one tick its way: the price taken
+                    becomes the other side's touch, onto any order resting there)
+      touch sizes   after a trade, size − v; an emptied touch refills, else one order joins behind w.p. `add` (up
+                    to max_size) or one leaves w.p. `cancel` (a touch of 1 stays); after a move both are new.
+                    New sizes are drawn from `refill`: (thick, even, thin) pmfs over 1..max_size; z = +1 refills
+                    the bid thick and the ask thin, z = −1 the other way, z = 0 both even
+      depth         level l ≥ 1 holds max_size + 1 lots, or 2·max_size with probability `depth_tilt` (thick,
+                    even, thin: the sides as the refills); more than any queue in front of an order, which
+                    therefore never shrinks behind the touch. The depth shows z, the flow's direction, fresh each
+                    snapshot: the agent sees it through the book, not exactly
+    Trades are reported as they happen (sell_lo_px/buy_hi_px at the touch taken, the volume, one print per lot)."""
+    tick: float = 0.25
+    start_price: float = 4000.0
+    max_size: int = 3
+    switch: float = 0.5
+    z_probs: tuple[float, float, float] = (0.25, 0.5, 0.25)
+    noise: float = 0.2
+    noise_vol: tuple[float, ...] = (0.7, 0.3)
+    informed: float = 0.25
+    blind: float = 0.0
+    add: float = 0.2
+    cancel: float = 0.2
+    refill: tuple[tuple[float, ...], ...] = ((0.1, 0.3, 0.6), (1 / 3, 1 / 3, 1 / 3), (0.6, 0.3, 0.1))
+    depth_tilt: tuple[float, float, float] = (0.9, 0.5, 0.1)
+    mean_gap_us: float = 1000.0
+    instrument_id: int = 2
+    segment_rows: int = 0  # one segment per generate()'s n_segments, as SynthParams
+
+    def __post_init__(self):
+        S = self.max_size
+        assert S >= 2 and len(self.refill) == 3 and all(len(r) == S for r in self.refill), self
+        assert 2 * self.noise + self.informed + 2 * self.blind <= 1.0 and self.add + self.cancel <= 1.0, self
+
+    @property
+    def tick_units(self) -> int:
+        return int(round(self.tick * PRICE_SCALE))
+
+    def events(self) -> np.ndarray:
+        """P(event | z) [3, E] over z = −1, 0, +1: E = NONE, a sell of 1..V lots, a buy of 1..V lots, UP, DOWN
+        (V = len(noise_vol)); a sell (buy) is an uninformed order hitting the bid (lifting the ask)."""
+        vol = np.asarray(self.noise_vol, np.float64) / sum(self.noise_vol)
+        V = len(vol)
+        out = np.zeros((3, 2 * V + 3))
+        for i, z in enumerate((-1, 0, 1)):
+            out[i, 1:1 + V] = out[i, 1 + V:1 + 2 * V] = self.noise * vol
+            out[i, 2 * V + 1] = self.blind + self.informed * (z == 1)
+            out[i, 2 * V + 2] = self.blind + self.informed * (z == -1)
+            out[i, 0] = 1.0 - out[i, 1:].sum()
+        return out
+
+    def refill_pmf(self, z: int, side: int) -> np.ndarray:
+        """The new touch size's pmf over 1..max_size on `side` (0 bid, 1 ask) under z."""
+        p = np.asarray(self.refill[_tilt(z, side)], np.float64)
+        return p / p.sum()
+
+
+def _tilt(z, side: int):
+    """0 thick, 1 even, 2 thin: the book's side `side` (0 bid, 1 ask) under the flow z (+1: buyers informed)."""
+    return 1 - z if side == 0 else 1 + z
+
+
+def maker_latent(n: int, seed: int, p: MakerParams) -> np.ndarray:
+    """z_t (int8) of `generate(n, seed, p)`: its first draws."""
+    rng = np.random.default_rng(seed)
+    return _maker_latent(rng, n, p)
+
+
+def _maker_latent(rng: np.random.Generator, n: int, p: MakerParams) -> np.ndarray:
+    redraw = rng.random(n) < p.switch
+    redraw[0] = True
+    fresh = rng.choice(np.array([-1, 0, 1], np.int8), size=n, p=np.asarray(p.z_probs) / sum(p.z_probs))
+    return fresh[np.maximum.accumulate(np.where(redraw, np.arange(n), 0))]
+
+
+def _draw(u: np.ndarray, pmf: np.ndarray) -> np.ndarray:
+    """Index drawn by inverse cdf from uniforms u [n] and per-row pmfs [n, K]."""
+    return np.minimum((u[:, None] >= np.cumsum(pmf, axis=1)).sum(axis=1), pmf.shape[1] - 1)
+
+
+def _compose_prefix(maps: np.ndarray) -> np.ndarray:
+    """F_t = maps[t] ∘ … ∘ maps[0] for maps [n, S] of {0..S-1} into itself (a parallel prefix of compositions)."""
+    F = maps.copy()
+    d = 1
+    while d < len(F):
+        F[d:] = np.take_along_axis(F[d:], F[:-d], axis=1)
+        d *= 2
+    return F
+
+
+def generate_maker(n: int, seed: int, p: MakerParams, n_segments: int = 1) -> np.ndarray:
+    """n snapshot records of the market-making process (row t's trades are those of the interval from row t−1)."""
+    rng = np.random.default_rng(seed)
+    z = _maker_latent(rng, n, p)
+    zi = z.astype(np.int64) + 1
+    S, V = p.max_size, len(p.noise_vol)
+    UP, DOWN = 2 * V + 1, 2 * V + 2
+    event = _draw(rng.random(n), p.events()[zi])  # of the interval after row t
+    sell_v = np.where((event >= 1) & (event <= V), event, 0)
+    buy_v = np.where((event > V) & (event <= 2 * V), event - V, 0)
+    move = np.where(event == UP, 1, np.where(event == DOWN, -1, 0))
+    churn = rng.random((2, n))
+    pmfs = [np.stack([p.refill_pmf(k - 1, side) for k in range(3)]) for side in (0, 1)]  # [z + 1, size − 1]
+    refill = np.stack([_draw(rng.random(n), pmfs[side][zi]) for side in (0, 1)]) + 1
+    first = [int(_draw(rng.random(1), pmfs[side][zi[:1]])[0]) + 1 for side in (0, 1)]  # row 0's sizes
+    sizes = np.arange(1, S + 1)
+    touch = np.zeros((2, n), np.int64)
+    for side, v in ((0, sell_v), (1, buy_v)):
+        left = sizes[None, :] - np.minimum(v[:, None], sizes[None, :])  # after the trade, each size before
+        grown = np.where(churn[side][:, None] < p.add, np.minimum(left + 1, S),
+                         np.where((churn[side][:, None] < p.add + p.cancel) & (left >= 2), left - 1, left))
+        after = np.where((left == 0) | (move[:, None] != 0), refill[side][:, None], grown)
+        F = _compose_prefix(after - 1)
+        touch[side] = np.r_[first[side], F[:-1, first[side] - 1] + 1]
+    bid_ticks = int(round(p.start_price / p.tick)) + np.r_[0, np.cumsum(move[:-1])]
+
+    rec = empty_snapshots(n)
+    tick = p.tick_units
+    lv = np.arange(LEVELS, dtype=np.int64)
+    rec["bid_px"] = (bid_ticks[:, None] - lv) * tick
+    rec["ask_px"] = (bid_ticks[:, None] + 1 + lv) * tick
+    thick = rng.random((2, n, LEVELS)) < np.asarray(p.depth_tilt)[np.stack([_tilt(z, 0), _tilt(z, 1)])][..., None]
+    for side, name in enumerate(("bid", "ask")):
+        size = np.where(thick[side], 2 * S, S + 1).astype(np.uint32)
+        size[:, 0] = touch[side]
+        rec[f"{name}_sz"] = rec[f"{name}_ct"] = size  # one-lot orders
+    # row t+1's trades: the interval's event on row t's touch
+    took = np.stack([np.minimum(sell_v, touch[0]) + np.where(move < 0, touch[0], 0),
+                     np.minimum(buy_v, touch[1]) + np.where(move > 0, touch[1], 0)])[:, :-1]
+    px = np.stack([rec["bid_px"][:-1, 0], rec["ask_px"][:-1, 0]])
+    for side, name in ((0, "sell_lo"), (1, "buy_hi")):
+        rec[f"{name}_px"][1:] = np.where(took[side] > 0, px[side], PRICE_UNDEF)
+        rec[f"{name}_vol"][1:] = took[side]
+    rec["sell_vol"], rec["buy_vol"] = rec["sell_lo_vol"], rec["buy_hi_vol"]
+    rec["trade_count"][1:] = took.sum(axis=0)
+    rec["last_px"][1:] = np.where(took[0] > 0, px[0], np.where(took[1] > 0, px[1], PRICE_UNDEF))
+    gaps = 1 + (rng.exponential(p.mean_gap_us * 1000.0, n)).astype(np.int64)
+    rec["ts_ns"] = START_NS + np.cumsum(gaps)
+    rec["instrument_id"] = p.instrument_id
+    rec["segment"] = (np.arange(n, dtype=np.int64) * n_segments // n).astype(np.uint32)
+    return rec

@@ -9,6 +9,8 @@ it through the rounded touch sizes) and the spread s_t, in the average-reward MD
 x on a Tauchen grid (`grid` points over ±5 sd); the gain g (ticks per snapshot per lot) by relative value iteration.
 With regimes (β changing per segment), `market_optimum` is the regime-blind agent's (E[Δmid | x, s] averaged over
 the regimes: 0 where they mirror each other), and `aware` the mean of the regimes' own gains (an upper bound).
+The market-making markets (MakerParams) are solved by foxc.evaluate.maker_optimum: `optimal_pnl` gives their
+market-order agent's, `market_optimum(m, orders="passive")` the agent's with resting quotes.
 """
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..data.markets import Market
-from ..data.synthetic import SynthParams
+from ..data.synthetic import MakerParams, SynthParams
+from .maker_optimum import MakerOptimum, solve_maker
 
 POSITIONS = np.array([-1, 0, 1])
 _erf = np.frompyfunc(math.erf, 1, 1)
@@ -54,10 +57,14 @@ def tauchen(phi: float, grid: int, width: float = 5.0) -> tuple[np.ndarray, np.n
     return x, P / P.sum(axis=1, keepdims=True)
 
 
-def optimal_pnl(params: SynthParams = SynthParams(), fee_ticks: float = 0.0, grid: int = 201,
-                tol: float = 1e-10, max_iter: int = 200_000, betas: tuple[float, ...] | None = None) -> Optimum:
+def optimal_pnl(params: SynthParams | MakerParams = SynthParams(), fee_ticks: float = 0.0, grid: int = 201,
+                tol: float = 1e-10, max_iter: int = 200_000,
+                betas: tuple[float, ...] | None = None) -> Optimum | MakerOptimum:
     """The optimal average PnL per snapshot (ticks, one lot) of an agent that sees x exactly, where the
-    bid's drift is the mean over `betas` of q·(2σ(βx) − 1) (default: params.beta alone)."""
+    bid's drift is the mean over `betas` of q·(2σ(βx) − 1) (default: params.beta alone); of a market-making
+    market, its market-order agent's (maker_optimum, quotes=False)."""
+    if isinstance(params, MakerParams):
+        return solve_maker(params, quotes=False, taker_fee=fee_ticks)
     p = params
     x, P = tauchen(p.phi, grid)
     drawn = p.spread_pi > 0  # a spread π never draws is never reached from the stationary chain
@@ -89,12 +96,24 @@ def optimal_pnl(params: SynthParams = SynthParams(), fee_ticks: float = 0.0, gri
     return Optimum(float((lo + hi) / 2.0) if lo > 0 else 0.0, policy, x, it, spreads)
 
 
+ORDERS = ("market", "passive")
+
+
 @functools.lru_cache(maxsize=None)  # a wide market's takes seconds, and runs ask again
-def market_optimum(market: Market, grid: int = 201, fee_per_lot: float | None = None, aware: bool = False) -> float:
+def market_optimum(market: Market, grid: int = 201, fee_per_lot: float | None = None, aware: bool = False,
+                   orders: str = "market", maker_fee_per_lot: float = 0.0) -> float | None:
     """A named market's optimum, ticks per snapshot per lot, at `fee_per_lot` (price units; default: the market's
-    own); with regimes, the blind agent's (above), or with `aware` the mean of the regimes' own."""
+    own); with regimes, the blind agent's (above), or with `aware` the mean of the regimes' own. `orders`: the
+    agent's orders, "market" (today's actions) or "passive" (also resting quotes, filled with `maker_fee_per_lot`):
+    a market-making market's passive optimum, None on a market whose passive optimum is not computed."""
+    assert orders in ORDERS, orders
     p = market.params
     fee_ticks = (market.fee_per_lot if fee_per_lot is None else fee_per_lot) / p.tick
+    if isinstance(p, MakerParams):
+        return solve_maker(p, quotes=orders == "passive", taker_fee=fee_ticks,
+                           maker_fee=maker_fee_per_lot / p.tick).pnl_per_snapshot
+    if orders == "passive":
+        return None
     if aware:
         return float(np.mean([optimal_pnl(p, fee_ticks, grid, betas=(b,)).pnl_per_snapshot for b in p.betas]))
     return optimal_pnl(p, fee_ticks, grid, betas=p.betas).pnl_per_snapshot
