@@ -33,12 +33,14 @@ extern "C" __global__ void lobsim_step_passive(
     const PassiveParams q{quotes, q_px, q_leaves, q_state, q_arrive, q_cancel, q_front, q_cum, q_since, q_posts,
                           q_rejects, q_fill_lots, maker_fee, entry_latency, cancel_latency, tick, queue_model, power,
                           partial, max_position};
+    const unsigned int skips = skip_range[b] + skip_crossed[b];  // book_update counts a snapshot it skips
     book_update(b, snaps, cursor, bid_px, ask_px, bid_sz, ask_sz, book_ts, book_idx, mid_x2, atr_ema,
                 skip_range, skip_crossed, min_px, max_px, atr_alpha, n);
+    const bool fresh = skip_range[b] + skip_crossed[b] == skips;
     submit_market(b, actions, stop_loss, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, mid_x2,
                   fee_per_lot, pos, trade_log, trade_cap, lots_per_entry, n);
     passive_phase(b, snaps, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, pos, trade_log, min_px,
-                  max_px, trade_cap, lots_per_entry, n, q);
+                  max_px, trade_cap, lots_per_entry, n, fresh, q);
     pnl_track(b, snaps, cursor, episode_end, mid_x2, pos, trade_log, rewards, dones, min_px, max_px, reward_scale,
               trade_cap);
 }

@@ -1,7 +1,8 @@
 // Resting orders (--orders passive): passive_phase, run for backtest b between submit_market and pnl_track by
 // lobsim_step_passive. Each rule is foxc/lobsim/passive.py's (PassiveBook, checked against hftbacktest), in the same
 // double operations in the same order: every float update is an explicit round-to-nearest intrinsic, so no fused
-// multiply-add makes the queue estimates differ from numpy's by a bit. Per side s and backtest b the order's state
+// multiply-add makes the queue estimates differ from numpy's by a bit (and it may be inlined, unlike the step's
+// other parts: inlined, its parameters stay in registers instead of a 144-byte stack frame). Per side s and backtest b the order's state
 // lives at s * n + b (q_state FOXC_QUEUE_NONE / SENT / LIVE, its price, leaves, arrival and cancel time on the
 // exchange's clock, the size in front of it and the volume traded at its price since the displayed size last
 // changed, the time it was posted).
@@ -161,12 +162,12 @@ __device__ __forceinline__ void side_trades(Resting& o, int side, long long px, 
 // snaps[cursor + 1] is played when that snapshot is usable (PassiveBook.step): cancels and arrivals before its
 // exchange time (ts_ns - feed_delay_ns), its trades, its book. Fills go through fill() at the order's price with
 // the maker fee, stamped with the snapshot's ts_ns, reason FOXC_REASON_PASSIVE, each close logged at once.
-__device__ __noinline__ void passive_phase(
+__device__ __forceinline__ void passive_phase(
     int b, const FoxcSnapshot* __restrict__ snaps, const long long* __restrict__ cursor,
     const long long* __restrict__ episode_end, const long long* bid_px, const long long* ask_px,
     const unsigned int* bid_sz, const unsigned int* ask_sz, const long long* book_ts, FoxcPosition* pos,
     FoxcTrade* trade_log, long long min_px, long long max_px, int trade_cap, int lots_per_entry, int n,
-    const PassiveParams& q)
+    bool fresh, const PassiveParams& q)
 {
     const unsigned int state0 = q.q_state[b], state1 = q.q_state[(long long)n + b];
     const long long c = cursor[b];
@@ -192,9 +193,8 @@ __device__ __noinline__ void passive_phase(
         FoxcTrade* ring = trade_log + (long long)b * trade_cap;
         log_closed(p, ring, trade_cap);
         const long long now = book_ts[b];
-        // quotes act only on the snapshot the agent saw: where book_update skipped it the held book is older (at
-        // an episode's start, another episode's)
-        const bool fresh = snapshot_verdict(snaps + c, min_px, max_px) == FOXC_BOOK_OK;
+        // quotes act only on the snapshot the agent saw (fresh: book_update applied snaps[cursor]); where it was
+        // skipped the held book is older (at an episode's start, another episode's)
         for (int s = 0; s < 2; ++s) {
             const int k = code[s];
             if (k < FOXC_QUOTE_KEEP || k >= FOXC_QUOTE_JOIN + FOXC_LEVELS) { p.invalid_actions += 1u; continue; }
