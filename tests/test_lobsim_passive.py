@@ -128,3 +128,19 @@ def test_quotes_need_resting_orders_and_are_checked():
         env.step(np.zeros(4), quotes=np.full((2, 4), 12, np.int32))
     with pytest.raises(ValueError, match="passive queue model 'log'"):
         env_for(snaps, 4, PassiveConfig(queue="log"))
+
+
+def test_an_order_a_market_order_left_past_the_limit_is_cancelled():
+    """Market orders and quotes mixed, no latency: a resting order whose fill would take the position past
+    max_position after a market order moved it is cancelled before the next interval, so |position| never passes
+    the limit (market targets are ±lots_per_entry, within it); resting orders do fill."""
+    rng = np.random.default_rng(11)
+    snaps = random_books(2000, rng, trades=True)
+    n = 64
+    env = env_for(snaps, n, PassiveConfig(tick=TICK, max_position=3), episode_len=200, lots_per_entry=2)
+    env.reset(1)
+    for t in range(150):
+        acts = np.where(rng.random(n) < 0.7, HOLD, rng.integers(0, 5, n))
+        _, _, info = env.step(acts, quotes=random_quotes(rng, n))
+        assert (np.abs(info["lots"]) <= 3).all(), t
+    assert sum(env.sim.stats()["q_fill_lots"]) > 200

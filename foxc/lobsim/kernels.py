@@ -306,6 +306,7 @@ def passive_phase(snaps, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, bo
         for name in ("bid_px", "ask_px", "bid_sz", "ask_sz"):
             held[name] = book[name][:, b]
         now = int(ts_book[b])
+        pb.keep_within_limit(now)
         fresh = snapshot_verdicts(records[c[b]:c[b] + 1], min_px, max_px)[0] == BOOK_OK  # the snapshot acted on
         since = state["q_since"][:, b].copy()
         for side in (BID, ASK):

@@ -124,6 +124,15 @@ class PassiveBook:
         if order is not None and order.cancel_ns is None:
             order.cancel_ns = now_ns + self.cfg.cancel_latency_ns
 
+    def keep_within_limit(self, now_ns: int) -> None:
+        """Cancel an order whose fill would take the position past the limit (a market order moved it since the
+        order was posted; fills of resting orders alone never do)."""
+        for side in (BID, ASK):
+            order = self.orders[side]
+            room = self.cfg.max_position - (self.position if side == BID else -self.position)
+            if order is not None and order.leaves > room:
+                self.cancel(side, now_ns)
+
     def step(self, prev, snap) -> list[Fill]:
         """The interval from snapshot `prev` to `snap`, whose trades and book changes happen at its exchange time
         (ts_ns - feed_delay_ns); orders are decided on the receive clock (ts_ns)."""

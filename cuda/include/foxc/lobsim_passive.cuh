@@ -157,7 +157,8 @@ __device__ __forceinline__ void side_trades(Resting& o, int side, long long px, 
 }
 
 // passive_phase — backtest b, after submit_market (which may have closed a trade: logged first).
-// At an episode's end (cursor >= episode_end) both orders are dropped unfilled. Otherwise each side's quote
+// At an episode's end (cursor >= episode_end) both orders are dropped unfilled. Otherwise an order whose fill
+// would take the position (after the market order) past max_position is cancelled, then each side's quote
 // (quotes[s * n + b], FOXC_QUOTE_*) is applied at book_ts[b] on the held book (when it is snaps[cursor]), then the interval to
 // snaps[cursor + 1] is played when that snapshot is usable (PassiveBook.step): cancels and arrivals before its
 // exchange time (ts_ns - feed_delay_ns), its trades, its book. Fills go through fill() at the order's price with
@@ -193,6 +194,11 @@ __device__ __forceinline__ void passive_phase(
         FoxcTrade* ring = trade_log + (long long)b * trade_cap;
         log_closed(p, ring, trade_cap);
         const long long now = book_ts[b];
+        for (int s = 0; s < 2; ++s) {  // an order a market order left past the limit is cancelled (keep_within_limit)
+            const long long room = (long long)q.max_position - (s == 0 ? (long long)p.lots : -(long long)p.lots);
+            if (o[s].state != FOXC_QUEUE_NONE && o[s].cancel == FOXC_NO_CANCEL && o[s].leaves > room)
+                o[s].cancel = now + q.cancel_latency;
+        }
         // quotes act only on the snapshot the agent saw (fresh: book_update applied snaps[cursor]); where it was
         // skipped the held book is older (at an episode's start, another episode's)
         for (int s = 0; s < 2; ++s) {
