@@ -284,3 +284,21 @@ def test_a_skipped_rows_trades_do_not_cross_into_the_next_instruments_rows():
     stream_notes.finish()
     assert stream_notes.trade_notes() == ["the trades of 1 skipped row were left out: no later row of the instrument "
                                           "was kept"]
+
+
+def test_inspect_says_what_the_rows_hold_of_trades(tmp_path, capsys):
+    """`foxc.data inspect` prints each side's traded volume and the feed delay, or that the source knows none."""
+    from foxc.data.__main__ import main
+    rec = generate(400, seed=2)  # the synthetic market's trades
+    write_parquet(tmp_path / "with.parquet", rec)
+    assert main(["inspect", str(tmp_path / "with.parquet")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("trades"))
+    share = ((rec["sell_vol"] > 0) | (rec["buy_vol"] > 0)).mean()
+    assert line == (f"trades      {share:.1%} of rows; seller-initiated {int(rec['sell_vol'].sum()):,}, buyer-initiated "
+                    f"{int(rec['buy_vol'].sum()):,} lots; feed delay median 0.0 µs, max 0.0 µs")
+    assert rec["sell_vol"].sum() > 0 and rec["buy_vol"].sum() > 0
+    pq.write_table(databento_table(rec, [("A", "N", 0, 0, 0)] * len(rec), drop=("action", "side", "price", "size")),
+                   tmp_path / "without.parquet")
+    assert main(["inspect", str(tmp_path / "without.parquet")]) == 0
+    assert ("trades      none known (FLAG_NO_TRADES): resting orders fill only when the opposite touch moves through "
+            "them") in capsys.readouterr().out

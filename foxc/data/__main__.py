@@ -8,12 +8,14 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from ..cli import ArgumentParser, PathArg, UserError, finite_float, nonnegative_float, nonnegative_int, \
     output_dir, output_file, positive_int, positive_ints, run, text_table
 from .labels import N_HORIZONS, LabelConfig, balance, balance_counts, compute_labels
 from .market import add_tick_flag, tick_units
 from .markets import MARKETS, market
-from .record import LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_BYTES
+from .record import FLAG_NO_TRADES, LEVELS, PRICE_SCALE, PRICE_UNDEF, SNAPSHOT_BYTES
 from .select import add_instrument_flag
 from .validate import VALIDATION_JSON, ValidationConfig
 from .cache import CacheRows, SELECTION, check_selection, is_cache
@@ -54,12 +56,24 @@ def cmd_inspect(args) -> int:
     ask_set = (rec["ask_px"] != PRICE_UNDEF).mean(0)
     print("levels      " + " ".join(f"{l}:{min(b, a):.0%}" for l, (b, a) in enumerate(zip(bid_set, ask_set))))
     print(f"            (share of rows with both sides present, levels 0..{LEVELS - 1})")
+    print("trades      " + trades_line(rec))
     print(data.report.summary())
     planes = compute_labels(rec, data.tick, LabelConfig(horizons, args.dead_band, args.fee))
     print_balance(balance_counts(planes), horizons)
     if report_out:
         print(f"validation summary written to {data.report.write_json(report_out.parent, report_out.name)}")
     return 0
+
+
+def trades_line(rec) -> str:
+    """What the rows say of trades, for resting orders: how many rows have some, each side's volume, the feed delay."""
+    if len(rec) and ((rec["flags"] & FLAG_NO_TRADES) != 0).all():
+        return "none known (FLAG_NO_TRADES): resting orders fill only when the opposite touch moves through them"
+    traded = (rec["sell_vol"] > 0) | (rec["buy_vol"] > 0)
+    delay = rec["feed_delay_ns"] / 1e3
+    return (f"{traded.mean() if len(rec) else 0:.1%} of rows; seller-initiated {int(rec['sell_vol'].sum()):,}, "
+            f"buyer-initiated {int(rec['buy_vol'].sum()):,} lots; feed delay median "
+            f"{np.median(delay) if len(rec) else 0:.1f} µs, max {delay.max(initial=0):.1f} µs")
 
 
 def three_horizons(horizons: list[int]) -> tuple[int, ...]:
