@@ -12,12 +12,13 @@ import numpy as np
 from ..cli import int_at_least, positive_int, text_table as table
 from ..lobsim.books import TICK, random_books
 from ..lobsim.env import LobEnv
+from ..lobsim.layout import QUOTE_CANCEL, QUOTE_JOIN, QUOTE_KEEP
 from ..lobsim.passive import PassiveConfig
 from . import harness
 from .report import write_json
 
 SIZES, ACTION_POOL, SNAPSHOTS, EPISODE_LEN = (1024, 16384, 65536), 8, 50_000, 2_000
-QUOTE_CODES = np.array([0] * 5 + [1, 2, 2, 3])  # keep mostly; cancel; join at the touch or a tick behind
+QUOTE_CODES = np.array([QUOTE_KEEP] * 5 + [QUOTE_CANCEL, QUOTE_JOIN, QUOTE_JOIN, QUOTE_JOIN + 1])  # a tick behind
 
 
 def bench_size(rt, snaps, n: int, steps: int, rng, passive: bool) -> list[dict]:

@@ -191,6 +191,19 @@ def submit_market(actions, stop_loss, cursor, episode_end, bid_px, ask_px, bid_s
     P[rows] = p
 
 
+def log_closed(p, ring, rows, cap):
+    """The closed trade a fill left pending in records p (rows' backtests) counted: trades, wins, pnl_sum (log_closed
+    in lobsim_step.cuh)."""
+    pending = np.flatnonzero(p["closed_pending"] != 0)
+    if pending.size:
+        k = p["trades"][pending].astype(np.int64)
+        net = ring["pnl"][rows[pending] * cap + k % cap]
+        p["trades"][pending] += np.uint32(1)
+        p["wins"][pending] += (net > 0).astype(np.uint32)
+        p["pnl_sum"][pending] += net
+        p["closed_pending"][pending] = 0
+
+
 def pnl_track(snaps, cursor, episode_end, mid_x2, pos, trade_log, rewards, dones, min_px, max_px, reward_scale,
               trade_cap, n):
     """Mark to mid, rewards, closed-trade statistics, episode ends (pnl_track in lobsim_step.cuh)."""
@@ -212,14 +225,7 @@ def pnl_track(snaps, cursor, episode_end, mid_x2, pos, trade_log, rewards, dones
     P["equity"] = equity
     P["unrealized_pnl"] = unrealized
     P["trail_hwm"] = np.where(lots == 0, 0, np.maximum(P["trail_hwm"], unrealized))
-    pending = np.flatnonzero(P["closed_pending"] != 0)
-    if pending.size:
-        k = P["trades"][pending].astype(np.int64)
-        net = trade_log.view(TRADE_DTYPE, n * cap)["pnl"][pending * cap + k % cap]
-        P["trades"][pending] += np.uint32(1)
-        P["wins"][pending] += (net > 0).astype(np.uint32)
-        P["pnl_sum"][pending] += net
-        P["closed_pending"][pending] = 0
+    log_closed(P, trade_log.view(TRADE_DTYPE, n * cap), np.arange(n), cap)
     end = np.flatnonzero(at_end)
     P["episodes"][end] += np.uint32(1)
     P["last_episode_pnl"][end] = equity[end] - P["episode_equity0"][end]
@@ -254,18 +260,6 @@ LOBSIM_STEP_PASSIVE = KernelSpec(
 PASSIVE_STATE = (("q_px", np.int64, 0), ("q_leaves", np.int64, 0), ("q_state", np.uint32, QUEUE_NONE),
                  ("q_arrive", np.int64, 0), ("q_cancel", np.int64, NO_CANCEL), ("q_front", np.float64, 0.0),
                  ("q_cum", np.float64, 0.0), ("q_since", np.int64, 0))  # per side and backtest [2, n], when empty
-
-
-def log_closed(p, ring, rows, cap):
-    """The closed trade a fill left pending in records p (rows' backtests), logged as pnl_track logs it."""
-    pending = np.flatnonzero(p["closed_pending"] != 0)
-    if pending.size:
-        k = p["trades"][pending].astype(np.int64)
-        net = ring["pnl"][rows[pending] * cap + k % cap]
-        p["trades"][pending] += np.uint32(1)
-        p["wins"][pending] += (net > 0).astype(np.uint32)
-        p["pnl_sum"][pending] += net
-        p["closed_pending"][pending] = 0
 
 
 def passive_phase(snaps, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, pos, trade_log, quotes,

@@ -105,18 +105,6 @@ __device__ __forceinline__ long long round_half_away(double x)
     return x >= 0.0 ? (long long)floor(__dadd_rn(x, 0.5)) : -(long long)floor(__dadd_rn(-x, 0.5));
 }
 
-// A pending close (closed_pending) logged as pnl_track logs it, so that the next close has its own ring slot.
-__device__ __forceinline__ void log_closed(FoxcPosition& p, const FoxcTrade* ring, int cap)
-{
-    if (p.closed_pending == 0u) return;
-    const unsigned int k = p.trades;
-    const long long net = ring[k % (unsigned int)cap].pnl;
-    p.trades = k + 1u;
-    p.wins += net > 0 ? 1u : 0u;
-    p.pnl_sum += net;
-    p.closed_pending = 0u;
-}
-
 struct PassiveFill {
     FoxcPosition& p;
     FoxcTrade* ring;

@@ -140,6 +140,19 @@ __device__ __forceinline__ void fill(FoxcPosition& p, int side, long long q, lon
     }
 }
 
+// A close a fill left pending (closed_pending) counted in trades, wins and pnl_sum; its record is in the ring's slot
+// trades % cap. pnl_track calls it once a step; passive_phase after each fill, so each close keeps its own slot.
+__device__ __forceinline__ void log_closed(FoxcPosition& p, const FoxcTrade* ring, int cap)
+{
+    if (p.closed_pending == 0u) return;
+    const unsigned int k = p.trades;
+    const long long net = ring[k % (unsigned int)cap].pnl;
+    p.trades = k + 1u;
+    p.wins += net > 0 ? 1u : 0u;
+    p.pnl_sum += net;
+    p.closed_pending = 0u;
+}
+
 // submit_market — backtest b < n.
 // Reads actions[b], stop_loss[b], cursor[b], episode_end[b], pos[b].lots; when the target
 // differs from the position, also the book (as book_update writes it), book_ts[b], mid_x2[b],
@@ -248,14 +261,7 @@ __device__ __noinline__ void pnl_track(
     p->unrealized_pnl = unrealized;
     const long long hwm = p->trail_hwm;
     p->trail_hwm = lots == 0 ? 0 : (hwm > unrealized ? hwm : unrealized);
-    if (p->closed_pending != 0u) {
-        const unsigned int k = p->trades;
-        const long long net = trade_log[(long long)b * trade_cap + k % (unsigned int)trade_cap].pnl;
-        p->trades = k + 1u;
-        p->wins += net > 0 ? 1u : 0u;
-        p->pnl_sum += net;
-        p->closed_pending = 0u;
-    }
+    log_closed(*p, trade_log + (long long)b * trade_cap, trade_cap);
     if (at_end) {
         p->episodes += 1u;
         p->last_episode_pnl = equity - p->episode_equity0;
