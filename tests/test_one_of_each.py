@@ -25,7 +25,8 @@ def test_one_seeding_of_generator_states():
 
 
 # Hand-written headers: device code only, no constant that Python also uses.
-HAND_WRITTEN = {"rng.h", "nn_math.cuh", "position.h", "lobsim_step.cuh", "lobsim_passive.cuh", "agent_reward.cuh", "replay_rows.cuh"}
+HAND_WRITTEN = {"rng.h", "nn_math.cuh", "position.h", "lobsim_step.cuh", "lobsim_passive.cuh", "agent_reward.cuh",
+                "replay_rows.cuh", "agent_step_end.cuh", "bridge.cuh"}
 
 
 def test_every_shared_header_is_generated_and_current():

@@ -80,7 +80,7 @@ __device__ __forceinline__ int agent_margin_best(const float* score, const bool*
 //   stop    when holding, isv[STOP_LOSS_THRESHOLD] > 0 and drawdown / max(isv[MEAN_ABS_PNL_EMA],
 //           1e-6) exceeds it, the action becomes FLAT_FROM_LONG / FLAT_FROM_SHORT, overriding all
 //   log_prob is log probs[chosen action] (before the gate and the stop-loss).
-extern "C" __global__ void agent_act(
+template <int A> __device__ __forceinline__ void agent_act_body(
     const float* __restrict__ q,
     const float* __restrict__ policy_logits,
     unsigned int* __restrict__ rng_state,
@@ -93,19 +93,20 @@ extern "C" __global__ void agent_act(
     float* __restrict__ probs,
     unsigned int* __restrict__ flags,
     unsigned int* __restrict__ stop_loss,
-    int actor, int greedy, int B)
+    int actor, int greedy, int B, int* __restrict__ market,
+    int* __restrict__ quotes)
 {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
 
     const int lots = position_lots[b];
     const int side = lots > 0 ? 1 : (lots < 0 ? -1 : 0);
-    const float* score = (actor == AGENT_ACTOR_POLICY ? policy_logits : q) + (long long)b * AGENT_N_ACTIONS;
-    bool valid[AGENT_N_ACTIONS];
+    const float* score = (actor == AGENT_ACTOR_POLICY ? policy_logits : q) + (long long)b * A;
+    bool valid[A];
     int n_valid = 0, best = ACTION_HOLD;
     float best_score = score[ACTION_HOLD];
-    for (int a = 0; a < AGENT_N_ACTIONS; ++a) {
-        valid[a] = agent_action_valid(a, side);
+    for (int a = 0; a < A; ++a) {
+        valid[a] = agent_valid<A>(a, side);
         n_valid += valid[a] ? 1 : 0;
         if (valid[a] && score[a] > best_score) {
             best_score = score[a];
@@ -118,46 +119,48 @@ extern "C" __global__ void agent_act(
 
     if (greedy) best = agent_margin_best(score, valid, best, side, isv[ISV_ENTRY_MARGIN]);
 
-    float p[AGENT_N_ACTIONS];
+    float p[A];
     int action = best;
     int segment = greedy ? 0 : explore[b];
     if (segment != 0 && u1 < 1.0f / fmaxf(isv[ISV_EXPLORE_HOLD_STEPS], 1.0f)) segment = 0;  // it ends
     if (greedy) {
-        for (int a = 0; a < AGENT_N_ACTIONS; ++a) p[a] = a == best ? 1.0f : 0.0f;
+        for (int a = 0; a < A; ++a) p[a] = a == best ? 1.0f : 0.0f;
     } else if (segment != 0) {  // an exploration segment goes on
-        action = agent_action_to(segment - 2, side);
-        for (int a = 0; a < AGENT_N_ACTIONS; ++a) p[a] = a == action ? 1.0f : 0.0f;
+        action = A > AGENT_N_ACTIONS && segment >= AGENT_EXPLORE_QUOTE ? segment - AGENT_EXPLORE_QUOTE
+                                                                       : agent_action_to(segment - 2, side);
+        for (int a = 0; a < A; ++a) p[a] = a == action ? 1.0f : 0.0f;
     } else {
         const float eps = agent_epsilon(isv);
         const float uniform = eps / (float)n_valid;
         if (actor == AGENT_ACTOR_POLICY) {
-            float e[AGENT_N_ACTIONS], sum = 0.0f;
-            for (int a = 0; a < AGENT_N_ACTIONS; ++a) {
+            float e[A], sum = 0.0f;
+            for (int a = 0; a < A; ++a) {
                 e[a] = valid[a] ? expf(score[a] - best_score) : 0.0f;
                 sum += e[a];
             }
-            for (int a = 0; a < AGENT_N_ACTIONS; ++a)
+            for (int a = 0; a < A; ++a)
                 p[a] = valid[a] ? __fadd_rn(__fmul_rn(1.0f - eps, e[a] / sum), uniform) : 0.0f;
         } else {
-            for (int a = 0; a < AGENT_N_ACTIONS; ++a)
+            for (int a = 0; a < A; ++a)
                 p[a] = !valid[a] ? 0.0f : (a == best ? (1.0f - eps) + uniform : uniform);
         }
         if (explore[b] == 0 && u1 < eps) {  // a segment starts (not on the step one ended)
             int k = min((int)(u2 * (float)n_valid), n_valid - 1);
-            for (int a = 0; a < AGENT_N_ACTIONS; ++a)
+            for (int a = 0; a < A; ++a)
                 if (valid[a] && k-- == 0) { action = a; break; }
-            segment = agent_target(action, side) + 2;
+            segment = A > AGENT_N_ACTIONS && action >= AGENT_N_ACTIONS ? AGENT_EXPLORE_QUOTE + action
+                                                                       : agent_target(action, side) + 2;
         } else if (actor == AGENT_ACTOR_POLICY) {  // the softmax part, sampled with u2
             float cdf = 0.0f, total = 0.0f;
-            for (int a = 0; a < AGENT_N_ACTIONS; ++a) total += valid[a] ? p[a] - uniform : 0.0f;
-            for (int a = 0; a < AGENT_N_ACTIONS; ++a) {
+            for (int a = 0; a < A; ++a) total += valid[a] ? p[a] - uniform : 0.0f;
+            for (int a = 0; a < A; ++a) {
                 cdf += valid[a] ? p[a] - uniform : 0.0f;
                 if (valid[a] && u2 * total < cdf) { action = a; break; }
             }
         }
     }
     if (!greedy) explore[b] = segment;
-    for (int a = 0; a < AGENT_N_ACTIONS; ++a) probs[(long long)b * AGENT_N_ACTIONS + a] = p[a];
+    for (int a = 0; a < A; ++a) probs[(long long)b * A + a] = p[a];
     const float p_action = p[action];
 
     unsigned int flag = 0;
@@ -165,7 +168,7 @@ extern "C" __global__ void agent_act(
         // the head's confidence in this entry: its Boltzmann probability among the valid actions
         const float temp = actor == AGENT_ACTOR_POLICY ? 1.0f : fmaxf(isv[ISV_DISTILL_TEMPERATURE], 1e-6f);
         float sum = 0.0f;
-        for (int a = 0; a < AGENT_N_ACTIONS; ++a)
+        for (int a = 0; a < A; ++a)
             sum += valid[a] ? expf((score[a] - best_score) / temp) : 0.0f;
         const float confidence = expf((score[action] - best_score) / temp) / sum;
         if (confidence < isv[ISV_GATE_THRESHOLD]) {
@@ -182,4 +185,55 @@ extern "C" __global__ void agent_act(
     log_prob[b] = logf(p_action);
     flags[b] = flag;
     stop_loss[b] = (flag & AGENT_FLAG_STOPPED) ? 1u : 0u;
+    if (A > AGENT_N_ACTIONS) {  // the simulator's inputs: the market action and both sides' quote codes
+        int bid, ask;
+        agent_quote_codes(action, &bid, &ask);
+        market[b] = action < AGENT_N_ACTIONS ? action : ACTION_HOLD;
+        quotes[b] = bid;
+        quotes[B + b] = ask;
+    }
+}
+
+extern "C" __global__ void agent_act(
+    const float* __restrict__ q,
+    const float* __restrict__ policy_logits,
+    unsigned int* __restrict__ rng_state,
+    int* __restrict__ explore,
+    const int* __restrict__ position_lots,
+    const float* __restrict__ drawdown,
+    const float* __restrict__ isv,
+    int* __restrict__ actions,
+    float* __restrict__ log_prob,
+    float* __restrict__ probs,
+    unsigned int* __restrict__ flags,
+    unsigned int* __restrict__ stop_loss,
+    int actor, int greedy, int B)
+{
+    agent_act_body<AGENT_N_ACTIONS>(q, policy_logits, rng_state, explore, position_lots, drawdown, isv, actions, log_prob,
+                        probs, flags, stop_loss, actor, greedy, B, nullptr, nullptr);
+}
+
+// agent_act_quotes — as agent_act, for the agent with resting orders (--orders passive): q[b, 0..9),
+// policy_logits[b, 0..9), probs[b, 0..9); the quote actions (ACTION_QUOTE_*) are always valid; an exploration
+// segment that starts on one repeats it (explore[b] = AGENT_EXPLORE_QUOTE + a) until it ends. Also writes the
+// simulator's inputs: market[b] (the action, HOLD for a quote action) and quotes[b], quotes[B + b] (the bid's and
+// the ask's code, agent_quote_codes: KEEP for a market action).
+extern "C" __global__ void agent_act_quotes(
+    const float* __restrict__ q,
+    const float* __restrict__ policy_logits,
+    unsigned int* __restrict__ rng_state,
+    int* __restrict__ explore,
+    const int* __restrict__ position_lots,
+    const float* __restrict__ drawdown,
+    const float* __restrict__ isv,
+    int* __restrict__ actions,
+    float* __restrict__ log_prob,
+    float* __restrict__ probs,
+    unsigned int* __restrict__ flags,
+    unsigned int* __restrict__ stop_loss,
+    int actor, int greedy, int B, int* __restrict__ market,
+    int* __restrict__ quotes)
+{
+    agent_act_body<AGENT_N_PASSIVE_ACTIONS>(q, policy_logits, rng_state, explore, position_lots, drawdown, isv, actions, log_prob,
+                        probs, flags, stop_loss, actor, greedy, B, market, quotes);
 }

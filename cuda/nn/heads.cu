@@ -16,8 +16,7 @@
 // z_j = v_min + j (v_max - v_min) / 50, or AGENT_Q_INVALID for an action that changes nothing
 // for that side (agent_action_valid): an argmax over q (acting, the C51 target) never picks one.
 // Sums are fixed butterfly reductions.
-extern "C" __global__ void __launch_bounds__(256)
-c51_distribution(float* __restrict__ probs0, float* __restrict__ q0, const float* __restrict__ logits0,
+template <int A> __device__ __forceinline__ void c51_distribution_body(float* __restrict__ probs0, float* __restrict__ q0, const float* __restrict__ logits0,
                  const float* __restrict__ side0, float* __restrict__ probs1, float* __restrict__ q1,
                  const float* __restrict__ logits1, const float* __restrict__ side1, const float* __restrict__ isv,
                  int side_stride, int B)
@@ -34,7 +33,7 @@ c51_distribution(float* __restrict__ probs0, float* __restrict__ q0, const float
     const float dz = (isv[ISV_C51_V_MAX] - v_min) / (float)(NN_C51_ATOMS - 1);
     const int j1 = lane + 32;
     const bool has1 = j1 < NN_C51_ATOMS;
-    for (int row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < B * NN_N_ACTIONS; row += warps) {
+    for (int row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < B * A; row += warps) {
         const float* l = logits + (long long)row * NN_C51_ATOMS;
         float* p = probs + (long long)row * NN_C51_ATOMS;
         const float l0 = l[lane];
@@ -50,9 +49,29 @@ c51_distribution(float* __restrict__ probs0, float* __restrict__ q0, const float
         if (has1) part += p1 * (v_min + (float)j1 * dz);
         const float expect = nn_warp_sum(part);
         if (lane == 0) {
-            const float s = side[(long long)(row / NN_N_ACTIONS) * side_stride];
+            const float s = side[(long long)(row / A) * side_stride];
             const int sign = s > 0.0f ? 1 : (s < 0.0f ? -1 : 0);
-            q[row] = agent_action_valid(row % NN_N_ACTIONS, sign) ? expect : AGENT_Q_INVALID;
+            q[row] = agent_valid<A>(row % A, sign) ? expect : AGENT_Q_INVALID;
         }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+c51_distribution(float* __restrict__ probs0, float* __restrict__ q0, const float* __restrict__ logits0,
+                 const float* __restrict__ side0, float* __restrict__ probs1, float* __restrict__ q1,
+                 const float* __restrict__ logits1, const float* __restrict__ side1, const float* __restrict__ isv,
+                 int side_stride, int B)
+{
+    c51_distribution_body<NN_N_ACTIONS>(probs0, q0, logits0, side0, probs1, q1, logits1, side1, isv, side_stride, B);
+}
+
+// c51_distribution_quotes — as c51_distribution for the agent with resting orders: logits and probs
+// [B, 9, 51], q[B, 9]; the quote actions are always valid.
+extern "C" __global__ void __launch_bounds__(256)
+c51_distribution_quotes(float* __restrict__ probs0, float* __restrict__ q0, const float* __restrict__ logits0,
+                 const float* __restrict__ side0, float* __restrict__ probs1, float* __restrict__ q1,
+                 const float* __restrict__ logits1, const float* __restrict__ side1, const float* __restrict__ isv,
+                 int side_stride, int B)
+{
+    c51_distribution_body<NN_N_PASSIVE_ACTIONS>(probs0, q0, logits0, side0, probs1, q1, logits1, side1, isv, side_stride, B);
 }

@@ -14,8 +14,7 @@
 // td_error[b] = |E_m[z] - E_p[z]| (for the priorities) and grad_logits[B,5,51] =
 // weight[b] (p - m) / B on the taken action, 0 on the others (weight: PER importance weights).
 // Sums over atoms are fixed butterfly warp reductions.
-extern "C" __global__ void __launch_bounds__(256)
-c51_loss(float* __restrict__ grad_logits, float* __restrict__ loss, float* __restrict__ td_error,
+template <int A> __device__ __forceinline__ void c51_loss_body(float* __restrict__ grad_logits, float* __restrict__ loss, float* __restrict__ td_error,
          const float* __restrict__ logits, const float* __restrict__ next_probs, const float* __restrict__ next_q,
          const int* __restrict__ action, const float* __restrict__ ret, const float* __restrict__ gamma_n,
          const float* __restrict__ done, const float* __restrict__ weight, const float* __restrict__ isv, int B)
@@ -28,12 +27,12 @@ c51_loss(float* __restrict__ grad_logits, float* __restrict__ loss, float* __res
     const bool has1 = i1 < NN_C51_ATOMS;
     for (int b = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; b < B; b += warps) {
         int best = 0;
-        float best_q = next_q[(long long)b * NN_N_ACTIONS];
-        for (int a = 1; a < NN_N_ACTIONS; ++a) {
-            const float qa = next_q[(long long)b * NN_N_ACTIONS + a];
+        float best_q = next_q[(long long)b * A];
+        for (int a = 1; a < A; ++a) {
+            const float qa = next_q[(long long)b * A + a];
             if (qa > best_q) { best_q = qa; best = a; }
         }
-        const float* pn = next_probs + ((long long)b * NN_N_ACTIONS + best) * NN_C51_ATOMS;
+        const float* pn = next_probs + ((long long)b * A + best) * NN_C51_ATOMS;
         const float pn0 = pn[i0];
         const float pn1 = has1 ? pn[i1] : 0.0f;
         const float shift = gamma_n[b] * (1.0f - done[b]);
@@ -57,11 +56,11 @@ c51_loss(float* __restrict__ grad_logits, float* __restrict__ loss, float* __res
             }
         }
 
-        const int act = min(max(action[b], 0), NN_N_ACTIONS - 1);
-        float* gb = grad_logits + (long long)b * NN_N_ACTIONS * NN_C51_ATOMS;
-        for (int e = lane; e < NN_N_ACTIONS * NN_C51_ATOMS; e += 32)
+        const int act = min(max(action[b], 0), A - 1);
+        float* gb = grad_logits + (long long)b * A * NN_C51_ATOMS;
+        for (int e = lane; e < A * NN_C51_ATOMS; e += 32)
             if (e / NN_C51_ATOMS != act) gb[e] = 0.0f;
-        const float* l = logits + ((long long)b * NN_N_ACTIONS + act) * NN_C51_ATOMS;
+        const float* l = logits + ((long long)b * A + act) * NN_C51_ATOMS;
         float* g = gb + act * NN_C51_ATOMS;
         const float l0 = l[i0];
         const float l1 = has1 ? l[i1] : -INFINITY;
@@ -90,6 +89,25 @@ c51_loss(float* __restrict__ grad_logits, float* __restrict__ loss, float* __res
     }
 }
 
+extern "C" __global__ void __launch_bounds__(256)
+c51_loss(float* __restrict__ grad_logits, float* __restrict__ loss, float* __restrict__ td_error,
+         const float* __restrict__ logits, const float* __restrict__ next_probs, const float* __restrict__ next_q,
+         const int* __restrict__ action, const float* __restrict__ ret, const float* __restrict__ gamma_n,
+         const float* __restrict__ done, const float* __restrict__ weight, const float* __restrict__ isv, int B)
+{
+    c51_loss_body<NN_N_ACTIONS>(grad_logits, loss, td_error, logits, next_probs, next_q, action, ret, gamma_n, done, weight, isv, B);
+}
+
+// c51_loss_quotes — as c51_loss for the agent with resting orders: [B, 9, 51] and next_q[B, 9].
+extern "C" __global__ void __launch_bounds__(256)
+c51_loss_quotes(float* __restrict__ grad_logits, float* __restrict__ loss, float* __restrict__ td_error,
+         const float* __restrict__ logits, const float* __restrict__ next_probs, const float* __restrict__ next_q,
+         const int* __restrict__ action, const float* __restrict__ ret, const float* __restrict__ gamma_n,
+         const float* __restrict__ done, const float* __restrict__ weight, const float* __restrict__ isv, int B)
+{
+    c51_loss_body<NN_N_PASSIVE_ACTIONS>(grad_logits, loss, td_error, logits, next_probs, next_q, action, ret, gamma_n, done, weight, isv, B);
+}
+
 // value_policy_loss — 1-D grid over B threads (256-thread blocks): thread b does the value head's
 // loss, then the policy head's (independent: one launch for two heads of a few flops a sample).
 // Value: target y = ret + gamma_n (1 - done) v_next (v_next held constant). Reads v[B], v_next[B],
@@ -100,8 +118,7 @@ c51_loss(float* __restrict__ grad_logits, float* __restrict__ loss, float* __res
 // isv[ISV_DISTILL_TEMPERATURE] = T. Over the valid actions, target t = softmax(q / T) and
 // pi = softmax(pi_logits); writes loss_pi[b] = KL(t || pi) = sum t (log t - log pi) and
 // grad_pi[b,k] = (pi_k - t_k) / B (0 on invalid actions, whose logits the policy never uses).
-extern "C" __global__ void __launch_bounds__(256)
-value_policy_loss(float* __restrict__ grad_v, float* __restrict__ loss_v, float* __restrict__ advantage,
+template <int A> __device__ __forceinline__ void value_policy_loss_body(float* __restrict__ grad_v, float* __restrict__ loss_v, float* __restrict__ advantage,
                   const float* __restrict__ v, const float* __restrict__ v_next, const float* __restrict__ ret,
                   const float* __restrict__ gamma_n, const float* __restrict__ done, float* __restrict__ grad_pi,
                   float* __restrict__ loss_pi, const float* __restrict__ pi_logits, const float* __restrict__ q,
@@ -115,12 +132,12 @@ value_policy_loss(float* __restrict__ grad_v, float* __restrict__ loss_v, float*
     advantage[b] = adv;
     grad_v[b] = -2.0f * adv / (float)B;
 
-    const float* l = pi_logits + (long long)b * NN_N_ACTIONS;
-    const float* qb = q + (long long)b * NN_N_ACTIONS;
+    const float* l = pi_logits + (long long)b * A;
+    const float* qb = q + (long long)b * A;
     const float inv_t = 1.0f / fmaxf(isv[ISV_DISTILL_TEMPERATURE], 1e-6f);
-    bool valid[NN_N_ACTIONS];
+    bool valid[A];
     float l_max = -INFINITY, s_max = -INFINITY;
-    for (int k = 0; k < NN_N_ACTIONS; ++k) {
+    for (int k = 0; k < A; ++k) {
         valid[k] = qb[k] > 0.5f * AGENT_Q_INVALID;
         if (valid[k]) {
             l_max = fmaxf(l_max, l[k]);
@@ -128,7 +145,7 @@ value_policy_loss(float* __restrict__ grad_v, float* __restrict__ loss_v, float*
         }
     }
     float l_sum = 0.0f, s_sum = 0.0f;
-    for (int k = 0; k < NN_N_ACTIONS; ++k)
+    for (int k = 0; k < A; ++k)
         if (valid[k]) {
             l_sum += expf(l[k] - l_max);
             s_sum += expf(qb[k] * inv_t - s_max);
@@ -136,7 +153,7 @@ value_policy_loss(float* __restrict__ grad_v, float* __restrict__ loss_v, float*
     const float l_lse = l_max + logf(l_sum), s_lse = s_max + logf(s_sum);
     const float inv_b = 1.0f / (float)B;
     float kl = 0.0f;
-    for (int k = 0; k < NN_N_ACTIONS; ++k) {
+    for (int k = 0; k < A; ++k) {
         float g = 0.0f;
         if (valid[k]) {
             const float log_t = qb[k] * inv_t - s_lse, log_pi = l[k] - l_lse;
@@ -144,9 +161,31 @@ value_policy_loss(float* __restrict__ grad_v, float* __restrict__ loss_v, float*
             kl += t * (log_t - log_pi);
             g = (expf(log_pi) - t) * inv_b;
         }
-        grad_pi[(long long)b * NN_N_ACTIONS + k] = g;
+        grad_pi[(long long)b * A + k] = g;
     }
     loss_pi[b] = kl;
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+value_policy_loss(float* __restrict__ grad_v, float* __restrict__ loss_v, float* __restrict__ advantage,
+                  const float* __restrict__ v, const float* __restrict__ v_next, const float* __restrict__ ret,
+                  const float* __restrict__ gamma_n, const float* __restrict__ done, float* __restrict__ grad_pi,
+                  float* __restrict__ loss_pi, const float* __restrict__ pi_logits, const float* __restrict__ q,
+                  const float* __restrict__ isv, int B)
+{
+    value_policy_loss_body<NN_N_ACTIONS>(grad_v, loss_v, advantage, v, v_next, ret, gamma_n, done, grad_pi, loss_pi, pi_logits, q, isv, B);
+}
+
+// value_policy_loss_quotes — as value_policy_loss for the agent with resting orders: pi_logits, q, grad_pi
+// [B, 9].
+extern "C" __global__ void __launch_bounds__(256)
+value_policy_loss_quotes(float* __restrict__ grad_v, float* __restrict__ loss_v, float* __restrict__ advantage,
+                  const float* __restrict__ v, const float* __restrict__ v_next, const float* __restrict__ ret,
+                  const float* __restrict__ gamma_n, const float* __restrict__ done, float* __restrict__ grad_pi,
+                  float* __restrict__ loss_pi, const float* __restrict__ pi_logits, const float* __restrict__ q,
+                  const float* __restrict__ isv, int B)
+{
+    value_policy_loss_body<NN_N_PASSIVE_ACTIONS>(grad_v, loss_v, advantage, v, v_next, ret, gamma_n, done, grad_pi, loss_pi, pi_logits, q, isv, B);
 }
 
 // bce_masked — 1-D grid-stride over rows*cols elements (256-thread blocks). Reads logits, labels

@@ -5,11 +5,12 @@ import numpy as np
 
 from ..data.features import F_SPREAD, FEATURES
 from ..driver import KernelSpec, f32, i32, i64, ptr, reference
-from ..lobsim.layout import POSITION_DTYPE
+from ..data.record import LEVELS, PRICE_UNDEF, SNAPSHOT_DTYPE
+from ..lobsim.layout import POSITION_DTYPE, QUEUE_LIVE, QUEUE_NONE, split_actions
 from ..isv.registry import N_SLOTS, STEP_WRAP, slot_index as S
 from ..rng import uniform24, xorshift32
 from .diagnostics import write_frame
-from .layout import (ACTOR_POLICY, FLAG_GATED, FRAME_LEN, GATE_HOLD_EMA_RATE, GATE_THRESHOLD_MAX, GATE_THRESHOLD_MIN,
+from .layout import (EXPLORE_QUOTE, N_PASSIVE_ACTIONS, N_QUOTE_FEATURES, QUOTE_FEATURES, ACTOR_POLICY, FLAG_GATED, FRAME_LEN, GATE_HOLD_EMA_RATE, GATE_THRESHOLD_MAX, GATE_THRESHOLD_MIN,
                      LOSS_CLAMP_GAIN, LOSS_CLAMP_MAX, LOSS_CLAMP_MIN, LOSS_NAMES, FLAG_STOPPED, FLAT_FROM_LONG,
                      FLAT_FROM_SHORT, HOLD, LONG, N_ACTIONS, N_FRAME_EXTRAS, N_POSITION_FEATURES, N_STATS, POS_INDEX,
                      SHORT, SPREAD_CAP_TICKS, STAT_INDEX, STATS_BLOCK, TIME_SCALE_STEPS, UNREALIZED_SCALE_TICKS,
@@ -25,12 +26,25 @@ AGENT_ACT = KernelSpec("agent_act", "agent/act", (
     ptr("q"), ptr("policy_logits"), ptr("rng_state"), ptr("explore"), ptr("position_lots"), ptr("drawdown"), ptr("isv"),
     ptr("actions"), ptr("log_prob"), ptr("probs"), ptr("flags"), ptr("stop_loss"), i32("actor"), i32("greedy"),
     i32("B")))
+AGENT_ACT_QUOTES = KernelSpec("agent_act_quotes", "agent/act", (*AGENT_ACT.params, ptr("market"), ptr("quotes")),
+                              doc="agent_act for the agent with resting orders (9 actions); writes the simulator's "
+                                  "market actions and quote codes [2, B] too")
 AGENT_STEP_END = KernelSpec("agent_step_end", "agent/step_end", (
     ptr("probs"), ptr("actions"), ptr("flags"), ptr("reward_raw"), ptr("reward_scaled"), ptr("clipped"),
     ptr("closed"), ptr("closed_pnl"), ptr("lots"), i32("B"), ptr("losses"), ptr("stats"), ptr("isv"), ptr("isv_host"),
     ptr("extras"), ptr("isv_slots"), i32("n_isv"), ptr("ring"), i32("ring_len")),
     doc="the step's statistics, the controllers, the diagnostics frame, the step counter and the ISV published "
         "to the host; grid 1, block STATS_BLOCK")
+AGENT_STEP_END_QUOTES = KernelSpec("agent_step_end_quotes", "agent/step_end_quotes", AGENT_STEP_END.params,
+                                   doc="agent_step_end for the agent with resting orders: probs [B, 9]")
+AGENT_STATE_QUOTES = KernelSpec("agent_state_quotes", "agent/state", (
+    *AGENT_STATE.params, ptr("snaps"), ptr("cursor"), ptr("q_px"), ptr("q_state"), ptr("q_front"), ptr("q_since"),
+    ptr("quote_since"), ptr("quote_steps")),
+    doc="agent_state for the agent with resting orders: state [B, D + 12], the quotes' features from the "
+        "simulator's order state and the snapshot at the cursor")
+# the kernels of each action count (--orders market: 5, passive: 9)
+ACT_KERNELS = {N_ACTIONS: AGENT_ACT, N_PASSIVE_ACTIONS: AGENT_ACT_QUOTES}
+STEP_END_KERNELS = {N_ACTIONS: AGENT_STEP_END, N_PASSIVE_ACTIONS: AGENT_STEP_END_QUOTES}
 
 BLOCK = 256
 
@@ -50,10 +64,10 @@ def trade_drawdown(p, scale) -> np.ndarray:
     return (fall.astype(np.float64) * np.float64(np.float32(scale))).astype(np.float32)
 
 
-@reference(AGENT_STATE)
-def _agent_state(launch, h, pos, features, trade_steps, prev_lots, state, lots, drawdown, tick, money_scale, D, K, B):
+def position_state(W, h, pos, features, trade_steps, prev_lots, state, lots, drawdown, tick, money_scale, D, K, B):
+    """agent_state_body<W>: the rows [B, D + W] with h and the position's features; returns the rows."""
     B, D, K = int(B), int(D), int(K)
-    row = state.f32(B * (D + N_POSITION_FEATURES)).reshape(B, D + N_POSITION_FEATURES)
+    row = state.f32(B * (D + W)).reshape(B, D + W)
     row[:, :D] = h.f32(B * D).reshape(B, D)
     p = pos.view(POSITION_DTYPE, B)
     held_lots = p["lots"].astype(np.int64)
@@ -71,6 +85,42 @@ def _agent_state(launch, h, pos, features, trade_steps, prev_lots, state, lots, 
     row[:, D + POS_INDEX["unrealized"]] = np.tanh(unrealized / F(UNREALIZED_SCALE_TICKS))
     row[:, D + POS_INDEX["time_in_trade"]] = np.tanh(steps.astype(F) / F(TIME_SCALE_STEPS))
     row[:, D + POS_INDEX["spread"]] = np.minimum(spread, F(SPREAD_CAP_TICKS))
+    return row
+
+
+@reference(AGENT_STATE)
+def _agent_state(launch, *args):
+    position_state(N_POSITION_FEATURES, *args)
+
+
+@reference(AGENT_STATE_QUOTES)
+def _agent_state_quotes(launch, h, pos, features, trade_steps, prev_lots, state, lots, drawdown, tick, money_scale, D,
+                        K, B, snaps, cursor, q_px, q_state, q_front, q_since, quote_since, quote_steps):
+    row = position_state(N_POSITION_FEATURES + N_QUOTE_FEATURES, h, pos, features, trade_steps, prev_lots, state, lots,
+                         drawdown, tick, money_scale, D, K, B)
+    B, D, per = int(B), int(D), len(QUOTE_FEATURES)
+    s = snaps.view(SNAPSHOT_DTYPE)[cursor.i64(B)]
+    st, px, front = q_state.u32(2 * B).reshape(2, B), q_px.i64(2 * B).reshape(2, B), q_front.f64(2 * B).reshape(2, B)
+    since, seen_since = q_since.i64(2 * B).reshape(2, B), quote_since.i64(2 * B).reshape(2, B)
+    steps = quote_steps.i32(2 * B).reshape(2, B)
+    for side, name in enumerate(("bid", "ask")):
+        none = st[side] == QUEUE_NONE
+        n = np.where((steps[side] > 0) & (seen_since[side] == since[side]), steps[side] + 1, 1)
+        steps[side] = np.where(none, 0, n)
+        seen_since[side] = np.where(none, 0, since[side])
+        prices, sizes = s[f"{name}_px"], s[f"{name}_sz"]
+        shown = np.zeros(B, np.float64)
+        for lv in range(LEVELS):
+            shown = np.where(prices[:, lv] == px[side], sizes[:, lv], shown)
+        touch = prices[:, 0]
+        gap = np.where(touch == PRICE_UNDEF, 0.0, (touch - px[side] if side == 0 else px[side] - touch) / float(tick))
+        live = st[side] == QUEUE_LIVE
+        f = row[:, D + N_POSITION_FEATURES + side * per:D + N_POSITION_FEATURES + (side + 1) * per]
+        f[:, 0] = np.where(live, F(1), F(0.5))
+        f[:, 1] = np.where(live, np.minimum((front[side] / np.maximum(shown, 1.0)).astype(F), F(1)), F(1))
+        f[:, 2] = np.minimum(np.maximum(gap.astype(F), F(0)), F(SPREAD_CAP_TICKS))
+        f[:, 3] = np.tanh(steps[side].astype(F) / F(TIME_SCALE_STEPS))
+        f[none] = 0
 
 
 def epsilon(v) -> np.float32:
@@ -84,13 +134,13 @@ def epsilon(v) -> np.float32:
 def mixture(score: np.ndarray, valid: np.ndarray, best: np.ndarray, actor: int, eps) -> np.ndarray:
     """The epsilon mixture over the valid actions agent_act writes as probs when not exploring (float32)."""
     B = len(score)
-    onehot = np.arange(N_ACTIONS)[None, :] == best[:, None]
+    onehot = np.arange(score.shape[1])[None, :] == best[:, None]
     uniform = (F(eps) / valid.sum(axis=1).astype(F)).astype(F)[:, None]
     if actor == ACTOR_POLICY:
         with np.errstate(invalid="ignore", over="ignore"):
             e = np.where(valid, np.exp((score - score[np.arange(B), best][:, None]).astype(F)), F(0)).astype(F)
         total = np.zeros(B, F)
-        for a in range(N_ACTIONS):  # the kernel's summation order
+        for a in range(score.shape[1]):  # the kernel's summation order
             total = (total + e[:, a]).astype(F)
         p = (F(1) - F(eps)) * (e / total[:, None]).astype(F) + uniform
     else:
@@ -102,7 +152,7 @@ def best_valid(score: np.ndarray, valid: np.ndarray) -> np.ndarray:
     """The valid action with the highest score, first on ties (NaN scores never win)."""
     best = np.full(len(score), HOLD, np.int64)
     best_score = score[:, HOLD].copy()
-    for a in range(1, N_ACTIONS):
+    for a in range(1, score.shape[1]):
         better = valid[:, a] & (score[:, a] > best_score)
         best[better], best_score[better] = a, score[better, a]
     return best
@@ -144,20 +194,20 @@ def confidence(score, valid, best, action, actor, v) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         e = np.where(valid, np.exp(((score - top[:, None]) / temp).astype(F)), F(0)).astype(F)
         total = np.zeros(B, F)
-        for a in range(N_ACTIONS):  # the kernel's summation order
+        for a in range(score.shape[1]):  # the kernel's summation order
             total = (total + e[:, a]).astype(F)
         return (np.exp(((score[np.arange(B), action] - top) / temp).astype(F)) / total).astype(F)
 
 
-@reference(AGENT_ACT)
-def _agent_act(launch, q, policy_logits, rng_state, explore, position_lots, drawdown, isv, actions, log_prob, probs,
-               flags, stop_loss, actor, greedy, B):
+def act(A: int, q, policy_logits, rng_state, explore, position_lots, drawdown, isv, actions, log_prob, probs, flags,
+        stop_loss, actor, greedy, B, market=None, quotes=None):
+    """agent_act_body<A>: agent_act (A = 5) and agent_act_quotes (A = 9, which also writes market and quotes)."""
     B, actor, greedy = int(B), int(actor), bool(greedy)
     v = isv.f32()
     lots = position_lots.i32(B)
     side = sign(lots)
-    valid = valid_actions(side)
-    score = (policy_logits if actor == ACTOR_POLICY else q).f32(B * N_ACTIONS).reshape(B, N_ACTIONS)
+    valid = valid_actions(side, A)
+    score = (policy_logits if actor == ACTOR_POLICY else q).f32(B * A).reshape(B, A)
     best = best_valid(score, valid)
     if greedy:
         best = margin_best(score, valid, best, side, v[S("entry_margin")])
@@ -170,34 +220,36 @@ def _agent_act(launch, q, policy_logits, rng_state, explore, position_lots, draw
     segment = np.zeros(B, np.int64) if greedy else held.astype(np.int64)
     segment[(segment != 0) & (u1 < F(F(1) / max(v[S("explore_hold_steps")], F(1))))] = 0  # the segment ends
     if greedy:
-        p = (np.arange(N_ACTIONS)[None, :] == best[:, None]).astype(F)
+        p = (np.arange(A)[None, :] == best[:, None]).astype(F)
     else:
         eps = epsilon(v)
         p = mixture(score, valid, best, actor, eps)
         going = segment != 0
-        action[going] = action_to(segment[going] - 2, side[going])
-        p[going] = (np.arange(N_ACTIONS)[None, :] == action[going][:, None]).astype(F)
+        quoting = going & (segment >= EXPLORE_QUOTE)  # a segment repeating a quote action (A = 9 only)
+        action[going] = np.where(quoting[going], segment[going] - EXPLORE_QUOTE, action_to(segment[going] - 2, side[going]))
+        p[going] = (np.arange(A)[None, :] == action[going][:, None]).astype(F)
         start = ~going & (held == 0) & (u1 < eps)
         n_valid = valid.sum(axis=1)
         k = np.minimum((u2 * n_valid.astype(F)).astype(np.int64), n_valid - 1)
         nth = np.argmax(np.cumsum(valid, axis=1) > k[:, None], axis=1)  # the k-th valid action
         action[start] = nth[start]
-        segment[start] = target_of(action[start], side[start]) + 2
+        segment[start] = np.where(action[start] >= N_ACTIONS, EXPLORE_QUOTE + action[start],
+                                  target_of(action[start], side[start]) + 2)
         if actor == ACTOR_POLICY:
             sample = ~going & ~start
             uniform = (F(eps) / n_valid.astype(F)).astype(F)
             part = np.where(valid, (p - uniform[:, None]).astype(F), F(0))
             total, cdf = np.zeros(B, F), np.zeros(B, F)
-            for a in range(N_ACTIONS):
+            for a in range(A):
                 total = (total + part[:, a]).astype(F)
             chosen = np.zeros(B, bool)
-            for a in range(N_ACTIONS):
+            for a in range(A):
                 cdf = (cdf + part[:, a]).astype(F)
                 hit = sample & ~chosen & valid[:, a] & ((u2 * total).astype(F) < cdf)
                 action[hit] = a
                 chosen |= hit
         explore.i32(B)[:] = segment
-    probs.f32(B * N_ACTIONS)[:] = p.reshape(-1)
+    probs.f32(B * A)[:] = p.reshape(-1)
     p_taken = p[np.arange(B), action]
     flag = np.zeros(B, np.uint32)
     if gate_open(v):
@@ -215,6 +267,18 @@ def _agent_act(launch, q, policy_logits, rng_state, explore, position_lots, draw
         log_prob.f32(B)[:] = np.log(p_taken)
     flags.u32(B)[:] = flag
     stop_loss.u32(B)[:] = (flag & FLAG_STOPPED) != 0
+    if A > N_ACTIONS:
+        market.i32(B)[:], quotes.i32(2 * B)[:] = (x.reshape(-1) for x in split_actions(action))
+
+
+@reference(AGENT_ACT)
+def _agent_act(launch, *args):
+    act(N_ACTIONS, *args)
+
+
+@reference(AGENT_ACT_QUOTES)
+def _agent_act_quotes(launch, *args):
+    act(N_PASSIVE_ACTIONS, *args)
 
 
 def agent_reward(pnl_delta: np.ndarray, drawdown: np.ndarray, v: np.ndarray):
@@ -244,11 +308,12 @@ def block_reduce(values: np.ndarray) -> float:
 
 
 def step_stats(probs, actions, flags, reward_raw, reward_scaled, clipped, closed, closed_pnl, lots) -> np.ndarray:
-    """The step's statistics (float64 [N_STATS]) from B backtests' arrays, in agent_step_end's order."""
+    """The step's statistics (float64 [N_STATS]) from B backtests' arrays, in agent_step_end's order; probs
+    [B * A] (A = 5 or 9)."""
     B = len(actions)
-    p = np.asarray(probs, F).reshape(B, N_ACTIONS)
+    p = np.asarray(probs, F).reshape(B, -1)
     h = np.zeros(B, F)
-    for a in range(N_ACTIONS):
+    for a in range(p.shape[1]):
         with np.errstate(divide="ignore", invalid="ignore"):
             h = np.where(p[:, a] > 0, h - p[:, a] * np.log(p[:, a]), h).astype(F)
     raw = np.asarray(reward_raw, F).astype(np.float64)
@@ -377,12 +442,12 @@ def step_increment(v: np.ndarray):
         v[lo] = nxt
 
 
-@reference(AGENT_STEP_END)
-def _agent_step_end(launch, probs, actions, flags, reward_raw, reward_scaled, clipped, closed, closed_pnl, lots, B,
-                    losses, stats, isv, isv_host, extras, isv_slots, n_isv, ring, ring_len):
+def step_end(A: int, probs, actions, flags, reward_raw, reward_scaled, clipped, closed, closed_pnl, lots, B, losses,
+             stats, isv, isv_host, extras, isv_slots, n_isv, ring, ring_len):
+    """agent_step_end_body<A>: agent_step_end (A = 5) and agent_step_end_quotes (A = 9)."""
     B = int(B)
     st = stats.f64(N_STATS)
-    st[:] = step_stats(probs.f32(B * N_ACTIONS), actions.i32(B), flags.u32(B), reward_raw.f32(B),
+    st[:] = step_stats(probs.f32(B * A), actions.i32(B), flags.u32(B), reward_raw.f32(B),
                        reward_scaled.f32(B), clipped.u32(B), closed.u32(B), closed_pnl.f32(B), lots.i32(B))
     v, loss = isv.f32(N_SLOTS), losses.f32(len(LOSS_NAMES))
     reward_controller(v, st)
@@ -392,3 +457,13 @@ def _agent_step_end(launch, probs, actions, flags, reward_raw, reward_scaled, cl
                 extras.f64(N_FRAME_EXTRAS), isv_slots.i32(int(n_isv)))
     step_increment(v)
     isv_host.f32(N_SLOTS)[:] = v
+
+
+@reference(AGENT_STEP_END)
+def _agent_step_end(launch, *args):
+    step_end(N_ACTIONS, *args)
+
+
+@reference(AGENT_STEP_END_QUOTES)
+def _agent_step_end_quotes(launch, *args):
+    step_end(N_PASSIVE_ACTIONS, *args)

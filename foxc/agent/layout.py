@@ -8,9 +8,11 @@ from __future__ import annotations
 import sys
 
 from ..cgen import GeneratedHeader
-from ..lobsim.layout import ACTION_NAMES, FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG, N_ACTIONS, SHORT  # noqa: F401
+from ..lobsim.layout import (ACTION_NAMES, FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG, N_ACTIONS,  # noqa: F401
+                             N_PASSIVE_ACTIONS, QUOTE_ACTION_CODES, QUOTE_ACTION_NAMES, SHORT)
 # The learner reads these too (foxc.nn is a floor below the agent): defined there, the agent's header emits them.
-from ..nn.layout import LOSS_NAMES, N_POSITION_FEATURES, POS_INDEX, POSITION_FEATURES, Q_INVALID, valid_actions  # noqa: F401
+from ..nn.layout import (LOSS_NAMES, N_POSITION_FEATURES, N_QUOTE_FEATURES, POS_INDEX, POSITION_FEATURES,  # noqa: F401
+                         QUOTE_FEATURES, QUOTE_INDEX, Q_INVALID, n_actions, n_state_features, valid_actions)
 
 FLAG_GATED = 1  # an entry the confidence gate turned into HOLD
 FLAG_STOPPED = 2  # the stop-loss forced a flat exit
@@ -31,6 +33,9 @@ GATE_THRESHOLD_MIN, GATE_THRESHOLD_MAX, GATE_HOLD_EMA_RATE = 0.05, 0.95, 0.1
 LOSS_CLAMP_GAIN, LOSS_CLAMP_MIN, LOSS_CLAMP_MAX = 1.1, 1.0, 3.0
 TIME_SCALE_STEPS = 64.0
 SPREAD_CAP_TICKS = 8.0
+# explore[b] of an exploration segment that repeats quote action a: EXPLORE_QUOTE + a (a position segment's is
+# 2 + the position, 1..3)
+EXPLORE_QUOTE = 16
 
 
 # One float64 per field, written by agent_step_stats each step.
@@ -90,7 +95,29 @@ def header_lines() -> list[str]:
               "{",
               "    return a == ACTION_HOLD || (a == ACTION_LONG && side <= 0) || (a == ACTION_SHORT && side >= 0)",
               "        || (a == ACTION_FLAT_FROM_LONG && side > 0) || (a == ACTION_FLAT_FROM_SHORT && side < 0);",
-              "}", "", f"#define AGENT_N_STATS {N_STATS}"]
+              "}", "",
+              "// With resting orders (--orders passive): four quote actions after the market ones, always valid.",
+              f"#define AGENT_N_PASSIVE_ACTIONS {N_PASSIVE_ACTIONS}"]
+    lines += [f"#define ACTION_{name} {N_ACTIONS + i}" for i, name in enumerate(QUOTE_ACTION_NAMES)]
+    lines += [f"#define AGENT_EXPLORE_QUOTE {EXPLORE_QUOTE}  // explore[b] of a segment repeating quote action a: + a",
+              f"#define AGENT_N_QUOTE_FEATURES {N_QUOTE_FEATURES}  // after the position's, per side (bid, ask):",
+              f"#define QPOS_PER_SIDE {len(QUOTE_FEATURES)}"]
+    lines += [f"#define QPOS_{name.upper()} {i}  // {doc}" for i, (name, doc) in enumerate(QUOTE_FEATURES)]
+    lines += ["",
+              "// Whether action a of an agent of A actions changes anything for a position of sign `side`.",
+              "template <int A> __device__ __forceinline__ bool agent_valid(int a, int side)",
+              "{",
+              "    return (A > AGENT_N_ACTIONS && a >= AGENT_N_ACTIONS) || agent_action_valid(a, side);",
+              "}", "",
+              "// The quote codes (FOXC_QUOTE_*) for the bid and the ask of agent action a (split_actions in",
+              "// foxc/lobsim/layout.py): KEEP on both sides for a market action.",
+              "__device__ __forceinline__ void agent_quote_codes(int a, int* bid, int* ask)",
+              "{",
+              "    *bid = 0;",
+              "    *ask = 0;"]
+    for i, (bid, ask) in enumerate(QUOTE_ACTION_CODES):
+        lines.append(f"    if (a == ACTION_{QUOTE_ACTION_NAMES[i]}) {{ *bid = {bid}; *ask = {ask}; }}")
+    lines += ["}", "", f"#define AGENT_N_STATS {N_STATS}"]
     lines += [f"#define STAT_{name.upper()} {i}  // {doc}" for i, (name, doc) in enumerate(STAT_FIELDS)]
     lines += ["", f"#define FRAME_LEN {FRAME_LEN}  // float64 fields per diagnostics frame",
               "#define FRAME_SEQ 0  // step + 1, written last: a frame is complete when it matches",

@@ -5,7 +5,9 @@ held-out rows drawn with another seed greedily with the run's policy (what its v
 report net PnL in ticks per snapshot against the market's exact optimum, trades, win rate and time in the market.
 Goals (GPU, B=1,024, K=32, every seed): GOALS of the optimum (easy within 2,000 steps, the others 20,000); null
 and wide at most QUIET_TRADES_PER_2000 trades per 2,000 snapshots, null's PnL within 3 SE of 0, wide's >= -1 SE;
-regime PnL >= 0; short PnL >= 0. The reference backend runs a smoke run at the CPU sizes, not the goals'.
+regime PnL >= 0; short PnL >= 0. The market-making markets train the agent with resting orders (--orders passive):
+maker GOALS of its optimum with quotes, maker_null as null. The reference backend runs a smoke run at the CPU
+sizes, not the goals'.
 """
 from __future__ import annotations
 
@@ -20,11 +22,12 @@ from ..trainer.session import run_data
 from . import harness
 from .report import write_json
 
-MARKETS = ("easy", "default", "null", "noisy", "wide", "regime", "short")
+MARKETS = ("easy", "default", "null", "noisy", "wide", "regime", "short", "maker", "maker_null")
+PASSIVE = ("maker", "maker_null")  # trained with --orders passive
 STEPS = {"cuda": {"easy": 2000, **dict.fromkeys(MARKETS[1:], 20000)},
          "reference": {"easy": 3000, "default": 3000, **dict.fromkeys(MARKETS[2:], 1000)}}
 EVAL_ROWS = {"cuda": 524_288, "reference": 32_768}
-GOALS = {"easy": 0.96, "default": 0.86, "noisy": 0.68, "short": 0.5}  # of the optimum, at least
+GOALS = {"easy": 0.96, "default": 0.86, "noisy": 0.68, "short": 0.5, "maker": 0.7}  # of the optimum, at least
 QUIET_TRADES_PER_2000 = 1.0  # null and wide: at most this many round trips per 2,000 snapshots per backtest
 
 
@@ -56,6 +59,7 @@ def verdict(market: str, row: dict) -> str:
     se = row["pnl_se"] or 0.0
     quiet = row["trades_per_2000"] <= QUIET_TRADES_PER_2000
     ok = {"null": lambda: quiet and abs(row["pnl_ticks"]) <= 3 * se + 1e-12,
+          "maker_null": lambda: quiet and abs(row["pnl_ticks"]) <= 3 * se + 1e-12,
           "wide": lambda: quiet and row["pnl_ticks"] >= -se,
           "regime": lambda: row["pnl_ticks"] >= 0,
           "short": lambda: row["pnl_ticks"] >= 0 and (row["opt_frac"] or 0.0) >= GOALS["short"]}.get(
@@ -67,7 +71,7 @@ def run_one(rt, market: str, seed: int, steps: int, **settings) -> dict:
     """Train on `market` with `seed` for `steps` (other TrainConfig settings as given, None: the
     backend's default), evaluate greedily on held-out rows; one table row."""
     given = dict(log_every=max(1, steps // 10), checkpoint_every=0, **settings)
-    given.update(synthetic=market, seed=seed, n_steps=steps)
+    given.update(synthetic=market, seed=seed, n_steps=steps, orders="passive" if market in PASSIVE else "market")
     cfg = TrainConfig.for_backend(rt.backend, **given)
     data = run_data(cfg)
     t0 = time.perf_counter()
@@ -78,7 +82,7 @@ def run_one(rt, market: str, seed: int, steps: int, **settings) -> dict:
     finally:
         trainer.close()
     e, kept = summary["evaluation"], summary["selection"]
-    row = {"market": market, "seed": seed, "steps": steps, "opt_frac": e.get("eval_opt_frac"),
+    row = {"market": market, "orders": cfg.orders, "seed": seed, "steps": steps, "opt_frac": e.get("eval_opt_frac"),
            "policy": "final" if kept is None else kept["kept"], "val_seconds": summary["eval_seconds"],
            "pnl_ticks": e["eval_pnl"], "pnl_se": e["eval_pnl_se"], "optimum": data.optimum,
            "trades": e["eval_trades"], "trades_per_2000": e["eval_trades"] * 2000 / e["eval_rows"],
@@ -143,7 +147,7 @@ def _main(args, rt) -> int:
                   flush=True)
     print(f"backend {rt.backend}: {rt.device_name}; settings {args.isv or 'defaults'}; "
           f"precision {precision}")
-    print(table([fmt(r) for r in rows], ["market", "seed", "steps", "policy", "opt_frac", "pnl_ticks", "pnl_se",
+    print(table([fmt(r) for r in rows], ["market", "orders", "seed", "steps", "policy", "opt_frac", "pnl_ticks", "pnl_se",
                                          "optimum", "trades_per_2000", "win_rate", "in_market", "train_sps",
                                          "val_seconds", "seconds", "goal"]))
     write_json(args.json, "edge", rt, rows,

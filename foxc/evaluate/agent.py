@@ -64,9 +64,10 @@ class AgentPolicy:
 
     @classmethod
     def from_arrays(cls, rt, theta: np.ndarray, isv: np.ndarray, seq_len: int, actor: str = "q",
-                    precision: str = "f32", name: str = NAME) -> "AgentPolicy":
-        """The agent of host arrays: the flat parameter vector (foxc.nn.model's layout) and the ISV, on `rt`."""
-        params = Parameters(rt, FEATURES, HIDDEN_DIM)
+                    precision: str = "f32", name: str = NAME, orders: str = "market") -> "AgentPolicy":
+        """The agent of host arrays: the flat parameter vector (foxc.nn.model's layout for `orders`) and the ISV,
+        on `rt`."""
+        params = Parameters(rt, FEATURES, HIDDEN_DIM, orders=orders)
         params.load(np.asarray(theta, np.float32))
         bus = IsvBus(rt)
         bus.load(np.asarray(isv, np.float32))
@@ -81,17 +82,18 @@ class AgentPolicy:
         config = ckpt.config  # first: a file without foxc's meta (the seed's) is refused by name here
         record = kept_record(ckpt.sections.get(KEPT_RECORD))
         args = (config["seq_len"], config.get("actor", "q"), config.get("precision", "f32"))
+        orders = config.get("orders", "market")  # a run from before --orders placed market orders
         if record is not None and record["validations"] > 0:
             if record["step"] < 0:
                 return FlatPolicy(f"{FLAT_NAME} (its validation kept no weights)")
             return cls.from_arrays(rt, ckpt[KEPT_THETA], ckpt[KEPT_ISV], *args,
-                                   name=f"{NAME}, kept at step {record['step']}")
-        params = Parameters(rt, FEATURES, HIDDEN_DIM)
+                                   name=f"{NAME}, kept at step {record['step']}", orders=orders)
+        params = Parameters(rt, FEATURES, HIDDEN_DIM, orders=orders)
         theta = np.zeros(params.size, np.float32)
         for t in params.tensors:
             theta[t.offset:t.offset + t.size] = np.asarray(ckpt[t.name], np.float32).reshape(-1)
         params.close()
-        return cls.from_arrays(rt, theta, ckpt["isv"], *args)
+        return cls.from_arrays(rt, theta, ckpt["isv"], *args, orders=orders)
 
     def _bind(self, ctx):  # the gather, encoder and actor of this window and simulator (once per pair)
         self.close()
@@ -114,7 +116,7 @@ class AgentPolicy:
         self.encoder = Encoder(self.rt, self.params, B, K, self.data.features, self.precision)
         self.actor = Actor(self.rt, self.params, self.isv, h=self.encoder.h, pos=sim.pos,
                            features=self.data.features, batch=B, seq_len=K, tick=unit, actor=self.actor_kind,
-                           greedy=True, precision=self.precision)
+                           greedy=True, precision=self.precision, sim=sim)
         self.actor.reset(0)
         self.plans = [self.data.gather_plan, *self.encoder.forward, *self.actor.state_plans, *self.actor.act_plans]
         self._parts = [self.data, self.actor]

@@ -23,6 +23,7 @@ from ..data.record import PRICE_SCALE
 from ..data.select import add_instrument_flag
 from ..data.validate import DataError
 from ..driver import BACKENDS
+from ..lobsim.passive import PassiveConfig
 from ..lobsim.sim import MAX_LOTS_PER_ENTRY, LobSimConfig
 from .agent import AgentPolicy, FlatPolicy
 from .runner import EvalConfig, Evaluator
@@ -33,7 +34,7 @@ from ..data.synthetic import synthetic_data as draw
 from ..isv import N_SLOTS
 from ..nn.model import HIDDEN_DIM, layout
 from .baseline import NotFitted, fit_baseline
-from .optimum import optimal_pnl
+from .optimum import market_optimum
 
 PROG = "foxc.evaluate"
 # what runs when --rows or --n-backtests is not given, per backend (a CPU evaluates 100,000 snapshots in seconds)
@@ -121,7 +122,8 @@ def _main(args) -> int:
     agent = AgentPolicy.from_checkpoint(rt, ckpt)
     try:
         yardstick = fit_yardstick(data) if data["fit"] is not None else None
-        results = evaluate_all(rt, args, data, settings, agent, yardstick)
+        passive = PassiveConfig.of_settings({**config, "lots_per_entry": settings["lots_per_entry"]}, data["tick"])
+        results = evaluate_all(rt, args, data, settings, agent, yardstick, passive)
     finally:
         agent.release()  # what the policy holds on the runtime, its weights too
     record = {"checkpoint": str(path), "step": ckpt.step, "trained_on": ckpt.meta.get("data"),
@@ -157,7 +159,8 @@ def agent_config(ckpt, path: Path) -> dict:
         config = ckpt.config
     except CheckpointError as e:
         raise e.with_path(path) from None
-    need = {t.name: t.size for t in layout(FEATURES, HIDDEN_DIM)[0]} | {"isv": N_SLOTS}
+    orders = config.get("orders", "market") if isinstance(config, dict) else "market"
+    need = {t.name: t.size for t in layout(FEATURES, HIDDEN_DIM, orders=orders)[0]} | {"isv": N_SLOTS}
     missing = [name for name in need if name not in ckpt.sections]
     if not isinstance(config, dict) or "seq_len" not in config or missing:
         lacks = f"sections {', '.join(missing[:4])}{', …' * (len(missing) > 4)}" if missing else "its settings"
@@ -190,7 +193,8 @@ def synthetic_data(args, config: dict, settings: dict) -> dict:
     named = MARKETS[args.synthetic]
     seed = args.seed if args.seed is not None else int(config.get("seed", 0)) + HELD_OUT_SEED
     market, fit = draw(args.rows, seed=seed, params=named.params), draw(args.rows, seed=seed + 1, params=named.params)
-    optimum = optimal_pnl(named.params, settings["fee_per_lot"] / named.params.tick).pnl_per_snapshot
+    optimum = market_optimum(named, fee_per_lot=settings["fee_per_lot"], orders=config.get("orders", "market"),
+                             maker_fee_per_lot=config.get("maker_fee", 0.0))
     notes = []
     if not config.get("data") and config.get("synthetic") == args.synthetic and int(config.get("seed", -1)) == seed:
         notes.append(f"note: --seed {seed} drew the checkpoint's training data (its first "
@@ -255,10 +259,12 @@ def fit_yardstick(data: dict) -> dict:
     return {"policy": policy, "fit": {**fit, "rows": len(data["fit"])}}
 
 
-def evaluate_all(rt, args, data: dict, settings: dict, agent, yardstick: dict | None) -> dict:
+def evaluate_all(rt, args, data: dict, settings: dict, agent, yardstick: dict | None,
+                 passive: PassiveConfig | None = None) -> dict:
     """Each policy's figures on the same rows: {"chunks", "policies": [record per policy]}."""
     config = EvalConfig(n_backtests=args.n_backtests, fee_per_lot=int(round(settings["fee_per_lot"] * PRICE_SCALE)),
-                        lots_per_entry=settings["lots_per_entry"], backend=args.backend)
+                        lots_per_entry=settings["lots_per_entry"], backend=args.backend,
+                        passive=passive)
     entries = [("agent", agent), ("flat", FlatPolicy("flat: always HOLD"))]
     if yardstick is not None:
         entries.append(("yardstick", yardstick["policy"]))

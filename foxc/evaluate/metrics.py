@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ..lobsim.layout import N_ACTIONS
+from ..lobsim.layout import N_ACTIONS, N_PASSIVE_ACTIONS
 
 NS_PER_DAY = 86_400 * 10**9
 TRADING_DAYS = 252
@@ -64,7 +64,10 @@ def row_entropies(probs) -> np.ndarray:
 
 
 def action_counts(actions) -> np.ndarray:
-    return np.bincount(np.asarray(actions, np.int64), minlength=N_ACTIONS)[:N_ACTIONS]
+    """Counts of each action: the five market actions, and the four quote actions where any was taken."""
+    a = np.asarray(actions, np.int64)
+    n = N_PASSIVE_ACTIONS if (a >= N_ACTIONS).any() else N_ACTIONS
+    return np.bincount(a, minlength=n)[:n]
 
 
 def quarter_entropies(actions, probs=None) -> list[float]:

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..data.markets import Market
 from ..data.synthetic import MakerParams, SynthParams
+from ..lobsim.layout import ORDERS
 from .maker_optimum import MakerOptimum, solve_maker
 
 POSITIONS = np.array([-1, 0, 1])
@@ -95,8 +96,6 @@ def optimal_pnl(params: SynthParams | MakerParams = SynthParams(), fee_ticks: fl
     # without edge (rounding gave 2.2e-16 with numpy 2.4's products, and the held-out PnL a fraction of that)
     return Optimum(float((lo + hi) / 2.0) if lo > 0 else 0.0, policy, x, it, spreads)
 
-
-ORDERS = ("market", "passive")
 
 
 @functools.lru_cache(maxsize=None)  # a wide market's takes seconds, and runs ask again

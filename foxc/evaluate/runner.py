@@ -20,7 +20,8 @@ from ..data.record import segment_runs, snapshot_records
 from ..driver import open_runtime
 from ..lobsim.env import LobEnv
 from ..lobsim.kernels import BOOK_OK, snapshot_verdicts
-from ..lobsim.layout import HOLD, TRADE_DTYPE
+from ..lobsim.layout import HOLD, N_ACTIONS, N_PASSIVE_ACTIONS, TRADE_DTYPE, split_actions
+from ..lobsim.passive import PassiveConfig
 from ..numbers import whole
 from ..rng import generator
 from .metrics import summarize
@@ -46,16 +47,16 @@ class PolicyContext:
         return self.records[self.cursor]
 
 
-def split_decision(out, n: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """A policy's return value as (actions int32 [n], probs float64 [n, 5] or None), checked."""
+def split_decision(out, n: int, n_actions: int = N_ACTIONS) -> tuple[np.ndarray, np.ndarray | None]:
+    """A policy's return value as (actions int32 [n], probs float64 [n, n_actions] or None), checked."""
     actions, probs = (out if isinstance(out, tuple) else (out, None))
     actions = np.asarray(actions)
     if actions.shape != (n,) or not np.issubdtype(actions.dtype, np.integer):
         raise ValueError(f"a policy must return integer actions of shape ({n},), got {actions.dtype}{actions.shape}")
     if probs is not None:
         probs = np.asarray(probs, np.float64)
-        if probs.shape != (n, 5):
-            raise ValueError(f"a policy's probs must have shape ({n}, 5), got {probs.shape}")
+        if probs.shape != (n, n_actions):
+            raise ValueError(f"a policy's probs must have shape ({n}, {n_actions}), got {probs.shape}")
         ok = np.isfinite(probs).all(axis=1) & (probs >= 0).all(axis=1) & (np.abs(probs.sum(axis=1) - 1) <= 1e-3)
         if not ok.all():  # NaN gave an entropy of 0, rows summing past 1 a negative one
             i = int(np.argmin(ok))
@@ -73,6 +74,7 @@ class EvalConfig:
     seed: int = 0                  # the sampling stream of a non-greedy policy
     trade_log_cap: int = 64
     backend: str | None = None     # auto | cuda | reference (None: $FOXC_BACKEND or auto)
+    passive: PassiveConfig | None = None  # resting orders: the policy's actions 5..8 quote (split_actions)
 
     def __post_init__(self):
         if not whole(self.n_backtests) or self.n_backtests < 1:  # 0 ran one chunk, 2.5 failed in range()
@@ -147,7 +149,9 @@ class Evaluator(Component):
         self.chunks = chunk_bounds(self.records, config.n_backtests)
         self.rt = rt if rt is not None else open_runtime(config.backend)
         self.env = LobEnv(self.records, len(self.chunks), rt=self.rt, fee_per_lot=config.fee_per_lot,
-                          lots_per_entry=config.lots_per_entry, trade_log_cap=config.trade_log_cap)
+                          lots_per_entry=config.lots_per_entry, trade_log_cap=config.trade_log_cap,
+                          passive=config.passive)
+        self.n_actions = N_ACTIONS if config.passive is None else N_PASSIVE_ACTIONS
         self.verdicts = snapshot_verdicts(self.records, self.env.sim.config.min_price, self.env.sim.config.max_price)
 
     def run(self, policy) -> Evaluation:
@@ -170,16 +174,22 @@ class Evaluator(Component):
             active = t < lens
             cursor = start + np.minimum(t, lens - 1)
             ctx = PolicyContext(records, cursor, active, lots, t, self.tick, config.greedy, rng, env.sim)
-            act, probs = split_decision(policy(ctx), B)
+            act, probs = split_decision(policy(ctx), B, self.n_actions)
             act = np.where(active, act, HOLD).astype(np.int32)
+            if ((act < 0) | (act >= self.n_actions)).any():
+                raise ValueError(f"a policy's actions must be 0..{self.n_actions - 1}, got {act.min()}..{act.max()}")
             on_device = env.cursors.cursor.download()
             if not (on_device[active] == cursor[active]).all():
                 raise RuntimeError("the simulator's cursors left their chunks")
-            _, _, info = env.step(act)
+            if config.passive is not None:  # the agent's actions: market orders and both sides' quotes
+                market, quotes = split_actions(act)
+                _, _, info = env.step(market, quotes=quotes)
+            else:
+                _, _, info = env.step(act)
             at = cursor[active]
             actions[at] = act[active]
             if probs is not None:
-                probs_at = np.zeros((n, 5)) if probs_at is None else probs_at
+                probs_at = np.zeros((n, self.n_actions)) if probs_at is None else probs_at
                 probs_at[at] = probs[active]
             delta[at] = info["equity"][active] - equity[active]
             equity, lots = info["equity"], info["lots"]

@@ -95,7 +95,8 @@ class Validation(Component):
         chunks = max(1, min(cfg.n_backtests, len(records) // VAL_CHUNK_ROWS))
         self.rows = len(records)
         self.evaluator = Evaluator(records, EvalConfig(n_backtests=chunks, fee_per_lot=int(round(cfg.fee * 1e9)),
-                                                       lots_per_entry=cfg.lots_per_entry, seed=cfg.seed),
+                                                       lots_per_entry=cfg.lots_per_entry, seed=cfg.seed,
+                                                       passive=cfg.passive(rows.tick)),
                                    tick=rows.tick, rt=rt)
         self.policy = AgentPolicy(rt, params, isv, cfg.seq_len, cfg.actor, cfg.precision)
 

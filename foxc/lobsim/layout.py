@@ -33,6 +33,30 @@ REASON_NAMES = ("signal", "stop_loss", "episode_end", "passive")  # passive: a r
 # the queue; one resting at another price is cancelled (the side posts again once the cancel has taken effect).
 QUOTE_KEEP, QUOTE_CANCEL, QUOTE_JOIN = 0, 1, 2
 QUOTE_NAMES = ("KEEP", "CANCEL", "JOIN")
+# The agent's actions with resting orders (--orders passive): the five market actions, which leave the quotes as
+# they are, then four that keep the position and set both sides' quotes at once (bid code, ask code): rest a bid at
+# the touch and no ask, an ask and no bid, both, or neither. JOIN keeps an order already at the touch in its place.
+QUOTE_ACTION_NAMES = ("QUOTE_BID", "QUOTE_ASK", "QUOTE_BOTH", "QUOTE_NONE")
+QUOTE_ACTION_CODES = ((QUOTE_JOIN, QUOTE_CANCEL), (QUOTE_CANCEL, QUOTE_JOIN), (QUOTE_JOIN, QUOTE_JOIN),
+                      (QUOTE_CANCEL, QUOTE_CANCEL))
+N_PASSIVE_ACTIONS = N_ACTIONS + len(QUOTE_ACTION_NAMES)
+QUOTE_BID, QUOTE_ASK, QUOTE_BOTH, QUOTE_NONE = range(N_ACTIONS, N_PASSIVE_ACTIONS)
+ORDERS = {"market": N_ACTIONS, "passive": N_PASSIVE_ACTIONS}  # --orders: the agent's action count
+
+
+def action_names(n_actions: int) -> tuple[str, ...]:
+    assert n_actions in ORDERS.values(), n_actions
+    return (ACTION_NAMES + QUOTE_ACTION_NAMES)[:n_actions]
+
+
+def split_actions(actions) -> tuple[np.ndarray, np.ndarray]:
+    """An agent's actions (0..8) as the simulator takes them: market actions int32 [B] (HOLD for a quote action)
+    and quotes int32 [2, B] (KEEP on both sides for a market action); quote_codes in agent.h is the same table."""
+    a = np.asarray(actions, np.int32)
+    quoting = a >= N_ACTIONS
+    codes = np.asarray(((QUOTE_KEEP, QUOTE_KEEP),) + QUOTE_ACTION_CODES, np.int32)
+    quotes = codes[np.where(quoting, a - N_ACTIONS + 1, 0)].T.copy()
+    return np.where(quoting, HOLD, a).astype(np.int32), quotes
 # A resting order's life (the passive state's q_state), the kernel's queue models, and q_cancel without a cancel
 QUEUE_NONE, QUEUE_SENT, QUEUE_LIVE = range(3)
 KERNEL_QUEUE_MODELS = ("risk_averse", "power")  # (log's device libm differs from numpy's: the reference's only)

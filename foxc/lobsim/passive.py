@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data.record import PRICE_UNDEF
+from ..data.record import PRICE_SCALE, PRICE_UNDEF
 from .layout import QUOTE_CANCEL, QUOTE_JOIN, QUOTE_KEEP
 
 BID, ASK = 0, 1
@@ -45,6 +45,20 @@ class PassiveConfig:
     max_position: int = 1  # |lots| an order may take the position to
     partial: bool = True  # a queue's advance fills what it covers; False: the whole order once it reaches the front
     tick: int = 0  # price × 1e9 of one tick: a join k > 0 ticks behind the touch needs it
+
+    @classmethod
+    def of_settings(cls, settings: dict, tick: int) -> "PassiveConfig | None":
+        """The resting orders of a run's settings (its config.json's, a checkpoint's: --orders, --queue-model,
+        --maker-fee in price units, the latencies, --lots as the position limit); None with --orders market or a
+        run from before --orders. `tick`: price × 1e9 of one tick."""
+        if settings.get("orders", "market") != "passive":
+            return None
+        model = settings["queue_model"]
+        return cls(queue="risk_averse" if model == "risk_averse" else "power",
+                   power=2 if model == "risk_averse" else int(model.removeprefix("power")),
+                   entry_latency_ns=int(settings["entry_latency_ns"]), cancel_latency_ns=int(settings["cancel_latency_ns"]),
+                   maker_fee=int(round(settings["maker_fee"] * PRICE_SCALE)), max_position=int(settings["lots_per_entry"]),
+                   tick=int(tick))
 
     def __post_init__(self):
         assert self.queue in QUEUE_MODELS, self.queue

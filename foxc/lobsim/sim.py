@@ -167,11 +167,13 @@ class LobSim(Component):
         # lobsim_step's arguments by name: a kernel that steps the simulator and goes on (the trainer's
         # backtest_step) takes them, then its own
         self.step_args = self._step_args(self.ptrs)
+        # and lobsim_step_passive's (its resting orders' arrays and settings after them) with resting orders
+        self.all_step_args = self.step_args if self.passive is None else {**self.step_args, **self._passive_args()}
         self.grid = (n + BLOCK - 1) // BLOCK
         if self.passive is None:
             self.plans = [rt.plan(LOBSIM_STEP, self.grid, BLOCK, self.step_args)]
         else:
-            self.plans = [rt.plan(LOBSIM_STEP_PASSIVE, self.grid, BLOCK, {**self.step_args, **self._passive_args()})]
+            self.plans = [rt.plan(LOBSIM_STEP_PASSIVE, self.grid, BLOCK, self.all_step_args)]
 
     def _raw_ptrs(self) -> LobSimRawPtrs:
         arrays = {f.name: getattr(self, f.name).ptr for f in fields(LobSimRawPtrs)

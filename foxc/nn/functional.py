@@ -111,7 +111,7 @@ def c51_support(v_min, v_max, dtype=np.float32):
 
 def c51_distribution(logits, v_min, v_max):
     """(probs[B,5,51], q[B,5]) from logits[B, 5*51]."""
-    p = np.exp(log_softmax(logits.reshape(-1, N_ACTIONS, C51_ATOMS)))
+    p = np.exp(log_softmax(logits.reshape(logits.shape[0], -1, C51_ATOMS)))
     return p, (p * c51_support(v_min, v_max, logits.dtype.type)).sum(axis=-1)
 
 
@@ -138,7 +138,7 @@ def c51_project(next_probs, next_q, ret, gamma_n, done, v_min, v_max):
 def c51_cross_entropy(logits, m, action):
     """Per-sample -sum_i m_i log p_i(s, a) of the online distribution of the taken action."""
     B = logits.shape[0]
-    logp = log_softmax(logits.reshape(B, N_ACTIONS, C51_ATOMS))[np.arange(B), action]
+    logp = log_softmax(logits.reshape(B, -1, C51_ATOMS))[np.arange(B), action]
     return -(m * logp).sum(axis=-1)
 
 
@@ -146,7 +146,7 @@ def c51_loss_grad(logits, m, action, weight, support):
     """(per-sample loss, |TD| between the expectations of m and of the online distribution,
     d(mean_b weight_b loss_b)/dlogits)."""
     B = logits.shape[0]
-    lg = logits.reshape(B, N_ACTIONS, C51_ATOMS)
+    lg = logits.reshape(B, -1, C51_ATOMS)
     p = np.exp(log_softmax(lg[np.arange(B), action]))
     grad = np.zeros_like(lg)
     grad[np.arange(B), action] = (weight / B)[:, None] * (p - m)

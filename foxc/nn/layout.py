@@ -9,7 +9,7 @@ import sys
 
 from ..cgen import GeneratedHeader, defines
 from ..data.features import HORIZONS
-from ..lobsim.layout import FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG, N_ACTIONS, SHORT
+from ..lobsim.layout import FLAT_FROM_LONG, FLAT_FROM_SHORT, HOLD, LONG, N_ACTIONS, ORDERS, SHORT
 
 Q_INVALID = -1e30  # the Q value given to an action that changes nothing in a state (never chosen)
 # The agent's state: the encoder's h, then these features of the backtest's own position, written
@@ -23,21 +23,43 @@ POSITION_FEATURES = (
 )
 N_POSITION_FEATURES = len(POSITION_FEATURES)
 POS_INDEX = {name: i for i, (name, _) in enumerate(POSITION_FEATURES)}
+# With resting orders (--orders passive) the state goes on with these, per side (bid, then ask), written by
+# agent_state_quotes from the simulator's order state and the snapshot about to be acted on.
+QUOTE_FEATURES = (
+    ("live", "1 an order rests on the side, 0.5 it is sent and not yet at the exchange, 0 none"),
+    ("queue", "the lots in front of it / the size displayed at its price, at most 1; 0 none"),
+    ("behind", "ticks between its price and the side's touch, at most SPREAD_CAP_TICKS; 0 none"),
+    ("age", "tanh(steps since it was posted / TIME_SCALE_STEPS); 0 none"),
+)
+N_QUOTE_FEATURES = 2 * len(QUOTE_FEATURES)
+QUOTE_INDEX = {f"{side}_{name}": N_POSITION_FEATURES + s * len(QUOTE_FEATURES) + i
+               for s, side in enumerate(("bid", "ask")) for i, (name, _) in enumerate(QUOTE_FEATURES)}
+
+
+def n_actions(orders: str) -> int:
+    """The agent's action count for --orders market (5) or passive (9)."""
+    return ORDERS[orders]
+
+
+def n_state_features(orders: str) -> int:
+    """The features after h in the agent's state: the position's, and with resting orders the quotes'."""
+    return N_POSITION_FEATURES + (N_QUOTE_FEATURES if orders == "passive" else 0)
 # The learner's losses, in the order the diagnostics frame holds them (foxc.agent.layout).
 LOSS_NAMES = ("l_q", "l_pi", "l_v", "l_bce")
 
 
-def valid_actions(side):
-    """bool [..., 5]: which actions change something for a position of sign `side` (numpy, any shape).
+def valid_actions(side, n_actions: int = N_ACTIONS):
+    """bool [..., n_actions]: which actions change something for a position of sign `side` (numpy, any shape).
 
     HOLD always; LONG and SHORT unless already on that side (LONG while short reverses); each
     exit only from its own side. The others are no-ops the simulator would take as HOLD, so the
-    agent neither acts on nor bootstraps from them: three choices in every state."""
+    agent neither acts on nor bootstraps from them: three choices in every state. The quote actions
+    (n_actions 9) are always valid."""
     import numpy as np
     side = np.asarray(side)[..., None]
-    a = np.arange(N_ACTIONS)
+    a = np.arange(n_actions)
     return ((a == HOLD) | ((a == LONG) & (side <= 0)) | ((a == SHORT) & (side >= 0))
-            | ((a == FLAT_FROM_LONG) & (side > 0)) | ((a == FLAT_FROM_SHORT) & (side < 0)))
+            | ((a == FLAT_FROM_LONG) & (side > 0)) | ((a == FLAT_FROM_SHORT) & (side < 0)) | (a >= N_ACTIONS))
 
 
 SSM_PARTS = 4  # input projection columns per channel: value, decay, input gate, output gate
@@ -65,6 +87,7 @@ def header_lines() -> list[str]:
     return defines([
         ("NN_SSM_PARTS", SSM_PARTS, "input projection columns per channel: value, decay, input gate, output gate"),
         ("NN_N_ACTIONS", N_ACTIONS, "HOLD, LONG, SHORT, FLAT_FROM_LONG, FLAT_FROM_SHORT"),
+        ("NN_N_PASSIVE_ACTIONS", ORDERS["passive"], "and QUOTE_BID, QUOTE_ASK, QUOTE_BOTH, QUOTE_NONE"),
         ("NN_C51_ATOMS", C51_ATOMS, ""),
         ("NN_N_PERCEPTION", N_PERCEPTION, "up/down, long wins, short wins at each label horizon"),
         ("NN_ACT_IDENTITY", ACT_IDENTITY, "activation codes of linear_fwd_* and act_bwd"),

@@ -12,7 +12,8 @@ import numpy as np
 from ..driver import KernelSpec, i32, ptr, reference
 from ..isv.registry import slot_index
 from . import functional as F
-from .heads import N_ACTIONS, Q_OUTPUTS, isv_support
+from .heads import N_ACTIONS, isv_support
+from .layout import C51_ATOMS, ORDERS
 
 MODULE = "nn/losses"
 BLOCK = 256
@@ -26,6 +27,12 @@ VALUE_POLICY_LOSS = KernelSpec("value_policy_loss", MODULE, (
     ptr("grad_pi"), ptr("loss_pi"), ptr("pi_logits"), ptr("q"), ptr("isv"), i32("B")),
     doc="value: (v - y)^2 with y = ret + gamma_n (1 - done) v_next, advantage = y - v; policy: KL(softmax(q / T) "
         "|| pi) over the valid actions (q > Q_INVALID / 2), T = ISV distill_temperature; one thread a sample")
+C51_LOSS_QUOTES = KernelSpec("c51_loss_quotes", MODULE, C51_LOSS.params,
+                             doc="c51_loss for the agent with resting orders: [B, 9, 51], next_q[B, 9]")
+VALUE_POLICY_LOSS_QUOTES = KernelSpec("value_policy_loss_quotes", MODULE, VALUE_POLICY_LOSS.params,
+                                      doc="value_policy_loss for the agent with resting orders: pi_logits, q [B, 9]")
+C51_LOSSES = {ORDERS["market"]: C51_LOSS, ORDERS["passive"]: C51_LOSS_QUOTES}
+VALUE_POLICY_LOSSES = {ORDERS["market"]: VALUE_POLICY_LOSS, ORDERS["passive"]: VALUE_POLICY_LOSS_QUOTES}
 BCE_MASKED = KernelSpec("bce_masked", MODULE, (
     ptr("grad"), ptr("loss"), ptr("logits"), ptr("labels"), ptr("mask"), i32("rows"), i32("cols")),
     doc="mask * BCE-with-logits and its gradient / rows")
@@ -34,41 +41,46 @@ LOSS_MEANS = KernelSpec("loss_means", MODULE, (
     doc="out[0..4) = the means of loss_q, loss_pi, loss_v (B each) and loss_bce (n_bce); grid 4, block 256")
 
 
-@reference(C51_LOSS)
-def _c51_loss(launch, grad_logits, loss, td_error, logits, next_probs, next_q, action, ret, gamma_n, done, weight,
-              isv, B):
-    B = int(B)
-    v_min, v_max = isv_support(isv)
-    m = F.c51_project(next_probs.f32(B * Q_OUTPUTS).reshape(B, N_ACTIONS, -1),
-                      next_q.f32(B * N_ACTIONS).reshape(B, N_ACTIONS),
-                      ret.f32(B), gamma_n.f32(B), done.f32(B), v_min, v_max)
-    act = np.clip(action.i32(B), 0, N_ACTIONS - 1)
-    lb, td, g = F.c51_loss_grad(logits.f32(B * Q_OUTPUTS).reshape(B, Q_OUTPUTS), m, act, weight.f32(B),
-                                F.c51_support(v_min, v_max))
-    loss.f32(B)[:] = lb
-    td_error.f32(B)[:] = td
-    grad_logits.f32(B * Q_OUTPUTS)[:] = g.ravel()
+def _c51_loss(A: int):
+    def ref(launch, grad_logits, loss, td_error, logits, next_probs, next_q, action, ret, gamma_n, done, weight,
+            isv, B):
+        B, n = int(B), A * C51_ATOMS
+        v_min, v_max = isv_support(isv)
+        m = F.c51_project(next_probs.f32(B * n).reshape(B, A, -1), next_q.f32(B * A).reshape(B, A),
+                          ret.f32(B), gamma_n.f32(B), done.f32(B), v_min, v_max)
+        act = np.clip(action.i32(B), 0, A - 1)
+        lb, td, g = F.c51_loss_grad(logits.f32(B * n).reshape(B, n), m, act, weight.f32(B),
+                                    F.c51_support(v_min, v_max))
+        loss.f32(B)[:] = lb
+        td_error.f32(B)[:] = td
+        grad_logits.f32(B * n)[:] = g.ravel()
+    return ref
 
 
-@reference(VALUE_POLICY_LOSS)
-def _value_policy_loss(launch, grad_v, loss_v, advantage, v, v_next, ret, gamma_n, done, grad_pi, loss_pi, pi_logits,
-                       q, isv, B):
-    B = int(B)
-    y = F.value_target(v_next.f32(B), ret.f32(B), gamma_n.f32(B), done.f32(B))
-    adv = y - v.f32(B)
-    loss_v.f32(B)[:] = adv * adv
-    advantage.f32(B)[:] = adv
-    grad_v.f32(B)[:] = np.float32(-2) * adv / np.float32(B)
+def _value_policy_loss(A: int):
+    def ref(launch, grad_v, loss_v, advantage, v, v_next, ret, gamma_n, done, grad_pi, loss_pi, pi_logits, q, isv, B):
+        B = int(B)
+        y = F.value_target(v_next.f32(B), ret.f32(B), gamma_n.f32(B), done.f32(B))
+        adv = y - v.f32(B)
+        loss_v.f32(B)[:] = adv * adv
+        advantage.f32(B)[:] = adv
+        grad_v.f32(B)[:] = np.float32(-2) * adv / np.float32(B)
 
-    T = max(isv.f32()[slot_index("distill_temperature")], np.float32(1e-6))
-    lg = pi_logits.f32(B * N_ACTIONS).reshape(B, N_ACTIONS)
-    qv = q.f32(B * N_ACTIONS).reshape(B, N_ACTIONS)
-    target, valid = F.distill_target(qv, T)
-    z = np.where(valid, lg, -np.inf)
-    pi = np.exp(z - z.max(axis=1, keepdims=True))
-    pi = pi / pi.sum(axis=1, keepdims=True)
-    loss_pi.f32(B)[:] = F.distill_loss(lg, qv, T)
-    grad_pi.f32(B * N_ACTIONS)[:] = np.where(valid, (pi - target) / np.float32(B), 0).astype(np.float32).ravel()
+        T = max(isv.f32()[slot_index("distill_temperature")], np.float32(1e-6))
+        lg = pi_logits.f32(B * A).reshape(B, A)
+        qv = q.f32(B * A).reshape(B, A)
+        target, valid = F.distill_target(qv, T)
+        z = np.where(valid, lg, -np.inf)
+        pi = np.exp(z - z.max(axis=1, keepdims=True))
+        pi = pi / pi.sum(axis=1, keepdims=True)
+        loss_pi.f32(B)[:] = F.distill_loss(lg, qv, T)
+        grad_pi.f32(B * A)[:] = np.where(valid, (pi - target) / np.float32(B), 0).astype(np.float32).ravel()
+    return ref
+
+
+for _A in ORDERS.values():
+    reference(C51_LOSSES[_A])(_c51_loss(_A))
+    reference(VALUE_POLICY_LOSSES[_A])(_value_policy_loss(_A))
 
 
 @reference(BCE_MASKED)
@@ -99,14 +111,14 @@ def c51_loss_grid(B: int) -> int:
     return max(1, -(-B * 32 // C51_BLOCK))
 
 
-def plan_c51_loss(rt, B: int, **args):
-    """c51_loss over B samples; every other argument by its parameter name."""
-    return rt.plan(C51_LOSS, c51_loss_grid(B), C51_BLOCK, dict(args, B=B))
+def plan_c51_loss(rt, B: int, n_actions: int = N_ACTIONS, **args):
+    """c51_loss over B samples for an agent of n_actions; every other argument by its parameter name."""
+    return rt.plan(C51_LOSSES[n_actions], c51_loss_grid(B), C51_BLOCK, dict(args, B=B))
 
 
-def plan_value_policy_loss(rt, B: int, **args):
-    """value_policy_loss over B samples; every other argument by its parameter name."""
-    return rt.plan(VALUE_POLICY_LOSS, grid_for(B), BLOCK, dict(args, B=B))
+def plan_value_policy_loss(rt, B: int, n_actions: int = N_ACTIONS, **args):
+    """value_policy_loss over B samples for an agent of n_actions; every other argument by its parameter name."""
+    return rt.plan(VALUE_POLICY_LOSSES[n_actions], grid_for(B), BLOCK, dict(args, B=B))
 
 
 def plan_bce_masked(rt, grad, loss, logits, labels, mask, rows: int, cols: int):

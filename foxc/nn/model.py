@@ -26,8 +26,7 @@ import numpy as np
 
 from ..isv.registry import slot_index
 from . import heads, losses, matmul, optim, ssm
-from .heads import Q_OUTPUTS
-from .layout import C51_ATOMS, LOSS_NAMES, N_ACTIONS, N_PERCEPTION, N_POSITION_FEATURES, POS_INDEX
+from .layout import C51_ATOMS, LOSS_NAMES, N_PERCEPTION, N_POSITION_FEATURES, POS_INDEX, n_actions, n_state_features
 from .matmul import (ACT_IDENTITY, ACT_RELU, ACT_TANH, GradPartials, plan_act_bwd, plan_dw_db, plan_linear,
                      plan_linear_group, plan_matmul_nt, plan_row_split)
 
@@ -54,9 +53,12 @@ class Tensor:
         return int(np.prod(self.shape))
 
 
-def layout(n_features: int, hidden: int = HIDDEN_DIM, rl_hidden: int = RL_HIDDEN) -> tuple[list[Tensor], int]:
-    """The trained tensors in buffer order, and the buffer's length in floats."""
-    D, S, R = hidden, hidden + N_POSITION_FEATURES, rl_hidden
+def layout(n_features: int, hidden: int = HIDDEN_DIM, rl_hidden: int = RL_HIDDEN,
+           orders: str = "market") -> tuple[list[Tensor], int]:
+    """The trained tensors in buffer order, and the buffer's length in floats. `orders` (market, passive):
+    the agent's action count (5, 9) and state features (4, 12) shape the RL heads."""
+    D, S, R, A = hidden, hidden + n_state_features(orders), rl_hidden, n_actions(orders)
+    Q_OUTPUTS = A * C51_ATOMS
     spec = [
         ("enc_w_in", (n_features, ssm.PARTS * D), "lr_encoder", n_features),
         ("enc_b_in", (ssm.PARTS * D,), "lr_encoder", 0),
@@ -68,8 +70,8 @@ def layout(n_features: int, hidden: int = HIDDEN_DIM, rl_hidden: int = RL_HIDDEN
         ("rl_b", (R,), "lr_q", 0),
         ("dqn_w", (R, Q_OUTPUTS), "lr_q", R),
         ("dqn_b", (Q_OUTPUTS,), "lr_q", 0),
-        ("policy_w", (R, N_ACTIONS), "lr_policy", R),
-        ("policy_b", (N_ACTIONS,), "lr_policy", 0),
+        ("policy_w", (R, A), "lr_policy", R),
+        ("policy_b", (A,), "lr_policy", 0),
         ("value_w", (R, 1), "lr_value", R),
         ("value_b", (1,), "lr_value", 0),
     ]
@@ -88,11 +90,13 @@ class Parameters:
 
     BUFFERS = ("theta", "grad", "adam_m", "adam_v")  # the buffers of the tensors' layout
 
-    def __init__(self, rt, n_features: int, hidden: int = HIDDEN_DIM, rl_hidden: int = RL_HIDDEN):
+    def __init__(self, rt, n_features: int, hidden: int = HIDDEN_DIM, rl_hidden: int = RL_HIDDEN,
+                 orders: str = "market"):
         self.rt = rt
-        self.n_features, self.hidden, self.state_dim = n_features, hidden, hidden + N_POSITION_FEATURES
-        self.rl_hidden = rl_hidden
-        self.tensors, self.size = layout(n_features, hidden, rl_hidden)
+        self.n_features, self.hidden, self.state_dim = n_features, hidden, hidden + n_state_features(orders)
+        self.rl_hidden, self.orders, self.n_actions = rl_hidden, orders, n_actions(orders)
+        self.q_outputs = self.n_actions * C51_ATOMS
+        self.tensors, self.size = layout(n_features, hidden, rl_hidden, orders)
         self.by_name = {t.name: t for t in self.tensors}
         self.theta, self.grad, self.adam_m, self.adam_v = (rt.device_array(self.size, np.float32, name)
                                                            for name in self.BUFFERS)
@@ -288,7 +292,7 @@ class RlHeads:
     def __init__(self, rt, params: Parameters, s_t, s_tp1, action, ret, gamma_n, done, weight, isv,
                  batch: int, precision="f32", partials: GradPartials | None = None, td_error=None,
                  with_narrow: tuple[Linear, ...] = ()):
-        B, S, R = batch, params.state_dim, params.rl_hidden
+        B, S, R, A, Q_OUTPUTS = batch, params.state_dim, params.rl_hidden, params.n_actions, params.q_outputs
         own = partials is None
         partials = GradPartials(rt, params.grad, "rl_grad_splits") if own else partials
         self.rt, self.isv, self.batch = rt, isv, B
@@ -296,10 +300,10 @@ class RlHeads:
         self.z, self.dz = arr((B, R), "rl_z"), arr((B, R), "rl_dz")
         self.z_next, self.z_next_target = arr((B, R), "rl_z_next"), arr((B, R), "rl_z_next_target")
         self.q_logits, self.dq_logits = arr((B, Q_OUTPUTS), "q_logits"), arr((B, Q_OUTPUTS), "dq_logits")
-        self.q_probs, self.q = arr((B, N_ACTIONS, C51_ATOMS), "q_probs"), arr((B, N_ACTIONS), "q_online")
+        self.q_probs, self.q = arr((B, A, C51_ATOMS), "q_probs"), arr((B, A), "q_online")
         self.next_logits = arr((B, Q_OUTPUTS), "q_next_logits")
-        self.next_probs, self.next_q = arr((B, N_ACTIONS, C51_ATOMS), "q_next_probs"), arr((B, N_ACTIONS), "q_next")
-        self.pi_logits, self.dpi_logits = arr((B, N_ACTIONS), "pi_logits"), arr((B, N_ACTIONS), "dpi_logits")
+        self.next_probs, self.next_q = arr((B, A, C51_ATOMS), "q_next_probs"), arr((B, A), "q_next")
+        self.pi_logits, self.dpi_logits = arr((B, A), "pi_logits"), arr((B, A), "dpi_logits")
         self.v, self.v_next, self.dv = arr((B, 1), "v"), arr((B, 1), "v_next"), arr((B, 1), "dv")
         self.advantage = arr(B, "advantage")
         if td_error is not None and (tuple(td_error.shape) != (B,) or td_error.dtype != np.float32):
@@ -312,7 +316,7 @@ class RlHeads:
         trunk_target = lin("rl_w", "rl_b", s_tp1, self.z_next_target, B, S, R, ACT_RELU, target=True)
         q = lin("dqn_w", "dqn_b", self.z, self.q_logits, B, R, Q_OUTPUTS, dY=self.dq_logits, dX=self.dz)
         q_next = lin("dqn_w", "dqn_b", self.z_next_target, self.next_logits, B, R, Q_OUTPUTS, target=True)
-        pi = lin("policy_w", "policy_b", self.z, self.pi_logits, B, R, N_ACTIONS, dY=self.dpi_logits,
+        pi = lin("policy_w", "policy_b", self.z, self.pi_logits, B, R, A, dY=self.dpi_logits,
                  grads_together=NARROW_GRADS)
         v = lin("value_w", "value_b", self.z, self.v, B, R, 1, dY=self.dv, grads_together=NARROW_GRADS)
         v_next = lin("value_w", "value_b", self.z_next, self.v_next, B, R, 1)
@@ -322,11 +326,11 @@ class RlHeads:
             *forward_together(rt, [q, q_next], precision, "q_heads"),
             *forward_together(rt, [*with_narrow, pi, v, v_next], precision, "narrow_heads"),
             heads.plan_c51_distribution(rt, [(self.next_probs, self.next_q, self.next_logits, s_tp1.at(side)),
-                                             (self.q_probs, self.q, self.q_logits, s_t.at(side))], isv, S, B),
-            losses.plan_c51_loss(rt, B, grad_logits=self.dq_logits, loss=self.loss_q, td_error=self.td_error,
+                                             (self.q_probs, self.q, self.q_logits, s_t.at(side))], isv, S, B, A),
+            losses.plan_c51_loss(rt, B, A, grad_logits=self.dq_logits, loss=self.loss_q, td_error=self.td_error,
                                  logits=self.q_logits, next_probs=self.next_probs, next_q=self.next_q, action=action,
                                  ret=ret, gamma_n=gamma_n, done=done, weight=weight, isv=isv),
-            losses.plan_value_policy_loss(rt, B, grad_v=self.dv, loss_v=self.loss_v, advantage=self.advantage, v=self.v,
+            losses.plan_value_policy_loss(rt, B, A, grad_v=self.dv, loss_v=self.loss_v, advantage=self.advantage, v=self.v,
                                           v_next=self.v_next, ret=ret, gamma_n=gamma_n, done=done,
                                           grad_pi=self.dpi_logits, loss_pi=self.loss_pi, pi_logits=self.pi_logits,
                                           q=self.q, isv=isv),
@@ -377,14 +381,14 @@ class Learner:
 
     def __init__(self, rt, isv, batch: int, seq_len: int, n_features: int, hidden: int = HIDDEN_DIM,
                  precision: str = "f32", inputs: dict | None = None, rl_hidden: int = RL_HIDDEN,
-                 fused_encoder: bool | None = None, td_error=None):
+                 fused_encoder: bool | None = None, td_error=None, orders: str = "market"):
         if precision not in matmul.PRECISIONS:  # before anything is allocated
             raise ValueError(f"precision must be one of {', '.join(matmul.PRECISIONS)}, got {precision!r}")
         given = dict(inputs or {})
         self._known_inputs(given)
         B, K = batch, seq_len
         self.rt, self.batch, self.seq_len = rt, B, K
-        self.params = Parameters(rt, n_features, hidden, rl_hidden)
+        self.params = Parameters(rt, n_features, hidden, rl_hidden, orders)
         S = self.params.state_dim
 
         def arr(shape, name, dt=np.float32):
@@ -457,7 +461,7 @@ class Learner:
             "mask": (rng.random((B, N_PERCEPTION)) < 0.9).astype(f32),
             "h_t": states(),
             "h_tp1": states(),
-            "action": rng.integers(0, N_ACTIONS, B).astype(np.int32),
+            "action": rng.integers(0, self.params.n_actions, B).astype(np.int32),
             "ret": rng.standard_normal(B).astype(f32),
             "gamma_n": np.full(B, 0.99 ** 3, f32),
             "done": (rng.random(B) < 0.05).astype(f32),

@@ -7,7 +7,7 @@ import numpy as np
 from ..data.features import HORIZONS, LABEL_PLANES
 from ..agent.kernels import agent_reward, trade_drawdown
 from ..driver import KernelSpec, f32, ptr, reference
-from ..lobsim.kernels import LOBSIM_STEP, lobsim_step
+from ..lobsim.kernels import LOBSIM_STEP, LOBSIM_STEP_PASSIVE, lobsim_step, lobsim_step_passive
 from ..lobsim.layout import POSITION_DTYPE, TRADE_DTYPE
 
 PERCEPTION_LOGITS = 3 * HORIZONS
@@ -19,6 +19,10 @@ BACKTEST_STEP = KernelSpec("backtest_step", "trainer/bridge", (
     ptr("labels_out"), ptr("labels"), ptr("mask")),
     doc="lobsim_step's parts, then closed trades and drawdown, the reward and the perception targets, for each "
         "backtest (one thread each; lobsim_step's arguments first)")
+TRAINER_PARAMS = BACKTEST_STEP.params[len(LOBSIM_STEP.params):]
+BACKTEST_STEP_PASSIVE = KernelSpec("backtest_step_passive", "trainer/bridge_passive",
+                                   (*LOBSIM_STEP_PASSIVE.params, *TRAINER_PARAMS),
+                                   doc="backtest_step with lobsim_step_passive's parts (--orders passive)")
 
 
 def closed_trades(pos, trade_log, prev_trades, closed, closed_pnl, drawdown, money_scale, trade_cap, B):
@@ -52,18 +56,27 @@ def perception_targets(labels_out, labels, mask, B):
     msk[:, 2] = planes[6]
 
 
-@reference(BACKTEST_STEP)
-def _backtest_step(launch, snaps, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, book_idx, mid_x2,
-                   atr_ema, skip_range, skip_crossed, actions, stop_loss, fee_per_lot, pos, trade_log, rewards, dones,
-                   min_px, max_px, atr_alpha, reward_scale, trade_cap, lots_per_entry, n,
-                   prev_trades, closed, closed_pnl, drawdown, money_scale, isv, reward_raw, reward_scaled, clipped,
-                   labels_out, labels, mask):
-    lobsim_step(launch, snaps, cursor, episode_end, bid_px, ask_px, bid_sz, ask_sz, book_ts, book_idx, mid_x2,
-                atr_ema, skip_range, skip_crossed, actions, stop_loss, fee_per_lot, pos, trade_log, rewards, dones,
-                min_px, max_px, atr_alpha, reward_scale, trade_cap, lots_per_entry, n)
+def after_step(pos, trade_log, rewards, trade_cap, n, prev_trades, closed, closed_pnl, drawdown, money_scale, isv,
+               reward_raw, reward_scaled, clipped, labels_out, labels, mask):
+    """What backtest_step and backtest_step_passive do after the simulator's step, in the kernels' order."""
     closed_trades(pos, trade_log, prev_trades, closed, closed_pnl, drawdown, money_scale, trade_cap, n)
     B = int(n)
     out = agent_reward(rewards.f32(B), drawdown.f32(B), isv.f32())
     for mem, values in zip((reward_raw.f32(B), reward_scaled.f32(B), clipped.u32(B)), out):
         mem[:] = values
     perception_targets(labels_out, labels, mask, B)
+
+
+@reference(BACKTEST_STEP)
+def _backtest_step(launch, *args):
+    sim = dict(zip((p.name for p in LOBSIM_STEP.params), args))
+    lobsim_step(launch, *args[:len(LOBSIM_STEP.params)])
+    after_step(sim["pos"], sim["trade_log"], sim["rewards"], sim["trade_cap"], sim["n"], *args[len(LOBSIM_STEP.params):])
+
+
+@reference(BACKTEST_STEP_PASSIVE)
+def _backtest_step_passive(launch, *args):
+    k = len(LOBSIM_STEP_PASSIVE.params)
+    sim = dict(zip((p.name for p in LOBSIM_STEP_PASSIVE.params), args))
+    lobsim_step_passive(launch, *args[:k])
+    after_step(sim["pos"], sim["trade_log"], sim["rewards"], sim["trade_cap"], sim["n"], *args[k:])

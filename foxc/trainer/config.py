@@ -18,6 +18,7 @@ from ..data.markets import MARKETS
 from ..data.select import HELP as INSTRUMENT_HELP, instrument_arg
 from ..errors import UserError
 from ..isv.registry import SLOTS, did_you_mean, isv_setting, setting_problem
+from ..lobsim.passive import PassiveConfig
 from ..lobsim.sim import MAX_LOTS_PER_ENTRY
 from ..numbers import whole
 from ..paths import PathArg, empty_path
@@ -35,6 +36,7 @@ DEFAULTS = {
 DATA_BUDGET_FRACTION = 0.5  # of the device's free memory, the default --device-data-gb
 INT64_MAX = 2**63 - 1  # the largest integer setting: checkpoints' meta and kernel parameters are int64
 MAX_DATA_GB = 1_000_000  # a petabyte, more than any device holds: --device-data-gb inf has no size in bytes
+QUEUE_CHOICES = ("risk_averse", "power2", "power3", "power4")  # --queue-model: PassiveConfig's queue and power
 MAX_FEE = 10_000_000.0  # price units: the simulator's largest price (LobSimConfig.max_price); x1e9 an int64
 # settings that switch an ISV slot: setting -> (the slot, the setting's choices for the slot's values 0 and 1)
 SWITCHES = {"gate": ("gate_enabled", ("off", "on")), "loss_clamp": ("reward_clamp_mode", ("symmetric", "seed"))}
@@ -229,6 +231,18 @@ TABLE = (  # TrainConfig's fields, in this order (config.json's and the checkpoi
     S("rotate_every", "--rotate-every", INT, 1000, between(1),
       "when the data does not fit --device-data-gb: steps between refills of one resident slot with the next "
       "segment"),
+    S("orders", "--orders", TEXT, "market", None, "the agent's orders: market orders only, or also resting quotes at "
+      "the touch (four more actions: quote the bid, the ask, both, none; the state sees the orders' queue)",
+      ("market", "passive")),
+    S("queue_model", "--queue-model", TEXT, "risk_averse", None, "with --orders passive: how a resting order's place "
+      "in the queue advances: only by trades at its price (risk_averse), or also by cancellations, split by the "
+      "power n of the sizes behind and in front (power2, power3, power4)", QUEUE_CHOICES),
+    S("maker_fee", "--maker-fee", FLOAT, 0.0, between(-MAX_FEE, MAX_FEE, f"±{MAX_FEE:,.0f}"),
+      "with --orders passive: fee per lot of a resting order's fill, in price units; negative: a rebate"),
+    S("entry_latency_ns", "--entry-latency-ns", INT, 0, between(0, 10**12, "0 to 10^12"),
+      "with --orders passive: ns from a quote's decision to its arrival at the exchange"),
+    S("cancel_latency_ns", "--cancel-latency-ns", INT, 0, between(0, 10**12, "0 to 10^12"),
+      "with --orders passive: ns from a cancel's decision to its effect at the exchange"),
 )
 SETTINGS = {s.name: s for s in TABLE}
 
@@ -288,6 +302,10 @@ class _Config:
             return self.fee_per_lot
         return MARKETS[self.synthetic].fee_per_lot if self.data is None else 0.0
 
+    def passive(self, tick: int):
+        """The simulator's resting-order settings (None with --orders market); `tick`: price × 1e9 of one tick."""
+        return PassiveConfig.of_settings(self.as_dict(), tick)
+
     def isv_overrides(self) -> tuple[tuple[str, float], ...]:
         """The ISV slots set at the start of a run: the switches' slots, then every --set."""
         switches = ((name, float(choices.index(getattr(self, s)))) for s, (name, choices) in SWITCHES.items())
@@ -300,7 +318,7 @@ class _Config:
     # sha256, which mixes in the instrument_id it kept, however spelled)
     SHAPE_KEYS = ("n_backtests", "seq_len", "per_capacity", "n_step", "precision", "horizons", "lots_per_entry",
                   "fee_per_lot", "episode_steps", "data", "tick", "synthetic", "synthetic_rows", "seed", "actor",
-                  "val_frac")
+                  "val_frac", "orders", "queue_model", "maker_fee", "entry_latency_ns", "cancel_latency_ns")
 
 
 TrainConfig = make_dataclass(

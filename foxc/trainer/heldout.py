@@ -93,7 +93,8 @@ class HeldOutEvaluation:
         self.rows, self.eval_rows = len(records), cfg.eval_rows
         with self.room():
             self.evaluator = Evaluator(records, EvalConfig(n_backtests=chunks, fee_per_lot=fee,
-                                                           lots_per_entry=cfg.lots_per_entry, seed=cfg.seed),
+                                                           lots_per_entry=cfg.lots_per_entry, seed=cfg.seed,
+                                                           passive=cfg.passive(held.tick)),
                                        tick=held.tick, rt=rt)
         self.policy = AgentPolicy(rt, ts.learner.params, ts.isv, cfg.seq_len, cfg.actor, cfg.precision)
         self.optimum = optimum

@@ -118,7 +118,8 @@ def run_data(cfg, log=lambda msg: None) -> RunData:
         named = MARKETS[cfg.synthetic]
         n = min(cfg.synthetic_rows, named.window_rows or cfg.synthetic_rows)  # a market's window is its own
         market = synthetic_rows(n, "--synthetic-rows", seed=cfg.seed, params=named.params)
-        optimum = market_optimum(named, fee_per_lot=cfg.fee)  # at the run's fee
+        optimum = market_optimum(named, fee_per_lot=cfg.fee, orders=cfg.orders,  # at the run's fees and orders
+                                 maker_fee_per_lot=cfg.maker_fee)
         source = {"source": "synthetic", "market": cfg.synthetic, "rows": n, "seed": cfg.seed,
                   "optimum_ticks_per_snapshot": optimum,
                   "sha256": hashlib.sha256(market.records.view(np.uint8)).hexdigest()}

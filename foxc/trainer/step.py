@@ -55,7 +55,8 @@ from ..evaluate.selection import Kept
 from ..isv import IsvBus
 from ..lobsim.sim import BLOCK as SIM_BLOCK, LobSim, LobSimConfig
 from ..nn.layout import N_PERCEPTION
-from ..nn.model import STATE_DIM, Learner
+from ..nn.layout import n_state_features
+from ..nn.model import HIDDEN_DIM, Learner
 from ..component import Persistent
 from ..replay import ReplayBuffer
 from ..rng import generator
@@ -94,8 +95,9 @@ class TrainStep:
         fee = int(round(cfg.fee / MONEY_SCALE))
         # rewards in price units per lot: a scale that holds still across instruments and training
         self.sim = LobSim(rt, LobSimConfig(n_backtests=B, lots_per_entry=cfg.lots_per_entry, fee_per_lot=fee,
-                                           reward_scale=1.0 / unit), self.data.records,
-                          self.cursors.cursor, self.cursors.episode_end)
+                                           reward_scale=1.0 / unit, passive=cfg.passive(market.tick)),
+                          self.data.records, self.cursors.cursor, self.cursors.episode_end)
+        quoting = self.sim.passive is not None  # the agent's actions (0..8) are its own; the simulator gets its split
 
         # per-backtest arrays of the step
         self.labels, self.mask = dev((B, N_PERCEPTION), np.float32, "labels"), dev((B, N_PERCEPTION), np.float32, "mask")
@@ -111,23 +113,26 @@ class TrainStep:
         # replay: the previous step's entries are the simulator's and the agent's arrays as they stand
         # when replay_push runs (before this step's state, act and simulate overwrite them); the flush
         # after `state` reads this step's state as the newest transitions' next state
-        state, log_prob = dev((B, STATE_DIM), np.float32, "agent_state"), dev(B, np.float32, "log_prob")
-        self.replay = ReplayBuffer(rt, self.isv, capacity=cfg.per_capacity, n_backtests=B, batch=B, width=STATE_DIM,
+        width = HIDDEN_DIM + n_state_features(cfg.orders)
+        state, log_prob = dev((B, width), np.float32, "agent_state"), dev(B, np.float32, "log_prob")
+        # the agent's actions, which the next step's replay_push reads: kept with the rest of the state
+        agent_actions = keep("agent_actions", dev(B, np.int32, "agent_actions")) if quoting else self.sim.actions
+        self.replay = ReplayBuffer(rt, self.isv, capacity=cfg.per_capacity, n_backtests=B, batch=B, width=width,
                                    n_max=cfg.n_step, seed=cfg.seed, inputs={
-                                       "h_t": state, "action": self.sim.actions, "reward": self.reward_scaled,
+                                       "h_t": state, "action": agent_actions, "reward": self.reward_scaled,
                                        "reward_raw": self.reward_raw, "done": self.sim.dones, "log_pi": log_prob,
                                        "h_tp1": state, "td": self.td})
         s = self.replay.sampled
         self.learner = Learner(rt, self.isv, B, K, FEATURES, precision=cfg.precision, inputs={
             "features": self.data.features, "labels": self.labels, "mask": self.mask, "h_t": s["h_t"],
             "h_tp1": s["h_tp1"], "action": s["action"], "ret": s["return"], "gamma_n": s["gamma_n"],
-            "done": s["done"], "weight": s["weight"]}, td_error=self.td)  # |TD| where the replay reads it
+            "done": s["done"], "weight": s["weight"]}, td_error=self.td, orders=cfg.orders)  # |TD| where the replay reads it
         enc = self.learner.encoder
         self.losses = self.learner.losses  # l_q, l_pi, l_v, l_bce: mapped, written in `learn`
         self.actor = act = Actor(rt, self.learner.params, self.isv, h=enc.h, pos=self.sim.pos,
                                  features=self.data.features, batch=B, seq_len=K, tick=unit, actor=cfg.actor,
-                                 state=state, log_prob=log_prob, actions=self.sim.actions,
-                                 stop_loss=self.sim.stop_loss, precision=cfg.precision)
+                                 state=state, log_prob=log_prob, actions=agent_actions,
+                                 stop_loss=self.sim.stop_loss, precision=cfg.precision, sim=self.sim)
         self.diagnostics = DiagnosticsRing(rt, ring_len=ring_len)
         self.kept = Kept(rt, self.learner.params, self.isv)  # the weights the validation keeps (run.py)
 
@@ -140,8 +145,9 @@ class TrainStep:
                    main=[("gather", [self.data.gather_plan]), ("encode", enc.forward)]),
             ("state", act.state_plans),
             Beside(side=[("act", act.act_plans),
-                         ("simulate", [rt.plan(bridge.BACKTEST_STEP, self.sim.grid, SIM_BLOCK, dict(
-                             **self.sim.step_args, prev_trades=self.prev_trades, closed=self.closed,
+                         ("simulate", [rt.plan(bridge.BACKTEST_STEP_PASSIVE if quoting else bridge.BACKTEST_STEP,
+                                               self.sim.grid, SIM_BLOCK, dict(
+                             **self.sim.all_step_args, prev_trades=self.prev_trades, closed=self.closed,
                              closed_pnl=self.closed_pnl, drawdown=act.drawdown, money_scale=MONEY_SCALE, isv=self.isv,
                              reward_raw=self.reward_raw, reward_scaled=self.reward_scaled, clipped=self.clipped,
                              labels_out=self.data.labels_out, labels=self.labels, mask=self.mask))]),
@@ -155,8 +161,8 @@ class TrainStep:
             ("gradients", [learner.partials]),
             ("update", learner.update),
             ("control", [
-                rt.plan(agent.AGENT_STEP_END, 1, agent.STATS_BLOCK, dict(
-                    probs=act.probs, actions=self.sim.actions, flags=act.flags, reward_raw=self.reward_raw,
+                rt.plan(agent.STEP_END_KERNELS[self.learner.params.n_actions], 1, agent.STATS_BLOCK, dict(
+                    probs=act.probs, actions=agent_actions, flags=act.flags, reward_raw=self.reward_raw,
                     reward_scaled=self.reward_scaled, clipped=self.clipped, closed=self.closed,
                     closed_pnl=self.closed_pnl, lots=act.lots, B=B, losses=self.losses, stats=self.stats,
                     isv=self.isv, isv_host=self.isv.array, **self.diagnostics.frame_args))]),

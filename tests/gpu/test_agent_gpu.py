@@ -2,10 +2,11 @@
 import numpy as np
 import pytest
 
-from agent_cases import STEP_END_OUT, StepEnd, act_inputs, isv_values, step_end_args
+from agent_cases import STEP_END_OUT, StepEnd, act_inputs, isv_values, quote_state_inputs, step_end_args
 from foxc.agent import kernels as K
 from foxc.agent.layout import (ACTOR_POLICY, ACTOR_Q, FRAME_INDEX, FRAME_ISV, LOSS_NAMES, N_ACTIONS, N_FRAME_EXTRAS,
-                               N_POSITION_FEATURES, STAT_FIELDS, STATE_BLOCK, STATS_BLOCK)
+                               N_PASSIVE_ACTIONS, N_POSITION_FEATURES, N_QUOTE_FEATURES, STAT_FIELDS, STATE_BLOCK,
+                               STATS_BLOCK)
 from foxc.isv.registry import slot_index
 from kernel_check import assert_close, poisoned, run_kernel
 from test_agent_reference import state_inputs
@@ -16,13 +17,16 @@ def both(cuda_rt, ref_rt, spec, grid, block, args):
     return run_kernel(cuda_rt, spec, grid, block, copy()), run_kernel(ref_rt, spec, grid, block, copy())
 
 
+@pytest.mark.parametrize("A", [N_ACTIONS, N_PASSIVE_ACTIONS], ids=["market", "passive"])
 @pytest.mark.parametrize("actor,greedy", [(ACTOR_Q, 0), (ACTOR_Q, 1), (ACTOR_POLICY, 0)])
 @pytest.mark.parametrize("B", [1, 1000, 65536])
-def test_act_matches_reference(cuda_rt, ref_rt, rng, B, actor, greedy):
-    q, logits, state, explore, lots, drawdown, isv = act_inputs(rng, B)
+def test_act_matches_reference(cuda_rt, ref_rt, rng, B, actor, greedy, A):
+    q, logits, state, explore, lots, drawdown, isv = act_inputs(rng, B, A)
     args = [q, logits, state, explore, lots, drawdown, isv, poisoned(B, np.int32), poisoned(B),
-            poisoned((B, N_ACTIONS)), poisoned(B, np.uint32), poisoned(B, np.uint32), actor, greedy, B]
-    got, want = both(cuda_rt, ref_rt, K.AGENT_ACT, K.per_backtest_grid(B), K.BLOCK, args)
+            poisoned((B, A)), poisoned(B, np.uint32), poisoned(B, np.uint32), actor, greedy, B]
+    if A > N_ACTIONS:  # the simulator's inputs too: market actions and both sides' quote codes
+        args += [poisoned(B, np.int32), poisoned((2, B), np.int32)]
+    got, want = both(cuda_rt, ref_rt, K.ACT_KERNELS[A], K.per_backtest_grid(B), K.BLOCK, args)
     assert np.array_equal(got[2], want[2]), "rng states differ"
     assert_close(got[9], want[9], 1e-6, "probs")
     # the policy actor's softmax (expf on the device, exp in numpy) may move a CDF boundary by an ulp
@@ -34,6 +38,9 @@ def test_act_matches_reference(cuda_rt, ref_rt, rng, B, actor, greedy):
     assert np.array_equal(got[10][same], want[10][same])
     assert np.array_equal(got[11][same], want[11][same])
     assert_close(got[8][same], want[8][same], 1e-6, "log_prob")
+    if A > N_ACTIONS:
+        assert np.array_equal(got[12][same], want[12][same]) and np.array_equal(got[13][:, same], want[13][:, same])
+        assert (want[7] >= N_ACTIONS).any() and (want[13] != 0).any(), "the case quotes"
 
 
 def test_state_matches_reference(cuda_rt, ref_rt, rng):
@@ -49,6 +56,23 @@ def test_state_matches_reference(cuda_rt, ref_rt, rng):
     assert_close(got[7], want[7], 1e-6, "drawdown")
 
 
+def test_state_quotes_matches_reference(cuda_rt, ref_rt, rng):
+    """agent_state_quotes: h and the position's features as agent_state's, the quotes' (tanhf; the queue's double
+    division rounded to float) within 1e-6, the age counters exact."""
+    B, D, W, tick = 65536, 128, 32, 250_000_000
+    h, pos, features, steps, prev = state_inputs(rng, B, D, W)
+    quotes = quote_state_inputs(rng, B, tick)
+    width = D + N_POSITION_FEATURES + N_QUOTE_FEATURES
+    args = [h, pos.view(np.uint8), features, steps, prev, poisoned((B, width)), poisoned(B, np.int32), poisoned(B),
+            tick, 1e-9, D, W, B, quotes[0].view(np.uint8), *quotes[1:]]
+    got, want = both(cuda_rt, ref_rt, K.AGENT_STATE_QUOTES, B, STATE_BLOCK, args)
+    for i in (3, 4, 6, 14, 15):
+        assert np.array_equal(got[i], want[i]), f"agent_state_quotes output {i}"
+    assert np.array_equal(got[5][:, :D], want[5][:, :D]), "h copied exactly"
+    assert_close(got[5][:, D:], want[5][:, D:], 1e-6, "position and quote features")
+    assert (want[5][:, D + N_POSITION_FEATURES:] != 0).mean() > 0.5, "the case has orders"
+
+
 def frame_parts(frame):
     """A diagnostics frame's fields by kind: exact ones (step, seq, losses, extras), the statistics, the ISV."""
     exact = ["seq", "step", *LOSS_NAMES] + [f"extra{i}" for i in range(N_FRAME_EXTRAS)]
@@ -56,9 +80,10 @@ def frame_parts(frame):
     return pick(exact), pick([n for n, _ in STAT_FIELDS]), pick(FRAME_ISV)
 
 
+@pytest.mark.parametrize("A", [N_ACTIONS, N_PASSIVE_ACTIONS], ids=["market", "passive"])
 @pytest.mark.parametrize("B", [1, 300, 65536])
 @pytest.mark.parametrize("seed_modes", [False, True])
-def test_step_end_matches_reference_and_repeats_bitwise(cuda_rt, ref_rt, rng, B, seed_modes):
+def test_step_end_matches_reference_and_repeats_bitwise(cuda_rt, ref_rt, rng, B, seed_modes, A):
     """agent_step_end on poisoned outputs: the statistics (logf against numpy's log in the entropy) and the
     controllers' ISV (float32 with FMA contraction against numpy's rounding of each operation) within 1e-6
     of the reference, the frame of this step only, the counter exact, the host's ISV copy equal to the
@@ -68,8 +93,8 @@ def test_step_end_matches_reference_and_repeats_bitwise(cuda_rt, ref_rt, rng, B,
         isv = isv_values(step_lo=5000, gate_enabled=1, gate_threshold=0.3, hold_frac_ema=0.6, reward_clamp_mode=1,
                          reward_pos_ema=0.4, reward_neg_ema=0.7, popart_rate=0.01)
     ring_len, row = 8, 5000 % 8
-    args = step_end_args(rng, B, isv, np.array([1.0, 2.0, np.nan, 0.5], np.float32), ring_len)
-    got, want = both(cuda_rt, ref_rt, K.AGENT_STEP_END, 1, STATS_BLOCK, args)
+    args = step_end_args(rng, B, isv, np.array([1.0, 2.0, np.nan, 0.5], np.float32), ring_len, A)
+    got, want = both(cuda_rt, ref_rt, K.STEP_END_KERNELS[A], 1, STATS_BLOCK, args)
     o = STEP_END_OUT
     assert_close(got[o["stats"]], want[o["stats"]], 1e-6, "stats")
     assert_close(got[o["isv"]], want[o["isv"]], 1e-6, "isv")
@@ -82,7 +107,7 @@ def test_step_end_matches_reference_and_repeats_bitwise(cuda_rt, ref_rt, rng, B,
     assert_close(g_stats, w_stats, 1e-6, "frame stats")
     assert_close(g_isv, w_isv, 1e-6, "frame isv")
     assert ring[row][FRAME_INDEX["t_ns"]] > 0  # the device's global timer
-    again = run_kernel(cuda_rt, K.AGENT_STEP_END, 1, STATS_BLOCK, [a.copy() if isinstance(a, np.ndarray) else a
+    again = run_kernel(cuda_rt, K.STEP_END_KERNELS[A], 1, STATS_BLOCK, [a.copy() if isinstance(a, np.ndarray) else a
                                                                    for a in args])
     ring[row][FRAME_INDEX["t_ns"]] = again[o["ring"]][row][FRAME_INDEX["t_ns"]]
     for name, i in o.items():

@@ -305,28 +305,31 @@ def test_reduce_grad_splits_bitwise(cuda_rt, ref_rt, rng):
         assert_close(np.concatenate([g_w, g_b]), p.astype(np.float64).sum(axis=0), 1e-6)
 
 
-def test_heads(cuda_rt, ref_rt, rng):
+@pytest.mark.parametrize("A", [5, 9], ids=["market", "passive"])
+def test_heads(cuda_rt, ref_rt, rng, A):
     """c51_distribution with one head (grid.y = 1: the second set stays poisoned) and two (the learner's):
-    each head's outputs have the bits of a launch of its own, on any grid."""
+    each head's outputs have the bits of a launch of its own, on any grid. A = 9: c51_distribution_quotes."""
     isv = isv_values(c51_v_min=-7.0, c51_v_max=9.0)
-    stride = model.STATE_DIM
+    stride = model.STATE_DIM + (8 if A == 9 else 0)
+    spec = heads.C51_DISTRIBUTIONS[A]
     logits, states = [], []
     for _ in range(2):
-        logits.append((rng.standard_normal((B, heads.Q_OUTPUTS)) * 3).astype(np.float32))
+        logits.append((rng.standard_normal((B, A * 51)) * 3).astype(np.float32))
         states.append(rng.standard_normal((B, stride)).astype(np.float32))
         states[-1][:, model.SIDE_COLUMN] = rng.integers(-1, 2, B)
     sides = [s.ravel()[model.SIDE_COLUMN:].copy() for s in states]
 
     def launch(grid, first, second):  # (logits, side) of head 0 and head 1
-        return compare(cuda_rt, ref_rt, heads.C51_DISTRIBUTION, grid, 256, [
-            poisoned((B, 5, 51)), poisoned((B, 5)), *first, poisoned((B, 5, 51)), poisoned((B, 5)), *second,
+        return compare(cuda_rt, ref_rt, spec, grid, 256, [
+            poisoned((B, A, 51)), poisoned((B, A)), *first, poisoned((B, A, 51)), poisoned((B, A)), *second,
             isv, stride, B], 1e-5)[0]
-    alone = [launch(heads.c51_distribution_grid(B), (logits[h], sides[h]), (logits[h], sides[h])) for h in range(2)]
+    alone = [launch(heads.c51_distribution_grid(B, 1, A), (logits[h], sides[h]), (logits[h], sides[h]))
+             for h in range(2)]
     for h in range(2):
-        assert np.array_equal(alone[h][1] == Q_INVALID, ~valid_actions(states[h][:, model.SIDE_COLUMN]))
+        assert np.array_equal(alone[h][1] == Q_INVALID, ~valid_actions(states[h][:, model.SIDE_COLUMN], A))
         assert np.isnan(alone[h][4]).all() and np.isnan(alone[h][5]).all(), "grid.y = 1 writes only head 0"
     # the plan's warp per row for two heads; a small grid striding, with one head and two
-    for grid in (heads.c51_distribution_grid(B, 2), (7, 1), (7, 2)):
+    for grid in (heads.c51_distribution_grid(B, 2, A), (7, 1), (7, 2)):
         got = launch(grid, (logits[0], sides[0]), (logits[1], sides[1]))
         for h in range(2):
             if h < grid[1]:
@@ -336,11 +339,14 @@ def test_heads(cuda_rt, ref_rt, rng):
                 assert np.isnan(got[4 * h]).all() and np.isnan(got[4 * h + 1]).all()
 
 
-def test_losses(cuda_rt, ref_rt, rng):
-    logits = rng.standard_normal((B, heads.Q_OUTPUTS)).astype(np.float32)
-    next_probs = rng.dirichlet(np.ones(51), (B, 5)).astype(np.float32)
-    next_q = rng.standard_normal((B, 5)).astype(np.float32)
-    action = rng.integers(0, 5, B).astype(np.int32)
+@pytest.mark.parametrize("A", [5, 9], ids=["market", "passive"])
+def test_losses(cuda_rt, ref_rt, rng, A):
+    """c51_loss and value_policy_loss (A = 9: their _quotes kernels), bce_masked."""
+    c51, vpl = losses.C51_LOSSES[A], losses.VALUE_POLICY_LOSSES[A]
+    logits = rng.standard_normal((B, A * 51)).astype(np.float32)
+    next_probs = rng.dirichlet(np.ones(51), (B, A)).astype(np.float32)
+    next_q = rng.standard_normal((B, A)).astype(np.float32)
+    action = rng.integers(0, A, B).astype(np.int32)
     ret = (rng.standard_normal(B) * 4).astype(np.float32)
     gamma_n = rng.uniform(0.9, 1.0, B).astype(np.float32)
     done = (rng.random(B) < 0.2).astype(np.float32)
@@ -350,23 +356,23 @@ def test_losses(cuda_rt, ref_rt, rng):
     ret[:8] = np.float32(isv[slot_index("c51_v_min")])
     ret[8:16] = np.float32(isv[slot_index("c51_v_max")]) + 1.0
     for grid, block in ((losses.c51_loss_grid(B), losses.C51_BLOCK), (3, 256)):  # warp per sample; striding
-        got, _ = compare(cuda_rt, ref_rt, losses.C51_LOSS, grid, block, [
-            poisoned((B, heads.Q_OUTPUTS)), poisoned(B), poisoned(B), logits, next_probs, next_q, action, ret,
+        got, _ = compare(cuda_rt, ref_rt, c51, grid, block, [
+            poisoned((B, A * 51)), poisoned(B), poisoned(B), logits, next_probs, next_q, action, ret,
             gamma_n, done, weight, isv, B], 1e-4)
-        again = run_kernel(cuda_rt, losses.C51_LOSS, grid, block, [
-            poisoned((B, heads.Q_OUTPUTS)), poisoned(B), poisoned(B), logits, next_probs, next_q, action, ret,
+        again = run_kernel(cuda_rt, c51, grid, block, [
+            poisoned((B, A * 51)), poisoned(B), poisoned(B), logits, next_probs, next_q, action, ret,
             gamma_n, done, weight, isv, B])
         for a, b in zip(got[:3], again[:3]):
             assert np.array_equal(a, b)
     v, v_next = rng.standard_normal(B).astype(np.float32), rng.standard_normal(B).astype(np.float32)
-    pl = rng.standard_normal((B, 5)).astype(np.float32)
+    pl = rng.standard_normal((B, A)).astype(np.float32)
     side = rng.integers(-1, 2, B)
-    q = np.where(valid_actions(side), rng.standard_normal((B, 5)) * 2, Q_INVALID).astype(np.float32)
-    vp_args = [poisoned(B), poisoned(B), poisoned(B), v, v_next, ret, gamma_n, done, poisoned((B, 5)), poisoned(B),
+    q = np.where(valid_actions(side, A), rng.standard_normal((B, A)) * 2, Q_INVALID).astype(np.float32)
+    vp_args = [poisoned(B), poisoned(B), poisoned(B), v, v_next, ret, gamma_n, done, poisoned((B, A)), poisoned(B),
                pl, q, isv, B]
-    got = run_kernel(cuda_rt, losses.VALUE_POLICY_LOSS, losses.grid_for(B), 256, [
+    got = run_kernel(cuda_rt, vpl, losses.grid_for(B), 256, [
         a.copy() if isinstance(a, np.ndarray) else a for a in vp_args])
-    want = run_kernel(ref_rt, losses.VALUE_POLICY_LOSS, losses.grid_for(B), 256, [
+    want = run_kernel(ref_rt, vpl, losses.grid_for(B), 256, [
         a.copy() if isinstance(a, np.ndarray) else a for a in vp_args])
     # the value's (the kernel's contracted fma: a tolerance) and the policy's outputs (expf, logf)
     for i, what, rtol in ((0, "grad_v", 1e-5), (1, "loss_v", 1e-5), (2, "advantage", 1e-5), (8, "grad_pi", 1e-4),
@@ -375,7 +381,7 @@ def test_losses(cuda_rt, ref_rt, rng):
         assert_close(got[i], want[i], rtol, f"value_policy_loss {what}")
     for i in (3, 4, 5, 6, 7, 10, 11):
         assert np.array_equal(got[i], vp_args[i]), f"value_policy_loss wrote input {i}"
-    assert np.all(got[8][~valid_actions(side)] == 0), "no gradient on an invalid action's logit"
+    assert np.all(got[8][~valid_actions(side, A)] == 0), "no gradient on an invalid action's logit"
     x = (rng.standard_normal((B, 9)) * 3).astype(np.float32)
     y = (rng.random((B, 9)) < 0.5).astype(np.float32)
     mask = (rng.random((B, 9)) < 0.8).astype(np.float32)

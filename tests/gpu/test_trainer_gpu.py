@@ -15,10 +15,11 @@ def gpu_config(**over):
     return config(**base)
 
 
-def test_graph_replay_equals_eager_on_device(cuda_rt):
-    eager = trainer(cuda_rt, gpu_config(graph="off"), DATA)
+@pytest.mark.parametrize("orders", ["market", "passive"])
+def test_graph_replay_equals_eager_on_device(cuda_rt, orders):
+    eager = trainer(cuda_rt, gpu_config(graph="off", orders=orders), DATA)
     eager.train(14)
-    graphed = trainer(cuda_rt, gpu_config(graph="on"), DATA)
+    graphed = trainer(cuda_rt, gpu_config(graph="on", orders=orders), DATA)
     graphed.train(14)
     assert graphed.graph is not None and graphed.graph_step == graphed.capture_after == 1024 // 256 + 3
     assert_same_state(state(eager), state(graphed))
@@ -26,8 +27,9 @@ def test_graph_replay_equals_eager_on_device(cuda_rt):
         t.close()
 
 
-def test_resume_matches_uninterrupted_run_on_device(cuda_rt, tmp_path):
-    cfg = gpu_config(graph="on")
+@pytest.mark.parametrize("orders", ["market", "passive"])
+def test_resume_matches_uninterrupted_run_on_device(cuda_rt, tmp_path, orders):
+    cfg = gpu_config(graph="on", orders=orders, queue_model="power3", entry_latency_ns=300_000)
     straight = trainer(cuda_rt, cfg, DATA)
     straight.train(16)
     first = trainer(cuda_rt, cfg, DATA, tmp_path)

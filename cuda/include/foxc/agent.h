@@ -38,6 +38,38 @@ __device__ __forceinline__ bool agent_action_valid(int a, int side)
         || (a == ACTION_FLAT_FROM_LONG && side > 0) || (a == ACTION_FLAT_FROM_SHORT && side < 0);
 }
 
+// With resting orders (--orders passive): four quote actions after the market ones, always valid.
+#define AGENT_N_PASSIVE_ACTIONS 9
+#define ACTION_QUOTE_BID 5
+#define ACTION_QUOTE_ASK 6
+#define ACTION_QUOTE_BOTH 7
+#define ACTION_QUOTE_NONE 8
+#define AGENT_EXPLORE_QUOTE 16  // explore[b] of a segment repeating quote action a: + a
+#define AGENT_N_QUOTE_FEATURES 8  // after the position's, per side (bid, ask):
+#define QPOS_PER_SIDE 4
+#define QPOS_LIVE 0  // 1 an order rests on the side, 0.5 it is sent and not yet at the exchange, 0 none
+#define QPOS_QUEUE 1  // the lots in front of it / the size displayed at its price, at most 1; 0 none
+#define QPOS_BEHIND 2  // ticks between its price and the side's touch, at most SPREAD_CAP_TICKS; 0 none
+#define QPOS_AGE 3  // tanh(steps since it was posted / TIME_SCALE_STEPS); 0 none
+
+// Whether action a of an agent of A actions changes anything for a position of sign `side`.
+template <int A> __device__ __forceinline__ bool agent_valid(int a, int side)
+{
+    return (A > AGENT_N_ACTIONS && a >= AGENT_N_ACTIONS) || agent_action_valid(a, side);
+}
+
+// The quote codes (FOXC_QUOTE_*) for the bid and the ask of agent action a (split_actions in
+// foxc/lobsim/layout.py): KEEP on both sides for a market action.
+__device__ __forceinline__ void agent_quote_codes(int a, int* bid, int* ask)
+{
+    *bid = 0;
+    *ask = 0;
+    if (a == ACTION_QUOTE_BID) { *bid = 2; *ask = 1; }
+    if (a == ACTION_QUOTE_ASK) { *bid = 1; *ask = 2; }
+    if (a == ACTION_QUOTE_BOTH) { *bid = 2; *ask = 2; }
+    if (a == ACTION_QUOTE_NONE) { *bid = 1; *ask = 1; }
+}
+
 #define AGENT_N_STATS 16
 #define STAT_N 0  // backtests reduced (B)
 #define STAT_ENTROPY_MEAN 1  // mean entropy of the sampling distribution, nats

@@ -4,6 +4,7 @@
 
 #define NN_SSM_PARTS             4           // input projection columns per channel: value, decay, input gate, output gate
 #define NN_N_ACTIONS             5           // HOLD, LONG, SHORT, FLAT_FROM_LONG, FLAT_FROM_SHORT
+#define NN_N_PASSIVE_ACTIONS     9           // and QUOTE_BID, QUOTE_ASK, QUOTE_BOTH, QUOTE_NONE
 #define NN_C51_ATOMS             51
 #define NN_N_PERCEPTION          9           // up/down, long wins, short wins at each label horizon
 #define NN_ACT_IDENTITY          0           // activation codes of linear_fwd_* and act_bwd

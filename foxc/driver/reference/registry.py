@@ -65,8 +65,10 @@ class RefMem:
 def reference(spec: KernelSpec):
     """Register the decorated function as the numpy implementation of `spec`."""
     def register(fn):
-        arity = len(inspect.signature(fn).parameters)
-        assert arity == len(spec.params) + 1, f"reference of {spec.name}: {arity} parameters, not launch + params"
+        params = inspect.signature(fn).parameters.values()
+        arity = len(params)  # (launch, *args) stands for a family's shared reference (agent_act and _quotes)
+        assert arity == len(spec.params) + 1 or [p.kind for p in params][-1:] == [inspect.Parameter.VAR_POSITIONAL], \
+            f"reference of {spec.name}: {arity} parameters, not launch + params"
         assert _REFERENCES.get(spec.name, (spec,))[0] == spec, f"{spec.name} registered twice, declared otherwise"
         _REFERENCES[spec.name] = (spec, fn)
         return fn
