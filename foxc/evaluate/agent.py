@@ -53,6 +53,7 @@ class FlatPolicy:
 class AgentPolicy:
     name = NAME
     is_baseline = False
+    run_settings: dict = {}  # the training settings of a checkpoint's agent (its --orders: how to evaluate it)
 
     def __init__(self, rt, params: Parameters, isv, seq_len: int, actor: str = "q", precision: str = "f32"):
         """`params`, `isv`: the agent's weights and ISV on this runtime (shared, read only)."""
@@ -80,6 +81,12 @@ class AgentPolicy:
         """The policy a checkpoint's run keeps: the weights its validation kept, FlatPolicy when it kept none, its
         final weights when it validated nothing (--val-frac 0)."""
         config = ckpt.config  # first: a file without foxc's meta (the seed's) is refused by name here
+        policy = cls._of_checkpoint(rt, ckpt, config)
+        policy.run_settings = dict(config)
+        return policy
+
+    @classmethod
+    def _of_checkpoint(cls, rt, ckpt, config: dict):
         record = kept_record(ckpt.sections.get(KEPT_RECORD))
         args = (config["seq_len"], config.get("actor", "q"), config.get("precision", "f32"))
         orders = config.get("orders", "market")  # a run from before --orders placed market orders

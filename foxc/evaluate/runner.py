@@ -55,6 +55,8 @@ def split_decision(out, n: int, n_actions: int = N_ACTIONS) -> tuple[np.ndarray,
         raise ValueError(f"a policy must return integer actions of shape ({n},), got {actions.dtype}{actions.shape}")
     if probs is not None:
         probs = np.asarray(probs, np.float64)
+        if probs.shape == (n, N_ACTIONS) and n_actions > N_ACTIONS:  # a market-order policy beside quoting ones
+            probs = np.pad(probs, ((0, 0), (0, n_actions - N_ACTIONS)))
         if probs.shape != (n, n_actions):
             raise ValueError(f"a policy's probs must have shape ({n}, {n_actions}), got {probs.shape}")
         ok = np.isfinite(probs).all(axis=1) & (probs >= 0).all(axis=1) & (np.abs(probs.sum(axis=1) - 1) <= 1e-3)

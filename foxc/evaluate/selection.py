@@ -80,7 +80,7 @@ class Kept(Component):
             return FlatPolicy()
         self.rt.stream.synchronize()
         return AgentPolicy.from_arrays(self.rt, self.theta.download(), self.isv.download(), seq_len, actor,
-                                       precision, name=f"{NAME}, kept at step {r['step']}")
+                                       precision, name=f"{NAME}, kept at step {r['step']}", orders=self._params.orders)
 
     def buffers(self) -> list:
         return [self.theta, self.isv, self.record]

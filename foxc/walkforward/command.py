@@ -18,14 +18,14 @@ from ..data.record import PRICE_SCALE
 from ..data.select import add_instrument_flag
 from ..data.validate import DataError
 from ..driver import BACKENDS
-from ..evaluate.optimum import optimal_pnl
+from ..evaluate.optimum import market_optimum, optimal_pnl
 from ..evaluate.runner import EvalConfig
 from ..lobsim.sim import MAX_LOTS_PER_ENTRY
 from ..plots import PlotsUnavailable
 from ..trainer.config import (INT64_MAX, MAX_FEE, TrainConfig, check_needs_data, check_synthetic_beside_data,
                               inline_config_file, parse_settings, setting_actions)
 from .folds import FoldSpec, describe_window, fold_days, ray_windows, resolve_trainer, run_fold_safely, windows_of
-from .report import RULES, Criteria, assemble, policy_of, walkforward_plots, write
+from .report import RULES, Criteria, assemble, compare_orders, policy_of, walkforward_plots, write
 from .windows import MIN_WINDOW_ROWS, SPLITS, CachedData, CutError, Segments, load_data, plan_folds
 
 # What a walk-forward runs when a setting is not given, per backend (a CPU finishes in minutes).
@@ -36,7 +36,9 @@ FOLD_SETTINGS = {"data": "--data", "instrument": "--instrument", "tick": "--tick
                  "synthetic_rows": "--synthetic-rows", "seed": "--seed", "fee_per_lot": "--fee",
                  "lots_per_entry": "--lots", "n_steps": "--steps-per-fold"}
 # what a walk-forward writes into its directory: --overwrite removes these (and nothing else) first
-OUTPUTS = ("fold-*", "report.json", "report.md", "equity.png", "net_pnl.png", "data.npy", "data_validation.json")
+OUTPUTS = ("fold-*", "report.json", "report.md", "equity.png", "net_pnl.png", "data.npy", "data_validation.json",
+           "market", "passive", "orders.json", "orders.md")
+ORDERS = ("market", "passive")  # --compare-orders: a walk-forward of each, in OUT/market and OUT/passive
 
 
 def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, steps: int, out: Path,
@@ -45,11 +47,12 @@ def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, ste
                  eval_config: EvalConfig = EvalConfig(), criteria: Criteria = Criteria(), parallel: str = "none",
                  workers: int | None = None, ray_address: str | None = None, gpus_per_fold: float = 1, seed: int = 0,
                  plots: bool = True, keep_data: bool = False, market: str | None = None,
-                 instrument: str | None = None, log=print) -> dict:
+                 instrument: str | None = None, orders: str = "market", log=print) -> dict:
     """Run every fold and write the report; returns it. `data`: the records, or a cache whose folds each read their
     own shards; the folds: `folds` (F+1 windows cut at `split`) or `train_days` and `eval_days` (plan_folds);
     `market`: the named synthetic market of the data (its exact optimum is the edge rule's yardstick), None for real
-    data; `instrument`: the --instrument the files were read with."""
+    data; `instrument`: the --instrument the files were read with; `orders`: the agent's (--orders in the training
+    flags), whose optimum the edge rule takes."""
     out = Path(out)
     named = resolve_trainer(trainer)  # fail before any work when the trainer does not resolve
     cached = isinstance(data, CachedData)
@@ -92,13 +95,15 @@ def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, ste
     optimum = None
     if market is not None:
         params = named_market(market).params
-        optimum = optimal_pnl(params, eval_config.fee_per_lot / PRICE_SCALE / params.tick).pnl_per_snapshot
+        optimum = (market_optimum(named_market(market), fee_per_lot=eval_config.fee_per_lot / PRICE_SCALE,
+                                  orders=orders) if orders == "passive" else
+                   optimal_pnl(params, eval_config.fee_per_lot / PRICE_SCALE / params.tick).pnl_per_snapshot)
     described = data.describe() if cached else {"source": data.source, "files": data.files,
                                                 "instrument": data.instrument, "rows": int(len(data.records)),
                                                 "tick": int(data.tick),
                                                 **({"instrument_selection": instrument} if instrument else {})}
     report = assemble(results, criteria, {
-        "trainer": named.name, "trainer_spec": trainer, "train_args": config["train_args"],
+        "trainer": named.name, "trainer_spec": trainer, "train_args": config["train_args"], "orders": orders,
         "data": {**described, "market": market}, "optimum": optimum, **cut, "steps_per_fold": steps,
         "parallel": parallel, "eval_config": asdict(eval_config), "seconds": time.perf_counter() - t0})
     if plots:
@@ -182,6 +187,10 @@ def build_parser() -> ArgumentParser:
         cr.add_argument(f"--{bar.name.replace('_', '-')}", type=finite_float, default=bar.default)
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--keep-data", action="store_true", help="local: keep OUT/data.npy the workers read")
+    ap.add_argument("--compare-orders", action="store_true",
+                    help="rl: walk the folds twice, the agent with market orders only (OUT/market) and with resting "
+                         "orders (--orders passive, OUT/passive), and write both side by side with flat and the "
+                         "yardstick (OUT/orders.md)")
     return ap
 
 
@@ -221,6 +230,8 @@ def check_args(args, train_args: list[str]) -> None:
     strays = list(itertools.takewhile(lambda a: not a.startswith("-"), train_args))  # no flag takes them
     if glob_hint(strays):
         raise UserError(f"{UNRECOGNIZED}{' '.join(strays)}{glob_hint(strays)}")
+    if args.compare_orders and args.trainer != "rl":
+        raise UserError(f"--compare-orders: compares the rl agent's orders, not --trainer {args.trainer}'s")
     if args.trainer == "baseline" and train_args:
         raise UserError(f"unrecognized arguments: {' '.join(train_args)} (--trainer {args.trainer} takes no "
                         "training flags)")
@@ -246,6 +257,8 @@ def _main(args, train_args: list[str]) -> int:
         for name in FOLD_SETTINGS.keys() & given.keys():  # the fold would set it over the flag without a word
             raise UserError(f"{setting_actions()[name].option_strings[0]}: set by the walk-forward for every fold "
                             f"(give {FOLD_SETTINGS[name]})")
+        if args.compare_orders and "orders" in given:
+            raise UserError(f"--orders {given['orders']}: --compare-orders runs both (give one of them)")
         TrainConfig.for_backend(backend, **{**given, "n_steps": args.steps_per_fold})
     try:
         data = load_data(args.data, args.synthetic_rows, args.seed, args.synthetic_segments, args.synthetic,
@@ -270,14 +283,24 @@ def _main(args, train_args: list[str]) -> int:
     out = open_run_dir(args.out or default_run_dir("walkforward"), args.overwrite, OUTPUTS)
     eval_config = EvalConfig(n_backtests=args.eval_backtests, fee_per_lot=int(round(fee * PRICE_SCALE)),
                              lots_per_entry=args.lots, greedy=not args.sampled, seed=args.seed, backend=args.backend)
-    report = walk_forward(data, folds=args.folds, steps=args.steps_per_fold, out=out, trainer=args.trainer,
-                          train_args=train_args, split=args.split, train_days=args.train_days,
-                          eval_days=args.eval_days, step_days=args.step_days, eval_config=eval_config,
-                          criteria=Criteria(**{f.name: getattr(args, f.name) for f in fields(Criteria)}),
-                          parallel=args.parallel, workers=args.workers, ray_address=args.ray_address,
-                          gpus_per_fold=args.gpus_per_fold, seed=args.seed, plots=not args.no_plots,
-                          keep_data=args.keep_data, market=args.synthetic if synthetic else None,
-                          instrument=args.instrument)
+    def walk(run_out: Path, run_args: list[str], orders: str) -> dict:
+        return walk_forward(data, folds=args.folds, steps=args.steps_per_fold, out=run_out, trainer=args.trainer,
+                            train_args=run_args, split=args.split, train_days=args.train_days,
+                            eval_days=args.eval_days, step_days=args.step_days, eval_config=eval_config,
+                            criteria=Criteria(**{f.name: getattr(args, f.name) for f in fields(Criteria)}),
+                            parallel=args.parallel, workers=args.workers, ray_address=args.ray_address,
+                            gpus_per_fold=args.gpus_per_fold, seed=args.seed, plots=not args.no_plots,
+                            keep_data=args.keep_data, market=args.synthetic if synthetic else None,
+                            instrument=args.instrument, orders=orders)
+    if args.compare_orders:
+        reports = {orders: walk(out / orders, [*train_args, "--orders", orders], orders) for orders in ORDERS}
+        comparison = compare_orders(reports, out)
+        print(f"orders compared: {comparison['verdict']}; wrote {out / 'orders.md'}")
+        report = {"folds": [f for r in reports.values() for f in r["folds"]]}
+    else:
+        orders = parse_settings(train_args, "training flags").get("orders", "market") if args.trainer == "rl" \
+            else "market"
+        report = walk(out, train_args, orders)
     refused = [f for f in report["folds"] if f.get("data_error")]
     if refused:  # the data, not the code: a user's error, as when the whole data is refused up front
         raise UserError(f"--data {args.data}: fold {refused[0]['fold']}: {refused[0]['data_error']} (the report of "

@@ -18,7 +18,7 @@ import socket
 import time
 import traceback
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -33,6 +33,7 @@ from ..driver import open_runtime
 from ..errors import UserError
 from ..evaluate.baseline import TRAINER as BASELINE, NotFitted, no_room_in_fold
 from ..evaluate.runner import EvalConfig, Evaluator
+from ..lobsim.passive import PassiveConfig
 from ..jobs import Job
 from ..jsonfile import JsonFileError, read_json
 from .report import FAILED_RECORD, RECORD
@@ -131,6 +132,8 @@ def run_fold(spec: FoldSpec, train_records: np.ndarray, eval_records: np.ndarray
     rt = open_runtime(ecfg.backend)
     with third_party_memory(spec, window, config, "loading the policy it trained"):
         policy = trainer.load_policy(checkpoint, config, rt)
+    # an agent trained with resting orders is evaluated with them, as it trained (its quotes' settings)
+    ecfg = replace(ecfg, passive=PassiveConfig.of_settings(getattr(policy, "run_settings", {}), spec.tick))
     try:
         with Evaluator(np.ascontiguousarray(eval_records), ecfg, tick=spec.tick, rt=rt) as evaluator:
             ev = evaluator.run(policy)
