@@ -126,6 +126,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seq-len", type=positive_int, default=None, help="window K (default 32)")
     ap.add_argument("--per-capacity", type=positive_int, default=None, help="replay capacity (default 65536)")
     ap.add_argument("--precision", choices=("f32", "tf32"), default="f32")
+    ap.add_argument("--orders", choices=("market", "passive"), default="market",
+                    help="the agent's orders: market only (default), or also resting quotes (the trainer's --orders)")
     ap.add_argument("--timeline", action="store_true",
                     help="--busy, and print each B's replay timeline: every kernel's median start and end in the step")
     ap.add_argument("--busy", action="store_true",
@@ -143,13 +145,15 @@ def _main(args, rt) -> int:
     # a bad size fails here, naming its flag, before any data is made
     configs = [TrainConfig(n_backtests=B, n_steps=0, seq_len=K, per_capacity=capacity,
                            synthetic_rows=20_000 if small else 1_000_000, precision=args.precision, graph="on",
+                           orders=args.orders,
                            log_every=10**9, checkpoint_every=0, eval_rows=1000 if small else 8_192) for B in sizes]
     data = run_data(configs[0])
     with tempfile.TemporaryDirectory() as tmp:  # the checkpoint of the B=1,024 run (or the first) is timed too
         timed_ckpt = 1024 if 1024 in sizes else sizes[0]
         rows = [bench_one(rt, cfg, data, steps, Path(tmp) / str(cfg.n_backtests)
                           if cfg.n_backtests == timed_ckpt else None, args.busy or args.timeline) for cfg in configs]
-    print(f"backend {rt.backend}: {rt.device_name}; K={K}, PER {capacity}, {args.precision}, {steps} timed steps")
+    print(f"backend {rt.backend}: {rt.device_name}; K={K}, PER {capacity}, {args.precision}, {args.orders} orders, "
+          f"{steps} timed steps")
     print(table(rows, ["B", "kernels", "eager_sps", "graph_sps", "speedup", "gpu_ms_per_step", "event_ms",
                        "gpu_busy", "kernel_ms", "host_us_per_step", "host_bound_share_eager", "env_steps_per_s"]))
     for r in rows:
@@ -177,7 +181,8 @@ def _main(args, rt) -> int:
     ck = next(r for r in rows if "ckpt_mb" in r)
     print(f"checkpoint at B={ck['B']}, PER {capacity}: {ck['ckpt_mb']} MB, save {ck['ckpt_save_ms']} ms "
           f"(device -> mapped-pinned -> file, atomic), load {ck['ckpt_load_ms']} ms (verify, upload)")
-    write_json(args.json, "train", rt, rows, {"K": K, "per_capacity": capacity, "precision": args.precision})
+    write_json(args.json, "train", rt, rows, {"K": K, "per_capacity": capacity, "precision": args.precision,
+                                              "orders": args.orders})
     best = max(rows, key=lambda r: r["graph_sps"])
     at = next((r for r in rows if r["B"] == 1024), rows[0])
     print(f"summary: {at['graph_sps']} steps/s at B={at['B']} as a graph ({at['speedup']}x eager, "
