@@ -143,3 +143,70 @@ def test_a_resume_with_other_orders_is_refused(ref_rt, tmp_path):
                                                           "horizons": (10, 50, 100), "isv": ()}), data, tmp_path / "b")
     with pytest.raises(ResumeError, match="orders: 'passive' in the checkpoint, 'market' now"):
         other.resume(path)
+
+
+def test_a_walk_forward_compares_market_and_resting_orders(tmp_path, capsys):
+    """--compare-orders: a walk-forward of each agent in OUT/market and OUT/passive, side by side in OUT/orders.md
+    with flat and the yardstick; the quoting agent's folds are evaluated with its resting orders (its untrained final
+    weights quote: --val-frac 0), the market agent's with market orders only."""
+    from foxc.walkforward import main
+    out = tmp_path / "wf"
+    code = main(["--synthetic", "maker", "--synthetic-rows", "30000", "--folds", "2", "--steps-per-fold", "12",
+                 "--backend", "reference", "--eval-backtests", "8", "--compare-orders", "--no-plots", "--out", str(out),
+                 "--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64", "--val-frac", "0"])
+    assert code in (0, 1)
+    import json
+    both = json.loads((out / "orders.json").read_text())
+    assert [r["fold"] for r in both["folds"]] == [0, 1] and set(both["all_passed"]) == {"market", "passive"}
+    for orders, width in (("market", N_ACTIONS), ("passive", N_PASSIVE_ACTIONS)):
+        report = json.loads((out / orders / "report.json").read_text())
+        assert report["orders"] == orders and f"--orders {orders}" in " ".join(report["train_args"])
+        for fold, row in zip(report["folds"], both["folds"]):
+            counts = fold["metrics"]["action_counts"]
+            assert len(counts) == width and row[orders]["net_pnl"] == fold["metrics"]["net_pnl"] / 1e9
+            assert row["yardstick"] is not None
+        if orders == "passive":
+            assert sum(counts[N_ACTIONS:]) > 0 and report["optimum"] == pytest.approx(0.03415, abs=1e-4)
+    md = (out / "orders.md").read_text()
+    assert md.count("\n| 0 |") == 1 and md.count("\n| 1 |") == 1 and "resting orders" in md
+    assert "orders compared" in capsys.readouterr().out
+
+
+def test_compare_orders_refusals(tmp_path, capsys):
+    from foxc.walkforward import main
+    for argv, says in ((["--compare-orders", "--trainer", "baseline"], "--compare-orders: compares the rl agent"),
+                       (["--compare-orders", "--orders", "passive"], "--orders passive: --compare-orders runs both")):
+        assert main([*argv, "--backend", "reference", "--out", str(tmp_path / "x")]) == 2
+        assert says in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_the_evaluate_command_evaluates_a_quoting_agent_with_its_orders(tmp_path, capsys):
+    """python -m foxc.evaluate on a checkpoint of --orders passive: the agent acts with its nine actions on a
+    simulator with its resting orders, its optimum is the market-making one."""
+    import json
+    from foxc import train
+    from foxc.evaluate import command
+    run = tmp_path / "run"
+    assert train.main(["--backend", "reference", "--n-backtests", "8", "--seq-len", "4", "--per-capacity", "64",
+                       "--n-steps", "12", "--synthetic", "maker", "--synthetic-rows", "5000", "--eval-rows", "1000",
+                       "--orders", "passive", "--val-frac", "0", "--out", str(run)]) == 0
+    ckpt = next(run.glob("checkpoint-*.foxc"))
+    out = tmp_path / "eval.json"
+    assert command.main([str(ckpt), "--synthetic", "maker", "--rows", "3000", "--n-backtests", "8", "--backend",
+                         "reference", "--json", str(out)]) == 0
+    record = json.loads(out.read_text())
+    agent = next(p for p in record["policies"] if p["role"] == "agent")
+    assert len(agent["metrics"]["action_counts"]) == N_PASSIVE_ACTIONS and sum(agent["metrics"]["action_counts"][5:])
+    assert record["optimum_ticks_per_snapshot"] == pytest.approx(0.03415, abs=1e-4)
+
+
+def test_bench_edge_trains_the_market_making_markets_with_resting_orders():
+    """bench edge's maker runs train --orders passive against the optimum with quotes; its verdicts: maker a
+    fraction of that optimum (flat fails), maker_null quiet and within 3 SE of 0 (a losing quoter fails)."""
+    from foxc.bench import edge
+    assert set(edge.PASSIVE) == {"maker", "maker_null"} and edge.GOALS["maker"] == 0.7
+    quiet = dict(trades_per_2000=0.0, pnl_ticks=0.0, pnl_se=0.0)
+    assert edge.verdict("maker_null", {**quiet, "opt_frac": None}) == "pass"
+    assert edge.verdict("maker_null", dict(trades_per_2000=80.0, pnl_ticks=-0.02, pnl_se=0.001)) == "fail"
+    assert edge.verdict("maker", {**quiet, "opt_frac": 0.0}) == "fail"
+    assert edge.verdict("maker", {**quiet, "opt_frac": 0.82}) == "pass"

@@ -257,6 +257,11 @@ def walkforward_plots(report: dict, run_dir: Path) -> list[Path]:
     return [equity_png, save(plt, fig, run_dir / "net_pnl.png")]
 
 
+def policy_words(policy: str) -> str:
+    """policy_of's word for a table: the kept weights' step, flat, or the final weights."""
+    return f"kept at step {policy}" if policy.isdigit() else policy
+
+
 def compare_orders(reports: dict[str, dict], run_dir: Path) -> dict:
     """The walk-forwards of the agent with market orders only and with resting orders (`reports` by --orders) side by
     side per fold, beside flat (0) and the yardstick (fitted on the same window: the market run's), written to
@@ -288,7 +293,7 @@ def compare_orders(reports: dict[str, dict], run_dir: Path) -> dict:
     (run_dir / "orders.json").write_text(json.dumps(out, indent=2) + "\n")
     cell = lambda r, o: (f"error: {r[o]['error'].splitlines()[0][:60]}" if not ok(r, o) else  # noqa: E731
                          f"{r[o]['net_pnl']:+.4f} ({r[o]['pnl_ticks']:+.5f} ticks/snapshot, {r[o]['trades']} trades, "
-                         f"{r[o]['policy']}, edge {'pass' if r[o]['edge_pass'] else 'fail'})")
+                         f"{policy_words(r[o]['policy'])}, edge {'pass' if r[o]['edge_pass'] else 'fail'})")
     lines = ["# Walk-forward: market orders against resting orders", "",
              "Net PnL per fold in price units per lot (the evaluation window's, greedy, learning off); flat earns 0; "
              "the yardstick is the logistic imbalance baseline fitted on the fold's training window.", "",
