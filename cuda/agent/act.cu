@@ -209,7 +209,8 @@ extern "C" __global__ void agent_act(
     unsigned int* __restrict__ stop_loss,
     int actor, int greedy, int B)
 {
-    agent_act_body<AGENT_N_ACTIONS>(q, policy_logits, rng_state, explore, position_lots, drawdown, isv, actions, log_prob,
+    agent_act_body<AGENT_N_ACTIONS>(q, policy_logits, rng_state, explore, position_lots, drawdown, isv, actions,
+        log_prob,
                         probs, flags, stop_loss, actor, greedy, B, nullptr, nullptr);
 }
 
@@ -234,6 +235,7 @@ extern "C" __global__ void agent_act_quotes(
     int actor, int greedy, int B, int* __restrict__ market,
     int* __restrict__ quotes)
 {
-    agent_act_body<AGENT_N_PASSIVE_ACTIONS>(q, policy_logits, rng_state, explore, position_lots, drawdown, isv, actions, log_prob,
+    agent_act_body<AGENT_N_PASSIVE_ACTIONS>(q, policy_logits, rng_state, explore, position_lots, drawdown, isv,
+        actions, log_prob,
                         probs, flags, stop_loss, actor, greedy, B, market, quotes);
 }

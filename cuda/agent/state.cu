@@ -55,7 +55,8 @@ extern "C" __global__ void __launch_bounds__(AGENT_STATE_BLOCK) agent_state(
     int* __restrict__ trade_steps, int* __restrict__ prev_lots, float* __restrict__ state,
     int* __restrict__ lots, float* __restrict__ drawdown, long long tick, float money_scale, int D, int K, int B)
 {
-    agent_state_body<AGENT_N_POSITION_FEATURES>(h, pos, features, trade_steps, prev_lots, state, lots, drawdown, tick, money_scale, D, K, B);
+    agent_state_body<AGENT_N_POSITION_FEATURES>(h, pos, features, trade_steps, prev_lots, state, lots, drawdown,
+        tick, money_scale, D, K, B);
 }
 
 // agent_state_quotes — as agent_state for the agent with resting orders: state[B, D + 12], the position's
@@ -76,7 +77,8 @@ extern "C" __global__ void __launch_bounds__(AGENT_STATE_BLOCK) agent_state_quot
     const unsigned int* __restrict__ q_state, const double* __restrict__ q_front,
     const long long* __restrict__ q_since, long long* __restrict__ quote_since, int* __restrict__ quote_steps)
 {
-    float* row = agent_state_body<AGENT_N_POSITION_FEATURES + AGENT_N_QUOTE_FEATURES>(h, pos, features, trade_steps, prev_lots, state, lots, drawdown, tick, money_scale, D, K, B);
+    float* row = agent_state_body<AGENT_N_POSITION_FEATURES + AGENT_N_QUOTE_FEATURES>(h, pos, features, trade_steps,
+        prev_lots, state, lots, drawdown, tick, money_scale, D, K, B);
     if (row == nullptr) return;
     const int b = blockIdx.x;
     const FoxcSnapshot* s = snaps + cursor[b];
@@ -100,7 +102,8 @@ extern "C" __global__ void __launch_bounds__(AGENT_STATE_BLOCK) agent_state_quot
         for (int l = 0; l < FOXC_LEVELS; ++l)
             if (prices[l] == px) shown = sizes[l];
         const long long touch = prices[0];
-        const double gap = touch == FOXC_PRICE_UNDEF ? 0.0 : (double)(side == 0 ? touch - px : px - touch) / (double)tick;
+        const double gap = touch == FOXC_PRICE_UNDEF ? 0.0
+                                                     : (double)(side == 0 ? touch - px : px - touch) / (double)tick;
         f[QPOS_LIVE] = st == FOXC_QUEUE_LIVE ? 1.0f : 0.5f;
         f[QPOS_QUEUE] = st == FOXC_QUEUE_LIVE ? fminf((float)(q_front[i] / fmax((double)shown, 1.0)), 1.0f) : 1.0f;
         f[QPOS_BEHIND] = fminf(fmaxf((float)gap, 0.0f), AGENT_SPREAD_CAP_TICKS);

@@ -14,7 +14,8 @@ extern "C" __global__ void agent_step_end(
     double* __restrict__ ring,
     int ring_len)
 {
-    agent_step_end_body<AGENT_N_ACTIONS>(probs, actions, flags, reward_raw, reward_scaled, clipped, closed, closed_pnl, lots, B, losses, stats, isv, isv_host,
+    agent_step_end_body<AGENT_N_ACTIONS>(probs, actions, flags, reward_raw, reward_scaled, clipped, closed,
+        closed_pnl, lots, B, losses, stats, isv, isv_host,
         extras, isv_slots, n_isv, ring, ring_len);
 }
 

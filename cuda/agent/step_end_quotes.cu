@@ -15,6 +15,7 @@ extern "C" __global__ void agent_step_end_quotes(
     double* __restrict__ ring,
     int ring_len)
 {
-    agent_step_end_body<AGENT_N_PASSIVE_ACTIONS>(probs, actions, flags, reward_raw, reward_scaled, clipped, closed, closed_pnl, lots, B, losses, stats, isv, isv_host,
+    agent_step_end_body<AGENT_N_PASSIVE_ACTIONS>(probs, actions, flags, reward_raw, reward_scaled, clipped, closed,
+        closed_pnl, lots, B, losses, stats, isv, isv_host,
         extras, isv_slots, n_isv, ring, ring_len);
 }

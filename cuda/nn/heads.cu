@@ -16,10 +16,11 @@
 // z_j = v_min + j (v_max - v_min) / 50, or AGENT_Q_INVALID for an action that changes nothing
 // for that side (agent_action_valid): an argmax over q (acting, the C51 target) never picks one.
 // Sums are fixed butterfly reductions.
-template <int A> __device__ __forceinline__ void c51_distribution_body(float* __restrict__ probs0, float* __restrict__ q0, const float* __restrict__ logits0,
-                 const float* __restrict__ side0, float* __restrict__ probs1, float* __restrict__ q1,
-                 const float* __restrict__ logits1, const float* __restrict__ side1, const float* __restrict__ isv,
-                 int side_stride, int B)
+template <int A> __device__ __forceinline__ void c51_distribution_body(
+    float* __restrict__ probs0, float* __restrict__ q0, const float* __restrict__ logits0,
+    const float* __restrict__ side0, float* __restrict__ probs1, float* __restrict__ q1,
+    const float* __restrict__ logits1, const float* __restrict__ side1, const float* __restrict__ isv,
+    int side_stride, int B)
 {
     if (blockIdx.y > 1) return;
     const bool head1 = blockIdx.y == 1;
@@ -73,5 +74,6 @@ c51_distribution_quotes(float* __restrict__ probs0, float* __restrict__ q0, cons
                  const float* __restrict__ logits1, const float* __restrict__ side1, const float* __restrict__ isv,
                  int side_stride, int B)
 {
-    c51_distribution_body<NN_N_PASSIVE_ACTIONS>(probs0, q0, logits0, side0, probs1, q1, logits1, side1, isv, side_stride, B);
+    c51_distribution_body<NN_N_PASSIVE_ACTIONS>(probs0, q0, logits0, side0, probs1, q1, logits1, side1, isv,
+        side_stride, B);
 }

@@ -14,10 +14,11 @@
 // td_error[b] = |E_m[z] - E_p[z]| (for the priorities) and grad_logits[B,5,51] =
 // weight[b] (p - m) / B on the taken action, 0 on the others (weight: PER importance weights).
 // Sums over atoms are fixed butterfly warp reductions.
-template <int A> __device__ __forceinline__ void c51_loss_body(float* __restrict__ grad_logits, float* __restrict__ loss, float* __restrict__ td_error,
-         const float* __restrict__ logits, const float* __restrict__ next_probs, const float* __restrict__ next_q,
-         const int* __restrict__ action, const float* __restrict__ ret, const float* __restrict__ gamma_n,
-         const float* __restrict__ done, const float* __restrict__ weight, const float* __restrict__ isv, int B)
+template <int A> __device__ __forceinline__ void c51_loss_body(
+    float* __restrict__ grad_logits, float* __restrict__ loss, float* __restrict__ td_error,
+    const float* __restrict__ logits, const float* __restrict__ next_probs, const float* __restrict__ next_q,
+    const int* __restrict__ action, const float* __restrict__ ret, const float* __restrict__ gamma_n,
+    const float* __restrict__ done, const float* __restrict__ weight, const float* __restrict__ isv, int B)
 {
     const int lane = threadIdx.x & 31;
     const int warps = (gridDim.x * blockDim.x) >> 5;
@@ -95,7 +96,8 @@ c51_loss(float* __restrict__ grad_logits, float* __restrict__ loss, float* __res
          const int* __restrict__ action, const float* __restrict__ ret, const float* __restrict__ gamma_n,
          const float* __restrict__ done, const float* __restrict__ weight, const float* __restrict__ isv, int B)
 {
-    c51_loss_body<NN_N_ACTIONS>(grad_logits, loss, td_error, logits, next_probs, next_q, action, ret, gamma_n, done, weight, isv, B);
+    c51_loss_body<NN_N_ACTIONS>(grad_logits, loss, td_error, logits, next_probs, next_q, action, ret, gamma_n, done,
+        weight, isv, B);
 }
 
 // c51_loss_quotes — as c51_loss for the agent with resting orders: [B, 9, 51] and next_q[B, 9].
@@ -105,7 +107,8 @@ c51_loss_quotes(float* __restrict__ grad_logits, float* __restrict__ loss, float
          const int* __restrict__ action, const float* __restrict__ ret, const float* __restrict__ gamma_n,
          const float* __restrict__ done, const float* __restrict__ weight, const float* __restrict__ isv, int B)
 {
-    c51_loss_body<NN_N_PASSIVE_ACTIONS>(grad_logits, loss, td_error, logits, next_probs, next_q, action, ret, gamma_n, done, weight, isv, B);
+    c51_loss_body<NN_N_PASSIVE_ACTIONS>(grad_logits, loss, td_error, logits, next_probs, next_q, action, ret,
+        gamma_n, done, weight, isv, B);
 }
 
 // value_policy_loss — 1-D grid over B threads (256-thread blocks): thread b does the value head's
@@ -118,11 +121,12 @@ c51_loss_quotes(float* __restrict__ grad_logits, float* __restrict__ loss, float
 // isv[ISV_DISTILL_TEMPERATURE] = T. Over the valid actions, target t = softmax(q / T) and
 // pi = softmax(pi_logits); writes loss_pi[b] = KL(t || pi) = sum t (log t - log pi) and
 // grad_pi[b,k] = (pi_k - t_k) / B (0 on invalid actions, whose logits the policy never uses).
-template <int A> __device__ __forceinline__ void value_policy_loss_body(float* __restrict__ grad_v, float* __restrict__ loss_v, float* __restrict__ advantage,
-                  const float* __restrict__ v, const float* __restrict__ v_next, const float* __restrict__ ret,
-                  const float* __restrict__ gamma_n, const float* __restrict__ done, float* __restrict__ grad_pi,
-                  float* __restrict__ loss_pi, const float* __restrict__ pi_logits, const float* __restrict__ q,
-                  const float* __restrict__ isv, int B)
+template <int A> __device__ __forceinline__ void value_policy_loss_body(
+    float* __restrict__ grad_v, float* __restrict__ loss_v, float* __restrict__ advantage,
+    const float* __restrict__ v, const float* __restrict__ v_next, const float* __restrict__ ret,
+    const float* __restrict__ gamma_n, const float* __restrict__ done, float* __restrict__ grad_pi,
+    float* __restrict__ loss_pi, const float* __restrict__ pi_logits, const float* __restrict__ q,
+    const float* __restrict__ isv, int B)
 {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
@@ -173,7 +177,8 @@ value_policy_loss(float* __restrict__ grad_v, float* __restrict__ loss_v, float*
                   float* __restrict__ loss_pi, const float* __restrict__ pi_logits, const float* __restrict__ q,
                   const float* __restrict__ isv, int B)
 {
-    value_policy_loss_body<NN_N_ACTIONS>(grad_v, loss_v, advantage, v, v_next, ret, gamma_n, done, grad_pi, loss_pi, pi_logits, q, isv, B);
+    value_policy_loss_body<NN_N_ACTIONS>(grad_v, loss_v, advantage, v, v_next, ret, gamma_n, done, grad_pi, loss_pi,
+        pi_logits, q, isv, B);
 }
 
 // value_policy_loss_quotes — as value_policy_loss for the agent with resting orders: pi_logits, q, grad_pi
@@ -185,7 +190,8 @@ value_policy_loss_quotes(float* __restrict__ grad_v, float* __restrict__ loss_v,
                   float* __restrict__ loss_pi, const float* __restrict__ pi_logits, const float* __restrict__ q,
                   const float* __restrict__ isv, int B)
 {
-    value_policy_loss_body<NN_N_PASSIVE_ACTIONS>(grad_v, loss_v, advantage, v, v_next, ret, gamma_n, done, grad_pi, loss_pi, pi_logits, q, isv, B);
+    value_policy_loss_body<NN_N_PASSIVE_ACTIONS>(grad_v, loss_v, advantage, v, v_next, ret, gamma_n, done, grad_pi,
+        loss_pi, pi_logits, q, isv, B);
 }
 
 // bce_masked — 1-D grid-stride over rows*cols elements (256-thread blocks). Reads logits, labels
