@@ -139,8 +139,8 @@ def test_a_resume_with_other_orders_is_refused(ref_rt, tmp_path):
     first = trainer(ref_rt, quoting_config(), data, tmp_path)
     first.train(2)
     path = first.save()
-    other = trainer(ref_rt, quoting_config().__class__(**{**quoting_config().as_dict(), "orders": "market",
-                                                          "horizons": (10, 50, 100), "isv": ()}), data, tmp_path / "b")
+    from dataclasses import replace
+    other = trainer(ref_rt, replace(quoting_config(), orders="market"), data, tmp_path / "b")
     with pytest.raises(ResumeError, match="orders: 'passive' in the checkpoint, 'market' now"):
         other.resume(path)
 

@@ -165,8 +165,9 @@ def parse_signatures(source_text: str, label: str = "source", macros: dict[str, 
     for m in _KERNEL.finditer(expand_kernel_macros(strip_comments(source_text))):
         params = []
         plist = m.group(2)
-        for name, body in macros.items():
-            plist = re.sub(rf"\b{name}\b", body, plist)
+        for _ in range(len(macros)):  # a list may name another list: expand until none is left
+            for name, body in macros.items():
+                plist = re.sub(rf"\b{name}\b", body, plist)
         for raw in filter(None, (" ".join(p.split()) for p in plist.split(","))):
             decl = " ".join(_QUALIFIERS.sub(" ", raw).split())
             name = re.search(r"(\w+)$", decl)

@@ -49,6 +49,17 @@ __device__ __forceinline__ int agent_margin_best(const float* score, const bool*
     return valid[ACTION_HOLD] && score[ACTION_HOLD] >= score[out] ? ACTION_HOLD : out;
 }
 
+// agent_act's parameters and, as arguments, their names: the template body and both kernels take them.
+#define AGENT_ACT_PARAMS                                                                                          \
+    const float* __restrict__ q, const float* __restrict__ policy_logits, unsigned int* __restrict__ rng_state,   \
+    int* __restrict__ explore, const int* __restrict__ position_lots, const float* __restrict__ drawdown,         \
+    const float* __restrict__ isv, int* __restrict__ actions, float* __restrict__ log_prob,                       \
+    float* __restrict__ probs, unsigned int* __restrict__ flags, unsigned int* __restrict__ stop_loss, int actor, \
+    int greedy, int B
+#define AGENT_ACT_ARGS                                                                                              \
+    q, policy_logits, rng_state, explore, position_lots, drawdown, isv, actions, log_prob, probs, flags, stop_loss, \
+    actor, greedy, B
+
 // agent_act — grid ceil(B / 256), block 256; one thread per backtest b.
 // Reads  q[b, 0..5) (the online C51 head's means on the agent's state; AGENT_Q_INVALID for an
 //        action that changes nothing), policy_logits[b, 0..5) (read when actor is
@@ -81,20 +92,7 @@ __device__ __forceinline__ int agent_margin_best(const float* score, const bool*
 //           1e-6) exceeds it, the action becomes FLAT_FROM_LONG / FLAT_FROM_SHORT, overriding all
 //   log_prob is log probs[chosen action] (before the gate and the stop-loss).
 template <int A> __device__ __forceinline__ void agent_act_body(
-    const float* __restrict__ q,
-    const float* __restrict__ policy_logits,
-    unsigned int* __restrict__ rng_state,
-    int* __restrict__ explore,
-    const int* __restrict__ position_lots,
-    const float* __restrict__ drawdown,
-    const float* __restrict__ isv,
-    int* __restrict__ actions,
-    float* __restrict__ log_prob,
-    float* __restrict__ probs,
-    unsigned int* __restrict__ flags,
-    unsigned int* __restrict__ stop_loss,
-    int actor, int greedy, int B, int* __restrict__ market,
-    int* __restrict__ quotes)
+    AGENT_ACT_PARAMS, int* __restrict__ market, int* __restrict__ quotes)
 {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
@@ -194,24 +192,9 @@ template <int A> __device__ __forceinline__ void agent_act_body(
     }
 }
 
-extern "C" __global__ void agent_act(
-    const float* __restrict__ q,
-    const float* __restrict__ policy_logits,
-    unsigned int* __restrict__ rng_state,
-    int* __restrict__ explore,
-    const int* __restrict__ position_lots,
-    const float* __restrict__ drawdown,
-    const float* __restrict__ isv,
-    int* __restrict__ actions,
-    float* __restrict__ log_prob,
-    float* __restrict__ probs,
-    unsigned int* __restrict__ flags,
-    unsigned int* __restrict__ stop_loss,
-    int actor, int greedy, int B)
+extern "C" __global__ void agent_act(AGENT_ACT_PARAMS)
 {
-    agent_act_body<AGENT_N_ACTIONS>(q, policy_logits, rng_state, explore, position_lots, drawdown, isv, actions,
-        log_prob,
-                        probs, flags, stop_loss, actor, greedy, B, nullptr, nullptr);
+    agent_act_body<AGENT_N_ACTIONS>(AGENT_ACT_ARGS, nullptr, nullptr);
 }
 
 // agent_act_quotes — as agent_act, for the agent with resting orders (--orders passive): q[b, 0..9),
@@ -220,22 +203,7 @@ extern "C" __global__ void agent_act(
 // simulator's inputs: market[b] (the action, HOLD for a quote action) and quotes[b], quotes[B + b] (the bid's and
 // the ask's code, agent_quote_codes: KEEP for a market action).
 extern "C" __global__ void agent_act_quotes(
-    const float* __restrict__ q,
-    const float* __restrict__ policy_logits,
-    unsigned int* __restrict__ rng_state,
-    int* __restrict__ explore,
-    const int* __restrict__ position_lots,
-    const float* __restrict__ drawdown,
-    const float* __restrict__ isv,
-    int* __restrict__ actions,
-    float* __restrict__ log_prob,
-    float* __restrict__ probs,
-    unsigned int* __restrict__ flags,
-    unsigned int* __restrict__ stop_loss,
-    int actor, int greedy, int B, int* __restrict__ market,
-    int* __restrict__ quotes)
+    AGENT_ACT_PARAMS, int* __restrict__ market, int* __restrict__ quotes)
 {
-    agent_act_body<AGENT_N_PASSIVE_ACTIONS>(q, policy_logits, rng_state, explore, position_lots, drawdown, isv,
-        actions, log_prob,
-                        probs, flags, stop_loss, actor, greedy, B, market, quotes);
+    agent_act_body<AGENT_N_PASSIVE_ACTIONS>(AGENT_ACT_ARGS, market, quotes);
 }

@@ -6,6 +6,14 @@
 #include "foxc/position.h"
 #include "foxc/snapshot.h"
 
+// agent_state's parameters and, as arguments, their names (its template body and both kernels).
+#define AGENT_STATE_PARAMS                                                                                     \
+    const float* __restrict__ h, const FoxcPosition* __restrict__ pos, const float* __restrict__ features,      \
+    int* __restrict__ trade_steps, int* __restrict__ prev_lots, float* __restrict__ state,                     \
+    int* __restrict__ lots, float* __restrict__ drawdown, long long tick, float money_scale, int D, int K, int B
+#define AGENT_STATE_ARGS                                                                                       \
+    h, pos, features, trade_steps, prev_lots, state, lots, drawdown, tick, money_scale, D, K, B
+
 // agent_state — grid (B), block AGENT_STATE_BLOCK; block b builds backtest b's row of state[B, D + 4].
 // Reads  h[B, D] (encoder output), pos[b] (the simulator's position after the previous step, marked
 //        to the mid of the snapshot about to be acted on), features[K, B, F] (the newest snapshot's
@@ -20,10 +28,7 @@
 //        trade_steps[b] = 0 when flat, 1 on the first step on a new side, else + 1; prev_lots[b] = lots.
 // Called once per step, before acting, both in training and in evaluation, so both count alike.
 // The row of backtest b with the position features written (thread 0 of the block), else nullptr.
-template <int W> __device__ __forceinline__ float* agent_state_body(
-    const float* __restrict__ h, const FoxcPosition* __restrict__ pos, const float* __restrict__ features,
-    int* __restrict__ trade_steps, int* __restrict__ prev_lots, float* __restrict__ state,
-    int* __restrict__ lots, float* __restrict__ drawdown, long long tick, float money_scale, int D, int K, int B)
+template <int W> __device__ __forceinline__ float* agent_state_body(AGENT_STATE_PARAMS)
 {
     const int b = blockIdx.x;
     if (b >= B) return nullptr;
@@ -50,13 +55,9 @@ template <int W> __device__ __forceinline__ float* agent_state_body(
     return row;
 }
 
-extern "C" __global__ void __launch_bounds__(AGENT_STATE_BLOCK) agent_state(
-    const float* __restrict__ h, const FoxcPosition* __restrict__ pos, const float* __restrict__ features,
-    int* __restrict__ trade_steps, int* __restrict__ prev_lots, float* __restrict__ state,
-    int* __restrict__ lots, float* __restrict__ drawdown, long long tick, float money_scale, int D, int K, int B)
+extern "C" __global__ void __launch_bounds__(AGENT_STATE_BLOCK) agent_state(AGENT_STATE_PARAMS)
 {
-    agent_state_body<AGENT_N_POSITION_FEATURES>(h, pos, features, trade_steps, prev_lots, state, lots, drawdown,
-        tick, money_scale, D, K, B);
+    agent_state_body<AGENT_N_POSITION_FEATURES>(AGENT_STATE_ARGS);
 }
 
 // agent_state_quotes — as agent_state for the agent with resting orders: state[B, D + 12], the position's
@@ -70,15 +71,12 @@ extern "C" __global__ void __launch_bounds__(AGENT_STATE_BLOCK) agent_state(
 //   age     tanh(steps / TIME_SCALE_STEPS): quote_steps[s, b] counts the steps an order posted at q_since
 //           has been seen (1 the first time; a new post restarts it), 0 with none; quote_since keeps q_since
 extern "C" __global__ void __launch_bounds__(AGENT_STATE_BLOCK) agent_state_quotes(
-    const float* __restrict__ h, const FoxcPosition* __restrict__ pos, const float* __restrict__ features,
-    int* __restrict__ trade_steps, int* __restrict__ prev_lots, float* __restrict__ state,
-    int* __restrict__ lots, float* __restrict__ drawdown, long long tick, float money_scale, int D, int K, int B,
+    AGENT_STATE_PARAMS,
     const FoxcSnapshot* __restrict__ snaps, const long long* __restrict__ cursor, const long long* __restrict__ q_px,
     const unsigned int* __restrict__ q_state, const double* __restrict__ q_front,
     const long long* __restrict__ q_since, long long* __restrict__ quote_since, int* __restrict__ quote_steps)
 {
-    float* row = agent_state_body<AGENT_N_POSITION_FEATURES + AGENT_N_QUOTE_FEATURES>(h, pos, features, trade_steps,
-        prev_lots, state, lots, drawdown, tick, money_scale, D, K, B);
+    float* row = agent_state_body<AGENT_N_POSITION_FEATURES + AGENT_N_QUOTE_FEATURES>(AGENT_STATE_ARGS);
     if (row == nullptr) return;
     const int b = blockIdx.x;
     const FoxcSnapshot* s = snaps + cursor[b];

@@ -5,6 +5,15 @@
 #include "foxc/isv_slots.h"
 #include "foxc/nn_math.cuh"
 
+// c51_distribution's parameters and, as arguments, their names (its template body and both kernels).
+#define C51_DISTRIBUTION_PARAMS                                                                        \
+    float* __restrict__ probs0, float* __restrict__ q0, const float* __restrict__ logits0,             \
+    const float* __restrict__ side0, float* __restrict__ probs1, float* __restrict__ q1,               \
+    const float* __restrict__ logits1, const float* __restrict__ side1, const float* __restrict__ isv, \
+    int side_stride, int B
+#define C51_DISTRIBUTION_ARGS                                                   \
+    probs0, q0, logits0, side0, probs1, q1, logits1, side1, isv, side_stride, B
+
 // c51_distribution — the distributions of one or two C51 heads on B states each: blockIdx.y picks
 // the head (grid.y = 1: head 0 only, head 1's pointers are not read; 2: both, e.g. the learner's
 // target head on the next states and its online head). Within a head, one warp per (b, action)
@@ -16,11 +25,7 @@
 // z_j = v_min + j (v_max - v_min) / 50, or AGENT_Q_INVALID for an action that changes nothing
 // for that side (agent_action_valid): an argmax over q (acting, the C51 target) never picks one.
 // Sums are fixed butterfly reductions.
-template <int A> __device__ __forceinline__ void c51_distribution_body(
-    float* __restrict__ probs0, float* __restrict__ q0, const float* __restrict__ logits0,
-    const float* __restrict__ side0, float* __restrict__ probs1, float* __restrict__ q1,
-    const float* __restrict__ logits1, const float* __restrict__ side1, const float* __restrict__ isv,
-    int side_stride, int B)
+template <int A> __device__ __forceinline__ void c51_distribution_body(C51_DISTRIBUTION_PARAMS)
 {
     if (blockIdx.y > 1) return;
     const bool head1 = blockIdx.y == 1;
@@ -58,22 +63,15 @@ template <int A> __device__ __forceinline__ void c51_distribution_body(
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-c51_distribution(float* __restrict__ probs0, float* __restrict__ q0, const float* __restrict__ logits0,
-                 const float* __restrict__ side0, float* __restrict__ probs1, float* __restrict__ q1,
-                 const float* __restrict__ logits1, const float* __restrict__ side1, const float* __restrict__ isv,
-                 int side_stride, int B)
+c51_distribution(C51_DISTRIBUTION_PARAMS)
 {
-    c51_distribution_body<NN_N_ACTIONS>(probs0, q0, logits0, side0, probs1, q1, logits1, side1, isv, side_stride, B);
+    c51_distribution_body<NN_N_ACTIONS>(C51_DISTRIBUTION_ARGS);
 }
 
 // c51_distribution_quotes — as c51_distribution for the agent with resting orders: logits and probs
 // [B, 9, 51], q[B, 9]; the quote actions are always valid.
 extern "C" __global__ void __launch_bounds__(256)
-c51_distribution_quotes(float* __restrict__ probs0, float* __restrict__ q0, const float* __restrict__ logits0,
-                 const float* __restrict__ side0, float* __restrict__ probs1, float* __restrict__ q1,
-                 const float* __restrict__ logits1, const float* __restrict__ side1, const float* __restrict__ isv,
-                 int side_stride, int B)
+c51_distribution_quotes(C51_DISTRIBUTION_PARAMS)
 {
-    c51_distribution_body<NN_N_PASSIVE_ACTIONS>(probs0, q0, logits0, side0, probs1, q1, logits1, side1, isv,
-        side_stride, B);
+    c51_distribution_body<NN_N_PASSIVE_ACTIONS>(C51_DISTRIBUTION_ARGS);
 }

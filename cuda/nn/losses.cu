@@ -4,6 +4,15 @@
 #include "foxc/isv_slots.h"
 #include "foxc/nn_math.cuh"
 
+// c51_loss's parameters and, as arguments, their names (its template body and both kernels).
+#define C51_LOSS_PARAMS                                                                                       \
+    float* __restrict__ grad_logits, float* __restrict__ loss, float* __restrict__ td_error,                  \
+    const float* __restrict__ logits, const float* __restrict__ next_probs, const float* __restrict__ next_q, \
+    const int* __restrict__ action, const float* __restrict__ ret, const float* __restrict__ gamma_n,         \
+    const float* __restrict__ done, const float* __restrict__ weight, const float* __restrict__ isv, int B
+#define C51_LOSS_ARGS                                                                                   \
+    grad_logits, loss, td_error, logits, next_probs, next_q, action, ret, gamma_n, done, weight, isv, B
+
 // c51_loss — one warp per sample, warp-strided over B (any 1-D launch of 32-multiple blocks;
 // plans use 128-thread blocks, one sample per warp). Lane l owns atoms l and l + 32 (< 51).
 // Target: the next state's target distribution next_probs[B,5,51] under its greedy action
@@ -14,11 +23,7 @@
 // td_error[b] = |E_m[z] - E_p[z]| (for the priorities) and grad_logits[B,5,51] =
 // weight[b] (p - m) / B on the taken action, 0 on the others (weight: PER importance weights).
 // Sums over atoms are fixed butterfly warp reductions.
-template <int A> __device__ __forceinline__ void c51_loss_body(
-    float* __restrict__ grad_logits, float* __restrict__ loss, float* __restrict__ td_error,
-    const float* __restrict__ logits, const float* __restrict__ next_probs, const float* __restrict__ next_q,
-    const int* __restrict__ action, const float* __restrict__ ret, const float* __restrict__ gamma_n,
-    const float* __restrict__ done, const float* __restrict__ weight, const float* __restrict__ isv, int B)
+template <int A> __device__ __forceinline__ void c51_loss_body(C51_LOSS_PARAMS)
 {
     const int lane = threadIdx.x & 31;
     const int warps = (gridDim.x * blockDim.x) >> 5;
@@ -91,25 +96,27 @@ template <int A> __device__ __forceinline__ void c51_loss_body(
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-c51_loss(float* __restrict__ grad_logits, float* __restrict__ loss, float* __restrict__ td_error,
-         const float* __restrict__ logits, const float* __restrict__ next_probs, const float* __restrict__ next_q,
-         const int* __restrict__ action, const float* __restrict__ ret, const float* __restrict__ gamma_n,
-         const float* __restrict__ done, const float* __restrict__ weight, const float* __restrict__ isv, int B)
+c51_loss(C51_LOSS_PARAMS)
 {
-    c51_loss_body<NN_N_ACTIONS>(grad_logits, loss, td_error, logits, next_probs, next_q, action, ret, gamma_n, done,
-        weight, isv, B);
+    c51_loss_body<NN_N_ACTIONS>(C51_LOSS_ARGS);
 }
 
 // c51_loss_quotes — as c51_loss for the agent with resting orders: [B, 9, 51] and next_q[B, 9].
 extern "C" __global__ void __launch_bounds__(256)
-c51_loss_quotes(float* __restrict__ grad_logits, float* __restrict__ loss, float* __restrict__ td_error,
-         const float* __restrict__ logits, const float* __restrict__ next_probs, const float* __restrict__ next_q,
-         const int* __restrict__ action, const float* __restrict__ ret, const float* __restrict__ gamma_n,
-         const float* __restrict__ done, const float* __restrict__ weight, const float* __restrict__ isv, int B)
+c51_loss_quotes(C51_LOSS_PARAMS)
 {
-    c51_loss_body<NN_N_PASSIVE_ACTIONS>(grad_logits, loss, td_error, logits, next_probs, next_q, action, ret,
-        gamma_n, done, weight, isv, B);
+    c51_loss_body<NN_N_PASSIVE_ACTIONS>(C51_LOSS_ARGS);
 }
+
+// value_policy_loss's parameters and, as arguments, their names (its template body and both kernels).
+#define VALUE_POLICY_LOSS_PARAMS                                                                    \
+    float* __restrict__ grad_v, float* __restrict__ loss_v, float* __restrict__ advantage,          \
+    const float* __restrict__ v, const float* __restrict__ v_next, const float* __restrict__ ret,   \
+    const float* __restrict__ gamma_n, const float* __restrict__ done, float* __restrict__ grad_pi, \
+    float* __restrict__ loss_pi, const float* __restrict__ pi_logits, const float* __restrict__ q,  \
+    const float* __restrict__ isv, int B
+#define VALUE_POLICY_LOSS_ARGS                                                                       \
+    grad_v, loss_v, advantage, v, v_next, ret, gamma_n, done, grad_pi, loss_pi, pi_logits, q, isv, B
 
 // value_policy_loss — 1-D grid over B threads (256-thread blocks): thread b does the value head's
 // loss, then the policy head's (independent: one launch for two heads of a few flops a sample).
@@ -121,12 +128,7 @@ c51_loss_quotes(float* __restrict__ grad_logits, float* __restrict__ loss, float
 // isv[ISV_DISTILL_TEMPERATURE] = T. Over the valid actions, target t = softmax(q / T) and
 // pi = softmax(pi_logits); writes loss_pi[b] = KL(t || pi) = sum t (log t - log pi) and
 // grad_pi[b,k] = (pi_k - t_k) / B (0 on invalid actions, whose logits the policy never uses).
-template <int A> __device__ __forceinline__ void value_policy_loss_body(
-    float* __restrict__ grad_v, float* __restrict__ loss_v, float* __restrict__ advantage,
-    const float* __restrict__ v, const float* __restrict__ v_next, const float* __restrict__ ret,
-    const float* __restrict__ gamma_n, const float* __restrict__ done, float* __restrict__ grad_pi,
-    float* __restrict__ loss_pi, const float* __restrict__ pi_logits, const float* __restrict__ q,
-    const float* __restrict__ isv, int B)
+template <int A> __device__ __forceinline__ void value_policy_loss_body(VALUE_POLICY_LOSS_PARAMS)
 {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
@@ -171,27 +173,17 @@ template <int A> __device__ __forceinline__ void value_policy_loss_body(
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-value_policy_loss(float* __restrict__ grad_v, float* __restrict__ loss_v, float* __restrict__ advantage,
-                  const float* __restrict__ v, const float* __restrict__ v_next, const float* __restrict__ ret,
-                  const float* __restrict__ gamma_n, const float* __restrict__ done, float* __restrict__ grad_pi,
-                  float* __restrict__ loss_pi, const float* __restrict__ pi_logits, const float* __restrict__ q,
-                  const float* __restrict__ isv, int B)
+value_policy_loss(VALUE_POLICY_LOSS_PARAMS)
 {
-    value_policy_loss_body<NN_N_ACTIONS>(grad_v, loss_v, advantage, v, v_next, ret, gamma_n, done, grad_pi, loss_pi,
-        pi_logits, q, isv, B);
+    value_policy_loss_body<NN_N_ACTIONS>(VALUE_POLICY_LOSS_ARGS);
 }
 
 // value_policy_loss_quotes — as value_policy_loss for the agent with resting orders: pi_logits, q, grad_pi
 // [B, 9].
 extern "C" __global__ void __launch_bounds__(256)
-value_policy_loss_quotes(float* __restrict__ grad_v, float* __restrict__ loss_v, float* __restrict__ advantage,
-                  const float* __restrict__ v, const float* __restrict__ v_next, const float* __restrict__ ret,
-                  const float* __restrict__ gamma_n, const float* __restrict__ done, float* __restrict__ grad_pi,
-                  float* __restrict__ loss_pi, const float* __restrict__ pi_logits, const float* __restrict__ q,
-                  const float* __restrict__ isv, int B)
+value_policy_loss_quotes(VALUE_POLICY_LOSS_PARAMS)
 {
-    value_policy_loss_body<NN_N_PASSIVE_ACTIONS>(grad_v, loss_v, advantage, v, v_next, ret, gamma_n, done, grad_pi,
-        loss_pi, pi_logits, q, isv, B);
+    value_policy_loss_body<NN_N_PASSIVE_ACTIONS>(VALUE_POLICY_LOSS_ARGS);
 }
 
 // bce_masked — 1-D grid-stride over rows*cols elements (256-thread blocks). Reads logits, labels

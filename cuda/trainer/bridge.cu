@@ -17,10 +17,7 @@
 // The parameters are lobsim_step's, then the trainer's.
 extern "C" __global__ void backtest_step(
     LOBSIM_STEP_PARAMS,
-    unsigned int* __restrict__ prev_trades, unsigned int* __restrict__ closed, float* __restrict__ closed_pnl,
-    float* __restrict__ drawdown, float money_scale, const float* __restrict__ isv,
-    float* __restrict__ reward_raw, float* __restrict__ reward_scaled, unsigned int* __restrict__ clipped,
-    const float* __restrict__ labels_out, float* __restrict__ labels, float* __restrict__ mask)
+    BACKTEST_TRAINER_PARAMS)
 {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= n) return;

@@ -11,10 +11,7 @@
 // The parameters are lobsim_step_passive's, then backtest_step's own.
 extern "C" __global__ void backtest_step_passive(
     LOBSIM_STEP_PARAMS, LOBSIM_PASSIVE_PARAMS,
-    unsigned int* __restrict__ prev_trades, unsigned int* __restrict__ closed, float* __restrict__ closed_pnl,
-    float* __restrict__ drawdown, float money_scale, const float* __restrict__ isv,
-    float* __restrict__ reward_raw, float* __restrict__ reward_scaled, unsigned int* __restrict__ clipped,
-    const float* __restrict__ labels_out, float* __restrict__ labels, float* __restrict__ mask)
+    BACKTEST_TRAINER_PARAMS)
 {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= n) return;

@@ -271,14 +271,13 @@ def act(A: int, q, policy_logits, rng_state, explore, position_lots, drawdown, i
         market.i32(B)[:], quotes.i32(2 * B)[:] = (x.reshape(-1) for x in split_actions(action))
 
 
-@reference(AGENT_ACT)
-def _agent_act(launch, *args):
-    act(N_ACTIONS, *args)
+def of_actions(body, A: int):
+    """The reference of a kernel family's member for A actions: `body(A, *its arguments)`."""
+    return lambda launch, *args: body(A, *args)
 
 
-@reference(AGENT_ACT_QUOTES)
-def _agent_act_quotes(launch, *args):
-    act(N_PASSIVE_ACTIONS, *args)
+for _A, _spec in ACT_KERNELS.items():  # agent_act and agent_act_quotes
+    reference(_spec)(of_actions(act, _A))
 
 
 def agent_reward(pnl_delta: np.ndarray, drawdown: np.ndarray, v: np.ndarray):
@@ -459,11 +458,5 @@ def step_end(A: int, probs, actions, flags, reward_raw, reward_scaled, clipped, 
     isv_host.f32(N_SLOTS)[:] = v
 
 
-@reference(AGENT_STEP_END)
-def _agent_step_end(launch, *args):
-    step_end(N_ACTIONS, *args)
-
-
-@reference(AGENT_STEP_END_QUOTES)
-def _agent_step_end_quotes(launch, *args):
-    step_end(N_PASSIVE_ACTIONS, *args)
+for _A, _spec in STEP_END_KERNELS.items():  # agent_step_end and agent_step_end_quotes
+    reference(_spec)(of_actions(step_end, _A))

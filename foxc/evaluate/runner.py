@@ -178,12 +178,13 @@ class Evaluator(Component):
             ctx = PolicyContext(records, cursor, active, lots, t, self.tick, config.greedy, rng, env.sim)
             act, probs = split_decision(policy(ctx), B, self.n_actions)
             act = np.where(active, act, HOLD).astype(np.int32)
-            if ((act < 0) | (act >= self.n_actions)).any():
-                raise ValueError(f"a policy's actions must be 0..{self.n_actions - 1}, got {act.min()}..{act.max()}")
             on_device = env.cursors.cursor.download()
             if not (on_device[active] == cursor[active]).all():
                 raise RuntimeError("the simulator's cursors left their chunks")
             if config.passive is not None:  # the agent's actions: market orders and both sides' quotes
+                if ((act < 0) | (act >= self.n_actions)).any():  # (LobEnv checks market actions; these it cannot)
+                    raise ValueError(f"a policy's actions must be 0..{self.n_actions - 1}, got "
+                                     f"{act.min()}..{act.max()}")
                 market, quotes = split_actions(act)
                 _, _, info = env.step(market, quotes=quotes)
             else:

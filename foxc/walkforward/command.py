@@ -94,10 +94,11 @@ def walk_forward(data: MarketData | CachedData, *, folds: int | None = None, ste
             data_npy.unlink(missing_ok=True)
     optimum = None
     if market is not None:
-        params = named_market(market).params
-        optimum = (market_optimum(named_market(market), fee_per_lot=eval_config.fee_per_lot / PRICE_SCALE,
-                                  orders=orders) if orders == "passive" else
-                   optimal_pnl(params, eval_config.fee_per_lot / PRICE_SCALE / params.tick).pnl_per_snapshot)
+        named_one = named_market(market)
+        optimum = (market_optimum(named_one, fee_per_lot=eval_config.fee_per_lot / PRICE_SCALE, orders=orders)
+                   if orders == "passive" else
+                   optimal_pnl(named_one.params, eval_config.fee_per_lot / PRICE_SCALE / named_one.params.tick)
+                   .pnl_per_snapshot)
     described = data.describe() if cached else {"source": data.source, "files": data.files,
                                                 "instrument": data.instrument, "rows": int(len(data.records)),
                                                 "tick": int(data.tick),
@@ -251,6 +252,7 @@ def _main(args, train_args: list[str]) -> int:
             setattr(args, name, value)
     synthetic = args.data == "synthetic"
     fee = args.fee if args.fee is not None else (MARKETS[args.synthetic].fee_per_lot if synthetic else 0.0)
+    orders = "market"  # the agent's, for the edge rule's optimum
     if args.trainer == "rl":  # a bad training flag or setting fails here, before any fold
         train_args = inline_config_file(train_args, FOLD_SETTINGS)  # a fold on another machine has no file
         given = parse_settings(train_args, "training flags")
@@ -259,6 +261,7 @@ def _main(args, train_args: list[str]) -> int:
                             f"(give {FOLD_SETTINGS[name]})")
         if args.compare_orders and "orders" in given:
             raise UserError(f"--orders {given['orders']}: --compare-orders runs both (give one of them)")
+        orders = given.get("orders", orders)
         TrainConfig.for_backend(backend, **{**given, "n_steps": args.steps_per_fold})
     try:
         data = load_data(args.data, args.synthetic_rows, args.seed, args.synthetic_segments, args.synthetic,
@@ -298,8 +301,6 @@ def _main(args, train_args: list[str]) -> int:
         print(f"orders compared: {comparison['verdict']}; wrote {out / 'orders.md'}")
         report = {"folds": [f for r in reports.values() for f in r["folds"]]}
     else:
-        orders = parse_settings(train_args, "training flags").get("orders", "market") if args.trainer == "rl" \
-            else "market"
         report = walk(out, train_args, orders)
     refused = [f for f in report["folds"] if f.get("data_error")]
     if refused:  # the data, not the code: a user's error, as when the whole data is refused up front

@@ -29,6 +29,14 @@ constexpr int N_SUMS = 17;
     const float* __restrict__ reward_raw, const float* __restrict__ reward_scaled,                             \
     const unsigned int* __restrict__ clipped, const unsigned int* __restrict__ closed,                         \
     const float* __restrict__ closed_pnl, const int* __restrict__ lots
+// agent_step_end's parameters and, as arguments, their names (its template body and both kernels).
+#define STEP_END_PARAMS                                                                                        \
+    STEP_ARRAYS, int B, const float* __restrict__ losses, double* stats, float* isv,                           \
+    float* __restrict__ isv_host, const double* __restrict__ extras, const int* __restrict__ isv_slots,        \
+    int n_isv, double* __restrict__ ring, int ring_len
+#define STEP_END_ARGS                                                                                          \
+    probs, actions, flags, reward_raw, reward_scaled, clipped, closed, closed_pnl, lots, B, losses, stats, isv, \
+    isv_host, extras, isv_slots, n_isv, ring, ring_len
 constexpr int STATS_AHEAD = 4;  // rows of a thread whose inputs are loaded before any of them is added
 template <int A> __device__ __noinline__ void step_stats(STEP_ARRAYS, double* stats, int B)
 {
@@ -311,18 +319,7 @@ __device__ __forceinline__ void step_increment(float* isv)
 // after another, on thread 0, the frame's sequence number and the step counter; then, after a barrier,
 // every thread writes its share of the ISV to isv and isv_host and of the statistics to stats. The
 // arithmetic is the same whichever memory holds the values and whichever thread copies them.
-template <int A> __device__ __forceinline__ void agent_step_end_body(
-    STEP_ARRAYS,
-    int B,
-    const float* __restrict__ losses,
-    double* stats,
-    float* isv,
-    float* __restrict__ isv_host,
-    const double* __restrict__ extras,
-    const int* __restrict__ isv_slots,
-    int n_isv,
-    double* __restrict__ ring,
-    int ring_len)
+template <int A> __device__ __forceinline__ void agent_step_end_body(STEP_END_PARAMS)
 {
     __shared__ float isv_s[ISV_N_SLOTS];
     __shared__ float losses_s[FRAME_N_LOSSES];

@@ -8,6 +8,13 @@
 #include "foxc/position.h"
 #include "foxc/snapshot.h"
 
+// The trainer's parameters of backtest_step and backtest_step_passive, after the simulator's.
+#define BACKTEST_TRAINER_PARAMS                                                                                \
+    unsigned int* __restrict__ prev_trades, unsigned int* __restrict__ closed, float* __restrict__ closed_pnl,  \
+    float* __restrict__ drawdown, float money_scale, const float* __restrict__ isv,                            \
+    float* __restrict__ reward_raw, float* __restrict__ reward_scaled, unsigned int* __restrict__ clipped,      \
+    const float* __restrict__ labels_out, float* __restrict__ labels, float* __restrict__ mask
+
 constexpr int PERCEPTION_LOGITS = 3 * FOXC_HORIZONS;  // up/down, long wins, short wins at each horizon
 
 // closed_trades — backtest b, after pnl_track.
